@@ -1,0 +1,52 @@
+# Token Factory Portal. `make demo` and `make test` are all a fresh machine needs.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST := $(BIN)/python -m pytest
+
+.PHONY: install demo serve test test-postgres test-sqlite lint format bench soak clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.lock
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.lock
+	@touch $@
+
+# Embedded default: SQLite in var/, Celery eager, no service to install.
+demo: install
+	@mkdir -p var
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py demo
+	@echo "Serving on http://127.0.0.1:8000 (Ctrl-C to stop)"
+	$(BIN)/python manage.py runserver --noreload 127.0.0.1:8000
+
+serve: install
+	$(BIN)/python manage.py runserver --noreload 127.0.0.1:8000
+
+# The whole suite on a throwaway PostgreSQL and Redis, then the both_backends tests on SQLite.
+test: install
+	scripts/ensure-system-packages.sh
+	scripts/with-services.sh $(PYTEST) -p no:cacheprovider
+	$(MAKE) --no-print-directory test-sqlite
+
+test-sqlite: install
+	DATABASE_URL=sqlite:///:memory: $(PYTEST) -p no:cacheprovider -m both_backends -q
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: install
+	@echo "The benchmark suite lands with the performance issue (tests/bench/)."
+
+soak: install
+	@echo "The soak suite lands with the reliability issue."
+
+clean:
+	rm -rf $(VENV) var .pytest_cache

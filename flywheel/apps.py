@@ -1,0 +1,5 @@
+from django.apps import AppConfig
+
+
+class FlywheelConfig(AppConfig):
+    name = "flywheel"

@@ -1,0 +1,106 @@
+"""The one place that decides what a user may see and do.
+
+Every tenant-scoped query goes through `tenant_scoped`; views and API never filter by
+tenant on their own. Capabilities follow the "may" table of the architecture.
+"""
+
+from enum import StrEnum
+from typing import TypeVar
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Model, QuerySet
+from django.http import Http404
+
+from .models import Role, Scope, Tenant
+
+M = TypeVar("M", bound=Model)
+
+
+class Capability(StrEnum):
+    WRITE_FACTORY = "write_factory"  # pools, models, deployments, capacity, incidents, levers…
+    WRITE_COMMERCIAL = "write_commercial"  # prices, contracts, promotions, invoices
+    READ_FACTORY = "read_factory"  # factory-wide KPIs, TFOM, flywheel
+    READ_TENANT_DATA = "read_tenant_data"  # usage, SLA, invoices (own tenant for members)
+    READ_AGGREGATES = "read_aggregates"  # factory-wide totals without tenant detail
+    READ_AUDIT = "read_audit"
+    MANAGE_TOKENS = "manage_tokens"
+
+
+CAPABILITIES: dict[Capability, frozenset[Role]] = {
+    Capability.WRITE_FACTORY: frozenset({Role.OPERATOR}),
+    Capability.WRITE_COMMERCIAL: frozenset({Role.OPERATOR, Role.FINANCE}),
+    Capability.READ_FACTORY: frozenset({Role.OPERATOR, Role.FINANCE, Role.INVESTOR}),
+    Capability.READ_TENANT_DATA: frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
+    Capability.READ_AGGREGATES: frozenset({Role.OPERATOR, Role.FINANCE, Role.INVESTOR}),
+    Capability.READ_AUDIT: frozenset({Role.OPERATOR}),
+    Capability.MANAGE_TOKENS: frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
+}
+
+# The scopes a role may put on an API token it creates.
+TOKEN_SCOPES: dict[Role, frozenset[str]] = {
+    Role.OPERATOR: frozenset({Scope.READ, Scope.INGEST, Scope.ADMIN}),
+    Role.FINANCE: frozenset({Scope.READ}),
+    Role.INVESTOR: frozenset(),
+    Role.TENANT: frozenset({Scope.READ}),
+}
+
+# When a user is in several groups, the most powerful role wins.
+_ROLE_ORDER = [Role.OPERATOR, Role.FINANCE, Role.INVESTOR, Role.TENANT]
+
+
+def user_role(user: AbstractBaseUser | AnonymousUser) -> Role | None:
+    """The user's role: superusers are operators; otherwise the highest group held."""
+    if not user.is_authenticated:
+        return None
+    cached = getattr(user, "_portal_role", False)
+    if cached is not False:
+        return cached
+    if user.is_superuser:
+        role: Role | None = Role.OPERATOR
+    else:
+        names = set(user.groups.values_list("name", flat=True))
+        role = next((r for r in _ROLE_ORDER if r.value in names), None)
+        if role is Role.TENANT and user_tenant(user) is None:
+            role = None  # a tenant member without a tenant sees nothing
+    user._portal_role = role
+    return role
+
+
+def user_tenant(user: AbstractBaseUser | AnonymousUser) -> Tenant | None:
+    """The tenant a tenant member belongs to (None for staff roles and anonymous users)."""
+    if not user.is_authenticated:
+        return None
+    cached = getattr(user, "_portal_tenant", False)
+    if cached is not False:
+        return cached
+    membership = getattr(user, "membership", None) if hasattr(user, "membership") else None
+    tenant = membership.tenant if membership else None
+    user._portal_tenant = tenant
+    return tenant
+
+
+def user_may(user: AbstractBaseUser | AnonymousUser, capability: Capability) -> bool:
+    role = user_role(user)
+    return role is not None and role in CAPABILITIES[capability]
+
+
+def tenant_scoped(
+    queryset: QuerySet[M], *, user: AbstractBaseUser | AnonymousUser, field: str | None = "tenant"
+) -> QuerySet[M]:
+    """Rows of `queryset` the user may see: all for operators and finance, own tenant for
+    members, none for everyone else. `field` is the path to the tenant (None: the row is one)."""
+    role = user_role(user)
+    if role in (Role.OPERATOR, Role.FINANCE):
+        return queryset
+    if role is Role.TENANT:
+        tenant = user_tenant(user)
+        return queryset.filter(**({"pk": tenant.pk} if field is None else {field: tenant}))
+    return queryset.none()
+
+
+def tenant_get(*, user: AbstractBaseUser | AnonymousUser, slug: str) -> Tenant:
+    """The tenant named `slug` if the user may see it; 404 otherwise (never 403, not to leak)."""
+    tenant = tenant_scoped(Tenant.objects.all(), user=user, field=None).filter(slug=slug).first()
+    if tenant is None:
+        raise Http404(f"No tenant {slug!r}.")
+    return tenant

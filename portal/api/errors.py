@@ -1,0 +1,60 @@
+"""Every API error is JSON: {"errors": [{"index"?, "field", "message"}]}."""
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import DatabaseError
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+def flatten(detail: Any, field: str = "") -> list[dict[str, Any]]:
+    """Turn DRF's nested error detail into a flat list naming each field (dotted paths)."""
+    if isinstance(detail, dict):
+        out = []
+        for key, value in detail.items():
+            name = "" if key in ("non_field_errors", "__all__", "detail") else str(key)
+            out += flatten(value, f"{field}.{name}" if field and name else field or name)
+        return out
+    if isinstance(detail, list):
+        if all(not isinstance(item, dict | list) for item in detail):
+            return [{"field": field, "message": str(item)} for item in detail]
+        out = []
+        for index, item in enumerate(detail):
+            out += flatten(item, f"{field}[{index}]" if field else str(index))
+        return out
+    return [{"field": field, "message": str(detail)}]
+
+
+def errors_response(errors: list[dict[str, Any]], status_code: int, headers=None) -> Response:
+    return Response({"errors": errors}, status=status_code, headers=headers)
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, DjangoValidationError):
+        detail = exc.message_dict if hasattr(exc, "error_dict") else {"": exc.messages}
+        exc = exceptions.ValidationError(detail)
+    elif isinstance(exc, Http404):
+        exc = exceptions.NotFound(str(exc) or "Not found.")
+    elif isinstance(exc, PermissionDenied):
+        exc = exceptions.PermissionDenied(str(exc) or None)
+    elif isinstance(exc, DatabaseError) and _is_unavailable(exc):
+        return errors_response(
+            [{"field": "", "message": "The database is unavailable; retry shortly."}],
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": "30"},
+        )
+    response = drf_exception_handler(exc, context)
+    if response is None:
+        return None
+    response.data = {"errors": flatten(response.data)}
+    return response
+
+
+def _is_unavailable(exc: DatabaseError) -> bool:
+    from django.db import OperationalError, InterfaceError
+
+    return isinstance(exc, OperationalError | InterfaceError)

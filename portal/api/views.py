@@ -1,0 +1,60 @@
+from django.db import transaction
+from rest_framework import mixins, viewsets
+
+from portal.access import Capability, tenant_scoped
+from portal.models import AuditEntry, Tenant
+from portal.permissions import capability_permission
+from portal.services import audit_record, audit_snapshot
+
+from .serializers import AuditEntrySerializer, TenantSerializer
+
+
+class AuditedModelViewSet(viewsets.ModelViewSet):
+    """CRUD whose every write leaves an audit entry with the object before and after."""
+
+    audit_type = ""
+
+    @transaction.atomic
+    def perform_create(self, serializer):
+        obj = serializer.save()
+        audit_record(actor=self.request.user, action="create", object_type=self.audit_type,
+                     object_id=str(obj.pk), after=audit_snapshot(obj))
+
+    @transaction.atomic
+    def perform_update(self, serializer):
+        before = audit_snapshot(serializer.instance)
+        obj = serializer.save()
+        audit_record(actor=self.request.user, action="update", object_type=self.audit_type,
+                     object_id=str(obj.pk), before=before, after=audit_snapshot(obj))
+
+    @transaction.atomic
+    def perform_destroy(self, instance):
+        before = audit_snapshot(instance)
+        pk = instance.pk
+        instance.delete()
+        audit_record(actor=self.request.user, action="delete", object_type=self.audit_type,
+                     object_id=str(pk), before=before)
+
+
+class TenantViewSet(AuditedModelViewSet):
+    """Tenants, keyed by slug. Operators write; members see their own tenant only."""
+
+    serializer_class = TenantSerializer
+    lookup_field = "slug"
+    audit_type = "tenant"
+    permission_classes = [
+        capability_permission(read=Capability.READ_TENANT_DATA, write=Capability.WRITE_FACTORY)
+    ]
+    filterset_fields = ["status"]
+
+    def get_queryset(self):
+        return tenant_scoped(Tenant.objects.all(), user=self.request.user, field=None)
+
+
+class AuditEntryViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
+    """The audit log (operators)."""
+
+    serializer_class = AuditEntrySerializer
+    permission_classes = [capability_permission(read=Capability.READ_AUDIT)]
+    queryset = AuditEntry.objects.select_related("actor")
+    filterset_fields = ["action", "object_type", "object_id"]

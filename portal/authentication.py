@@ -1,0 +1,58 @@
+"""`Authorization: Bearer <token>` for the DRF API."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions
+
+from .models import ApiToken, Tenant
+from .services import token_digest
+
+
+class BearerTokenAuthentication(authentication.BaseAuthentication):
+    """Authenticates an API token; `request.auth` is then the ApiToken (its scopes apply)."""
+
+    keyword = "Bearer"
+
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(header) != 2:
+            raise exceptions.AuthenticationFailed("Authorization header must be 'Bearer <token>'.")
+        try:
+            raw = header[1].decode("ascii")
+        except UnicodeDecodeError as exc:
+            raise exceptions.AuthenticationFailed("Token must be ASCII.") from exc
+        token = (
+            ApiToken.objects.select_related("user", "user__membership__tenant")
+            .filter(digest=token_digest(raw))
+            .first()
+        )
+        if token is None:
+            raise exceptions.AuthenticationFailed("Invalid token.")
+        if token.revoked_at is not None:
+            raise exceptions.AuthenticationFailed("Token has been revoked.")
+        user = token.user
+        if not user.is_active:
+            raise exceptions.AuthenticationFailed("User is inactive.")
+        membership = getattr(user, "membership", None) if hasattr(user, "membership") else None
+        if membership and membership.tenant.status == Tenant.Status.SUSPENDED:
+            raise exceptions.AuthenticationFailed("Tenant is suspended.")
+        now = timezone.now()
+        # Touch last use at most once a minute, so reads stay read-only in the common case.
+        if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):
+            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        return user, token
+
+    def authenticate_header(self, request):
+        return self.keyword
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "portal.authentication.BearerTokenAuthentication"
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {"type": "http", "scheme": "bearer"}

@@ -1,0 +1,35 @@
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from portal.models import Role, Tenant
+from portal.services import token_create, user_ensure
+
+
+class Command(BaseCommand):
+    help = (
+        "Create an API token (creating the user with that role when missing). "
+        "The token alone is printed on the last line."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--user", required=True)
+        parser.add_argument("--role", required=True, choices=[r.value for r in Role])
+        parser.add_argument("--scopes", required=True, help="Comma-separated: read,ingest,admin")
+        parser.add_argument("--tenant", help="Tenant slug (required for --role tenant)")
+        parser.add_argument("--name", default="cli")
+
+    def handle(self, *args, **options):
+        role = Role(options["role"])
+        tenant = None
+        if options["tenant"]:
+            tenant = Tenant.objects.filter(slug=options["tenant"]).first()
+            if tenant is None:
+                raise CommandError(f"No tenant {options['tenant']!r}.")
+        scopes = [s.strip() for s in options["scopes"].split(",") if s.strip()]
+        try:
+            user = user_ensure(username=options["user"], role=role, tenant=tenant)
+            token, raw = token_create(user=user, name=options["name"], scopes=scopes)
+        except ValidationError as exc:
+            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from exc
+        self.stderr.write(f"Token {token.prefix}… for {user.username} ({role.value}) scopes {','.join(token.scopes)}")
+        self.stdout.write(raw)

@@ -1,0 +1,97 @@
+from django.conf import settings
+from django.db import models
+
+
+class Role(models.TextChoices):
+    """The four roles of the portal; each is a Django group of the same name."""
+
+    OPERATOR = "operator", "Operator"
+    FINANCE = "finance", "Finance"
+    INVESTOR = "investor", "Investor"
+    TENANT = "tenant", "Tenant member"
+
+
+class Scope(models.TextChoices):
+    """What an API token may do: read data, ingest usage, or change configuration."""
+
+    READ = "read", "read"
+    INGEST = "ingest", "ingest"
+    ADMIN = "admin", "admin"
+
+
+class Tenant(models.Model):
+    """A customer of the factory; usage, contracts, invoices and SLA are kept per tenant."""
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        SUSPENDED = "suspended", "Suspended"  # usage still ingested, members cannot log in
+        CLOSED = "closed", "Closed"  # ingestion refused
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    """Links a tenant member to exactly one tenant."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="membership"
+    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="members")
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant}"
+
+
+class ApiToken(models.Model):
+    """A bearer token for the API: stored as a SHA-256 digest, shown in clear once at creation."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, help_text="First characters, to recognise a token.")
+    digest = models.CharField(max_length=64, unique=True)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class AuditEntry(models.Model):
+    """One change to a configuration object or a sensitive action: who, when, before and after."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True
+    )
+    action = models.CharField(max_length=32)  # create, update, delete, issue_token, revoke_token…
+    object_type = models.CharField(max_length=64)
+    object_id = models.CharField(max_length=128)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.action} {self.object_type} {self.object_id}"

@@ -1,0 +1,45 @@
+"""The left navigation: each entry names the roles that may open it (and so see it)."""
+
+from dataclasses import dataclass
+
+from django.urls import NoReverseMatch, reverse
+
+from .models import Role
+
+ALL = frozenset(Role)
+STAFF = frozenset({Role.OPERATOR, Role.FINANCE, Role.INVESTOR})
+
+
+@dataclass(frozen=True)
+class NavItem:
+    label: str
+    url_name: str
+    roles: frozenset[Role]
+    section: str = ""
+
+
+NAV: list[NavItem] = [
+    NavItem("Home", "home", ALL),
+    NavItem("API tokens", "tokens", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Account"),
+    NavItem("Audit log", "audit", frozenset({Role.OPERATOR}), "Account"),
+    NavItem("API docs", "api-docs", ALL, "Account"),
+]
+
+
+def nav_for(role: Role | None, current_path: str = "") -> list[dict]:
+    """The entries a role may open, in order, with their URL and whether they are current."""
+    items = []
+    for item in NAV:
+        if role is None or role not in item.roles:
+            continue
+        try:
+            url = reverse(item.url_name)
+        except NoReverseMatch:
+            continue  # an app whose pages are not mounted yet
+        active = current_path == url or (url != "/" and current_path.startswith(url))
+        items.append({"label": item.label, "url": url, "section": item.section, "active": active})
+    return items
+
+
+def may_open(role: Role | None, url_name: str) -> bool:
+    return any(item.url_name == url_name and role in item.roles for item in NAV)

@@ -1,0 +1,124 @@
+"""Writes of the base app: users and roles, API tokens, audit entries."""
+
+import hashlib
+import secrets
+from collections.abc import Iterable
+from typing import Any
+
+from django.contrib.auth.models import Group, User
+from django.core.exceptions import ValidationError
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+from django.forms.models import model_to_dict
+from django.utils import timezone
+
+from .access import TOKEN_SCOPES, user_role, user_tenant
+from .models import ApiToken, AuditEntry, Membership, Role, Tenant
+
+TOKEN_PREFIX = "tfp_"
+
+
+def token_digest(raw: str) -> str:
+    """SHA-256 of a token: tokens carry 256 random bits, so a fast hash is enough at rest."""
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def audit_snapshot(obj: Any) -> dict[str, Any]:
+    """A JSON-safe copy of a model instance's fields, for the audit log."""
+    import json
+
+    return json.loads(json.dumps(model_to_dict(obj), cls=DjangoJSONEncoder, default=str))
+
+
+def audit_record(
+    *,
+    actor: User | None,
+    action: str,
+    object_type: str,
+    object_id: str,
+    before: dict[str, Any] | None = None,
+    after: dict[str, Any] | None = None,
+) -> AuditEntry:
+    """Append one audit entry (entries are never changed afterwards)."""
+    return AuditEntry.objects.create(
+        actor=actor if actor is not None and actor.is_authenticated else None,
+        action=action,
+        object_type=object_type,
+        object_id=str(object_id),
+        before=before,
+        after=after,
+    )
+
+
+@transaction.atomic
+def user_ensure(
+    *, username: str, role: Role, tenant: Tenant | None = None, password: str | None = None,
+    actor: User | None = None,
+) -> User:
+    """Create the user if missing and give it exactly `role` (and its tenant for members)."""
+    if role is Role.TENANT and tenant is None:
+        raise ValidationError({"tenant": "A tenant member needs a tenant."})
+    user, created = User.objects.get_or_create(username=username)
+    if password is not None:
+        user.set_password(password)
+        user.save(update_fields=["password"])
+    elif created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    before = sorted(user.groups.values_list("name", flat=True))
+    user.groups.set([Group.objects.get_or_create(name=role.value)[0]])
+    if role is Role.TENANT:
+        Membership.objects.update_or_create(user=user, defaults={"tenant": tenant})
+    else:
+        Membership.objects.filter(user=user).delete()
+    if created or before != [role.value]:
+        audit_record(
+            actor=actor, action="role_change", object_type="user", object_id=username,
+            before={"groups": before}, after={"groups": [role.value],
+                                              "tenant": tenant.slug if tenant else None},
+        )
+    for attr in ("_portal_role", "_portal_tenant"):
+        user.__dict__.pop(attr, None)
+    return user
+
+
+@transaction.atomic
+def token_create(*, user: User, name: str, scopes: Iterable[str]) -> tuple[ApiToken, str]:
+    """Issue a token for `user` with `scopes` (limited by the user's role); returns the row and
+    the clear token, which is shown once and never stored."""
+    wanted = sorted(set(scopes))
+    role = user_role(user)
+    allowed = TOKEN_SCOPES.get(role, frozenset()) if role else frozenset()
+    if not wanted:
+        raise ValidationError({"scopes": "Choose at least one scope."})
+    refused = [s for s in wanted if s not in allowed]
+    if refused:
+        raise ValidationError(
+            {"scopes": f"A {role.label if role else 'user without role'} may not create "
+                       f"tokens with scope {', '.join(refused)}."}
+        )
+    raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(
+        user=user, name=name.strip() or "token", prefix=raw[:12], digest=token_digest(raw),
+        scopes=wanted,
+    )
+    tenant = user_tenant(user)
+    audit_record(
+        actor=user, action="issue_token", object_type="api_token", object_id=str(token.pk),
+        after={"name": token.name, "scopes": wanted, "user": user.username,
+               "tenant": tenant.slug if tenant else None},
+    )
+    return token, raw
+
+
+@transaction.atomic
+def token_revoke(*, token: ApiToken, by: User) -> ApiToken:
+    """Revoke a token; a revoked token is refused from then on."""
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit_record(
+            actor=by, action="revoke_token", object_type="api_token", object_id=str(token.pk),
+            before={"revoked_at": None}, after={"revoked_at": token.revoked_at.isoformat()},
+        )
+    return token

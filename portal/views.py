@@ -1,0 +1,74 @@
+from django.contrib import messages
+from django.contrib.auth import views as auth_views
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from .access import TOKEN_SCOPES, user_role
+from .decorators import role_required
+from .forms import TokenForm
+from .models import ApiToken, AuditEntry, Role
+from .services import token_create, token_revoke
+
+ALL_ROLES = tuple(Role)
+
+
+class LoginView(auth_views.LoginView):
+    template_name = "portal/login.html"
+    redirect_authenticated_user = True
+
+
+@role_required(*ALL_ROLES)
+def home(request):
+    """The landing page of each role."""
+    role = user_role(request.user)
+    return render(request, f"portal/home_{role.value}.html", {"title": "Home"})
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def tokens(request):
+    """The user's API tokens: create (shown once) and revoke."""
+    allowed = TOKEN_SCOPES[user_role(request.user)]
+    form = TokenForm(request.POST or None, allowed=allowed)
+    created = None
+    if request.method == "POST" and form.is_valid():
+        try:
+            token, created = token_create(
+                user=request.user, name=form.cleaned_data["name"], scopes=form.cleaned_data["scopes"]
+            )
+        except ValidationError as exc:
+            for field, errs in exc.message_dict.items():
+                form.add_error(field if field in form.fields else None, errs)
+        else:
+            form = TokenForm(allowed=allowed)
+    return render(
+        request,
+        "portal/tokens.html",
+        {
+            "title": "API tokens",
+            "form": form,
+            "created": created,
+            "tokens": ApiToken.objects.filter(user=request.user),
+        },
+    )
+
+
+@require_POST
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def token_revoke_view(request, pk: int):
+    token = get_object_or_404(ApiToken, pk=pk, user=request.user)
+    token_revoke(token=token, by=request.user)
+    messages.success(request, f"Token {token.prefix}… revoked.")
+    return redirect("tokens")
+
+
+@role_required(Role.OPERATOR)
+def audit(request):
+    """Who changed which configuration object, when, before and after."""
+    entries = AuditEntry.objects.select_related("actor")
+    for name in ("action", "object_type"):
+        if request.GET.get(name):
+            entries = entries.filter(**{name: request.GET[name]})
+    page = Paginator(entries, 50).get_page(request.GET.get("page"))
+    return render(request, "portal/audit.html", {"title": "Audit log", "page": page})

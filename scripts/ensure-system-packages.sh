@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Install the system packages the test suite needs (PostgreSQL, Redis, Chromium) when their
+# binaries are missing and we are root. Nothing is downloaded outside Debian's packages.
+set -euo pipefail
+missing=()
+ls -d /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "Missing system packages: ${missing[*]} (install them, or run as root)." >&2
+  exit 1
+fi
+echo "Installing ${missing[*]} with apt-get…"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >/dev/null
+apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null

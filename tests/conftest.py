@@ -1,0 +1,118 @@
+"""Shared fixtures: tenants, a user per role, API clients with bearer tokens."""
+
+import pytest
+from rest_framework.test import APIClient
+
+from portal.models import Role, Tenant
+from portal.services import token_create, user_ensure
+
+PASSWORD = "correct-horse-battery-staple"
+
+
+@pytest.fixture
+def tenant_a(db):
+    return Tenant.objects.create(slug="tenant-a", name="Tenant A")
+
+
+@pytest.fixture
+def tenant_b(db):
+    return Tenant.objects.create(slug="tenant-b", name="Tenant B")
+
+
+@pytest.fixture
+def make_user(db):
+    def make(role: str, *, tenant: Tenant | None = None, username: str | None = None):
+        name = username or (f"{role}-{tenant.slug}" if tenant else f"{role}-user")
+        return user_ensure(username=name, role=Role(role), tenant=tenant, password=PASSWORD)
+
+    return make
+
+
+@pytest.fixture
+def users(make_user, tenant_a):
+    """One user per role; the tenant member belongs to tenant A."""
+    return {
+        "operator": make_user("operator"),
+        "finance": make_user("finance"),
+        "investor": make_user("investor"),
+        "tenant": make_user("tenant", tenant=tenant_a),
+    }
+
+
+@pytest.fixture
+def token_client(db):
+    """`token_client(user, scopes)` → an APIClient sending `Authorization: Bearer …`."""
+
+    def make(user, scopes=("read",)):
+        _, raw = token_create(user=user, name="test", scopes=scopes)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+        return client
+
+    return make
+
+
+@pytest.fixture
+def session_client(client):
+    """`session_client(user)` → Django's test client logged in as `user`."""
+
+    def make(user):
+        client.force_login(user)
+        return client
+
+    return make
+
+
+@pytest.fixture
+def live_worker(transactional_db):
+    """A real Celery worker process, consuming from the test Redis and writing to the test
+    database. Yields a Celery client app bound to the same broker."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from celery import Celery
+    from django.db import connection
+
+    broker = os.environ.get("TEST_BROKER_URL")
+    if not broker:
+        pytest.skip("needs TEST_BROKER_URL (make test starts a throwaway Redis)")
+    db = connection.settings_dict
+    if connection.vendor != "postgresql":
+        pytest.skip("the worker shares the PostgreSQL test database")
+    env = dict(os.environ)
+    env.update(
+        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        CELERY_BROKER_URL=broker,
+        CELERY_RESULT_BACKEND=broker,
+    )
+    root = Path(__file__).resolve().parents[1]
+    log_path = root / "var" / "test-worker.log"
+    log_path.parent.mkdir(exist_ok=True)
+    with open(log_path, "w") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=prefork",
+             "--concurrency=1", "--without-gossip", "--without-mingle", "-l", "INFO"],
+            cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
+    app = Celery("test-client", broker=broker, backend=broker)
+    app.conf.task_serializer = "json"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if app.control.ping(timeout=1.0):
+                break
+            if worker.poll() is not None:
+                pytest.fail(f"worker exited: {log_path.read_text()[-2000:]}")
+        else:
+            pytest.fail(f"worker did not start: {log_path.read_text()[-2000:]}")
+        yield app
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+        app.close()

@@ -1,0 +1,166 @@
+"""Role × page matrix, API scopes and token storage."""
+
+import hashlib
+
+import pytest
+from django.db import connection
+from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.test import APIClient
+
+from portal.models import ApiToken, AuditEntry, Tenant
+
+ROLES = ["operator", "finance", "investor", "tenant"]
+
+# Every page without URL arguments and the roles that may open it.
+PAGES = {
+    "/": set(ROLES),
+    "/tokens/": {"operator", "finance", "tenant"},
+    "/audit/": {"operator"},
+    "/api/docs/": set(ROLES),
+}
+
+# Every API collection and the roles that may list it.
+API_LISTS = {
+    "/api/v1/tenants": {"operator", "finance", "tenant"},
+    "/api/v1/audit": {"operator"},
+}
+
+
+def _named_routes(resolver=None, prefix=""):
+    resolver = resolver or get_resolver()
+    for pattern in resolver.url_patterns:
+        if isinstance(pattern, URLResolver):
+            yield from _named_routes(pattern, prefix + str(pattern.pattern))
+        elif isinstance(pattern, URLPattern):
+            yield prefix + str(pattern.pattern), pattern
+
+
+def test_matrix_covers_every_page_route():
+    """A new page without a row in the matrix fails here."""
+    known_prefixes = ("api/v1/", "api/schema/", "login/", "logout/", "tokens/<int:pk>/revoke/")
+    pages = {
+        "/" + route
+        for route, _ in _named_routes()
+        if not route.startswith(known_prefixes) and "<" not in route
+    }
+    assert pages == set(PAGES)
+
+
+@pytest.mark.parametrize("url", sorted(PAGES))
+def test_pages_answer_by_role(url, users, client):
+    for role in ROLES:
+        client.force_login(users[role])
+        response = client.get(url)
+        expected = 200 if role in PAGES[url] else 403
+        assert response.status_code == expected, (url, role, response.status_code)
+        client.logout()
+
+
+@pytest.mark.parametrize("url", sorted(PAGES))
+def test_pages_send_anonymous_users_to_login(url, client, db):
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/?next=")
+
+
+@pytest.mark.parametrize("url", sorted(API_LISTS))
+def test_api_lists_answer_by_role(url, users):
+    for role in ROLES:
+        client = APIClient()
+        client.force_login(users[role])
+        response = client.get(url)
+        expected = 200 if role in API_LISTS[url] else 403
+        assert response.status_code == expected, (url, role, response.status_code)
+
+
+@pytest.mark.parametrize("url", sorted(API_LISTS))
+def test_api_refuses_anonymous_requests(url, client, db):
+    response = client.get(url)
+    assert response.status_code in (401, 403)
+    assert response.json()["errors"][0]["message"]
+
+
+def test_tenant_member_sees_only_own_tenant_and_404_for_another(users, tenant_b, token_client):
+    api = token_client(users["tenant"])
+    listing = api.get("/api/v1/tenants").json()
+    assert [t["slug"] for t in listing["results"]] == ["tenant-a"]
+    assert api.get("/api/v1/tenants/tenant-b").status_code == 404
+    assert api.get("/api/v1/tenants/tenant-a").status_code == 200
+
+
+def test_read_token_cannot_write(users, token_client):
+    api = token_client(users["operator"], scopes=["read"])
+    response = api.post("/api/v1/tenants", {"slug": "new", "name": "New"}, format="json")
+    assert response.status_code == 403
+    assert "admin" in response.json()["errors"][0]["message"]
+    assert not Tenant.objects.filter(slug="new").exists()
+
+
+def test_admin_token_writes_and_leaves_an_audit_entry(users, token_client):
+    api = token_client(users["operator"], scopes=["admin", "read"])
+    response = api.post("/api/v1/tenants", {"slug": "new", "name": "New"}, format="json")
+    assert response.status_code == 201, response.json()
+    entry = AuditEntry.objects.get(object_type="tenant", action="create")
+    assert entry.actor == users["operator"]
+    assert entry.after["slug"] == "new"
+    response = api.patch("/api/v1/tenants/new", {"name": "Renamed"}, format="json")
+    assert response.status_code == 200
+    update = AuditEntry.objects.get(object_type="tenant", action="update")
+    assert (update.before["name"], update.after["name"]) == ("New", "Renamed")
+
+
+def test_investor_cannot_write_even_with_a_session(users):
+    client = APIClient()
+    client.force_login(users["investor"])
+    response = client.post("/api/v1/tenants", {"slug": "x", "name": "X"}, format="json")
+    assert response.status_code == 403
+    assert not Tenant.objects.filter(slug="x").exists()
+
+
+def test_revoked_token_is_refused(users, token_client, client):
+    api = token_client(users["operator"])
+    assert api.get("/api/v1/tenants").status_code == 200
+    token = ApiToken.objects.get(user=users["operator"])
+    client.force_login(users["operator"])
+    assert client.post(f"/tokens/{token.pk}/revoke/").status_code == 302
+    response = api.get("/api/v1/tenants")
+    assert response.status_code == 401
+    assert response.json()["errors"][0]["message"] == "Token has been revoked."
+
+
+def test_unknown_token_is_refused(db, client):
+    response = client.get("/api/v1/tenants", HTTP_AUTHORIZATION="Bearer tfp_not-a-token")
+    assert response.status_code == 401
+
+
+def test_tokens_are_not_stored_in_clear(users, client):
+    client.force_login(users["finance"])
+    response = client.post("/tokens/", {"name": "export", "scopes": ["read"]})
+    raw = response.context["created"]
+    assert raw.startswith("tfp_") and len(raw) > 40
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT * FROM portal_apitoken")
+        rows = cursor.fetchall()
+    assert len(rows) == 1
+    assert all(raw not in str(value) for value in rows[0])
+    assert hashlib.sha256(raw.encode()).hexdigest() in rows[0]
+
+
+def test_roles_may_only_create_their_allowed_scopes(users, client):
+    client.force_login(users["finance"])
+    response = client.post("/tokens/", {"name": "x", "scopes": ["admin"]})
+    assert response.status_code == 200
+    assert response.context["created"] is None
+    assert "admin" in str(response.context["form"].errors["scopes"])
+    assert not ApiToken.objects.filter(user=users["finance"]).exists()
+
+
+def test_create_token_command_prints_the_token_alone_on_its_last_line(db, capsys):
+    from django.core.management import call_command
+
+    call_command("create_token", user="ingestor", role="operator", scopes="ingest,read")
+    raw = capsys.readouterr().out.strip().splitlines()[-1]
+    token = ApiToken.objects.get(user__username="ingestor")
+    assert raw.startswith("tfp_")
+    assert token.digest == hashlib.sha256(raw.encode()).hexdigest()
+    assert token.scopes == ["ingest", "read"]
