@@ -1,0 +1,118 @@
+from django.core.exceptions import ValidationError
+from django.db import models
+
+
+def validate_whole_hour(value) -> None:
+    if value.minute or value.second or value.microsecond:
+        raise ValidationError("must be a whole UTC hour (minutes and seconds zero)")
+
+
+class Pool(models.Model):
+    """A group of identical GPUs at one site; capacity and costs are kept per pool."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    gpu_type = models.CharField(max_length=64)
+    gpu_count = models.PositiveIntegerField(help_text="Installed GPUs when no telemetry says otherwise.")
+    site = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class ServedModel(models.Model):
+    """A model the factory sells (e.g. Llama-3.3-70B); engines may name it by an alias."""
+
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class ModelAlias(models.Model):
+    """An engine's name for a served model (vLLM `model_name`, an OpenAI batch line's `model`)."""
+
+    alias = models.CharField(max_length=200, unique=True)
+    model = models.ForeignKey(ServedModel, on_delete=models.CASCADE, related_name="aliases")
+
+    def __str__(self) -> str:
+        return self.alias
+
+
+class Deployment(models.Model):
+    """A served model running on a pool; its R_ref, w_in and SLO live in effective-dated versions."""
+
+    slug = models.SlugField(max_length=150, unique=True)
+    model = models.ForeignKey(ServedModel, on_delete=models.PROTECT, related_name="deployments")
+    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="deployments")
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [
+            models.UniqueConstraint(fields=["model", "pool"], name="deployment_model_pool_unique")
+        ]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class DeploymentVersion(models.Model):
+    """R_ref, w_in and SLO thresholds of a deployment, in force from `effective_from` (a whole
+    UTC hour) until the next version. A version in force is never edited."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="versions")
+    effective_from = models.DateTimeField(validators=[validate_whole_hour])
+    r_ref = models.DecimalField(max_digits=14, decimal_places=4)  # output tokens/s per GPU
+    w_in = models.DecimalField(max_digits=8, decimal_places=6, default=0)  # output-token units
+    slo_ttft_ms = models.PositiveIntegerField(null=True, blank=True)
+    slo_tpot_ms = models.PositiveIntegerField(null=True, blank=True)
+    # Optional throughput floor: requests should stream at least this many tokens/s.
+    slo_min_tokens_per_s = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["deployment", "effective_from"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["deployment", "effective_from"], name="deployment_version_unique"
+            ),
+            models.CheckConstraint(condition=models.Q(r_ref__gt=0), name="r_ref_positive"),
+            models.CheckConstraint(condition=models.Q(w_in__gte=0), name="w_in_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.deployment} from {self.effective_from:%Y-%m-%d %H:%M}"
+
+
+class CapacitySample(models.Model):
+    """GPU capacity of a pool at a time: installed ≥ healthy ≥ busy. Holds until the next sample
+    (or for `interval_s`). Keyed by (pool, time): posting one again replaces it."""
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="capacity_samples")
+    time = models.DateTimeField()
+    interval_s = models.PositiveIntegerField(null=True, blank=True)
+    gpus_installed = models.PositiveIntegerField()
+    gpus_healthy = models.PositiveIntegerField()
+    gpus_busy = models.PositiveIntegerField()
+    power_w = models.DecimalField(max_digits=14, decimal_places=3, null=True, blank=True)
+
+    class Meta:
+        ordering = ["pool", "time"]
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "time"], name="capacity_pool_time_unique"),
+            models.CheckConstraint(
+                condition=models.Q(gpus_healthy__lte=models.F("gpus_installed"))
+                & models.Q(gpus_busy__lte=models.F("gpus_healthy")),
+                name="capacity_busy_le_healthy_le_installed",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pool} @ {self.time:%Y-%m-%d %H:%M}"
