@@ -1,0 +1,646 @@
+"""Usage-event decoding and validation (metering/ingest/events.py): pure, no database."""
+
+from __future__ import annotations
+
+import gzip
+import math
+import zlib
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import msgspec
+import pytest
+
+from metering.ingest.events import (
+    MAX_TOKENS,
+    BatchError,
+    EventIn,
+    FieldError,
+    PayloadTooLarge,
+    decode_batch,
+    decompress_body,
+    dedupe_within_batch,
+    payload_hash,
+    validate_events,
+)
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def _event(**changes: Any) -> dict[str, Any]:
+    """A valid raw event; a change to None removes the key."""
+    event: dict[str, Any] = {
+        "id": "req-1",
+        "time": "2026-03-01T11:59:00Z",
+        "tenant": "acme",
+        "model": "qwen3-32b",
+        "input_tokens": 1000,
+        "cached_tokens": 400,
+        "output_tokens": 250,
+    }
+    event.update(changes)
+    return {key: value for key, value in event.items() if value is not None}
+
+
+def _errors(**changes: Any) -> list[FieldError]:
+    events, errors = validate_events(items=[_event(**changes)], now=NOW)
+    assert events == [] or errors == []
+    return errors
+
+
+# --- validate_events: accepted events ------------------------------------------------
+
+
+def test_validate_events_accepts_minimal_event_with_defaults():
+    events, errors = validate_events(
+        items=[_event(cached_tokens=None)], now=NOW, default_source="api"
+    )
+
+    assert errors == []
+    [event] = events
+    assert (event.source, event.id, event.tenant, event.model, event.pool) == (
+        "api",
+        "req-1",
+        "acme",
+        "qwen3-32b",
+        None,
+    )
+    assert event.time == datetime(2026, 3, 1, 11, 59, tzinfo=UTC)
+    assert (event.input_tokens, event.cached_tokens, event.output_tokens) == (1000, 0, 250)
+    assert (event.ttft_ms, event.tpot_ms, event.latency_ms, event.status) == (
+        None,
+        None,
+        None,
+        "ok",
+    )
+    assert len(event.payload_hash) == 32
+    int(event.payload_hash, 16)
+
+
+def test_validate_events_accepts_every_field():
+    raw = _event(
+        source="gateway-eu",
+        pool="b200-sh",
+        model="meta-llama/Meta-Llama-3-8B-Instruct",
+        ttft_ms=120,
+        tpot_ms=25.5,
+        latency_ms=0,
+        status="error",
+    )
+
+    [event], errors = validate_events(items=[raw], now=NOW)
+
+    assert errors == []
+    assert event.source == "gateway-eu"
+    assert event.pool == "b200-sh"
+    assert event.model == "meta-llama/Meta-Llama-3-8B-Instruct"
+    assert (event.ttft_ms, event.tpot_ms, event.latency_ms) == (120.0, 25.5, 0.0)
+    assert type(event.ttft_ms) is float
+    assert event.status == "error"
+
+
+def test_validate_events_treats_null_optional_fields_as_absent():
+    raw = _event() | {"source": None, "pool": None, "cached_tokens": None, "status": None}
+    raw |= {"ttft_ms": None, "tpot_ms": None, "latency_ms": None}
+
+    [event], errors = validate_events(items=[raw], now=NOW)
+
+    assert errors == []
+    assert (event.source, event.pool, event.cached_tokens, event.status) == (
+        "default",
+        None,
+        0,
+        "ok",
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2026-03-01T12:59:00+01:00", datetime(2026, 3, 1, 11, 59, tzinfo=UTC)),
+        ("2026-03-01t11:59:00z", datetime(2026, 3, 1, 11, 59, tzinfo=UTC)),
+        ("2026-03-01 06:59:00-05:00", datetime(2026, 3, 1, 11, 59, tzinfo=UTC)),
+        ("2026-03-01T11:59:00.1234567Z", datetime(2026, 3, 1, 11, 59, 0, 123456, tzinfo=UTC)),
+        ("1999-12-31T23:59:59Z", datetime(1999, 12, 31, 23, 59, 59, tzinfo=UTC)),
+    ],
+)
+def test_validate_events_normalises_time_to_utc(text, expected):
+    [event], errors = validate_events(items=[_event(time=text)], now=NOW)
+
+    assert errors == []
+    assert event.time == expected
+    assert event.time.tzinfo is UTC
+
+
+def test_validate_events_accepts_aware_datetime_objects():
+    paris = timezone(timedelta(hours=1))
+
+    [event], errors = validate_events(
+        items=[_event(time=datetime(2026, 3, 1, 12, 59, tzinfo=paris))], now=NOW
+    )
+
+    assert errors == []
+    assert event.time == datetime(2026, 3, 1, 11, 59, tzinfo=UTC)
+
+
+def test_validate_events_accepts_time_exactly_5_minutes_ahead():
+    _, errors = validate_events(items=[_event(time="2026-03-01T12:05:00Z")], now=NOW)
+
+    assert errors == []
+
+
+def test_validate_events_accepts_boundary_values():
+    raw = _event(id="x" * 128, input_tokens=MAX_TOKENS, cached_tokens=MAX_TOKENS, output_tokens=0)
+
+    [event], errors = validate_events(items=[raw], now=NOW)
+
+    assert errors == []
+    assert event.input_tokens == 2_147_483_647
+
+
+def test_validate_events_refuses_naive_now():
+    with pytest.raises(ValueError, match="timezone-aware"):
+        validate_events(items=[], now=datetime(2026, 3, 1))
+
+
+# --- validate_events: every error case -----------------------------------------------
+
+
+def test_validate_events_rejects_negative_tokens():
+    assert _errors(input_tokens=-1) == [
+        FieldError(0, "input_tokens", "must be a non-negative integer")
+    ]
+
+
+def test_validate_events_rejects_cached_above_input():
+    assert _errors(input_tokens=100, cached_tokens=101) == [
+        FieldError(0, "cached_tokens", "must not exceed input_tokens (100)")
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "yesterday",
+        "2026-03-01",
+        "2026-03-01T11:59Z",
+        "2026/03/01T11:59:00Z",
+        "20260301T115900Z",
+        "2026-03-01T11:59:00 Z",
+        "2026-03-01T11:59:00+0100",
+        "2026-03-01T11:59:00Z\n",
+        "",
+    ],
+)
+def test_validate_events_rejects_malformed_time(text):
+    assert _errors(time=text) == [
+        FieldError(0, "time", "must be an RFC 3339 date-time such as 2026-01-01T00:00:00Z")
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-13-01T00:00:00Z",
+        "2026-02-30T00:00:00Z",
+        "2026-03-01T24:00:00Z",
+        "2026-03-01T11:59:60Z",
+        "2026-03-01T11:59:00+24:00",
+        "0000-01-01T00:00:00Z",
+        "0001-01-01T00:00:00+01:00",
+        "9999-12-31T23:59:59-01:00",
+    ],
+)
+def test_validate_events_rejects_impossible_time(text):
+    assert _errors(time=text) == [FieldError(0, "time", "is not a valid date-time")]
+
+
+@pytest.mark.parametrize(
+    "value", ["2026-03-01T11:59:00", "2026-03-01 11:59:00.5", datetime(2026, 3, 1)]
+)
+def test_validate_events_rejects_naive_time(value):
+    assert _errors(time=value) == [FieldError(0, "time", "must include a time zone (Z or +hh:mm)")]
+
+
+def test_validate_events_rejects_time_more_than_5_minutes_ahead():
+    assert _errors(time="2026-03-01T12:05:00.000001Z") == [
+        FieldError(0, "time", "is more than 5 minutes in the future")
+    ]
+    assert _errors(time="2026-03-01T13:06:00+01:00") == [
+        FieldError(0, "time", "is more than 5 minutes in the future")
+    ]
+
+
+def test_validate_events_rejects_non_string_time():
+    assert _errors(time=1767225600) == [
+        FieldError(0, "time", "must be an RFC 3339 date-time such as 2026-01-01T00:00:00Z")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("input_tokens", "1000"),
+        ("input_tokens", True),
+        ("input_tokens", 1000.0),
+        ("output_tokens", False),
+        ("output_tokens", 2.5),
+        ("output_tokens", [1]),
+        ("cached_tokens", "0"),
+        ("cached_tokens", True),
+        ("cached_tokens", 0.0),
+    ],
+)
+def test_validate_events_rejects_wrong_token_types(field, value):
+    assert _errors(**{field: value}) == [FieldError(0, field, "must be a non-negative integer")]
+
+
+@pytest.mark.parametrize("field", ["input_tokens", "cached_tokens", "output_tokens"])
+def test_validate_events_rejects_token_overflow(field):
+    assert _errors(**{field: 2**31}) == [FieldError(0, field, "must be at most 2147483647")]
+
+
+def test_validate_events_rejects_huge_integer_tokens_from_json():
+    body = msgspec.json.encode([_event()]).replace(
+        b'"output_tokens":250', b'"output_tokens":1' + b"0" * 30
+    )
+
+    items = decode_batch(body=body, content_encoding=None)
+
+    assert validate_events(items=items, now=NOW)[1] == [
+        FieldError(0, "output_tokens", "must be at most 2147483647")
+    ]
+
+
+@pytest.mark.parametrize(
+    "field", ["id", "time", "tenant", "model", "input_tokens", "output_tokens"]
+)
+def test_validate_events_requires_field(field):
+    event = _event()
+    del event[field]
+
+    assert validate_events(items=[event], now=NOW)[1] == [FieldError(0, field, "is required")]
+
+
+def test_validate_events_rejects_missing_id():
+    assert _errors(id=None) == [FieldError(0, "id", "is required")]
+
+
+def test_validate_events_rejects_null_required_field():
+    assert validate_events(items=[_event() | {"id": None}], now=NOW)[1] == [
+        FieldError(0, "id", "is required")
+    ]
+
+
+def test_validate_events_rejects_too_long_id():
+    assert _errors(id="x" * 129) == [FieldError(0, "id", "must be at most 128 characters")]
+
+
+@pytest.mark.parametrize("value", ["req\n1", "req\t1", "caf\u00e9", "\x7f", "req\x00"])
+def test_validate_events_rejects_non_printable_id(value):
+    assert _errors(id=value) == [
+        FieldError(0, "id", "must contain only printable ASCII characters")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("", "must not be empty"), (42, "must be a string"), (True, "must be a string")],
+)
+def test_validate_events_rejects_bad_id(value, message):
+    assert _errors(id=value) == [FieldError(0, "id", message)]
+
+
+def test_validate_events_checks_source_like_id():
+    assert _errors(source="s" * 129) == [FieldError(0, "source", "must be at most 128 characters")]
+    assert _errors(source="") == [FieldError(0, "source", "must not be empty")]
+
+
+@pytest.mark.parametrize("field", ["ttft_ms", "tpot_ms", "latency_ms"])
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, -0.5, -1, True, "120", [1]])
+def test_validate_events_rejects_bad_latency(field, value):
+    assert _errors(**{field: value}) == [
+        FieldError(0, field, "must be a non-negative finite number")
+    ]
+
+
+def test_validate_events_rejects_latency_too_large_for_a_float():
+    assert _errors(latency_ms=10**400) == [
+        FieldError(0, "latency_ms", "must be a non-negative finite number")
+    ]
+
+
+def test_validate_events_rejects_unknown_field():
+    assert validate_events(items=[_event() | {"price": "1.00"}], now=NOW)[1] == [
+        FieldError(0, "price", "is not a known field")
+    ]
+
+
+@pytest.mark.parametrize("item", [None, 3, "event", [], [_event()], True])
+def test_validate_events_rejects_non_object_item(item):
+    assert validate_events(items=[_event(), item], now=NOW)[1] == [
+        FieldError(1, "", "must be a JSON object")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("tenant", "Acme Corp"),
+        ("tenant", ""),
+        ("tenant", "acme/eu"),
+        ("tenant", 7),
+        ("tenant", "t" * 129),
+        ("pool", "b200 sh"),
+        ("pool", ""),
+        ("pool", 1),
+    ],
+)
+def test_validate_events_rejects_non_slug(field, value):
+    assert _errors(**{field: value}) == [
+        FieldError(0, field, "must be a slug: 1 to 128 letters, digits, hyphens or underscores")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("", "must be 1 to 256 characters"),
+        ("m" * 257, "must be 1 to 256 characters"),
+        (" qwen", "must be printable text without leading or trailing spaces"),
+        ("qwen\n", "must be printable text without leading or trailing spaces"),
+        (3, "must be a string"),
+    ],
+)
+def test_validate_events_rejects_bad_model(value, message):
+    assert _errors(model=value) == [FieldError(0, "model", message)]
+
+
+@pytest.mark.parametrize("value", ["OK", "failed", "", 1, True])
+def test_validate_events_rejects_bad_status(value):
+    assert _errors(status=value) == [FieldError(0, "status", 'must be "ok" or "error"')]
+
+
+def test_validate_events_reports_every_error_of_every_event():
+    items = [
+        _event(id="a"),
+        _event(id=None, input_tokens=-5, ttft_ms=math.nan) | {"colour": "red"},
+        _event(id="c"),
+        "nope",
+        _event(id="e", time="2026-03-01T11:59:00", status="done"),
+    ]
+
+    events, errors = validate_events(items=items, now=NOW)
+
+    assert [event.id for event in events] == ["a", "c"]
+    assert errors == [
+        FieldError(1, "id", "is required"),
+        FieldError(1, "input_tokens", "must be a non-negative integer"),
+        FieldError(1, "ttft_ms", "must be a non-negative finite number"),
+        FieldError(1, "colour", "is not a known field"),
+        FieldError(3, "", "must be a JSON object"),
+        FieldError(4, "time", "must include a time zone (Z or +hh:mm)"),
+        FieldError(4, "status", 'must be "ok" or "error"'),
+    ]
+
+
+def test_validate_events_finds_the_one_bad_event_in_1000():
+    items = [_event(id=f"req-{n}") for n in range(1000)]
+    items[637]["cached_tokens"] = 5000
+
+    events, errors = validate_events(items=items, now=NOW)
+
+    assert errors == [FieldError(637, "cached_tokens", "must not exceed input_tokens (1000)")]
+    assert len(events) == 999
+
+
+def test_field_error_as_dict_matches_the_api_error_format():
+    error = FieldError(3, "input_tokens", "must be a non-negative integer")
+
+    assert error.as_dict() == {
+        "index": 3,
+        "field": "input_tokens",
+        "message": "must be a non-negative integer",
+    }
+    assert msgspec.json.encode({"errors": [error]}) == (
+        b'{"errors":[{"index":3,"field":"input_tokens",'
+        b'"message":"must be a non-negative integer"}]}'
+    )
+
+
+# --- payload hash and within-batch repeats -------------------------------------------
+
+
+def _one(**changes: Any) -> EventIn:
+    [event], errors = validate_events(items=[_event(**changes)], now=NOW)
+    assert errors == []
+    return event
+
+
+def test_payload_hash_ignores_representation():
+    plain = _one(time="2026-03-01T11:59:00Z", ttft_ms=120)
+    same = _one(time="2026-03-01T12:59:00.000+01:00", ttft_ms=120.0)
+
+    assert plain.payload_hash == same.payload_hash
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"output_tokens": 251},
+        {"cached_tokens": 0},
+        {"time": "2026-03-01T11:59:00.000001Z"},
+        {"tenant": "other"},
+        {"model": "qwen3-32b-fp8"},
+        {"pool": "b200-sh"},
+        {"ttft_ms": 120},
+        {"status": "error"},
+        {"source": "gateway"},
+    ],
+)
+def test_payload_hash_changes_with_any_field(change):
+    assert _one().payload_hash != _one(**change).payload_hash
+
+
+def test_payload_hash_function_matches_validated_event():
+    event = _one(ttft_ms=120, pool="b200-sh")
+    fields = msgspec.structs.asdict(event)
+    del fields["payload_hash"]
+
+    assert payload_hash(**fields) == event.payload_hash
+
+
+def test_payload_hash_is_stable_across_releases():
+    # A stored hash decides duplicate vs conflict on replays months later: pin it.
+    assert _one().payload_hash == "3caed8fe939956c95d632cbc3324177f"
+
+
+def test_dedupe_within_batch_counts_duplicates_and_lists_conflicts():
+    events = [
+        _one(id="a"),
+        _one(id="b"),
+        _one(id="a"),  # duplicate
+        _one(id="a", output_tokens=1),  # conflict with the first "a"
+        _one(id="b", source="other"),  # another source: a different key
+        _one(id="b"),  # duplicate
+    ]
+
+    unique, duplicates, conflicts = dedupe_within_batch(events=events)
+
+    assert [(e.source, e.id) for e in unique] == [
+        ("default", "a"),
+        ("default", "b"),
+        ("other", "b"),
+    ]
+    assert unique[0] is events[0]
+    assert duplicates == 2
+    assert conflicts == [3]
+
+
+# --- decode_batch ----------------------------------------------------------------------
+
+
+def test_decode_batch_decodes_json_array():
+    body = msgspec.json.encode([_event(), _event(id="req-2")])
+
+    assert decode_batch(body=body, content_encoding=None) == [_event(), _event(id="req-2")]
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "GZIP", " gzip ", "x-gzip", "identity, gzip"])
+def test_decode_batch_accepts_gzip(encoding):
+    body = gzip.compress(msgspec.json.encode([_event()]))
+
+    assert decode_batch(body=body, content_encoding=encoding) == [_event()]
+
+
+def test_decode_batch_accepts_concatenated_gzip_members():
+    body = gzip.compress(b'[{"id": "a"},') + gzip.compress(b'{"id": "b"}]')
+
+    assert decode_batch(body=body, content_encoding="gzip") == [{"id": "a"}, {"id": "b"}]
+
+
+@pytest.mark.parametrize("encoding", [None, "", "identity"])
+def test_decode_batch_reads_plain_body(encoding):
+    assert decode_batch(body=b" [] ", content_encoding=encoding) == []
+
+
+def test_decode_batch_ignores_utf8_bom():
+    assert decode_batch(body=b"\xef\xbb\xbf[1]", content_encoding=None) == [1]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b'[{"id": "a",}]', "the body is not valid UTF-8 JSON: JSON is malformed"),
+        (b'[{"id": "a"}', "the body is not valid UTF-8 JSON: Input data was truncated"),
+        (b'["caf\xe9"]', "the body is not valid UTF-8 JSON: Invalid UTF-8"),
+        (b"[NaN]", "the body is not valid UTF-8 JSON: JSON is malformed"),
+        (b"[1e400]", "the body is not valid UTF-8 JSON: Number out of range"),
+        (b"[1] [2]", "the body is not valid UTF-8 JSON: JSON is malformed: trailing"),
+        (b"", "the body is empty; send a JSON array of events"),
+        (b" \n", "the body is empty; send a JSON array of events"),
+        (b'{"id": "a"}', "the body must be a JSON array of events, not an object"),
+        (b'"[]"', "the body must be a JSON array of events, not a string"),
+        (b"null", "the body must be a JSON array of events, not null"),
+        (b"12", "the body must be a JSON array of events, not a number"),
+    ],
+)
+def test_decode_batch_names_the_problem(body, message):
+    with pytest.raises(BatchError) as caught:
+        decode_batch(body=body, content_encoding=None)
+
+    assert caught.value.message.startswith(message)
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_decode_batch_refuses_deep_nesting_without_crashing(depth):
+    body = b"[" * depth + b"]" * depth
+
+    with pytest.raises(BatchError, match="nested too deeply"):
+        decode_batch(body=body, content_encoding=None)
+
+
+def test_decode_batch_accepts_moderate_nesting_inside_an_event():
+    body = b'[{"id": ' + b"[" * 200 + b"]" * 200 + b"}]"
+
+    [item] = decode_batch(body=body, content_encoding=None)
+
+    assert validate_events(items=[item | _event(id=None)], now=NOW)[1][0] == FieldError(
+        0, "id", "must be a string"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"not gzip at all", "the body is not valid gzip"),
+        (gzip.compress(b"[1, 2, 3]")[:-6], "the gzip body is truncated"),
+        (b"", "the gzip body is truncated"),
+        (gzip.compress(b"[]") + b"garbage", "the body has data after the end of the gzip stream"),
+    ],
+)
+def test_decode_batch_rejects_broken_gzip(body, message):
+    with pytest.raises(BatchError) as caught:
+        decode_batch(body=body, content_encoding="gzip")
+
+    assert caught.value.message.startswith(message)
+
+
+@pytest.mark.parametrize("encoding", ["br", "deflate", "gzip, br", "compress"])
+def test_decode_batch_rejects_other_encodings(encoding):
+    with pytest.raises(BatchError, match="is not supported; use gzip"):
+        decode_batch(body=b"[]", content_encoding=encoding)
+
+
+def test_decode_batch_stops_a_zip_bomb_at_the_limit():
+    # 64 MiB of zeros in 64 KB: the default 32 MiB limit stops inflation midway.
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    chunk = bytes(1024 * 1024)
+    bomb = b"".join(compressor.compress(chunk) for _ in range(64)) + compressor.flush()
+    assert len(bomb) < 100_000
+
+    with pytest.raises(PayloadTooLarge, match="inflates to more than 33554432 bytes"):
+        decode_batch(body=bomb, content_encoding="gzip")
+
+
+def test_decode_batch_stops_a_zip_bomb_spread_over_gzip_members():
+    # 1 GiB as 1,024 concatenated members of 1 MiB each, about 1 MB on the wire.
+    bomb = gzip.compress(bytes(1024 * 1024)) * 1024
+
+    with pytest.raises(PayloadTooLarge, match="inflates to more than 33554432 bytes"):
+        decode_batch(body=bomb, content_encoding="gzip")
+
+
+def test_decompress_body_allows_exactly_max_bytes():
+    body = gzip.compress(b"x" * 1000)
+
+    assert decompress_body(body=body, content_encoding="gzip", max_bytes=1000) == b"x" * 1000
+    with pytest.raises(PayloadTooLarge):
+        decompress_body(body=body, content_encoding="gzip", max_bytes=999)
+
+
+def test_decode_batch_rejects_large_plain_body():
+    with pytest.raises(PayloadTooLarge, match="larger than 10 bytes"):
+        decode_batch(body=b"[1,2,3,4,5,6]", content_encoding=None, max_bytes=10)
+
+
+def test_decode_batch_rejects_more_than_max_events():
+    body = msgspec.json.encode([{}] * 10_001)
+
+    with pytest.raises(PayloadTooLarge, match="at most 10000 events; this one has 10001"):
+        decode_batch(body=body, content_encoding=None)
+    assert len(decode_batch(body=msgspec.json.encode([{}] * 10_000), content_encoding=None)) == (
+        10_000
+    )
+
+
+def test_decode_batch_then_validate_reports_json_positions():
+    body = gzip.compress(
+        msgspec.json.encode([_event(id="a"), _event(id="b", output_tokens="250"), _event(id="c")])
+    )
+
+    items = decode_batch(body=body, content_encoding="gzip")
+    events, errors = validate_events(items=items, now=NOW)
+
+    assert errors == [FieldError(1, "output_tokens", "must be a non-negative integer")]
+    assert [event.id for event in events] == ["a", "c"]
