@@ -1,0 +1,142 @@
+"""Writes of the factory's configuration: served models and aliases, deployments and their
+versions, capacity samples. Every write leaves an audit entry."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from metering.models import (
+    CapacitySample,
+    Deployment,
+    DeploymentVersion,
+    ModelAlias,
+    Pool,
+    ServedModel,
+)
+from portal.services import audit_record, audit_snapshot
+
+# A deployment's first version is in force "from the start of time".
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@transaction.atomic
+def served_model_aliases_set(
+    *, model: ServedModel, aliases: Sequence[str], by: User | None
+) -> None:
+    """Replace the engine names that resolve to `model`; an alias names one model only."""
+    taken = ModelAlias.objects.filter(alias__in=aliases).exclude(model=model)
+    if taken.exists():
+        raise ValidationError({"aliases": f"alias {taken.first().alias!r} names another model"})
+    before = sorted(model.aliases.values_list("alias", flat=True))
+    model.aliases.exclude(alias__in=aliases).delete()
+    for alias in aliases:
+        ModelAlias.objects.get_or_create(alias=alias, model=model)
+    if before != sorted(aliases):
+        audit_record(
+            actor=by,
+            action="update",
+            object_type="served_model_aliases",
+            object_id=model.slug,
+            before={"aliases": before},
+            after={"aliases": sorted(aliases)},
+        )
+
+
+@dataclass(frozen=True)
+class VersionSpec:
+    r_ref: Decimal
+    w_in: Decimal = Decimal(0)
+    slo_ttft_ms: int | None = None
+    slo_tpot_ms: int | None = None
+    slo_min_tokens_per_s: int | None = None
+
+
+@transaction.atomic
+def deployment_create(
+    *, slug: str, model: ServedModel, pool: Pool, spec: VersionSpec, by: User | None
+) -> Deployment:
+    """Create a deployment with its first version, in force from the start of time."""
+    if Deployment.objects.filter(model=model, pool=pool).exists():
+        raise ValidationError({"model": f"{model.slug} is already deployed on {pool.slug}"})
+    deployment = Deployment.objects.create(slug=slug, model=model, pool=pool)
+    deployment_version_add(deployment=deployment, effective_from=EPOCH, spec=spec, by=by)
+    audit_record(
+        actor=by,
+        action="create",
+        object_type="deployment",
+        object_id=slug,
+        after=audit_snapshot(deployment),
+    )
+    return deployment
+
+
+@transaction.atomic
+def deployment_version_add(
+    *, deployment: Deployment, effective_from: datetime, spec: VersionSpec, by: User | None
+) -> DeploymentVersion:
+    """Add a version of R_ref, w_in and SLO from `effective_from` (a whole UTC hour) on."""
+    if effective_from.minute or effective_from.second or effective_from.microsecond:
+        raise ValidationError({"effective_from": "must be a whole UTC hour"})
+    if deployment.versions.filter(effective_from=effective_from).exists():
+        raise ValidationError({"effective_from": "a version already starts at this time"})
+    version = DeploymentVersion.objects.create(
+        deployment=deployment,
+        effective_from=effective_from,
+        r_ref=spec.r_ref,
+        w_in=spec.w_in,
+        slo_ttft_ms=spec.slo_ttft_ms,
+        slo_tpot_ms=spec.slo_tpot_ms,
+        slo_min_tokens_per_s=spec.slo_min_tokens_per_s,
+    )
+    audit_record(
+        actor=by,
+        action="create",
+        object_type="deployment_version",
+        object_id=f"{deployment.slug}@{effective_from.isoformat()}",
+        after=audit_snapshot(version),
+    )
+    return version
+
+
+@dataclass(frozen=True)
+class CapacityIn:
+    pool: Pool
+    time: datetime
+    interval_s: int | None
+    gpus_installed: int
+    gpus_healthy: int
+    gpus_busy: int
+    power_w: Decimal | None
+
+
+@transaction.atomic
+def capacity_upsert(*, samples: Sequence[CapacityIn]) -> tuple[int, int]:
+    """Store samples keyed by (pool, time); a sample posted again replaces the stored one.
+    Returns (created, replaced)."""
+    existing = set()
+    for sample in samples:
+        if CapacitySample.objects.filter(pool=sample.pool, time=sample.time).exists():
+            existing.add((sample.pool.pk, sample.time))
+    CapacitySample.objects.bulk_create(
+        [
+            CapacitySample(
+                pool=s.pool,
+                time=s.time,
+                interval_s=s.interval_s,
+                gpus_installed=s.gpus_installed,
+                gpus_healthy=s.gpus_healthy,
+                gpus_busy=s.gpus_busy,
+                power_w=s.power_w,
+            )
+            for s in samples
+        ],
+        update_conflicts=True,
+        unique_fields=["pool", "time"],
+        update_fields=["interval_s", "gpus_installed", "gpus_healthy", "gpus_busy", "power_w"],
+    )
+    return len(samples) - len(existing), len(existing)

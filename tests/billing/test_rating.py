@@ -1,0 +1,770 @@
+"""Rating of one tenant's UTC month (kpis.md section 3); every figure computed by hand."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from billing.rating import (
+    ContractKind,
+    ContractVersion,
+    InvoiceLine,
+    LineKind,
+    PriceVersion,
+    PromotionalCredit,
+    RatingError,
+    TokenClass,
+    UnsoldReason,
+    UsageItem,
+    VolumeTier,
+    adjustment_line,
+    rate_month,
+    round_money,
+    token_classes,
+)
+
+D = Decimal
+JAN = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def at(day: int, hour: int = 0, minute: int = 0, second: int = 0) -> datetime:
+    return datetime(2026, 1, day, hour, minute, second, tzinfo=UTC)
+
+
+def prices(
+    model: str = "llama", *, input_: str = "1.00", cached: str = "0.50", output: str = "2.00"
+) -> list[PriceVersion]:
+    """List prices per million tokens in force from 2026-01-01."""
+    return [
+        PriceVersion(model=model, token_class=tc, per_million=D(p), effective_from=JAN)
+        for tc, p in (
+            (TokenClass.INPUT, input_),
+            (TokenClass.CACHED_INPUT, cached),
+            (TokenClass.OUTPUT, output),
+        )
+    ]
+
+
+def paid(**kwargs) -> ContractVersion:
+    return ContractVersion(effective_from=kwargs.pop("effective_from", JAN), kind="paid", **kwargs)
+
+
+def item(
+    when: datetime,
+    *,
+    output: int = 0,
+    input_: int = 0,
+    cached: int = 0,
+    model: str = "llama",
+    id_: str = "",
+) -> UsageItem:
+    return UsageItem(
+        time=when,
+        model=model,
+        input_tokens=input_,
+        cached_tokens=cached,
+        output_tokens=output,
+        source="default",
+        id=id_ or when.isoformat(),
+    )
+
+
+def usage(rated) -> list[tuple]:
+    """(token_class, quantity, list_unit_price, discount_pct, list_amount, discount, amount)."""
+    return [
+        (
+            line.token_class,
+            line.quantity,
+            line.list_unit_price,
+            line.discount_pct,
+            line.list_amount,
+            line.discount,
+            line.amount,
+        )
+        for line in rated.lines
+        if line.kind == LineKind.USAGE
+    ]
+
+
+def test_token_classes_splits_cached_from_input():
+    assert token_classes(input_tokens=100, cached_tokens=30, output_tokens=50) == {
+        TokenClass.INPUT: 70,
+        TokenClass.CACHED_INPUT: 30,
+        TokenClass.OUTPUT: 50,
+    }
+    with pytest.raises(ValueError, match="cached_tokens"):
+        token_classes(input_tokens=10, cached_tokens=11, output_tokens=0)
+
+
+def test_rate_month_applies_contract_discount_to_every_class():
+    # input 800,000 x 1.00/M = 0.80; cached 200,000 x 0.50/M = 0.10; output 500,000 x 2/M = 1.00
+    # list 1.90; realized with 10% off = 1.71
+    rated = rate_month(
+        month_start=JAN,
+        items=[item(at(3), input_=1_000_000, cached=200_000, output=500_000)],
+        contracts=[paid(discount_pct=D(10))],
+        prices=prices(),
+    )
+
+    assert rated.list_value == D("1.90")
+    assert rated.realized_amount == D("1.71")
+    assert rated.items[0].is_paid and rated.items[0].unsold_reason is None
+    assert usage(rated) == [
+        (TokenClass.INPUT, 800_000, D("1.00"), D(10), D("0.80"), D("0.08"), D("0.72")),
+        (TokenClass.CACHED_INPUT, 200_000, D("0.50"), D(10), D("0.10"), D("0.01"), D("0.09")),
+        (TokenClass.OUTPUT, 500_000, D("2.00"), D(10), D("1.00"), D("0.10"), D("0.90")),
+    ]
+    assert rated.lines[0].model == "llama"
+    assert rated.lines[0].description == "llama input tokens at 1 per million, 10% discount"
+    assert rated.total == D("1.71")
+
+
+def test_rate_month_tier_crossing_puts_each_whole_item_in_the_tier_it_reaches():
+    # running paid tokens: 600,000 (below 1M: 0%), 1,000,000 (reaches 1M: 5%),
+    # 3,000,000 (reaches 3M: 10%). Output at 2.00/M:
+    # 0%: 600,000 -> 1.20; 5%: 400,000 -> 0.80 - 0.04 = 0.76; 10%: 2,000,000 -> 4.00 - 0.40 = 3.60
+    tiers = (
+        VolumeTier(from_tokens=1_000_000, discount_pct=D(5)),
+        VolumeTier(from_tokens=3_000_000, discount_pct=D(10)),
+    )
+    rated = rate_month(
+        month_start=JAN,
+        items=[
+            item(at(2), output=600_000),
+            item(at(3), output=400_000),
+            item(at(4), output=2_000_000),
+        ],
+        contracts=[paid(volume_tiers=tiers)],
+        prices=prices(),
+    )
+
+    assert [r.tier_discount_pct for r in rated.items] == [D(0), D(5), D(10)]
+    assert usage(rated) == [
+        (TokenClass.OUTPUT, 600_000, D("2.00"), D(0), D("1.20"), D("0.00"), D("1.20")),
+        (TokenClass.OUTPUT, 400_000, D("2.00"), D(5), D("0.80"), D("0.04"), D("0.76")),
+        (TokenClass.OUTPUT, 2_000_000, D("2.00"), D(10), D("4.00"), D("0.40"), D("3.60")),
+    ]
+    assert rated.total == D("5.56")
+
+
+def test_rate_month_tier_compounds_with_contract_discount():
+    # 10% contract then 5% tier: keep 0.90 x 0.95 = 0.855, i.e. 14.5% combined
+    # output 1,000,000 x 2.00/M = 2.00 -> 1.71
+    rated = rate_month(
+        month_start=JAN,
+        items=[item(at(2), output=1_000_000)],
+        contracts=[
+            paid(discount_pct=D(10), volume_tiers=(VolumeTier(from_tokens=0, discount_pct=D(5)),))
+        ],
+        prices=prices(),
+    )
+
+    assert rated.items[0].total_discount_pct == D("14.5")
+    assert usage(rated) == [
+        (TokenClass.OUTPUT, 1_000_000, D("2.00"), D("14.5"), D("2.00"), D("0.29"), D("1.71")),
+    ]
+    assert rated.lines[0].description == "llama output tokens at 2 per million, 14.5% discount"
+
+
+def test_rate_month_tiers_count_paid_tokens_only():
+    # allowance 500,000: the 400,000 item is free (not counted by tiers); the
+    # 700,000 item exceeds the allowance (1.1M) and is paid at tier running 700,000 (0%);
+    # the 300,000 item brings paid tokens to exactly 1,000,000: 5%.
+    rated = rate_month(
+        month_start=JAN,
+        items=[
+            item(at(2), output=400_000),
+            item(at(3), output=700_000),
+            item(at(4), output=300_000),
+        ],
+        contracts=[
+            paid(
+                free_tokens_per_month=500_000,
+                volume_tiers=(VolumeTier(from_tokens=1_000_000, discount_pct=D(5)),),
+            )
+        ],
+        prices=prices(),
+    )
+
+    assert [r.unsold_reason for r in rated.items] == [UnsoldReason.ALLOWANCE, None, None]
+    assert [r.tier_discount_pct for r in rated.items] == [D(0), D(0), D(5)]
+    assert rated.paid_tokens == 1_000_000
+
+
+def test_rate_month_allowance_crossing_pays_the_exceeding_item_whole_and_all_after():
+    # allowance 1,000,000 total tokens, order (time, source, id):
+    # a: 600,000 -> running 600,000 free; b (same time, id "b"): 400,000 -> exactly
+    # 1,000,000, still free; c (same time, id "c"): 200,000 -> 1,200,000 exceeds: paid
+    # whole; d: 10 tokens -> paid although tiny. Paid output 200,010 x 2/M = 0.40002 -> 0.40
+    t = at(5, 12)
+    a = item(at(5, 11), input_=500_000, output=100_000, id_="a")
+    b = item(t, output=400_000, id_="b")
+    c = item(t, output=200_000, id_="c")
+    d = item(at(6), output=10, id_="d")
+
+    rated = rate_month(
+        month_start=JAN,
+        items=[d, c, b, a],  # input order does not matter
+        contracts=[paid(free_tokens_per_month=1_000_000)],
+        prices=prices(),
+    )
+
+    assert [r.item.id for r in rated.items] == ["a", "b", "c", "d"]
+    assert [r.is_paid for r in rated.items] == [False, False, True, True]
+    assert rated.allowance_tokens == 1_000_000
+    assert rated.unsold_tokens[UnsoldReason.ALLOWANCE] == 1_000_000
+    assert rated.paid_tokens == 200_010
+    assert rated.list_value == D("0.40002")
+    assert usage(rated) == [
+        (TokenClass.OUTPUT, 200_010, D("2.00"), D(0), D("0.40"), D("0.00"), D("0.40")),
+    ]
+
+
+def test_rate_month_allowance_comes_from_the_contract_in_force_at_month_start():
+    # 1,000 free tokens at month start; the version of Jan 15 grants 1,000,000 but only
+    # from next month on, so the 5,000-token item of Jan 20 is paid: 5,000 x 2/M = 0.01
+    rated = rate_month(
+        month_start=JAN,
+        items=[item(at(20), output=5_000)],
+        contracts=[
+            paid(free_tokens_per_month=1_000),
+            paid(free_tokens_per_month=1_000_000, effective_from=at(15)),
+        ],
+        prices=prices(),
+    )
+
+    assert rated.allowance_tokens == 1_000
+    assert rated.items[0].is_paid
+    assert rated.total == D("0.01")
+
+
+def test_rate_month_promotion_reduces_realized_pro_rata():
+    # realized: x 1,000,000 x 2/M = 2.00, y 3,000,000 x 2/M = 6.00 (total 8.00)
+    # credit 2.00 shared 2/8: x 0.50, y 1.50; invoice 8.00 - 2.00 = 6.00
+    rated = rate_month(
+        month_start=JAN,
+        items=[item(at(5), output=1_000_000), item(at(15), output=3_000_000)],
+        contracts=[paid()],
+        prices=prices(),
+        promotions=[PromotionalCredit(id="welcome", amount=D("2.00"), description="Welcome")],
+    )
+
+    assert [r.promotion_amount for r in rated.items] == [D("0.50"), D("1.50")]
+    assert [r.realized_after_promotions for r in rated.items] == [D("1.50"), D("4.50")]
+    assert rated.realized_amount == D("8.00")
+    assert rated.promotion_amount == D("2.00")
+    assert rated.realized_after_promotions == D("6.00")
+    promotion = rated.lines[-1]
+    assert (promotion.kind, promotion.list_amount, promotion.discount, promotion.amount) == (
+        LineKind.PROMOTION,
+        D("0.00"),
+        D("2.00"),
+        D("-2.00"),
+    )
+    assert promotion.description == "Welcome"
+    assert [(p.credit_id, p.applied_amount, p.billed_amount) for p in rated.promotions] == [
+        ("welcome", D("2.00"), D("2.00"))
+    ]
+    assert rated.total == D("6.00")
+
+
+def test_rate_month_promotion_larger_than_usage_is_capped_at_usage():
+    # credit 10.00 against realized 2.00: 2.00 used, invoice 0.00
+    rated = rate_month(
+        month_start=JAN,
+        items=[item(at(5), output=1_000_000)],
+        contracts=[paid()],
+        prices=prices(),
+        promotions=[PromotionalCredit(id="big", amount=D("10.00"))],
+    )
+
+    assert rated.promotions[0].applied_amount == D("2.00")
+    assert rated.lines[-1].amount == D("-2.00")
+    assert rated.total == D("0.00")
+
+
+def test_rate_month_promotion_expiry_limits_it_to_earlier_usage():
+    # credit 1.00 expiring Jan 10: only x (Jan 5, realized 2.00) is eligible -> x 1.00,
+    # y (Jan 15, 6.00) 0; invoice 8.00 - 1.00 = 7.00
+    rated = rate_month(
+        month_start=JAN,
+        items=[item(at(5), output=1_000_000), item(at(15), output=3_000_000)],
+        contracts=[paid()],
+        prices=prices(),
+        promotions=[PromotionalCredit(id="p", amount=D("1.00"), expires_at=at(10))],
+    )
+
+    assert [r.promotion_amount for r in rated.items] == [D("1.00"), D(0)]
+    assert rated.total == D("7.00")
+
+
+def test_rate_month_promotion_expired_before_month_is_not_applied():
+    rated = rate_month(
+        month_start=JAN,
+        items=[item(at(5), output=1_000_000)],
+        contracts=[paid()],
+        prices=prices(),
+        promotions=[PromotionalCredit(id="old", amount=D("1.00"), expires_at=JAN)],
+    )
+
+    assert rated.promotions == ()
+    assert [line.kind for line in rated.lines] == [LineKind.USAGE]
+    assert rated.total == D("2.00")
+
+
+def test_rate_month_promotions_consume_earliest_expiry_first():
+    # a (1.00, expires Jan 10) goes first, all on x: x left 1.00, y 6.00 (pool 7.00);
+    # b (3.50, no expiry) shares 3.50 x 1/7 = 0.50 to x, 3.50 x 6/7 = 3.00 to y.
+    # invoice 8.00 - 1.00 - 3.50 = 3.50
+    rated = rate_month(
+        month_start=JAN,
+        items=[item(at(5), output=1_000_000), item(at(15), output=3_000_000)],
+        contracts=[paid()],
+        prices=prices(),
+        promotions=[
+            PromotionalCredit(id="b", amount=D("3.50")),
+            PromotionalCredit(id="a", amount=D("1.00"), expires_at=at(10)),
+        ],
+    )
+
+    assert [p.credit_id for p in rated.promotions] == ["a", "b"]
+    assert [r.promotion_amount for r in rated.items] == [D("1.50"), D("3.00")]
+    assert [line.amount for line in rated.lines if line.kind == LineKind.PROMOTION] == [
+        D("-1.00"),
+        D("-3.50"),
+    ]
+    assert rated.total == D("3.50")
+
+
+def test_rate_month_mid_month_price_change_splits_usage_by_item_time():
+    # output 2.00/M until Jan 15 00:00, 3.00/M from then (an item exactly at the
+    # change takes the new price): 1M at 2.00 = 2.00, 1M at 3.00 = 3.00
+    book = [
+        *prices(),
+        PriceVersion(
+            model="llama",
+            token_class=TokenClass.OUTPUT,
+            per_million=D("3.00"),
+            effective_from=at(15),
+        ),
+    ]
+    rated = rate_month(
+        month_start=JAN,
+        items=[item(at(14, 23, 59, 59), output=1_000_000), item(at(15), output=1_000_000)],
+        contracts=[paid()],
+        prices=book,
+    )
+
+    assert usage(rated) == [
+        (TokenClass.OUTPUT, 1_000_000, D("2.00"), D(0), D("2.00"), D("0.00"), D("2.00")),
+        (TokenClass.OUTPUT, 1_000_000, D("3.00"), D(0), D("3.00"), D("0.00"), D("3.00")),
+    ]
+    assert rated.total == D("5.00")
+
+
+def test_price_version_rejects_effective_from_off_the_hour():
+    with pytest.raises(ValueError, match="whole UTC hour"):
+        PriceVersion(
+            model="llama", token_class="output", per_million=D(1), effective_from=at(1, 0, 30)
+        )
+
+
+def test_rate_month_committed_minimum_shortfall():
+    # usage 1.71 (the discount example) against a 10.00 minimum: shortfall 8.29
+    rated = rate_month(
+        month_start=JAN,
+        items=[item(at(3), input_=1_000_000, cached=200_000, output=500_000)],
+        contracts=[paid(discount_pct=D(10), committed_minimum=D("10.00"))],
+        prices=prices(),
+    )
+
+    minimum = rated.lines[-1]
+    assert (minimum.kind, minimum.list_amount, minimum.discount, minimum.amount) == (
+        LineKind.MINIMUM,
+        D("8.29"),
+        D("0.00"),
+        D("8.29"),
+    )
+    assert rated.minimum_shortfall == D("8.29")
+    assert rated.total == D("10.00")
+
+
+def test_rate_month_committed_minimum_is_measured_before_promotions():
+    # usage 8.00, credit 2.00, minimum 10.00: shortfall 10.00 - 8.00 = 2.00,
+    # invoice 8.00 - 2.00 + 2.00 = 8.00
+    rated = rate_month(
+        month_start=JAN,
+        items=[item(at(5), output=4_000_000)],
+        contracts=[paid(committed_minimum=D("10.00"))],
+        prices=prices(),
+        promotions=[PromotionalCredit(id="p", amount=D("2.00"))],
+    )
+
+    assert [(line.kind, line.amount) for line in rated.lines] == [
+        (LineKind.USAGE, D("8.00")),
+        (LineKind.PROMOTION, D("-2.00")),
+        (LineKind.MINIMUM, D("2.00")),
+    ]
+    assert rated.total == D("8.00")
+
+
+def test_rate_month_committed_minimum_met_adds_no_line():
+    rated = rate_month(
+        month_start=JAN,
+        items=[item(at(5), output=4_000_000)],
+        contracts=[paid(committed_minimum=D("8.00"))],
+        prices=prices(),
+    )
+
+    assert [line.kind for line in rated.lines] == [LineKind.USAGE]
+    assert rated.minimum_shortfall == 0
+    assert rated.total == D("8.00")
+
+
+def test_rate_month_unsold_reasons_follow_the_contract_in_force():
+    # none before Jan 5, trial from Jan 5, internal from Jan 10, paid from Jan 20
+    contracts = [
+        ContractVersion(effective_from=at(5), kind=ContractKind.TRIAL),
+        ContractVersion(effective_from=at(10), kind=ContractKind.INTERNAL),
+        paid(effective_from=at(20)),
+    ]
+    rated = rate_month(
+        month_start=JAN,
+        items=[
+            item(at(2), output=100),
+            item(at(6), output=200),
+            item(at(12), output=300),
+            item(at(21), output=1_000_000),
+        ],
+        contracts=contracts,
+        prices=prices(),
+    )
+
+    assert [r.unsold_reason for r in rated.items] == [
+        UnsoldReason.NO_CONTRACT,
+        UnsoldReason.TRIAL,
+        UnsoldReason.INTERNAL,
+        None,
+    ]
+    assert rated.unsold_tokens == {
+        UnsoldReason.NO_CONTRACT: 100,
+        UnsoldReason.TRIAL: 200,
+        UnsoldReason.INTERNAL: 300,
+        UnsoldReason.ALLOWANCE: 0,
+    }
+    assert [r.list_value for r in rated.items[:3]] == [D(0), D(0), D(0)]
+    assert rated.total == D("2.00")  # only the paid 1,000,000 output tokens
+
+
+def test_rate_month_trial_reason_takes_precedence_over_allowance():
+    rated = rate_month(
+        month_start=JAN,
+        items=[item(at(2), output=500)],
+        contracts=[ContractVersion(effective_from=JAN, kind="trial", free_tokens_per_month=1_000)],
+        prices=[],  # unsold usage never needs a price
+    )
+
+    assert rated.items[0].unsold_reason == UnsoldReason.TRIAL
+    assert rated.lines == ()
+    assert rated.total == 0
+
+
+def test_rate_month_missing_price_names_model_and_time():
+    with pytest.raises(RatingError, match=r"'ghost' at 2026-01-03T04:00:00\+00:00") as caught:
+        rate_month(
+            month_start=JAN,
+            items=[item(at(3, 4), output=10, model="ghost")],
+            contracts=[paid()],
+            prices=prices(),
+        )
+
+    assert caught.value.model == "ghost"
+    assert caught.value.time == at(3, 4)
+
+
+def test_rate_month_missing_class_price_names_the_class():
+    book = [p for p in prices() if p.token_class != TokenClass.INPUT]
+    with pytest.raises(RatingError, match="no input list price") as caught:
+        rate_month(
+            month_start=JAN,
+            items=[item(at(3), input_=10, output=10)],
+            contracts=[paid()],
+            prices=book,
+        )
+
+    assert caught.value.token_class == TokenClass.INPUT
+
+
+def test_rate_month_price_not_yet_in_force_is_missing():
+    book = [
+        PriceVersion(model="llama", token_class=tc, per_million=D(1), effective_from=at(10))
+        for tc in TokenClass
+    ]
+    with pytest.raises(RatingError, match="'llama' at 2026-01-09T23:00:00"):
+        rate_month(
+            month_start=JAN,
+            items=[item(at(9, 23), output=10)],
+            contracts=[paid()],
+            prices=book,
+        )
+
+
+def test_round_money_rounds_half_up_per_currency():
+    assert round_money(amount=D("0.005"), currency="USD") == D("0.01")
+    assert round_money(amount=D("0.0049999"), currency="USD") == D("0.00")
+    assert round_money(amount=D("0.015"), currency="USD") == D("0.02")
+    assert round_money(amount=D("-0.005"), currency="USD") == D("-0.01")
+    assert round_money(amount=D("2.5"), currency="JPY") == D(3)
+    assert round_money(amount=D("0.0005"), currency="KWD") == D("0.001")
+    with pytest.raises(ValueError, match="unknown currency"):
+        round_money(amount=D(1), currency="XXX")
+
+
+def test_rate_month_rounds_exact_midpoint_half_up():
+    # 5,000 output x 1.00/M = 0.005 exactly -> 0.01
+    # 50,000 input x 1.00/M = 0.05, 10% off = 0.045 -> 0.05 (half-even would give 0.04)
+    rated = rate_month(
+        month_start=JAN,
+        items=[item(at(2), input_=50_000, output=5_000)],
+        contracts=[paid(discount_pct=D(10))],
+        prices=prices(input_="1.00", output="1.00"),
+    )
+
+    assert usage(rated) == [
+        (TokenClass.INPUT, 50_000, D("1.00"), D(10), D("0.05"), D("0.00"), D("0.05")),
+        (TokenClass.OUTPUT, 5_000, D("1.00"), D(10), D("0.01"), D("0.01"), D("0.00")),
+    ]
+    # output amount: 0.005 x 0.9 = 0.0045 -> 0.00
+    assert rated.total == D("0.05")
+
+
+def test_rate_month_rounds_once_per_line_not_per_item():
+    # three items of 3,000 output at 1.00/M: 0.003 each (0.00 if rounded per item);
+    # one line of 9,000 tokens = 0.009 -> 0.01
+    rated = rate_month(
+        month_start=JAN,
+        items=[item(at(d), output=3_000) for d in (2, 3, 4)],
+        contracts=[paid()],
+        prices=prices(output="1.00"),
+    )
+
+    assert [r.list_value for r in rated.items] == [D("0.003")] * 3
+    assert usage(rated) == [
+        (TokenClass.OUTPUT, 9_000, D("1.00"), D(0), D("0.01"), D("0.00"), D("0.01")),
+    ]
+    assert rated.total == D("0.01")
+
+
+def test_adjustment_line_for_late_usage_is_positive():
+    # invoiced: 1,000,000 output = 2.00; a late 500,000 output (1.00) arrives
+    contracts, book = [paid()], prices()
+    invoiced = rate_month(
+        month_start=JAN, items=[item(at(20), output=1_000_000)], contracts=contracts, prices=book
+    )
+    rerated = rate_month(
+        month_start=JAN,
+        items=[item(at(20), output=1_000_000), item(at(31, 23), output=500_000)],
+        contracts=contracts,
+        prices=book,
+    )
+
+    line = adjustment_line(
+        month_start=JAN, invoiced_lines=invoiced.lines, rerated_lines=rerated.lines, currency="USD"
+    )
+
+    assert line is not None
+    assert (line.kind, line.list_amount, line.discount, line.amount) == (
+        LineKind.ADJUSTMENT,
+        D("1.00"),
+        D("0.00"),
+        D("1.00"),
+    )
+    assert line.description == "Adjustment for 2026-01: usage re-rated with late events"
+
+
+def test_adjustment_line_for_late_usage_can_be_negative():
+    # tier 90% from 1,500,000 paid tokens. Invoiced: 1,000,000 output on Jan 20 = 2.00.
+    # A late 600,000 on Jan 5 is rated first (running 600,000: 0%, 1.20), which lifts
+    # the Jan 20 item to running 1,600,000: 90% off, 2.00 -> 0.20. Re-rated 1.40.
+    # adjustment: amount 1.40 - 2.00 = -0.60; list 3.20 - 2.00 = 1.20; discount 1.80
+    contracts = [paid(volume_tiers=(VolumeTier(from_tokens=1_500_000, discount_pct=D(90)),))]
+    book = prices()
+    invoiced = rate_month(
+        month_start=JAN, items=[item(at(20), output=1_000_000)], contracts=contracts, prices=book
+    )
+    rerated = rate_month(
+        month_start=JAN,
+        items=[item(at(20), output=1_000_000), item(at(5), output=600_000)],
+        contracts=contracts,
+        prices=book,
+    )
+
+    line = adjustment_line(
+        month_start=JAN, invoiced_lines=invoiced.lines, rerated_lines=rerated.lines, currency="USD"
+    )
+
+    assert rerated.total == D("1.40")
+    assert line is not None
+    assert (line.list_amount, line.discount, line.amount) == (D("1.20"), D("1.80"), D("-0.60"))
+
+
+def test_adjustment_line_counts_earlier_adjustments_of_the_month():
+    contracts, book = [paid()], prices()
+    invoiced = rate_month(
+        month_start=JAN, items=[item(at(20), output=1_000_000)], contracts=contracts, prices=book
+    )
+    rerated = rate_month(
+        month_start=JAN,
+        items=[item(at(20), output=1_000_000), item(at(21), output=500_000)],
+        contracts=contracts,
+        prices=book,
+    )
+    first = adjustment_line(
+        month_start=JAN, invoiced_lines=invoiced.lines, rerated_lines=rerated.lines, currency="USD"
+    )
+    assert first is not None
+
+    again = adjustment_line(
+        month_start=JAN,
+        invoiced_lines=[*invoiced.lines, first],
+        rerated_lines=rerated.lines,
+        currency="USD",
+    )
+
+    assert again is None
+
+
+def test_adjustment_line_rejects_unrounded_and_sla_credit_lines():
+    unrounded = InvoiceLine(
+        kind=LineKind.USAGE,
+        list_amount=D("0.005"),
+        discount=D(0),
+        amount=D("0.005"),
+        description="",
+    )
+    credit = InvoiceLine(
+        kind=LineKind.SLA_CREDIT,
+        list_amount=D(0),
+        discount=D("1.00"),
+        amount=D("-1.00"),
+        description="",
+    )
+    with pytest.raises(ValueError, match="not rounded"):
+        adjustment_line(
+            month_start=JAN, invoiced_lines=[unrounded], rerated_lines=[], currency="USD"
+        )
+    with pytest.raises(ValueError, match="sla_credit"):
+        adjustment_line(month_start=JAN, invoiced_lines=[], rerated_lines=[credit], currency="USD")
+
+
+def test_rate_month_rejects_items_outside_the_month():
+    with pytest.raises(ValueError, match="outside the month"):
+        rate_month(
+            month_start=JAN,
+            items=[item(datetime(2026, 2, 1, tzinfo=UTC), output=1)],
+            contracts=[paid()],
+            prices=prices(),
+        )
+
+
+# --- properties -------------------------------------------------------------------
+
+_pct = st.decimals(min_value=0, max_value=100, places=2)
+_price = st.decimals(min_value=0, max_value=100, places=10)
+
+
+@st.composite
+def _months(draw):
+    models = ["a", "b"]
+    book = [
+        PriceVersion(
+            model=model,
+            token_class=tc,
+            per_million=draw(_price),
+            effective_from=JAN + timedelta(hours=hour),
+        )
+        for model in models
+        for tc in TokenClass
+        for hour in sorted({0, draw(st.integers(0, 743))})
+    ]
+    tiers = tuple(
+        VolumeTier(from_tokens=start, discount_pct=draw(_pct))
+        for start in sorted(draw(st.sets(st.integers(0, 5_000_000), max_size=3)))
+    )
+    contracts = [
+        ContractVersion(
+            effective_from=JAN,
+            kind=draw(st.sampled_from(list(ContractKind))),
+            discount_pct=draw(_pct),
+            free_tokens_per_month=draw(st.integers(0, 2_000_000)),
+            volume_tiers=tiers,
+            committed_minimum=draw(st.decimals(min_value=0, max_value=50, places=2)),
+        ),
+        ContractVersion(
+            effective_from=JAN + timedelta(hours=draw(st.integers(1, 743))),
+            kind=ContractKind.PAID,
+            discount_pct=draw(_pct),
+            volume_tiers=tiers,
+        ),
+    ]
+    items = []
+    for index in range(draw(st.integers(0, 25))):
+        input_tokens = draw(st.integers(0, 2**31 - 1))
+        items.append(
+            UsageItem(
+                time=JAN + timedelta(seconds=draw(st.integers(0, 31 * 86400 - 1))),
+                model=draw(st.sampled_from(models)),
+                input_tokens=input_tokens,
+                cached_tokens=draw(st.integers(0, input_tokens)),
+                output_tokens=draw(st.integers(0, 2**31 - 1)),
+                id=str(index),
+                requests=draw(st.integers(0, 1_000)),
+            )
+        )
+    promotions = [
+        PromotionalCredit(
+            id=f"p{index}",
+            amount=draw(st.decimals(min_value=0, max_value=20_000, places=2)),
+            expires_at=draw(st.none() | st.just(JAN + timedelta(days=draw(st.integers(0, 40))))),
+        )
+        for index in range(draw(st.integers(0, 2)))
+    ]
+    return items, contracts, book, promotions
+
+
+@settings(max_examples=300, deadline=None)
+@given(month=_months(), seed=st.integers(0, 2**32 - 1))
+def test_rate_month_total_is_sum_of_rounded_lines_and_realized_within_list(month, seed):
+    items, contracts, book, promotions = month
+
+    rated = rate_month(
+        month_start=JAN, items=items, contracts=contracts, prices=book, promotions=promotions
+    )
+
+    assert rated.total == sum((line.amount for line in rated.lines), D(0))
+    for line in rated.lines:
+        for value in (line.list_amount, line.discount, line.amount):
+            assert value == round_money(amount=value, currency="USD")
+        assert line.discount == line.list_amount - line.amount
+    assert rated.realized_amount <= rated.list_value
+    assert 0 <= rated.realized_after_promotions <= rated.realized_amount
+    assert all(
+        0 <= r.realized_after_promotions <= r.realized_amount <= r.list_value for r in rated.items
+    )
+    assert rated.total >= 0
+    paid_quantity = sum(line.quantity for line in rated.lines if line.kind == LineKind.USAGE)
+    assert paid_quantity == sum(r.item.total_tokens for r in rated.items if r.is_paid)
+    assert rated.paid_tokens + sum(rated.unsold_tokens.values()) == sum(
+        i.total_tokens for i in items
+    )
+    shuffled = list(items)
+    random.Random(seed).shuffle(shuffled)
+    again = rate_month(
+        month_start=JAN, items=shuffled, contracts=contracts, prices=book, promotions=promotions
+    )
+    assert again.lines == rated.lines
