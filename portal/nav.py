@@ -20,7 +20,9 @@ class NavItem:
 
 NAV: list[NavItem] = [
     NavItem("Home", "home", ALL),
-    NavItem("API tokens", "tokens", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Account"),
+    NavItem(
+        "API tokens", "tokens", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Account"
+    ),
     NavItem("Audit log", "audit", frozenset({Role.OPERATOR}), "Account"),
     NavItem("API docs", "api-docs", ALL, "Account"),
 ]

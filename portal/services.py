@@ -15,7 +15,7 @@ from django.utils import timezone
 from .access import TOKEN_SCOPES, user_role, user_tenant
 from .models import ApiToken, AuditEntry, Membership, Role, Tenant
 
-TOKEN_PREFIX = "tfp_"
+TOKEN_PREFIX = "tfp_"  # noqa: S105 (a marker, not a secret)
 
 
 def token_digest(raw: str) -> str:
@@ -52,7 +52,11 @@ def audit_record(
 
 @transaction.atomic
 def user_ensure(
-    *, username: str, role: Role, tenant: Tenant | None = None, password: str | None = None,
+    *,
+    username: str,
+    role: Role,
+    tenant: Tenant | None = None,
+    password: str | None = None,
     actor: User | None = None,
 ) -> User:
     """Create the user if missing and give it exactly `role` (and its tenant for members)."""
@@ -73,9 +77,12 @@ def user_ensure(
         Membership.objects.filter(user=user).delete()
     if created or before != [role.value]:
         audit_record(
-            actor=actor, action="role_change", object_type="user", object_id=username,
-            before={"groups": before}, after={"groups": [role.value],
-                                              "tenant": tenant.slug if tenant else None},
+            actor=actor,
+            action="role_change",
+            object_type="user",
+            object_id=username,
+            before={"groups": before},
+            after={"groups": [role.value], "tenant": tenant.slug if tenant else None},
         )
     for attr in ("_portal_role", "_portal_tenant"):
         user.__dict__.pop(attr, None)
@@ -94,19 +101,31 @@ def token_create(*, user: User, name: str, scopes: Iterable[str]) -> tuple[ApiTo
     refused = [s for s in wanted if s not in allowed]
     if refused:
         raise ValidationError(
-            {"scopes": f"A {role.label if role else 'user without role'} may not create "
-                       f"tokens with scope {', '.join(refused)}."}
+            {
+                "scopes": f"A {role.label if role else 'user without role'} may not create "
+                f"tokens with scope {', '.join(refused)}."
+            }
         )
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
-        user=user, name=name.strip() or "token", prefix=raw[:12], digest=token_digest(raw),
+        user=user,
+        name=name.strip() or "token",
+        prefix=raw[:12],
+        digest=token_digest(raw),
         scopes=wanted,
     )
     tenant = user_tenant(user)
     audit_record(
-        actor=user, action="issue_token", object_type="api_token", object_id=str(token.pk),
-        after={"name": token.name, "scopes": wanted, "user": user.username,
-               "tenant": tenant.slug if tenant else None},
+        actor=user,
+        action="issue_token",
+        object_type="api_token",
+        object_id=str(token.pk),
+        after={
+            "name": token.name,
+            "scopes": wanted,
+            "user": user.username,
+            "tenant": tenant.slug if tenant else None,
+        },
     )
     return token, raw
 
@@ -118,7 +137,11 @@ def token_revoke(*, token: ApiToken, by: User) -> ApiToken:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
         audit_record(
-            actor=by, action="revoke_token", object_type="api_token", object_id=str(token.pk),
-            before={"revoked_at": None}, after={"revoked_at": token.revoked_at.isoformat()},
+            actor=by,
+            action="revoke_token",
+            object_type="api_token",
+            object_id=str(token.pk),
+            before={"revoked_at": None},
+            after={"revoked_at": token.revoked_at.isoformat()},
         )
     return token

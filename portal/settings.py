@@ -187,6 +187,9 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
+# Ingestion bodies: up to 32 MiB after decompression (checked by the ingest views).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 33 * 1024 * 1024
+
 FACTORY_CURRENCY = os.environ.get("FACTORY_CURRENCY", "USD")
 
 # Celery: with no broker, tasks run eagerly in-process (the embedded default).
@@ -208,9 +211,15 @@ CELERY_BEAT_SCHEDULE = {
     # KPI snapshots for the current day and month; closes finished days and months.
     "measure": {"task": "flywheel.measure", "schedule": crontab(minute="*/15")},
     # Rate last month, post it to the ledger, issue invoices and close its SLA.
-    "invoice": {"task": "billing.invoice_month", "schedule": crontab(minute=0, hour=2, day_of_month=1)},
+    "invoice": {
+        "task": "billing.invoice_month",
+        "schedule": crontab(minute=0, hour=2, day_of_month=1),
+    },
     # Measure, diagnose, check the goal and propose levers, once a week.
-    "flywheel": {"task": "flywheel.cycle", "schedule": crontab(minute=0, hour=3, day_of_week="mon")},
+    "flywheel": {
+        "task": "flywheel.cycle",
+        "schedule": crontab(minute=0, hour=3, day_of_week="mon"),
+    },
 }
 
 LOGGING = {

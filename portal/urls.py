@@ -7,6 +7,7 @@ from . import views
 
 api_v1 = [
     path("", include("portal.api.urls")),
+    path("", include("metering.api.urls")),
 ]
 
 urlpatterns = [
@@ -18,6 +19,9 @@ urlpatterns = [
     path("audit/", views.audit, name="audit"),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", login_required(SpectacularSwaggerView.as_view(url_name="api-schema")),
-         name="api-docs"),
+    path(
+        "api/docs/",
+        login_required(SpectacularSwaggerView.as_view(url_name="api-schema")),
+        name="api-docs",
+    ),
 ]

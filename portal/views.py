@@ -34,8 +34,10 @@ def tokens(request):
     created = None
     if request.method == "POST" and form.is_valid():
         try:
-            token, created = token_create(
-                user=request.user, name=form.cleaned_data["name"], scopes=form.cleaned_data["scopes"]
+            _, created = token_create(
+                user=request.user,
+                name=form.cleaned_data["name"],
+                scopes=form.cleaned_data["scopes"],
             )
         except ValidationError as exc:
             for field, errs in exc.message_dict.items():

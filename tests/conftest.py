@@ -93,9 +93,24 @@ def live_worker(transactional_db):
     log_path.parent.mkdir(exist_ok=True)
     with open(log_path, "w") as log:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=prefork",
-             "--concurrency=1", "--without-gossip", "--without-mingle", "-l", "INFO"],
-            cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "portal",
+                "worker",
+                "--pool=prefork",
+                "--concurrency=1",
+                "--without-gossip",
+                "--without-mingle",
+                "-l",
+                "INFO",
+            ],
+            cwd=root,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
     app = Celery("test-client", broker=broker, backend=broker)
     app.conf.task_serializer = "json"

@@ -1,4 +1,5 @@
 from .factory import CapacitySample, Deployment, DeploymentVersion, ModelAlias, Pool, ServedModel
+from .telemetry import EngineHourly, GpuHourly, ScrapeTarget, TelemetryKind, TelemetryPushState
 from .usage import (
     LATENCY_BUCKETS_MS,
     DailyUsage,
@@ -14,11 +15,16 @@ __all__ = [
     "DailyUsage",
     "Deployment",
     "DeploymentVersion",
+    "EngineHourly",
     "EventKey",
+    "GpuHourly",
     "HourlyUsage",
     "ModelAlias",
     "Pool",
     "RollupPending",
+    "ScrapeTarget",
     "ServedModel",
+    "TelemetryKind",
+    "TelemetryPushState",
     "UsageEvent",
 ]

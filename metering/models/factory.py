@@ -13,7 +13,9 @@ class Pool(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
     gpu_type = models.CharField(max_length=64)
-    gpu_count = models.PositiveIntegerField(help_text="Installed GPUs when no telemetry says otherwise.")
+    gpu_count = models.PositiveIntegerField(
+        help_text="Installed GPUs when no telemetry says otherwise."
+    )
     site = models.CharField(max_length=100, blank=True)
 
     class Meta:

@@ -6,7 +6,21 @@ from .factory import Deployment
 
 # Upper edges (ms) of the end-to-end latency histogram kept in rollups; the last bucket is +Inf.
 LATENCY_BUCKETS_MS = (
-    100, 250, 500, 750, 1000, 1500, 2000, 3000, 5000, 7500, 10000, 15000, 20000, 30000, 60000,
+    100,
+    250,
+    500,
+    750,
+    1000,
+    1500,
+    2000,
+    3000,
+    5000,
+    7500,
+    10000,
+    15000,
+    20000,
+    30000,
+    60000,
 )
 
 
@@ -37,7 +51,9 @@ class UsageEvent(models.Model):
 
     id = models.BigIntegerField(primary_key=True)
     time = models.DateTimeField()  # request end
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, db_constraint=False, db_index=False)
+    tenant = models.ForeignKey(
+        Tenant, on_delete=models.PROTECT, db_constraint=False, db_index=False
+    )
     deployment = models.ForeignKey(
         Deployment, on_delete=models.PROTECT, db_constraint=False, db_index=False
     )

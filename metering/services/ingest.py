@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, ProgrammingError, connection, transaction
 
 from metering.ingest.events import EventIn, FieldError, dedupe_within_batch
 from metering.models import Deployment, EventKey, ModelAlias, RollupPending, ServedModel, UsageEvent
@@ -280,9 +280,6 @@ def _store_postgresql(
     return len(new_rows), len(rows) - len(new_rows)
 
 
-_known_partitions: set[str] = set()
-
-
 def _month_start(time: datetime) -> datetime:
     return time.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
@@ -291,8 +288,10 @@ def usage_partitions_ensure(*, times: Sequence[datetime]) -> None:
     """Create the monthly partitions of the usage event table that `times` fall in."""
     for start in sorted({_month_start(t) for t in times}):
         name = f"metering_usageevent_p{start:%Y%m}"
-        if name in _known_partitions:
-            continue
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass(%s)", [name])
+            if cursor.fetchone()[0] is not None:
+                continue
         end = _month_start(start + timedelta(days=32))
         try:
             with transaction.atomic(), connection.cursor() as cursor:
@@ -301,6 +300,5 @@ def usage_partitions_ensure(*, times: Sequence[datetime]) -> None:
                     f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF metering_usageevent "
                     f"FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
                 )
-        except IntegrityError:
+        except (IntegrityError, ProgrammingError):
             pass  # created by a concurrent request at the same moment
-        _known_partitions.add(name)

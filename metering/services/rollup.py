@@ -140,7 +140,7 @@ def _aggregates(version: DeploymentVersion | None) -> dict:
         "latency_count": Count("latency_ms"),
     }
     for name in ("input_tokens", "cached_tokens", "output_tokens"):
-        aggregates[name] = _big_sum(name)
+        aggregates[f"all_{name}"] = _big_sum(name)  # renamed below: names must not shadow fields
         aggregates[f"ok_{name}"] = _big_sum(name, ok)
         aggregates[f"compliant_{name}"] = _big_sum(name, compliant)
     for index, edge in enumerate(LATENCY_BUCKETS_MS):
@@ -164,6 +164,8 @@ def _aggregate(deployment_id: int, version, cells: set[Cell]) -> list[HourlyUsag
     for row in rows:
         if (row["tenant_id"], deployment_id, row["hour"]) not in cells:
             continue
+        for name in ("input_tokens", "cached_tokens", "output_tokens"):
+            row[name] = row.pop(f"all_{name}")
         cumulative = [row.pop(f"latency_le_{i}") for i in range(len(LATENCY_BUCKETS_MS))]
         cumulative.append(row["latency_count"])
         histogram = [cumulative[0]] + [b - a for a, b in pairwise(cumulative)]

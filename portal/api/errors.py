@@ -55,6 +55,6 @@ def exception_handler(exc, context):
 
 
 def _is_unavailable(exc: DatabaseError) -> bool:
-    from django.db import OperationalError, InterfaceError
+    from django.db import InterfaceError, OperationalError
 
     return isinstance(exc, OperationalError | InterfaceError)

@@ -17,23 +17,39 @@ class AuditedModelViewSet(viewsets.ModelViewSet):
     @transaction.atomic
     def perform_create(self, serializer):
         obj = serializer.save()
-        audit_record(actor=self.request.user, action="create", object_type=self.audit_type,
-                     object_id=str(obj.pk), after=audit_snapshot(obj))
+        audit_record(
+            actor=self.request.user,
+            action="create",
+            object_type=self.audit_type,
+            object_id=str(obj.pk),
+            after=audit_snapshot(obj),
+        )
 
     @transaction.atomic
     def perform_update(self, serializer):
         before = audit_snapshot(serializer.instance)
         obj = serializer.save()
-        audit_record(actor=self.request.user, action="update", object_type=self.audit_type,
-                     object_id=str(obj.pk), before=before, after=audit_snapshot(obj))
+        audit_record(
+            actor=self.request.user,
+            action="update",
+            object_type=self.audit_type,
+            object_id=str(obj.pk),
+            before=before,
+            after=audit_snapshot(obj),
+        )
 
     @transaction.atomic
     def perform_destroy(self, instance):
         before = audit_snapshot(instance)
         pk = instance.pk
         instance.delete()
-        audit_record(actor=self.request.user, action="delete", object_type=self.audit_type,
-                     object_id=str(pk), before=before)
+        audit_record(
+            actor=self.request.user,
+            action="delete",
+            object_type=self.audit_type,
+            object_id=str(pk),
+            before=before,
+        )
 
 
 class TenantViewSet(AuditedModelViewSet):

@@ -30,6 +30,10 @@ class Command(BaseCommand):
             user = user_ensure(username=options["user"], role=role, tenant=tenant)
             token, raw = token_create(user=user, name=options["name"], scopes=scopes)
         except ValidationError as exc:
-            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from exc
-        self.stderr.write(f"Token {token.prefix}… for {user.username} ({role.value}) scopes {','.join(token.scopes)}")
+            raise CommandError(
+                "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
+            ) from exc
+        self.stderr.write(
+            f"Token {token.prefix}… for {user.username} ({role.value}) scopes {','.join(token.scopes)}"
+        )
         self.stdout.write(raw)

@@ -1,0 +1,19 @@
+from django.urls import path
+
+from portal.api.routers import Router
+
+from . import views
+
+router = Router()
+router.register("pools", views.PoolViewSet, basename="pool")
+router.register("models", views.ServedModelViewSet, basename="served-model")
+router.register("deployments", views.DeploymentViewSet, basename="deployment")
+
+urlpatterns = [
+    path("usage/events", views.UsageEventsView.as_view(), name="usage-events"),
+    path("usage/cloudevents", views.CloudEventsView.as_view(), name="usage-cloudevents"),
+    path("usage/openai-batch", views.OpenAIBatchView.as_view(), name="usage-openai-batch"),
+    path("usage", views.UsageListView.as_view(), name="usage-list"),
+    path("capacity", views.CapacityView.as_view(), name="capacity"),
+    *router.urls,
+]

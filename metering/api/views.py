@@ -1,0 +1,382 @@
+from datetime import UTC, date, datetime, time
+
+from django.core.exceptions import RequestDataTooBig
+from django.db import transaction
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from metering.ingest.events import (
+    BatchError,
+    FieldError,
+    PayloadTooLarge,
+    decode_batch,
+    decompress_body,
+    validate_events,
+)
+from metering.ingest.formats import cloudevents_to_items, merge_errors, openai_batch_to_items
+from metering.models import Deployment, Pool, ServedModel
+from metering.selectors import usage_list
+from metering.services.factory import (
+    CapacityIn,
+    VersionSpec,
+    capacity_upsert,
+    deployment_create,
+    deployment_version_add,
+    served_model_aliases_set,
+)
+from metering.services.ingest import IngestConflict, IngestRejected, usage_ingest
+from portal.access import Capability
+from portal.api.errors import errors_response, flatten
+from portal.api.pagination import Pagination
+from portal.api.views import AuditedModelViewSet
+from portal.models import Scope
+from portal.periods import period_from_query
+from portal.permissions import capability_permission
+
+from .serializers import (
+    CapacitySampleSerializer,
+    DeploymentSerializer,
+    DeploymentVersionSerializer,
+    ErrorsSerializer,
+    IngestResultSerializer,
+    PoolSerializer,
+    ServedModelSerializer,
+    UsageEventDoc,
+    UsageRowSerializer,
+)
+
+FactoryPermission = capability_permission(
+    read=Capability.READ_FACTORY, write=Capability.WRITE_FACTORY
+)
+IngestPermission = capability_permission(
+    read=Capability.READ_FACTORY, write=Capability.WRITE_FACTORY
+)
+ERROR_RESPONSES = {400: ErrorsSerializer, 403: ErrorsSerializer, 413: ErrorsSerializer}
+
+
+class PoolViewSet(AuditedModelViewSet):
+    """GPU pools, keyed by slug."""
+
+    queryset = Pool.objects.all()
+    serializer_class = PoolSerializer
+    lookup_field = "slug"
+    audit_type = "pool"
+    permission_classes = [FactoryPermission]
+
+
+class ServedModelViewSet(AuditedModelViewSet):
+    """Served models, keyed by slug, with their engine aliases."""
+
+    queryset = ServedModel.objects.prefetch_related("aliases")
+    serializer_class = ServedModelSerializer
+    lookup_field = "slug"
+    audit_type = "served_model"
+    permission_classes = [FactoryPermission]
+
+    def perform_create(self, serializer):
+        aliases = serializer.validated_data.pop("aliases", [])
+        with transaction.atomic():
+            super().perform_create(serializer)
+            served_model_aliases_set(
+                model=serializer.instance, aliases=aliases, by=self.request.user
+            )
+
+    def perform_update(self, serializer):
+        aliases = serializer.validated_data.pop("aliases", None)
+        with transaction.atomic():
+            super().perform_update(serializer)
+            if aliases is not None:
+                served_model_aliases_set(
+                    model=serializer.instance, aliases=aliases, by=self.request.user
+                )
+
+
+class DeploymentViewSet(
+    mixins.CreateModelMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Deployments (a model on a pool). R_ref, w_in and SLO change by adding a version."""
+
+    queryset = Deployment.objects.select_related("model", "pool").prefetch_related("versions")
+    serializer_class = DeploymentSerializer
+    lookup_field = "slug"
+    permission_classes = [FactoryPermission]
+
+    def perform_create(self, serializer):
+        data = serializer.validated_data
+        serializer.instance = deployment_create(
+            slug=data["slug"],
+            model=data["model"],
+            pool=data["pool"],
+            by=self.request.user,
+            spec=VersionSpec(
+                r_ref=data["r_ref"],
+                w_in=data.get("w_in", 0),
+                slo_ttft_ms=data.get("slo_ttft_ms"),
+                slo_tpot_ms=data.get("slo_tpot_ms"),
+            ),
+        )
+
+    @extend_schema(
+        request=DeploymentVersionSerializer, responses={201: DeploymentVersionSerializer}
+    )
+    @action(detail=True, methods=["post"], serializer_class=DeploymentVersionSerializer)
+    def versions(self, request, slug=None):
+        deployment = self.get_object()
+        serializer = DeploymentVersionSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = dict(serializer.validated_data)
+        version = deployment_version_add(
+            deployment=deployment,
+            effective_from=data.pop("effective_from"),
+            spec=VersionSpec(**data),
+            by=request.user,
+        )
+        return Response(DeploymentVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+
+
+def _body(request) -> bytes | Response:
+    try:
+        return request.body
+    except RequestDataTooBig:
+        return errors_response(
+            [{"field": "", "message": "request body is larger than 32 MiB"}],
+            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+
+
+def _field_errors(errors: list[FieldError]) -> Response:
+    return errors_response([e.as_dict() for e in errors], status.HTTP_400_BAD_REQUEST)
+
+
+def _content_type_error(request, allowed: tuple[str, ...]) -> Response | None:
+    content_type = request.content_type.split(";")[0].strip().lower()
+    if content_type not in allowed:
+        return errors_response(
+            [
+                {
+                    "field": "Content-Type",
+                    "message": f"must be one of {', '.join(allowed)} (got {content_type or 'none'!r})",
+                }
+            ],
+            status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+        )
+    return None
+
+
+def ingest_items(items: list, conversion_errors: list[FieldError] | None = None) -> Response:
+    """Validate raw event dicts and store them all or nothing."""
+    now = timezone.now()
+    events, errors = validate_events(items=items, now=now)
+    if conversion_errors is not None:
+        errors = merge_errors(conversion=conversion_errors, validation=errors)
+    if errors:
+        return _field_errors(errors)
+    try:
+        result = usage_ingest(events=events, received_at=now)
+    except IngestRejected as exc:
+        return _field_errors(exc.errors)
+    except IngestConflict as exc:
+        return errors_response(
+            [
+                {
+                    "index": i,
+                    "field": "id",
+                    "message": "this (source, id) is already stored with a different payload",
+                }
+                for i in exc.indexes
+            ],
+            status.HTTP_409_CONFLICT,
+        )
+    return Response({"accepted": result.accepted, "duplicates": result.duplicates})
+
+
+class IngestView(APIView):
+    write_scope = Scope.INGEST
+    permission_classes = [IngestPermission]
+    throttle_scope = "ingest"
+
+    def _decoded(self, request):
+        body = _body(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            return decode_batch(body=body, content_encoding=request.headers.get("Content-Encoding"))
+        except PayloadTooLarge as exc:
+            return errors_response([{"field": "", "message": exc.message}], 413)
+        except BatchError as exc:
+            return errors_response([{"field": "", "message": exc.message}], 400)
+
+
+class UsageEventsView(IngestView):
+    """Native JSON batches of usage events (≤ 10,000; gzip accepted)."""
+
+    @extend_schema(
+        request={"application/json": UsageEventDoc(many=True)},
+        responses={
+            200: IngestResultSerializer,
+            409: ErrorsSerializer,
+            415: ErrorsSerializer,
+            **ERROR_RESPONSES,
+        },
+    )
+    def post(self, request):
+        refused = _content_type_error(request, ("application/json",))
+        if refused:
+            return refused
+        items = self._decoded(request)
+        return items if isinstance(items, Response) else ingest_items(items)
+
+
+class CloudEventsView(IngestView):
+    """CloudEvents 1.0 batches: dedup on (source, id); tenant from data.tenant, else subject."""
+
+    @extend_schema(
+        request={"application/cloudevents-batch+json": OpenApiTypes.OBJECT},
+        responses={200: IngestResultSerializer, 409: ErrorsSerializer, **ERROR_RESPONSES},
+    )
+    def post(self, request):
+        refused = _content_type_error(
+            request, ("application/cloudevents-batch+json", "application/json")
+        )
+        if refused:
+            return refused
+        items = self._decoded(request)
+        if isinstance(items, Response):
+            return items
+        converted, errors = cloudevents_to_items(items=items)
+        return ingest_items(converted, errors)
+
+
+class OpenAIBatchView(IngestView):
+    """OpenAI Batch output JSONL (also vLLM run-batch), for one tenant (`?tenant=`)."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("tenant", str, required=True),
+            OpenApiParameter("pool", str, required=False),
+        ],
+        request={"application/jsonl": OpenApiTypes.STR},
+        responses={200: IngestResultSerializer, 409: ErrorsSerializer, **ERROR_RESPONSES},
+    )
+    def post(self, request):
+        tenant = request.query_params.get("tenant")
+        if not tenant:
+            return errors_response(
+                [{"field": "tenant", "message": "query parameter is required"}], 400
+            )
+        body = _body(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            text = decompress_body(
+                body=body, content_encoding=request.headers.get("Content-Encoding")
+            )
+        except PayloadTooLarge as exc:
+            return errors_response([{"field": "", "message": exc.message}], 413)
+        except BatchError as exc:
+            return errors_response([{"field": "", "message": exc.message}], 400)
+        try:
+            converted, errors = openai_batch_to_items(
+                body=text, tenant=tenant, pool=request.query_params.get("pool") or None
+            )
+        except PayloadTooLarge as exc:
+            return errors_response([{"field": "", "message": exc.message}], 413)
+        return ingest_items(converted, errors)
+
+
+class CapacityView(APIView):
+    """Capacity samples of pools (installed ≥ healthy ≥ busy GPUs); all or nothing."""
+
+    write_scope = Scope.INGEST
+    permission_classes = [IngestPermission]
+
+    @extend_schema(
+        request=CapacitySampleSerializer(many=True),
+        responses={
+            200: inline_serializer(
+                "CapacityResult",
+                {"created": serializers.IntegerField(), "replaced": serializers.IntegerField()},
+            ),
+            **ERROR_RESPONSES,
+        },
+    )
+    def post(self, request):
+        if not isinstance(request.data, list):
+            return errors_response([{"field": "", "message": "body must be a JSON array"}], 400)
+        if len(request.data) > 10_000:
+            return errors_response([{"field": "", "message": "at most 10,000 samples"}], 413)
+        errors, samples = [], []
+        for index, item in enumerate(request.data):
+            serializer = CapacitySampleSerializer(data=item)
+            if serializer.is_valid():
+                samples.append(
+                    CapacityIn(**{"interval_s": None, "power_w": None, **serializer.validated_data})
+                )
+            else:
+                errors += [{"index": index, **e} for e in flatten(serializer.errors)]
+        if errors:
+            return errors_response(errors, 400)
+        created, replaced = capacity_upsert(samples=samples)
+        return Response({"created": created, "replaced": replaced})
+
+
+class UsageListView(APIView):
+    """Usage per hour or day, tenant, model and pool (tenants see only their own rows)."""
+
+    permission_classes = [capability_permission(read=Capability.READ_TENANT_DATA)]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("tenant", str),
+            OpenApiParameter("model", str),
+            OpenApiParameter("pool", str),
+            OpenApiParameter("from", OpenApiTypes.DATETIME),
+            OpenApiParameter("to", OpenApiTypes.DATETIME),
+            OpenApiParameter("granularity", str, enum=["hour", "day"]),
+            OpenApiParameter("page", int),
+            OpenApiParameter("page_size", int),
+        ],
+        responses={200: UsageRowSerializer(many=True), 400: ErrorsSerializer},
+    )
+    def get(self, request):
+        granularity = request.query_params.get("granularity", "day")
+        if granularity not in ("hour", "day"):
+            return errors_response(
+                [{"field": "granularity", "message": 'must be "hour" or "day"'}], 400
+            )
+        period = period_from_query(request.query_params)
+        rows = usage_list(
+            user=request.user,
+            period=period,
+            granularity=granularity,
+            tenant=request.query_params.get("tenant"),
+            model=request.query_params.get("model"),
+            pool=request.query_params.get("pool"),
+        )
+        paginator = Pagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response([_usage_row(r) for r in page])
+
+
+def _usage_row(row: dict) -> dict:
+    start = row["period_start"]
+    if isinstance(start, date) and not isinstance(start, datetime):
+        start = datetime.combine(start, time.min, tzinfo=UTC)
+    return {
+        "period_start": start.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "tenant": row["tenant__slug"],
+        "model": row["deployment__model__slug"],
+        "pool": row["deployment__pool__slug"],
+        **{
+            k: row[k]
+            for k in ("requests", "errors", "input_tokens", "cached_tokens", "output_tokens")
+        },
+    }

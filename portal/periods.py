@@ -1,0 +1,56 @@
+"""Periods `[from, to)` from query strings: RFC 3339 or dates, UTC; default this month so far."""
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+
+@dataclass(frozen=True)
+class Period:
+    start: datetime
+    end: datetime
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start).total_seconds()
+
+
+def month_start(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def next_month(moment: datetime) -> datetime:
+    return month_start(month_start(moment) + timedelta(days=32))
+
+
+def _parse(value: str, field: str) -> datetime:
+    day = parse_date(value) if len(value) == 10 else None
+    if day is not None:
+        return datetime.combine(day, time.min, tzinfo=UTC)
+    try:
+        parsed = parse_datetime(value)
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise ValidationError({field: "must be an RFC 3339 date-time or a YYYY-MM-DD date"})
+    if parsed.tzinfo is None:
+        raise ValidationError({field: "must include a time zone (Z or +hh:mm)"})
+    return parsed.astimezone(UTC)
+
+
+def period_from_query(params, *, now: datetime | None = None) -> Period:
+    """`from`/`to` of a request (missing: the current calendar month so far)."""
+    now = now or timezone.now()
+    start = _parse(params["from"], "from") if params.get("from") else month_start(now)
+    end = _parse(params["to"], "to") if params.get("to") else max(now, start + timedelta(seconds=1))
+    if end <= start:
+        raise ValidationError({"to": "must be after from"})
+    return Period(start, end)
+
+
+def day_bounds(day: date) -> Period:
+    start = datetime.combine(day, time.min, tzinfo=UTC)
+    return Period(start, start + timedelta(days=1))
