@@ -229,6 +229,7 @@ def _store_postgresql(
     with connection.cursor() as cursor:
         raw = cursor.cursor
         cursor.execute(_STAGE)
+        cursor.execute("TRUNCATE ingest_keys")  # when called twice in one transaction
         with raw.copy("COPY ingest_keys (source, event_id, payload_hash) FROM STDIN") as copy:
             for r in rows:
                 copy.write_row((r.event.source, r.event.id, r.event.payload_hash))
