@@ -3,7 +3,7 @@
 from django.db.models import F, QuerySet, Sum
 from django.db.models.functions import TruncDay
 
-from metering.models import DailyUsage, HourlyUsage
+from metering.models import LATENCY_BUCKETS_MS, CapacitySample, DailyUsage, HourlyUsage, Pool
 from portal.access import tenant_get, tenant_scoped
 from portal.periods import Period
 
@@ -45,4 +45,77 @@ def usage_list(
         .order_by(
             "period_start", "tenant__slug", "deployment__model__slug", "deployment__pool__slug"
         )
+    )
+
+
+def _quantile(histogram: list[int], q: float) -> float | None:
+    """Latency at quantile q from bucket counts, interpolating inside the bucket (ms)."""
+    total = sum(histogram)
+    if not total:
+        return None
+    rank, seen, lower = q * total, 0, 0.0
+    for count, upper in zip(histogram, [*LATENCY_BUCKETS_MS, None], strict=True):
+        if seen + count >= rank and count:
+            if upper is None:
+                return float(lower)
+            return lower + (upper - lower) * (rank - seen) / count
+        seen += count
+        lower = float(upper) if upper is not None else lower
+    return lower
+
+
+def usage_daily_by_model(*, user, period: Period, tenant: str | None = None) -> list[dict]:
+    """Per day and model: requests, errors, tokens and latency p50/p95 (from daily rollups)."""
+    rows = DailyUsage.objects.filter(day__gte=period.start.date(), day__lt=period.end.date())
+    rows = tenant_scoped(rows, user=user)
+    if tenant:
+        rows = rows.filter(tenant=tenant_get(user=user, slug=tenant))
+    merged: dict[tuple, dict] = {}
+    for r in rows.values("day", "deployment__model__slug", "latency_histogram", *USAGE_SUMS):
+        key = (r["day"], r["deployment__model__slug"])
+        row = merged.setdefault(
+            key,
+            {
+                "day": key[0],
+                "model": key[1],
+                **dict.fromkeys(USAGE_SUMS, 0),
+                "histogram": [0] * (len(LATENCY_BUCKETS_MS) + 1),
+            },
+        )
+        for name in USAGE_SUMS:
+            row[name] += r[name]
+        for i, count in enumerate(r["latency_histogram"] or []):
+            row["histogram"][i] += count
+    result = []
+    for key in sorted(merged):
+        row = merged[key]
+        histogram = row.pop("histogram")
+        row["p50_ms"] = _quantile(histogram, 0.5)
+        row["p95_ms"] = _quantile(histogram, 0.95)
+        result.append(row)
+    return result
+
+
+def capacity_series(*, pool: Pool, period: Period) -> list[dict]:
+    """Capacity samples of a pool in the period (the sample before it carries in)."""
+    return [
+        {
+            "time": s.time,
+            "installed": s.gpus_installed,
+            "healthy": s.gpus_healthy,
+            "busy": s.gpus_busy,
+        }
+        for s in CapacitySample.objects.filter(
+            pool=pool, time__gte=period.start, time__lt=period.end
+        ).order_by("time")
+    ]
+
+
+def usage_by_pool(*, period: Period) -> list[dict]:
+    """Factory-wide totals per pool and model (operators)."""
+    return list(
+        DailyUsage.objects.filter(day__gte=period.start.date(), day__lt=period.end.date())
+        .values("deployment__pool__slug", "deployment__model__slug")
+        .annotate(**{name: Sum(name) for name in USAGE_SUMS})
+        .order_by("deployment__pool__slug")
     )

@@ -20,6 +20,8 @@ class NavItem:
 
 NAV: list[NavItem] = [
     NavItem("Home", "home", ALL),
+    NavItem("Usage", "usage", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Factory"),
+    NavItem("Metering", "metering", frozenset({Role.OPERATOR}), "Factory"),
     NavItem(
         "API tokens", "tokens", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Account"
     ),

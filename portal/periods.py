@@ -54,3 +54,30 @@ def period_from_query(params, *, now: datetime | None = None) -> Period:
 def day_bounds(day: date) -> Period:
     start = datetime.combine(day, time.min, tzinfo=UTC)
     return Period(start, start + timedelta(days=1))
+
+
+PRESETS = {
+    "30d": "Last 30 days",
+    "this_month": "This month",
+    "last_month": "Last month",
+    "90d": "Last 90 days",
+}
+
+
+def period_from_preset(
+    params, *, now: datetime | None = None, default: str = "30d"
+) -> tuple[Period, str]:
+    """A page's period: `from`/`to` when given (preset "custom"), else a named preset."""
+    now = now or timezone.now()
+    if params.get("from") or params.get("to"):
+        return period_from_query(params, now=now), "custom"
+    preset = params.get("period", default)
+    today = datetime.combine(now.astimezone(UTC).date(), time.min, tzinfo=UTC)
+    if preset == "this_month":
+        return Period(month_start(now), today + timedelta(days=1)), preset
+    if preset == "last_month":
+        end = month_start(now)
+        return Period(month_start(end - timedelta(days=1)), end), preset
+    if preset == "90d":
+        return Period(today - timedelta(days=89), today + timedelta(days=1)), preset
+    return Period(today - timedelta(days=29), today + timedelta(days=1)), "30d"

@@ -1,4 +1,4 @@
-from django.urls import path
+from django.urls import include, path
 
 from portal.api.routers import Router
 
@@ -15,5 +15,6 @@ urlpatterns = [
     path("usage/openai-batch", views.OpenAIBatchView.as_view(), name="usage-openai-batch"),
     path("usage", views.UsageListView.as_view(), name="usage-list"),
     path("capacity", views.CapacityView.as_view(), name="capacity"),
+    path("", include("metering.api.telemetry_urls")),
     *router.urls,
 ]

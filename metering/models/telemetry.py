@@ -6,9 +6,27 @@ observed in each UTC hour (reset-aware, data-formats.md §0 and §8.8), histogra
 summed bucket increases with their edges, gauges as the last values seen.
 """
 
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from .factory import Deployment, Pool
+
+
+def validate_scrape_url(value: str) -> None:
+    """An http(s) URL with a host. Cluster-internal names without a dot (`vllm-0:8000`) are
+    fine, which Django's URLValidator would refuse."""
+    try:
+        parts = urlsplit(value)
+        has_host = bool(parts.hostname)
+        parts.port  # noqa: B018  (raises ValueError on a bad port)
+    except ValueError as error:
+        raise ValidationError(f"is not a valid URL: {error}") from error
+    if parts.scheme not in ("http", "https") or not has_host:
+        raise ValidationError("must be an http:// or https:// URL with a host")
+    if any(c.isspace() for c in value):
+        raise ValidationError("must not contain spaces")
 
 
 class TelemetryKind(models.TextChoices):
@@ -32,7 +50,8 @@ class ScrapeTarget(models.Model):
         OK = "ok", "ok"
         FAILED = "failed", "failed"
 
-    url = models.URLField(max_length=500, unique=True)  # one target per URL: no double counting
+    # One target per URL, so that no exposition is counted twice.
+    url = models.CharField(max_length=500, unique=True, validators=[validate_scrape_url])
     kind = models.CharField(max_length=8, choices=TelemetryKind.choices)
     pool = models.ForeignKey(Pool, on_delete=models.CASCADE, related_name="scrape_targets")
     deployment = models.ForeignKey(
@@ -43,7 +62,7 @@ class ScrapeTarget(models.Model):
         related_name="scrape_targets",
     )
     enabled = models.BooleanField(default=True)
-    timeout_s = models.PositiveSmallIntegerField(default=5)  # s, for the whole fetch
+    timeout_s = models.PositiveSmallIntegerField(default=5)  # s, per socket operation; 1-20
     last_scraped_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_status = models.CharField(
         max_length=8, choices=Status.choices, default=Status.NEVER, editable=False
@@ -66,8 +85,8 @@ class ScrapeTarget(models.Model):
                 name="scrape_target_dcgm_has_no_deployment",
             ),
             models.CheckConstraint(
-                condition=models.Q(timeout_s__gte=1) & models.Q(timeout_s__lte=25),
-                name="scrape_target_timeout_1_to_25_s",
+                condition=models.Q(timeout_s__gte=1) & models.Q(timeout_s__lte=20),
+                name="scrape_target_timeout_1_to_20_s",
             ),
         ]
 

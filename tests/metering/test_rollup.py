@@ -39,10 +39,15 @@ events_strategy = st.lists(
 def _items(raw, offset=0):
     return [
         {
-            "id": f"e{offset + i}", "tenant": tenant, "model": model,
+            "id": f"e{offset + i}",
+            "tenant": tenant,
+            "model": model,
             "time": (BASE + timedelta(minutes=minute)).isoformat(),
-            "input_tokens": tokens_in, "cached_tokens": tokens_in // 3, "output_tokens": tokens_out,
-            "status": "error" if failed else "ok", **({"ttft_ms": ttft} if ttft else {}),
+            "input_tokens": tokens_in,
+            "cached_tokens": tokens_in // 3,
+            "output_tokens": tokens_out,
+            "status": "error" if failed else "ok",
+            **({"ttft_ms": ttft} if ttft else {}),
         }
         for i, (tenant, model, minute, tokens_in, tokens_out, failed, ttft) in enumerate(raw)
     ]
@@ -61,15 +66,27 @@ def _direct():
         UsageEvent.objects.annotate(h=TruncHour("time"))
         .values("tenant_id", "deployment_id", "h")
         .annotate(
-            n=Count("id"), e=Count("id", filter=Q(is_error=True)), i=Sum("input_tokens"),
-            c=Sum("cached_tokens"), o=Sum("output_tokens"),
-            oo=Sum("output_tokens", filter=ok), co=Sum("output_tokens", filter=compliant),
+            n=Count("id"),
+            e=Count("id", filter=Q(is_error=True)),
+            i=Sum("input_tokens"),
+            c=Sum("cached_tokens"),
+            o=Sum("output_tokens"),
+            oo=Sum("output_tokens", filter=ok),
+            co=Sum("output_tokens", filter=compliant),
             cr=Count("id", filter=compliant),
         )
     )
     return {
-        (r["tenant_id"], r["deployment_id"], r["h"]):
-            (r["n"], r["e"], r["i"], r["c"], r["o"], r["oo"] or 0, r["co"] or 0, r["cr"])
+        (r["tenant_id"], r["deployment_id"], r["h"]): (
+            r["n"],
+            r["e"],
+            r["i"],
+            r["c"],
+            r["o"],
+            r["oo"] or 0,
+            r["co"] or 0,
+            r["cr"],
+        )
         for r in rows
     }
 
@@ -77,8 +94,14 @@ def _direct():
 def _rolled():
     return {
         (h.tenant_id, h.deployment_id, h.hour): (
-            h.requests, h.errors, h.input_tokens, h.cached_tokens, h.output_tokens,
-            h.ok_output_tokens, h.compliant_output_tokens, h.compliant_requests,
+            h.requests,
+            h.errors,
+            h.input_tokens,
+            h.cached_tokens,
+            h.output_tokens,
+            h.ok_output_tokens,
+            h.compliant_output_tokens,
+            h.compliant_requests,
         )
         for h in HourlyUsage.objects.all()
     }
@@ -92,7 +115,9 @@ def factory(db):
     make_deployment(model="m2", pool="h200-a", ttft=2000)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(first=events_strategy, late=events_strategy, crash=st.booleans())
 def test_rollups_equal_direct_aggregation_with_late_events_and_interruptions(
     factory, first, late, crash, monkeypatch
@@ -110,6 +135,7 @@ def test_rollups_equal_direct_aggregation_with_late_events_and_interruptions(
     _ingest(_items(late, offset=1000))  # late events land in hours already rolled up
     if crash:
         with monkeypatch.context() as patch:
+
             def boom(**kwargs):
                 raise RuntimeError("worker killed")
 
@@ -121,7 +147,9 @@ def test_rollups_equal_direct_aggregation_with_late_events_and_interruptions(
     rollup_pending()  # a second run changes nothing
 
     assert _rolled() == _direct()
-    daily = {(d.tenant_id, d.deployment_id, d.day): d.output_tokens for d in DailyUsage.objects.all()}
+    daily = {
+        (d.tenant_id, d.deployment_id, d.day): d.output_tokens for d in DailyUsage.objects.all()
+    }
     expected_daily = {}
     for (t, d, h), values in _direct().items():
         expected_daily[(t, d, h.date())] = expected_daily.get((t, d, h.date()), 0) + values[4]

@@ -16,6 +16,8 @@ PAGES = {
     "/": set(ROLES),
     "/tokens/": {"operator", "finance", "tenant"},
     "/audit/": {"operator"},
+    "/usage/": {"operator", "finance", "tenant"},
+    "/metering/": {"operator"},
     "/api/docs/": set(ROLES),
 }
 
@@ -23,6 +25,11 @@ PAGES = {
 API_LISTS = {
     "/api/v1/tenants": {"operator", "finance", "tenant"},
     "/api/v1/audit": {"operator"},
+    "/api/v1/usage": {"operator", "finance", "tenant"},
+    "/api/v1/pools": {"operator", "finance", "investor"},
+    "/api/v1/models": {"operator", "finance", "investor"},
+    "/api/v1/deployments": {"operator", "finance", "investor"},
+    "/api/v1/scrape-targets": {"operator", "finance"},
 }
 
 

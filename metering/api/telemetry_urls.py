@@ -1,0 +1,15 @@
+"""Telemetry routes, relative to /api/v1/ (included from metering/api/urls.py)."""
+
+from django.urls import path
+
+from portal.api.routers import Router
+
+from .telemetry import ScrapeTargetViewSet, TelemetryPrometheusView
+
+router = Router()
+router.register("scrape-targets", ScrapeTargetViewSet, basename="scrape-target")
+
+urlpatterns = [
+    path("telemetry/prometheus", TelemetryPrometheusView.as_view(), name="telemetry-prometheus"),
+    *router.urls,
+]

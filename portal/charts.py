@@ -1,0 +1,41 @@
+"""Shared chart conventions: fixed colours per pool and model, figures as JSON for Plotly.js."""
+
+import hashlib
+
+import plotly.graph_objects as go
+
+PALETTE = ["#1f6feb", "#d9480f", "#2b8a3e", "#7048e8", "#c2255c", "#0b7285", "#e67700", "#495057"]
+FIXED = {
+    "h100-a": "#1f6feb",
+    "h200-a": "#d9480f",
+    "b200-a": "#2b8a3e",
+    "llama-3.3-70b": "#1f6feb",
+    "qwen3-235b-a22b": "#d9480f",
+    "deepseek-r1": "#2b8a3e",
+}
+
+
+def colour_of(key: str) -> str:
+    """The same colour for the same pool or model on every page."""
+    if key in FIXED:
+        return FIXED[key]
+    return PALETTE[int(hashlib.sha1(key.encode()).hexdigest(), 16) % len(PALETTE)]  # noqa: S324
+
+
+def base_layout(*, y_title: str, x_title: str = "Day (UTC)", barmode: str | None = None) -> dict:
+    layout = {
+        "margin": {"l": 70, "r": 20, "t": 30, "b": 50},
+        "xaxis": {"title": {"text": x_title}},
+        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
+        "legend": {"orientation": "h", "y": -0.2},
+        "font": {"family": "system-ui, sans-serif", "size": 13},
+        "plot_bgcolor": "#fff",
+        "paper_bgcolor": "#fff",
+    }
+    if barmode:
+        layout["barmode"] = barmode
+    return layout
+
+
+def figure_json(fig: go.Figure) -> str:
+    return fig.to_json()
