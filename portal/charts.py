@@ -24,10 +24,10 @@ def colour_of(key: str) -> str:
 
 def base_layout(*, y_title: str, x_title: str = "Day (UTC)", barmode: str | None = None) -> dict:
     layout = {
-        "margin": {"l": 70, "r": 20, "t": 30, "b": 50},
+        "margin": {"l": 70, "r": 20, "t": 30, "b": 90},
         "xaxis": {"title": {"text": x_title}},
         "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
-        "legend": {"orientation": "h", "y": -0.2},
+        "legend": {"orientation": "h", "y": -0.32},
         "font": {"family": "system-ui, sans-serif", "size": 13},
         "plot_bgcolor": "#fff",
         "paper_bgcolor": "#fff",
