@@ -37,5 +37,10 @@ def scrape_targets_task() -> None:
     ignore_result=True,
 )
 def rollup_pending_task() -> None:
-    """Fold pending usage events into the hourly and daily rollups."""
-    log.info("rollup: nothing implemented yet")
+    """Fold pending usage events into the hourly and daily rollups (claim and recompute in one
+    transaction: a killed run leaves the queue as it was)."""
+    from metering.services.rollup import rollup_pending
+
+    cells = rollup_pending()
+    if cells:
+        log.info("rollup: %d hour cells recomputed", cells)

@@ -1,5 +1,6 @@
 """Rollups equal a direct aggregation of the raw events, whatever the arrival order."""
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -154,4 +155,22 @@ def test_rollups_equal_direct_aggregation_with_late_events_and_interruptions(
     for (t, d, h), values in _direct().items():
         expected_daily[(t, d, h.date())] = expected_daily.get((t, d, h.date()), 0) + values[4]
     assert daily == expected_daily
+    assert not RollupPending.objects.exists()
+
+
+@pytest.mark.integration
+def test_rollup_job_runs_in_a_real_worker(live_worker, settings):
+    settings.CELERY_TASK_ALWAYS_EAGER = False  # as in production: the job folds, not the request
+    Tenant.objects.create(slug="t1", name="T1")
+    make_deployment(model="m1")
+    _ingest(_items([("t1", "m1", 5, 100, 40, False, None)]))
+    assert not HourlyUsage.objects.exists()
+    assert RollupPending.objects.count() == 1
+
+    live_worker.send_task("metering.rollup_pending")  # ignore_result: poll the database
+    deadline = time.monotonic() + 60
+    while not HourlyUsage.objects.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+    assert HourlyUsage.objects.get().output_tokens == 40
     assert not RollupPending.objects.exists()
