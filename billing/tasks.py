@@ -1,8 +1,14 @@
 """Billing jobs (thin adapters over services)."""
 
 import logging
+from datetime import UTC, datetime, timedelta
 
 from celery import shared_task
+from django.utils import timezone
+
+from billing.services.invoicing import invoice_run
+from metering.services.rollup import rollup_pending
+from portal.periods import month_start
 
 log = logging.getLogger(__name__)
 
@@ -14,6 +20,22 @@ log = logging.getLogger(__name__)
     time_limit=3600,
     ignore_result=True,
 )
-def invoice_month_task() -> None:
-    """Rate last month, post it to the ledger and issue invoices."""
-    log.info("invoice: nothing implemented yet")
+def invoice_month_task(month: str | None = None) -> None:
+    """Rate last month (or `month`, YYYY-MM), post it to the ledger and issue invoices.
+    Idempotent: a tenant-month already invoiced is skipped, so a redelivery issues nothing."""
+    start = (
+        datetime.strptime(month, "%Y-%m").replace(tzinfo=UTC)
+        if month
+        else month_start(month_start(timezone.now()) - timedelta(days=1))
+    )
+    rollup_pending()
+    run = invoice_run(month_start=start)
+    log.info(
+        "invoice %s: %d issued, %d existing, %d nothing due, %d errors %s",
+        f"{start:%Y-%m}",
+        len(run.issued),
+        len(run.existing),
+        len(run.nothing_due),
+        len(run.errors),
+        run.errors or "",
+    )

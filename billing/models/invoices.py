@@ -1,0 +1,136 @@
+from django.db import models
+
+from portal.models import Tenant
+
+from ..rating import LineKind, TokenClass
+from .ledger import AppendOnlyModel, LedgerTransaction
+from .pricing import PromotionalCredit
+
+
+class Invoice(models.Model):
+    """One tenant's bill for one UTC month. Drafts get their number and ledger transaction
+    when issued; an issued invoice never changes (a trigger guards it on PostgreSQL), it is
+    paid, or voided by a reversal."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft"
+        ISSUED = "issued"
+        PAID = "paid"
+        VOID = "void"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="invoices")
+    period_start = models.DateTimeField()  # first instant of the UTC month
+    period_end = models.DateTimeField()
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.DRAFT)
+    number = models.CharField(max_length=20, unique=True, null=True, blank=True)
+    currency = models.CharField(max_length=3)
+    total = models.DecimalField(max_digits=20, decimal_places=4)  # Σ of the rounded lines
+    created_at = models.DateTimeField(auto_now_add=True)
+    issued_at = models.DateTimeField(null=True, blank=True)
+    paid_at = models.DateTimeField(null=True, blank=True)
+    voided_at = models.DateTimeField(null=True, blank=True)
+    issue_transaction = models.OneToOneField(
+        LedgerTransaction, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-period_start", "tenant__slug"]
+        constraints = [
+            # One live invoice per tenant-month: the job running twice finds it.
+            models.UniqueConstraint(
+                fields=["tenant", "period_start"],
+                condition=~models.Q(status="void"),
+                name="invoice_one_per_tenant_month",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.number or f"draft {self.tenant} {self.period_start:%Y-%m}"
+
+
+class InvoiceLine(AppendOnlyModel):
+    """One line of an invoice, amounts already rounded: discount = list_amount - amount."""
+
+    Kind = models.TextChoices("Kind", [(k.name, k.value) for k in LineKind])
+
+    invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="lines")
+    position = models.PositiveSmallIntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    model = models.CharField(max_length=100, blank=True)  # served model slug
+    token_class = models.CharField(max_length=16, blank=True, choices=[(c, c) for c in TokenClass])
+    quantity = models.BigIntegerField(default=0)  # tokens
+    list_unit_price = models.DecimalField(
+        max_digits=20, decimal_places=10, null=True, blank=True
+    )  # per million tokens
+    list_amount = models.DecimalField(max_digits=20, decimal_places=4)
+    discount_pct = models.DecimalField(max_digits=9, decimal_places=6, default=0)
+    discount = models.DecimalField(max_digits=20, decimal_places=4)
+    amount = models.DecimalField(max_digits=20, decimal_places=4)
+    description = models.CharField(max_length=300)
+    # The month an adjustment or SLA credit refers to (the invoice's own month otherwise).
+    for_month = models.DateTimeField()
+
+    class Meta:
+        ordering = ["invoice_id", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["invoice", "position"], name="invoice_line_position")
+        ]
+
+    def __str__(self) -> str:
+        return self.description
+
+
+class InvoiceCounter(models.Model):
+    """The last invoice number issued in a UTC year; locked by the finalizing transaction so
+    numbers are gapless (a database sequence would leave gaps on rollback)."""
+
+    year = models.PositiveIntegerField(primary_key=True)
+    last = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.year}: {self.last}"
+
+
+class PromotionUse(AppendOnlyModel):
+    """What one invoice consumed of one promotional credit (the rounded, billed amount)."""
+
+    credit = models.ForeignKey(PromotionalCredit, on_delete=models.PROTECT, related_name="uses")
+    invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="promotion_uses")
+    amount = models.DecimalField(max_digits=20, decimal_places=4)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["credit", "invoice"], name="promotion_use_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.credit_id} on {self.invoice_id}: {self.amount}"
+
+
+class SlaCredit(models.Model):
+    """The SLA credit of one tenant-month, posted once at month close; it appears as an
+    `sla_credit` line on the tenant's next invoice."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="sla_credits")
+    month_start = models.DateTimeField()
+    uptime = models.DecimalField(max_digits=12, decimal_places=10, null=True)  # ratio
+    credit_pct = models.DecimalField(max_digits=7, decimal_places=4)  # 10 means 10%
+    base_amount = models.DecimalField(max_digits=20, decimal_places=4)  # usage lines, the month
+    amount = models.DecimalField(max_digits=20, decimal_places=4)
+    currency = models.CharField(max_length=3)
+    transaction = models.OneToOneField(
+        LedgerTransaction, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    invoice = models.ForeignKey(
+        Invoice, null=True, blank=True, on_delete=models.PROTECT, related_name="sla_credits"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-month_start", "tenant__slug"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "month_start"], name="sla_credit_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant} {self.month_start:%Y-%m} {self.credit_pct}%"

@@ -1,0 +1,159 @@
+"""The double-entry ledger: balanced, append-only transactions and derived balances."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.db import IntegrityError, transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from metering.models import ServedModel
+from portal.models import Tenant
+
+from ..models import Account, LedgerTransaction, Posting
+
+ZERO = Decimal(0)
+
+
+class LedgerError(Exception):
+    """A transaction that cannot be posted as given (unbalanced, empty, reversed twice)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Leg:
+    account: Account
+    amount: Decimal  # debit > 0, credit < 0
+
+
+# One place that names the accounts; codes are stable identifiers, names are for people.
+def account_receivable(*, tenant: Tenant) -> Account:
+    return _account(
+        f"receivable:{tenant.slug}", f"Receivable — {tenant.name}", "asset", tenant=tenant
+    )
+
+
+def account_revenue(*, model_slug: str) -> Account:
+    model = ServedModel.objects.filter(slug=model_slug).first()
+    return _account(
+        f"revenue:{model_slug}", f"Token revenue — {model_slug}", "revenue", model=model
+    )
+
+
+def account_named(code: str) -> Account:
+    """The factory-wide accounts: cash, discounts, promotions, minimums, adjustments, SLA."""
+    name, kind = FACTORY_ACCOUNTS[code]
+    return _account(code, name, kind)
+
+
+def account_sla_payable(*, tenant: Tenant) -> Account:
+    return _account(
+        f"liability:sla-credits:{tenant.slug}",
+        f"SLA credits owed — {tenant.name}",
+        "liability",
+        tenant=tenant,
+    )
+
+
+FACTORY_ACCOUNTS = {
+    "cash": ("Cash", "asset"),
+    "revenue:minimum": ("Committed minimum shortfall", "revenue"),
+    "revenue:adjustments": ("Late usage adjustments", "revenue"),
+    "contra:discounts": ("Discounts (contract and volume tiers)", "contra_revenue"),
+    "contra:sla-credits": ("SLA credits", "contra_revenue"),
+    "expense:promotions": ("Promotional credits", "expense"),
+}
+
+
+def _account(code: str, name: str, kind: str, **links) -> Account:
+    account = Account.objects.filter(code=code).first()
+    if account is not None:
+        return account
+    try:
+        with transaction.atomic():
+            return Account.objects.create(code=code, name=name, kind=kind, **links)
+    except IntegrityError:  # created by a concurrent transaction
+        return Account.objects.get(code=code)
+
+
+def _combined(legs: Iterable[Leg]) -> list[tuple[Account, Decimal]]:
+    """Legs merged per account, zero sums dropped, in account-code order."""
+    totals: dict[int, Decimal] = defaultdict(lambda: ZERO)
+    accounts: dict[int, Account] = {}
+    for leg in legs:
+        totals[leg.account.pk] += leg.amount
+        accounts[leg.account.pk] = leg.account
+    return sorted(
+        ((accounts[pk], amount) for pk, amount in totals.items() if amount != 0),
+        key=lambda pair: pair[0].code,
+    )
+
+
+@transaction.atomic
+def ledger_post(
+    *,
+    kind: str,
+    memo: str,
+    legs: Sequence[Leg],
+    currency: str,
+    tenant: Tenant | None = None,
+    period_start: datetime | None = None,
+    occurred_at: datetime | None = None,
+    idempotency_key: str | None = None,
+    by=None,
+    reverses: LedgerTransaction | None = None,
+) -> LedgerTransaction:
+    """Post one balanced transaction (Σ legs = 0); LedgerError when it is not."""
+    combined = _combined(legs)
+    if not combined:
+        raise LedgerError("a transaction needs at least one non-zero posting")
+    left_over = sum((amount for _, amount in combined), ZERO)
+    if left_over != 0:
+        raise LedgerError(f"transaction does not balance: {left_over} {currency} left over")
+    entry = LedgerTransaction.objects.create(
+        kind=kind,
+        memo=memo,
+        tenant=tenant,
+        period_start=period_start,
+        occurred_at=occurred_at or timezone.now(),
+        idempotency_key=idempotency_key,
+        created_by=by,
+        reverses=reverses,
+    )
+    Posting.objects.bulk_create(
+        Posting(transaction=entry, account=account, amount=amount, currency=currency)
+        for account, amount in combined
+    )
+    return entry
+
+
+@transaction.atomic
+def ledger_reverse(*, entry: LedgerTransaction, memo: str, by=None) -> LedgerTransaction:
+    """Post the mirror image of `entry`, linked to it; a transaction is reversed at most once."""
+    entry = LedgerTransaction.objects.select_for_update().get(pk=entry.pk)
+    if LedgerTransaction.objects.filter(reverses=entry).exists():
+        raise LedgerError(f"transaction #{entry.pk} is already reversed")
+    if entry.kind == LedgerTransaction.Kind.REVERSAL:
+        raise LedgerError("a reversal is not reversed; post a new transaction instead")
+    postings = list(entry.postings.select_related("account"))
+    return ledger_post(
+        kind=LedgerTransaction.Kind.REVERSAL,
+        memo=memo,
+        legs=[Leg(p.account, -p.amount) for p in postings],
+        currency=postings[0].currency,  # ledger_post writes one currency per transaction
+        tenant=entry.tenant,
+        period_start=entry.period_start,
+        by=by,
+        reverses=entry,
+    )
+
+
+def account_balances(*, postings=None) -> dict[tuple[str, str], Decimal]:
+    """Balance per (account code, currency) derived from postings (debit positive)."""
+    postings = Posting.objects.all() if postings is None else postings
+    rows = postings.values("account__code", "currency").annotate(total=Sum("amount"))
+    return {(row["account__code"], row["currency"]): row["total"] for row in rows}

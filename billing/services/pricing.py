@@ -1,0 +1,200 @@
+"""Price book, contracts and promotional credits: effective-dated, create-only once in force."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from django.db import transaction
+
+from metering.models import ServedModel
+from portal.models import Tenant
+from portal.services import audit_record, audit_snapshot
+
+from ..models import Contract, Price, PromotionalCredit
+from ..rating import CURRENCY_EXPONENTS
+
+
+class PricingError(Exception):
+    """Invalid commercial terms; `field` names the offending input."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def _check_currency(currency: str) -> None:
+    if currency not in CURRENCY_EXPONENTS:
+        raise PricingError("currency", f"unknown currency {currency!r}")
+
+
+def _check_whole_hour(moment: datetime) -> None:
+    if moment.minute or moment.second or moment.microsecond:
+        raise PricingError("effective_from", "must be a whole UTC hour (minutes and seconds 0)")
+
+
+@transaction.atomic
+def price_create(
+    *,
+    model: ServedModel,
+    token_class: str,
+    per_million: Decimal,
+    currency: str,
+    effective_from: datetime,
+    by=None,
+) -> Price:
+    """Add a list price version; an existing version at the same instant is a conflict."""
+    _check_currency(currency)
+    _check_whole_hour(effective_from)
+    if per_million < 0:
+        raise PricingError("per_million", "must not be negative")
+    if Price.objects.filter(
+        model=model, token_class=token_class, effective_from=effective_from
+    ).exists():
+        raise PricingError(
+            "effective_from", f"{model.slug} {token_class} already has a price from that instant"
+        )
+    price = Price.objects.create(
+        model=model,
+        token_class=token_class,
+        per_million=per_million,
+        currency=currency,
+        effective_from=effective_from,
+    )
+    audit_record(
+        actor=by,
+        action="price.create",
+        object_type="price",
+        object_id=price.pk,
+        after=audit_snapshot(price),
+    )
+    return price
+
+
+def _tiers(volume_tiers: list[dict]) -> list[dict]:
+    tiers = []
+    for index, tier in enumerate(volume_tiers):
+        try:
+            from_tokens = int(tier["from_tokens"])
+            pct = Decimal(str(tier["discount_pct"]))
+        except (KeyError, TypeError, ValueError, ArithmeticError):
+            raise PricingError(
+                f"volume_tiers[{index}]", "needs from_tokens (integer) and discount_pct (number)"
+            ) from None
+        if from_tokens < 0 or not 0 <= pct <= 100:
+            raise PricingError(
+                f"volume_tiers[{index}]", "from_tokens ≥ 0 and discount_pct in [0, 100]"
+            )
+        tiers.append({"from_tokens": from_tokens, "discount_pct": str(pct)})
+    if len({t["from_tokens"] for t in tiers}) != len(tiers):
+        raise PricingError("volume_tiers", "two tiers start at the same token count")
+    return sorted(tiers, key=lambda t: t["from_tokens"])
+
+
+def _credit_tiers(credit_tiers: list) -> list[list[str]]:
+    tiers = []
+    for index, tier in enumerate(credit_tiers):
+        try:
+            below, pct = (Decimal(str(value)) for value in tier)
+        except (TypeError, ValueError, ArithmeticError):
+            raise PricingError(
+                f"credit_tiers[{index}]", "must be [uptime below, percent], e.g. [0.999, 10]"
+            ) from None
+        if not (0 < below <= 1 and 0 <= pct <= 100):
+            raise PricingError(f"credit_tiers[{index}]", "uptime in (0, 1], percent in [0, 100]")
+        tiers.append([str(below), str(pct)])
+    return sorted(tiers, key=lambda t: Decimal(t[0]), reverse=True)
+
+
+@transaction.atomic
+def contract_create(
+    *,
+    tenant: Tenant,
+    kind: str,
+    effective_from: datetime,
+    currency: str,
+    discount_pct: Decimal = Decimal(0),
+    free_tokens_per_month: int = 0,
+    volume_tiers: list[dict] | None = None,
+    committed_minimum: Decimal = Decimal(0),
+    credit_tiers: list | None = None,
+    by=None,
+) -> Contract:
+    """Add a contract version for a tenant, in force from effective_from."""
+    _check_currency(currency)
+    _check_whole_hour(effective_from)
+    if kind not in Contract.Kind.values:
+        raise PricingError("kind", f"must be one of {', '.join(Contract.Kind.values)}")
+    if not 0 <= discount_pct <= 100:
+        raise PricingError("discount_pct", "must be between 0 and 100")
+    if free_tokens_per_month < 0:
+        raise PricingError("free_tokens_per_month", "must not be negative")
+    if committed_minimum < 0:
+        raise PricingError("committed_minimum", "must not be negative")
+    if Contract.objects.filter(tenant=tenant, effective_from=effective_from).exists():
+        raise PricingError("effective_from", f"{tenant.slug} already has a contract from then")
+    contract = Contract(
+        tenant=tenant,
+        kind=kind,
+        discount_pct=discount_pct,
+        free_tokens_per_month=free_tokens_per_month,
+        volume_tiers=_tiers(volume_tiers or []),
+        committed_minimum=committed_minimum,
+        currency=currency,
+        effective_from=effective_from,
+    )
+    if credit_tiers is not None:
+        contract.credit_tiers = _credit_tiers(credit_tiers)
+    contract.save()
+    audit_record(
+        actor=by,
+        action="contract.create",
+        object_type="contract",
+        object_id=contract.pk,
+        after=audit_snapshot(contract),
+    )
+    return contract
+
+
+@transaction.atomic
+def promotion_grant(
+    *,
+    tenant: Tenant,
+    amount: Decimal,
+    currency: str,
+    effective_from: datetime,
+    expires_at: datetime | None = None,
+    description: str = "",
+    by=None,
+) -> PromotionalCredit:
+    """Grant a promotional credit; it pays for paid usage before cash until it expires."""
+    _check_currency(currency)
+    if amount <= 0:
+        raise PricingError("amount", "must be positive")
+    if expires_at is not None and expires_at <= effective_from:
+        raise PricingError("expires_at", "must be after effective_from")
+    credit = PromotionalCredit.objects.create(
+        tenant=tenant,
+        amount=amount,
+        currency=currency,
+        effective_from=effective_from,
+        expires_at=expires_at,
+        description=description,
+    )
+    audit_record(
+        actor=by,
+        action="promotion.grant",
+        object_type="promotion",
+        object_id=credit.pk,
+        after=audit_snapshot(credit),
+    )
+    return credit
+
+
+def contract_in_force(*, tenant: Tenant, when: datetime) -> Contract | None:
+    return (
+        Contract.objects.filter(tenant=tenant, effective_from__lte=when)
+        .order_by("-effective_from")
+        .first()
+    )

@@ -1,0 +1,44 @@
+"""Builders for billing tests: prices, contracts and usage posted through the real ingest."""
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from billing.services.pricing import contract_create, price_create
+from metering.models import ServedModel
+from metering.services.rollup import rollup_pending
+
+from ..metering.factories import make_deployment
+
+JAN = datetime(2026, 1, 1, tzinfo=UTC)
+MARCH = datetime(2026, 3, 1, tzinfo=UTC)
+APRIL = datetime(2026, 4, 1, tzinfo=UTC)
+
+
+def make_priced_model(*, model="llama-70b", pool="h100-a", prices=("0.88", "0.44", "0.88")):
+    """A deployment of `model` with list prices (input, cached input, output) from January."""
+    make_deployment(model=model, pool=pool)
+    served = ServedModel.objects.get(slug=model)
+    for token_class, per_million in zip(("input", "cached_input", "output"), prices, strict=True):
+        price_create(
+            model=served,
+            token_class=token_class,
+            per_million=Decimal(per_million),
+            currency="USD",
+            effective_from=JAN,
+        )
+    return served
+
+
+def make_contract(tenant, *, kind="paid", effective_from=JAN, **terms):
+    return contract_create(
+        tenant=tenant, kind=kind, effective_from=effective_from, currency="USD", **terms
+    )
+
+
+def post_usage(api, events, *, tenant="tenant-a", model="llama-70b"):
+    """Ingest events through the API (all-or-nothing) and fold them into rollups."""
+    body = [{"tenant": tenant, "model": model, "cached_tokens": 0, **event} for event in events]
+    response = api.post("/api/v1/usage/events", body, format="json")
+    assert response.status_code == 200, response.json()
+    rollup_pending()
+    return response.json()

@@ -1,0 +1,230 @@
+"""Invoices from ingested usage: the hand-computed month, idempotent runs, late usage."""
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+from django.core.management import call_command
+
+from billing.models import Invoice, InvoiceLine, Posting
+from billing.services.invoicing import invoice_run
+from billing.services.ledger import account_balances
+from billing.services.pricing import price_create, promotion_grant
+
+from .factories import APRIL, MARCH, make_contract, make_priced_model, post_usage
+
+pytestmark = pytest.mark.both_backends
+M = 1_000_000
+
+
+@pytest.fixture
+def api(users, token_client):
+    return token_client(users["operator"], scopes=["ingest", "read", "admin"])
+
+
+@pytest.fixture
+def march_terms(tenant_a):
+    """List 0.88 / 0.44 / 0.88 per million, output 1.10 from 16 March; 10% off, the first
+    100 M tokens free, 20% more from 300 M paid tokens; a 50.00 promotional credit."""
+    model = make_priced_model()
+    price_create(
+        model=model,
+        token_class="output",
+        per_million=Decimal("1.10"),
+        currency="USD",
+        effective_from=datetime(2026, 3, 16, tzinfo=UTC),
+    )
+    make_contract(
+        tenant_a,
+        discount_pct=Decimal(10),
+        free_tokens_per_month=100 * M,
+        volume_tiers=[{"from_tokens": 300 * M, "discount_pct": "20"}],
+    )
+    promotion_grant(
+        tenant=tenant_a,
+        amount=Decimal("50.00"),
+        currency="USD",
+        effective_from=MARCH,
+        description="Launch credit",
+    )
+
+
+MARCH_EVENTS = [
+    # Same hour: the first stays within the 100 M allowance, the second runs past it.
+    {"id": "e1", "time": "2026-03-02T10:10:00Z", "input_tokens": 60 * M, "output_tokens": 20 * M},
+    {"id": "e2", "time": "2026-03-02T10:40:00Z", "input_tokens": 40 * M,
+     "cached_tokens": 10 * M, "output_tokens": 10 * M},
+    # Same hour: paid running total 200 M, then 350 M, which reaches the 20% tier.
+    {"id": "e3a", "time": "2026-03-10T09:10:00Z", "input_tokens": 100 * M,
+     "cached_tokens": 50 * M, "output_tokens": 50 * M},
+    {"id": "e3b", "time": "2026-03-10T09:40:00Z", "input_tokens": 100 * M,
+     "cached_tokens": 50 * M, "output_tokens": 50 * M},
+    # After the price change: output at 1.10.
+    {"id": "e4", "time": "2026-03-20T12:00:00Z", "input_tokens": 100 * M, "output_tokens": 50 * M},
+]  # fmt: skip
+
+# (token class, unit price, discount %, quantity, list amount, discount, amount), by hand:
+# e2 and e3a at 10%; e3b and e4 at 100 - 90 × 80 / 100 = 28%.
+MARCH_LINES = [
+    ("input", "0.88", "10", 80 * M, "70.40", "7.04", "63.36"),
+    ("input", "0.88", "28", 150 * M, "132.00", "36.96", "95.04"),
+    ("cached_input", "0.44", "10", 60 * M, "26.40", "2.64", "23.76"),
+    ("cached_input", "0.44", "28", 50 * M, "22.00", "6.16", "15.84"),
+    ("output", "0.88", "10", 60 * M, "52.80", "5.28", "47.52"),
+    ("output", "0.88", "28", 50 * M, "44.00", "12.32", "31.68"),
+    ("output", "1.1", "28", 50 * M, "55.00", "15.40", "39.60"),
+]
+
+
+def _usage_lines(invoice):
+    return [
+        (
+            line.token_class,
+            format(line.list_unit_price.normalize(), "f"),
+            format(line.discount_pct.normalize(), "f"),
+            line.quantity,
+            str(line.list_amount.quantize(Decimal("0.01"))),
+            str(line.discount.quantize(Decimal("0.01"))),
+            str(line.amount.quantize(Decimal("0.01"))),
+        )
+        for line in invoice.lines.filter(kind="usage")
+    ]
+
+
+def test_invoice_matches_the_hand_computed_month(api, tenant_a, march_terms):
+    post_usage(api, MARCH_EVENTS)
+
+    run = invoice_run(month_start=MARCH)
+
+    [invoice] = run.issued
+    assert invoice.number == f"INV-{datetime.now(UTC).year}-000001"
+    assert invoice.status == "issued"
+    assert _usage_lines(invoice) == MARCH_LINES
+    promotion = invoice.lines.get(kind="promotion")
+    assert (promotion.amount, promotion.description) == (Decimal("-50.00"), "Launch credit")
+    # 316.80 of usage less the 50.00 credit; the total is the sum of the rounded lines.
+    assert invoice.total == Decimal("266.80")
+    assert sum(line.amount for line in invoice.lines.all()) == invoice.total
+
+
+def test_invoice_posts_a_balanced_transaction(api, tenant_a, march_terms):
+    post_usage(api, MARCH_EVENTS)
+    invoice_run(month_start=MARCH)
+
+    balances = account_balances()
+    assert balances[("receivable:tenant-a", "USD")] == Decimal("266.80")
+    assert balances[("revenue:llama-70b", "USD")] == Decimal("-402.60")  # list value
+    assert balances[("contra:discounts", "USD")] == Decimal("85.80")  # 402.60 - 316.80
+    assert balances[("expense:promotions", "USD")] == Decimal("50.00")
+    assert sum(balances.values()) == 0
+
+
+def test_invoice_run_twice_issues_one_invoice(api, tenant_a, march_terms):
+    post_usage(api, MARCH_EVENTS)
+
+    first = invoice_run(month_start=MARCH)
+    second = invoice_run(month_start=MARCH)
+
+    assert [i.number for i in first.issued] == [i.number for i in second.existing]
+    assert second.issued == []
+    assert Invoice.objects.count() == 1
+    assert Posting.objects.count() == 4
+
+
+def test_late_usage_goes_onto_the_next_invoice(api, tenant_a, march_terms):
+    post_usage(api, MARCH_EVENTS)
+    [march] = invoice_run(month_start=MARCH).issued
+    march_lines = list(march.lines.values_list("amount", flat=True))
+
+    # Late: 10 M input at 0.88 and 10 M output at 1.10, both at 28%; April's own usage is
+    # within its free allowance.
+    late = {"id": "e5", "time": "2026-03-25T10:00:00Z", "input_tokens": 10 * M,
+            "output_tokens": 10 * M}  # fmt: skip
+    april = {"id": "e6", "time": "2026-04-05T08:00:00Z", "input_tokens": 10 * M,
+             "output_tokens": 0}  # fmt: skip
+    post_usage(api, [late, april])
+    [april_invoice] = invoice_run(month_start=APRIL).issued
+
+    # Re-rated March: input 0.88 at 28% on 160 M → 101.38 (was 95.04), output 1.10 at 28%
+    # on 60 M → 47.52 (was 39.60): +14.26 billed, +19.80 at list.
+    [adjustment] = april_invoice.lines.all()
+    assert adjustment.kind == "adjustment"
+    assert adjustment.for_month == MARCH
+    assert (adjustment.list_amount, adjustment.discount, adjustment.amount) == (
+        Decimal("19.80"),
+        Decimal("5.54"),
+        Decimal("14.26"),
+    )
+    assert april_invoice.total == Decimal("14.26")
+    march.refresh_from_db()
+    assert march.total == Decimal("266.80")
+    assert list(march.lines.values_list("amount", flat=True)) == march_lines
+    # A second April run re-rates nothing new.
+    assert invoice_run(month_start=APRIL).issued == []
+
+
+def test_committed_minimum_bills_the_shortfall(api, tenant_a):
+    make_priced_model()
+    make_contract(tenant_a, committed_minimum=Decimal("100.00"))
+    post_usage(api, [{"id": "m1", "time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M,
+                      "output_tokens": 10 * M}])  # fmt: skip
+
+    [invoice] = invoice_run(month_start=MARCH).issued
+
+    # 8.80 + 8.80 of usage; the shortfall to 100.00 is 82.40.
+    assert [(line.kind, line.amount) for line in invoice.lines.all()] == [
+        ("usage", Decimal("8.80")),
+        ("usage", Decimal("8.80")),
+        ("minimum", Decimal("82.40")),
+    ]
+    assert invoice.total == Decimal("100.00")
+
+
+def test_trial_internal_and_free_tenants_get_no_invoice(api, tenant_a, tenant_b, make_user):
+    make_priced_model()
+    make_contract(tenant_a, kind="trial")
+    make_contract(tenant_b, free_tokens_per_month=100 * M)
+    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
+    post_usage(api, [{"id": "t1", **usage}])
+    post_usage(api, [{"id": "t2", **usage}], tenant="tenant-b")
+
+    run = invoice_run(month_start=MARCH)
+
+    assert run.issued == []
+    assert sorted(run.nothing_due) == ["tenant-a", "tenant-b"]
+
+
+def test_missing_price_is_an_error_naming_the_model(api, tenant_a):
+    make_priced_model()
+    make_priced_model(model="qwen-32b", prices=("0.10", "0.05", "0.30"))
+    make_contract(tenant_a)
+    from billing.models import Price
+
+    Price.objects.filter(model__slug="qwen-32b", token_class="output").delete()
+    post_usage(
+        api,
+        [{"id": "q1", "time": "2026-03-03T00:00:00Z", "input_tokens": 10, "output_tokens": 10}],
+        model="qwen-32b",
+    )
+
+    run = invoice_run(month_start=MARCH)
+
+    assert run.issued == []
+    assert "qwen-32b" in run.errors["tenant-a"]
+    assert "output" in run.errors["tenant-a"]
+    assert InvoiceLine.objects.count() == 0
+
+
+def test_invoice_command_folds_pending_and_reports(api, tenant_a, march_terms, capsys):
+    api.post(
+        "/api/v1/usage/events",
+        [{"tenant": "tenant-a", "model": "llama-70b", **e} for e in MARCH_EVENTS],
+        format="json",
+    )  # not folded: the command folds it
+
+    call_command("invoice", "--month", "2026-03")
+
+    out = capsys.readouterr().out
+    assert "1 invoices issued" in out
+    assert "266.80 USD" in out
+    assert Invoice.objects.get().total == Decimal("266.80")
