@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
@@ -153,7 +153,15 @@ def ledger_reverse(*, entry: LedgerTransaction, memo: str, by=None) -> LedgerTra
 
 
 def account_balances(*, postings=None) -> dict[tuple[str, str], Decimal]:
-    """Balance per (account code, currency) derived from postings (debit positive)."""
+    """Balance per (account code, currency) derived from postings (debit positive).
+
+    PostgreSQL sums NUMERIC exactly; SQLite would sum in floating point, so there the
+    amounts are added as Decimal in Python."""
     postings = Posting.objects.all() if postings is None else postings
-    rows = postings.values("account__code", "currency").annotate(total=Sum("amount"))
-    return {(row["account__code"], row["currency"]): row["total"] for row in rows}
+    if connection.vendor == "postgresql":
+        rows = postings.values("account__code", "currency").annotate(total=Sum("amount"))
+        return {(row["account__code"], row["currency"]): row["total"] for row in rows}
+    totals: dict[tuple[str, str], Decimal] = defaultdict(lambda: ZERO)
+    for code, currency, amount in postings.values_list("account__code", "currency", "amount"):
+        totals[(code, currency)] += amount
+    return dict(totals)

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import F, Q, Sum
+from django.db.models import F, Q
 
 from metering.models import EventKey, HourlyUsage, UsageEvent
 from portal.models import Tenant
@@ -78,12 +78,13 @@ def promotions_available(*, tenant: Tenant, month_start: datetime) -> list[Credi
     credits = PromotionalCredit.objects.filter(tenant=tenant, effective_from__lt=end).filter(
         Q(expires_at__isnull=True) | Q(expires_at__gt=start)
     )
-    used = dict(
+    used: dict[int, Decimal] = defaultdict(Decimal)  # summed here: SQLite sums floats
+    for credit_id, amount in (
         PromotionUse.objects.filter(credit__in=credits, invoice__period_start__lt=start)
         .exclude(invoice__status=Invoice.Status.VOID)
-        .values_list("credit_id")
-        .annotate(total=Sum("amount"))
-    )
+        .values_list("credit_id", "amount")
+    ):
+        used[credit_id] += amount
     available = []
     for credit in credits:
         left = credit.amount - used.get(credit.pk, Decimal(0))

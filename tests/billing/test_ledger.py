@@ -1,0 +1,321 @@
+"""The ledger: balanced, append-only, reversible only by a linked reversal, derived balances."""
+
+import threading
+from collections import defaultdict
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+from django.db import DatabaseError, connection, transaction
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
+
+from billing.models import Invoice, InvoiceLine, LedgerTransaction, Posting
+from billing.services.invoicing import invoice_finalize, invoice_pay, invoice_void
+from billing.services.ledger import (
+    LedgerError,
+    Leg,
+    account_balances,
+    account_named,
+    account_receivable,
+    account_revenue,
+    ledger_post,
+    ledger_reverse,
+)
+from portal.models import Tenant
+
+MARCH = datetime(2026, 3, 1, tzinfo=UTC)
+APRIL = datetime(2026, 4, 1, tzinfo=UTC)
+CENTS = st.integers(min_value=1, max_value=10_000_00).map(lambda c: Decimal(c) / 100)
+
+
+def _check_deferred_constraints():
+    """Run PostgreSQL's deferred balance check now instead of at commit."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+
+
+def _draft(tenant, lines, *, month=MARCH):
+    total = sum(amount for _, _, _, amount in lines)
+    invoice = Invoice.objects.create(
+        tenant=tenant, period_start=month, period_end=APRIL, currency="USD", total=total
+    )
+    InvoiceLine.objects.bulk_create(
+        InvoiceLine(
+            invoice=invoice,
+            position=position,
+            kind=kind,
+            model="llama-70b" if kind == "usage" else "",
+            list_amount=list_amount,
+            discount=discount,
+            amount=amount,
+            description=kind,
+            for_month=month,
+        )
+        for position, (kind, list_amount, discount, amount) in enumerate(lines, start=1)
+    )
+    return invoice
+
+
+class LedgerMachine(RuleBasedStateMachine):
+    """Post, reverse, credit and invoice in any order: every transaction balances, balances
+    rebuilt from postings equal the running model, and the database agrees at each step."""
+
+    transactions = Bundle("transactions")
+
+    def __init__(self):
+        super().__init__()
+        self._atomic = transaction.atomic()
+        self._atomic.__enter__()
+        self.tenant, _ = Tenant.objects.get_or_create(slug="ledger-t", defaults={"name": "T"})
+        self.accounts = [
+            account_named("cash"),
+            account_receivable(tenant=self.tenant),
+            account_revenue(model_slug="llama-70b"),
+            account_named("contra:discounts"),
+            account_named("expense:promotions"),
+        ]
+        self.expected = defaultdict(Decimal)
+        self.months = iter(range(1, 1000))
+
+    def teardown(self):
+        transaction.set_rollback(True)
+        self._atomic.__exit__(None, None, None)
+
+    def _record(self, entry):
+        for posting in entry.postings.all():
+            self.expected[posting.account.code] += posting.amount
+
+    @rule(target=transactions, data=st.data(), size=st.integers(min_value=2, max_value=4))
+    def post(self, data, size):
+        picks = data.draw(st.lists(st.sampled_from(self.accounts), min_size=size, max_size=size))
+        amounts = [data.draw(CENTS) * data.draw(st.sampled_from([1, -1])) for _ in picks[1:]]
+        legs = [Leg(account, amount) for account, amount in zip(picks[1:], amounts, strict=True)]
+        legs.append(Leg(picks[0], -sum(amounts)))
+        try:
+            entry = ledger_post(kind="manual", memo="test", legs=legs, currency="USD")
+        except LedgerError:  # every leg fell on one account and cancelled out
+            assert all(leg.account == picks[0] for leg in legs) or sum(amounts) == 0
+            return None
+        self._record(entry)
+        return entry
+
+    @rule(amount=CENTS, skew=CENTS)
+    def post_unbalanced(self, amount, skew):
+        before = Posting.objects.count()
+        with pytest.raises(LedgerError, match="does not balance"):
+            ledger_post(
+                kind="manual",
+                memo="bad",
+                legs=[Leg(self.accounts[0], amount), Leg(self.accounts[1], -amount - skew)],
+                currency="USD",
+            )
+        assert Posting.objects.count() == before
+
+    @rule(entry=transactions)
+    def reverse(self, entry):
+        if entry is None:
+            return
+        if entry.kind == "reversal" or LedgerTransaction.objects.filter(reverses=entry).exists():
+            with pytest.raises(LedgerError):
+                ledger_reverse(entry=entry, memo="again")
+            return
+        self._record(ledger_reverse(entry=entry, memo="reversal"))
+
+    @rule(target=transactions, amount=CENTS)
+    def sla_credit(self, amount):
+        entry = ledger_post(
+            kind="sla_credit",
+            memo="credit",
+            legs=[
+                Leg(account_named("contra:sla-credits"), amount),
+                Leg(account_receivable(tenant=self.tenant), -amount),
+            ],
+            currency="USD",
+        )
+        self._record(entry)
+        return entry
+
+    @rule(list_amount=CENTS, pct=st.integers(min_value=0, max_value=100), promo=CENTS,
+          pay=st.booleans(), void=st.booleans())  # fmt: skip
+    def invoice(self, list_amount, pct, promo, pay, void):
+        amount = (list_amount * (100 - pct) / 100).quantize(Decimal("0.01"))
+        promo = min(promo, amount)
+        lines = [("usage", list_amount, list_amount - amount, amount)]
+        if promo:
+            lines.append(("promotion", Decimal("0.00"), promo, -promo))
+        if amount - promo == 0:
+            return
+        index = next(self.months)  # one invoice per month
+        month = datetime(2000 + index // 12, index % 12 + 1, 1, tzinfo=UTC)
+        invoice = invoice_finalize(invoice=_draft(self.tenant, lines, month=month))
+        self._record(invoice.issue_transaction)
+        if void:
+            invoice_void(invoice=invoice, reason="test")
+            self._record(LedgerTransaction.objects.get(reverses=invoice.issue_transaction))
+        elif pay:
+            invoice_pay(invoice=invoice)
+            self._record(LedgerTransaction.objects.filter(kind="payment").latest("id"))
+
+    @invariant()
+    def every_transaction_balances(self):
+        unbalanced = [
+            entry.pk
+            for entry in LedgerTransaction.objects.prefetch_related("postings")
+            if sum(p.amount for p in entry.postings.all()) != 0
+        ]
+        assert unbalanced == []
+        _check_deferred_constraints()
+
+    @invariant()
+    def balances_rebuild_from_postings(self):
+        derived = {code: total for (code, _), total in account_balances().items() if total}
+        assert derived == {code: total for code, total in self.expected.items() if total}
+
+
+@pytest.mark.both_backends
+def test_ledger_state_machine_keeps_every_transaction_balanced(db):
+    from hypothesis.stateful import run_state_machine_as_test
+
+    run_state_machine_as_test(
+        LedgerMachine,
+        settings=settings(
+            max_examples=30,
+            stateful_step_count=15,
+            deadline=None,
+            suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+        ),
+    )
+
+
+@pytest.fixture
+def entry(db):
+    tenant = Tenant.objects.create(slug="t", name="T")
+    return ledger_post(
+        kind="manual",
+        memo="opening",
+        legs=[
+            Leg(account_named("cash"), Decimal("10.00")),
+            Leg(account_receivable(tenant=tenant), Decimal("-10.00")),
+        ],
+        currency="USD",
+    )
+
+
+@pytest.mark.both_backends
+def test_posted_rows_refuse_update_and_delete_through_the_orm(entry):
+    posting = entry.postings.first()
+    posting.amount = Decimal("99.00")
+    with pytest.raises(PermissionError):
+        posting.save()
+    with pytest.raises(PermissionError):
+        posting.delete()
+    with pytest.raises(PermissionError):
+        Posting.objects.filter(pk=posting.pk).update(amount=Decimal("1.00"))
+    with pytest.raises(PermissionError):
+        Posting.objects.all().delete()
+    with pytest.raises(PermissionError):
+        LedgerTransaction.objects.filter(pk=entry.pk).update(memo="rewritten")
+    assert sorted(Posting.objects.values_list("amount", flat=True)) == [
+        Decimal("-10.00"),
+        Decimal("10.00"),
+    ]
+
+
+@pytest.mark.postgres_only
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE billing_posting SET amount = 99",
+        "DELETE FROM billing_posting",
+        "UPDATE billing_ledgertransaction SET memo = 'rewritten'",
+        "DELETE FROM billing_ledgertransaction",
+    ],
+)
+def test_posted_rows_refuse_update_and_delete_through_sql(entry, sql):
+    with (
+        pytest.raises(DatabaseError, match="append-only"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(sql)
+    assert Posting.objects.filter(transaction=entry).count() == 2
+
+
+@pytest.mark.postgres_only
+def test_database_refuses_an_unbalanced_transaction(entry):
+    with pytest.raises(DatabaseError, match="does not balance"), transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO billing_posting (transaction_id, account_id, amount, currency)"
+                " SELECT %s, account_id, 5, 'USD' FROM billing_posting LIMIT 1",
+                [entry.pk],
+            )
+        _check_deferred_constraints()
+    assert Posting.objects.filter(transaction=entry).count() == 2
+
+
+@pytest.mark.postgres_only
+def test_issued_invoice_cannot_change_in_the_database(db):
+    tenant = Tenant.objects.create(slug="t", name="T")
+    lines = [("usage", Decimal("10.00"), Decimal("1.00"), Decimal("9.00"))]
+    invoice = invoice_finalize(invoice=_draft(tenant, lines))
+    for sql in (
+        "UPDATE billing_invoice SET total = 0",
+        "UPDATE billing_invoice SET number = 'INV-X'",
+        "DELETE FROM billing_invoice",
+        "UPDATE billing_invoiceline SET amount = 0",
+    ):
+        with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(sql)
+    invoice.refresh_from_db()
+    assert (invoice.total, invoice.status) == (Decimal("9.00"), "issued")
+
+
+@pytest.mark.both_backends
+def test_void_posts_a_linked_reversal(db):
+    tenant = Tenant.objects.create(slug="t", name="T")
+    lines = [("usage", Decimal("10.00"), Decimal("1.00"), Decimal("9.00"))]
+    invoice = invoice_finalize(invoice=_draft(tenant, lines))
+
+    invoice_void(invoice=invoice, reason="wrong contract")
+
+    invoice.refresh_from_db()
+    reversal = LedgerTransaction.objects.get(reverses=invoice.issue_transaction)
+    assert invoice.status == "void"
+    assert reversal.memo == f"Void of {invoice.number}: wrong contract"
+    assert all(total == 0 for total in account_balances().values())
+    with pytest.raises(LedgerError, match="already reversed"):
+        ledger_reverse(entry=invoice.issue_transaction, memo="twice")
+
+
+@pytest.mark.postgres_only
+def test_concurrent_finalizations_number_invoices_without_gaps(transactional_db):
+    tenants = [Tenant.objects.create(slug=f"t{i:02d}", name=f"T{i}") for i in range(20)]
+    lines = [("usage", Decimal("10.00"), Decimal("0.00"), Decimal("10.00"))]
+    drafts = [_draft(tenant, lines) for tenant in tenants]
+    barrier = threading.Barrier(len(drafts))
+    errors = []
+
+    def finalize(draft):
+        try:
+            barrier.wait()
+            invoice_finalize(invoice=draft)
+        except Exception as error:  # reported below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=finalize, args=(draft,)) for draft in drafts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    year = datetime.now(UTC).year
+    numbers = sorted(Invoice.objects.values_list("number", flat=True))
+    assert numbers == [f"INV-{year}-{n:06d}" for n in range(1, 21)]
