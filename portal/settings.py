@@ -185,6 +185,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Several models have a `status`; name each enum after its model.
+    "ENUM_NAME_OVERRIDES": {
+        "TenantStatusEnum": "portal.models.Tenant.Status",
+        "InvoiceStatusEnum": "billing.models.invoices.Invoice.Status",
+    },
 }
 
 # Ingestion bodies: up to 32 MiB after decompression (checked by the ingest views).

@@ -8,6 +8,7 @@ from . import views
 api_v1 = [
     path("", include("portal.api.urls")),
     path("", include("metering.api.urls")),
+    path("", include("billing.api.urls")),
 ]
 
 urlpatterns = [

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from datetime import datetime
 from decimal import Decimal
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from metering.models import ServedModel
 from portal.models import Tenant
@@ -34,6 +35,16 @@ def _check_whole_hour(moment: datetime) -> None:
         raise PricingError("effective_from", "must be a whole UTC hour (minutes and seconds 0)")
 
 
+@contextmanager
+def _duplicate_is(field: str, message: str):
+    """A concurrent request that created the same version first: report it like ours."""
+    try:
+        with transaction.atomic():
+            yield
+    except IntegrityError:
+        raise PricingError(field, message) from None
+
+
 @transaction.atomic
 def price_create(
     *,
@@ -55,13 +66,14 @@ def price_create(
         raise PricingError(
             "effective_from", f"{model.slug} {token_class} already has a price from that instant"
         )
-    price = Price.objects.create(
-        model=model,
-        token_class=token_class,
-        per_million=per_million,
-        currency=currency,
-        effective_from=effective_from,
-    )
+    with _duplicate_is("effective_from", f"{model.slug} {token_class} already has that version"):
+        price = Price.objects.create(
+            model=model,
+            token_class=token_class,
+            per_million=per_million,
+            currency=currency,
+            effective_from=effective_from,
+        )
     audit_record(
         actor=by,
         action="price.create",
@@ -146,7 +158,8 @@ def contract_create(
     )
     if credit_tiers is not None:
         contract.credit_tiers = _credit_tiers(credit_tiers)
-    contract.save()
+    with _duplicate_is("effective_from", f"{tenant.slug} already has a contract from then"):
+        contract.save()
     audit_record(
         actor=by,
         action="contract.create",

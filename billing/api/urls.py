@@ -1,0 +1,11 @@
+from portal.api.routers import Router
+
+from . import views
+
+router = Router()
+router.register("prices", views.PriceViewSet, basename="price")
+router.register("contracts", views.ContractViewSet, basename="contract")
+router.register("promotions", views.PromotionViewSet, basename="promotion")
+router.register("invoices", views.InvoiceViewSet, basename="invoice")
+router.register("ledger", views.LedgerViewSet, basename="ledger")
+urlpatterns = router.urls
