@@ -6,6 +6,7 @@ Engine counters feed reconciliation, latency charts and checks, never the KPIs (
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -23,6 +24,7 @@ from .models import (
     HourlyUsage,
     Pool,
     ScrapeTarget,
+    TelemetryKind,
 )
 from .telemetry import histogram_from_json
 
@@ -45,6 +47,38 @@ class ReconciliationRow:
     metered_output_tokens: int  # Σ HourlyUsage.output_tokens over tenants
     difference: int  # engine − metered
     is_flagged: bool  # |difference| beyond max(ratio × larger total, tokens)
+
+    @property
+    def difference_pct(self) -> float | None:
+        """The difference in % of the larger total (None when both are zero)."""
+        return _difference_pct(self.engine_output_tokens, self.metered_output_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class ReconciliationByDeployment:
+    """The reconciled hours of one deployment over a period, summed."""
+
+    deployment: str  # slug
+    pool: str  # slug
+    model: str  # served model slug
+    hours: int  # deployment-hours with engine data
+    flagged_hours: int
+    engine_output_tokens: int
+    metered_output_tokens: int
+
+    @property
+    def difference(self) -> int:
+        return self.engine_output_tokens - self.metered_output_tokens
+
+    @property
+    def difference_pct(self) -> float | None:
+        """The difference in % of the larger total (None when both are zero)."""
+        return _difference_pct(self.engine_output_tokens, self.metered_output_tokens)
+
+
+def _difference_pct(engine: int, metered: int) -> float | None:
+    larger = max(abs(engine), abs(metered))
+    return 100 * (engine - metered) / larger if larger else None
 
 
 def reconciliation_tolerance() -> tuple[Decimal, int]:
@@ -119,6 +153,31 @@ def reconciliation_list(
     return rows
 
 
+def reconciliation_by_deployment(
+    *, rows: Sequence[ReconciliationRow]
+) -> list[ReconciliationByDeployment]:
+    """Rows of reconciliation_list summed per deployment, ordered by deployment slug."""
+    sums: dict[str, list] = {}
+    for row in rows:
+        entry = sums.setdefault(row.deployment, [row.pool, row.model, 0, 0, 0, 0])
+        entry[2] += 1
+        entry[3] += row.is_flagged
+        entry[4] += row.engine_output_tokens
+        entry[5] += row.metered_output_tokens
+    return [
+        ReconciliationByDeployment(
+            deployment=slug,
+            pool=pool,
+            model=model,
+            hours=hours,
+            flagged_hours=flagged,
+            engine_output_tokens=engine,
+            metered_output_tokens=metered,
+        )
+        for slug, (pool, model, hours, flagged, engine, metered) in sorted(sums.items())
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class ScrapeTargetHealth:
     """The state of one scrape target as the operators' health view shows it."""
@@ -137,6 +196,21 @@ class ScrapeTargetHealth:
     unknown_models: tuple[str, ...]
     is_healthy: bool  # enabled, last scrape ok and recent
     is_stale: bool  # enabled and no scrape at all within STALE_AFTER
+
+    @property
+    def kind_label(self) -> str:
+        return TelemetryKind(self.kind).label
+
+    @property
+    def state(self) -> str:
+        """One word for the health view: disabled, failing, never (scraped), stale or ok."""
+        if not self.enabled:
+            return "disabled"
+        if self.last_status == ScrapeTarget.Status.FAILED:
+            return "failing"
+        if self.last_status == ScrapeTarget.Status.NEVER:
+            return "never"
+        return "stale" if self.is_stale else "ok"
 
 
 def scrape_target_health(*, now: datetime | None = None) -> list[ScrapeTargetHealth]:

@@ -1,14 +1,19 @@
-import csv
-
-from django.http import HttpResponse
+from django.core.paginator import Paginator
 from django.shortcuts import render
 
 from metering.charts import capacity_chart, usage_by_model_chart
 from metering.models import Pool
 from metering.selectors import capacity_series, usage_by_pool, usage_daily_by_model
+from metering.selectors_telemetry import (
+    reconciliation_by_deployment,
+    reconciliation_list,
+    reconciliation_tolerance,
+    scrape_target_health,
+)
 from portal.access import user_role
 from portal.charts import figure_json
 from portal.decorators import role_required
+from portal.exports import csv_response
 from portal.models import Role, Tenant
 from portal.periods import PRESETS, period_from_preset
 
@@ -23,37 +28,38 @@ CSV_FIELDS = [
     "p50_ms",
     "p95_ms",
 ]
-
-
-def _csv_cell(value) -> str:
-    text = "" if value is None else str(value)
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+USAGE_PAGE_SIZE = 50  # day-and-model rows per page of the usage table
+FLAGS_PAGE_SIZE = 25  # flagged deployment-hours per page of the metering page
 
 
 @role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
 def usage(request):
-    """Usage by model and day: chart, table and CSV of exactly what is shown."""
+    """Usage by model and day: chart, a paginated table, and a CSV of every row of the
+    period and tenant shown (not only the current page)."""
     period, preset = period_from_preset(request.GET)
     is_member = user_role(request.user) is Role.TENANT
     tenant = None if is_member else (request.GET.get("tenant") or None)
     rows = usage_daily_by_model(user=request.user, period=period, tenant=tenant)
     if request.GET.get("format") == "csv":
-        response = HttpResponse(content_type="text/csv")
-        response["Content-Disposition"] = f'attachment; filename="usage-{period.start:%Y%m%d}.csv"'
-        writer = csv.writer(response)
-        writer.writerow(CSV_FIELDS)
-        for row in rows:
-            writer.writerow([_csv_cell(row[f]) for f in CSV_FIELDS])
-        return response
+        return csv_response(
+            filename=f"usage-{period.start:%Y%m%d}.csv",
+            header=CSV_FIELDS,
+            rows=([row[f] for f in CSV_FIELDS] for row in rows),
+        )
     totals = {
         k: sum(r[k] for r in rows) for k in ("requests", "errors", "input_tokens", "output_tokens")
     }
+    csv_query = request.GET.copy()
+    csv_query.pop("page", None)  # the CSV holds every row of the period, not one page
+    csv_query["format"] = "csv"
     return render(
         request,
         "metering/usage.html",
         {
             "title": "Usage",
-            "rows": rows,
+            "page": Paginator(rows, USAGE_PAGE_SIZE).get_page(request.GET.get("page")),
+            "row_count": len(rows),
+            "csv_query": csv_query.urlencode(),
             "totals": totals,
             "period": period,
             "preset": preset,
@@ -68,7 +74,8 @@ def usage(request):
 
 @role_required(Role.OPERATOR)
 def metering(request):
-    """The operator's metering page: usage by pool, capacity timelines."""
+    """The operator's metering page: usage by pool, capacity timelines, reconciliation of
+    engine against metered tokens, scrape target health."""
     period, preset = period_from_preset(request.GET)
     pools = list(Pool.objects.all())
     capacity = []
@@ -80,6 +87,11 @@ def metering(request):
                 "chart": figure_json(capacity_chart(series, pool.slug)) if series else None,
             }
         )
+    reconciled = reconciliation_list(start=period.start, end=period.end)
+    flagged = sorted(
+        (row for row in reconciled if row.is_flagged), key=lambda row: row.hour, reverse=True
+    )  # newest hour first, deployments in order within an hour
+    tolerance_ratio, tolerance_tokens = reconciliation_tolerance()
     return render(
         request,
         "metering/metering.html",
@@ -90,5 +102,11 @@ def metering(request):
             "presets": PRESETS,
             "by_pool": usage_by_pool(period=period),
             "capacity": capacity,
+            "reconciled_hours": len(reconciled),
+            "reconciliation": reconciliation_by_deployment(rows=reconciled),
+            "page": Paginator(flagged, FLAGS_PAGE_SIZE).get_page(request.GET.get("page")),
+            "tolerance_pct": tolerance_ratio * 100,
+            "tolerance_tokens": tolerance_tokens,
+            "targets": scrape_target_health(),
         },
     )

@@ -10,7 +10,7 @@ from rest_framework import permissions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from metering.ingest.events import BatchError, PayloadTooLarge, decompress_body
+from metering.ingest.body import BatchError, PayloadTooLarge, decompress_body
 from metering.models import Deployment, Pool, ScrapeTarget, TelemetryKind
 from metering.telemetry import DEFAULT_PUSH_SOURCE, MAX_EXPOSITION_BYTES, telemetry_ingest
 from portal.access import Capability, user_role

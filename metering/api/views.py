@@ -10,15 +10,9 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from metering.ingest.events import (
-    BatchError,
-    FieldError,
-    PayloadTooLarge,
-    decode_batch,
-    decompress_body,
-    validate_events,
-)
+from metering.ingest.body import BatchError, PayloadTooLarge, decode_batch, decompress_body
 from metering.ingest.formats import cloudevents_to_items, merge_errors, openai_batch_to_items
+from metering.ingest.validation import FieldError, validate_events
 from metering.models import Deployment, Pool, ServedModel
 from metering.selectors import usage_list
 from metering.services.factory import (

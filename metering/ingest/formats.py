@@ -1,6 +1,6 @@
 """Converters from other usage formats to the raw event dicts of ``validate_events``.
 
-Pure Python, no Django. Every path ends in ``events.validate_events``, so every event
+Pure Python, no Django. Every path ends in ``validation.validate_events``, so every event
 meets the same rules. Contracts: shared/design/architecture.md ("HTTP API"),
 shared/design/data-formats.md sections 4 and 6, shared/samples/traces/README.md.
 
@@ -21,7 +21,8 @@ from typing import Any, Final
 
 import msgspec
 
-from metering.ingest.events import MAX_EVENTS, REQUIRED, FieldError, PayloadTooLarge
+from metering.ingest.body import MAX_EVENTS, PayloadTooLarge
+from metering.ingest.validation import REQUIRED, FieldError
 
 OPENAI_BATCH_SOURCE: Final = "openai-batch"
 TRACE_SOURCE: Final = "trace"

@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 from django.conf import settings
 from django.db import IntegrityError, ProgrammingError, connection, transaction
 
-from metering.ingest.events import EventIn, FieldError, dedupe_within_batch
+from metering.ingest.dedupe import dedupe_within_batch
+from metering.ingest.validation import EventIn, FieldError
 from metering.models import Deployment, EventKey, ModelAlias, RollupPending, ServedModel, UsageEvent
 from portal.models import Tenant
 

@@ -1,4 +1,4 @@
-"""Usage-event decoding and validation (metering/ingest/events.py): pure, no database."""
+"""Usage-event decoding, validation, hashing and dedupe (metering/ingest/): pure, no database."""
 
 from __future__ import annotations
 
@@ -11,18 +11,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from metering.ingest.events import (
-    MAX_TOKENS,
-    BatchError,
-    EventIn,
-    FieldError,
-    PayloadTooLarge,
-    decode_batch,
-    decompress_body,
-    dedupe_within_batch,
-    payload_hash,
-    validate_events,
-)
+from metering.ingest.body import BatchError, PayloadTooLarge, decode_batch, decompress_body
+from metering.ingest.dedupe import dedupe_within_batch
+from metering.ingest.hashing import payload_hash
+from metering.ingest.validation import MAX_TOKENS, EventIn, FieldError, validate_events
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

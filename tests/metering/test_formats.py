@@ -11,13 +11,15 @@ from typing import Any
 import msgspec
 import pytest
 
-from metering.ingest.events import FieldError, PayloadTooLarge, dedupe_within_batch, validate_events
+from metering.ingest.body import PayloadTooLarge
+from metering.ingest.dedupe import dedupe_within_batch
 from metering.ingest.formats import (
     cloudevents_to_items,
     merge_errors,
     openai_batch_to_items,
     trace_events,
 )
+from metering.ingest.validation import FieldError, validate_events
 
 SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "samples"
 TRACES = SAMPLES / "traces"

@@ -9,7 +9,7 @@ from django.db.models.functions import TruncHour
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from metering.ingest.events import validate_events
+from metering.ingest.validation import validate_events
 from metering.models import DailyUsage, HourlyUsage, RollupPending, UsageEvent
 from metering.services import rollup as rollup_service
 from metering.services.ingest import usage_ingest

@@ -6,7 +6,14 @@ from portal.demo import DEMO_LOGINS, demo_run
 
 
 class Command(BaseCommand):
-    help = "Load the demo factory (idempotent): tenants, logins, and every app's demo data."
+    help = (
+        "Load the demo factory (idempotent: a second run skips what is loaded): tenants, "
+        "logins, and every app's demo data. Figures from shared/design/demo-factory.md: R_ref "
+        "from the TensorRT-LLM perf overview with MLPerf server/offline derates, SLO tiers "
+        "from MLPerf Inference server limits, traffic 3:1 input:output with half of the input "
+        "from the prefix cache. 30 UTC days up to last midnight, fixed seed; the last day at "
+        "request level (about 110,000 events, each standing for 2,000 real requests)."
+    )
 
     def handle(self, *args, **options):
         started = time.monotonic()

@@ -1,27 +1,23 @@
-"""Decoding and validation of usage events: pure Python, no Django.
+"""Validation of decoded usage events: every field checked by hand, pure Python, no Django.
 
-The contract is "HTTP API" in shared/design/architecture.md. This module turns a
-request body into plain objects (``decode_batch``), checks every event field by
-hand (``validate_events``; no schema library per event, it runs on every ingest
-request) and splits repeats inside one batch (``dedupe_within_batch``). Resolving
-tenant, model and pool slugs against the database is the caller's job.
+No schema library per event: this runs on every ingest request. ``validate_events``
+returns the valid events (with their payload hash) and every error of every item.
+Resolving tenant, model and pool slugs against the database is the caller's job.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import zlib
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from hashlib import blake2b
 from typing import Any, Final, Literal
 
 import msgspec
 
+from metering.ingest.hashing import fields_hash
+
 MAX_TOKENS: Final = 2**31 - 1
-MAX_EVENTS: Final = 10_000
-MAX_BYTES: Final = 32 * 1024 * 1024  # after decompression
 FUTURE_TOLERANCE: Final = timedelta(minutes=5)
 ID_MAX_LENGTH: Final = 128  # id and source
 SLUG_MAX_LENGTH: Final = 128  # tenant and pool
@@ -45,10 +41,6 @@ _RFC3339 = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})?", re.ASCII
 )
 _SLUG = re.compile(r"[-a-zA-Z0-9_]+")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-_GZIP_MAGIC = b"\x1f\x8b"
-_UTF8_BOM = b"\xef\xbb\xbf"
 
 REQUIRED = "is required"
 NOT_OBJECT = "must be a JSON object"
@@ -62,22 +54,6 @@ INVALID_TIME = "is not a valid date-time"
 FUTURE_TIME = "is more than 5 minutes in the future"
 BAD_SLUG = f"must be a slug: 1 to {SLUG_MAX_LENGTH} letters, digits, hyphens or underscores"
 BAD_STATUS = 'must be "ok" or "error"'
-
-
-class BatchError(ValueError):
-    """The body as a whole cannot be read (HTTP 400); ``message`` says why."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class PayloadTooLarge(Exception):
-    """The batch has more events or decompressed bytes than allowed (HTTP 413)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 class FieldError(msgspec.Struct, frozen=True):
@@ -108,91 +84,6 @@ class EventIn(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     latency_ms: float | None
     status: Literal["ok", "error"]
     payload_hash: str  # 32 hex chars; same (source, id) + other hash = conflict
-
-
-def decompress_body(
-    *, body: bytes, content_encoding: str | None, max_bytes: int = MAX_BYTES
-) -> bytes:
-    """Undo ``Content-Encoding`` (none, identity or gzip), never producing more than max_bytes.
-
-    Raises BatchError for another encoding or a broken gzip stream, PayloadTooLarge past
-    max_bytes. Gzip is inflated incrementally, so a zip bomb stops at max_bytes + 1.
-    """
-    codings = [c.strip().lower() for c in (content_encoding or "").split(",")]
-    codings = [c for c in codings if c and c != "identity"]
-    if not codings:
-        if len(body) > max_bytes:
-            raise PayloadTooLarge(f"the body is larger than {max_bytes} bytes")
-        return bytes(body)
-    if codings not in (["gzip"], ["x-gzip"]):
-        raise BatchError(f"Content-Encoding {content_encoding!r} is not supported; use gzip")
-    return _gunzip(bytes(body), max_bytes)
-
-
-def _gunzip(data: bytes, max_bytes: int) -> bytes:
-    parts: list[bytes] = []
-    total = 0
-    inflater = zlib.decompressobj(wbits=31)  # gzip header and trailer required
-    try:
-        while True:
-            # Ask for one byte more than allowed: getting it proves the body too large.
-            chunk = inflater.decompress(data, max_bytes + 1 - total)
-            total += len(chunk)
-            if total > max_bytes:
-                raise PayloadTooLarge(f"the body inflates to more than {max_bytes} bytes")
-            parts.append(chunk)
-            if inflater.eof:
-                rest = inflater.unused_data
-                if rest.startswith(_GZIP_MAGIC):  # concatenated gzip members
-                    inflater, data = zlib.decompressobj(wbits=31), rest
-                    continue
-                if rest.strip(b"\x00"):
-                    raise BatchError("the body has data after the end of the gzip stream")
-                break
-            data = inflater.unconsumed_tail
-            if not data:
-                raise BatchError("the gzip body is truncated")
-    except zlib.error as exc:
-        raise BatchError(f"the body is not valid gzip: {exc}") from None
-    return b"".join(parts)
-
-
-def decode_batch(
-    *,
-    body: bytes,
-    content_encoding: str | None,
-    max_events: int = MAX_EVENTS,
-    max_bytes: int = MAX_BYTES,
-) -> list[Any]:
-    """Decompress and decode a JSON array of events into plain Python objects.
-
-    Raises BatchError (malformed JSON, not UTF-8, nested too deeply, not an array) or
-    PayloadTooLarge (more than max_bytes after decompression, more than max_events).
-    A leading UTF-8 byte order mark is ignored (RFC 8259 allows it).
-    """
-    data = decompress_body(body=body, content_encoding=content_encoding, max_bytes=max_bytes)
-    if data.startswith(_UTF8_BOM):
-        data = data[len(_UTF8_BOM) :]
-    if not data.strip():
-        raise BatchError("the body is empty; send a JSON array of events")
-    try:
-        decoded = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise BatchError(f"the body is not valid UTF-8 JSON: {exc}") from None
-    except RecursionError:
-        raise BatchError("the body is not valid JSON: it is nested too deeply") from None
-    if type(decoded) is not list:
-        raise BatchError(f"the body must be a JSON array of events, not {_json_kind(decoded)}")
-    if len(decoded) > max_events:
-        raise PayloadTooLarge(
-            f"a batch holds at most {max_events} events; this one has {len(decoded)}"
-        )
-    return decoded
-
-
-def _json_kind(value: Any) -> str:
-    kinds = {dict: "an object", str: "a string", bool: "a boolean", type(None): "null"}
-    return kinds.get(type(value), "a number")
 
 
 def validate_events(
@@ -326,7 +217,7 @@ def _validate_item(
         tpot_ms=tpot_ms,
         latency_ms=latency_ms,
         status=status,
-        payload_hash=_hash(
+        payload_hash=fields_hash(
             source,
             event_id,
             time,
@@ -418,99 +309,3 @@ def _parse_time(value: Any) -> tuple[datetime | None, str | None]:
         return parsed.astimezone(UTC), None
     except OverflowError:
         return None, INVALID_TIME
-
-
-def _hash(
-    source: str,
-    event_id: str,
-    time: datetime,
-    tenant: str,
-    model: str,
-    pool: str | None,
-    input_tokens: int,
-    cached_tokens: int,
-    output_tokens: int,
-    ttft_ms: float | None,
-    tpot_ms: float | None,
-    latency_ms: float | None,
-    status: str,
-) -> str:
-    # Built from stdlib formatting only (stored hashes must survive library upgrades).
-    # "\x1f" cannot occur in a valid field, and "" is no valid value, so None -> "".
-    canonical = "\x1f".join(
-        (
-            "v1",
-            source,
-            event_id,
-            str((time - _EPOCH) // _MICROSECOND),
-            tenant,
-            model,
-            pool or "",
-            str(input_tokens),
-            str(cached_tokens),
-            str(output_tokens),
-            "" if ttft_ms is None else repr(ttft_ms),
-            "" if tpot_ms is None else repr(tpot_ms),
-            "" if latency_ms is None else repr(latency_ms),
-            status,
-        )
-    )
-    return blake2b(canonical.encode(), digest_size=16, person=b"usage-event-v1").hexdigest()
-
-
-def payload_hash(
-    *,
-    source: str,
-    id: str,
-    time: datetime,
-    tenant: str,
-    model: str,
-    pool: str | None,
-    input_tokens: int,
-    cached_tokens: int,
-    output_tokens: int,
-    ttft_ms: float | None,
-    tpot_ms: float | None,
-    latency_ms: float | None,
-    status: str,
-) -> str:
-    """The payload hash ``validate_events`` gives an event with these (valid) values."""
-    return _hash(
-        source,
-        id,
-        time.astimezone(UTC),
-        tenant,
-        model,
-        pool,
-        input_tokens,
-        cached_tokens,
-        output_tokens,
-        None if ttft_ms is None else float(ttft_ms),
-        None if tpot_ms is None else float(tpot_ms),
-        None if latency_ms is None else float(latency_ms),
-        status,
-    )
-
-
-def dedupe_within_batch(*, events: Sequence[EventIn]) -> tuple[list[EventIn], int, list[int]]:
-    """Split repeats of a (source, id) inside one valid batch.
-
-    Returns (first occurrences in order, number of later repeats with the same payload
-    hash, indexes of later repeats with a different hash). Indexes are positions in
-    ``events``, which are batch indexes when validate_events reported no error.
-    """
-    seen: dict[tuple[str, str], str] = {}
-    unique: list[EventIn] = []
-    duplicates = 0
-    conflicts: list[int] = []
-    for index, event in enumerate(events):
-        key = (event.source, event.id)
-        first_hash = seen.get(key)
-        if first_hash is None:
-            seen[key] = event.payload_hash
-            unique.append(event)
-        elif first_hash == event.payload_hash:
-            duplicates += 1
-        else:
-            conflicts.append(index)
-    return unique, duplicates, conflicts

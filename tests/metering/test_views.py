@@ -1,0 +1,283 @@
+"""The metering pages as a user reads them: reconciliation flags, scrape target health,
+the paginated usage table and its complete CSV."""
+
+import csv
+import io
+import re
+from datetime import UTC, date, datetime, timedelta
+from html.parser import HTMLParser
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from metering.models import DailyUsage, EngineHourly, HourlyUsage, ScrapeTarget
+
+from .factories import make_deployment
+
+pytestmark = pytest.mark.both_backends
+
+PERIOD = "?from=2026-03-01&to=2026-03-02"
+HOUR_10 = datetime(2026, 3, 1, 10, tzinfo=UTC)
+HOUR_11 = datetime(2026, 3, 1, 11, tzinfo=UTC)
+
+
+class _Tables(HTMLParser):
+    """Cell texts of every row in the <tbody> of each table, by the table's aria-label."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self._table: str | None = None
+        self._in_body = False
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self._table = dict(attrs).get("aria-label", "")
+            self.tables[self._table] = []
+        elif tag == "tbody" and self._table is not None:
+            self._in_body = True
+        elif tag == "tr" and self._in_body:
+            self.tables[self._table].append([])
+        elif tag in ("td", "th") and self._in_body:
+            self._cell = []
+        elif tag == "br" and self._cell is not None:
+            self._cell.append(" ")
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[self._table][-1].append(_squash("".join(self._cell)))
+            self._cell = None
+        elif tag == "tbody":
+            self._in_body = False
+        elif tag == "table":
+            self._table = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _tables(response) -> dict[str, list[list[str]]]:
+    parser = _Tables()
+    parser.feed(response.content.decode())
+    return parser.tables
+
+
+def _text(response) -> str:
+    return _squash(re.sub(r"<[^>]+>", " ", response.content.decode()))
+
+
+def _metered(tenant, deployment, hour, output_tokens) -> HourlyUsage:
+    return HourlyUsage.objects.create(
+        tenant=tenant, deployment=deployment, hour=hour, requests=10, output_tokens=output_tokens
+    )
+
+
+def _engine(deployment, hour, generation_tokens) -> EngineHourly:
+    return EngineHourly.objects.create(
+        deployment=deployment, hour=hour, intervals=120, generation_tokens=generation_tokens
+    )
+
+
+@pytest.fixture
+def deployment(db):
+    return make_deployment()
+
+
+def test_metering_page_flags_the_hour_beyond_tolerance_only(
+    session_client, users, tenant_a, deployment
+):
+    # Given 10:00: engine 1,050,000 vs metered 1,000,000 (50,000 > max(1% = 10,500, 10,000));
+    # 11:00: engine 1,005,000 vs metered 1,000,000 (5,000 within tolerance).
+    _metered(tenant_a, deployment, HOUR_10, 1_000_000)
+    _engine(deployment, HOUR_10, 1_050_000)
+    _metered(tenant_a, deployment, HOUR_11, 1_000_000)
+    _engine(deployment, HOUR_11, 1_005_000)
+
+    response = session_client(users["operator"]).get("/metering/" + PERIOD)
+
+    assert response.status_code == 200
+    tables = _tables(response)
+    assert tables["Reconciliation by deployment"] == [
+        ["llama-70b@h100-a", "h100-a", "2", "1 flagged", "2.1 M", "2.0 M", "2.7%"]
+    ]
+    assert tables["Flagged deployment-hours"] == [
+        [
+            "2026-03-01 10:00",
+            "llama-70b@h100-a",
+            "1,050,000",
+            "1,000,000",
+            "50,000",
+            "4.8%",
+            "engine higher events missing or late?",
+            "120",
+        ]
+    ]
+    assert "Flagged hours (1, newest first)" in _text(response)
+
+
+def test_metering_page_shows_no_flag_within_tolerance(session_client, users, tenant_a, deployment):
+    # 10,000 tokens apart is exactly the tolerance: not flagged.
+    _metered(tenant_a, deployment, HOUR_11, 500_000)
+    _engine(deployment, HOUR_11, 510_000)
+
+    response = session_client(users["operator"]).get("/metering/" + PERIOD)
+
+    tables = _tables(response)
+    assert tables["Reconciliation by deployment"] == [
+        [
+            "llama-70b@h100-a",
+            "h100-a",
+            "1",
+            "none: all within tolerance",
+            "510.0 k",
+            "500.0 k",
+            "2.0%",
+        ]
+    ]
+    assert "Flagged deployment-hours" not in tables
+    assert (
+        "No flagged hours: all 1 deployment-hours with engine telemetry in this period are "
+        "within tolerance." in _text(response)
+    )
+
+
+def test_metering_page_empty_states_say_what_is_missing_and_how_to_fix_it(session_client, users):
+    response = session_client(users["operator"]).get("/metering/" + PERIOD)
+
+    text = _text(response)
+    assert (
+        "No engine telemetry in this period, so there is nothing to reconcile: add a vLLM or "
+        "SGLang scrape target with POST /api/v1/scrape-targets , or push the engine's /metrics "
+        "text to POST /api/v1/telemetry/prometheus ." in text
+    )
+    assert "No scrape targets: add one with POST /api/v1/scrape-targets" in text
+    assert "Scrape targets" not in _tables(response)
+
+
+def test_metering_page_lists_a_failing_scrape_target_first_as_failing(
+    session_client, users, deployment
+):
+    now = timezone.now()
+    ScrapeTarget.objects.create(
+        url="http://vllm-0.h100-a:8000/metrics",
+        kind="vllm",
+        pool=deployment.pool,
+        deployment=deployment,
+        last_scraped_at=now - timedelta(seconds=20),
+        last_status=ScrapeTarget.Status.OK,
+    )
+    failed_at = now - timedelta(seconds=10)
+    ScrapeTarget.objects.create(
+        url="http://dcgm.h100-a:9400/metrics",
+        kind="dcgm",
+        pool=deployment.pool,
+        last_scraped_at=failed_at,
+        last_status=ScrapeTarget.Status.FAILED,
+        last_error="URLError: <urlopen error [Errno 111] Connection refused>",
+        consecutive_failures=3,
+    )
+
+    response = session_client(users["operator"]).get("/metering/" + PERIOD)
+
+    assert _tables(response)["Scrape targets"] == [
+        [
+            "Failing",
+            "http://dcgm.h100-a:9400/metrics",
+            "dcgm-exporter",
+            "h100-a",
+            "none in the last 3 scrapes",
+            "URLError: <urlopen error [Errno 111] Connection refused> "
+            f"at {failed_at:%Y-%m-%d %H:%M:%S}",
+        ],
+        [
+            "OK",
+            "http://vllm-0.h100-a:8000/metrics",
+            "vLLM",
+            "h100-a llama-70b@h100-a",
+            f"{now - timedelta(seconds=20):%Y-%m-%d %H:%M:%S}",
+            "—",
+        ],
+    ]
+
+
+def test_metering_page_queries_do_not_grow_with_targets_or_flags(
+    session_client, users, tenant_a, deployment
+):
+    client = session_client(users["operator"])
+
+    def queries_with(count: int) -> int:
+        """Queries of the page once `count` flagged hours and scrape targets exist."""
+        for i in range(ScrapeTarget.objects.count(), count):
+            hour = HOUR_10 - timedelta(hours=i)
+            _metered(tenant_a, deployment, hour, 1_000_000)
+            _engine(deployment, hour, 2_000_000)
+            ScrapeTarget.objects.create(
+                url=f"http://vllm-{i}:8000/metrics", kind="vllm", pool=deployment.pool
+            )
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get("/metering/" + PERIOD).status_code == 200
+        return len(captured)
+
+    assert queries_with(1) == queries_with(4)
+
+
+def test_metering_page_is_for_operators_only(session_client, users):
+    response = session_client(users["finance"]).get("/metering/")
+
+    assert response.status_code == 403
+
+
+@pytest.fixture
+def sixty_usage_rows(tenant_a):
+    """30 days x 2 models of daily usage in March 2026: 60 table rows."""
+    deployments = [make_deployment(), make_deployment(model="qwen", pool="h200-a")]
+    for offset in range(30):
+        for index, deployment in enumerate(deployments):
+            DailyUsage.objects.create(
+                tenant=tenant_a,
+                deployment=deployment,
+                day=date(2026, 3, 1) + timedelta(days=offset),
+                requests=100 + offset,
+                output_tokens=1_000 * (offset + 1) + index,
+            )
+
+
+def test_usage_table_has_a_second_page_and_the_csv_every_row(
+    session_client, users, sixty_usage_rows
+):
+    client = session_client(users["tenant"])
+    query = "?from=2026-03-01&to=2026-03-31"
+
+    first = client.get("/usage/" + query)
+    second = client.get("/usage/" + query + "&page=2")
+    download = client.get("/usage/" + query + "&page=2&format=csv")
+
+    first_rows = _tables(first)["Usage by day and model"]
+    second_rows = _tables(second)["Usage by day and model"]
+    assert len(first_rows) == 50
+    assert [row[:3] for row in first_rows[:2]] == [
+        ["2026-03-01", "llama-70b", "100"],
+        ["2026-03-01", "qwen", "100"],
+    ]
+    assert [row[:3] for row in second_rows] == [
+        [f"2026-03-{day}", model, str(100 + day - 1)]
+        for day in range(26, 31)
+        for model in ("llama-70b", "qwen")
+    ]
+    assert "Page 2 of 2" in _text(second)
+    assert "Rows 51–60 of 60" in _text(second)
+    assert "Download CSV (60 rows)" in _text(second)
+    assert b"page=2&amp;format=csv" not in second.content
+    lines = list(csv.reader(io.StringIO(download.content.decode())))
+    assert lines[0][:3] == ["day", "model", "requests"]
+    assert len(lines) == 61
+    assert lines[1][:4] == ["2026-03-01", "llama-70b", "100", "0"]
+    assert lines[60][:3] == ["2026-03-30", "qwen", "129"]
