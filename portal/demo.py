@@ -34,7 +34,7 @@ DEMO_LOGINS = [
 # name, slug, kind: the demo's tenants (the billing step gives each a contract of its kind).
 DEMO_TENANTS = [
     ("Acme Robotics", "acme", "paid"),
-    ("Globex Search", "globex", "paid"),
+    ("Globex Search", "globex", "trial"),  # a large proof of concept, not yet converted
     ("Initech Code Assist", "initech", "paid"),
     ("Umbrella Health", "umbrella", "paid"),
     ("Stark Analytics", "stark", "paid"),

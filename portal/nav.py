@@ -22,6 +22,13 @@ NAV: list[NavItem] = [
     NavItem("Home", "home", ALL),
     NavItem("Usage", "usage", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Factory"),
     NavItem("Metering", "metering", frozenset({Role.OPERATOR}), "Factory"),
+    NavItem("Incidents", "incidents", frozenset({Role.OPERATOR}), "Factory"),
+    NavItem(
+        "Invoices", "invoices", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Billing"
+    ),
+    NavItem("Ledger", "ledger", frozenset({Role.FINANCE}), "Billing"),
+    NavItem("Price realization", "realization", frozenset({Role.FINANCE}), "Billing"),
+    NavItem("Price book", "price-book", frozenset({Role.OPERATOR, Role.FINANCE}), "Billing"),
     NavItem(
         "API tokens", "tokens", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Account"
     ),

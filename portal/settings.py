@@ -196,6 +196,8 @@ SPECTACULAR_SETTINGS = {
 DATA_UPLOAD_MAX_MEMORY_SIZE = 33 * 1024 * 1024
 
 FACTORY_CURRENCY = os.environ.get("FACTORY_CURRENCY", "USD")
+# The issuer named on invoices and reports.
+FACTORY_NAME = os.environ.get("FACTORY_NAME", "Token Factory")
 
 # Celery: with no broker, tasks run eagerly in-process (the embedded default).
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")

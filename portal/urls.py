@@ -19,6 +19,7 @@ urlpatterns = [
     path("tokens/<int:pk>/revoke/", views.token_revoke_view, name="token-revoke"),
     path("audit/", views.audit, name="audit"),
     path("", include("metering.urls")),
+    path("billing/", include("billing.urls")),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path(

@@ -1,3 +1,5 @@
+from datetime import timedelta
+
 from django.db import models
 
 from portal.models import Tenant
@@ -47,6 +49,11 @@ class Invoice(models.Model):
     def __str__(self) -> str:
         return self.number or f"draft {self.tenant} {self.period_start:%Y-%m}"
 
+    @property
+    def period_last_day(self):
+        """The last day the invoice covers (period_end is exclusive)."""
+        return self.period_end - timedelta(days=1)
+
 
 class InvoiceLine(AppendOnlyModel):
     """One line of an invoice, amounts already rounded: discount = list_amount - amount."""
@@ -57,7 +64,11 @@ class InvoiceLine(AppendOnlyModel):
     position = models.PositiveSmallIntegerField()
     kind = models.CharField(max_length=16, choices=Kind.choices)
     model = models.CharField(max_length=100, blank=True)  # served model slug
-    token_class = models.CharField(max_length=16, blank=True, choices=[(c, c) for c in TokenClass])
+    token_class = models.CharField(
+        max_length=16,
+        blank=True,
+        choices=[(c.value, c.value.replace("_", " ")) for c in TokenClass],
+    )
     quantity = models.BigIntegerField(default=0)  # tokens
     list_unit_price = models.DecimalField(
         max_digits=20, decimal_places=10, null=True, blank=True

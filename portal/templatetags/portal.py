@@ -1,6 +1,9 @@
+from decimal import ROUND_HALF_UP, Decimal
+
 from django import template
 
 register = template.Library()
+CENT = Decimal("0.01")
 
 
 @register.filter
@@ -20,3 +23,64 @@ def ms(value) -> str:
     if value is None:
         return "—"
     return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"
+
+
+def _decimal(value) -> Decimal | None:
+    if value is None or value == "":
+        return None
+    try:
+        return Decimal(str(value))
+    except ArithmeticError:
+        return None
+
+
+@register.filter
+def money(value) -> str:
+    """Money with thousands separators and two decimals (cents): -1,234.50. Rounded half-up
+    for display only; stored amounts are already rounded per line."""
+    amount = _decimal(value)
+    if amount is None:
+        return "—"
+    return f"{amount.quantize(CENT, rounding=ROUND_HALF_UP):,.2f}"
+
+
+@register.filter
+def money_abs(value) -> str:
+    amount = _decimal(value)
+    return "—" if amount is None else money(abs(amount))
+
+
+@register.filter
+def money_rate(value) -> str:
+    """A unit price per million tokens: at least two decimals, more only when it has them
+    (0.88, 0.175, 2.19)."""
+    amount = _decimal(value)
+    if amount is None:
+        return "—"
+    text = format(amount.normalize(), "f")
+    whole, _, fraction = text.partition(".")
+    return f"{int(whole):,}.{fraction.ljust(2, '0')}"
+
+
+@register.filter
+def pct_plain(value) -> str:
+    """A percentage held as a number of percent (10 → 10%, 12.5 → 12.5%)."""
+    amount = _decimal(value)
+    if amount is None:
+        return "—"
+    return f"{format(amount.normalize(), 'f')}%"
+
+
+@register.filter
+def ratio_pct(value, digits: int = 1) -> str:
+    """A ratio as a percentage with one decimal: 0.427 → 42.7%."""
+    amount = _decimal(value)
+    if amount is None:
+        return "—"
+    return f"{float(amount) * 100:.{int(digits)}f}%"
+
+
+@register.filter
+def key_label(value) -> str:
+    """An identifier shown as words: no_contract → No contract."""
+    return str(value).replace("_", " ").capitalize()

@@ -1,0 +1,49 @@
+"""Plotly figures of billing data (from selector output)."""
+
+import plotly.graph_objects as go
+
+from portal.charts import base_layout
+
+UNSOLD_COLOURS = {
+    "trial": "#7048e8",
+    "internal": "#0b7285",
+    "allowance": "#e67700",
+    "no_contract": "#868e96",
+}
+
+
+def realization_chart(rows: list[dict], *, currency: str, limit: int = 15) -> go.Figure:
+    """List value against realized revenue per tenant (largest list value first)."""
+    by_tenant: dict[str, list] = {}
+    for row in rows:
+        entry = by_tenant.setdefault(row["tenant"].name, [0.0, 0.0])
+        entry[0] += float(row["list_value"])
+        entry[1] += float(row["realized"])
+    top = sorted(by_tenant.items(), key=lambda kv: -kv[1][0])[:limit]
+    names = [name for name, _ in top]
+    layout = base_layout(y_title=f"{currency}", x_title="Tenant", barmode="group")
+    layout["xaxis"]["tickangle"] = -30
+    fig = go.Figure(layout=layout)
+    fig.add_bar(x=names, y=[v[0] for _, v in top], name="List value", marker_color="#adb5bd")
+    fig.add_bar(
+        x=names,
+        y=[v[1] for _, v in top],
+        name="Realized",
+        marker_color="#1f6feb",
+        text=[f"{v[1] / v[0]:.0%}" if v[0] else "" for _, v in top],
+        textposition="outside",
+    )
+    return fig
+
+
+def unsold_chart(unsold: dict[str, dict[str, int]]) -> go.Figure:
+    """Unsold tokens per tenant, stacked by reason."""
+    tenants = sorted(unsold, key=lambda name: -sum(unsold[name].values()))
+    layout = base_layout(y_title="Tokens", x_title="Tenant", barmode="stack")
+    layout["xaxis"]["tickangle"] = -30
+    fig = go.Figure(layout=layout)
+    for reason, colour in UNSOLD_COLOURS.items():
+        values = [unsold[name].get(reason, 0) for name in tenants]
+        if any(values):
+            fig.add_bar(x=tenants, y=values, name=reason.replace("_", " "), marker_color=colour)
+    return fig

@@ -1,0 +1,255 @@
+"""Billing pages: price book, ledger, invoices (with PDF and CSV), price realization."""
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from portal.access import Capability, user_may, user_role
+from portal.charts import figure_json
+from portal.decorators import role_required
+from portal.exports import csv_response
+from portal.models import Role, Tenant
+from portal.periods import PRESETS, period_from_preset
+
+from .charts import realization_chart, unsold_chart
+from .models import Account, Invoice
+from .selectors import (
+    invoice_get,
+    invoice_list,
+    ledger_balances,
+    ledger_postings,
+    price_book_get,
+    realization_get,
+)
+from .services.invoicing import InvoiceError, invoice_pay, invoice_void
+
+PAGE_SIZE = 50
+INVOICE_CSV_HEADER = [
+    "invoice", "kind", "description", "model", "token_class", "quantity", "list_unit_price",
+    "list_amount", "discount", "amount", "currency",
+]  # fmt: skip
+
+
+def _csv_query(request) -> str:
+    query = request.GET.copy()
+    query.pop("page", None)  # the CSV holds every row of the filter, not one page
+    query["format"] = "csv"
+    return query.urlencode()
+
+
+@role_required(Role.OPERATOR, Role.FINANCE)
+def price_book(request):
+    """List prices, contracts and promotions: what is in force now, scheduled, superseded."""
+    return render(
+        request,
+        "billing/prices.html",
+        {
+            "title": "Price book and contracts",
+            "book": price_book_get(at=timezone.now(), user=request.user),
+        },
+    )
+
+
+@role_required(Role.FINANCE)
+def ledger(request):
+    """Postings filtered by account, tenant and period, with the balances they add up to."""
+    period, preset = period_from_preset(request.GET, default="90d")
+    account = request.GET.get("account", "")
+    tenant = request.GET.get("tenant", "")
+    postings = ledger_postings(user=request.user, account=account, tenant=tenant, period=period)
+    if request.GET.get("format") == "csv":
+        return csv_response(
+            filename=f"ledger-{period.start:%Y%m%d}-{period.end:%Y%m%d}.csv",
+            header=[
+                "transaction",
+                "time",
+                "kind",
+                "memo",
+                "tenant",
+                "account",
+                "amount",
+                "currency",
+            ],
+            rows=(
+                (
+                    p.transaction_id,
+                    p.transaction.occurred_at.isoformat(),
+                    p.transaction.kind,
+                    p.transaction.memo,
+                    p.transaction.tenant.slug if p.transaction.tenant else "",
+                    p.account.code,
+                    p.amount,
+                    p.currency,
+                )
+                for p in postings.iterator()
+            ),
+        )
+    page = Paginator(postings, PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "billing/ledger.html",
+        {
+            "title": "Ledger",
+            "page": page,
+            "balances": ledger_balances(postings=postings),
+            "accounts": Account.objects.order_by("code"),
+            "tenants": Tenant.objects.order_by("name"),
+            "account": account,
+            "tenant": tenant,
+            "period": period,
+            "preset": preset,
+            "presets": PRESETS,
+            "csv_query": _csv_query(request),
+        },
+    )
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def invoices(request):
+    """Invoices, newest month first; tenants see their own."""
+    status = request.GET.get("status", "")
+    tenant = request.GET.get("tenant", "")
+    rows = invoice_list(user=request.user, status=status, tenant=tenant)
+    if request.GET.get("format") == "csv":
+        return csv_response(
+            filename="invoices.csv",
+            header=["number", "tenant", "month", "status", "total", "currency", "issued_at"],
+            rows=(
+                (
+                    i.number or "",
+                    i.tenant.slug,
+                    f"{i.period_start:%Y-%m}",
+                    i.status,
+                    i.total,
+                    i.currency,
+                    i.issued_at.isoformat() if i.issued_at else "",
+                )
+                for i in rows
+            ),
+        )
+    is_member = user_role(request.user) is Role.TENANT
+    return render(
+        request,
+        "billing/invoices.html",
+        {
+            "title": "Invoices",
+            "page": Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page")),
+            "statuses": Invoice.Status.choices,
+            "status": status,
+            "tenant": tenant,
+            "is_member": is_member,
+            "tenants": [] if is_member else Tenant.objects.order_by("name"),
+            "csv_query": _csv_query(request),
+        },
+    )
+
+
+def _document_context(invoice: Invoice) -> dict:
+    lines = list(invoice.lines.all())
+    return {
+        "invoice": invoice,
+        "lines": lines,
+        "list_total": sum(line.list_amount for line in lines),
+        "discount_total": sum(line.discount for line in lines),
+        "issuer": settings.FACTORY_NAME,
+    }
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def invoice_detail(request, pk: int):
+    invoice = invoice_get(user=request.user, pk=pk)
+    return render(
+        request,
+        "billing/invoice.html",
+        {
+            "title": f"Invoice {invoice.number or '(draft)'}",
+            "may_act": user_may(request.user, Capability.WRITE_COMMERCIAL),
+            **_document_context(invoice),
+        },
+    )
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def invoice_pdf(request, pk: int):
+    """The invoice as PDF, rendered by WeasyPrint from the same HTML document."""
+    from weasyprint import HTML
+
+    invoice = invoice_get(user=request.user, pk=pk)
+    html = render_to_string("billing/invoice_document.html", _document_context(invoice))
+    pdf = HTML(string=html, base_url=request.build_absolute_uri("/")).write_pdf()
+    response = HttpResponse(pdf, content_type="application/pdf")
+    name = invoice.number or f"draft-{invoice.pk}"
+    response["Content-Disposition"] = f'inline; filename="{name}.pdf"'
+    return response
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def invoice_csv(request, pk: int):
+    invoice = invoice_get(user=request.user, pk=pk)
+    return csv_response(
+        filename=f"{invoice.number or f'draft-{invoice.pk}'}.csv",
+        header=INVOICE_CSV_HEADER,
+        rows=(
+            (
+                invoice.number or "",
+                line.kind,
+                line.description,
+                line.model,
+                line.token_class,
+                line.quantity,
+                line.list_unit_price if line.list_unit_price is not None else "",
+                line.list_amount,
+                line.discount,
+                line.amount,
+                invoice.currency,
+            )
+            for line in invoice.lines.all()
+        ),
+    )
+
+
+@require_POST
+@role_required(Role.OPERATOR, Role.FINANCE)
+def invoice_action(request, pk: int, action: str):
+    """Record a payment or void an issued invoice from its page."""
+    invoice = invoice_get(user=request.user, pk=pk)
+    try:
+        if action == "pay":
+            invoice_pay(invoice=invoice, by=request.user)
+            messages.success(request, f"Payment of {invoice.number} recorded.")
+        else:
+            invoice_void(invoice=invoice, by=request.user, reason=request.POST.get("reason", ""))
+            messages.success(request, f"{invoice.number} voided; its ledger entry is reversed.")
+    except InvoiceError as error:
+        messages.error(request, str(error))
+    return redirect("invoice-page", pk=invoice.pk)
+
+
+@role_required(Role.FINANCE)
+def realization(request):
+    """Price realization by tenant and model, and unsold tokens by reason."""
+    period, preset = period_from_preset(request.GET)
+    result = realization_get(period=period, user=request.user)
+    currency = settings.FACTORY_CURRENCY
+    return render(
+        request,
+        "billing/realization.html",
+        {
+            "title": "Price realization",
+            "result": result,
+            "unsold_totals": result.unsold_by_reason(),
+            "unsold_total": sum(result.unsold_by_reason().values()),
+            "period": period,
+            "preset": preset,
+            "presets": PRESETS,
+            "chart": figure_json(realization_chart(result.rows, currency=currency))
+            if result.rows
+            else None,
+            "unsold_chart": figure_json(unsold_chart(result.unsold)) if result.unsold else None,
+        },
+    )

@@ -1,0 +1,77 @@
+import io
+from decimal import Decimal
+
+import pytest
+
+from billing.models import Invoice
+from portal.demo import demo_run
+
+from .conftest import SCREENSHOTS, login, screenshot
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def demo(transactional_db):
+    demo_run(stdout=io.StringIO())
+
+
+def _bars(page, selector: str) -> int:
+    return page.evaluate(
+        f"() => document.querySelector('{selector}').data.reduce((n, t) => n + t.y.filter(v => v > 0).length, 0)"
+    )
+
+
+def test_finance_reads_ledger_invoices_and_realization(demo, page):
+    login(page, "finance", "finance-demo")
+
+    page.goto("/billing/invoices/")
+    invoices = Invoice.objects.order_by("number")
+    first = invoices.first()
+    assert page.get_by_role("link", name=first.number).is_visible()
+    screenshot(page, "billing-invoices")
+
+    page.get_by_role("link", name=first.number).click()
+    page.wait_for_load_state("networkidle")
+    total = f"{first.total.quantize(Decimal('0.01')):,.2f} USD"
+    assert page.get_by_role("row", name=f"Total due {total}").is_visible()
+    screenshot(page, "billing-invoice")
+
+    pdf = page.request.get(f"/billing/invoices/{first.pk}/pdf/")
+    assert pdf.headers["content-type"] == "application/pdf"
+    import pypdfium2
+
+    document = pypdfium2.PdfDocument(pdf.body())
+    text = document[0].get_textpage().get_text_range()
+    assert first.number in text
+    assert total.replace(" USD", "") in text
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    document[0].render(scale=2).to_pil().save(SCREENSHOTS / "billing-invoice-pdf.png")
+
+    page.goto("/billing/ledger/")
+    balances = page.get_by_role("table", name="Balances")
+    assert balances.get_by_role("cell", name="cash", exact=True).is_visible()
+    screenshot(page, "billing-ledger")
+
+    page.goto("/billing/realization/")
+    page.wait_for_selector("#realization-chart .main-svg")
+    assert _bars(page, "#realization-chart") >= 2 * 10  # list and realized, ten tenants
+    assert _bars(page, "#unsold-chart") >= 6  # trial and internal tenants
+    screenshot(page, "billing-realization")
+
+    page.goto("/billing/prices/")
+    assert page.get_by_role("cell", name="deepseek-r1").first.is_visible()
+    screenshot(page, "billing-prices")
+
+
+def test_tenant_sees_only_its_invoices_and_can_download_them(demo, page):
+    login(page, "acme", "acme-demo")
+    page.goto("/billing/invoices/")
+    rows = page.get_by_role("table", name="Invoices").get_by_role("row")
+    own = Invoice.objects.filter(tenant__slug="acme").count()
+    assert own >= 1
+    assert rows.count() == 1 + own
+    other = Invoice.objects.exclude(tenant__slug="acme").first()
+    assert page.request.get(f"/billing/invoices/{other.pk}/").status == 404
+    assert page.request.get(f"/billing/invoices/{other.pk}/pdf/").status == 404
+    assert page.request.get("/billing/ledger/").status == 403
