@@ -452,3 +452,6 @@ def demo_engine_telemetry(*, stdout) -> None:
         )
     EngineHourly.objects.bulk_create(rows, ignore_conflicts=True)
     stdout.write(f"  {len(rows):,} engine deployment-hours on {day:%Y-%m-%d}\n")
+
+
+from . import demo_incidents  # noqa: E402, F401  (registers the incidents demo step)

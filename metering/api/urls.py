@@ -16,5 +16,6 @@ urlpatterns = [
     path("usage", views.UsageListView.as_view(), name="usage-list"),
     path("capacity", views.CapacityView.as_view(), name="capacity"),
     path("", include("metering.api.telemetry_urls")),
+    path("", include("metering.api.incidents_urls")),
     *router.urls,
 ]

@@ -28,3 +28,21 @@ __all__ = [
     "TelemetryPushState",
     "UsageEvent",
 ]
+
+from .incidents import (
+    Incident,
+    IncidentImpact,
+    IncidentSeverity,
+    IncidentStatus,
+    IncidentUpdate,
+    MaintenanceWindow,
+)
+
+__all__ += [
+    "Incident",
+    "IncidentImpact",
+    "IncidentSeverity",
+    "IncidentStatus",
+    "IncidentUpdate",
+    "MaintenanceWindow",
+]

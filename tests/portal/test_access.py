@@ -18,8 +18,17 @@ PAGES = {
     "/audit/": {"operator"},
     "/usage/": {"operator", "finance", "tenant"},
     "/metering/": {"operator"},
+    "/incidents/": {"operator"},
+    "/incidents/maintenance/": {"operator"},
+    "/billing/invoices/": {"operator", "finance", "tenant"},
+    "/billing/ledger/": {"finance"},
+    "/billing/realization/": {"finance"},
+    "/billing/prices/": {"operator", "finance"},
     "/api/docs/": set(ROLES),
 }
+
+# Pages anyone may open, signed in or not.
+PUBLIC_PAGES = {"/status/"}
 
 # Every API collection and the roles that may list it.
 API_LISTS = {
@@ -30,6 +39,13 @@ API_LISTS = {
     "/api/v1/models": {"operator", "finance", "investor"},
     "/api/v1/deployments": {"operator", "finance", "investor"},
     "/api/v1/scrape-targets": {"operator", "finance"},
+    "/api/v1/incidents": {"operator", "finance", "tenant"},
+    "/api/v1/maintenance": {"operator", "finance", "tenant"},
+    "/api/v1/prices": {"operator", "finance", "investor"},
+    "/api/v1/contracts": {"operator", "finance", "tenant"},
+    "/api/v1/promotions": {"operator", "finance", "tenant"},
+    "/api/v1/invoices": {"operator", "finance", "tenant"},
+    "/api/v1/ledger": {"operator", "finance", "tenant"},
 }
 
 
@@ -50,7 +66,17 @@ def test_matrix_covers_every_page_route():
         for route, _ in _named_routes()
         if not route.startswith(known_prefixes) and "<" not in route
     }
-    assert pages == set(PAGES)
+    assert not set(PAGES) & PUBLIC_PAGES
+    assert pages == set(PAGES) | PUBLIC_PAGES
+
+
+@pytest.mark.parametrize("url", sorted(PUBLIC_PAGES))
+def test_public_pages_answer_anonymous_users_and_every_role(url, users, client):
+    assert client.get(url).status_code == 200
+    for role in ROLES:
+        client.force_login(users[role])
+        assert client.get(url).status_code == 200, (url, role)
+        client.logout()
 
 
 @pytest.mark.parametrize("url", sorted(PAGES))

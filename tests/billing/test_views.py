@@ -1,0 +1,93 @@
+"""Billing pages: exports escape formulas, actions post to the ledger, realization is exact."""
+
+import csv
+import io
+from decimal import Decimal
+
+import pytest
+
+from billing.models import Invoice, LedgerTransaction
+from billing.services.invoicing import invoice_run
+from billing.services.pricing import promotion_grant
+
+from .factories import MARCH, make_contract, make_priced_model, post_usage
+
+pytestmark = pytest.mark.both_backends
+M = 1_000_000
+
+
+@pytest.fixture
+def march_invoice(users, token_client, tenant_a):
+    api = token_client(users["operator"], scopes=["ingest", "read"])
+    make_priced_model()
+    make_contract(tenant_a, discount_pct=Decimal(25))
+    promotion_grant(
+        tenant=tenant_a,
+        amount=Decimal("1.00"),
+        currency="USD",
+        effective_from=MARCH,
+        description='=HYPERLINK("http://evil")',
+    )
+    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
+    post_usage(api, [{"id": "v1", **usage}])
+    [invoice] = invoice_run(month_start=MARCH).issued
+    return invoice
+
+
+def _csv(response):
+    return list(
+        csv.reader(
+            io.StringIO(
+                b"".join(response.streaming_content).decode()
+                if response.streaming
+                else response.content.decode()
+            )
+        )
+    )
+
+
+def test_invoice_csv_escapes_formula_cells(client, users, march_invoice):
+    client.force_login(users["finance"])
+    rows = _csv(client.get(f"/billing/invoices/{march_invoice.pk}/csv/"))
+    promotion = next(row for row in rows if row[1] == "promotion")
+    assert promotion[2] == '\'=HYPERLINK("http://evil")'
+    assert promotion[9] == "'-1.0000"  # a negative amount cannot start a formula either
+    usage = [row for row in rows if row[1] == "usage"]
+    # 10 M input and 10 M output at 0.88, 25% off: 6.60 each.
+    assert [(row[4], row[5], row[9]) for row in usage] == [
+        ("input", "10000000", "6.6000"),
+        ("output", "10000000", "6.6000"),
+    ]
+
+
+def test_invoice_page_records_payment_and_void(client, users, march_invoice):
+    client.force_login(users["finance"])
+    page = client.get(f"/billing/invoices/{march_invoice.pk}/")
+    assert "12.20 USD" in page.content.decode()  # 13.20 less the 1.00 credit
+    response = client.post(f"/billing/invoices/{march_invoice.pk}/pay/")
+    assert response.status_code == 302
+    assert Invoice.objects.get().status == "paid"
+    refused = client.post(f"/billing/invoices/{march_invoice.pk}/void/", {"reason": "late"})
+    assert refused.status_code == 302
+    assert Invoice.objects.get().status == "paid"  # a paid invoice is not voided
+    assert LedgerTransaction.objects.filter(kind="reversal").count() == 0
+
+
+def test_tenant_cannot_act_on_or_open_another_tenants_invoice(
+    client, make_user, tenant_b, march_invoice
+):
+    other = make_user("tenant", tenant=tenant_b)
+    client.force_login(other)
+    assert client.get(f"/billing/invoices/{march_invoice.pk}/").status_code == 404
+    assert client.get(f"/billing/invoices/{march_invoice.pk}/pdf/").status_code == 404
+    assert client.post(f"/billing/invoices/{march_invoice.pk}/pay/").status_code == 403
+
+
+def test_realization_page_shows_exact_ratio(client, users, march_invoice):
+    client.force_login(users["finance"])
+    page = client.get("/billing/realization/?from=2026-03-01&to=2026-04-01")
+    body = page.content.decode()
+    # List 17.60; realized 13.20 less the 1.00 promotion = 12.20: ρ = 69.3%.
+    assert page.context["result"].list_value == Decimal("17.60")
+    assert page.context["result"].realized == Decimal("12.20")
+    assert "69.3%" in body

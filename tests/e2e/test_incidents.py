@@ -1,0 +1,141 @@
+"""The incident board in a real browser: open an incident, post two updates, resolve it,
+write its postmortem, announce maintenance, and find it all on the public status page."""
+
+import io
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from metering.models import Incident
+from portal.demo import demo_run
+from portal.models import Role, Tenant
+from portal.services import user_ensure
+from tests.metering.factories import make_deployment
+
+from .conftest import login, screenshot
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def factory(transactional_db):
+    make_deployment(model="llama-3.3-70b", pool="h100-a")
+    make_deployment(model="qwen3-235b-a22b", pool="h200-a")
+    Tenant.objects.create(slug="acme", name="Acme Robotics")
+    user_ensure(username="operator", role=Role.OPERATOR, password="operator-demo")
+
+
+def test_operator_runs_an_incident_from_the_board_to_the_status_page(
+    factory, page, browser, live_server
+):
+    login(page, "operator", "operator-demo")
+    began = time.monotonic()
+    page.goto("/incidents/")
+    page.get_by_label("Title").fill("Llama requests failing on h100-a")
+    page.get_by_label("Severity").select_option("sev1")
+    page.get_by_label("Impact", exact=True).select_option("major_outage")
+    page.get_by_label("llama-3.3-70b@h100-a").check()
+    page.get_by_label("First update").fill("Requests return 503; we are investigating.")
+    page.get_by_role("button", name="Open incident").click()
+
+    card = page.locator("#open-incidents article.incident")
+    card.get_by_text("Llama requests failing on h100-a").wait_for()
+    incident = Incident.objects.get()
+    assert page.get_by_text(f"Incident #{incident.pk} opened.").is_visible()
+
+    for status, impact, message in (
+        ("identified", "partial_outage", "A failed NVLink switch; traffic is draining."),
+        ("monitoring", "", "Error rate back to baseline; watching."),
+    ):
+        card.get_by_label("Status").select_option(status)
+        card.get_by_label("Impact").select_option(impact)
+        card.get_by_label("Message").fill(message)
+        card.get_by_role("button", name="Post update").click()
+        card.get_by_text(message).wait_for()
+        assert card.locator("[data-status]").inner_text() == status.title()
+    screenshot(page, "incidents-board")
+
+    card.get_by_label("Status").select_option("resolved")
+    card.get_by_label("Message").fill("Resolved: the switch was replaced.")
+    card.get_by_role("button", name="Post update").click()
+    card.get_by_text("Write the postmortem").wait_for()
+    assert time.monotonic() - began < 60  # opened, updated twice and resolved in a minute
+
+    incident.refresh_from_db()
+    assert incident.status == "resolved"
+    assert list(incident.updates.values_list("status", flat=True)) == [
+        "investigating",
+        "identified",
+        "monitoring",
+        "resolved",
+    ]
+    assert [d.slug for d in incident.deployments.all()] == ["llama-3.3-70b@h100-a"]
+
+    card.get_by_role("link", name="Write the postmortem").click()
+    page.get_by_label("Cause").fill("One NVLink switch failed; health checks missed it.")
+    page.get_by_label("Remediation").fill("Probe NVLink bandwidth every 30 s.")
+    page.get_by_role("button", name="Save").click()
+    page.get_by_text(f"Incident #{incident.pk} saved.").wait_for()
+    screenshot(page, "incident-detail")
+
+    page.goto("/incidents/maintenance/")
+    starts = (timezone.now() + timedelta(days=3)).replace(hour=2, minute=0)
+    page.get_by_label("Title").fill("h200-a driver upgrade")
+    page.get_by_label("Starts at").fill(starts.strftime("%Y-%m-%dT%H:%M"))
+    page.get_by_label("Ends at").fill((starts + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M"))
+    page.get_by_label("h200-a", exact=True).check()
+    page.get_by_role("button", name="Announce").click()
+    page.get_by_text("Maintenance “h200-a driver upgrade” announced.").wait_for()
+    screenshot(page, "incidents-maintenance")
+
+    public = browser.new_context(base_url=live_server.url, viewport={"width": 1200, "height": 900})
+    status_page = public.new_page()
+    status_page.goto("/status/")
+    assert status_page.get_by_role("heading", name="All systems operational").is_visible()
+    item = status_page.locator(f"#history-{incident.pk}")
+    assert item.get_by_text("Llama requests failing on h100-a").is_visible()
+    assert item.locator(".badge", has_text="Resolved").is_visible()
+    for message in (
+        "Requests return 503; we are investigating.",
+        "A failed NVLink switch; traffic is draining.",
+        "Resolved: the switch was replaced.",
+        "One NVLink switch failed; health checks missed it.",
+    ):
+        assert item.get_by_text(message).is_visible()
+    assert status_page.get_by_text("h200-a driver upgrade").is_visible()
+    bars = status_page.locator('[id="model-llama-3.3-70b"] .uptime-bars .bar')
+    assert bars.count() == 90
+    assert bars.last.get_attribute("class") == "bar bar-minor"  # seconds of downtime today
+    screenshot(status_page, "status-public")
+    public.close()
+
+
+@pytest.fixture
+def demo(transactional_db):
+    # Registers step 35 (until metering's app config imports the module itself).
+    import metering.demo_incidents  # noqa: F401
+
+    demo_run(stdout=io.StringIO())
+
+
+def test_demo_incidents_show_on_the_status_page_and_the_board(demo, page, browser, live_server):
+    public = browser.new_context(base_url=live_server.url, viewport={"width": 1200, "height": 900})
+    status_page = public.new_page()
+    status_page.goto("/status/")
+
+    assert status_page.get_by_role("heading", name="All systems operational").is_visible()
+    qwen = status_page.locator('[id="model-qwen3-235b-a22b"] .bar[title*="Qwen3-235B requests"]')
+    assert qwen.get_attribute("class") == "bar bar-major"  # 40 min: 1 - 2,400/86,400 < 99%
+    assert "97.22% uptime" in (qwen.get_attribute("title") or "")
+    llama = status_page.locator('[id="model-llama-3.3-70b"] .bar-maint')
+    assert llama.count() == 1  # the announced upgrade of pool h100-a
+    assert status_page.locator(".history-item").count() == 2
+    screenshot(status_page, "status-demo")
+    public.close()
+
+    login(page, "operator", "operator-demo")
+    page.goto("/incidents/")
+    page.get_by_text("No open incidents").wait_for()
+    screenshot(page, "incidents-demo")
