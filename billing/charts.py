@@ -47,3 +47,36 @@ def unsold_chart(unsold: dict[str, dict[str, int]]) -> go.Figure:
         if any(values):
             fig.add_bar(x=tenants, y=values, name=reason.replace("_", " "), marker_color=colour)
     return fig
+
+
+def sla_history_chart(history) -> go.Figure:
+    """Monthly uptime against the SLA target (percent), oldest month first."""
+    layout = base_layout(y_title="Uptime (%)", x_title="Month (UTC)")
+    layout["yaxis"] = {"title": {"text": "Uptime (%)"}, "range": [99.0, 100.0]}
+    fig = go.Figure(layout=layout)
+    months = [f.sla.month for f in history]
+    uptimes = [float(f.sla.uptime) * 100 if f.sla.uptime is not None else None for f in history]
+    lowest = min((u for u in uptimes if u is not None), default=100.0)
+    layout["yaxis"]["range"] = [min(99.0, lowest - 0.2), 100.02]
+    fig.update_layout(yaxis=layout["yaxis"])
+    fig.add_bar(
+        x=months,
+        y=uptimes,
+        name="Uptime",
+        marker_color=[
+            "#2b8a3e" if f.target is None or (f.sla.uptime or 0) >= f.target else "#c92a2a"
+            for f in history
+        ],
+        text=[f"{u:.3f}%" if u is not None else "" for u in uptimes],
+        textposition="outside",
+    )
+    targets = [float(f.target) * 100 if f.target is not None else None for f in history]
+    if any(t is not None for t in targets):
+        fig.add_scatter(
+            x=months,
+            y=targets,
+            name="Target",
+            mode="lines",
+            line={"color": "#1b1f24", "dash": "dash"},
+        )
+    return fig

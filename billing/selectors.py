@@ -147,7 +147,8 @@ class Realization:
         return totals
 
 
-def _months(period: Period) -> list[datetime]:
+def period_months(period: Period) -> list[datetime]:
+    """The first instants of the UTC months that [start, end) touches."""
     months, cursor = [], month_start(period.start)
     while cursor < period.end:
         months.append(cursor)
@@ -160,7 +161,7 @@ def rated_items(*, period: Period, tenants=None):
     (so allowances and tiers count from the month's start), plus rating errors by tenant."""
     errors: dict[str, str] = {}
     items: list[tuple[Tenant, RatedItem]] = []
-    for month in _months(period):
+    for month in period_months(period):
         ids = HourlyUsage.objects.filter(
             hour__gte=max(month, period.start), hour__lt=min(next_month(month), period.end)
         ).values_list("tenant_id", flat=True)

@@ -19,4 +19,5 @@ urlpatterns = [
         name="invoice-page-void",
     ),
     path("realization/", views.realization, name="realization"),
+    path("sla/", views.sla, name="sla-page"),
 ]

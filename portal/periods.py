@@ -26,6 +26,13 @@ def next_month(moment: datetime) -> datetime:
     return month_start(month_start(moment) + timedelta(days=32))
 
 
+def months_before(moment: datetime, months: int) -> datetime:
+    """The first instant of the UTC month `months` before the one holding `moment`."""
+    start = month_start(moment)
+    index = start.year * 12 + start.month - 1 - months
+    return start.replace(year=index // 12, month=index % 12 + 1)
+
+
 def _parse(value: str, field: str) -> datetime:
     day = parse_date(value) if len(value) == 10 else None
     if day is not None:

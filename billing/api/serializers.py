@@ -174,3 +174,20 @@ class PostingSerializer(serializers.ModelSerializer):
             "amount",
             "currency",
         ]
+
+
+class SlaRowSerializer(serializers.Serializer):
+    tenant = serializers.CharField()
+    month = serializers.CharField(help_text="YYYY-MM")
+    is_month_to_date = serializers.BooleanField()
+    uptime = serializers.FloatField(allow_null=True, help_text="ratio in [0, 1]")
+    slo_attainment = serializers.FloatField(allow_null=True, help_text="ratio in [0, 1]")
+    sla_delivery = serializers.FloatField(allow_null=True, help_text="σ, ratio in [0, 1]")
+    target = serializers.FloatField(allow_null=True, help_text="ratio in [0, 1]")
+    credit_pct = serializers.DecimalField(
+        max_digits=7, decimal_places=4, help_text="a percentage: 10 means 10%"
+    )
+    credit_amount = serializers.DecimalField(max_digits=20, decimal_places=2, allow_null=True)
+    currency = serializers.CharField()
+    is_posted = serializers.BooleanField(help_text="the month is closed and its credit posted")
+    incidents = serializers.ListField(child=serializers.IntegerField())

@@ -1,3 +1,5 @@
+from django.urls import path
+
 from portal.api.routers import Router
 
 from . import views
@@ -8,4 +10,4 @@ router.register("contracts", views.ContractViewSet, basename="contract")
 router.register("promotions", views.PromotionViewSet, basename="promotion")
 router.register("invoices", views.InvoiceViewSet, basename="invoice")
 router.register("ledger", views.LedgerViewSet, basename="ledger")
-urlpatterns = router.urls
+urlpatterns = [path("sla", views.SlaView.as_view(), name="sla"), *router.urls]

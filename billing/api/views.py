@@ -1,19 +1,23 @@
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from portal.access import Capability, tenant_scoped
+from portal.access import Capability, tenant_get, tenant_scoped
+from portal.api.pagination import Pagination
 from portal.periods import period_from_query
 from portal.permissions import capability_permission
 from portal.services import audit_record, audit_snapshot
 
 from ..models import Contract, Invoice, Posting, Price, PromotionalCredit
+from ..selectors import period_months
 from ..services.invoicing import InvoiceError, invoice_finalize, invoice_pay, invoice_void
 from ..services.pricing import PricingError, contract_create, price_create, promotion_grant
+from ..services.sla import sla_figures_list
 from .serializers import (
     ContractSerializer,
     InvoiceActionSerializer,
@@ -21,6 +25,7 @@ from .serializers import (
     PostingSerializer,
     PriceSerializer,
     PromotionSerializer,
+    SlaRowSerializer,
 )
 
 CommercialRead = capability_permission(
@@ -184,3 +189,50 @@ class LedgerViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
                 transaction__occurred_at__lt=period.end,
             )
         return postings
+
+
+def _ratio(value):
+    return None if value is None else float(value)
+
+
+class SlaView(APIView):
+    """Uptime, SLO attainment, σ and the SLA credit per tenant and UTC month of [from, to)
+    (default: this month so far); members see their own tenant."""
+
+    permission_classes = [capability_permission(read=Capability.READ_TENANT_DATA)]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("tenant", str, description="tenant slug"),
+            OpenApiParameter("from", str, description="RFC 3339 or YYYY-MM-DD"),
+            OpenApiParameter("to", str, description="RFC 3339 or YYYY-MM-DD"),
+        ],
+        responses=SlaRowSerializer(many=True),
+    )
+    def get(self, request):
+        period = period_from_query(request.query_params)
+        slug = request.query_params.get("tenant")
+        tenants = [tenant_get(user=request.user, slug=slug)] if slug else None
+        rows = []
+        for month in period_months(period):
+            for figures in sla_figures_list(month_start=month, tenants=tenants, user=request.user):
+                sla = figures.sla
+                rows.append(
+                    {
+                        "tenant": sla.tenant.slug,
+                        "month": sla.month,
+                        "is_month_to_date": sla.is_month_to_date,
+                        "uptime": _ratio(sla.uptime),
+                        "slo_attainment": _ratio(sla.slo_attainment),
+                        "sla_delivery": _ratio(sla.sla_delivery),
+                        "target": _ratio(figures.target),
+                        "credit_pct": figures.credit_pct,
+                        "credit_amount": figures.credit_amount,
+                        "currency": figures.currency,
+                        "is_posted": figures.is_posted,
+                        "incidents": [incident.pk for incident in sla.incidents],
+                    }
+                )
+        paginator = Pagination()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(SlaRowSerializer(page, many=True).data)

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from portal.models import Tenant
 from portal.periods import month_start as month_of
+from portal.periods import months_before
 from portal.services import audit_record
 
 from ..models import (
@@ -35,6 +36,7 @@ from .ledger import (
     ledger_reverse,
 )
 from .rate import tenant_month_rate
+from .sla import sla_month_close
 
 ADJUSTMENT_MONTHS = 12  # how far back late usage re-rates invoiced months
 LIVE = (Invoice.Status.ISSUED, Invoice.Status.PAID)
@@ -53,11 +55,7 @@ class InvoiceRun:
     existing: list[Invoice] = field(default_factory=list)
     nothing_due: list[str] = field(default_factory=list)  # tenant slugs
     errors: dict[str, str] = field(default_factory=dict)  # tenant slug -> message
-
-
-def _months_back(moment: datetime, months: int) -> datetime:
-    index = moment.year * 12 + moment.month - 1 - months
-    return moment.replace(year=index // 12, month=index % 12 + 1)
+    sla_credits: list[SlaCredit] = field(default_factory=list)  # posted by the month's close
 
 
 def _adjustments(*, tenant: Tenant, month_start: datetime) -> list[tuple[LineIn, datetime]]:
@@ -66,7 +64,7 @@ def _adjustments(*, tenant: Tenant, month_start: datetime) -> list[tuple[LineIn,
     earlier = Invoice.objects.filter(
         tenant=tenant,
         status__in=LIVE,
-        period_start__gte=_months_back(month_start, ADJUSTMENT_MONTHS),
+        period_start__gte=months_before(month_start, ADJUSTMENT_MONTHS),
         period_start__lt=month_start,
     ).order_by("period_start")
     for invoice in earlier:
@@ -308,7 +306,7 @@ def _tenants_to_invoice(month_start: datetime) -> list[Tenant]:
     )
     ids |= set(
         Invoice.objects.filter(
-            status__in=LIVE, period_start__gte=_months_back(start, ADJUSTMENT_MONTHS)
+            status__in=LIVE, period_start__gte=months_before(start, ADJUSTMENT_MONTHS)
         ).values_list("tenant_id", flat=True)
     )
     ids |= set(SlaCredit.objects.filter(invoice__isnull=True).values_list("tenant_id", flat=True))
@@ -316,8 +314,9 @@ def _tenants_to_invoice(month_start: datetime) -> list[Tenant]:
 
 
 def invoice_run(*, month_start: datetime, by=None) -> InvoiceRun:
-    """Rate the month, issue one invoice per tenant with a non-zero amount due. Safe to run
-    twice or concurrently: a tenant-month already invoiced is left as it is."""
+    """Rate the month, issue one invoice per tenant with a non-zero amount due, then close
+    the month's SLA. Safe to run twice or concurrently: a tenant-month already invoiced is
+    left as it is, and a credit is posted once."""
     start = month_of(month_start)
     run = InvoiceRun(month_start=start)
     for tenant in _tenants_to_invoice(start):
@@ -339,4 +338,6 @@ def invoice_run(*, month_start: datetime, by=None) -> InvoiceRun:
         was_draft = invoice.status == Invoice.Status.DRAFT
         invoice = invoice_finalize(invoice=invoice, by=by)
         (run.issued if created or was_draft else run.existing).append(invoice)
+    # Close the month's SLA: its credits go onto the next month's invoices.
+    run.sla_credits = sla_month_close(month_start=start, by=by)
     return run

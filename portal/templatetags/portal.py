@@ -1,4 +1,5 @@
 from decimal import ROUND_HALF_UP, Decimal
+from fractions import Fraction
 
 from django import template
 
@@ -28,6 +29,8 @@ def ms(value) -> str:
 def _decimal(value) -> Decimal | None:
     if value is None or value == "":
         return None
+    if isinstance(value, Fraction):
+        return Decimal(value.numerator) / Decimal(value.denominator)
     try:
         return Decimal(str(value))
     except ArithmeticError:

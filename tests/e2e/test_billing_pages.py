@@ -75,3 +75,9 @@ def test_tenant_sees_only_its_invoices_and_can_download_them(demo, page):
     assert page.request.get(f"/billing/invoices/{other.pk}/").status == 404
     assert page.request.get(f"/billing/invoices/{other.pk}/pdf/").status == 404
     assert page.request.get("/billing/ledger/").status == 403
+
+    page.goto("/billing/sla/")
+    page.wait_for_selector("#sla-chart .main-svg")
+    history = page.get_by_role("table", name="SLA attainment")
+    assert history.get_by_role("row").count() == 1 + 6  # six months, newest first
+    screenshot(page, "sla-tenant-demo")

@@ -8,7 +8,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from metering.ingest.validation import validate_events
 from metering.models import Incident
+from metering.services.ingest import usage_ingest
+from metering.services.rollup import rollup_pending
 from portal.demo import demo_run
 from portal.models import Role, Tenant
 from portal.services import user_ensure
@@ -23,8 +26,21 @@ pytestmark = pytest.mark.e2e
 def factory(transactional_db):
     make_deployment(model="llama-3.3-70b", pool="h100-a")
     make_deployment(model="qwen3-235b-a22b", pool="h200-a")
-    Tenant.objects.create(slug="acme", name="Acme Robotics")
     user_ensure(username="operator", role=Role.OPERATOR, password="operator-demo")
+    # Acme uses the Llama deployment this month, Globex only Qwen.
+    now = timezone.now()
+    for slug, name, model in (
+        ("acme", "Acme Robotics", "llama-3.3-70b"),
+        ("globex", "Globex Search", "qwen3-235b-a22b"),
+    ):
+        tenant = Tenant.objects.create(slug=slug, name=name)
+        user_ensure(username=slug, role=Role.TENANT, tenant=tenant, password=f"{slug}-demo")
+        item = {"id": f"{slug}-1", "time": (now - timedelta(minutes=5)).isoformat(),
+                "tenant": slug, "model": model, "input_tokens": 100, "output_tokens": 10}  # fmt: skip
+        events, errors = validate_events(items=[item], now=now)
+        assert not errors
+        usage_ingest(events=events, received_at=now)
+    rollup_pending()
 
 
 def test_operator_runs_an_incident_from_the_board_to_the_status_page(
@@ -111,12 +127,22 @@ def test_operator_runs_an_incident_from_the_board_to_the_status_page(
     screenshot(status_page, "status-public")
     public.close()
 
+    # The affected tenant sees the incident on its SLA page; the unaffected one does not.
+    page.context.clear_cookies()
+    login(page, "acme", "acme-demo")
+    page.goto("/billing/sla/")
+    incidents = page.get_by_role("table", name="Incidents")
+    assert incidents.get_by_role("cell", name="Llama requests failing on h100-a").is_visible()
+    screenshot(page, "sla-tenant-affected")
+    page.context.clear_cookies()
+    login(page, "globex", "globex-demo")
+    page.goto("/billing/sla/")
+    assert page.get_by_text("No incident touched this tenant in the last six months.").is_visible()
+    assert page.get_by_text("Llama requests failing on h100-a").count() == 0
+
 
 @pytest.fixture
 def demo(transactional_db):
-    # Registers step 35 (until metering's app config imports the module itself).
-    import metering.demo_incidents  # noqa: F401
-
     demo_run(stdout=io.StringIO())
 
 

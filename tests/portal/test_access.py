@@ -24,6 +24,7 @@ PAGES = {
     "/billing/ledger/": {"finance"},
     "/billing/realization/": {"finance"},
     "/billing/prices/": {"operator", "finance"},
+    "/billing/sla/": {"operator", "finance", "tenant"},
     "/api/docs/": set(ROLES),
 }
 
@@ -46,6 +47,7 @@ API_LISTS = {
     "/api/v1/promotions": {"operator", "finance", "tenant"},
     "/api/v1/invoices": {"operator", "finance", "tenant"},
     "/api/v1/ledger": {"operator", "finance", "tenant"},
+    "/api/v1/sla": {"operator", "finance", "tenant"},
 }
 
 

@@ -1,0 +1,128 @@
+"""SLA credits: posted once per tenant-month at month close, billed on the next invoice."""
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from billing.models import LedgerTransaction, SlaCredit
+from billing.services.invoicing import invoice_run
+from billing.services.ledger import account_balances
+from metering.models import Deployment
+from metering.services.incidents import incident_create
+
+from .factories import APRIL, MARCH, make_contract, make_priced_model, post_usage
+
+pytestmark = pytest.mark.both_backends
+M = 1_000_000
+# March has 31 days: 2,678,400 s; below 99.9% uptime means more than 2,678.4 s down.
+
+
+@pytest.fixture
+def march(users, token_client, tenant_a):
+    api = token_client(users["operator"], scopes=["ingest", "read"])
+    make_priced_model()
+    make_contract(tenant_a)
+    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
+    post_usage(api, [{"id": "s1", **usage}])  # 8.80 + 8.80 = 17.60 of usage lines
+    return api
+
+
+def _outage(seconds: int):
+    start = datetime(2026, 3, 10, 12, tzinfo=UTC)
+    incident_create(
+        title="Llama pool down",
+        severity="sev1",
+        impact="major_outage",
+        started_at=start,
+        resolved_at=start + timedelta(seconds=seconds),
+        deployments=[Deployment.objects.get()],
+        by=None,
+    )
+
+
+def test_credit_is_posted_once_and_billed_next_month(march):
+    _outage(3000)  # 1 - 3000/2678400 = 0.99888 < 0.999: 10%
+
+    invoice_run(month_start=MARCH)
+    invoice_run(month_start=MARCH)
+
+    [credit] = SlaCredit.objects.all()
+    assert (credit.credit_pct, credit.base_amount, credit.amount) == (
+        Decimal("10"),
+        Decimal("17.60"),
+        Decimal("1.76"),
+    )
+    assert LedgerTransaction.objects.filter(kind="sla_credit").count() == 1
+    balances = account_balances()
+    assert balances[("contra:sla-credits", "USD")] == Decimal("1.76")
+    assert balances[("liability:sla-credits:tenant-a", "USD")] == Decimal("-1.76")
+
+    post_usage(march, [{"id": "s2", "time": "2026-04-02T00:00:00Z", "input_tokens": 10 * M,
+                        "output_tokens": 0}])  # fmt: skip
+    [april] = invoice_run(month_start=APRIL).issued
+
+    assert [(line.kind, line.amount) for line in april.lines.all()] == [
+        ("usage", Decimal("8.80")),
+        ("sla_credit", Decimal("-1.76")),
+    ]
+    assert april.lines.get(kind="sla_credit").for_month == MARCH
+    assert april.total == Decimal("7.04")
+    assert account_balances()[("liability:sla-credits:tenant-a", "USD")] == 0
+    credit.refresh_from_db()
+    assert credit.invoice == april
+
+
+def test_uptime_at_the_target_earns_no_credit(march):
+    _outage(2678)  # 1 - 2678/2678400 = 0.99900015 ≥ 0.999
+
+    invoice_run(month_start=MARCH)
+
+    [credit] = SlaCredit.objects.all()
+    assert (credit.credit_pct, credit.amount, credit.transaction) == (Decimal(0), Decimal(0), None)
+    assert not LedgerTransaction.objects.filter(kind="sla_credit").exists()
+
+
+def test_contract_credit_tiers_apply(march, tenant_a):
+    make_contract(
+        tenant_a,
+        effective_from=datetime(2026, 2, 1, tzinfo=UTC),
+        credit_tiers=[["0.9999", "5"], ["0.999", "50"]],
+    )
+    _outage(3000)  # below both thresholds: the highest matching percent wins
+
+    invoice_run(month_start=MARCH)
+
+    assert SlaCredit.objects.get().amount == Decimal("8.80")  # 50% of 17.60
+
+
+def test_sla_api_reports_uptime_and_credit(march, users, make_user, tenant_b):
+    from rest_framework.test import APIClient
+
+    _outage(3000)
+    client = APIClient()
+    client.force_login(users["tenant"])
+    url = "/api/v1/sla?from=2026-03-01&to=2026-04-01"
+
+    estimate = client.get(url).json()["results"]
+    invoice_run(month_start=MARCH)
+    posted = client.get(url).json()["results"]
+
+    assert [row["tenant"] for row in posted] == ["tenant-a"]  # a member sees their own
+    row = posted[0]
+    assert row["month"] == "2026-03"
+    assert row["uptime"] == pytest.approx(1 - 3000 / 2_678_400, abs=1e-12)
+    assert (row["target"], row["credit_pct"], row["credit_amount"]) == (0.999, "10.0000", "1.76")
+    assert (estimate[0]["is_posted"], row["is_posted"]) == (False, True)
+    assert estimate[0]["credit_amount"] == "1.76"
+    assert client.get(url + "&tenant=tenant-b").status_code == 404
+
+
+def test_sla_page_shows_missed_target_and_the_incident(march, client, users):
+    _outage(3000)
+    invoice_run(month_start=MARCH)
+    client.force_login(users["finance"])
+    body = client.get("/billing/sla/?month=2026-03").content.decode()
+    assert "99.888%" in body
+    assert "missed" in body
+    assert "1.76 USD" in body
