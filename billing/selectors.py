@@ -10,15 +10,14 @@ from decimal import Decimal
 from django.db.models import QuerySet
 from django.http import Http404
 
-from metering.models import HourlyUsage
 from portal.access import tenant_scoped
 from portal.models import Tenant
 from portal.periods import Period, month_start, next_month
 
 from .models import Account, Contract, Invoice, Posting, Price, PromotionalCredit
-from .rating import RatedItem, RatingError, UnsoldReason
+from .rating import RatedItem, UnsoldReason
 from .services.ledger import account_balances
-from .services.rate import tenant_month_rate
+from .services.rate import month_rate
 
 ZERO = Decimal(0)
 
@@ -162,18 +161,10 @@ def rated_items(*, period: Period, tenants=None):
     errors: dict[str, str] = {}
     items: list[tuple[Tenant, RatedItem]] = []
     for month in period_months(period):
-        ids = HourlyUsage.objects.filter(
-            hour__gte=max(month, period.start), hour__lt=min(next_month(month), period.end)
-        ).values_list("tenant_id", flat=True)
-        scope = Tenant.objects.filter(pk__in=ids.distinct())
-        if tenants is not None:
-            scope = scope.filter(pk__in=[t.pk for t in tenants])
-        for tenant in scope.order_by("slug"):
-            try:
-                rated = tenant_month_rate(tenant=tenant, month_start=month)
-            except RatingError as error:
-                errors[tenant.slug] = str(error)
-                continue
+        rating = month_rate(month_start=month, tenants=tenants)
+        errors |= {rating.tenants[pk].slug: str(error) for pk, error in rating.errors.items()}
+        for pk, rated in sorted(rating.rated.items(), key=lambda kv: rating.tenants[kv[0]].slug):
+            tenant = rating.tenants[pk]
             items.extend(
                 (tenant, item)
                 for item in rated.items

@@ -1,4 +1,4 @@
-"""Rate a tenant's month from the database: rollups, with event detail where it matters.
+"""Rate tenants' months from the database: rollups, with event detail where it matters.
 
 Hourly rollups are exact rating items when nothing changes inside the hour: prices and
 contracts change on whole hours, so only three things can split an hour — the free
@@ -6,13 +6,20 @@ allowance running out, a volume tier being reached, and a promotional credit exp
 Such hours are rated event by event (kpis.md orders them by time, source, id); every
 other hour is one aggregate item per deployment. Rollup tokens that no stored event
 explains (demo rollups) stay an aggregate item of their hour.
+
+`month_rate` rates every tenant of a month with a fixed number of queries, whatever the
+number of tenants or events; `tenant_month_rate` is the one-tenant view of it.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from functools import reduce
+from operator import or_
 
 from django.conf import settings
 from django.db.models import F, Q
@@ -25,40 +32,43 @@ from ..rating import (
     ContractVersion,
     PriceVersion,
     RatedMonth,
+    RatingError,
     UsageItem,
     VolumeTier,
     month_bounds,
     rate_month,
 )
-from ..rating import (
-    PromotionalCredit as CreditIn,
-)
+from ..rating import PromotionalCredit as CreditIn
 from ..rating.books import ContractBook
 
 HOUR = timedelta(hours=1)
 
 
+def _contract_version(c: Contract) -> ContractVersion:
+    return ContractVersion(
+        effective_from=c.effective_from,
+        kind=c.kind,
+        discount_pct=c.discount_pct,
+        free_tokens_per_month=c.free_tokens_per_month,
+        volume_tiers=tuple(
+            VolumeTier(
+                from_tokens=int(t["from_tokens"]), discount_pct=Decimal(str(t["discount_pct"]))
+            )
+            for t in c.volume_tiers
+        ),
+        committed_minimum=c.committed_minimum,
+        currency=c.currency,
+    )
+
+
 def contract_versions(*, tenant: Tenant) -> list[ContractVersion]:
-    return [
-        ContractVersion(
-            effective_from=c.effective_from,
-            kind=c.kind,
-            discount_pct=c.discount_pct,
-            free_tokens_per_month=c.free_tokens_per_month,
-            volume_tiers=tuple(
-                VolumeTier(
-                    from_tokens=int(t["from_tokens"]), discount_pct=Decimal(str(t["discount_pct"]))
-                )
-                for t in c.volume_tiers
-            ),
-            committed_minimum=c.committed_minimum,
-            currency=c.currency,
-        )
-        for c in Contract.objects.filter(tenant=tenant)
-    ]
+    return [_contract_version(c) for c in Contract.objects.filter(tenant=tenant)]
 
 
-def price_versions(*, model_slugs) -> list[PriceVersion]:
+def price_versions(*, model_slugs=None) -> list[PriceVersion]:
+    prices = Price.objects.select_related("model")
+    if model_slugs is not None:
+        prices = prices.filter(model__slug__in=model_slugs)
     return [
         PriceVersion(
             model=p.model.slug,
@@ -67,17 +77,20 @@ def price_versions(*, model_slugs) -> list[PriceVersion]:
             effective_from=p.effective_from,
             currency=p.currency,
         )
-        for p in Price.objects.filter(model__slug__in=model_slugs).select_related("model")
+        for p in prices
     ]
 
 
-def promotions_available(*, tenant: Tenant, month_start: datetime) -> list[CreditIn]:
+def _promotions(*, month_start: datetime, tenant_ids=None) -> dict[int, list[CreditIn]]:
     """Credits in effect before the month ends, not expired at its start, less what the
-    invoices of earlier months (void ones excepted) consumed."""
+    invoices of earlier months (void ones excepted) consumed; per tenant id."""
     start, end = month_bounds(month_start=month_start)
-    credits = PromotionalCredit.objects.filter(tenant=tenant, effective_from__lt=end).filter(
+    credits = PromotionalCredit.objects.filter(effective_from__lt=end).filter(
         Q(expires_at__isnull=True) | Q(expires_at__gt=start)
     )
+    if tenant_ids is not None:
+        credits = credits.filter(tenant_id__in=tenant_ids)
+    credits = list(credits)
     used: dict[int, Decimal] = defaultdict(Decimal)  # summed here: SQLite sums floats
     for credit_id, amount in (
         PromotionUse.objects.filter(credit__in=credits, invoice__period_start__lt=start)
@@ -85,11 +98,11 @@ def promotions_available(*, tenant: Tenant, month_start: datetime) -> list[Credi
         .values_list("credit_id", "amount")
     ):
         used[credit_id] += amount
-    available = []
+    available: dict[int, list[CreditIn]] = defaultdict(list)
     for credit in credits:
-        left = credit.amount - used.get(credit.pk, Decimal(0))
+        left = credit.amount - used[credit.pk]
         if left > 0:
-            available.append(
+            available[credit.tenant_id].append(
                 CreditIn(
                     id=str(credit.pk),
                     amount=left,
@@ -101,11 +114,28 @@ def promotions_available(*, tenant: Tenant, month_start: datetime) -> list[Credi
     return available
 
 
-def _hourly(tenant: Tenant, start: datetime, end: datetime) -> dict[datetime, list[dict]]:
+def promotions_available(*, tenant: Tenant, month_start: datetime) -> list[CreditIn]:
+    return _promotions(month_start=month_start, tenant_ids=[tenant.pk]).get(tenant.pk, [])
+
+
+def _hourly(start: datetime, end: datetime, tenant_ids) -> dict[int, dict[datetime, list[dict]]]:
+    """Rollup rows with ok usage, per tenant id and hour (ok and compliant sums)."""
+    rows = HourlyUsage.objects.filter(hour__gte=start, hour__lt=end).filter(
+        Q(ok_input_tokens__gt=0) | Q(ok_output_tokens__gt=0)
+    )
+    if tenant_ids is not None:
+        rows = rows.filter(tenant_id__in=tenant_ids)
     rows = (
-        HourlyUsage.objects.filter(tenant=tenant, hour__gte=start, hour__lt=end)
-        .filter(Q(ok_input_tokens__gt=0) | Q(ok_output_tokens__gt=0))
-        .values("hour", "deployment_id", "requests", "errors")
+        rows.values(
+            "hour",
+            "tenant_id",
+            "deployment_id",
+            "requests",
+            "errors",
+            "compliant_input_tokens",
+            "compliant_cached_tokens",
+            "compliant_output_tokens",
+        )
         .annotate(
             input_tokens=F("ok_input_tokens"),
             cached_tokens=F("ok_cached_tokens"),
@@ -114,12 +144,13 @@ def _hourly(tenant: Tenant, start: datetime, end: datetime) -> dict[datetime, li
             pool=F("deployment__pool__slug"),
             deployment=F("deployment__slug"),
         )
-        .order_by("hour", "deployment_id")
+        .order_by("tenant_id", "hour", "deployment_id")
     )
-    by_hour: dict[datetime, list[dict]] = defaultdict(list)
+    by_tenant: dict[int, dict[datetime, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
-        by_hour[row["hour"].astimezone(UTC)].append(row)
-    return by_hour
+        row["hour"] = row["hour"].astimezone(UTC)
+        by_tenant[row["tenant_id"]][row["hour"]].append(row)
+    return by_tenant
 
 
 def _split_hours(
@@ -157,13 +188,26 @@ def _split_hours(
     return split
 
 
-def _events_of_hour(tenant: Tenant, hour: datetime, rows: list[dict]) -> list[UsageItem]:
-    """The hour's ok events as items, plus what the rollups hold beyond them."""
-    names = {row["deployment_id"]: row for row in rows}
+def _events(cells: set[tuple[int, datetime]]) -> dict[tuple[int, datetime], list[dict]]:
+    """The ok events of the given (tenant id, hour) cells, with their (source, id), in
+    two queries whatever the number of cells."""
+    if not cells:
+        return {}
+    condition = reduce(
+        or_, (Q(tenant_id=t, time__gte=h, time__lt=h + HOUR) for t, h in sorted(cells))
+    )
     events = list(
-        UsageEvent.objects.filter(
-            tenant=tenant, time__gte=hour, time__lt=hour + HOUR, is_error=False
-        ).values("id", "time", "deployment_id", "input_tokens", "cached_tokens", "output_tokens")
+        UsageEvent.objects.filter(condition, is_error=False).values(
+            "id",
+            "time",
+            "tenant_id",
+            "deployment_id",
+            "input_tokens",
+            "cached_tokens",
+            "output_tokens",
+            "ttft_ms",
+            "tpot_ms",
+        )
     )
     keys = {
         pk: (source, event_id)
@@ -171,27 +215,13 @@ def _events_of_hour(tenant: Tenant, hour: datetime, rows: list[dict]) -> list[Us
             id__in=[e["id"] for e in events]
         ).values_list("id", "source", "event_id")
     }
-    items = []
-    explained: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # in, cached, out, n
+    by_cell: dict[tuple[int, datetime], list[dict]] = defaultdict(list)
     for event in events:
-        row = names.get(event["deployment_id"])
-        if row is None:  # not rolled up yet: the caller folds pending events first
-            continue
-        source, event_id = keys[event["id"]]
-        tokens = (event["input_tokens"], event["cached_tokens"], event["output_tokens"])
-        items.append(_item(event["time"], row, *tokens, requests=1, source=source, id=event_id))
-        sums = explained[event["deployment_id"]]
-        for index, value in enumerate((*tokens, 1)):
-            sums[index] += value
-    for row in rows:
-        rest = [
-            max(total - seen, 0)
-            for total, seen in zip(_row_totals(row), explained[row["deployment_id"]], strict=True)
-        ]
-        if rest[0] or rest[2]:
-            rest[1] = min(rest[1], rest[0])
-            items.append(_item(hour, row, *rest[:3], requests=rest[3]))
-    return items
+        event["time"] = event["time"].astimezone(UTC)
+        event["source"], event["event_id"] = keys[event["id"]]
+        hour = event["time"].replace(minute=0, second=0, microsecond=0)
+        by_cell[(event["tenant_id"], hour)].append(event)
+    return by_cell
 
 
 def _row_totals(row: dict) -> tuple[int, int, int, int]:
@@ -212,38 +242,107 @@ def _item(time, row, input_tokens, cached_tokens, output_tokens, **extra) -> Usa
     )
 
 
-def usage_items(*, tenant: Tenant, month_start: datetime, contracts, promotions) -> list[UsageItem]:
-    """The month's ok usage of a tenant as rating items (see the module docstring)."""
-    start, end = month_bounds(month_start=month_start)
-    by_hour = _hourly(tenant, start, end)
-    book = ContractBook(contracts)
-    opening = book.at(when=start)
-    allowance = opening.free_tokens_per_month if opening is not None else 0
-    split = _split_hours(by_hour, contracts=book, allowance=allowance, promotions=promotions)
+def _hour_items(hour: datetime, rows: list[dict], events: list[dict]) -> list[UsageItem]:
+    """A split hour: its events as items, plus what the rollups hold beyond them."""
+    names = {row["deployment_id"]: row for row in rows}
     items = []
-    for hour, rows in by_hour.items():
-        if hour in split:
-            items.extend(_events_of_hour(tenant, hour, rows))
-        else:
-            for row in rows:
-                *tokens, requests = _row_totals(row)
-                items.append(_item(hour, row, *tokens, requests=requests))
+    explained: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # in, cached, out, n
+    for event in events:
+        row = names.get(event["deployment_id"])
+        if row is None:  # not rolled up yet: the caller folds pending events first
+            continue
+        tokens = (event["input_tokens"], event["cached_tokens"], event["output_tokens"])
+        items.append(
+            _item(
+                event["time"],
+                row,
+                *tokens,
+                requests=1,
+                source=event["source"],
+                id=event["event_id"],
+            )
+        )
+        sums = explained[event["deployment_id"]]
+        for index, value in enumerate((*tokens, 1)):
+            sums[index] += value
+    for row in rows:
+        rest = [
+            max(total - seen, 0)
+            for total, seen in zip(_row_totals(row), explained[row["deployment_id"]], strict=True)
+        ]
+        if rest[0] or rest[2]:
+            rest[1] = min(rest[1], rest[0])
+            items.append(_item(hour, row, *rest[:3], requests=rest[3]))
     return items
+
+
+@dataclass
+class MonthRating:
+    """Every tenant's rating of one UTC month, and the rows it was built from."""
+
+    month_start: datetime
+    tenants: dict[int, Tenant]
+    rated: dict[int, RatedMonth] = field(default_factory=dict)  # tenant id -> rating
+    errors: dict[int, RatingError] = field(default_factory=dict)  # tenant id -> why not
+    rows: dict[int, dict[datetime, list[dict]]] = field(default_factory=dict)  # rollup rows
+    events: dict[tuple[str, str], dict] = field(default_factory=dict)  # (source, id) -> event
+
+
+def month_rate(*, month_start: datetime, tenants: Iterable[Tenant] | None = None) -> MonthRating:
+    """Rate the month of every tenant with usage in it (or of `tenants`), in a fixed number
+    of queries; a tenant that cannot be rated gets its RatingError instead."""
+    start, end = month_bounds(month_start=month_start)
+    ids = None if tenants is None else [t.pk for t in tenants]
+    by_tenant = _hourly(start, end, ids)
+    if ids is None:
+        ids = list(by_tenant)
+    tenant_map = {t.pk: t for t in Tenant.objects.filter(pk__in=ids)}
+    contracts: dict[int, list[ContractVersion]] = defaultdict(list)
+    for contract in Contract.objects.filter(tenant_id__in=ids):
+        contracts[contract.tenant_id].append(_contract_version(contract))
+    promotions = _promotions(month_start=start, tenant_ids=ids)
+    prices = price_versions()
+    split: dict[int, set[datetime]] = {}
+    for tenant_id in ids:
+        book = ContractBook(contracts[tenant_id])
+        opening = book.at(when=start)
+        split[tenant_id] = _split_hours(
+            by_tenant.get(tenant_id, {}),
+            contracts=book,
+            allowance=opening.free_tokens_per_month if opening is not None else 0,
+            promotions=promotions.get(tenant_id, []),
+        )
+    events = _events({(t, h) for t, hours in split.items() for h in hours})
+    result = MonthRating(month_start=start, tenants=tenant_map, rows=dict(by_tenant))
+    for tenant_id in ids:
+        items: list[UsageItem] = []
+        for hour, rows in by_tenant.get(tenant_id, {}).items():
+            if hour in split[tenant_id]:
+                hour_events = events.get((tenant_id, hour), [])
+                items.extend(_hour_items(hour, rows, hour_events))
+                result.events.update(((e["source"], e["event_id"]), e) for e in hour_events)
+            else:
+                for row in rows:
+                    *tokens, requests = _row_totals(row)
+                    items.append(_item(hour, row, *tokens, requests=requests))
+        try:
+            result.rated[tenant_id] = rate_month(
+                month_start=start,
+                items=items,
+                contracts=contracts[tenant_id],
+                prices=prices,
+                promotions=promotions.get(tenant_id, []),
+                currency=settings.FACTORY_CURRENCY,
+            )
+        except RatingError as error:
+            result.errors[tenant_id] = error
+    return result
 
 
 def tenant_month_rate(*, tenant: Tenant, month_start: datetime) -> RatedMonth:
     """Rate one tenant's UTC month as it stands in the rollups (RatingError names a
     missing price)."""
-    contracts = contract_versions(tenant=tenant)
-    promotions = promotions_available(tenant=tenant, month_start=month_start)
-    items = usage_items(
-        tenant=tenant, month_start=month_start, contracts=contracts, promotions=promotions
-    )
-    return rate_month(
-        month_start=month_start,
-        items=items,
-        contracts=contracts,
-        prices=price_versions(model_slugs={item.model for item in items}),
-        promotions=promotions,
-        currency=settings.FACTORY_CURRENCY,
-    )
+    rating = month_rate(month_start=month_start, tenants=[tenant])
+    if tenant.pk in rating.errors:
+        raise rating.errors[tenant.pk]
+    return rating.rated[tenant.pk]
