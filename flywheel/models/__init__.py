@@ -1,0 +1,3 @@
+from .snapshots import KpiSnapshot
+
+__all__ = ["KpiSnapshot"]
