@@ -19,7 +19,9 @@ from functools import reduce
 from operator import or_
 
 from django.db.models import Max, Q, Sum
+from django.utils import timezone
 
+from billing.models import SlaCredit
 from billing.services.rate import month_rate
 from metering.models import CapacitySample as CapacityRow
 from metering.models import Deployment, DeploymentVersion, HourlyUsage, Pool
@@ -112,6 +114,8 @@ class FactoryData:
         self.hours: dict[int, dict[datetime, HourSums]] = defaultdict(lambda: defaultdict(HourSums))
         self.samples: dict[int, list[CapacitySample]] = defaultdict(list)
         self.rating_errors: dict[str, str] = {}
+        self.month_shortfalls: dict[datetime, Decimal] = {}  # months that are over
+        self.month_sla_credits: dict[datetime, Decimal] = defaultdict(Decimal)
         self._load_production()
         self._load_capacity()
         self._load_sales()
@@ -175,6 +179,10 @@ class FactoryData:
                 for hour, hour_rows in by_hour.items()
                 for row in hour_rows
             }
+            if next_month(month) <= timezone.now():  # a shortfall is due once the month is over
+                self.month_shortfalls[month] = sum(
+                    (r.minimum_shortfall for r in rating.rated.values()), ZERO
+                )
             for tenant_id, rated in rating.rated.items():
                 for item in rated.items:
                     when = item.item.time
@@ -185,6 +193,33 @@ class FactoryData:
                             rating.events,
                         )
             month = next_month(month)
+        for credit in SlaCredit.objects.filter(
+            month_start__gte=month_start(self.start), month_start__lt=self.end
+        ):
+            self.month_sla_credits[credit.month_start.astimezone(UTC)] += credit.amount
+
+    def _month_share(self, monthly: dict[datetime, Decimal], start, end) -> Decimal:
+        """Each month's amount spread evenly over its seconds; the period takes its share."""
+        total = ZERO
+        with localcontext(KPI_CONTEXT):
+            for month, amount in monthly.items():
+                month_end = next_month(month)
+                overlap = (min(end, month_end) - max(start, month)).total_seconds()
+                if overlap > 0 and amount:
+                    total += (
+                        amount
+                        * Decimal(int(overlap))
+                        / Decimal(int((month_end - month).total_seconds()))
+                    )
+        return total
+
+    def revenue_adjustments(self, *, start: datetime, end: datetime) -> tuple[Decimal, Decimal]:
+        """(minimum-commitment shortfall, SLA credits) falling in [start, end), factory-wide:
+        TFOM revenue = realized revenue + shortfall − credits (kpis.md section 5)."""
+        return (
+            self._month_share(self.month_shortfalls, start, end),
+            self._month_share(self.month_sla_credits, start, end),
+        )
 
     def _add_sale(self, rated, row, events) -> None:
         item = rated.item
