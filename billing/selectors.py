@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.db.models import QuerySet
@@ -14,7 +14,7 @@ from portal.access import tenant_scoped
 from portal.models import Tenant
 from portal.periods import Period, month_start, next_month
 
-from .models import Account, Contract, Invoice, Posting, Price, PromotionalCredit
+from .models import Account, Contract, Invoice, Posting, Price, PromotionalCredit, SlaCredit
 from .rating import RatedItem, UnsoldReason
 from .services.ledger import account_balances
 from .services.rate import month_rate
@@ -202,3 +202,13 @@ def realization_get(*, period: Period, user) -> Realization:
         unsold={slug: dict(reasons) for slug, reasons in sorted(unsold.items())},
         errors=errors,
     )
+
+
+def sla_credit_totals(*, start: datetime, end: datetime) -> dict[datetime, Decimal]:
+    """Posted SLA credits per month (first instant, UTC) for months starting in [start, end)."""
+    totals: dict[datetime, Decimal] = defaultdict(lambda: ZERO)
+    for month, amount in SlaCredit.objects.filter(
+        month_start__gte=start, month_start__lt=end
+    ).values_list("month_start", "amount"):
+        totals[month.astimezone(UTC)] += amount
+    return dict(totals)

@@ -21,7 +21,7 @@ from operator import or_
 from django.db.models import Max, Q, Sum
 from django.utils import timezone
 
-from billing.models import SlaCredit
+from billing.selectors import sla_credit_totals
 from billing.services.rate import month_rate
 from metering.models import CapacitySample as CapacityRow
 from metering.models import Deployment, DeploymentVersion, HourlyUsage, Pool
@@ -115,7 +115,7 @@ class FactoryData:
         self.samples: dict[int, list[CapacitySample]] = defaultdict(list)
         self.rating_errors: dict[str, str] = {}
         self.month_shortfalls: dict[datetime, Decimal] = {}  # months that are over
-        self.month_sla_credits: dict[datetime, Decimal] = defaultdict(Decimal)
+        self.month_sla_credits: dict[datetime, Decimal] = {}
         self._load_production()
         self._load_capacity()
         self._load_sales()
@@ -193,10 +193,7 @@ class FactoryData:
                             rating.events,
                         )
             month = next_month(month)
-        for credit in SlaCredit.objects.filter(
-            month_start__gte=month_start(self.start), month_start__lt=self.end
-        ):
-            self.month_sla_credits[credit.month_start.astimezone(UTC)] += credit.amount
+        self.month_sla_credits = sla_credit_totals(start=month_start(self.start), end=self.end)
 
     def _month_share(self, monthly: dict[datetime, Decimal], start, end) -> Decimal:
         """Each month's amount spread evenly over its seconds; the period takes its share."""
