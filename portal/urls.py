@@ -3,12 +3,15 @@ from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from flywheel.api.views import MetricsView
+
 from . import views
 
 api_v1 = [
     path("", include("portal.api.urls")),
     path("", include("metering.api.urls")),
     path("", include("billing.api.urls")),
+    path("", include("flywheel.api.urls")),
 ]
 
 urlpatterns = [
@@ -21,6 +24,7 @@ urlpatterns = [
     path("", include("metering.urls")),
     path("billing/", include("billing.urls")),
     path("api/v1/", include(api_v1)),
+    path("metrics", MetricsView.as_view(), name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path(
         "api/docs/",

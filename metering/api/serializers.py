@@ -1,6 +1,7 @@
 from decimal import Decimal
 
 from rest_framework import serializers
+from rest_framework.validators import UniqueValidator
 
 from metering.models import Deployment, DeploymentVersion, Pool, ServedModel
 
@@ -11,8 +12,31 @@ class PoolSerializer(serializers.ModelSerializer):
         fields = ["slug", "name", "gpu_type", "gpu_count", "site"]
 
 
+class AliasesField(serializers.ListField):
+    """Alias names in, alias names out (from the model's related aliases)."""
+
+    def to_representation(self, data):
+        return sorted(alias.alias for alias in data.all())
+
+
+# Model and deployment names carry versions and pools: "llama-3.3-70b", "llama-3.3-70b@h100-a".
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]*$"
+NAME_HELP = "letters, digits and . _ @ - (e.g. llama-3.3-70b@h100-a)"
+
+
+def name_field(model, max_length: int) -> serializers.RegexField:
+    return serializers.RegexField(
+        NAME_PATTERN,
+        max_length=max_length,
+        help_text=NAME_HELP,
+        error_messages={"invalid": f"Use {NAME_HELP}."},
+        validators=[UniqueValidator(queryset=model.objects.all())],
+    )
+
+
 class ServedModelSerializer(serializers.ModelSerializer):
-    aliases = serializers.ListField(
+    slug = name_field(ServedModel, 100)
+    aliases = AliasesField(
         child=serializers.CharField(max_length=200),
         required=False,
         default=list,
@@ -22,11 +46,6 @@ class ServedModelSerializer(serializers.ModelSerializer):
     class Meta:
         model = ServedModel
         fields = ["slug", "name", "aliases"]
-
-    def to_representation(self, instance):
-        data = super().to_representation(instance)
-        data["aliases"] = sorted(a.alias for a in instance.aliases.all())
-        return data
 
 
 class DeploymentVersionSerializer(serializers.ModelSerializer):
@@ -43,6 +62,7 @@ class DeploymentVersionSerializer(serializers.ModelSerializer):
 
 
 class DeploymentSerializer(serializers.ModelSerializer):
+    slug = name_field(Deployment, 150)
     model = serializers.SlugRelatedField(slug_field="slug", queryset=ServedModel.objects.all())
     pool = serializers.SlugRelatedField(slug_field="slug", queryset=Pool.objects.all())
     r_ref = serializers.DecimalField(

@@ -69,6 +69,7 @@ class ServedModelViewSet(AuditedModelViewSet):
     queryset = ServedModel.objects.prefetch_related("aliases")
     serializer_class = ServedModelSerializer
     lookup_field = "slug"
+    lookup_value_regex = r"[^/]+"  # slugs may hold dots: llama-3.3-70b
     audit_type = "served_model"
     permission_classes = [FactoryPermission]
 
@@ -101,6 +102,7 @@ class DeploymentViewSet(
     queryset = Deployment.objects.select_related("model", "pool").prefetch_related("versions")
     serializer_class = DeploymentSerializer
     lookup_field = "slug"
+    lookup_value_regex = r"[^/]+"  # llama-3.3-70b@h100-a
     permission_classes = [FactoryPermission]
 
     def perform_create(self, serializer):

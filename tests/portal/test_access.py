@@ -48,6 +48,8 @@ API_LISTS = {
     "/api/v1/invoices": {"operator", "finance", "tenant"},
     "/api/v1/ledger": {"operator", "finance", "tenant"},
     "/api/v1/sla": {"operator", "finance", "tenant"},
+    "/api/v1/kpis": {"operator", "finance", "investor"},
+    "/metrics": {"operator", "finance", "investor"},
 }
 
 
@@ -62,7 +64,14 @@ def _named_routes(resolver=None, prefix=""):
 
 def test_matrix_covers_every_page_route():
     """A new page without a row in the matrix fails here."""
-    known_prefixes = ("api/v1/", "api/schema/", "login/", "logout/", "tokens/<int:pk>/revoke/")
+    known_prefixes = (
+        "api/v1/",
+        "api/schema/",
+        "login/",
+        "logout/",
+        "tokens/<int:pk>/revoke/",
+        "metrics",  # an API endpoint (Prometheus text), in API_LISTS
+    )
     pages = {
         "/" + route
         for route, _ in _named_routes()
@@ -112,7 +121,10 @@ def test_api_lists_answer_by_role(url, users):
 def test_api_refuses_anonymous_requests(url, client, db):
     response = client.get(url)
     assert response.status_code in (401, 403)
-    assert response.json()["errors"][0]["message"]
+    if response["Content-Type"].startswith("text/plain"):  # /metrics answers in text
+        assert "credentials were not provided" in response.content.decode()
+    else:
+        assert response.json()["errors"][0]["message"]
 
 
 def test_tenant_member_sees_only_own_tenant_and_404_for_another(users, tenant_b, token_client):

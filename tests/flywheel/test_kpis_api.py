@@ -1,0 +1,239 @@
+"""The worked examples of kpis.md section 7 through the HTTP API, /metrics, and snapshots."""
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from prometheus_client.parser import text_string_to_metric_families
+
+from flywheel.models import KpiSnapshot
+from flywheel.services.snapshots import snapshots_measure
+
+pytestmark = pytest.mark.both_backends
+WEEK = datetime(2026, 3, 2, tzinfo=UTC)
+
+
+@pytest.fixture
+def api(users, token_client):
+    return token_client(users["operator"], scopes=["ingest", "read", "admin"])
+
+
+def _post(api, path, body):
+    response = api.post(path, body, format="json")
+    assert response.status_code in (200, 201), (path, response.json())
+    return response.json()
+
+
+def _factory(api, *, pool, gpus, model="llama-70b", r_ref="1000", ttft=None):
+    _post(api, "/api/v1/pools", {"slug": pool, "name": pool, "gpu_type": "H100", "gpu_count": gpus})
+    _post(api, "/api/v1/models", {"slug": model, "name": model})
+    body = {"model": model, "pool": pool, "slug": f"{model}@{pool}", "r_ref": r_ref}
+    if ttft:
+        body["slo_ttft_ms"] = ttft
+    _post(api, "/api/v1/deployments", body)
+
+
+def test_example_1_one_pool_one_week(api, tenant_a, django_capture_on_commit_callbacks):
+    _factory(api, pool="p1", gpus=100)
+    # Healthy 96 of 100 all week; busy 47 for the first 48,384 s then 46: 46.08 on average,
+    # 48% of the healthy GPUs.
+    _post(
+        api,
+        "/api/v1/capacity",
+        [
+            {"pool": "p1", "time": "2026-03-02T00:00:00Z", "gpus_installed": 100,
+             "gpus_healthy": 96, "gpus_busy": 47},
+            {"pool": "p1", "time": (WEEK + timedelta(seconds=48_384)).isoformat(),
+             "gpus_installed": 100, "gpus_healthy": 96, "gpus_busy": 46},
+        ],
+    )  # fmt: skip
+    hourly = 13_098_516_480 // 168  # 77,967,360 output tokens an hour
+    events = [
+        {"id": f"w{h}", "time": (WEEK + timedelta(hours=h, minutes=30)).isoformat(),
+         "tenant": "tenant-a", "model": "llama-70b", "input_tokens": 0, "output_tokens": hourly}
+        for h in range(168)
+    ]  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        _post(api, "/api/v1/usage/events", events)
+
+    kpis = api.get("/api/v1/kpis?scope=factory&from=2026-03-02&to=2026-03-09").json()
+
+    assert kpis["telemetry"] == "measured"
+    assert kpis["calendar_gpu_seconds"] == 60_480_000
+    assert kpis["available_gpu_seconds"] == 58_060_800
+    assert kpis["busy_gpu_seconds"] == 27_869_184
+    assert kpis["availability"] == pytest.approx(0.96, abs=1e-12)
+    assert kpis["occupancy"] == pytest.approx(0.48, abs=1e-12)
+    assert kpis["efficiency"] == pytest.approx(0.47, abs=1e-12)
+    assert kpis["tef"] == pytest.approx(0.216576, abs=1e-12)
+    assert kpis["output_tokens"] == 13_098_516_480
+    pool = api.get("/api/v1/kpis?scope=p1&from=2026-03-02&to=2026-03-09").json()
+    assert pool["tef"] == kpis["tef"]
+
+
+def test_example_2_no_capacity_samples(api, tenant_a, django_capture_on_commit_callbacks):
+    _factory(api, pool="p700", gpus=700)
+    events = [
+        {
+            "id": f"h{i}",
+            "time": f"2026-03-02T10:{i:02d}:00Z",
+            "tenant": "tenant-a",
+            "model": "llama-70b",
+            "input_tokens": 0,
+            "output_tokens": 12_600_000,
+        }
+        for i in range(60)
+    ]  # fmt: skip  (756,000,000 output tokens in the hour: 210,000 tokens/s)
+    with django_capture_on_commit_callbacks(execute=True):
+        _post(api, "/api/v1/usage/events", events)
+
+    kpis = api.get("/api/v1/kpis?from=2026-03-02T10:00:00Z&to=2026-03-02T11:00:00Z").json()
+
+    assert kpis["telemetry"] == "assumed"
+    assert kpis["tef"] == pytest.approx(0.30, abs=1e-12)
+    assert kpis["tps"] == pytest.approx(210_000)
+    assert kpis["theoretical_tps"] == pytest.approx(700_000)
+
+
+def test_example_4_tfi_from_its_factors(
+    api, tenant_a, tenant_b, django_capture_on_commit_callbacks
+):
+    """TEF 0.65, σ 0.999, s 0.70, ρ 0.90 → TFI 0.4090905 on one GPU for one hour."""
+    _factory(api, pool="one", gpus=1, ttft=2000)
+    _post(api, "/api/v1/prices", {"model": "llama-70b", "token_class": "output",
+                                  "per_million": "1.00", "currency": "USD",
+                                  "effective_from": "2026-01-01T00:00:00Z"})  # fmt: skip
+    _post(api, "/api/v1/contracts", {"tenant": "tenant-a", "kind": "paid", "discount_pct": "10",
+                                     "effective_from": "2026-01-01T00:00:00Z"})  # fmt: skip
+    _post(api, "/api/v1/contracts", {"tenant": "tenant-b", "kind": "trial",
+                                     "effective_from": "2026-01-01T00:00:00Z"})  # fmt: skip
+    base = {"model": "llama-70b", "input_tokens": 0, "time": "2026-03-02T10:30:00Z"}
+    events = [
+        {**base, "id": "paid", "tenant": "tenant-a", "output_tokens": 1_636_362, "ttft_ms": 100},
+        {**base, "id": "trial", "tenant": "tenant-b", "output_tokens": 701_298, "ttft_ms": 100},
+        {**base, "id": "slow", "tenant": "tenant-b", "output_tokens": 2_340, "ttft_ms": 5000},
+    ]
+    with django_capture_on_commit_callbacks(execute=True):
+        _post(api, "/api/v1/usage/events", events)
+
+    kpis = api.get("/api/v1/kpis?from=2026-03-02T10:00:00Z&to=2026-03-02T11:00:00Z").json()
+
+    assert kpis["tef"] == pytest.approx(0.65, abs=1e-12)
+    assert kpis["sla_delivery"] == pytest.approx(0.999, abs=1e-12)
+    assert kpis["sell_through"] == pytest.approx(0.70, abs=1e-12)
+    assert kpis["price_realization"] == pytest.approx(0.90, abs=1e-12)
+    assert kpis["tfi"] == pytest.approx(0.4090905, abs=1e-12)
+    assert (kpis["list_value"], kpis["realized_revenue"]) == ("1.64", "1.47")
+    assert kpis["paid_output_tokens"] == 1_636_362
+
+
+def test_unknown_scope_is_a_400_naming_the_field(api, db):
+    response = api.get("/api/v1/kpis?scope=nope")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "scope"
+
+
+def test_investor_reads_kpis_and_tenant_cannot(users, client, db):
+    client.force_login(users["investor"])
+    assert client.get("/api/v1/kpis").status_code == 200
+    client.force_login(users["tenant"])
+    assert client.get("/api/v1/kpis").status_code == 403
+    assert client.get("/metrics").status_code == 403
+
+
+def test_metrics_carry_the_same_values_as_the_api(
+    api, tenant_a, django_capture_on_commit_callbacks
+):
+    from django.utils import timezone
+
+    _factory(api, pool="p1", gpus=8)
+    now = timezone.now()
+    events = [{"id": "m1", "time": (now - timedelta(hours=1)).isoformat(), "tenant": "tenant-a",
+               "model": "llama-70b", "input_tokens": 10, "output_tokens": 1_000_000}]  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        _post(api, "/api/v1/usage/events", events)
+    snapshots_measure(start=now - timedelta(hours=1), end=now, now=now)
+    month = KpiSnapshot.objects.get(scope="factory", period_kind="month")
+
+    text = api.get("/metrics").content.decode()
+
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    tef = {s.labels["scope"]: s.value for s in families["tokenfactory_tef"].samples}
+    assert tef == {"factory": month.values["tef"], "p1": month.values["tef"]}
+    occupancy = families["tokenfactory_occupancy"].samples[0].value
+    assert occupancy == month.values["occupancy"]
+
+
+def _snapshot_rows():
+    return sorted(
+        (s.scope, s.period_kind, s.period_start, s.values["tef"], s.values["output_tokens"])
+        for s in KpiSnapshot.objects.all()
+    )
+
+
+def test_snapshots_are_upserts_and_survive_a_crash(api, tenant_a, monkeypatch,
+                                                   django_capture_on_commit_callbacks):  # fmt: skip
+    _factory(api, pool="p1", gpus=8)
+    events = [{"id": f"s{d}", "time": f"2026-03-0{d}T12:00:00Z", "tenant": "tenant-a",
+               "model": "llama-70b", "input_tokens": 0, "output_tokens": d * 1000}
+              for d in range(1, 4)]  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        _post(api, "/api/v1/usage/events", events)
+    now = datetime(2026, 3, 10, tzinfo=UTC)
+    snapshots_measure(start=WEEK - timedelta(days=1), end=WEEK + timedelta(days=2), now=now)
+    clean = _snapshot_rows()
+
+    from flywheel.services import snapshots as service
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("worker killed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(service.KpiSnapshot.objects, "bulk_create", crash)
+        with pytest.raises(RuntimeError):
+            snapshots_measure(start=WEEK - timedelta(days=1), end=WEEK + timedelta(days=2), now=now)
+    snapshots_measure(start=WEEK - timedelta(days=1), end=WEEK + timedelta(days=2), now=now)
+
+    assert _snapshot_rows() == clean
+    # 3 days and 1 month, for the factory and its pool.
+    assert len(clean) == (3 + 1) * 2
+    assert [r[4] for r in clean if r[0] == "factory" and r[1] == "day"] == [1000, 2000, 3000]
+
+
+@pytest.mark.postgres_only
+def test_two_workers_measuring_at_once_leave_one_row_per_key(transactional_db, users,
+                                                              token_client):  # fmt: skip
+    api = token_client(users["operator"], scopes=["ingest", "read", "admin"])
+    _factory(api, pool="p1", gpus=8)
+    now = datetime(2026, 3, 10, tzinfo=UTC)
+    barrier = threading.Barrier(2)
+    errors = []
+
+    def run():
+        try:
+            barrier.wait()
+            snapshots_measure(start=WEEK, end=WEEK + timedelta(days=3), now=now)
+        except Exception as error:  # reported below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    assert KpiSnapshot.objects.count() == (3 + 1) * 2
+
+
+def test_dotted_model_and_deployment_names_round_trip(api, db):
+    _factory(api, pool="h100-a", gpus=8, model="llama-3.3-70b")
+    assert api.get("/api/v1/models/llama-3.3-70b").json()["slug"] == "llama-3.3-70b"
+    deployment = api.get("/api/v1/deployments/llama-3.3-70b@h100-a").json()
+    assert (deployment["model"], deployment["pool"]) == ("llama-3.3-70b", "h100-a")
+    bad = api.post("/api/v1/models", {"slug": "bad name", "name": "x"}, format="json")
+    assert bad.status_code == 400
+    assert bad.json()["errors"][0]["field"] == "slug"
