@@ -196,6 +196,13 @@ SPECTACULAR_SETTINGS = {
 DATA_UPLOAD_MAX_MEMORY_SIZE = 33 * 1024 * 1024
 
 FACTORY_CURRENCY = os.environ.get("FACTORY_CURRENCY", "USD")
+# The landing page of each role (dotted view paths; roles not listed get a welcome page).
+PORTAL_HOME_VIEWS = {
+    "operator": "flywheel.views.overview",
+    "finance": "flywheel.views.overview",
+    "investor": "flywheel.views.overview",
+}
+
 # The issuer named on invoices and reports.
 FACTORY_NAME = os.environ.get("FACTORY_NAME", "Token Factory")
 

@@ -1,8 +1,10 @@
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.module_loading import import_string
 from django.views.decorators.http import require_POST
 
 from .access import TOKEN_SCOPES, user_role
@@ -21,8 +23,11 @@ class LoginView(auth_views.LoginView):
 
 @role_required(*ALL_ROLES)
 def home(request):
-    """The landing page of each role."""
+    """The landing page of each role: the view settings.PORTAL_HOME_VIEWS names for it
+    (a dotted path, so the base app imports no other app), else a welcome page."""
     role = user_role(request.user)
+    if path := settings.PORTAL_HOME_VIEWS.get(role.value):
+        return import_string(path)(request)
     return render(request, f"portal/home_{role.value}.html", {"title": "Home"})
 
 
