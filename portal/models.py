@@ -76,8 +76,17 @@ class ApiToken(models.Model):
         return self.revoked_at is None
 
 
+class AuditEntryQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise PermissionError("audit entries are append-only")
+
+    def delete(self):
+        raise PermissionError("audit entries are append-only")
+
+
 class AuditEntry(models.Model):
-    """One change to a configuration object or a sensitive action: who, when, before and after."""
+    """One change to a configuration object or a sensitive action: who, when, before and
+    after. Append-only: the ORM refuses changes, and so does PostgreSQL (a trigger)."""
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(
@@ -89,9 +98,19 @@ class AuditEntry(models.Model):
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
 
+    objects = AuditEntryQuerySet.as_manager()
+
     class Meta:
         ordering = ["-at", "-id"]
         verbose_name_plural = "audit entries"
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.action} {self.object_type} {self.object_id}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise PermissionError("audit entries are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise PermissionError("audit entries are append-only")

@@ -62,6 +62,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "portal.middleware.SessionAbsoluteTimeoutMiddleware",
+    "portal.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"
@@ -140,6 +142,11 @@ STORAGES = {
 # Sessions: idle timeout (refreshed on each request) and an absolute cap (portal.middleware).
 SESSION_COOKIE_AGE = int(os.environ.get("SESSION_IDLE_SECONDS", str(8 * 3600)))
 SESSION_SAVE_EVERY_REQUEST = True
+SESSION_ABSOLUTE_SECONDS = int(os.environ.get("SESSION_ABSOLUTE_SECONDS", str(24 * 3600)))
+# Sign-in lockout: this many failures for a username or from an address within the
+# lockout time lock both out for that time.
+LOGIN_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "5"))
+LOGIN_LOCKOUT_SECONDS = int(os.environ.get("LOGIN_LOCKOUT_SECONDS", str(15 * 60)))
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
@@ -169,6 +176,7 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": ["portal.security.QuotaThrottle"],
     "DEFAULT_THROTTLE_RATES": {
         "read": os.environ.get("API_QUOTA_READ", "6000/min"),
         "write": os.environ.get("API_QUOTA_WRITE", "1200/min"),

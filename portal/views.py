@@ -11,14 +11,40 @@ from .access import TOKEN_SCOPES, user_role
 from .decorators import role_required
 from .forms import TokenForm
 from .models import ApiToken, AuditEntry, Role
+from .security import login_failed, login_locked_for, login_succeeded
 from .services import token_create, token_revoke
 
 ALL_ROLES = tuple(Role)
 
 
 class LoginView(auth_views.LoginView):
+    """Sign-in with a lockout: LOGIN_FAILURE_LIMIT failures for a username or from an
+    address lock both out for LOGIN_LOCKOUT_SECONDS (answered 429)."""
+
     template_name = "portal/login.html"
     redirect_authenticated_user = True
+
+    def post(self, request, *args, **kwargs):
+        username = request.POST.get("username", "")
+        ip = request.META.get("REMOTE_ADDR", "")
+        if locked := login_locked_for(username=username, ip=ip):
+            form = self.get_form()
+            form.errors.clear()
+            form.add_error(
+                None,
+                f"Too many failed sign-ins. Try again in {max(1, round(locked / 60))} minutes.",
+            )
+            return self.render_to_response(self.get_context_data(form=form), status=429)
+        return super().post(request, *args, **kwargs)
+
+    def form_invalid(self, form):
+        login_failed(username=self.request.POST.get("username", ""),
+                     ip=self.request.META.get("REMOTE_ADDR", ""))  # fmt: skip
+        return super().form_invalid(form)
+
+    def form_valid(self, form):
+        login_succeeded(username=form.get_user().get_username())
+        return super().form_valid(form)
 
 
 @role_required(*ALL_ROLES)

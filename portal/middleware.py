@@ -1,0 +1,56 @@
+"""Session absolute timeout, and a clear 503 page when the database is unreachable."""
+
+import time
+
+from django.conf import settings
+from django.contrib.auth import logout
+from django.db import InterfaceError, OperationalError
+from django.http import HttpResponse
+from django.shortcuts import redirect, resolve_url
+from django.template.loader import render_to_string
+
+SESSION_STARTED = "portal_session_started"
+
+
+class SessionAbsoluteTimeoutMiddleware:
+    """Sign a user out once their session is older than SESSION_ABSOLUTE_SECONDS, however
+    active it was (the idle timeout is SESSION_COOKIE_AGE, refreshed on each request)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        try:
+            is_authenticated = request.user.is_authenticated
+        except (OperationalError, InterfaceError):  # the view answers 503; nothing to check
+            return self.get_response(request)
+        if is_authenticated:
+            started = request.session.get(SESSION_STARTED)
+            now = int(time.time())
+            if started is None:
+                request.session[SESSION_STARTED] = now
+            elif now - started > settings.SESSION_ABSOLUTE_SECONDS:
+                logout(request)
+                if request.path.startswith("/api/"):
+                    return self.get_response(request)  # answered as unauthenticated
+                return redirect(f"{resolve_url(settings.LOGIN_URL)}?next={request.path}")
+        return self.get_response(request)
+
+
+class DatabaseUnavailableMiddleware:
+    """Pages answer 503 with Retry-After and a plain explanation, never a stack trace, when
+    PostgreSQL is down (the API has its own JSON answer in portal.api.errors)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if isinstance(exception, OperationalError | InterfaceError):
+            # No request context: its processors would query the database again.
+            response = HttpResponse(render_to_string("503.html"), status=503)
+            response["Retry-After"] = "30"
+            return response
+        return None

@@ -1,0 +1,85 @@
+"""Login lockout and API quotas, counted in the shared cache (Redis in production).
+
+Both fail open when the cache is down: a Redis outage must not lock everybody out or
+turn API calls into errors (the database, not the cache, is the record)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+
+from django.conf import settings
+from django.core.cache import cache
+from rest_framework.throttling import SimpleRateThrottle
+
+from .models import ApiToken, Scope
+
+log = logging.getLogger(__name__)
+IP_LIMIT_FACTOR = 4
+
+
+def _key(prefix: str, value: str) -> str:
+    return f"{prefix}:{hashlib.sha256(value.lower().encode()).hexdigest()[:32]}"
+
+
+def _safely(default, fn, *args):
+    try:
+        return fn(*args)
+    except Exception:  # the cache is unavailable: fail open, log once per call
+        log.warning("cache unavailable for login lockout or quotas", exc_info=True)
+        return default
+
+
+def login_locked_for(*, username: str, ip: str) -> int:
+    """Seconds the username or the address is still locked out (0: may try). An address
+    may fail IP_LIMIT_FACTOR times more often than one username: offices share addresses."""
+    limit = settings.LOGIN_FAILURE_LIMIT
+    for key, most in (
+        (_key("login-fail-user", username), limit),
+        (_key("login-fail-ip", ip), limit * IP_LIMIT_FACTOR),
+    ):
+        failures = _safely(0, cache.get, key) or 0
+        if failures >= most:
+            ttl = _safely(None, getattr(cache, "ttl", lambda k: None), key)
+            return int(ttl) if ttl else settings.LOGIN_LOCKOUT_SECONDS
+    return 0
+
+
+def login_failed(*, username: str, ip: str) -> None:
+    """Count a failure against the username and the address (window: the lockout time)."""
+    for key in (_key("login-fail-user", username), _key("login-fail-ip", ip)):
+        _safely(None, cache.add, key, 0, settings.LOGIN_LOCKOUT_SECONDS)
+        _safely(None, cache.incr, key)
+
+
+def login_succeeded(*, username: str) -> None:
+    _safely(None, cache.delete, _key("login-fail-user", username))
+
+
+class QuotaThrottle(SimpleRateThrottle):
+    """Per token (or per signed-in user) request quotas by kind: `ingest` for ingestion
+    views, `write` for other non-GET requests, `read` otherwise; 429 with Retry-After."""
+
+    def get_rate(self):  # the rate depends on the request; set in allow_request
+        return None
+
+    def allow_request(self, request, view):
+        if request.method in ("GET", "HEAD", "OPTIONS"):
+            self.scope = "read"
+        elif getattr(view, "write_scope", None) == Scope.INGEST:
+            self.scope = "ingest"
+        else:
+            self.scope = "write"
+        self.rate = self.THROTTLE_RATES.get(self.scope)
+        self.num_requests, self.duration = self.parse_rate(self.rate)
+        self.cache = cache
+        return _safely(True, super().allow_request, request, view)
+
+    def get_cache_key(self, request, view):
+        if isinstance(request.auth, ApiToken):
+            ident = f"token-{request.auth.pk}"
+        elif request.user and request.user.is_authenticated:
+            ident = f"user-{request.user.pk}"
+        else:
+            ident = f"ip-{self.get_ident(request)}"
+        return f"quota:{self.scope}:{ident}"

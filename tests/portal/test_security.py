@@ -1,0 +1,139 @@
+"""Sign-in lockout, API quotas, session timeouts, CSRF, append-only audit, database down."""
+
+import time
+
+import pytest
+from django.core.cache import cache
+from django.db import DatabaseError, OperationalError, connection, transaction
+from rest_framework.test import APIClient
+
+from portal.middleware import SESSION_STARTED
+from portal.models import AuditEntry
+from portal.security import QuotaThrottle
+from portal.services import audit_record
+
+from ..conftest import PASSWORD
+
+
+@pytest.fixture(autouse=True)
+def _clean_cache():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def _sign_in(client, username, password):
+    return client.post("/login/", {"username": username, "password": password})
+
+
+@pytest.mark.both_backends
+def test_five_failures_lock_the_account_out(client, users, settings):
+    settings.LOGIN_FAILURE_LIMIT = 5
+    for _ in range(5):
+        assert _sign_in(client, "operator-user", "wrong").status_code == 200
+    locked = _sign_in(client, "operator-user", PASSWORD)  # even the right password
+    assert locked.status_code == 429
+    assert "Too many failed sign-ins. Try again in 15 minutes." in locked.content.decode()
+    assert "_auth_user_id" not in client.session
+
+
+@pytest.mark.both_backends
+def test_a_success_before_the_limit_resets_the_count(client, users):
+    for _ in range(4):
+        _sign_in(client, "finance-user", "wrong")
+    assert _sign_in(client, "finance-user", PASSWORD).status_code == 302
+    client.logout()
+    for _ in range(4):
+        _sign_in(client, "finance-user", "wrong")
+    assert _sign_in(client, "finance-user", PASSWORD).status_code == 302
+
+
+@pytest.mark.both_backends
+def test_api_quota_answers_429_with_retry_after(users, token_client, monkeypatch):
+    monkeypatch.setattr(QuotaThrottle, "THROTTLE_RATES", {"read": "3/min", "write": "3/min",
+                                                          "ingest": "3/min"})  # fmt: skip
+    api = token_client(users["operator"])
+    statuses = [api.get("/api/v1/pools").status_code for _ in range(4)]
+    assert statuses == [200, 200, 200, 429]
+    refused = api.get("/api/v1/pools")
+    assert int(refused["Retry-After"]) > 0
+    assert "throttled" in refused.json()["errors"][0]["message"].lower()
+
+
+@pytest.mark.both_backends
+def test_session_absolute_timeout_signs_out_an_active_user(client, users, settings):
+    settings.SESSION_ABSOLUTE_SECONDS = 3600
+    client.force_login(users["operator"])
+    assert client.get("/usage/").status_code == 200
+    session = client.session
+    session[SESSION_STARTED] = int(time.time()) - 3601
+    session.save()
+    response = client.get("/usage/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/")
+    assert client.get("/api/v1/pools").status_code == 401  # signed out
+
+
+@pytest.mark.both_backends
+def test_session_posts_need_the_csrf_token(users):
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(users["operator"])
+    response = client.post("/api/v1/pools", {"slug": "p", "name": "p", "gpu_type": "H100",
+                                             "gpu_count": 1}, format="json")  # fmt: skip
+    assert response.status_code == 403
+    assert "CSRF" in response.json()["errors"][0]["message"]
+
+
+@pytest.mark.both_backends
+def test_audit_entries_refuse_changes_through_the_orm(db):
+    entry = audit_record(actor=None, action="test", object_type="t", object_id="1")
+    entry.action = "rewritten"
+    with pytest.raises(PermissionError):
+        entry.save()
+    with pytest.raises(PermissionError):
+        entry.delete()
+    with pytest.raises(PermissionError):
+        AuditEntry.objects.filter(pk=entry.pk).update(action="rewritten")
+    assert AuditEntry.objects.get(pk=entry.pk).action == "test"
+
+
+@pytest.mark.postgres_only
+@pytest.mark.parametrize(
+    "sql", ["UPDATE portal_auditentry SET action = 'x'", "DELETE FROM portal_auditentry"]
+)
+def test_audit_entries_refuse_changes_through_sql(db, sql):
+    audit_record(actor=None, action="test", object_type="t", object_id="1")
+    with (
+        pytest.raises(DatabaseError, match="append-only"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(sql)
+    assert AuditEntry.objects.get().action == "test"
+
+
+@pytest.mark.postgres_only
+def test_deleting_a_user_keeps_their_audit_entries(db, make_user):
+    user = make_user("operator", username="leaver")
+    audit_record(actor=user, action="test", object_type="t", object_id="1")
+    user.delete()
+    assert AuditEntry.objects.get(action="test").actor is None
+
+
+@pytest.mark.both_backends
+def test_database_down_gives_503_pages_and_api(client, users, monkeypatch):
+    client.force_login(users["operator"])
+    from metering import views
+
+    def down(**kwargs):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(views, "usage_daily_by_model", down)
+    page = client.get("/usage/")
+    assert page.status_code == 503
+    assert page["Retry-After"] == "30"
+    assert "database is unavailable" in page.content.decode()
+    monkeypatch.setattr("metering.api.views.usage_list", down)
+    api = client.get("/api/v1/usage")
+    assert (api.status_code, api["Retry-After"]) == (503, "30")
+    assert api.json()["errors"][0]["message"] == "The database is unavailable; retry shortly."
