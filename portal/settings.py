@@ -209,6 +209,7 @@ PORTAL_HOME_VIEWS = {
     "operator": "flywheel.views.overview",
     "finance": "flywheel.views.overview",
     "investor": "flywheel.views.overview",
+    "tenant": "billing.views.tenant_home",
 }
 
 # The issuer named on invoices and reports.

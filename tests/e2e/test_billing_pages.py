@@ -66,6 +66,11 @@ def test_finance_reads_ledger_invoices_and_realization(demo, page):
 
 def test_tenant_sees_only_its_invoices_and_can_download_them(demo, page):
     login(page, "acme", "acme-demo")
+    page.goto("/")
+    page.wait_for_selector("#usage-chart .main-svg")
+    assert page.get_by_role("heading", name="Acme Robotics").is_visible()
+    assert page.get_by_role("table", name="Recent invoices").get_by_role("row").count() >= 2
+    screenshot(page, "tenant-home")
     page.goto("/billing/invoices/")
     rows = page.get_by_role("table", name="Invoices").get_by_role("row")
     own = Invoice.objects.filter(tenant__slug="acme").count()
