@@ -12,6 +12,7 @@ api_v1 = [
     path("", include("metering.api.urls")),
     path("", include("billing.api.urls")),
     path("", include("flywheel.api.urls")),
+    path("", include("flywheel.api.urls_tfom")),
 ]
 
 urlpatterns = [
@@ -23,6 +24,7 @@ urlpatterns = [
     path("audit/", views.audit, name="audit"),
     path("", include("metering.urls")),
     path("billing/", include("billing.urls")),
+    path("", include("flywheel.urls_investor")),
     path("api/v1/", include(api_v1)),
     path("metrics", MetricsView.as_view(), name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

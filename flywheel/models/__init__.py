@@ -1,3 +1,4 @@
+from .costs import CostModel, FactoryCosts
 from .snapshots import KpiSnapshot
 
-__all__ = ["KpiSnapshot"]
+__all__ = ["CostModel", "FactoryCosts", "KpiSnapshot"]

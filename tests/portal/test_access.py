@@ -25,6 +25,8 @@ PAGES = {
     "/billing/realization/": {"finance"},
     "/billing/prices/": {"operator", "finance"},
     "/billing/sla/": {"operator", "finance", "tenant"},
+    "/investor/": {"operator", "finance", "investor"},
+    "/reports/tfom/": {"finance", "investor"},
     "/api/docs/": set(ROLES),
 }
 
@@ -48,6 +50,9 @@ API_LISTS = {
     "/api/v1/invoices": {"operator", "finance", "tenant"},
     "/api/v1/ledger": {"operator", "finance", "tenant"},
     "/api/v1/sla": {"operator", "finance", "tenant"},
+    "/api/v1/cost-models": {"operator", "finance", "investor"},
+    "/api/v1/factory-costs": {"operator", "finance", "investor"},
+    "/api/v1/tfom": {"operator", "finance", "investor"},
     "/api/v1/kpis": {"operator", "finance", "investor"},
     "/metrics": {"operator", "finance", "investor"},
 }

@@ -1,0 +1,194 @@
+"""Cost models (per pool) and factory costs: effective-dated, create-only once in force.
+
+The version in force at a period's start applies to the whole period (kpis.md section 5).
+Every write and delete leaves an audit entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from metering.models import Pool
+from portal.services import audit_record, audit_snapshot
+
+from ..models import CostModel, FactoryCosts
+
+
+class CostError(Exception):
+    """Invalid or refused cost input; `field` names the offending input."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def _check_effective_from(moment: datetime) -> None:
+    if moment.minute or moment.second or moment.microsecond:
+        raise CostError("effective_from", "must be a whole UTC hour (minutes and seconds 0)")
+
+
+def _check_currency(currency: str) -> None:
+    if currency != settings.FACTORY_CURRENCY:
+        raise CostError(
+            "currency", f"TFOM is kept in the factory currency {settings.FACTORY_CURRENCY}"
+        )
+
+
+def _check_not_negative(**amounts: Decimal) -> None:
+    for field, amount in amounts.items():
+        if amount < 0:
+            raise CostError(field, "must not be negative")
+
+
+@transaction.atomic
+def cost_model_create(
+    *,
+    pool: Pool,
+    capex_per_gpu: Decimal,
+    depreciation_months: int,
+    power_kw_per_gpu: Decimal,
+    pue: Decimal,
+    electricity_price_per_kwh: Decimal,
+    hosting_per_gpu_month: Decimal,
+    network_storage_per_gpu_month: Decimal = Decimal(0),
+    idle_power_ratio: Decimal = Decimal("0.3"),
+    node_power_factor: Decimal = Decimal("1.8"),
+    effective_from: datetime,
+    currency: str | None = None,
+    by=None,
+) -> CostModel:
+    """Add a pool's cost model version; another version of that pool at the same instant is
+    a conflict."""
+    currency = currency or settings.FACTORY_CURRENCY
+    _check_currency(currency)
+    _check_effective_from(effective_from)
+    _check_not_negative(
+        capex_per_gpu=capex_per_gpu,
+        power_kw_per_gpu=power_kw_per_gpu,
+        electricity_price_per_kwh=electricity_price_per_kwh,
+        hosting_per_gpu_month=hosting_per_gpu_month,
+        network_storage_per_gpu_month=network_storage_per_gpu_month,
+    )
+    if depreciation_months <= 0:
+        raise CostError("depreciation_months", "must be a positive number of months")
+    if pue < 1:
+        raise CostError("pue", "must be at least 1 (facility energy over IT energy)")
+    if not 0 <= idle_power_ratio <= 1:
+        raise CostError("idle_power_ratio", "must be between 0 and 1")
+    if node_power_factor <= 0:
+        raise CostError("node_power_factor", "must be positive")
+    message = f"pool {pool.slug} already has a cost model from that instant"
+    if CostModel.objects.filter(pool=pool, effective_from=effective_from).exists():
+        raise CostError("effective_from", message)
+    try:
+        with transaction.atomic():
+            cost_model = CostModel.objects.create(
+                pool=pool,
+                capex_per_gpu=capex_per_gpu,
+                depreciation_months=depreciation_months,
+                power_kw_per_gpu=power_kw_per_gpu,
+                idle_power_ratio=idle_power_ratio,
+                pue=pue,
+                electricity_price_per_kwh=electricity_price_per_kwh,
+                hosting_per_gpu_month=hosting_per_gpu_month,
+                network_storage_per_gpu_month=network_storage_per_gpu_month,
+                node_power_factor=node_power_factor,
+                currency=currency,
+                effective_from=effective_from,
+            )
+    except IntegrityError:  # a concurrent request created the same version first
+        raise CostError("effective_from", message) from None
+    audit_record(
+        actor=by,
+        action="cost_model.create",
+        object_type="cost_model",
+        object_id=cost_model.pk,
+        after=audit_snapshot(cost_model),
+    )
+    return cost_model
+
+
+@transaction.atomic
+def factory_costs_create(
+    *,
+    staff_per_month: Decimal,
+    sga_per_month: Decimal,
+    effective_from: datetime,
+    currency: str | None = None,
+    by=None,
+) -> FactoryCosts:
+    """Add a factory costs version; another version at the same instant is a conflict."""
+    currency = currency or settings.FACTORY_CURRENCY
+    _check_currency(currency)
+    _check_effective_from(effective_from)
+    _check_not_negative(staff_per_month=staff_per_month, sga_per_month=sga_per_month)
+    message = "factory costs already have a version from that instant"
+    if FactoryCosts.objects.filter(effective_from=effective_from).exists():
+        raise CostError("effective_from", message)
+    try:
+        with transaction.atomic():
+            costs = FactoryCosts.objects.create(
+                staff_per_month=staff_per_month,
+                sga_per_month=sga_per_month,
+                currency=currency,
+                effective_from=effective_from,
+            )
+    except IntegrityError:
+        raise CostError("effective_from", message) from None
+    audit_record(
+        actor=by,
+        action="factory_costs.create",
+        object_type="factory_costs",
+        object_id=costs.pk,
+        after=audit_snapshot(costs),
+    )
+    return costs
+
+
+@transaction.atomic
+def cost_version_delete(*, version: CostModel | FactoryCosts, by=None) -> None:
+    """Delete a version that has not taken effect yet (a mistake caught in time); one in
+    force is never changed: add a new version instead."""
+    locked = type(version).objects.select_for_update().get(pk=version.pk)
+    if locked.effective_from <= timezone.now():
+        raise CostError(
+            "effective_from", "in force: add a new version instead of deleting this one"
+        )
+    object_type = "cost_model" if isinstance(locked, CostModel) else "factory_costs"
+    before = audit_snapshot(locked)
+    pk = locked.pk
+    locked.delete()
+    audit_record(
+        actor=by,
+        action=f"{object_type}.delete",
+        object_type=object_type,
+        object_id=pk,
+        before=before,
+    )
+
+
+def cost_models_in_force(
+    *, at: datetime, pool_ids: Iterable[int] | None = None
+) -> dict[int, CostModel]:
+    """The cost model version in force at `at` per pool id (pools without one are absent)."""
+    versions = CostModel.objects.filter(effective_from__lte=at).order_by(
+        "pool_id", "effective_from"
+    )
+    if pool_ids is not None:
+        versions = versions.filter(pool_id__in=list(pool_ids))
+    in_force: dict[int, CostModel] = {}
+    for version in versions:
+        in_force[version.pool_id] = version  # the latest wins
+    return in_force
+
+
+def factory_costs_in_force(*, at: datetime) -> FactoryCosts | None:
+    """The factory costs version in force at `at`, if any was ever recorded by then."""
+    return FactoryCosts.objects.filter(effective_from__lte=at).order_by("-effective_from").first()

@@ -1,0 +1,169 @@
+"""TFOM reports: periods, the HTML list and report, and exact CSV, XLSX and PDF exports."""
+
+import csv
+import io
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+
+from flywheel.reports import report_period_parse
+from portal.exports import FORMULA_PREFIXES
+
+from .test_tfom_api import build_factory, post_april_usage
+
+NOW = datetime(2026, 11, 30, 3, 55, tzinfo=UTC)
+
+
+@pytest.fixture
+def finance(users, token_client, client):
+    """The April example of test_tfom_api, read by finance through the pages."""
+    admin = token_client(users["operator"], scopes=["admin", "read"])
+    ingest = token_client(users["operator"], scopes=["ingest"])
+    build_factory(admin, ingest)
+    post_april_usage(ingest)
+    client.force_login(users["finance"])
+    return client
+
+
+def test_report_period_parse_months_and_quarters():
+    april = report_period_parse("2026-04", now=NOW)
+    assert (april.start, april.end, april.label) == (
+        datetime(2026, 4, 1, tzinfo=UTC),
+        datetime(2026, 5, 1, tzinfo=UTC),
+        "April 2026",
+    )
+    q2 = report_period_parse("2026-Q2", now=NOW)
+    assert (q2.start, q2.end, q2.label) == (
+        datetime(2026, 4, 1, tzinfo=UTC),
+        datetime(2026, 7, 1, tzinfo=UTC),
+        "Q2 2026",
+    )
+    q4 = report_period_parse("2026-Q4", now=NOW)  # still running: to the current hour
+    assert (q4.end, q4.is_to_date) == (datetime(2026, 11, 30, 3, tzinfo=UTC), True)
+    for bad in ("2026-13", "2026-Q5", "April", "2027-01"):
+        with pytest.raises(ValueError, match="period"):
+            report_period_parse(bad, now=NOW)
+
+
+def test_reports_page_lists_months_and_quarters_with_downloads(finance):
+    response = finance.get("/reports/tfom/")
+    assert response.status_code == 200
+    keys = [p.key for p in response.context["periods"]]
+    assert "2026-04" in keys and "2026-Q2" in keys
+    assert keys.index("2026-Q2") < keys.index("2026-04")  # newest first: Q2 ends later
+    html = response.content.decode()
+    for output in ("csv", "xlsx", "pdf"):
+        assert f"?period=2026-04&amp;format={output}" in html
+
+
+def test_report_html_shows_every_section(finance):
+    response = finance.get("/reports/tfom/?period=2026-04")
+    assert response.status_code == 200
+    html = response.content.decode()
+    for title in ("P&amp;L", "Unit economics", "KPIs", "Technical → financial mapping"):
+        assert f"<h2>{title}</h2>" in html
+    assert "14,931.92" in html
+
+
+def test_report_unknown_period_is_404(finance):
+    assert finance.get("/reports/tfom/?period=2026-14").status_code == 404
+
+
+def _csv(response) -> list[dict]:
+    text = response.content.decode()
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _uncell(text: str) -> str:
+    """Undo csv_cell's formula guard: a leading quote before = + - @ is not data."""
+    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA_PREFIXES) else text
+
+
+def test_report_csv_round_trips_exact_figures(finance):
+    response = finance.get("/reports/tfom/?period=2026-04&format=csv")
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'attachment; filename="tfom-2026-04.csv"'
+    rows = _csv(response)
+    figures = {(r["section"], r["key"]): _uncell(r["value"]) for r in rows}
+    amounts = {(r["section"], r["key"]): _uncell(r["amount"]) for r in rows}
+    assert figures[("pnl", "revenue")] == "14931.92"
+    assert figures[("pnl", "cogs")] == "9385.20"
+    assert figures[("pnl", "ebitda")] == "1946.72"
+    assert figures[("pnl", "ebit")] == "-5253.28"
+    assert figures[("pnl", "staff")] == "7200.00"  # 7,300 x 72/73
+    assert figures[("pnl", "sga")] == "3600.00"
+    assert figures[("kpis", "tef")] == "0.3600000000"
+    assert figures[("unit_economics", "cost_per_million_tokens")] == "2.1631944444"
+    assert figures[("unit_economics", "output_tokens")] == "9331200000"
+    assert figures[("unit_economics", "avoided_capex")] == "87600.00"
+    # technical -> financial: 1,440 GPU-h broken at (7,200 + 1,440) / 25,920,000 per GPU-s
+    assert figures[("mapping", "unavailable")] == "720.0000000000"
+    assert amounts[("mapping", "unavailable")] == "864.00"
+    assert amounts[("mapping", "discounts")] == "-3732.98"  # 14,931.92 - 18,664.90
+    # Every line is a (section, key) of the report, each once.
+    assert len(figures) == len(rows)
+    assert rows[0].keys() == {
+        "section", "key", "item", "value", "unit", "amount", "currency", "note"
+    }  # fmt: skip
+    # Round trip: every number parses back as a Decimal.
+    for row in rows:
+        if row["value"]:
+            Decimal(_uncell(row["value"]))
+
+
+def test_report_xlsx_has_a_sheet_per_section_and_numeric_cells(finance):
+    from openpyxl import load_workbook
+
+    response = finance.get("/reports/tfom/?period=2026-04&format=xlsx")
+    assert response.status_code == 200
+    book = load_workbook(io.BytesIO(response.content))
+    assert book.sheetnames == [
+        "Report",
+        "P&L",
+        "Unit economics",
+        "KPIs",
+        "Technical to financial mapping",
+        "By pool",
+    ]
+    pnl = {row[0].value: row[1] for row in book["P&L"].iter_rows(min_row=2)}
+    assert pnl["Revenue"].data_type == "n"
+    assert pnl["Revenue"].value == pytest.approx(14931.92, abs=1e-9)
+    assert pnl["EBIT (operating profit)"].value == pytest.approx(-5253.28, abs=1e-9)
+    assert pnl["Gross margin"].number_format == "0.0%"
+    kpis = {row[0].value: row[1] for row in book["KPIs"].iter_rows(min_row=2)}
+    assert kpis["TEF"].data_type == "n"
+    assert kpis["TEF"].value == pytest.approx(0.36, abs=1e-12)
+    units = {row[0].value: row[1] for row in book["Unit economics"].iter_rows(min_row=2)}
+    assert units["Output tokens produced"].value == 9_331_200_000
+    mapping = book["Technical to financial mapping"]
+    assert [c.value for c in mapping[1]][:4] == ["Item", "Value", "Unit", "Amount (USD)"]
+    amounts = {row[0].value: row[3].value for row in mapping.iter_rows(min_row=2)}
+    assert amounts["Equivalent GPUs at the baseline TEF"] == pytest.approx(87_600)
+    for sheet in book.worksheets[1:]:
+        for row in sheet.iter_rows(min_row=2, min_col=2, max_col=2):
+            assert row[0].value is None or row[0].data_type == "n", (sheet.title, row[0].value)
+
+
+def test_report_pdf_renders_with_its_figures(finance):
+    import pypdfium2
+
+    response = finance.get("/reports/tfom/?period=2026-04&format=pdf")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/pdf"
+    document = pypdfium2.PdfDocument(response.content)
+    text = "".join(page.get_textpage().get_text_range() for page in document)
+    assert "TFOM report · April 2026" in text
+    assert "14,931.92" in text  # revenue
+    assert "1,946.72" in text  # EBITDA
+    image = document[0].render(scale=1).to_pil()
+    assert image.width > 800
+    # The SVG chart draws coloured bars: revenue blue, costs orange, profit green.
+    colours = {colour for _, colour in image.convert("RGB").getcolors(maxcolors=1 << 24)}
+    assert (0x1F, 0x6F, 0xEB) in colours and (0xD9, 0x48, 0x0F) in colours
+
+
+def test_operators_and_tenants_may_not_open_reports(users, client):
+    for role in ("operator", "tenant"):
+        client.force_login(users[role])
+        assert client.get("/reports/tfom/?period=2026-04&format=csv").status_code == 403
