@@ -11,11 +11,15 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TextIO
 
-from metering.models import Pool
+from django.db.models import Min
+from django.utils import timezone
+
+from metering.models import HourlyUsage, Pool
 from portal.demo import demo_step
 
 from .models import CostModel, FactoryCosts
 from .services.costs import cost_model_create, factory_costs_create
+from .services.snapshots import snapshots_measure
 
 COSTS_FROM = datetime(2026, 1, 1, tzinfo=UTC)
 COLOCATION_PER_KW_MONTH = Decimal(150)
@@ -56,3 +60,14 @@ def demo_costs(*, stdout: TextIO) -> None:
         factory_costs_create(
             staff_per_month=STAFF_PER_MONTH, sga_per_month=SGA_PER_MONTH, effective_from=COSTS_FROM
         )
+
+
+@demo_step(55, "flywheel: KPI snapshots of every demo day and month")
+def demo_snapshots(*, stdout: TextIO) -> None:
+    """So the overview's trends are full on first start (the measure job keeps them fresh)."""
+    now = timezone.now()
+    first = HourlyUsage.objects.aggregate(first=Min("hour"))["first"]
+    if first is None:
+        return
+    rows = snapshots_measure(start=first, end=now, now=now)
+    stdout.write(f"  {len(rows)} snapshots\n")

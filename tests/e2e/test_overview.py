@@ -1,11 +1,8 @@
 import io
 import re
-from datetime import timedelta
 
 import pytest
-from django.utils import timezone
 
-from flywheel.services.snapshots import snapshots_measure
 from portal.demo import demo_run
 
 from .conftest import login, screenshot
@@ -15,9 +12,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture
 def demo(transactional_db):
-    demo_run(stdout=io.StringIO())
-    now = timezone.now()
-    snapshots_measure(start=now - timedelta(days=31), end=now, now=now)
+    demo_run(stdout=io.StringIO())  # measures the snapshots of its 30 days
 
 
 def _percent(text: str) -> float:
