@@ -71,3 +71,6 @@ def demo_snapshots(*, stdout: TextIO) -> None:
         return
     rows = snapshots_measure(start=first, end=now, now=now)
     stdout.write(f"  {len(rows)} snapshots\n")
+
+
+from . import demo_flywheel  # noqa: E402, F401  (registers the levers, goal and cycle step)

@@ -34,5 +34,17 @@ def measure_task() -> None:
     ignore_result=True,
 )
 def cycle_task() -> None:
-    """Measure, diagnose, check the goal, propose levers."""
-    log.info("flywheel: nothing implemented yet")
+    """Measure, diagnose, check the goal, propose levers.
+    Idempotent: the cycle is upserted on its period (the last 7 whole UTC days) and a lever
+    application is measured once. No retries: a failed run is retried by hand (manage.py
+    flywheel) or by next week's beat."""
+    from flywheel.services.flywheel import cycle_run
+
+    rollup_pending()
+    cycle = cycle_run()
+    log.info(
+        "flywheel: cycle %s: bottleneck %s, goal met %s",
+        cycle,
+        cycle.bottleneck or "none",
+        cycle.is_goal_met,
+    )

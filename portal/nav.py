@@ -29,6 +29,7 @@ NAV: list[NavItem] = [
     NavItem("Ledger", "ledger", frozenset({Role.FINANCE}), "Billing"),
     NavItem("Price realization", "realization", frozenset({Role.FINANCE}), "Billing"),
     NavItem("Price book", "price-book", frozenset({Role.OPERATOR, Role.FINANCE}), "Billing"),
+    NavItem("Flywheel", "flywheel", frozenset({Role.OPERATOR, Role.FINANCE}), "Economics"),
     NavItem("Investor view", "investor", STAFF, "Economics"),
     NavItem("TFOM reports", "tfom-reports", frozenset({Role.FINANCE, Role.INVESTOR}), "Economics"),
     NavItem(

@@ -13,6 +13,7 @@ api_v1 = [
     path("", include("billing.api.urls")),
     path("", include("flywheel.api.urls")),
     path("", include("flywheel.api.urls_tfom")),
+    path("", include("flywheel.api.urls_flywheel")),
 ]
 
 urlpatterns = [
@@ -25,6 +26,7 @@ urlpatterns = [
     path("", include("metering.urls")),
     path("billing/", include("billing.urls")),
     path("", include("flywheel.urls_investor")),
+    path("", include("flywheel.urls_flywheel")),
     path("api/v1/", include(api_v1)),
     path("metrics", MetricsView.as_view(), name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -1,0 +1,26 @@
+from django.urls import path
+
+from portal.api.routers import Router
+
+from . import views_flywheel
+
+router = Router()
+router.register("levers", views_flywheel.LeverViewSet, basename="lever")
+router.register("goals", views_flywheel.GoalViewSet, basename="goal")
+router.register(
+    "lever-applications", views_flywheel.LeverApplicationViewSet, basename="lever-application"
+)
+router.register("flywheel/cycles", views_flywheel.CycleViewSet, basename="flywheel-cycle")
+urlpatterns = [
+    path(
+        "flywheel/diagnosis",
+        views_flywheel.DiagnosisView.as_view(),
+        name="flywheel-diagnosis",
+    ),
+    path(
+        "flywheel/scenarios",
+        views_flywheel.ScenarioView.as_view(),
+        name="flywheel-scenarios",
+    ),
+    *router.urls,
+]
