@@ -42,11 +42,15 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# Performance goals, each an interleaved A/B ratio (docs/performance.md); figures in var/bench/.
+# BENCH_QUICK=1 for 100k/1M events instead of 1M/10M; BENCH_EVENTS=small,large to choose.
 bench: install
-	@echo "The benchmark suite lands with the performance issue (tests/bench/)."
+	scripts/ensure-system-packages.sh
+	scripts/bench.sh
 
 soak: install
-	@echo "The soak suite lands with the reliability issue."
+	scripts/ensure-system-packages.sh
+	scripts/with-services.sh env RELIABILITY_SOAK=1 $(PYTEST) -p no:cacheprovider -q tests/reliability
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

@@ -14,6 +14,24 @@ def _is_midnight(moment) -> bool:
     return (moment.hour, moment.minute, moment.second, moment.microsecond) == (0, 0, 0, 0)
 
 
+class _UsageRows(QuerySet):
+    """Rollup rows that are each their own group (see usage_list): `count()` counts the rows
+    that pass the filters, without the joins that only fetch slugs to show (PostgreSQL would
+    join every row of the period just to count it)."""
+
+    _count_source: QuerySet | None = None
+
+    def _clone(self):
+        clone = super()._clone()
+        clone._count_source = self._count_source
+        return clone
+
+    def count(self) -> int:
+        if self._count_source is None or self._result_cache is not None:
+            return super().count()
+        return self._count_source.count()
+
+
 def usage_list(
     *,
     user,
@@ -24,12 +42,19 @@ def usage_list(
     pool: str | None = None,
 ) -> QuerySet:
     """Usage per period (hour or day), tenant, model and pool, from the rollups only."""
+    # A rollup row is unique per (tenant, deployment, period) and a deployment is one (model,
+    # pool): when the rows are already of the asked granularity, each group is one row and
+    # the rows are read as they are (no GROUP BY, and the page count is a plain COUNT).
     if granularity == "day" and _is_midnight(period.start) and _is_midnight(period.end):
-        rows = DailyUsage.objects.filter(day__gte=period.start.date(), day__lt=period.end.date())
-        rows = rows.annotate(period_start=F("day"))  # a date; callers present it as midnight UTC
+        rows = _UsageRows(model=DailyUsage).filter(
+            day__gte=period.start.date(), day__lt=period.end.date()
+        )
+        period_start = F("day")  # a date; callers present it as midnight UTC
+        is_one_row_per_group = True
     else:
-        rows = HourlyUsage.objects.filter(hour__gte=period.start, hour__lt=period.end)
-        rows = rows.annotate(period_start=TruncDay("hour") if granularity == "day" else F("hour"))
+        rows = _UsageRows(model=HourlyUsage).filter(hour__gte=period.start, hour__lt=period.end)
+        period_start = TruncDay("hour") if granularity == "day" else F("hour")
+        is_one_row_per_group = granularity != "day"
     rows = tenant_scoped(rows, user=user)
     if tenant:
         rows = rows.filter(tenant=tenant_get(user=user, slug=tenant))
@@ -37,15 +62,13 @@ def usage_list(
         rows = rows.filter(deployment__model__slug=model)
     if pool:
         rows = rows.filter(deployment__pool__slug=pool)
-    return (
-        rows.values(
-            "period_start", "tenant__slug", "deployment__model__slug", "deployment__pool__slug"
-        )
-        .annotate(**{name: Sum(name) for name in USAGE_SUMS})
-        .order_by(
-            "period_start", "tenant__slug", "deployment__model__slug", "deployment__pool__slug"
-        )
-    )
+    keys = ("period_start", "tenant__slug", "deployment__model__slug", "deployment__pool__slug")
+    shown = rows.annotate(period_start=period_start)
+    if is_one_row_per_group:
+        result = shown.values(*keys, *USAGE_SUMS).order_by(*keys)
+        result._count_source = rows
+        return result
+    return shown.values(*keys).annotate(**{name: Sum(name) for name in USAGE_SUMS}).order_by(*keys)
 
 
 def _quantile(histogram: list[int], q: float) -> float | None:

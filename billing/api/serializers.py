@@ -3,6 +3,7 @@ from decimal import Decimal
 from rest_framework import serializers
 
 from metering.models import ServedModel
+from portal.api.fields import ModelSerializer
 from portal.models import Tenant
 
 from ..models import Contract, Invoice, InvoiceLine, Posting, Price, PromotionalCredit
@@ -11,7 +12,7 @@ from ..rating import CURRENCY_EXPONENTS, TokenClass
 CURRENCIES = sorted(CURRENCY_EXPONENTS)
 
 
-class PriceSerializer(serializers.ModelSerializer):
+class PriceSerializer(ModelSerializer):
     model = serializers.SlugRelatedField(slug_field="slug", queryset=ServedModel.objects.all())
     token_class = serializers.ChoiceField(choices=[c.value for c in TokenClass])
     per_million = serializers.DecimalField(
@@ -32,7 +33,7 @@ class VolumeTierSerializer(serializers.Serializer):
     )
 
 
-class ContractSerializer(serializers.ModelSerializer):
+class ContractSerializer(ModelSerializer):
     tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
     kind = serializers.ChoiceField(choices=Contract.Kind.choices)
     discount_pct = serializers.DecimalField(
@@ -43,7 +44,7 @@ class ContractSerializer(serializers.ModelSerializer):
         default=Decimal(0),
         help_text="percent off list: 10 means 10%",
     )
-    free_tokens_per_month = serializers.IntegerField(min_value=0, default=0)
+    free_tokens_per_month = serializers.IntegerField(min_value=0, max_value=2**63 - 1, default=0)
     volume_tiers = VolumeTierSerializer(many=True, default=list)
     committed_minimum = serializers.DecimalField(
         max_digits=20, decimal_places=4, min_value=Decimal(0), default=Decimal(0)
@@ -76,7 +77,7 @@ class ContractSerializer(serializers.ModelSerializer):
         validators = []  # the service reports a duplicate version on effective_from
 
 
-class PromotionSerializer(serializers.ModelSerializer):
+class PromotionSerializer(ModelSerializer):
     tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
     amount = serializers.DecimalField(max_digits=20, decimal_places=4, min_value=Decimal("0.0001"))
     currency = serializers.ChoiceField(choices=CURRENCIES, required=False)

@@ -200,6 +200,7 @@ class SlaView(APIView):
     (default: this month so far); members see their own tenant."""
 
     permission_classes = [capability_permission(read=Capability.READ_TENANT_DATA)]
+    pagination_class = Pagination  # documents the paginated envelope in the schema
 
     @extend_schema(
         parameters=[
@@ -233,6 +234,6 @@ class SlaView(APIView):
                         "incidents": [incident.pk for incident in sla.incidents],
                     }
                 )
-        paginator = Pagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(rows, request, view=self)
         return paginator.get_paginated_response(SlaRowSerializer(page, many=True).data)

@@ -41,6 +41,7 @@ from metering.sla import (
     model_names,
 )
 from portal.access import Capability
+from portal.api.fields import AwareDateTimeField, ModelSerializer
 from portal.models import Tenant
 from portal.periods import period_from_query
 from portal.permissions import capability_permission
@@ -59,7 +60,7 @@ def _slugs(queryset, **kwargs):
     )
 
 
-class IncidentUpdateSerializer(serializers.ModelSerializer):
+class IncidentUpdateSerializer(ModelSerializer):
     """A public update: the status from `time` on, and the impact when it changed."""
 
     impact = serializers.ChoiceField(
@@ -70,7 +71,7 @@ class IncidentUpdateSerializer(serializers.ModelSerializer):
         default="",
         help_text="New impact from `time` on; empty, null or absent: unchanged.",
     )
-    time = serializers.DateTimeField(required=False, help_text="Default: now.")
+    time = AwareDateTimeField(required=False, help_text="Default: now.")
     message = serializers.CharField(required=False, allow_blank=True, default="")
     # Plain values: a choice set distinct from the incident's own, so the schema names
     # each enum after its component instead of colliding with other "status" enums.
@@ -87,7 +88,7 @@ class IncidentUpdateSerializer(serializers.ModelSerializer):
         return data
 
 
-class IncidentSerializer(serializers.ModelSerializer):
+class IncidentSerializer(ModelSerializer):
     deployments = _slugs(
         Deployment.objects.all(), help_text="Deployment slugs; with `pools` empty: every one."
     )
@@ -108,7 +109,7 @@ class IncidentSerializer(serializers.ModelSerializer):
         default=IncidentStatus.INVESTIGATING,
         help_text="On creation only; afterwards it changes by posting updates.",
     )
-    resolved_at = serializers.DateTimeField(
+    resolved_at = AwareDateTimeField(
         required=False,
         allow_null=True,
         help_text="On creation: records a past incident. Afterwards: a correction only.",
@@ -269,7 +270,7 @@ class IncidentViewSet(
         )
 
 
-class MaintenanceWindowSerializer(serializers.ModelSerializer):
+class MaintenanceWindowSerializer(ModelSerializer):
     deployments = _slugs(
         Deployment.objects.all(), help_text="Deployment slugs; with `pools` empty: every one."
     )

@@ -4,6 +4,7 @@ from rest_framework import serializers
 from rest_framework.validators import UniqueValidator
 
 from metering.models import Deployment, DeploymentVersion, Pool, ServedModel
+from portal.api.fields import AwareDateTimeField, ModelSerializer
 
 
 class PoolSerializer(serializers.ModelSerializer):
@@ -18,6 +19,8 @@ class AliasesField(serializers.ListField):
     def to_representation(self, data):
         return sorted(alias.alias for alias in data.all())
 
+
+INT_MAX = 2**31 - 1  # the largest value of an integer column
 
 # Model and deployment names carry versions and pools: "llama-3.3-70b", "llama-3.3-70b@h100-a".
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._@-]*$"
@@ -48,7 +51,7 @@ class ServedModelSerializer(serializers.ModelSerializer):
         fields = ["slug", "name", "aliases"]
 
 
-class DeploymentVersionSerializer(serializers.ModelSerializer):
+class DeploymentVersionSerializer(ModelSerializer):
     class Meta:
         model = DeploymentVersion
         fields = [
@@ -76,10 +79,10 @@ class DeploymentSerializer(serializers.ModelSerializer):
         max_digits=8, decimal_places=6, min_value=Decimal(0), default=Decimal(0), write_only=True
     )
     slo_ttft_ms = serializers.IntegerField(
-        min_value=1, required=False, allow_null=True, write_only=True
+        min_value=1, max_value=INT_MAX, required=False, allow_null=True, write_only=True
     )
     slo_tpot_ms = serializers.IntegerField(
-        min_value=1, required=False, allow_null=True, write_only=True
+        min_value=1, max_value=INT_MAX, required=False, allow_null=True, write_only=True
     )
     versions = DeploymentVersionSerializer(many=True, read_only=True)
 
@@ -99,8 +102,10 @@ class DeploymentSerializer(serializers.ModelSerializer):
 
 class CapacitySampleSerializer(serializers.Serializer):
     pool = serializers.SlugRelatedField(slug_field="slug", queryset=Pool.objects.all())
-    time = serializers.DateTimeField()
-    interval_s = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    time = AwareDateTimeField()
+    interval_s = serializers.IntegerField(
+        min_value=1, max_value=INT_MAX, required=False, allow_null=True
+    )
     gpus_installed = serializers.IntegerField(min_value=0, max_value=10_000_000)
     gpus_healthy = serializers.IntegerField(min_value=0, max_value=10_000_000)
     gpus_busy = serializers.IntegerField(min_value=0, max_value=10_000_000)

@@ -10,9 +10,15 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from metering.ingest.body import BatchError, PayloadTooLarge, decode_batch, decompress_body
+from metering.ingest.body import (
+    MAX_EVENTS,
+    BatchError,
+    PayloadTooLarge,
+    decode_batch,
+    decompress_body,
+)
 from metering.ingest.formats import cloudevents_to_items, merge_errors, openai_batch_to_items
-from metering.ingest.validation import FieldError, validate_events
+from metering.ingest.validation import FieldError, validate_events, validate_json_batch
 from metering.models import Deployment, Pool, ServedModel
 from metering.selectors import usage_list
 from metering.services.factory import (
@@ -175,6 +181,11 @@ def ingest_items(items: list, conversion_errors: list[FieldError] | None = None)
         errors = merge_errors(conversion=conversion_errors, validation=errors)
     if errors:
         return _field_errors(errors)
+    return ingest_events(events, now)
+
+
+def ingest_events(events: list, now) -> Response:
+    """Store validated events all or nothing (received at `now`) and answer."""
     try:
         result = usage_ingest(events=events, received_at=now)
     except IngestRejected as exc:
@@ -227,8 +238,30 @@ class UsageEventsView(IngestView):
         refused = _content_type_error(request, ("application/json",))
         if refused:
             return refused
-        items = self._decoded(request)
-        return items if isinstance(items, Response) else ingest_items(items)
+        body = _body(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            data = decompress_body(
+                body=body, content_encoding=request.headers.get("Content-Encoding")
+            )
+        except PayloadTooLarge as exc:
+            return errors_response([{"field": "", "message": exc.message}], 413)
+        except BatchError as exc:
+            return errors_response([{"field": "", "message": exc.message}], 400)
+        # A batch of valid events is decoded and validated in one pass (no dict per event);
+        # any other batch takes the general path, which reports every error.
+        now = timezone.now()
+        events = validate_json_batch(data=data, now=now, max_events=MAX_EVENTS)
+        if events is not None:
+            return ingest_events(events, now)
+        try:
+            items = decode_batch(body=data, content_encoding=None)
+        except PayloadTooLarge as exc:
+            return errors_response([{"field": "", "message": exc.message}], 413)
+        except BatchError as exc:
+            return errors_response([{"field": "", "message": exc.message}], 400)
+        return ingest_items(items)
 
 
 class CloudEventsView(IngestView):
@@ -328,6 +361,7 @@ class UsageListView(APIView):
     """Usage per hour or day, tenant, model and pool (tenants see only their own rows)."""
 
     permission_classes = [capability_permission(read=Capability.READ_TENANT_DATA)]
+    pagination_class = Pagination  # documents the paginated envelope in the schema
 
     @extend_schema(
         parameters=[
@@ -357,7 +391,7 @@ class UsageListView(APIView):
             model=request.query_params.get("model"),
             pool=request.query_params.get("pool"),
         )
-        paginator = Pagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(rows, request, view=self)
         return paginator.get_paginated_response([_usage_row(r) for r in page])
 

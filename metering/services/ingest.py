@@ -9,6 +9,7 @@ Both paths write the rollup work queue in the same transaction.
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError, ProgrammingError, connection, transaction
@@ -41,8 +42,7 @@ class IngestConflict(Exception):
         self.indexes = indexes
 
 
-@dataclass(frozen=True)
-class _Row:
+class _Row(NamedTuple):  # a tuple: built for every event of every batch
     event: EventIn
     tenant_id: int
     deployment_id: int
@@ -89,10 +89,11 @@ def _fold_after_commit() -> None:
 
 def _resolve(events: Sequence[EventIn]) -> tuple[list[_Row], list[FieldError]]:
     """Map tenant, model (slug or alias) and pool slugs to ids; unknown ones are errors."""
+    slugs = {e.tenant for e in events}
     tenants = {
-        t.slug: t
-        for t in Tenant.objects.filter(slug__in={e.tenant for e in events}).only(
-            "id", "slug", "status"
+        slug: (pk, status)
+        for slug, pk, status in Tenant.objects.filter(slug__in=slugs).values_list(
+            "slug", "id", "status"
         )
     }
     names = {e.model for e in events}
@@ -103,22 +104,34 @@ def _resolve(events: Sequence[EventIn]) -> tuple[list[_Row], list[FieldError]]:
         model_id__in=set(models.values())
     ).values_list("id", "model_id", "pool__slug"):
         deployments.setdefault(model_id, {})[pool_slug] = dep_id
+    # A batch names few distinct tenants and (model, pool) pairs: decide each once.
+    tenant_ids: dict[str, int | None] = {}  # None: refused (unknown or closed)
+    for slug in slugs:
+        tenant = tenants.get(slug)
+        ok = tenant is not None and tenant[1] != Tenant.Status.CLOSED
+        tenant_ids[slug] = tenant[0] if ok else None
+    placements: dict[tuple[str, str | None], tuple[int | None, tuple[str, str] | None]] = {}
+    for event in events:
+        key = (event.model, event.pool)
+        if key not in placements:
+            placements[key] = _deployment_for(event, models.get(event.model), deployments)
     rows: list[_Row] = []
     errors: list[FieldError] = []
+    append = rows.append
     for index, event in enumerate(events):
-        found: list[FieldError] = []
-        tenant = tenants.get(event.tenant)
-        if tenant is None:
-            found.append(FieldError(index, "tenant", f"unknown tenant {event.tenant!r}"))
-        elif tenant.status == Tenant.Status.CLOSED:
-            found.append(FieldError(index, "tenant", f"tenant {event.tenant!r} is closed"))
-        deployment_id, problem = _deployment_for(event, models.get(event.model), deployments)
+        tenant_id = tenant_ids[event.tenant]
+        deployment_id, problem = placements[(event.model, event.pool)]
+        if tenant_id is not None and problem is None:
+            append(_Row(event, tenant_id, deployment_id))
+            continue
+        if tenant_id is None:
+            tenant = tenants.get(event.tenant)
+            if tenant is None:
+                errors.append(FieldError(index, "tenant", f"unknown tenant {event.tenant!r}"))
+            else:
+                errors.append(FieldError(index, "tenant", f"tenant {event.tenant!r} is closed"))
         if problem:
-            found.append(FieldError(index, problem[0], problem[1]))
-        if found:
-            errors += found
-        else:
-            rows.append(_Row(event, tenant.id, deployment_id))
+            errors.append(FieldError(index, problem[0], problem[1]))
     return rows, errors
 
 
@@ -218,9 +231,10 @@ def _queue_cells(rows: Sequence[_Row]) -> None:
     )
 
 
-_STAGE = (
+_STAGE_EMPTY = (
     "CREATE TEMP TABLE IF NOT EXISTS ingest_keys "
-    "(source text, event_id text, payload_hash text) ON COMMIT DELETE ROWS"
+    "(source text, event_id text, payload_hash text) ON COMMIT DELETE ROWS; "
+    "DELETE FROM ingest_keys"
 )
 
 
@@ -229,8 +243,10 @@ def _store_postgresql(
 ) -> tuple[int, int]:
     with connection.cursor() as cursor:
         raw = cursor.cursor
-        cursor.execute(_STAGE)
-        cursor.execute("TRUNCATE ingest_keys")  # when called twice in one transaction
+        # One round trip. The table is empty unless called twice in one transaction (ON COMMIT
+        # DELETE ROWS empties it at commit); DELETE on an empty table is cheaper than
+        # TRUNCATE, which makes a new relation file each time.
+        cursor.execute(_STAGE_EMPTY)
         with raw.copy("COPY ingest_keys (source, event_id, payload_hash) FROM STDIN") as copy:
             for r in rows:
                 copy.write_row((r.event.source, r.event.id, r.event.payload_hash))
@@ -254,11 +270,14 @@ def _store_postgresql(
         new_rows = [r for r in rows if (r.event.source, r.event.id) in new]
         with raw.copy(
             "COPY metering_usageevent (id, time, tenant_id, deployment_id, input_tokens, "
-            "cached_tokens, output_tokens, ttft_ms, tpot_ms, latency_ms, is_error) FROM STDIN"
+            "cached_tokens, output_tokens, ttft_ms, tpot_ms, latency_ms, is_error) "
+            "FROM STDIN (FORMAT BINARY)"
         ) as copy:
+            copy.set_types(_EVENT_TYPES)
+            write_row = copy.write_row
             for r in new_rows:
                 e = r.event
-                copy.write_row(
+                write_row(
                     (
                         new[(e.source, e.id)],
                         e.time,
@@ -275,11 +294,21 @@ def _store_postgresql(
                 )
         cells = _pending_cells(new_rows)
         if cells:
-            cursor.executemany(
-                "INSERT INTO metering_rolluppending (tenant_id, deployment_id, hour) VALUES (%s, %s, %s)",
-                list(cells),
-            )
+            # COPY: one round trip whatever the number of cells (executemany sends one each).
+            with raw.copy(
+                "COPY metering_rolluppending (tenant_id, deployment_id, hour) "
+                "FROM STDIN (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(["int8", "int8", "timestamptz"])
+                for cell in cells:
+                    copy.write_row(cell)
     return len(new_rows), len(rows) - len(new_rows)
+
+
+_EVENT_TYPES = [
+    "int8", "timestamptz", "int8", "int8", "int8", "int8", "int8",
+    "float8", "float8", "float8", "bool",
+]  # fmt: skip
 
 
 def _month_start(time: datetime) -> datetime:
@@ -288,7 +317,11 @@ def _month_start(time: datetime) -> datetime:
 
 def usage_partitions_ensure(*, times: Sequence[datetime]) -> None:
     """Create the monthly partitions of the usage event table that `times` fall in."""
-    for start in sorted({_month_start(t) for t in times}):
+    # (year, month) of UTC times directly: this runs for every event of every batch.
+    months = {(t.year, t.month) for t in times if t.tzinfo is UTC}
+    starts = {datetime(year, month, 1, tzinfo=UTC) for year, month in months}
+    starts.update(_month_start(t) for t in times if t.tzinfo is not UTC)
+    for start in sorted(starts):
         name = f"metering_usageevent_p{start:%Y%m}"
         with connection.cursor() as cursor:
             cursor.execute("SELECT to_regclass(%s)", [name])

@@ -1,7 +1,12 @@
 """Rollups: hourly and daily sums per tenant and deployment, recomputed from raw events for
 every queued (tenant, deployment, hour). Claim and recompute happen in one transaction, so a
-run killed midway leaves the queue as it was, and running twice gives the same rows."""
+run killed midway leaves the queue as it was, and running twice gives the same rows.
 
+On PostgreSQL the cells are staged with COPY and each level is one `INSERT … SELECT …
+ON CONFLICT DO UPDATE` (the sums never leave the database); other databases use the ORM.
+Both compute the same figures."""
+
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
@@ -45,11 +50,20 @@ SUM_FIELDS = [
 HOUR = timedelta(hours=1)
 
 
+# Folds run one at a time on PostgreSQL: two folds of the same cell at once (each ingest
+# request folds its batch after commit) would each recompute from a snapshot that misses
+# the other's events and the later write would lose them; overlapping cells also deadlock.
+ROLLUP_LOCK = 0x526F6C6C  # pg_advisory_xact_lock key, "Roll"
+
+
 def rollup_pending(*, batch: int = 20_000) -> int:
     """Fold every queued cell into the rollups; returns the number of cells recomputed."""
     total = 0
     while True:
         with transaction.atomic():
+            if connection.vendor == "postgresql":
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ROLLUP_LOCK])
             cells = _claim(batch)
             if not cells:
                 return total
@@ -78,6 +92,11 @@ def _claim(limit: int) -> set[Cell]:
 
 def rollup_cells(*, cells: Iterable[Cell]) -> None:
     """Recompute the hourly rows of `cells` from raw events, then the days they fall in."""
+    if connection.vendor == "postgresql":
+        cells = set(cells)
+        _rollup_hours_postgresql(cells)
+        _rollup_days({(t, d, h.astimezone(UTC).date()) for t, d, h in cells})
+        return
     by_deployment: dict[int, set[Cell]] = defaultdict(set)
     for cell in cells:
         by_deployment[cell[1]].add(cell)
@@ -181,6 +200,9 @@ def _rollup_days(day_cells: set[tuple[int, int, object]]) -> None:
     """Daily rows = the sum of their hourly rows."""
     if not day_cells:
         return
+    if connection.vendor == "postgresql":
+        _rollup_days_postgresql(day_cells)
+        return
     tenants = {t for t, _, _ in day_cells}
     deployments = {d for _, d, _ in day_cells}
     days = {day for _, _, day in day_cells}
@@ -216,6 +238,141 @@ def _rollup_days(day_cells: set[tuple[int, int, object]]) -> None:
         unique_fields=["tenant", "deployment", "day"],
         update_fields=[*SUM_FIELDS, "latency_histogram", "is_demo"],
     )
+
+
+def _slo_thresholds(cells: set[Cell]) -> dict[Cell, tuple[int | None, int | None]]:
+    """(SLO TTFT ms, SLO TPOT ms) of the deployment version in force at each cell's hour
+    (None, None without a version), as _split_by_version decides it."""
+    versions: dict[int, list[DeploymentVersion]] = defaultdict(list)
+    for version in DeploymentVersion.objects.filter(
+        deployment_id__in={d for _, d, _ in cells}
+    ).order_by("deployment_id", "effective_from"):
+        versions[version.deployment_id].append(version)
+    starts = {d: [v.effective_from for v in vs] for d, vs in versions.items()}
+    thresholds = {}
+    for cell in cells:
+        index = bisect_right(starts.get(cell[1], []), cell[2])
+        version = versions[cell[1]][index - 1] if index else None
+        thresholds[cell] = (
+            (version.slo_ttft_ms, version.slo_tpot_ms) if version is not None else (None, None)
+        )
+    return thresholds
+
+
+def _stage(cursor, table: str, columns: str, types: list[str], rows: Iterable[tuple]) -> None:
+    """Fill a transaction-local temporary table with COPY, and give the planner its size."""
+    cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} ({columns}) ON COMMIT DELETE ROWS")
+    # Table names and SQL below are constants of this module, never input.
+    cursor.execute(f"DELETE FROM {table}")  # noqa: S608 (left by an earlier call in this transaction)
+    with cursor.cursor.copy(f"COPY {table} FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(types)
+        for row in rows:
+            copy.write_row(row)
+    cursor.execute(f"ANALYZE {table}")
+
+
+def _hourly_sql() -> str:
+    ok = "NOT e.is_error"
+    compliant = (
+        "NOT e.is_error"
+        " AND (c.slo_ttft_ms IS NULL OR e.ttft_ms IS NULL OR e.ttft_ms <= c.slo_ttft_ms)"
+        " AND (c.slo_tpot_ms IS NULL OR e.tpot_ms IS NULL OR e.tpot_ms <= c.slo_tpot_ms)"
+    )
+    sums = ["count(*)", "count(*) FILTER (WHERE e.is_error)"]
+    sums += [f"sum(e.{name})" for name in ("input_tokens", "cached_tokens", "output_tokens")]
+    for condition in (ok, compliant):
+        if condition == compliant:
+            sums.append(f"count(*) FILTER (WHERE {condition})")
+        sums += [
+            f"COALESCE(sum(e.{name}) FILTER (WHERE {condition}), 0)"
+            for name in ("input_tokens", "cached_tokens", "output_tokens")
+        ]
+    for name in ("ttft_ms", "tpot_ms", "latency_ms"):
+        sums += [f"COALESCE(sum(e.{name}), 0)", f"count(e.{name})"]
+    # Non-cumulative bucket counts, +Inf last (as _aggregate derives them from cumulative ones).
+    edges = [None, *LATENCY_BUCKETS_MS, None]
+    buckets = []
+    for lower, upper in pairwise(edges):
+        terms = [f"e.latency_ms > {lower}" if lower is not None else "e.latency_ms IS NOT NULL"]
+        if upper is not None:
+            terms.append(f"e.latency_ms <= {upper}")
+        buckets.append(f"count(*) FILTER (WHERE {' AND '.join(terms)})")
+    fields = ", ".join(SUM_FIELDS)
+    updates = ", ".join(
+        f"{name} = EXCLUDED.{name}" for name in [*SUM_FIELDS, "latency_histogram", "is_demo"]
+    )
+    return (
+        f"INSERT INTO metering_hourlyusage (tenant_id, deployment_id, hour, {fields}, "  # noqa: S608
+        "latency_histogram, is_demo) "
+        f"SELECT c.tenant_id, c.deployment_id, c.hour, {', '.join(sums)}, "
+        f"jsonb_build_array({', '.join(buckets)}), false "
+        "FROM rollup_cells_stage c JOIN metering_usageevent e "
+        "ON e.tenant_id = c.tenant_id AND e.deployment_id = c.deployment_id "
+        "AND e.time >= c.hour AND e.time < c.hour + interval '1 hour' "
+        "AND date_trunc('hour', e.time AT TIME ZONE 'UTC') = c.hour AT TIME ZONE 'UTC' "
+        "WHERE e.time >= %(start)s AND e.time < %(end)s "
+        "GROUP BY c.tenant_id, c.deployment_id, c.hour "
+        f"ON CONFLICT (tenant_id, deployment_id, hour) DO UPDATE SET {updates}"
+    )
+
+
+def _rollup_hours_postgresql(cells: set[Cell]) -> None:
+    """One INSERT … SELECT over the staged cells: each cell's events, summed in the database
+    with the SLO of the version in force at its hour (cells without events are left as is)."""
+    if not cells:
+        return
+    thresholds = _slo_thresholds(cells)
+    with transaction.atomic(), connection.cursor() as cursor:
+        _stage(
+            cursor,
+            "rollup_cells_stage",
+            "tenant_id bigint, deployment_id bigint, hour timestamptz, "
+            "slo_ttft_ms integer, slo_tpot_ms integer",
+            ["int8", "int8", "timestamptz", "int4", "int4"],
+            ((t, d, h, *thresholds[(t, d, h)]) for t, d, h in cells),
+        )
+        cursor.execute(
+            _hourly_sql(),
+            {"start": min(h for _, _, h in cells), "end": max(h for _, _, h in cells) + HOUR},
+        )
+
+
+def _daily_sql() -> str:
+    fields = ", ".join(SUM_FIELDS)
+    sums = ", ".join(f"sum(h.{name})" for name in SUM_FIELDS)
+    # Element i of the day's histogram is the sum of the hours' element i (missing: 0).
+    histogram = ", ".join(
+        f"COALESCE(sum((h.latency_histogram ->> {i})::bigint), 0)"
+        for i in range(len(LATENCY_BUCKETS_MS) + 1)
+    )
+    updates = ", ".join(
+        f"{name} = EXCLUDED.{name}" for name in [*SUM_FIELDS, "latency_histogram", "is_demo"]
+    )
+    return (
+        f"INSERT INTO metering_dailyusage (tenant_id, deployment_id, day, {fields}, "  # noqa: S608
+        "latency_histogram, is_demo) "
+        f"SELECT c.tenant_id, c.deployment_id, c.day, {sums}, jsonb_build_array({histogram}), "
+        "bool_and(h.is_demo) "
+        "FROM rollup_days_stage c JOIN metering_hourlyusage h "
+        "ON h.tenant_id = c.tenant_id AND h.deployment_id = c.deployment_id "
+        "AND h.hour >= c.day::timestamp AT TIME ZONE 'UTC' "
+        "AND h.hour < (c.day + 1)::timestamp AT TIME ZONE 'UTC' "
+        "GROUP BY c.tenant_id, c.deployment_id, c.day "
+        f"ON CONFLICT (tenant_id, deployment_id, day) DO UPDATE SET {updates}"
+    )
+
+
+def _rollup_days_postgresql(day_cells: set[tuple[int, int, object]]) -> None:
+    """Daily rows = the sum of their hourly rows, in one INSERT … SELECT."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        _stage(
+            cursor,
+            "rollup_days_stage",
+            "tenant_id bigint, deployment_id bigint, day date",
+            ["int8", "int8", "date"],
+            day_cells,
+        )
+        cursor.execute(_daily_sql())
 
 
 def rollup_rebuild() -> int:

@@ -2,9 +2,10 @@
 
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import DatabaseError
+from django.db import DatabaseError, DataError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -41,6 +42,19 @@ def exception_handler(exc, context):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or None)
+    elif isinstance(exc, RequestDataTooBig):
+        return errors_response(
+            [{"field": "", "message": f"the request body is larger than {_limit()}"}],
+            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    elif isinstance(exc, RecursionError) and "decoding a JSON" in str(exc):
+        # The JSON parser recursed once per nested array or object: a body nested that
+        # deeply is the client's error, not the server's.
+        exc = exceptions.ParseError("JSON parse error - the body is nested too deeply")
+    elif isinstance(exc, DataError) and "NUL (0x00)" in str(exc):
+        # PostgreSQL text cannot hold U+0000; the driver refuses it before sending the query,
+        # so the connection is intact. A slug, lookup or query parameter carried one.
+        exc = exceptions.ValidationError({"": ["text must not contain NUL (U+0000) characters"]})
     elif isinstance(exc, DatabaseError) and _is_unavailable(exc):
         return errors_response(
             [{"field": "", "message": "The database is unavailable; retry shortly."}],
@@ -52,6 +66,10 @@ def exception_handler(exc, context):
         return None
     response.data = {"errors": flatten(response.data)}
     return response
+
+
+def _limit() -> str:
+    return f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE / 1024 / 1024:g} MiB"
 
 
 def _is_unavailable(exc: DatabaseError) -> bool:

@@ -18,7 +18,9 @@ class ApiTokenSerializer(serializers.ModelSerializer):
 
 
 class AuditEntrySerializer(serializers.ModelSerializer):
-    actor = serializers.CharField(source="actor.username", default=None, read_only=True)
+    actor = serializers.CharField(
+        source="actor.username", default=None, allow_null=True, read_only=True
+    )
 
     class Meta:
         model = AuditEntry

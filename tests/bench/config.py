@@ -1,0 +1,85 @@
+"""What the benchmark factory looks like and how big its runs are (environment, read once).
+
+BENCH_EVENTS  comma-separated dataset sizes, small first (default "1000000,10000000";
+              BENCH_QUICK=1 makes it "100000,1000000").
+BENCH_ROUNDS  A/B rounds per comparison (default 6; quick 4).
+BENCH_INGEST  events per side per ingestion round (default 50,000).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT_DIR = ROOT / "var" / "bench"
+
+SEED = 20260901
+# The dataset month: 30 days, in the past (events more than 5 minutes ahead are refused).
+MONTH_START = datetime(2026, 9, 1, tzinfo=UTC)
+MONTH_END = datetime(2026, 10, 1, tzinfo=UTC)
+DAYS = 30
+# Ingestion runs write into another month, so the dataset month stays as generated.
+INGEST_START = datetime(2026, 11, 1, tzinfo=UTC)
+INGEST_DAYS = 28
+
+TENANTS = 200
+TENANT_ZIPF = 1.1  # share of tenant of rank r ∝ 1 / r^s
+MODEL_ZIPF = 1.5  # each tenant's preference over its own ordering of the models
+SOURCES = ("gw-eu-1", "gw-eu-2", "gw-us-1", "gw-us-2")  # API gateways sending events
+ERROR_RATE = 0.004
+
+# pool slug, GPU type, GPUs
+POOLS = [("h100-a", "H100", 512), ("h200-a", "H200", 256), ("b200-b", "B200", 1000)]
+# model slug, pools, R_ref (output tokens/s per GPU), SLO TTFT ms, SLO TPOT ms,
+# list prices per million (input, cached input, output)
+MODELS = [
+    ("llama-3.3-70b", ("h100-a", "b200-b"), 2100, 2000, 200, ("0.88", "0.44", "0.88")),
+    ("qwen3-235b-a22b", ("h200-a",), 2790, 2000, 80, ("0.35", "0.175", "1.40")),
+    ("deepseek-r1", ("b200-b",), 3550, 2000, 80, ("0.55", "0.14", "2.19")),
+    ("llama-3.1-8b", ("h100-a",), 16000, 1000, 50, ("0.10", "0.05", "0.10")),
+    ("qwen3-32b", ("h100-a", "h200-a"), 4200, 2000, 80, ("0.20", "0.10", "0.60")),
+    ("gpt-oss-120b", ("b200-b",), 9000, 1500, 50, ("0.15", "0.075", "0.60")),
+    ("mistral-small-24b", ("h200-a",), 6000, 1500, 60, ("0.10", "0.05", "0.30")),
+    ("bge-reranker", ("h100-a",), 30000, 500, 20, ("0.02", "0.01", "0.02")),
+]
+SECOND_POOL_SHARE = 0.3  # traffic of a two-pool model that goes to its second pool
+
+# Per-request distributions (log-normal: mu, sigma of the natural log).
+INPUT_TOKENS = (7.0, 1.1)  # median ≈ 1,100 tokens
+OUTPUT_TOKENS = (5.5, 0.9)  # median ≈ 245 tokens
+CACHED_SHARE = 0.5  # requests with a prefix-cache hit; cached = U(0.2, 0.9) × input
+TTFT_MS = (6.0, 0.6)  # median ≈ 400 ms
+TPOT_MS = (3.2, 0.45)  # median ≈ 25 ms
+
+
+def _diurnal(hour: int) -> float:
+    """Demand relative to the daily mean: low at 04:00 UTC, high at 16:00 UTC."""
+    import math
+
+    return 1 + 0.6 * math.sin((hour - 10) / 24 * 2 * math.pi)
+
+
+HOUR_WEIGHTS = [_diurnal(h) for h in range(24)]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    small: int
+    large: int
+    rounds: int
+    ingest_events: int  # per side and round
+    quick: bool
+
+
+def sizes() -> Sizes:
+    quick = os.environ.get("BENCH_QUICK", "") not in ("", "0")
+    default = "100000,1000000" if quick else "1000000,10000000"
+    values = [int(v.replace("_", "")) for v in os.environ.get("BENCH_EVENTS", default).split(",")]
+    if len(values) != 2 or values[0] <= 0 or values[1] < values[0]:
+        raise SystemExit("BENCH_EVENTS must be two sizes, small first, e.g. 1000000,10000000")
+    rounds = int(os.environ.get("BENCH_ROUNDS", "4" if quick else "6"))
+    ingest = int(os.environ.get("BENCH_INGEST", "50000"))
+    return Sizes(values[0], values[1], max(2, rounds), max(1000, ingest // 1000 * 1000), quick)

@@ -1,0 +1,266 @@
+"""Operations the benchmark runs inside Django, in an agent process bound to one database
+(tests/bench/agent.py). Each returns JSON-able figures; timings are wall-clock seconds of
+the operation alone."""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import time
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.sessions.backends.db import SessionStore
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from billing.models import Contract, Price, PromotionalCredit
+from flywheel.measurement import FactoryData
+from metering.ingest.validation import validate_events
+from metering.models import (
+    CapacitySample,
+    DailyUsage,
+    Deployment,
+    EventKey,
+    HourlyUsage,
+    Pool,
+    RollupPending,
+    ServedModel,
+    UsageEvent,
+)
+from metering.services.factory import VersionSpec, deployment_create
+from metering.services.ingest import usage_ingest, usage_partitions_ensure
+from metering.services.rollup import rollup_pending, rollup_rebuild
+from portal.models import Role, Tenant
+from portal.services import token_create, user_ensure
+
+from . import config
+from .events import EventGenerator, deployment_specs, expected_tokens_per_event, tenant_slug
+
+EPOCH = datetime(2026, 1, 1, tzinfo=config.MONTH_START.tzinfo)
+B = 1_000_000_000
+
+
+def _parse(moment: str) -> datetime:
+    return datetime.fromisoformat(moment)
+
+
+def setup(*, events: int) -> dict:
+    """The factory: pools, models, deployments, tenants (most paid, with allowances and tiers
+    sized to the data), prices, a promotion, capacity every 15 minutes, an operator with an
+    API token and a browser session. `events` is the dataset size (for the allowances)."""
+    for slug, gpu_type, gpus in config.POOLS:
+        Pool.objects.create(slug=slug, name=slug, gpu_type=gpu_type, gpu_count=gpus)
+    pools = {p.slug: p for p in Pool.objects.all()}
+    for slug, pool_slugs, r_ref, ttft, tpot, prices in config.MODELS:
+        model = ServedModel.objects.create(slug=slug, name=slug)
+        for pool_slug in pool_slugs:
+            deployment_create(
+                slug=f"{slug}@{pool_slug}",
+                model=model,
+                pool=pools[pool_slug],
+                by=None,
+                spec=VersionSpec(r_ref=Decimal(r_ref), slo_ttft_ms=ttft, slo_tpot_ms=tpot),
+            )
+        Price.objects.bulk_create(
+            Price(
+                model=model,
+                token_class=token_class,
+                per_million=Decimal(per_million),
+                currency="USD",
+                effective_from=EPOCH,
+            )
+            for token_class, per_million in zip(
+                ("input", "cached_input", "output"), prices, strict=True
+            )
+        )
+    Tenant.objects.bulk_create(
+        Tenant(slug=tenant_slug(rank), name=f"Tenant {rank}") for rank in range(config.TENANTS)
+    )
+    tenants = {t.slug: t for t in Tenant.objects.all()}
+    # A tenant's monthly tokens ≈ its Zipf share × all tokens: allowances and tiers are set
+    # so that most paid tenants run out of their allowance inside the month.
+    generator = EventGenerator()
+    month_tokens = events * expected_tokens_per_event()
+    total_weight = generator.tenant_cum[-1]
+    contracts = []
+    for rank in range(config.TENANTS):
+        share = (1 / (rank + 1) ** config.TENANT_ZIPF) / total_weight
+        kind = ("paid", "paid", "paid", "paid", "paid", "paid", "trial", "paid", "internal", None)[
+            rank % 10
+        ]
+        if kind is None:
+            continue  # no contract: unsold (reason no_contract)
+        tiers = []
+        free = 0
+        discount = Decimal(0)
+        if kind == "paid":
+            if rank < 10:  # large accounts: deep discount, a volume tier
+                discount = Decimal(40 - 2 * rank)
+                tiers = [{"from_tokens": int(share * month_tokens * 0.6), "discount_pct": "5"}]
+            else:
+                free = int(share * month_tokens * 0.3)
+        contracts.append(
+            Contract(
+                tenant=tenants[tenant_slug(rank)],
+                kind=kind,
+                discount_pct=discount,
+                free_tokens_per_month=free,
+                volume_tiers=tiers,
+                currency="USD",
+                effective_from=EPOCH,
+            )
+        )
+    Contract.objects.bulk_create(contracts)
+    PromotionalCredit.objects.create(
+        tenant=tenants[tenant_slug(11)],
+        amount=Decimal("500.00"),
+        currency="USD",
+        effective_from=EPOCH,
+        expires_at=config.MONTH_START + timedelta(days=12, minutes=30),
+        description="bench credit",
+    )
+    samples = []
+    for pool_slug, _, gpus in config.POOLS:
+        moment = config.MONTH_START - timedelta(hours=1)
+        while moment < config.INGEST_START + timedelta(days=config.INGEST_DAYS):
+            busy_share = 0.55 * config._diurnal(moment.hour) / 1.6 + 0.2
+            healthy = gpus - (gpus * 3 // 100)
+            samples.append(
+                CapacitySample(
+                    pool=pools[pool_slug],
+                    time=moment,
+                    interval_s=900,
+                    gpus_installed=gpus,
+                    gpus_healthy=healthy,
+                    gpus_busy=min(healthy, int(healthy * busy_share)),
+                )
+            )
+            moment += timedelta(minutes=15)
+    CapacitySample.objects.bulk_create(samples, batch_size=2000)
+    operator = user_ensure(
+        username="bench-operator", role=Role.OPERATOR, password="bench-pw-123456"
+    )
+    _, token = token_create(user=operator, name="bench", scopes=["ingest", "read"])
+    session = SessionStore()
+    session[SESSION_KEY] = str(operator.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = operator.get_session_auth_hash()
+    session.set_expiry(7 * 24 * 3600)
+    session.create()
+    usage_partitions_ensure(times=[config.INGEST_START])  # the dataset month is bulk-loaded
+    by_spec = {
+        (d.model.slug, d.pool.slug): d.pk
+        for d in Deployment.objects.select_related("model", "pool")
+    }
+    return {
+        "tenants": [tenants[tenant_slug(r)].pk for r in range(config.TENANTS)],
+        "deployments": [by_spec[spec] for spec in deployment_specs()],
+        "token": token,
+        "session": session.session_key,
+    }
+
+
+def counts() -> dict:
+    return {
+        "events": UsageEvent.objects.count(),
+        "keys": EventKey.objects.count(),
+        "hourly_rows": HourlyUsage.objects.count(),
+        "daily_rows": DailyUsage.objects.count(),
+        "pending": RollupPending.objects.count(),
+    }
+
+
+def full_rollup() -> dict:
+    """rollup_rebuild(): every rollup recomputed from raw events."""
+    started = time.perf_counter()
+    cells = rollup_rebuild()
+    return {"seconds": time.perf_counter() - started, "cells": cells}
+
+
+def incremental_rollup(*, seq0: int, hour: str, per_hour: int) -> dict:
+    """Ingest one hour of new events (usage_ingest, 1,000 per call: it writes the pending
+    queue), then time rollup_pending(), which folds them into the hourly and daily rows."""
+    start = _parse(hour)
+    generator = EventGenerator()
+    rows = list(generator.rows(seq0=seq0, count=per_hour, start=start, days=1, hours=1))
+    items = [generator.item(r) for r in rows]
+    now = timezone.now()
+    for i in range(0, len(items), 1000):
+        events, errors = validate_events(items=items[i : i + 1000], now=now)
+        assert not errors, errors[:3]
+        usage_ingest(events=events, received_at=now)
+    pending = RollupPending.objects.count()
+    with CaptureQueriesContext(connection) as queries:
+        started = time.perf_counter()
+        cells = rollup_pending()
+        seconds = time.perf_counter() - started
+    return {"seconds": seconds, "cells": cells, "pending_rows": pending, "queries": len(queries)}
+
+
+def kpis(*, start: str, end: str, profile: bool = False) -> dict:
+    """FactoryData(...).kpis(...) of the factory over [start, end): time and query count."""
+    period_start, period_end = _parse(start), _parse(end)
+    profiler = cProfile.Profile() if profile else None
+    with CaptureQueriesContext(connection) as queries:
+        started = time.perf_counter()
+        if profiler:
+            profiler.enable()
+        data = FactoryData(start=period_start, end=period_end)
+        result = data.kpis(scope="factory", start=period_start, end=period_end)
+        if profiler:
+            profiler.disable()
+        seconds = time.perf_counter() - started
+    figures = {
+        "seconds": seconds,
+        "queries": len(queries),
+        "tef": str(result.tef) if result.tef is not None else None,
+        "tfi": str(result.tfi) if result.tfi is not None else None,
+        "output_tokens": result.output_tokens,
+    }
+    if profiler:
+        figures["profile"] = _profile_text(profiler)
+    return figures
+
+
+def profile_ingest(*, seq0: int, batches: int) -> dict:
+    """cProfile of what the batch endpoint runs per request (decode, validate, usage_ingest),
+    on fresh events, to explain where ingestion time goes."""
+    import msgspec
+
+    from metering.ingest.body import decode_batch
+
+    generator = EventGenerator()
+    start = config.INGEST_START + timedelta(days=20)  # a live feed: one hour, in time order
+    rows = sorted(
+        generator.rows(seq0=seq0, count=batches * 1000, start=start, days=1, hours=1),
+        key=lambda r: r.time,
+    )
+    bodies = [
+        msgspec.json.encode([generator.item(r) for r in rows[i : i + 1000]])
+        for i in range(0, len(rows), 1000)
+    ]
+    profiler = cProfile.Profile()
+    started = time.perf_counter()
+    profiler.enable()
+    for body in bodies:
+        items = decode_batch(body=body, content_encoding=None)
+        now = timezone.now()
+        events, errors = validate_events(items=items, now=now)
+        assert not errors
+        usage_ingest(events=events, received_at=now)
+    profiler.disable()
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "events": batches * 1000, "profile": _profile_text(profiler)}
+
+
+def _profile_text(profiler: cProfile.Profile, limit: int = 25) -> str:
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.sort_stats("cumulative").print_stats(limit)
+    out.write("\n--- by own time ---\n")
+    stats.sort_stats("tottime").print_stats(limit)
+    return out.getvalue()

@@ -1,0 +1,620 @@
+"""`make bench` (scripts/bench.sh): the performance goals of the ingestion and read paths,
+each measured as a ratio of two arms interleaved in one run (A B A B …).
+
+Needs DATABASE_URL (a PostgreSQL superuser on a throwaway cluster), REDIS_URL and
+TEST_BROKER_URL, as scripts/with-services.sh exports them. Creates two databases, loads the
+small and the large dataset (config.sizes()), then measures:
+
+  1. HTTP batch ingestion vs the raw deduplicating COPY of the same events
+  2. replay of stored events vs fresh events, through the API
+  3. the operator dashboard and GET /api/v1/usage, 30 days: large vs small dataset, and
+     large vs the same figures computed from raw rows
+  4. incremental rollup of one hour of new events vs a full rollup rebuild
+  5. FactoryData(...).kpis(...) of the month vs the equivalent SQL on raw rows
+  6. peak RSS of a web worker ingesting 10,000-event batches
+
+Prints the ratio table and writes every figure to var/bench/*.json (docs/performance.md
+explains the method).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import msgspec
+import psycopg
+
+from . import config, raw, web
+from .events import EventGenerator
+
+STARTED = time.perf_counter()
+INGEST_SEQ = 1_000_000_000  # sequence numbers of ingestion events (never in a dataset)
+ROLLUP_SEQ = 2_000_000_000
+MEMORY_SEQ = 3_000_000_000
+PROFILE_SEQ = 4_000_000_000
+
+
+def log(message: str) -> None:
+    print(f"[{time.perf_counter() - STARTED:7.1f}s] {message}", flush=True)
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+def database_url(base: str, name: str) -> str:
+    parts = urlsplit(base)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+class Agent:
+    """A Django process on one database (tests/bench/agent.py)."""
+
+    def __init__(self, name: str, env: dict) -> None:
+        self.name = name
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.bench.agent"],
+            cwd=config.ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._answer()
+
+    def _answer(self):
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"agent {self.name} died")
+        answer = json.loads(line)
+        if not answer["ok"]:
+            raise RuntimeError(f"agent {self.name}: {answer['error']}")
+        return answer["result"]
+
+    def call(self, op: str, **args):
+        self.process.stdin.write(json.dumps({"op": op, "args": args}) + "\n")
+        self.process.stdin.flush()
+        return self._answer()
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+def manage(env: dict, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "manage.py", *args], cwd=config.ROOT, env=env, stdout=subprocess.DEVNULL
+    )
+
+
+def verdict(value: float, limit: float, at_least: bool) -> str:
+    ok = value >= limit if at_least else value <= limit
+    return "pass" if ok else "MISS"
+
+
+class Bench:
+    def __init__(self) -> None:
+        self.sizes = config.sizes()
+        base = os.environ.get("DATABASE_URL", "")
+        if not base.startswith("postgres"):
+            raise SystemExit("DATABASE_URL must point at PostgreSQL: run scripts/bench.sh")
+        self.base = base
+        self.urls = {
+            "small": database_url(base, "bench_small"),
+            "large": database_url(base, "bench_large"),
+        }
+        self.tmp = Path(tempfile.mkdtemp(prefix="tfp-bench-"))
+        self.results: dict = {
+            "sizes": {"small": self.sizes.small, "large": self.sizes.large},
+            "quick": self.sizes.quick,
+            "rounds": self.sizes.rounds,
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "platform": platform.platform(),
+            },
+        }
+        self.rows: list[tuple] = []  # the ratio table
+        self.servers: list[web.Server] = []
+        self.agents: dict[str, Agent] = {}
+
+    # -- setup ------------------------------------------------------------------------
+
+    def env(self, which: str) -> dict:
+        return web.server_env(database_url=self.urls[which], var_dir=self.tmp / "var")
+
+    def durability(self, *, durable: bool) -> None:
+        """Loading needs no durability; every measurement runs with durable commits."""
+        with psycopg.connect(self.base, autocommit=True) as conn:
+            for name in ("fsync", "synchronous_commit", "full_page_writes"):
+                conn.execute(
+                    f"ALTER SYSTEM {'RESET' if durable else 'SET'} {name}"
+                    + ("" if durable else " = off")
+                )
+            conn.execute("SELECT pg_reload_conf()")
+            time.sleep(0.5)
+            if durable:
+                conn.execute("CHECKPOINT")
+                settings = {
+                    name: conn.execute(f"SHOW {name}").fetchone()[0]
+                    for name in (
+                        "server_version",
+                        "fsync",
+                        "synchronous_commit",
+                        "full_page_writes",
+                        "shared_buffers",
+                        "work_mem",
+                        "max_wal_size",
+                    )
+                }
+                if (settings["fsync"], settings["synchronous_commit"]) != ("on", "on"):
+                    raise RuntimeError(f"commits are not durable: {settings}")
+                self.results["postgresql"] = settings
+                log(f"durable commits on: PostgreSQL {settings}")
+
+    def prepare(self) -> None:
+        self.durability(durable=False)
+        with psycopg.connect(self.base, autocommit=True) as conn:
+            for name in ("bench_small", "bench_large"):
+                conn.execute(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute("CREATE DATABASE bench_small")
+        (self.tmp / "var").mkdir()
+        jobs = [manage(self.env("small"), "migrate", "--noinput", "--skip-checks")]
+        jobs.append(manage(self.env("small"), "collectstatic", "--noinput"))
+        for job in jobs:
+            if job.wait() != 0:
+                raise RuntimeError("migrate/collectstatic failed")
+        with psycopg.connect(self.base, autocommit=True) as conn:
+            conn.execute("CREATE DATABASE bench_large TEMPLATE bench_small")
+        log("migrated both databases, collected static files")
+        for which in ("small", "large"):
+            self.agents[which] = Agent(which, self.env(which))
+        self.ids = {}
+        for which in ("small", "large"):
+            self.ids[which] = self.agents[which].call("setup", events=getattr(self.sizes, which))
+        log("factory set up: pools, models, deployments, tenants, contracts, prices, capacity")
+        loads = {}
+        for which in ("small", "large"):
+            count = getattr(self.sizes, which)
+            log(f"loading the {which} dataset: {count:,} events (COPY)")
+            loads[which] = raw.bulk_load(
+                dsn=self.urls[which],
+                count=count,
+                tenant_ids=self.ids[which]["tenants"],
+                deployment_ids=self.ids[which]["deployments"],
+                log=log,
+            )
+            log(f"  loaded in {loads[which]:.0f} s; rolling up (rollup_rebuild)")
+            first = self.agents[which].call("full_rollup")
+            raw.vacuum_analyze(self.urls[which])
+            counts = self.agents[which].call("counts")
+            log(f"  first rollup {first['seconds']:.1f} s; {counts}")
+            self.results[f"dataset_{which}"] = {
+                "load_seconds": loads[which],
+                "first_rollup": first,
+                **counts,
+            }
+        self.durability(durable=True)
+
+    def start_servers(self) -> None:
+        self.web = {}
+        for which in ("small", "large"):
+            server = web.Server(env=self.env(which), log=self.tmp / f"gunicorn-{which}.log")
+            self.servers.append(server)
+            self.web[which] = server
+        log(f"gunicorn (2 workers) on ports {self.web['small'].port} and {self.web['large'].port}")
+
+    # -- the comparisons ----------------------------------------------------------------
+
+    def add(
+        self, goal: str, what: str, a: str, b: str, ratio: float, limit: str, result: str
+    ) -> None:
+        self.rows.append((goal, what, a, b, ratio, limit, result))
+
+    def kpis(self) -> None:
+        """Goal 5: FactoryData(...).kpis of the month vs the equivalent SQL on raw rows."""
+        log("goal 5: KPI measurement vs raw SQL (interleaved)")
+        month = {"start": config.MONTH_START.isoformat(), "end": config.MONTH_END.isoformat()}
+        reads = {w: raw.RawReads(self.urls[w]) for w in ("small", "large")}
+        for which in ("small", "large"):  # warm both sides once
+            self.agents[which].call("kpis", **month)
+        self.agents["large"].call("kpis", **month)
+        reads["large"].kpis()
+        arms: dict[str, list] = {"measure_large": [], "raw_large": [], "measure_small": []}
+        queries = {"small": set(), "large": set()}
+        raw_rows = None
+        for _ in range(max(2, self.sizes.rounds // 2)):  # long arms: fewer rounds
+            figures = self.agents["large"].call("kpis", **month)
+            arms["measure_large"].append(figures["seconds"])
+            queries["large"].add(figures["queries"])
+            seconds, raw_rows = reads["large"].kpis()
+            arms["raw_large"].append(seconds)
+            small = self.agents["small"].call("kpis", **month)
+            arms["measure_small"].append(small["seconds"])
+            queries["small"].add(small["queries"])
+        for r in reads.values():
+            r.close()
+        profile = self.agents["large"].call("kpis", profile=True, **month)
+        (config.OUT_DIR / "profile-kpis.txt").write_text(profile.pop("profile"))
+        ratio = statistics.median(arms["measure_large"]) / statistics.median(arms["raw_large"])
+        flat = len(queries["small"] | queries["large"]) == 1
+        self.results["kpis"] = {
+            "seconds": arms,
+            "queries": {k: sorted(v) for k, v in queries.items()},
+            "figures_large": figures,
+            "raw_rows_large": [[str(v) for v in row] for row in raw_rows],
+            "ratio_median": ratio,
+        }
+        self.add(
+            "5",
+            "KPI measurement, 30 days, large: FactoryData vs raw SQL (median)",
+            f"{statistics.median(arms['measure_large']) * 1000:.0f} ms",
+            f"{statistics.median(arms['raw_large']) * 1000:.0f} ms",
+            ratio,
+            "≤ 0.3",
+            verdict(ratio, 0.3, False),
+        )
+        self.add(
+            "5",
+            "queries: small vs large",
+            str(sorted(queries["small"])),
+            str(sorted(queries["large"])),
+            1.0 if flat else float("nan"),
+            "equal",
+            "pass" if flat else "MISS",
+        )
+
+    def reads(self) -> None:
+        """Goal 3: dashboard and /api/v1/usage, 30 days; large vs small and vs raw rows."""
+        log("goal 3: dashboard and usage API p95 (interleaved small/large) and raw usage SQL")
+        month = f"from={config.MONTH_START:%Y-%m-%d}&to={config.MONTH_END:%Y-%m-%d}"
+        samples = 30 if self.sizes.quick else 40
+        getters = {}
+        for which in ("small", "large"):
+            ids = self.ids[which]
+            getters[which] = {
+                "dashboard": web.Getter(
+                    self.web[which].port, {"Cookie": f"sessionid={ids['session']}"}
+                ),
+                "usage": web.Getter(
+                    self.web[which].port, {"Authorization": f"Bearer {ids['token']}"}
+                ),
+            }
+        paths = {"dashboard": f"/?{month}", "usage": f"/api/v1/usage?{month}"}
+        for which in ("small", "large"):  # warm up both workers of each server
+            for page, path in paths.items():
+                for _ in range(2 if page == "dashboard" else 4):
+                    getters[which][page].get(path)
+        times: dict[str, list[float]] = {
+            f"{page}_{which}": [] for page in paths for which in ("small", "large")
+        }
+        # The dashboard takes seconds on the large dataset: fewer samples than the API.
+        for _ in range(max(6, self.sizes.rounds * 2)):
+            for which in ("small", "large"):
+                times[f"dashboard_{which}"].append(
+                    getters[which]["dashboard"].get(paths["dashboard"])
+                )
+        times["raw_usage_large"] = []
+        raw_reads = raw.RawReads(self.urls["large"])
+        raw_reads.usage()  # warm
+        raw_every = max(1, samples // (self.sizes.rounds * 2))
+        for i in range(samples):
+            for which in ("small", "large"):
+                times[f"usage_{which}"].append(getters[which]["usage"].get(paths["usage"]))
+            if i % raw_every == 0:
+                times["raw_usage_large"].append(raw_reads.usage())
+        raw_reads.close()
+        raw_kpis = self.results.get("kpis", {}).get("seconds", {}).get("raw_large") or [
+            float("nan")
+        ]
+        self.results["reads"] = {"seconds": times, "p95": {k: p95(v) for k, v in times.items()}}
+        q = self.results["reads"]["p95"]
+        ms = lambda s: f"{s * 1000:.0f} ms"  # noqa: E731
+        for page, label, raw_p95 in (
+            ("dashboard", "operator dashboard", p95(raw_kpis)),
+            ("usage", "GET /api/v1/usage", q["raw_usage_large"]),
+        ):
+            growth = q[f"{page}_large"] / q[f"{page}_small"]
+            self.add(
+                "3",
+                f"{label} p95, 30 days: large vs small",
+                ms(q[f"{page}_large"]),
+                ms(q[f"{page}_small"]),
+                growth,
+                "≤ 1.5",
+                verdict(growth, 1.5, False),
+            )
+            share = q[f"{page}_large"] / raw_p95
+            self.add(
+                "3",
+                f"{label} p95, large: vs same query on raw rows",
+                ms(q[f"{page}_large"]),
+                ms(raw_p95),
+                share,
+                "≤ 0.05",
+                verdict(share, 0.05, False),
+            )
+
+    def rollups(self) -> None:
+        """Goal 4: incremental rollup of one hour of new events vs a full rebuild (large)."""
+        log("goal 4: incremental rollup (one hour) vs full rebuild (interleaved)")
+        agent = self.agents["large"]
+        per_hour = max(1000, self.sizes.large // (config.DAYS * 24))
+        rounds = max(2, self.sizes.rounds // 2)
+        full, incremental, details = [], [], []
+        for r in range(rounds):
+            hour = config.MONTH_START + timedelta(days=3 + 5 * r, hours=15)  # a busy hour
+            figures = agent.call(
+                "incremental_rollup",
+                seq0=ROLLUP_SEQ + r * per_hour,
+                hour=hour.isoformat(),
+                per_hour=per_hour,
+            )
+            incremental.append(figures["seconds"])
+            details.append(figures)
+            full.append(agent.call("full_rollup")["seconds"])
+            log(
+                f"  round {r + 1}: incremental {incremental[-1] * 1000:.0f} ms, full {full[-1]:.1f} s"
+            )
+        ratio = statistics.median(incremental) / statistics.median(full)
+        self.results["rollup"] = {
+            "events_per_hour": per_hour,
+            "incremental_seconds": incremental,
+            "full_seconds": full,
+            "incremental": details,
+            "ratio_median": ratio,
+        }
+        self.add(
+            "4",
+            f"incremental rollup of one hour ({per_hour:,} new events) vs full rebuild",
+            f"{statistics.median(incremental) * 1000:.0f} ms",
+            f"{statistics.median(full):.1f} s",
+            ratio,
+            "≤ 0.01",
+            verdict(ratio, 0.01, False),
+        )
+
+    def ingestion(self) -> None:
+        """Goals 1 and 2: API batches vs raw dedup COPY of the same events; replay vs fresh."""
+        log("goals 1-2: ingestion, API vs raw dedup COPY vs raw binary COPY; replay vs fresh")
+        ids = self.ids["large"]
+        # A fresh server, as for the memory goal: no page of the read stages in its workers.
+        server = web.Server(env=self.env("large"), log=self.tmp / "gunicorn-ingest.log")
+        self.servers.append(server)
+        generator = EventGenerator()
+        per_round = self.sizes.ingest_events
+        raw_ingest = raw.RawIngest(self.urls["large"])
+        arms: dict[str, list] = {"raw_dedup": [], "api": [], "raw_binary": [], "replay": []}
+        latencies: dict[str, list] = {"api": [], "replay": []}
+        encoder = msgspec.json.Encoder()
+
+        def round_events(r: int):
+            # A live feed: each round is one hour of events, in time order.
+            hour = config.INGEST_START + timedelta(days=1, hours=r)
+            rows = list(
+                generator.rows(
+                    seq0=INGEST_SEQ + r * per_round, count=per_round, start=hour, days=1, hours=1
+                )
+            )
+            rows.sort(key=lambda x: x.time)
+            bodies = [
+                encoder.encode([generator.item(x) for x in rows[i : i + 1000]])
+                for i in range(0, per_round, 1000)
+            ]
+            resolved = raw.resolved(rows, ids["tenants"], ids["deployments"], prefix="raw-")
+            batches = [resolved[i : i + 1000] for i in range(0, per_round, 1000)]
+            return bodies, batches
+
+        warm_bodies, warm_batches = round_events(self.sizes.rounds)  # warm-up, not measured
+        web.post_batches(
+            port=server.port, token=ids["token"], bodies=warm_bodies, threads=4, expect="accepted"
+        )
+        raw_ingest.dedup_copy(warm_batches)
+        raw_ingest.binary_copy(warm_batches)
+        previous = warm_bodies
+        for r in range(self.sizes.rounds):
+            bodies, batches = round_events(r)
+            arms["raw_dedup"].append(per_round / raw_ingest.dedup_copy(batches))
+            api = web.post_batches(
+                port=server.port, token=ids["token"], bodies=bodies, threads=4, expect="accepted"
+            )
+            arms["api"].append(per_round / api["seconds"])
+            latencies["api"] += api["latencies"]
+            arms["raw_binary"].append(per_round / raw_ingest.binary_copy(batches))
+            replay = web.post_batches(
+                port=server.port,
+                token=ids["token"],
+                bodies=previous,
+                threads=4,
+                expect="duplicates",
+            )
+            arms["replay"].append(len(previous) * 1000 / replay["seconds"])
+            latencies["replay"] += replay["latencies"]
+            previous = bodies
+            log(
+                "  round {}: raw dedup {:,.0f}/s, API {:,.0f}/s, raw binary {:,.0f}/s, replay {:,.0f}/s".format(
+                    r + 1,
+                    arms["raw_dedup"][-1],
+                    arms["api"][-1],
+                    arms["raw_binary"][-1],
+                    arms["replay"][-1],
+                )
+            )
+        raw_ingest.close()
+        server.stop()
+        med = {k: statistics.median(v) for k, v in arms.items()}
+        self.results["ingestion"] = {
+            "events_per_round": per_round,
+            "batch": 1000,
+            "client_threads": 4,
+            "events_per_second": arms,
+            "median": med,
+            "request_p95_ms": {k: p95(v) * 1000 for k, v in latencies.items()},
+        }
+        ratio = med["api"] / med["raw_dedup"]
+        self.add(
+            "1",
+            "API batch ingestion vs raw dedup COPY (events/s, median)",
+            f"{med['api']:,.0f}/s",
+            f"{med['raw_dedup']:,.0f}/s",
+            ratio,
+            "≥ 0.8",
+            verdict(ratio, 0.8, True),
+        )
+        self.add(
+            "-",
+            "raw dedup COPY vs raw binary COPY, no dedup (info)",
+            f"{med['raw_dedup']:,.0f}/s",
+            f"{med['raw_binary']:,.0f}/s",
+            med["raw_dedup"] / med["raw_binary"],
+            "-",
+            "info",
+        )
+        replay_ratio = med["replay"] / med["api"]
+        self.add(
+            "2",
+            "replay of stored events vs fresh insert, API (events/s)",
+            f"{med['replay']:,.0f}/s",
+            f"{med['api']:,.0f}/s",
+            replay_ratio,
+            "≥ 1.0",
+            verdict(replay_ratio, 1.0, True),
+        )
+        profile = self.agents["large"].call("profile_ingest", seq0=PROFILE_SEQ, batches=20)
+        (config.OUT_DIR / "profile-ingest.txt").write_text(profile.pop("profile"))
+        self.results["ingestion"]["in_process_profile"] = profile
+
+    def memory(self) -> None:
+        """Goal 6: peak RSS of a fresh web worker ingesting 10,000-event batches."""
+        log("goal 6: peak RSS of gunicorn workers ingesting 10,000-event batches")
+        ids = self.ids["large"]
+        server = web.Server(env=self.env("large"), log=self.tmp / "gunicorn-memory.log")
+        self.servers.append(server)
+        generator = EventGenerator()
+        batches = 6 if self.sizes.quick else 20
+        encoder = msgspec.json.Encoder()
+        bodies = []
+        for b in range(batches):
+            rows = sorted(
+                generator.rows(
+                    seq0=MEMORY_SEQ + b * 10_000,
+                    count=10_000,
+                    start=config.INGEST_START + timedelta(days=10, hours=b),
+                    days=1,
+                    hours=1,
+                ),
+                key=lambda x: x.time,
+            )
+            bodies.append(encoder.encode([generator.item(x) for x in rows]))
+        pids = server.worker_pids()
+        before = {pid: web.memory_kib(pid) for pid in pids}
+        result = web.post_batches(
+            port=server.port, token=ids["token"], bodies=bodies, threads=2, expect="accepted"
+        )
+        after = {pid: web.memory_kib(pid) for pid in pids}
+        server.stop()
+        peak_mb = max(m["VmHWM"] for m in after.values()) / 1024
+        self.results["memory"] = {
+            "batches": batches,
+            "events_per_batch": 10_000,
+            "body_bytes": len(bodies[0]),
+            "before_kib": before,
+            "after_kib": after,
+            "peak_mb": peak_mb,
+            "events_per_second": batches * 10_000 / result["seconds"],
+        }
+        self.add(
+            "6",
+            "peak RSS of a web worker, 10,000-event batches (VmHWM)",
+            f"{peak_mb:.0f} MB",
+            "300 MB",
+            peak_mb / 300,
+            "< 1.0",
+            "pass" if peak_mb < 300 else "MISS",
+        )
+
+    # -- report -----------------------------------------------------------------------
+
+    def report(self) -> str:
+        head = (
+            f"sizes: small {self.sizes.small:,} / large {self.sizes.large:,} events; "
+            f"{self.sizes.rounds} rounds; {os.cpu_count()} CPUs"
+        )
+        lines = [head, ""]
+        widths = (4, 66, 12, 12, 7, 7, 5)
+        header = ("goal", "comparison (A vs B)", "A", "B", "A/B", "target", "")
+        fmt = "  ".join(f"{{:{'<' if i < 2 else '>'}{w}}}" for i, w in enumerate(widths))
+        lines.append(fmt.format(*header))
+        for goal, what, a, b, ratio, limit, result in self.rows:
+            shown = "-" if ratio != ratio else f"{ratio:.3f}"  # NaN
+            lines.append(fmt.format(goal, what[:66], a, b, shown, limit, result))
+        return "\n".join(lines)
+
+    def save(self) -> None:
+        config.OUT_DIR.mkdir(parents=True, exist_ok=True)
+        self.results["table"] = [
+            dict(
+                zip(("goal", "comparison", "a", "b", "ratio", "target", "result"), row, strict=True)
+            )
+            for row in self.rows
+        ]
+        self.results["total_seconds"] = time.perf_counter() - STARTED
+        for key in ("kpis", "reads", "rollup", "ingestion", "memory"):
+            if key in self.results:
+                (config.OUT_DIR / f"{key}.json").write_text(
+                    json.dumps(self.results[key], indent=1, default=str)
+                )
+        (config.OUT_DIR / "results.json").write_text(
+            json.dumps(self.results, indent=1, default=str)
+        )
+        (config.OUT_DIR / "table.txt").write_text(self.report() + "\n")
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.stop()
+        for agent in self.agents.values():
+            agent.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+STAGES = ("kpis", "reads", "rollups", "ingestion", "memory")
+
+
+def main() -> int:
+    """Every stage, or those BENCH_ONLY names (comma-separated; "reads" needs "kpis")."""
+    only = [s for s in os.environ.get("BENCH_ONLY", "").split(",") if s] or list(STAGES)
+    unknown = set(only) - set(STAGES)
+    if unknown:
+        raise SystemExit(f"BENCH_ONLY: unknown stage(s) {sorted(unknown)}; choose from {STAGES}")
+    bench = Bench()
+    config.OUT_DIR.mkdir(parents=True, exist_ok=True)
+    try:
+        bench.prepare()
+        bench.start_servers()
+        for stage in STAGES:
+            if stage in only:
+                getattr(bench, stage)()
+    finally:
+        bench.save()
+        bench.close()
+    print()
+    print(bench.report())
+    log(f"figures in {config.OUT_DIR}/*.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""gunicorn on loopback and a keep-alive HTTP client (http.client, one connection a thread)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from . import config
+
+GUNICORN = config.ROOT / ".venv" / "bin" / "gunicorn"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """`gunicorn portal.wsgi` with 2 workers (gthread: keep-alive) on a free loopback port."""
+
+    def __init__(
+        self, *, env: dict, log: Path, workers: int = 2, threads: int | None = None
+    ) -> None:
+        threads = threads or int(os.environ.get("BENCH_WEB_THREADS", "2"))
+        self.port = free_port()
+        self.log = log
+        self.process = subprocess.Popen(
+            [
+                str(GUNICORN),
+                "portal.wsgi",
+                "--workers",
+                str(workers),
+                "--worker-class",
+                "gthread",
+                "--threads",
+                str(threads),
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--keep-alive",
+                "3600",
+                "--timeout",
+                "600",
+                "--error-logfile",
+                str(log),
+            ],
+            cwd=config.ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"gunicorn exited: see {log}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.2)
+        else:
+            raise RuntimeError("gunicorn did not listen within 60 s")
+
+    def worker_pids(self) -> list[int]:
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                status = (entry / "status").read_text()
+            except OSError:
+                continue
+            if f"\nPPid:\t{self.process.pid}\n" in status:
+                pids.append(int(entry.name))
+        return sorted(pids)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def memory_kib(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (peak RSS) of a process, KiB, from /proc/<pid>/status."""
+    figures = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            figures[key] = int(value.split()[0])
+    return figures
+
+
+def server_env(*, database_url: str, var_dir: Path) -> dict:
+    """Production settings (DEBUG off, Celery on its broker so rollups leave the request)."""
+    env = dict(os.environ)
+    env.update(
+        DEBUG="0",
+        SECRET_KEY="bench-secret-key-not-for-production-0123456789abcdef",
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        SECURE_SSL_REDIRECT="0",
+        DATABASE_URL=database_url,
+        VAR_DIR=str(var_dir),
+        CELERY_BROKER_URL=os.environ.get("TEST_BROKER_URL", "redis://127.0.0.1:6379/0"),
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    return env
+
+
+def post_batches(*, port: int, token: str, bodies: list[bytes], threads: int, expect: str) -> dict:
+    """POST every body to /api/v1/usage/events from `threads` keep-alive connections.
+    `expect` is "accepted" or "duplicates": every event of every body must be counted there.
+    Returns wall seconds, request latencies and the counts."""
+    pending = list(reversed(bodies))
+    lock = threading.Lock()
+    latencies: list[float] = []
+    totals = {"accepted": 0, "duplicates": 0}
+    failures: list[str] = []
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+
+    def work() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        while True:
+            with lock:
+                if not pending or failures:
+                    break
+                body = pending.pop()
+            started = time.perf_counter()
+            conn.request("POST", "/api/v1/usage/events", body, headers)
+            response = conn.getresponse()
+            payload = response.read()
+            elapsed = time.perf_counter() - started
+            with lock:
+                latencies.append(elapsed)
+                if response.status != 200:
+                    failures.append(f"{response.status}: {payload[:300]!r}")
+                    break
+                answer = json.loads(payload)
+                totals["accepted"] += answer["accepted"]
+                totals["duplicates"] += answer["duplicates"]
+        conn.close()
+
+    workers = [threading.Thread(target=work) for _ in range(threads)]
+    started = time.perf_counter()
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    seconds = time.perf_counter() - started
+    if failures:
+        raise RuntimeError(f"ingestion failed: {failures[0]}")
+    other = "duplicates" if expect == "accepted" else "accepted"
+    if totals[other]:
+        raise RuntimeError(f"expected only {expect}, got {totals}")
+    return {"seconds": seconds, "latencies": latencies, **totals}
+
+
+class Getter:
+    """Sequential GETs over one keep-alive connection (latency, not throughput)."""
+
+    def __init__(self, port: int, headers: dict) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+        self.headers = headers
+
+    def get(self, path: str) -> float:
+        for attempt in range(2):
+            started = time.perf_counter()
+            try:
+                self.conn.request("GET", path, headers=self.headers)
+                response = self.conn.getresponse()
+                body = response.read()
+                break
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                self.conn.close()  # the server closed an idle keep-alive connection: retry
+                if attempt:
+                    raise
+        elapsed = time.perf_counter() - started
+        if response.status != 200:
+            raise RuntimeError(f"GET {path}: {response.status} {body[:300]!r}")
+        return elapsed

@@ -1,0 +1,130 @@
+"""Fixtures of the reliability suite: the two-tenant world and a Celery worker process."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from .world import world_build
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _postgres_only(request):
+    """Tests marked postgres_only skip on another database (the fingerprints, partitions and
+    concurrency they check are PostgreSQL's)."""
+    if request.node.get_closest_marker("postgres_only"):
+        from django.db import connection
+
+        if connection.vendor != "postgresql":
+            pytest.skip("PostgreSQL only")
+
+
+@pytest.fixture
+def world(db):
+    return world_build()
+
+
+@dataclass
+class Worker:
+    """A `celery worker` (prefork, one child) on the test broker and database."""
+
+    app: object  # a Celery client app bound to the same broker and result backend
+    process: subprocess.Popen
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def child_pids(self) -> list[int]:
+        """The pool's child processes (Linux: read from /proc, instantly)."""
+        pid = self.process.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return [int(child) for child in children]
+
+    def wait_for_log(self, pattern: str, *, timeout: float = 60, after: int = 0) -> re.Match:
+        """The first match of `pattern` in the log past offset `after`."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if match := re.compile(pattern).search(self.log(), after):
+                return match
+            if self.process.poll() is not None:
+                pytest.fail(f"worker exited: {self.log()[-2000:]}")
+            time.sleep(0.05)
+        pytest.fail(f"no {pattern!r} in the worker log within {timeout} s: {self.log()[-3000:]}")
+
+    def kill_child(self) -> int:
+        """SIGKILL the pool's child process (the one running the task); its pid."""
+        pids = self.child_pids()
+        assert len(pids) == 1, pids
+        os.kill(pids[0], signal.SIGKILL)
+        return pids[0]
+
+
+@pytest.fixture
+def reliability_worker(transactional_db):
+    """A real worker like tests/conftest.py's live_worker, that also imports the test-only
+    tasks of tests/reliability/tasks.py and exposes its process and log."""
+    from celery import Celery
+    from django.db import connection
+
+    broker = os.environ.get("TEST_BROKER_URL")
+    if not broker:
+        pytest.skip("needs TEST_BROKER_URL (make test starts a throwaway Redis)")
+    if connection.vendor != "postgresql":
+        pytest.skip("the worker shares the PostgreSQL test database")
+    db = connection.settings_dict
+    env = dict(os.environ)
+    env.update(
+        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        CELERY_BROKER_URL=broker,
+        CELERY_RESULT_BACKEND=broker,
+    )
+    log_path = ROOT / "var" / "test-reliability-worker.log"
+    log_path.parent.mkdir(exist_ok=True)
+    app = Celery("test-client", broker=broker, backend=broker)
+    app.conf.task_serializer = "json"
+    app.control.purge()  # nothing left over from an earlier test
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "portal",
+                "worker",
+                "--pool=prefork",
+                "--concurrency=1",
+                "--without-gossip",
+                "--without-mingle",
+                "--include=tests.reliability.tasks",
+                "-l",
+                "INFO",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    worker = Worker(app=app, process=process, log_path=log_path)
+    try:
+        deadline = time.monotonic() + 60
+        while not app.control.ping(timeout=1.0):
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"worker did not start: {worker.log()[-2000:]}")
+        yield worker
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        app.close()

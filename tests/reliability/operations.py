@@ -1,0 +1,620 @@
+"""Every API operation of the OpenAPI schema, and a valid request for each write.
+
+`schema_operations()` reads the operations from drf-spectacular's generator (what
+/api/schema/ serves). `WRITES` holds, per non-GET operation, the roles that may do it and a
+builder of a fresh valid request, so a test can show that the allowed roles succeed and
+every other role is refused with nothing changed. A new write operation without an entry
+fails `test_every_write_operation_has_a_case`.
+"""
+
+import functools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.apps import apps
+from django.db import connection
+
+from billing.services.invoicing import invoice_draft, invoice_finalize
+from billing.services.pricing import contract_create, price_create, promotion_grant
+from flywheel.models import Lever
+from flywheel.services.costs import cost_model_create, factory_costs_create
+from flywheel.services.flywheel import goal_create, lever_apply, lever_create
+from metering.ingest.validation import validate_events
+from metering.models import Pool, ScrapeTarget, ServedModel
+from metering.services.incidents import maintenance_window_create
+from metering.services.ingest import usage_ingest
+from metering.services.rollup import rollup_pending
+from portal.models import Tenant
+
+from .world import World
+
+HTTP_METHODS = ("get", "post", "put", "patch", "delete")
+FUTURE = datetime(2030, 1, 1, tzinfo=UTC)
+JSON = "application/json"
+
+
+@functools.cache
+def schema() -> dict:
+    """The OpenAPI document /api/schema/ serves."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    return SchemaGenerator().get_schema(request=None, public=True)
+
+
+def schema_operations() -> set[tuple[str, str]]:
+    """(METHOD, path template) of every operation in the schema."""
+    return {
+        (method.upper(), path)
+        for path, item in schema()["paths"].items()
+        for method in item
+        if method in HTTP_METHODS
+    }
+
+
+def url(template: str, params: dict[str, Any]) -> str:
+    path = template
+    for name, value in params.items():
+        path = path.replace("{" + name + "}", str(value))
+    assert "{" not in path, path
+    return path
+
+
+def future(n: int) -> str:
+    """A distinct whole future hour per call (effective-dated records refuse duplicates)."""
+    return (FUTURE + timedelta(hours=n)).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Req:
+    """One HTTP request: path parameters and query, body and its media type."""
+
+    params: dict[str, Any] = field(default_factory=dict)
+    body: Any = None  # JSON-able, or bytes/str sent as they are
+    content_type: str = JSON
+    query: str = ""
+
+    def path(self, template: str) -> str:
+        return url(template, self.params) + (f"?{self.query}" if self.query else "")
+
+    def payload(self) -> bytes | str:
+        if self.body is None:
+            return b""
+        if isinstance(self.body, bytes | str):
+            return self.body
+        return json.dumps(self.body)
+
+
+@dataclass(frozen=True)
+class Write:
+    """A non-GET operation: the roles that may do it (through a session) and a builder of a
+    fresh valid request (`make(world, n)`, n distinct per call)."""
+
+    roles: frozenset[str]
+    make: Callable[[World, int], Req]
+    scope: str = "admin"  # the token scope it needs
+    creates: str | None = None  # model label of the row a POST creates (for read-backs)
+
+
+OPERATOR = frozenset({"operator"})
+COMMERCIAL = frozenset({"operator", "finance"})
+LEVER_EFFECTS = {"occupancy": {"low": "1.05", "typical": "1.1", "high": "1.2"}}
+
+
+def _usage_month(world: World, n: int) -> datetime:
+    """Usage of tenant A in a month of its own (April 2026 on), rolled up."""
+    month = datetime(2026, 4 + n % 7, 1, tzinfo=UTC)
+    items = [
+        {
+            "id": f"month-{n}-{i}",
+            "time": (month + timedelta(hours=1, minutes=i)).isoformat(),
+            "tenant": "tenant-a",
+            "model": "llama-70b",
+            "input_tokens": 1_000_000,
+            "cached_tokens": 0,
+            "output_tokens": 1_000_000,
+        }
+        for i in range(2)
+    ]
+    from django.utils import timezone
+
+    events, errors = validate_events(items=items, now=timezone.now())
+    assert not errors, errors
+    usage_ingest(events=events, received_at=timezone.now())
+    rollup_pending()
+    return month
+
+
+def _draft(world: World, n: int):
+    invoice, _ = invoice_draft(tenant=world.tenant_a, month_start=_usage_month(world, n))
+    return invoice
+
+
+def _issued(world: World, n: int):
+    return invoice_finalize(invoice=_draft(world, n), by=None)
+
+
+def _model(n: int) -> ServedModel:
+    return ServedModel.objects.create(slug=f"model-{n}", name=f"Model {n}")
+
+
+def _pool(n: int) -> Pool:
+    return Pool.objects.create(slug=f"pool-{n}", name=f"Pool {n}", gpu_type="H100", gpu_count=8)
+
+
+def _tenant(n: int) -> Tenant:
+    return Tenant.objects.create(slug=f"tenant-{n}", name=f"Tenant {n}")
+
+
+def _target(world: World, n: int) -> ScrapeTarget:
+    return ScrapeTarget.objects.create(
+        url=f"http://127.0.0.1:9/metrics-{n}", kind="vllm", pool=world.pool
+    )
+
+
+def _lever(n: int, *, effective_from: datetime = FUTURE) -> str:
+    """A lever `lever-n` in the catalogue from `effective_from`; its slug."""
+    return lever_create(
+        slug=f"lever-{n}",
+        name=f"Lever {n}",
+        description="batching",
+        effects=LEVER_EFFECTS,
+        one_time_cost=Decimal(0),
+        monthly_cost=Decimal(0),
+        effective_from=effective_from,
+    ).slug
+
+
+def _event(n: int, i: int = 0) -> dict:
+    return {
+        "id": f"write-{n}-{i}",
+        "time": "2026-03-02T10:00:00Z",
+        "tenant": "tenant-a",
+        "model": "llama-70b",
+        "input_tokens": 10,
+        "cached_tokens": 0,
+        "output_tokens": 5,
+    }
+
+
+def _cloudevent(n: int) -> dict:
+    event = _event(n)
+    return {
+        "specversion": "1.0",
+        "type": "token.usage",
+        "id": event.pop("id"),
+        "source": "fuzz",
+        "time": event.pop("time"),
+        "data": event,
+    }
+
+
+def _openai_line(n: int) -> str:
+    return json.dumps(
+        {
+            "id": f"batch_req_{n}",
+            "custom_id": f"request-{n}",
+            "response": {
+                "status_code": 200,
+                "request_id": f"r{n}",
+                "body": {
+                    "id": f"chatcmpl-{n}",
+                    "object": "chat.completion",
+                    "created": 1772445600,  # 2026-03-02T10:00:00Z
+                    "model": "llama-70b",
+                    "usage": {"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30},
+                },
+            },
+            "error": None,
+        }
+    )
+
+
+PROMETHEUS_TEXT = (
+    "# TYPE vllm:generation_tokens counter\n"
+    'vllm:generation_tokens_total{model_name="llama-70b"} 100\n'
+)
+
+COST_MODEL = {
+    "pool": "h100-a",
+    "capex_per_gpu": "30000",
+    "depreciation_months": 60,
+    "power_kw_per_gpu": "1.2",
+    "pue": "1.3",
+    "electricity_price_per_kwh": "0.1",
+    "hosting_per_gpu_month": "200",
+}
+
+WRITES: dict[tuple[str, str], Write] = {
+    ("POST", "/api/v1/capacity"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            body=[
+                {
+                    "pool": "h100-a",
+                    "time": (datetime(2026, 3, 1, tzinfo=UTC) + timedelta(minutes=n)).isoformat(),
+                    "gpus_installed": 8,
+                    "gpus_healthy": 8,
+                    "gpus_busy": 4,
+                }
+            ]
+        ),
+        scope="ingest",
+    ),
+    ("POST", "/api/v1/contracts/"): Write(
+        COMMERCIAL,
+        lambda w, n: Req(body={"tenant": "tenant-a", "kind": "paid", "effective_from": future(n)}),
+        creates="billing.Contract",
+    ),
+    ("DELETE", "/api/v1/contracts/{id}/"): Write(
+        COMMERCIAL,
+        lambda w, n: Req(
+            params={
+                "id": contract_create(
+                    tenant=w.tenant_a,
+                    kind="paid",
+                    effective_from=FUTURE + timedelta(hours=n),
+                    currency="USD",
+                ).pk
+            }
+        ),
+    ),
+    ("POST", "/api/v1/cost-models/"): Write(
+        OPERATOR,
+        lambda w, n: Req(body={**COST_MODEL, "effective_from": future(n)}),
+        creates="flywheel.CostModel",
+    ),
+    ("DELETE", "/api/v1/cost-models/{id}/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            params={
+                "id": cost_model_create(
+                    pool=w.pool,
+                    capex_per_gpu=Decimal(1),
+                    depreciation_months=60,
+                    power_kw_per_gpu=Decimal(1),
+                    pue=Decimal(1),
+                    electricity_price_per_kwh=Decimal(0),
+                    hosting_per_gpu_month=Decimal(0),
+                    effective_from=FUTURE + timedelta(hours=n),
+                ).pk
+            }
+        ),
+    ),
+    ("POST", "/api/v1/deployments/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            body={
+                "slug": f"{_model(n).slug}@h100-a",
+                "model": f"model-{n}",
+                "pool": "h100-a",
+                "r_ref": "1000",
+                "slo_ttft_ms": 2000,
+            }
+        ),
+        creates="metering.Deployment",
+    ),
+    ("POST", "/api/v1/deployments/{slug}/versions/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            params={"slug": w.deployment.slug},
+            body={"effective_from": future(n), "r_ref": "1100", "w_in": "0"},
+        ),
+    ),
+    ("POST", "/api/v1/factory-costs/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            body={"staff_per_month": "1", "sga_per_month": "2", "effective_from": future(n)}
+        ),
+        creates="flywheel.FactoryCosts",
+    ),
+    ("DELETE", "/api/v1/factory-costs/{id}/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            params={
+                "id": factory_costs_create(
+                    staff_per_month=Decimal(1),
+                    sga_per_month=Decimal(1),
+                    effective_from=FUTURE + timedelta(hours=n),
+                ).pk
+            }
+        ),
+    ),
+    ("POST", "/api/v1/flywheel/cycles/"): Write(
+        OPERATOR,
+        lambda w, n: Req(body={"from": "2026-03-01", "to": "2026-03-08"}),
+        creates="flywheel.Cycle",
+    ),
+    ("POST", "/api/v1/flywheel/scenarios"): Write(
+        COMMERCIAL,  # a computation that changes nothing: operators and finance
+        lambda w, n: Req(
+            body={"from": "2026-03-01", "to": "2026-04-01", "targets": {"occupancy": "0.8"}}
+        ),
+        scope="read",
+    ),
+    ("POST", "/api/v1/goals/"): Write(
+        OPERATOR,
+        lambda w, n: Req(body={"min_tfi": "0.3", "effective_from": future(n)}),
+        creates="flywheel.Goal",
+    ),
+    ("DELETE", "/api/v1/goals/{id}/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            params={
+                "id": goal_create(
+                    min_tfi=Decimal("0.2"), effective_from=FUTURE + timedelta(hours=n)
+                ).pk
+            }
+        ),
+    ),
+    ("POST", "/api/v1/lever-applications/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            body={
+                "lever": _lever(n, effective_from=datetime(2026, 1, 1, tzinfo=UTC)),
+                "applied_at": "2026-03-10T00:00:00Z",
+            }
+        ),
+        creates="flywheel.LeverApplication",
+    ),
+    ("DELETE", "/api/v1/lever-applications/{id}/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            params={
+                "id": lever_apply(
+                    slug=_lever(n, effective_from=datetime(2026, 1, 1, tzinfo=UTC)),
+                    applied_at=datetime(2026, 3, 10, tzinfo=UTC),
+                ).pk
+            }
+        ),
+    ),
+    ("POST", "/api/v1/levers/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            body={
+                "slug": f"new-lever-{n}",
+                "name": "Batching",
+                "description": "larger batches",
+                "effects": LEVER_EFFECTS,
+                "one_time_cost": "1000",
+                "monthly_cost": "10",
+                "effective_from": future(n),
+            }
+        ),
+        creates="flywheel.Lever",
+    ),
+    ("DELETE", "/api/v1/levers/{id}/"): Write(
+        OPERATOR,
+        lambda w, n: Req(params={"id": Lever.objects.get(slug=_lever(n)).pk}),
+    ),
+    ("POST", "/api/v1/incidents/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            body={
+                "title": f"Incident {n}",
+                "severity": "sev3",
+                "impact": "degraded",
+                "started_at": "2026-03-10T10:00:00Z",
+                "deployments": [w.deployment.slug],
+                "tenants": ["tenant-a"],
+            }
+        ),
+        creates="metering.Incident",
+    ),
+    ("PATCH", "/api/v1/incidents/{id}/"): Write(
+        OPERATOR,
+        lambda w, n: Req(params={"id": w.incident_a.pk}, body={"cause": f"fan {n}"}),
+    ),
+    ("POST", "/api/v1/incidents/{id}/updates/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            params={"id": w.incident_a.pk}, body={"status": "resolved", "message": f"note {n}"}
+        ),
+    ),
+    ("POST", "/api/v1/invoices/{id}/finalize/"): Write(
+        COMMERCIAL, lambda w, n: Req(params={"id": _draft(w, n).pk})
+    ),
+    ("POST", "/api/v1/invoices/{id}/pay/"): Write(
+        COMMERCIAL, lambda w, n: Req(params={"id": _issued(w, n).pk})
+    ),
+    ("POST", "/api/v1/invoices/{id}/void/"): Write(
+        COMMERCIAL,
+        lambda w, n: Req(params={"id": _issued(w, n).pk}, body={"reason": "typo"}),
+    ),
+    ("POST", "/api/v1/maintenance/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            body={"title": f"Window {n}", "starts_at": future(n), "ends_at": future(n + 1)}
+        ),
+        creates="metering.MaintenanceWindow",
+    ),
+    ("PATCH", "/api/v1/maintenance/{id}/"): Write(
+        OPERATOR,
+        lambda w, n: Req(params={"id": w.maintenance.pk}, body={"title": f"Firmware {n}"}),
+    ),
+    ("DELETE", "/api/v1/maintenance/{id}/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            params={
+                "id": maintenance_window_create(
+                    title="Spare",
+                    starts_at=FUTURE + timedelta(hours=n),
+                    ends_at=FUTURE + timedelta(hours=n + 1),
+                    by=None,
+                ).pk
+            }
+        ),
+    ),
+    ("POST", "/api/v1/models/"): Write(
+        OPERATOR,
+        lambda w, n: Req(body={"slug": f"new-model-{n}", "name": "New", "aliases": [f"a-{n}"]}),
+        creates="metering.ServedModel",
+    ),
+    ("PUT", "/api/v1/models/{slug}/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            params={"slug": _model(n).slug},
+            body={"slug": f"model-{n}", "name": "Renamed", "aliases": []},
+        ),
+    ),
+    ("PATCH", "/api/v1/models/{slug}/"): Write(
+        OPERATOR,
+        lambda w, n: Req(params={"slug": "llama-70b"}, body={"name": f"Llama {n}"}),
+    ),
+    ("DELETE", "/api/v1/models/{slug}/"): Write(
+        OPERATOR, lambda w, n: Req(params={"slug": _model(n).slug})
+    ),
+    ("POST", "/api/v1/pools/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            body={"slug": f"new-pool-{n}", "name": "P", "gpu_type": "B200", "gpu_count": 8}
+        ),
+        creates="metering.Pool",
+    ),
+    ("PUT", "/api/v1/pools/{slug}/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            params={"slug": _pool(n).slug},
+            body={"slug": f"pool-{n}", "name": "Renamed", "gpu_type": "H100", "gpu_count": 16},
+        ),
+    ),
+    ("PATCH", "/api/v1/pools/{slug}/"): Write(
+        OPERATOR, lambda w, n: Req(params={"slug": "h100-a"}, body={"site": f"site {n}"})
+    ),
+    ("DELETE", "/api/v1/pools/{slug}/"): Write(
+        OPERATOR, lambda w, n: Req(params={"slug": _pool(n).slug})
+    ),
+    ("POST", "/api/v1/prices/"): Write(
+        COMMERCIAL,
+        lambda w, n: Req(
+            body={
+                "model": "llama-70b",
+                "token_class": "output",
+                "per_million": "2.5",
+                "currency": "USD",
+                "effective_from": future(n),
+            }
+        ),
+        creates="billing.Price",
+    ),
+    ("DELETE", "/api/v1/prices/{id}/"): Write(
+        COMMERCIAL,
+        lambda w, n: Req(
+            params={
+                "id": price_create(
+                    model=w.deployment.model,
+                    token_class="output",
+                    per_million=Decimal(3),
+                    currency="USD",
+                    effective_from=FUTURE + timedelta(hours=n),
+                ).pk
+            }
+        ),
+    ),
+    ("POST", "/api/v1/promotions/"): Write(
+        COMMERCIAL,
+        lambda w, n: Req(
+            body={"tenant": "tenant-a", "amount": "5", "effective_from": future(n)},
+        ),
+        creates="billing.PromotionalCredit",
+    ),
+    ("DELETE", "/api/v1/promotions/{id}/"): Write(
+        COMMERCIAL,
+        lambda w, n: Req(
+            params={
+                "id": promotion_grant(
+                    tenant=w.tenant_a,
+                    amount=Decimal(1),
+                    currency="USD",
+                    effective_from=FUTURE + timedelta(hours=n),
+                ).pk
+            }
+        ),
+    ),
+    ("POST", "/api/v1/scrape-targets/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            body={"url": f"http://127.0.0.1:9/new-{n}", "kind": "sglang", "pool": "h100-a"}
+        ),
+        creates="metering.ScrapeTarget",
+    ),
+    ("PUT", "/api/v1/scrape-targets/{id}/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            params={"id": _target(w, n).pk},
+            body={"url": f"http://127.0.0.1:9/put-{n}", "kind": "dcgm", "pool": "h100-a"},
+        ),
+    ),
+    ("PATCH", "/api/v1/scrape-targets/{id}/"): Write(
+        OPERATOR,
+        lambda w, n: Req(params={"id": w.scrape_target.pk}, body={"enabled": n % 2 == 0}),
+    ),
+    ("DELETE", "/api/v1/scrape-targets/{id}/"): Write(
+        OPERATOR, lambda w, n: Req(params={"id": _target(w, n).pk})
+    ),
+    ("POST", "/api/v1/telemetry/prometheus"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            body=PROMETHEUS_TEXT,
+            content_type="text/plain",
+            query=f"kind=vllm&pool=h100-a&source=s{n}",
+        ),
+        scope="ingest",
+    ),
+    ("POST", "/api/v1/tenants/"): Write(
+        OPERATOR,
+        lambda w, n: Req(body={"slug": f"new-tenant-{n}", "name": "New"}),
+        creates="portal.Tenant",
+    ),
+    ("PUT", "/api/v1/tenants/{slug}/"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            params={"slug": _tenant(n).slug},
+            body={"slug": f"tenant-{n}", "name": "Renamed", "status": "active"},
+        ),
+    ),
+    ("PATCH", "/api/v1/tenants/{slug}/"): Write(
+        OPERATOR, lambda w, n: Req(params={"slug": "tenant-a"}, body={"name": f"A {n}"})
+    ),
+    ("DELETE", "/api/v1/tenants/{slug}/"): Write(
+        OPERATOR, lambda w, n: Req(params={"slug": _tenant(n).slug})
+    ),
+    ("POST", "/api/v1/usage/cloudevents"): Write(
+        OPERATOR,
+        lambda w, n: Req(body=[_cloudevent(n)], content_type="application/cloudevents-batch+json"),
+        scope="ingest",
+    ),
+    ("POST", "/api/v1/usage/events"): Write(
+        OPERATOR, lambda w, n: Req(body=[_event(n)]), scope="ingest"
+    ),
+    ("POST", "/api/v1/usage/openai-batch"): Write(
+        OPERATOR,
+        lambda w, n: Req(
+            body=_openai_line(n) + "\n", content_type="application/jsonl", query="tenant=tenant-a"
+        ),
+        scope="ingest",
+    ),
+}
+
+
+def database_fingerprint() -> dict[str, str]:
+    """A digest of every row of the project's tables (PostgreSQL): equal fingerprints show
+    that a refused request changed nothing. Token rows are left out: authenticating touches
+    their last use."""
+    digests = {}
+    with connection.cursor() as cursor:
+        for model in apps.get_models():
+            meta = model._meta
+            if meta.app_label not in ("auth", "portal", "metering", "billing", "flywheel"):
+                continue
+            if meta.proxy or not meta.managed or meta.label == "portal.ApiToken":
+                continue
+            cursor.execute(
+                f"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) "  # noqa: S608
+                f'FROM "{meta.db_table}" t'
+            )
+            digests[meta.label] = cursor.fetchone()[0]
+    return digests

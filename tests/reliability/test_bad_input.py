@@ -1,0 +1,286 @@
+"""Bad input on every write operation: a 4xx whose message names the problem, never a 5xx.
+
+For each non-GET operation of the schema (WRITES in operations.py), sent by a role that
+may do it, with an otherwise valid request: malformed JSON, a wrong Content-Type, a body
+over the 32 MiB limit, nesting 100,000 deep, bytes that are not UTF-8; for each integer
+field of the request schema a negative and an overflowing value, for each decimal or
+number field NaN and Infinity (as strings and as JSON literals), for each date-time
+field a timestamp without a zone; and unknown fields (`id`, `tenant`, `price`,
+`is_staff`, timestamps) that must be ignored or refused, confirmed by reading back.
+Ingestion's own rules are in tests/metering/test_events.py and test_ingest_api.py.
+"""
+
+import itertools
+import json
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from .operations import JSON, WRITES, Req, schema
+from .world import bearer
+
+pytestmark = pytest.mark.postgres_only
+
+COUNTER = itertools.count(1000)
+# One byte over both the ingestion limit (32 MiB) and Django's request limit.
+HUGE = max(32 * 1024 * 1024, settings.DATA_UPLOAD_MAX_MEMORY_SIZE) + 1
+DEEP = 100_000
+FOREIGN_ID = 987_654_321
+# Operations whose body is not a JSON document.
+TEXT_BODIES = {("POST", "/api/v1/telemetry/prometheus"), ("POST", "/api/v1/usage/openai-batch")}
+# Operations that take a body (finalize and pay take none, and read none).
+BODIES = sorted(op for op in WRITES if "requestBody" in schema()["paths"][op[1]][op[0].lower()])
+JSON_BODIES = [op for op in BODIES if op not in TEXT_BODIES]
+# Serializers outside this change's reach that still take a time without a zone as UTC
+# (flywheel/api: reported); strict, so fixing them fails here until the entry goes.
+NAIVE_TIME_TAKEN_AS_UTC = {
+    ("POST", "/api/v1/cost-models/"),
+    ("POST", "/api/v1/factory-costs/"),
+    ("POST", "/api/v1/goals/"),
+    ("POST", "/api/v1/lever-applications/"),
+    ("POST", "/api/v1/levers/"),
+}
+
+
+def _ids(ops):
+    return [f"{m} {p}" for m, p in ops]
+
+
+def _resolve(node: dict) -> dict:
+    components = schema()["components"]["schemas"]
+    while "$ref" in node:
+        node = components[node["$ref"].rsplit("/", 1)[-1]]
+    return node
+
+
+def _request_properties(method: str, path: str) -> dict[str, dict]:
+    """The writable properties of the operation's request body (of one item for arrays)."""
+    body = schema()["paths"][path][method.lower()].get("requestBody")
+    if not body:
+        return {}
+    media = next(iter(body["content"].values()))
+    node = _resolve(media["schema"])
+    if node.get("type") == "array":
+        node = _resolve(node["items"])
+    return {
+        name: _resolve(prop)
+        for name, prop in node.get("properties", {}).items()
+        if not _resolve(prop).get("readOnly")
+    }
+
+
+def _fields(method, path, predicate) -> list[str]:
+    return sorted(n for n, p in _request_properties(method, path).items() if predicate(p))
+
+
+def _set(body, name, value):
+    """The valid body with `name` set to `value` (in the first item of an array body)."""
+    if isinstance(body, list):
+        return [_set(body[0], name, value), *body[1:]]
+    if "data" in body and isinstance(body["data"], dict) and name not in body:  # CloudEvent
+        return {**body, "data": {**body["data"], name: value}}
+    return {**body, name: value}
+
+
+@pytest.fixture
+def api(world):
+    """The operator, through a token carrying every scope."""
+    client = APIClient()
+    token = bearer(world.users["operator"], ["read", "ingest", "admin"])
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    return client
+
+
+def _send(api, method, path, req: Req, payload=None, content_type=None):
+    return api.generic(
+        method,
+        req.path(path),
+        req.payload() if payload is None else payload,
+        content_type=content_type or req.content_type,
+    )
+
+
+def _messages(response) -> list[dict]:
+    assert response["Content-Type"].startswith("application/json"), response.content[:200]
+    errors = response.json()["errors"]
+    assert errors, response.json()
+    assert all(e["message"] for e in errors), errors
+    return errors
+
+
+def _refused(response, *, status=None, field=None, words=()):
+    """A 4xx (or exactly `status`) whose errors name `field` or contain one of `words`."""
+    assert 400 <= response.status_code < 500, (response.status_code, response.content[:300])
+    if status is not None:
+        assert response.status_code == status, (response.status_code, response.content[:300])
+    errors = _messages(response)
+    if field is not None:
+        named = [e for e in errors if e["field"] == field or e["field"].endswith(f".{field}")]
+        named += [e for e in errors if e["field"].endswith(f"[0].{field}")]
+        assert named, (field, errors)
+    if words:
+        text = " ".join(f"{e['field']} {e['message']}" for e in errors).lower()
+        assert any(w in text for w in words), (words, errors)
+    return errors
+
+
+def test_the_valid_requests_are_accepted(world, api):
+    """The baseline every bad variant departs from is itself accepted."""
+    for method, path in BODIES:
+        req = WRITES[(method, path)].make(world, next(COUNTER))
+        response = _send(api, method, path, req)
+        assert response.status_code < 300, (method, path, response.content[:300])
+
+
+@pytest.mark.parametrize(("method", "path"), JSON_BODIES, ids=_ids(JSON_BODIES))
+def test_body_that_cannot_be_read_is_refused_naming_why(world, api, method, path):
+    req = WRITES[(method, path)].make(world, next(COUNTER))
+    cases = {
+        "malformed": (b'{"name": "x",', req.content_type, ("json", "parse", "expect")),
+        "wrong content type": (req.payload(), "application/xml", ("media type", "content-type")),
+        "plain text": (req.payload(), "text/plain", ("media type", "content-type")),
+        "not UTF-8": (b'{"name": "\xff\xfe\xfd"}', req.content_type, ("utf-8", "utf8", "decode")),
+        "deeply nested": (
+            b'{"name": ' + b"[" * DEEP + b"]" * DEEP + b"}",
+            req.content_type,
+            ("nest", "deep", "recursion"),
+        ),
+        "NaN literal": (b'{"name": NaN}', req.content_type, ("nan", "out of range", "json")),
+        "Infinity literal": (
+            b'{"name": Infinity}',
+            req.content_type,
+            ("infinity", "out of range", "json"),
+        ),
+    }
+    for name, (payload, content_type, words) in cases.items():
+        response = _send(api, method, path, req, payload=payload, content_type=content_type)
+        try:
+            _refused(response, words=words)
+        except AssertionError as error:
+            raise AssertionError(f"{name}: {error}") from None
+
+
+@pytest.mark.parametrize(("method", "path"), BODIES, ids=_ids(BODIES))
+def test_body_over_32_mib_is_refused(world, api, method, path):
+    req = WRITES[(method, path)].make(world, next(COUNTER))
+    if (method, path) in TEXT_BODIES:
+        payload = b"#" * HUGE
+    else:
+        payload = json.dumps(_set(req.body or {}, "padding", "x" * HUGE)).encode()
+    response = _send(api, method, path, req, payload=payload)
+    _refused(response, status=413, words=("large", "mib", "bytes"))
+
+
+@pytest.mark.parametrize(("method", "path"), JSON_BODIES, ids=_ids(JSON_BODIES))
+def test_negative_and_overflowing_integers_are_refused_naming_the_field(world, api, method, path):
+    properties = _request_properties(method, path)
+    fields = _fields(method, path, lambda p: p.get("type") == "integer")
+    unbounded = [n for n in fields if properties[n].get("minimum") is None]
+    assert unbounded == [], f"integer fields without a documented minimum: {unbounded}"
+    for name in fields:
+        values = [properties[name]["minimum"] - 1, 2**63, 10**30]
+        if properties[name].get("maximum") is not None:
+            values.append(properties[name]["maximum"] + 1)
+        for value in values:
+            req = WRITES[(method, path)].make(world, next(COUNTER))
+            body = json.dumps(_set(req.body, name, value))
+            response = _send(api, method, path, req, payload=body)
+            try:
+                _refused(response, field=name)
+            except AssertionError as error:
+                raise AssertionError(f"{name}={value}: {error}") from None
+
+
+@pytest.mark.parametrize(("method", "path"), JSON_BODIES, ids=_ids(JSON_BODIES))
+def test_nan_and_infinity_are_refused_naming_the_field(world, api, method, path):
+    fields = _fields(
+        method, path, lambda p: p.get("type") == "number" or p.get("format") == "decimal"
+    )
+    for name, value in itertools.product(fields, ("NaN", "Infinity", "-Infinity", "1e400")):
+        req = WRITES[(method, path)].make(world, next(COUNTER))
+        response = _send(api, method, path, req, payload=json.dumps(_set(req.body, name, value)))
+        try:
+            _refused(response, field=name)
+        except AssertionError as error:
+            raise AssertionError(f"{name}={value}: {error}") from None
+
+
+def _naive_time_cases():
+    for op in JSON_BODIES:
+        marks = ()
+        if op in NAIVE_TIME_TAKEN_AS_UTC:
+            marks = pytest.mark.xfail(strict=True, reason="flywheel serializer, reported")
+        yield pytest.param(*op, id=" ".join(op), marks=marks)
+
+
+@pytest.mark.parametrize(("method", "path"), list(_naive_time_cases()))
+def test_timestamp_without_zone_is_refused_naming_the_field(world, api, method, path):
+    fields = _fields(method, path, lambda p: p.get("format") == "date-time")
+    for name in fields:
+        req = WRITES[(method, path)].make(world, next(COUNTER))
+        item = req.body[0] if isinstance(req.body, list) else req.body
+        value = item.get(name) or "2026-03-05T12:00:00Z"  # the valid value, else a past one
+        naive = value.removesuffix("Z").removesuffix("+00:00")
+        response = _send(api, method, path, req, payload=json.dumps(_set(req.body, name, naive)))
+        try:
+            _refused(response, field=name, words=("zone", "offset"))
+        except AssertionError as error:
+            raise AssertionError(f"{name}: {error}") from None
+
+
+@pytest.mark.parametrize(("method", "path"), JSON_BODIES, ids=_ids(JSON_BODIES))
+def test_unknown_fields_are_ignored_or_refused_never_assigned(world, api, method, path):
+    """Mass assignment: `id`, `tenant`, `price`, `is_staff` and server-kept fields sent with
+    a valid body are ignored (the stored object, read back, does not carry them) or refused
+    naming the field; tenant B is never touched."""
+    properties = _request_properties(method, path)
+    extras = {
+        "id": FOREIGN_ID,
+        "pk": FOREIGN_ID,
+        "tenant": "tenant-b",
+        "price": "0",
+        "is_staff": True,
+        "is_superuser": True,
+        "created_at": "2000-01-01T00:00:00Z",
+        "status": "paid",
+        "total": "0",
+    }
+    extras = {k: v for k, v in extras.items() if k not in properties}
+    req = WRITES[(method, path)].make(world, next(COUNTER))
+    body = req.body
+    for name, value in extras.items():
+        body = _set(body, name, value)
+    b_before = (
+        list(world.tenant_b.contracts.values()),
+        list(world.tenant_b.members.values()),
+    )
+    response = _send(api, method, path, req, payload=json.dumps(body))
+    if response.status_code >= 400:
+        _refused(response)
+        named = {e["field"].rsplit(".", 1)[-1] for e in _messages(response)}
+        assert named & set(extras), (named, extras)
+        return
+    assert response.status_code < 300, response.content[:300]
+    assert str(FOREIGN_ID) not in response.content.decode(), response.content[:500]
+    if response.content and response["Content-Type"].startswith(JSON):
+        created = response.json()
+        if isinstance(created, dict) and "id" in created and path.endswith("/"):
+            detail = api.get(f"{path}{created['id']}/")
+            created = detail.json() if detail.status_code == 200 else created
+        for item in created if isinstance(created, list) else [created]:
+            assert item.get("tenant") in (None, "tenant-a"), item
+            assert "tenant-b" not in (item.get("tenants") or []), item
+            assert not str(item.get("created_at", "")).startswith("2000"), item
+    assert not User.objects.filter(is_staff=True).exists()
+    assert not User.objects.filter(is_superuser=True).exists()
+    model = WRITES[(method, path)].creates
+    if model:
+        from django.apps import apps
+
+        assert not apps.get_model(model).objects.filter(pk=FOREIGN_ID).exists()
+    assert b_before == (
+        list(world.tenant_b.contracts.values()),
+        list(world.tenant_b.members.values()),
+    )

@@ -1,0 +1,339 @@
+"""Celery and Redis under faults.
+
+(a) The measure job (`flywheel.measure`: fold pending rollups, then upsert the KPI
+snapshots) is killed with SIGKILL in its worker child (prefork, concurrency 1) at a random
+point of a clean run's duration, 3 times in CI (10 in soak; RELIABILITY_SEED fixes the
+points); acks_late + reject_on_worker_lost redeliver it, and the rerun leaves KpiSnapshot
+rows (all but measured_at) and rollups identical to a clean run's, one row per key.
+(b) A test-only task (tests/reliability/tasks.py) that always fails is retried
+MAX_RETRIES times, then stops, and is FAILURE in the result backend and the worker log.
+(c) A private redis-server, the cache behind the API quotas, is stopped during ingestion
+(`down`: killed then restarted; `hung`: SIGSTOP then SIGCONT) for 5 s in CI, 30 s in soak:
+ingestion answers 2xx, or 503 with Retry-After, never anything else, and every batch is
+stored exactly once (rows counted).
+"""
+
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+import redis
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from flywheel.models import KpiSnapshot
+from metering.ingest.validation import validate_events
+from metering.models import (
+    CapacitySample,
+    DailyUsage,
+    EventKey,
+    HourlyUsage,
+    Pool,
+    RollupPending,
+    UsageEvent,
+)
+from metering.services.ingest import usage_ingest
+from portal.periods import month_start
+
+from ..metering.factories import make_deployment
+from .tasks import MAX_RETRIES
+from .world import bearer, world_build
+
+SOAK = os.environ.get("RELIABILITY_SOAK") == "1"
+KILL_RUNS = int(os.environ.get("RELIABILITY_KILL_RUNS", 0)) or (10 if SOAK else 3)
+REDIS_OUTAGE_S = 30 if SOAK else 5
+SNAPSHOT_FIELDS = [
+    "scope",
+    "period_kind",
+    "period_start",
+    "period_end",
+    "telemetry",
+    "values",
+    "rating_errors",
+    "is_closed",
+]
+ROLLUP_FIELDS = ["tenant_id", "deployment_id", "requests", "input_tokens", "output_tokens"]
+
+
+# --- (a) the measure job killed midway ----------------------------------------------
+
+
+def _this_month_factory() -> None:
+    """Three pools with capacity every hour of this month so far, and usage of four tenants
+    every hour, so the measure job has real work (a few seconds) to be killed in."""
+    world_build()
+    now = timezone.now()
+    start = month_start(now) - timedelta(days=1)  # yesterday too on the 1st
+    hours = int((now - start) / timedelta(hours=1))
+    pools = ["h100-a", "h100-b", "b200-a"]
+    for pool in pools[1:]:
+        make_deployment(pool=pool)
+    samples = [
+        CapacitySample(
+            pool=pool,
+            time=start + timedelta(hours=h),
+            interval_s=3600,
+            gpus_installed=8,
+            gpus_healthy=8 - h % 2,
+            gpus_busy=4 + h % 3,
+        )
+        for pool in Pool.objects.filter(slug__in=pools)
+        for h in range(hours)
+    ]
+    CapacitySample.objects.bulk_create(samples)
+    items = [
+        {
+            "id": f"now-{tenant}-{pool}-{h}",
+            "time": (start + timedelta(hours=h, minutes=7)).isoformat(),
+            "tenant": tenant,
+            "model": "llama-70b",
+            "pool": pool,
+            "input_tokens": 1000 + h,
+            "cached_tokens": 0,
+            "output_tokens": 500 + h,
+        }
+        for tenant in ("tenant-a", "tenant-b")
+        for pool in pools
+        for h in range(hours - 1)
+    ]
+    for chunk in range(0, len(items), 5000):
+        events, errors = validate_events(items=items[chunk : chunk + 5000], now=timezone.now())
+        assert not errors, errors[:3]
+        usage_ingest(events=events, received_at=timezone.now())
+
+
+def _requeue_rollups() -> None:
+    """Empty the rollups and queue every hour again, so the job starts by folding them."""
+    HourlyUsage.objects.all().delete()
+    DailyUsage.objects.all().delete()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO metering_rolluppending (tenant_id, deployment_id, hour) "
+            "SELECT DISTINCT tenant_id, deployment_id, date_trunc('hour', time) "
+            "FROM metering_usageevent"
+        )
+
+
+def _state() -> dict:
+    snapshots = list(KpiSnapshot.objects.order_by(*SNAPSHOT_FIELDS[:3]).values(*SNAPSHOT_FIELDS))
+    return {
+        "snapshots": snapshots,
+        "keys": KpiSnapshot.objects.values("scope", "period_kind", "period_start")
+        .distinct()
+        .count(),
+        "hourly": list(
+            HourlyUsage.objects.order_by("tenant", "deployment", "hour").values(
+                *ROLLUP_FIELDS, "hour"
+            )
+        ),
+        "daily": list(
+            DailyUsage.objects.order_by("tenant", "deployment", "day").values(*ROLLUP_FIELDS, "day")
+        ),
+        "pending": RollupPending.objects.count(),
+    }
+
+
+def _measure(worker, *, kill_after: float | None = None) -> tuple[dict, float, bool]:
+    """Run the measure job on the worker, SIGKILLing its child `kill_after` seconds after it
+    starts; returns the database state once a run has succeeded, the seconds the successful
+    run took, and whether the kill hit a running task."""
+    KpiSnapshot.objects.all().delete()
+    _requeue_rollups()
+    offset = len(worker.log())
+    task_id = str(uuid.uuid4())
+    worker.app.send_task("flywheel.measure", task_id=task_id)
+    started = worker.wait_for_log(rf"Task flywheel\.measure\[{task_id}\] received", after=offset)
+    if kill_after is not None:
+        time.sleep(kill_after)
+        if f"flywheel.measure[{task_id}] succeeded" not in worker.log()[offset:]:
+            worker.kill_child()
+    done = worker.wait_for_log(
+        rf"Task flywheel\.measure\[{task_id}\] succeeded in ([0-9.]+)s",
+        after=started.end(),
+        timeout=120,
+    )
+    # The kill hit the running task when the pool reports its child lost (else it landed
+    # just after the task had finished).
+    killed = "WorkerLostError" in worker.log()[started.end() : done.start()]
+    return _state(), float(done.group(1)), killed
+
+
+@pytest.mark.integration
+@pytest.mark.postgres_only
+def test_measure_job_killed_at_a_random_point_reruns_to_identical_snapshots(
+    reliability_worker,
+):
+    _this_month_factory()
+    clean, seconds, _ = _measure(reliability_worker)
+    assert clean["snapshots"], "the job measured nothing"
+    assert clean["keys"] == len(clean["snapshots"])
+    assert clean["pending"] == 0 and clean["hourly"]
+    rng = random.Random(os.environ.get("RELIABILITY_SEED"))
+    hits = 0
+    for run in range(KILL_RUNS):
+        kill_after = rng.uniform(0, seconds)
+        after, _, killed = _measure(reliability_worker, kill_after=kill_after)
+        hits += killed
+        print(f"run {run}: kill after {kill_after:.2f} s of {seconds:.2f} s, hit: {killed}")
+        if after["snapshots"] != clean["snapshots"]:
+            # The clock moved into another hour between the runs: measure again clean.
+            clean, seconds, _ = _measure(reliability_worker)
+        assert after == clean, f"run {run}: killed after {kill_after:.2f} s of {seconds:.2f} s"
+    assert hits >= 1, "no kill landed inside the job; the data set is too small"
+
+
+# --- (b) a task that always fails ----------------------------------------------------
+
+
+@pytest.mark.integration
+def test_failing_task_stops_after_its_retries_and_is_recorded_as_failed(reliability_worker):
+    key = f"attempts-{uuid.uuid4()}"
+    counter = redis.Redis.from_url(os.environ["TEST_BROKER_URL"])
+    result = reliability_worker.app.send_task("tests.reliability.always_fails", args=[key])
+    with pytest.raises(Exception, match="always fails"):
+        result.get(timeout=60, propagate=True)
+    assert result.state == "FAILURE"
+    time.sleep(1.0)  # longer than the retry countdown: no attempt after the last
+    assert int(counter.get(key)) == 1 + MAX_RETRIES
+    log = reliability_worker.log()
+    assert log.count(f"tests.reliability.always_fails[{result.id}] retry") == MAX_RETRIES
+    assert f"tests.reliability.always_fails[{result.id}] raised unexpected" in log
+
+
+# --- (c) Redis stopped during ingestion ----------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PrivateRedis:
+    """A redis-server of the test's own, to stop and start without touching the suite's."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.dir = tempfile.mkdtemp(prefix="reliability-redis-")
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.dir],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        client = redis.Redis(port=self.port)
+        for _ in range(100):
+            try:
+                client.ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        raise RuntimeError("private redis-server did not start")
+
+    def stop(self) -> None:
+        """Down: the process is gone, connections are refused."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def pause(self) -> None:
+        """Hung: the process holds its port but answers nothing."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def private_redis():
+    if shutil.which("redis-server") is None:
+        pytest.skip("needs redis-server")
+    server = PrivateRedis()
+    server.start()
+    yield server
+    server.close()
+
+
+def _batch(n: int, size: int = 50) -> list[dict]:
+    return [
+        {
+            "id": f"outage-{n}-{i}",
+            "time": "2026-03-03T10:00:00Z",
+            "tenant": "tenant-a",
+            "model": "llama-70b",
+            "input_tokens": 10,
+            "cached_tokens": 0,
+            "output_tokens": 5,
+        }
+        for i in range(size)
+    ]
+
+
+@pytest.mark.integration
+@pytest.mark.postgres_only
+@pytest.mark.parametrize("outage", ["down", "hung"])
+def test_ingestion_survives_redis_stopped_and_loses_nothing(world, private_redis, outage):
+    """`down`: redis-server killed, restarted after the outage; `hung`: SIGSTOP, then SIGCONT
+    (each cache call then waits for the client's socket timeout)."""
+    location = f"redis://127.0.0.1:{private_redis.port}/1"
+    caches = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": location}}  # fmt: skip
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {bearer(world.users['operator'], ['ingest'])}")
+    statuses: dict[int, int] = {}
+    before = UsageEvent.objects.count()
+    pending: list[int] = []  # batches answered 503: to send again once Redis is back
+    acknowledged, slowest = 0, 0.0
+    with override_settings(CACHES=caches):
+        api.post("/api/v1/usage/events", _batch(0), format="json")  # quotas counted in Redis
+        assert redis.Redis(port=private_redis.port, db=1).keys("*quota*")
+        n = 0
+        for seconds, state in [(1.0, "up"), (REDIS_OUTAGE_S, outage), (1.0, "up")]:
+            if state == "down":
+                private_redis.stop()
+            elif state == "hung":
+                private_redis.pause()
+            elif n and outage == "down":
+                private_redis.start()
+            elif n:
+                private_redis.resume()
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                n += 1
+                started = time.monotonic()
+                response = api.post("/api/v1/usage/events", _batch(n), format="json")
+                slowest = max(slowest, time.monotonic() - started)
+                statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+                if response.status_code == 503:
+                    assert int(response["Retry-After"]) > 0
+                    pending.append(n)
+                else:
+                    assert response.status_code == 200, (state, response.content[:300])
+                    acknowledged += response.json()["accepted"]
+        for again in pending:
+            response = api.post("/api/v1/usage/events", _batch(again), format="json")
+            assert response.status_code == 200, response.content[:300]
+            acknowledged += response.json()["accepted"]
+    print(f"Redis {outage} {REDIS_OUTAGE_S} s: {statuses}, slowest answer {slowest:.1f} s")
+    assert set(statuses) <= {200, 503}, statuses
+    assert acknowledged == 50 * n
+    assert EventKey.objects.filter(event_id__startswith="outage-").count() == 50 * (n + 1)
+    assert UsageEvent.objects.count() == before + 50 * (n + 1)

@@ -1,0 +1,193 @@
+"""Two tenants with one of everything, built through the services (as the API would).
+
+Tenant A's member is the one who asks; tenant B owns the objects A must never reach. Each of
+B's objects carries a marker string that must never appear in a response to A.
+"""
+
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from billing.models import Contract, Invoice, Price, PromotionalCredit
+from billing.services.invoicing import invoice_draft, invoice_finalize
+from billing.services.pricing import promotion_grant
+from flywheel.models import CostModel, FactoryCosts
+from flywheel.services.costs import cost_model_create, factory_costs_create
+from metering.ingest.validation import validate_events
+from metering.models import Deployment, Incident, MaintenanceWindow, Pool, ScrapeTarget
+from metering.services.incidents import incident_create, maintenance_window_create
+from metering.services.ingest import usage_ingest
+from metering.services.rollup import rollup_pending
+from portal.models import ApiToken, Role, Tenant
+from portal.services import TOKEN_PREFIX, token_create, token_digest, user_ensure
+
+from ..billing.factories import MARCH, make_contract, make_priced_model
+
+ROLES = ("operator", "finance", "investor", "tenant")
+# Strings that exist only in tenant B's data (its slug, name, incident, promotion, usage
+# totals): none may reach tenant A. A's usage totals 3,000,003 input tokens.
+B_MARKERS = ("tenant-b", "Tenant B", "b-only outage", "promo for b", "5000010", "5,000,010")
+
+
+@dataclass
+class World:
+    tenant_a: Tenant
+    tenant_b: Tenant
+    users: dict[str, User]  # one per role; "tenant" is A's member
+    member_b: User
+    pool: Pool
+    deployment: Deployment
+    price: Price
+    contract_a: Contract
+    contract_b: Contract
+    promotion_a: PromotionalCredit
+    promotion_b: PromotionalCredit
+    invoice_a: Invoice
+    invoice_b: Invoice
+    incident_a: Incident
+    incident_b: Incident
+    maintenance: MaintenanceWindow
+    scrape_target: ScrapeTarget
+    cost_model: CostModel
+    factory_costs: FactoryCosts
+    token_b: ApiToken
+
+
+def _usage(tenant: str, count: int) -> None:
+    items = [
+        {
+            "id": f"{tenant}-{i}",
+            "time": (MARCH + timedelta(hours=10, minutes=i)).isoformat(),
+            "tenant": tenant,
+            "model": "llama-70b",
+            "input_tokens": 1_000_000 + i,
+            "cached_tokens": 0,
+            "output_tokens": 500_000 + i,
+        }
+        for i in range(count)
+    ]
+    events, errors = validate_events(items=items, now=timezone.now())
+    assert not errors, errors
+    usage_ingest(events=events, received_at=timezone.now())
+
+
+def world_build() -> World:
+    """Tenants A and B, a user per role, and for each tenant: contract, promotion, usage in
+    March 2026, an issued invoice (so ledger postings), an incident that touched only it."""
+    tenant_a = Tenant.objects.create(slug="tenant-a", name="Tenant A")
+    tenant_b = Tenant.objects.create(slug="tenant-b", name="Tenant B")
+    users = {
+        role: user_ensure(
+            username=f"{role}-user",
+            role=Role(role),
+            tenant=tenant_a if role == "tenant" else None,
+        )
+        for role in ROLES
+    }
+    member_b = user_ensure(username="tenant-b-member", role=Role.TENANT, tenant=tenant_b)
+    model = make_priced_model()
+    deployment = Deployment.objects.get(slug="llama-70b@h100-a")
+    pool = deployment.pool
+    contract_a = make_contract(tenant_a)
+    contract_b = make_contract(tenant_b, discount_pct=Decimal(10))
+    promotion_a = promotion_grant(
+        tenant=tenant_a, amount=Decimal(1), currency="USD", effective_from=MARCH
+    )
+    promotion_b = promotion_grant(
+        tenant=tenant_b,
+        amount=Decimal(2),
+        currency="USD",
+        effective_from=MARCH,
+        description="promo for B",
+    )
+    _usage("tenant-a", 3)
+    _usage("tenant-b", 5)
+    rollup_pending()
+    invoices = {}
+    for tenant in (tenant_a, tenant_b):
+        invoice, _ = invoice_draft(tenant=tenant, month_start=MARCH)
+        invoices[tenant.slug] = invoice_finalize(invoice=invoice, by=None)
+    started = datetime(2026, 3, 5, 10, tzinfo=UTC)
+    incidents = {
+        slug: incident_create(
+            title=title,
+            severity="sev2",
+            impact="degraded",
+            started_at=started,
+            resolved_at=started + timedelta(hours=1),
+            deployments=[deployment],
+            tenants=[tenant],
+            by=users["operator"],
+        )
+        for slug, title, tenant in (
+            ("a", "A-only slowdown", tenant_a),
+            ("b", "B-only outage", tenant_b),
+        )
+    }
+    now = timezone.now()
+    maintenance = maintenance_window_create(
+        title="Firmware",
+        starts_at=now + timedelta(days=10),
+        ends_at=now + timedelta(days=10, hours=2),
+        deployments=[deployment],
+        by=users["operator"],
+    )
+    scrape_target = ScrapeTarget.objects.create(
+        url="http://127.0.0.1:9/metrics", kind="vllm", pool=pool
+    )
+    cost_model = cost_model_create(
+        pool=pool,
+        capex_per_gpu=Decimal(30000),
+        depreciation_months=60,
+        power_kw_per_gpu=Decimal("1.2"),
+        pue=Decimal("1.3"),
+        electricity_price_per_kwh=Decimal("0.1"),
+        hosting_per_gpu_month=Decimal(200),
+        effective_from=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    factory_costs = factory_costs_create(
+        staff_per_month=Decimal(1000),
+        sga_per_month=Decimal(0),
+        effective_from=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+    token_b, _ = token_create(user=member_b, name="b's token", scopes=["read"])
+    return World(
+        tenant_a=tenant_a,
+        tenant_b=tenant_b,
+        users=users,
+        member_b=member_b,
+        pool=pool,
+        deployment=deployment,
+        price=Price.objects.filter(model=model).first(),
+        contract_a=contract_a,
+        contract_b=contract_b,
+        promotion_a=promotion_a,
+        promotion_b=promotion_b,
+        invoice_a=invoices["tenant-a"],
+        invoice_b=invoices["tenant-b"],
+        incident_a=incidents["a"],
+        incident_b=incidents["b"],
+        maintenance=maintenance,
+        scrape_target=scrape_target,
+        cost_model=cost_model,
+        factory_costs=factory_costs,
+        token_b=token_b,
+    )
+
+
+def bearer(user: User, scopes=("read",)) -> str:
+    """A raw bearer token for `user`. Scopes the role may not issue are written directly, to
+    show that the role, not only the token, stops a write."""
+    try:
+        _, raw = token_create(user=user, name="test", scopes=scopes)
+    except ValidationError:
+        raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        ApiToken.objects.create(
+            user=user, name="forced", prefix=raw[:12], digest=token_digest(raw), scopes=list(scopes)
+        )
+    return raw
