@@ -5,6 +5,7 @@ the diagnosis (with `flywheel.evidence`) and the scenarios built on them by the 
 
 from __future__ import annotations
 
+import re
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -367,8 +368,11 @@ def baseline_remember(baseline: Baseline) -> str:
     return key
 
 
+BASELINE_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
 def baseline_recall(*, key: str, start: datetime, end: datetime) -> Baseline | None:
-    if not key:
+    if not BASELINE_KEY.fullmatch(key or ""):  # a key we issued, or nothing to look up
         return None
     baseline = cache.get(f"flywheel:baseline:{key}")
     if isinstance(baseline, Baseline) and baseline.start == start and baseline.end == end:

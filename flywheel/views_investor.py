@@ -8,6 +8,7 @@ from decimal import Decimal
 import plotly.graph_objects as go
 from django.http import Http404, HttpResponse
 from django.shortcuts import render
+from django.views.decorators.http import require_safe
 
 from portal.charts import base_layout, figure_json
 from portal.decorators import role_required
@@ -120,6 +121,7 @@ def _baseline_tef(value: str | None) -> Decimal:
     return baseline if baseline.is_finite() and 0 < baseline <= 1 else DEFAULT_BASELINE_TEF
 
 
+@require_safe
 @role_required(Role.INVESTOR, Role.FINANCE, Role.OPERATOR)
 def investor(request):
     """Revenue, margins, EBITDA, ROI, payback, equivalent GPUs and avoided capex of the
@@ -173,6 +175,7 @@ def investor(request):
     return render(request, "flywheel/investor.html", context)
 
 
+@require_safe
 @role_required(Role.FINANCE, Role.INVESTOR)
 def tfom_reports(request):
     """Without `period`: the months and quarters with download links. With `period`

@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from metering.models import (
     Deployment,
@@ -421,6 +421,7 @@ def _status_rows(models) -> list[dict]:
     ]
 
 
+@require_safe
 def status_page(request):
     """The public status page: current status per served model, 90 days of daily uptime,
     incident history and upcoming maintenance. No login; tenants are never named."""

@@ -5,7 +5,7 @@ from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.module_loading import import_string
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from .access import TOKEN_SCOPES, user_role
 from .decorators import role_required
@@ -47,6 +47,7 @@ class LoginView(auth_views.LoginView):
         return super().form_valid(form)
 
 
+@require_safe
 @role_required(*ALL_ROLES)
 def home(request):
     """The landing page of each role: the view settings.PORTAL_HOME_VIEWS names for it

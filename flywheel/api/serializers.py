@@ -3,13 +3,14 @@ from decimal import Decimal
 from rest_framework import serializers
 
 from metering.models import Pool
+from portal.api.fields import AwareDateTimeField, ModelSerializer
 
 from ..models import CostModel, FactoryCosts
 
 MONEY = {"max_digits": 20, "decimal_places": 4, "min_value": Decimal(0)}
 
 
-class CostModelSerializer(serializers.ModelSerializer):
+class CostModelSerializer(ModelSerializer):
     """A pool's TCO inputs from `effective_from` (kpis.md section 5)."""
 
     pool = serializers.SlugRelatedField(slug_field="slug", queryset=Pool.objects.all())
@@ -72,7 +73,7 @@ class CostModelSerializer(serializers.ModelSerializer):
         validators = []  # the service reports a duplicate version on effective_from
 
 
-class FactoryCostsSerializer(serializers.ModelSerializer):
+class FactoryCostsSerializer(ModelSerializer):
     """Factory-level monthly costs from `effective_from`."""
 
     staff_per_month = serializers.DecimalField(**MONEY, help_text="money per month")
@@ -80,7 +81,7 @@ class FactoryCostsSerializer(serializers.ModelSerializer):
     currency = serializers.CharField(
         max_length=3, required=False, help_text="the factory currency (default)"
     )
-    effective_from = serializers.DateTimeField(help_text="a whole UTC hour")
+    effective_from = AwareDateTimeField(help_text="a whole UTC hour")
 
     class Meta:
         model = FactoryCosts

@@ -13,6 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from portal.access import Capability, user_role
+from portal.api.fields import AwareDateTimeField, ModelSerializer
 from portal.models import Role, Scope
 from portal.periods import period_from_query
 from portal.permissions import TokenScopePermission, capability_permission
@@ -204,7 +205,7 @@ class ScenarioView(APIView):
 # ---------------------------------------------------------------- catalogue, goals, cycles
 
 
-class LeverSerializer(serializers.ModelSerializer):
+class LeverSerializer(ModelSerializer):
     """A lever version: effects {factor: {low, typical, high}} multipliers, costs, source."""
 
     effects = serializers.JSONField(
@@ -214,7 +215,7 @@ class LeverSerializer(serializers.ModelSerializer):
     one_time_cost = serializers.DecimalField(max_digits=20, decimal_places=4, min_value=Decimal(0))
     monthly_cost = serializers.DecimalField(max_digits=20, decimal_places=4, min_value=Decimal(0))
     currency = serializers.CharField(max_length=3, required=False)
-    effective_from = serializers.DateTimeField(help_text="a whole UTC hour")
+    effective_from = AwareDateTimeField(help_text="a whole UTC hour")
     source = serializers.ChoiceField(choices=Lever.Source.choices, read_only=True)
     observations = serializers.IntegerField(read_only=True)
 
@@ -237,7 +238,7 @@ class LeverSerializer(serializers.ModelSerializer):
         validators = []  # the service reports a duplicate version on effective_from
 
 
-class GoalSerializer(serializers.ModelSerializer):
+class GoalSerializer(ModelSerializer):
     """A goal version: gross margin ≥ X, EBITDA ≥ Y per month, TFI ≥ Z; factor targets."""
 
     min_gross_margin = serializers.DecimalField(
@@ -255,7 +256,7 @@ class GoalSerializer(serializers.ModelSerializer):
         help_text='factor → target replacing the kpis.md default, e.g. {"occupancy": "0.8"}',
     )
     currency = serializers.CharField(max_length=3, required=False)
-    effective_from = serializers.DateTimeField(help_text="a whole UTC hour")
+    effective_from = AwareDateTimeField(help_text="a whole UTC hour")
 
     class Meta:
         model = Goal
@@ -271,7 +272,7 @@ class GoalSerializer(serializers.ModelSerializer):
         ]
 
 
-class LeverApplicationSerializer(serializers.ModelSerializer):
+class LeverApplicationSerializer(ModelSerializer):
     """A lever put into service at `applied_at`, and what the next cycle measured."""
 
     lever = serializers.SlugField(source="lever.slug")
@@ -304,7 +305,7 @@ class LeverApplicationSerializer(serializers.ModelSerializer):
         ]
 
 
-class CycleSerializer(serializers.ModelSerializer):
+class CycleSerializer(ModelSerializer):
     """One turn of the flywheel: figures, ranked diagnosis, goal check, proposal, and the
     lever applications it measured."""
 
