@@ -9,6 +9,8 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, resolve_url
 from django.template.loader import render_to_string
 
+from .services import audit_record
+
 SESSION_STARTED = "portal_session_started"
 
 
@@ -54,3 +56,25 @@ class DatabaseUnavailableMiddleware:
             response["Retry-After"] = "30"
             return response
         return None
+
+
+class ExportAuditMiddleware:
+    """Every download (a response with a Content-Disposition: CSV, XLSX, PDF) leaves an
+    audit entry naming who took what, in one place for every present and future export."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        disposition = response.get("Content-Disposition", "")
+        if response.status_code == 200 and disposition and request.user.is_authenticated:
+            match = request.resolver_match
+            audit_record(
+                actor=request.user,
+                action="export",
+                object_type=(match.url_name or "") if match else "",
+                object_id=disposition.partition("filename=")[2].strip('"')[:128],
+                after={"path": request.get_full_path()[:500]},
+            )
+        return response

@@ -64,6 +64,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "portal.middleware.SessionAbsoluteTimeoutMiddleware",
     "portal.middleware.DatabaseUnavailableMiddleware",
+    "portal.middleware.ExportAuditMiddleware",
 ]
 
 ROOT_URLCONF = "portal.urls"

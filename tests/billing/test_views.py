@@ -91,3 +91,18 @@ def test_realization_page_shows_exact_ratio(client, users, march_invoice):
     assert page.context["result"].list_value == Decimal("17.60")
     assert page.context["result"].realized == Decimal("12.20")
     assert "69.3%" in body
+
+
+def test_every_export_leaves_an_audit_entry(client, users, march_invoice):
+    from portal.models import AuditEntry
+
+    client.force_login(users["finance"])
+    client.get(f"/billing/invoices/{march_invoice.pk}/csv/")
+    client.get("/billing/invoices/?format=csv")
+    client.get(f"/billing/invoices/{march_invoice.pk}/")  # a page, not an export
+
+    exports = AuditEntry.objects.filter(action="export").order_by("id")
+    assert [(e.actor, e.object_type, e.object_id) for e in exports] == [
+        (users["finance"], "invoice-page-csv", f"{march_invoice.number}.csv"),
+        (users["finance"], "invoices", "invoices.csv"),
+    ]
