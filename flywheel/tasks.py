@@ -4,7 +4,8 @@ import logging
 
 from celery import shared_task
 
-from flywheel.services.snapshots import snapshots_refresh
+from flywheel.services.snapshots import snapshots_refresh, snapshots_reopen
+from metering.selectors import pending_hours
 from metering.services.rollup import rollup_pending
 
 log = logging.getLogger(__name__)
@@ -21,9 +22,15 @@ def measure_task() -> None:
     """KPI snapshots for the current day and month; closes the periods that ended.
     Idempotent: every row is an upsert on its key, so a redelivered run rewrites the same
     figures. No retries: the next beat run (15 min) measures again."""
+    reopened = snapshots_reopen(hours=pending_hours())  # late usage for measured periods
     folded = rollup_pending()
     written = snapshots_refresh()
-    log.info("measure: folded %d rollup cells, wrote %d snapshots", folded, written)
+    log.info(
+        "measure: reopened %d snapshots, folded %d rollup cells, wrote %d snapshots",
+        reopened,
+        folded,
+        written,
+    )
 
 
 @shared_task(

@@ -1,9 +1,18 @@
 """Reads of metering data. Tenant scoping goes through portal.access.tenant_scoped only."""
 
+from datetime import UTC, datetime
+
 from django.db.models import F, QuerySet, Sum
 from django.db.models.functions import TruncDay
 
-from metering.models import LATENCY_BUCKETS_MS, CapacitySample, DailyUsage, HourlyUsage, Pool
+from metering.models import (
+    LATENCY_BUCKETS_MS,
+    CapacitySample,
+    DailyUsage,
+    HourlyUsage,
+    Pool,
+    RollupPending,
+)
 from portal.access import tenant_get, tenant_scoped
 from portal.periods import Period
 
@@ -142,3 +151,11 @@ def usage_by_pool(*, period: Period) -> list[dict]:
         .annotate(**{name: Sum(name) for name in USAGE_SUMS})
         .order_by("deployment__pool__slug")
     )
+
+
+def pending_hours() -> set[datetime]:
+    """The hours queued for a rollup: usage that arrived for them since the last fold."""
+    return {
+        hour.astimezone(UTC)
+        for hour in RollupPending.objects.values_list("hour", flat=True).distinct()
+    }

@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from portal.periods import month_start, next_month
@@ -112,14 +113,27 @@ def _ceil_hour(moment: datetime) -> datetime:
     return floor if floor == moment else floor + timedelta(hours=1)
 
 
+def snapshots_reopen(*, hours: set[datetime]) -> int:
+    """Mark the closed snapshots of the days and months holding `hours` stale (open again):
+    late usage arrived for them, so the next refresh measures them again (kpis.md §6)."""
+    if not hours:
+        return 0
+    days = {_day_start(hour) for hour in hours}
+    months = {month_start(hour) for hour in hours}
+    return KpiSnapshot.objects.filter(
+        Q(period_kind=KpiSnapshot.PeriodKind.DAY, period_start__in=days)
+        | Q(period_kind=KpiSnapshot.PeriodKind.MONTH, period_start__in=months),
+        is_closed=True,
+    ).update(is_closed=False)
+
+
 def snapshots_refresh(*, now: datetime | None = None) -> int:
-    """The job: the current day and month, and any earlier day or month of the last 35 days
-    not closed yet (each is closed once, by the first run after it ends)."""
+    """The job: the current day and month, and every earlier day or month not closed yet:
+    each is closed once, by the first run after it ends, and measured again when late
+    usage reopened it."""
     now = now or timezone.now()
     start = min(_day_start(now), month_start(now))
-    unclosed = KpiSnapshot.objects.filter(
-        is_closed=False, period_start__gte=now - timedelta(days=35)
-    ).order_by("period_start")
+    unclosed = KpiSnapshot.objects.filter(is_closed=False).order_by("period_start")
     if first := unclosed.first():
         start = min(start, first.period_start)
     return len(snapshots_measure(start=start, end=now, now=now))

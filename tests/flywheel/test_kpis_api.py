@@ -237,3 +237,25 @@ def test_dotted_model_and_deployment_names_round_trip(api, db):
     bad = api.post("/api/v1/models", {"slug": "bad name", "name": "x"}, format="json")
     assert bad.status_code == 400
     assert bad.json()["errors"][0]["field"] == "slug"
+
+
+def test_late_usage_reopens_and_remeasures_a_closed_day(api, tenant_a):
+    from flywheel.tasks import measure_task
+
+    _factory(api, pool="p1", gpus=8)
+    day = {"tenant": "tenant-a", "model": "llama-70b", "input_tokens": 0}
+    _post(api, "/api/v1/usage/events", [{**day, "id": "d1", "time": "2026-03-02T12:00:00Z",
+                                         "output_tokens": 1000}])  # fmt: skip
+    measure_task()  # folds the queue (the test's transaction keeps on_commit from running)
+    snapshots_measure(
+        start=WEEK, end=WEEK + timedelta(days=1), now=datetime(2026, 3, 9, tzinfo=UTC)
+    )
+    closed = KpiSnapshot.objects.get(scope="factory", period_kind="day", period_start=WEEK)
+    assert (closed.is_closed, closed.values["output_tokens"]) == (True, 1000)
+
+    _post(api, "/api/v1/usage/events", [{**day, "id": "d2", "time": "2026-03-02T13:00:00Z",
+                                         "output_tokens": 500}])  # fmt: skip
+    measure_task()
+
+    again = KpiSnapshot.objects.get(scope="factory", period_kind="day", period_start=WEEK)
+    assert (again.is_closed, again.values["output_tokens"]) == (True, 1500)
