@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import json
 import math
 import zlib
 from datetime import UTC, datetime, timedelta, timezone
@@ -10,11 +11,19 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from metering.ingest.body import BatchError, PayloadTooLarge, decode_batch, decompress_body
 from metering.ingest.dedupe import dedupe_within_batch
 from metering.ingest.hashing import payload_hash
-from metering.ingest.validation import MAX_TOKENS, EventIn, FieldError, validate_events
+from metering.ingest.validation import (
+    MAX_TOKENS,
+    EventIn,
+    FieldError,
+    validate_events,
+    validate_json_batch,
+)
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -636,3 +645,77 @@ def test_decode_batch_then_validate_reports_json_positions():
 
     assert errors == [FieldError(1, "output_tokens", "must be a non-negative integer")]
     assert [event.id for event in events] == ["a", "c"]
+
+
+# The msgspec fast path must agree with the full path: the same events when every item is
+# valid, and None (so the full path reports the errors) whenever the full path would refuse.
+_json_values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=30),
+)
+_valid_items = st.fixed_dictionaries(
+    {
+        "id": st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=12),
+        "time": st.sampled_from(
+            ["2026-03-01T11:00:00Z", "2026-03-01T12:04:59+00:00", "2026-02-28T23:59:59.5-05:00"]
+        ),
+        "tenant": st.sampled_from(["acme", "globex"]),
+        "model": st.sampled_from(["llama-3.3-70b", "qwen"]),
+        "input_tokens": st.integers(min_value=2000, max_value=MAX_TOKENS),
+        "output_tokens": st.integers(min_value=0, max_value=10**6),
+    },
+    optional={
+        "cached_tokens": st.integers(min_value=0, max_value=2000),
+        "ttft_ms": st.floats(min_value=0, max_value=1e6),
+        "status": st.sampled_from(["ok", "error"]),
+        "source": st.sampled_from(["gw-1", "gw-2"]),
+    },
+)
+_ODD = {  # per field: values near or past what the full path accepts
+    "id": st.sampled_from(["", " ", "é", "x" * 200, 7]),
+    "time": st.sampled_from(["2026-03-01T11:00:00", "2026-02-30T00:00:00Z",
+                             "2026-03-01T12:05:01Z", "2026-03-01T13:00:00Z", 1700000000]),
+    "tenant": st.sampled_from(["", "x" * 200, 3]),
+    "model": st.sampled_from(["", 1.5]),
+    "input_tokens": st.sampled_from([-1, MAX_TOKENS + 1, 1.5, "10", True]),
+    "output_tokens": st.sampled_from([-1, MAX_TOKENS + 1, 2.0, "10"]),
+    "cached_tokens": st.sampled_from([-1, MAX_TOKENS, 3.5]),
+    "ttft_ms": st.sampled_from([-1.0, "fast", True]),
+    "status": st.sampled_from(["OK", "failed", 1]),
+    "source": st.sampled_from(["", "x" * 200, 5]),
+    "extra": st.sampled_from([1, "x"]),
+}  # fmt: skip
+
+
+@st.composite
+def _items(draw):
+    """Mostly valid items; one in four has one field replaced by an odd value."""
+    item = draw(_valid_items)
+    field = draw(st.sampled_from([None, None, None, *_ODD]))
+    if field is not None:
+        item[field] = draw(st.one_of(_ODD[field], _json_values))
+    return item
+
+
+_GOOD = {"id": "a", "time": "2026-03-01T11:00:00Z", "tenant": "acme", "model": "qwen",
+         "input_tokens": 2000, "output_tokens": 1}  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(items=st.lists(_items(), min_size=1, max_size=4))
+@example(items=[_GOOD])
+@example(items=[_GOOD, {**_GOOD, "id": "b", "time": "2026-03-01T12:05:01Z"}])
+@example(items=[{**_GOOD, "cached_tokens": 2001}])
+@example(items=[{**_GOOD, "time": "2026-03-01T11:00:00"}])
+@example(items=[{**_GOOD, "input_tokens": MAX_TOKENS + 1}])
+def test_validate_json_batch_agrees_with_the_full_path(items):
+    body = json.dumps(items).encode()
+    fast = validate_json_batch(data=body, now=NOW, max_events=10_000)
+    events, errors = validate_events(items=decode_batch(body=body, content_encoding=None), now=NOW)
+    if fast is None:
+        return  # the full path answers; it is the reference
+    assert errors == []
+    assert fast == events
