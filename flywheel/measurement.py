@@ -32,6 +32,7 @@ from .kpis import (
     CapacitySample,
     Kpis,
     PoolInputs,
+    Telemetry,
     integrate_capacity,
     kpis_compute,
     production_tokens,
@@ -54,6 +55,87 @@ class HourSums:
     paid_output_tokens: int = 0
     list_value: Decimal = ZERO
     realized: Decimal = ZERO
+
+    def add(self, other: HourSums) -> None:
+        """Add another's sums to these (in the caller's decimal context)."""
+        for name in HOUR_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+HOUR_FIELDS = tuple(HourSums.__dataclass_fields__)
+
+
+@dataclass
+class PoolSums:
+    """One pool's additive figures over a period: integrated capacity (C, A, B), how much
+    of it telemetry covered, and its production and sales. Sums of consecutive periods
+    are the sums of their union, which is how the pages combine day snapshots."""
+
+    calendar: Decimal
+    available: Decimal
+    busy: Decimal
+    telemetry: Telemetry
+    hours: HourSums
+
+    def add(self, other: PoolSums) -> None:
+        with localcontext(KPI_CONTEXT):
+            self.calendar += other.calendar
+            self.available += other.available
+            self.busy += other.busy
+            self.hours.add(other.hours)
+        # Measured when every part was, assumed when every part was (integrate_capacity).
+        if self.telemetry != other.telemetry:
+            self.telemetry = "partial"
+
+    def inputs(self, *, pool: str, r_refs: tuple[Decimal, ...]) -> PoolInputs:
+        total = self.hours
+        # Rounding in sums of exact shares can leave compliant paid a hair above compliant.
+        compliant_paid = min(total.compliant_paid_std, total.compliant_std)
+        return PoolInputs(
+            pool=pool,
+            calendar_gpu_seconds=self.calendar,
+            available_gpu_seconds=self.available,
+            busy_gpu_seconds=self.busy,
+            telemetry=self.telemetry,
+            std_gpu_seconds=total.std,
+            production_tokens=total.tok,
+            compliant_std_gpu_seconds=total.compliant_std,
+            compliant_paid_std_gpu_seconds=compliant_paid,
+            output_tokens=total.output_tokens,
+            paid_output_tokens=total.paid_output_tokens,
+            list_value=total.list_value,
+            realized_revenue=min(total.realized, total.list_value),
+            deployment_r_refs=r_refs,
+        )
+
+    def as_json(self) -> dict[str, str | int]:
+        """Exact decimal strings (ints for token counts): what a day snapshot stores."""
+        out: dict[str, str | int] = {
+            "calendar": str(self.calendar),
+            "available": str(self.available),
+            "busy": str(self.busy),
+            "telemetry": self.telemetry,
+        }
+        for name in HOUR_FIELDS:
+            value = getattr(self.hours, name)
+            out[name] = value if isinstance(value, int) else str(value)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> PoolSums:
+        hours = HourSums(
+            **{
+                name: int(data[name]) if name.endswith("tokens") else Decimal(data[name])
+                for name in HOUR_FIELDS
+            }
+        )
+        return cls(
+            calendar=Decimal(data["calendar"]),
+            available=Decimal(data["available"]),
+            busy=Decimal(data["busy"]),
+            telemetry=data["telemetry"],
+            hours=hours,
+        )
 
 
 class Versions:
@@ -255,7 +337,8 @@ class FactoryData:
             sums.list_value += rated.list_value
             sums.realized += rated.realized_after_promotions
 
-    def pool_inputs(self, pool_id: int, start: datetime, end: datetime) -> PoolInputs:
+    def pool_sums(self, pool_id: int, start: datetime, end: datetime) -> PoolSums:
+        """One pool's additive sums over [start, end): capacity and production and sales."""
         pool = self.pools[pool_id]
         capacity = integrate_capacity(
             samples=self.samples.get(pool_id, []), start=start, end=end, gpu_count=pool.gpu_count
@@ -264,26 +347,22 @@ class FactoryData:
         with localcontext(KPI_CONTEXT):
             for hour, sums in self.hours.get(pool_id, {}).items():
                 if start <= hour < end:
-                    for name in HourSums.__dataclass_fields__:
-                        setattr(total, name, getattr(total, name) + getattr(sums, name))
-        deployments = [d for d, p in self.pool_of_deployment.items() if p == pool_id]
-        # Rounding in sums of exact shares can leave compliant paid a hair above compliant.
-        compliant_paid = min(total.compliant_paid_std, total.compliant_std)
-        return PoolInputs(
-            pool=pool.slug,
-            calendar_gpu_seconds=capacity.calendar_gpu_seconds,
-            available_gpu_seconds=capacity.available_gpu_seconds,
-            busy_gpu_seconds=capacity.busy_gpu_seconds,
+                    total.add(sums)
+        return PoolSums(
+            calendar=capacity.calendar_gpu_seconds,
+            available=capacity.available_gpu_seconds,
+            busy=capacity.busy_gpu_seconds,
             telemetry=capacity.telemetry,
-            std_gpu_seconds=total.std,
-            production_tokens=total.tok,
-            compliant_std_gpu_seconds=total.compliant_std,
-            compliant_paid_std_gpu_seconds=compliant_paid,
-            output_tokens=total.output_tokens,
-            paid_output_tokens=total.paid_output_tokens,
-            list_value=total.list_value,
-            realized_revenue=min(total.realized, total.list_value),
-            deployment_r_refs=self.versions.latest_r_refs(deployments),
+            hours=total,
+        )
+
+    def r_refs(self, pool_id: int) -> tuple[Decimal, ...]:
+        deployments = [d for d, p in self.pool_of_deployment.items() if p == pool_id]
+        return self.versions.latest_r_refs(deployments)
+
+    def pool_inputs(self, pool_id: int, start: datetime, end: datetime) -> PoolInputs:
+        return self.pool_sums(pool_id, start, end).inputs(
+            pool=self.pools[pool_id].slug, r_refs=self.r_refs(pool_id)
         )
 
     def kpis(self, *, scope: str, start: datetime, end: datetime) -> Kpis:

@@ -20,7 +20,7 @@ from django.utils import timezone
 from portal.periods import month_start, next_month
 
 from ..kpis import Kpis
-from ..measurement import FactoryData
+from ..measurement import FACTORY, FactoryData
 from ..models import KpiSnapshot
 
 DAY = timedelta(days=1)
@@ -70,13 +70,19 @@ def snapshots_measure(
     if not periods:
         return []
     data = FactoryData(
-        start=min(s for _, s, _ in periods), end=min(max(e for *_, e in periods), _ceil_hour(now))
+        start=min(s for _, s, _ in periods), end=min(max(e for *_, e in periods), ceil_hour(now))
     )
     rows = []
     for kind, period_start, period_end in periods:
         measured_end = min(period_end, data.end)
         for scope in data.scopes():
             kpis = data.kpis(scope=scope, start=period_start, end=measured_end)
+            sums = {}
+            if scope == FACTORY and kind == KpiSnapshot.PeriodKind.DAY:
+                sums = {
+                    pool.slug: data.pool_sums(pool_id, period_start, measured_end).as_json()
+                    for pool_id, pool in data.pools.items()
+                }
             rows.append(
                 KpiSnapshot(
                     scope=scope,
@@ -85,6 +91,7 @@ def snapshots_measure(
                     period_end=measured_end,
                     telemetry=kpis.telemetry,
                     values=kpis_json(kpis),
+                    sums=sums,
                     rating_errors=data.rating_errors,
                     is_closed=period_end <= now,
                     measured_at=now,
@@ -99,6 +106,7 @@ def snapshots_measure(
                 "period_end",
                 "telemetry",
                 "values",
+                "sums",
                 "rating_errors",
                 "is_closed",
                 "measured_at",
@@ -107,7 +115,7 @@ def snapshots_measure(
     return rows
 
 
-def _ceil_hour(moment: datetime) -> datetime:
+def ceil_hour(moment: datetime) -> datetime:
     """Rollups are hourly: the current hour counts as far as it has been metered."""
     floor = moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     return floor if floor == moment else floor + timedelta(hours=1)

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from billing.models import Contract, Price, PromotionalCredit
 from flywheel.measurement import FactoryData
+from flywheel.services.snapshots import snapshots_measure
 from metering.ingest.validation import validate_events
 from metering.models import (
     CapacitySample,
@@ -199,6 +200,14 @@ def incremental_rollup(*, seq0: int, hour: str, per_hour: int) -> dict:
         cells = rollup_pending()
         seconds = time.perf_counter() - started
     return {"seconds": seconds, "cells": cells, "pending_rows": pending, "queries": len(queries)}
+
+
+def measure(*, start: str, end: str) -> dict:
+    """What the measure job does once the days are over: a snapshot per scope, day and
+    month (the pages read the factory's day snapshots)."""
+    started = time.perf_counter()
+    rows = snapshots_measure(start=_parse(start), end=_parse(end))
+    return {"seconds": time.perf_counter() - started, "snapshots": len(rows)}
 
 
 def kpis(*, start: str, end: str, profile: bool = False) -> dict:

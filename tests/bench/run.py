@@ -200,11 +200,15 @@ class Bench:
             log(f"  loaded in {loads[which]:.0f} s; rolling up (rollup_rebuild)")
             first = self.agents[which].call("full_rollup")
             raw.vacuum_analyze(self.urls[which])
+            month = {"start": config.MONTH_START.isoformat(), "end": config.MONTH_END.isoformat()}
+            measured = self.agents[which].call("measure", **month)
+            log(f"  measure job over the month: {measured['seconds']:.1f} s")
             counts = self.agents[which].call("counts")
             log(f"  first rollup {first['seconds']:.1f} s; {counts}")
             self.results[f"dataset_{which}"] = {
                 "load_seconds": loads[which],
                 "first_rollup": first,
+                "measure_job": measured,
                 **counts,
             }
         self.durability(durable=True)

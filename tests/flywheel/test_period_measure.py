@@ -1,0 +1,171 @@
+"""Pages read whole-day periods from the factory's day snapshots (the pools' stored sums)
+and get the same KPIs as measuring the period from rollups and rating, without touching
+a rollup row when every day was measured."""
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from billing.services.pricing import contract_create, price_create
+from flywheel.measurement import FactoryData
+from flywheel.models import KpiSnapshot
+from flywheel.selectors import period_measure
+from flywheel.services.snapshots import snapshots_measure
+from metering.ingest.validation import validate_events
+from metering.models import Pool, ServedModel
+from metering.services.factory import CapacityIn, capacity_upsert
+from metering.services.ingest import usage_ingest
+from metering.services.rollup import rollup_pending
+from portal.models import Tenant
+
+from ..metering.factories import make_deployment
+
+pytestmark = pytest.mark.both_backends
+D = datetime(2026, 3, 2, tzinfo=UTC)
+DAY = timedelta(days=1)
+FIGURES = (
+    "calendar_gpu_seconds", "available_gpu_seconds", "busy_gpu_seconds", "std_gpu_seconds",
+    "availability", "occupancy", "efficiency", "tef", "sla_delivery", "sell_through",
+    "price_realization", "tfi", "output_tokens", "paid_output_tokens", "tps",
+    "theoretical_tps", "list_value", "realized_revenue",
+)  # fmt: skip
+
+
+def _capacity(pool: Pool, at: datetime, healthy: int, busy: int) -> CapacityIn:
+    return CapacityIn(
+        pool=pool,
+        time=at,
+        interval_s=None,
+        gpus_installed=pool.gpu_count,
+        gpus_healthy=healthy,
+        gpus_busy=busy,
+        power_w=None,
+    )
+
+
+@pytest.fixture
+def factory(db):
+    """Two pools over three days: GPUs failing in the night of day 2 on one pool, the
+    other without telemetry; a paid tenant whose allowance runs out on day 2 and one on
+    trial; SLO misses."""
+    make_deployment(pool="h100-a", gpus=8, ttft=400)
+    make_deployment(model="small", pool="l40s", gpus=4, r_ref="2500", w_in="0.2")
+    h100 = Pool.objects.get(slug="h100-a")
+    capacity_upsert(
+        samples=[
+            _capacity(h100, D, 8, 6),
+            _capacity(h100, D + DAY + timedelta(hours=22), 6, 5),
+            _capacity(h100, D + 2 * DAY + timedelta(hours=3), 8, 7),
+        ]
+    )
+    for model in ServedModel.objects.all():
+        for token_class in ("input", "cached_input", "output"):
+            price_create(model=model, token_class=token_class, per_million=Decimal("2.5"),
+                         currency="USD", effective_from=D - 30 * DAY)  # fmt: skip
+    items = []
+    for slug, kind in (("paid", "paid"), ("trial", "trial")):
+        tenant = Tenant.objects.create(slug=slug, name=slug.title())
+        contract_create(tenant=tenant, kind=kind, free_tokens_per_month=40_000,
+                        discount_pct=Decimal("12.5"), currency="USD",
+                        effective_from=D - 30 * DAY)  # fmt: skip
+        items += [
+            {"id": f"{slug}-{i}", "tenant": slug, "model": "llama-70b" if i % 3 else "small",
+             "time": (D + timedelta(minutes=37 * i)).isoformat(),
+             "input_tokens": 900 + 7 * i, "cached_tokens": 100, "output_tokens": 300 + i,
+             "ttft_ms": 150 + 3 * i}
+            for i in range(110)  # 110 × 37 min: into the third day
+        ]  # fmt: skip
+    events, errors = validate_events(items=items, now=D + 4 * DAY)
+    assert not errors
+    usage_ingest(events=events, received_at=D + 4 * DAY)
+    rollup_pending()
+
+
+def _assert_same(measured, live) -> None:
+    for figure in FIGURES:
+        a, b = getattr(measured, figure), getattr(live, figure)
+        if isinstance(a, Decimal) and b:
+            assert abs(a - b) / abs(b) < Decimal("1e-25"), figure
+        else:
+            assert a == b, figure
+    assert measured.telemetry == live.telemetry
+
+
+def _assert_matches_live(measured, start, end) -> None:
+    data = FactoryData(start=start, end=end)
+    _assert_same(measured.factory, data.kpis(scope="factory", start=start, end=end))
+    for pool, _, kpis in measured.pools:
+        _assert_same(kpis, data.kpis(scope=pool.slug, start=start, end=end))
+    assert [pool.slug for pool, _, _ in measured.pools] == ["h100-a", "l40s"]
+
+
+def _hits_rollups(captured) -> bool:
+    return any("metering_hourlyusage" in q["sql"] for q in captured.captured_queries)
+
+
+def test_days_read_from_snapshots_equal_the_live_measurement(factory):
+    snapshots_measure(start=D, end=D + 3 * DAY, now=D + 4 * DAY)
+
+    with CaptureQueriesContext(connection) as captured:
+        measured = period_measure(start=D, end=D + 3 * DAY, now=D + 4 * DAY)
+
+    _assert_matches_live(measured, D, D + 3 * DAY)
+    assert not _hits_rollups(captured)  # read one snapshot row per day, nothing else heavy
+    assert len(captured.captured_queries) <= 5
+    assert measured.factory.paid_output_tokens > 0
+    assert measured.factory.paid_output_tokens < measured.factory.output_tokens / 2
+    assert measured.pools[0][2].telemetry == "measured"
+    assert measured.pools[1][2].telemetry == "assumed"
+    assert measured.factory.telemetry == "partial"
+    assert measured.measured_at == D + 4 * DAY
+
+
+def test_a_day_without_snapshot_is_measured_for_the_request(factory):
+    snapshots_measure(start=D, end=D + 3 * DAY, now=D + 4 * DAY)
+    KpiSnapshot.objects.filter(scope="factory", period_kind="day", period_start=D + DAY).delete()
+
+    with CaptureQueriesContext(connection) as captured:
+        measured = period_measure(start=D, end=D + 3 * DAY, now=D + 4 * DAY)
+
+    _assert_matches_live(measured, D, D + 3 * DAY)
+    assert _hits_rollups(captured)
+
+
+def test_a_pool_added_after_the_snapshots_makes_them_unusable(factory):
+    snapshots_measure(start=D, end=D + 3 * DAY, now=D + 4 * DAY)
+    make_deployment(model="late", pool="b200", gpus=2)
+
+    measured = period_measure(start=D, end=D + 3 * DAY, now=D + 4 * DAY)
+
+    data = FactoryData(start=D, end=D + 3 * DAY)
+    _assert_same(measured.factory, data.kpis(scope="factory", start=D, end=D + 3 * DAY))
+    assert measured.pools[0][0].slug == "b200"
+    assert measured.measured_at is None
+
+
+def test_the_day_in_progress_reaches_the_last_measurement(factory):
+    now = D + 2 * DAY + timedelta(hours=5, minutes=30)
+    snapshots_measure(start=D, end=now, now=now)
+
+    measured = period_measure(start=D, end=D + 3 * DAY, now=now + timedelta(minutes=10))
+
+    # Today's snapshot was measured to the end of the current hour; hours to come are
+    # not counted as idle capacity.
+    assert measured.end == D + 2 * DAY + timedelta(hours=6)
+    data = FactoryData(start=D, end=measured.end)
+    _assert_same(measured.factory, data.kpis(scope="factory", start=D, end=measured.end))
+
+
+def test_other_periods_are_measured_live(factory):
+    start, end = D + timedelta(hours=5), D + DAY + timedelta(hours=7)
+    snapshots_measure(start=D, end=D + 3 * DAY, now=D + 4 * DAY)
+
+    with CaptureQueriesContext(connection) as captured:
+        measured = period_measure(start=start, end=end, now=D + 4 * DAY)
+
+    _assert_matches_live(measured, start, end)
+    assert _hits_rollups(captured)
+    assert measured.measured_at is None
