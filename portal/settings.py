@@ -146,7 +146,9 @@ if DEBUG:
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        "BACKEND": (
+        # STATIC_STORAGE lets a test collect hashed files without compressing them (slow).
+        "BACKEND": os.environ.get("STATIC_STORAGE")
+        or (
             "django.contrib.staticfiles.storage.StaticFilesStorage"
             if DEBUG
             else "whitenoise.storage.CompressedManifestStaticFilesStorage"
