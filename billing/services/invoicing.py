@@ -142,7 +142,10 @@ def invoice_draft(*, tenant: Tenant, month_start: datetime) -> tuple[Invoice | N
     sla = _sla_lines(tenant=tenant, month_start=start)
     lines += [(line, credit.month_start) for line, credit in sla]
     total = invoice_total(lines=[line for line, _ in lines])
-    if total == 0:
+    # Nothing due and nothing to record. Usage that a promotion covered, or late usage and
+    # credits that net to zero, still make an invoice: the ledger must see the revenue and
+    # what covered it, and a promotion must not be spent twice.
+    if total == 0 and not any(line.list_amount or line.amount for line, _ in lines):
         return None, False
     invoice = Invoice.objects.create(
         tenant=tenant,

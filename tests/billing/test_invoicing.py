@@ -163,6 +163,38 @@ def test_late_usage_goes_onto_the_next_invoice(api, tenant_a, march_terms):
     assert invoice_run(month_start=APRIL).issued == []
 
 
+def test_usage_a_promotion_covers_is_invoiced_at_zero_and_spends_it_once(api, tenant_a):
+    make_priced_model()  # 0.88 per million input and output
+    make_contract(tenant_a)
+    promotion_grant(tenant=tenant_a, amount=Decimal("20.00"), currency="USD",
+                    effective_from=MARCH, description="Trial credit")  # fmt: skip
+    post_usage(api, [{"id": "p1", "time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M,
+                      "output_tokens": 5 * M}])  # fmt: skip
+
+    # 8.80 + 4.40 of usage, all of it covered by the credit: nothing due, but the ledger
+    # must record the revenue and the credit spent.
+    [march] = invoice_run(month_start=MARCH).issued
+    assert [(line.kind, line.amount) for line in march.lines.all()] == [
+        ("usage", Decimal("8.80")),
+        ("usage", Decimal("4.40")),
+        ("promotion", Decimal("-13.20")),
+    ]
+    assert march.total == Decimal("0.00")
+    balances = account_balances()
+    assert balances[("revenue:llama-70b", "USD")] == Decimal("-13.20")
+    assert balances[("expense:promotions", "USD")] == Decimal("13.20")
+
+    # April: the 6.80 left of the credit, not 20.00 again.
+    post_usage(api, [{"id": "p2", "time": "2026-04-03T00:00:00Z", "input_tokens": 10 * M,
+                      "output_tokens": 0}])  # fmt: skip
+    [april] = invoice_run(month_start=APRIL).issued
+    assert [(line.kind, line.amount) for line in april.lines.all()] == [
+        ("usage", Decimal("8.80")),
+        ("promotion", Decimal("-6.80")),
+    ]
+    assert april.total == Decimal("2.00")
+
+
 def test_committed_minimum_bills_the_shortfall(api, tenant_a):
     make_priced_model()
     make_contract(tenant_a, committed_minimum=Decimal("100.00"))
