@@ -9,6 +9,9 @@ from datetime import UTC, datetime
 from .types import ContractVersion, PriceVersion, TokenClass
 
 
+TOKEN_CLASSES = tuple(TokenClass)  # iterating the enum itself is slow, and this runs per item
+
+
 class ContractBook:
     """A tenant's contract versions; the latest effective_from <= t is in force at t."""
 
@@ -51,4 +54,4 @@ class PriceBook:
 
     def has_any(self, *, model: str, when: datetime) -> bool:
         """Whether the model has a list price in force at `when` for any token class."""
-        return any(self.at(model=model, token_class=tc, when=when) for tc in TokenClass)
+        return any(self.at(model=model, token_class=tc, when=when) for tc in TOKEN_CLASSES)

@@ -136,9 +136,11 @@ def _allocate_promotions(
     Fractions keep every pool exact, so the credits applied never exceed the realized
     amounts even when a later credit's eligible items differ from an earlier one's.
     """
-    remaining = [Fraction(rated.realized_amount) for rated in items]
     shares = [Fraction(0)] * len(items)
     applied: list[tuple[PromotionalCredit, Fraction]] = []
+    if not promotions:
+        return shares, applied
+    remaining = [Fraction(rated.realized_amount) for rated in items]
     ordered = sorted(
         promotions,
         key=lambda c: (c.expires_at is None, c.expires_at or month_start, c.id),
@@ -233,7 +235,7 @@ def rate_month(
         items=drafts, promotions=promotions, month_start=start, currency=currency
     )
     rated = tuple(
-        _with_promotion(rated_item, fraction_to_decimal(share))
+        _with_promotion(rated_item, fraction_to_decimal(share)) if share else rated_item
         for rated_item, share in zip(drafts, shares, strict=True)
     )
     applied = [(credit, fraction_to_decimal(amount)) for credit, amount in exact_applied]
@@ -300,4 +302,4 @@ def _unsold_item(item: UsageItem, reason: UnsoldReason) -> RatedItem:
 
 
 def _with_promotion(rated: RatedItem, share: Decimal) -> RatedItem:
-    return replace(rated, promotion_amount=share) if share else rated
+    return replace(rated, promotion_amount=share)

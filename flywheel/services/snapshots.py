@@ -136,15 +136,24 @@ def snapshots_reopen(*, hours: set[datetime]) -> int:
 
 
 def snapshots_refresh(*, now: datetime | None = None) -> int:
-    """The job: the current day and month, and every earlier day or month not closed yet:
-    each is closed once, by the first run after it ends, and measured again when late
-    usage reopened it."""
+    """The job: every day of the current month so far and the month, and every earlier
+    day or month not closed yet: each is closed once, by the first run after it ends, and
+    measured again when late usage reopened it. An earlier month is measured on its own,
+    from its first to its last open period, never the months between it and now."""
     now = now or timezone.now()
-    start = min(_day_start(now), month_start(now))
-    unclosed = KpiSnapshot.objects.filter(is_closed=False).order_by("period_start")
-    if first := unclosed.first():
-        start = min(start, first.period_start)
-    return len(snapshots_measure(start=start, end=now, now=now))
+    current = month_start(now)
+    written = len(snapshots_measure(start=current, end=now, now=now))
+    stale = (
+        KpiSnapshot.objects.filter(is_closed=False, period_start__lt=current)
+        .values_list("period_start", flat=True)
+        .distinct()
+    )
+    by_month: dict[datetime, list[datetime]] = {}
+    for start in stale:
+        by_month.setdefault(month_start(start), []).append(start)
+    for starts in by_month.values():
+        written += len(snapshots_measure(start=min(starts), end=max(starts) + DAY, now=now))
+    return written
 
 
 def snapshot_get(*, scope: str, start: datetime, end: datetime) -> KpiSnapshot | None:

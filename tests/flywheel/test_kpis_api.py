@@ -5,10 +5,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from flywheel.models import KpiSnapshot
 from flywheel.services.snapshots import snapshots_measure
+from portal.periods import month_start
 
 pytestmark = pytest.mark.both_backends
 WEEK = datetime(2026, 3, 2, tzinfo=UTC)
@@ -259,3 +261,8 @@ def test_late_usage_reopens_and_remeasures_a_closed_day(api, tenant_a):
 
     again = KpiSnapshot.objects.get(scope="factory", period_kind="day", period_start=WEEK)
     assert (again.is_closed, again.values["output_tokens"]) == (True, 1500)
+    # Only March was measured again, not every month from it to now.
+    assert not KpiSnapshot.objects.filter(
+        period_start__gte=datetime(2026, 4, 1, tzinfo=UTC),
+        period_start__lt=month_start(timezone.now()),
+    ).exists()
