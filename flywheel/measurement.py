@@ -5,7 +5,9 @@ deployments and months covered, never on events or tenants: production per (pool
 from hourly rollups, capacity samples (plus the one carried in), and each month's rating
 of every tenant (paid-ness, list value, realized revenue, compliance of paid tokens).
 Periods are read at hourly resolution, the resolution of the rollups: an hour belongs to
-a period when it starts inside it.
+a period when it starts inside it. Sales are rated a day at a time where the whole day
+rates alike, so a period inside the loaded range starts and ends at midnight or at the
+range's own bounds.
 """
 
 from __future__ import annotations
@@ -176,6 +178,10 @@ def _is_compliant(event: dict, version: DeploymentVersion | None) -> bool:
     return True
 
 
+def _midnight(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
 def _hour_of(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
@@ -252,7 +258,7 @@ class FactoryData:
     def _load_sales(self) -> None:
         month = month_start(self.start)
         while month < self.end:
-            rating = month_rate(month_start=month)
+            rating = month_rate(month_start=month, by_day=(self.start, self.end))
             for tenant_id, error in rating.errors.items():
                 self.rating_errors[rating.tenants[tenant_id].slug] = str(error)
             rows = {
@@ -338,7 +344,12 @@ class FactoryData:
             sums.realized += rated.realized_after_promotions
 
     def pool_sums(self, pool_id: int, start: datetime, end: datetime) -> PoolSums:
-        """One pool's additive sums over [start, end): capacity and production and sales."""
+        """One pool's additive sums over [start, end): capacity and production and sales.
+        Sales of a day that rates alike throughout are held at its midnight (month_rate
+        by_day), so a period bound inside a day must be a bound of the loaded range."""
+        for bound in (start, end):
+            if bound not in (self.start, self.end) and bound != _midnight(bound):
+                raise ValueError("a period inside the loaded range must start and end at midnight")
         pool = self.pools[pool_id]
         capacity = integrate_capacity(
             samples=self.samples.get(pool_id, []), start=start, end=end, gpu_count=pool.gpu_count

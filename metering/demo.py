@@ -307,14 +307,14 @@ def _demo_rollup(tenant, deployment, version, hour, output_tokens, rng) -> Hourl
 
 
 def _demo_days() -> None:
-    from metering.services.rollup import _rollup_days
+    from metering.services.rollup import rollup_days
 
     cells = set(
         HourlyUsage.objects.filter(is_demo=True)
         .values_list("tenant_id", "deployment_id", "hour")
         .distinct()
     )
-    _rollup_days({(t, d, h.date()) for t, d, h in cells})
+    rollup_days({(t, d, h.date()) for t, d, h in cells})
 
 
 def _trace_shape() -> list[tuple[float, int, int]]:

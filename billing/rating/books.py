@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 
 from .types import ContractVersion, PriceVersion, TokenClass
 
-
 TOKEN_CLASSES = tuple(TokenClass)  # iterating the enum itself is slow, and this runs per item
 
 

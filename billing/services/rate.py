@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from functools import reduce
 from operator import or_
@@ -24,7 +24,7 @@ from operator import or_
 from django.conf import settings
 from django.db.models import F, Q
 
-from metering.models import EventKey, HourlyUsage, UsageEvent
+from metering.models import DailyUsage, DeploymentVersion, EventKey, HourlyUsage, UsageEvent
 from portal.models import Tenant
 
 from ..models import Contract, Invoice, Price, PromotionalCredit, PromotionUse
@@ -42,6 +42,7 @@ from ..rating import PromotionalCredit as CreditIn
 from ..rating.books import ContractBook
 
 HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
 
 
 def _contract_version(c: Contract) -> ContractVersion:
@@ -118,16 +119,12 @@ def promotions_available(*, tenant: Tenant, month_start: datetime) -> list[Credi
     return _promotions(month_start=month_start, tenant_ids=[tenant.pk]).get(tenant.pk, [])
 
 
-def _hourly(start: datetime, end: datetime, tenant_ids) -> dict[int, dict[datetime, list[dict]]]:
-    """Rollup rows with ok usage, per tenant id and hour (ok and compliant sums)."""
-    rows = HourlyUsage.objects.filter(hour__gte=start, hour__lt=end).filter(
-        Q(ok_input_tokens__gt=0) | Q(ok_output_tokens__gt=0)
-    )
-    if tenant_ids is not None:
-        rows = rows.filter(tenant_id__in=tenant_ids)
+def _rollup_rows(rows, when: str) -> dict[int, dict[datetime, list[dict]]]:
+    """Rollup rows with ok usage, per tenant id and start instant (`when`: the hour, or the
+    day's midnight for daily rows), with ok and compliant sums."""
     rows = (
-        rows.values(
-            "hour",
+        rows.filter(Q(ok_input_tokens__gt=0) | Q(ok_output_tokens__gt=0))
+        .values(
             "tenant_id",
             "deployment_id",
             "requests",
@@ -137,6 +134,7 @@ def _hourly(start: datetime, end: datetime, tenant_ids) -> dict[int, dict[dateti
             "compliant_output_tokens",
         )
         .annotate(
+            hour=F(when),
             input_tokens=F("ok_input_tokens"),
             cached_tokens=F("ok_cached_tokens"),
             output_tokens=F("ok_output_tokens"),
@@ -144,13 +142,114 @@ def _hourly(start: datetime, end: datetime, tenant_ids) -> dict[int, dict[dateti
             pool=F("deployment__pool__slug"),
             deployment=F("deployment__slug"),
         )
-        .order_by("tenant_id", "hour", "deployment_id")
+        .order_by("tenant_id", when, "deployment_id")
     )
     by_tenant: dict[int, dict[datetime, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
-        row["hour"] = row["hour"].astimezone(UTC)
+        hour = row["hour"]
+        if isinstance(hour, datetime):
+            row["hour"] = hour.astimezone(UTC)
+        else:  # a daily row's date: its midnight
+            row["hour"] = datetime.combine(hour, time.min, tzinfo=UTC)
         by_tenant[row["tenant_id"]][row["hour"]].append(row)
     return by_tenant
+
+
+def _hourly(start: datetime, end: datetime, tenant_ids) -> dict[int, dict[datetime, list[dict]]]:
+    rows = HourlyUsage.objects.filter(hour__gte=start, hour__lt=end)
+    if tenant_ids is not None:
+        rows = rows.filter(tenant_id__in=tenant_ids)
+    return _rollup_rows(rows, "hour")
+
+
+def _midnight(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _days_changing(instants: Iterable[datetime | None], start: datetime, end: datetime):
+    """The days of [start, end) inside which one of the instants falls (not at midnight)."""
+    return {
+        _midnight(t) for t in instants if t is not None and start <= t < end and t != _midnight(t)
+    }
+
+
+def _hourly_cells(days: dict[int, set[datetime]]) -> dict[int, dict[datetime, list[dict]]]:
+    """The hourly rows of the given (tenant id, day) cells, in one query."""
+    tenants_by_day: dict[datetime, list[int]] = defaultdict(list)
+    for tenant_id, tenant_days in days.items():
+        for day in tenant_days:
+            tenants_by_day[day].append(tenant_id)
+    if not tenants_by_day:
+        return {}
+    condition = reduce(
+        or_,
+        (
+            Q(hour__gte=day, hour__lt=day + DAY, tenant_id__in=sorted(tenants))
+            for day, tenants in sorted(tenants_by_day.items())
+        ),
+    )
+    return _rollup_rows(HourlyUsage.objects.filter(condition), "hour")
+
+
+def _by_day(
+    daily: dict[int, dict[datetime, list[dict]]],
+    *,
+    month: tuple[datetime, datetime],
+    period: tuple[datetime, datetime],
+    contracts: dict[int, list[ContractVersion]],
+    promotions: dict[int, list[CreditIn]],
+) -> dict[int, dict[datetime, list[dict]]]:
+    """Each tenant's rows keyed by start instant: a day's daily rows where the whole day
+    rates alike, the hourly rows of the days that need them — a day holding the period's
+    start or end, a price, contract or deployment version change, a credit's expiry, or
+    where the allowance runs out or a volume tier is reached."""
+    start, end = month
+    common = _days_changing(
+        [
+            *period,
+            *Price.objects.filter(effective_from__gte=start, effective_from__lt=end).values_list(
+                "effective_from", flat=True
+            ),
+            *DeploymentVersion.objects.filter(
+                effective_from__gte=start, effective_from__lt=end
+            ).values_list("effective_from", flat=True),
+        ],
+        start,
+        end,
+    )
+    books, allowances, hourly_days = {}, {}, {}
+    for tenant_id, by_day in daily.items():
+        books[tenant_id] = book = ContractBook(contracts[tenant_id])
+        opening = book.at(when=start)
+        allowances[tenant_id] = opening.free_tokens_per_month if opening is not None else 0
+        changing = _days_changing(
+            [c.effective_from for c in contracts[tenant_id]]
+            + [c.expires_at for c in promotions.get(tenant_id, [])],
+            start,
+            end,
+        )
+        crossing = _split_hours(
+            by_day, contracts=book, allowance=allowances[tenant_id], promotions=[]
+        )
+        hourly_days[tenant_id] = (common | changing | crossing) & by_day.keys()
+    while True:
+        hourly = _hourly_cells(hourly_days)
+        mixed, again = {}, False
+        for tenant_id, by_day in daily.items():
+            whole = {day: rows for day, rows in by_day.items() if day not in hourly_days[tenant_id]}
+            mixed[tenant_id] = dict(sorted({**whole, **hourly.get(tenant_id, {})}.items()))
+            # Seen hour by hour, the split days can move a crossing into a whole day.
+            crossing = _split_hours(
+                mixed[tenant_id],
+                contracts=books[tenant_id],
+                allowance=allowances[tenant_id],
+                promotions=[],
+            )
+            if moved := crossing & whole.keys():
+                hourly_days[tenant_id] |= moved
+                again = True
+        if not again:
+            return mixed
 
 
 def _split_hours(
@@ -288,12 +387,28 @@ class MonthRating:
     events: dict[tuple[str, str], dict] = field(default_factory=dict)  # (source, id) -> event
 
 
-def month_rate(*, month_start: datetime, tenants: Iterable[Tenant] | None = None) -> MonthRating:
+def month_rate(
+    *,
+    month_start: datetime,
+    tenants: Iterable[Tenant] | None = None,
+    by_day: tuple[datetime, datetime] | None = None,
+) -> MonthRating:
     """Rate the month of every tenant with usage in it (or of `tenants`), in a fixed number
-    of queries; a tenant that cannot be rated gets its RatingError instead."""
+    of queries; a tenant that cannot be rated gets its RatingError instead.
+
+    `by_day=(start, end)`, for the KPI measurement of periods of whole days (or ending at
+    start and end): a day that rates alike throughout is one item per daily rollup row at
+    its midnight, so the items are about one per tenant, deployment and day instead of
+    per hour. The lines and totals are the same either way; invoices rate hourly."""
     start, end = month_bounds(month_start=month_start)
     ids = None if tenants is None else [t.pk for t in tenants]
-    by_tenant = _hourly(start, end, ids)
+    if by_day is None:
+        by_tenant = _hourly(start, end, ids)
+    else:
+        days = DailyUsage.objects.filter(day__gte=start.date(), day__lt=end.date())
+        if ids is not None:
+            days = days.filter(tenant_id__in=ids)
+        by_tenant = _rollup_rows(days, "day")
     if ids is None:
         ids = list(by_tenant)
     tenant_map = {t.pk: t for t in Tenant.objects.filter(pk__in=ids)}
@@ -302,6 +417,14 @@ def month_rate(*, month_start: datetime, tenants: Iterable[Tenant] | None = None
         contracts[contract.tenant_id].append(_contract_version(contract))
     promotions = _promotions(month_start=start, tenant_ids=ids)
     prices = price_versions()
+    if by_day is not None:
+        by_tenant = _by_day(
+            by_tenant,
+            month=(start, end),
+            period=by_day,
+            contracts=contracts,
+            promotions=promotions,
+        )
     split: dict[int, set[datetime]] = {}
     for tenant_id in ids:
         book = ContractBook(contracts[tenant_id])

@@ -95,7 +95,7 @@ def rollup_cells(*, cells: Iterable[Cell]) -> None:
     if connection.vendor == "postgresql":
         cells = set(cells)
         _rollup_hours_postgresql(cells)
-        _rollup_days({(t, d, h.astimezone(UTC).date()) for t, d, h in cells})
+        rollup_days({(t, d, h.astimezone(UTC).date()) for t, d, h in cells})
         return
     by_deployment: dict[int, set[Cell]] = defaultdict(set)
     for cell in cells:
@@ -112,7 +112,7 @@ def rollup_cells(*, cells: Iterable[Cell]) -> None:
             unique_fields=["tenant", "deployment", "hour"],
             update_fields=[*SUM_FIELDS, "latency_histogram", "is_demo"],
         )
-    _rollup_days({(t, d, h.date()) for t, d, h in (c for cs in by_deployment.values() for c in cs)})
+    rollup_days({(t, d, h.date()) for t, d, h in (c for cs in by_deployment.values() for c in cs)})
 
 
 def _split_by_version(deployment_id: int, cells: set[Cell]):
@@ -196,7 +196,7 @@ def _aggregate(deployment_id: int, version, cells: set[Cell]) -> list[HourlyUsag
     return result
 
 
-def _rollup_days(day_cells: set[tuple[int, int, object]]) -> None:
+def rollup_days(day_cells: set[tuple[int, int, object]]) -> None:
     """Daily rows = the sum of their hourly rows."""
     if not day_cells:
         return

@@ -19,6 +19,7 @@ from flywheel.selectors_flywheel import diagnosis_get
 from flywheel.services.costs import cost_model_create, factory_costs_create
 from metering.models import CapacitySample, Deployment, HourlyUsage, ServedModel
 from metering.services.incidents import incident_create
+from metering.services.rollup import rollup_days
 from portal.models import Tenant
 
 from ..metering.factories import make_deployment
@@ -47,8 +48,9 @@ WEAK = {
 
 
 def _usage(tenant, deployment, hour, output: int, compliant: Decimal, requests: int):
+    """An hourly rollup row, and the daily row that sums it (as the rollup job keeps them)."""
     ok_output = int(output * compliant)
-    return HourlyUsage.objects.create(
+    row = HourlyUsage.objects.create(
         tenant=tenant,
         deployment=deployment,
         hour=hour,
@@ -58,6 +60,8 @@ def _usage(tenant, deployment, hour, output: int, compliant: Decimal, requests: 
         compliant_requests=int(requests * compliant),
         compliant_output_tokens=ok_output,
     )
+    rollup_days({(tenant.pk, deployment.pk, hour.date())})
+    return row
 
 
 def build_factory(*, start=DAY, days=1, **overrides):

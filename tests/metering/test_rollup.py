@@ -140,7 +140,7 @@ def test_rollups_equal_direct_aggregation_with_late_events_and_interruptions(
             def boom(**kwargs):
                 raise RuntimeError("worker killed")
 
-            patch.setattr(rollup_service, "_rollup_days", lambda cells: boom())
+            patch.setattr(rollup_service, "rollup_days", lambda cells: boom())
             with pytest.raises(RuntimeError):
                 rollup_pending()
         assert RollupPending.objects.exists()  # nothing was claimed for good
