@@ -218,7 +218,8 @@ def _next_number(year: int) -> str:
 @transaction.atomic
 def invoice_finalize(*, invoice: Invoice, by=None) -> Invoice:
     """Issue a draft: number it (INV-YYYY-NNNNNN by the UTC year of issue, gapless) and post
-    it to the ledger, in one transaction. An invoice already issued is returned as is."""
+    it to the ledger, in one transaction; one totalling 0.00 is paid at once (no payment
+    moves money). An invoice already issued is returned as is."""
     invoice = Invoice.objects.select_for_update().get(pk=invoice.pk)
     if invoice.status != Invoice.Status.DRAFT:
         return invoice
@@ -237,7 +238,9 @@ def invoice_finalize(*, invoice: Invoice, by=None) -> Invoice:
     )
     invoice.status = Invoice.Status.ISSUED
     invoice.issued_at = now
-    invoice.save(update_fields=["number", "issue_transaction", "status", "issued_at"])
+    if invoice.total == 0:  # nothing due (a promotion covered it): settled when issued
+        invoice.status, invoice.paid_at = Invoice.Status.PAID, now
+    invoice.save(update_fields=["number", "issue_transaction", "status", "issued_at", "paid_at"])
     audit_record(actor=by, action="invoice.issue", object_type="invoice", object_id=invoice.number)
     return invoice
 

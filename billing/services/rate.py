@@ -83,36 +83,47 @@ def price_versions(*, model_slugs=None) -> list[PriceVersion]:
 
 
 def _promotions(*, month_start: datetime, tenant_ids=None) -> dict[int, list[CreditIn]]:
-    """Credits in effect before the month ends, not expired at its start, less what the
-    invoices of earlier months (void ones excepted) consumed; per tenant id."""
+    """Per tenant id, the credits the month's rating may apply. A tenant whose month is
+    invoiced (void invoices excepted) gets exactly what its invoice applied: re-rated
+    with late usage, the month bills that usage without credits, so a credit is never
+    spent twice nor past its amount. Otherwise: credits in effect before the month ends,
+    not expired at its start, less what live invoices of other months consumed (months
+    can be invoiced out of order, and a voided month invoiced again)."""
     start, end = month_bounds(month_start=month_start)
+    invoices = Invoice.objects.filter(period_start=start).exclude(status=Invoice.Status.VOID)
     credits = PromotionalCredit.objects.filter(effective_from__lt=end).filter(
         Q(expires_at__isnull=True) | Q(expires_at__gt=start)
     )
     if tenant_ids is not None:
+        invoices = invoices.filter(tenant_id__in=tenant_ids)
         credits = credits.filter(tenant_id__in=tenant_ids)
-    credits = list(credits)
+    invoiced = set(invoices.values_list("tenant_id", flat=True))
+    available: dict[int, list[CreditIn]] = defaultdict(list)
+    for use in PromotionUse.objects.filter(invoice__in=invoices).select_related("credit"):
+        available[use.credit.tenant_id].append(_credit_in(use.credit, use.amount))
+    credits = [credit for credit in credits if credit.tenant_id not in invoiced]
     used: dict[int, Decimal] = defaultdict(Decimal)  # summed here: SQLite sums floats
     for credit_id, amount in (
-        PromotionUse.objects.filter(credit__in=credits, invoice__period_start__lt=start)
+        PromotionUse.objects.filter(credit__in=credits)
         .exclude(invoice__status=Invoice.Status.VOID)
         .values_list("credit_id", "amount")
     ):
         used[credit_id] += amount
-    available: dict[int, list[CreditIn]] = defaultdict(list)
     for credit in credits:
         left = credit.amount - used[credit.pk]
         if left > 0:
-            available[credit.tenant_id].append(
-                CreditIn(
-                    id=str(credit.pk),
-                    amount=left,
-                    expires_at=credit.expires_at,
-                    description=credit.description,
-                    currency=credit.currency,
-                )
-            )
+            available[credit.tenant_id].append(_credit_in(credit, left))
     return available
+
+
+def _credit_in(credit: PromotionalCredit, amount: Decimal) -> CreditIn:
+    return CreditIn(
+        id=str(credit.pk),
+        amount=amount,
+        expires_at=credit.expires_at,
+        description=credit.description,
+        currency=credit.currency,
+    )
 
 
 def promotions_available(*, tenant: Tenant, month_start: datetime) -> list[CreditIn]:

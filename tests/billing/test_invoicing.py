@@ -179,7 +179,8 @@ def test_usage_a_promotion_covers_is_invoiced_at_zero_and_spends_it_once(api, te
         ("usage", Decimal("4.40")),
         ("promotion", Decimal("-13.20")),
     ]
-    assert march.total == Decimal("0.00")
+    assert (march.total, march.status) == (Decimal("0.00"), "paid")  # nothing due
+    assert march.paid_at == march.issued_at
     balances = account_balances()
     assert balances[("revenue:llama-70b", "USD")] == Decimal("-13.20")
     assert balances[("expense:promotions", "USD")] == Decimal("13.20")
@@ -193,6 +194,32 @@ def test_usage_a_promotion_covers_is_invoiced_at_zero_and_spends_it_once(api, te
         ("promotion", Decimal("-6.80")),
     ]
     assert april.total == Decimal("2.00")
+
+
+def test_late_usage_is_billed_without_credits_so_none_is_spent_past_its_amount(api, tenant_a):
+    make_priced_model()  # 0.88 per million input and output
+    make_contract(tenant_a)
+    credit = promotion_grant(tenant=tenant_a, amount=Decimal("12.00"), currency="USD",
+                             effective_from=MARCH)  # fmt: skip
+    post_usage(api, [{"id": "c1", "time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M,
+                      "output_tokens": 0}])  # fmt: skip
+    [march] = invoice_run(month_start=MARCH).issued  # 8.80 of usage, all of it credited
+    assert march.total == Decimal("0.00")
+
+    # Late March usage (4.40) and April usage (8.80): the credit has 3.20 left.
+    post_usage(api, [
+        {"id": "c2", "time": "2026-03-20T00:00:00Z", "input_tokens": 5 * M, "output_tokens": 0},
+        {"id": "c3", "time": "2026-04-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 0},
+    ])  # fmt: skip
+    [april] = invoice_run(month_start=APRIL).issued
+
+    assert [(line.kind, line.amount) for line in april.lines.all()] == [
+        ("usage", Decimal("8.80")),
+        ("promotion", Decimal("-3.20")),
+        ("adjustment", Decimal("4.40")),  # March re-rated: the late usage, no credit
+    ]
+    assert april.total == Decimal("10.00")
+    assert sum(use.amount for use in credit.uses.all()) == Decimal("12.00")
 
 
 def test_committed_minimum_bills_the_shortfall(api, tenant_a):

@@ -1,7 +1,8 @@
 """The billing ledger under a seeded fault harness: kill, restart, duplicate, reorder.
 
-Each seed builds a small world through the services (2 to 4 tenants with contracts, a priced
-model, maybe an outage worth an SLA credit) and plans operations over two or three past months:
+Each seed builds a small world through the services (2 to 4 tenants with contracts, some with a
+promotional credit, a priced model, maybe an outage worth an SLA credit) and plans operations
+over two or three past months:
 usage batches (some late, for a month already invoiced), invoice runs, drafts, finalizations,
 payments, voids, SLA-credit-like ledger posts and reversals. It draws the faults too: kill (the
 k-th SQL statement raises `Killed`), restart (the killed operation runs again; otherwise it is
@@ -35,6 +36,7 @@ from billing.models import (
     InvoiceLine,
     LedgerTransaction,
     Posting,
+    PromotionalCredit,
     SlaCredit,
 )
 from billing.rating import LineKind
@@ -55,6 +57,7 @@ from billing.services.ledger import (
     ledger_post,
     ledger_reverse,
 )
+from billing.services.pricing import promotion_grant
 from billing.services.rate import tenant_month_rate
 from metering.ingest.validation import validate_events
 from metering.models import Deployment, EventKey, UsageEvent
@@ -173,6 +176,16 @@ def _world(rng: random.Random) -> tuple[list[str], list[datetime]]:
         )
         tenants.append(tenant.slug)
     months = MONTHS[: rng.randint(2, 3)]
+    for slug in tenants:
+        if rng.random() < 0.5:  # a credit, maybe expiring inside the months
+            expiry = months[0] + timedelta(days=rng.randint(3, 50), hours=rng.randint(0, 23))
+            promotion_grant(
+                tenant=Tenant.objects.get(slug=slug),
+                amount=Decimal(rng.choice(["0.50", "2.00", "5.00"])),
+                currency="USD",
+                effective_from=months[0],
+                expires_at=rng.choice([None, expiry]),
+            )
     if rng.random() < 0.5:  # below 99.9% uptime: a 10% credit at the month's close
         started = months[0] + timedelta(days=rng.randint(1, 20), hours=rng.randint(0, 20))
         incident_create(
@@ -536,7 +549,9 @@ def _invariants(seed: int, step: str, seen: Seen) -> None:
             f"linked {invoice.issue_transaction_id}"
         )
         is_paid = invoice.status == Invoice.Status.PAID
-        assert (payment is not None) == is_paid, where + f"{invoice} payment {payment}"
+        # A 0.00 invoice is paid when issued, without a payment.
+        has_payment = is_paid and invoice.total != 0
+        assert (payment is not None) == has_payment, where + f"{invoice} payment {payment}"
         is_void = invoice.status == Invoice.Status.VOID
         is_reversed = issue in reversed_ids
         assert is_reversed == is_void, (
@@ -556,7 +571,7 @@ def _invariants(seed: int, step: str, seen: Seen) -> None:
         invoice.status != Invoice.Status.DRAFT for invoice in invoices
     ), where + f"invoice transactions {per_kind} for invoices {Counter(i.status for i in invoices)}"
     assert per_kind[LedgerTransaction.Kind.PAYMENT] == sum(
-        invoice.status == Invoice.Status.PAID for invoice in invoices
+        invoice.status == Invoice.Status.PAID and invoice.total != 0 for invoice in invoices
     ), where + f"payment transactions {per_kind} for invoices {Counter(i.status for i in invoices)}"
     voided = sorted(
         reverses
@@ -623,6 +638,12 @@ def _reconcile(h: Harness, tenants: list[str], months: list[datetime], sent: set
         assert revenue - (usage - credits) == Decimal("0.00"), h.say(
             f"{tenant.slug}: ledger revenue {revenue}, rated usage {usage}, credits {credits}"
         )
+    for credit in PromotionalCredit.objects.all():  # never spent past its amount
+        spent = sum(
+            credit.uses.filter(invoice__status__in=ISSUED).values_list("amount", flat=True),
+            Decimal(0),
+        )
+        assert spent <= credit.amount, h.say(f"credit {credit.pk}: {spent} of {credit.amount}")
 
 
 # --- the seed -----------------------------------------------------------------------------
