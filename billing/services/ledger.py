@@ -114,6 +114,10 @@ def ledger_post(
     left_over = sum((amount for _, amount in combined), ZERO)
     if left_over != 0:
         raise LedgerError(f"transaction does not balance: {left_over} {currency} left over")
+    if idempotency_key is not None and (
+        posted := LedgerTransaction.objects.filter(idempotency_key=idempotency_key).first()
+    ):  # the unique key still guards a concurrent post; this names the earlier one
+        raise LedgerError(f"{idempotency_key!r} is already posted as transaction #{posted.pk}")
     entry = LedgerTransaction.objects.create(
         kind=kind,
         memo=memo,

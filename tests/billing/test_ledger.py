@@ -206,6 +206,19 @@ def entry(db):
 
 
 @pytest.mark.both_backends
+def test_a_key_is_posted_once(db):
+    legs = [
+        Leg(account_named("cash"), Decimal("5.00")),
+        Leg(account_named("revenue:adjustments"), Decimal("-5.00")),
+    ]
+    first = ledger_post(kind="manual", memo="m", legs=legs, currency="USD", idempotency_key="k1")
+
+    with pytest.raises(LedgerError, match=f"'k1' is already posted as transaction #{first.pk}"):
+        ledger_post(kind="manual", memo="m", legs=legs, currency="USD", idempotency_key="k1")
+    assert LedgerTransaction.objects.count() == 1
+
+
+@pytest.mark.both_backends
 def test_posted_rows_refuse_update_and_delete_through_the_orm(entry):
     posting = entry.postings.first()
     posting.amount = Decimal("99.00")
