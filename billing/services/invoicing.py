@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from portal.models import Tenant
 from portal.periods import month_start as month_of
-from portal.periods import months_before
+from portal.periods import months_before, next_month
 from portal.services import audit_record
 
 from ..models import (
@@ -322,8 +322,11 @@ def _tenants_to_invoice(month_start: datetime) -> list[Tenant]:
 def invoice_run(*, month_start: datetime, by=None) -> InvoiceRun:
     """Rate the month, issue one invoice per tenant with a non-zero amount due, then close
     the month's SLA. Safe to run twice or concurrently: a tenant-month already invoiced is
-    left as it is, and a credit is posted once."""
+    left as it is, and a credit is posted once. A month not over yet is refused: its
+    usage and its SLA are not final."""
     start = month_of(month_start)
+    if next_month(start) > timezone.now():
+        raise InvoiceError(f"{start:%Y-%m} is not over yet; a month is invoiced once it ends")
     run = InvoiceRun(month_start=start)
     for tenant in _tenants_to_invoice(start):
         try:

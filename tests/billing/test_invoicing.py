@@ -4,7 +4,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from billing.models import Invoice, InvoiceLine, Posting
 from billing.services.invoicing import invoice_run
@@ -287,3 +288,11 @@ def test_invoice_command_folds_pending_and_reports(api, tenant_a, march_terms, c
     assert "1 invoices issued" in out
     assert "266.80 USD" in out
     assert Invoice.objects.get().total == Decimal("266.80")
+
+
+def test_a_month_not_over_is_not_invoiced(api, tenant_a, march_terms):
+    this_month = timezone.now().strftime("%Y-%m")
+
+    with pytest.raises(CommandError, match=f"{this_month} is not over yet"):
+        call_command("invoice", "--month", this_month)
+    assert not Invoice.objects.exists()

@@ -3,7 +3,7 @@ from datetime import UTC, datetime, timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from billing.services.invoicing import invoice_run
+from billing.services.invoicing import InvoiceError, invoice_run
 from metering.services.rollup import rollup_pending
 from portal.periods import month_start
 
@@ -24,7 +24,10 @@ class Command(BaseCommand):
     def handle(self, *args, month=None, **options):
         month = month or month_start(month_start(timezone.now()) - timedelta(days=1))
         folded = rollup_pending()
-        run = invoice_run(month_start=month)
+        try:
+            run = invoice_run(month_start=month)
+        except InvoiceError as error:
+            raise CommandError(str(error)) from None
         self.stdout.write(
             f"{month:%Y-%m}: folded {folded} pending rollup cells; "
             f"{len(run.issued)} invoices issued, {len(run.existing)} already issued, "
