@@ -216,14 +216,14 @@ def _next_number(year: int) -> str:
 
 
 @transaction.atomic
-def invoice_finalize(*, invoice: Invoice, by=None) -> Invoice:
+def invoice_finalize(*, invoice: Invoice, by=None, now: datetime | None = None) -> Invoice:
     """Issue a draft: number it (INV-YYYY-NNNNNN by the UTC year of issue, gapless) and post
     it to the ledger, in one transaction; one totalling 0.00 is paid at once (no payment
     moves money). An invoice already issued is returned as is."""
     invoice = Invoice.objects.select_for_update().get(pk=invoice.pk)
     if invoice.status != Invoice.Status.DRAFT:
         return invoice
-    now = timezone.now()
+    now = now or timezone.now()
     invoice.number = _next_number(now.year)
     invoice.issue_transaction = ledger_post(
         kind=LedgerTransaction.Kind.INVOICE,
@@ -274,7 +274,9 @@ def invoice_pay(*, invoice: Invoice, by=None, paid_at: datetime | None = None) -
 
 
 @transaction.atomic
-def invoice_void(*, invoice: Invoice, by=None, reason: str = "") -> Invoice:
+def invoice_void(
+    *, invoice: Invoice, by=None, reason: str = "", now: datetime | None = None
+) -> Invoice:
     """Void an issued invoice by reversing its ledger transaction; its SLA credits go back
     to wait for the next invoice. The month can then be invoiced again."""
     invoice = Invoice.objects.select_for_update().get(pk=invoice.pk)
@@ -288,7 +290,7 @@ def invoice_void(*, invoice: Invoice, by=None, reason: str = "") -> Invoice:
         by=by,
     )
     invoice.status = Invoice.Status.VOID
-    invoice.voided_at = timezone.now()
+    invoice.voided_at = now or timezone.now()
     invoice.save(update_fields=["status", "voided_at"])
     SlaCredit.objects.filter(invoice=invoice).update(invoice=None)
     audit_record(
@@ -319,13 +321,14 @@ def _tenants_to_invoice(month_start: datetime) -> list[Tenant]:
     return list(Tenant.objects.filter(pk__in=ids).order_by("slug"))
 
 
-def invoice_run(*, month_start: datetime, by=None) -> InvoiceRun:
+def invoice_run(*, month_start: datetime, by=None, now: datetime | None = None) -> InvoiceRun:
     """Rate the month, issue one invoice per tenant with a non-zero amount due, then close
     the month's SLA. Safe to run twice or concurrently: a tenant-month already invoiced is
     left as it is, and a credit is posted once. A month not over yet is refused: its
     usage and its SLA are not final."""
     start = month_of(month_start)
-    if next_month(start) > timezone.now():
+    now = now or timezone.now()
+    if next_month(start) > now:
         raise InvoiceError(f"{start:%Y-%m} is not over yet; a month is invoiced once it ends")
     run = InvoiceRun(month_start=start)
     for tenant in _tenants_to_invoice(start):
@@ -345,8 +348,8 @@ def invoice_run(*, month_start: datetime, by=None) -> InvoiceRun:
             run.nothing_due.append(tenant.slug)
             continue
         was_draft = invoice.status == Invoice.Status.DRAFT
-        invoice = invoice_finalize(invoice=invoice, by=by)
+        invoice = invoice_finalize(invoice=invoice, by=by, now=now)
         (run.issued if created or was_draft else run.existing).append(invoice)
     # Close the month's SLA: its credits go onto the next month's invoices.
-    run.sla_credits = sla_month_close(month_start=start, by=by)
+    run.sla_credits = sla_month_close(month_start=start, by=by, now=now)
     return run

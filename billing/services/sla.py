@@ -97,7 +97,9 @@ def _ratio(value: Fraction | None) -> Decimal | None:
     return (Decimal(value.numerator) / Decimal(value.denominator)).quantize(Decimal("1e-10"))
 
 
-def sla_month_close(*, month_start: datetime, by=None) -> list[SlaCredit]:
+def sla_month_close(
+    *, month_start: datetime, by=None, now: datetime | None = None
+) -> list[SlaCredit]:
     """Record every paid tenant's SLA of a finished month and post its credit, once: a
     second run finds the rows and posts nothing. Returns the credits created now."""
     created = []
@@ -134,6 +136,7 @@ def sla_month_close(*, month_start: datetime, by=None) -> list[SlaCredit]:
                         currency=credit.currency,
                         tenant=sla.tenant,
                         period_start=month_start,
+                        occurred_at=now,
                         idempotency_key=f"sla-credit:{sla.tenant.slug}:{sla.month}",
                         by=by,
                     )

@@ -344,18 +344,18 @@ def _apply(h: Harness, op: Op, target) -> str:
         rollup_pending()
         return f"accepted {result.accepted}, duplicates {result.duplicates}"
     if op.kind == "run":
-        run = invoice_run(month_start=op.month)
+        run = invoice_run(month_start=op.month, now=NOW)
         assert not run.errors, h.say(f"the run could not rate: {run.errors}")
         return f"issued {[i.number for i in run.issued]}, credits {len(run.sla_credits)}"
     if op.kind == "draft":
         invoice, _ = invoice_draft(tenant=Tenant.objects.get(slug=op.tenant), month_start=op.month)
         return f"draft {invoice and invoice.total}"
     if op.kind == "finalize":
-        return f"{invoice_finalize(invoice=target).number}"
+        return f"{invoice_finalize(invoice=target, now=NOW).number}"
     if op.kind == "pay":
         return f"paid {invoice_pay(invoice=target, paid_at=NOW).number}"
     if op.kind == "void":
-        return f"voided {invoice_void(invoice=target, reason='harness').number}"
+        return f"voided {invoice_void(invoice=target, reason='harness', now=NOW).number}"
     if op.kind == "credit":
         tenant = Tenant.objects.get(slug=op.tenant)
         ledger_post(
