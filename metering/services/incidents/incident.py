@@ -1,18 +1,9 @@
-"""Writes of SLA incidents and maintenance windows. Every write leaves an audit entry.
-
-An incident's record (title, severity, opening impact, scope, start, postmortem) may be
-corrected at any time; its status moves only forward, through timestamped public updates,
-and `resolved_at` is set by the update that resolves it. Maintenance windows are announced
-before they start and never change once started, so they cannot hide an outage after the
-fact.
-"""
+"""Incident writes: open one, post its public updates, correct its record."""
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -23,16 +14,16 @@ from metering.models import (
     IncidentSeverity,
     IncidentStatus,
     IncidentUpdate,
-    MaintenanceWindow,
     Pool,
 )
 from portal.models import Tenant
 from portal.services import audit_record, audit_snapshot
 
+from .common import UNSET, _check_title, _raise, _set_scope
+
 # Clocks disagree a little: a time this far ahead of the server's is still "now".
 CLOCK_TOLERANCE = timedelta(minutes=5)
 STATUS_ORDER = list(IncidentStatus.values)
-UNSET: Any = object()
 
 
 def _not_future(field: str, value: datetime, now: datetime, errors: dict) -> None:
@@ -43,27 +34,6 @@ def _not_future(field: str, value: datetime, now: datetime, errors: dict) -> Non
 def _check_choice(field: str, value: str, choices: type, errors: dict) -> None:
     if value not in choices.values:
         errors.setdefault(field, f"must be one of {', '.join(choices.values)}")
-
-
-def _check_title(title: str, errors: dict) -> str:
-    title = (title or "").strip()
-    if not title:
-        errors.setdefault("title", "must not be empty")
-    return title
-
-
-def _raise(errors: dict) -> None:
-    if errors:
-        raise ValidationError(errors)
-
-
-def _set_scope(obj, *, deployments, pools, tenants=UNSET) -> None:
-    if deployments is not UNSET:
-        obj.deployments.set(list(deployments))
-    if pools is not UNSET:
-        obj.pools.set(list(pools))
-    if tenants is not UNSET:
-        obj.tenants.set(list(tenants))
 
 
 @transaction.atomic
@@ -296,118 +266,3 @@ def _move_resolution(incident: Incident, resolved_at: datetime, errors: dict) ->
         return
     updates[index].time = resolved_at
     updates[index].save(update_fields=["time"])
-
-
-def _check_window(starts_at: datetime, ends_at: datetime, now: datetime, errors: dict) -> None:
-    if starts_at <= now:
-        errors.setdefault("starts_at", "must be in the future: maintenance is announced in advance")
-    if ends_at <= starts_at:
-        errors.setdefault("ends_at", "must be after starts_at")
-
-
-@transaction.atomic
-def maintenance_window_create(
-    *,
-    title: str,
-    starts_at: datetime,
-    ends_at: datetime,
-    deployments: Iterable[Deployment] = (),
-    pools: Iterable[Pool] = (),
-    description: str = "",
-    by: User | None,
-    now: datetime | None = None,
-) -> MaintenanceWindow:
-    """Announce maintenance [starts_at, ends_at) on deployments (none named: all); it must
-    start after now (`now` is the announcement time)."""
-    now = now or timezone.now()
-    errors: dict[str, str] = {}
-    title = _check_title(title, errors)
-    _check_window(starts_at, ends_at, now, errors)
-    _raise(errors)
-    window = MaintenanceWindow.objects.create(
-        title=title,
-        description=description.strip(),
-        starts_at=starts_at,
-        ends_at=ends_at,
-        announced_at=now,
-        created_by=by if by is not None and by.is_authenticated else None,
-    )
-    _set_scope(window, deployments=deployments, pools=pools)
-    audit_record(
-        actor=by,
-        action="create",
-        object_type="maintenance_window",
-        object_id=str(window.pk),
-        after=audit_snapshot(window),
-    )
-    return window
-
-
-def _refuse_started(window: MaintenanceWindow, now: datetime) -> None:
-    if window.starts_at <= now:
-        raise ValidationError(
-            {"starts_at": "this maintenance has started: it can no longer change"}
-        )
-
-
-@transaction.atomic
-def maintenance_window_edit(
-    *,
-    window: MaintenanceWindow,
-    by: User | None,
-    now: datetime | None = None,
-    title: str = UNSET,
-    description: str = UNSET,
-    starts_at: datetime = UNSET,
-    ends_at: datetime = UNSET,
-    deployments: Iterable[Deployment] = UNSET,
-    pools: Iterable[Pool] = UNSET,
-) -> MaintenanceWindow:
-    """Change a window that has not started yet (it is re-announced now)."""
-    now = now or timezone.now()
-    window = MaintenanceWindow.objects.select_for_update().get(pk=window.pk)
-    _refuse_started(window, now)
-    before = audit_snapshot(window)
-    errors: dict[str, str] = {}
-    if title is not UNSET:
-        window.title = _check_title(title, errors)
-    if description is not UNSET:
-        window.description = (description or "").strip()
-    if starts_at is not UNSET:
-        window.starts_at = starts_at
-    if ends_at is not UNSET:
-        window.ends_at = ends_at
-    _check_window(window.starts_at, window.ends_at, now, errors)
-    _raise(errors)
-    window.announced_at = now
-    window.save()
-    _set_scope(window, deployments=deployments, pools=pools)
-    audit_record(
-        actor=by,
-        action="update",
-        object_type="maintenance_window",
-        object_id=str(window.pk),
-        before=before,
-        after=audit_snapshot(window),
-    )
-    return window
-
-
-@transaction.atomic
-def maintenance_window_cancel(
-    *, window: MaintenanceWindow, by: User | None, now: datetime | None = None
-) -> None:
-    """Withdraw a window that has not started yet."""
-    now = now or timezone.now()
-    window = MaintenanceWindow.objects.select_for_update().get(pk=window.pk)
-    _refuse_started(window, now)
-    before = audit_snapshot(window)
-    pk = window.pk
-    window.delete()
-    audit_record(
-        actor=by,
-        action="delete",
-        object_type="maintenance_window",
-        object_id=str(pk),
-        before=before,
-    )

@@ -1,12 +1,10 @@
-from datetime import UTC, date, datetime, time
+"""Ingestion: usage event batches (native, CloudEvents, OpenAI Batch) and capacity samples."""
 
 from django.core.exceptions import RequestDataTooBig
-from django.db import transaction
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.decorators import action
+from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -19,129 +17,24 @@ from metering.ingest.body import (
 )
 from metering.ingest.formats import cloudevents_to_items, merge_errors, openai_batch_to_items
 from metering.ingest.validation import FieldError, validate_events, validate_json_batch
-from metering.models import Deployment, Pool, ServedModel
-from metering.selectors import usage_list
-from metering.services.factory import (
-    CapacityIn,
-    VersionSpec,
-    capacity_upsert,
-    deployment_create,
-    deployment_version_add,
-    served_model_aliases_set,
-)
+from metering.services.factory import CapacityIn, capacity_upsert
 from metering.services.ingest import IngestConflict, IngestRejected, usage_ingest
 from portal.access import Capability
 from portal.api.errors import errors_response, flatten
-from portal.api.pagination import Pagination
-from portal.api.views import AuditedModelViewSet
 from portal.models import Scope
-from portal.periods import period_from_query
 from portal.permissions import capability_permission
 
-from .serializers import (
+from ..serializers import (
     CapacitySampleSerializer,
-    DeploymentSerializer,
-    DeploymentVersionSerializer,
     ErrorsSerializer,
     IngestResultSerializer,
-    PoolSerializer,
-    ServedModelSerializer,
     UsageEventDoc,
-    UsageRowSerializer,
 )
 
-FactoryPermission = capability_permission(
-    read=Capability.READ_FACTORY, write=Capability.WRITE_FACTORY
-)
 IngestPermission = capability_permission(
     read=Capability.READ_FACTORY, write=Capability.WRITE_FACTORY
 )
 ERROR_RESPONSES = {400: ErrorsSerializer, 403: ErrorsSerializer, 413: ErrorsSerializer}
-
-
-class PoolViewSet(AuditedModelViewSet):
-    """GPU pools, keyed by slug."""
-
-    queryset = Pool.objects.all()
-    serializer_class = PoolSerializer
-    lookup_field = "slug"
-    audit_type = "pool"
-    permission_classes = [FactoryPermission]
-
-
-class ServedModelViewSet(AuditedModelViewSet):
-    """Served models, keyed by slug, with their engine aliases."""
-
-    queryset = ServedModel.objects.prefetch_related("aliases")
-    serializer_class = ServedModelSerializer
-    lookup_field = "slug"
-    lookup_value_regex = r"[^/]+"  # slugs may hold dots: llama-3.3-70b
-    audit_type = "served_model"
-    permission_classes = [FactoryPermission]
-
-    def perform_create(self, serializer):
-        aliases = serializer.validated_data.pop("aliases", [])
-        with transaction.atomic():
-            super().perform_create(serializer)
-            served_model_aliases_set(
-                model=serializer.instance, aliases=aliases, by=self.request.user
-            )
-
-    def perform_update(self, serializer):
-        aliases = serializer.validated_data.pop("aliases", None)
-        with transaction.atomic():
-            super().perform_update(serializer)
-            if aliases is not None:
-                served_model_aliases_set(
-                    model=serializer.instance, aliases=aliases, by=self.request.user
-                )
-
-
-class DeploymentViewSet(
-    mixins.CreateModelMixin,
-    mixins.ListModelMixin,
-    mixins.RetrieveModelMixin,
-    viewsets.GenericViewSet,
-):
-    """Deployments (a model on a pool). R_ref, w_in and SLO change by adding a version."""
-
-    queryset = Deployment.objects.select_related("model", "pool").prefetch_related("versions")
-    serializer_class = DeploymentSerializer
-    lookup_field = "slug"
-    lookup_value_regex = r"[^/]+"  # llama-3.3-70b@h100-a
-    permission_classes = [FactoryPermission]
-
-    def perform_create(self, serializer):
-        data = serializer.validated_data
-        serializer.instance = deployment_create(
-            slug=data["slug"],
-            model=data["model"],
-            pool=data["pool"],
-            by=self.request.user,
-            spec=VersionSpec(
-                r_ref=data["r_ref"],
-                w_in=data.get("w_in", 0),
-                slo_ttft_ms=data.get("slo_ttft_ms"),
-                slo_tpot_ms=data.get("slo_tpot_ms"),
-            ),
-        )
-
-    @extend_schema(
-        request=DeploymentVersionSerializer, responses={201: DeploymentVersionSerializer}
-    )
-    @action(detail=True, methods=["post"], serializer_class=DeploymentVersionSerializer)
-    def versions(self, request, slug=None):
-        deployment = self.get_object()
-        serializer = DeploymentVersionSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = dict(serializer.validated_data)
-        version = deployment_version_add(
-            deployment=deployment,
-            effective_from=data.pop("effective_from"),
-            spec=VersionSpec(**data),
-            by=request.user,
-        )
-        return Response(DeploymentVersionSerializer(version).data, status=status.HTTP_201_CREATED)
 
 
 def _body(request) -> bytes | Response:
@@ -355,58 +248,3 @@ class CapacityView(APIView):
             return errors_response(errors, 400)
         created, replaced = capacity_upsert(samples=samples)
         return Response({"created": created, "replaced": replaced})
-
-
-class UsageListView(APIView):
-    """Usage per hour or day, tenant, model and pool (tenants see only their own rows)."""
-
-    permission_classes = [capability_permission(read=Capability.READ_TENANT_DATA)]
-    pagination_class = Pagination  # documents the paginated envelope in the schema
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("tenant", str),
-            OpenApiParameter("model", str),
-            OpenApiParameter("pool", str),
-            OpenApiParameter("from", OpenApiTypes.DATETIME),
-            OpenApiParameter("to", OpenApiTypes.DATETIME),
-            OpenApiParameter("granularity", str, enum=["hour", "day"]),
-            OpenApiParameter("page", int),
-            OpenApiParameter("page_size", int),
-        ],
-        responses={200: UsageRowSerializer(many=True), 400: ErrorsSerializer},
-    )
-    def get(self, request):
-        granularity = request.query_params.get("granularity", "day")
-        if granularity not in ("hour", "day"):
-            return errors_response(
-                [{"field": "granularity", "message": 'must be "hour" or "day"'}], 400
-            )
-        period = period_from_query(request.query_params)
-        rows = usage_list(
-            user=request.user,
-            period=period,
-            granularity=granularity,
-            tenant=request.query_params.get("tenant"),
-            model=request.query_params.get("model"),
-            pool=request.query_params.get("pool"),
-        )
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(rows, request, view=self)
-        return paginator.get_paginated_response([_usage_row(r) for r in page])
-
-
-def _usage_row(row: dict) -> dict:
-    start = row["period_start"]
-    if isinstance(start, date) and not isinstance(start, datetime):
-        start = datetime.combine(start, time.min, tzinfo=UTC)
-    return {
-        "period_start": start.astimezone(UTC).isoformat().replace("+00:00", "Z"),
-        "tenant": row["tenant__slug"],
-        "model": row["deployment__model__slug"],
-        "pool": row["deployment__pool__slug"],
-        **{
-            k: row[k]
-            for k in ("requests", "errors", "input_tokens", "cached_tokens", "output_tokens")
-        },
-    }

@@ -1,0 +1,25 @@
+"""Cycle history: the cycles, the lever applications, and a cycle's default period."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from django.db.models import QuerySet
+
+from portal.periods import Period
+
+from ..models import Cycle, LeverApplication
+
+
+def cycle_list() -> QuerySet[Cycle]:
+    return Cycle.objects.select_related("goal").prefetch_related("evaluations__lever")
+
+
+def application_list() -> QuerySet[LeverApplication]:
+    return LeverApplication.objects.select_related("lever", "evaluated_by", "updated_lever")
+
+
+def last_full_week(*, now: datetime) -> Period:
+    """The 7 whole UTC days before today: a cycle's default period."""
+    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return Period(today - timedelta(days=7), today)

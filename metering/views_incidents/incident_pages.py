@@ -1,0 +1,187 @@
+"""The operator's incident board (htmx) and an incident's page with its postmortem."""
+
+from datetime import timedelta
+
+from django.contrib import messages
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from metering.models import IncidentImpact, IncidentStatus
+from metering.services.incidents import (
+    STATUS_ORDER,
+    incident_create,
+    incident_edit,
+    incident_update_add,
+)
+from metering.sla import (
+    current_impact,
+    deployment_slugs,
+    incident_list,
+    maintenance_list,
+    model_names,
+    peak_impact,
+)
+from portal.decorators import role_required
+from portal.models import Role
+from portal.periods import Period
+
+from .forms import IncidentEditForm, IncidentForm, IncidentUpdateForm, _service_errors
+
+RECENT_DAYS = 14
+
+
+def _is_htmx(request) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def _card(incident, *, form=None, prefix=None):
+    """What a board card shows of an incident."""
+    prefix = prefix or f"u{incident.pk}"
+    if form is None:
+        position = STATUS_ORDER.index(incident.status)
+        form = IncidentUpdateForm(
+            prefix=prefix,
+            initial={"status": STATUS_ORDER[min(position + 1, len(STATUS_ORDER) - 1)]},
+        )
+    # open: what is going on now; resolved: the worst it got
+    impact = current_impact(incident) if incident.is_open else peak_impact(incident)
+    return {
+        "incident": incident,
+        "impact": impact,
+        "impact_label": IncidentImpact(impact).label,
+        "models": model_names(incident),
+        "deployments": sorted(deployment_slugs(incident)),
+        "tenants": [t.slug for t in incident.tenants.all()],
+        "updates": list(reversed(incident.updates.all())),
+        "form": form,
+    }
+
+
+def _board_context(request, *, form=None, created=None) -> dict:
+    now = timezone.now()
+    open_incidents = incident_list(user=request.user, status="open")
+    recent = incident_list(
+        user=request.user,
+        status=IncidentStatus.RESOLVED,
+        period=Period(now - timedelta(days=RECENT_DAYS), now + timedelta(seconds=1)),
+    )
+    return {
+        "title": "Incidents",
+        "form": form or IncidentForm(),
+        "created": created,
+        "cards": [_card(i) for i in open_incidents],
+        "recent": [
+            {"incident": i, "models": model_names(i), "impact": IncidentImpact(peak_impact(i))}
+            for i in recent[:20]
+        ],
+        "recent_days": RECENT_DAYS,
+        "maintenance": maintenance_list(upcoming_at=now)[:10],
+        "now": now,
+    }
+
+
+@role_required(Role.OPERATOR)
+def incidents(request):
+    """The operator's board: open incidents updated in place, a quick create form, recently
+    resolved ones and upcoming maintenance. POST creates an incident."""
+    form, created = None, None
+    if request.method == "POST":
+        form = IncidentForm(request.POST)
+        if form.is_valid():
+            data = dict(form.cleaned_data)
+            data["started_at"] = data["started_at"] or timezone.now()
+            try:
+                created = incident_create(**data, by=request.user)
+            except ValidationError as exc:
+                _service_errors(form, exc)
+            else:
+                form = None
+                if not _is_htmx(request):
+                    messages.success(request, f"Incident #{created.pk} opened.")
+                    return redirect("incidents")
+    context = _board_context(request, form=form, created=created)
+    if _is_htmx(request):
+        return render(request, "metering/_incident_board.html", context)
+    return render(request, "metering/incidents.html", context)
+
+
+def _incident_or_404(request, pk: int):
+    return get_object_or_404(incident_list(user=request.user), pk=pk)
+
+
+@require_POST
+@role_required(Role.OPERATOR)
+def incident_update(request, pk: int):
+    """Post a public update from a board card; the card comes back (htmx) in its new state."""
+    incident = _incident_or_404(request, pk)
+    prefix = f"u{pk}"
+    form = IncidentUpdateForm(request.POST, prefix=prefix)
+    posted = False
+    if form.is_valid():
+        try:
+            incident_update_add(incident=incident, **form.cleaned_data, by=request.user)
+        except ValidationError as exc:
+            _service_errors(form, exc)
+        else:
+            posted = True
+    if not _is_htmx(request):
+        if posted:
+            messages.success(request, f"Update posted to incident #{pk}.")
+        return redirect("incidents")
+    incident = _incident_or_404(request, pk)
+    card = _card(incident, form=None if posted else form, prefix=prefix)
+    return render(request, "metering/_incident_card.html", {**card, "posted": posted})
+
+
+def _record(incident) -> dict:
+    """An incident's record as the edit form shows it (times to the second)."""
+    return {
+        "title": incident.title,
+        "severity": incident.severity,
+        "impact": incident.impact,
+        "deployments": set(incident.deployments.all()),
+        "pools": set(incident.pools.all()),
+        "tenants": set(incident.tenants.all()),
+        "started_at": incident.started_at.replace(microsecond=0),
+        "resolved_at": incident.resolved_at and incident.resolved_at.replace(microsecond=0),
+        "cause": incident.cause,
+        "remediation": incident.remediation,
+    }
+
+
+@role_required(Role.OPERATOR)
+def incident_detail(request, pk: int):
+    """An incident's page: its whole timeline, and its record and postmortem to correct.
+    Only what the operator changed is saved (times are shown to the second)."""
+    incident = _incident_or_404(request, pk)
+    record = _record(incident)
+    if request.method == "POST":
+        form = IncidentEditForm(request.POST)
+        if incident.resolved_at is None:
+            form.fields["resolved_at"].disabled = True
+        if form.is_valid():
+            changes = {
+                name: value
+                for name, value in form.cleaned_data.items()
+                if (set(value) if name in ("deployments", "pools", "tenants") else value)
+                != record[name]
+            }
+            try:
+                incident_edit(incident=incident, **changes, by=request.user)
+            except ValidationError as exc:
+                _service_errors(form, exc)
+            else:
+                messages.success(request, f"Incident #{pk} saved.")
+                return redirect("incident-page", pk=pk)
+    else:
+        form = IncidentEditForm(initial=record)
+    if incident.resolved_at is None:
+        form.fields["resolved_at"].disabled = True
+        form.fields["resolved_at"].help_text = 'Set by an update with status "Resolved".'
+    return render(
+        request,
+        "metering/incident_detail.html",
+        {"title": f"Incident #{pk}", "edit_form": form, **_card(incident)},
+    )
