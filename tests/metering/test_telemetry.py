@@ -1,14 +1,17 @@
 """Telemetry storage: pushes and scrapes of vLLM, SGLang and DCGM, reconciliation, SLO, API."""
 
 import re
+import signal
 import socket
 import threading
+import time
 from datetime import UTC, datetime
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 
 from metering.ingest.prometheus import parse_scrape
 from metering.models import EngineHourly, GpuHourly, HourlyUsage, ScrapeTarget, TelemetryPushState
@@ -645,3 +648,36 @@ def test_telemetry_ingest_concurrent_sources_add_every_increase(transactional_db
     assert row.intervals == len(sources) * rounds
     assert set(row.gauges) == {f"push:{source}" for source in sources}
     assert row.running_requests == 7 * len(sources)
+
+
+def test_soft_time_limit_drops_the_fetches_not_started(db):
+    """Celery raises SoftTimeLimitExceeded in the task's thread while it waits for the
+    fetches; the targets not fetched yet are dropped, not fetched one by one first."""
+    deployment = _llama()
+    for port in range(9000, 9040):
+        ScrapeTarget.objects.create(
+            url=f"http://127.0.0.1:{port}/metrics", kind="vllm", pool=deployment.pool
+        )
+    fetched = []
+
+    def slow_fetch(url: str, timeout: float) -> str:
+        fetched.append(url)
+        time.sleep(0.2)
+        raise OSError("unreachable")
+
+    def soft_limit(signum, frame):
+        raise SoftTimeLimitExceeded()
+
+    previous = signal.signal(signal.SIGALRM, soft_limit)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    began = time.monotonic()
+    try:
+        with pytest.raises(SoftTimeLimitExceeded):
+            scrape_all(now=_at(40), fetch=slow_fetch, max_workers=2)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+    # Two workers, 0.2 s a fetch: all 40 would take 4 s.
+    assert time.monotonic() - began < 1.5
+    assert len(fetched) <= 6
