@@ -1,5 +1,6 @@
 """Telemetry storage: pushes and scrapes of vLLM, SGLang and DCGM, reconciliation, SLO, API."""
 
+import os
 import re
 import signal
 import socket
@@ -668,15 +669,17 @@ def test_soft_time_limit_drops_the_fetches_not_started(db):
     def soft_limit(signum, frame):
         raise SoftTimeLimitExceeded()
 
-    previous = signal.signal(signal.SIGALRM, soft_limit)
-    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    # As Celery's pool does: SIGUSR1 to the process, whose handler raises in the main thread.
+    previous = signal.signal(signal.SIGUSR1, soft_limit)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
     began = time.monotonic()
+    timer.start()
     try:
         with pytest.raises(SoftTimeLimitExceeded):
             scrape_all(now=_at(40), fetch=slow_fetch, max_workers=2)
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        timer.cancel()
+        signal.signal(signal.SIGUSR1, previous)
 
     # Two workers, 0.2 s a fetch: all 40 would take 4 s.
     assert time.monotonic() - began < 1.5
