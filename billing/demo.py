@@ -6,9 +6,9 @@ from decimal import Decimal
 from typing import TextIO
 
 from django.conf import settings
-from django.utils import timezone
 
 from metering.models import HourlyUsage, ServedModel
+from portal import clock
 from portal.demo import DEMO_TENANTS, demo_step
 from portal.models import Tenant
 from portal.periods import month_start
@@ -73,7 +73,7 @@ def demo_billing(*, stdout: TextIO) -> None:
             currency=currency,
             effective_from=CONTRACTS_FROM,
         )
-    now = timezone.now()
+    now = clock.now()
     this_month = month_start(now)
     if not PromotionalCredit.objects.exists():
         promotion_grant(

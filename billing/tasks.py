@@ -4,10 +4,10 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 from celery import shared_task
-from django.utils import timezone
 
 from billing.services.invoicing import invoice_run
 from metering.services.rollup import rollup_pending
+from portal import clock
 from portal.periods import month_start
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ def invoice_month_task(month: str | None = None) -> None:
     start = (
         datetime.strptime(month, "%Y-%m").replace(tzinfo=UTC)
         if month
-        else month_start(month_start(timezone.now()) - timedelta(days=1))
+        else month_start(month_start(clock.now()) - timedelta(days=1))
     )
     rollup_pending()
     run = invoice_run(month_start=start)

@@ -9,11 +9,11 @@ from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from metering.charts import usage_by_model_chart
 from metering.selectors import usage_daily_by_model
+from portal import clock
 from portal.access import Capability, tenant_get, user_may, user_role, user_tenant
 from portal.charts import figure_json
 from portal.decorators import role_required
@@ -56,7 +56,7 @@ def price_book(request):
         "billing/prices.html",
         {
             "title": "Price book and contracts",
-            "book": price_book_get(at=timezone.now(), user=request.user),
+            "book": price_book_get(at=clock.now(), user=request.user),
         },
     )
 
@@ -275,7 +275,7 @@ def sla(request):
         if is_member
         else (tenant_get(user=request.user, slug=slug) if slug else None)
     )
-    this_month = month_start(timezone.now())
+    this_month = month_start(clock.now())
     context = {"title": "SLA", "is_member": is_member, "tenant": tenant}
     if tenant is not None:
         months = [months_before(this_month, n) for n in range(SLA_MONTHS - 1, -1, -1)]
@@ -311,7 +311,7 @@ def tenant_home(request):
     tenant = user_tenant(request.user)
     period, _ = period_from_preset({})
     rows = usage_daily_by_model(user=request.user, period=period)
-    this_month = month_start(timezone.now())
+    this_month = month_start(clock.now())
     sla_rows = [
         sla_figures_list(month_start=months_before(this_month, n), tenants=[tenant])[0]
         for n in range(3)

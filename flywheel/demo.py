@@ -12,9 +12,9 @@ from decimal import Decimal
 from typing import TextIO
 
 from django.db.models import Min
-from django.utils import timezone
 
 from metering.models import HourlyUsage, Pool
+from portal import clock
 from portal.demo import demo_step
 
 from .models import CostModel, FactoryCosts
@@ -65,7 +65,7 @@ def demo_costs(*, stdout: TextIO) -> None:
 @demo_step(55, "flywheel: KPI snapshots of every demo day and month")
 def demo_snapshots(*, stdout: TextIO) -> None:
     """So the overview's trends are full on first start (the measure job keeps them fresh)."""
-    now = timezone.now()
+    now = clock.now()
     first = HourlyUsage.objects.aggregate(first=Min("hour"))["first"]
     if first is None:
         return

@@ -13,8 +13,7 @@ from datetime import UTC, timedelta
 from decimal import Decimal
 from typing import TextIO
 
-from django.utils import timezone
-
+from portal import clock
 from portal.demo import demo_step
 
 from .models import Goal, Lever
@@ -161,7 +160,7 @@ GOAL = {"min_gross_margin": D("0.80"), "min_ebitda_per_month": D(9_000_000)}
 
 @demo_step(60, "flywheel: lever catalogue (published uplifts), a goal and one cycle")
 def demo_flywheel(*, stdout: TextIO) -> None:
-    now = timezone.now()
+    now = clock.now()
     today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     since = today - timedelta(days=30)  # the demo's first day: levers in force throughout
     for slug, name, description, effects, one_time, monthly in LEVERS:

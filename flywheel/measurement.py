@@ -21,12 +21,12 @@ from functools import reduce
 from operator import or_
 
 from django.db.models import Max, Q, Sum
-from django.utils import timezone
 
 from billing.selectors import sla_credit_totals
 from billing.services.rate import month_rate
 from metering.models import CapacitySample as CapacityRow
 from metering.models import Deployment, DeploymentVersion, HourlyUsage, Pool
+from portal import clock
 from portal.periods import month_start, next_month
 
 from .kpis import (
@@ -267,7 +267,7 @@ class FactoryData:
                 for hour, hour_rows in by_hour.items()
                 for row in hour_rows
             }
-            if next_month(month) <= timezone.now():  # a shortfall is due once the month is over
+            if next_month(month) <= clock.now():  # a shortfall is due once the month is over
                 self.month_shortfalls[month] = sum(
                     (r.minimum_shortfall for r in rating.rated.values()), ZERO
                 )

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 
-from django.utils import timezone
-
 from metering.models import Deployment, Pool
+from portal import clock
 from portal.periods import Period
 
 from .bands import band_of
@@ -41,7 +40,7 @@ def period_measure(*, start: datetime, end: datetime, now: datetime | None = Non
     factory's day snapshots, so a page reads one row per day however many events the
     days hold; days without a usable snapshot are measured for the request. Any other
     period is measured for the request (FactoryData)."""
-    now = now or timezone.now()
+    now = now or clock.now()
     stop = min(end, ceil_hour(now))  # hours to come have produced nothing yet
     if stop <= start:
         return _measured_live(start, end)

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
 from django.db import transaction
-from django.utils import timezone
 
 from metering.models import Deployment, Incident, MaintenanceWindow, Pool
 from metering.services.incidents import (
@@ -19,6 +18,7 @@ from metering.services.incidents import (
     incident_update_add,
     maintenance_window_create,
 )
+from portal import clock
 from portal.demo import demo_step
 
 DAYS = 30  # the demo's window: the 30 UTC days up to last midnight (as metering.demo)
@@ -94,7 +94,7 @@ def _partial(day: datetime) -> None:
 @demo_step(35, "metering: incidents and maintenance")
 @transaction.atomic
 def demo_incidents(*, stdout: TextIO) -> None:
-    start = _start(timezone.now())
+    start = _start(clock.now())
     made = []
     if not Incident.objects.filter(title=MAJOR_TITLE, started_at__gte=start).exists():
         _major(start + timedelta(days=9))

@@ -13,7 +13,8 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import Case, Count, F, FloatField, Q, Sum, When
-from django.utils import timezone
+
+from portal import clock
 
 from .ingest.prometheus import Histogram, quantile, reconciliation_flag, share_within
 from .models import (
@@ -215,7 +216,7 @@ class ScrapeTargetHealth:
 
 def scrape_target_health(*, now: datetime | None = None) -> list[ScrapeTargetHealth]:
     """Every scrape target with its last status, failing ones first then by pool and URL."""
-    now = now or timezone.now()
+    now = now or clock.now()
     rows = []
     for target in ScrapeTarget.objects.select_related("pool", "deployment"):
         is_stale = target.enabled and (

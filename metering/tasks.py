@@ -3,7 +3,8 @@
 import logging
 
 from celery import shared_task
-from django.utils import timezone
+
+from portal import clock
 
 from .telemetry import scrape_all
 
@@ -24,7 +25,7 @@ def scrape_targets_task() -> None:
 
     No retries: the next beat, 30 s later, is the retry, and a failing target is recorded
     on the target, not raised. Running twice only adds the increase since the last run."""
-    outcomes = scrape_all(now=timezone.now())
+    outcomes = scrape_all(now=clock.now())
     failed = [outcome.url for outcome in outcomes if not outcome.is_ok]
     log.info("scrape: %d targets, %d failed %s", len(outcomes), len(failed), failed or "")
 

@@ -4,8 +4,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
 from django.core.exceptions import ValidationError
-from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
+
+from portal import clock
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def _parse(value: str, field: str) -> datetime:
 
 def period_from_query(params, *, now: datetime | None = None) -> Period:
     """`from`/`to` of a request (missing: the current calendar month so far)."""
-    now = now or timezone.now()
+    now = now or clock.now()
     start = _parse(params["from"], "from") if params.get("from") else month_start(now)
     end = _parse(params["to"], "to") if params.get("to") else max(now, start + timedelta(seconds=1))
     if end <= start:
@@ -75,7 +76,7 @@ def period_from_preset(
     params, *, now: datetime | None = None, default: str = "30d"
 ) -> tuple[Period, str]:
     """A page's period: `from`/`to` when given (preset "custom"), else a named preset."""
-    now = now or timezone.now()
+    now = now or clock.now()
     if params.get("from") or params.get("to"):
         return period_from_query(params, now=now), "custom"
     preset = params.get("period", default)

@@ -6,6 +6,7 @@ CELERY_BROKER_URL and REDIS_URL (Redis).
 """
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dj_database_url
@@ -35,6 +36,24 @@ if not SECRET_KEY:
     SECRET_KEY = "insecure-development-key-only-for-debug-mode"  # noqa: S105
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver" if DEBUG else "")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+
+def env_instant(name: str) -> datetime | None:
+    """An RFC 3339 instant with a zone, in UTC (None when unset)."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    moment = datetime.fromisoformat(value)
+    if moment.tzinfo is None:
+        raise ImproperlyConfigured(f"{name} must include a time zone (Z or +hh:mm): {value!r}")
+    return moment.astimezone(UTC)
+
+
+# A test clock for the servers, workers and demos that tests start (portal.clock): the
+# instant domain code takes as "now". DEBUG only: production always runs on the real clock.
+PORTAL_NOW = env_instant("PORTAL_NOW")
+if PORTAL_NOW is not None and not DEBUG:
+    raise ImproperlyConfigured("PORTAL_NOW (a test clock) is refused when DEBUG is off.")
 
 INSTALLED_APPS = [
     "django.contrib.auth",

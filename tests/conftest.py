@@ -1,12 +1,49 @@
-"""Shared fixtures: tenants, a user per role, API clients with bearer tokens."""
+"""Shared fixtures: the test clock, tenants, a user per role, API clients with bearer tokens."""
+
+import os
+from datetime import UTC, datetime
 
 import pytest
 from rest_framework.test import APIClient
 
+from portal.clock import clock_set, parse_instant
 from portal.models import Role, Tenant
 from portal.services import token_create, user_ensure
 
 PASSWORD = "correct-horse-battery-staple"
+
+# The test clock. Every test runs at one instant: PORTAL_NOW when set (to run the whole suite
+# at another time, e.g. PORTAL_NOW=2027-01-31T23:30:00Z make test), else mid-month. Tests whose
+# answer depends on the calendar run at each of CLOCKS (`@on_every_clock`).
+DEFAULT_NOW = (
+    parse_instant(os.environ["PORTAL_NOW"])
+    if os.environ.get("PORTAL_NOW")
+    else datetime(2026, 12, 16, 10, 0, tzinfo=UTC)
+)
+CLOCKS = {
+    "month-start": datetime(2026, 12, 1, 8, 37, tzinfo=UTC),
+    "mid-month": datetime(2026, 12, 16, 10, 0, tzinfo=UTC),
+    "month-end": datetime(2026, 12, 31, 23, 30, tzinfo=UTC),
+    "new-year": datetime(2027, 1, 1, 0, 30, tzinfo=UTC),
+}
+on_every_clock = pytest.mark.parametrize(
+    "now", list(CLOCKS.values()), ids=list(CLOCKS), indirect=True
+)
+
+
+@pytest.fixture(autouse=True)
+def now(request) -> datetime:
+    """The instant domain code takes as now during the test (portal.clock); it stands still.
+    Processes a test starts get it as PORTAL_NOW (`clock_env`)."""
+    moment = getattr(request, "param", DEFAULT_NOW)
+    clock_set(moment)
+    yield moment
+    clock_set(None)
+
+
+def clock_env(moment: datetime) -> dict[str, str]:
+    """The environment that gives a server, worker or demo process the test clock."""
+    return {"PORTAL_NOW": moment.isoformat()}
 
 
 @pytest.fixture
@@ -64,7 +101,7 @@ def session_client(client):
 
 
 @pytest.fixture
-def live_worker(transactional_db):
+def live_worker(transactional_db, now):
     """A real Celery worker process, consuming from the test Redis and writing to the test
     database. Yields a Celery client app bound to the same broker."""
     import os
@@ -87,6 +124,7 @@ def live_worker(transactional_db):
         DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
         CELERY_BROKER_URL=broker,
         CELERY_RESULT_BACKEND=broker,
+        **clock_env(now),
     )
     root = Path(__file__).resolve().parents[1]
     log_path = root / "var" / "test-worker.log"

@@ -1,12 +1,12 @@
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal import clock
 from portal.access import Capability, tenant_get, tenant_scoped
 from portal.api.pagination import Pagination
 from portal.periods import period_from_query
@@ -53,7 +53,7 @@ class EffectiveDatedViewSet(
 
     @transaction.atomic
     def perform_destroy(self, instance):
-        if instance.effective_from <= timezone.now():
+        if instance.effective_from <= clock.now():
             raise serializers.ValidationError(
                 {"effective_from": ["in force: add a new version instead of deleting this one"]}
             )

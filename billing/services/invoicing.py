@@ -9,8 +9,8 @@ from decimal import Decimal
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
-from django.utils import timezone
 
+from portal import clock
 from portal.models import Tenant
 from portal.periods import month_start as month_of
 from portal.periods import months_before, next_month
@@ -223,7 +223,7 @@ def invoice_finalize(*, invoice: Invoice, by=None, now: datetime | None = None) 
     invoice = Invoice.objects.select_for_update().get(pk=invoice.pk)
     if invoice.status != Invoice.Status.DRAFT:
         return invoice
-    now = now or timezone.now()
+    now = now or clock.now()
     invoice.number = _next_number(now.year)
     invoice.issue_transaction = ledger_post(
         kind=LedgerTransaction.Kind.INVOICE,
@@ -251,7 +251,7 @@ def invoice_pay(*, invoice: Invoice, by=None, paid_at: datetime | None = None) -
     invoice = Invoice.objects.select_for_update().get(pk=invoice.pk)
     if invoice.status != Invoice.Status.ISSUED:
         raise InvoiceError(f"invoice {invoice} is {invoice.status}; only issued invoices are paid")
-    paid_at = paid_at or timezone.now()
+    paid_at = paid_at or clock.now()
     ledger_post(
         kind=LedgerTransaction.Kind.PAYMENT,
         memo=f"Payment of {invoice.number}",
@@ -290,7 +290,7 @@ def invoice_void(
         by=by,
     )
     invoice.status = Invoice.Status.VOID
-    invoice.voided_at = now or timezone.now()
+    invoice.voided_at = now or clock.now()
     invoice.save(update_fields=["status", "voided_at"])
     SlaCredit.objects.filter(invoice=invoice).update(invoice=None)
     audit_record(
@@ -327,7 +327,7 @@ def invoice_run(*, month_start: datetime, by=None, now: datetime | None = None) 
     left as it is, and a credit is posted once. A month not over yet is refused: its
     usage and its SLA are not final."""
     start = month_of(month_start)
-    now = now or timezone.now()
+    now = now or clock.now()
     if next_month(start) > now:
         raise InvoiceError(f"{start:%Y-%m} is not over yet; a month is invoiced once it ends")
     run = InvoiceRun(month_start=start)

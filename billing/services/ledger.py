@@ -10,9 +10,9 @@ from decimal import Decimal
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Sum
-from django.utils import timezone
 
 from metering.models import ServedModel
+from portal import clock
 from portal.models import Tenant
 
 from ..models import Account, LedgerTransaction, Posting
@@ -123,7 +123,7 @@ def ledger_post(
         memo=memo,
         tenant=tenant,
         period_start=period_start,
-        occurred_at=occurred_at or timezone.now(),
+        occurred_at=occurred_at or clock.now(),
         idempotency_key=idempotency_key,
         created_by=by,
         reverses=reverses,

@@ -1,4 +1,3 @@
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
@@ -7,6 +6,7 @@ from rest_framework import renderers, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal import clock
 from portal.access import Capability
 from portal.periods import month_start, period_from_query
 from portal.permissions import capability_permission
@@ -84,7 +84,7 @@ class MetricsView(APIView):
 
     @extend_schema(responses={(200, "text/plain"): OpenApiTypes.STR})
     def get(self, request):
-        now = timezone.now()
+        now = clock.now()
         start = month_start(now)
         snapshots = {
             s.scope: s.values

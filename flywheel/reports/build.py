@@ -6,7 +6,8 @@ from datetime import datetime
 from decimal import Decimal, localcontext
 
 from django.conf import settings
-from django.utils import timezone
+
+from portal import clock
 
 from ..bands import band_of
 from ..kpis import KPI_CONTEXT
@@ -61,7 +62,7 @@ def tfom_report_build(
         staff=staff,
         sga=sga,
         currency=settings.FACTORY_CURRENCY,
-        generated_at=timezone.now(),
+        generated_at=clock.now(),
         rating_errors=dict(data.rating_errors),
     )
     report.sections = _sections(report)

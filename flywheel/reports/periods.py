@@ -6,9 +6,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from django.utils import timezone
-
 from metering.models import HourlyUsage
+from portal import clock
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,7 @@ def _month(year: int, month: int) -> datetime:
 def report_period_parse(value: str, *, now: datetime | None = None) -> ReportPeriod:
     """`YYYY-MM` or `YYYY-Qn`; a period still running ends at the current hour. ValueError
     when the text is neither or the period has not started."""
-    now = now or timezone.now()
+    now = now or clock.now()
     if match := _MONTH.match(value or ""):
         year, month = int(match[1]), int(match[2])
         if not 1 <= month <= 12:
@@ -58,7 +57,7 @@ def report_period_parse(value: str, *, now: datetime | None = None) -> ReportPer
 
 def report_periods(*, now: datetime | None = None) -> list[ReportPeriod]:
     """Every month and quarter from the first metered usage to now, newest first."""
-    now = now or timezone.now()
+    now = now or clock.now()
     first = HourlyUsage.objects.order_by("hour").values_list("hour", flat=True).first()
     if first is None:
         return []

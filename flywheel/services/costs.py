@@ -12,9 +12,9 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from metering.models import Pool
+from portal import clock
 from portal.services import audit_record, audit_snapshot
 
 from ..models import CostModel, FactoryCosts
@@ -157,7 +157,7 @@ def cost_version_delete(*, version: CostModel | FactoryCosts, by=None) -> None:
     """Delete a version that has not taken effect yet (a mistake caught in time); one in
     force is never changed: add a new version instead."""
     locked = type(version).objects.select_for_update().get(pk=version.pk)
-    if locked.effective_from <= timezone.now():
+    if locked.effective_from <= clock.now():
         raise CostError(
             "effective_from", "in force: add a new version instead of deleting this one"
         )

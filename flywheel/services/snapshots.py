@@ -15,8 +15,8 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Q
-from django.utils import timezone
 
+from portal import clock
 from portal.periods import month_start, next_month
 
 from ..kpis import Kpis
@@ -65,7 +65,7 @@ def snapshots_measure(
 ) -> list[KpiSnapshot]:
     """Measure every scope for each day and month that [start, end) touches and upsert the
     snapshots; a period not over at `now` is measured up to now and left open."""
-    now = now or timezone.now()
+    now = now or clock.now()
     periods = [(kind, s, e) for kind, s, e in _periods(start, end) if s < now]
     if not periods:
         return []
@@ -140,7 +140,7 @@ def snapshots_refresh(*, now: datetime | None = None) -> int:
     day or month not closed yet: each is closed once, by the first run after it ends, and
     measured again when late usage reopened it. An earlier month is measured on its own,
     from its first to its last open period, never the months between it and now."""
-    now = now or timezone.now()
+    now = now or clock.now()
     current = month_start(now)
     written = len(snapshots_measure(start=current, end=now, now=now))
     stale = (

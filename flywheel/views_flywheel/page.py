@@ -10,8 +10,8 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
 from django.shortcuts import render
-from django.utils import timezone
 
+from portal import clock
 from portal.access import Capability, user_may
 from portal.charts import figure_json
 from portal.decorators import role_required
@@ -60,7 +60,7 @@ def _pct(value: Decimal | None) -> str:
 @role_required(Role.OPERATOR, Role.FINANCE)
 def flywheel(request):
     """Measure → diagnose → adjust → check the goal, on one page (kpis.md section 6)."""
-    now = timezone.now()
+    now = clock.now()
     form_errors: dict = {}
     form_name = ""
     if request.method == "POST":

@@ -3,7 +3,6 @@
 Writes validate with a serializer and call `metering.services.incidents`; reads go through
 `metering.sla` (tenant members see only the incidents that touched their tenant)."""
 
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -40,6 +39,7 @@ from metering.sla import (
     maintenance_queryset,
     model_names,
 )
+from portal import clock
 from portal.access import Capability
 from portal.api.fields import AwareDateTimeField, ModelSerializer
 from portal.models import Tenant
@@ -341,7 +341,7 @@ class MaintenanceWindowViewSet(
             return maintenance_queryset()
         upcoming = self.request.query_params.get("upcoming") in ("true", "1")
         return maintenance_list(
-            period=_period(self.request), upcoming_at=timezone.now() if upcoming else None
+            period=_period(self.request), upcoming_at=clock.now() if upcoming else None
         )
 
     def perform_create(self, serializer):

@@ -3,7 +3,6 @@
 import re
 
 from django.core.exceptions import RequestDataTooBig
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import permissions, serializers, status
@@ -13,6 +12,7 @@ from rest_framework.views import APIView
 from metering.ingest.body import BatchError, PayloadTooLarge, decompress_body
 from metering.models import Deployment, Pool, ScrapeTarget, TelemetryKind
 from metering.telemetry import DEFAULT_PUSH_SOURCE, MAX_EXPOSITION_BYTES, telemetry_ingest
+from portal import clock
 from portal.access import Capability, user_role
 from portal.api.errors import errors_response
 from portal.api.views import AuditedModelViewSet
@@ -133,9 +133,7 @@ class TelemetryPrometheusView(APIView):
             return errors_response([{"field": "body", "message": exc.message}], 400)
         except UnicodeDecodeError:
             return errors_response([{"field": "body", "message": "must be UTF-8 text"}], 400)
-        result = telemetry_ingest(
-            text=text, kind=kind, pool=pool, now=timezone.now(), source=source
-        )
+        result = telemetry_ingest(text=text, kind=kind, pool=pool, now=clock.now(), source=source)
         return Response(
             {
                 "families": result.families,

@@ -2,13 +2,12 @@
 
 from datetime import datetime, timedelta
 
-from django.utils import timezone
-
 from metering.ingest.formats import trace_events
 from metering.ingest.validation import validate_events
 from metering.models import CapacitySample, Pool
 from metering.services.ingest import usage_ingest
 from metering.services.rollup import rollup_pending
+from portal import clock
 
 from .parameters import (
     ERROR_RATE,
@@ -88,7 +87,7 @@ def _demo_last_day(rng, end, weights, stdout) -> None:
                         }
                     )
     progress = Progress(stdout=stdout, label=f"{day:%Y-%m-%d} request by request", total=len(items))
-    now = timezone.now()
+    now = clock.now()
     for chunk in range(0, len(items), EVENT_CHUNK):
         events, errors = validate_events(items=items[chunk : chunk + EVENT_CHUNK], now=now)
         if errors:

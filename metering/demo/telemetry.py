@@ -5,9 +5,9 @@ from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import Sum
-from django.utils import timezone
 
 from metering.models import EngineHourly, HourlyUsage
+from portal import clock
 from portal.demo import demo_step
 
 from .parameters import SEED, _window
@@ -23,7 +23,7 @@ ENGINE_MISMATCHES = {"deepseek-r1@b200-a": (15, 1.06), "qwen3-235b-a22b@h200-a":
 @transaction.atomic
 def demo_engine_telemetry(*, stdout) -> None:
     rng = random.Random(SEED + 1)
-    _, end = _window(timezone.now())
+    _, end = _window(clock.now())
     day = end - timedelta(days=1)
     if EngineHourly.objects.filter(hour__gte=day, hour__lt=end).exists():
         stdout.write("  engine telemetry already loaded\n")

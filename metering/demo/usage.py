@@ -6,7 +6,6 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django.db import transaction
-from django.utils import timezone
 
 from metering.models import (
     LATENCY_BUCKETS_MS,
@@ -14,6 +13,7 @@ from metering.models import (
     HourlyUsage,
     Pool,
 )
+from portal import clock
 from portal.demo import DEMO_TENANTS, demo_step
 from portal.models import Tenant
 
@@ -67,7 +67,7 @@ def _tenant_weights() -> dict[str, float]:
 @transaction.atomic
 def demo_usage(*, stdout) -> None:
     rng = random.Random(SEED)
-    start, end = _window(timezone.now())
+    start, end = _window(clock.now())
     if HourlyUsage.objects.filter(is_demo=True, hour__gte=start).exists():
         stdout.write("  usage already loaded\n")
         return

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 from django.db.models.functions import TruncMonth
-from django.utils import timezone
 
 from metering.models import HourlyUsage, Incident, IncidentStatus, MaintenanceWindow
 from metering.uptime import incident_touches
+from portal import clock
 from portal.access import tenant_get, user_role, user_tenant
 from portal.models import Role, Tenant
 from portal.periods import Period, month_start, next_month
@@ -86,7 +86,7 @@ def incident_list(
     if role is Role.TENANT:
         scope = user_tenant(user)
     if scope is not None:
-        touched = _touching_ids(list(queryset), scope, now or timezone.now())
+        touched = _touching_ids(list(queryset), scope, now or clock.now())
         queryset = queryset.filter(pk__in=touched)
     return queryset
 

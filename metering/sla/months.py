@@ -11,10 +11,10 @@ from fractions import Fraction
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Sum
-from django.utils import timezone
 
 from metering.models import DeploymentVersion, HourlyUsage, Incident, MaintenanceWindow
 from metering.uptime import incident_touches, maintenance_touches, uptime_compute
+from portal import clock
 from portal.access import tenant_scoped
 from portal.models import Tenant
 from portal.periods import month_start, next_month
@@ -135,7 +135,7 @@ def sla_month_list(
     to `now` (default: the current time)."""
     start = _check_month_start(month_start)
     month_end = next_month(start)
-    now = now or timezone.now()
+    now = now or clock.now()
     end = min(max(now, start), month_end)
     chosen = (
         Tenant.objects.all()

@@ -8,10 +8,10 @@ from fractions import Fraction
 from itertools import pairwise
 
 from django.db.models import Q
-from django.utils import timezone
 
 from metering.models import Incident, ServedModel
 from metering.uptime import uptime_compute
+from portal import clock
 
 from .incidents import (
     IMPACT_RANK,
@@ -51,7 +51,7 @@ def _concerns(scope: frozenset[str], deployments: set[str]) -> bool:
 def status_overview(*, now: datetime | None = None, days: int = STATUS_DAYS) -> list[ModelStatus]:
     """Per served model: its current status and one uptime bar per UTC day over `days` days
     up to today. Every incident on one of its deployments counts, whoever it touched."""
-    now = now or timezone.now()
+    now = now or clock.now()
     today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     start, end = today - timedelta(days=days - 1), today + timedelta(days=1)
     incidents = list(_overlapping(incident_queryset(), start, end))
@@ -117,7 +117,7 @@ def status_overview(*, now: datetime | None = None, days: int = STATUS_DAYS) -> 
 
 def incident_history(*, now: datetime | None = None, days: int = STATUS_DAYS) -> list[Incident]:
     """Incidents open now or started within `days` days, newest first (public)."""
-    now = now or timezone.now()
+    now = now or clock.now()
     since = now - timedelta(days=days)
     return list(
         incident_queryset()

@@ -5,7 +5,6 @@ from datetime import timedelta
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from metering.models import IncidentImpact, IncidentStatus
@@ -23,6 +22,7 @@ from metering.sla import (
     model_names,
     peak_impact,
 )
+from portal import clock
 from portal.decorators import role_required
 from portal.models import Role
 from portal.periods import Period
@@ -60,7 +60,7 @@ def _card(incident, *, form=None, prefix=None):
 
 
 def _board_context(request, *, form=None, created=None) -> dict:
-    now = timezone.now()
+    now = clock.now()
     open_incidents = incident_list(user=request.user, status="open")
     recent = incident_list(
         user=request.user,
@@ -91,7 +91,7 @@ def incidents(request):
         form = IncidentForm(request.POST)
         if form.is_valid():
             data = dict(form.cleaned_data)
-            data["started_at"] = data["started_at"] or timezone.now()
+            data["started_at"] = data["started_at"] or clock.now()
             try:
                 created = incident_create(**data, by=request.user)
             except ValidationError as exc:

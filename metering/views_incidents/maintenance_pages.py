@@ -5,12 +5,12 @@ from datetime import timedelta
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from metering.models import MaintenanceWindow
 from metering.services.incidents import maintenance_window_cancel, maintenance_window_create
 from metering.sla import STATUS_DAYS, deployment_slugs, maintenance_list, model_names
+from portal import clock
 from portal.decorators import role_required
 from portal.models import Role
 from portal.periods import Period
@@ -31,7 +31,7 @@ def maintenance(request):
         else:
             messages.success(request, f"Maintenance “{window.title}” announced.")
             return redirect("maintenance")
-    now = timezone.now()
+    now = clock.now()
     windows = maintenance_list(
         period=Period(now - timedelta(days=STATUS_DAYS), now + timedelta(days=366))
     )

@@ -4,7 +4,6 @@ import math
 from fractions import Fraction
 
 from django.shortcuts import render
-from django.utils import timezone
 from django.views.decorators.http import require_safe
 
 from metering.models import IncidentImpact
@@ -17,6 +16,7 @@ from metering.sla import (
     peak_impact,
     status_overview,
 )
+from portal import clock
 
 STATUS_LABELS = {
     "operational": "Operational",
@@ -75,7 +75,7 @@ def _status_rows(models) -> list[dict]:
 def status_page(request):
     """The public status page: current status per served model, 90 days of daily uptime,
     incident history and upcoming maintenance. No login; tenants are never named."""
-    now = timezone.now()
+    now = clock.now()
     models = status_overview(now=now)
     history = incident_history(now=now)
     worst = max(

@@ -15,7 +15,6 @@ from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_K
 from django.contrib.sessions.backends.db import SessionStore
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from billing.models import Contract, Price, PromotionalCredit
 from flywheel.measurement import FactoryData
@@ -35,6 +34,7 @@ from metering.models import (
 from metering.services.factory import VersionSpec, deployment_create
 from metering.services.ingest import usage_ingest, usage_partitions_ensure
 from metering.services.rollup import rollup_pending, rollup_rebuild
+from portal import clock
 from portal.models import Role, Tenant
 from portal.services import token_create, user_ensure
 
@@ -189,7 +189,7 @@ def incremental_rollup(*, seq0: int, hour: str, per_hour: int) -> dict:
     generator = EventGenerator()
     rows = list(generator.rows(seq0=seq0, count=per_hour, start=start, days=1, hours=1))
     items = [generator.item(r) for r in rows]
-    now = timezone.now()
+    now = clock.now()
     for i in range(0, len(items), 1000):
         events, errors = validate_events(items=items[i : i + 1000], now=now)
         assert not errors, errors[:3]
@@ -257,7 +257,7 @@ def profile_ingest(*, seq0: int, batches: int) -> dict:
     profiler.enable()
     for body in bodies:
         items = decode_batch(body=body, content_encoding=None)
-        now = timezone.now()
+        now = clock.now()
         events, errors = validate_events(items=items, now=now)
         assert not errors
         usage_ingest(events=events, received_at=now)

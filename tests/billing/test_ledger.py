@@ -23,6 +23,7 @@ from billing.services.ledger import (
     ledger_post,
     ledger_reverse,
 )
+from portal import clock
 from portal.models import Tenant
 
 MARCH = datetime(2026, 3, 1, tzinfo=UTC)
@@ -329,6 +330,6 @@ def test_concurrent_finalizations_number_invoices_without_gaps(transactional_db)
         thread.join()
 
     assert errors == []
-    year = datetime.now(UTC).year
+    year = clock.now().year
     numbers = sorted(Invoice.objects.values_list("number", flat=True))
     assert numbers == [f"INV-{year}-{n:06d}" for n in range(1, 21)]

@@ -6,12 +6,12 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.utils import timezone
 
 from metering.ingest.validation import validate_events
 from metering.models import Incident
 from metering.services.ingest import usage_ingest
 from metering.services.rollup import rollup_pending
+from portal import clock
 from portal.demo import demo_run
 from portal.models import Role, Tenant
 from portal.services import user_ensure
@@ -28,7 +28,7 @@ def factory(transactional_db):
     make_deployment(model="qwen3-235b-a22b", pool="h200-a")
     user_ensure(username="operator", role=Role.OPERATOR, password="operator-demo")
     # Acme uses the Llama deployment this month, Globex only Qwen.
-    now = timezone.now()
+    now = clock.now()
     for slug, name, model in (
         ("acme", "Acme Robotics", "llama-3.3-70b"),
         ("globex", "Globex Search", "qwen3-235b-a22b"),
@@ -97,7 +97,7 @@ def test_operator_runs_an_incident_from_the_board_to_the_status_page(
     screenshot(page, "incident-detail")
 
     page.goto("/incidents/maintenance/")
-    starts = (timezone.now() + timedelta(days=3)).replace(hour=2, minute=0)
+    starts = (clock.now() + timedelta(days=3)).replace(hour=2, minute=0)
     page.get_by_label("Title").fill("h200-a driver upgrade")
     page.get_by_label("Starts at").fill(starts.strftime("%Y-%m-%dT%H:%M"))
     page.get_by_label("Ends at").fill((starts + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M"))

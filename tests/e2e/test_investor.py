@@ -3,9 +3,9 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.utils import timezone
 
 from flywheel.services.tfom import tfom_measure
+from portal import clock
 from portal.demo import demo_run
 
 from .conftest import SCREENSHOTS, login, screenshot
@@ -36,7 +36,7 @@ def test_investor_reads_the_tfom_view_with_trends_and_bands(demo, page):
     page.wait_for_selector("#trend-money-chart .main-svg")
     page.wait_for_selector("#trend-factor-chart .main-svg")
     # Each demo month (the first partial): revenue, COGS, opex, EBITDA, EBIT; TEF and TFI.
-    today = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    today = clock.now().replace(hour=0, minute=0, second=0, microsecond=0)
     months = {(today - timedelta(days=d)).strftime("%Y-%m") for d in range(1, 31)}
     assert _points(page, "#trend-money-chart") >= 5 * len(months)
     assert _points(page, "#trend-factor-chart") >= 2 * len(months)
@@ -67,7 +67,7 @@ def test_finance_opens_and_downloads_tfom_reports(demo, page):
 
     login(page, "finance", "finance-demo")
     page.goto("/reports/tfom/")
-    month = (timezone.now() - timedelta(days=1)).strftime("%Y-%m")
+    month = (clock.now() - timedelta(days=1)).strftime("%Y-%m")
     links = page.get_by_role("table", name="TFOM reports")
     # Two demo months and their quarter(s), each with CSV, XLSX and PDF.
     assert links.get_by_role("link", name=re.compile(r" as PDF$")).count() >= 3

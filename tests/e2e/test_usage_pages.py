@@ -2,9 +2,9 @@ import io
 from datetime import timedelta
 
 import pytest
-from django.utils import timezone
 
 from metering.models import Deployment, Pool, ScrapeTarget
+from portal import clock
 from portal.demo import demo_run
 
 from .conftest import login, screenshot
@@ -59,7 +59,7 @@ def test_operator_metering_page_shows_capacity_of_every_pool(demo, page):
 
 
 def test_operator_metering_page_shows_scrape_target_health(demo, page):
-    now = timezone.now()
+    now = clock.now()
     pool = Pool.objects.get(slug="h100-a")
     ScrapeTarget.objects.create(
         url="http://vllm-0.h100-a.internal:8000/metrics",

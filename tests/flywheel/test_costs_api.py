@@ -4,11 +4,11 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
-from django.utils import timezone
 from rest_framework.test import APIClient
 
 from flywheel.models import CostModel, FactoryCosts
 from metering.models import Pool
+from portal import clock
 from portal.models import AuditEntry
 
 pytestmark = pytest.mark.both_backends
@@ -34,7 +34,7 @@ def admin(users, token_client):
 
 
 def _future_hour() -> str:
-    moment = timezone.now().replace(minute=0, second=0, microsecond=0) + timedelta(days=2)
+    moment = clock.now().replace(minute=0, second=0, microsecond=0) + timedelta(days=2)
     return moment.isoformat().replace("+00:00", "Z")
 
 

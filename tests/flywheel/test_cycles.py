@@ -13,7 +13,6 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
-from django.utils import timezone
 
 from flywheel.models import Cycle, Goal, Lever, LeverApplication
 from flywheel.services.flywheel import (
@@ -24,6 +23,7 @@ from flywheel.services.flywheel import (
     lever_create,
 )
 from flywheel.tasks import cycle_task
+from portal import clock
 
 from .test_diagnosis import JAN, build_factory
 
@@ -166,7 +166,7 @@ def test_cycle_task_runs_one_cycle_over_the_last_whole_week(db):
     cycle_task.delay()
 
     cycle = Cycle.objects.get()
-    today = timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    today = clock.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     assert (cycle.period_start, cycle.period_end) == (today - timedelta(days=7), today)
 
 

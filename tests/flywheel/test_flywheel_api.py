@@ -8,11 +8,11 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 from rest_framework.test import APIClient
 
 from flywheel.models import Goal, Lever, LeverApplication
 from flywheel.services.flywheel import lever_create
+from portal import clock
 
 from .test_diagnosis import DAY, JAN, build_factory
 
@@ -191,7 +191,7 @@ def test_only_operators_write_levers_and_goals(db, users):
 
 def test_goals_need_a_criterion_and_a_future_one_may_be_withdrawn(db, users):
     api = _session(users["operator"])
-    future = (timezone.now() + timedelta(days=2)).replace(minute=0, second=0, microsecond=0)
+    future = (clock.now() + timedelta(days=2)).replace(minute=0, second=0, microsecond=0)
 
     empty = api.post("/api/v1/goals", {"effective_from": "2026-01-01T00:00:00Z"}, format="json")
     goal = api.post(

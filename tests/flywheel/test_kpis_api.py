@@ -5,11 +5,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
-from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from flywheel.models import KpiSnapshot
 from flywheel.services.snapshots import snapshots_measure
+from portal import clock
 from portal.periods import month_start
 
 pytestmark = pytest.mark.both_backends
@@ -147,10 +147,9 @@ def test_investor_reads_kpis_and_tenant_cannot(users, client, db):
 def test_metrics_carry_the_same_values_as_the_api(
     api, tenant_a, django_capture_on_commit_callbacks
 ):
-    from django.utils import timezone
 
     _factory(api, pool="p1", gpus=8)
-    now = timezone.now()
+    now = clock.now()
     events = [{"id": "m1", "time": (now - timedelta(hours=1)).isoformat(), "tenant": "tenant-a",
                "model": "llama-70b", "input_tokens": 10, "output_tokens": 1_000_000}]  # fmt: skip
     with django_capture_on_commit_callbacks(execute=True):
@@ -264,5 +263,5 @@ def test_late_usage_reopens_and_remeasures_a_closed_day(api, tenant_a):
     # Only March was measured again, not every month from it to now.
     assert not KpiSnapshot.objects.filter(
         period_start__gte=datetime(2026, 4, 1, tzinfo=UTC),
-        period_start__lt=month_start(timezone.now()),
+        period_start__lt=month_start(clock.now()),
     ).exists()

@@ -9,7 +9,6 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from metering.models import HourlyUsage, Incident, IncidentUpdate, MaintenanceWindow
 from metering.services.incidents import (
@@ -20,6 +19,7 @@ from metering.services.incidents import (
     maintenance_window_edit,
 )
 from metering.sla import current_impact, status_overview, timeline_of
+from portal import clock
 from portal.models import AuditEntry
 
 from .factories import make_deployment
@@ -262,7 +262,7 @@ def test_maintenance_cannot_change_once_started(llama):
 
 
 def test_api_incident_lifecycle_two_updates_and_resolution(operator_api, llama, qwen):
-    started = timezone.now() - timedelta(minutes=30)
+    started = clock.now() - timedelta(minutes=30)
     response = operator_api.post(
         "/api/v1/incidents",
         {
@@ -328,7 +328,7 @@ def test_api_incident_errors_are_listed_by_field(operator_api, llama):
 
 
 def test_api_patch_corrects_but_refuses_status(operator_api, llama):
-    incident = _open(now=timezone.now())
+    incident = _open(now=clock.now())
     url = f"/api/v1/incidents/{incident.pk}"
 
     refused = operator_api.patch(url, {"status": "resolved"}, format="json")
@@ -347,7 +347,7 @@ def test_api_patch_corrects_but_refuses_status(operator_api, llama):
 
 
 def test_api_going_back_is_a_400_naming_status(operator_api, llama):
-    incident = _open(now=timezone.now())
+    incident = _open(now=clock.now())
     url = f"/api/v1/incidents/{incident.pk}/updates"
     operator_api.post(url, {"status": "monitoring"}, format="json")
 
@@ -440,7 +440,7 @@ def test_api_incident_list_queries_do_not_grow(operator_api, llama, django_asser
 
 
 def test_api_maintenance_announce_change_and_cancel(operator_api, llama):
-    starts = (timezone.now() + timedelta(days=3)).replace(microsecond=0)
+    starts = (clock.now() + timedelta(days=3)).replace(microsecond=0)
     response = operator_api.post(
         "/api/v1/maintenance",
         {
@@ -460,7 +460,7 @@ def test_api_maintenance_announce_change_and_cancel(operator_api, llama):
     )
     late = operator_api.post(
         "/api/v1/maintenance",
-        {"title": "Now", "starts_at": timezone.now().isoformat(), "ends_at": starts.isoformat()},
+        {"title": "Now", "starts_at": clock.now().isoformat(), "ends_at": starts.isoformat()},
         format="json",
     )
     listed = operator_api.get("/api/v1/maintenance?upcoming=true").json()
@@ -505,12 +505,12 @@ def test_board_creates_an_incident_with_htmx_and_shows_its_card(users, client, l
     html = response.content.decode()
     assert f'id="incident-{incident.pk}"' in html
     assert f"Incident #{incident.pk} opened." in html
-    assert incident.started_at <= timezone.now()
+    assert incident.started_at <= clock.now()
 
 
 def test_board_shows_service_errors_next_to_the_field(users, client, llama):
     client.force_login(users["operator"])
-    future = (timezone.now() + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M")
+    future = (clock.now() + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M")
 
     response = client.post(
         "/incidents/",
@@ -523,7 +523,7 @@ def test_board_shows_service_errors_next_to_the_field(users, client, llama):
 
 
 def test_board_update_returns_the_card_and_refuses_going_back(users, client, llama):
-    incident = _open(now=timezone.now())
+    incident = _open(now=clock.now())
     client.force_login(users["operator"])
     url = f"/incidents/{incident.pk}/updates/"
 
@@ -563,7 +563,7 @@ def test_incident_page_saves_the_postmortem(users, client, llama):
 
 def test_maintenance_page_announces_a_window(users, client, llama):
     client.force_login(users["operator"])
-    starts = timezone.now() + timedelta(days=2)
+    starts = clock.now() + timedelta(days=2)
 
     response = client.post(
         "/incidents/maintenance/",
@@ -584,8 +584,8 @@ def test_status_page_is_public_and_never_names_tenants(client, tenant_a, llama):
         title="Llama 503s",
         deployments=[llama],
         tenants=[tenant_a],
-        now=timezone.now(),
-        started_at=timezone.now() - timedelta(minutes=5),
+        now=clock.now(),
+        started_at=clock.now() - timedelta(minutes=5),
     )
     incident_update_add(incident=incident, status="identified", message="Bad node found.", by=None)
 
@@ -629,7 +629,7 @@ def test_status_overview_bars_weigh_each_day(llama, qwen):
 
 
 def test_status_overview_current_status_is_the_worst_open_impact(llama):
-    now = timezone.now()
+    now = clock.now()
     _open(deployments=[llama], impact="degraded", started_at=now - timedelta(hours=1), now=now)
     _open(impact="partial_outage", started_at=now - timedelta(minutes=5), now=now)
 
@@ -661,7 +661,7 @@ def test_demo_step_adds_two_incidents_and_a_maintenance_window_once(db):
 
 
 def test_maintenance_page_cancels_only_windows_not_started(users, client, llama):
-    now = timezone.now()
+    now = clock.now()
     upcoming = maintenance_window_create(
         title="Later",
         starts_at=now + timedelta(days=1),

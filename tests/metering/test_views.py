@@ -10,9 +10,9 @@ from html.parser import HTMLParser
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
 from metering.models import DailyUsage, EngineHourly, HourlyUsage, ScrapeTarget
+from portal import clock
 
 from .factories import make_deployment
 
@@ -165,7 +165,7 @@ def test_metering_page_empty_states_say_what_is_missing_and_how_to_fix_it(sessio
 def test_metering_page_lists_a_failing_scrape_target_first_as_failing(
     session_client, users, deployment
 ):
-    now = timezone.now()
+    now = clock.now()
     ScrapeTarget.objects.create(
         url="http://vllm-0.h100-a:8000/metrics",
         kind="vllm",

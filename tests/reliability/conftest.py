@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from ..conftest import clock_env
 from .world import world_build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,6 +40,15 @@ class Worker:
     app: object  # a Celery client app bound to the same broker and result backend
     process: subprocess.Popen
     log_path: Path
+    fault_dir: Path  # the measure job's fault point (tests/reliability/tasks.py)
+
+    def order_fault(self, order: str) -> None:
+        """`count` or `kill K` for the next run of the measure job."""
+        (self.fault_dir / "count").unlink(missing_ok=True)
+        (self.fault_dir / "order").write_text(order)
+
+    def statements_counted(self) -> int:
+        return int((self.fault_dir / "count").read_text())
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -69,7 +79,7 @@ class Worker:
 
 
 @pytest.fixture
-def reliability_worker(transactional_db):
+def reliability_worker(transactional_db, now, tmp_path):
     """A real worker like tests/conftest.py's live_worker, that also imports the test-only
     tasks of tests/reliability/tasks.py and exposes its process and log."""
     from celery import Celery
@@ -86,6 +96,8 @@ def reliability_worker(transactional_db):
         DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
         CELERY_BROKER_URL=broker,
         CELERY_RESULT_BACKEND=broker,
+        **clock_env(now),
+        RELIABILITY_FAULT_DIR=str(tmp_path),
     )
     log_path = ROOT / "var" / "test-reliability-worker.log"
     log_path.parent.mkdir(exist_ok=True)
@@ -114,7 +126,7 @@ def reliability_worker(transactional_db):
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    worker = Worker(app=app, process=process, log_path=log_path)
+    worker = Worker(app=app, process=process, log_path=log_path, fault_dir=tmp_path)
     try:
         deadline = time.monotonic() + 60
         while not app.control.ping(timeout=1.0):

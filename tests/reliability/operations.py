@@ -28,6 +28,7 @@ from metering.models import Pool, ScrapeTarget, ServedModel
 from metering.services.incidents import maintenance_window_create
 from metering.services.ingest import usage_ingest
 from metering.services.rollup import rollup_pending
+from portal import clock
 from portal.models import Tenant
 
 from .world import World
@@ -119,11 +120,10 @@ def _usage_month(world: World, n: int) -> datetime:
         }
         for i in range(2)
     ]
-    from django.utils import timezone
 
-    events, errors = validate_events(items=items, now=timezone.now())
+    events, errors = validate_events(items=items, now=clock.now())
     assert not errors, errors
-    usage_ingest(events=events, received_at=timezone.now())
+    usage_ingest(events=events, received_at=clock.now())
     rollup_pending()
     return month
 

@@ -1,8 +1,9 @@
 """Celery and Redis under faults.
 
 (a) The measure job (`flywheel.measure`: fold pending rollups, then upsert the KPI
-snapshots) is killed with SIGKILL in its worker child (prefork, concurrency 1) at a random
-point of a clean run's duration, 3 times in CI (10 in soak; RELIABILITY_SEED fixes the
+snapshots) is killed with SIGKILL in its worker child (prefork, concurrency 1) just before a
+random one of the SQL statements a clean run makes (a fault point in tests/reliability/tasks.py,
+so every kill lands inside the job), 3 times in CI (10 in soak; RELIABILITY_SEED fixes the
 points); acks_late + reject_on_worker_lost redeliver it, and the rerun leaves KpiSnapshot
 rows (all but measured_at) and rollups identical to a clean run's, one row per key.
 (b) A test-only task (tests/reliability/tasks.py) that always fails is retried
@@ -28,7 +29,6 @@ import pytest
 import redis
 from django.db import connection
 from django.test import override_settings
-from django.utils import timezone
 from rest_framework.test import APIClient
 
 from flywheel.models import KpiSnapshot
@@ -43,6 +43,7 @@ from metering.models import (
     UsageEvent,
 )
 from metering.services.ingest import usage_ingest
+from portal import clock
 from portal.periods import month_start
 from portal.settings import redis_cache
 
@@ -73,7 +74,7 @@ def _this_month_factory() -> None:
     """Three pools with capacity every hour of this month so far, and usage of four tenants
     every hour, so the measure job has real work (a few seconds) to be killed in."""
     world_build()
-    now = timezone.now()
+    now = clock.now()
     start = month_start(now) - timedelta(days=1)  # yesterday too on the 1st
     hours = int((now - start) / timedelta(hours=1))
     pools = ["h100-a", "h100-b", "b200-a"]
@@ -108,9 +109,9 @@ def _this_month_factory() -> None:
         for h in range(hours - 1)
     ]
     for chunk in range(0, len(items), 5000):
-        events, errors = validate_events(items=items[chunk : chunk + 5000], now=timezone.now())
+        events, errors = validate_events(items=items[chunk : chunk + 5000], now=clock.now())
         assert not errors, errors[:3]
-        usage_ingest(events=events, received_at=timezone.now())
+        usage_ingest(events=events, received_at=clock.now())
 
 
 def _requeue_rollups() -> None:
@@ -144,29 +145,25 @@ def _state() -> dict:
     }
 
 
-def _measure(worker, *, kill_after: float | None = None) -> tuple[dict, float, bool]:
-    """Run the measure job on the worker, SIGKILLing its child `kill_after` seconds after it
-    starts; returns the database state once a run has succeeded, the seconds the successful
-    run took, and whether the kill hit a running task."""
+def _measure(worker, *, kill_at: int | None = None) -> tuple[dict, bool]:
+    """Run the measure job on the worker from the same start (no snapshot, every rollup
+    queued). `kill_at`: SIGKILL its child just before the job's k-th SQL statement (else the
+    statements are counted); returns the database state once a run has succeeded and
+    whether a kill hit the running task (the pool then reports its child lost)."""
     KpiSnapshot.objects.all().delete()
     _requeue_rollups()
+    worker.order_fault("count" if kill_at is None else f"kill {kill_at}")
     offset = len(worker.log())
     task_id = str(uuid.uuid4())
     worker.app.send_task("flywheel.measure", task_id=task_id)
     started = worker.wait_for_log(rf"Task flywheel\.measure\[{task_id}\] received", after=offset)
-    if kill_after is not None:
-        time.sleep(kill_after)
-        if f"flywheel.measure[{task_id}] succeeded" not in worker.log()[offset:]:
-            worker.kill_child()
     done = worker.wait_for_log(
         rf"Task flywheel\.measure\[{task_id}\] succeeded in ([0-9.]+)s",
         after=started.end(),
         timeout=120,
     )
-    # The kill hit the running task when the pool reports its child lost (else it landed
-    # just after the task had finished).
     killed = "WorkerLostError" in worker.log()[started.end() : done.start()]
-    return _state(), float(done.group(1)), killed
+    return _state(), killed
 
 
 @pytest.mark.integration
@@ -175,22 +172,19 @@ def test_measure_job_killed_at_a_random_point_reruns_to_identical_snapshots(
     reliability_worker,
 ):
     _this_month_factory()
-    clean, seconds, _ = _measure(reliability_worker)
+    clean, _ = _measure(reliability_worker)
+    statements = reliability_worker.statements_counted()
     assert clean["snapshots"], "the job measured nothing"
     assert clean["keys"] == len(clean["snapshots"])
     assert clean["pending"] == 0 and clean["hourly"]
+    assert statements > 10, statements
     rng = random.Random(os.environ.get("RELIABILITY_SEED"))
-    hits = 0
     for run in range(KILL_RUNS):
-        kill_after = rng.uniform(0, seconds)
-        after, _, killed = _measure(reliability_worker, kill_after=kill_after)
-        hits += killed
-        print(f"run {run}: kill after {kill_after:.2f} s of {seconds:.2f} s, hit: {killed}")
-        if after["snapshots"] != clean["snapshots"]:
-            # The clock moved into another hour between the runs: measure again clean.
-            clean, seconds, _ = _measure(reliability_worker)
-        assert after == clean, f"run {run}: killed after {kill_after:.2f} s of {seconds:.2f} s"
-    assert hits >= 1, "no kill landed inside the job; the data set is too small"
+        kill_at = rng.randint(1, statements)
+        after, killed = _measure(reliability_worker, kill_at=kill_at)
+        print(f"run {run}: killed before statement {kill_at} of {statements}")
+        assert killed, f"run {run}: the kill before statement {kill_at} did not stop the job"
+        assert after == clean, f"run {run}: killed before statement {kill_at} of {statements}"
 
 
 # --- (b) a task that always fails ----------------------------------------------------

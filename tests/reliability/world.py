@@ -11,7 +11,6 @@ from decimal import Decimal
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from django.utils import timezone
 
 from billing.models import Contract, Invoice, Price, PromotionalCredit
 from billing.services.invoicing import invoice_draft, invoice_finalize
@@ -23,6 +22,7 @@ from metering.models import Deployment, Incident, MaintenanceWindow, Pool, Scrap
 from metering.services.incidents import incident_create, maintenance_window_create
 from metering.services.ingest import usage_ingest
 from metering.services.rollup import rollup_pending
+from portal import clock
 from portal.models import ApiToken, Role, Tenant
 from portal.services import TOKEN_PREFIX, token_create, token_digest, user_ensure
 
@@ -71,9 +71,9 @@ def _usage(tenant: str, count: int) -> None:
         }
         for i in range(count)
     ]
-    events, errors = validate_events(items=items, now=timezone.now())
+    events, errors = validate_events(items=items, now=clock.now())
     assert not errors, errors
-    usage_ingest(events=events, received_at=timezone.now())
+    usage_ingest(events=events, received_at=clock.now())
 
 
 def world_build() -> World:
@@ -129,7 +129,7 @@ def world_build() -> World:
             ("b", "B-only outage", tenant_b),
         )
     }
-    now = timezone.now()
+    now = clock.now()
     maintenance = maintenance_window_create(
         title="Firmware",
         starts_at=now + timedelta(days=10),

@@ -1,10 +1,10 @@
 from datetime import UTC, datetime, timedelta
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
 
 from billing.services.invoicing import InvoiceError, invoice_run
 from metering.services.rollup import rollup_pending
+from portal import clock
 from portal.periods import month_start
 
 
@@ -22,7 +22,7 @@ class Command(BaseCommand):
         parser.add_argument("--month", type=_month, help="YYYY-MM (default: last month)")
 
     def handle(self, *args, month=None, **options):
-        month = month or month_start(month_start(timezone.now()) - timedelta(days=1))
+        month = month or month_start(month_start(clock.now()) - timedelta(days=1))
         folded = rollup_pending()
         try:
             run = invoice_run(month_start=month)

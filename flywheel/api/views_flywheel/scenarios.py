@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from portal import clock
 from portal.access import user_role
 from portal.models import Role, Scope
 from portal.periods import period_from_query
@@ -116,7 +116,7 @@ class ScenarioView(APIView):
                 estimate=data["estimate"],
                 goal=None if goal is None else GoalSpec(**goal),
                 baseline_key=data.get("baseline") or "",
-                now=timezone.now(),
+                now=clock.now(),
             )
         except (TfomError, FlywheelError) as error:
             raise _invalid(error) from None

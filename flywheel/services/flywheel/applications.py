@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.utils import timezone
 
+from portal import clock
 from portal.services import audit_record, audit_snapshot
 
 from ...measurement import FactoryData
@@ -34,7 +34,7 @@ def lever_apply(
     """Record that lever `slug` went into service at `applied_at` (not in the future),
     with the factors measured over the 7 days before it and the typical multipliers of the
     version in force then: what the next cycle will compare against."""
-    now = now or timezone.now()
+    now = now or clock.now()
     if applied_at.tzinfo is None:
         raise FlywheelError("applied_at", "must include a time zone")
     if applied_at > now:

@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 from decimal import Decimal, localcontext
 
 from django.db import transaction
-from django.utils import timezone
 
+from portal import clock
 from portal.services import audit_record
 
 from ...kpis import KPI_CONTEXT
@@ -171,7 +171,7 @@ def cycle_run(
     multipliers, check the goal in force and, when unmet, propose the cheapest lever set.
     Upserted on the period: running it twice rewrites the same cycle, and an application
     is measured once."""
-    now = now or timezone.now()
+    now = now or clock.now()
     if start is None or end is None:
         period = last_full_week(now=now)
         start, end = start or period.start, end or period.end

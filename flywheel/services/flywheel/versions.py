@@ -7,8 +7,8 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
+from portal import clock
 from portal.services import audit_record, audit_snapshot
 
 from ...models import Goal, Lever
@@ -189,7 +189,7 @@ def version_delete(*, version: Lever | Goal, by=None) -> None:
     """Delete a lever or goal version before it takes effect (a mistake caught in time);
     one in force is never changed: add a new version instead."""
     locked = type(version).objects.select_for_update().get(pk=version.pk)
-    if locked.effective_from <= timezone.now():
+    if locked.effective_from <= clock.now():
         raise FlywheelError(
             "effective_from", "in force: add a new version instead of deleting this one"
         )

@@ -1,7 +1,6 @@
 """Ingestion: usage event batches (native, CloudEvents, OpenAI Batch) and capacity samples."""
 
 from django.core.exceptions import RequestDataTooBig
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -19,6 +18,7 @@ from metering.ingest.formats import cloudevents_to_items, merge_errors, openai_b
 from metering.ingest.validation import FieldError, validate_events, validate_json_batch
 from metering.services.factory import CapacityIn, capacity_upsert
 from metering.services.ingest import IngestConflict, IngestRejected, usage_ingest
+from portal import clock
 from portal.access import Capability
 from portal.api.errors import errors_response, flatten
 from portal.models import Scope
@@ -68,7 +68,7 @@ def _content_type_error(request, allowed: tuple[str, ...]) -> Response | None:
 
 def ingest_items(items: list, conversion_errors: list[FieldError] | None = None) -> Response:
     """Validate raw event dicts and store them all or nothing."""
-    now = timezone.now()
+    now = clock.now()
     events, errors = validate_events(items=items, now=now)
     if conversion_errors is not None:
         errors = merge_errors(conversion=conversion_errors, validation=errors)
@@ -144,7 +144,7 @@ class UsageEventsView(IngestView):
             return errors_response([{"field": "", "message": exc.message}], 400)
         # A batch of valid events is decoded and validated in one pass (no dict per event);
         # any other batch takes the general path, which reports every error.
-        now = timezone.now()
+        now = clock.now()
         events = validate_json_batch(data=data, now=now, max_events=MAX_EVENTS)
         if events is not None:
             return ingest_events(events, now)

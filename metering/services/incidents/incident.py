@@ -5,7 +5,6 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.utils import timezone
 
 from metering.models import (
     Deployment,
@@ -16,6 +15,7 @@ from metering.models import (
     IncidentUpdate,
     Pool,
 )
+from portal import clock
 from portal.models import Tenant
 from portal.services import audit_record, audit_snapshot
 
@@ -56,7 +56,7 @@ def incident_create(
 ) -> Incident:
     """Open an incident with its first public update (at `started_at`, carrying `message`).
     Giving `resolved_at` records a past incident: it is resolved by a second update then."""
-    now = now or timezone.now()
+    now = now or clock.now()
     errors: dict[str, str] = {}
     title = _check_title(title, errors)
     _check_choice("severity", severity, IncidentSeverity, errors)
@@ -122,7 +122,7 @@ def incident_update_add(
 ) -> IncidentUpdate:
     """Post a public update: the status from `time` (default now) on, and the impact too when
     given. Status only moves forward; the update that resolves sets `resolved_at`."""
-    now = now or timezone.now()
+    now = now or clock.now()
     time = time or now
     incident = Incident.objects.select_for_update().get(pk=incident.pk)
     errors: dict[str, str] = {}
@@ -194,7 +194,7 @@ def incident_edit(
     """Correct an incident's record; fields not passed stay. `impact` is the opening impact
     (an impact that changes later is an update). `resolved_at` may be corrected only once
     resolved: an incident is resolved by posting an update."""
-    now = now or timezone.now()
+    now = now or clock.now()
     incident = Incident.objects.select_for_update().get(pk=incident.pk)
     before = audit_snapshot(incident)
     errors: dict[str, str] = {}

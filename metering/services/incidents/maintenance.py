@@ -6,9 +6,9 @@ from datetime import datetime
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.utils import timezone
 
 from metering.models import Deployment, MaintenanceWindow, Pool
+from portal import clock
 from portal.services import audit_record, audit_snapshot
 
 from .common import UNSET, _check_title, _raise, _set_scope
@@ -35,7 +35,7 @@ def maintenance_window_create(
 ) -> MaintenanceWindow:
     """Announce maintenance [starts_at, ends_at) on deployments (none named: all); it must
     start after now (`now` is the announcement time)."""
-    now = now or timezone.now()
+    now = now or clock.now()
     errors: dict[str, str] = {}
     title = _check_title(title, errors)
     _check_window(starts_at, ends_at, now, errors)
@@ -80,7 +80,7 @@ def maintenance_window_edit(
     pools: Iterable[Pool] = UNSET,
 ) -> MaintenanceWindow:
     """Change a window that has not started yet (it is re-announced now)."""
-    now = now or timezone.now()
+    now = now or clock.now()
     window = MaintenanceWindow.objects.select_for_update().get(pk=window.pk)
     _refuse_started(window, now)
     before = audit_snapshot(window)
@@ -114,7 +114,7 @@ def maintenance_window_cancel(
     *, window: MaintenanceWindow, by: User | None, now: datetime | None = None
 ) -> None:
     """Withdraw a window that has not started yet."""
-    now = now or timezone.now()
+    now = now or clock.now()
     window = MaintenanceWindow.objects.select_for_update().get(pk=window.pk)
     _refuse_started(window, now)
     before = audit_snapshot(window)
