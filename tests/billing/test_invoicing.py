@@ -12,6 +12,7 @@ from billing.services.ledger import account_balances
 from billing.services.pricing import price_create, promotion_grant
 from portal import clock
 
+from ..conftest import on_every_clock
 from .factories import APRIL, MARCH, make_contract, make_priced_model, post_usage
 
 pytestmark = pytest.mark.both_backends
@@ -290,8 +291,9 @@ def test_invoice_command_folds_pending_and_reports(api, tenant_a, march_terms, c
     assert Invoice.objects.get().total == Decimal("266.80")
 
 
-def test_a_month_not_over_is_not_invoiced(api, tenant_a, march_terms):
-    this_month = clock.now().strftime("%Y-%m")
+@on_every_clock
+def test_a_month_not_over_is_not_invoiced(now, api, tenant_a, march_terms):
+    this_month = now.strftime("%Y-%m")
 
     with pytest.raises(CommandError, match=f"{this_month} is not over yet"):
         call_command("invoice", "--month", this_month)

@@ -23,8 +23,8 @@ from flywheel.services.flywheel import (
     lever_create,
 )
 from flywheel.tasks import cycle_task
-from portal import clock
 
+from ..conftest import on_every_clock
 from .test_diagnosis import JAN, build_factory
 
 pytestmark = pytest.mark.both_backends
@@ -162,11 +162,12 @@ def test_cycle_without_a_cost_model_records_why(db):
     assert "no cost model" in cycle.error and cycle.figures == {}
 
 
-def test_cycle_task_runs_one_cycle_over_the_last_whole_week(db):
+@on_every_clock
+def test_cycle_task_runs_one_cycle_over_the_last_whole_week(now, db):
     cycle_task.delay()
 
     cycle = Cycle.objects.get()
-    today = clock.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     assert (cycle.period_start, cycle.period_end) == (today - timedelta(days=7), today)
 
 
