@@ -7,15 +7,14 @@ from typing import TextIO
 
 from django.conf import settings
 
+from billing.models import Contract, Invoice, Price, PromotionalCredit
+from billing.services.invoicing import invoice_pay, invoice_run
+from billing.services.pricing import contract_create, price_create, promotion_grant
 from metering.models import HourlyUsage, ServedModel
 from portal import clock
 from portal.demo import DEMO_TENANTS, demo_step
 from portal.models import Tenant
 from portal.periods import month_start
-
-from .models import Contract, Invoice, Price, PromotionalCredit
-from .services.invoicing import invoice_pay, invoice_run
-from .services.pricing import contract_create, price_create, promotion_grant
 
 PRICES_FROM = datetime(2026, 1, 1, tzinfo=UTC)
 # Per million tokens: input / cached input / output (demo-factory.md, published price lists).

@@ -10,14 +10,13 @@ from decimal import Decimal
 from django.db.models import QuerySet
 from django.http import Http404
 
+from billing.models import Account, Contract, Invoice, Posting, Price, PromotionalCredit, SlaCredit
+from billing.rating import RatedItem, UnsoldReason
+from billing.services.ledger import account_balances
+from billing.services.rate import month_rate
 from portal.access import tenant_scoped
 from portal.models import Tenant
 from portal.periods import Period, month_start, next_month
-
-from .models import Account, Contract, Invoice, Posting, Price, PromotionalCredit, SlaCredit
-from .rating import RatedItem, UnsoldReason
-from .services.ledger import account_balances
-from .services.rate import month_rate
 
 ZERO = Decimal(0)
 

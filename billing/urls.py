@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from billing import views
 
 urlpatterns = [
     path("prices/", views.price_book, name="price-book"),

@@ -11,6 +11,18 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
+from billing.charts import realization_chart, sla_history_chart, unsold_chart
+from billing.models import Account, Invoice
+from billing.selectors import (
+    invoice_get,
+    invoice_list,
+    ledger_balances,
+    ledger_postings,
+    price_book_get,
+    realization_get,
+)
+from billing.services.invoicing import InvoiceError, invoice_pay, invoice_void
+from billing.services.sla import sla_figures_list
 from metering.charts import usage_by_model_chart
 from metering.selectors import usage_daily_by_model
 from portal import clock
@@ -20,19 +32,6 @@ from portal.decorators import role_required
 from portal.exports import csv_response
 from portal.models import Role, Tenant
 from portal.periods import PRESETS, month_start, months_before, period_from_preset
-
-from .charts import realization_chart, sla_history_chart, unsold_chart
-from .models import Account, Invoice
-from .selectors import (
-    invoice_get,
-    invoice_list,
-    ledger_balances,
-    ledger_postings,
-    price_book_get,
-    realization_get,
-)
-from .services.invoicing import InvoiceError, invoice_pay, invoice_void
-from .services.sla import sla_figures_list
 
 PAGE_SIZE = 50
 INVOICE_CSV_HEADER = [

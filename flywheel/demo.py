@@ -13,13 +13,12 @@ from typing import TextIO
 
 from django.db.models import Min
 
+from flywheel.models import CostModel, FactoryCosts
+from flywheel.services.costs import cost_model_create, factory_costs_create
+from flywheel.services.snapshots import snapshots_measure
 from metering.models import HourlyUsage, Pool
 from portal import clock
 from portal.demo import demo_step
-
-from .models import CostModel, FactoryCosts
-from .services.costs import cost_model_create, factory_costs_create
-from .services.snapshots import snapshots_measure
 
 COSTS_FROM = datetime(2026, 1, 1, tzinfo=UTC)
 COLOCATION_PER_KW_MONTH = Decimal(150)
@@ -73,4 +72,4 @@ def demo_snapshots(*, stdout: TextIO) -> None:
     stdout.write(f"  {len(rows)} snapshots\n")
 
 
-from . import demo_flywheel  # noqa: E402, F401  (registers the levers, goal and cycle step)
+from flywheel import demo_flywheel  # noqa: E402, F401  (registers the levers, goal and cycle step)

@@ -13,12 +13,11 @@ from datetime import UTC, timedelta
 from decimal import Decimal
 from typing import TextIO
 
+from flywheel.models import Goal, Lever
+from flywheel.scenarios import SYMBOLS
+from flywheel.services.flywheel import cycle_run, goal_create, lever_create
 from portal import clock
 from portal.demo import demo_step
-
-from .models import Goal, Lever
-from .scenarios import SYMBOLS
-from .services.flywheel import cycle_run, goal_create, lever_create
 
 D = Decimal
 

@@ -18,9 +18,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from .bands import TARGETS
-from .kpis import ZERO
-from .scenarios import (
+from flywheel.bands import TARGETS
+from flywheel.kpis import ZERO
+from flywheel.scenarios import (
     FACTORS,
     LABELS,
     SYMBOLS,
@@ -30,7 +30,7 @@ from .scenarios import (
     per_month,
     project,
 )
-from .tfom import Tfom
+from flywheel.tfom import Tfom
 
 # kpis.md section 6 defaults (α·β·η = 0.65, the TEF target), from flywheel/bands.py; a goal
 # may override any of them.

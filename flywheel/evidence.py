@@ -16,14 +16,13 @@ from django.db.models import Q, Sum
 
 from billing.rating import UnsoldReason
 from billing.selectors import rated_items
+from flywheel.diagnosis import Evidence, EvidenceColumn
+from flywheel.kpis import KPI_CONTEXT, production_tokens
+from flywheel.measurement import FactoryData
+from flywheel.scenarios import Baseline
 from metering.models import Deployment, HourlyUsage
 from metering.sla import deployment_slugs, incident_queryset, peak_impact
 from portal.periods import Period
-
-from .diagnosis import Evidence, EvidenceColumn
-from .kpis import KPI_CONTEXT, production_tokens
-from .measurement import FactoryData
-from .scenarios import Baseline
 
 ZERO = Decimal(0)
 HOUR = Decimal(3600)

@@ -24,12 +24,7 @@ from django.db.models import Max, Q, Sum
 
 from billing.selectors import sla_credit_totals
 from billing.services.rate import month_rate
-from metering.models import CapacitySample as CapacityRow
-from metering.models import Deployment, DeploymentVersion, HourlyUsage, Pool
-from portal import clock
-from portal.periods import month_start, next_month
-
-from .kpis import (
+from flywheel.kpis import (
     KPI_CONTEXT,
     CapacitySample,
     Kpis,
@@ -39,6 +34,10 @@ from .kpis import (
     kpis_compute,
     production_tokens,
 )
+from metering.models import CapacitySample as CapacityRow
+from metering.models import Deployment, DeploymentVersion, HourlyUsage, Pool
+from portal import clock
+from portal.periods import month_start, next_month
 
 ZERO = Decimal(0)
 HOUR = timedelta(hours=1)

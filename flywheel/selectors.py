@@ -7,15 +7,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 
+from flywheel.bands import band_of
+from flywheel.kpis import Kpis, PoolInputs, kpis_compute, period_seconds, pool_reference_rate
+from flywheel.measurement import FACTORY, FactoryData, PoolSums, Versions
+from flywheel.models import KpiSnapshot
+from flywheel.services.snapshots import DAY, ceil_hour, kpis_json
 from metering.models import Deployment, Pool
 from portal import clock
 from portal.periods import Period
-
-from .bands import band_of
-from .kpis import Kpis, PoolInputs, kpis_compute, period_seconds, pool_reference_rate
-from .measurement import FACTORY, FactoryData, PoolSums, Versions
-from .models import KpiSnapshot
-from .services.snapshots import DAY, ceil_hour, kpis_json
 
 FACTOR_KEYS = (
     "availability", "occupancy", "efficiency", "tef",

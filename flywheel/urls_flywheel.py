@@ -1,5 +1,5 @@
 from django.urls import path
 
-from . import views_flywheel
+from flywheel import views_flywheel
 
 urlpatterns = [path("flywheel/", views_flywheel.flywheel, name="flywheel")]

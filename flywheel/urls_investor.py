@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views_investor
+from flywheel import views_investor
 
 urlpatterns = [
     path("investor/", views_investor.investor, name="investor"),

@@ -2,13 +2,12 @@
 
 from django.shortcuts import render
 
+from flywheel.charts import tps_chart, trend_chart, waterfall_chart
+from flywheel.selectors import daily_trend, overview_get
 from portal.charts import figure_json
 from portal.decorators import role_required
 from portal.models import Role
 from portal.periods import PRESETS, period_from_preset
-
-from .charts import tps_chart, trend_chart, waterfall_chart
-from .selectors import daily_trend, overview_get
 
 
 @role_required(Role.OPERATOR, Role.FINANCE, Role.INVESTOR)

@@ -10,15 +10,9 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from portal.charts import base_layout, figure_json
-from portal.decorators import role_required
-from portal.exports import csv_response
-from portal.models import Role
-from portal.periods import PRESETS, period_from_preset
-
-from .bands import band_of
-from .measurement import FactoryData
-from .reports import (
+from flywheel.bands import band_of
+from flywheel.measurement import FactoryData
+from flywheel.reports import (
     CSV_HEADER,
     EXPLAIN,
     RENTAL_BAND,
@@ -29,8 +23,13 @@ from .reports import (
     report_xlsx,
     tfom_report_build,
 )
-from .services.tfom import TfomError, TrendMonth, tfom_trend, tfom_trend_start
-from .tfom import DEFAULT_BASELINE_TEF
+from flywheel.services.tfom import TfomError, TrendMonth, tfom_trend, tfom_trend_start
+from flywheel.tfom import DEFAULT_BASELINE_TEF
+from portal.charts import base_layout, figure_json
+from portal.decorators import role_required
+from portal.exports import csv_response
+from portal.models import Role
+from portal.periods import PRESETS, period_from_preset
 
 TREND_MONTHS = 12
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"

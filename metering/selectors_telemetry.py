@@ -14,10 +14,8 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Case, Count, F, FloatField, Q, Sum, When
 
-from portal import clock
-
-from .ingest.prometheus import Histogram, quantile, reconciliation_flag, share_within
-from .models import (
+from metering.ingest.prometheus import Histogram, quantile, reconciliation_flag, share_within
+from metering.models import (
     Deployment,
     DeploymentVersion,
     EngineHourly,
@@ -27,7 +25,8 @@ from .models import (
     ScrapeTarget,
     TelemetryKind,
 )
-from .telemetry import histogram_from_json
+from metering.telemetry import histogram_from_json
+from portal import clock
 
 DEFAULT_TOLERANCE_RATIO = Decimal("0.01")
 DEFAULT_TOLERANCE_TOKENS = 10_000

@@ -4,9 +4,8 @@ import logging
 
 from celery import shared_task
 
+from metering.telemetry import scrape_all
 from portal import clock
-
-from .telemetry import scrape_all
 
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,13 @@
 from django.urls import path
 
-from . import views
+from metering import views
 
 urlpatterns = [
     path("usage/", views.usage, name="usage"),
     path("metering/", views.metering, name="metering"),
 ]
 
-from . import views_incidents  # noqa: E402
+from metering import views_incidents  # noqa: E402
 
 urlpatterns += [
     path("incidents/", views_incidents.incidents, name="incidents"),

@@ -11,7 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Model, QuerySet
 from django.http import Http404
 
-from .models import Role, Scope, Tenant
+from portal.models import Role, Scope, Tenant
 
 M = TypeVar("M", bound=Model)
 

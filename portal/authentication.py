@@ -6,8 +6,8 @@ from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from .models import ApiToken, Tenant
-from .services import token_digest
+from portal.models import ApiToken, Tenant
+from portal.services import token_digest
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):

@@ -1,7 +1,7 @@
 from django.conf import settings
 
-from .access import user_role, user_tenant
-from .nav import nav_for
+from portal.access import user_role, user_tenant
+from portal.nav import nav_for
 
 
 def shell(request):

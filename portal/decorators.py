@@ -4,8 +4,8 @@ from functools import wraps
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 
-from .access import user_role
-from .models import Role
+from portal.access import user_role
+from portal.models import Role
 
 
 def role_required(*roles: Role) -> Callable:

@@ -10,8 +10,8 @@ from typing import TextIO
 
 from django.utils.module_loading import autodiscover_modules
 
-from .models import Role, Tenant
-from .services import user_ensure
+from portal.models import Role, Tenant
+from portal.services import user_ensure
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 from django import forms
 
-from .models import Scope
+from portal.models import Scope
 
 
 class TokenForm(forms.Form):

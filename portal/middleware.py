@@ -9,7 +9,7 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, resolve_url
 from django.template.loader import render_to_string
 
-from .services import audit_record
+from portal.services import audit_record
 
 SESSION_STARTED = "portal_session_started"
 

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 from django.urls import NoReverseMatch, reverse
 
-from .models import Role
+from portal.models import Role
 
 ALL = frozenset(Role)
 STAFF = frozenset({Role.OPERATOR, Role.FINANCE, Role.INVESTOR})

@@ -2,8 +2,8 @@
 
 from rest_framework import permissions
 
-from .access import Capability, user_may
-from .models import ApiToken, Scope
+from portal.access import Capability, user_may
+from portal.models import ApiToken, Scope
 
 
 class TokenScopePermission(permissions.BasePermission):

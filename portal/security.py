@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.cache import cache
 from rest_framework.throttling import SimpleRateThrottle
 
-from .models import ApiToken, Scope
+from portal.models import ApiToken, Scope
 
 log = logging.getLogger(__name__)
 IP_LIMIT_FACTOR = 4

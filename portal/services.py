@@ -12,8 +12,8 @@ from django.db import transaction
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
-from .access import TOKEN_SCOPES, user_role, user_tenant
-from .models import ApiToken, AuditEntry, Membership, Role, Tenant
+from portal.access import TOKEN_SCOPES, user_role, user_tenant
+from portal.models import ApiToken, AuditEntry, Membership, Role, Tenant
 
 TOKEN_PREFIX = "tfp_"  # noqa: S105 (a marker, not a secret)
 

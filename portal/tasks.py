@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from .models import Tenant
+from portal.models import Tenant
 
 
 @shared_task(name="portal.ping", acks_late=True, reject_on_worker_lost=True, time_limit=30)

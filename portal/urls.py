@@ -4,8 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from flywheel.api.views import MetricsView
-
-from . import views
+from portal import views
 
 api_v1 = [
     path("", include("portal.api.urls")),

@@ -7,12 +7,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.module_loading import import_string
 from django.views.decorators.http import require_POST, require_safe
 
-from .access import TOKEN_SCOPES, user_role
-from .decorators import role_required
-from .forms import TokenForm
-from .models import ApiToken, AuditEntry, Role
-from .security import login_failed, login_locked_for, login_succeeded
-from .services import token_create, token_revoke
+from portal.access import TOKEN_SCOPES, user_role
+from portal.decorators import role_required
+from portal.forms import TokenForm
+from portal.models import ApiToken, AuditEntry, Role
+from portal.security import login_failed, login_locked_for, login_succeeded
+from portal.services import token_create, token_revoke
 
 ALL_ROLES = tuple(Role)
 

@@ -2,12 +2,11 @@ from decimal import Decimal
 
 from rest_framework import serializers
 
+from billing.models import Contract, Invoice, InvoiceLine, Posting, Price, PromotionalCredit
+from billing.rating import CURRENCY_EXPONENTS, TokenClass
 from metering.models import ServedModel
 from portal.api.fields import ModelSerializer
 from portal.models import Tenant
-
-from ..models import Contract, Invoice, InvoiceLine, Posting, Price, PromotionalCredit
-from ..rating import CURRENCY_EXPONENTS, TokenClass
 
 CURRENCIES = sorted(CURRENCY_EXPONENTS)
 

@@ -1,8 +1,7 @@
 from django.urls import path
 
+from billing.api import views
 from portal.api.routers import Router
-
-from . import views
 
 router = Router()
 router.register("prices", views.PriceViewSet, basename="price")

@@ -6,19 +6,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal import clock
-from portal.access import Capability, tenant_get, tenant_scoped
-from portal.api.pagination import Pagination
-from portal.periods import period_from_query
-from portal.permissions import capability_permission
-from portal.services import audit_record, audit_snapshot
-
-from ..models import Contract, Invoice, Posting, Price, PromotionalCredit
-from ..selectors import period_months
-from ..services.invoicing import InvoiceError, invoice_finalize, invoice_pay, invoice_void
-from ..services.pricing import PricingError, contract_create, price_create, promotion_grant
-from ..services.sla import sla_figures_list
-from .serializers import (
+from billing.api.serializers import (
     ContractSerializer,
     InvoiceActionSerializer,
     InvoiceSerializer,
@@ -27,6 +15,17 @@ from .serializers import (
     PromotionSerializer,
     SlaRowSerializer,
 )
+from billing.models import Contract, Invoice, Posting, Price, PromotionalCredit
+from billing.selectors import period_months
+from billing.services.invoicing import InvoiceError, invoice_finalize, invoice_pay, invoice_void
+from billing.services.pricing import PricingError, contract_create, price_create, promotion_grant
+from billing.services.sla import sla_figures_list
+from portal import clock
+from portal.access import Capability, tenant_get, tenant_scoped
+from portal.api.pagination import Pagination
+from portal.periods import period_from_query
+from portal.permissions import capability_permission
+from portal.services import audit_record, audit_snapshot
 
 CommercialRead = capability_permission(
     read=Capability.READ_TENANT_DATA, write=Capability.WRITE_COMMERCIAL

@@ -1,6 +1,6 @@
-from .invoices import Invoice, InvoiceCounter, InvoiceLine, PromotionUse, SlaCredit
-from .ledger import Account, AppendOnlyModel, LedgerTransaction, Posting
-from .pricing import DEFAULT_CREDIT_TIERS, Contract, Price, PromotionalCredit
+from billing.models.invoices import Invoice, InvoiceCounter, InvoiceLine, PromotionUse, SlaCredit
+from billing.models.ledger import Account, AppendOnlyModel, LedgerTransaction, Posting
+from billing.models.pricing import DEFAULT_CREDIT_TIERS, Contract, Price, PromotionalCredit
 
 __all__ = [
     "DEFAULT_CREDIT_TIERS",

@@ -2,11 +2,10 @@ from datetime import timedelta
 
 from django.db import models
 
+from billing.models.ledger import AppendOnlyModel, LedgerTransaction
+from billing.models.pricing import PromotionalCredit
+from billing.rating import LineKind, TokenClass
 from portal.models import Tenant
-
-from ..rating import LineKind, TokenClass
-from .ledger import AppendOnlyModel, LedgerTransaction
-from .pricing import PromotionalCredit
 
 
 class Invoice(models.Model):

@@ -3,11 +3,10 @@ from decimal import Decimal
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from billing.rating import ContractKind, TokenClass
 from metering.models import ServedModel
 from metering.models.factory import validate_whole_hour
 from portal.models import Tenant
-
-from ..rating import ContractKind, TokenClass
 
 # Credit tiers as public LLM clouds publish them: [uptime below, percent credited].
 DEFAULT_CREDIT_TIERS = [["0.999", "10"], ["0.99", "25"], ["0.95", "100"]]

@@ -4,10 +4,10 @@ Contract: kpis.md section 3. `rate_month` is the entry point; `adjustment_line`
 compares a re-rated month with what was invoiced for it.
 """
 
-from .engine import rate_month, tier_discount_pct, token_classes
-from .invoice import adjustment_line, invoice_total
-from .money import CURRENCY_EXPONENTS, minor_unit, round_money
-from .types import (
+from billing.rating.engine import rate_month, tier_discount_pct, token_classes
+from billing.rating.invoice import adjustment_line, invoice_total
+from billing.rating.money import CURRENCY_EXPONENTS, minor_unit, round_money
+from billing.rating.types import (
     ClassCharge,
     ContractKind,
     ContractVersion,

@@ -6,7 +6,7 @@ from bisect import bisect_right
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from .types import ContractVersion, PriceVersion, TokenClass
+from billing.rating.types import ContractVersion, PriceVersion, TokenClass
 
 TOKEN_CLASSES = tuple(TokenClass)  # iterating the enum itself is slow, and this runs per item
 

@@ -29,10 +29,10 @@ from datetime import UTC, datetime
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
-from .books import ContractBook, PriceBook
-from .invoice import invoice_total, minimum_line, promotion_lines, usage_lines
-from .money import EXACT, MILLION, fraction_to_decimal, minor_unit, round_money
-from .types import (
+from billing.rating.books import ContractBook, PriceBook
+from billing.rating.invoice import invoice_total, minimum_line, promotion_lines, usage_lines
+from billing.rating.money import EXACT, MILLION, fraction_to_decimal, minor_unit, round_money
+from billing.rating.types import (
     ClassCharge,
     ContractKind,
     ContractVersion,

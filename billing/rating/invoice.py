@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from decimal import Decimal, localcontext
 
-from .money import EXACT, MILLION, is_rounded, round_money
-from .types import (
+from billing.rating.money import EXACT, MILLION, is_rounded, round_money
+from billing.rating.types import (
     InvoiceLine,
     LineKind,
     PromotionalCredit,

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, localcontext
 from enum import StrEnum
 
-from .money import EXACT
+from billing.rating.money import EXACT
 
 
 class TokenClass(StrEnum):

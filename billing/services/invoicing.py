@@ -10,13 +10,7 @@ from decimal import Decimal
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
-from portal import clock
-from portal.models import Tenant
-from portal.periods import month_start as month_of
-from portal.periods import months_before, next_month
-from portal.services import audit_record
-
-from ..models import (
+from billing.models import (
     Invoice,
     InvoiceCounter,
     InvoiceLine,
@@ -24,9 +18,9 @@ from ..models import (
     PromotionUse,
     SlaCredit,
 )
-from ..rating import InvoiceLine as LineIn
-from ..rating import LineKind, RatingError, adjustment_line, invoice_total, month_bounds
-from .ledger import (
+from billing.rating import InvoiceLine as LineIn
+from billing.rating import LineKind, RatingError, adjustment_line, invoice_total, month_bounds
+from billing.services.ledger import (
     Leg,
     account_named,
     account_receivable,
@@ -35,8 +29,13 @@ from .ledger import (
     ledger_post,
     ledger_reverse,
 )
-from .rate import tenant_month_rate
-from .sla import sla_month_close
+from billing.services.rate import tenant_month_rate
+from billing.services.sla import sla_month_close
+from portal import clock
+from portal.models import Tenant
+from portal.periods import month_start as month_of
+from portal.periods import months_before, next_month
+from portal.services import audit_record
 
 ADJUSTMENT_MONTHS = 12  # how far back late usage re-rates invoiced months
 LIVE = (Invoice.Status.ISSUED, Invoice.Status.PAID)

@@ -11,11 +11,10 @@ from decimal import Decimal
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Sum
 
+from billing.models import Account, LedgerTransaction, Posting
 from metering.models import ServedModel
 from portal import clock
 from portal.models import Tenant
-
-from ..models import Account, LedgerTransaction, Posting
 
 ZERO = Decimal(0)
 

@@ -8,12 +8,11 @@ from decimal import Decimal
 
 from django.db import IntegrityError, transaction
 
+from billing.models import Contract, Price, PromotionalCredit
+from billing.rating import CURRENCY_EXPONENTS
 from metering.models import ServedModel
 from portal.models import Tenant
 from portal.services import audit_record, audit_snapshot
-
-from ..models import Contract, Price, PromotionalCredit
-from ..rating import CURRENCY_EXPONENTS
 
 
 class PricingError(Exception):

@@ -24,10 +24,8 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Q
 
-from portal.models import Tenant
-
-from ..models import Contract, Invoice, Price, PromotionalCredit, PromotionUse
-from ..rating import (
+from billing.models import Contract, Invoice, Price, PromotionalCredit, PromotionUse
+from billing.rating import (
     ContractVersion,
     PriceVersion,
     RatedMonth,
@@ -37,9 +35,9 @@ from ..rating import (
     month_bounds,
     rate_month,
 )
-from ..rating import PromotionalCredit as CreditIn
-from ..rating.books import ContractBook
-from .rate_rows import (
+from billing.rating import PromotionalCredit as CreditIn
+from billing.rating.books import ContractBook
+from billing.services.rate_rows import (
     daily_rows,
     day_rows,
     hour_items,
@@ -48,6 +46,7 @@ from .rate_rows import (
     split_events,
     split_hours,
 )
+from portal.models import Tenant
 
 
 def _contract_version(c: Contract) -> ContractVersion:

@@ -12,12 +12,11 @@ from operator import or_
 
 from django.db.models import F, Q
 
+from billing.models import Price
+from billing.rating import ContractVersion, UsageItem
+from billing.rating import PromotionalCredit as CreditIn
+from billing.rating.books import ContractBook
 from metering.models import DailyUsage, DeploymentVersion, EventKey, HourlyUsage, UsageEvent
-
-from ..models import Price
-from ..rating import ContractVersion, UsageItem
-from ..rating import PromotionalCredit as CreditIn
-from ..rating.books import ContractBook
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)

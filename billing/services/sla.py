@@ -11,15 +11,14 @@ from fractions import Fraction
 
 from django.db import IntegrityError, transaction
 
+from billing.models import Contract, LedgerTransaction, SlaCredit
+from billing.rating import LineKind, RatingError, minor_unit
+from billing.services.ledger import Leg, account_named, account_sla_payable, ledger_post
+from billing.services.rate import tenant_month_rate
 from metering.sla import SlaMonth, sla_month_list
 from metering.uptime import credit_amount, credit_pct_for, target_of
 from portal.models import Tenant
 from portal.periods import next_month
-
-from ..models import Contract, LedgerTransaction, SlaCredit
-from ..rating import LineKind, RatingError, minor_unit
-from .ledger import Leg, account_named, account_sla_payable, ledger_post
-from .rate import tenant_month_rate
 
 ZERO = Decimal(0)
 

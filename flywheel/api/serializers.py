@@ -2,10 +2,9 @@ from decimal import Decimal
 
 from rest_framework import serializers
 
+from flywheel.models import CostModel, FactoryCosts
 from metering.models import Pool
 from portal.api.fields import AwareDateTimeField, ModelSerializer
-
-from ..models import CostModel, FactoryCosts
 
 MONEY = {"max_digits": 20, "decimal_places": 4, "min_value": Decimal(0)}
 

@@ -1,5 +1,5 @@
 from django.urls import path
 
-from . import views
+from flywheel.api import views
 
 urlpatterns = [path("kpis", views.KpiView.as_view(), name="kpis")]

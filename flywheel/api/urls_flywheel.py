@@ -1,8 +1,7 @@
 from django.urls import path
 
+from flywheel.api import views_flywheel
 from portal.api.routers import Router
-
-from . import views_flywheel
 
 router = Router()
 router.register("levers", views_flywheel.LeverViewSet, basename="lever")

@@ -1,8 +1,7 @@
 from django.urls import path
 
+from flywheel.api import views_tfom
 from portal.api.routers import Router
-
-from . import views_tfom
 
 router = Router()
 router.register("cost-models", views_tfom.CostModelViewSet, basename="cost-model")

@@ -6,14 +6,13 @@ from rest_framework import renderers, serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from flywheel.measurement import FACTORY, FactoryData
+from flywheel.models import KpiSnapshot
+from flywheel.services.snapshots import kpis_json, snapshot_get
 from portal import clock
 from portal.access import Capability
 from portal.periods import month_start, period_from_query
 from portal.permissions import capability_permission
-
-from ..measurement import FACTORY, FactoryData
-from ..models import KpiSnapshot
-from ..services.snapshots import kpis_json, snapshot_get
 
 KpiRead = capability_permission(read=Capability.READ_FACTORY)
 RATIO_GAUGES = {

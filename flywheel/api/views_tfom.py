@@ -8,21 +8,20 @@ from rest_framework import mixins, serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.access import Capability
-from portal.periods import period_from_query
-from portal.permissions import capability_permission
-
-from ..measurement import FACTORY, FactoryData
-from ..models import CostModel, FactoryCosts
-from ..services.costs import (
+from flywheel.api.serializers import CostModelSerializer, FactoryCostsSerializer, TfomSerializer
+from flywheel.measurement import FACTORY, FactoryData
+from flywheel.models import CostModel, FactoryCosts
+from flywheel.services.costs import (
     CostError,
     cost_model_create,
     cost_version_delete,
     factory_costs_create,
 )
-from ..services.tfom import TfomError, tfom_json, tfom_measure
-from ..tfom import DEFAULT_BASELINE_TEF
-from .serializers import CostModelSerializer, FactoryCostsSerializer, TfomSerializer
+from flywheel.services.tfom import TfomError, tfom_json, tfom_measure
+from flywheel.tfom import DEFAULT_BASELINE_TEF
+from portal.access import Capability
+from portal.periods import period_from_query
+from portal.permissions import capability_permission
 
 CostPermission = capability_permission(read=Capability.READ_FACTORY, write=Capability.WRITE_FACTORY)
 ERRORS = OpenApiResponse(

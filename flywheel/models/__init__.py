@@ -1,6 +1,6 @@
-from .costs import CostModel, FactoryCosts
-from .levers import Cycle, Factor, Goal, Lever, LeverApplication
-from .snapshots import KpiSnapshot
+from flywheel.models.costs import CostModel, FactoryCosts
+from flywheel.models.levers import Cycle, Factor, Goal, Lever, LeverApplication
+from flywheel.models.snapshots import KpiSnapshot
 
 __all__ = [
     "CostModel",

@@ -6,12 +6,12 @@ export, so a figure reads the same everywhere. Money stays unrounded until it is
 exported (cents, half-up).
 """
 
-from .build import ZERO, tfom_report_build
-from .csv_rows import CSV_HEADER, report_csv_rows
-from .explain import EXPLAIN, RENTAL_BAND
-from .formats import CENT, RATIO_PLACES, export_value
-from .model import HOUR, Row, Section, TfomReport
-from .pdf import (
+from flywheel.reports.build import ZERO, tfom_report_build
+from flywheel.reports.csv_rows import CSV_HEADER, report_csv_rows
+from flywheel.reports.explain import EXPLAIN, RENTAL_BAND
+from flywheel.reports.formats import CENT, RATIO_PLACES, export_value
+from flywheel.reports.model import HOUR, Row, Section, TfomReport
+from flywheel.reports.pdf import (
     CHART_BAR_HEIGHT,
     CHART_COLOURS,
     CHART_GAP,
@@ -20,8 +20,8 @@ from .pdf import (
     pnl_chart,
     report_pdf,
 )
-from .periods import ReportPeriod, report_period_parse, report_periods
-from .xlsx import report_xlsx
+from flywheel.reports.periods import ReportPeriod, report_period_parse, report_periods
+from flywheel.reports.xlsx import report_xlsx
 
 __all__ = [
     "CENT",

@@ -7,16 +7,15 @@ from decimal import Decimal, localcontext
 
 from django.conf import settings
 
+from flywheel.bands import band_of
+from flywheel.kpis import KPI_CONTEXT
+from flywheel.measurement import FACTORY, FactoryData
+from flywheel.reports.explain import EXPLAIN
+from flywheel.reports.model import HOUR, Row, Section, TfomReport, _seconds
+from flywheel.services.costs import factory_costs_in_force
+from flywheel.services.tfom import tfom_measure
+from flywheel.tfom import DEFAULT_BASELINE_TEF, SECONDS_PER_MONTH
 from portal import clock
-
-from ..bands import band_of
-from ..kpis import KPI_CONTEXT
-from ..measurement import FACTORY, FactoryData
-from ..services.costs import factory_costs_in_force
-from ..services.tfom import tfom_measure
-from ..tfom import DEFAULT_BASELINE_TEF, SECONDS_PER_MONTH
-from .explain import EXPLAIN
-from .model import HOUR, Row, Section, TfomReport, _seconds
 
 ZERO = Decimal(0)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .formats import _money, export_value
-from .model import TfomReport
+from flywheel.reports.formats import _money, export_value
+from flywheel.reports.model import TfomReport
 
 CSV_HEADER = ["section", "key", "item", "value", "unit", "amount", "currency", "note"]
 

@@ -6,7 +6,7 @@ from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 from django.conf import settings
 
-from ..kpis import KPI_CONTEXT
+from flywheel.kpis import KPI_CONTEXT
 
 CENT = Decimal("0.01")
 RATIO_PLACES = Decimal("1e-10")

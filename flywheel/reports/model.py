@@ -8,9 +8,9 @@ from decimal import Decimal, localcontext
 
 from django.conf import settings
 
-from ..bands import Band
-from ..kpis import KPI_CONTEXT
-from ..tfom import Tfom
+from flywheel.bands import Band
+from flywheel.kpis import KPI_CONTEXT
+from flywheel.tfom import Tfom
 
 HOUR = 3600
 

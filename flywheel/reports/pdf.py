@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.template.loader import render_to_string
 
-from .formats import _money
-from .model import TfomReport
+from flywheel.reports.formats import _money
+from flywheel.reports.model import TfomReport
 
 CHART_WIDTH, CHART_LABEL_WIDTH, CHART_BAR_HEIGHT, CHART_GAP = 900, 120, 22, 8
 CHART_COLOURS = {"revenue": "#1f6feb", "cost": "#d9480f", "profit": "#2b8a3e", "loss": "#b3261e"}

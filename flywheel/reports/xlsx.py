@@ -6,8 +6,8 @@ import io
 import re
 from datetime import UTC
 
-from .formats import _money, export_value
-from .model import TfomReport
+from flywheel.reports.formats import _money, export_value
+from flywheel.reports.model import TfomReport
 
 _FORMATS = {"ratio": "0.0%", "tokens": "#,##0", "GPU-h": "#,##0.0", "GPUs": "#,##0.00"}
 

@@ -27,9 +27,17 @@ A lever's multipliers are priors (published uplifts). Once applied, the cycle th
 measures it blends what was realized into its typical multiplier: `multiplier_blend`.
 """
 
-from .baseline import Baseline, measured_tfom, per_month
-from .factors import CAPPED, FACTORS, LABELS, ONE, SYMBOLS, FlywheelError, factor_values
-from .goals import (
+from flywheel.scenarios.baseline import Baseline, measured_tfom, per_month
+from flywheel.scenarios.factors import (
+    CAPPED,
+    FACTORS,
+    LABELS,
+    ONE,
+    SYMBOLS,
+    FlywheelError,
+    factor_values,
+)
+from flywheel.scenarios.goals import (
     SEARCH_LIMIT,
     Criterion,
     GoalCheck,
@@ -38,7 +46,7 @@ from .goals import (
     cheapest_lever_set,
     goal_check,
 )
-from .levers import (
+from flywheel.scenarios.levers import (
     ESTIMATES,
     MONTHS_OF_COST,
     PRIOR_WEIGHT,
@@ -48,7 +56,7 @@ from .levers import (
     multiplier_blend,
     realized_split,
 )
-from .projection import Projection, project
+from flywheel.scenarios.projection import Projection, project
 
 __all__ = [
     "CAPPED",

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, localcontext
 
-from ..kpis import KPI_CONTEXT, ZERO, PoolInputs, kpis_compute, period_seconds
-from ..tfom import (
+from flywheel.kpis import KPI_CONTEXT, ZERO, PoolInputs, kpis_compute, period_seconds
+from flywheel.tfom import (
     DEFAULT_BASELINE_TEF,
     SECONDS_PER_MONTH,
     FactoryCosts,

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from ..kpis import ZERO
-from ..tfom import Tfom
-from .baseline import Baseline, measured_tfom, per_month
-from .levers import LeverSpec
-from .projection import Projection, project
+from flywheel.kpis import ZERO
+from flywheel.scenarios.baseline import Baseline, measured_tfom, per_month
+from flywheel.scenarios.levers import LeverSpec
+from flywheel.scenarios.projection import Projection, project
+from flywheel.tfom import Tfom
 
 SEARCH_LIMIT = 4096  # lever subsets tried at most when seeking the cheapest set
 

@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
 
-from ..kpis import KPI_CONTEXT, ZERO
-from .factors import FACTORS, ONE
+from flywheel.kpis import KPI_CONTEXT, ZERO
+from flywheel.scenarios.factors import FACTORS, ONE
 
 ESTIMATES = ("low", "typical", "high")
 MONTHS_OF_COST = 12  # a lever set's cost: one-time + 12 × monthly

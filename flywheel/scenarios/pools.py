@@ -6,10 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal, localcontext
 
-from ..kpis import KPI_CONTEXT, ZERO, PoolInputs
-from ..tfom import Tfom
-from .baseline import Baseline
-from .factors import FACTORS, ONE
+from flywheel.kpis import KPI_CONTEXT, ZERO, PoolInputs
+from flywheel.scenarios.baseline import Baseline
+from flywheel.scenarios.factors import FACTORS, ONE
+from flywheel.tfom import Tfom
 
 
 def _div(numerator: Decimal, denominator: Decimal) -> Decimal | None:

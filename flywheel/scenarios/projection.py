@@ -7,12 +7,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal, localcontext
 
-from ..kpis import KPI_CONTEXT, ZERO, PoolInputs
-from ..tfom import PoolTfomInputs, Tfom, pool_energy_kwh
-from .baseline import Baseline, _tfom, measured_tfom, per_month
-from .factors import CAPPED, FACTORS, ONE
-from .levers import MONTHS_OF_COST, LeverSpec, lever_multipliers
-from .pools import _project_pools
+from flywheel.kpis import KPI_CONTEXT, ZERO, PoolInputs
+from flywheel.scenarios.baseline import Baseline, _tfom, measured_tfom, per_month
+from flywheel.scenarios.factors import CAPPED, FACTORS, ONE
+from flywheel.scenarios.levers import MONTHS_OF_COST, LeverSpec, lever_multipliers
+from flywheel.scenarios.pools import _project_pools
+from flywheel.tfom import PoolTfomInputs, Tfom, pool_energy_kwh
 
 
 @dataclass(frozen=True, kw_only=True)

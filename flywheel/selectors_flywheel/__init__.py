@@ -3,10 +3,10 @@ the diagnosis (with `flywheel.evidence`) and the scenarios built on them by the 
 (`flywheel.diagnosis`, `flywheel.scenarios`), and the JSON shapes of the flywheel API.
 """
 
-from .baseline import baseline_get, baseline_recall, baseline_remember
-from .cycles import application_list, cycle_list, last_full_week
-from .diagnosis import GoalStatus, diagnosis_get, goal_status_get
-from .levers import (
+from flywheel.selectors_flywheel.baseline import baseline_get, baseline_recall, baseline_remember
+from flywheel.selectors_flywheel.cycles import application_list, cycle_list, last_full_week
+from flywheel.selectors_flywheel.diagnosis import GoalStatus, diagnosis_get, goal_status_get
+from flywheel.selectors_flywheel.levers import (
     applied_lever_slugs,
     goal_in_force,
     goal_spec,
@@ -14,8 +14,8 @@ from .levers import (
     lever_spec,
     levers_in_force,
 )
-from .scenarios import scenario_get
-from .shapes import (
+from flywheel.selectors_flywheel.scenarios import scenario_get
+from flywheel.selectors_flywheel.shapes import (
     diagnosis_json,
     diagnosis_response,
     evidence_json,

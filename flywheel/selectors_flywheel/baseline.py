@@ -9,12 +9,12 @@ from decimal import Decimal, localcontext
 
 from django.core.cache import cache
 
-from ..kpis import KPI_CONTEXT
-from ..measurement import FactoryData
-from ..scenarios import Baseline
-from ..services.costs import cost_models_in_force, factory_costs_in_force
-from ..services.tfom import TfomError, _engine_cost_model, _measured_energy
-from ..tfom import DEFAULT_BASELINE_TEF, FactoryCosts, PoolTfomInputs
+from flywheel.kpis import KPI_CONTEXT
+from flywheel.measurement import FactoryData
+from flywheel.scenarios import Baseline
+from flywheel.services.costs import cost_models_in_force, factory_costs_in_force
+from flywheel.services.tfom import TfomError, _engine_cost_model, _measured_energy
+from flywheel.tfom import DEFAULT_BASELINE_TEF, FactoryCosts, PoolTfomInputs
 
 ZERO = Decimal(0)
 

@@ -6,9 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 from django.db.models import QuerySet
 
+from flywheel.models import Cycle, LeverApplication
 from portal.periods import Period
-
-from ..models import Cycle, LeverApplication
 
 
 def cycle_list() -> QuerySet[Cycle]:

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from ..diagnosis import Diagnosis, diagnose
-from ..evidence import evidence_get
-from ..measurement import FactoryData
-from ..models import Goal
-from ..scenarios import (
+from flywheel.diagnosis import Diagnosis, diagnose
+from flywheel.evidence import evidence_get
+from flywheel.measurement import FactoryData
+from flywheel.models import Goal
+from flywheel.scenarios import (
     Baseline,
     GoalCheck,
     Proposal,
@@ -18,8 +18,8 @@ from ..scenarios import (
     goal_check,
     measured_tfom,
 )
-from .baseline import baseline_get
-from .levers import (
+from flywheel.selectors_flywheel.baseline import baseline_get
+from flywheel.selectors_flywheel.levers import (
     applied_lever_slugs,
     goal_in_force,
     goal_spec,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
-from ..diagnosis import targets_merge
-from ..models import Goal, Lever, LeverApplication
-from ..scenarios import FACTORS, GoalSpec, LeverEffect, LeverSpec
+from flywheel.diagnosis import targets_merge
+from flywheel.models import Goal, Lever, LeverApplication
+from flywheel.scenarios import FACTORS, GoalSpec, LeverEffect, LeverSpec
 
 
 def levers_in_force(*, at: datetime, include_retired: bool = False) -> list[Lever]:

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from ..scenarios import (
+from flywheel.scenarios import (
     FACTORS,
     Baseline,
     FlywheelError,
@@ -18,10 +18,15 @@ from ..scenarios import (
     measured_tfom,
     project,
 )
-from ..services.tfom import tfom_json
-from .baseline import baseline_get, baseline_recall
-from .levers import applied_lever_slugs, goal_in_force, goal_spec, lever_spec, levers_in_force
-from .shapes import (
+from flywheel.selectors_flywheel.baseline import baseline_get, baseline_recall
+from flywheel.selectors_flywheel.levers import (
+    applied_lever_slugs,
+    goal_in_force,
+    goal_spec,
+    lever_spec,
+    levers_in_force,
+)
+from flywheel.selectors_flywheel.shapes import (
     _money,
     _number,
     _rfc3339,
@@ -29,6 +34,7 @@ from .shapes import (
     projection_summary,
     proposal_json,
 )
+from flywheel.services.tfom import tfom_json
 
 
 def scenario_get(

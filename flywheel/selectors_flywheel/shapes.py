@@ -7,9 +7,9 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from ..diagnosis import Diagnosis, Evidence
-from ..scenarios import GoalCheck, Projection, Proposal
-from ..services.tfom import tfom_json
+from flywheel.diagnosis import Diagnosis, Evidence
+from flywheel.scenarios import GoalCheck, Projection, Proposal
+from flywheel.services.tfom import tfom_json
 
 CENT = Decimal("0.01")
 

@@ -13,11 +13,10 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from flywheel.models import CostModel, FactoryCosts
 from metering.models import Pool
 from portal import clock
 from portal.services import audit_record, audit_snapshot
-
-from ..models import CostModel, FactoryCosts
 
 
 class CostError(Exception):

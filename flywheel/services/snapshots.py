@@ -16,12 +16,11 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Q
 
+from flywheel.kpis import Kpis
+from flywheel.measurement import FACTORY, FactoryData
+from flywheel.models import KpiSnapshot
 from portal import clock
 from portal.periods import month_start, next_month
-
-from ..kpis import Kpis
-from ..measurement import FACTORY, FactoryData
-from ..models import KpiSnapshot
 
 DAY = timedelta(days=1)
 

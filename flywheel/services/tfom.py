@@ -18,16 +18,15 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, Sum
 
+from flywheel import tfom as engine
+from flywheel.kpis import KPI_CONTEXT, PoolInputs, kpis_compute
+from flywheel.measurement import FACTORY, FactoryData
+from flywheel.models import CostModel, KpiSnapshot
+from flywheel.services.costs import cost_models_in_force, factory_costs_in_force
+from flywheel.services.snapshots import kpis_json
+from flywheel.tfom import DEFAULT_BASELINE_TEF, Tfom
 from metering.models import GpuHourly, HourlyUsage
 from portal.periods import month_start, months_before, next_month
-
-from .. import tfom as engine
-from ..kpis import KPI_CONTEXT, PoolInputs, kpis_compute
-from ..measurement import FACTORY, FactoryData
-from ..models import CostModel, KpiSnapshot
-from ..tfom import DEFAULT_BASELINE_TEF, Tfom
-from .costs import cost_models_in_force, factory_costs_in_force
-from .snapshots import kpis_json
 
 ZERO = Decimal(0)
 CENT = Decimal("0.01")

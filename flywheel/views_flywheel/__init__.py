@@ -5,8 +5,8 @@ lever catalogue, and the cycle history with projected against realized uplift.
 Operators also write here: mark a lever applied, add a lever or goal version, run a cycle.
 """
 
-from .charts import diagnosis_chart, factors_chart, realized_chart
-from .page import flywheel
+from flywheel.views_flywheel.charts import diagnosis_chart, factors_chart, realized_chart
+from flywheel.views_flywheel.page import flywheel
 
 __all__ = [
     "diagnosis_chart",

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from flywheel.scenarios import FACTORS, LABELS, SYMBOLS
 from portal.charts import base_layout
-
-from ..scenarios import FACTORS, LABELS, SYMBOLS
 
 BOTTLENECK_COLOUR = "#d9480f"
 FACTOR_COLOUR = "#1f6feb"

@@ -8,9 +8,15 @@ from decimal import Decimal, InvalidOperation
 from django.contrib import messages
 from django.utils.dateparse import parse_datetime
 
-from ..models import Goal, Lever
-from ..selectors_flywheel import goal_in_force, levers_in_force
-from ..services.flywheel import FlywheelError, cycle_run, goal_create, lever_apply, lever_create
+from flywheel.models import Goal, Lever
+from flywheel.selectors_flywheel import goal_in_force, levers_in_force
+from flywheel.services.flywheel import (
+    FlywheelError,
+    cycle_run,
+    goal_create,
+    lever_apply,
+    lever_create,
+)
 
 HOUR = timedelta(hours=1)
 

@@ -11,23 +11,9 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
 from django.shortcuts import render
 
-from portal import clock
-from portal.access import Capability, user_may
-from portal.charts import figure_json
-from portal.decorators import role_required
-from portal.models import Role
-from portal.periods import PRESETS, Period, period_from_preset
-
-from ..measurement import FactoryData
-from ..scenarios import (
-    CAPPED,
-    FACTORS,
-    LABELS,
-    SYMBOLS,
-    measured_tfom,
-    per_month,
-)
-from ..selectors_flywheel import (
+from flywheel.measurement import FactoryData
+from flywheel.scenarios import CAPPED, FACTORS, LABELS, SYMBOLS, measured_tfom, per_month
+from flywheel.selectors_flywheel import (
     application_list,
     baseline_get,
     baseline_remember,
@@ -37,10 +23,16 @@ from ..selectors_flywheel import (
     goal_status_get,
     levers_in_force,
 )
-from ..services.tfom import TfomError
-from .charts import diagnosis_chart, factors_chart, realized_chart
-from .forms import _post
-from .tables import _cycle_rows, _evidence_table, _lever_rows, _realized_rows
+from flywheel.services.tfom import TfomError
+from flywheel.views_flywheel.charts import diagnosis_chart, factors_chart, realized_chart
+from flywheel.views_flywheel.forms import _post
+from flywheel.views_flywheel.tables import _cycle_rows, _evidence_table, _lever_rows, _realized_rows
+from portal import clock
+from portal.access import Capability, user_may
+from portal.charts import figure_json
+from portal.decorators import role_required
+from portal.models import Role
+from portal.periods import PRESETS, Period, period_from_preset
 
 HISTORY = 12  # cycles shown
 

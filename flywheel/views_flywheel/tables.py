@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from flywheel.models import Lever
+from flywheel.scenarios import LABELS, SYMBOLS, per_month
+from flywheel.selectors_flywheel import lever_spec
 from portal.templatetags.portal import ratio_pct, tokens
-
-from ..models import Lever
-from ..scenarios import LABELS, SYMBOLS, per_month
-from ..selectors_flywheel import lever_spec
 
 
 def _whole(value) -> str:

@@ -13,6 +13,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from metering.api.serializers import ErrorsSerializer
 from metering.models import (
     Deployment,
     Incident,
@@ -45,8 +46,6 @@ from portal.api.fields import AwareDateTimeField, ModelSerializer
 from portal.models import Tenant
 from portal.periods import period_from_query
 from portal.permissions import capability_permission
-
-from .serializers import ErrorsSerializer
 
 IncidentPermission = capability_permission(
     read=Capability.READ_TENANT_DATA, write=Capability.WRITE_FACTORY

@@ -1,8 +1,7 @@
 """Incident and maintenance routes, relative to /api/v1/ (included from metering/api/urls.py)."""
 
+from metering.api.incidents import IncidentViewSet, MaintenanceWindowViewSet
 from portal.api.routers import Router
-
-from .incidents import IncidentViewSet, MaintenanceWindowViewSet
 
 router = Router()
 router.register("incidents", IncidentViewSet, basename="incident")

@@ -9,6 +9,7 @@ from rest_framework import permissions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from metering.api.serializers import ErrorsSerializer
 from metering.ingest.body import BatchError, PayloadTooLarge, decompress_body
 from metering.models import Deployment, Pool, ScrapeTarget, TelemetryKind
 from metering.telemetry import DEFAULT_PUSH_SOURCE, MAX_EXPOSITION_BYTES, telemetry_ingest
@@ -18,8 +19,6 @@ from portal.api.errors import errors_response
 from portal.api.views import AuditedModelViewSet
 from portal.models import Role, Scope
 from portal.permissions import capability_permission
-
-from .serializers import ErrorsSerializer
 
 _SOURCE = re.compile(r"[-a-zA-Z0-9_.:]{1,128}")
 _TEXT_TYPES = ("text/plain", "")

@@ -2,9 +2,8 @@
 
 from django.urls import path
 
+from metering.api.telemetry import ScrapeTargetViewSet, TelemetryPrometheusView
 from portal.api.routers import Router
-
-from .telemetry import ScrapeTargetViewSet, TelemetryPrometheusView
 
 router = Router()
 router.register("scrape-targets", ScrapeTargetViewSet, basename="scrape-target")

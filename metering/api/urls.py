@@ -1,8 +1,7 @@
 from django.urls import include, path
 
+from metering.api import views
 from portal.api.routers import Router
-
-from . import views
 
 router = Router()
 router.register("pools", views.PoolViewSet, basename="pool")

@@ -10,9 +10,9 @@ engine telemetry with two deployment-hours off tolerance, for the reconciliation
 Fixed seed: reproducible.
 """
 
-from .. import demo_incidents  # noqa: F401  (registers the incidents demo step)
-from .factory import demo_factory
-from .telemetry import demo_engine_telemetry
-from .usage import demo_usage
+from metering import demo_incidents  # noqa: F401  (registers the incidents demo step)
+from metering.demo.factory import demo_factory
+from metering.demo.telemetry import demo_engine_telemetry
+from metering.demo.usage import demo_usage
 
 __all__ = ["demo_engine_telemetry", "demo_factory", "demo_usage"]

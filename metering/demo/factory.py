@@ -2,11 +2,10 @@
 
 from decimal import Decimal
 
+from metering.demo.parameters import POOLS
 from metering.models import Deployment, Pool, ServedModel
 from metering.services.factory import VersionSpec, deployment_create, served_model_aliases_set
 from portal.demo import demo_step
-
-from .parameters import POOLS
 
 
 @demo_step(20, "metering: pools, models, deployments")

@@ -2,14 +2,7 @@
 
 from datetime import datetime, timedelta
 
-from metering.ingest.formats import trace_events
-from metering.ingest.validation import validate_events
-from metering.models import CapacitySample, Pool
-from metering.services.ingest import usage_ingest
-from metering.services.rollup import rollup_pending
-from portal import clock
-
-from .parameters import (
+from metering.demo.parameters import (
     ERROR_RATE,
     EVENT_CHUNK,
     INPUT_PER_OUTPUT,
@@ -24,7 +17,13 @@ from .parameters import (
     _hour_output,
     _requests_for,
 )
-from .progress import Progress
+from metering.demo.progress import Progress
+from metering.ingest.formats import trace_events
+from metering.ingest.validation import validate_events
+from metering.models import CapacitySample, Pool
+from metering.services.ingest import usage_ingest
+from metering.services.rollup import rollup_pending
+from portal import clock
 
 
 def _trace_shape() -> list[tuple[float, int, int]]:

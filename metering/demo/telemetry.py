@@ -6,11 +6,10 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models import Sum
 
+from metering.demo.parameters import SEED, _window
 from metering.models import EngineHourly, HourlyUsage
 from portal import clock
 from portal.demo import demo_step
-
-from .parameters import SEED, _window
 
 # Deployment-hours of the last day where engine and gateway disagree (hour, factor): a gateway
 # that dropped events for a while (engine higher) and a replica restart between two scrapes,

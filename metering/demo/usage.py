@@ -7,18 +7,8 @@ from decimal import Decimal
 
 from django.db import transaction
 
-from metering.models import (
-    LATENCY_BUCKETS_MS,
-    CapacitySample,
-    HourlyUsage,
-    Pool,
-)
-from portal import clock
-from portal.demo import DEMO_TENANTS, demo_step
-from portal.models import Tenant
-
-from .last_day import _demo_last_day
-from .parameters import (
+from metering.demo.last_day import _demo_last_day
+from metering.demo.parameters import (
     AVAILABILITY,
     DAYS,
     ERROR_RATE,
@@ -36,7 +26,16 @@ from .parameters import (
     _requests_for,
     _window,
 )
-from .progress import Progress
+from metering.demo.progress import Progress
+from metering.models import (
+    LATENCY_BUCKETS_MS,
+    CapacitySample,
+    HourlyUsage,
+    Pool,
+)
+from portal import clock
+from portal.demo import DEMO_TENANTS, demo_step
+from portal.models import Tenant
 
 
 def _lognormal_cdf(x: float, mu: float, sigma: float) -> float:

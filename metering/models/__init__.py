@@ -1,6 +1,19 @@
-from .factory import CapacitySample, Deployment, DeploymentVersion, ModelAlias, Pool, ServedModel
-from .telemetry import EngineHourly, GpuHourly, ScrapeTarget, TelemetryKind, TelemetryPushState
-from .usage import (
+from metering.models.factory import (
+    CapacitySample,
+    Deployment,
+    DeploymentVersion,
+    ModelAlias,
+    Pool,
+    ServedModel,
+)
+from metering.models.telemetry import (
+    EngineHourly,
+    GpuHourly,
+    ScrapeTarget,
+    TelemetryKind,
+    TelemetryPushState,
+)
+from metering.models.usage import (
     LATENCY_BUCKETS_MS,
     DailyUsage,
     EventKey,
@@ -29,7 +42,7 @@ __all__ = [
     "UsageEvent",
 ]
 
-from .incidents import (
+from metering.models.incidents import (
     Incident,
     IncidentImpact,
     IncidentSeverity,

@@ -1,9 +1,8 @@
 from django.conf import settings
 from django.db import models
 
+from metering.models.factory import Deployment, Pool
 from portal.models import Tenant
-
-from .factory import Deployment, Pool
 
 
 class IncidentSeverity(models.TextChoices):

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from .factory import Deployment, Pool
+from metering.models.factory import Deployment, Pool
 
 
 def validate_scrape_url(value: str) -> None:

@@ -1,8 +1,7 @@
 from django.db import models
 
+from metering.models.factory import Deployment
 from portal.models import Tenant
-
-from .factory import Deployment
 
 # Upper edges (ms) of the end-to-end latency histogram kept in rollups; the last bucket is +Inf.
 LATENCY_BUCKETS_MS = (

@@ -7,7 +7,7 @@ calls `sla_month_list` (or `sla_month_get`) and applies its contract's tiers to 
 Tenant scoping of incidents happens here, in `incident_list`, and nowhere else.
 """
 
-from .incidents import (
+from metering.sla.incidents import (
     IMPACT_RANK,
     current_impact,
     deployment_slugs,
@@ -17,9 +17,15 @@ from .incidents import (
     peak_impact,
     timeline_of,
 )
-from .lists import incident_list, incident_visible_tenants, maintenance_list
-from .months import SlaMonth, sla_month_get, sla_month_list
-from .status import STATUS_DAYS, ModelStatus, StatusDay, incident_history, status_overview
+from metering.sla.lists import incident_list, incident_visible_tenants, maintenance_list
+from metering.sla.months import SlaMonth, sla_month_get, sla_month_list
+from metering.sla.status import (
+    STATUS_DAYS,
+    ModelStatus,
+    StatusDay,
+    incident_history,
+    status_overview,
+)
 
 __all__ = [
     "IMPACT_RANK",

@@ -10,13 +10,17 @@ from django.db.models import QuerySet
 from django.db.models.functions import TruncMonth
 
 from metering.models import HourlyUsage, Incident, IncidentStatus, MaintenanceWindow
+from metering.sla.incidents import (
+    _overlapping,
+    deployment_slugs,
+    incident_queryset,
+    maintenance_queryset,
+)
 from metering.uptime import incident_touches
 from portal import clock
 from portal.access import tenant_get, user_role, user_tenant
 from portal.models import Role, Tenant
 from portal.periods import Period, month_start, next_month
-
-from .incidents import _overlapping, deployment_slugs, incident_queryset, maintenance_queryset
 
 
 def _months(start: datetime, end: datetime) -> list[datetime]:

@@ -13,13 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Sum
 
 from metering.models import DeploymentVersion, HourlyUsage, Incident, MaintenanceWindow
-from metering.uptime import incident_touches, maintenance_touches, uptime_compute
-from portal import clock
-from portal.access import tenant_scoped
-from portal.models import Tenant
-from portal.periods import month_start, next_month
-
-from .incidents import (
+from metering.sla.incidents import (
     _interval,
     _overlapping,
     deployment_slugs,
@@ -27,6 +21,11 @@ from .incidents import (
     maintenance_queryset,
     timeline_of,
 )
+from metering.uptime import incident_touches, maintenance_touches, uptime_compute
+from portal import clock
+from portal.access import tenant_scoped
+from portal.models import Tenant
+from portal.periods import month_start, next_month
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,10 +10,7 @@ from itertools import pairwise
 from django.db.models import Q
 
 from metering.models import Incident, ServedModel
-from metering.uptime import uptime_compute
-from portal import clock
-
-from .incidents import (
+from metering.sla.incidents import (
     IMPACT_RANK,
     _interval,
     _overlapping,
@@ -23,6 +20,8 @@ from .incidents import (
     maintenance_queryset,
     timeline_of,
 )
+from metering.uptime import uptime_compute
+from portal import clock
 
 STATUS_DAYS = 90
 

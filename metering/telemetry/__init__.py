@@ -12,15 +12,22 @@ Only hourly aggregates are kept, not the 30 s samples: an increase between two
 observations is attributed whole to the hour of the later one.
 """
 
-from .histograms import histogram_from_json, histogram_to_json
-from .ingest import (
+from metering.telemetry.histograms import histogram_from_json, histogram_to_json
+from metering.telemetry.ingest import (
     DEFAULT_PUSH_SOURCE,
     MAX_EXPOSITION_BYTES,
     ExpositionTooLarge,
     TelemetryResult,
     telemetry_ingest,
 )
-from .scrape import MAX_ERROR_CHARS, Fetch, ScrapeOutcome, fetch_metrics, scrape_all, scrape_target
+from metering.telemetry.scrape import (
+    MAX_ERROR_CHARS,
+    Fetch,
+    ScrapeOutcome,
+    fetch_metrics,
+    scrape_all,
+    scrape_target,
+)
 
 __all__ = [
     "DEFAULT_PUSH_SOURCE",

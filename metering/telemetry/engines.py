@@ -19,8 +19,7 @@ from metering.ingest.prometheus import (
     histogram_sum,
 )
 from metering.models import Deployment, EngineHourly, ModelAlias, Pool, ServedModel
-
-from .histograms import histogram_from_json, histogram_to_json
+from metering.telemetry.histograms import histogram_from_json, histogram_to_json
 
 # The per-request TPOT histogram; the ITL families are fallbacks (data-formats.md §8.6).
 _PER_REQUEST_TPOT = "request_time_per_output_token_seconds"

@@ -10,9 +10,8 @@ from django.db import transaction
 
 from metering.ingest.prometheus import parse_scrape
 from metering.models import Pool, ScrapeTarget, TelemetryKind, TelemetryPushState
-
-from .dcgm import _store_gpus
-from .engines import _store_engines
+from metering.telemetry.dcgm import _store_gpus
+from metering.telemetry.engines import _store_engines
 
 MAX_EXPOSITION_BYTES: Final = 8 * 1024 * 1024  # a push body or a scraped page
 DEFAULT_PUSH_SOURCE: Final = "default"

@@ -16,8 +16,12 @@ from django.db import transaction
 from django.db.models import F
 
 from metering.models import ScrapeTarget
-
-from .ingest import MAX_EXPOSITION_BYTES, ExpositionTooLarge, TelemetryResult, telemetry_ingest
+from metering.telemetry.ingest import (
+    MAX_EXPOSITION_BYTES,
+    ExpositionTooLarge,
+    TelemetryResult,
+    telemetry_ingest,
+)
 
 log = logging.getLogger(__name__)
 

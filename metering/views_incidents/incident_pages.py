@@ -22,12 +22,16 @@ from metering.sla import (
     model_names,
     peak_impact,
 )
+from metering.views_incidents.forms import (
+    IncidentEditForm,
+    IncidentForm,
+    IncidentUpdateForm,
+    _service_errors,
+)
 from portal import clock
 from portal.decorators import role_required
 from portal.models import Role
 from portal.periods import Period
-
-from .forms import IncidentEditForm, IncidentForm, IncidentUpdateForm, _service_errors
 
 RECENT_DAYS = 14
 

@@ -10,12 +10,11 @@ from django.views.decorators.http import require_POST
 from metering.models import MaintenanceWindow
 from metering.services.incidents import maintenance_window_cancel, maintenance_window_create
 from metering.sla import STATUS_DAYS, deployment_slugs, maintenance_list, model_names
+from metering.views_incidents.forms import MaintenanceForm, _service_errors
 from portal import clock
 from portal.decorators import role_required
 from portal.models import Role
 from portal.periods import Period
-
-from .forms import MaintenanceForm, _service_errors
 
 
 @role_required(Role.OPERATOR)

@@ -1,5 +1,5 @@
-from .routers import Router
-from .views import AuditEntryViewSet, TenantViewSet
+from portal.api.routers import Router
+from portal.api.views import AuditEntryViewSet, TenantViewSet
 
 router = Router()
 router.register("tenants", TenantViewSet, basename="tenant")

@@ -2,11 +2,10 @@ from django.db import transaction
 from rest_framework import mixins, viewsets
 
 from portal.access import Capability, tenant_scoped
+from portal.api.serializers import AuditEntrySerializer, TenantSerializer
 from portal.models import AuditEntry, Tenant
 from portal.permissions import capability_permission
 from portal.services import audit_record, audit_snapshot
-
-from .serializers import AuditEntrySerializer, TenantSerializer
 
 
 class AuditedModelViewSet(viewsets.ModelViewSet):

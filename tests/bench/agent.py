@@ -19,7 +19,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from . import ops
+    from tests.bench import ops
 
     answers.write(json.dumps({"ok": True, "result": "ready"}) + "\n")
     for line in sys.stdin:

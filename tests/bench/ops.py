@@ -37,9 +37,13 @@ from metering.services.rollup import rollup_pending, rollup_rebuild
 from portal import clock
 from portal.models import Role, Tenant
 from portal.services import token_create, user_ensure
-
-from . import config
-from .events import EventGenerator, deployment_specs, expected_tokens_per_event, tenant_slug
+from tests.bench import config
+from tests.bench.events import (
+    EventGenerator,
+    deployment_specs,
+    expected_tokens_per_event,
+    tenant_slug,
+)
 
 EPOCH = datetime(2026, 1, 1, tzinfo=config.MONTH_START.tzinfo)
 B = 1_000_000_000

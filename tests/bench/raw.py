@@ -15,8 +15,8 @@ from datetime import datetime, timedelta
 
 import psycopg
 
-from . import config
-from .events import EventGenerator, Row
+from tests.bench import config
+from tests.bench.events import EventGenerator, Row
 
 CHUNK = 100_000  # events per generated chunk (the same chunks in every dataset size)
 

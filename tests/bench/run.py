@@ -36,8 +36,8 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 import psycopg
 
-from . import config, raw, web
-from .events import EventGenerator
+from tests.bench import config, raw, web
+from tests.bench.events import EventGenerator
 
 STARTED = time.perf_counter()
 INGEST_SEQ = 1_000_000_000  # sequence numbers of ingestion events (never in a dataset)

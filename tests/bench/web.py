@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from . import config
+from tests.bench import config
 
 GUNICORN = config.ROOT / ".venv" / "bin" / "gunicorn"
 

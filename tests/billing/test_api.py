@@ -7,8 +7,7 @@ from rest_framework.test import APIClient
 
 from billing.models import Contract, Invoice, Price
 from billing.services.invoicing import invoice_run
-
-from .factories import MARCH, make_contract, make_priced_model, post_usage
+from tests.billing.factories import MARCH, make_contract, make_priced_model, post_usage
 
 pytestmark = pytest.mark.both_backends
 M = 1_000_000

@@ -11,9 +11,8 @@ from billing.services.invoicing import invoice_run
 from billing.services.ledger import account_balances
 from billing.services.pricing import price_create, promotion_grant
 from portal import clock
-
-from ..conftest import on_every_clock
-from .factories import APRIL, MARCH, make_contract, make_priced_model, post_usage
+from tests.billing.factories import APRIL, MARCH, make_contract, make_priced_model, post_usage
+from tests.conftest import on_every_clock
 
 pytestmark = pytest.mark.both_backends
 M = 1_000_000

@@ -20,8 +20,7 @@ from metering.models import ServedModel
 from metering.services.ingest import usage_ingest
 from metering.services.rollup import rollup_pending
 from portal.models import Tenant
-
-from .factories import JAN, MARCH, make_priced_model
+from tests.billing.factories import JAN, MARCH, make_priced_model
 
 pytestmark = pytest.mark.both_backends
 M = 1_000_000

@@ -23,8 +23,7 @@ from metering.models import EventKey, UsageEvent
 from metering.services.ingest import usage_ingest
 from metering.services.rollup import rollup_pending
 from portal.models import Tenant
-
-from .factories import MARCH, make_contract, make_priced_model
+from tests.billing.factories import MARCH, make_contract, make_priced_model
 
 pytestmark = pytest.mark.both_backends
 M = 1_000_000

@@ -10,8 +10,7 @@ from billing.services.invoicing import invoice_run
 from billing.services.ledger import account_balances
 from metering.models import Deployment
 from metering.services.incidents import incident_create
-
-from .factories import APRIL, MARCH, make_contract, make_priced_model, post_usage
+from tests.billing.factories import APRIL, MARCH, make_contract, make_priced_model, post_usage
 
 pytestmark = pytest.mark.both_backends
 M = 1_000_000

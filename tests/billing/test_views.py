@@ -9,8 +9,7 @@ import pytest
 from billing.models import Invoice, LedgerTransaction
 from billing.services.invoicing import invoice_run
 from billing.services.pricing import promotion_grant
-
-from .factories import MARCH, make_contract, make_priced_model, post_usage
+from tests.billing.factories import MARCH, make_contract, make_priced_model, post_usage
 
 pytestmark = pytest.mark.both_backends
 M = 1_000_000

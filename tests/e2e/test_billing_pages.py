@@ -5,8 +5,7 @@ import pytest
 
 from billing.models import Invoice
 from portal.demo import demo_run
-
-from .conftest import SCREENSHOTS, login, screenshot
+from tests.e2e.conftest import SCREENSHOTS, login, screenshot
 
 pytestmark = pytest.mark.e2e
 

@@ -5,8 +5,7 @@ import pytest
 
 import flywheel.demo_flywheel  # noqa: F401  (registers its demo step)
 from portal.demo import demo_run
-
-from .conftest import login, screenshot
+from tests.e2e.conftest import login, screenshot
 
 pytestmark = pytest.mark.e2e
 

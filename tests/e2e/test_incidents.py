@@ -15,9 +15,8 @@ from portal import clock
 from portal.demo import demo_run
 from portal.models import Role, Tenant
 from portal.services import user_ensure
+from tests.e2e.conftest import login, screenshot
 from tests.metering.factories import make_deployment
-
-from .conftest import login, screenshot
 
 pytestmark = pytest.mark.e2e
 

@@ -8,9 +8,8 @@ from flywheel.services.tfom import tfom_measure
 from portal import clock
 from portal.demo import demo_run
 from portal.periods import month_start, months_before
-
-from ..conftest import on_every_clock
-from .conftest import SCREENSHOTS, login, screenshot
+from tests.conftest import on_every_clock
+from tests.e2e.conftest import SCREENSHOTS, login, screenshot
 
 pytestmark = pytest.mark.e2e
 

@@ -1,8 +1,7 @@
 import pytest
 
 from tests.conftest import PASSWORD
-
-from .conftest import login, screenshot
+from tests.e2e.conftest import login, screenshot
 
 HOME_HEADINGS = {
     "operator": "Factory overview",

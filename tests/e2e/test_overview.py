@@ -4,8 +4,7 @@ import re
 import pytest
 
 from portal.demo import demo_run
-
-from .conftest import login, screenshot
+from tests.e2e.conftest import login, screenshot
 
 pytestmark = pytest.mark.e2e
 

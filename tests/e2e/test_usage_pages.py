@@ -6,8 +6,7 @@ import pytest
 from metering.models import Deployment, Pool, ScrapeTarget
 from portal import clock
 from portal.demo import demo_run
-
-from .conftest import login, screenshot
+from tests.e2e.conftest import login, screenshot
 
 pytestmark = pytest.mark.e2e
 

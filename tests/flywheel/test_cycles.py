@@ -23,9 +23,8 @@ from flywheel.services.flywheel import (
     lever_create,
 )
 from flywheel.tasks import cycle_task
-
-from ..conftest import on_every_clock
-from .test_diagnosis import JAN, build_factory
+from tests.conftest import on_every_clock
+from tests.flywheel.test_diagnosis import JAN, build_factory
 
 pytestmark = pytest.mark.both_backends
 D = Decimal

@@ -21,9 +21,8 @@ from metering.models import CapacitySample, Deployment, HourlyUsage, ServedModel
 from metering.services.incidents import incident_create
 from metering.services.rollup import rollup_days
 from portal.models import Tenant
-
-from ..metering.factories import make_deployment
-from .test_scenarios import _baseline, _pool
+from tests.flywheel.test_scenarios import _baseline, _pool
+from tests.metering.factories import make_deployment
 
 JAN = datetime(2026, 1, 1, tzinfo=UTC)
 DAY = datetime(2026, 3, 2, tzinfo=UTC)

@@ -13,8 +13,7 @@ from rest_framework.test import APIClient
 from flywheel.models import Goal, Lever, LeverApplication
 from flywheel.services.flywheel import lever_create
 from portal import clock
-
-from .test_diagnosis import DAY, JAN, build_factory
+from tests.flywheel.test_diagnosis import DAY, JAN, build_factory
 
 D = Decimal
 PERIOD = {"from": "2026-03-02", "to": "2026-03-03"}

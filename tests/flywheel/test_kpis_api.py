@@ -11,8 +11,7 @@ from flywheel.models import KpiSnapshot
 from flywheel.services.snapshots import snapshots_measure
 from portal import clock
 from portal.periods import month_start
-
-from ..conftest import on_every_clock
+from tests.conftest import on_every_clock
 
 pytestmark = pytest.mark.both_backends
 WEEK = datetime(2026, 3, 2, tzinfo=UTC)

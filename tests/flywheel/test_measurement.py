@@ -16,8 +16,7 @@ from metering.services.factory import CapacityIn, capacity_upsert
 from metering.services.ingest import usage_ingest
 from metering.services.rollup import rollup_pending
 from portal.models import Tenant
-
-from ..metering.factories import make_deployment
+from tests.metering.factories import make_deployment
 
 pytestmark = pytest.mark.both_backends
 DAY = datetime(2026, 3, 2, tzinfo=UTC)

@@ -9,8 +9,7 @@ import pytest
 
 from flywheel.reports import report_period_parse
 from portal.exports import FORMULA_PREFIXES
-
-from .test_tfom_api import build_factory, post_april_usage
+from tests.flywheel.test_tfom_api import build_factory, post_april_usage
 
 NOW = datetime(2026, 11, 30, 3, 55, tzinfo=UTC)
 

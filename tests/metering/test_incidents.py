@@ -21,8 +21,7 @@ from metering.services.incidents import (
 from metering.sla import current_impact, status_overview, timeline_of
 from portal import clock
 from portal.models import AuditEntry
-
-from .factories import make_deployment
+from tests.metering.factories import make_deployment
 
 T0 = datetime(2026, 4, 10, 12, tzinfo=UTC)
 

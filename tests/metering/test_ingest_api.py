@@ -11,8 +11,7 @@ from rest_framework.test import APIClient
 from metering.ingest.formats import trace_events
 from metering.models import EventKey, UsageEvent
 from metering.services.rollup import rollup_pending
-
-from .factories import event, make_deployment
+from tests.metering.factories import event, make_deployment
 
 SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "samples"
 pytestmark = pytest.mark.both_backends

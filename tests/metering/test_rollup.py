@@ -15,8 +15,7 @@ from metering.services import rollup as rollup_service
 from metering.services.ingest import usage_ingest
 from metering.services.rollup import rollup_pending
 from portal.models import Tenant
-
-from .factories import make_deployment
+from tests.metering.factories import make_deployment
 
 pytestmark = pytest.mark.both_backends
 BASE = datetime(2026, 3, 1, tzinfo=UTC)

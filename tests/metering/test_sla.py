@@ -22,8 +22,7 @@ from metering.services.rollup import rollup_pending
 from metering.sla import sla_month_get, sla_month_list
 from metering.uptime import credit_pct_for
 from portal.models import Tenant
-
-from .factories import make_deployment
+from tests.metering.factories import make_deployment
 
 pytestmark = pytest.mark.both_backends
 

@@ -13,8 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from metering.models import DailyUsage, EngineHourly, HourlyUsage, ScrapeTarget
 from portal import clock
-
-from .factories import make_deployment
+from tests.metering.factories import make_deployment
 
 pytestmark = pytest.mark.both_backends
 

@@ -7,8 +7,7 @@ import pytest
 
 from flywheel.reports.periods import report_period_parse
 from portal.periods import month_start, months_before, next_month, period_from_preset
-
-from ..conftest import on_every_clock
+from tests.conftest import on_every_clock
 
 
 def _day(text: str) -> datetime:

@@ -11,8 +11,7 @@ from portal.middleware import SESSION_STARTED
 from portal.models import AuditEntry
 from portal.security import QuotaThrottle
 from portal.services import audit_record
-
-from ..conftest import PASSWORD
+from tests.conftest import PASSWORD
 
 
 @pytest.fixture(autouse=True)

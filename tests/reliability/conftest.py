@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import clock_env
-from .world import world_build
+from tests.conftest import clock_env
+from tests.reliability.world import world_build
 
 ROOT = Path(__file__).resolve().parents[2]
 

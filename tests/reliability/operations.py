@@ -30,8 +30,7 @@ from metering.services.ingest import usage_ingest
 from metering.services.rollup import rollup_pending
 from portal import clock
 from portal.models import Tenant
-
-from .world import World
+from tests.reliability.world import World
 
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")
 FUTURE = datetime(2030, 1, 1, tzinfo=UTC)

@@ -18,8 +18,8 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from .operations import JSON, WRITES, Req, schema
-from .world import bearer
+from tests.reliability.operations import JSON, WRITES, Req, schema
+from tests.reliability.world import bearer
 
 pytestmark = pytest.mark.postgres_only
 

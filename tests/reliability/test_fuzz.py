@@ -27,9 +27,8 @@ from schemathesis.generation import GenerationMode
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from portal.wsgi import application
-
-from .operations import schema
-from .world import ROLES, bearer
+from tests.reliability.operations import schema
+from tests.reliability.world import ROLES, bearer
 
 pytestmark = pytest.mark.postgres_only
 

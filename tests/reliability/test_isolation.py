@@ -23,15 +23,8 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
 from portal.models import ApiToken
-
-from .operations import (
-    WRITES,
-    Req,
-    database_fingerprint,
-    schema_operations,
-    url,
-)
-from .world import B_MARKERS, ROLES, World, bearer
+from tests.reliability.operations import WRITES, Req, database_fingerprint, schema_operations, url
+from tests.reliability.world import B_MARKERS, ROLES, World, bearer
 
 pytestmark = pytest.mark.postgres_only  # the fingerprint digests rows with PostgreSQL
 MISSING = 987_654_321  # an id no object has

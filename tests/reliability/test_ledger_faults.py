@@ -66,8 +66,7 @@ from metering.services.ingest import usage_ingest
 from metering.services.rollup import rollup_pending
 from portal.models import AuditEntry, Tenant
 from portal.periods import next_month
-
-from ..billing.factories import make_contract, make_priced_model
+from tests.billing.factories import make_contract, make_priced_model
 
 pytestmark = pytest.mark.postgres_only
 

@@ -19,8 +19,7 @@ import pytest
 from django.db import connection
 
 from metering.models import EventKey
-
-from .world import bearer, world_build
+from tests.reliability.world import bearer, world_build
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
 

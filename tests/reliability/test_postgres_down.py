@@ -96,9 +96,8 @@ def world() -> dict:
     from billing.services.invoicing import invoice_draft
     from portal.models import Role, Tenant
     from portal.services import user_ensure
-
-    from ..billing.factories import MARCH, make_contract, make_priced_model
-    from .world import _usage, bearer
+    from tests.billing.factories import MARCH, make_contract, make_priced_model
+    from tests.reliability.world import _usage, bearer
 
     make_priced_model()
     drafts = []

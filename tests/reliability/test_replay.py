@@ -20,9 +20,8 @@ from rest_framework.test import APIClient
 
 from metering.models import EventKey, UsageEvent
 from metering.services.rollup import rollup_pending
-
-from ..metering.factories import make_deployment
-from .world import bearer, world_build
+from tests.metering.factories import make_deployment
+from tests.reliability.world import bearer, world_build
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
 

@@ -25,8 +25,7 @@ from metering.services.rollup import rollup_pending
 from portal import clock
 from portal.models import ApiToken, Role, Tenant
 from portal.services import TOKEN_PREFIX, token_create, token_digest, user_ensure
-
-from ..billing.factories import MARCH, make_contract, make_priced_model
+from tests.billing.factories import MARCH, make_contract, make_priced_model
 
 ROLES = ("operator", "finance", "investor", "tenant")
 # Strings that exist only in tenant B's data (its slug, name, incident, promotion, usage

@@ -1,12 +1,26 @@
 """The flywheel API: diagnosis, scenarios, cycles, and the lever catalogue, goals and lever
 applications (effective-dated records keyed by id, create-only once in force)."""
 
-from .applications import LeverApplicationSerializer, LeverApplicationViewSet
-from .common import FactoryWrite
-from .cycles import CycleRunSerializer, CycleSerializer, CycleViewSet
-from .diagnosis import DiagnosisView
-from .scenarios import GoalInSerializer, ScenarioPermission, ScenarioSerializer, ScenarioView
-from .versions import GoalSerializer, GoalViewSet, LeverSerializer, LeverViewSet, VersionViewSet
+from flywheel.api.views_flywheel.applications import (
+    LeverApplicationSerializer,
+    LeverApplicationViewSet,
+)
+from flywheel.api.views_flywheel.common import FactoryWrite
+from flywheel.api.views_flywheel.cycles import CycleRunSerializer, CycleSerializer, CycleViewSet
+from flywheel.api.views_flywheel.diagnosis import DiagnosisView
+from flywheel.api.views_flywheel.scenarios import (
+    GoalInSerializer,
+    ScenarioPermission,
+    ScenarioSerializer,
+    ScenarioView,
+)
+from flywheel.api.views_flywheel.versions import (
+    GoalSerializer,
+    GoalViewSet,
+    LeverSerializer,
+    LeverViewSet,
+    VersionViewSet,
+)
 
 __all__ = [
     "CycleRunSerializer",

@@ -5,12 +5,11 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, viewsets
 
+from flywheel.api.views_flywheel.common import ERRORS, FactoryWrite, _invalid
+from flywheel.models import LeverApplication
+from flywheel.selectors_flywheel import application_list
+from flywheel.services.flywheel import FlywheelError, lever_application_delete, lever_apply
 from portal.api.fields import ModelSerializer
-
-from ...models import LeverApplication
-from ...selectors_flywheel import application_list
-from ...services.flywheel import FlywheelError, lever_application_delete, lever_apply
-from .common import ERRORS, FactoryWrite, _invalid
 
 
 class LeverApplicationSerializer(ModelSerializer):

@@ -8,11 +8,10 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
+from flywheel.services.flywheel import FlywheelError
+from flywheel.services.tfom import TfomError
 from portal.access import Capability
 from portal.permissions import capability_permission
-
-from ...services.flywheel import FlywheelError
-from ...services.tfom import TfomError
 
 FactoryWrite = capability_permission(read=Capability.READ_FACTORY, write=Capability.WRITE_FACTORY)
 ERRORS = OpenApiResponse(

@@ -6,14 +6,13 @@ from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
+from flywheel.api.views_flywheel.applications import LeverApplicationSerializer
+from flywheel.api.views_flywheel.common import ERRORS, FactoryWrite, _invalid
+from flywheel.models import Cycle
+from flywheel.selectors_flywheel import cycle_list
+from flywheel.services.flywheel import FlywheelError, cycle_run
 from portal.api.fields import ModelSerializer
 from portal.periods import period_from_query
-
-from ...models import Cycle
-from ...selectors_flywheel import cycle_list
-from ...services.flywheel import FlywheelError, cycle_run
-from .applications import LeverApplicationSerializer
-from .common import ERRORS, FactoryWrite, _invalid
 
 
 class CycleSerializer(ModelSerializer):

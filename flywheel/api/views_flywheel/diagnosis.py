@@ -10,15 +10,14 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from flywheel.api.views_flywheel.common import ERRORS, _invalid
+from flywheel.measurement import FactoryData
+from flywheel.scenarios import FACTORS
+from flywheel.selectors_flywheel import diagnosis_get, diagnosis_response
+from flywheel.services.tfom import TfomError
 from portal.access import Capability
 from portal.periods import period_from_query
 from portal.permissions import capability_permission
-
-from ...measurement import FactoryData
-from ...scenarios import FACTORS
-from ...selectors_flywheel import diagnosis_get, diagnosis_response
-from ...services.tfom import TfomError
-from .common import ERRORS, _invalid
 
 
 def _targets(value: str | None) -> dict[str, Decimal]:

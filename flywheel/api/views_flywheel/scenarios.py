@@ -10,17 +10,16 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from flywheel.api.views_flywheel.common import ERRORS, RATIO, _invalid
+from flywheel.scenarios import ESTIMATES, FACTORS, GoalSpec
+from flywheel.selectors_flywheel import scenario_get
+from flywheel.services.flywheel import FlywheelError
+from flywheel.services.tfom import TfomError
 from portal import clock
 from portal.access import user_role
 from portal.models import Role, Scope
 from portal.periods import period_from_query
 from portal.permissions import TokenScopePermission
-
-from ...scenarios import ESTIMATES, FACTORS, GoalSpec
-from ...selectors_flywheel import scenario_get
-from ...services.flywheel import FlywheelError
-from ...services.tfom import TfomError
-from .common import ERRORS, RATIO, _invalid
 
 MULTIPLIER = {"max_digits": 12, "decimal_places": 6, "min_value": Decimal("0.000001")}
 

@@ -7,11 +7,10 @@ from decimal import Decimal
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, viewsets
 
+from flywheel.api.views_flywheel.common import ERRORS, RATIO, FactoryWrite, _invalid
+from flywheel.models import Goal, Lever
+from flywheel.services.flywheel import FlywheelError, goal_create, lever_create, version_delete
 from portal.api.fields import AwareDateTimeField, ModelSerializer
-
-from ...models import Goal, Lever
-from ...services.flywheel import FlywheelError, goal_create, lever_create, version_delete
-from .common import ERRORS, RATIO, FactoryWrite, _invalid
 
 
 class LeverSerializer(ModelSerializer):

@@ -17,10 +17,15 @@ observation) and every realized multiplier: typical' = (typical × (1 + n) + rea
 keep low ≤ typical ≤ high.
 """
 
-from ...scenarios import FlywheelError
-from .applications import lever_application_delete, lever_apply
-from .cycle import cycle_run
-from .versions import effects_clean, goal_create, lever_create, version_delete
+from flywheel.scenarios import FlywheelError
+from flywheel.services.flywheel.applications import lever_application_delete, lever_apply
+from flywheel.services.flywheel.cycle import cycle_run
+from flywheel.services.flywheel.versions import (
+    effects_clean,
+    goal_create,
+    lever_create,
+    version_delete,
+)
 
 __all__ = [
     "FlywheelError",

@@ -6,14 +6,13 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
+from flywheel.measurement import FactoryData
+from flywheel.models import LeverApplication
+from flywheel.scenarios import FACTORS, FlywheelError
+from flywheel.selectors_flywheel import levers_in_force
+from flywheel.services.flywheel.common import _hour_floor
 from portal import clock
 from portal.services import audit_record, audit_snapshot
-
-from ...measurement import FactoryData
-from ...models import LeverApplication
-from ...scenarios import FACTORS, FlywheelError
-from ...selectors_flywheel import levers_in_force
-from .common import _hour_floor
 
 BASELINE_DAYS = 7  # an application's "before": the 7 days up to it
 

@@ -8,13 +8,10 @@ from decimal import Decimal, localcontext
 
 from django.db import transaction
 
-from portal import clock
-from portal.services import audit_record
-
-from ...kpis import KPI_CONTEXT
-from ...measurement import FactoryData
-from ...models import Cycle, Lever, LeverApplication
-from ...scenarios import (
+from flywheel.kpis import KPI_CONTEXT
+from flywheel.measurement import FactoryData
+from flywheel.models import Cycle, Lever, LeverApplication
+from flywheel.scenarios import (
     CAPPED,
     FACTORS,
     FlywheelError,
@@ -22,7 +19,7 @@ from ...scenarios import (
     multiplier_blend,
     realized_split,
 )
-from ...selectors_flywheel import (
+from flywheel.selectors_flywheel import (
     baseline_get,
     diagnosis_get,
     diagnosis_json,
@@ -33,9 +30,11 @@ from ...selectors_flywheel import (
     levers_in_force,
     proposal_json,
 )
-from ..tfom import TfomError, tfom_json
-from .common import _hour_floor
-from .versions import lever_create
+from flywheel.services.flywheel.common import _hour_floor
+from flywheel.services.flywheel.versions import lever_create
+from flywheel.services.tfom import TfomError, tfom_json
+from portal import clock
+from portal.services import audit_record
 
 log = logging.getLogger(__name__)
 ONE = Decimal(1)

@@ -8,11 +8,10 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from flywheel.models import Goal, Lever
+from flywheel.scenarios import CAPPED, FACTORS, FlywheelError
 from portal import clock
 from portal.services import audit_record, audit_snapshot
-
-from ...models import Goal, Lever
-from ...scenarios import CAPPED, FACTORS, FlywheelError
 
 ESTIMATE_KEYS = ("low", "typical", "high")
 

@@ -1,8 +1,13 @@
 """Metering API views: the factory's resources, usage ingestion and the usage list."""
 
-from .factory import DeploymentViewSet, PoolViewSet, ServedModelViewSet
-from .ingest import CapacityView, CloudEventsView, OpenAIBatchView, UsageEventsView
-from .usage import UsageListView
+from metering.api.views.factory import DeploymentViewSet, PoolViewSet, ServedModelViewSet
+from metering.api.views.ingest import (
+    CapacityView,
+    CloudEventsView,
+    OpenAIBatchView,
+    UsageEventsView,
+)
+from metering.api.views.usage import UsageListView
 
 __all__ = [
     "CapacityView",

@@ -6,6 +6,12 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from metering.api.serializers import (
+    DeploymentSerializer,
+    DeploymentVersionSerializer,
+    PoolSerializer,
+    ServedModelSerializer,
+)
 from metering.models import Deployment, Pool, ServedModel
 from metering.services.factory import (
     VersionSpec,
@@ -16,13 +22,6 @@ from metering.services.factory import (
 from portal.access import Capability
 from portal.api.views import AuditedModelViewSet
 from portal.permissions import capability_permission
-
-from ..serializers import (
-    DeploymentSerializer,
-    DeploymentVersionSerializer,
-    PoolSerializer,
-    ServedModelSerializer,
-)
 
 FactoryPermission = capability_permission(
     read=Capability.READ_FACTORY, write=Capability.WRITE_FACTORY

@@ -7,6 +7,12 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from metering.api.serializers import (
+    CapacitySampleSerializer,
+    ErrorsSerializer,
+    IngestResultSerializer,
+    UsageEventDoc,
+)
 from metering.ingest.body import (
     MAX_EVENTS,
     BatchError,
@@ -23,13 +29,6 @@ from portal.access import Capability
 from portal.api.errors import errors_response, flatten
 from portal.models import Scope
 from portal.permissions import capability_permission
-
-from ..serializers import (
-    CapacitySampleSerializer,
-    ErrorsSerializer,
-    IngestResultSerializer,
-    UsageEventDoc,
-)
 
 IngestPermission = capability_permission(
     read=Capability.READ_FACTORY, write=Capability.WRITE_FACTORY

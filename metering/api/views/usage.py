@@ -6,14 +6,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
+from metering.api.serializers import ErrorsSerializer, UsageRowSerializer
 from metering.selectors import usage_list
 from portal.access import Capability
 from portal.api.errors import errors_response
 from portal.api.pagination import Pagination
 from portal.periods import period_from_query
 from portal.permissions import capability_permission
-
-from ..serializers import ErrorsSerializer, UsageRowSerializer
 
 
 class UsageListView(APIView):

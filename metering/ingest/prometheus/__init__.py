@@ -5,18 +5,29 @@ and compute reset-aware increments, SLO shares and quantiles. The contract is
 shared/design/data-formats.md §0-§3 and §8.
 """
 
-from .counters import counter_delta, reconciliation_flag
-from .dcgm import (
+from metering.ingest.prometheus.counters import counter_delta, reconciliation_flag
+from metering.ingest.prometheus.dcgm import (
     DCGM_DEFAULT_FIELD_TYPES,
     DCGM_DISABLED_FIELD_TYPES,
     DCGM_KNOWN_FIELD_TYPES,
     GpuStats,
     dcgm_field_types,
 )
-from .engines import EngineStats, engine_deltas, engine_stats_delta, engine_stats_sum
-from .exposition import Family, Sample, parse_families
-from .histograms import Histogram, histogram_delta, histogram_sum, quantile, share_within
-from .scrape import Scrape, ScrapeKind, parse_scrape
+from metering.ingest.prometheus.engines import (
+    EngineStats,
+    engine_deltas,
+    engine_stats_delta,
+    engine_stats_sum,
+)
+from metering.ingest.prometheus.exposition import Family, Sample, parse_families
+from metering.ingest.prometheus.histograms import (
+    Histogram,
+    histogram_delta,
+    histogram_sum,
+    quantile,
+    share_within,
+)
+from metering.ingest.prometheus.scrape import Scrape, ScrapeKind, parse_scrape
 
 __all__ = [
     "DCGM_DEFAULT_FIELD_TYPES",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
-from .exposition import Family, family_values
+from metering.ingest.prometheus.exposition import Family, family_values
 
 # FIELD -> Prometheus type of the fields enabled in dcgm-exporter's
 # etc/default-counters.csv @ d5e5f51. Copied, not read at run time: shared/ is not shipped.

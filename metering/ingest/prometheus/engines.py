@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
-from .counters import counter_delta
-from .exposition import Family, Labels, family_histograms, family_values
-from .histograms import Histogram, histogram_delta, histogram_sum
+from metering.ingest.prometheus.counters import counter_delta
+from metering.ingest.prometheus.exposition import Family, Labels, family_histograms, family_values
+from metering.ingest.prometheus.histograms import Histogram, histogram_delta, histogram_sum
 
 EngineKind = Literal["vllm", "sglang"]
 _Key = tuple[str, str]  # (model_name, replica)

@@ -18,7 +18,7 @@ from typing import Literal, cast
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .histograms import INF, Histogram
+from metering.ingest.prometheus.histograms import INF, Histogram
 
 MetricType = Literal["counter", "gauge", "histogram"]
 Labels = Mapping[str, str]

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from .dcgm import DCGM_KNOWN_FIELD_TYPES, GpuStats, gpu_stats
-from .engines import EngineStats, engine_replica_stats, engine_stats_sum
-from .exposition import Family, parse_families
+from metering.ingest.prometheus.dcgm import DCGM_KNOWN_FIELD_TYPES, GpuStats, gpu_stats
+from metering.ingest.prometheus.engines import EngineStats, engine_replica_stats, engine_stats_sum
+from metering.ingest.prometheus.exposition import Family, parse_families
 
 ScrapeKind = Literal["vllm", "sglang", "dcgm"]
 

@@ -5,9 +5,9 @@ returns the valid events (with their payload hash) and every error of every item
 Resolving tenant, model and pool slugs against the database is the caller's job.
 """
 
-from .fields import MAX_TOKENS, REQUIRED, EventIn, FieldError
-from .items import validate_events
-from .json_batch import validate_json_batch
+from metering.ingest.validation.fields import MAX_TOKENS, REQUIRED, EventIn, FieldError
+from metering.ingest.validation.items import validate_events
+from metering.ingest.validation.json_batch import validate_json_batch
 
 __all__ = [
     "MAX_TOKENS",

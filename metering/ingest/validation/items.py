@@ -9,8 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from metering.ingest.hashing import fields_hash
-
-from .fields import (
+from metering.ingest.validation.fields import (
     BAD_LATENCY,
     BAD_SLUG,
     BAD_STATUS,

@@ -9,8 +9,7 @@ from typing import Annotated, Final, Literal
 import msgspec
 
 from metering.ingest.hashing import fields_hash
-
-from .fields import (
+from metering.ingest.validation.fields import (
     FUTURE_TOLERANCE,
     ID_MAX_LENGTH,
     MAX_TOKENS,

@@ -7,8 +7,13 @@ before they start and never change once started, so they cannot hide an outage a
 fact.
 """
 
-from .incident import STATUS_ORDER, incident_create, incident_edit, incident_update_add
-from .maintenance import (
+from metering.services.incidents.incident import (
+    STATUS_ORDER,
+    incident_create,
+    incident_edit,
+    incident_update_add,
+)
+from metering.services.incidents.maintenance import (
     maintenance_window_cancel,
     maintenance_window_create,
     maintenance_window_edit,

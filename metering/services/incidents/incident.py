@@ -15,11 +15,10 @@ from metering.models import (
     IncidentUpdate,
     Pool,
 )
+from metering.services.incidents.common import UNSET, _check_title, _raise, _set_scope
 from portal import clock
 from portal.models import Tenant
 from portal.services import audit_record, audit_snapshot
-
-from .common import UNSET, _check_title, _raise, _set_scope
 
 # Clocks disagree a little: a time this far ahead of the server's is still "now".
 CLOCK_TOLERANCE = timedelta(minutes=5)

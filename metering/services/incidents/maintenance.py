@@ -8,10 +8,9 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from metering.models import Deployment, MaintenanceWindow, Pool
+from metering.services.incidents.common import UNSET, _check_title, _raise, _set_scope
 from portal import clock
 from portal.services import audit_record, audit_snapshot
-
-from .common import UNSET, _check_title, _raise, _set_scope
 
 
 def _check_window(starts_at: datetime, ends_at: datetime, now: datetime, errors: dict) -> None:
