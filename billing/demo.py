@@ -8,7 +8,7 @@ from typing import TextIO
 from django.conf import settings
 
 from billing.models import Contract, Invoice, Price, PromotionalCredit
-from billing.services.invoicing import invoice_pay, invoice_run
+from billing.services.invoices import invoice_pay, invoice_run
 from billing.services.pricing import contract_create, price_create, promotion_grant
 from metering.models import HourlyUsage, ServedModel
 from portal import clock
@@ -41,7 +41,7 @@ DEFAULT_PAID = (Decimal(0), 100 * B, [])
 CONTRACTS_FROM = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-@demo_step(40, "billing: price book, contracts, promotions, last month's invoices")
+@demo_step("billing: price book, contracts, promotions, last month's invoices")
 def demo_billing(*, stdout: TextIO) -> None:
     currency = settings.FACTORY_CURRENCY
     for slug, prices in LIST_PRICES.items():

@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 
 from celery import shared_task
 
-from billing.services.invoicing import invoice_run
-from metering.services.rollup import rollup_pending
+from billing.services.invoices import invoice_run
+from metering.services.usage.rollup import rollup_pending
 from portal import clock
 from portal.periods import month_start
 

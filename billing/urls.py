@@ -1,23 +1,28 @@
+"""billing's pages, under /billing/."""
+
 from django.urls import path
 
-from billing import views
+from billing.views import credits, invoices, ledger, pricing, rating
 
 urlpatterns = [
-    path("prices/", views.price_book, name="price-book"),
-    path("ledger/", views.ledger, name="ledger"),
-    path("invoices/", views.invoices, name="invoices"),
-    path("invoices/<int:pk>/", views.invoice_detail, name="invoice-page"),
-    path("invoices/<int:pk>/pdf/", views.invoice_pdf, name="invoice-page-pdf"),
-    path("invoices/<int:pk>/csv/", views.invoice_csv, name="invoice-page-csv"),
+    path("prices/", pricing.price_book, name="price-book"),
+    path("ledger/", ledger.ledger, name="ledger"),
+    path("invoices/", invoices.invoices, name="invoices"),
+    path("invoices/<int:pk>/", invoices.invoice_detail, name="invoice-page"),
+    path("invoices/<int:pk>/pdf/", invoices.invoice_pdf, name="invoice-page-pdf"),
+    path("invoices/<int:pk>/csv/", invoices.invoice_csv, name="invoice-page-csv"),
     path(
-        "invoices/<int:pk>/pay/", views.invoice_action, {"action": "pay"}, name="invoice-page-pay"
+        "invoices/<int:pk>/pay/",
+        invoices.invoice_action,
+        {"action": "pay"},
+        name="invoice-page-pay",
     ),
     path(
         "invoices/<int:pk>/void/",
-        views.invoice_action,
+        invoices.invoice_action,
         {"action": "void"},
         name="invoice-page-void",
     ),
-    path("realization/", views.realization, name="realization"),
-    path("sla/", views.sla, name="sla-page"),
+    path("realization/", rating.realization, name="realization"),
+    path("sla/", credits.sla, name="sla-page"),
 ]

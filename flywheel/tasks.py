@@ -4,9 +4,9 @@ import logging
 
 from celery import shared_task
 
-from flywheel.services.snapshots import snapshots_refresh, snapshots_reopen
-from metering.selectors import pending_hours
-from metering.services.rollup import rollup_pending
+from flywheel.services.kpis import snapshots_refresh, snapshots_reopen
+from metering.selectors.usage import pending_hours
+from metering.services.usage.rollup import rollup_pending
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def cycle_task() -> None:
     Idempotent: the cycle is upserted on its period (the last 7 whole UTC days) and a lever
     application is measured once. No retries: a failed run is retried by hand (manage.py
     flywheel) or by next week's beat."""
-    from flywheel.services.flywheel import cycle_run
+    from flywheel.services.loop.cycles import cycle_run
 
     rollup_pending()
     cycle = cycle_run()

@@ -4,7 +4,7 @@ import logging
 
 from celery import shared_task
 
-from metering.telemetry import scrape_all
+from metering.services.telemetry.scrape import scrape_all
 from portal import clock
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def scrape_targets_task() -> None:
 def rollup_pending_task() -> None:
     """Fold pending usage events into the hourly and daily rollups (claim and recompute in one
     transaction: a killed run leaves the queue as it was)."""
-    from metering.services.rollup import rollup_pending
+    from metering.services.usage.rollup import rollup_pending
 
     cells = rollup_pending()
     if cells:

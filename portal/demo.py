@@ -1,14 +1,16 @@
-"""`manage.py demo`: a registry of per-app steps that build the demo factory.
+"""`manage.py demo`: the steps that build the demo factory, one explicit list.
 
-Each app registers its steps in its own `demo.py` with `@demo_step(order)`; the command
-imports every app's `demo` module and runs the steps in order. Steps are idempotent.
+The list is `DEMO_STEPS` in settings (dotted paths, run in that order; portal cannot import
+the apps above it). Each app writes its steps in its own `demo` module and names them with
+`@demo_step("…")`. Steps are idempotent.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from django.utils.module_loading import autodiscover_modules
+from django.conf import settings
+from django.utils.module_loading import import_string
 
 from portal.models import Role, Tenant
 from portal.services import user_ensure
@@ -16,12 +18,9 @@ from portal.services import user_ensure
 
 @dataclass(frozen=True)
 class DemoStep:
-    order: int
     name: str
     run: Callable[..., None]
 
-
-_STEPS: dict[str, DemoStep] = {}
 
 # The demo logins printed by `make demo` (username, password, role, tenant slug).
 DEMO_LOGINS = [
@@ -56,20 +55,20 @@ DEMO_TENANTS = [
 ]
 
 
-def demo_step(order: int, name: str | None = None) -> Callable:
-    """Register `fn(*, stdout)` as a demo step run in `order` (lower first)."""
+def demo_step(name: str) -> Callable:
+    """Name `fn(*, stdout)` as a demo step (the list in settings.DEMO_STEPS runs it)."""
 
-    def register(fn: Callable[..., None]) -> Callable[..., None]:
-        step = DemoStep(order=order, name=name or f"{fn.__module__}.{fn.__name__}", run=fn)
-        _STEPS[step.name] = step
+    def named(fn: Callable[..., None]) -> Callable[..., None]:
+        fn.demo_name = name
         return fn
 
-    return register
+    return named
 
 
 def demo_steps() -> list[DemoStep]:
-    autodiscover_modules("demo")
-    return sorted(_STEPS.values(), key=lambda s: (s.order, s.name))
+    """settings.DEMO_STEPS, in order."""
+    steps = [import_string(path) for path in settings.DEMO_STEPS]
+    return [DemoStep(name=getattr(fn, "demo_name", fn.__name__), run=fn) for fn in steps]
 
 
 def demo_run(*, stdout: TextIO) -> None:
@@ -79,7 +78,7 @@ def demo_run(*, stdout: TextIO) -> None:
         step.run(stdout=stdout)
 
 
-@demo_step(10, "portal: tenants and demo logins")
+@demo_step("portal: tenants and demo logins")
 def demo_tenants_and_users(*, stdout: TextIO) -> None:
     for name, slug, _kind in DEMO_TENANTS:
         Tenant.objects.update_or_create(slug=slug, defaults={"name": name})

@@ -15,6 +15,14 @@ def csv_cell(value) -> str:
     return "'" + text if text.startswith(FORMULA_PREFIXES) else text
 
 
+def csv_query(request) -> str:
+    """The query string of a page's CSV link: the same filter, every row (no page)."""
+    query = request.GET.copy()
+    query.pop("page", None)  # the CSV holds every row of the filter, not one page
+    query["format"] = "csv"
+    return query.urlencode()
+
+
 def csv_response(*, filename: str, header: Sequence[str], rows: Iterable[Sequence]) -> HttpResponse:
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'

@@ -242,11 +242,24 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 33 * 1024 * 1024
 FACTORY_CURRENCY = os.environ.get("FACTORY_CURRENCY", "USD")
 # The landing page of each role (dotted view paths; roles not listed get a welcome page).
 PORTAL_HOME_VIEWS = {
-    "operator": "flywheel.views.overview",
-    "finance": "flywheel.views.overview",
-    "investor": "flywheel.views.overview",
-    "tenant": "billing.views.tenant_home",
+    "operator": "flywheel.views.kpis.overview",
+    "finance": "flywheel.views.kpis.overview",
+    "investor": "flywheel.views.kpis.overview",
+    "tenant": "billing.views.home.tenant_home",
 }
+
+# `manage.py demo`: its steps, in order (portal.demo).
+DEMO_STEPS = [
+    "portal.demo.demo_tenants_and_users",
+    "metering.demo.factory.demo_factory",
+    "metering.demo.usage.demo_usage",
+    "metering.demo.sla.demo_incidents",
+    "billing.demo.demo_billing",
+    "metering.demo.telemetry.demo_engine_telemetry",
+    "flywheel.demo.demo_costs",
+    "flywheel.demo.demo_snapshots",
+    "flywheel.demo.demo_flywheel",
+]
 
 # The issuer named on invoices and reports.
 FACTORY_NAME = os.environ.get("FACTORY_NAME", "Token Factory")

@@ -3,7 +3,6 @@ from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from flywheel.api.views import MetricsView
 from portal import views
 
 api_v1 = [
@@ -11,8 +10,6 @@ api_v1 = [
     path("", include("metering.api.urls")),
     path("", include("billing.api.urls")),
     path("", include("flywheel.api.urls")),
-    path("", include("flywheel.api.urls_tfom")),
-    path("", include("flywheel.api.urls_flywheel")),
 ]
 
 urlpatterns = [
@@ -24,10 +21,8 @@ urlpatterns = [
     path("audit/", views.audit, name="audit"),
     path("", include("metering.urls")),
     path("billing/", include("billing.urls")),
-    path("", include("flywheel.urls_investor")),
-    path("", include("flywheel.urls_flywheel")),
+    path("", include("flywheel.urls")),
     path("api/v1/", include(api_v1)),
-    path("metrics", MetricsView.as_view(), name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path(
         "api/docs/",

@@ -1,12 +1,15 @@
+"""billing's API routes, relative to /api/v1/: one router for the app."""
+
 from django.urls import path
 
-from billing.api import views
+from billing.api import credits, invoices, ledger, pricing
 from portal.api.routers import Router
 
 router = Router()
-router.register("prices", views.PriceViewSet, basename="price")
-router.register("contracts", views.ContractViewSet, basename="contract")
-router.register("promotions", views.PromotionViewSet, basename="promotion")
-router.register("invoices", views.InvoiceViewSet, basename="invoice")
-router.register("ledger", views.LedgerViewSet, basename="ledger")
-urlpatterns = [path("sla", views.SlaView.as_view(), name="sla"), *router.urls]
+router.register("prices", pricing.PriceViewSet, basename="price")
+router.register("contracts", pricing.ContractViewSet, basename="contract")
+router.register("promotions", pricing.PromotionViewSet, basename="promotion")
+router.register("invoices", invoices.InvoiceViewSet, basename="invoice")
+router.register("ledger", ledger.LedgerViewSet, basename="ledger")
+
+urlpatterns = [path("sla", credits.SlaView.as_view(), name="sla"), *router.urls]

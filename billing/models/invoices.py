@@ -2,9 +2,9 @@ from datetime import timedelta
 
 from django.db import models
 
+from billing.domain.rating.types import LineKind, TokenClass
 from billing.models.ledger import AppendOnlyModel, LedgerTransaction
 from billing.models.pricing import PromotionalCredit
-from billing.rating import LineKind, TokenClass
 from portal.models import Tenant
 
 

@@ -3,7 +3,7 @@ from decimal import Decimal
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from billing.rating import ContractKind, TokenClass
+from billing.domain.rating.types import ContractKind, TokenClass
 from metering.models import ServedModel
 from metering.models.factory import validate_whole_hour
 from portal.models import Tenant

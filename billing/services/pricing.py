@@ -8,8 +8,8 @@ from decimal import Decimal
 
 from django.db import IntegrityError, transaction
 
+from billing.domain.money import CURRENCY_EXPONENTS
 from billing.models import Contract, Price, PromotionalCredit
-from billing.rating import CURRENCY_EXPONENTS
 from metering.models import ServedModel
 from portal.models import Tenant
 from portal.services import audit_record, audit_snapshot

@@ -1,5 +1,25 @@
+"""flywheel's API routes, relative to /api/v1/: one router for the app."""
+
 from django.urls import path
 
-from flywheel.api import views
+from flywheel.api import kpis, tfom
+from flywheel.api.loop import applications, cycles, diagnosis, scenarios, versions
+from portal.api.routers import Router
 
-urlpatterns = [path("kpis", views.KpiView.as_view(), name="kpis")]
+router = Router()
+router.register("cost-models", tfom.CostModelViewSet, basename="cost-model")
+router.register("factory-costs", tfom.FactoryCostsViewSet, basename="factory-costs")
+router.register("levers", versions.LeverViewSet, basename="lever")
+router.register("goals", versions.GoalViewSet, basename="goal")
+router.register(
+    "lever-applications", applications.LeverApplicationViewSet, basename="lever-application"
+)
+router.register("flywheel/cycles", cycles.CycleViewSet, basename="flywheel-cycle")
+
+urlpatterns = [
+    path("kpis", kpis.KpiView.as_view(), name="kpis"),
+    path("tfom", tfom.TfomView.as_view(), name="tfom"),
+    path("flywheel/diagnosis", diagnosis.DiagnosisView.as_view(), name="flywheel-diagnosis"),
+    path("flywheel/scenarios", scenarios.ScenarioView.as_view(), name="flywheel-scenarios"),
+    *router.urls,
+]

@@ -1,66 +1,26 @@
-"""TFOM of a scope and period: measured KPIs, the cost models in force and DCGM energy,
-mapped by the pure engine `flywheel.tfom` (kpis.md sections 4-5).
+"""Cost models (per pool) and factory costs: effective-dated, create-only once in force.
 
-Cost models and factory costs are the versions in force at the period's start. A pool's
-facility energy is its DCGM-measured GPU energy when that covers at least 95% of its
-GPU-seconds in the period, else the nameplate model. For one pool's scope, the
-factory-level items are allocated so that the pools add up to the factory: opex by
-calendar GPU-seconds, minimum shortfalls and SLA credits by realized revenue.
+The version in force at a period's start applies to the whole period (kpis.md section 5).
+Every write and delete leaves an audit entry.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal, localcontext
-from typing import Any
+from collections.abc import Iterable
+from datetime import datetime
+from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Count, Sum
+from django.db import IntegrityError, transaction
 
-from flywheel import tfom as engine
-from flywheel.kpis import KPI_CONTEXT, PoolInputs, kpis_compute
-from flywheel.measurement import FACTORY, FactoryData
-from flywheel.models import CostModel, KpiSnapshot
-from flywheel.services.costs import cost_models_in_force, factory_costs_in_force
-from flywheel.services.snapshots import kpis_json
-from flywheel.tfom import DEFAULT_BASELINE_TEF, Tfom
-from metering.models import GpuHourly, HourlyUsage
-from portal.periods import month_start, months_before, next_month
-
-ZERO = Decimal(0)
-CENT = Decimal("0.01")
-UNIT_PRICE = Decimal("1e-10")  # money per million tokens, as in the price book
-_JOULES_PER_KWH = Decimal(3_600_000)
-_SECONDS_PER_HOUR = 3600
-_MICROSECOND = timedelta(microseconds=1)
-
-# Money keys of GET /api/v1/tfom: decimal strings in cents; prices per million tokens to
-# ten decimals. Every other figure follows the KPI rules (ratios and rates as numbers).
-MONEY_KEYS = (
-    "revenue",
-    "energy_cost",
-    "depreciation",
-    "hosting",
-    "cogs",
-    "gross_profit",
-    "opex",
-    "ebitda",
-    "ebit",
-    "daily_token_value_per_gpu",
-    "avoided_capex",
-    "total_cost",
-    "capex_invested",
-)
-UNIT_PRICE_KEYS = (
-    "cost_per_million_tokens",
-    "revenue_per_million_tokens",
-    "cost_per_million_paid_tokens",
-)
+from flywheel.models import CostModel, FactoryCosts
+from metering.models import Pool
+from portal import clock
+from portal.services import audit_record, audit_snapshot
 
 
-class TfomError(Exception):
-    """TFOM cannot be computed as asked; `field` names the input to fix."""
+class CostError(Exception):
+    """Invalid or refused cost input; `field` names the offending input."""
 
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
@@ -68,213 +28,166 @@ class TfomError(Exception):
         self.message = message
 
 
-def _engine_cost_model(version: CostModel) -> engine.CostModel:
-    return engine.CostModel(
-        capex_per_gpu=version.capex_per_gpu,
-        depreciation_months=version.depreciation_months,
-        power_kw_per_gpu=version.power_kw_per_gpu,
-        pue=version.pue,
-        electricity_price_per_kwh=version.electricity_price_per_kwh,
-        hosting_per_gpu_month=version.hosting_per_gpu_month,
-        network_storage_per_gpu_month=version.network_storage_per_gpu_month,
-        idle_power_ratio=version.idle_power_ratio,
-        node_power_factor=version.node_power_factor,
-    )
+def _check_effective_from(moment: datetime) -> None:
+    if moment.minute or moment.second or moment.microsecond:
+        raise CostError("effective_from", "must be a whole UTC hour (minutes and seconds 0)")
 
 
-def _measured_energy(
-    *, pool_ids: list[int], start: datetime, end: datetime
-) -> dict[int, tuple[Decimal, Decimal]]:
-    """Per pool: (DCGM GPU energy in kWh, GPU-seconds it covers) over the hours starting in
-    [start, end). A GPU-hour with an energy increase counts as covered; a GPU's first
-    scrape is a baseline and adds none."""
-    rows = (
-        GpuHourly.objects.filter(
-            pool_id__in=pool_ids, hour__gte=start, hour__lt=end, energy_j__gt=0
+def _check_currency(currency: str) -> None:
+    if currency != settings.FACTORY_CURRENCY:
+        raise CostError(
+            "currency", f"TFOM is kept in the factory currency {settings.FACTORY_CURRENCY}"
         )
-        .values("pool_id")
-        .annotate(energy=Sum("energy_j"), gpu_hours=Count("id"))
-    )
-    with localcontext(KPI_CONTEXT):
-        return {
-            row["pool_id"]: (
-                Decimal(row["energy"]) / _JOULES_PER_KWH,
-                Decimal(row["gpu_hours"] * _SECONDS_PER_HOUR),
-            )
-            for row in rows
-        }
 
 
-def _share(part: Decimal, whole: Decimal) -> Decimal:
-    if whole == 0:
-        return ZERO
-    with localcontext(KPI_CONTEXT):
-        return part / whole
+def _check_not_negative(**amounts: Decimal) -> None:
+    for field, amount in amounts.items():
+        if amount < 0:
+            raise CostError(field, "must not be negative")
 
 
-def tfom_measure(
+@transaction.atomic
+def cost_model_create(
     *,
-    scope: str,
-    start: datetime,
-    end: datetime,
-    baseline_tef: Decimal = DEFAULT_BASELINE_TEF,
-    data: FactoryData | None = None,
-) -> Tfom:
-    """Every TFOM figure of the factory or one pool (by slug) over [start, end), from the
-    database (or `data`, already loaded over a range holding the period). Raises TfomError
-    naming the pool when a pool has no cost model in force at `start`, or the scope when it
-    is unknown."""
-    if baseline_tef <= 0:
-        raise TfomError("baseline_tef", "must be positive")
-    data = data if data is not None else FactoryData(start=start, end=end)
-    if not (data.start <= start < end <= data.end):
-        raise ValueError("period outside the loaded range")
-    all_ids = sorted(data.pools)
-    if scope == FACTORY:
-        ids = all_ids
-    elif scope in data.slugs:
-        ids = [data.slugs[scope]]
-    else:
-        raise TfomError("scope", f"unknown scope {scope!r}: use 'factory' or a pool slug")
-    cost_models = cost_models_in_force(at=start, pool_ids=ids)
-    missing = [data.pools[i].slug for i in ids if i not in cost_models]
-    if missing:
-        raise TfomError(
-            "cost_model",
-            f"pool {', '.join(missing)} has no cost model in force at "
-            f"{start.astimezone(UTC):%Y-%m-%d %H:%M} UTC: add one (POST /api/v1/cost-models)",
-        )
-    inputs: dict[int, PoolInputs] = {i: data.pool_inputs(i, start, end) for i in all_ids}
-    energy = _measured_energy(pool_ids=ids, start=start, end=end)
-    pools = []
-    for pool_id in ids:
-        pool = inputs[pool_id]
-        kwh, covered = energy.get(pool_id, (None, None))
-        coverage = None
-        if covered is not None and pool.calendar_gpu_seconds > 0:
-            coverage = min(Decimal(1), _share(covered, pool.calendar_gpu_seconds))
-        pools.append(
-            engine.PoolTfomInputs(
+    pool: Pool,
+    capex_per_gpu: Decimal,
+    depreciation_months: int,
+    power_kw_per_gpu: Decimal,
+    pue: Decimal,
+    electricity_price_per_kwh: Decimal,
+    hosting_per_gpu_month: Decimal,
+    network_storage_per_gpu_month: Decimal = Decimal(0),
+    idle_power_ratio: Decimal = Decimal("0.3"),
+    node_power_factor: Decimal = Decimal("1.8"),
+    effective_from: datetime,
+    currency: str | None = None,
+    by=None,
+) -> CostModel:
+    """Add a pool's cost model version; another version of that pool at the same instant is
+    a conflict."""
+    currency = currency or settings.FACTORY_CURRENCY
+    _check_currency(currency)
+    _check_effective_from(effective_from)
+    _check_not_negative(
+        capex_per_gpu=capex_per_gpu,
+        power_kw_per_gpu=power_kw_per_gpu,
+        electricity_price_per_kwh=electricity_price_per_kwh,
+        hosting_per_gpu_month=hosting_per_gpu_month,
+        network_storage_per_gpu_month=network_storage_per_gpu_month,
+    )
+    if depreciation_months <= 0:
+        raise CostError("depreciation_months", "must be a positive number of months")
+    if pue < 1:
+        raise CostError("pue", "must be at least 1 (facility energy over IT energy)")
+    if not 0 <= idle_power_ratio <= 1:
+        raise CostError("idle_power_ratio", "must be between 0 and 1")
+    if node_power_factor <= 0:
+        raise CostError("node_power_factor", "must be positive")
+    message = f"pool {pool.slug} already has a cost model from that instant"
+    if CostModel.objects.filter(pool=pool, effective_from=effective_from).exists():
+        raise CostError("effective_from", message)
+    try:
+        with transaction.atomic():
+            cost_model = CostModel.objects.create(
                 pool=pool,
-                cost_model=_engine_cost_model(cost_models[pool_id]),
-                measured_gpu_energy_kwh=kwh,
-                measured_energy_coverage=coverage,
+                capex_per_gpu=capex_per_gpu,
+                depreciation_months=depreciation_months,
+                power_kw_per_gpu=power_kw_per_gpu,
+                idle_power_ratio=idle_power_ratio,
+                pue=pue,
+                electricity_price_per_kwh=electricity_price_per_kwh,
+                hosting_per_gpu_month=hosting_per_gpu_month,
+                network_storage_per_gpu_month=network_storage_per_gpu_month,
+                node_power_factor=node_power_factor,
+                currency=currency,
+                effective_from=effective_from,
             )
+    except IntegrityError:  # a concurrent request created the same version first
+        raise CostError("effective_from", message) from None
+    audit_record(
+        actor=by,
+        action="cost_model.create",
+        object_type="cost_model",
+        object_id=cost_model.pk,
+        after=audit_snapshot(cost_model),
+    )
+    return cost_model
+
+
+@transaction.atomic
+def factory_costs_create(
+    *,
+    staff_per_month: Decimal,
+    sga_per_month: Decimal,
+    effective_from: datetime,
+    currency: str | None = None,
+    by=None,
+) -> FactoryCosts:
+    """Add a factory costs version; another version at the same instant is a conflict."""
+    currency = currency or settings.FACTORY_CURRENCY
+    _check_currency(currency)
+    _check_effective_from(effective_from)
+    _check_not_negative(staff_per_month=staff_per_month, sga_per_month=sga_per_month)
+    message = "factory costs already have a version from that instant"
+    if FactoryCosts.objects.filter(effective_from=effective_from).exists():
+        raise CostError("effective_from", message)
+    try:
+        with transaction.atomic():
+            costs = FactoryCosts.objects.create(
+                staff_per_month=staff_per_month,
+                sga_per_month=sga_per_month,
+                currency=currency,
+                effective_from=effective_from,
+            )
+    except IntegrityError:
+        raise CostError("effective_from", message) from None
+    audit_record(
+        actor=by,
+        action="factory_costs.create",
+        object_type="factory_costs",
+        object_id=costs.pk,
+        after=audit_snapshot(costs),
+    )
+    return costs
+
+
+@transaction.atomic
+def cost_version_delete(*, version: CostModel | FactoryCosts, by=None) -> None:
+    """Delete a version that has not taken effect yet (a mistake caught in time); one in
+    force is never changed: add a new version instead."""
+    locked = type(version).objects.select_for_update().get(pk=version.pk)
+    if locked.effective_from <= clock.now():
+        raise CostError(
+            "effective_from", "in force: add a new version instead of deleting this one"
         )
-    kpis = kpis_compute(scope=scope, start=start, end=end, pools=[p.pool for p in pools])
-    shortfall, credits = data.revenue_adjustments(start=start, end=end)
-    recorded = factory_costs_in_force(at=start)
-    staff = recorded.staff_per_month if recorded else ZERO
-    sga = recorded.sga_per_month if recorded else ZERO
-    if scope != FACTORY:
-        pool = inputs[ids[0]]
-        calendar = sum((p.calendar_gpu_seconds for p in inputs.values()), ZERO)
-        realized = sum((p.realized_revenue for p in inputs.values()), ZERO)
-        by_capacity = _share(pool.calendar_gpu_seconds, calendar)
-        by_revenue = _share(pool.realized_revenue, realized) if realized else by_capacity
-        with localcontext(KPI_CONTEXT):
-            staff, sga = staff * by_capacity, sga * by_capacity
-            shortfall, credits = shortfall * by_revenue, credits * by_revenue
-    return engine.tfom_compute(
-        kpis=kpis,
-        pools=pools,
-        factory_costs=engine.FactoryCosts(staff_per_month=staff, sga_per_month=sga),
-        minimum_shortfall=shortfall,
-        sla_credits=credits,
-        baseline_tef=baseline_tef,
+    object_type = "cost_model" if isinstance(locked, CostModel) else "factory_costs"
+    before = audit_snapshot(locked)
+    pk = locked.pk
+    locked.delete()
+    audit_record(
+        actor=by,
+        action=f"{object_type}.delete",
+        object_type=object_type,
+        object_id=pk,
+        before=before,
     )
 
 
-def tfom_json(tfom: Tfom) -> dict[str, Any]:
-    """The figures of GET /api/v1/tfom: the KPI keys as `GET /api/v1/kpis` writes them, money
-    as decimal strings (cents; prices per million tokens to ten decimals), every other
-    figure as a number (null where its denominator is zero)."""
-    out = kpis_json(tfom)
-    for key in MONEY_KEYS:
-        out[key] = _money_string(getattr(tfom, key), CENT)
-    for key in UNIT_PRICE_KEYS:
-        out[key] = _money_string(getattr(tfom, key), UNIT_PRICE)
-    out["currency"] = settings.FACTORY_CURRENCY
-    return out
+def cost_models_in_force(
+    *, at: datetime, pool_ids: Iterable[int] | None = None
+) -> dict[int, CostModel]:
+    """The cost model version in force at `at` per pool id (pools without one are absent)."""
+    versions = CostModel.objects.filter(effective_from__lte=at).order_by(
+        "pool_id", "effective_from"
+    )
+    if pool_ids is not None:
+        versions = versions.filter(pool_id__in=list(pool_ids))
+    in_force: dict[int, CostModel] = {}
+    for version in versions:
+        in_force[version.pool_id] = version  # the latest wins
+    return in_force
 
 
-def _money_string(value: Decimal | None, unit: Decimal) -> str | None:
-    if value is None:
-        return None
-    with localcontext(KPI_CONTEXT):
-        return str(value.quantize(unit, rounding=ROUND_HALF_UP))
-
-
-@dataclass(frozen=True)
-class TrendMonth:
-    """One month of the TFOM trend: the part of the month inside [data start, end)."""
-
-    month: datetime  # the month's first instant
-    start: datetime
-    end: datetime
-    tfom: Tfom | None  # None when a pool had no cost model in force
-    error: str = ""
-    source: str = "computed"  # "snapshot": KPI figures from the month's closed snapshot
-    tef: Decimal | None = None
-    tfi: Decimal | None = None
-
-    @property
-    def is_partial(self) -> bool:
-        return self.start != self.month or self.end != next_month(self.month)
-
-
-def tfom_trend_start(*, end: datetime, months: int = 12) -> datetime | None:
-    """Where the monthly trend ending at `end` starts: the first metered hour, at most
-    `months` months back (None when nothing was metered before `end`)."""
-    first = HourlyUsage.objects.order_by("hour").values_list("hour", flat=True).first()
-    if first is None or first >= end:
-        return None
-    return max(first, months_before(end - _MICROSECOND, months - 1))
-
-
-def tfom_trend(
-    *, end: datetime, months: int = 12, data: FactoryData | None = None
-) -> list[TrendMonth]:
-    """TFOM per UTC month, from the first month with metered usage (at most `months` before
-    `end`) to the month holding `end`, each clipped to [first metered hour, end). TEF and
-    TFI come from the month's closed factory KpiSnapshot when one covers the whole month,
-    else from the computed figures. `data`, when given, must cover the trend's range."""
-    start = tfom_trend_start(end=end, months=months)
-    if start is None:
-        return []
-    data = data if data is not None else FactoryData(start=start, end=end)
-    snapshots = {
-        snapshot.period_start: snapshot
-        for snapshot in KpiSnapshot.objects.filter(
-            scope=FACTORY,
-            period_kind=KpiSnapshot.PeriodKind.MONTH,
-            period_start__gte=month_start(start),
-            period_start__lt=end,
-            is_closed=True,
-        )
-    }
-    points = []
-    month = month_start(start)
-    while month < end:
-        month_end = next_month(month)
-        bounds = {"month": month, "start": max(month, start), "end": min(month_end, end)}
-        try:
-            tfom = tfom_measure(scope=FACTORY, start=bounds["start"], end=bounds["end"], data=data)
-        except TfomError as error:
-            points.append(TrendMonth(**bounds, tfom=None, error=error.message))
-            month = month_end
-            continue
-        snapshot = snapshots.get(month)
-        is_whole = bounds["start"] == month and bounds["end"] == month_end
-        if is_whole and snapshot is not None and snapshot.period_end == month_end:
-            values = snapshot.values
-            tef, tfi = _decimal(values.get("tef")), _decimal(values.get("tfi"))
-            points.append(TrendMonth(**bounds, tfom=tfom, source="snapshot", tef=tef, tfi=tfi))
-        else:
-            points.append(TrendMonth(**bounds, tfom=tfom, tef=tfom.tef, tfi=tfom.tfi))
-        month = month_end
-    return points
-
-
-def _decimal(value) -> Decimal | None:
-    return None if value is None else Decimal(str(value))
+def factory_costs_in_force(*, at: datetime) -> FactoryCosts | None:
+    """The factory costs version in force at `at`, if any was ever recorded by then."""
+    return FactoryCosts.objects.filter(effective_from__lte=at).order_by("-effective_from").first()

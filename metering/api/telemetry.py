@@ -9,10 +9,14 @@ from rest_framework import permissions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from metering.api.serializers import ErrorsSerializer
-from metering.ingest.body import BatchError, PayloadTooLarge, decompress_body
+from metering.api.usage import ErrorsSerializer
+from metering.domain.usage.body import BatchError, PayloadTooLarge, decompress_body
 from metering.models import Deployment, Pool, ScrapeTarget, TelemetryKind
-from metering.telemetry import DEFAULT_PUSH_SOURCE, MAX_EXPOSITION_BYTES, telemetry_ingest
+from metering.services.telemetry.ingest import (
+    DEFAULT_PUSH_SOURCE,
+    MAX_EXPOSITION_BYTES,
+    telemetry_ingest,
+)
 from portal import clock
 from portal.access import Capability, user_role
 from portal.api.errors import errors_response

@@ -1,20 +1,28 @@
-from django.urls import include, path
+"""metering's API routes, relative to /api/v1/: one router for the app."""
 
-from metering.api import views
+from django.urls import path
+
+from metering.api import factory, sla, telemetry, usage
 from portal.api.routers import Router
 
 router = Router()
-router.register("pools", views.PoolViewSet, basename="pool")
-router.register("models", views.ServedModelViewSet, basename="served-model")
-router.register("deployments", views.DeploymentViewSet, basename="deployment")
+router.register("pools", factory.PoolViewSet, basename="pool")
+router.register("models", factory.ServedModelViewSet, basename="served-model")
+router.register("deployments", factory.DeploymentViewSet, basename="deployment")
+router.register("scrape-targets", telemetry.ScrapeTargetViewSet, basename="scrape-target")
+router.register("incidents", sla.IncidentViewSet, basename="incident")
+router.register("maintenance", sla.MaintenanceWindowViewSet, basename="maintenance-window")
 
 urlpatterns = [
-    path("usage/events", views.UsageEventsView.as_view(), name="usage-events"),
-    path("usage/cloudevents", views.CloudEventsView.as_view(), name="usage-cloudevents"),
-    path("usage/openai-batch", views.OpenAIBatchView.as_view(), name="usage-openai-batch"),
-    path("usage", views.UsageListView.as_view(), name="usage-list"),
-    path("capacity", views.CapacityView.as_view(), name="capacity"),
-    path("", include("metering.api.telemetry_urls")),
-    path("", include("metering.api.incidents_urls")),
+    path("usage/events", usage.UsageEventsView.as_view(), name="usage-events"),
+    path("usage/cloudevents", usage.CloudEventsView.as_view(), name="usage-cloudevents"),
+    path("usage/openai-batch", usage.OpenAIBatchView.as_view(), name="usage-openai-batch"),
+    path("usage", usage.UsageListView.as_view(), name="usage-list"),
+    path("capacity", usage.CapacityView.as_view(), name="capacity"),
+    path(
+        "telemetry/prometheus",
+        telemetry.TelemetryPrometheusView.as_view(),
+        name="telemetry-prometheus",
+    ),
     *router.urls,
 ]

@@ -9,10 +9,3 @@ sizes follow the real Azure LLM code trace (Splitwise, CC-BY-4.0). The last day 
 engine telemetry with two deployment-hours off tolerance, for the reconciliation view.
 Fixed seed: reproducible.
 """
-
-from metering import demo_incidents  # noqa: F401  (registers the incidents demo step)
-from metering.demo.factory import demo_factory
-from metering.demo.telemetry import demo_engine_telemetry
-from metering.demo.usage import demo_usage
-
-__all__ = ["demo_engine_telemetry", "demo_factory", "demo_usage"]

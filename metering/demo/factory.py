@@ -8,7 +8,7 @@ from metering.services.factory import VersionSpec, deployment_create, served_mod
 from portal.demo import demo_step
 
 
-@demo_step(20, "metering: pools, models, deployments")
+@demo_step("metering: pools, models, deployments")
 def demo_factory(*, stdout) -> None:
     for slug, name, gpu_type, gpus, model_slug, model_name, alias, r_ref, ttft, tpot in POOLS:
         pool, _ = Pool.objects.update_or_create(

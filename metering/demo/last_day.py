@@ -14,15 +14,15 @@ from metering.demo.parameters import (
     TRACE,
     TTFT_MU,
     TTFT_SIGMA,
-    _hour_output,
-    _requests_for,
+    hour_output,
+    requests_for,
 )
 from metering.demo.progress import Progress
-from metering.ingest.formats import trace_events
-from metering.ingest.validation import validate_events
+from metering.domain.usage.formats import trace_events
+from metering.domain.usage.validation import validate_events
 from metering.models import CapacitySample, Pool
-from metering.services.ingest import usage_ingest
-from metering.services.rollup import rollup_pending
+from metering.services.usage.ingest import usage_ingest
+from metering.services.usage.rollup import rollup_pending
 from portal import clock
 
 
@@ -38,7 +38,7 @@ def _trace_shape() -> list[tuple[float, int, int]]:
     return [((datetime.fromisoformat(t) - first).total_seconds() % 3600, i, o) for t, i, o in rows]
 
 
-def _demo_last_day(rng, end, weights, stdout) -> None:
+def demo_last_day(rng, end, weights, stdout) -> None:
     """The last day at request level: per pool, hour and tenant, the same share of the pool's
     output as the rollup days, split into demo requests (tokens scaled, see REQUEST_SCALE).
     Initech on Llama takes arrival times and request sizes from the Azure code trace."""
@@ -55,10 +55,10 @@ def _demo_last_day(rng, end, weights, stdout) -> None:
         )
         for h in range(24):
             hour = day + timedelta(hours=h)
-            output = _hour_output(busy_by_hour[hour], r_ref)
+            output = hour_output(busy_by_hour[hour], r_ref)
             for tenant_slug, weight in weights.items():
                 share = output * weight * rng.uniform(0.8, 1.2)
-                n = _requests_for(share)
+                n = requests_for(share)
                 if trace and tenant_slug == "initech" and model_slug == "llama-3.3-70b":
                     shape = rng.sample(trace, n) if n <= len(trace) else rng.choices(trace, k=n)
                     offsets = [s for s, _, _ in shape]

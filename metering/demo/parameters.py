@@ -73,15 +73,15 @@ TPOT_MISS_RATE = 0.012  # requests above the TPOT SLO, at 1.05-1.5 x it
 EVENT_CHUNK = 5_000  # events per validate + ingest + fold round
 
 
-def _window(now: datetime) -> tuple[datetime, datetime]:
+def demo_window(now: datetime) -> tuple[datetime, datetime]:
     end = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     return end - timedelta(days=DAYS), end
 
 
-def _hour_output(busy_gpus: int, r_ref: float) -> float:
+def hour_output(busy_gpus: int, r_ref: float) -> float:
     """Output tokens a pool produces in an hour with this many busy GPUs (η = EFFICIENCY)."""
     return busy_gpus * 3600 * r_ref * EFFICIENCY
 
 
-def _requests_for(output_tokens: float) -> int:
+def requests_for(output_tokens: float) -> int:
     return max(1, round(output_tokens / OUTPUT_TOKENS_PER_REQUEST))

@@ -6,7 +6,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models import Sum
 
-from metering.demo.parameters import SEED, _window
+from metering.demo.parameters import SEED, demo_window
 from metering.models import EngineHourly, HourlyUsage
 from portal import clock
 from portal.demo import demo_step
@@ -18,11 +18,11 @@ from portal.demo import demo_step
 ENGINE_MISMATCHES = {"deepseek-r1@b200-a": (15, 1.06), "qwen3-235b-a22b@h200-a": (7, 0.97)}
 
 
-@demo_step(40, "metering: engine telemetry of the last day")
+@demo_step("metering: engine telemetry of the last day")
 @transaction.atomic
 def demo_engine_telemetry(*, stdout) -> None:
     rng = random.Random(SEED + 1)
-    _, end = _window(clock.now())
+    _, end = demo_window(clock.now())
     day = end - timedelta(days=1)
     if EngineHourly.objects.filter(hour__gte=day, hour__lt=end).exists():
         stdout.write("  engine telemetry already loaded\n")

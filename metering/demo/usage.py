@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from django.db import transaction
 
-from metering.demo.last_day import _demo_last_day
+from metering.demo.last_day import demo_last_day
 from metering.demo.parameters import (
     AVAILABILITY,
     DAYS,
@@ -22,9 +22,9 @@ from metering.demo.parameters import (
     TPOT_OK_RANGE,
     TTFT_MU,
     TTFT_SIGMA,
-    _hour_output,
-    _requests_for,
-    _window,
+    demo_window,
+    hour_output,
+    requests_for,
 )
 from metering.demo.progress import Progress
 from metering.models import (
@@ -62,11 +62,11 @@ def _tenant_weights() -> dict[str, float]:
     return {slug: weight / total for slug, weight in weights.items()}
 
 
-@demo_step(30, "metering: 30 days of capacity and usage")
+@demo_step("metering: 30 days of capacity and usage")
 @transaction.atomic
 def demo_usage(*, stdout) -> None:
     rng = random.Random(SEED)
-    start, end = _window(clock.now())
+    start, end = demo_window(clock.now())
     if HourlyUsage.objects.filter(is_demo=True, hour__gte=start).exists():
         stdout.write("  usage already loaded\n")
         return
@@ -100,7 +100,7 @@ def demo_usage(*, stdout) -> None:
             )
             if h >= hours - 24:
                 continue  # the last day comes as request-level events
-            output = _hour_output(busy, r_ref)
+            output = hour_output(busy, r_ref)
             for tenant_slug, weight in weights.items():
                 share = output * weight * rng.uniform(0.8, 1.2)
                 hourly.append(
@@ -115,7 +115,7 @@ def demo_usage(*, stdout) -> None:
         progress.advance(len(hourly[chunk : chunk + 5000]))
     _demo_days()
     progress.finish(f"{len(capacity):,} capacity samples, {len(hourly):,} hourly rollups")
-    _demo_last_day(rng, end, weights, stdout)
+    demo_last_day(rng, end, weights, stdout)
 
 
 def _demo_rollup(tenant, deployment, version, hour, output_tokens, rng) -> HourlyUsage:
@@ -124,7 +124,7 @@ def _demo_rollup(tenant, deployment, version, hour, output_tokens, rng) -> Hourl
     output = int(output_tokens)
     inputs = output * INPUT_PER_OUTPUT
     cached = inputs // 2
-    requests = _requests_for(output)
+    requests = requests_for(output)
     errors = min(requests, int(requests * ERROR_RATE + rng.random()))
     within_slo = (1 - ERROR_RATE) * (1 - TPOT_MISS_RATE)
     if version.slo_ttft_ms is not None:
@@ -165,7 +165,7 @@ def _demo_rollup(tenant, deployment, version, hour, output_tokens, rng) -> Hourl
 
 
 def _demo_days() -> None:
-    from metering.services.rollup import rollup_days
+    from metering.services.usage.rollup import rollup_days
 
     cells = set(
         HourlyUsage.objects.filter(is_demo=True)

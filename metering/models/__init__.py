@@ -6,6 +6,14 @@ from metering.models.factory import (
     Pool,
     ServedModel,
 )
+from metering.models.sla import (
+    Incident,
+    IncidentImpact,
+    IncidentSeverity,
+    IncidentStatus,
+    IncidentUpdate,
+    MaintenanceWindow,
+)
 from metering.models.telemetry import (
     EngineHourly,
     GpuHourly,
@@ -42,14 +50,6 @@ __all__ = [
     "UsageEvent",
 ]
 
-from metering.models.incidents import (
-    Incident,
-    IncidentImpact,
-    IncidentSeverity,
-    IncidentStatus,
-    IncidentUpdate,
-    MaintenanceWindow,
-)
 
 __all__ += [
     "Incident",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import accumulate
 
-from metering.ingest.hashing import fields_hash
+from metering.domain.usage.hashing import fields_hash
 from tests.bench import config
 
 _MIX = 0x9E3779B97F4A7C15  # odd: seq -> seq * _MIX mod 2^64 is a bijection (unique ids)

@@ -17,9 +17,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from billing.models import Contract, Price, PromotionalCredit
-from flywheel.measurement import FactoryData
-from flywheel.services.snapshots import snapshots_measure
-from metering.ingest.validation import validate_events
+from flywheel.selectors.measurement import FactoryData
+from flywheel.services.kpis import snapshots_measure
+from metering.domain.usage.validation import validate_events
 from metering.models import (
     CapacitySample,
     DailyUsage,
@@ -32,8 +32,8 @@ from metering.models import (
     UsageEvent,
 )
 from metering.services.factory import VersionSpec, deployment_create
-from metering.services.ingest import usage_ingest, usage_partitions_ensure
-from metering.services.rollup import rollup_pending, rollup_rebuild
+from metering.services.usage.ingest import usage_ingest, usage_partitions_ensure
+from metering.services.usage.rollup import rollup_pending, rollup_rebuild
 from portal import clock
 from portal.models import Role, Tenant
 from portal.services import token_create, user_ensure
@@ -244,7 +244,7 @@ def profile_ingest(*, seq0: int, batches: int) -> dict:
     on fresh events, to explain where ingestion time goes."""
     import msgspec
 
-    from metering.ingest.body import decode_batch
+    from metering.domain.usage.body import decode_batch
 
     generator = EventGenerator()
     start = config.INGEST_START + timedelta(days=20)  # a live feed: one hour, in time order

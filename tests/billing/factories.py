@@ -5,7 +5,7 @@ from decimal import Decimal
 
 from billing.services.pricing import contract_create, price_create
 from metering.models import ServedModel
-from metering.services.rollup import rollup_pending
+from metering.services.usage.rollup import rollup_pending
 from tests.metering.factories import make_deployment
 
 JAN = datetime(2026, 1, 1, tzinfo=UTC)

@@ -6,7 +6,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from billing.models import Contract, Invoice, Price
-from billing.services.invoicing import invoice_run
+from billing.services.invoices import invoice_run
 from tests.billing.factories import MARCH, make_contract, make_priced_model, post_usage
 
 pytestmark = pytest.mark.both_backends

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from billing.models import Invoice, InvoiceLine, Posting
-from billing.services.invoicing import invoice_run
+from billing.services.invoices import invoice_run
 from billing.services.ledger import account_balances
 from billing.services.pricing import price_create, promotion_grant
 from portal import clock

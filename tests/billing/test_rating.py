@@ -10,7 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from billing.rating import (
+from billing.domain.invoices import adjustment_line
+from billing.domain.money import round_money
+from billing.domain.rating.engine import rate_month, token_classes
+from billing.domain.rating.types import (
     ContractKind,
     ContractVersion,
     InvoiceLine,
@@ -22,10 +25,6 @@ from billing.rating import (
     UnsoldReason,
     UsageItem,
     VolumeTier,
-    adjustment_line,
-    rate_month,
-    round_money,
-    token_classes,
 )
 
 D = Decimal

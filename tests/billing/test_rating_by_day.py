@@ -13,12 +13,12 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from billing.selectors.rating import month_rate
 from billing.services.pricing import contract_create, price_create, promotion_grant
-from billing.services.rate import month_rate
-from metering.ingest.validation import validate_events
+from metering.domain.usage.validation import validate_events
 from metering.models import ServedModel
-from metering.services.ingest import usage_ingest
-from metering.services.rollup import rollup_pending
+from metering.services.usage.ingest import usage_ingest
+from metering.services.usage.rollup import rollup_pending
 from portal.models import Tenant
 from tests.billing.factories import JAN, MARCH, make_priced_model
 

@@ -9,19 +9,20 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from billing.domain.rating.engine import rate_month
+from billing.domain.rating.types import UsageItem
 from billing.models import Posting
-from billing.rating import UsageItem, rate_month
-from billing.services.invoicing import invoice_run
-from billing.services.rate import (
+from billing.selectors.rating import (
     contract_versions,
     price_versions,
     promotions_available,
     tenant_month_rate,
 )
-from metering.ingest.validation import validate_events
+from billing.services.invoices import invoice_run
+from metering.domain.usage.validation import validate_events
 from metering.models import EventKey, UsageEvent
-from metering.services.ingest import usage_ingest
-from metering.services.rollup import rollup_pending
+from metering.services.usage.ingest import usage_ingest
+from metering.services.usage.rollup import rollup_pending
 from portal.models import Tenant
 from tests.billing.factories import MARCH, make_contract, make_priced_model
 

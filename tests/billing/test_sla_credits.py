@@ -6,10 +6,10 @@ from decimal import Decimal
 import pytest
 
 from billing.models import LedgerTransaction, SlaCredit
-from billing.services.invoicing import invoice_run
+from billing.services.invoices import invoice_run
 from billing.services.ledger import account_balances
 from metering.models import Deployment
-from metering.services.incidents import incident_create
+from metering.services.sla.incidents import incident_create
 from tests.billing.factories import APRIL, MARCH, make_contract, make_priced_model, post_usage
 
 pytestmark = pytest.mark.both_backends

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from billing.models import Invoice, LedgerTransaction
-from billing.services.invoicing import invoice_run
+from billing.services.invoices import invoice_run
 from billing.services.pricing import promotion_grant
 from tests.billing.factories import MARCH, make_contract, make_priced_model, post_usage
 

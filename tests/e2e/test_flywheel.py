@@ -3,7 +3,6 @@ import re
 
 import pytest
 
-import flywheel.demo_flywheel  # noqa: F401  (registers its demo step)
 from portal.demo import demo_run
 from tests.e2e.conftest import login, screenshot
 

@@ -7,11 +7,12 @@ from datetime import timedelta
 
 import pytest
 
-from metering.ingest.validation import validate_events
+from metering.domain.usage.validation import validate_events
 from metering.models import Incident
-from metering.services.ingest import usage_ingest
-from metering.services.rollup import rollup_pending
+from metering.services.usage.ingest import usage_ingest
+from metering.services.usage.rollup import rollup_pending
 from portal import clock
+from portal.clock import clock_set
 from portal.demo import demo_run
 from portal.models import Role, Tenant
 from portal.services import user_ensure
@@ -43,7 +44,7 @@ def factory(transactional_db):
 
 
 def test_operator_runs_an_incident_from_the_board_to_the_status_page(
-    factory, page, browser, live_server
+    now, factory, page, browser, live_server
 ):
     login(page, "operator", "operator-demo")
     began = time.monotonic()
@@ -60,10 +61,15 @@ def test_operator_runs_an_incident_from_the_board_to_the_status_page(
     incident = Incident.objects.get()
     assert page.get_by_text(f"Incident #{incident.pk} opened.").is_visible()
 
-    for status, impact, message in (
-        ("identified", "partial_outage", "A failed NVLink switch; traffic is draining."),
-        ("monitoring", "", "Error rate back to baseline; watching."),
+    # Two minutes pass between the operator's updates (the test clock stands still).
+    for minutes, (status, impact, message) in enumerate(
+        (
+            ("identified", "partial_outage", "A failed NVLink switch; traffic is draining."),
+            ("monitoring", "", "Error rate back to baseline; watching."),
+        ),
+        start=1,
     ):
+        clock_set(now + timedelta(minutes=2 * minutes))
         card.get_by_label("Status").select_option(status)
         card.get_by_label("Impact").select_option(impact)
         card.get_by_label("Message").fill(message)
@@ -72,6 +78,7 @@ def test_operator_runs_an_incident_from_the_board_to_the_status_page(
         assert card.locator("[data-status]").inner_text() == status.title()
     screenshot(page, "incidents-board")
 
+    clock_set(now + timedelta(minutes=6))
     card.get_by_label("Status").select_option("resolved")
     card.get_by_label("Message").fill("Resolved: the switch was replaced.")
     card.get_by_role("button", name="Post update").click()

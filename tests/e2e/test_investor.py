@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from flywheel.services.tfom import tfom_measure
+from flywheel.selectors.tfom import tfom_measure
 from portal import clock
 from portal.demo import demo_run
 from portal.periods import month_start, months_before

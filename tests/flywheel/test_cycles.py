@@ -14,14 +14,11 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from flywheel.domain.loop.factors import FlywheelError
 from flywheel.models import Cycle, Goal, Lever, LeverApplication
-from flywheel.services.flywheel import (
-    FlywheelError,
-    cycle_run,
-    goal_create,
-    lever_apply,
-    lever_create,
-)
+from flywheel.services.loop.applications import lever_apply
+from flywheel.services.loop.cycles import cycle_run
+from flywheel.services.loop.versions import goal_create, lever_create
 from flywheel.tasks import cycle_task
 from tests.conftest import on_every_clock
 from tests.flywheel.test_diagnosis import JAN, build_factory

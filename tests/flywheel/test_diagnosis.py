@@ -13,15 +13,17 @@ from decimal import Decimal
 import pytest
 
 from billing.services.pricing import contract_create, price_create
-from flywheel.diagnosis import DEFAULT_TARGETS, diagnose
-from flywheel.scenarios import FACTORS, measured_tfom, project
-from flywheel.selectors_flywheel import diagnosis_get
-from flywheel.services.costs import cost_model_create, factory_costs_create
+from flywheel.domain.loop.baseline import measured_tfom
+from flywheel.domain.loop.diagnosis import DEFAULT_TARGETS, diagnose
+from flywheel.domain.loop.factors import FACTORS
+from flywheel.domain.loop.projection import project
+from flywheel.selectors.loop.diagnosis import diagnosis_get
+from flywheel.services.tfom import cost_model_create, factory_costs_create
 from metering.models import CapacitySample, Deployment, HourlyUsage, ServedModel
-from metering.services.incidents import incident_create
-from metering.services.rollup import rollup_days
+from metering.services.sla.incidents import incident_create
+from metering.services.usage.rollup import rollup_days
 from portal.models import Tenant
-from tests.flywheel.test_scenarios import _baseline, _pool
+from tests.flywheel.test_scenarios import baseline_of, pool_inputs
 from tests.metering.factories import make_deployment
 
 JAN = datetime(2026, 1, 1, tzinfo=UTC)
@@ -126,7 +128,7 @@ def build_factory(*, start=DAY, days=1, **overrides):
 
 
 def test_diagnose_ranks_by_monthly_ebitda_and_names_the_bottleneck():
-    baseline = _baseline()  # α 0.9, β 0.5, η 0.8, σ 0.95, s 0.7, ρ 0.7: all below target
+    baseline = baseline_of()  # α 0.9, β 0.5, η 0.8, σ 0.95, s 0.7, ρ 0.7: all below target
     measured = measured_tfom(baseline)
 
     diagnosis = diagnose(baseline=baseline)
@@ -142,7 +144,9 @@ def test_diagnose_ranks_by_monthly_ebitda_and_names_the_bottleneck():
 
 
 def test_diagnose_gives_nothing_to_a_factor_at_target_and_no_bottleneck_when_all_are():
-    baseline = _baseline(_pool(alpha="1", beta="0.8", eta="0.9", sigma="1", sell="1", rho="1"))
+    baseline = baseline_of(
+        pool_inputs(alpha="1", beta="0.8", eta="0.9", sigma="1", sell="1", rho="1")
+    )
 
     diagnosis = diagnose(baseline=baseline)
 
@@ -153,7 +157,7 @@ def test_diagnose_gives_nothing_to_a_factor_at_target_and_no_bottleneck_when_all
 
 
 def test_diagnose_uses_overridden_targets():
-    baseline = _baseline()
+    baseline = baseline_of()
 
     diagnosis = diagnose(baseline=baseline, targets={"occupancy": D("0.5")})
 

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from flywheel.models import Goal, Lever, LeverApplication
-from flywheel.services.flywheel import lever_create
+from flywheel.services.loop.versions import lever_create
 from portal import clock
 from tests.flywheel.test_diagnosis import DAY, JAN, build_factory
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from flywheel.kpis import (
+from flywheel.domain.kpis import (
     CapacitySample,
     PoolInputs,
     integrate_capacity,

@@ -8,7 +8,7 @@ from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
 
 from flywheel.models import KpiSnapshot
-from flywheel.services.snapshots import snapshots_measure
+from flywheel.services.kpis import snapshots_measure
 from portal import clock
 from portal.periods import month_start
 from tests.conftest import on_every_clock
@@ -189,7 +189,7 @@ def test_snapshots_are_upserts_and_survive_a_crash(api, tenant_a, monkeypatch,
     snapshots_measure(start=WEEK - timedelta(days=1), end=WEEK + timedelta(days=2), now=now)
     clean = _snapshot_rows()
 
-    from flywheel.services import snapshots as service
+    from flywheel.services import kpis as service
 
     def crash(*args, **kwargs):
         raise RuntimeError("worker killed")

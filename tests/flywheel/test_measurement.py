@@ -9,12 +9,12 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from billing.services.pricing import contract_create, price_create
-from flywheel.measurement import FactoryData
-from metering.ingest.validation import validate_events
+from flywheel.selectors.measurement import FactoryData
+from metering.domain.usage.validation import validate_events
 from metering.models import Pool, ServedModel
 from metering.services.factory import CapacityIn, capacity_upsert
-from metering.services.ingest import usage_ingest
-from metering.services.rollup import rollup_pending
+from metering.services.usage.ingest import usage_ingest
+from metering.services.usage.rollup import rollup_pending
 from portal.models import Tenant
 from tests.metering.factories import make_deployment
 

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from flywheel.reports import report_period_parse
+from flywheel.selectors.report_periods import report_period_parse
 from portal.exports import FORMULA_PREFIXES
 from tests.flywheel.test_tfom_api import build_factory, post_april_usage
 

@@ -16,22 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from flywheel.kpis import PoolInputs
-from flywheel.scenarios import (
-    Baseline,
-    GoalSpec,
+from flywheel.domain.kpis import PoolInputs
+from flywheel.domain.loop.baseline import Baseline, measured_tfom, per_month
+from flywheel.domain.loop.goals import GoalSpec, cheapest_lever_set, goal_check
+from flywheel.domain.loop.levers import (
     LeverEffect,
     LeverSpec,
-    cheapest_lever_set,
-    goal_check,
     lever_multipliers,
-    measured_tfom,
     multiplier_blend,
-    per_month,
-    project,
     realized_split,
 )
-from flywheel.tfom import CostModel, FactoryCosts, PoolTfomInputs
+from flywheel.domain.loop.projection import project
+from flywheel.domain.tfom import CostModel, FactoryCosts, PoolTfomInputs
 
 APRIL = datetime(2026, 4, 1, tzinfo=UTC)
 MAY = datetime(2026, 5, 1, tzinfo=UTC)
@@ -54,7 +50,7 @@ def _cost_model() -> CostModel:
     )
 
 
-def _pool(slug="p1", *, gpus=10, alpha="0.9", beta="0.5", eta="0.8", sigma="0.95", sell="0.7",
+def pool_inputs(slug="p1", *, gpus=10, alpha="0.9", beta="0.5", eta="0.8", sigma="0.95", sell="0.7",
           list_value="10000", rho="0.7") -> PoolInputs:  # fmt: skip
     calendar = D(gpus * 2_592_000)
     available = calendar * D(alpha)
@@ -79,11 +75,13 @@ def _pool(slug="p1", *, gpus=10, alpha="0.9", beta="0.5", eta="0.8", sigma="0.95
     )
 
 
-def _baseline(*pools: PoolInputs, staff="7300", sga="3650") -> Baseline:
+def baseline_of(*pools: PoolInputs, staff="7300", sga="3650") -> Baseline:
     return Baseline(
         start=APRIL,
         end=MAY,
-        pools=tuple(PoolTfomInputs(pool=p, cost_model=_cost_model()) for p in pools or (_pool(),)),
+        pools=tuple(
+            PoolTfomInputs(pool=p, cost_model=_cost_model()) for p in pools or (pool_inputs(),)
+        ),
         factory_costs=FactoryCosts(staff_per_month=D(staff), sga_per_month=D(sga)),
     )
 
@@ -101,7 +99,7 @@ def _lever(slug, cost="0", monthly="0", **factors) -> LeverSpec:
 
 
 def test_project_without_levers_or_targets_is_the_measured_period():
-    baseline = _baseline()
+    baseline = baseline_of()
 
     projection = project(baseline=baseline)
 
@@ -111,7 +109,7 @@ def test_project_without_levers_or_targets_is_the_measured_period():
 
 
 def test_project_occupancy_target_moves_energy_and_revenue_by_hand():
-    baseline = _baseline()
+    baseline = baseline_of()
     measured = measured_tfom(baseline)
 
     projection = project(baseline=baseline, targets={"occupancy": D("0.75")})
@@ -135,7 +133,7 @@ def test_project_occupancy_target_moves_energy_and_revenue_by_hand():
 
 
 def test_project_lever_multipliers_multiply_and_cap_at_one():
-    baseline = _baseline()
+    baseline = baseline_of()
     levers = [
         _lever("a", availability="1.05", occupancy="1.2"),
         _lever("b", occupancy="1.5"),
@@ -153,7 +151,7 @@ def test_project_lever_multipliers_multiply_and_cap_at_one():
 
 
 def test_project_caps_a_capped_factor_and_keeps_eta_uncapped():
-    baseline = _baseline()
+    baseline = baseline_of()
 
     capped = project(baseline=baseline, levers=[_lever("x", sell_through="2")])
     uncapped = project(baseline=baseline, levers=[_lever("y", efficiency="2")])
@@ -163,7 +161,7 @@ def test_project_caps_a_capped_factor_and_keeps_eta_uncapped():
 
 
 def test_project_targets_replace_the_measured_value_then_levers_multiply():
-    baseline = _baseline()
+    baseline = baseline_of()
 
     projection = project(
         baseline=baseline,
@@ -176,7 +174,7 @@ def test_project_targets_replace_the_measured_value_then_levers_multiply():
 
 
 def test_project_lever_monthly_cost_is_opex_and_one_time_cost_is_apart():
-    baseline = _baseline()
+    baseline = baseline_of()
     measured = measured_tfom(baseline)
 
     projection = project(
@@ -190,9 +188,9 @@ def test_project_lever_monthly_cost_is_opex_and_one_time_cost_is_apart():
 
 
 def test_project_spreads_a_factor_over_pools_within_zero_and_one():
-    strong = _pool("strong", alpha="0.99", beta="0.95")
-    weak = _pool("weak", gpus=30, alpha="0.8", beta="0.3")
-    baseline = _baseline(strong, weak)
+    strong = pool_inputs("strong", alpha="0.99", beta="0.95")
+    weak = pool_inputs("weak", gpus=30, alpha="0.8", beta="0.3")
+    baseline = baseline_of(strong, weak)
     measured = measured_tfom(baseline)
 
     raised = project(baseline=baseline, targets={"occupancy": D("0.9"), "availability": D("0.97")})
@@ -214,11 +212,11 @@ def test_project_spreads_a_factor_over_pools_within_zero_and_one():
 
 def test_project_refuses_a_capped_target_above_one():
     with pytest.raises(ValueError, match="between 0 and 1"):
-        project(baseline=_baseline(), targets={"sell_through": D("1.2")})
+        project(baseline=baseline_of(), targets={"sell_through": D("1.2")})
 
 
 def test_goal_check_compares_each_criterion():
-    baseline = _baseline()
+    baseline = baseline_of()
     tfom = measured_tfom(baseline)
     ebitda = per_month(tfom.ebitda, start=APRIL, end=MAY)
 
@@ -253,7 +251,7 @@ CATALOGUE = [
 
 def _big_baseline() -> Baseline:
     """A factory whose revenue dwarfs the lever costs: 2,000 GPUs, 10 M of list value."""
-    return _baseline(_pool(gpus=2000, list_value="10000000"), staff="100000", sga="1000000")
+    return baseline_of(pool_inputs(gpus=2000, list_value="10000000"), staff="100000", sga="1000000")
 
 
 def _brute_force(baseline, goal, levers):
@@ -303,7 +301,7 @@ def test_cheapest_lever_set_says_when_no_set_meets_the_goal():
 
 def test_cheapest_lever_set_is_empty_when_the_period_already_meets_the_goal():
     proposal = cheapest_lever_set(
-        baseline=_baseline(), goal=GoalSpec(min_tfi=D("0.1")), levers=CATALOGUE
+        baseline=baseline_of(), goal=GoalSpec(min_tfi=D("0.1")), levers=CATALOGUE
     )
 
     assert proposal.is_found and proposal.levers == () and proposal.cost == 0

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flywheel.kpis import CapacitySample, PoolInputs, integrate_capacity, kpis_compute
-from flywheel.tfom import (
+from flywheel.domain.kpis import CapacitySample, PoolInputs, integrate_capacity, kpis_compute
+from flywheel.domain.tfom import (
     CostModel,
     FactoryCosts,
     PoolTfomInputs,
@@ -313,7 +313,13 @@ def test_tfom_module_imports_no_django():
             imported |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
             imported.add(node.module)
-    assert imported <= {"__future__", "collections.abc", "dataclasses", "decimal", "flywheel.kpis"}
+    assert imported <= {
+        "__future__",
+        "collections.abc",
+        "dataclasses",
+        "decimal",
+        "flywheel.domain.kpis",
+    }
 
 
 @settings(database=None, deadline=None, max_examples=150)

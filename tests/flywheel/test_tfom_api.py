@@ -14,10 +14,10 @@ import pytest
 from rest_framework.test import APIClient
 
 from flywheel.models import CostModel
-from flywheel.services.costs import cost_model_create, factory_costs_create
-from flywheel.services.tfom import TfomError, tfom_measure
+from flywheel.selectors.tfom import TfomError, tfom_measure
+from flywheel.services.tfom import cost_model_create, factory_costs_create
 from metering.models import GpuHourly, Pool
-from metering.services.rollup import rollup_pending
+from metering.services.usage.rollup import rollup_pending
 
 pytestmark = pytest.mark.both_backends
 

@@ -14,16 +14,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from metering.ingest.body import BatchError, PayloadTooLarge, decode_batch, decompress_body
-from metering.ingest.dedupe import dedupe_within_batch
-from metering.ingest.hashing import payload_hash
-from metering.ingest.validation import (
-    MAX_TOKENS,
-    EventIn,
-    FieldError,
-    validate_events,
-    validate_json_batch,
-)
+from metering.domain.usage.body import BatchError, PayloadTooLarge, decode_batch, decompress_body
+from metering.domain.usage.dedupe import dedupe_within_batch
+from metering.domain.usage.fields import MAX_TOKENS, EventIn, FieldError
+from metering.domain.usage.hashing import payload_hash
+from metering.domain.usage.json_batch import validate_json_batch
+from metering.domain.usage.validation import validate_events
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -11,15 +11,16 @@ from typing import Any
 import msgspec
 import pytest
 
-from metering.ingest.body import PayloadTooLarge
-from metering.ingest.dedupe import dedupe_within_batch
-from metering.ingest.formats import (
+from metering.domain.usage.body import PayloadTooLarge
+from metering.domain.usage.dedupe import dedupe_within_batch
+from metering.domain.usage.fields import FieldError
+from metering.domain.usage.formats import (
     cloudevents_to_items,
     merge_errors,
     openai_batch_to_items,
     trace_events,
 )
-from metering.ingest.validation import FieldError, validate_events
+from metering.domain.usage.validation import validate_events
 
 SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "samples"
 TRACES = SAMPLES / "traces"

@@ -11,14 +11,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from metering.models import HourlyUsage, Incident, IncidentUpdate, MaintenanceWindow
-from metering.services.incidents import (
-    incident_create,
-    incident_edit,
-    incident_update_add,
-    maintenance_window_create,
-    maintenance_window_edit,
-)
-from metering.sla import current_impact, status_overview, timeline_of
+from metering.selectors.sla.incidents import current_impact, timeline_of
+from metering.selectors.sla.status import status_overview
+from metering.services.sla.incidents import incident_create, incident_edit, incident_update_add
+from metering.services.sla.maintenance import maintenance_window_create, maintenance_window_edit
 from portal import clock
 from portal.models import AuditEntry
 from tests.metering.factories import make_deployment
@@ -642,7 +638,7 @@ def test_status_overview_current_status_is_the_worst_open_impact(llama):
 
 def test_demo_step_adds_two_incidents_and_a_maintenance_window_once(db):
     from metering.demo import demo_factory
-    from metering.demo_incidents import demo_incidents
+    from metering.demo.sla import demo_incidents
 
     demo_factory(stdout=io.StringIO())
     demo_incidents(stdout=io.StringIO())

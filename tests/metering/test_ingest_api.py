@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from rest_framework.test import APIClient
 
-from metering.ingest.formats import trace_events
+from metering.domain.usage.formats import trace_events
 from metering.models import EventKey, UsageEvent
-from metering.services.rollup import rollup_pending
+from metering.services.usage.rollup import rollup_pending
 from tests.metering.factories import event, make_deployment
 
 SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "samples"

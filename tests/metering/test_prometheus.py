@@ -6,21 +6,21 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from metering.ingest.prometheus import (
+from metering.domain.telemetry.counters import counter_delta, reconciliation_flag
+from metering.domain.telemetry.dcgm import (
     DCGM_DEFAULT_FIELD_TYPES,
     DCGM_KNOWN_FIELD_TYPES,
-    EngineStats,
-    Histogram,
-    counter_delta,
     dcgm_field_types,
-    engine_deltas,
+)
+from metering.domain.telemetry.engines import EngineStats, engine_deltas
+from metering.domain.telemetry.histograms import (
+    Histogram,
     histogram_delta,
     histogram_sum,
-    parse_scrape,
     quantile,
-    reconciliation_flag,
     share_within,
 )
+from metering.domain.telemetry.parse import parse_scrape
 
 SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "samples"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -9,11 +9,11 @@ from django.db.models.functions import TruncHour
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from metering.ingest.validation import validate_events
+from metering.domain.usage.validation import validate_events
 from metering.models import DailyUsage, HourlyUsage, RollupPending, UsageEvent
-from metering.services import rollup as rollup_service
-from metering.services.ingest import usage_ingest
-from metering.services.rollup import rollup_pending
+from metering.services.usage import rollup as rollup_service
+from metering.services.usage.ingest import usage_ingest
+from metering.services.usage.rollup import rollup_pending
 from portal.models import Tenant
 from tests.metering.factories import make_deployment
 

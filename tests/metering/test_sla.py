@@ -9,18 +9,15 @@ from fractions import Fraction
 
 import pytest
 
-from metering.ingest.validation import validate_events
+from metering.domain.sla import credit_pct_for
+from metering.domain.usage.validation import validate_events
 from metering.models import HourlyUsage
+from metering.selectors.sla.months import sla_month_get, sla_month_list
 from metering.services.factory import VersionSpec, deployment_version_add
-from metering.services.incidents import (
-    incident_create,
-    incident_update_add,
-    maintenance_window_create,
-)
-from metering.services.ingest import usage_ingest
-from metering.services.rollup import rollup_pending
-from metering.sla import sla_month_get, sla_month_list
-from metering.uptime import credit_pct_for
+from metering.services.sla.incidents import incident_create, incident_update_add
+from metering.services.sla.maintenance import maintenance_window_create
+from metering.services.usage.ingest import usage_ingest
+from metering.services.usage.rollup import rollup_pending
 from portal.models import Tenant
 from tests.metering.factories import make_deployment
 

@@ -14,21 +14,18 @@ from pathlib import Path
 import pytest
 from celery.exceptions import SoftTimeLimitExceeded
 
-from metering.ingest.prometheus import parse_scrape
+from metering.domain.telemetry.histogram_json import histogram_to_json
+from metering.domain.telemetry.parse import parse_scrape
 from metering.models import EngineHourly, GpuHourly, HourlyUsage, ScrapeTarget, TelemetryPushState
-from metering.selectors_telemetry import (
+from metering.selectors.telemetry import (
     gpu_pool_hourly_list,
     reconciliation_list,
     scrape_target_health,
     slo_attainment_from_engine,
 )
+from metering.services.telemetry.ingest import telemetry_ingest
+from metering.services.telemetry.scrape import scrape_all, scrape_target
 from metering.tasks import scrape_targets_task
-from metering.telemetry import (
-    histogram_to_json,
-    scrape_all,
-    scrape_target,
-    telemetry_ingest,
-)
 from tests.metering.factories import make_deployment
 
 pytestmark = pytest.mark.both_backends
@@ -470,7 +467,6 @@ def test_reconciliation_list_tolerance_from_settings_and_arguments(db, tenant_a,
 # --- the push endpoint and scrape targets API ---------------------------------------------------
 
 
-@pytest.mark.urls("tests.metering.telemetry_urls_for_test")
 def test_push_endpoint_ingest_token_stores_and_reports(db, users, token_client):
     deployment = _llama()
     client = token_client(users["operator"], scopes=("ingest",))
@@ -491,7 +487,6 @@ def test_push_endpoint_ingest_token_stores_and_reports(db, users, token_client):
     assert EngineHourly.objects.get(deployment=deployment).running_requests == 7
 
 
-@pytest.mark.urls("tests.metering.telemetry_urls_for_test")
 def test_push_endpoint_lists_skipped_families_and_unknown_models(db, users, token_client):
     _llama()
     client = token_client(users["operator"], scopes=("ingest",))
@@ -513,7 +508,6 @@ def test_push_endpoint_lists_skipped_families_and_unknown_models(db, users, toke
     assert body["unknown_models"] == ["mystery"]
 
 
-@pytest.mark.urls("tests.metering.telemetry_urls_for_test")
 def test_push_endpoint_refuses_bad_requests_and_stores_nothing(db, users, token_client):
     _llama()
     ingest = token_client(users["operator"], scopes=("ingest",))
@@ -542,7 +536,6 @@ def test_push_endpoint_refuses_bad_requests_and_stores_nothing(db, users, token_
     assert not TelemetryPushState.objects.exists()
 
 
-@pytest.mark.urls("tests.metering.telemetry_urls_for_test")
 def test_scrape_targets_api_operators_write_finance_reads_investor_refused(
     db, users, token_client, session_client
 ):
@@ -584,7 +577,6 @@ def test_scrape_targets_api_operators_write_finance_reads_investor_refused(
     assert ScrapeTarget.objects.count() == 1
 
 
-@pytest.mark.urls("tests.metering.telemetry_urls_for_test")
 def test_scrape_targets_api_new_url_restarts_from_a_baseline(db, users, token_client):
     pool = _llama().pool
     target = ScrapeTarget.objects.create(

@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import pytest
 
-from metering.uptime import (
+from metering.domain.sla import (
     DEFAULT_CREDIT_TIERS,
     Impact,
     ImpactChange,

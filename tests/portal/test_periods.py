@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from flywheel.reports.periods import report_period_parse
+from flywheel.selectors.report_periods import report_period_parse
 from portal.periods import month_start, months_before, next_month, period_from_preset
 from tests.conftest import on_every_clock
 

@@ -122,7 +122,7 @@ def test_deleting_a_user_keeps_their_audit_entries(db, make_user):
 @pytest.mark.both_backends
 def test_database_down_gives_503_pages_and_api(client, users, monkeypatch):
     client.force_login(users["operator"])
-    from metering import views
+    from metering.views import usage as views
 
     def down(**kwargs):
         raise OperationalError("connection refused")
@@ -132,7 +132,7 @@ def test_database_down_gives_503_pages_and_api(client, users, monkeypatch):
     assert page.status_code == 503
     assert page["Retry-After"] == "30"
     assert "database is unavailable" in page.content.decode()
-    monkeypatch.setattr("metering.api.views.usage.usage_list", down)
+    monkeypatch.setattr("metering.api.usage.usage_list", down)
     api = client.get("/api/v1/usage")
     assert (api.status_code, api["Retry-After"]) == (503, "30")
     assert api.json()["errors"][0]["message"] == "The database is unavailable; retry shortly."

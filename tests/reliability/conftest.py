@@ -17,17 +17,6 @@ from tests.reliability.world import world_build
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def _postgres_only(request):
-    """Tests marked postgres_only skip on another database (the fingerprints, partitions and
-    concurrency they check are PostgreSQL's)."""
-    if request.node.get_closest_marker("postgres_only"):
-        from django.db import connection
-
-        if connection.vendor != "postgresql":
-            pytest.skip("PostgreSQL only")
-
-
 @pytest.fixture
 def world(db):
     return world_build()

@@ -18,16 +18,17 @@ from typing import Any
 from django.apps import apps
 from django.db import connection
 
-from billing.services.invoicing import invoice_draft, invoice_finalize
+from billing.services.invoices import invoice_draft, invoice_finalize
 from billing.services.pricing import contract_create, price_create, promotion_grant
 from flywheel.models import Lever
-from flywheel.services.costs import cost_model_create, factory_costs_create
-from flywheel.services.flywheel import goal_create, lever_apply, lever_create
-from metering.ingest.validation import validate_events
+from flywheel.services.loop.applications import lever_apply
+from flywheel.services.loop.versions import goal_create, lever_create
+from flywheel.services.tfom import cost_model_create, factory_costs_create
+from metering.domain.usage.validation import validate_events
 from metering.models import Pool, ScrapeTarget, ServedModel
-from metering.services.incidents import maintenance_window_create
-from metering.services.ingest import usage_ingest
-from metering.services.rollup import rollup_pending
+from metering.services.sla.maintenance import maintenance_window_create
+from metering.services.usage.ingest import usage_ingest
+from metering.services.usage.rollup import rollup_pending
 from portal import clock
 from portal.models import Tenant
 from tests.reliability.world import World

@@ -32,7 +32,7 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from flywheel.models import KpiSnapshot
-from metering.ingest.validation import validate_events
+from metering.domain.usage.validation import validate_events
 from metering.models import (
     CapacitySample,
     DailyUsage,
@@ -42,7 +42,7 @@ from metering.models import (
     RollupPending,
     UsageEvent,
 )
-from metering.services.ingest import usage_ingest
+from metering.services.usage.ingest import usage_ingest
 from portal import clock
 from portal.periods import month_start
 from portal.settings import redis_cache

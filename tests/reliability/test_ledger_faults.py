@@ -30,6 +30,7 @@ from decimal import Decimal
 import pytest
 from django.db import DatabaseError, connection, transaction
 
+from billing.domain.rating.types import LineKind
 from billing.models import (
     Invoice,
     InvoiceCounter,
@@ -39,8 +40,8 @@ from billing.models import (
     PromotionalCredit,
     SlaCredit,
 )
-from billing.rating import LineKind
-from billing.services.invoicing import (
+from billing.selectors.rating import tenant_month_rate
+from billing.services.invoices import (
     InvoiceError,
     invoice_draft,
     invoice_finalize,
@@ -58,12 +59,11 @@ from billing.services.ledger import (
     ledger_reverse,
 )
 from billing.services.pricing import promotion_grant
-from billing.services.rate import tenant_month_rate
-from metering.ingest.validation import validate_events
+from metering.domain.usage.validation import validate_events
 from metering.models import Deployment, EventKey, UsageEvent
-from metering.services.incidents import incident_create
-from metering.services.ingest import usage_ingest
-from metering.services.rollup import rollup_pending
+from metering.services.sla.incidents import incident_create
+from metering.services.usage.ingest import usage_ingest
+from metering.services.usage.rollup import rollup_pending
 from portal.models import AuditEntry, Tenant
 from portal.periods import next_month
 from tests.billing.factories import make_contract, make_priced_model

@@ -93,19 +93,19 @@ print(json.dumps(world()))
 def world() -> dict:
     """Run inside the server's database (a subprocess): 24 tenants with March usage and a
     draft invoice each, and a finance token. Returns the draft ids and the raw token."""
-    from billing.services.invoicing import invoice_draft
+    from billing.services.invoices import invoice_draft
     from portal.models import Role, Tenant
     from portal.services import user_ensure
     from tests.billing.factories import MARCH, make_contract, make_priced_model
-    from tests.reliability.world import _usage, bearer
+    from tests.reliability.world import bearer, usage_ingest_march
 
     make_priced_model()
     drafts = []
     for i in range(INVOICES):
         tenant = Tenant.objects.create(slug=f"t{i:02}", name=f"T{i:02}")
         make_contract(tenant)
-        _usage(tenant.slug, 2)
-    from metering.services.rollup import rollup_pending
+        usage_ingest_march(tenant.slug, 2)
+    from metering.services.usage.rollup import rollup_pending
 
     rollup_pending()
     for tenant in Tenant.objects.order_by("slug"):

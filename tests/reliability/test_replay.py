@@ -19,7 +19,7 @@ from django.db.models import Count, Sum
 from rest_framework.test import APIClient
 
 from metering.models import EventKey, UsageEvent
-from metering.services.rollup import rollup_pending
+from metering.services.usage.rollup import rollup_pending
 from tests.metering.factories import make_deployment
 from tests.reliability.world import bearer, world_build
 

@@ -13,15 +13,16 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
 from billing.models import Contract, Invoice, Price, PromotionalCredit
-from billing.services.invoicing import invoice_draft, invoice_finalize
+from billing.services.invoices import invoice_draft, invoice_finalize
 from billing.services.pricing import promotion_grant
 from flywheel.models import CostModel, FactoryCosts
-from flywheel.services.costs import cost_model_create, factory_costs_create
-from metering.ingest.validation import validate_events
+from flywheel.services.tfom import cost_model_create, factory_costs_create
+from metering.domain.usage.validation import validate_events
 from metering.models import Deployment, Incident, MaintenanceWindow, Pool, ScrapeTarget
-from metering.services.incidents import incident_create, maintenance_window_create
-from metering.services.ingest import usage_ingest
-from metering.services.rollup import rollup_pending
+from metering.services.sla.incidents import incident_create
+from metering.services.sla.maintenance import maintenance_window_create
+from metering.services.usage.ingest import usage_ingest
+from metering.services.usage.rollup import rollup_pending
 from portal import clock
 from portal.models import ApiToken, Role, Tenant
 from portal.services import TOKEN_PREFIX, token_create, token_digest, user_ensure
@@ -57,7 +58,7 @@ class World:
     token_b: ApiToken
 
 
-def _usage(tenant: str, count: int) -> None:
+def usage_ingest_march(tenant: str, count: int) -> None:
     items = [
         {
             "id": f"{tenant}-{i}",
@@ -104,8 +105,8 @@ def world_build() -> World:
         effective_from=MARCH,
         description="promo for B",
     )
-    _usage("tenant-a", 3)
-    _usage("tenant-b", 5)
+    usage_ingest_march("tenant-a", 3)
+    usage_ingest_march("tenant-b", 5)
     rollup_pending()
     invoices = {}
     for tenant in (tenant_a, tenant_b):

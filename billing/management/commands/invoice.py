@@ -2,8 +2,8 @@ from datetime import UTC, datetime, timedelta
 
 from django.core.management.base import BaseCommand, CommandError
 
-from billing.services.invoicing import InvoiceError, invoice_run
-from metering.services.rollup import rollup_pending
+from billing.services.invoices import InvoiceError, invoice_run
+from metering.services.usage.rollup import rollup_pending
 from portal import clock
 from portal.periods import month_start
 

@@ -1,9 +1,9 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from flywheel.scenarios import LABELS, SYMBOLS
-from flywheel.services.flywheel import FlywheelError, cycle_run
-from metering.services.rollup import rollup_pending
+from flywheel.domain.loop.factors import LABELS, SYMBOLS, FlywheelError
+from flywheel.services.loop.cycles import cycle_run
+from metering.services.usage.rollup import rollup_pending
 from portal.periods import period_from_query
 
 

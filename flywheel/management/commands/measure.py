@@ -1,8 +1,8 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from flywheel.services.snapshots import snapshots_measure
-from metering.services.rollup import rollup_pending
+from flywheel.services.kpis import snapshots_measure
+from metering.services.usage.rollup import rollup_pending
 from portal.periods import period_from_query
 
 

@@ -1,0 +1,77 @@
+"""SLA attainment and credits per tenant-month."""
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.views import APIView
+
+from billing.selectors.rating import period_months
+from billing.services.credits import sla_figures_list
+from portal.access import Capability, tenant_get
+from portal.api.pagination import Pagination
+from portal.periods import period_from_query
+from portal.permissions import capability_permission
+
+
+class SlaRowSerializer(serializers.Serializer):
+    tenant = serializers.CharField()
+    month = serializers.CharField(help_text="YYYY-MM")
+    is_month_to_date = serializers.BooleanField()
+    uptime = serializers.FloatField(allow_null=True, help_text="ratio in [0, 1]")
+    slo_attainment = serializers.FloatField(allow_null=True, help_text="ratio in [0, 1]")
+    sla_delivery = serializers.FloatField(allow_null=True, help_text="σ, ratio in [0, 1]")
+    target = serializers.FloatField(allow_null=True, help_text="ratio in [0, 1]")
+    credit_pct = serializers.DecimalField(
+        max_digits=7, decimal_places=4, help_text="a percentage: 10 means 10%"
+    )
+    credit_amount = serializers.DecimalField(max_digits=20, decimal_places=2, allow_null=True)
+    currency = serializers.CharField()
+    is_posted = serializers.BooleanField(help_text="the month is closed and its credit posted")
+    incidents = serializers.ListField(child=serializers.IntegerField())
+
+
+def _ratio(value):
+    return None if value is None else float(value)
+
+
+class SlaView(APIView):
+    """Uptime, SLO attainment, σ and the SLA credit per tenant and UTC month of [from, to)
+    (default: this month so far); members see their own tenant."""
+
+    permission_classes = [capability_permission(read=Capability.READ_TENANT_DATA)]
+    pagination_class = Pagination  # documents the paginated envelope in the schema
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("tenant", str, description="tenant slug"),
+            OpenApiParameter("from", str, description="RFC 3339 or YYYY-MM-DD"),
+            OpenApiParameter("to", str, description="RFC 3339 or YYYY-MM-DD"),
+        ],
+        responses=SlaRowSerializer(many=True),
+    )
+    def get(self, request):
+        period = period_from_query(request.query_params)
+        slug = request.query_params.get("tenant")
+        tenants = [tenant_get(user=request.user, slug=slug)] if slug else None
+        rows = []
+        for month in period_months(period):
+            for figures in sla_figures_list(month_start=month, tenants=tenants, user=request.user):
+                sla = figures.sla
+                rows.append(
+                    {
+                        "tenant": sla.tenant.slug,
+                        "month": sla.month,
+                        "is_month_to_date": sla.is_month_to_date,
+                        "uptime": _ratio(sla.uptime),
+                        "slo_attainment": _ratio(sla.slo_attainment),
+                        "sla_delivery": _ratio(sla.sla_delivery),
+                        "target": _ratio(figures.target),
+                        "credit_pct": figures.credit_pct,
+                        "credit_amount": figures.credit_amount,
+                        "currency": figures.currency,
+                        "is_posted": figures.is_posted,
+                        "incidents": [incident.pk for incident in sla.incidents],
+                    }
+                )
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response(SlaRowSerializer(page, many=True).data)

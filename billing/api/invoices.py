@@ -1,0 +1,97 @@
+"""Invoices: list, read, finalize, pay and void."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from billing.api.pricing import CommercialRead
+from billing.models import Invoice, InvoiceLine
+from billing.services.invoices import InvoiceError, invoice_finalize, invoice_pay, invoice_void
+from portal.access import tenant_scoped
+
+
+class InvoiceLineSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = InvoiceLine
+        fields = [
+            "kind",
+            "model",
+            "token_class",
+            "quantity",
+            "list_unit_price",
+            "list_amount",
+            "discount_pct",
+            "discount",
+            "amount",
+            "description",
+            "for_month",
+        ]
+
+
+class InvoiceSerializer(serializers.ModelSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    lines = InvoiceLineSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Invoice
+        fields = [
+            "id",
+            "number",
+            "tenant",
+            "period_start",
+            "period_end",
+            "status",
+            "currency",
+            "total",
+            "issued_at",
+            "paid_at",
+            "voided_at",
+            "lines",
+        ]
+
+
+class InvoiceActionSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class InvoiceViewSet(viewsets.ReadOnlyModelViewSet):
+    """Invoices with their lines; finance finalizes, records payment, voids."""
+
+    serializer_class = InvoiceSerializer
+    permission_classes = [CommercialRead]
+    filterset_fields = {"tenant__slug": ["exact"], "status": ["exact"], "number": ["exact"]}
+
+    def get_queryset(self):
+        return tenant_scoped(
+            Invoice.objects.select_related("tenant").prefetch_related("lines"),
+            user=self.request.user,
+        )
+
+    def _act(self, operation, **kwargs):
+        invoice = self.get_object()
+        try:
+            invoice = operation(invoice=invoice, by=self.request.user, **kwargs)
+        except InvoiceError as error:
+            raise serializers.ValidationError({"status": [str(error)]}) from None
+        return Response(self.get_serializer(self.get_queryset().get(pk=invoice.pk)).data)
+
+    @extend_schema(request=None, responses=InvoiceSerializer)
+    @action(detail=True, methods=["post"])
+    def finalize(self, request, pk=None):
+        """Issue a draft: number it and post it to the ledger."""
+        return self._act(invoice_finalize)
+
+    @extend_schema(request=None, responses=InvoiceSerializer)
+    @action(detail=True, methods=["post"])
+    def pay(self, request, pk=None):
+        """Record the payment of an issued invoice."""
+        return self._act(invoice_pay)
+
+    @extend_schema(request=InvoiceActionSerializer, responses=InvoiceSerializer)
+    @action(detail=True, methods=["post"])
+    def void(self, request, pk=None):
+        """Void an issued invoice by a linked ledger reversal."""
+        body = InvoiceActionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return self._act(invoice_void, reason=body.validated_data["reason"])

@@ -1,0 +1,208 @@
+"""Prices, contracts and promotions: serializers and effective-dated view sets."""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import transaction
+from rest_framework import mixins, serializers, viewsets
+
+from billing.domain.money import CURRENCY_EXPONENTS
+from billing.domain.rating.types import TokenClass
+from billing.models import Contract, Invoice, Price, PromotionalCredit
+from billing.services.pricing import PricingError, contract_create, price_create, promotion_grant
+from metering.models import ServedModel
+from portal import clock
+from portal.access import Capability, tenant_scoped
+from portal.api.fields import ModelSerializer
+from portal.models import Tenant
+from portal.permissions import capability_permission
+from portal.services import audit_record, audit_snapshot
+
+CURRENCIES = sorted(CURRENCY_EXPONENTS)
+
+
+class PriceSerializer(ModelSerializer):
+    model = serializers.SlugRelatedField(slug_field="slug", queryset=ServedModel.objects.all())
+    token_class = serializers.ChoiceField(choices=[c.value for c in TokenClass])
+    per_million = serializers.DecimalField(
+        max_digits=20, decimal_places=10, min_value=Decimal(0), help_text="money per 10^6 tokens"
+    )
+    currency = serializers.ChoiceField(choices=CURRENCIES)
+
+    class Meta:
+        model = Price
+        fields = ["id", "model", "token_class", "per_million", "currency", "effective_from"]
+        validators = []  # the service reports a duplicate version on effective_from
+
+
+class VolumeTierSerializer(serializers.Serializer):
+    from_tokens = serializers.IntegerField(min_value=0)
+    discount_pct = serializers.DecimalField(
+        max_digits=7, decimal_places=4, min_value=Decimal(0), max_value=Decimal(100)
+    )
+
+
+class ContractSerializer(ModelSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
+    kind = serializers.ChoiceField(choices=Contract.Kind.choices)
+    discount_pct = serializers.DecimalField(
+        max_digits=7,
+        decimal_places=4,
+        min_value=Decimal(0),
+        max_value=Decimal(100),
+        default=Decimal(0),
+        help_text="percent off list: 10 means 10%",
+    )
+    free_tokens_per_month = serializers.IntegerField(min_value=0, max_value=2**63 - 1, default=0)
+    volume_tiers = VolumeTierSerializer(many=True, default=list)
+    committed_minimum = serializers.DecimalField(
+        max_digits=20, decimal_places=4, min_value=Decimal(0), default=Decimal(0)
+    )
+    currency = serializers.ChoiceField(choices=CURRENCIES, required=False)
+    credit_tiers = serializers.ListField(
+        child=serializers.ListField(
+            child=serializers.DecimalField(max_digits=12, decimal_places=6),
+            min_length=2,
+            max_length=2,
+        ),
+        required=False,
+        help_text="[[uptime below, percent], ...]; default [[0.999, 10], [0.99, 25], [0.95, 100]]",
+    )
+
+    class Meta:
+        model = Contract
+        fields = [
+            "id",
+            "tenant",
+            "kind",
+            "discount_pct",
+            "free_tokens_per_month",
+            "volume_tiers",
+            "committed_minimum",
+            "currency",
+            "credit_tiers",
+            "effective_from",
+        ]
+        validators = []  # the service reports a duplicate version on effective_from
+
+
+class PromotionSerializer(ModelSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
+    amount = serializers.DecimalField(max_digits=20, decimal_places=4, min_value=Decimal("0.0001"))
+    currency = serializers.ChoiceField(choices=CURRENCIES, required=False)
+    used = serializers.SerializerMethodField()
+
+    class Meta:
+        model = PromotionalCredit
+        fields = [
+            "id",
+            "tenant",
+            "amount",
+            "currency",
+            "effective_from",
+            "expires_at",
+            "description",
+            "used",
+        ]
+
+    def get_used(self, credit) -> Decimal:
+        """Consumed by issued or paid invoices so far."""
+        return sum(
+            (use.amount for use in credit.uses.all() if use.invoice.status != Invoice.Status.VOID),
+            Decimal(0),
+        )
+
+
+CommercialRead = capability_permission(
+    read=Capability.READ_TENANT_DATA, write=Capability.WRITE_COMMERCIAL
+)
+
+
+class EffectiveDatedViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Create-only once in force: a version is never edited, and only deleted before its
+    effective_from (a mistake caught in time); later terms are a new version."""
+
+    audit_type = ""
+
+    def perform_create(self, serializer):
+        try:
+            serializer.instance = self.create_version(serializer.validated_data)
+        except PricingError as error:
+            raise serializers.ValidationError({error.field: [error.message]}) from None
+
+    @transaction.atomic
+    def perform_destroy(self, instance):
+        if instance.effective_from <= clock.now():
+            raise serializers.ValidationError(
+                {"effective_from": ["in force: add a new version instead of deleting this one"]}
+            )
+        before = audit_snapshot(instance)
+        pk = instance.pk
+        instance.delete()
+        audit_record(
+            actor=self.request.user,
+            action=f"{self.audit_type}.delete",
+            object_type=self.audit_type,
+            object_id=pk,
+            before=before,
+        )
+
+
+class PriceViewSet(EffectiveDatedViewSet):
+    """List prices per million tokens, per model and token class, effective-dated."""
+
+    serializer_class = PriceSerializer
+    audit_type = "price"
+    permission_classes = [
+        capability_permission(read=Capability.READ_FACTORY, write=Capability.WRITE_COMMERCIAL)
+    ]
+    filterset_fields = {"model__slug": ["exact"], "token_class": ["exact"]}
+    queryset = Price.objects.select_related("model")
+
+    def create_version(self, data):
+        return price_create(**data, by=self.request.user)
+
+
+class ContractViewSet(EffectiveDatedViewSet):
+    """Contract versions per tenant (members see their own)."""
+
+    serializer_class = ContractSerializer
+    audit_type = "contract"
+    permission_classes = [CommercialRead]
+    filterset_fields = {"tenant__slug": ["exact"], "kind": ["exact"]}
+
+    def get_queryset(self):
+        return tenant_scoped(Contract.objects.select_related("tenant"), user=self.request.user)
+
+    def create_version(self, data):
+        data.setdefault("currency", settings.FACTORY_CURRENCY)
+        tiers = [dict(tier) for tier in data.pop("volume_tiers", [])]
+        credit_tiers = data.pop("credit_tiers", None)
+        return contract_create(
+            **data, volume_tiers=tiers, credit_tiers=credit_tiers, by=self.request.user
+        )
+
+
+class PromotionViewSet(EffectiveDatedViewSet):
+    """Promotional credits (money, optional expiry), consumed before cash."""
+
+    serializer_class = PromotionSerializer
+    audit_type = "promotion"
+    permission_classes = [CommercialRead]
+    filterset_fields = {"tenant__slug": ["exact"]}
+
+    def get_queryset(self):
+        return tenant_scoped(
+            PromotionalCredit.objects.select_related("tenant").prefetch_related("uses__invoice"),
+            user=self.request.user,
+        )
+
+    def create_version(self, data):
+        data.setdefault("currency", settings.FACTORY_CURRENCY)
+        return promotion_grant(**data, by=self.request.user)

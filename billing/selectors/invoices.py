@@ -1,0 +1,25 @@
+"""Invoice reads, scoped to what the user may see."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from billing.models import Invoice
+from portal.access import tenant_scoped
+
+
+def invoice_list(*, user, status: str = "", tenant: str = "") -> QuerySet[Invoice]:
+    invoices = tenant_scoped(Invoice.objects.select_related("tenant"), user=user)
+    if status:
+        invoices = invoices.filter(status=status)
+    if tenant:
+        invoices = invoices.filter(tenant__slug=tenant)
+    return invoices.order_by("-period_start", "number", "tenant__slug")
+
+
+def invoice_get(*, user, pk: int) -> Invoice:
+    invoice = invoice_list(user=user).prefetch_related("lines").filter(pk=pk).first()
+    if invoice is None:
+        raise Http404("No such invoice.")
+    return invoice

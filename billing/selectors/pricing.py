@@ -1,0 +1,57 @@
+"""The price book in force: list prices and contracts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from billing.models import Contract, Price, PromotionalCredit
+from portal.access import tenant_scoped
+
+
+@dataclass
+class PriceBook:
+    """What is in force at an instant, and what is scheduled or superseded."""
+
+    at: datetime
+    prices: list[dict]  # each: price, state in_force | scheduled | superseded
+    contracts: list[dict]
+    promotions: list[PromotionalCredit]
+
+
+def _states(versions, key, at):
+    """Mark each effective-dated version in force, scheduled or superseded at `at`."""
+    in_force = {}
+    for version in versions:
+        if version.effective_from <= at:
+            in_force[key(version)] = version  # ordered by effective_from: the last wins
+    return [
+        {
+            "version": version,
+            "state": "in_force"
+            if in_force.get(key(version)) is version
+            else ("scheduled" if version.effective_from > at else "superseded"),
+        }
+        for version in versions
+    ]
+
+
+def price_book_get(*, at: datetime, user) -> PriceBook:
+    prices = list(
+        Price.objects.select_related("model").order_by(
+            "model__slug", "token_class", "effective_from"
+        )
+    )
+    contracts = list(
+        tenant_scoped(Contract.objects.select_related("tenant"), user=user).order_by(
+            "tenant__slug", "effective_from"
+        )
+    )
+    return PriceBook(
+        at=at,
+        prices=_states(prices, lambda p: (p.model_id, p.token_class), at),
+        contracts=_states(contracts, lambda c: c.tenant_id, at),
+        promotions=list(
+            tenant_scoped(PromotionalCredit.objects.select_related("tenant"), user=user)
+        ),
+    )

@@ -1,0 +1,147 @@
+"""SLA credits (kpis.md section 3b): credit_pct from the month's uptime and the contract's
+credit tiers, credit_amount on the month's usage lines; posted once per tenant-month at
+month close and billed as an `sla_credit` line on the next invoice."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from fractions import Fraction
+
+from django.db import IntegrityError, transaction
+
+from billing.domain.money import minor_unit
+from billing.domain.rating.types import LineKind, RatingError
+from billing.models import Contract, LedgerTransaction, SlaCredit
+from billing.selectors.rating import tenant_month_rate
+from billing.services.ledger import Leg, account_named, account_sla_payable, ledger_post
+from metering.domain.sla import credit_amount, credit_pct_for, target_of
+from metering.selectors.sla.months import SlaMonth, sla_month_list
+from portal.models import Tenant
+from portal.periods import next_month
+
+ZERO = Decimal(0)
+
+
+@dataclass(frozen=True)
+class SlaFigures:
+    """One tenant-month: the SLA measurement and what it is worth."""
+
+    sla: SlaMonth
+    target: Decimal | None
+    credit_pct: Decimal
+    credit_amount: Decimal | None  # None when the month cannot be rated
+    currency: str
+    is_posted: bool  # closed: the credit is in the ledger
+
+
+def _tiers(contract: Contract | None) -> list[tuple[Decimal, Decimal]]:
+    if contract is None:
+        return []
+    return [(Decimal(below), Decimal(pct)) for below, pct in contract.credit_tiers]
+
+
+def _contract(tenant: Tenant, month_start: datetime) -> Contract | None:
+    """The contract whose SLA applies: in force at the month's start, else the first of it."""
+    contracts = Contract.objects.filter(tenant=tenant, effective_from__lt=next_month(month_start))
+    return (
+        contracts.filter(effective_from__lte=month_start).order_by("-effective_from").first()
+        or contracts.order_by("effective_from").first()
+    )
+
+
+def usage_amount(*, tenant: Tenant, month_start: datetime) -> tuple[Decimal, str]:
+    """The month's usage lines after discounts and tiers, before promotions (the base)."""
+    rated = tenant_month_rate(tenant=tenant, month_start=month_start)
+    total = sum((line.amount for line in rated.lines if line.kind == LineKind.USAGE), ZERO)
+    return total, rated.currency
+
+
+def sla_figures_list(*, month_start: datetime, tenants=None, user=None) -> list[SlaFigures]:
+    """SLA and credit per tenant for a month; closed months read the posted credit."""
+    posted = {c.tenant_id: c for c in SlaCredit.objects.filter(month_start=month_start)}
+    figures = []
+    for sla in sla_month_list(month_start=month_start, tenants=tenants, user=user):
+        contract = _contract(sla.tenant, month_start)
+        tiers = _tiers(contract)
+        if credit := posted.get(sla.tenant.pk):
+            pct, amount, currency = credit.credit_pct, credit.amount, credit.currency
+        else:
+            pct = credit_pct_for(uptime=sla.uptime, tiers=tiers) if tiers else ZERO
+            try:
+                base, currency = usage_amount(tenant=sla.tenant, month_start=month_start)
+                amount = credit_amount(
+                    credit_pct=pct,
+                    billed_usage_amount=base,
+                    minor_unit=minor_unit(currency=currency),
+                )
+            except RatingError:
+                amount, currency = None, contract.currency if contract else ""
+        figures.append(
+            SlaFigures(
+                sla=sla,
+                target=target_of(tiers=tiers) if tiers else None,
+                credit_pct=pct,
+                credit_amount=amount,
+                currency=currency,
+                is_posted=credit is not None,
+            )
+        )
+    return figures
+
+
+def _ratio(value: Fraction | None) -> Decimal | None:
+    if value is None:
+        return None
+    return (Decimal(value.numerator) / Decimal(value.denominator)).quantize(Decimal("1e-10"))
+
+
+def sla_month_close(
+    *, month_start: datetime, by=None, now: datetime | None = None
+) -> list[SlaCredit]:
+    """Record every paid tenant's SLA of a finished month and post its credit, once: a
+    second run finds the rows and posts nothing. Returns the credits created now."""
+    created = []
+    for figures in sla_figures_list(month_start=month_start):
+        sla = figures.sla
+        if figures.is_posted or figures.credit_amount is None:
+            continue
+        contract = _contract(sla.tenant, month_start)
+        if contract is None or contract.kind != Contract.Kind.PAID:
+            continue
+        base, _ = usage_amount(tenant=sla.tenant, month_start=month_start)
+        try:
+            with transaction.atomic():
+                credit = SlaCredit.objects.create(
+                    tenant=sla.tenant,
+                    month_start=month_start,
+                    uptime=_ratio(sla.uptime),
+                    credit_pct=figures.credit_pct,
+                    base_amount=base,
+                    amount=figures.credit_amount,
+                    currency=figures.currency,
+                )
+                if credit.amount > 0:
+                    credit.transaction = ledger_post(
+                        kind=LedgerTransaction.Kind.SLA_CREDIT,
+                        memo=(
+                            f"SLA credit {sla.tenant.name} {sla.month}: "
+                            f"{figures.credit_pct.normalize()}% of {base}"
+                        ),
+                        legs=[
+                            Leg(account_named("contra:sla-credits"), credit.amount),
+                            Leg(account_sla_payable(tenant=sla.tenant), -credit.amount),
+                        ],
+                        currency=credit.currency,
+                        tenant=sla.tenant,
+                        period_start=month_start,
+                        occurred_at=now,
+                        idempotency_key=f"sla-credit:{sla.tenant.slug}:{sla.month}",
+                        by=by,
+                    )
+                    credit.save(update_fields=["transaction"])
+        except IntegrityError:  # a concurrent close recorded it first
+            continue
+        created.append(credit)
+    return created

@@ -1,0 +1,56 @@
+"""The SLA page: attainment and credits per tenant-month."""
+
+from datetime import UTC, datetime
+
+from django.shortcuts import render
+
+from billing.charts import sla_history_chart
+from billing.services.credits import sla_figures_list
+from portal import clock
+from portal.access import tenant_get, user_role, user_tenant
+from portal.charts import figure_json
+from portal.decorators import role_required
+from portal.models import Role, Tenant
+from portal.periods import month_start, months_before
+
+SLA_MONTHS = 6  # months of history on the SLA page
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def sla(request):
+    """SLA attainment against target per month, the incidents behind it, and credits. A
+    member sees their tenant; staff pick a month (all tenants) or a tenant (its history)."""
+    is_member = user_role(request.user) is Role.TENANT
+    slug = request.GET.get("tenant", "")
+    tenant = (
+        user_tenant(request.user)
+        if is_member
+        else (tenant_get(user=request.user, slug=slug) if slug else None)
+    )
+    this_month = month_start(clock.now())
+    context = {"title": "SLA", "is_member": is_member, "tenant": tenant}
+    if tenant is not None:
+        months = [months_before(this_month, n) for n in range(SLA_MONTHS - 1, -1, -1)]
+        history = [sla_figures_list(month_start=m, tenants=[tenant])[0] for m in months]
+        incidents = {i.pk: i for f in history for i in f.sla.incidents}
+        context |= {
+            "history": history[::-1],
+            "incidents": sorted(incidents.values(), key=lambda i: i.started_at, reverse=True),
+            "chart": figure_json(sla_history_chart(history)),
+        }
+    else:
+        month = _month_param(request.GET.get("month"), default=this_month)
+        context |= {
+            "month": month,
+            "months": [months_before(this_month, n) for n in range(SLA_MONTHS)],
+            "rows": sla_figures_list(month_start=month, user=request.user),
+        }
+    context["tenants"] = [] if is_member else Tenant.objects.order_by("name")
+    return render(request, "billing/sla.html", context)
+
+
+def _month_param(value: str | None, *, default):
+    try:
+        return datetime.strptime(value or "", "%Y-%m").replace(tzinfo=UTC)
+    except ValueError:
+        return default

@@ -1,0 +1,145 @@
+"""Invoice pages: the list, an invoice, its PDF and CSV, and finance's pay and void."""
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_POST
+
+from billing.models import Invoice
+from billing.selectors.invoices import invoice_get, invoice_list
+from billing.services.invoices import InvoiceError, invoice_pay, invoice_void
+from portal.access import Capability, user_may, user_role
+from portal.decorators import role_required
+from portal.exports import csv_query, csv_response
+from portal.models import Role, Tenant
+
+PAGE_SIZE = 50
+
+INVOICE_CSV_HEADER = [
+    "invoice", "kind", "description", "model", "token_class", "quantity", "list_unit_price",
+    "list_amount", "discount", "amount", "currency",
+]  # fmt: skip
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def invoices(request):
+    """Invoices, newest month first; tenants see their own."""
+    status = request.GET.get("status", "")
+    tenant = request.GET.get("tenant", "")
+    rows = invoice_list(user=request.user, status=status, tenant=tenant)
+    if request.GET.get("format") == "csv":
+        return csv_response(
+            filename="invoices.csv",
+            header=["number", "tenant", "month", "status", "total", "currency", "issued_at"],
+            rows=(
+                (
+                    i.number or "",
+                    i.tenant.slug,
+                    f"{i.period_start:%Y-%m}",
+                    i.status,
+                    i.total,
+                    i.currency,
+                    i.issued_at.isoformat() if i.issued_at else "",
+                )
+                for i in rows
+            ),
+        )
+    is_member = user_role(request.user) is Role.TENANT
+    return render(
+        request,
+        "billing/invoices.html",
+        {
+            "title": "Invoices",
+            "page": Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page")),
+            "statuses": Invoice.Status.choices,
+            "status": status,
+            "tenant": tenant,
+            "is_member": is_member,
+            "tenants": [] if is_member else Tenant.objects.order_by("name"),
+            "csv_query": csv_query(request),
+        },
+    )
+
+
+def _document_context(invoice: Invoice) -> dict:
+    lines = list(invoice.lines.all())
+    return {
+        "invoice": invoice,
+        "lines": lines,
+        "list_total": sum(line.list_amount for line in lines),
+        "discount_total": sum(line.discount for line in lines),
+        "issuer": settings.FACTORY_NAME,
+    }
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def invoice_detail(request, pk: int):
+    invoice = invoice_get(user=request.user, pk=pk)
+    return render(
+        request,
+        "billing/invoice.html",
+        {
+            "title": f"Invoice {invoice.number or '(draft)'}",
+            "may_act": user_may(request.user, Capability.WRITE_COMMERCIAL),
+            **_document_context(invoice),
+        },
+    )
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def invoice_pdf(request, pk: int):
+    """The invoice as PDF, rendered by WeasyPrint from the same HTML document."""
+    from weasyprint import HTML
+
+    invoice = invoice_get(user=request.user, pk=pk)
+    html = render_to_string("billing/invoice_document.html", _document_context(invoice))
+    pdf = HTML(string=html, base_url=request.build_absolute_uri("/")).write_pdf()
+    response = HttpResponse(pdf, content_type="application/pdf")
+    name = invoice.number or f"draft-{invoice.pk}"
+    response["Content-Disposition"] = f'inline; filename="{name}.pdf"'
+    return response
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def invoice_csv(request, pk: int):
+    invoice = invoice_get(user=request.user, pk=pk)
+    return csv_response(
+        filename=f"{invoice.number or f'draft-{invoice.pk}'}.csv",
+        header=INVOICE_CSV_HEADER,
+        rows=(
+            (
+                invoice.number or "",
+                line.kind,
+                line.description,
+                line.model,
+                line.token_class,
+                line.quantity,
+                line.list_unit_price if line.list_unit_price is not None else "",
+                line.list_amount,
+                line.discount,
+                line.amount,
+                invoice.currency,
+            )
+            for line in invoice.lines.all()
+        ),
+    )
+
+
+@require_POST
+@role_required(Role.OPERATOR, Role.FINANCE)
+def invoice_action(request, pk: int, action: str):
+    """Record a payment or void an issued invoice from its page."""
+    invoice = invoice_get(user=request.user, pk=pk)
+    try:
+        if action == "pay":
+            invoice_pay(invoice=invoice, by=request.user)
+            messages.success(request, f"Payment of {invoice.number} recorded.")
+        else:
+            invoice_void(invoice=invoice, by=request.user, reason=request.POST.get("reason", ""))
+            messages.success(request, f"{invoice.number} voided; its ledger entry is reversed.")
+    except InvoiceError as error:
+        messages.error(request, str(error))
+    return redirect("invoice-page", pk=invoice.pk)

@@ -1,0 +1,67 @@
+"""The ledger page and its CSV export."""
+
+from django.core.paginator import Paginator
+from django.shortcuts import render
+
+from billing.models import Account
+from billing.selectors.ledger import ledger_balances, ledger_postings
+from portal.decorators import role_required
+from portal.exports import csv_query, csv_response
+from portal.models import Role, Tenant
+from portal.periods import PRESETS, period_from_preset
+
+LEDGER_PAGE_SIZE = 50  # postings per page
+
+
+@role_required(Role.FINANCE)
+def ledger(request):
+    """Postings filtered by account, tenant and period, with the balances they add up to."""
+    period, preset = period_from_preset(request.GET, default="90d")
+    account = request.GET.get("account", "")
+    tenant = request.GET.get("tenant", "")
+    postings = ledger_postings(user=request.user, account=account, tenant=tenant, period=period)
+    if request.GET.get("format") == "csv":
+        return csv_response(
+            filename=f"ledger-{period.start:%Y%m%d}-{period.end:%Y%m%d}.csv",
+            header=[
+                "transaction",
+                "time",
+                "kind",
+                "memo",
+                "tenant",
+                "account",
+                "amount",
+                "currency",
+            ],
+            rows=(
+                (
+                    p.transaction_id,
+                    p.transaction.occurred_at.isoformat(),
+                    p.transaction.kind,
+                    p.transaction.memo,
+                    p.transaction.tenant.slug if p.transaction.tenant else "",
+                    p.account.code,
+                    p.amount,
+                    p.currency,
+                )
+                for p in postings.iterator()
+            ),
+        )
+    page = Paginator(postings, LEDGER_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "billing/ledger.html",
+        {
+            "title": "Ledger",
+            "page": page,
+            "balances": ledger_balances(postings=postings),
+            "accounts": Account.objects.order_by("code"),
+            "tenants": Tenant.objects.order_by("name"),
+            "account": account,
+            "tenant": tenant,
+            "period": period,
+            "preset": preset,
+            "presets": PRESETS,
+            "csv_query": csv_query(request),
+        },
+    )

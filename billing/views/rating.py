@@ -1,0 +1,36 @@
+"""Price realization: list value against realized revenue."""
+
+from django.conf import settings
+from django.shortcuts import render
+
+from billing.charts import realization_chart, unsold_chart
+from billing.selectors.rating import realization_get
+from portal.charts import figure_json
+from portal.decorators import role_required
+from portal.models import Role
+from portal.periods import PRESETS, period_from_preset
+
+
+@role_required(Role.FINANCE)
+def realization(request):
+    """Price realization by tenant and model, and unsold tokens by reason."""
+    period, preset = period_from_preset(request.GET)
+    result = realization_get(period=period, user=request.user)
+    currency = settings.FACTORY_CURRENCY
+    return render(
+        request,
+        "billing/realization.html",
+        {
+            "title": "Price realization",
+            "result": result,
+            "unsold_totals": result.unsold_by_reason(),
+            "unsold_total": sum(result.unsold_by_reason().values()),
+            "period": period,
+            "preset": preset,
+            "presets": PRESETS,
+            "chart": figure_json(realization_chart(result.rows, currency=currency))
+            if result.rows
+            else None,
+            "unsold_chart": figure_json(unsold_chart(result.unsold)) if result.unsold else None,
+        },
+    )

@@ -1,0 +1,106 @@
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from rest_framework import renderers, serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from flywheel.models import KpiSnapshot
+from flywheel.selectors.measurement import FACTORY, FactoryData
+from flywheel.services.kpis import kpis_json, snapshot_get
+from portal import clock
+from portal.access import Capability
+from portal.periods import month_start, period_from_query
+from portal.permissions import capability_permission
+
+KpiRead = capability_permission(read=Capability.READ_FACTORY)
+
+RATIO_GAUGES = {
+    "tef": "Token Efficiency Factor: standard GPU-seconds produced / calendar GPU-seconds",
+    "tfi": "Token Factory Index: TEF x SLA delivery x sell-through x price realization",
+    "availability": "alpha: healthy / installed GPU-seconds",
+    "occupancy": "beta: busy / healthy GPU-seconds",
+    "efficiency": "eta: standard GPU-seconds / busy GPU-seconds",
+    "sla_delivery": "sigma: share of production delivered within SLO",
+    "sell_through": "s: share of SLA-compliant production that was sold",
+    "price_realization": "rho: realized revenue / list value of paid tokens",
+    "tps": "output tokens per second",
+    "theoretical_tps": "output-token units per second at R_ref on every installed GPU",
+}
+
+
+def kpis_for(*, scope: str, start, end) -> dict:
+    """A closed snapshot when one covers exactly [start, end), else measured now."""
+    if snapshot := snapshot_get(scope=scope, start=start, end=end):
+        return {**snapshot.values, "source": "snapshot", "rating_errors": snapshot.rating_errors}
+    data = FactoryData(start=start, end=end)
+    if scope != FACTORY and scope not in data.slugs:
+        raise serializers.ValidationError(
+            {"scope": [f"unknown scope {scope!r}: use 'factory' or a pool slug"]}
+        )
+    kpis = data.kpis(scope=scope, start=start, end=end)
+    return {**kpis_json(kpis), "source": "live", "rating_errors": data.rating_errors}
+
+
+class KpiView(APIView):
+    """Every KPI of kpis.md for the factory or one pool over [from, to) (default: this
+    month so far), from a closed snapshot when one matches, else measured live."""
+
+    permission_classes = [KpiRead]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("scope", str, description="'factory' (default) or a pool slug"),
+            OpenApiParameter("from", str, description="RFC 3339 or YYYY-MM-DD"),
+            OpenApiParameter("to", str, description="RFC 3339 or YYYY-MM-DD (excluded)"),
+        ],
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request):
+        period = period_from_query(request.query_params)
+        scope = request.query_params.get("scope") or FACTORY
+        return Response(kpis_for(scope=scope, start=period.start, end=period.end))
+
+
+class PrometheusRenderer(renderers.BaseRenderer):
+    media_type = "text/plain"
+    format = "prometheus"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        if isinstance(data, bytes):
+            return data
+        errors = data.get("errors", []) if isinstance(data, dict) else []
+        return "".join(f"# error: {e['message']}\n" for e in errors).encode()
+
+
+class MetricsView(APIView):
+    """The KPIs of this month so far, per scope, in Prometheus text format (from the open
+    month snapshot the measure job keeps fresh; measured live when there is none)."""
+
+    permission_classes = [KpiRead]
+    renderer_classes = [PrometheusRenderer]
+
+    @extend_schema(responses={(200, "text/plain"): OpenApiTypes.STR})
+    def get(self, request):
+        now = clock.now()
+        start = month_start(now)
+        snapshots = {
+            s.scope: s.values
+            for s in KpiSnapshot.objects.filter(period_kind="month", period_start=start)
+        }
+        if not snapshots:
+            data = FactoryData(start=start, end=now)
+            snapshots = {
+                scope: kpis_json(data.kpis(scope=scope, start=start, end=now))
+                for scope in data.scopes()
+            }
+        registry = CollectorRegistry()
+        for name, help_text in RATIO_GAUGES.items():
+            gauge = Gauge(f"tokenfactory_{name}", help_text, ["scope"], registry=registry)
+            for scope, values in sorted(snapshots.items()):
+                if values.get(name) is not None:
+                    gauge.labels(scope=scope).set(values[name])
+        response = Response(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+        return response

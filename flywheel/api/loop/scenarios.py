@@ -1,0 +1,123 @@
+"""POST /api/v1/flywheel/scenarios: a measured period projected with levers and targets."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from flywheel.api.loop.writes import ERRORS, RATIO, flywheel_invalid
+from flywheel.domain.loop.factors import FACTORS, FlywheelError
+from flywheel.domain.loop.goals import GoalSpec
+from flywheel.domain.loop.levers import ESTIMATES
+from flywheel.selectors.loop.scenarios import scenario_get
+from flywheel.selectors.tfom import TfomError
+from portal import clock
+from portal.access import user_role
+from portal.models import Role, Scope
+from portal.periods import period_from_query
+from portal.permissions import TokenScopePermission
+
+MULTIPLIER = {"max_digits": 12, "decimal_places": 6, "min_value": Decimal("0.000001")}
+
+
+class GoalInSerializer(serializers.Serializer):
+    min_gross_margin = serializers.DecimalField(
+        max_digits=9, decimal_places=6, max_value=Decimal(1), required=False, allow_null=True
+    )
+    min_ebitda_per_month = serializers.DecimalField(
+        max_digits=20, decimal_places=4, required=False, allow_null=True
+    )
+    min_tfi = serializers.DecimalField(
+        **RATIO, max_value=Decimal(1), required=False, allow_null=True
+    )
+
+
+class ScenarioSerializer(serializers.Serializer):
+    """A scenario: factor targets replace the measured values, then levers multiply them."""
+
+    # "from" is a Python keyword: declared below.
+    to = serializers.CharField(
+        required=False, help_text="end of the measured period: RFC 3339 or YYYY-MM-DD (excluded)"
+    )
+    levers = serializers.ListField(
+        child=serializers.SlugField(), required=False, default=list, help_text="lever slugs"
+    )
+    targets = serializers.DictField(
+        child=serializers.DecimalField(**MULTIPLIER),
+        required=False,
+        default=dict,
+        help_text="factor → value (α, β, σ, s, ρ in [0, 1]; η positive)",
+    )
+    estimate = serializers.ChoiceField(choices=ESTIMATES, default="typical")
+    goal = GoalInSerializer(required=False, allow_null=True, help_text="default: the goal in force")
+    baseline = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="an opaque key the flywheel page passes to reuse its measured period",
+    )
+
+    def validate_targets(self, value):
+        for factor, target in value.items():
+            if factor not in FACTORS:
+                raise serializers.ValidationError(f"unknown factor {factor!r}")
+            if factor != "efficiency" and target > 1:
+                raise serializers.ValidationError(f"{factor}: at most 1")
+        return value
+
+
+ScenarioSerializer._declared_fields["from"] = serializers.CharField(
+    required=False,
+    help_text="start of the measured period: RFC 3339 or YYYY-MM-DD (default: this month)",
+)
+
+
+class ScenarioPermission(TokenScopePermission):
+    """Operators and finance run scenarios (a computation: a `read` token may)."""
+
+    def has_permission(self, request, view) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        if not super().has_permission(request, view):
+            return False
+        self.message = "Your role may not do this."
+        return user_role(request.user) in (Role.OPERATOR, Role.FINANCE)
+
+
+class ScenarioView(APIView):
+    """Project every KPI and TFOM figure of a measured period with levers (multipliers of
+    several levers on one factor multiply; α, β, σ, s, ρ capped at 1) or direct factor
+    targets; check the goal (typical multipliers) and, when unmet, propose the cheapest
+    lever set (one-time + 12 × monthly cost) that meets it, or say none does."""
+
+    permission_classes = [ScenarioPermission]
+    write_scope = Scope.READ  # changes nothing
+
+    @extend_schema(
+        request=ScenarioSerializer,
+        responses={200: OpenApiTypes.OBJECT, 400: ERRORS, 403: ERRORS},
+    )
+    def post(self, request):
+        body = ScenarioSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        period = period_from_query({k: data[k] for k in ("from", "to") if data.get(k)})
+        goal = data.get("goal")
+        try:
+            result = scenario_get(
+                start=period.start,
+                end=period.end,
+                lever_slugs=data["levers"],
+                targets=dict(data["targets"]),
+                estimate=data["estimate"],
+                goal=None if goal is None else GoalSpec(**goal),
+                baseline_key=data.get("baseline") or "",
+                now=clock.now(),
+            )
+        except (TfomError, FlywheelError) as error:
+            raise flywheel_invalid(error) from None
+        return Response(result)

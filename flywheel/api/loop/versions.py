@@ -1,0 +1,129 @@
+"""The lever catalogue and goals: effective-dated versions, create-only once in force."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, viewsets
+
+from flywheel.api.loop.writes import ERRORS, RATIO, FactoryWrite, flywheel_invalid
+from flywheel.domain.loop.factors import FlywheelError
+from flywheel.models import Goal, Lever
+from flywheel.services.loop.versions import goal_create, lever_create, version_delete
+from portal.api.fields import AwareDateTimeField, ModelSerializer
+
+
+class LeverSerializer(ModelSerializer):
+    """A lever version: effects {factor: {low, typical, high}} multipliers, costs, source."""
+
+    effects = serializers.JSONField(
+        help_text='factor → multipliers 0 < low ≤ typical ≤ high, e.g. {"efficiency": '
+        '{"low": "2", "typical": "2.5", "high": "4"}}'
+    )
+    one_time_cost = serializers.DecimalField(max_digits=20, decimal_places=4, min_value=Decimal(0))
+    monthly_cost = serializers.DecimalField(max_digits=20, decimal_places=4, min_value=Decimal(0))
+    currency = serializers.CharField(max_length=3, required=False)
+    effective_from = AwareDateTimeField(help_text="a whole UTC hour")
+    source = serializers.ChoiceField(choices=Lever.Source.choices, read_only=True)
+    observations = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Lever
+        fields = [
+            "id",
+            "slug",
+            "name",
+            "description",
+            "effects",
+            "one_time_cost",
+            "monthly_cost",
+            "currency",
+            "is_active",
+            "source",
+            "observations",
+            "effective_from",
+        ]
+        validators = []  # the service reports a duplicate version on effective_from
+
+
+class GoalSerializer(ModelSerializer):
+    """A goal version: gross margin ≥ X, EBITDA ≥ Y per month, TFI ≥ Z; factor targets."""
+
+    min_gross_margin = serializers.DecimalField(
+        max_digits=9, decimal_places=6, max_value=Decimal(1), required=False, allow_null=True
+    )
+    min_ebitda_per_month = serializers.DecimalField(
+        max_digits=20, decimal_places=4, required=False, allow_null=True
+    )
+    min_tfi = serializers.DecimalField(
+        **RATIO, max_value=Decimal(1), required=False, allow_null=True
+    )
+    factor_targets = serializers.JSONField(
+        required=False,
+        default=dict,
+        help_text='factor → target replacing the kpis.md default, e.g. {"occupancy": "0.8"}',
+    )
+    currency = serializers.CharField(max_length=3, required=False)
+    effective_from = AwareDateTimeField(help_text="a whole UTC hour")
+
+    class Meta:
+        model = Goal
+        fields = [
+            "id",
+            "min_gross_margin",
+            "min_ebitda_per_month",
+            "min_tfi",
+            "factor_targets",
+            "note",
+            "currency",
+            "effective_from",
+        ]
+
+
+class VersionViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Create-only once in force: a version is never edited, and only deleted before its
+    effective_from; a change is a new version."""
+
+    permission_classes = [FactoryWrite]
+
+    def perform_create(self, serializer):
+        try:
+            serializer.instance = self.create_version(serializer.validated_data)
+        except FlywheelError as error:
+            raise flywheel_invalid(error) from None
+
+    def perform_destroy(self, instance):
+        try:
+            version_delete(version=instance, by=self.request.user)
+        except FlywheelError as error:
+            raise flywheel_invalid(error) from None
+
+
+@extend_schema(responses={400: ERRORS, 403: ERRORS})
+class LeverViewSet(VersionViewSet):
+    """The lever catalogue, every version (`?slug=` one lever's history)."""
+
+    serializer_class = LeverSerializer
+    queryset = Lever.objects.all()
+    filterset_fields = {"slug": ["exact"], "source": ["exact"]}
+
+    def create_version(self, data):
+        return lever_create(**data, by=self.request.user)
+
+
+@extend_schema(responses={400: ERRORS, 403: ERRORS})
+class GoalViewSet(VersionViewSet):
+    """Goals, effective-dated: the version in force is checked by every cycle."""
+
+    serializer_class = GoalSerializer
+    queryset = Goal.objects.all()
+
+    def create_version(self, data):
+        return goal_create(**data, by=self.request.user)

@@ -1,0 +1,284 @@
+from decimal import Decimal, InvalidOperation
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, serializers, viewsets
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from flywheel.domain.tfom import DEFAULT_BASELINE_TEF
+from flywheel.models import CostModel, FactoryCosts
+from flywheel.selectors.measurement import FACTORY, FactoryData
+from flywheel.selectors.tfom import TfomError, tfom_json, tfom_measure
+from flywheel.services.tfom import (
+    CostError,
+    cost_model_create,
+    cost_version_delete,
+    factory_costs_create,
+)
+from metering.models import Pool
+from portal.access import Capability
+from portal.api.fields import AwareDateTimeField, ModelSerializer
+from portal.periods import period_from_query
+from portal.permissions import capability_permission
+
+MONEY = {"max_digits": 20, "decimal_places": 4, "min_value": Decimal(0)}
+
+
+class CostModelSerializer(ModelSerializer):
+    """A pool's TCO inputs from `effective_from` (kpis.md section 5)."""
+
+    pool = serializers.SlugRelatedField(slug_field="slug", queryset=Pool.objects.all())
+    capex_per_gpu = serializers.DecimalField(**MONEY, help_text="money per GPU, all-in")
+    depreciation_months = serializers.IntegerField(
+        min_value=1, max_value=600, help_text="straight line"
+    )
+    power_kw_per_gpu = serializers.DecimalField(
+        max_digits=12,
+        decimal_places=6,
+        min_value=Decimal(0),
+        help_text="kW of IT power per GPU at full load, node share included",
+    )
+    idle_power_ratio = serializers.DecimalField(
+        max_digits=7,
+        decimal_places=6,
+        min_value=Decimal(0),
+        max_value=Decimal(1),
+        default=Decimal("0.3"),
+        help_text="idle draw of a healthy GPU not serving, over its full-load draw",
+    )
+    pue = serializers.DecimalField(
+        max_digits=7, decimal_places=4, min_value=Decimal(1), help_text="facility over IT energy"
+    )
+    electricity_price_per_kwh = serializers.DecimalField(
+        max_digits=20, decimal_places=10, min_value=Decimal(0), help_text="money per kWh"
+    )
+    hosting_per_gpu_month = serializers.DecimalField(**MONEY, help_text="money per GPU-month")
+    network_storage_per_gpu_month = serializers.DecimalField(
+        **MONEY, default=Decimal(0), help_text="money per GPU-month"
+    )
+    node_power_factor = serializers.DecimalField(
+        max_digits=7,
+        decimal_places=4,
+        min_value=Decimal("0.0001"),
+        default=Decimal("1.8"),
+        help_text="node power per GPU over the GPU's own, applied to DCGM-measured energy",
+    )
+    currency = serializers.CharField(
+        max_length=3, required=False, help_text="the factory currency (default)"
+    )
+
+    class Meta:
+        model = CostModel
+        fields = [
+            "id",
+            "pool",
+            "capex_per_gpu",
+            "depreciation_months",
+            "power_kw_per_gpu",
+            "idle_power_ratio",
+            "pue",
+            "electricity_price_per_kwh",
+            "hosting_per_gpu_month",
+            "network_storage_per_gpu_month",
+            "node_power_factor",
+            "currency",
+            "effective_from",
+        ]
+        validators = []  # the service reports a duplicate version on effective_from
+
+
+class FactoryCostsSerializer(ModelSerializer):
+    """Factory-level monthly costs from `effective_from`."""
+
+    staff_per_month = serializers.DecimalField(**MONEY, help_text="money per month")
+    sga_per_month = serializers.DecimalField(**MONEY, help_text="money per month")
+    currency = serializers.CharField(
+        max_length=3, required=False, help_text="the factory currency (default)"
+    )
+    effective_from = AwareDateTimeField(help_text="a whole UTC hour")
+
+    class Meta:
+        model = FactoryCosts
+        fields = ["id", "staff_per_month", "sga_per_month", "currency", "effective_from"]
+
+
+def _ratio(help_text: str) -> serializers.FloatField:
+    return serializers.FloatField(allow_null=True, help_text=help_text)
+
+
+def _money(help_text: str) -> serializers.DecimalField:
+    return serializers.DecimalField(
+        max_digits=30, decimal_places=2, allow_null=True, help_text=help_text
+    )
+
+
+class TfomSerializer(serializers.Serializer):
+    """Documentation of GET /api/v1/tfom: ratios and rates as numbers, money as decimal
+    strings (cents; per-million prices to ten decimals), token counts as integers."""
+
+    scope = serializers.CharField()
+    # "from" is a Python keyword: declared below.
+    to = serializers.DateTimeField()
+    telemetry = serializers.ChoiceField(choices=["measured", "partial", "assumed"])
+    calendar_gpu_seconds = serializers.FloatField(help_text="C")
+    available_gpu_seconds = serializers.FloatField(help_text="A")
+    busy_gpu_seconds = serializers.FloatField(help_text="B")
+    std_gpu_seconds = serializers.FloatField(help_text="Σ std(e)")
+    availability = _ratio("α = A / C")
+    occupancy = _ratio("β = B / A")
+    efficiency = _ratio("η = Σ std / B")
+    tef = _ratio("TEF = α β η")
+    sla_delivery = _ratio("σ")
+    sell_through = _ratio("s")
+    price_realization = _ratio("ρ")
+    tfi = _ratio("TFI = TEF σ s ρ")
+    output_tokens = serializers.IntegerField()
+    paid_output_tokens = serializers.IntegerField()
+    tps = serializers.FloatField(help_text="output tokens/s")
+    theoretical_tps = serializers.FloatField(help_text="output-token units/s at R_ref")
+    list_value = _money("money")
+    realized_revenue = _money("money")
+    tps_per_gpu = serializers.FloatField(allow_null=True)
+    tpm = serializers.FloatField()
+    revenue = _money("realized + minimum shortfall − SLA credits")
+    energy_kwh = serializers.FloatField(help_text="facility kWh, PUE included")
+    energy_cost = _money("money")
+    depreciation = _money("money")
+    hosting = _money("hosting + network and storage")
+    cogs = _money("depreciation + energy + hosting")
+    gross_profit = _money("revenue − COGS")
+    gross_margin = _ratio("gross profit / revenue")
+    opex = _money("staff + SG&A")
+    ebitda = _money("revenue − energy − hosting − opex")
+    ebit = _money("EBITDA − depreciation")
+    roi = _ratio("annualized EBIT / capex invested")
+    payback_years = serializers.FloatField(
+        allow_null=True, help_text="capex invested / annualized EBITDA; null when EBITDA ≤ 0"
+    )
+    asset_turnover = _ratio("annualized revenue / capex invested")
+    cost_per_million_tokens = serializers.DecimalField(
+        max_digits=30, decimal_places=10, allow_null=True, help_text="per million output tokens"
+    )
+    revenue_per_million_tokens = serializers.DecimalField(
+        max_digits=30, decimal_places=10, allow_null=True, help_text="per million paid tokens"
+    )
+    cost_per_million_paid_tokens = serializers.DecimalField(
+        max_digits=30, decimal_places=10, allow_null=True
+    )
+    daily_token_value_per_gpu = _money("revenue / installed GPUs / days")
+    tokens_per_kwh = serializers.FloatField(allow_null=True)
+    baseline_tef = serializers.FloatField(help_text="TEF_0")
+    equivalent_gpus = serializers.FloatField(help_text="N × TEF / TEF_0, summed over pools")
+    avoided_capex = _money("(equivalent GPUs − N) × capex per GPU, 0 when TEF ≤ TEF_0")
+    total_cost = _money("COGS + opex")
+    capex_invested = _money("Σ installed GPUs × capex per GPU")
+    currency = serializers.CharField()
+    rating_errors = serializers.DictField(
+        child=serializers.CharField(), help_text="tenant slug → why it was not rated"
+    )
+
+
+TfomSerializer._declared_fields["from"] = serializers.DateTimeField()
+
+CostPermission = capability_permission(read=Capability.READ_FACTORY, write=Capability.WRITE_FACTORY)
+
+ERRORS = OpenApiResponse(
+    OpenApiTypes.OBJECT, description='{"errors": [{"field": ..., "message": ...}]}'
+)
+
+
+class CostVersionViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Create-only once in force: a version is never edited, and only deleted before its
+    effective_from (a mistake caught in time); later terms are a new version."""
+
+    permission_classes = [CostPermission]
+
+    def perform_create(self, serializer):
+        try:
+            serializer.instance = self.create_version(serializer.validated_data)
+        except CostError as error:
+            raise serializers.ValidationError({error.field: [error.message]}) from None
+
+    def perform_destroy(self, instance):
+        try:
+            cost_version_delete(version=instance, by=self.request.user)
+        except CostError as error:
+            raise serializers.ValidationError({error.field: [error.message]}) from None
+
+
+@extend_schema(responses={400: ERRORS, 403: ERRORS})
+class CostModelViewSet(CostVersionViewSet):
+    """Per-pool TCO inputs (capex, depreciation, power, PUE, electricity, hosting), effective-dated."""
+
+    serializer_class = CostModelSerializer
+    queryset = CostModel.objects.select_related("pool")
+    filterset_fields = {"pool__slug": ["exact"]}
+
+    def create_version(self, data):
+        return cost_model_create(**data, by=self.request.user)
+
+
+@extend_schema(responses={400: ERRORS, 403: ERRORS})
+class FactoryCostsViewSet(CostVersionViewSet):
+    """Factory-level monthly costs (staff, SG&A), effective-dated."""
+
+    serializer_class = FactoryCostsSerializer
+    queryset = FactoryCosts.objects.all()
+
+    def create_version(self, data):
+        return factory_costs_create(**data, by=self.request.user)
+
+
+def _baseline_tef(value: str | None) -> Decimal:
+    if not value:
+        return DEFAULT_BASELINE_TEF
+    try:
+        baseline = Decimal(value)
+    except InvalidOperation:
+        baseline = None
+    if baseline is None or not baseline.is_finite() or baseline <= 0:
+        raise serializers.ValidationError(
+            {"baseline_tef": ["must be a positive number, e.g. 0.30"]}
+        )
+    return baseline
+
+
+class TfomView(APIView):
+    """Every TFOM figure of kpis.md sections 4-5 for the factory or one pool over [from, to)
+    (default: this month so far): the KPI keys plus the P&L, unit economics, ROI, payback
+    and equivalent GPUs against `baseline_tef` (default 0.30)."""
+
+    permission_classes = [capability_permission(read=Capability.READ_FACTORY)]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("scope", str, description="'factory' (default) or a pool slug"),
+            OpenApiParameter("from", str, description="RFC 3339 or YYYY-MM-DD"),
+            OpenApiParameter("to", str, description="RFC 3339 or YYYY-MM-DD (excluded)"),
+            OpenApiParameter("baseline_tef", float, description="TEF_0, default 0.30"),
+        ],
+        responses={200: TfomSerializer, 400: ERRORS, 403: ERRORS},
+    )
+    def get(self, request):
+        period = period_from_query(request.query_params)
+        scope = request.query_params.get("scope") or FACTORY
+        baseline = _baseline_tef(request.query_params.get("baseline_tef"))
+        data = FactoryData(start=period.start, end=period.end)
+        try:
+            tfom = tfom_measure(
+                scope=scope,
+                start=period.start,
+                end=period.end,
+                baseline_tef=baseline,
+                data=data,
+            )
+        except TfomError as error:
+            raise serializers.ValidationError({error.field: [error.message]}) from None
+        return Response({**tfom_json(tfom), "rating_errors": data.rating_errors})

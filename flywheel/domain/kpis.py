@@ -1,0 +1,322 @@
+"""KPI engine: capacity integration, TEF, TFI and throughput (kpis.md sections 1-4).
+
+Pure: imports no Django. Arithmetic is Decimal throughout. Capacity is integrated in
+whole GPU-microseconds (exact Python ints, since datetimes have microsecond
+resolution) and returned as exact Decimal GPU-seconds. Ratios and rates are divided
+in KPI_CONTEXT (34 significant digits, half-even) whatever the caller's context, so
+a figure never depends on who called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
+from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
+from typing import Any, Literal
+
+Telemetry = Literal["measured", "partial", "assumed"]
+
+# decimal128 precision: ample for GPU-seconds (about 20 digits at 10^6 GPUs over a year
+# in microseconds) and for money, and independent of the thread's decimal context.
+KPI_CONTEXT = Context(prec=34, rounding=ROUND_HALF_EVEN)
+
+ZERO = Decimal(0)
+
+_MICROSECOND = timedelta(microseconds=1)
+
+_MICROS_PER_SECOND = 10**6
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapacitySample:
+    """One capacity sample of one pool: GPU counts holding from `time` (busy ≤ healthy ≤ installed)."""
+
+    time: datetime  # aware
+    interval_s: int | Decimal | None = None  # seconds the values hold; None = until the next sample
+    installed: int
+    healthy: int
+    busy: int
+
+    def __post_init__(self) -> None:
+        if self.time.tzinfo is None:
+            raise ValueError("capacity sample time must be timezone-aware")
+        if not 0 <= self.busy <= self.healthy <= self.installed:
+            raise ValueError("capacity sample needs 0 <= busy <= healthy <= installed")
+        if self.interval_s is not None and self.interval_s <= 0:
+            raise ValueError("capacity sample interval_s must be positive")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CapacityTotals:
+    """One pool's integrated capacity over a period, in GPU-seconds (C, A, B)."""
+
+    calendar_gpu_seconds: Decimal  # C
+    available_gpu_seconds: Decimal  # A
+    busy_gpu_seconds: Decimal  # B
+    covered_seconds: Decimal  # seconds of the period some sample covers
+    telemetry: Telemetry
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolInputs:
+    """What one pool contributed over a period: capacity, production and sales sums."""
+
+    pool: str  # slug
+    calendar_gpu_seconds: Decimal  # C
+    available_gpu_seconds: Decimal  # A
+    busy_gpu_seconds: Decimal  # B
+    telemetry: Telemetry
+    std_gpu_seconds: Decimal  # Σ std(e) over every event, failed ones included
+    production_tokens: Decimal  # Σ tok(e), in output-token units
+    compliant_std_gpu_seconds: Decimal  # Σ std(e) over SLA-compliant events
+    compliant_paid_std_gpu_seconds: Decimal  # Σ std(e) over compliant and paid events
+    output_tokens: int  # every event's output tokens
+    paid_output_tokens: int  # paid events' output tokens, compliant or not
+    list_value: Decimal  # money, over paid events
+    realized_revenue: Decimal  # money, over paid events, after discounts, tiers, promotions
+    deployment_r_refs: tuple[Decimal, ...] = ()  # tokens/s per GPU; fallback when nothing produced
+
+    def __post_init__(self) -> None:
+        c, a, b = self.calendar_gpu_seconds, self.available_gpu_seconds, self.busy_gpu_seconds
+        if not ZERO <= b <= a <= c:
+            raise ValueError(f"pool {self.pool}: needs 0 <= busy <= available <= calendar")
+        std = self.std_gpu_seconds
+        if not ZERO <= self.compliant_paid_std_gpu_seconds <= self.compliant_std_gpu_seconds <= std:
+            raise ValueError(f"pool {self.pool}: needs 0 <= compliant paid <= compliant <= std")
+        if not ZERO <= self.realized_revenue <= self.list_value:
+            raise ValueError(f"pool {self.pool}: needs 0 <= realized revenue <= list value")
+        if self.production_tokens < 0 or not 0 <= self.paid_output_tokens <= self.output_tokens:
+            raise ValueError(f"pool {self.pool}: needs 0 <= paid output tokens <= output tokens")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kpis:
+    """Every figure of `GET /api/v1/kpis` for one scope and period (`from_` is the `from` key)."""
+
+    scope: str
+    from_: datetime
+    to: datetime
+    telemetry: Telemetry
+    calendar_gpu_seconds: Decimal
+    available_gpu_seconds: Decimal
+    busy_gpu_seconds: Decimal
+    std_gpu_seconds: Decimal
+    availability: Decimal | None  # alpha = A / C
+    occupancy: Decimal | None  # beta = B / A
+    efficiency: Decimal | None  # eta = Σstd / B
+    tef: Decimal | None
+    sla_delivery: Decimal | None  # sigma
+    sell_through: Decimal | None  # s
+    price_realization: Decimal | None  # rho
+    tfi: Decimal | None
+    output_tokens: int
+    paid_output_tokens: int
+    tps: Decimal  # output tokens/s
+    theoretical_tps: Decimal  # output-token units/s at R_ref on every installed GPU
+    list_value: Decimal
+    realized_revenue: Decimal
+    tps_per_gpu: Decimal | None  # output tokens/s per installed GPU
+    tpm: Decimal  # output tokens/min
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the figures keyed by their response names, in declaration order."""
+        return {
+            ("from" if f.name == "from_" else f.name): getattr(self, f.name) for f in fields(self)
+        }
+
+
+def production_tokens(
+    *, output_tokens: int, input_tokens: int, cached_tokens: int, w_in: Decimal
+) -> Decimal:
+    """Return tok = output + w_in * (input - cached), in output-token units."""
+    if not 0 <= cached_tokens <= input_tokens or output_tokens < 0:
+        raise ValueError("token counts need 0 <= cached <= input and output >= 0")
+    if w_in < 0:
+        raise ValueError("w_in must be non-negative")
+    with localcontext(KPI_CONTEXT):
+        return output_tokens + w_in * (input_tokens - cached_tokens)
+
+
+def std_seconds(
+    *, output_tokens: int, input_tokens: int, cached_tokens: int, r_ref: Decimal, w_in: Decimal
+) -> Decimal:
+    """Return standard GPU-seconds std = tok / R_ref of an event or of an aggregate of one deployment version."""
+    if r_ref <= 0:
+        raise ValueError("r_ref must be positive")
+    tok = production_tokens(
+        output_tokens=output_tokens,
+        input_tokens=input_tokens,
+        cached_tokens=cached_tokens,
+        w_in=w_in,
+    )
+    with localcontext(KPI_CONTEXT):
+        return tok / r_ref
+
+
+def period_seconds(*, start: datetime, end: datetime) -> Decimal:
+    """Return the length of the half-open period [start, end) in seconds, checking it."""
+    return _micros_to_seconds(_period_micros(start=start, end=end))
+
+
+def integrate_capacity(
+    *, samples: Iterable[CapacitySample], start: datetime, end: datetime, gpu_count: int
+) -> CapacityTotals:
+    """Integrate one pool's capacity samples over [start, end); uncovered time counts gpu_count GPUs."""
+    period_us = _period_micros(start=start, end=end)
+    if gpu_count < 0:
+        raise ValueError("gpu_count must be non-negative")
+    # Samples are keyed by (pool, time) and a re-posted one replaces the earlier: same here.
+    by_time = {sample.time: sample for sample in samples}
+    ordered = sorted(by_time.values(), key=lambda sample: sample.time)
+    installed_us = healthy_us = busy_us = covered_us = 0
+    for index, sample in enumerate(ordered):
+        begin_us = (sample.time - start) // _MICROSECOND
+        # The next sample takes over even when an interval_s would reach past it.
+        stop_us = (
+            (ordered[index + 1].time - start) // _MICROSECOND
+            if index + 1 < len(ordered)
+            else period_us
+        )
+        if sample.interval_s is not None:
+            stop_us = min(stop_us, begin_us + _interval_micros(sample.interval_s))
+        # Clipping the start to 0 is what carries the last sample before the period into it.
+        held_us = min(stop_us, period_us) - max(begin_us, 0)
+        if held_us <= 0:
+            continue
+        covered_us += held_us
+        installed_us += sample.installed * held_us
+        healthy_us += sample.healthy * held_us
+        busy_us += sample.busy * held_us
+    uncovered_us = period_us - covered_us
+    telemetry: Telemetry = (
+        "measured" if uncovered_us == 0 else "assumed" if covered_us == 0 else "partial"
+    )
+    return CapacityTotals(
+        calendar_gpu_seconds=_micros_to_seconds(installed_us + gpu_count * uncovered_us),
+        available_gpu_seconds=_micros_to_seconds(healthy_us + gpu_count * uncovered_us),
+        busy_gpu_seconds=_micros_to_seconds(busy_us + gpu_count * uncovered_us),
+        covered_seconds=_micros_to_seconds(covered_us),
+        telemetry=telemetry,
+    )
+
+
+def pool_reference_rate(*, pool: PoolInputs) -> Decimal | None:
+    """Return R_ref(pool) = Σtok / Σstd, the deployments' plain mean if nothing was produced, else None."""
+    with localcontext(KPI_CONTEXT):
+        if pool.std_gpu_seconds > 0:
+            # Production-weighted harmonic mean of the deployments' R_ref.
+            return pool.production_tokens / pool.std_gpu_seconds
+        if pool.deployment_r_refs:
+            return sum(pool.deployment_r_refs, ZERO) / len(pool.deployment_r_refs)
+        return None
+
+
+def kpis_compute(
+    *, scope: str, start: datetime, end: datetime, pools: Sequence[PoolInputs]
+) -> Kpis:
+    """Compute every KPI of a scope over [start, end), every sum running over all its pools."""
+    period_us = _period_micros(start=start, end=end)
+    slugs = [pool.pool for pool in pools]
+    if len(set(slugs)) != len(slugs):
+        raise ValueError("each pool may appear once in a scope")
+    with localcontext(KPI_CONTEXT):
+        seconds = _micros_to_seconds(period_us)
+        calendar = sum((p.calendar_gpu_seconds for p in pools), ZERO)
+        available = sum((p.available_gpu_seconds for p in pools), ZERO)
+        busy = sum((p.busy_gpu_seconds for p in pools), ZERO)
+        std = sum((p.std_gpu_seconds for p in pools), ZERO)
+        compliant = sum((p.compliant_std_gpu_seconds for p in pools), ZERO)
+        compliant_paid = sum((p.compliant_paid_std_gpu_seconds for p in pools), ZERO)
+        list_value = sum((p.list_value for p in pools), ZERO)
+        realized = sum((p.realized_revenue for p in pools), ZERO)
+        output_tokens = sum(p.output_tokens for p in pools)
+        price_realization = _ratio(realized, list_value)
+        tef: Decimal | None
+        tfi: Decimal | None
+        if std == 0:
+            tef = tfi = ZERO  # nothing produced: 0 by definition, not null
+        elif calendar == 0:
+            tef = tfi = None
+        else:
+            tef = std / calendar
+            # TFI = TEF * sigma * s * rho telescopes to (compliant paid std / C) * rho; this
+            # form is 0 when nothing compliant was sold, even though s or rho is then null.
+            if compliant_paid == 0:
+                tfi = ZERO
+            elif price_realization is None:
+                tfi = None
+            else:
+                tfi = compliant_paid / calendar * price_realization
+        theoretical = sum(
+            (p.calendar_gpu_seconds * (pool_reference_rate(pool=p) or ZERO) for p in pools), ZERO
+        )
+        tps = output_tokens / seconds
+        return Kpis(
+            scope=scope,
+            from_=start,
+            to=end,
+            telemetry=_scope_telemetry(pool.telemetry for pool in pools),
+            calendar_gpu_seconds=calendar,
+            available_gpu_seconds=available,
+            busy_gpu_seconds=busy,
+            std_gpu_seconds=std,
+            availability=_ratio(available, calendar),
+            occupancy=_ratio(busy, available),
+            efficiency=_ratio(std, busy),
+            tef=tef,
+            sla_delivery=_ratio(compliant, std),
+            sell_through=_ratio(compliant_paid, compliant),
+            price_realization=price_realization,
+            tfi=tfi,
+            output_tokens=output_tokens,
+            paid_output_tokens=sum(p.paid_output_tokens for p in pools),
+            tps=tps,
+            theoretical_tps=theoretical / seconds,
+            list_value=list_value,
+            realized_revenue=realized,
+            # TPS over installed GPUs (C / seconds) simplifies to output tokens / C.
+            tps_per_gpu=_ratio(Decimal(output_tokens), calendar),
+            tpm=output_tokens * 60 / seconds,
+        )
+
+
+def _ratio(numerator: Decimal, denominator: Decimal) -> Decimal | None:
+    """Return numerator / denominator, or None when the denominator is zero (kpis.md rule)."""
+    if denominator == 0:
+        return None
+    if numerator == 0:
+        return ZERO  # plain 0, not 0E+3 from the operands' exponents
+    with localcontext(KPI_CONTEXT):
+        return numerator / denominator
+
+
+def _scope_telemetry(telemetries: Iterable[Telemetry]) -> Telemetry:
+    """Return measured if every pool was measured, assumed if every pool was assumed, else partial."""
+    seen = set(telemetries)
+    if seen <= {"measured"}:
+        return "measured"
+    if seen == {"assumed"}:
+        return "assumed"
+    return "partial"
+
+
+def _period_micros(*, start: datetime, end: datetime) -> int:
+    """Return the period's length in microseconds after checking it is aware and non-empty."""
+    if start.tzinfo is None or end.tzinfo is None:
+        raise ValueError("period bounds must be timezone-aware")
+    if end <= start:
+        raise ValueError("period needs end > start")
+    return (end - start) // _MICROSECOND
+
+
+def _interval_micros(interval_s: int | Decimal) -> int:
+    """Return an interval in whole microseconds, the resolution of sample times."""
+    with localcontext(KPI_CONTEXT):
+        return int((Decimal(interval_s) * _MICROS_PER_SECOND).to_integral_value())
+
+
+def _micros_to_seconds(micros: int) -> Decimal:
+    """Return micros / 10^6 as a Decimal, exact (and without trailing zeros) at this magnitude."""
+    with localcontext(KPI_CONTEXT):
+        return Decimal(micros) / _MICROS_PER_SECOND

@@ -1,0 +1,66 @@
+"""The measured period a scenario starts from, its measured TFOM, and amounts per month."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal, localcontext
+
+from flywheel.domain.kpis import KPI_CONTEXT, ZERO, PoolInputs, kpis_compute, period_seconds
+from flywheel.domain.tfom import (
+    DEFAULT_BASELINE_TEF,
+    SECONDS_PER_MONTH,
+    FactoryCosts,
+    PoolTfomInputs,
+    Tfom,
+    tfom_compute,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Baseline:
+    """A measured period: every pool's TFOM inputs, the factory costs and revenue items."""
+
+    start: datetime
+    end: datetime
+    pools: tuple[PoolTfomInputs, ...]
+    factory_costs: FactoryCosts
+    minimum_shortfall: Decimal = ZERO  # money over the period, held in projections
+    sla_credits: Decimal = ZERO  # money over the period, held in projections
+    baseline_tef: Decimal = DEFAULT_BASELINE_TEF
+    scope: str = "factory"
+
+
+def per_month(amount: Decimal, *, start: datetime, end: datetime) -> Decimal:
+    """An amount over [start, end) expressed per month (365/12 days)."""
+    with localcontext(KPI_CONTEXT):
+        return amount * SECONDS_PER_MONTH / period_seconds(start=start, end=end)
+
+
+def measured_tfom(baseline: Baseline) -> Tfom:
+    """The TFOM of the period as measured (what tfom_measure gives for the same inputs)."""
+    return baseline_tfom(baseline, [p.pool for p in baseline.pools], baseline.pools, ZERO)
+
+
+def baseline_tfom(
+    baseline: Baseline,
+    pools: Sequence[PoolInputs],
+    items: Sequence[PoolTfomInputs],
+    lever_monthly_cost: Decimal,
+) -> Tfom:
+    kpis = kpis_compute(scope=baseline.scope, start=baseline.start, end=baseline.end, pools=pools)
+    costs = baseline.factory_costs
+    if lever_monthly_cost:
+        costs = FactoryCosts(
+            staff_per_month=costs.staff_per_month,
+            sga_per_month=costs.sga_per_month + lever_monthly_cost,
+        )
+    return tfom_compute(
+        kpis=kpis,
+        pools=items,
+        factory_costs=costs,
+        minimum_shortfall=baseline.minimum_shortfall,
+        sla_credits=baseline.sla_credits,
+        baseline_tef=baseline.baseline_tef,
+    )

@@ -1,0 +1,102 @@
+"""The measured baseline of a period, and the hour it is kept for the simulator."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from datetime import UTC, datetime
+from decimal import Decimal, localcontext
+
+from django.core.cache import cache
+
+from flywheel.domain.kpis import KPI_CONTEXT
+from flywheel.domain.loop.baseline import Baseline
+from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, FactoryCosts, PoolTfomInputs
+from flywheel.selectors.measurement import FactoryData
+from flywheel.selectors.tfom import TfomError, engine_cost_model, measured_energy
+from flywheel.services.tfom import cost_models_in_force, factory_costs_in_force
+
+ZERO = Decimal(0)
+
+
+def _ratio(numerator, denominator) -> Decimal | None:
+    if not denominator:
+        return None
+    with localcontext(KPI_CONTEXT):
+        return Decimal(numerator) / Decimal(denominator)
+
+
+def baseline_get(
+    *,
+    start: datetime,
+    end: datetime,
+    data: FactoryData | None = None,
+    baseline_tef: Decimal = DEFAULT_BASELINE_TEF,
+) -> Baseline:
+    """The factory's measured period as the scenario engine needs it: each pool's KPI sums
+    with its cost model in force at `start` and its DCGM energy, the factory costs, minimum
+    shortfalls and SLA credits (the same inputs as `tfom_measure`). Raises TfomError naming
+    the pool when one has no cost model in force."""
+    data = data if data is not None else FactoryData(start=start, end=end)
+    ids = sorted(data.pools)
+    cost_models = cost_models_in_force(at=start, pool_ids=ids)
+    missing = [data.pools[i].slug for i in ids if i not in cost_models]
+    if missing:
+        raise TfomError(
+            "cost_model",
+            f"pool {', '.join(missing)} has no cost model in force at "
+            f"{start.astimezone(UTC):%Y-%m-%d %H:%M} UTC: add one (POST /api/v1/cost-models)",
+        )
+    energy = measured_energy(pool_ids=ids, start=start, end=end)
+    pools = []
+    for pool_id in ids:
+        pool = data.pool_inputs(pool_id, start, end)
+        kwh, covered = energy.get(pool_id, (None, None))
+        coverage = None
+        if covered is not None and pool.calendar_gpu_seconds > 0:
+            coverage = min(Decimal(1), _ratio(covered, pool.calendar_gpu_seconds))
+        pools.append(
+            PoolTfomInputs(
+                pool=pool,
+                cost_model=engine_cost_model(cost_models[pool_id]),
+                measured_gpu_energy_kwh=kwh,
+                measured_energy_coverage=coverage,
+            )
+        )
+    shortfall, credits = data.revenue_adjustments(start=start, end=end)
+    recorded = factory_costs_in_force(at=start)
+    return Baseline(
+        start=start,
+        end=end,
+        pools=tuple(pools),
+        factory_costs=FactoryCosts(
+            staff_per_month=recorded.staff_per_month if recorded else ZERO,
+            sga_per_month=recorded.sga_per_month if recorded else ZERO,
+        ),
+        minimum_shortfall=shortfall,
+        sla_credits=credits,
+        baseline_tef=baseline_tef,
+    )
+
+
+BASELINE_TTL = 3600  # seconds a page's measured period is kept for its slider moves
+
+
+def baseline_remember(baseline: Baseline) -> str:
+    """Keep a measured period for an hour under a random key (the flywheel page passes it
+    with each scenario, so moving a slider does not measure the period again)."""
+    key = secrets.token_urlsafe(16)
+    cache.set(f"flywheel:baseline:{key}", baseline, BASELINE_TTL)
+    return key
+
+
+BASELINE_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def baseline_recall(*, key: str, start: datetime, end: datetime) -> Baseline | None:
+    if not BASELINE_KEY.fullmatch(key or ""):  # a key we issued, or nothing to look up
+        return None
+    baseline = cache.get(f"flywheel:baseline:{key}")
+    if isinstance(baseline, Baseline) and baseline.start == start and baseline.end == end:
+        return baseline
+    return None

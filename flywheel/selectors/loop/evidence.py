@@ -1,0 +1,410 @@
+"""Evidence behind each factor, from the data (kpis.md section 6, step 2): capacity
+integrals per pool (α: unhealthy GPU-hours; β: idle healthy GPU-hours), hourly rollups per
+deployment (η: production against R_ref; σ: SLO misses) with the incidents touching each
+deployment (σ: incident minutes), and the rating of every tenant's usage (s: trial,
+internal, allowance and no-contract tokens; ρ: contract discounts, volume tiers and
+promotions). Reads only; the diagnosis attaches the tables to its factors.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime
+from decimal import Decimal, localcontext
+
+from django.db.models import Q, Sum
+
+from billing.domain.rating.types import UnsoldReason
+from billing.selectors.rating import rated_items
+from flywheel.domain.kpis import KPI_CONTEXT, production_tokens
+from flywheel.domain.loop.baseline import Baseline
+from flywheel.domain.loop.diagnosis import Evidence, EvidenceColumn
+from flywheel.selectors.measurement import FactoryData
+from metering.models import Deployment, HourlyUsage
+from metering.selectors.sla.incidents import deployment_slugs, incident_queryset, peak_impact
+from portal.periods import Period
+
+ZERO = Decimal(0)
+
+HOUR = Decimal(3600)
+
+HUNDRED = Decimal(100)
+
+UNSOLD_REASONS = tuple(reason.value for reason in UnsoldReason)
+
+
+def _hours(seconds: Decimal) -> Decimal:
+    with localcontext(KPI_CONTEXT):
+        return seconds / HOUR
+
+
+def _tokens_text(count: int) -> str:
+    """12.4 M / 3.1 B / 6.6 T, as the pages show token counts."""
+    for limit, suffix in ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "k")):
+        if count >= limit:
+            return f"{count / limit:.1f} {suffix}"
+    return f"{count:,}"
+
+
+def _ratio(numerator, denominator) -> Decimal | None:
+    if not denominator:
+        return None
+    with localcontext(KPI_CONTEXT):
+        return Decimal(numerator) / Decimal(denominator)
+
+
+GPU_HOURS = "gpu_hours"
+
+
+def _capacity_evidence(baseline: Baseline, names: dict[str, str]) -> dict[str, Evidence]:
+    """α: unhealthy GPU-hours by pool; β: idle healthy GPU-hours by pool."""
+    unhealthy_rows, idle_rows = [], []
+    for item in baseline.pools:
+        p = item.pool
+        unhealthy_rows.append(
+            {
+                "pool": p.pool,
+                "name": names.get(p.pool, p.pool),
+                "calendar_gpu_hours": _hours(p.calendar_gpu_seconds),
+                "unhealthy_gpu_hours": _hours(p.calendar_gpu_seconds - p.available_gpu_seconds),
+                "availability": _ratio(p.available_gpu_seconds, p.calendar_gpu_seconds),
+                "telemetry": p.telemetry,
+            }
+        )
+        idle_rows.append(
+            {
+                "pool": p.pool,
+                "name": names.get(p.pool, p.pool),
+                "healthy_gpu_hours": _hours(p.available_gpu_seconds),
+                "idle_gpu_hours": _hours(p.available_gpu_seconds - p.busy_gpu_seconds),
+                "occupancy": _ratio(p.busy_gpu_seconds, p.available_gpu_seconds),
+                "telemetry": p.telemetry,
+            }
+        )
+    unhealthy_rows.sort(key=lambda r: (-r["unhealthy_gpu_hours"], r["pool"]))
+    idle_rows.sort(key=lambda r: (-r["idle_gpu_hours"], r["pool"]))
+    unhealthy = sum((r["unhealthy_gpu_hours"] for r in unhealthy_rows), ZERO)
+    idle = sum((r["idle_gpu_hours"] for r in idle_rows), ZERO)
+    pool = EvidenceColumn(key="pool", label="Pool")
+    telemetry = EvidenceColumn(key="telemetry", label="Telemetry")
+    return {
+        "availability": Evidence(
+            factor="availability",
+            summary=(
+                f"{unhealthy:,.0f} GPU-hours unhealthy (failed or drained)"
+                + (f", most in {unhealthy_rows[0]['pool']}" if unhealthy else "")
+            ),
+            columns=(
+                pool,
+                EvidenceColumn(key="calendar_gpu_hours", label="Calendar GPU-h", unit=GPU_HOURS),
+                EvidenceColumn(key="unhealthy_gpu_hours", label="Unhealthy GPU-h", unit=GPU_HOURS),
+                EvidenceColumn(key="availability", label="Availability", unit="ratio"),
+                telemetry,
+            ),
+            rows=tuple(unhealthy_rows),
+        ),
+        "occupancy": Evidence(
+            factor="occupancy",
+            summary=(
+                f"{idle:,.0f} healthy GPU-hours idle (unsold or unscheduled)"
+                + (f", most in {idle_rows[0]['pool']}" if idle else "")
+            ),
+            columns=(
+                pool,
+                EvidenceColumn(key="healthy_gpu_hours", label="Healthy GPU-h", unit=GPU_HOURS),
+                EvidenceColumn(key="idle_gpu_hours", label="Idle healthy GPU-h", unit=GPU_HOURS),
+                EvidenceColumn(key="occupancy", label="Occupancy", unit="ratio"),
+                telemetry,
+            ),
+            rows=tuple(idle_rows),
+        ),
+    }
+
+
+def _deployment_sums(start: datetime, end: datetime, data: FactoryData) -> dict[int, dict]:
+    """Per deployment: requests, compliant requests, errors, Σtok, Σstd and compliant Σstd
+    from the hourly rollups, with the version in force at each hour."""
+    rows = (
+        HourlyUsage.objects.filter(hour__gte=start, hour__lt=end)
+        .values("deployment_id", "hour")
+        .annotate(
+            n=Sum("requests"),
+            ok=Sum("compliant_requests"),
+            err=Sum("errors"),
+            i=Sum("input_tokens"),
+            c=Sum("cached_tokens"),
+            o=Sum("output_tokens"),
+            ci=Sum("compliant_input_tokens"),
+            cc=Sum("compliant_cached_tokens"),
+            co=Sum("compliant_output_tokens"),
+        )
+    )
+    sums: dict[int, dict] = defaultdict(
+        lambda: {"requests": 0, "compliant": 0, "errors": 0, "tok": ZERO, "std": ZERO, "ok": ZERO}
+    )
+    with localcontext(KPI_CONTEXT):
+        for row in rows:
+            version = data.versions.at(row["deployment_id"], row["hour"].astimezone(UTC))
+            if version is None:
+                continue
+            total = sums[row["deployment_id"]]
+            tok = production_tokens(
+                output_tokens=row["o"],
+                input_tokens=row["i"],
+                cached_tokens=row["c"],
+                w_in=version.w_in,
+            )
+            compliant = production_tokens(
+                output_tokens=row["co"],
+                input_tokens=row["ci"],
+                cached_tokens=row["cc"],
+                w_in=version.w_in,
+            )
+            total["requests"] += row["n"]
+            total["compliant"] += row["ok"]
+            total["errors"] += row["err"]
+            total["tok"] += tok
+            total["std"] += tok / version.r_ref
+            total["ok"] += compliant / version.r_ref
+    return sums
+
+
+def _incident_minutes(start: datetime, end: datetime, slugs: list[str]) -> dict[str, dict]:
+    """Per deployment slug: minutes of incidents touching it within [start, end), how many,
+    and the worst impact."""
+    incidents = incident_queryset().filter(
+        Q(resolved_at__isnull=True) | Q(resolved_at__gt=start), started_at__lt=end
+    )
+    result: dict[str, dict] = {slug: {"minutes": ZERO, "count": 0, "worst": ""} for slug in slugs}
+    rank = {"": 0, "degraded": 1, "partial_outage": 2, "major_outage": 3}
+    for incident in incidents:
+        lo = max(incident.started_at, start)
+        hi = min(incident.resolved_at or end, end)
+        if hi <= lo:
+            continue
+        minutes = Decimal(int((hi - lo).total_seconds())) / 60
+        scope = deployment_slugs(incident)
+        impact = peak_impact(incident)
+        for slug in slugs:
+            if scope and slug not in scope:
+                continue
+            entry = result[slug]
+            entry["minutes"] += minutes
+            entry["count"] += 1
+            if rank.get(impact, 0) > rank.get(entry["worst"], 0):
+                entry["worst"] = impact
+    return result
+
+
+def _deployment_evidence(
+    baseline: Baseline, start: datetime, end: datetime, data: FactoryData
+) -> dict[str, Evidence]:
+    """η: production against R_ref by deployment; σ: incident minutes and SLO misses."""
+    sums = _deployment_sums(start, end, data)
+    deployments = {
+        d.pk: d for d in Deployment.objects.select_related("pool", "model").order_by("slug")
+    }
+    pools = {item.pool.pool: item.pool for item in baseline.pools}
+    incidents = _incident_minutes(start, end, [d.slug for d in deployments.values()])
+    eta_rows, sigma_rows = [], []
+    with localcontext(KPI_CONTEXT):
+        for pk, deployment in deployments.items():
+            made = sums.get(pk)
+            pool = pools.get(deployment.pool.slug)
+            if pool is None:
+                continue
+            std = made["std"] if made else ZERO
+            # Busy time is measured per pool: a deployment takes its share of production.
+            busy = (
+                pool.busy_gpu_seconds * std / pool.std_gpu_seconds if pool.std_gpu_seconds else ZERO
+            )
+            r_ref = made["tok"] / std if made and std else None
+            eta_rows.append(
+                {
+                    "deployment": deployment.slug,
+                    "pool": deployment.pool.slug,
+                    "r_ref": r_ref,
+                    "production_tokens": made["tok"] if made else ZERO,
+                    "rate_per_busy_gpu": (made["tok"] / busy) if made and busy else None,
+                    "busy_gpu_hours": _hours(busy),
+                    "short_gpu_hours": _hours(max(busy - std, ZERO)),
+                    "efficiency": _ratio(std, busy),
+                }
+            )
+            incident = incidents[deployment.slug]
+            misses = (made["requests"] - made["compliant"]) if made else 0
+            sigma_rows.append(
+                {
+                    "deployment": deployment.slug,
+                    "incident_minutes": incident["minutes"],
+                    "incidents": incident["count"],
+                    "worst_impact": incident["worst"].replace("_", " "),
+                    "requests": made["requests"] if made else 0,
+                    "slo_misses": misses,
+                    "errors": made["errors"] if made else 0,
+                    "missed_std_gpu_hours": _hours(std - made["ok"]) if made else ZERO,
+                    "sla_delivery": _ratio(made["ok"], std) if made else None,
+                }
+            )
+    eta_rows.sort(key=lambda r: (-r["short_gpu_hours"], r["deployment"]))
+    sigma_rows.sort(key=lambda r: (-r["missed_std_gpu_hours"], r["deployment"]))
+    short = sum((r["short_gpu_hours"] for r in eta_rows), ZERO)
+    missed = sum((r["missed_std_gpu_hours"] for r in sigma_rows), ZERO)
+    misses = sum(r["slo_misses"] for r in sigma_rows)
+    minutes = sum((r["incident_minutes"] for r in sigma_rows), ZERO)
+    return {
+        "efficiency": Evidence(
+            factor="efficiency",
+            summary=(
+                f"{short:,.0f} busy GPU-hours produced nothing at R_ref"
+                + (f", most on {eta_rows[0]['deployment']}" if short else "")
+            ),
+            columns=(
+                EvidenceColumn(key="deployment", label="Deployment"),
+                EvidenceColumn(key="r_ref", label="R_ref (tok/s/GPU)", unit="rate"),
+                EvidenceColumn(
+                    key="rate_per_busy_gpu", label="Made (tok/s per busy GPU)", unit="rate"
+                ),
+                EvidenceColumn(key="production_tokens", label="Production (tokens)", unit="tokens"),
+                EvidenceColumn(
+                    key="short_gpu_hours", label="Busy GPU-h short of R_ref", unit=GPU_HOURS
+                ),
+                EvidenceColumn(key="efficiency", label="Efficiency", unit="ratio"),
+            ),
+            rows=tuple(eta_rows),
+        ),
+        "sla_delivery": Evidence(
+            factor="sla_delivery",
+            summary=(
+                f"{misses:,} requests missed their SLO ({missed:,.0f} standard GPU-hours "
+                f"of production); incidents: {minutes:,.0f} deployment-minutes"
+            ),
+            columns=(
+                EvidenceColumn(key="deployment", label="Deployment"),
+                EvidenceColumn(key="incident_minutes", label="Incident minutes", unit="minutes"),
+                EvidenceColumn(key="worst_impact", label="Worst impact"),
+                EvidenceColumn(key="slo_misses", label="SLO misses (requests)", unit="count"),
+                EvidenceColumn(key="errors", label="of which errors", unit="count"),
+                EvidenceColumn(
+                    key="missed_std_gpu_hours", label="Missed std GPU-h", unit=GPU_HOURS
+                ),
+                EvidenceColumn(key="sla_delivery", label="SLA delivery", unit="ratio"),
+            ),
+            rows=tuple(sigma_rows),
+        ),
+    }
+
+
+def _sales_evidence(start: datetime, end: datetime) -> tuple[dict[str, Evidence], dict[str, str]]:
+    """s: unsold tokens (trial, internal, allowance, no contract) by tenant; ρ: list value,
+    discounts, tiers and promotions by tenant. Also the rating errors by tenant."""
+    items, errors = rated_items(period=Period(start, end))
+    unsold: dict[str, dict] = {}
+    money: dict[str, dict] = {}
+    with localcontext(KPI_CONTEXT):
+        for tenant, rated in items:
+            tokens = rated.item.total_tokens
+            row = unsold.setdefault(
+                tenant.slug,
+                {"tenant": tenant.slug, "paid_tokens": 0, **dict.fromkeys(UNSOLD_REASONS, 0)},
+            )
+            if not rated.is_paid:
+                row[rated.unsold_reason.value] += tokens
+                continue
+            row["paid_tokens"] += tokens
+            value = money.setdefault(
+                tenant.slug,
+                {
+                    "tenant": tenant.slug,
+                    "list_value": ZERO,
+                    "contract_discount": ZERO,
+                    "tier_discount": ZERO,
+                    "promotions": ZERO,
+                    "realized": ZERO,
+                },
+            )
+            contract = rated.list_value * rated.contract_discount_pct / HUNDRED
+            value["list_value"] += rated.list_value
+            value["contract_discount"] += contract
+            value["tier_discount"] += (
+                (rated.list_value - contract) * rated.tier_discount_pct / HUNDRED
+            )
+            value["promotions"] += rated.promotion_amount
+            value["realized"] += rated.realized_after_promotions
+    unsold_rows = []
+    for row in unsold.values():
+        row["unsold_tokens"] = sum(row[reason] for reason in UNSOLD_REASONS)
+        row["unsold_share"] = _ratio(
+            row["unsold_tokens"], row["unsold_tokens"] + row["paid_tokens"]
+        )
+        if row["unsold_tokens"]:
+            unsold_rows.append(row)
+    unsold_rows.sort(key=lambda r: (-r["unsold_tokens"], r["tenant"]))
+    money_rows = []
+    for row in money.values():
+        row["forgone"] = row["list_value"] - row["realized"]
+        row["price_realization"] = _ratio(row["realized"], row["list_value"])
+        if row["forgone"]:
+            money_rows.append(row)
+    money_rows.sort(key=lambda r: (-r["forgone"], r["tenant"]))
+    by_reason = {reason: sum(r[reason] for r in unsold_rows) for reason in UNSOLD_REASONS}
+    total_unsold = sum(by_reason.values())
+    forgone = sum((r["forgone"] for r in money_rows), ZERO)
+    tenant = EvidenceColumn(key="tenant", label="Tenant")
+    reasons = ", ".join(
+        f"{reason.replace('_', ' ')} {_tokens_text(tokens)}"
+        for reason, tokens in by_reason.items()
+        if tokens
+    )
+    return (
+        {
+            "sell_through": Evidence(
+                factor="sell_through",
+                summary=f"{_tokens_text(total_unsold)} tokens served unsold"
+                + (f" ({reasons})" if reasons else ""),
+                columns=(
+                    tenant,
+                    EvidenceColumn(key="trial", label="Trial", unit="tokens"),
+                    EvidenceColumn(key="internal", label="Internal", unit="tokens"),
+                    EvidenceColumn(key="allowance", label="Free allowance", unit="tokens"),
+                    EvidenceColumn(key="no_contract", label="No contract", unit="tokens"),
+                    EvidenceColumn(key="paid_tokens", label="Paid", unit="tokens"),
+                    EvidenceColumn(key="unsold_share", label="Unsold share", unit="ratio"),
+                ),
+                rows=tuple(unsold_rows),
+            ),
+            "price_realization": Evidence(
+                factor="price_realization",
+                summary=(
+                    f"{forgone:,.0f} of list value not collected"
+                    + (f", most from {money_rows[0]['tenant']}" if money_rows else "")
+                ),
+                columns=(
+                    tenant,
+                    EvidenceColumn(key="list_value", label="List value", unit="money"),
+                    EvidenceColumn(
+                        key="contract_discount", label="Contract discount", unit="money"
+                    ),
+                    EvidenceColumn(key="tier_discount", label="Volume tiers", unit="money"),
+                    EvidenceColumn(key="promotions", label="Promotions", unit="money"),
+                    EvidenceColumn(key="realized", label="Realized", unit="money"),
+                    EvidenceColumn(
+                        key="price_realization", label="Price realization", unit="ratio"
+                    ),
+                ),
+                rows=tuple(money_rows),
+            ),
+        },
+        errors,
+    )
+
+
+def evidence_get(
+    *, baseline: Baseline, start: datetime, end: datetime, data: FactoryData
+) -> dict[str, Evidence]:
+    """The evidence behind every factor over [start, end), by factor."""
+    names = {p.slug: p.name for p in data.pools.values()}
+    evidence = _capacity_evidence(baseline, names)
+    evidence |= _deployment_evidence(baseline, start, end, data)
+    sales, _errors = _sales_evidence(start, end)
+    return evidence | sales

@@ -1,0 +1,125 @@
+"""The simulator's scenario: a measured period projected with levers and factor targets."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from django.conf import settings
+
+from flywheel.domain.loop.baseline import Baseline, measured_tfom
+from flywheel.domain.loop.factors import FACTORS, FlywheelError
+from flywheel.domain.loop.goals import GoalSpec, cheapest_lever_set, goal_check
+from flywheel.domain.loop.projection import Projection, project
+from flywheel.selectors.loop.baseline import baseline_get, baseline_recall
+from flywheel.selectors.loop.levers import (
+    applied_lever_slugs,
+    goal_in_force,
+    goal_spec,
+    lever_spec,
+    levers_in_force,
+)
+from flywheel.selectors.loop.shapes import (
+    goal_check_json,
+    money_json,
+    number_json,
+    projection_summary,
+    proposal_json,
+    rfc3339,
+)
+from flywheel.selectors.tfom import tfom_json
+
+
+def scenario_get(
+    *,
+    start: datetime,
+    end: datetime,
+    lever_slugs: list[str],
+    targets: dict[str, Decimal],
+    estimate: str = "typical",
+    goal: GoalSpec | None = None,
+    baseline_key: str = "",
+    now: datetime,
+) -> dict:
+    """POST /api/v1/flywheel/scenarios: the projection of [start, end) with the levers in
+    force at `now` named by `lever_slugs` and the factor `targets`, its low-high range, the
+    goal check (typical multipliers) and, when unmet, the cheapest lever set that meets it.
+    Raises TfomError for a pool without a cost model, FlywheelError for an unknown lever."""
+    baseline = baseline_recall(key=baseline_key, start=start, end=end)
+    if baseline is None:
+        baseline = baseline_get(start=start, end=end)
+    measured = measured_tfom(baseline)
+    catalogue = {lever.slug: lever for lever in levers_in_force(at=now)}
+    unknown = [slug for slug in lever_slugs if slug not in catalogue]
+    if unknown:
+        raise FlywheelError("levers", f"no active lever {', '.join(unknown)} in the catalogue")
+    chosen = [lever_spec(catalogue[slug]) for slug in dict.fromkeys(lever_slugs)]
+    projections = {
+        name: project(
+            baseline=baseline, levers=chosen, targets=targets, estimate=name, measured=measured
+        )
+        for name in {"low", "typical", "high", estimate}
+    }
+    projection = projections[estimate]
+    typical = projections["typical"]
+    goal_in = goal if goal is not None else goal_spec(goal_in_force(at=now))
+    check = (
+        None
+        if goal_in.is_empty
+        else goal_check(goal=goal_in, tfom=typical.tfom, start=start, end=end)
+    )
+    proposal = None
+    if check is not None and not check.is_met:
+        applied = applied_lever_slugs()
+        proposal = cheapest_lever_set(
+            baseline=baseline,
+            goal=goal_in,
+            levers=[lever_spec(v) for slug, v in catalogue.items() if slug not in applied],
+            targets=targets,
+            measured=measured,
+        )
+    return {
+        "from": rfc3339(start),
+        "to": rfc3339(end),
+        "currency": settings.FACTORY_CURRENCY,
+        "estimate": estimate,
+        "levers": [lever.slug for lever in chosen],
+        "targets": {factor: float(value) for factor, value in targets.items()},
+        "factors": {
+            factor: {
+                "measured": number_json(getattr(measured, factor)),
+                "projected": number_json(getattr(projection.tfom, factor)),
+            }
+            for factor in FACTORS
+        },
+        "measured": {**projection_summary(_identity(baseline, measured)), **_kpi_extra(measured)},
+        "projected": {**projection_summary(projection), **_kpi_extra(projection.tfom)},
+        "range": {
+            name: projection_summary(projections[name]) for name in ("low", "typical", "high")
+        },
+        "lever_costs": {
+            "one_time": money_json(projection.one_time_cost),
+            "monthly": money_json(projection.monthly_cost),
+            "total": money_json(projection.cost),
+        },
+        "figures": tfom_json(projection.tfom),
+        "goal": (
+            None if check is None else {"is_met": check.is_met, "criteria": goal_check_json(check)}
+        ),
+        "proposal": proposal_json(proposal) if proposal is not None else None,
+    }
+
+
+def _identity(baseline: Baseline, measured) -> Projection:
+    return Projection(start=baseline.start, end=baseline.end, measured=measured, tfom=measured)
+
+
+def _kpi_extra(tfom) -> dict:
+    return {
+        "availability": number_json(tfom.availability),
+        "occupancy": number_json(tfom.occupancy),
+        "efficiency": number_json(tfom.efficiency),
+        "sla_delivery": number_json(tfom.sla_delivery),
+        "sell_through": number_json(tfom.sell_through),
+        "price_realization": number_json(tfom.price_realization),
+    }

@@ -1,0 +1,400 @@
+"""Measure KPI inputs from the database: rollups, capacity samples and the rating.
+
+`FactoryData` loads a range once, with a number of queries that depends on the pools,
+deployments and months covered, never on events or tenants: production per (pool, hour)
+from hourly rollups, capacity samples (plus the one carried in), and each month's rating
+of every tenant (paid-ness, list value, realized revenue, compliance of paid tokens).
+Periods are read at hourly resolution, the resolution of the rollups: an hour belongs to
+a period when it starts inside it. Sales are rated a day at a time where the whole day
+rates alike, so a period inside the loaded range starts and ends at midnight or at the
+range's own bounds.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal, localcontext
+from functools import reduce
+from operator import or_
+
+from django.db.models import Max, Q, Sum
+
+from billing.selectors.credits import sla_credit_totals
+from billing.selectors.rating import month_rate
+from flywheel.domain.kpis import (
+    KPI_CONTEXT,
+    CapacitySample,
+    Kpis,
+    PoolInputs,
+    Telemetry,
+    integrate_capacity,
+    kpis_compute,
+    production_tokens,
+)
+from metering.models import CapacitySample as CapacityRow
+from metering.models import Deployment, DeploymentVersion, HourlyUsage, Pool
+from portal import clock
+from portal.periods import month_start, next_month
+
+ZERO = Decimal(0)
+
+HOUR = timedelta(hours=1)
+
+FACTORY = "factory"
+
+
+@dataclass
+class HourSums:
+    """One pool's production and sales in one hour."""
+
+    std: Decimal = ZERO
+    tok: Decimal = ZERO
+    compliant_std: Decimal = ZERO
+    output_tokens: int = 0
+    compliant_paid_std: Decimal = ZERO
+    paid_output_tokens: int = 0
+    list_value: Decimal = ZERO
+    realized: Decimal = ZERO
+
+    def add(self, other: HourSums) -> None:
+        """Add another's sums to these (in the caller's decimal context)."""
+        for name in HOUR_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+HOUR_FIELDS = tuple(HourSums.__dataclass_fields__)
+
+
+@dataclass
+class PoolSums:
+    """One pool's additive figures over a period: integrated capacity (C, A, B), how much
+    of it telemetry covered, and its production and sales. Sums of consecutive periods
+    are the sums of their union, which is how the pages combine day snapshots."""
+
+    calendar: Decimal
+    available: Decimal
+    busy: Decimal
+    telemetry: Telemetry
+    hours: HourSums
+
+    def add(self, other: PoolSums) -> None:
+        with localcontext(KPI_CONTEXT):
+            self.calendar += other.calendar
+            self.available += other.available
+            self.busy += other.busy
+            self.hours.add(other.hours)
+        # Measured when every part was, assumed when every part was (integrate_capacity).
+        if self.telemetry != other.telemetry:
+            self.telemetry = "partial"
+
+    def inputs(self, *, pool: str, r_refs: tuple[Decimal, ...]) -> PoolInputs:
+        total = self.hours
+        # Rounding in sums of exact shares can leave compliant paid a hair above compliant.
+        compliant_paid = min(total.compliant_paid_std, total.compliant_std)
+        return PoolInputs(
+            pool=pool,
+            calendar_gpu_seconds=self.calendar,
+            available_gpu_seconds=self.available,
+            busy_gpu_seconds=self.busy,
+            telemetry=self.telemetry,
+            std_gpu_seconds=total.std,
+            production_tokens=total.tok,
+            compliant_std_gpu_seconds=total.compliant_std,
+            compliant_paid_std_gpu_seconds=compliant_paid,
+            output_tokens=total.output_tokens,
+            paid_output_tokens=total.paid_output_tokens,
+            list_value=total.list_value,
+            realized_revenue=min(total.realized, total.list_value),
+            deployment_r_refs=r_refs,
+        )
+
+    def as_json(self) -> dict[str, str | int]:
+        """Exact decimal strings (ints for token counts): what a day snapshot stores."""
+        out: dict[str, str | int] = {
+            "calendar": str(self.calendar),
+            "available": str(self.available),
+            "busy": str(self.busy),
+            "telemetry": self.telemetry,
+        }
+        for name in HOUR_FIELDS:
+            value = getattr(self.hours, name)
+            out[name] = value if isinstance(value, int) else str(value)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict) -> PoolSums:
+        hours = HourSums(
+            **{
+                name: int(data[name]) if name.endswith("tokens") else Decimal(data[name])
+                for name in HOUR_FIELDS
+            }
+        )
+        return cls(
+            calendar=Decimal(data["calendar"]),
+            available=Decimal(data["available"]),
+            busy=Decimal(data["busy"]),
+            telemetry=data["telemetry"],
+            hours=hours,
+        )
+
+
+class Versions:
+    """Deployment versions in force at an hour (R_ref, w_in, SLO)."""
+
+    def __init__(self) -> None:
+        self._by_deployment: dict[int, list[DeploymentVersion]] = defaultdict(list)
+        for version in DeploymentVersion.objects.order_by("deployment_id", "effective_from"):
+            self._by_deployment[version.deployment_id].append(version)
+        self._starts = {
+            d: [v.effective_from for v in versions] for d, versions in self._by_deployment.items()
+        }
+
+    def at(self, deployment_id: int, when: datetime) -> DeploymentVersion | None:
+        index = bisect_right(self._starts.get(deployment_id, []), when)
+        return self._by_deployment[deployment_id][index - 1] if index else None
+
+    def latest_r_refs(self, deployment_ids) -> tuple[Decimal, ...]:
+        return tuple(
+            self._by_deployment[d][-1].r_ref for d in deployment_ids if self._by_deployment[d]
+        )
+
+
+def _tok(version: DeploymentVersion, output: int, input_: int, cached: int) -> Decimal:
+    return production_tokens(
+        output_tokens=output, input_tokens=input_, cached_tokens=cached, w_in=version.w_in
+    )
+
+
+def _is_compliant(event: dict, version: DeploymentVersion | None) -> bool:
+    """kpis.md: ok, and within each threshold the version sets when the event has the figure."""
+    if version is None:
+        return True
+    for figure, threshold in (("ttft_ms", version.slo_ttft_ms), ("tpot_ms", version.slo_tpot_ms)):
+        value = event.get(figure)
+        if threshold is not None and value is not None and value > threshold:
+            return False
+    return True
+
+
+def _midnight(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _hour_of(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+class FactoryData:
+    """Everything the KPIs of any period inside [start, end) need, loaded once."""
+
+    def __init__(self, *, start: datetime, end: datetime) -> None:
+        self.start, self.end = start, end
+        self.pools = {p.pk: p for p in Pool.objects.all()}
+        self.slugs = {p.slug: p.pk for p in self.pools.values()}
+        self.versions = Versions()
+        self.pool_of_deployment: dict[int, int] = {}
+        self.deployment_ids: dict[str, int] = {}
+        for deployment in Deployment.objects.all():
+            self.pool_of_deployment[deployment.pk] = deployment.pool_id
+            self.deployment_ids[deployment.slug] = deployment.pk
+        self.hours: dict[int, dict[datetime, HourSums]] = defaultdict(lambda: defaultdict(HourSums))
+        self.samples: dict[int, list[CapacitySample]] = defaultdict(list)
+        self.rating_errors: dict[str, str] = {}
+        self.month_shortfalls: dict[datetime, Decimal] = {}  # months that are over
+        self.month_sla_credits: dict[datetime, Decimal] = {}
+        self._load_production()
+        self._load_capacity()
+        self._load_sales()
+
+    def _load_production(self) -> None:
+        rows = (
+            HourlyUsage.objects.filter(hour__gte=self.start, hour__lt=self.end)
+            .values("deployment_id", "hour")
+            .annotate(
+                i=Sum("input_tokens"),
+                c=Sum("cached_tokens"),
+                o=Sum("output_tokens"),
+                ci=Sum("compliant_input_tokens"),
+                cc=Sum("compliant_cached_tokens"),
+                co=Sum("compliant_output_tokens"),
+            )
+        )
+        with localcontext(KPI_CONTEXT):
+            for row in rows:
+                hour = row["hour"].astimezone(UTC)
+                version = self.versions.at(row["deployment_id"], hour)
+                if version is None:
+                    continue
+                sums = self.hours[self.pool_of_deployment[row["deployment_id"]]][hour]
+                tok = _tok(version, row["o"], row["i"], row["c"])
+                sums.tok += tok
+                sums.std += tok / version.r_ref
+                sums.compliant_std += _tok(version, row["co"], row["ci"], row["cc"]) / version.r_ref
+                sums.output_tokens += row["o"]
+
+    def _load_capacity(self) -> None:
+        carried = (
+            CapacityRow.objects.filter(time__lt=self.start)
+            .values("pool_id")
+            .annotate(last=Max("time"))
+        )
+        condition = Q(time__gte=self.start, time__lt=self.end)
+        previous = [Q(pool_id=row["pool_id"], time=row["last"]) for row in carried]
+        if previous:
+            condition |= reduce(or_, previous)
+        for row in CapacityRow.objects.filter(condition).order_by("pool_id", "time"):
+            self.samples[row.pool_id].append(
+                CapacitySample(
+                    time=row.time,
+                    interval_s=row.interval_s,
+                    installed=row.gpus_installed,
+                    healthy=row.gpus_healthy,
+                    busy=row.gpus_busy,
+                )
+            )
+
+    def _load_sales(self) -> None:
+        month = month_start(self.start)
+        while month < self.end:
+            rating = month_rate(month_start=month, by_day=(self.start, self.end))
+            for tenant_id, error in rating.errors.items():
+                self.rating_errors[rating.tenants[tenant_id].slug] = str(error)
+            rows = {
+                (tenant_id, hour, row["deployment"]): row
+                for tenant_id, by_hour in rating.rows.items()
+                for hour, hour_rows in by_hour.items()
+                for row in hour_rows
+            }
+            if next_month(month) <= clock.now():  # a shortfall is due once the month is over
+                self.month_shortfalls[month] = sum(
+                    (r.minimum_shortfall for r in rating.rated.values()), ZERO
+                )
+            for tenant_id, rated in rating.rated.items():
+                for item in rated.items:
+                    when = item.item.time
+                    if item.is_paid and self.start <= when < self.end:
+                        self._add_sale(
+                            item,
+                            rows.get((tenant_id, _hour_of(when), item.item.deployment)),
+                            rating.events,
+                        )
+            month = next_month(month)
+        self.month_sla_credits = sla_credit_totals(start=month_start(self.start), end=self.end)
+
+    def _month_share(self, monthly: dict[datetime, Decimal], start, end) -> Decimal:
+        """Each month's amount spread evenly over its seconds; the period takes its share."""
+        total = ZERO
+        with localcontext(KPI_CONTEXT):
+            for month, amount in monthly.items():
+                month_end = next_month(month)
+                overlap = (min(end, month_end) - max(start, month)).total_seconds()
+                if overlap > 0 and amount:
+                    total += (
+                        amount
+                        * Decimal(int(overlap))
+                        / Decimal(int((month_end - month).total_seconds()))
+                    )
+        return total
+
+    def revenue_adjustments(self, *, start: datetime, end: datetime) -> tuple[Decimal, Decimal]:
+        """(minimum-commitment shortfall, SLA credits) falling in [start, end), factory-wide:
+        TFOM revenue = realized revenue + shortfall − credits (kpis.md section 5)."""
+        return (
+            self._month_share(self.month_shortfalls, start, end),
+            self._month_share(self.month_sla_credits, start, end),
+        )
+
+    def _add_sale(self, rated, row, events) -> None:
+        item = rated.item
+        deployment_id = self.deployment_ids[item.deployment]
+        version = self.versions.at(deployment_id, item.time)
+        if version is None:
+            return
+        with localcontext(KPI_CONTEXT):
+            if item.id:  # an event of a split hour
+                event = events[(item.source, item.id)]
+                compliant = (
+                    _tok(version, item.output_tokens, item.input_tokens, item.cached_tokens)
+                    / version.r_ref
+                    if _is_compliant(event, version)
+                    else ZERO
+                )
+            else:  # a rollup row, or what the events of a split hour leave of it
+                compliant = (
+                    _tok(
+                        version,
+                        row["compliant_output_tokens"],
+                        row["compliant_input_tokens"],
+                        row["compliant_cached_tokens"],
+                    )
+                    / version.r_ref
+                )
+                ok_tok = _tok(
+                    version, row["output_tokens"], row["input_tokens"], row["cached_tokens"]
+                )
+                item_tok = _tok(version, item.output_tokens, item.input_tokens, item.cached_tokens)
+                if item_tok != ok_tok:
+                    compliant = compliant * item_tok / ok_tok if ok_tok else ZERO
+            sums = self.hours[self.pool_of_deployment[deployment_id]][_hour_of(item.time)]
+            sums.compliant_paid_std += compliant
+            sums.paid_output_tokens += item.output_tokens
+            sums.list_value += rated.list_value
+            sums.realized += rated.realized_after_promotions
+
+    def pool_sums(self, pool_id: int, start: datetime, end: datetime) -> PoolSums:
+        """One pool's additive sums over [start, end): capacity and production and sales.
+        Sales of a day that rates alike throughout are held at its midnight (month_rate
+        by_day), so a period bound inside a day must be a bound of the loaded range."""
+        for bound in (start, end):
+            if bound not in (self.start, self.end) and bound != _midnight(bound):
+                raise ValueError("a period inside the loaded range must start and end at midnight")
+        pool = self.pools[pool_id]
+        capacity = integrate_capacity(
+            samples=self.samples.get(pool_id, []), start=start, end=end, gpu_count=pool.gpu_count
+        )
+        total = HourSums()
+        with localcontext(KPI_CONTEXT):
+            for hour, sums in self.hours.get(pool_id, {}).items():
+                if start <= hour < end:
+                    total.add(sums)
+        return PoolSums(
+            calendar=capacity.calendar_gpu_seconds,
+            available=capacity.available_gpu_seconds,
+            busy=capacity.busy_gpu_seconds,
+            telemetry=capacity.telemetry,
+            hours=total,
+        )
+
+    def r_refs(self, pool_id: int) -> tuple[Decimal, ...]:
+        deployments = [d for d, p in self.pool_of_deployment.items() if p == pool_id]
+        return self.versions.latest_r_refs(deployments)
+
+    def pool_inputs(self, pool_id: int, start: datetime, end: datetime) -> PoolInputs:
+        return self.pool_sums(pool_id, start, end).inputs(
+            pool=self.pools[pool_id].slug, r_refs=self.r_refs(pool_id)
+        )
+
+    def kpis(self, *, scope: str, start: datetime, end: datetime) -> Kpis:
+        """KPIs of the factory or of one pool (by slug) over [start, end) ⊆ the loaded range."""
+        if not (self.start <= start < end <= self.end):
+            raise ValueError("period outside the loaded range")
+        if scope == FACTORY:
+            ids = sorted(self.pools)
+        elif scope in self.slugs:
+            ids = [self.slugs[scope]]
+        else:
+            raise KeyError(scope)
+        return kpis_compute(
+            scope=scope, start=start, end=end, pools=[self.pool_inputs(i, start, end) for i in ids]
+        )
+
+    def scopes(self) -> list[str]:
+        return [FACTORY, *sorted(self.slugs)]
+
+
+def kpis_measure(*, scope: str, start: datetime, end: datetime) -> Kpis:
+    """Every KPI of kpis.md for the factory or a pool over [start, end)."""
+    return FactoryData(start=start, end=end).kpis(scope=scope, start=start, end=end)

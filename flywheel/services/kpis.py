@@ -1,0 +1,162 @@
+"""KPI snapshots: measured per scope and day or month, upserted on their key.
+
+The measure job refreshes the current day and month every 15 minutes and closes each
+day and month once after it ends; `snapshots_measure` does the same for any range.
+Every write is an upsert on (scope, period_kind, period_start) computed from the
+database alone, so a rerun after a crash, or two workers at once, leave one identical
+row per key.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+
+from flywheel.domain.kpis import Kpis
+from flywheel.models import KpiSnapshot
+from flywheel.selectors.measurement import FACTORY, FactoryData
+from portal import clock
+from portal.periods import month_start, next_month
+
+DAY = timedelta(days=1)
+
+
+def kpis_json(kpis: Kpis) -> dict[str, Any]:
+    """The figures as JSON: ratios and rates as numbers, money as decimal strings, token
+    counts as integers, times RFC 3339 (architecture.md, response shapes)."""
+    out: dict[str, Any] = {}
+    for key, value in kpis.as_dict().items():
+        if isinstance(value, datetime):
+            out[key] = value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        elif key in ("list_value", "realized_revenue"):
+            out[key] = str(value.quantize(Decimal("0.01")))
+        elif isinstance(value, Decimal):
+            out[key] = float(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _day_start(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _periods(start: datetime, end: datetime) -> list[tuple[str, datetime, datetime]]:
+    """Every day and month that [start, end) touches, clipped to nothing: whole periods."""
+    periods = []
+    day = _day_start(start)
+    while day < end:
+        periods.append((KpiSnapshot.PeriodKind.DAY, day, day + DAY))
+        day += DAY
+    month = month_start(start)
+    while month < end:
+        periods.append((KpiSnapshot.PeriodKind.MONTH, month, next_month(month)))
+        month = next_month(month)
+    return periods
+
+
+def snapshots_measure(
+    *, start: datetime, end: datetime, now: datetime | None = None
+) -> list[KpiSnapshot]:
+    """Measure every scope for each day and month that [start, end) touches and upsert the
+    snapshots; a period not over at `now` is measured up to now and left open."""
+    now = now or clock.now()
+    periods = [(kind, s, e) for kind, s, e in _periods(start, end) if s < now]
+    if not periods:
+        return []
+    data = FactoryData(
+        start=min(s for _, s, _ in periods), end=min(max(e for *_, e in periods), ceil_hour(now))
+    )
+    rows = []
+    for kind, period_start, period_end in periods:
+        measured_end = min(period_end, data.end)
+        for scope in data.scopes():
+            kpis = data.kpis(scope=scope, start=period_start, end=measured_end)
+            sums = {}
+            if scope == FACTORY and kind == KpiSnapshot.PeriodKind.DAY:
+                sums = {
+                    pool.slug: data.pool_sums(pool_id, period_start, measured_end).as_json()
+                    for pool_id, pool in data.pools.items()
+                }
+            rows.append(
+                KpiSnapshot(
+                    scope=scope,
+                    period_kind=kind,
+                    period_start=period_start,
+                    period_end=measured_end,
+                    telemetry=kpis.telemetry,
+                    values=kpis_json(kpis),
+                    sums=sums,
+                    rating_errors=data.rating_errors,
+                    is_closed=period_end <= now,
+                    measured_at=now,
+                )
+            )
+    with transaction.atomic():
+        KpiSnapshot.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["scope", "period_kind", "period_start"],
+            update_fields=[
+                "period_end",
+                "telemetry",
+                "values",
+                "sums",
+                "rating_errors",
+                "is_closed",
+                "measured_at",
+            ],
+        )
+    return rows
+
+
+def ceil_hour(moment: datetime) -> datetime:
+    """Rollups are hourly: the current hour counts as far as it has been metered."""
+    floor = moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    return floor if floor == moment else floor + timedelta(hours=1)
+
+
+def snapshots_reopen(*, hours: set[datetime]) -> int:
+    """Mark the closed snapshots of the days and months holding `hours` stale (open again):
+    late usage arrived for them, so the next refresh measures them again (kpis.md §6)."""
+    if not hours:
+        return 0
+    days = {_day_start(hour) for hour in hours}
+    months = {month_start(hour) for hour in hours}
+    return KpiSnapshot.objects.filter(
+        Q(period_kind=KpiSnapshot.PeriodKind.DAY, period_start__in=days)
+        | Q(period_kind=KpiSnapshot.PeriodKind.MONTH, period_start__in=months),
+        is_closed=True,
+    ).update(is_closed=False)
+
+
+def snapshots_refresh(*, now: datetime | None = None) -> int:
+    """The job: every day of the current month so far and the month, and every earlier
+    day or month not closed yet: each is closed once, by the first run after it ends, and
+    measured again when late usage reopened it. An earlier month is measured on its own,
+    from its first to its last open period, never the months between it and now."""
+    now = now or clock.now()
+    current = month_start(now)
+    written = len(snapshots_measure(start=current, end=now, now=now))
+    stale = (
+        KpiSnapshot.objects.filter(is_closed=False, period_start__lt=current)
+        .values_list("period_start", flat=True)
+        .distinct()
+    )
+    by_month: dict[datetime, list[datetime]] = {}
+    for start in stale:
+        by_month.setdefault(month_start(start), []).append(start)
+    for starts in by_month.values():
+        written += len(snapshots_measure(start=min(starts), end=max(starts) + DAY, now=now))
+    return written
+
+
+def snapshot_get(*, scope: str, start: datetime, end: datetime) -> KpiSnapshot | None:
+    """A closed snapshot covering exactly [start, end), if one was measured."""
+    return KpiSnapshot.objects.filter(
+        scope=scope, period_start=start, period_end=end, is_closed=True
+    ).first()

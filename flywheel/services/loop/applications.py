@@ -1,0 +1,88 @@
+"""Lever applications: a lever recorded in service, or withdrawn before a cycle measures it."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db import transaction
+
+from flywheel.domain.loop.factors import FACTORS, FlywheelError
+from flywheel.models import LeverApplication
+from flywheel.selectors.loop.levers import levers_in_force
+from flywheel.selectors.measurement import FactoryData
+from flywheel.services.loop.hours import hour_floor
+from portal import clock
+from portal.services import audit_record, audit_snapshot
+
+BASELINE_DAYS = 7  # an application's "before": the 7 days up to it
+
+
+def _factor_strings(kpis) -> dict[str, str]:
+    return {f: str(getattr(kpis, f)) for f in FACTORS if getattr(kpis, f) is not None}
+
+
+def lever_apply(
+    *,
+    slug: str,
+    applied_at: datetime,
+    note: str = "",
+    now: datetime | None = None,
+    data: FactoryData | None = None,
+    by=None,
+) -> LeverApplication:
+    """Record that lever `slug` went into service at `applied_at` (not in the future),
+    with the factors measured over the 7 days before it and the typical multipliers of the
+    version in force then: what the next cycle will compare against."""
+    now = now or clock.now()
+    if applied_at.tzinfo is None:
+        raise FlywheelError("applied_at", "must include a time zone")
+    if applied_at > now:
+        raise FlywheelError("applied_at", "must not be in the future: record it once done")
+    # The version in force then; one added to the catalogue since is taken as it is now.
+    lever = next((v for v in levers_in_force(at=applied_at) if v.slug == slug), None) or next(
+        (v for v in levers_in_force(at=now) if v.slug == slug), None
+    )
+    if lever is None:
+        raise FlywheelError("lever", f"no active lever {slug!r} in the catalogue")
+    if LeverApplication.objects.filter(lever__slug=slug).exists():
+        raise FlywheelError("lever", f"lever {slug} is already recorded as applied")
+    end = hour_floor(applied_at)
+    start = end - timedelta(days=BASELINE_DAYS)
+    data = data if data is not None else FactoryData(start=start, end=end)
+    before = data.kpis(scope="factory", start=start, end=end)
+    with transaction.atomic():
+        application = LeverApplication.objects.create(
+            lever=lever,
+            applied_at=applied_at,
+            note=note,
+            baseline_start=start,
+            baseline_end=end,
+            baseline_factors=_factor_strings(before),
+            projected={factor: values["typical"] for factor, values in lever.effects.items()},
+            created_by=by if by is not None and by.is_authenticated else None,
+        )
+        audit_record(
+            actor=by,
+            action="lever.apply",
+            object_type="lever_application",
+            object_id=application.pk,
+            after=audit_snapshot(application),
+        )
+    return application
+
+
+@transaction.atomic
+def lever_application_delete(*, application: LeverApplication, by=None) -> None:
+    """Withdraw an application recorded by mistake, before a cycle has measured it."""
+    locked = LeverApplication.objects.select_for_update().get(pk=application.pk)
+    if locked.evaluated_by_id is not None:
+        raise FlywheelError("evaluated_by", "already measured by a cycle: it stays on record")
+    before, pk = audit_snapshot(locked), locked.pk
+    locked.delete()
+    audit_record(
+        actor=by,
+        action="lever.unapply",
+        object_type="lever_application",
+        object_id=pk,
+        before=before,
+    )

@@ -1,0 +1,13 @@
+"""flywheel's pages, and /metrics for Prometheus."""
+
+from django.urls import path
+
+from flywheel.api.kpis import MetricsView
+from flywheel.views import loop, tfom
+
+urlpatterns = [
+    path("investor/", tfom.investor, name="investor"),
+    path("reports/tfom/", tfom.tfom_reports, name="tfom-reports"),
+    path("flywheel/", loop.flywheel, name="flywheel"),
+    path("metrics", MetricsView.as_view(), name="metrics"),
+]

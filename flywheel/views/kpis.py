@@ -1,0 +1,32 @@
+"""The factory overview: the operators' front page (finance and investors read it too)."""
+
+from django.shortcuts import render
+
+from flywheel.charts import tps_chart, trend_chart, waterfall_chart
+from flywheel.selectors.kpis import daily_trend, overview_get
+from portal.charts import figure_json
+from portal.decorators import role_required
+from portal.models import Role
+from portal.periods import PRESETS, period_from_preset
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.INVESTOR)
+def overview(request):
+    """Factor waterfall with benchmark bands, pools table, 90-day TEF/TFI and TPS trends."""
+    period, preset = period_from_preset(request.GET)
+    overview = overview_get(period=period)
+    trend = daily_trend(end=period.end)
+    return render(
+        request,
+        "flywheel/overview.html",
+        {
+            "title": "Factory overview",
+            "period": period,
+            "preset": preset,
+            "presets": PRESETS,
+            **overview,
+            "waterfall": figure_json(waterfall_chart(overview["kpis"])),
+            "trend": figure_json(trend_chart(trend)) if trend else None,
+            "tps": figure_json(tps_chart(trend)) if trend else None,
+        },
+    )

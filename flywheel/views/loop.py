@@ -1,0 +1,334 @@
+"""The flywheel page: its period, diagnosis, simulator, goal, levers and cycle history."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import plotly.graph_objects as go
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseRedirect
+from django.shortcuts import render
+
+from flywheel.domain.loop.baseline import measured_tfom, per_month
+from flywheel.domain.loop.factors import CAPPED, FACTORS, LABELS, SYMBOLS
+from flywheel.forms import flywheel_form_post
+from flywheel.models import Lever
+from flywheel.selectors.loop.baseline import baseline_get, baseline_remember
+from flywheel.selectors.loop.cycles import application_list, cycle_list
+from flywheel.selectors.loop.diagnosis import diagnosis_get, goal_status_get
+from flywheel.selectors.loop.levers import goal_in_force, lever_spec, levers_in_force
+from flywheel.selectors.measurement import FactoryData
+from flywheel.selectors.tfom import TfomError
+from portal import clock
+from portal.access import Capability, user_may
+from portal.charts import base_layout, figure_json
+from portal.decorators import role_required
+from portal.models import Role
+from portal.periods import PRESETS, Period, period_from_preset
+from portal.templatetags.portal import ratio_pct, tokens
+
+HISTORY = 12  # cycles shown
+
+
+def _page_period(request, now: datetime) -> tuple[Period, str]:
+    """The period picked, ending no later than the current hour (no future hours)."""
+    period, preset = period_from_preset(request.GET, now=now)
+    hour = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    end = min(period.end, hour) if hour > period.start else period.end
+    return Period(period.start, end), preset
+
+
+def _pct(value: Decimal | None) -> str:
+    return "0.0" if value is None else f"{float(value) * 100:.1f}"
+
+
+@role_required(Role.OPERATOR, Role.FINANCE)
+def flywheel(request):
+    """Measure → diagnose → adjust → check the goal, on one page (kpis.md section 6)."""
+    now = clock.now()
+    form_errors: dict = {}
+    form_name = ""
+    if request.method == "POST":
+        if not user_may(request.user, Capability.WRITE_FACTORY):
+            raise PermissionDenied("Your role may not change the flywheel.")
+        form_errors, form_name = flywheel_form_post(request, now)
+        if not form_errors:
+            return HttpResponseRedirect(request.get_full_path())
+    period, preset = _page_period(request, now)
+    context = {
+        "title": "Flywheel",
+        "period": period,
+        "preset": preset,
+        "presets": PRESETS,
+        "form_errors": form_errors,
+        "form_name": form_name,
+        "may_write": user_may(request.user, Capability.WRITE_FACTORY),
+        "factors": [{"key": f, "symbol": SYMBOLS[f], "label": LABELS[f]} for f in FACTORS],
+    }
+    applications = list(application_list())
+    levers = levers_in_force(at=now)
+    context["levers"] = _lever_rows(levers, applications)
+    cycles = list(cycle_list()[:HISTORY])
+    context["cycle_rows"] = _cycle_rows(cycles)
+    realized = _realized_rows(applications)
+    context["realized"] = realized
+    context["realized_chart"] = figure_json(realized_chart(realized)) if realized else None
+    context["pending"] = [a for a in applications if a.evaluated_by_id is None]
+    goal = goal_in_force(at=now)
+    context["goal"] = goal
+    data = FactoryData(start=period.start, end=period.end)
+    try:
+        baseline = baseline_get(start=period.start, end=period.end, data=data)
+    except TfomError as error:
+        context["error"] = error.message
+        return render(
+            request, "flywheel/flywheel.html", context, status=400 if form_errors else 200
+        )
+    measured = measured_tfom(baseline)
+    diagnosis = diagnosis_get(
+        start=period.start, end=period.end, data=data, baseline=baseline, at=now
+    )
+    status = goal_status_get(baseline=baseline, now=now, measured=measured)
+    currency = settings.FACTORY_CURRENCY
+    gains = [f.ebitda_gain_per_month for f in diagnosis.factors]
+    context.update(
+        measured=measured,
+        diagnosis=diagnosis,
+        rating_errors=data.rating_errors,
+        ebitda_per_month=diagnosis.ebitda_per_month,
+        revenue_per_month=per_month(measured.revenue, start=period.start, end=period.end),
+        diagnosis_rows=[
+            {"factor": f, "evidence": _evidence_table(f.evidence), "rank": i + 1}
+            for i, f in enumerate(diagnosis.factors)
+        ],
+        diagnosis_chart=(
+            figure_json(diagnosis_chart(diagnosis.factors, currency=currency))
+            if any(g > 0 for g in gains)
+            else None
+        ),
+        factors_chart=(
+            figure_json(factors_chart(measured))
+            if any(getattr(measured, f) is not None for f in FACTORS)
+            else None
+        ),
+        sim_factors=[
+            {
+                "key": f,
+                "symbol": SYMBOLS[f],
+                "label": LABELS[f],
+                "measured": _pct(getattr(measured, f)),
+                "target": _pct(diagnosis.targets[f]),
+                "max": "100"
+                if f in CAPPED
+                else _pct(max(Decimal("1.5"), (getattr(measured, f) or 0) * Decimal("1.5"))),
+            }
+            for f in FACTORS
+        ],
+        goal_check=status.check,
+        proposal=status.proposal,
+        simulator=json.dumps(
+            {
+                "from": period.start.isoformat(),
+                "to": period.end.isoformat(),
+                "baseline": baseline_remember(baseline),
+                "currency": currency,
+                "factors": [
+                    {
+                        "key": f,
+                        "symbol": SYMBOLS[f],
+                        "label": LABELS[f],
+                        "measured": None
+                        if getattr(measured, f) is None
+                        else float(getattr(measured, f)),
+                        "target": float(diagnosis.targets[f]),
+                        "max": 1.0
+                        if f in CAPPED
+                        else max(1.5, float(getattr(measured, f) or 0) * 1.5),
+                    }
+                    for f in FACTORS
+                ],
+            }
+        ),
+    )
+    return render(request, "flywheel/flywheel.html", context, status=400 if form_errors else 200)
+
+
+def _whole(value) -> str:
+    return "—" if value is None else f"{Decimal(value):,.0f}"
+
+
+def _cell(value, unit: str) -> dict:
+    """A table cell: text shown, the exact figure on hover, right-aligned when numeric."""
+    if value is None or value == "":
+        return {"text": "—", "title": "", "is_num": unit != "text"}
+    if unit == "ratio":
+        return {"text": ratio_pct(value), "title": f"{Decimal(value):.6f}", "is_num": True}
+    if unit == "tokens":
+        return {"text": tokens(value), "title": f"{int(value):,}", "is_num": True}
+    if unit in ("gpu_hours", "minutes", "rate", "money"):
+        return {"text": _whole(value), "title": f"{Decimal(value):,.2f}", "is_num": True}
+    if unit == "count":
+        return {"text": f"{int(value):,}", "title": "", "is_num": True}
+    return {"text": str(value), "title": "", "is_num": False}
+
+
+def _evidence_table(evidence) -> dict | None:
+    if evidence is None:
+        return None
+    return {
+        "summary": evidence.summary,
+        "columns": [{"label": c.label, "is_num": c.unit != "text"} for c in evidence.columns],
+        "rows": [
+            [_cell(row.get(c.key), c.unit) for c in evidence.columns] for row in evidence.rows
+        ],
+    }
+
+
+def _lever_rows(levers: list[Lever], applications) -> list[dict]:
+    by_slug = {}
+    for application in applications:
+        by_slug.setdefault(application.lever.slug, application)
+    rows = []
+    for lever in levers:
+        spec = lever_spec(lever)
+        rows.append(
+            {
+                "lever": lever,
+                "effects": [
+                    {
+                        "factor": e.factor,
+                        "symbol": SYMBOLS[e.factor],
+                        "label": LABELS[e.factor],
+                        "low": e.low,
+                        "typical": e.typical,
+                        "high": e.high,
+                    }
+                    for e in spec.effects
+                ],
+                "cost": spec.cost,
+                "application": by_slug.get(lever.slug),
+            }
+        )
+    return rows
+
+
+def _realized_rows(applications) -> list[dict]:
+    rows = []
+    for application in applications:
+        if application.evaluated_by_id is None:
+            continue
+        for factor, entry in application.realized.items():
+            if "realized_uplift" not in entry:
+                continue
+            rows.append(
+                {
+                    "application": application,
+                    "lever": application.lever.slug,
+                    "factor": factor,
+                    "symbol": SYMBOLS.get(factor, factor),
+                    "before": float(entry["before"]),
+                    "projected": float(entry["projected"]),
+                    "after": float(entry["after"]),
+                    "projected_uplift": float(entry["projected_uplift"]),
+                    "realized_uplift": float(entry["realized_uplift"]),
+                    "prior_typical": entry.get("prior_typical"),
+                    "updated_typical": entry.get("updated_typical"),
+                    "is_capped": entry.get("is_capped"),
+                    "cycle": application.evaluated_by,
+                }
+            )
+    return rows
+
+
+def _cycle_rows(cycles) -> list[dict]:
+    rows = []
+    for cycle in cycles:
+        figures = cycle.figures or {}
+        ebitda = figures.get("ebitda")
+        proposal = cycle.proposal or {}
+        rows.append(
+            {
+                "cycle": cycle,
+                "tef": figures.get("tef"),
+                "tfi": figures.get("tfi"),
+                "ebitda_per_month": (
+                    None
+                    if ebitda is None
+                    else per_month(Decimal(ebitda), start=cycle.period_start, end=cycle.period_end)
+                ),
+                "bottleneck": (
+                    f"{SYMBOLS[cycle.bottleneck]} {LABELS[cycle.bottleneck]}"
+                    if cycle.bottleneck in SYMBOLS
+                    else ""
+                ),
+                "proposal_cost": Decimal(proposal["cost"]) if proposal.get("cost") else None,
+            }
+        )
+    return rows
+
+
+BOTTLENECK_COLOUR = "#d9480f"
+
+FACTOR_COLOUR = "#1f6feb"
+
+MEASURED_COLOUR = "#868e96"
+
+
+def diagnosis_chart(factors, *, currency: str) -> go.Figure:
+    """Monthly EBITDA each factor gains alone at its target, ranked (bottleneck first)."""
+    labels = [f"{f.symbol} {f.label}" for f in factors]
+    gains = [float(f.ebitda_gain_per_month) for f in factors]
+    colours = [
+        BOTTLENECK_COLOUR if i == 0 and gains[0] > 0 else FACTOR_COLOUR for i in range(len(factors))
+    ]
+    layout = base_layout(x_title=f"EBITDA gained per month at the target ({currency})", y_title="")
+    layout["yaxis"] = {"autorange": "reversed", "automargin": True}
+    layout["showlegend"] = False
+    layout["margin"] = {"l": 150, "r": 30, "t": 20, "b": 60}
+    fig = go.Figure(layout=layout)
+    fig.add_bar(
+        y=labels,
+        x=gains,
+        orientation="h",
+        marker_color=colours,
+        text=[f"{g:,.0f}" for g in gains],
+        textposition="auto",
+        hovertemplate="%{y}: %{x:,.0f} " + currency + " per month<extra></extra>",
+    )
+    return fig
+
+
+def factors_chart(measured) -> go.Figure:
+    """The six factors, measured against projected (the simulator redraws the second)."""
+    labels = [f"{SYMBOLS[f]} {LABELS[f]}" for f in FACTORS]
+    values = [
+        None if getattr(measured, f) is None else float(getattr(measured, f)) * 100 for f in FACTORS
+    ]
+    layout = base_layout(y_title="Percent", x_title="")
+    layout["barmode"] = "group"
+    layout["margin"] = {"l": 60, "r": 10, "t": 20, "b": 110}
+    fig = go.Figure(layout=layout)
+    fig.add_bar(x=labels, y=values, name="measured", marker_color=MEASURED_COLOUR)
+    fig.add_bar(x=labels, y=values, name="projected", marker_color=FACTOR_COLOUR)
+    return fig
+
+
+def realized_chart(rows: list[dict]) -> go.Figure:
+    """Projected against realized uplift per lever and factor, in percent."""
+    x = [f"{r['lever']} · {SYMBOLS.get(r['factor'], r['factor'])}" for r in rows]
+    layout = base_layout(y_title="Uplift of the factor (%)", x_title="Lever · factor")
+    layout["barmode"] = "group"
+    fig = go.Figure(layout=layout)
+    fig.add_bar(
+        x=x,
+        y=[r["projected_uplift"] * 100 for r in rows],
+        name="projected",
+        marker_color=MEASURED_COLOUR,
+    )
+    fig.add_bar(
+        x=x, y=[r["realized_uplift"] * 100 for r in rows], name="realized", marker_color="#2b8a3e"
+    )
+    return fig

@@ -1,0 +1,293 @@
+"""The investor view (TFOM in plain language, monthly trends, industry bands) and the TFOM
+reports of finance (a month or a quarter as HTML, CSV, XLSX or PDF)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import plotly.graph_objects as go
+from django.conf import settings
+from django.http import Http404, HttpResponse
+from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_safe
+
+from flywheel.domain.bands import band_of
+from flywheel.domain.reports.csv_rows import CSV_HEADER, report_csv_rows
+from flywheel.domain.reports.explain import EXPLAIN, RENTAL_BAND
+from flywheel.domain.reports.formats import report_money
+from flywheel.domain.reports.model import TfomReport
+from flywheel.domain.reports.xlsx import report_xlsx
+from flywheel.domain.tfom import DEFAULT_BASELINE_TEF
+from flywheel.selectors.measurement import FactoryData
+from flywheel.selectors.report_periods import report_period_parse, report_periods
+from flywheel.selectors.reports import tfom_report_build
+from flywheel.selectors.tfom import TfomError, TrendMonth, tfom_trend, tfom_trend_start
+from portal.charts import base_layout, figure_json
+from portal.decorators import role_required
+from portal.exports import csv_response
+from portal.models import Role
+from portal.periods import PRESETS, period_from_preset
+
+TREND_MONTHS = 12
+
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+
+BAND_KEYS = (
+    ("tef", "TEF — production efficiency"),
+    ("occupancy", "Occupancy β — GPUs put to work"),
+    ("sla_delivery", "SLA delivery σ — on-time production"),
+    ("tfi", "TFI — sold, on time, at list price"),
+)
+
+
+def _month_label(point: TrendMonth) -> str:
+    label = point.month.strftime("%b %Y")
+    return f"{label}*" if point.is_partial else label
+
+
+def trend_money_chart(points: list[TrendMonth], *, currency: str) -> go.Figure:
+    """Monthly revenue against COGS and opex (bars), EBITDA and EBIT (lines)."""
+    points = [p for p in points if p.tfom is not None]
+    x = [_month_label(p) for p in points]
+    fig = go.Figure(layout=base_layout(y_title=f"{currency} per month", x_title="Month (UTC)"))
+    for key, name, colour in (
+        ("revenue", "Revenue", "#1f6feb"),
+        ("cogs", "COGS (depreciation, energy, hosting)", "#e8590c"),
+        ("opex", "Opex (staff, SG&A)", "#adb5bd"),
+    ):
+        fig.add_bar(
+            x=x, y=[float(getattr(p.tfom, key)) for p in points], name=name, marker_color=colour
+        )
+    for key, name, colour in (("ebitda", "EBITDA", "#2b8a3e"), ("ebit", "EBIT", "#7048e8")):
+        fig.add_scatter(
+            x=x,
+            y=[float(getattr(p.tfom, key)) for p in points],
+            name=name,
+            mode="lines+markers",
+            line={"color": colour, "width": 3},
+        )
+    fig.update_layout(barmode="group")
+    return fig
+
+
+def trend_factor_chart(points: list[TrendMonth]) -> go.Figure:
+    """Monthly TEF and TFI (percent) over the kpis.md bands."""
+    x = [_month_label(p) for p in points]
+    fig = go.Figure(layout=base_layout(y_title="Percent of GPU time", x_title="Month (UTC)"))
+    fig.add_hrect(
+        y0=20,
+        y1=35,
+        fillcolor="#adb5bd",
+        opacity=0.2,
+        line_width=0,
+        annotation_text="typical TEF 20–35%",
+        annotation_position="bottom left",
+    )
+    fig.add_hrect(
+        y0=35,
+        y1=45,
+        fillcolor="#2b8a3e",
+        opacity=0.10,
+        line_width=0,
+        annotation_text="excellent TFI 35–45%",
+        annotation_position="top left",
+    )
+    fig.add_hline(
+        y=65,
+        line_dash="dot",
+        line_color="#5b3cc4",
+        annotation_text="TEF target 65%",
+        annotation_position="top right",
+    )
+    for key, name, colour in (("tef", "TEF", "#1f6feb"), ("tfi", "TFI", "#d9480f")):
+        fig.add_scatter(
+            x=x,
+            y=[None if getattr(p, key) is None else float(getattr(p, key)) * 100 for p in points],
+            name=name,
+            mode="lines+markers",
+            line={"color": colour, "width": 3},
+        )
+    fig.update_yaxes(range=[0, 100])
+    return fig
+
+
+def _baseline_tef(value: str | None) -> Decimal:
+    try:
+        baseline = Decimal(value) if value else DEFAULT_BASELINE_TEF
+    except ArithmeticError:
+        return DEFAULT_BASELINE_TEF
+    return baseline if baseline.is_finite() and 0 < baseline <= 1 else DEFAULT_BASELINE_TEF
+
+
+@require_safe
+@role_required(Role.INVESTOR, Role.FINANCE, Role.OPERATOR)
+def investor(request):
+    """Revenue, margins, EBITDA, ROI, payback, equivalent GPUs and avoided capex of the
+    period, monthly trends and industry bands, explained for non-specialists."""
+    period, preset = period_from_preset(request.GET)
+    baseline = _baseline_tef(request.GET.get("baseline_tef"))
+    trend_start = tfom_trend_start(end=period.end, months=TREND_MONTHS)
+    data = FactoryData(
+        start=min(period.start, trend_start) if trend_start else period.start, end=period.end
+    )
+    context = {
+        "title": "Investor view",
+        "period": period,
+        "preset": preset,
+        "presets": PRESETS,
+        "explain": EXPLAIN,
+        "baseline_tef": baseline,
+        "rental_band": RENTAL_BAND,
+    }
+    try:
+        report = tfom_report_build(
+            start=period.start,
+            end=period.end,
+            label=f"{period.start:%d %b %Y} – {period.end:%d %b %Y}",
+            baseline_tef=baseline,
+            data=data,
+        )
+    except TfomError as error:
+        return render(request, "flywheel/investor.html", {**context, "error": error.message})
+    points = tfom_trend(end=period.end, months=TREND_MONTHS, data=data)
+    measured = [p for p in points if p.tfom is not None]
+    t = report.tfom
+    context.update(
+        report=report,
+        tfom=t,
+        sections={section.key: section for section in report.sections},
+        bands=[
+            (label, getattr(t, key), band_of(key, getattr(t, key)), EXPLAIN[key])
+            for key, label in BAND_KEYS
+        ],
+        ebitda_margin=(t.ebitda / t.revenue) if t.revenue else None,
+        extra_gpus=t.equivalent_gpus - report.installed_gpus,
+        trend=points,
+        partial_months=[p for p in measured if p.is_partial],
+        money_chart=(
+            figure_json(trend_money_chart(measured, currency=report.currency)) if measured else None
+        ),
+        factor_chart=figure_json(trend_factor_chart(measured)) if measured else None,
+        has_snapshots=any(p.source == "snapshot" for p in measured),
+    )
+    return render(request, "flywheel/investor.html", context)
+
+
+@require_safe
+@role_required(Role.FINANCE, Role.INVESTOR)
+def tfom_reports(request):
+    """Without `period`: the months and quarters with download links. With `period`
+    (YYYY-MM or YYYY-Qn): the report as HTML, or as `format` csv, xlsx or pdf."""
+    key = request.GET.get("period")
+    if not key:
+        return render(
+            request,
+            "flywheel/reports.html",
+            {
+                "title": "TFOM reports",
+                "periods": report_periods(),
+                "formats": ("csv", "xlsx", "pdf"),
+            },
+        )
+    try:
+        period = report_period_parse(key)
+    except ValueError as error:
+        raise Http404(str(error)) from None
+    try:
+        report = tfom_report_build(start=period.start, end=period.end, label=period.label)
+    except TfomError as error:
+        return render(
+            request,
+            "flywheel/reports_detail.html",
+            {"title": f"TFOM report · {period.label}", "period": period, "error": error.message},
+        )
+    output = request.GET.get("format", "html")
+    filename = f"tfom-{period.key}"
+    if output == "csv":
+        return csv_response(
+            filename=f"{filename}.csv", header=CSV_HEADER, rows=report_csv_rows(report)
+        )
+    if output == "xlsx":
+        response = HttpResponse(report_xlsx(report), content_type=XLSX)
+        response["Content-Disposition"] = f'attachment; filename="{filename}.xlsx"'
+        return response
+    if output == "pdf":
+        pdf = report_pdf(report, base_url=request.build_absolute_uri("/"))
+        response = HttpResponse(pdf, content_type="application/pdf")
+        response["Content-Disposition"] = f'inline; filename="{filename}.pdf"'
+        return response
+    return render(
+        request,
+        "flywheel/reports_detail.html",
+        {
+            "title": f"TFOM report · {period.label}",
+            "period": period,
+            "report": report,
+            "formats": ("csv", "xlsx", "pdf"),
+        },
+    )
+
+
+CHART_WIDTH, CHART_LABEL_WIDTH, CHART_BAR_HEIGHT, CHART_GAP = 900, 120, 22, 8
+
+CHART_COLOURS = {"revenue": "#1f6feb", "cost": "#d9480f", "profit": "#2b8a3e", "loss": "#b3261e"}
+
+
+def pnl_chart(report: TfomReport) -> dict:
+    """A horizontal bar chart of the P&L (revenue, costs, EBITDA, EBIT), as SVG geometry the
+    PDF template draws: bars to the right of zero are positive, to the left negative."""
+    t = report.tfom
+    items = [
+        ("Revenue", t.revenue, "revenue"),
+        ("Depreciation", t.depreciation, "cost"),
+        ("Energy", t.energy_cost, "cost"),
+        ("Hosting", t.hosting, "cost"),
+        ("Opex", t.opex, "cost"),
+        ("EBITDA", t.ebitda, "profit" if t.ebitda >= 0 else "loss"),
+        ("EBIT", t.ebit, "profit" if t.ebit >= 0 else "loss"),
+    ]
+    values = [float(value) for _, value, _ in items]
+    low, high = min(0.0, *values), max(0.0, *values)
+    span = (high - low) or 1.0
+    plot = CHART_WIDTH - CHART_LABEL_WIDTH - 110  # room for the value text
+    zero_x = CHART_LABEL_WIDTH + plot * (-low / span)
+    bars = []
+    for index, ((label, value, kind), number) in enumerate(zip(items, values, strict=True)):
+        width = plot * abs(number) / span
+        x = zero_x if number >= 0 else zero_x - width
+        y = 10 + index * (CHART_BAR_HEIGHT + CHART_GAP)
+        bars.append(
+            {
+                "label": label,
+                "x": round(x, 1),
+                "y": y,
+                "width": round(max(width, 0.5), 1),
+                "height": CHART_BAR_HEIGHT,
+                "colour": CHART_COLOURS[kind],
+                "text": f"{report_money(value):,.0f}",
+                "text_x": round((x + width if number >= 0 else x) + 6, 1),
+                "text_y": y + CHART_BAR_HEIGHT / 2 + 4,
+                "label_y": y + CHART_BAR_HEIGHT / 2 + 4,
+            }
+        )
+    height = 20 + len(items) * (CHART_BAR_HEIGHT + CHART_GAP)
+    return {
+        "width": CHART_WIDTH,
+        "height": height,
+        "label_x": CHART_LABEL_WIDTH - 8,
+        "zero_x": round(zero_x, 1),
+        "bars": bars,
+        "title": f"P&L, {report.label} ({report.currency})",
+    }
+
+
+def report_pdf(report: TfomReport, *, base_url: str) -> bytes:
+    """The report as PDF, rendered by WeasyPrint from its HTML document."""
+    from weasyprint import HTML
+
+    html = render_to_string(
+        "flywheel/tfom_report_document.html",
+        {"report": report, "chart": pnl_chart(report), "issuer": settings.FACTORY_NAME},
+    )
+    return HTML(string=html, base_url=base_url).write_pdf()

@@ -1,0 +1,351 @@
+from datetime import UTC, date, datetime, time
+
+from django.core.exceptions import RequestDataTooBig
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from metering.api.factory import CapacitySampleSerializer
+from metering.domain.usage.body import (
+    MAX_EVENTS,
+    BatchError,
+    PayloadTooLarge,
+    decode_batch,
+    decompress_body,
+)
+from metering.domain.usage.fields import FieldError
+from metering.domain.usage.formats import cloudevents_to_items, merge_errors, openai_batch_to_items
+from metering.domain.usage.json_batch import validate_json_batch
+from metering.domain.usage.validation import validate_events
+from metering.selectors.usage import usage_list
+from metering.services.factory import CapacityIn, capacity_upsert
+from metering.services.usage.ingest import IngestConflict, IngestRejected, usage_ingest
+from portal import clock
+from portal.access import Capability
+from portal.api.errors import errors_response, flatten
+from portal.api.pagination import Pagination
+from portal.models import Scope
+from portal.periods import period_from_query
+from portal.permissions import capability_permission
+
+
+class UsageEventDoc(serializers.Serializer):
+    """Documentation of one usage event (validated by hand for speed, not by this class)."""
+
+    id = serializers.CharField(max_length=128, help_text="Idempotency key, unique per source")
+    source = serializers.CharField(max_length=128, required=False, default="default")
+    time = serializers.DateTimeField(help_text="Request end, RFC 3339 with a zone")
+    tenant = serializers.SlugField()
+    model = serializers.CharField(help_text="Served model slug or alias")
+    pool = serializers.SlugField(required=False)
+    input_tokens = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
+    cached_tokens = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
+    output_tokens = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
+    ttft_ms = serializers.FloatField(min_value=0, required=False)
+    tpot_ms = serializers.FloatField(min_value=0, required=False)
+    latency_ms = serializers.FloatField(min_value=0, required=False)
+    status = serializers.ChoiceField(choices=["ok", "error"], required=False, default="ok")
+
+
+class IngestResultSerializer(serializers.Serializer):
+    accepted = serializers.IntegerField()
+    duplicates = serializers.IntegerField()
+
+
+class ErrorItemSerializer(serializers.Serializer):
+    index = serializers.IntegerField(required=False)
+    field = serializers.CharField()
+    message = serializers.CharField()
+
+
+class ErrorsSerializer(serializers.Serializer):
+    errors = ErrorItemSerializer(many=True)
+
+
+class UsageRowSerializer(serializers.Serializer):
+    period_start = serializers.DateTimeField()
+    tenant = serializers.CharField()
+    model = serializers.CharField()
+    pool = serializers.CharField()
+    requests = serializers.IntegerField()
+    errors = serializers.IntegerField()
+    input_tokens = serializers.IntegerField()
+    cached_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+
+
+IngestPermission = capability_permission(
+    read=Capability.READ_FACTORY, write=Capability.WRITE_FACTORY
+)
+
+ERROR_RESPONSES = {400: ErrorsSerializer, 403: ErrorsSerializer, 413: ErrorsSerializer}
+
+
+def _body(request) -> bytes | Response:
+    try:
+        return request.body
+    except RequestDataTooBig:
+        return errors_response(
+            [{"field": "", "message": "request body is larger than 32 MiB"}],
+            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+
+
+def _field_errors(errors: list[FieldError]) -> Response:
+    return errors_response([e.as_dict() for e in errors], status.HTTP_400_BAD_REQUEST)
+
+
+def _content_type_error(request, allowed: tuple[str, ...]) -> Response | None:
+    content_type = request.content_type.split(";")[0].strip().lower()
+    if content_type not in allowed:
+        return errors_response(
+            [
+                {
+                    "field": "Content-Type",
+                    "message": f"must be one of {', '.join(allowed)} (got {content_type or 'none'!r})",
+                }
+            ],
+            status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+        )
+    return None
+
+
+def ingest_items(items: list, conversion_errors: list[FieldError] | None = None) -> Response:
+    """Validate raw event dicts and store them all or nothing."""
+    now = clock.now()
+    events, errors = validate_events(items=items, now=now)
+    if conversion_errors is not None:
+        errors = merge_errors(conversion=conversion_errors, validation=errors)
+    if errors:
+        return _field_errors(errors)
+    return ingest_events(events, now)
+
+
+def ingest_events(events: list, now) -> Response:
+    """Store validated events all or nothing (received at `now`) and answer."""
+    try:
+        result = usage_ingest(events=events, received_at=now)
+    except IngestRejected as exc:
+        return _field_errors(exc.errors)
+    except IngestConflict as exc:
+        return errors_response(
+            [
+                {
+                    "index": i,
+                    "field": "id",
+                    "message": "this (source, id) is already stored with a different payload",
+                }
+                for i in exc.indexes
+            ],
+            status.HTTP_409_CONFLICT,
+        )
+    return Response({"accepted": result.accepted, "duplicates": result.duplicates})
+
+
+class IngestView(APIView):
+    write_scope = Scope.INGEST
+    permission_classes = [IngestPermission]
+    throttle_scope = "ingest"
+
+    def _decoded(self, request):
+        body = _body(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            return decode_batch(body=body, content_encoding=request.headers.get("Content-Encoding"))
+        except PayloadTooLarge as exc:
+            return errors_response([{"field": "", "message": exc.message}], 413)
+        except BatchError as exc:
+            return errors_response([{"field": "", "message": exc.message}], 400)
+
+
+class UsageEventsView(IngestView):
+    """Native JSON batches of usage events (≤ 10,000; gzip accepted)."""
+
+    @extend_schema(
+        request={"application/json": UsageEventDoc(many=True)},
+        responses={
+            200: IngestResultSerializer,
+            409: ErrorsSerializer,
+            415: ErrorsSerializer,
+            **ERROR_RESPONSES,
+        },
+    )
+    def post(self, request):
+        refused = _content_type_error(request, ("application/json",))
+        if refused:
+            return refused
+        body = _body(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            data = decompress_body(
+                body=body, content_encoding=request.headers.get("Content-Encoding")
+            )
+        except PayloadTooLarge as exc:
+            return errors_response([{"field": "", "message": exc.message}], 413)
+        except BatchError as exc:
+            return errors_response([{"field": "", "message": exc.message}], 400)
+        # A batch of valid events is decoded and validated in one pass (no dict per event);
+        # any other batch takes the general path, which reports every error.
+        now = clock.now()
+        events = validate_json_batch(data=data, now=now, max_events=MAX_EVENTS)
+        if events is not None:
+            return ingest_events(events, now)
+        try:
+            items = decode_batch(body=data, content_encoding=None)
+        except PayloadTooLarge as exc:
+            return errors_response([{"field": "", "message": exc.message}], 413)
+        except BatchError as exc:
+            return errors_response([{"field": "", "message": exc.message}], 400)
+        return ingest_items(items)
+
+
+class CloudEventsView(IngestView):
+    """CloudEvents 1.0 batches: dedup on (source, id); tenant from data.tenant, else subject."""
+
+    @extend_schema(
+        request={"application/cloudevents-batch+json": OpenApiTypes.OBJECT},
+        responses={200: IngestResultSerializer, 409: ErrorsSerializer, **ERROR_RESPONSES},
+    )
+    def post(self, request):
+        refused = _content_type_error(
+            request, ("application/cloudevents-batch+json", "application/json")
+        )
+        if refused:
+            return refused
+        items = self._decoded(request)
+        if isinstance(items, Response):
+            return items
+        converted, errors = cloudevents_to_items(items=items)
+        return ingest_items(converted, errors)
+
+
+class OpenAIBatchView(IngestView):
+    """OpenAI Batch output JSONL (also vLLM run-batch), for one tenant (`?tenant=`)."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("tenant", str, required=True),
+            OpenApiParameter("pool", str, required=False),
+        ],
+        request={"application/jsonl": OpenApiTypes.STR},
+        responses={200: IngestResultSerializer, 409: ErrorsSerializer, **ERROR_RESPONSES},
+    )
+    def post(self, request):
+        tenant = request.query_params.get("tenant")
+        if not tenant:
+            return errors_response(
+                [{"field": "tenant", "message": "query parameter is required"}], 400
+            )
+        body = _body(request)
+        if isinstance(body, Response):
+            return body
+        try:
+            text = decompress_body(
+                body=body, content_encoding=request.headers.get("Content-Encoding")
+            )
+        except PayloadTooLarge as exc:
+            return errors_response([{"field": "", "message": exc.message}], 413)
+        except BatchError as exc:
+            return errors_response([{"field": "", "message": exc.message}], 400)
+        try:
+            converted, errors = openai_batch_to_items(
+                body=text, tenant=tenant, pool=request.query_params.get("pool") or None
+            )
+        except PayloadTooLarge as exc:
+            return errors_response([{"field": "", "message": exc.message}], 413)
+        return ingest_items(converted, errors)
+
+
+class CapacityView(APIView):
+    """Capacity samples of pools (installed ≥ healthy ≥ busy GPUs); all or nothing."""
+
+    write_scope = Scope.INGEST
+    permission_classes = [IngestPermission]
+
+    @extend_schema(
+        request=CapacitySampleSerializer(many=True),
+        responses={
+            200: inline_serializer(
+                "CapacityResult",
+                {"created": serializers.IntegerField(), "replaced": serializers.IntegerField()},
+            ),
+            **ERROR_RESPONSES,
+        },
+    )
+    def post(self, request):
+        if not isinstance(request.data, list):
+            return errors_response([{"field": "", "message": "body must be a JSON array"}], 400)
+        if len(request.data) > 10_000:
+            return errors_response([{"field": "", "message": "at most 10,000 samples"}], 413)
+        errors, samples = [], []
+        for index, item in enumerate(request.data):
+            serializer = CapacitySampleSerializer(data=item)
+            if serializer.is_valid():
+                samples.append(
+                    CapacityIn(**{"interval_s": None, "power_w": None, **serializer.validated_data})
+                )
+            else:
+                errors += [{"index": index, **e} for e in flatten(serializer.errors)]
+        if errors:
+            return errors_response(errors, 400)
+        created, replaced = capacity_upsert(samples=samples)
+        return Response({"created": created, "replaced": replaced})
+
+
+class UsageListView(APIView):
+    """Usage per hour or day, tenant, model and pool (tenants see only their own rows)."""
+
+    permission_classes = [capability_permission(read=Capability.READ_TENANT_DATA)]
+    pagination_class = Pagination  # documents the paginated envelope in the schema
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("tenant", str),
+            OpenApiParameter("model", str),
+            OpenApiParameter("pool", str),
+            OpenApiParameter("from", OpenApiTypes.DATETIME),
+            OpenApiParameter("to", OpenApiTypes.DATETIME),
+            OpenApiParameter("granularity", str, enum=["hour", "day"]),
+            OpenApiParameter("page", int),
+            OpenApiParameter("page_size", int),
+        ],
+        responses={200: UsageRowSerializer(many=True), 400: ErrorsSerializer},
+    )
+    def get(self, request):
+        granularity = request.query_params.get("granularity", "day")
+        if granularity not in ("hour", "day"):
+            return errors_response(
+                [{"field": "granularity", "message": 'must be "hour" or "day"'}], 400
+            )
+        period = period_from_query(request.query_params)
+        rows = usage_list(
+            user=request.user,
+            period=period,
+            granularity=granularity,
+            tenant=request.query_params.get("tenant"),
+            model=request.query_params.get("model"),
+            pool=request.query_params.get("pool"),
+        )
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(rows, request, view=self)
+        return paginator.get_paginated_response([_usage_row(r) for r in page])
+
+
+def _usage_row(row: dict) -> dict:
+    start = row["period_start"]
+    if isinstance(start, date) and not isinstance(start, datetime):
+        start = datetime.combine(start, time.min, tzinfo=UTC)
+    return {
+        "period_start": start.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "tenant": row["tenant__slug"],
+        "model": row["deployment__model__slug"],
+        "pool": row["deployment__pool__slug"],
+        **{
+            k: row[k]
+            for k in ("requests", "errors", "input_tokens", "cached_tokens", "output_tokens")
+        },
+    }

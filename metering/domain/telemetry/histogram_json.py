@@ -1,0 +1,42 @@
+"""Prometheus histograms as strict JSON, the form EngineHourly and the scrape state keep."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from metering.domain.telemetry.histograms import Histogram
+
+
+def _le(edge: float) -> str:
+    return "+Inf" if edge == math.inf else repr(float(edge))
+
+
+def _number(value: float) -> float | int:
+    return int(value) if float(value).is_integer() else value
+
+
+def histogram_to_json(histogram: Histogram) -> dict[str, Any]:
+    """`{"le": ["0.1", ..., "+Inf"], "cumulative": [...], "sum", "count"}`: strict JSON
+    (no Infinity, which PostgreSQL's jsonb refuses), edges as Prometheus writes `le`."""
+    return {
+        "le": [_le(edge) for edge in histogram.edges],
+        "cumulative": [_number(count) for _, count in histogram.buckets],
+        "sum": histogram.sum,
+        "count": _number(histogram.count),
+    }
+
+
+def histogram_from_json(data: Mapping[str, Any] | None) -> Histogram | None:
+    """The inverse of histogram_to_json; None for `{}` or None."""
+    if not data:
+        return None
+    return Histogram(
+        buckets=tuple(
+            (float(edge), float(count))
+            for edge, count in zip(data["le"], data["cumulative"], strict=True)
+        ),
+        sum=float(data["sum"]),
+        count=float(data["count"]),
+    )

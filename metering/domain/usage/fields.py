@@ -1,0 +1,132 @@
+"""The event's fields: limits, error messages, FieldError and EventIn, and shared checks."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, Literal
+
+import msgspec
+
+MAX_TOKENS: Final = 2**31 - 1
+
+FUTURE_TOLERANCE: Final = timedelta(minutes=5)
+
+ID_MAX_LENGTH: Final = 128  # id and source
+
+SLUG_MAX_LENGTH: Final = 128  # tenant and pool
+
+MODEL_MAX_LENGTH: Final = 256  # slugs and engine aliases such as "meta-llama/Meta-Llama-3-8B"
+
+REQUIRED_FIELDS: Final = ("id", "time", "tenant", "model", "input_tokens", "output_tokens")
+
+EVENT_FIELDS: Final = frozenset(
+    {
+        *REQUIRED_FIELDS,
+        "source",
+        "pool",
+        "cached_tokens",
+        "ttft_ms",
+        "tpot_ms",
+        "latency_ms",
+        "status",
+    }
+)
+
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})?", re.ASCII
+)
+
+REQUIRED = "is required"
+
+NOT_OBJECT = "must be a JSON object"
+
+UNKNOWN_FIELD = "is not a known field"
+
+BAD_TOKENS = "must be a non-negative integer"
+
+TOO_MANY_TOKENS = f"must be at most {MAX_TOKENS}"
+
+BAD_LATENCY = "must be a non-negative finite number"
+
+BAD_TIME = "must be an RFC 3339 date-time such as 2026-01-01T00:00:00Z"
+
+NAIVE_TIME = "must include a time zone (Z or +hh:mm)"
+
+INVALID_TIME = "is not a valid date-time"
+
+FUTURE_TIME = "is more than 5 minutes in the future"
+
+BAD_SLUG = f"must be a slug: 1 to {SLUG_MAX_LENGTH} letters, digits, hyphens or underscores"
+
+BAD_STATUS = 'must be "ok" or "error"'
+
+
+class FieldError(msgspec.Struct, frozen=True):
+    """One problem in a batch: the event ``index``, its ``field`` ("" = the whole item)."""
+
+    index: int
+    field: str
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "field": self.field, "message": self.message}
+
+
+class EventIn(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """A validated usage event; ``model`` is still a slug or an engine alias."""
+
+    source: str
+    id: str
+    time: datetime  # request end, aware, UTC
+    tenant: str
+    model: str
+    pool: str | None
+    input_tokens: int  # cached ones included
+    cached_tokens: int  # subset of input_tokens
+    output_tokens: int
+    ttft_ms: float | None
+    tpot_ms: float | None
+    latency_ms: float | None
+    status: Literal["ok", "error"]
+    payload_hash: str  # 32 hex chars; same (source, id) + other hash = conflict
+
+
+def model_problem(value: Any) -> str | None:
+    if value is None:
+        return REQUIRED
+    if type(value) is not str:
+        return "must be a string"
+    if not value or len(value) > MODEL_MAX_LENGTH:
+        return f"must be 1 to {MODEL_MAX_LENGTH} characters"
+    if not value.isprintable() or value.strip() != value:
+        return "must be printable text without leading or trailing spaces"
+    return None
+
+
+def parse_time(value: Any) -> tuple[datetime | None, str | None]:
+    """An aware UTC datetime, or None and the reason."""
+    if value is None:
+        return None, REQUIRED
+    if type(value) is str:
+        match = _RFC3339.fullmatch(value)
+        if match is None:
+            return None, BAD_TIME
+        if match.group(1) is None:
+            return None, NAIVE_TIME
+        try:
+            parsed = datetime.fromisoformat(value.upper())  # RFC 3339 allows "t" and "z"
+        except ValueError:  # month 13, second 60, offset 24:00...
+            return None, INVALID_TIME
+    elif isinstance(value, datetime):
+        if value.utcoffset() is None:
+            return None, NAIVE_TIME
+        parsed = value
+    else:
+        return None, BAD_TIME
+    if parsed.tzinfo is UTC:
+        return parsed, None
+    try:
+        return parsed.astimezone(UTC), None
+    except OverflowError:
+        return None, INVALID_TIME

@@ -1,0 +1,133 @@
+"""The fast path: a JSON batch of valid events decoded straight into typed structs."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Annotated, Final, Literal
+
+import msgspec
+
+from metering.domain.usage.fields import (
+    FUTURE_TOLERANCE,
+    ID_MAX_LENGTH,
+    MAX_TOKENS,
+    SLUG_MAX_LENGTH,
+    EventIn,
+    model_problem,
+    parse_time,
+)
+from metering.domain.usage.hashing import fields_hash
+
+# The fast path: a JSON array of events decoded straight into typed structs (in C), for
+# batches where every event is valid. Every constraint here is one validate_events also
+# applies, so any event it accepts, validate_events accepts with the same values; whatever
+# it refuses goes to validate_events, which names every error.
+_AsciiId = Annotated[str, msgspec.Meta(pattern=r"^[ -~]+\Z", max_length=ID_MAX_LENGTH)]
+
+_Slug = Annotated[str, msgspec.Meta(pattern=r"^[-a-zA-Z0-9_]+\Z", max_length=SLUG_MAX_LENGTH)]
+
+_Tokens = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]
+
+_Latency = Annotated[float, msgspec.Meta(ge=0)]
+
+_EXACT_FLOAT_LIMIT: Final = 2.0**53  # larger JSON integers: left to validate_events
+
+
+class _JsonEvent(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    id: _AsciiId
+    time: str
+    tenant: _Slug
+    model: str
+    input_tokens: _Tokens
+    output_tokens: _Tokens
+    source: _AsciiId | None = None
+    pool: _Slug | None = None
+    cached_tokens: _Tokens | None = None
+    ttft_ms: _Latency | None = None
+    tpot_ms: _Latency | None = None
+    latency_ms: _Latency | None = None
+    status: Literal["ok", "error"] | None = None
+
+
+_JSON_BATCH = msgspec.json.Decoder(list[_JsonEvent])
+
+_UTF8_BOM: Final = b"\xef\xbb\xbf"
+
+
+def validate_json_batch(
+    *, data: bytes, now: datetime, max_events: int, default_source: str = "default"
+) -> list[EventIn] | None:
+    """The events of a decompressed JSON array when every one of them is valid, else None.
+
+    A shortcut for the common case, with the results of ``decode_batch`` followed by
+    ``validate_events``: None (any error, more than ``max_events``, anything unusual) means
+    "take that path", which reports every error exactly."""
+    if now.utcoffset() is None:
+        raise ValueError("now must be timezone-aware")
+    if data.startswith(_UTF8_BOM):
+        data = data[len(_UTF8_BOM) :]
+    try:
+        decoded = _JSON_BATCH.decode(data)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if len(decoded) > max_events:
+        return None
+    latest = now + FUTURE_TOLERANCE
+    models: dict[str, bool] = {}
+    events: list[EventIn] = []
+    append = events.append
+    for item in decoded:
+        time, problem = parse_time(item.time)
+        if problem or time > latest:
+            return None
+        model = item.model
+        if model not in models:
+            models[model] = model_problem(model) is None
+        if not models[model]:
+            return None
+        source = default_source if item.source is None else item.source
+        cached_tokens = 0 if item.cached_tokens is None else item.cached_tokens
+        if cached_tokens > item.input_tokens:
+            return None
+        ttft_ms, tpot_ms, latency_ms = item.ttft_ms, item.tpot_ms, item.latency_ms
+        for value in (ttft_ms, tpot_ms, latency_ms):
+            # -0.0 (from "-0" or "-0.0": validate_events tells them apart) and huge values
+            if value is not None and not (
+                value < _EXACT_FLOAT_LIMIT and math.copysign(1.0, value) > 0
+            ):
+                return None
+        status = "ok" if item.status is None else item.status
+        append(
+            EventIn(
+                source=source,
+                id=item.id,
+                time=time,
+                tenant=item.tenant,
+                model=model,
+                pool=item.pool,
+                input_tokens=item.input_tokens,
+                cached_tokens=cached_tokens,
+                output_tokens=item.output_tokens,
+                ttft_ms=ttft_ms,
+                tpot_ms=tpot_ms,
+                latency_ms=latency_ms,
+                status=status,
+                payload_hash=fields_hash(
+                    source,
+                    item.id,
+                    time,
+                    item.tenant,
+                    model,
+                    item.pool,
+                    item.input_tokens,
+                    cached_tokens,
+                    item.output_tokens,
+                    ttft_ms,
+                    tpot_ms,
+                    latency_ms,
+                    status,
+                ),
+            )
+        )
+    return events

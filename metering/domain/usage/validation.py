@@ -1,0 +1,218 @@
+"""Validation item by item, naming every error of every item (the general path)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from metering.domain.usage.fields import (
+    BAD_LATENCY,
+    BAD_SLUG,
+    BAD_STATUS,
+    BAD_TOKENS,
+    EVENT_FIELDS,
+    FUTURE_TIME,
+    FUTURE_TOLERANCE,
+    ID_MAX_LENGTH,
+    MAX_TOKENS,
+    NOT_OBJECT,
+    REQUIRED,
+    SLUG_MAX_LENGTH,
+    TOO_MANY_TOKENS,
+    UNKNOWN_FIELD,
+    EventIn,
+    FieldError,
+    model_problem,
+    parse_time,
+)
+from metering.domain.usage.hashing import fields_hash
+
+_SLUG = re.compile(r"[-a-zA-Z0-9_]+")
+
+
+def validate_events(
+    *, items: Sequence[Any], now: datetime, default_source: str = "default"
+) -> tuple[list[EventIn], list[FieldError]]:
+    """Validate decoded items; return the valid events and every error of every item.
+
+    Each error names the item's index and field (``""`` for an item that is not an
+    object; an unknown key is refused with an error naming that key). ``null`` counts as
+    absent: required fields then get "is required", optional ones their default
+    (source ``default_source``, pool None, cached_tokens 0, latencies None, status "ok").
+    Integers exclude booleans and floats; latencies (ms) are finite non-negative numbers;
+    ``time`` is RFC 3339 with a zone (or an aware datetime), at most 5 minutes after
+    ``now``. The batch is all-or-nothing, so when errors is not empty the caller rejects
+    it; events then holds only the valid items, whose positions no longer match indexes.
+    """
+    if now.utcoffset() is None:
+        raise ValueError("now must be timezone-aware")
+    latest = now + FUTURE_TOLERANCE
+    events: list[EventIn] = []
+    errors: list[FieldError] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            errors.append(FieldError(index, "", NOT_OBJECT))
+            continue
+        event = _validate_item(item, index, latest, default_source, errors)
+        if event is not None:
+            events.append(event)
+    return events, errors
+
+
+def _validate_item(
+    item: dict[Any, Any],
+    index: int,
+    latest: datetime,
+    default_source: str,
+    errors: list[FieldError],
+) -> EventIn | None:
+    # Each check is a fast inline test for the valid case; the helper that words the
+    # error runs only on failure (this loop runs for every event of every request).
+    error_count = len(errors)
+    get = item.get
+
+    event_id = get("id")
+    if not (
+        type(event_id) is str
+        and 0 < len(event_id) <= ID_MAX_LENGTH
+        and event_id.isascii()
+        and event_id.isprintable()
+    ):
+        errors.append(FieldError(index, "id", _ascii_id_problem(event_id)))
+
+    source = get("source")
+    if source is None:
+        source = default_source
+    elif problem := _ascii_id_problem(source):
+        errors.append(FieldError(index, "source", problem))
+
+    time, problem = parse_time(get("time"))
+    if time is not None and time > latest:
+        time, problem = None, FUTURE_TIME
+    if problem:
+        errors.append(FieldError(index, "time", problem))
+
+    tenant = get("tenant")
+    if not (type(tenant) is str and len(tenant) <= SLUG_MAX_LENGTH and _SLUG.fullmatch(tenant)):
+        errors.append(FieldError(index, "tenant", REQUIRED if tenant is None else BAD_SLUG))
+
+    model = get("model")
+    if problem := model_problem(model):
+        errors.append(FieldError(index, "model", problem))
+
+    pool = get("pool")
+    if pool is not None and not (
+        type(pool) is str and len(pool) <= SLUG_MAX_LENGTH and _SLUG.fullmatch(pool)
+    ):
+        errors.append(FieldError(index, "pool", BAD_SLUG))
+
+    input_tokens = get("input_tokens")
+    input_ok = type(input_tokens) is int and 0 <= input_tokens <= MAX_TOKENS
+    if not input_ok:
+        errors.append(FieldError(index, "input_tokens", _token_problem(input_tokens)))
+
+    cached_tokens = get("cached_tokens")
+    if cached_tokens is None:
+        cached_tokens = 0
+    elif not (type(cached_tokens) is int and 0 <= cached_tokens <= MAX_TOKENS):
+        errors.append(FieldError(index, "cached_tokens", _token_problem(cached_tokens)))
+    elif input_ok and cached_tokens > input_tokens:
+        message = f"must not exceed input_tokens ({input_tokens})"
+        errors.append(FieldError(index, "cached_tokens", message))
+
+    output_tokens = get("output_tokens")
+    if not (type(output_tokens) is int and 0 <= output_tokens <= MAX_TOKENS):
+        errors.append(FieldError(index, "output_tokens", _token_problem(output_tokens)))
+
+    ttft_ms = get("ttft_ms")
+    if ttft_ms is not None:
+        ttft_ms = _latency(ttft_ms, index, "ttft_ms", errors)
+    tpot_ms = get("tpot_ms")
+    if tpot_ms is not None:
+        tpot_ms = _latency(tpot_ms, index, "tpot_ms", errors)
+    latency_ms = get("latency_ms")
+    if latency_ms is not None:
+        latency_ms = _latency(latency_ms, index, "latency_ms", errors)
+
+    status = get("status")
+    if status is None:
+        status = "ok"
+    elif type(status) is not str or status not in ("ok", "error"):
+        errors.append(FieldError(index, "status", BAD_STATUS))
+
+    if not item.keys() <= EVENT_FIELDS:
+        for key in item:
+            if key not in EVENT_FIELDS:
+                errors.append(FieldError(index, str(key)[:ID_MAX_LENGTH], UNKNOWN_FIELD))
+
+    if len(errors) != error_count or time is None:
+        return None
+    return EventIn(
+        source=source,
+        id=event_id,
+        time=time,
+        tenant=tenant,
+        model=model,
+        pool=pool,
+        input_tokens=input_tokens,
+        cached_tokens=cached_tokens,
+        output_tokens=output_tokens,
+        ttft_ms=ttft_ms,
+        tpot_ms=tpot_ms,
+        latency_ms=latency_ms,
+        status=status,
+        payload_hash=fields_hash(
+            source,
+            event_id,
+            time,
+            tenant,
+            model,
+            pool,
+            input_tokens,
+            cached_tokens,
+            output_tokens,
+            ttft_ms,
+            tpot_ms,
+            latency_ms,
+            status,
+        ),
+    )
+
+
+def _ascii_id_problem(value: Any) -> str | None:
+    if value is None:
+        return REQUIRED
+    if type(value) is not str:
+        return "must be a string"
+    if not value:
+        return "must not be empty"
+    if len(value) > ID_MAX_LENGTH:
+        return f"must be at most {ID_MAX_LENGTH} characters"
+    if not (value.isascii() and value.isprintable()):
+        return "must contain only printable ASCII characters"
+    return None
+
+
+def _token_problem(value: Any) -> str:
+    if value is None:
+        return REQUIRED
+    if type(value) is not int or value < 0:  # type() also refuses bool
+        return BAD_TOKENS
+    return TOO_MANY_TOKENS
+
+
+def _latency(value: Any, index: int, field: str, errors: list[FieldError]) -> float | None:
+    kind = type(value)
+    if kind is float:
+        if value >= 0.0 and math.isfinite(value):  # NaN fails the comparison
+            return value
+    elif kind is int and value >= 0:
+        try:
+            return float(value)
+        except OverflowError:
+            pass
+    errors.append(FieldError(index, field, BAD_LATENCY))
+    return None

@@ -1,0 +1,86 @@
+"""Incidents and maintenance windows as every SLA read needs them: prefetches, scope, impact."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db.models import Prefetch, Q, QuerySet
+
+from metering.domain.sla import ImpactChange, IncidentTimeline, MaintenanceInterval
+from metering.models import Incident, IncidentImpact, IncidentUpdate, MaintenanceWindow
+
+# Worst last: the order in which the status page ranks what is going on.
+IMPACT_RANK = {
+    "": 0,
+    IncidentImpact.DEGRADED: 1,
+    IncidentImpact.PARTIAL_OUTAGE: 2,
+    IncidentImpact.MAJOR_OUTAGE: 3,
+}
+
+
+def incident_queryset() -> QuerySet[Incident]:
+    """Incidents with what every reader needs prefetched (updates in time order, scope)."""
+    return Incident.objects.prefetch_related(
+        Prefetch("updates", queryset=IncidentUpdate.objects.order_by("time", "id")),
+        "deployments__model",
+        "pools__deployments__model",
+        "tenants",
+    )
+
+
+def maintenance_queryset() -> QuerySet[MaintenanceWindow]:
+    return MaintenanceWindow.objects.prefetch_related(
+        "deployments__model", "pools__deployments__model"
+    )
+
+
+def overlapping_period(queryset: QuerySet, start: datetime, end: datetime) -> QuerySet:
+    if queryset.model is Incident:
+        return queryset.filter(Q(resolved_at__isnull=True) | Q(resolved_at__gt=start)).filter(
+            started_at__lt=end
+        )
+    return queryset.filter(starts_at__lt=end, ends_at__gt=start)
+
+
+def deployment_slugs(obj: Incident | MaintenanceWindow) -> frozenset[str]:
+    """The deployments an incident or window names, directly or through its pools (empty:
+    every deployment). Needs `incident_queryset` / `maintenance_queryset` prefetches."""
+    direct = {d.slug for d in obj.deployments.all()}
+    return frozenset(direct | {d.slug for p in obj.pools.all() for d in p.deployments.all()})
+
+
+def model_names(obj: Incident | MaintenanceWindow) -> list[str]:
+    """Names of the served models concerned (empty: every model)."""
+    deployments = [
+        *obj.deployments.all(),
+        *(d for p in obj.pools.all() for d in p.deployments.all()),
+    ]
+    return sorted({d.model.name for d in deployments})
+
+
+def current_impact(incident: Incident) -> str:
+    """The impact set by the latest update that set one, else the opening impact."""
+    changed = [u.impact for u in incident.updates.all() if u.impact]
+    return changed[-1] if changed else incident.impact
+
+
+def peak_impact(incident: Incident) -> str:
+    """The worst impact the incident ever had (what its history shows)."""
+    impacts = [incident.impact, *(u.impact for u in incident.updates.all() if u.impact)]
+    return max(impacts, key=IMPACT_RANK.__getitem__)
+
+
+def timeline_of(incident: Incident) -> IncidentTimeline:
+    """The pure module's view of an incident: opening impact, then the updates' changes."""
+    return IncidentTimeline(
+        started_at=incident.started_at,
+        resolved_at=incident.resolved_at,
+        impact=incident.impact,
+        changes=tuple(
+            ImpactChange(time=u.time, impact=u.impact) for u in incident.updates.all() if u.impact
+        ),
+    )
+
+
+def maintenance_interval(window: MaintenanceWindow) -> MaintenanceInterval:
+    return MaintenanceInterval(starts_at=window.starts_at, ends_at=window.ends_at)

@@ -1,0 +1,117 @@
+"""Incident and maintenance lists; the one place incidents are scoped to a tenant."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet
+from django.db.models.functions import TruncMonth
+
+from metering.domain.sla import incident_touches
+from metering.models import HourlyUsage, Incident, IncidentStatus, MaintenanceWindow
+from metering.selectors.sla.incidents import (
+    deployment_slugs,
+    incident_queryset,
+    maintenance_queryset,
+    overlapping_period,
+)
+from portal import clock
+from portal.access import tenant_get, user_role, user_tenant
+from portal.models import Role, Tenant
+from portal.periods import Period, month_start, next_month
+
+
+def _months(start: datetime, end: datetime) -> list[datetime]:
+    months, cursor = [], month_start(start)
+    while cursor < end:
+        months.append(cursor)
+        cursor = next_month(cursor)
+    return months
+
+
+def _touching_ids(incidents: list[Incident], tenant: Tenant, now: datetime) -> set[int]:
+    """Incidents that touched `tenant` in any month they span (kpis.md 3b's rule, with the
+    deployments the tenant used in that month)."""
+    if not incidents:
+        return set()
+    first = min(i.started_at for i in incidents)
+    last = max(i.resolved_at or now for i in incidents)
+    used: dict[datetime, set[str]] = defaultdict(set)
+    rows = (
+        HourlyUsage.objects.filter(
+            tenant=tenant, hour__gte=month_start(first), hour__lt=next_month(last), requests__gt=0
+        )
+        .annotate(month=TruncMonth("hour", tzinfo=UTC))
+        .values_list("month", "deployment__slug")
+    )
+    for month, slug in rows.distinct():
+        used[month_start(month)].add(slug)
+    touched = set()
+    for incident in incidents:
+        end = max(incident.resolved_at or now, incident.started_at + timedelta(microseconds=1))
+        if any(
+            incident_touches(
+                incident_tenants=[t.slug for t in incident.tenants.all()],
+                incident_deployments=deployment_slugs(incident),
+                tenant=tenant.slug,
+                deployments_used=used[month],
+            )
+            for month in _months(incident.started_at, end)
+        ):
+            touched.add(incident.pk)
+    return touched
+
+
+def incident_list(
+    *,
+    user: AbstractBaseUser | AnonymousUser,
+    status: str | None = None,
+    period: Period | None = None,
+    tenant: str | None = None,
+    now: datetime | None = None,
+) -> QuerySet[Incident]:
+    """Incidents the user may see, newest first: every one for operators and finance (those
+    that touched `tenant` when given), those that touched their own tenant for members,
+    none for other roles. `status` is a lifecycle status or `open`; `period` keeps those
+    active during it. Another tenant's slug raises 404."""
+    role = user_role(user)
+    if role not in (Role.OPERATOR, Role.FINANCE, Role.TENANT):
+        return Incident.objects.none()
+    queryset = incident_queryset().order_by("-started_at", "-id")
+    if period is not None:
+        queryset = overlapping_period(queryset, period.start, period.end)
+    if status == "open":
+        queryset = queryset.exclude(status=IncidentStatus.RESOLVED)
+    elif status:
+        queryset = queryset.filter(status=status)
+    scope = tenant_get(user=user, slug=tenant) if tenant else None
+    if role is Role.TENANT:
+        scope = user_tenant(user)
+    if scope is not None:
+        touched = _touching_ids(list(queryset), scope, now or clock.now())
+        queryset = queryset.filter(pk__in=touched)
+    return queryset
+
+
+def incident_visible_tenants(*, incident: Incident, user) -> list[str]:
+    """The tenant slugs of an incident the user may see (members see only their own)."""
+    slugs = [t.slug for t in incident.tenants.all()]
+    if user_role(user) is Role.TENANT:
+        own = user_tenant(user)
+        return [s for s in slugs if own is not None and s == own.slug]
+    return slugs
+
+
+def maintenance_list(
+    *, period: Period | None = None, upcoming_at: datetime | None = None
+) -> QuerySet[MaintenanceWindow]:
+    """Maintenance windows (public information), by start: those overlapping `period`, or
+    those not yet over at `upcoming_at`."""
+    queryset = maintenance_queryset().order_by("starts_at", "id")
+    if period is not None:
+        queryset = overlapping_period(queryset, period.start, period.end)
+    if upcoming_at is not None:
+        queryset = queryset.filter(ends_at__gt=upcoming_at)
+    return queryset

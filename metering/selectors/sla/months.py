@@ -1,0 +1,218 @@
+"""SLA figures per tenant and UTC month: uptime, SLO attainment and delivery rate σ."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from fractions import Fraction
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Sum
+
+from metering.domain.sla import incident_touches, maintenance_touches, uptime_compute
+from metering.models import DeploymentVersion, HourlyUsage, Incident, MaintenanceWindow
+from metering.selectors.sla.incidents import (
+    deployment_slugs,
+    incident_queryset,
+    maintenance_interval,
+    maintenance_queryset,
+    overlapping_period,
+    timeline_of,
+)
+from portal import clock
+from portal.access import tenant_scoped
+from portal.models import Tenant
+from portal.periods import month_start, next_month
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlaMonth:
+    """SLA figures of one tenant and UTC month (month-to-date up to `period_end`).
+    Ratios are exact fractions, None when their denominator is zero."""
+
+    tenant: Tenant
+    month: str  # YYYY-MM
+    month_start: datetime
+    period_end: datetime  # the month's end, or now month-to-date
+    is_month_to_date: bool
+    month_seconds: Decimal  # M
+    maintenance_seconds: Decimal  # W
+    downtime_seconds: Decimal  # D, impact-weighted
+    uptime: Fraction | None  # 1 - D / (M - W)
+    requests: int
+    compliant_requests: int
+    slo_attainment: Fraction | None  # compliant requests / requests
+    std_gpu_seconds: Fraction  # Σ std(e)
+    compliant_std_gpu_seconds: Fraction  # Σ std(e) over compliant events
+    sla_delivery: Fraction | None  # σ
+    deployments_used: frozenset[str]
+    incidents: tuple[Incident, ...]  # those that touched the tenant, by start
+    maintenance_windows: tuple[MaintenanceWindow, ...]  # those excluded for the tenant
+
+
+def _used_deployments(tenant_ids: list[int], start: datetime, end: datetime) -> dict[int, set[str]]:
+    used: dict[int, set[str]] = defaultdict(set)
+    rows = HourlyUsage.objects.filter(
+        tenant_id__in=tenant_ids, hour__gte=start, hour__lt=end, requests__gt=0
+    ).values_list("tenant_id", "deployment__slug")
+    for tenant_id, slug in rows.distinct():
+        used[tenant_id].add(slug)
+    return used
+
+
+_SUMS = [
+    "requests",
+    "compliant_requests",
+    "output_tokens",
+    "input_tokens",
+    "cached_tokens",
+    "compliant_output_tokens",
+    "compliant_input_tokens",
+    "compliant_cached_tokens",
+]
+
+
+def _production(tenant_ids: list[int], start: datetime, end: datetime) -> dict[int, dict]:
+    """Per tenant: requests, compliant requests, Σ std and compliant Σ std from the hourly
+    rollups; std = (output + w_in × (input − cached)) / R_ref of the version in force."""
+    totals: dict[int, dict] = defaultdict(
+        lambda: {"requests": 0, "compliant_requests": 0, "std": Fraction(0), "ok_std": Fraction(0)}
+    )
+    rows = HourlyUsage.objects.filter(tenant_id__in=tenant_ids, hour__gte=start, hour__lt=end)
+    deployment_ids = set(rows.values_list("deployment_id", flat=True).distinct())
+    versions: dict[int, list[DeploymentVersion]] = defaultdict(list)
+    for version in DeploymentVersion.objects.filter(deployment_id__in=deployment_ids).order_by(
+        "effective_from"
+    ):
+        versions[version.deployment_id].append(version)
+    far = datetime.max.replace(tzinfo=UTC)
+    for deployment_id, spans in versions.items():
+        for version, until in zip(
+            spans, [*(v.effective_from for v in spans[1:]), far], strict=True
+        ):
+            lo, hi = max(start, version.effective_from), min(end, until)
+            if lo >= hi:
+                continue
+            r_ref, w_in = Fraction(version.r_ref), Fraction(version.w_in)
+            sums = (
+                rows.filter(deployment_id=deployment_id, hour__gte=lo, hour__lt=hi)
+                .values("tenant_id")
+                .annotate(**{f"s_{name}": Sum(name) for name in _SUMS})
+            )
+            for s in sums:
+                total = totals[s["tenant_id"]]
+                total["requests"] += s["s_requests"]
+                total["compliant_requests"] += s["s_compliant_requests"]
+                total["std"] += (
+                    s["s_output_tokens"] + w_in * (s["s_input_tokens"] - s["s_cached_tokens"])
+                ) / r_ref
+                total["ok_std"] += (
+                    s["s_compliant_output_tokens"]
+                    + w_in * (s["s_compliant_input_tokens"] - s["s_compliant_cached_tokens"])
+                ) / r_ref
+    return totals
+
+
+def _check_month_start(value: datetime) -> datetime:
+    if value.tzinfo is None or value != month_start(value):
+        raise ValueError(f"month_start must be midnight UTC on the 1st, got {value!r}")
+    return value.astimezone(UTC)
+
+
+def sla_month_list(
+    *,
+    month_start: datetime,
+    tenants: Iterable[Tenant] | None = None,
+    user: AbstractBaseUser | AnonymousUser | None = None,
+    now: datetime | None = None,
+) -> list[SlaMonth]:
+    """SLA figures of a UTC month for `tenants` (default: every tenant; with `user`, only
+    those the user may see), ordered by tenant slug. A month not yet over is counted up
+    to `now` (default: the current time)."""
+    start = _check_month_start(month_start)
+    month_end = next_month(start)
+    now = now or clock.now()
+    end = min(max(now, start), month_end)
+    chosen = (
+        Tenant.objects.all()
+        if tenants is None
+        else Tenant.objects.filter(pk__in=[t.pk for t in tenants])
+    )
+    if user is not None:
+        chosen = tenant_scoped(chosen, user=user, field=None)
+    tenant_list = list(chosen.order_by("slug"))
+    ids = [t.pk for t in tenant_list]
+    used = _used_deployments(ids, start, end)
+    production = _production(ids, start, end)
+    incidents = list(
+        overlapping_period(incident_queryset(), start, end).order_by("started_at", "id")
+    )
+    windows = list(overlapping_period(maintenance_queryset(), start, end))
+    scopes = {i.pk: (deployment_slugs(i), {t.slug for t in i.tenants.all()}) for i in incidents}
+    window_scopes = {w.pk: deployment_slugs(w) for w in windows}
+    timelines = {i.pk: timeline_of(i) for i in incidents}
+    result = []
+    for tenant in tenant_list:
+        tenant_used = used.get(tenant.pk, set())
+        touching = tuple(
+            i
+            for i in incidents
+            if incident_touches(
+                incident_tenants=scopes[i.pk][1],
+                incident_deployments=scopes[i.pk][0],
+                tenant=tenant.slug,
+                deployments_used=tenant_used,
+            )
+        )
+        excluded = tuple(
+            w
+            for w in windows
+            if maintenance_touches(
+                window_deployments=window_scopes[w.pk], deployments_used=tenant_used
+            )
+        )
+        figures = uptime_compute(
+            month_start=start,
+            month_end=month_end,
+            now=now,
+            incidents=[timelines[i.pk] for i in touching],
+            maintenance_windows=[maintenance_interval(w) for w in excluded],
+        )
+        made = production[tenant.pk]
+        result.append(
+            SlaMonth(
+                tenant=tenant,
+                month=f"{start:%Y-%m}",
+                month_start=start,
+                period_end=figures.period_end,
+                is_month_to_date=figures.is_month_to_date,
+                month_seconds=figures.month_seconds,
+                maintenance_seconds=figures.maintenance_seconds,
+                downtime_seconds=figures.downtime_seconds,
+                uptime=figures.uptime,
+                requests=made["requests"],
+                compliant_requests=made["compliant_requests"],
+                slo_attainment=(
+                    Fraction(made["compliant_requests"], made["requests"])
+                    if made["requests"]
+                    else None
+                ),
+                std_gpu_seconds=made["std"],
+                compliant_std_gpu_seconds=made["ok_std"],
+                sla_delivery=made["ok_std"] / made["std"] if made["std"] else None,
+                deployments_used=frozenset(tenant_used),
+                incidents=touching,
+                maintenance_windows=excluded,
+            )
+        )
+    return result
+
+
+def sla_month_get(
+    *, tenant: Tenant, month_start: datetime, now: datetime | None = None
+) -> SlaMonth:
+    """SLA figures of one tenant and UTC month (see `sla_month_list`)."""
+    return sla_month_list(month_start=month_start, tenants=[tenant], now=now)[0]

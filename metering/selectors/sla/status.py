@@ -1,0 +1,125 @@
+"""The public status page: per served model, its current status and daily uptime bars."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from fractions import Fraction
+from itertools import pairwise
+
+from django.db.models import Q
+
+from metering.domain.sla import uptime_compute
+from metering.models import Incident, ServedModel
+from metering.selectors.sla.incidents import (
+    IMPACT_RANK,
+    current_impact,
+    deployment_slugs,
+    incident_queryset,
+    maintenance_interval,
+    maintenance_queryset,
+    overlapping_period,
+    timeline_of,
+)
+from portal import clock
+
+STATUS_DAYS = 90
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatusDay:
+    day: datetime
+    uptime: Fraction | None  # None: the whole day was maintenance (or is to come)
+    worst_impact: str  # "" when no incident touched the day
+    has_maintenance: bool
+    incidents: tuple[str, ...]  # titles
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelStatus:
+    model: ServedModel
+    status: str  # operational | maintenance | an impact value
+    uptime: Fraction | None  # over the days shown
+    days: tuple[StatusDay, ...]
+
+
+def _concerns(scope: frozenset[str], deployments: set[str]) -> bool:
+    return not scope or not scope.isdisjoint(deployments)
+
+
+def status_overview(*, now: datetime | None = None, days: int = STATUS_DAYS) -> list[ModelStatus]:
+    """Per served model: its current status and one uptime bar per UTC day over `days` days
+    up to today. Every incident on one of its deployments counts, whoever it touched."""
+    now = now or clock.now()
+    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    start, end = today - timedelta(days=days - 1), today + timedelta(days=1)
+    incidents = list(overlapping_period(incident_queryset(), start, end))
+    windows = list(overlapping_period(maintenance_queryset(), start, end))
+    scopes = {i.pk: deployment_slugs(i) for i in incidents}
+    window_scopes = {w.pk: deployment_slugs(w) for w in windows}
+    models = (
+        ServedModel.objects.filter(deployments__isnull=False)
+        .distinct()
+        .prefetch_related("deployments")
+    )
+    day_starts = [start + timedelta(days=n) for n in range(days)]
+    result = []
+    for model in models.order_by("name"):
+        slugs = {d.slug for d in model.deployments.all()}
+        mine = [i for i in incidents if _concerns(scopes[i.pk], slugs)]
+        maintenance = [w for w in windows if _concerns(window_scopes[w.pk], slugs)]
+        timelines = [timeline_of(i) for i in mine]
+        intervals = [maintenance_interval(w) for w in maintenance]
+        pieces = [
+            (a, b, impact, incident.title)
+            for incident, timeline in zip(mine, timelines, strict=True)
+            for a, b, impact in timeline.segments(until=now)
+        ]
+        bars = []
+        for day, day_end in pairwise([*day_starts, end]):
+            figures = uptime_compute(
+                month_start=day,
+                month_end=day_end,
+                now=now,
+                incidents=timelines,
+                maintenance_windows=intervals,
+            )
+            active = [p for p in pieces if p[0] < day_end and p[1] > day]
+            bars.append(
+                StatusDay(
+                    day=day,
+                    uptime=figures.uptime,
+                    worst_impact=max((p[2] for p in active), key=IMPACT_RANK.get, default=""),
+                    has_maintenance=figures.maintenance_seconds > 0,
+                    incidents=tuple(dict.fromkeys(p[3] for p in active)),
+                )
+            )
+        overall = uptime_compute(
+            month_start=start,
+            month_end=end,
+            now=now,
+            incidents=timelines,
+            maintenance_windows=intervals,
+        )
+        open_impacts = [current_impact(i) for i in mine if i.resolved_at is None]
+        if open_impacts:
+            status = max(open_impacts, key=IMPACT_RANK.get)
+        elif any(w.starts_at <= now < w.ends_at for w in maintenance):
+            status = "maintenance"
+        else:
+            status = "operational"
+        result.append(
+            ModelStatus(model=model, status=status, uptime=overall.uptime, days=tuple(bars))
+        )
+    return result
+
+
+def incident_history(*, now: datetime | None = None, days: int = STATUS_DAYS) -> list[Incident]:
+    """Incidents open now or started within `days` days, newest first (public)."""
+    now = now or clock.now()
+    since = now - timedelta(days=days)
+    return list(
+        incident_queryset()
+        .filter(Q(resolved_at__isnull=True) | Q(started_at__gte=since))
+        .order_by("-started_at", "-id")
+    )

@@ -1,0 +1,339 @@
+"""Usage ingestion: resolve slugs, deduplicate on (source, id), store all or nothing.
+
+PostgreSQL: keys are staged with COPY and inserted with `INSERT … ON CONFLICT DO NOTHING`
+into the unpartitioned key table (the unique index serialises concurrent replays), then
+only the new events are copied into the monthly partitions. Other databases use the ORM.
+Both paths write the rollup work queue in the same transaction.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
+
+from django.conf import settings
+from django.db import IntegrityError, ProgrammingError, connection, transaction
+
+from metering.domain.usage.dedupe import dedupe_within_batch
+from metering.domain.usage.fields import EventIn, FieldError
+from metering.models import Deployment, EventKey, ModelAlias, RollupPending, ServedModel, UsageEvent
+from portal.models import Tenant
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    accepted: int
+    duplicates: int
+
+
+class IngestRejected(Exception):
+    """The batch is invalid: nothing was stored. `errors` name each event's index and field."""
+
+    def __init__(self, errors: list[FieldError]):
+        super().__init__(f"{len(errors)} invalid event(s)")
+        self.errors = errors
+
+
+class IngestConflict(Exception):
+    """Events reuse a stored (source, id) with a different payload: nothing was stored."""
+
+    def __init__(self, indexes: list[int]):
+        super().__init__(f"{len(indexes)} conflicting event(s)")
+        self.indexes = indexes
+
+
+class _Row(NamedTuple):  # a tuple: built for every event of every batch
+    event: EventIn
+    tenant_id: int
+    deployment_id: int
+
+
+def usage_ingest(*, events: Sequence[EventIn], received_at: datetime) -> IngestResult:
+    """Store a validated batch all or nothing; replays of a stored (source, id) with the same
+    payload are counted as duplicates, with another payload they are a conflict (409)."""
+    rows, errors = _resolve(events)
+    if errors:
+        raise IngestRejected(errors)
+    unique, duplicates, conflicts = dedupe_within_batch(events=events)
+    if conflicts:
+        raise IngestConflict(conflicts)
+    by_key = {(row.event.source, row.event.id): row for row in rows}
+    unique_rows = [by_key[(e.source, e.id)] for e in unique]
+    if not unique_rows:
+        return IngestResult(accepted=0, duplicates=duplicates)
+    store = _store_postgresql if connection.vendor == "postgresql" else _store_orm
+    if connection.vendor == "postgresql":
+        usage_partitions_ensure(times=[r.event.time for r in unique_rows])
+    for attempt in range(2):
+        try:
+            with transaction.atomic():
+                accepted, replayed = store(unique_rows, events, received_at)
+                transaction.on_commit(_fold_after_commit)
+            break
+        except IntegrityError:
+            # Another writer stored some of these keys between our check and insert (ORM
+            # path only); the second pass sees them as existing.
+            if attempt:
+                raise
+    return IngestResult(accepted=accepted, duplicates=duplicates + replayed)
+
+
+def _fold_after_commit() -> None:
+    # Embedded default (no broker, no beat): fold this batch now, so reads are exact as
+    # soon as the ingest has answered. With a broker, the rollup job does it every minute.
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        from metering.services.usage.rollup import rollup_pending
+
+        rollup_pending()
+
+
+def _resolve(events: Sequence[EventIn]) -> tuple[list[_Row], list[FieldError]]:
+    """Map tenant, model (slug or alias) and pool slugs to ids; unknown ones are errors."""
+    slugs = {e.tenant for e in events}
+    tenants = {
+        slug: (pk, status)
+        for slug, pk, status in Tenant.objects.filter(slug__in=slugs).values_list(
+            "slug", "id", "status"
+        )
+    }
+    names = {e.model for e in events}
+    models = dict(ServedModel.objects.filter(slug__in=names).values_list("slug", "id"))
+    models.update(ModelAlias.objects.filter(alias__in=names).values_list("alias", "model_id"))
+    deployments: dict[int, dict[str, int]] = {}
+    for dep_id, model_id, pool_slug in Deployment.objects.filter(
+        model_id__in=set(models.values())
+    ).values_list("id", "model_id", "pool__slug"):
+        deployments.setdefault(model_id, {})[pool_slug] = dep_id
+    # A batch names few distinct tenants and (model, pool) pairs: decide each once.
+    tenant_ids: dict[str, int | None] = {}  # None: refused (unknown or closed)
+    for slug in slugs:
+        tenant = tenants.get(slug)
+        ok = tenant is not None and tenant[1] != Tenant.Status.CLOSED
+        tenant_ids[slug] = tenant[0] if ok else None
+    placements: dict[tuple[str, str | None], tuple[int | None, tuple[str, str] | None]] = {}
+    for event in events:
+        key = (event.model, event.pool)
+        if key not in placements:
+            placements[key] = _deployment_for(event, models.get(event.model), deployments)
+    rows: list[_Row] = []
+    errors: list[FieldError] = []
+    append = rows.append
+    for index, event in enumerate(events):
+        tenant_id = tenant_ids[event.tenant]
+        deployment_id, problem = placements[(event.model, event.pool)]
+        if tenant_id is not None and problem is None:
+            append(_Row(event, tenant_id, deployment_id))
+            continue
+        if tenant_id is None:
+            tenant = tenants.get(event.tenant)
+            if tenant is None:
+                errors.append(FieldError(index, "tenant", f"unknown tenant {event.tenant!r}"))
+            else:
+                errors.append(FieldError(index, "tenant", f"tenant {event.tenant!r} is closed"))
+        if problem:
+            errors.append(FieldError(index, problem[0], problem[1]))
+    return rows, errors
+
+
+def _deployment_for(
+    event: EventIn, model_id: int | None, deployments: dict[int, dict[str, int]]
+) -> tuple[int | None, tuple[str, str] | None]:
+    """The deployment an event ran on, or the (field, message) saying why there is none."""
+    if model_id is None:
+        return None, ("model", f"unknown model {event.model!r}")
+    pools = deployments.get(model_id, {})
+    if event.pool is not None:
+        if event.pool in pools:
+            return pools[event.pool], None
+        return None, ("pool", f"model {event.model!r} has no deployment on pool {event.pool!r}")
+    if len(pools) == 1:
+        return next(iter(pools.values())), None
+    if not pools:
+        return None, ("model", f"model {event.model!r} is not deployed on any pool")
+    return None, (
+        "pool",
+        f"model {event.model!r} runs on several pools ({', '.join(sorted(pools))}); give pool",
+    )
+
+
+def _hour(time: datetime) -> datetime:
+    return time.replace(minute=0, second=0, microsecond=0)
+
+
+def _pending_cells(rows: Sequence[_Row]) -> set[tuple[int, int, datetime]]:
+    return {(r.tenant_id, r.deployment_id, _hour(r.event.time)) for r in rows}
+
+
+def _conflict_indexes(events: Sequence[EventIn], stored: dict[tuple[str, str], str]) -> list[int]:
+    return [
+        index
+        for index, e in enumerate(events)
+        if (e.source, e.id) in stored and stored[(e.source, e.id)] != e.payload_hash
+    ]
+
+
+def _store_orm(
+    rows: Sequence[_Row], events: Sequence[EventIn], received_at: datetime
+) -> tuple[int, int]:
+    keys = {(r.event.source, r.event.id) for r in rows}
+    stored: dict[tuple[str, str], str] = {}
+    sources = {s for s, _ in keys}
+    for chunk_start in range(0, len(rows), 500):
+        chunk = rows[chunk_start : chunk_start + 500]
+        for source, event_id, digest in EventKey.objects.filter(
+            source__in=sources, event_id__in=[r.event.id for r in chunk]
+        ).values_list("source", "event_id", "payload_hash"):
+            if (source, event_id) in keys:
+                stored[(source, event_id)] = digest
+    conflicts = _conflict_indexes(events, stored)
+    if conflicts:
+        raise IngestConflict(conflicts)
+    new_rows = [r for r in rows if (r.event.source, r.event.id) not in stored]
+    created = EventKey.objects.bulk_create(
+        [
+            EventKey(
+                source=r.event.source,
+                event_id=r.event.id,
+                payload_hash=r.event.payload_hash,
+                received_at=received_at,
+            )
+            for r in new_rows
+        ],
+        batch_size=1000,
+    )
+    UsageEvent.objects.bulk_create(
+        [_event_model(key.pk, r) for key, r in zip(created, new_rows, strict=True)], batch_size=1000
+    )
+    _queue_cells(new_rows)
+    return len(new_rows), len(rows) - len(new_rows)
+
+
+def _event_model(pk: int, row: _Row) -> UsageEvent:
+    e = row.event
+    return UsageEvent(
+        id=pk,
+        time=e.time,
+        tenant_id=row.tenant_id,
+        deployment_id=row.deployment_id,
+        input_tokens=e.input_tokens,
+        cached_tokens=e.cached_tokens,
+        output_tokens=e.output_tokens,
+        ttft_ms=e.ttft_ms,
+        tpot_ms=e.tpot_ms,
+        latency_ms=e.latency_ms,
+        is_error=e.status == "error",
+    )
+
+
+def _queue_cells(rows: Sequence[_Row]) -> None:
+    RollupPending.objects.bulk_create(
+        [RollupPending(tenant_id=t, deployment_id=d, hour=h) for t, d, h in _pending_cells(rows)]
+    )
+
+
+_STAGE_EMPTY = (
+    "CREATE TEMP TABLE IF NOT EXISTS ingest_keys "
+    "(source text, event_id text, payload_hash text) ON COMMIT DELETE ROWS; "
+    "DELETE FROM ingest_keys"
+)
+
+
+def _store_postgresql(
+    rows: Sequence[_Row], events: Sequence[EventIn], received_at: datetime
+) -> tuple[int, int]:
+    with connection.cursor() as cursor:
+        raw = cursor.cursor
+        # One round trip. The table is empty unless called twice in one transaction (ON COMMIT
+        # DELETE ROWS empties it at commit); DELETE on an empty table is cheaper than
+        # TRUNCATE, which makes a new relation file each time.
+        cursor.execute(_STAGE_EMPTY)
+        with raw.copy("COPY ingest_keys (source, event_id, payload_hash) FROM STDIN") as copy:
+            for r in rows:
+                copy.write_row((r.event.source, r.event.id, r.event.payload_hash))
+        # Sorted inserts: concurrent batches lock keys in the same order (no deadlock).
+        cursor.execute(
+            "INSERT INTO metering_eventkey (source, event_id, payload_hash, received_at) "
+            "SELECT source, event_id, payload_hash, %s FROM ingest_keys ORDER BY source, event_id "
+            "ON CONFLICT (source, event_id) DO NOTHING RETURNING id, source, event_id",
+            [received_at],
+        )
+        new = {(source, event_id): pk for pk, source, event_id in cursor.fetchall()}
+        if len(new) < len(rows):
+            cursor.execute(
+                "SELECT k.source, k.event_id, k.payload_hash FROM metering_eventkey k "
+                "JOIN ingest_keys s ON s.source = k.source AND s.event_id = k.event_id"
+            )
+            stored = {(s, i): h for s, i, h in cursor.fetchall() if (s, i) not in new}
+            conflicts = _conflict_indexes(events, stored)
+            if conflicts:
+                raise IngestConflict(conflicts)
+        new_rows = [r for r in rows if (r.event.source, r.event.id) in new]
+        with raw.copy(
+            "COPY metering_usageevent (id, time, tenant_id, deployment_id, input_tokens, "
+            "cached_tokens, output_tokens, ttft_ms, tpot_ms, latency_ms, is_error) "
+            "FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(_EVENT_TYPES)
+            write_row = copy.write_row
+            for r in new_rows:
+                e = r.event
+                write_row(
+                    (
+                        new[(e.source, e.id)],
+                        e.time,
+                        r.tenant_id,
+                        r.deployment_id,
+                        e.input_tokens,
+                        e.cached_tokens,
+                        e.output_tokens,
+                        e.ttft_ms,
+                        e.tpot_ms,
+                        e.latency_ms,
+                        e.status == "error",
+                    )
+                )
+        cells = _pending_cells(new_rows)
+        if cells:
+            # COPY: one round trip whatever the number of cells (executemany sends one each).
+            with raw.copy(
+                "COPY metering_rolluppending (tenant_id, deployment_id, hour) "
+                "FROM STDIN (FORMAT BINARY)"
+            ) as copy:
+                copy.set_types(["int8", "int8", "timestamptz"])
+                for cell in cells:
+                    copy.write_row(cell)
+    return len(new_rows), len(rows) - len(new_rows)
+
+
+_EVENT_TYPES = [
+    "int8", "timestamptz", "int8", "int8", "int8", "int8", "int8",
+    "float8", "float8", "float8", "bool",
+]  # fmt: skip
+
+
+def _month_start(time: datetime) -> datetime:
+    return time.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def usage_partitions_ensure(*, times: Sequence[datetime]) -> None:
+    """Create the monthly partitions of the usage event table that `times` fall in."""
+    # (year, month) of UTC times directly: this runs for every event of every batch.
+    months = {(t.year, t.month) for t in times if t.tzinfo is UTC}
+    starts = {datetime(year, month, 1, tzinfo=UTC) for year, month in months}
+    starts.update(_month_start(t) for t in times if t.tzinfo is not UTC)
+    for start in sorted(starts):
+        name = f"metering_usageevent_p{start:%Y%m}"
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass(%s)", [name])
+            if cursor.fetchone()[0] is not None:
+                continue
+        end = _month_start(start + timedelta(days=32))
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                # DDL takes no bind parameters; the bounds are datetimes made here.
+                cursor.execute(
+                    f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF metering_usageevent "
+                    f"FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
+                )
+        except (IntegrityError, ProgrammingError):
+            pass  # created by a concurrent request at the same moment

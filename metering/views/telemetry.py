@@ -1,0 +1,60 @@
+"""The metering page: reconciliation of engine counters with usage, and scrape-target health."""
+
+from django.core.paginator import Paginator
+from django.shortcuts import render
+
+from metering.charts import capacity_chart
+from metering.models import Pool
+from metering.selectors.telemetry import (
+    reconciliation_by_deployment,
+    reconciliation_list,
+    reconciliation_tolerance,
+    scrape_target_health,
+)
+from metering.selectors.usage import capacity_series, usage_by_pool
+from portal.charts import figure_json
+from portal.decorators import role_required
+from portal.models import Role
+from portal.periods import PRESETS, period_from_preset
+
+FLAGS_PAGE_SIZE = 25  # flagged deployment-hours per page of the metering page
+
+
+@role_required(Role.OPERATOR)
+def metering(request):
+    """The operator's metering page: usage by pool, capacity timelines, reconciliation of
+    engine against metered tokens, scrape target health."""
+    period, preset = period_from_preset(request.GET)
+    pools = list(Pool.objects.all())
+    capacity = []
+    for pool in pools:
+        series = capacity_series(pool=pool, period=period)
+        capacity.append(
+            {
+                "pool": pool,
+                "chart": figure_json(capacity_chart(series, pool.slug)) if series else None,
+            }
+        )
+    reconciled = reconciliation_list(start=period.start, end=period.end)
+    flagged = sorted(
+        (row for row in reconciled if row.is_flagged), key=lambda row: row.hour, reverse=True
+    )  # newest hour first, deployments in order within an hour
+    tolerance_ratio, tolerance_tokens = reconciliation_tolerance()
+    return render(
+        request,
+        "metering/metering.html",
+        {
+            "title": "Metering",
+            "period": period,
+            "preset": preset,
+            "presets": PRESETS,
+            "by_pool": usage_by_pool(period=period),
+            "capacity": capacity,
+            "reconciled_hours": len(reconciled),
+            "reconciliation": reconciliation_by_deployment(rows=reconciled),
+            "page": Paginator(flagged, FLAGS_PAGE_SIZE).get_page(request.GET.get("page")),
+            "tolerance_pct": tolerance_ratio * 100,
+            "tolerance_tokens": tolerance_tokens,
+            "targets": scrape_target_health(),
+        },
+    )

@@ -1,0 +1,67 @@
+"""The usage page: tokens by day and model, and its CSV export."""
+
+from django.core.paginator import Paginator
+from django.shortcuts import render
+
+from metering.charts import usage_by_model_chart
+from metering.selectors.usage import usage_daily_by_model
+from portal.access import user_role
+from portal.charts import figure_json
+from portal.decorators import role_required
+from portal.exports import csv_response
+from portal.models import Role, Tenant
+from portal.periods import PRESETS, period_from_preset
+
+CSV_FIELDS = [
+    "day",
+    "model",
+    "requests",
+    "errors",
+    "input_tokens",
+    "cached_tokens",
+    "output_tokens",
+    "p50_ms",
+    "p95_ms",
+]
+
+USAGE_PAGE_SIZE = 50  # day-and-model rows per page of the usage table
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def usage(request):
+    """Usage by model and day: chart, a paginated table, and a CSV of every row of the
+    period and tenant shown (not only the current page)."""
+    period, preset = period_from_preset(request.GET)
+    is_member = user_role(request.user) is Role.TENANT
+    tenant = None if is_member else (request.GET.get("tenant") or None)
+    rows = usage_daily_by_model(user=request.user, period=period, tenant=tenant)
+    if request.GET.get("format") == "csv":
+        return csv_response(
+            filename=f"usage-{period.start:%Y%m%d}.csv",
+            header=CSV_FIELDS,
+            rows=([row[f] for f in CSV_FIELDS] for row in rows),
+        )
+    totals = {
+        k: sum(r[k] for r in rows) for k in ("requests", "errors", "input_tokens", "output_tokens")
+    }
+    csv_query = request.GET.copy()
+    csv_query.pop("page", None)  # the CSV holds every row of the period, not one page
+    csv_query["format"] = "csv"
+    return render(
+        request,
+        "metering/usage.html",
+        {
+            "title": "Usage",
+            "page": Paginator(rows, USAGE_PAGE_SIZE).get_page(request.GET.get("page")),
+            "row_count": len(rows),
+            "csv_query": csv_query.urlencode(),
+            "totals": totals,
+            "period": period,
+            "preset": preset,
+            "presets": PRESETS,
+            "tenant": tenant,
+            "is_member": is_member,
+            "tenants": [] if is_member else Tenant.objects.order_by("name"),
+            "chart": figure_json(usage_by_model_chart(rows)) if rows else None,
+        },
+    )
