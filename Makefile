@@ -27,6 +27,7 @@ serve: install
 
 # The whole suite on a throwaway PostgreSQL and Redis, then the both_backends tests on SQLite.
 test: install
+	$(BIN)/lint-imports
 	scripts/ensure-system-packages.sh
 	scripts/with-services.sh $(PYTEST) -p no:cacheprovider
 	$(MAKE) --no-print-directory test-sqlite
@@ -37,6 +38,7 @@ test-sqlite: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 format: install
 	$(BIN)/ruff format .

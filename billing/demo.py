@@ -10,7 +10,8 @@ from django.conf import settings
 from billing.models import Contract, Invoice, Price, PromotionalCredit
 from billing.services.invoices import invoice_pay, invoice_run
 from billing.services.pricing import contract_create, price_create, promotion_grant
-from metering.models import HourlyUsage, ServedModel
+from metering.selectors.factory import served_model_get
+from metering.selectors.usage import hourly_usage_list
 from portal import clock
 from portal.demo import DEMO_TENANTS, demo_step
 from portal.models import Tenant
@@ -45,7 +46,7 @@ CONTRACTS_FROM = datetime(2026, 1, 1, tzinfo=UTC)
 def demo_billing(*, stdout: TextIO) -> None:
     currency = settings.FACTORY_CURRENCY
     for slug, prices in LIST_PRICES.items():
-        model = ServedModel.objects.filter(slug=slug).first()
+        model = served_model_get(slug=slug)
         if model is None or Price.objects.filter(model=model).exists():
             continue
         for token_class, per_million in zip(
@@ -89,7 +90,7 @@ def demo_billing(*, stdout: TextIO) -> None:
 def _invoice_last_month(*, now, stdout: TextIO) -> None:
     """Invoice the month before this one when the demo data reaches into it."""
     last_month = month_start(month_start(now) - timedelta(days=1))
-    if not HourlyUsage.objects.filter(hour__gte=last_month, hour__lt=month_start(now)).exists():
+    if not hourly_usage_list(start=last_month, end=month_start(now)).exists():
         return
     run = invoice_run(month_start=last_month)
     for invoice in run.issued[::2]:  # every other tenant has paid already

@@ -19,7 +19,8 @@ from flywheel.services.kpis import snapshots_measure
 from flywheel.services.loop.cycles import cycle_run
 from flywheel.services.loop.versions import goal_create, lever_create
 from flywheel.services.tfom import cost_model_create, factory_costs_create
-from metering.models import HourlyUsage, Pool
+from metering.selectors.factory import pool_list
+from metering.selectors.usage import hourly_usage_list
 from portal import clock
 from portal.demo import demo_step
 
@@ -49,7 +50,7 @@ SGA_PER_MONTH = Decimal(1_300_000)
 
 @demo_step("flywheel: cost models per pool and factory costs (demo-factory.md TCO inputs)")
 def demo_costs(*, stdout: TextIO) -> None:
-    for pool in Pool.objects.all():
+    for pool in pool_list():
         costs = GPU_COSTS.get(pool.gpu_type.upper())
         if costs is None or CostModel.objects.filter(pool=pool).exists():
             continue
@@ -73,7 +74,7 @@ def demo_costs(*, stdout: TextIO) -> None:
 def demo_snapshots(*, stdout: TextIO) -> None:
     """So the overview's trends are full on first start (the measure job keeps them fresh)."""
     now = clock.now()
-    first = HourlyUsage.objects.aggregate(first=Min("hour"))["first"]
+    first = hourly_usage_list().aggregate(first=Min("hour"))["first"]
     if first is None:
         return
     rows = snapshots_measure(start=first, end=now, now=now)

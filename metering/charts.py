@@ -5,21 +5,6 @@ import plotly.graph_objects as go
 from portal.charts import base_layout, colour_of
 
 
-def usage_by_model_chart(rows: list[dict]) -> go.Figure:
-    """Stacked bars: output tokens per day and model."""
-    fig = go.Figure(layout=base_layout(y_title="Output tokens per day", barmode="stack"))
-    models = sorted({r["model"] for r in rows})
-    for model in models:
-        series = [r for r in rows if r["model"] == model]
-        fig.add_bar(
-            x=[r["day"] for r in series],
-            y=[r["output_tokens"] for r in series],
-            name=model,
-            marker_color=colour_of(model),
-        )
-    return fig
-
-
 def capacity_chart(rows: list[dict], pool: str) -> go.Figure:
     """Installed, healthy and busy GPUs of one pool over time."""
     fig = go.Figure(layout=base_layout(y_title="GPUs", x_title="Time (UTC)"))

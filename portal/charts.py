@@ -37,5 +37,20 @@ def base_layout(*, y_title: str, x_title: str = "Day (UTC)", barmode: str | None
     return layout
 
 
+def usage_by_model_chart(rows: list[dict]) -> go.Figure:
+    """Stacked bars: output tokens per day and model."""
+    fig = go.Figure(layout=base_layout(y_title="Output tokens per day", barmode="stack"))
+    models = sorted({r["model"] for r in rows})
+    for model in models:
+        series = [r for r in rows if r["model"] == model]
+        fig.add_bar(
+            x=[r["day"] for r in series],
+            y=[r["output_tokens"] for r in series],
+            name=model,
+            marker_color=colour_of(model),
+        )
+    return fig
+
+
 def figure_json(fig: go.Figure) -> str:
     return fig.to_json()

@@ -4,8 +4,9 @@ import time
 
 from django.conf import settings
 from django.contrib.auth import logout
+from django.core.exceptions import ValidationError
 from django.db import InterfaceError, OperationalError
-from django.http import HttpResponse
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, resolve_url
 from django.template.loader import render_to_string
 
@@ -37,6 +38,32 @@ class SessionAbsoluteTimeoutMiddleware:
                     return self.get_response(request)  # answered as unauthenticated
                 return redirect(f"{resolve_url(settings.LOGIN_URL)}?next={request.path}")
         return self.get_response(request)
+
+
+class BadInputMiddleware:
+    """A page given a value it does not know (a filter, a period) answers 400 naming the
+    parameter, as the API does, instead of a 500. The API has its own JSON answer."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if isinstance(exception, ValidationError) and not request.path.startswith("/api/"):
+            problems = (
+                [
+                    f"{field}: {' '.join(messages)}"
+                    for field, messages in exception.message_dict.items()
+                ]
+                if hasattr(exception, "error_dict")
+                else exception.messages
+            )
+            return HttpResponseBadRequest(
+                render_to_string("400.html", {"problems": problems}, request=request)
+            )
+        return None
 
 
 class DatabaseUnavailableMiddleware:

@@ -19,6 +19,12 @@ class Period:
         return (self.end - self.start).total_seconds()
 
 
+def validate_whole_hour(value) -> None:
+    """Effective-dated versions start on a whole UTC hour (minutes and seconds zero)."""
+    if value.minute or value.second or value.microsecond:
+        raise ValidationError("must be a whole UTC hour (minutes and seconds zero)")
+
+
 def month_start(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 

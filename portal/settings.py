@@ -83,6 +83,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "portal.middleware.SessionAbsoluteTimeoutMiddleware",
     "portal.middleware.DatabaseUnavailableMiddleware",
+    "portal.middleware.BadInputMiddleware",
     "portal.middleware.ExportAuditMiddleware",
 ]
 

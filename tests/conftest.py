@@ -38,6 +38,19 @@ on_every_clock = pytest.mark.parametrize(
 )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _fast_password_hashing():
+    """Argon2id spends 0.1–0.3 s on each hash by design, and most tests create four users:
+    the suite hashes with MD5 first (Django's advice for test suites) and still verifies
+    the Argon2id hashes production writes (tests/portal/test_security.py holds that)."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    fast = ["django.contrib.auth.hashers.MD5PasswordHasher", *settings.PASSWORD_HASHERS]
+    with override_settings(PASSWORD_HASHERS=fast):
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _postgres_only(request):
     """Tests marked postgres_only skip on another database (the concurrency, partitions and

@@ -6,6 +6,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from billing.api.pricing import CommercialRead
+from billing.filters import InvoiceFilterSet
 from billing.models import Invoice, InvoiceLine
 from billing.services.invoices import InvoiceError, invoice_finalize, invoice_pay, invoice_void
 from portal.access import tenant_scoped
@@ -60,7 +61,7 @@ class InvoiceViewSet(viewsets.ReadOnlyModelViewSet):
 
     serializer_class = InvoiceSerializer
     permission_classes = [CommercialRead]
-    filterset_fields = {"tenant__slug": ["exact"], "status": ["exact"], "number": ["exact"]}
+    filterset_class = InvoiceFilterSet
 
     def get_queryset(self):
         return tenant_scoped(

@@ -2,6 +2,7 @@
 
 from rest_framework import mixins, serializers, viewsets
 
+from billing.filters import PostingFilterSet
 from billing.models import Posting
 from portal.access import Capability, tenant_scoped
 from portal.periods import period_from_query
@@ -42,11 +43,7 @@ class LedgerViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
 
     serializer_class = PostingSerializer
     permission_classes = [capability_permission(read=Capability.READ_TENANT_DATA)]
-    filterset_fields = {
-        "account__code": ["exact"],
-        "transaction__tenant__slug": ["exact"],
-        "transaction__kind": ["exact"],
-    }
+    filterset_class = PostingFilterSet
 
     def get_queryset(self):
         postings = tenant_scoped(

@@ -8,9 +8,10 @@ from rest_framework import mixins, serializers, viewsets
 
 from billing.domain.money import CURRENCY_EXPONENTS
 from billing.domain.rating.types import TokenClass
+from billing.filters import ContractFilterSet, PriceFilterSet, PromotionFilterSet
 from billing.models import Contract, Invoice, Price, PromotionalCredit
 from billing.services.pricing import PricingError, contract_create, price_create, promotion_grant
-from metering.models import ServedModel
+from metering.selectors.factory import served_model_list
 from portal import clock
 from portal.access import Capability, tenant_scoped
 from portal.api.fields import ModelSerializer
@@ -22,7 +23,7 @@ CURRENCIES = sorted(CURRENCY_EXPONENTS)
 
 
 class PriceSerializer(ModelSerializer):
-    model = serializers.SlugRelatedField(slug_field="slug", queryset=ServedModel.objects.all())
+    model = serializers.SlugRelatedField(slug_field="slug", queryset=served_model_list())
     token_class = serializers.ChoiceField(choices=[c.value for c in TokenClass])
     per_million = serializers.DecimalField(
         max_digits=20, decimal_places=10, min_value=Decimal(0), help_text="money per 10^6 tokens"
@@ -162,7 +163,7 @@ class PriceViewSet(EffectiveDatedViewSet):
     permission_classes = [
         capability_permission(read=Capability.READ_FACTORY, write=Capability.WRITE_COMMERCIAL)
     ]
-    filterset_fields = {"model__slug": ["exact"], "token_class": ["exact"]}
+    filterset_class = PriceFilterSet
     queryset = Price.objects.select_related("model")
 
     def create_version(self, data):
@@ -175,7 +176,7 @@ class ContractViewSet(EffectiveDatedViewSet):
     serializer_class = ContractSerializer
     audit_type = "contract"
     permission_classes = [CommercialRead]
-    filterset_fields = {"tenant__slug": ["exact"], "kind": ["exact"]}
+    filterset_class = ContractFilterSet
 
     def get_queryset(self):
         return tenant_scoped(Contract.objects.select_related("tenant"), user=self.request.user)
@@ -195,7 +196,7 @@ class PromotionViewSet(EffectiveDatedViewSet):
     serializer_class = PromotionSerializer
     audit_type = "promotion"
     permission_classes = [CommercialRead]
-    filterset_fields = {"tenant__slug": ["exact"]}
+    filterset_class = PromotionFilterSet
 
     def get_queryset(self):
         return tenant_scoped(

@@ -3,7 +3,7 @@
 import billing.models.pricing
 import billing.domain.rating.types
 import django.db.models.deletion
-import metering.models.factory
+import portal.periods
 from decimal import Decimal
 from django.conf import settings
 from django.db import migrations, models
@@ -100,7 +100,7 @@ class Migration(migrations.Migration):
                 ('token_class', models.CharField(choices=[(billing.domain.rating.types.TokenClass['INPUT'], billing.domain.rating.types.TokenClass['INPUT']), (billing.domain.rating.types.TokenClass['CACHED_INPUT'], billing.domain.rating.types.TokenClass['CACHED_INPUT']), (billing.domain.rating.types.TokenClass['OUTPUT'], billing.domain.rating.types.TokenClass['OUTPUT'])], max_length=16)),
                 ('per_million', models.DecimalField(decimal_places=10, max_digits=20)),
                 ('currency', models.CharField(max_length=3)),
-                ('effective_from', models.DateTimeField(validators=[metering.models.factory.validate_whole_hour])),
+                ('effective_from', models.DateTimeField(validators=[portal.periods.validate_whole_hour])),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('model', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='prices', to='metering.servedmodel')),
             ],
@@ -163,7 +163,7 @@ class Migration(migrations.Migration):
                 ('committed_minimum', models.DecimalField(decimal_places=4, default=Decimal('0'), max_digits=20)),
                 ('currency', models.CharField(max_length=3)),
                 ('credit_tiers', models.JSONField(blank=True, default=billing.models.pricing.default_credit_tiers)),
-                ('effective_from', models.DateTimeField(validators=[metering.models.factory.validate_whole_hour])),
+                ('effective_from', models.DateTimeField(validators=[portal.periods.validate_whole_hour])),
                 ('created_at', models.DateTimeField(auto_now_add=True)),
                 ('tenant', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='contracts', to='portal.tenant')),
             ],

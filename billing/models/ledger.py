@@ -1,7 +1,6 @@
 from django.conf import settings
 from django.db import models
 
-from metering.models import ServedModel
 from portal.models import Tenant
 
 
@@ -49,7 +48,9 @@ class Account(models.Model):
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=16, choices=Kind.choices)
     tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.PROTECT)
-    model = models.ForeignKey(ServedModel, null=True, blank=True, on_delete=models.PROTECT)
+    model = models.ForeignKey(
+        "metering.ServedModel", null=True, blank=True, on_delete=models.PROTECT
+    )
 
     class Meta:
         ordering = ["code"]

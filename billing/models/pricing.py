@@ -4,9 +4,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from billing.domain.rating.types import ContractKind, TokenClass
-from metering.models import ServedModel
-from metering.models.factory import validate_whole_hour
 from portal.models import Tenant
+from portal.periods import validate_whole_hour
 
 # Credit tiers as public LLM clouds publish them: [uptime below, percent credited].
 DEFAULT_CREDIT_TIERS = [["0.999", "10"], ["0.99", "25"], ["0.95", "100"]]
@@ -20,7 +19,9 @@ class Price(models.Model):
     """A list price per million tokens of one model and token class, in force from
     `effective_from` (a whole UTC hour) until the next version; never edited once in force."""
 
-    model = models.ForeignKey(ServedModel, on_delete=models.PROTECT, related_name="prices")
+    model = models.ForeignKey(
+        "metering.ServedModel", on_delete=models.PROTECT, related_name="prices"
+    )
     token_class = models.CharField(max_length=16, choices=[(c, c) for c in TokenClass])
     per_million = models.DecimalField(max_digits=20, decimal_places=10)  # money per 10^6 tokens
     currency = models.CharField(max_length=3)

@@ -5,16 +5,17 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.http import Http404
 
+from billing.filters import InvoiceFilterSet
 from billing.models import Invoice
 from portal.access import tenant_scoped
 
 
-def invoice_list(*, user, status: str = "", tenant: str = "") -> QuerySet[Invoice]:
+def invoice_list(*, user, filters=None) -> QuerySet[Invoice]:
+    """The invoices the user may see, newest month first; `filters`: InvoiceFilterSet's query
+    (tenant, status, number), 404 for another tenant, 400 for an unknown value."""
     invoices = tenant_scoped(Invoice.objects.select_related("tenant"), user=user)
-    if status:
-        invoices = invoices.filter(status=status)
-    if tenant:
-        invoices = invoices.filter(tenant__slug=tenant)
+    if filters:
+        invoices = InvoiceFilterSet.apply(filters, queryset=invoices, user=user)
     return invoices.order_by("-period_start", "number", "tenant__slug")
 
 

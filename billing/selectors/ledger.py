@@ -4,24 +4,23 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from billing.filters import PostingFilterSet
 from billing.models import Account, Posting
 from billing.services.ledger import account_balances
 from portal.access import tenant_scoped
 from portal.periods import Period
 
 
-def ledger_postings(
-    *, user, account: str = "", tenant: str = "", period: Period | None = None
-) -> QuerySet[Posting]:
+def ledger_postings(*, user, filters=None, period: Period | None = None) -> QuerySet[Posting]:
+    """The postings the user may see, newest first; `filters`: PostingFilterSet's query
+    (tenant, account, kind), 404 for another tenant, 400 for an unknown value."""
     postings = tenant_scoped(
         Posting.objects.select_related("transaction__tenant", "account"),
         user=user,
         field="transaction__tenant",
     )
-    if account:
-        postings = postings.filter(account__code=account)
-    if tenant:
-        postings = postings.filter(transaction__tenant__slug=tenant)
+    if filters:
+        postings = PostingFilterSet.apply(filters, queryset=postings, user=user)
     if period is not None:
         postings = postings.filter(
             transaction__occurred_at__gte=period.start, transaction__occurred_at__lt=period.end

@@ -16,7 +16,13 @@ from billing.domain.rating.books import ContractBook
 from billing.domain.rating.types import ContractVersion, UsageItem
 from billing.domain.rating.types import PromotionalCredit as CreditIn
 from billing.models import Price
-from metering.models import DailyUsage, DeploymentVersion, EventKey, HourlyUsage, UsageEvent
+from metering.selectors.factory import deployment_version_list
+from metering.selectors.usage import (
+    daily_usage_list,
+    event_key_list,
+    hourly_usage_list,
+    usage_event_list,
+)
 
 HOUR = timedelta(hours=1)
 
@@ -62,7 +68,7 @@ def _rollup_rows(rows, when: str) -> dict[int, dict[datetime, list[dict]]]:
 def hourly_rows(
     start: datetime, end: datetime, tenant_ids
 ) -> dict[int, dict[datetime, list[dict]]]:
-    rows = HourlyUsage.objects.filter(hour__gte=start, hour__lt=end)
+    rows = hourly_usage_list(start=start, end=end)
     if tenant_ids is not None:
         rows = rows.filter(tenant_id__in=tenant_ids)
     return _rollup_rows(rows, "hour")
@@ -94,7 +100,7 @@ def _hourly_cells(days: dict[int, set[datetime]]) -> dict[int, dict[datetime, li
             for day, tenants in sorted(tenants_by_day.items())
         ),
     )
-    return _rollup_rows(HourlyUsage.objects.filter(condition), "hour")
+    return _rollup_rows(hourly_usage_list().filter(condition), "hour")
 
 
 def day_rows(
@@ -116,9 +122,7 @@ def day_rows(
             *Price.objects.filter(effective_from__gte=start, effective_from__lt=end).values_list(
                 "effective_from", flat=True
             ),
-            *DeploymentVersion.objects.filter(
-                effective_from__gte=start, effective_from__lt=end
-            ).values_list("effective_from", flat=True),
+            *deployment_version_list(start=start, end=end).values_list("effective_from", flat=True),
         ],
         start,
         end,
@@ -202,7 +206,9 @@ def split_events(cells: set[tuple[int, datetime]]) -> dict[tuple[int, datetime],
         or_, (Q(tenant_id=t, time__gte=h, time__lt=h + HOUR) for t, h in sorted(cells))
     )
     events = list(
-        UsageEvent.objects.filter(condition, is_error=False).values(
+        usage_event_list()
+        .filter(condition, is_error=False)
+        .values(
             "id",
             "time",
             "tenant_id",
@@ -216,9 +222,9 @@ def split_events(cells: set[tuple[int, datetime]]) -> dict[tuple[int, datetime],
     )
     keys = {
         pk: (source, event_id)
-        for pk, source, event_id in EventKey.objects.filter(
-            id__in=[e["id"] for e in events]
-        ).values_list("id", "source", "event_id")
+        for pk, source, event_id in event_key_list(ids=[e["id"] for e in events]).values_list(
+            "id", "source", "event_id"
+        )
     }
     by_cell: dict[tuple[int, datetime], list[dict]] = defaultdict(list)
     for event in events:
@@ -288,7 +294,7 @@ def row_item(hour: datetime, row: dict) -> UsageItem:
 
 
 def daily_rows(start: datetime, end: datetime, tenant_ids) -> dict[int, dict[datetime, list[dict]]]:
-    rows = DailyUsage.objects.filter(day__gte=start.date(), day__lt=end.date())
+    rows = daily_usage_list(start=start, end=end)
     if tenant_ids is not None:
         rows = rows.filter(tenant_id__in=tenant_ids)
     return _rollup_rows(rows, "day")

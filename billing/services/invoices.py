@@ -32,6 +32,7 @@ from billing.services.ledger import (
     ledger_post,
     ledger_reverse,
 )
+from metering.selectors.usage import hourly_usage_list
 from portal import clock
 from portal.models import Tenant
 from portal.periods import month_start as month_of
@@ -305,13 +306,9 @@ def invoice_void(
 
 
 def _tenants_to_invoice(month_start: datetime) -> list[Tenant]:
-    from metering.models import HourlyUsage
-
     start, end = month_bounds(month_start=month_start)
     ids = set(
-        HourlyUsage.objects.filter(hour__gte=start, hour__lt=end)
-        .values_list("tenant_id", flat=True)
-        .distinct()
+        hourly_usage_list(start=start, end=end).values_list("tenant_id", flat=True).distinct()
     )
     ids |= set(
         Invoice.objects.filter(

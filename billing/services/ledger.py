@@ -12,7 +12,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Sum
 
 from billing.models import Account, LedgerTransaction, Posting
-from metering.models import ServedModel
+from metering.selectors.factory import served_model_get
 from portal import clock
 from portal.models import Tenant
 
@@ -37,7 +37,7 @@ def account_receivable(*, tenant: Tenant) -> Account:
 
 
 def account_revenue(*, model_slug: str) -> Account:
-    model = ServedModel.objects.filter(slug=model_slug).first()
+    model = served_model_get(slug=model_slug)
     return _account(
         f"revenue:{model_slug}", f"Token revenue — {model_slug}", "revenue", model=model
     )

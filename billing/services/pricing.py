@@ -7,10 +7,10 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.db import IntegrityError, transaction
+from django.db.models import Model
 
 from billing.domain.money import CURRENCY_EXPONENTS
 from billing.models import Contract, Price, PromotionalCredit
-from metering.models import ServedModel
 from portal.models import Tenant
 from portal.services import audit_record, audit_snapshot
 
@@ -47,7 +47,7 @@ def _duplicate_is(field: str, message: str):
 @transaction.atomic
 def price_create(
     *,
-    model: ServedModel,
+    model: Model,  # a metering ServedModel
     token_class: str,
     per_million: Decimal,
     currency: str,

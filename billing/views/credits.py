@@ -22,11 +22,10 @@ def sla(request):
     member sees their tenant; staff pick a month (all tenants) or a tenant (its history)."""
     is_member = user_role(request.user) is Role.TENANT
     slug = request.GET.get("tenant", "")
-    tenant = (
-        user_tenant(request.user)
-        if is_member
-        else (tenant_get(user=request.user, slug=slug) if slug else None)
-    )
+    # Naming a tenant is the same filter for everyone: another tenant is a 404.
+    tenant = tenant_get(user=request.user, slug=slug) if slug else None
+    if is_member:
+        tenant = user_tenant(request.user)
     this_month = month_start(clock.now())
     context = {"title": "SLA", "is_member": is_member, "tenant": tenant}
     if tenant is not None:
@@ -46,7 +45,7 @@ def sla(request):
             "rows": sla_figures_list(month_start=month, user=request.user),
         }
     context["tenants"] = [] if is_member else Tenant.objects.order_by("name")
-    return render(request, "billing/sla.html", context)
+    return render(request, "billing/credits/sla.html", context)
 
 
 def _month_param(value: str | None, *, default):

@@ -7,11 +7,10 @@ from django.shortcuts import render
 from billing.models import Invoice
 from billing.selectors.invoices import invoice_list
 from billing.services.credits import sla_figures_list
-from metering.charts import usage_by_model_chart
 from metering.selectors.usage import usage_daily_by_model
 from portal import clock
 from portal.access import user_tenant
-from portal.charts import figure_json
+from portal.charts import figure_json, usage_by_model_chart
 from portal.decorators import role_required
 from portal.models import Role
 from portal.periods import month_start, months_before, period_from_preset
@@ -32,7 +31,7 @@ def tenant_home(request):
     incidents = {i.pk: i for f in sla_rows for i in f.sla.incidents}
     return render(
         request,
-        "billing/tenant_home.html",
+        "billing/home/tenant_home.html",
         {
             "title": tenant.name,
             "tenant": tenant,
@@ -46,7 +45,12 @@ def tenant_home(request):
             "incidents": sorted(incidents.values(), key=lambda i: i.started_at, reverse=True),
             "invoices": invoice_list(user=request.user)[:6],
             "open_total": sum(
-                (i.total for i in invoice_list(user=request.user, status=Invoice.Status.ISSUED)),
+                (
+                    i.total
+                    for i in invoice_list(
+                        user=request.user, filters={"status": Invoice.Status.ISSUED}
+                    )
+                ),
                 Decimal(0),
             ),
         },

@@ -29,7 +29,7 @@ def invoices(request):
     """Invoices, newest month first; tenants see their own."""
     status = request.GET.get("status", "")
     tenant = request.GET.get("tenant", "")
-    rows = invoice_list(user=request.user, status=status, tenant=tenant)
+    rows = invoice_list(user=request.user, filters=request.GET)
     if request.GET.get("format") == "csv":
         return csv_response(
             filename="invoices.csv",
@@ -50,7 +50,7 @@ def invoices(request):
     is_member = user_role(request.user) is Role.TENANT
     return render(
         request,
-        "billing/invoices.html",
+        "billing/invoices/invoices.html",
         {
             "title": "Invoices",
             "page": Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page")),
@@ -80,7 +80,7 @@ def invoice_detail(request, pk: int):
     invoice = invoice_get(user=request.user, pk=pk)
     return render(
         request,
-        "billing/invoice.html",
+        "billing/invoices/invoice.html",
         {
             "title": f"Invoice {invoice.number or '(draft)'}",
             "may_act": user_may(request.user, Capability.WRITE_COMMERCIAL),
@@ -95,7 +95,7 @@ def invoice_pdf(request, pk: int):
     from weasyprint import HTML
 
     invoice = invoice_get(user=request.user, pk=pk)
-    html = render_to_string("billing/invoice_document.html", _document_context(invoice))
+    html = render_to_string("billing/invoices/invoice_document.html", _document_context(invoice))
     pdf = HTML(string=html, base_url=request.build_absolute_uri("/")).write_pdf()
     response = HttpResponse(pdf, content_type="application/pdf")
     name = invoice.number or f"draft-{invoice.pk}"

@@ -19,7 +19,7 @@ def ledger(request):
     period, preset = period_from_preset(request.GET, default="90d")
     account = request.GET.get("account", "")
     tenant = request.GET.get("tenant", "")
-    postings = ledger_postings(user=request.user, account=account, tenant=tenant, period=period)
+    postings = ledger_postings(user=request.user, filters=request.GET, period=period)
     if request.GET.get("format") == "csv":
         return csv_response(
             filename=f"ledger-{period.start:%Y%m%d}-{period.end:%Y%m%d}.csv",
@@ -50,7 +50,7 @@ def ledger(request):
     page = Paginator(postings, LEDGER_PAGE_SIZE).get_page(request.GET.get("page"))
     return render(
         request,
-        "billing/ledger.html",
+        "billing/ledger/ledger.html",
         {
             "title": "Ledger",
             "page": page,

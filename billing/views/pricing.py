@@ -13,7 +13,7 @@ def price_book(request):
     """List prices, contracts and promotions: what is in force now, scheduled, superseded."""
     return render(
         request,
-        "billing/prices.html",
+        "billing/pricing/prices.html",
         {
             "title": "Price book and contracts",
             "book": price_book_get(at=clock.now(), user=request.user),

@@ -19,7 +19,7 @@ def realization(request):
     currency = settings.FACTORY_CURRENCY
     return render(
         request,
-        "billing/realization.html",
+        "billing/rating/realization.html",
         {
             "title": "Price realization",
             "result": result,

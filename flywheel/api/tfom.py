@@ -7,6 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from flywheel.domain.tfom import DEFAULT_BASELINE_TEF
+from flywheel.filters import CostModelFilterSet
 from flywheel.models import CostModel, FactoryCosts
 from flywheel.selectors.measurement import FACTORY, FactoryData
 from flywheel.selectors.tfom import TfomError, tfom_json, tfom_measure
@@ -16,7 +17,7 @@ from flywheel.services.tfom import (
     cost_version_delete,
     factory_costs_create,
 )
-from metering.models import Pool
+from metering.selectors.factory import pool_list
 from portal.access import Capability
 from portal.api.fields import AwareDateTimeField, ModelSerializer
 from portal.periods import period_from_query
@@ -28,7 +29,7 @@ MONEY = {"max_digits": 20, "decimal_places": 4, "min_value": Decimal(0)}
 class CostModelSerializer(ModelSerializer):
     """A pool's TCO inputs from `effective_from` (kpis.md section 5)."""
 
-    pool = serializers.SlugRelatedField(slug_field="slug", queryset=Pool.objects.all())
+    pool = serializers.SlugRelatedField(slug_field="slug", queryset=pool_list())
     capex_per_gpu = serializers.DecimalField(**MONEY, help_text="money per GPU, all-in")
     depreciation_months = serializers.IntegerField(
         min_value=1, max_value=600, help_text="straight line"
@@ -219,7 +220,7 @@ class CostModelViewSet(CostVersionViewSet):
 
     serializer_class = CostModelSerializer
     queryset = CostModel.objects.select_related("pool")
-    filterset_fields = {"pool__slug": ["exact"]}
+    filterset_class = CostModelFilterSet
 
     def create_version(self, data):
         return cost_model_create(**data, by=self.request.user)

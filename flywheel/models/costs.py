@@ -3,8 +3,7 @@ from decimal import Decimal
 from django.db import models
 from django.db.models import Q
 
-from metering.models import Pool
-from metering.models.factory import validate_whole_hour
+from portal.periods import validate_whole_hour
 
 
 class CostModel(models.Model):
@@ -12,7 +11,7 @@ class CostModel(models.Model):
     hour) until the next version; the version in force at a period's start applies to it.
     Create-only once in force; deletable only before it takes effect."""
 
-    pool = models.ForeignKey(Pool, on_delete=models.PROTECT, related_name="cost_models")
+    pool = models.ForeignKey("metering.Pool", on_delete=models.PROTECT, related_name="cost_models")
     capex_per_gpu = models.DecimalField(max_digits=20, decimal_places=4)  # money, all-in per GPU
     depreciation_months = models.PositiveIntegerField()  # straight line
     # kW of IT power per GPU at full load, node share included

@@ -2,7 +2,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from metering.models.factory import validate_whole_hour
+from portal.periods import validate_whole_hour
 
 
 class Factor(models.TextChoices):

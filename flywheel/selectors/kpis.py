@@ -7,12 +7,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 
+from django.db.models import Model
+
 from flywheel.domain.bands import band_of
 from flywheel.domain.kpis import Kpis, PoolInputs, kpis_compute, period_seconds, pool_reference_rate
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.measurement import FACTORY, FactoryData, PoolSums, Versions
 from flywheel.services.kpis import DAY, ceil_hour, kpis_json
-from metering.models import Deployment, Pool
+from metering.selectors.factory import deployment_list, pool_list
 from portal import clock
 from portal.periods import Period
 
@@ -29,7 +31,7 @@ class Measured:
     start: datetime
     end: datetime  # how far the figures reach: the period's end, or the last measurement's
     factory: Kpis
-    pools: list[tuple[Pool, PoolInputs, Kpis]]
+    pools: list[tuple[Model, PoolInputs, Kpis]]  # (metering Pool, its inputs, its KPIs)
     rating_errors: dict[str, str]
     measured_at: datetime | None  # the oldest snapshot used (None: measured for this request)
 
@@ -45,7 +47,7 @@ def period_measure(*, start: datetime, end: datetime, now: datetime | None = Non
         return _measured_live(start, end)
     if not (_is_midnight(start) and _is_midnight(end)):
         return _measured_live(start, stop)
-    pools = {pool.pk: pool for pool in Pool.objects.all()}
+    pools = {pool.pk: pool for pool in pool_list()}
     days, day = [], start
     while day < stop:
         days.append(day)
@@ -92,7 +94,7 @@ def period_measure(*, start: datetime, end: datetime, now: datetime | None = Non
                 totals[pk] = part
     versions = Versions()
     deployments = defaultdict(list)
-    for deployment_id, pool_id in Deployment.objects.values_list("pk", "pool_id"):
+    for deployment_id, pool_id in deployment_list().values_list("pk", "pool_id"):
         deployments[pool_id].append(deployment_id)
     r_refs = {pk: versions.latest_r_refs(deployments[pk]) for pk in pools}
     return _measured(start, parts[days[-1]][0], pools, totals, r_refs, errors, measured_at)

@@ -20,7 +20,7 @@ from decimal import Decimal, localcontext
 from functools import reduce
 from operator import or_
 
-from django.db.models import Max, Q, Sum
+from django.db.models import Max, Model, Q, Sum
 
 from billing.selectors.credits import sla_credit_totals
 from billing.selectors.rating import month_rate
@@ -34,8 +34,8 @@ from flywheel.domain.kpis import (
     kpis_compute,
     production_tokens,
 )
-from metering.models import CapacitySample as CapacityRow
-from metering.models import Deployment, DeploymentVersion, HourlyUsage, Pool
+from metering.selectors.factory import deployment_list, deployment_version_list, pool_list
+from metering.selectors.usage import capacity_sample_list, hourly_usage_list
 from portal import clock
 from portal.periods import month_start, next_month
 
@@ -145,14 +145,14 @@ class Versions:
     """Deployment versions in force at an hour (R_ref, w_in, SLO)."""
 
     def __init__(self) -> None:
-        self._by_deployment: dict[int, list[DeploymentVersion]] = defaultdict(list)
-        for version in DeploymentVersion.objects.order_by("deployment_id", "effective_from"):
+        self._by_deployment: dict[int, list[Model]] = defaultdict(list)
+        for version in deployment_version_list().order_by("deployment_id", "effective_from"):
             self._by_deployment[version.deployment_id].append(version)
         self._starts = {
             d: [v.effective_from for v in versions] for d, versions in self._by_deployment.items()
         }
 
-    def at(self, deployment_id: int, when: datetime) -> DeploymentVersion | None:
+    def at(self, deployment_id: int, when: datetime) -> Model | None:
         index = bisect_right(self._starts.get(deployment_id, []), when)
         return self._by_deployment[deployment_id][index - 1] if index else None
 
@@ -162,13 +162,13 @@ class Versions:
         )
 
 
-def _tok(version: DeploymentVersion, output: int, input_: int, cached: int) -> Decimal:
+def _tok(version: Model, output: int, input_: int, cached: int) -> Decimal:
     return production_tokens(
         output_tokens=output, input_tokens=input_, cached_tokens=cached, w_in=version.w_in
     )
 
 
-def _is_compliant(event: dict, version: DeploymentVersion | None) -> bool:
+def _is_compliant(event: dict, version: Model | None) -> bool:
     """kpis.md: ok, and within each threshold the version sets when the event has the figure."""
     if version is None:
         return True
@@ -192,12 +192,12 @@ class FactoryData:
 
     def __init__(self, *, start: datetime, end: datetime) -> None:
         self.start, self.end = start, end
-        self.pools = {p.pk: p for p in Pool.objects.all()}
+        self.pools = {p.pk: p for p in pool_list()}
         self.slugs = {p.slug: p.pk for p in self.pools.values()}
         self.versions = Versions()
         self.pool_of_deployment: dict[int, int] = {}
         self.deployment_ids: dict[str, int] = {}
-        for deployment in Deployment.objects.all():
+        for deployment in deployment_list():
             self.pool_of_deployment[deployment.pk] = deployment.pool_id
             self.deployment_ids[deployment.slug] = deployment.pk
         self.hours: dict[int, dict[datetime, HourSums]] = defaultdict(lambda: defaultdict(HourSums))
@@ -211,7 +211,7 @@ class FactoryData:
 
     def _load_production(self) -> None:
         rows = (
-            HourlyUsage.objects.filter(hour__gte=self.start, hour__lt=self.end)
+            hourly_usage_list(start=self.start, end=self.end)
             .values("deployment_id", "hour")
             .annotate(
                 i=Sum("input_tokens"),
@@ -237,7 +237,8 @@ class FactoryData:
 
     def _load_capacity(self) -> None:
         carried = (
-            CapacityRow.objects.filter(time__lt=self.start)
+            capacity_sample_list()
+            .filter(time__lt=self.start)
             .values("pool_id")
             .annotate(last=Max("time"))
         )
@@ -245,7 +246,7 @@ class FactoryData:
         previous = [Q(pool_id=row["pool_id"], time=row["last"]) for row in carried]
         if previous:
             condition |= reduce(or_, previous)
-        for row in CapacityRow.objects.filter(condition).order_by("pool_id", "time"):
+        for row in capacity_sample_list().filter(condition).order_by("pool_id", "time"):
             self.samples[row.pool_id].append(
                 CapacitySample(
                     time=row.time,

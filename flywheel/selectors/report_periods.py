@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from metering.models import HourlyUsage
+from metering.selectors.usage import first_metered_hour
 from portal import clock
 
 
@@ -59,7 +59,7 @@ def report_period_parse(value: str, *, now: datetime | None = None) -> ReportPer
 def report_periods(*, now: datetime | None = None) -> list[ReportPeriod]:
     """Every month and quarter from the first metered usage to now, newest first."""
     now = now or clock.now()
-    first = HourlyUsage.objects.order_by("hour").values_list("hour", flat=True).first()
+    first = first_metered_hour()
     if first is None:
         return []
     keys: list[str] = []

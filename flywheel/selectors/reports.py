@@ -64,7 +64,7 @@ def tfom_report_build(
         generated_at=clock.now(),
         rating_errors=dict(data.rating_errors),
     )
-    report.sections = _sections(report)
+    report.with_sections(_sections(report))
     return report
 
 

@@ -25,7 +25,8 @@ from flywheel.models import CostModel, KpiSnapshot
 from flywheel.selectors.measurement import FACTORY, FactoryData
 from flywheel.services.kpis import kpis_json
 from flywheel.services.tfom import cost_models_in_force, factory_costs_in_force
-from metering.models import GpuHourly, HourlyUsage
+from metering.selectors.telemetry import gpu_energy_hour_list
+from metering.selectors.usage import first_metered_hour
 from portal.periods import month_start, months_before, next_month
 
 ZERO = Decimal(0)
@@ -95,9 +96,7 @@ def measured_energy(
     [start, end). A GPU-hour with an energy increase counts as covered; a GPU's first
     scrape is a baseline and adds none."""
     rows = (
-        GpuHourly.objects.filter(
-            pool_id__in=pool_ids, hour__gte=start, hour__lt=end, energy_j__gt=0
-        )
+        gpu_energy_hour_list(pool_ids=pool_ids, start=start, end=end)
         .values("pool_id")
         .annotate(energy=Sum("energy_j"), gpu_hours=Count("id"))
     )
@@ -232,7 +231,7 @@ class TrendMonth:
 def tfom_trend_start(*, end: datetime, months: int = 12) -> datetime | None:
     """Where the monthly trend ending at `end` starts: the first metered hour, at most
     `months` months back (None when nothing was metered before `end`)."""
-    first = HourlyUsage.objects.order_by("hour").values_list("hour", flat=True).first()
+    first = first_metered_hour()
     if first is None or first >= end:
         return None
     return max(first, months_before(end - _MICROSECOND, months - 1))

@@ -12,9 +12,9 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import Model
 
 from flywheel.models import CostModel, FactoryCosts
-from metering.models import Pool
 from portal import clock
 from portal.services import audit_record, audit_snapshot
 
@@ -49,7 +49,7 @@ def _check_not_negative(**amounts: Decimal) -> None:
 @transaction.atomic
 def cost_model_create(
     *,
-    pool: Pool,
+    pool: Model,  # a metering Pool
     capex_per_gpu: Decimal,
     depreciation_months: int,
     power_kw_per_gpu: Decimal,

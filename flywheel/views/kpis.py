@@ -18,7 +18,7 @@ def overview(request):
     trend = daily_trend(end=period.end)
     return render(
         request,
-        "flywheel/overview.html",
+        "flywheel/kpis/overview.html",
         {
             "title": "Factory overview",
             "period": period,

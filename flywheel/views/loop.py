@@ -85,7 +85,7 @@ def flywheel(request):
     except TfomError as error:
         context["error"] = error.message
         return render(
-            request, "flywheel/flywheel.html", context, status=400 if form_errors else 200
+            request, "flywheel/loop/flywheel.html", context, status=400 if form_errors else 200
         )
     measured = measured_tfom(baseline)
     diagnosis = diagnosis_get(
@@ -153,7 +153,9 @@ def flywheel(request):
             }
         ),
     )
-    return render(request, "flywheel/flywheel.html", context, status=400 if form_errors else 200)
+    return render(
+        request, "flywheel/loop/flywheel.html", context, status=400 if form_errors else 200
+    )
 
 
 def _whole(value) -> str:

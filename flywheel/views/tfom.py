@@ -149,7 +149,7 @@ def investor(request):
             data=data,
         )
     except TfomError as error:
-        return render(request, "flywheel/investor.html", {**context, "error": error.message})
+        return render(request, "flywheel/tfom/investor.html", {**context, "error": error.message})
     points = tfom_trend(end=period.end, months=TREND_MONTHS, data=data)
     measured = [p for p in points if p.tfom is not None]
     t = report.tfom
@@ -171,7 +171,7 @@ def investor(request):
         factor_chart=figure_json(trend_factor_chart(measured)) if measured else None,
         has_snapshots=any(p.source == "snapshot" for p in measured),
     )
-    return render(request, "flywheel/investor.html", context)
+    return render(request, "flywheel/tfom/investor.html", context)
 
 
 @require_safe
@@ -183,7 +183,7 @@ def tfom_reports(request):
     if not key:
         return render(
             request,
-            "flywheel/reports.html",
+            "flywheel/tfom/reports.html",
             {
                 "title": "TFOM reports",
                 "periods": report_periods(),
@@ -199,7 +199,7 @@ def tfom_reports(request):
     except TfomError as error:
         return render(
             request,
-            "flywheel/reports_detail.html",
+            "flywheel/tfom/reports_detail.html",
             {"title": f"TFOM report · {period.label}", "period": period, "error": error.message},
         )
     output = request.GET.get("format", "html")
@@ -219,7 +219,7 @@ def tfom_reports(request):
         return response
     return render(
         request,
-        "flywheel/reports_detail.html",
+        "flywheel/tfom/reports_detail.html",
         {
             "title": f"TFOM report · {period.label}",
             "period": period,
@@ -287,7 +287,7 @@ def report_pdf(report: TfomReport, *, base_url: str) -> bytes:
     from weasyprint import HTML
 
     html = render_to_string(
-        "flywheel/tfom_report_document.html",
+        "flywheel/tfom/tfom_report_document.html",
         {"report": report, "chart": pnl_chart(report), "issuer": settings.FACTORY_NAME},
     )
     return HTML(string=html, base_url=base_url).write_pdf()

@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from metering.api.usage import ErrorsSerializer
 from metering.domain.usage.body import BatchError, PayloadTooLarge, decompress_body
+from metering.filters import ScrapeTargetFilterSet
 from metering.models import Deployment, Pool, ScrapeTarget, TelemetryKind
 from metering.services.telemetry.ingest import (
     DEFAULT_PUSH_SOURCE,
@@ -260,4 +261,4 @@ class ScrapeTargetViewSet(AuditedModelViewSet):
     serializer_class = ScrapeTargetSerializer
     audit_type = "scrape_target"
     permission_classes = [ScrapeTargetPermission]
-    filterset_fields = ["kind", "enabled", "last_status"]
+    filterset_class = ScrapeTargetFilterSet

@@ -1,6 +1,5 @@
 from datetime import UTC, date, datetime, time
 
-from django.core.exceptions import RequestDataTooBig
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -10,8 +9,6 @@ from rest_framework.views import APIView
 from metering.api.factory import CapacitySampleSerializer
 from metering.domain.usage.body import (
     MAX_EVENTS,
-    BatchError,
-    PayloadTooLarge,
     decode_batch,
     decompress_body,
 )
@@ -21,7 +18,7 @@ from metering.domain.usage.json_batch import validate_json_batch
 from metering.domain.usage.validation import validate_events
 from metering.selectors.usage import usage_list
 from metering.services.factory import CapacityIn, capacity_upsert
-from metering.services.usage.ingest import IngestConflict, IngestRejected, usage_ingest
+from metering.services.usage.ingest import IngestRejected, usage_ingest
 from portal import clock
 from portal.access import Capability
 from portal.api.errors import errors_response, flatten
@@ -83,20 +80,6 @@ IngestPermission = capability_permission(
 ERROR_RESPONSES = {400: ErrorsSerializer, 403: ErrorsSerializer, 413: ErrorsSerializer}
 
 
-def _body(request) -> bytes | Response:
-    try:
-        return request.body
-    except RequestDataTooBig:
-        return errors_response(
-            [{"field": "", "message": "request body is larger than 32 MiB"}],
-            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-        )
-
-
-def _field_errors(errors: list[FieldError]) -> Response:
-    return errors_response([e.as_dict() for e in errors], status.HTTP_400_BAD_REQUEST)
-
-
 def _content_type_error(request, allowed: tuple[str, ...]) -> Response | None:
     content_type = request.content_type.split(";")[0].strip().lower()
     if content_type not in allowed:
@@ -119,28 +102,13 @@ def ingest_items(items: list, conversion_errors: list[FieldError] | None = None)
     if conversion_errors is not None:
         errors = merge_errors(conversion=conversion_errors, validation=errors)
     if errors:
-        return _field_errors(errors)
+        raise IngestRejected(errors)
     return ingest_events(events, now)
 
 
 def ingest_events(events: list, now) -> Response:
     """Store validated events all or nothing (received at `now`) and answer."""
-    try:
-        result = usage_ingest(events=events, received_at=now)
-    except IngestRejected as exc:
-        return _field_errors(exc.errors)
-    except IngestConflict as exc:
-        return errors_response(
-            [
-                {
-                    "index": i,
-                    "field": "id",
-                    "message": "this (source, id) is already stored with a different payload",
-                }
-                for i in exc.indexes
-            ],
-            status.HTTP_409_CONFLICT,
-        )
+    result = usage_ingest(events=events, received_at=now)
     return Response({"accepted": result.accepted, "duplicates": result.duplicates})
 
 
@@ -150,15 +118,8 @@ class IngestView(APIView):
     throttle_scope = "ingest"
 
     def _decoded(self, request):
-        body = _body(request)
-        if isinstance(body, Response):
-            return body
-        try:
-            return decode_batch(body=body, content_encoding=request.headers.get("Content-Encoding"))
-        except PayloadTooLarge as exc:
-            return errors_response([{"field": "", "message": exc.message}], 413)
-        except BatchError as exc:
-            return errors_response([{"field": "", "message": exc.message}], 400)
+        encoding = request.headers.get("Content-Encoding")
+        return decode_batch(body=request.body, content_encoding=encoding)
 
 
 class UsageEventsView(IngestView):
@@ -177,30 +138,15 @@ class UsageEventsView(IngestView):
         refused = _content_type_error(request, ("application/json",))
         if refused:
             return refused
-        body = _body(request)
-        if isinstance(body, Response):
-            return body
-        try:
-            data = decompress_body(
-                body=body, content_encoding=request.headers.get("Content-Encoding")
-            )
-        except PayloadTooLarge as exc:
-            return errors_response([{"field": "", "message": exc.message}], 413)
-        except BatchError as exc:
-            return errors_response([{"field": "", "message": exc.message}], 400)
+        encoding = request.headers.get("Content-Encoding")
+        data = decompress_body(body=request.body, content_encoding=encoding)
         # A batch of valid events is decoded and validated in one pass (no dict per event);
         # any other batch takes the general path, which reports every error.
         now = clock.now()
         events = validate_json_batch(data=data, now=now, max_events=MAX_EVENTS)
         if events is not None:
             return ingest_events(events, now)
-        try:
-            items = decode_batch(body=data, content_encoding=None)
-        except PayloadTooLarge as exc:
-            return errors_response([{"field": "", "message": exc.message}], 413)
-        except BatchError as exc:
-            return errors_response([{"field": "", "message": exc.message}], 400)
-        return ingest_items(items)
+        return ingest_items(decode_batch(body=data, content_encoding=None))
 
 
 class CloudEventsView(IngestView):
@@ -217,8 +163,6 @@ class CloudEventsView(IngestView):
         if refused:
             return refused
         items = self._decoded(request)
-        if isinstance(items, Response):
-            return items
         converted, errors = cloudevents_to_items(items=items)
         return ingest_items(converted, errors)
 
@@ -240,23 +184,11 @@ class OpenAIBatchView(IngestView):
             return errors_response(
                 [{"field": "tenant", "message": "query parameter is required"}], 400
             )
-        body = _body(request)
-        if isinstance(body, Response):
-            return body
-        try:
-            text = decompress_body(
-                body=body, content_encoding=request.headers.get("Content-Encoding")
-            )
-        except PayloadTooLarge as exc:
-            return errors_response([{"field": "", "message": exc.message}], 413)
-        except BatchError as exc:
-            return errors_response([{"field": "", "message": exc.message}], 400)
-        try:
-            converted, errors = openai_batch_to_items(
-                body=text, tenant=tenant, pool=request.query_params.get("pool") or None
-            )
-        except PayloadTooLarge as exc:
-            return errors_response([{"field": "", "message": exc.message}], 413)
+        encoding = request.headers.get("Content-Encoding")
+        text = decompress_body(body=request.body, content_encoding=encoding)
+        converted, errors = openai_batch_to_items(
+            body=text, tenant=tenant, pool=request.query_params.get("pool") or None
+        )
         return ingest_items(converted, errors)
 
 

@@ -1,10 +1,6 @@
-from django.core.exceptions import ValidationError
 from django.db import models
 
-
-def validate_whole_hour(value) -> None:
-    if value.minute or value.second or value.microsecond:
-        raise ValidationError("must be a whole UTC hour (minutes and seconds zero)")
+from portal.periods import validate_whole_hour
 
 
 class Pool(models.Model):

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Case, Count, F, FloatField, Q, Sum, When
+from django.db.models import Case, Count, F, FloatField, Q, QuerySet, Sum, When
 
 from metering.domain.telemetry.counters import reconciliation_flag
 from metering.domain.telemetry.histogram_json import histogram_from_json
@@ -407,6 +407,15 @@ def gpu_pool_hourly_list(*, pool: Pool, start: datetime, end: datetime) -> list[
         )
         for row in rows
     ]
+
+
+def gpu_energy_hour_list(
+    *, pool_ids: list[int], start: datetime, end: datetime
+) -> QuerySet[GpuHourly]:
+    """GPU-hours of the pools, starting in [start, end), with a DCGM energy increase."""
+    return GpuHourly.objects.filter(
+        pool_id__in=pool_ids, hour__gte=start, hour__lt=end, energy_j__gt=0
+    )
 
 
 def _ratio(total: float | None, count: int | None) -> float | None:

@@ -9,9 +9,11 @@ from metering.models import (
     LATENCY_BUCKETS_MS,
     CapacitySample,
     DailyUsage,
+    EventKey,
     HourlyUsage,
     Pool,
     RollupPending,
+    UsageEvent,
 )
 from portal.access import tenant_get, tenant_scoped
 from portal.periods import Period
@@ -159,3 +161,44 @@ def pending_hours() -> set[datetime]:
         hour.astimezone(UTC)
         for hour in RollupPending.objects.values_list("hour", flat=True).distinct()
     }
+
+
+# Factory-wide reads (not tenant-scoped) for rating and the KPIs: QuerySets the caller refines.
+
+
+def hourly_usage_list(
+    *, start: datetime | None = None, end: datetime | None = None
+) -> QuerySet[HourlyUsage]:
+    """Hourly rollup rows of the hours starting in [start, end) (either bound optional)."""
+    bounds = {}
+    if start is not None:
+        bounds["hour__gte"] = start
+    if end is not None:
+        bounds["hour__lt"] = end
+    rows = HourlyUsage.objects.all()
+    return rows.filter(**bounds) if bounds else rows
+
+
+def daily_usage_list(*, start: datetime, end: datetime) -> QuerySet[DailyUsage]:
+    """Daily rollup rows of the UTC days from start's date up to (not including) end's."""
+    return DailyUsage.objects.filter(day__gte=start.date(), day__lt=end.date())
+
+
+def first_metered_hour() -> datetime | None:
+    """The earliest hour with rolled-up usage (None when nothing was metered)."""
+    return HourlyUsage.objects.order_by("hour").values_list("hour", flat=True).first()
+
+
+def usage_event_list() -> QuerySet[UsageEvent]:
+    """Every usage event, for the caller to filter (by tenant and time, never whole)."""
+    return UsageEvent.objects.all()
+
+
+def event_key_list(*, ids: list[int]) -> QuerySet[EventKey]:
+    """The (source, event id) keys of the usage events with those ids."""
+    return EventKey.objects.filter(id__in=ids)
+
+
+def capacity_sample_list() -> QuerySet[CapacitySample]:
+    """Every capacity sample of every pool, for the caller to filter by pool and time."""
+    return CapacitySample.objects.all()

@@ -112,8 +112,8 @@ def incidents(request):
                     return redirect("incidents")
     context = _board_context(request, form=form, created=created)
     if _is_htmx(request):
-        return render(request, "metering/_incident_board.html", context)
-    return render(request, "metering/incidents.html", context)
+        return render(request, "metering/sla/_incident_board.html", context)
+    return render(request, "metering/sla/incidents.html", context)
 
 
 def _incident_or_404(request, pk: int):
@@ -141,7 +141,7 @@ def incident_update(request, pk: int):
         return redirect("incidents")
     incident = _incident_or_404(request, pk)
     card = _card(incident, form=None if posted else form, prefix=prefix)
-    return render(request, "metering/_incident_card.html", {**card, "posted": posted})
+    return render(request, "metering/sla/_incident_card.html", {**card, "posted": posted})
 
 
 def _record(incident) -> dict:
@@ -191,7 +191,7 @@ def incident_detail(request, pk: int):
         form.fields["resolved_at"].help_text = 'Set by an update with status "Resolved".'
     return render(
         request,
-        "metering/incident_detail.html",
+        "metering/sla/incident_detail.html",
         {"title": f"Incident #{pk}", "edit_form": form, **_card(incident)},
     )
 
@@ -215,7 +215,7 @@ def maintenance(request):
     )
     return render(
         request,
-        "metering/incidents_maintenance.html",
+        "metering/sla/incidents_maintenance.html",
         {
             "title": "Maintenance windows",
             "form": form,
@@ -319,7 +319,7 @@ def status_page(request):
     )
     return render(
         request,
-        "metering/status.html",
+        "metering/sla/status.html",
         {
             "title": "Status",
             "now": now,

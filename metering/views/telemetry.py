@@ -42,7 +42,7 @@ def metering(request):
     tolerance_ratio, tolerance_tokens = reconciliation_tolerance()
     return render(
         request,
-        "metering/metering.html",
+        "metering/telemetry/metering.html",
         {
             "title": "Metering",
             "period": period,

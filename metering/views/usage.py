@@ -3,10 +3,9 @@
 from django.core.paginator import Paginator
 from django.shortcuts import render
 
-from metering.charts import usage_by_model_chart
 from metering.selectors.usage import usage_daily_by_model
 from portal.access import user_role
-from portal.charts import figure_json
+from portal.charts import figure_json, usage_by_model_chart
 from portal.decorators import role_required
 from portal.exports import csv_response
 from portal.models import Role, Tenant
@@ -33,7 +32,7 @@ def usage(request):
     period and tenant shown (not only the current page)."""
     period, preset = period_from_preset(request.GET)
     is_member = user_role(request.user) is Role.TENANT
-    tenant = None if is_member else (request.GET.get("tenant") or None)
+    tenant = request.GET.get("tenant") or None  # another tenant's slug is a 404
     rows = usage_daily_by_model(user=request.user, period=period, tenant=tenant)
     if request.GET.get("format") == "csv":
         return csv_response(
@@ -49,7 +48,7 @@ def usage(request):
     csv_query["format"] = "csv"
     return render(
         request,
-        "metering/usage.html",
+        "metering/usage/usage.html",
         {
             "title": "Usage",
             "page": Paginator(rows, USAGE_PAGE_SIZE).get_page(request.GET.get("page")),

@@ -35,6 +35,10 @@ def errors_response(errors: list[dict[str, Any]], status_code: int, headers=None
 
 
 def exception_handler(exc, context):
+    """Every error of the API in the one JSON shape. A domain exception states its own answer:
+    an `http_status` and `api_errors()` (each app's errors, mapped here once, not per view)."""
+    if hasattr(exc, "http_status") and hasattr(exc, "api_errors"):
+        return errors_response(exc.api_errors(), exc.http_status)
     if isinstance(exc, DjangoValidationError):
         detail = exc.message_dict if hasattr(exc, "error_dict") else {"": exc.messages}
         exc = exceptions.ValidationError(detail)
@@ -44,7 +48,7 @@ def exception_handler(exc, context):
         exc = exceptions.PermissionDenied(str(exc) or None)
     elif isinstance(exc, RequestDataTooBig):
         return errors_response(
-            [{"field": "", "message": f"the request body is larger than {_limit()}"}],
+            [{"field": "", "message": f"request body is larger than {_limit()}"}],
             status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     elif isinstance(exc, RecursionError) and "decoding a JSON" in str(exc):

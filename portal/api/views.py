@@ -3,6 +3,7 @@ from rest_framework import mixins, viewsets
 
 from portal.access import Capability, tenant_scoped
 from portal.api.serializers import AuditEntrySerializer, TenantSerializer
+from portal.filters import AuditEntryFilterSet, TenantFilterSet
 from portal.models import AuditEntry, Tenant
 from portal.permissions import capability_permission
 from portal.services import audit_record, audit_snapshot
@@ -60,7 +61,7 @@ class TenantViewSet(AuditedModelViewSet):
     permission_classes = [
         capability_permission(read=Capability.READ_TENANT_DATA, write=Capability.WRITE_FACTORY)
     ]
-    filterset_fields = ["status"]
+    filterset_class = TenantFilterSet
 
     def get_queryset(self):
         return tenant_scoped(Tenant.objects.all(), user=self.request.user, field=None)
@@ -72,4 +73,4 @@ class AuditEntryViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
     serializer_class = AuditEntrySerializer
     permission_classes = [capability_permission(read=Capability.READ_AUDIT)]
     queryset = AuditEntry.objects.select_related("actor")
-    filterset_fields = ["action", "object_type", "object_id"]
+    filterset_class = AuditEntryFilterSet

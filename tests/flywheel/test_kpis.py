@@ -1,11 +1,9 @@
 """Tests of the pure KPI engine (kpis.md sections 1-4 and the worked examples of section 7)."""
 
-import ast
 import decimal
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 from hypothesis import assume, given, settings
@@ -469,17 +467,6 @@ def test_kpis_as_dict_uses_the_response_keys():
         "tps_per_gpu", "tpm",
     ]  # fmt: skip
     assert kpis.as_dict()["from"] == _at(0)
-
-
-def test_kpis_module_imports_no_django():
-    source = Path(__file__).parents[2].joinpath("flywheel", "kpis.py").read_text()
-    imported = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
-    assert imported <= {"__future__", "collections", "dataclasses", "datetime", "decimal", "typing"}
 
 
 # --- properties ----------------------------------------------------------------------

@@ -1,10 +1,8 @@
 """Tests of the pure TFOM engine (kpis.md sections 4-5 and worked example 3 of section 7)."""
 
-import ast
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -303,23 +301,6 @@ def test_tfom_as_dict_has_every_response_key():
         "daily_token_value_per_gpu", "tokens_per_kwh", "baseline_tef", "equivalent_gpus",
         "avoided_capex",
     }  # fmt: skip
-
-
-def test_tfom_module_imports_no_django():
-    source = Path(__file__).parents[2].joinpath("flywheel", "tfom.py").read_text()
-    imported = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module)
-    assert imported <= {
-        "__future__",
-        "collections.abc",
-        "dataclasses",
-        "decimal",
-        "flywheel.domain.kpis",
-    }
 
 
 @settings(database=None, deadline=None, max_examples=150)

@@ -136,3 +136,22 @@ def test_database_down_gives_503_pages_and_api(client, users, monkeypatch):
     api = client.get("/api/v1/usage")
     assert (api.status_code, api["Retry-After"]) == (503, "30")
     assert api.json()["errors"][0]["message"] == "The database is unavailable; retry shortly."
+
+
+def test_production_hashes_passwords_with_argon2id_and_the_suite_still_verifies_them(db):
+    """Production settings store Argon2id hashes; the suite's faster first hasher must not
+    hide them: a password hashed as production does still signs in."""
+    from django.contrib.auth import authenticate
+    from django.contrib.auth.hashers import Argon2PasswordHasher, make_password
+
+    from portal.models import Role
+    from portal.services import user_ensure
+    from portal.settings import PASSWORD_HASHERS
+
+    assert PASSWORD_HASHERS[0] == "django.contrib.auth.hashers.Argon2PasswordHasher"
+    user = user_ensure(username="argon", role=Role.OPERATOR, password="unused-password-1")
+    user.password = make_password("argon-password-1", hasher=Argon2PasswordHasher())
+    user.save(update_fields=["password"])
+
+    assert user.password.startswith("argon2$argon2id$")
+    assert authenticate(username="argon", password="argon-password-1") == user

@@ -7,7 +7,7 @@ field of the request schema a negative and an overflowing value, for each decima
 number field NaN and Infinity (as strings and as JSON literals), for each date-time
 field a timestamp without a zone; and unknown fields (`id`, `tenant`, `price`,
 `is_staff`, timestamps) that must be ignored or refused, confirmed by reading back.
-Ingestion's own rules are in tests/metering/test_events.py and test_ingest_api.py.
+Ingestion's own rules are in tests/metering/test_usage_events.py and test_usage_ingest_api.py.
 """
 
 import itertools

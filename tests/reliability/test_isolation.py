@@ -46,8 +46,8 @@ class Reach:
 @dataclass(frozen=True)
 class Listing:
     """A collection: `status` 200 with exactly `own` rows of A and none of B's, or 403.
-    `foreign` is a query naming tenant B, answered `foreign_status` (404, or 200 with an
-    empty page where the filter is a plain field filter)."""
+    `foreign` is a query naming tenant B, answered `foreign_status` (404: every list's
+    tenant filter is the same TenantFilter)."""
 
     status: int
     own: int | None = None
@@ -77,9 +77,7 @@ FORBIDDEN_LIST = Listing(403)
 API_CASES: dict[tuple[str, str], Reach | Listing] = {
     ("GET", "/api/v1/audit/"): FORBIDDEN_LIST,
     ("POST", "/api/v1/capacity"): FORBIDDEN,
-    ("GET", "/api/v1/contracts/"): Listing(
-        200, own=1, foreign="tenant__slug=tenant-b", foreign_status=200
-    ),
+    ("GET", "/api/v1/contracts/"): Listing(200, own=1, foreign="tenant=tenant-b"),
     ("POST", "/api/v1/contracts/"): FORBIDDEN,
     ("GET", "/api/v1/contracts/{id}/"): Reach(
         404, _id("contract_b"), own=_id("contract_a"), missing={"id": MISSING}
@@ -113,9 +111,7 @@ API_CASES: dict[tuple[str, str], Reach | Listing] = {
     ),
     ("PATCH", "/api/v1/incidents/{id}/"): Reach(403, _id("incident_b")),
     ("POST", "/api/v1/incidents/{id}/updates/"): Reach(403, _id("incident_b")),
-    ("GET", "/api/v1/invoices/"): Listing(
-        200, own=1, foreign="tenant__slug=tenant-b", foreign_status=200
-    ),
+    ("GET", "/api/v1/invoices/"): Listing(200, own=1, foreign="tenant=tenant-b"),
     ("GET", "/api/v1/invoices/{id}/"): Reach(
         404, _id("invoice_b"), own=_id("invoice_a"), missing={"id": MISSING}
     ),
@@ -131,9 +127,7 @@ API_CASES: dict[tuple[str, str], Reach | Listing] = {
     ("POST", "/api/v1/levers/"): FORBIDDEN,
     ("GET", "/api/v1/levers/{id}/"): Reach(403, _id_missing),
     ("DELETE", "/api/v1/levers/{id}/"): Reach(403, _id_missing),
-    ("GET", "/api/v1/ledger/"): Listing(
-        200, own=3, foreign="transaction__tenant__slug=tenant-b", foreign_status=200
-    ),
+    ("GET", "/api/v1/ledger/"): Listing(200, own=3, foreign="tenant=tenant-b"),
     ("GET", "/api/v1/maintenance/"): Listing(200, own=1),  # factory-wide announcements
     ("POST", "/api/v1/maintenance/"): FORBIDDEN,
     ("GET", "/api/v1/maintenance/{id}/"): Reach(200, _id("maintenance")),
@@ -155,9 +149,7 @@ API_CASES: dict[tuple[str, str], Reach | Listing] = {
     ("POST", "/api/v1/prices/"): FORBIDDEN,
     ("GET", "/api/v1/prices/{id}/"): Reach(403, _id("price")),
     ("DELETE", "/api/v1/prices/{id}/"): Reach(403, _id("price")),
-    ("GET", "/api/v1/promotions/"): Listing(
-        200, own=1, foreign="tenant__slug=tenant-b", foreign_status=200
-    ),
+    ("GET", "/api/v1/promotions/"): Listing(200, own=1, foreign="tenant=tenant-b"),
     ("POST", "/api/v1/promotions/"): FORBIDDEN,
     ("GET", "/api/v1/promotions/{id}/"): Reach(
         404, _id("promotion_b"), own=_id("promotion_a"), missing={"id": MISSING}
@@ -228,6 +220,17 @@ MEMBER_PAGES: dict[str, tuple[str, ...]] = {
     "/billing/sla/?month=2026-03": (),
     "/status/": (),
 }
+
+
+# List pages and exports a member may open: filtered by tenant B they answer 404, as every
+# API list does, and filtered by tenant A they answer as usual.
+MEMBER_LIST_PAGES = (
+    "/usage/",
+    "/usage/?format=csv",
+    "/billing/invoices/",
+    "/billing/invoices/?format=csv",
+    "/billing/sla/",
+)
 
 
 def _routes(resolver=None, prefix=""):
@@ -335,6 +338,16 @@ def test_tenant_a_cannot_reach_tenant_b_through_the_api(world, method, path):
         if case.own is not None:
             own = _send(client, method, url(path, case.own(world)))
             assert own.status_code == 200, (where, "own object", own.content[:300])
+
+
+@pytest.mark.parametrize("path", MEMBER_LIST_PAGES)
+def test_member_list_pages_filtered_by_another_tenant_are_404(world, path):
+    client = world.clients["session"]
+    joiner = "&" if "?" in path else "?"
+
+    assert client.get(f"{path}{joiner}tenant=tenant-b").status_code == 404
+    assert client.get(f"{path}{joiner}tenant=nobody").status_code == 404
+    assert client.get(f"{path}{joiner}tenant=tenant-a").status_code == 200
 
 
 @pytest.mark.parametrize("route", sorted(PAGE_CASES))

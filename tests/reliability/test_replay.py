@@ -1,7 +1,7 @@
 """Ingestion replay at scale: 10,000 events sent three times, the first time by 16 clients
 racing on the same fresh events, stored once with identical totals.
 
-tests/metering/test_ingest_api.py covers a 5-event replay, one conflicting event and two
+tests/metering/test_usage_ingest_api.py covers a 5-event replay, one conflicting event and two
 concurrent 2,000-event batches; this adds the scale, 16 concurrent clients, three passes
 with different batch boundaries (gzip on the last), the totals through the usage API, and
 a conflict inside a large batch that also carries new events (all-or-nothing).

@@ -9,6 +9,7 @@ from rest_framework import mixins, serializers, viewsets
 
 from flywheel.api.loop.writes import ERRORS, RATIO, FactoryWrite, flywheel_invalid
 from flywheel.domain.loop.factors import FlywheelError
+from flywheel.filters import LeverFilterSet
 from flywheel.models import Goal, Lever
 from flywheel.services.loop.versions import goal_create, lever_create, version_delete
 from portal.api.fields import AwareDateTimeField, ModelSerializer
@@ -112,7 +113,7 @@ class LeverViewSet(VersionViewSet):
 
     serializer_class = LeverSerializer
     queryset = Lever.objects.all()
-    filterset_fields = {"slug": ["exact"], "source": ["exact"]}
+    filterset_class = LeverFilterSet
 
     def create_version(self, data):
         return lever_create(**data, by=self.request.user)

@@ -15,7 +15,7 @@ def report_csv_rows(report: TfomReport) -> list[list]:
             section.key,
             row.key,
             row.label,
-            export_value(row.value, row.unit),
+            export_value(row.value, row.unit, currency=report.currency),
             row.unit,
             report_money(row.amount),
             report.currency if row.amount is not None else "",

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal, localcontext
-
-from django.conf import settings
 
 from flywheel.domain.bands import Band
 from flywheel.domain.kpis import KPI_CONTEXT
@@ -28,11 +26,12 @@ class Row:
     amount: Decimal | None = None
     band: Band | None = None
     is_total: bool = False
+    currency: str = ""  # the report's; set once the report is built (TfomReport.with_currency)
 
     @property
     def is_money(self) -> bool:
         """Money, or money per unit (USD/M tokens): shown with the money format."""
-        return self.unit.split("/")[0] == settings.FACTORY_CURRENCY
+        return bool(self.currency) and self.unit.split("/")[0] == self.currency
 
 
 @dataclass(frozen=True)
@@ -65,6 +64,12 @@ class TfomReport:
     generated_at: datetime
     rating_errors: dict[str, str] = field(default_factory=dict)
     sections: list[Section] = field(default_factory=list)
+
+    def with_sections(self, sections: list[Section]) -> None:
+        """Attach the sections, each row knowing the report's currency."""
+        self.sections = [
+            replace(s, rows=[replace(r, currency=self.currency) for r in s.rows]) for s in sections
+        ]
 
     @property
     def installed_gpus(self) -> Decimal:

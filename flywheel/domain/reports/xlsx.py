@@ -43,7 +43,11 @@ def report_xlsx(report: TfomReport) -> bytes:
         for cell in sheet[1]:
             cell.font = bold
         for row in section.rows:
-            values = [row.label, export_value(row.value, row.unit), row.unit]
+            values = [
+                row.label,
+                export_value(row.value, row.unit, currency=report.currency),
+                row.unit,
+            ]
             if section.has_amount:
                 values.append(report_money(row.amount))
             values += [row.band.label if row.band else "", row.note]

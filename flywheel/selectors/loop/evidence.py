@@ -20,8 +20,9 @@ from flywheel.domain.kpis import KPI_CONTEXT, production_tokens
 from flywheel.domain.loop.baseline import Baseline
 from flywheel.domain.loop.diagnosis import Evidence, EvidenceColumn
 from flywheel.selectors.measurement import FactoryData
-from metering.models import Deployment, HourlyUsage
+from metering.selectors.factory import deployment_list
 from metering.selectors.sla.incidents import deployment_slugs, incident_queryset, peak_impact
+from metering.selectors.usage import hourly_usage_list
 from portal.periods import Period
 
 ZERO = Decimal(0)
@@ -125,7 +126,7 @@ def _deployment_sums(start: datetime, end: datetime, data: FactoryData) -> dict[
     """Per deployment: requests, compliant requests, errors, Σtok, Σstd and compliant Σstd
     from the hourly rollups, with the version in force at each hour."""
     rows = (
-        HourlyUsage.objects.filter(hour__gte=start, hour__lt=end)
+        hourly_usage_list(start=start, end=end)
         .values("deployment_id", "hour")
         .annotate(
             n=Sum("requests"),
@@ -202,7 +203,7 @@ def _deployment_evidence(
     """η: production against R_ref by deployment; σ: incident minutes and SLO misses."""
     sums = _deployment_sums(start, end, data)
     deployments = {
-        d.pk: d for d in Deployment.objects.select_related("pool", "model").order_by("slug")
+        d.pk: d for d in deployment_list().select_related("pool", "model").order_by("slug")
     }
     pools = {item.pool.pool: item.pool for item in baseline.pools}
     incidents = _incident_minutes(start, end, [d.slug for d in deployments.values()])

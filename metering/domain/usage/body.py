@@ -25,17 +25,27 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 class BatchError(ValueError):
     """The body as a whole cannot be read (HTTP 400); ``message`` says why."""
 
+    http_status = 400  # the API's exception handler answers with it (portal.api.errors)
+
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def api_errors(self) -> list[dict]:
+        return [{"field": "", "message": self.message}]
 
 
 class PayloadTooLarge(Exception):
     """The batch has more events or decompressed bytes than allowed (HTTP 413)."""
 
+    http_status = 413
+
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def api_errors(self) -> list[dict]:
+        return [{"field": "", "message": self.message}]
 
 
 def decompress_body(

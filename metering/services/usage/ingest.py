@@ -29,17 +29,28 @@ class IngestResult:
 class IngestRejected(Exception):
     """The batch is invalid: nothing was stored. `errors` name each event's index and field."""
 
+    http_status = 400
+
     def __init__(self, errors: list[FieldError]):
         super().__init__(f"{len(errors)} invalid event(s)")
         self.errors = errors
+
+    def api_errors(self) -> list[dict]:
+        return [e.as_dict() for e in self.errors]
 
 
 class IngestConflict(Exception):
     """Events reuse a stored (source, id) with a different payload: nothing was stored."""
 
+    http_status = 409
+
     def __init__(self, indexes: list[int]):
         super().__init__(f"{len(indexes)} conflicting event(s)")
         self.indexes = indexes
+
+    def api_errors(self) -> list[dict]:
+        message = "this (source, id) is already stored with a different payload"
+        return [{"index": i, "field": "id", "message": message} for i in self.indexes]
 
 
 class _Row(NamedTuple):  # a tuple: built for every event of every batch

@@ -1,0 +1,58 @@
+"""The kernel of the FilterSets that pages and the API share (one per resource, in each
+app's filters.py): the tenant filter, and one way to refuse a bad filter value.
+
+`?tenant=<slug>` names a tenant the asker may see, or the answer is 404, whoever asks and
+on every list (never an empty page, which would say the tenant exists). An unknown value of
+any other filter is a 400 naming the filter.
+"""
+
+import django_filters
+from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
+
+from portal.access import tenant_get
+from portal.models import AuditEntry, Tenant
+
+
+class TenantFilter(django_filters.CharFilter):
+    """Rows of the tenant named by slug; 404 for a tenant the user may not see."""
+
+    def __init__(self, *, field_name: str = "tenant", **kwargs) -> None:
+        kwargs.setdefault("help_text", "tenant slug (404 for a tenant you may not see)")
+        super().__init__(field_name=field_name, **kwargs)
+
+    def filter(self, qs: QuerySet, value: str) -> QuerySet:
+        if not value:
+            return qs
+        return qs.filter(**{self.field_name: tenant_get(user=self.parent.user, slug=value)})
+
+
+class PortalFilterSet(django_filters.FilterSet):
+    """A FilterSet that knows who asks (the API passes the request, pages the user)."""
+
+    def __init__(self, data=None, queryset=None, *, request=None, user=None, **kwargs) -> None:
+        super().__init__(data, queryset, request=request, **kwargs)
+        self.user = user if user is not None else getattr(request, "user", None)
+
+    @classmethod
+    def apply(cls, data, *, queryset: QuerySet, user) -> QuerySet:
+        """The filtered rows, for a page or a selector; ValidationError (a 400 naming the
+        field) for a value the filter does not know."""
+        filterset = cls(data, queryset=queryset, user=user)
+        if not filterset.is_valid():
+            raise ValidationError(
+                {field: list(messages) for field, messages in filterset.errors.items()}
+            )
+        return filterset.qs
+
+
+class TenantFilterSet(PortalFilterSet):
+    class Meta:
+        model = Tenant
+        fields = ["status"]
+
+
+class AuditEntryFilterSet(PortalFilterSet):
+    class Meta:
+        model = AuditEntry
+        fields = ["action", "object_type", "object_id"]

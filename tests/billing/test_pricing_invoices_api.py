@@ -1,0 +1,190 @@
+"""Billing API: prices, contracts, promotions (create-only once in force), invoices, ledger."""
+
+from decimal import Decimal
+
+import pytest
+from rest_framework.test import APIClient
+
+from billing.models import Contract, Invoice, Price
+from billing.services.invoices import invoice_run
+from tests.billing.factories import MARCH, make_contract, make_priced_model, post_usage
+
+pytestmark = pytest.mark.both_backends
+M = 1_000_000
+
+
+@pytest.fixture
+def admin_api(users, token_client):
+    return token_client(users["operator"], scopes=["ingest", "read", "admin"])
+
+
+@pytest.fixture
+def finance(users):
+    client = APIClient()
+    client.force_login(users["finance"])
+    return client
+
+
+def test_price_create_is_audited_and_listed(admin_api):
+    make_deployment_model = make_priced_model(prices=("1", "0.5", "2"))
+    response = admin_api.post(
+        "/api/v1/prices",
+        {
+            "model": make_deployment_model.slug,
+            "token_class": "output",
+            "per_million": "2.19",
+            "currency": "USD",
+            "effective_from": "2026-12-01T00:00:00Z",
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.json()
+    assert response.json()["per_million"] == "2.1900000000"
+    listed = admin_api.get("/api/v1/prices?model=llama-70b&token_class=output").json()
+    assert [p["per_million"] for p in listed["results"]] == ["2.0000000000", "2.1900000000"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"per_million": "-1"}, "per_million"),
+        ({"token_class": "reasoning"}, "token_class"),
+        ({"model": "nope"}, "model"),
+        ({"effective_from": "2026-12-01T00:30:00Z"}, "effective_from"),
+        ({"effective_from": "2026-01-01T00:00:00Z"}, "effective_from"),  # version exists
+        ({"currency": "XYZ"}, "currency"),
+    ],
+)
+def test_price_create_rejects_bad_input_naming_the_field(admin_api, body, field):
+    make_priced_model()
+    good = {
+        "model": "llama-70b",
+        "token_class": "output",
+        "per_million": "1.00",
+        "currency": "USD",
+        "effective_from": "2026-12-01T00:00:00Z",
+    }
+    response = admin_api.post("/api/v1/prices", {**good, **body}, format="json")
+    assert response.status_code == 400
+    assert [e["field"] for e in response.json()["errors"]] == [field]
+    assert Price.objects.count() == 3
+
+
+def test_price_in_force_cannot_be_deleted_but_a_future_one_can(admin_api):
+    make_priced_model()
+    in_force = Price.objects.first()
+    response = admin_api.delete(f"/api/v1/prices/{in_force.pk}")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "effective_from"
+    future = admin_api.post(
+        "/api/v1/prices",
+        {
+            "model": "llama-70b",
+            "token_class": "input",
+            "per_million": "0.90",
+            "currency": "USD",
+            "effective_from": "2030-01-01T00:00:00Z",
+        },
+        format="json",
+    ).json()
+    assert admin_api.delete(f"/api/v1/prices/{future['id']}").status_code == 204
+    assert admin_api.put(f"/api/v1/prices/{in_force.pk}", {}, format="json").status_code == 405
+
+
+def test_contract_create_with_tiers_and_default_credit_tiers(admin_api, tenant_a):
+    response = admin_api.post(
+        "/api/v1/contracts",
+        {
+            "tenant": "tenant-a",
+            "kind": "paid",
+            "discount_pct": "10",
+            "free_tokens_per_month": 1000000,
+            "volume_tiers": [{"from_tokens": 1000000000, "discount_pct": "5"}],
+            "effective_from": "2026-01-01T00:00:00Z",
+        },
+        format="json",
+    )
+    assert response.status_code == 201, response.json()
+    contract = Contract.objects.get()
+    assert contract.volume_tiers == [{"from_tokens": 1000000000, "discount_pct": "5.0000"}]
+    assert contract.credit_tiers == [["0.999", "10"], ["0.99", "25"], ["0.95", "100"]]
+    assert contract.currency == "USD"
+    bad = admin_api.post(
+        "/api/v1/contracts",
+        {"tenant": "tenant-a", "kind": "free", "effective_from": "2026-02-01T00:00:00Z"},
+        format="json",
+    )
+    assert bad.status_code == 400
+    assert bad.json()["errors"][0]["field"] == "kind"
+
+
+def test_contract_ignores_mass_assigned_fields(admin_api, tenant_a):
+    response = admin_api.post(
+        "/api/v1/contracts",
+        {
+            "tenant": "tenant-a",
+            "kind": "paid",
+            "effective_from": "2026-01-01T00:00:00Z",
+            "id": 999,
+            "created_at": "2000-01-01T00:00:00Z",
+        },
+        format="json",
+    )
+    assert response.status_code == 201
+    assert Contract.objects.get().pk != 999
+
+
+@pytest.fixture
+def invoices(admin_api, tenant_a, tenant_b):
+    make_priced_model()
+    make_contract(tenant_a)
+    make_contract(tenant_b)
+    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
+    post_usage(admin_api, [{"id": "a1", **usage}])
+    post_usage(admin_api, [{"id": "b1", **usage}], tenant="tenant-b")
+    return {i.tenant.slug: i for i in invoice_run(month_start=MARCH).issued}
+
+
+def test_tenant_sees_only_its_own_invoices(users, invoices):
+    member = APIClient()
+    member.force_login(users["tenant"])
+    listed = member.get("/api/v1/invoices").json()
+    assert [i["tenant"] for i in listed["results"]] == ["tenant-a"]
+    assert listed["results"][0]["total"] == "17.6000"
+    assert member.get(f"/api/v1/invoices/{invoices['tenant-b'].pk}").status_code == 404
+    ledger = member.get("/api/v1/ledger").json()
+    assert {row["tenant"] for row in ledger["results"]} == {"tenant-a"}
+    assert member.post(f"/api/v1/invoices/{invoices['tenant-a'].pk}/pay").status_code == 403
+
+
+def test_finance_pays_and_voids(finance, invoices):
+    a, b = invoices["tenant-a"], invoices["tenant-b"]
+    paid = finance.post(f"/api/v1/invoices/{a.pk}/pay")
+    assert paid.status_code == 200
+    assert paid.json()["status"] == "paid"
+    voided = finance.post(f"/api/v1/invoices/{b.pk}/void", {"reason": "duplicate"}, format="json")
+    assert voided.json()["status"] == "void"
+    again = finance.post(f"/api/v1/invoices/{b.pk}/void", {}, format="json")
+    assert again.status_code == 400
+    assert again.json()["errors"][0]["field"] == "status"
+    cash = finance.get("/api/v1/ledger?account=cash").json()["results"]
+    assert [(row["amount"], row["kind"]) for row in cash] == [("17.6000", "payment")]
+    assert Invoice.objects.get(pk=b.pk).status == "void"
+
+
+def test_investor_cannot_read_invoices_or_write_prices(users, invoices):
+    investor = APIClient()
+    investor.force_login(users["investor"])
+    assert investor.get("/api/v1/invoices").status_code == 403
+    assert investor.get("/api/v1/ledger").status_code == 403
+    assert investor.get("/api/v1/prices").status_code == 200
+    body = {"model": "llama-70b", "token_class": "input", "per_million": "0"}
+    assert investor.post("/api/v1/prices", body, format="json").status_code == 403
+
+
+def test_finance_token_with_read_scope_cannot_post(users, token_client, invoices):
+    api = token_client(users["finance"], scopes=["read"])
+    assert api.get("/api/v1/invoices").status_code == 200
+    pay = api.post(f"/api/v1/invoices/{invoices['tenant-a'].pk}/pay")
+    assert pay.status_code == 403
+    assert Decimal(api.get("/api/v1/invoices").json()["results"][0]["total"]) == Decimal("17.60")

@@ -1,0 +1,261 @@
+"""The flywheel API: diagnosis, scenarios, the lever catalogue, goals, lever applications
+and cycles (on the constructed factory of test_diagnosis, weak at occupancy: 5 of 10 GPUs
+busy over 2 March 2026)."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework.test import APIClient
+
+from flywheel.models import Goal, Lever, LeverApplication
+from flywheel.services.loop.versions import lever_create
+from portal import clock
+from tests.flywheel.test_loop_diagnosis import DAY, JAN, build_factory
+
+D = Decimal
+PERIOD = {"from": "2026-03-02", "to": "2026-03-03"}
+LEVER = {
+    "slug": "pooled",
+    "name": "Pooled multi-model scheduling",
+    "description": "AlpaServe (OSDI 2023): up to 10x the rate within SLO.",
+    "effects": {"occupancy": {"low": "1.1", "typical": "1.2", "high": "1.36"}},
+    "one_time_cost": "180000",
+    "monthly_cost": "20000",
+    "effective_from": "2026-01-01T00:00:00Z",
+}
+
+
+def _session(user) -> APIClient:
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def factory(db):
+    build_factory(busy=5)
+    lever_create(**{**LEVER, "effective_from": JAN, "one_time_cost": D(180_000),
+                    "monthly_cost": D(20_000)})  # fmt: skip
+
+
+def test_diagnosis_ranks_the_factors_with_evidence(factory, users):
+    api = _session(users["investor"])
+
+    response = api.get("/api/v1/flywheel/diagnosis", PERIOD)
+
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["bottleneck"] == "occupancy"
+    first = body["factors"][0]
+    assert (first["rank"], first["factor"], first["value"], first["target"]) == (
+        1,
+        "occupancy",
+        0.5,
+        0.75,
+    )
+    assert D(first["ebitda_gain_per_month"]) > 0
+    assert first["evidence"]["rows"][0]["idle_gpu_hours"] == 120.0
+    assert [f["ebitda_gain_per_month"] for f in body["factors"][1:]] == ["0.00"] * 5
+    assert body["measured"]["occupancy"] == 0.5
+
+
+def test_diagnosis_takes_targets_and_refuses_bad_ones(factory, users, token_client):
+    api = token_client(users["operator"])
+
+    lowered = api.get("/api/v1/flywheel/diagnosis", {**PERIOD, "targets": "occupancy:0.5"})
+    refused = api.get("/api/v1/flywheel/diagnosis", {**PERIOD, "targets": "occupancy:1.5"})
+
+    assert lowered.json()["bottleneck"] is None
+    assert refused.status_code == 400
+    assert refused.json()["errors"][0]["field"] == "targets"
+
+
+def test_scenario_projects_targets_and_levers(factory, users, token_client):
+    api = token_client(users["finance"])  # a read token may run scenarios
+
+    response = api.post(
+        "/api/v1/flywheel/scenarios",
+        {**PERIOD, "targets": {"occupancy": "0.6"}, "levers": ["pooled"]},
+        format="json",
+    )
+
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert body["factors"]["occupancy"] == {"measured": 0.5, "projected": pytest.approx(0.72)}
+    assert body["projected"]["tfi"] == pytest.approx(0.72 * 0.9)
+    # Revenue scales with TFI (x1.44); the lever's 20,000 a month is opex.
+    revenue = D(body["projected"]["revenue_per_month"]) / D(body["measured"]["revenue_per_month"])
+    assert revenue == pytest.approx(D("1.44"))
+    assert D(body["projected"]["opex_per_month"]) - D(body["measured"]["opex_per_month"]) == 20_000
+    assert body["lever_costs"] == {
+        "one_time": "180000.00",
+        "monthly": "20000.00",
+        "total": "420000.00",
+    }
+    assert body["range"]["low"]["tfi"] == pytest.approx(0.6 * 1.1 * 0.9)
+    assert body["range"]["high"]["tfi"] == pytest.approx(0.6 * 1.36 * 0.9)
+    assert body["goal"] is None and body["proposal"] is None
+
+
+def test_scenario_checks_a_goal_and_proposes_levers(factory, users):
+    api = _session(users["operator"])
+
+    response = api.post(
+        "/api/v1/flywheel/scenarios", {**PERIOD, "goal": {"min_tfi": "0.5"}}, format="json"
+    )
+
+    body = response.json()
+    assert body["goal"]["is_met"] is False  # TFI 0.45
+    assert body["proposal"]["is_found"] and body["proposal"]["levers"] == ["pooled"]
+    assert body["proposal"]["cost"] == "420000.00"
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"targets": {"occupancy": "1.2"}}, "targets"),
+        ({"targets": {"speed": "0.5"}}, "targets"),
+        ({"levers": ["unknown"]}, "levers"),
+        ({"estimate": "optimistic"}, "estimate"),
+    ],
+)
+def test_scenario_refuses_invalid_input(factory, users, payload, field):
+    response = _session(users["operator"]).post(
+        "/api/v1/flywheel/scenarios", {**PERIOD, **payload}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == field
+
+
+def test_scenario_is_for_operators_and_finance(factory, users):
+    for role, status in (("investor", 403), ("tenant", 403), ("finance", 200)):
+        response = _session(users[role]).post("/api/v1/flywheel/scenarios", PERIOD, format="json")
+        assert response.status_code == status, role
+
+
+def test_levers_are_created_as_versions_and_never_edited(db, users, token_client):
+    admin = token_client(users["operator"], scopes=["admin", "read"])
+
+    created = admin.post("/api/v1/levers", LEVER, format="json")
+    again = admin.post("/api/v1/levers", LEVER, format="json")
+    later = admin.post(
+        "/api/v1/levers",
+        {**LEVER, "effective_from": "2026-02-01T00:00:00Z", "monthly_cost": "25000"},
+        format="json",
+    )
+
+    assert created.status_code == 201, created.json()
+    assert created.json()["effects"] == {
+        "occupancy": {"low": "1.1", "typical": "1.2", "high": "1.36"}
+    }
+    assert created.json()["source"] == "operator"
+    assert again.status_code == 400 and again.json()["errors"][0]["field"] == "effective_from"
+    assert later.status_code == 201
+    listing = admin.get("/api/v1/levers", {"slug": "pooled"}).json()
+    assert [r["monthly_cost"] for r in listing["results"]] == ["20000.0000", "25000.0000"]
+    in_force = admin.delete(f"/api/v1/levers/{created.json()['id']}")
+    assert in_force.status_code == 400 and Lever.objects.count() == 2
+    assert admin.patch(f"/api/v1/levers/{created.json()['id']}", {"name": "x"}).status_code == 405
+
+
+@pytest.mark.parametrize(
+    ("effects", "field"),
+    [
+        ({"occupancy": {"low": "1.3", "typical": "1.2", "high": "1.4"}}, "effects.occupancy"),
+        ({"speed": {"low": "1", "typical": "1", "high": "1"}}, "effects.speed"),
+        ({}, "effects"),
+    ],
+)
+def test_lever_effects_are_checked(db, users, token_client, effects, field):
+    admin = token_client(users["operator"], scopes=["admin"])
+
+    response = admin.post("/api/v1/levers", {**LEVER, "effects": effects}, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == field
+    assert not Lever.objects.exists()
+
+
+def test_only_operators_write_levers_and_goals(db, users):
+    for url, payload in (("/api/v1/levers", LEVER), ("/api/v1/goals", {"min_tfi": "0.3"})):
+        for role in ("finance", "investor"):
+            response = _session(users[role]).post(url, payload, format="json")
+            assert response.status_code == 403, (url, role)
+    assert not Lever.objects.exists() and not Goal.objects.exists()
+
+
+def test_goals_need_a_criterion_and_a_future_one_may_be_withdrawn(db, users):
+    api = _session(users["operator"])
+    future = (clock.now() + timedelta(days=2)).replace(minute=0, second=0, microsecond=0)
+
+    empty = api.post("/api/v1/goals", {"effective_from": "2026-01-01T00:00:00Z"}, format="json")
+    goal = api.post(
+        "/api/v1/goals",
+        {
+            "min_gross_margin": "0.55",
+            "factor_targets": {"occupancy": "0.8"},
+            "effective_from": future.isoformat(),
+        },
+        format="json",
+    )
+
+    assert empty.status_code == 400
+    assert goal.status_code == 201, goal.json()
+    assert goal.json()["factor_targets"] == {"occupancy": "0.8"}
+    assert api.delete(f"/api/v1/goals/{goal.json()['id']}").status_code == 204
+    assert not Goal.objects.exists()
+
+
+def test_lever_applications_record_the_baseline_and_withdraw_before_measured(db, users):
+    build_factory(start=DAY - timedelta(days=6), days=7, busy=5)  # the week before 3 March
+    lever_create(**{**LEVER, "effective_from": JAN, "one_time_cost": D(180_000),
+                    "monthly_cost": D(20_000)})  # fmt: skip
+    api = _session(users["operator"])
+
+    response = api.post(
+        "/api/v1/lever-applications",
+        {"lever": "pooled", "applied_at": "2026-03-03T00:00:00Z", "note": "rolled out"},
+        format="json",
+    )
+
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert body["baseline_factors"]["occupancy"] == "0.5"
+    assert body["projected"] == {"occupancy": "1.2"}
+    assert body["evaluated_by"] is None
+    again = api.post(
+        "/api/v1/lever-applications",
+        {"lever": "pooled", "applied_at": "2026-03-03T00:00:00Z"},
+        format="json",
+    )
+    assert again.status_code == 400
+    assert api.delete(f"/api/v1/lever-applications/{body['id']}").status_code == 204
+    assert not LeverApplication.objects.exists()
+
+
+def test_cycles_run_on_request_and_list(factory, users):
+    api = _session(users["operator"])
+
+    created = api.post("/api/v1/flywheel/cycles", PERIOD, format="json")
+    refused = _session(users["finance"]).post("/api/v1/flywheel/cycles", PERIOD, format="json")
+
+    assert created.status_code == 201, created.json()
+    assert created.json()["bottleneck"] == "occupancy"
+    assert created.json()["diagnosis"][0]["evidence"]["rows"][0]["idle_gpu_hours"] == 120.0
+    assert refused.status_code == 403
+    reader = _session(users["investor"])
+    with CaptureQueriesContext(connection) as one:
+        assert reader.get("/api/v1/flywheel/cycles").json()["count"] == 1
+    for day in (3, 4):
+        api.post(
+            "/api/v1/flywheel/cycles",
+            {"from": f"2026-03-0{day}", "to": f"2026-03-0{day + 1}"},
+            format="json",
+        )
+    with CaptureQueriesContext(connection) as three:
+        assert reader.get("/api/v1/flywheel/cycles").json()["count"] == 3
+    assert len(three) == len(one)  # the queries do not grow with the cycles listed

@@ -1,0 +1,242 @@
+"""Flywheel cycles: measure, diagnose, learn from applied levers, check the goal; the
+weekly task and the management command.
+
+Two weeks of the constructed factory of test_diagnosis: occupancy 0.5 in the first week
+(5 of 10 GPUs busy), 0.6 in the second. "Pooled scheduling" (β x1.3 typical) is applied
+at the start of the second week: projected 0.65 (+30%), realized 0.6 (+20%), so its typical
+multiplier becomes (1.3 + 1.2) / 2 = 1.25.
+"""
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from flywheel.domain.loop.factors import FlywheelError
+from flywheel.models import Cycle, Goal, Lever, LeverApplication
+from flywheel.services.loop.applications import lever_apply
+from flywheel.services.loop.cycles import cycle_run
+from flywheel.services.loop.versions import goal_create, lever_create
+from flywheel.tasks import cycle_task
+from tests.conftest import on_every_clock
+from tests.flywheel.test_loop_diagnosis import JAN, build_factory
+
+pytestmark = pytest.mark.both_backends
+D = Decimal
+WEEK1 = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday
+WEEK2 = WEEK1 + timedelta(days=7)
+WEEK3 = WEEK2 + timedelta(days=7)
+NOW = WEEK3 + timedelta(hours=3, minutes=20)  # the Monday job
+
+
+def _pooled(typical="1.3", **extra) -> Lever:
+    return lever_create(
+        slug="pooled",
+        name="Pooled multi-model scheduling",
+        description="Shares GPUs across models (AlpaServe, OSDI 2023).",
+        effects={"occupancy": {"low": "1.1", "typical": typical, "high": "1.5"}},
+        one_time_cost=D(180_000),
+        monthly_cost=D(20_000),
+        effective_from=JAN,
+        **extra,
+    )
+
+
+@pytest.fixture
+def two_weeks(db):
+    build_factory(start=WEEK1, days=7, busy=5)
+    build_factory(start=WEEK2, days=7, busy=6)
+
+
+def test_cycle_shows_realized_against_projected_and_updates_the_multiplier(two_weeks):
+    _pooled()
+    application = lever_apply(slug="pooled", applied_at=WEEK2, now=NOW)
+    assert application.baseline_factors["occupancy"] == "0.5"
+    assert (application.baseline_start, application.baseline_end) == (WEEK1, WEEK2)
+
+    cycle = cycle_run(start=WEEK2, end=WEEK3, now=NOW)
+
+    application.refresh_from_db()
+    assert application.evaluated_by == cycle
+    realized = application.realized["occupancy"]
+    assert {k: D(realized[k]) for k in ("before", "projected", "after")} == {
+        "before": D("0.5"),
+        "projected": D("0.65"),
+        "after": D("0.6"),
+    }
+    assert D(realized["projected_uplift"]) == D("0.3")
+    assert D(realized["realized_uplift"]) == D("0.2")
+    assert D(realized["realized_multiplier"]) == D("1.2")
+    assert (realized["prior_typical"], realized["updated_typical"]) == ("1.3", "1.25")
+    learned = application.updated_lever
+    assert learned.effects["occupancy"] == {"low": "1.1", "typical": "1.25", "high": "1.5"}
+    assert (learned.source, learned.observations) == (Lever.Source.LEARNED, 1)
+    assert learned.effective_from == datetime(2026, 3, 16, 3, tzinfo=UTC)
+    assert list(cycle.evaluations.all()) == [application]
+    assert cycle.bottleneck == "occupancy"  # 0.6 < 0.75, every other factor at target
+
+
+def test_cycle_run_twice_rewrites_the_cycle_and_learns_once(two_weeks):
+    _pooled()
+    lever_apply(slug="pooled", applied_at=WEEK2, now=NOW)
+
+    first = cycle_run(start=WEEK2, end=WEEK3, now=NOW)
+    second = cycle_run(start=WEEK2, end=WEEK3, now=NOW + timedelta(hours=2))
+
+    assert first.pk == second.pk and Cycle.objects.count() == 1
+    assert Lever.objects.filter(slug="pooled").count() == 2  # the prior and one learned version
+    assert LeverApplication.objects.get().evaluated_by == first
+
+
+def test_learning_blends_each_measurement_into_a_running_mean(two_weeks):
+    lever = _pooled(typical="1.25", observations=1, source=Lever.Source.LEARNED)
+    assert lever.observations == 1
+    lever_apply(slug="pooled", applied_at=WEEK2, now=NOW)
+
+    cycle_run(start=WEEK2, end=WEEK3, now=NOW)
+
+    learned = Lever.objects.filter(slug="pooled").order_by("-effective_from").first()
+    # (1.25 x 2 + 1.2) / 3 = 1.2333...
+    assert learned.effects["occupancy"]["typical"] == "1.2333"
+    assert learned.observations == 2
+
+
+def test_an_application_is_measured_only_by_a_period_wholly_after_it(two_weeks):
+    _pooled()
+    lever_apply(slug="pooled", applied_at=WEEK2 + timedelta(days=1), now=NOW)
+
+    cycle_run(start=WEEK2, end=WEEK3, now=NOW)
+
+    assert LeverApplication.objects.get().evaluated_by is None
+    assert Lever.objects.filter(slug="pooled").count() == 1
+
+
+def test_lever_apply_refuses_the_future_and_a_second_application(two_weeks):
+    _pooled()
+    with pytest.raises(FlywheelError, match="future"):
+        lever_apply(slug="pooled", applied_at=NOW + timedelta(days=1), now=NOW)
+    lever_apply(slug="pooled", applied_at=WEEK2, now=NOW)
+    with pytest.raises(FlywheelError, match="already recorded"):
+        lever_apply(slug="pooled", applied_at=WEEK2, now=NOW)
+    assert LeverApplication.objects.count() == 1
+
+
+def test_cycle_checks_the_goal_and_proposes_the_cheapest_levers(two_weeks):
+    _pooled()
+    lever_create(
+        slug="batching",
+        name="Continuous batching",
+        description="Orca, OSDI 2022.",
+        effects={"occupancy": {"low": "1", "typical": "1.05", "high": "1.1"}},
+        one_time_cost=D(1_000),
+        monthly_cost=D(0),
+        effective_from=JAN,
+    )
+    goal_create(effective_from=JAN, min_tfi=D("0.7"))
+
+    cycle = cycle_run(start=WEEK2, end=WEEK3, now=NOW)
+
+    # TFI = 1 x 0.6 x 0.9 x 1 x 1 x 1 = 0.54; x1.3 on β reaches 0.702, x1.05 does not.
+    assert cycle.is_goal_met is False
+    assert cycle.goal_check[0]["key"] == "tfi" and cycle.goal_check[0]["actual"] == pytest.approx(
+        0.54
+    )
+    assert cycle.proposal["is_found"] and cycle.proposal["levers"] == ["pooled"]
+    assert cycle.proposal["cost"] == "420000.00"  # 180,000 + 12 x 20,000
+
+
+def test_cycle_without_a_cost_model_records_why(db):
+    from flywheel.models import CostModel
+
+    build_factory()
+    CostModel.objects.all().delete()
+
+    cycle = cycle_run(start=WEEK1, end=WEEK1 + timedelta(days=1), now=NOW)
+
+    assert "no cost model" in cycle.error and cycle.figures == {}
+
+
+@on_every_clock
+def test_cycle_task_runs_one_cycle_over_the_last_whole_week(now, db):
+    cycle_task.delay()
+
+    cycle = Cycle.objects.get()
+    today = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    assert (cycle.period_start, cycle.period_end) == (today - timedelta(days=7), today)
+
+
+def test_flywheel_command_prints_the_ranked_factors(two_weeks):
+    out = StringIO()
+
+    call_command("flywheel", "--from", "2026-03-09", "--to", "2026-03-16", stdout=out)
+
+    text = out.getvalue()
+    assert "Cycle 2026-03-09 00:00 – 2026-03-16 00:00 UTC" in text
+    assert "1. β occupancy: 60.0% (target 75.0%)" in text
+    assert "bottleneck: occupancy" in text
+    assert Cycle.objects.filter(period_start=WEEK2, period_end=WEEK3).exists()
+
+
+def test_flywheel_page_shows_realized_against_projected(two_weeks, users, session_client):
+    _pooled()
+    lever_apply(slug="pooled", applied_at=WEEK2, now=NOW)
+    cycle_run(start=WEEK2, end=WEEK3, now=NOW)
+
+    response = session_client(users["finance"]).get(
+        "/flywheel/", {"from": "2026-03-09", "to": "2026-03-16"}
+    )
+
+    assert response.status_code == 200
+    realized = response.context["realized"]
+    assert [(r["lever"], r["factor"]) for r in realized] == [("pooled", "occupancy")]
+    assert (realized[0]["projected_uplift"], realized[0]["realized_uplift"]) == (0.3, 0.2)
+    page = response.content.decode()
+    assert 'id="realized-chart"' in page
+    assert "×1.3 → ×1.25" in page
+    assert response.context["diagnosis"].bottleneck.factor == "occupancy"
+    assert 'name="action" value="apply"' not in page  # finance reads, operators write
+
+
+def test_operator_marks_a_lever_applied_from_the_page(two_weeks, users, session_client):
+    _pooled()
+    client = session_client(users["operator"])
+
+    response = client.post(
+        "/flywheel/?from=2026-03-09&to=2026-03-16",
+        {"action": "apply", "lever": "pooled", "applied_at": "2026-03-09T00:00"},
+    )
+
+    assert response.status_code == 302
+    application = LeverApplication.objects.get()
+    assert application.applied_at == WEEK2 and application.created_by == users["operator"]
+    again = client.post(
+        "/flywheel/?from=2026-03-09&to=2026-03-16",
+        {"action": "apply", "lever": "pooled", "applied_at": "2026-03-09T00:00"},
+    )
+    assert again.status_code == 400
+    assert "already recorded as applied" in again.content.decode()
+
+
+def test_goal_form_reports_errors_next_to_its_fields(two_weeks, users, session_client):
+    client = session_client(users["operator"])
+
+    response = client.post("/flywheel/?from=2026-03-09&to=2026-03-16", {"action": "goal"})
+    number = client.post(
+        "/flywheel/?from=2026-03-09&to=2026-03-16", {"action": "goal", "min_tfi": "lots"}
+    )
+
+    assert response.status_code == 400
+    assert response.context["form_errors"] == {
+        "min_gross_margin": "set at least one of gross margin, EBITDA per month or TFI"
+    }
+    assert number.context["form_errors"] == {"min_tfi": "must be a number"}
+    assert not Goal.objects.exists()
+
+
+def test_finance_may_not_write_on_the_page(two_weeks, users, session_client):
+    response = session_client(users["finance"]).post("/flywheel/", {"action": "cycle"})
+
+    assert response.status_code == 403
+    assert not Cycle.objects.exists()

@@ -1,0 +1,74 @@
+"""The house's layout rules (style.md "Layout"), held by tests as well as by `make lint`:
+the import contracts, rooms named by concept, no re-export shims, no private imports."""
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+APPS = ("portal", "metering", "billing", "flywheel")
+# Modules named by suffix instead of by concept (views_x, selectors_x, x_urls, demo_x).
+SUFFIXED = re.compile(r"/(views|selectors|services|urls|demo)_[a-z_]+(\.py|/)|/[a-z]+_urls\.py$")
+
+
+def _modules():
+    for app in APPS:
+        for path in sorted((ROOT / app).rglob("*.py")):
+            if "migrations" not in path.parts:
+                yield path
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_the_import_contracts_hold():
+    """Layers flywheel > billing > metering > portal, pure domain packages, and other apps
+    reached only through selectors, services and domain (pyproject.toml)."""
+    lint_imports = Path(sys.executable).with_name("lint-imports")
+    result = subprocess.run(
+        [str(lint_imports), "--no-cache"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_no_module_is_named_by_suffix():
+    found = [
+        str(p.relative_to(ROOT)) for p in _modules() if SUFFIXED.search(f"/{p.relative_to(ROOT)}")
+    ]
+    assert found == []
+
+
+def test_no_init_only_re_exports():
+    """An __init__.py holds a docstring or nothing (models/ registers Django's models, and
+    portal/__init__.py loads the Celery app as Celery's Django guide asks)."""
+    allowed = {ROOT / "portal" / "__init__.py"}
+    found = []
+    for path in _modules():
+        if path.name != "__init__.py" or "models" in path.parts or path in allowed:
+            continue
+        body = ast.parse(path.read_text()).body
+        code = [
+            n for n in body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+        ]
+        if code:
+            found.append(str(path.relative_to(ROOT)))
+    assert found == []
+
+
+def test_no_module_imports_another_modules_private_names():
+    found = []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module != "__future__":
+                if node.module == _module_name(path):
+                    continue
+                found += [
+                    f"{path.relative_to(ROOT)}: {node.module}.{alias.name}"
+                    for alias in node.names
+                    if alias.name.startswith("_") and not alias.name.startswith("__")
+                ]
+    assert found == []
