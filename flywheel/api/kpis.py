@@ -2,13 +2,14 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from rest_framework import renderers, serializers
+from rest_framework import renderers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from flywheel.models import KpiSnapshot
+from flywheel.selectors.kpis import kpis_get
 from flywheel.selectors.measurement import FACTORY, FactoryData
-from flywheel.services.kpis import kpis_json, snapshot_get
+from flywheel.services.kpis import kpis_json
 from portal import clock
 from portal.access import Capability
 from portal.periods import month_start, period_from_query
@@ -30,19 +31,6 @@ RATIO_GAUGES = {
 }
 
 
-def kpis_for(*, scope: str, start, end) -> dict:
-    """A closed snapshot when one covers exactly [start, end), else measured now."""
-    if snapshot := snapshot_get(scope=scope, start=start, end=end):
-        return {**snapshot.values, "source": "snapshot", "rating_errors": snapshot.rating_errors}
-    data = FactoryData(start=start, end=end)
-    if scope != FACTORY and scope not in data.slugs:
-        raise serializers.ValidationError(
-            {"scope": [f"unknown scope {scope!r}: use 'factory' or a pool slug"]}
-        )
-    kpis = data.kpis(scope=scope, start=start, end=end)
-    return {**kpis_json(kpis), "source": "live", "rating_errors": data.rating_errors}
-
-
 class KpiView(APIView):
     """Every KPI of kpis.md for the factory or one pool over [from, to) (default: this
     month so far), from a closed snapshot when one matches, else measured live."""
@@ -60,7 +48,7 @@ class KpiView(APIView):
     def get(self, request):
         period = period_from_query(request.query_params)
         scope = request.query_params.get("scope") or FACTORY
-        return Response(kpis_for(scope=scope, start=period.start, end=period.end))
+        return Response(kpis_get(scope=scope, start=period.start, end=period.end))
 
 
 class PrometheusRenderer(renderers.BaseRenderer):

@@ -7,13 +7,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 
+from django.core.exceptions import ValidationError
 from django.db.models import Model
 
 from flywheel.domain.bands import band_of
 from flywheel.domain.kpis import Kpis, PoolInputs, kpis_compute, period_seconds, pool_reference_rate
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.measurement import FACTORY, FactoryData, PoolSums, Versions
-from flywheel.services.kpis import DAY, ceil_hour, kpis_json
+from flywheel.services.kpis import DAY, ceil_hour, kpis_json, snapshot_get
 from metering.selectors.factory import deployment_list, pool_list
 from portal import clock
 from portal.periods import Period
@@ -182,3 +183,14 @@ def product_of_factors(values: dict) -> Decimal | None:
             return None
         product *= Decimal(str(values[key]))
     return product
+
+
+def kpis_get(*, scope: str, start: datetime, end: datetime) -> dict:
+    """A closed snapshot when one covers exactly [start, end), else measured now."""
+    if snapshot := snapshot_get(scope=scope, start=start, end=end):
+        return {**snapshot.values, "source": "snapshot", "rating_errors": snapshot.rating_errors}
+    data = FactoryData(start=start, end=end)
+    if scope != FACTORY and scope not in data.slugs:
+        raise ValidationError({"scope": [f"unknown scope {scope!r}: use 'factory' or a pool slug"]})
+    kpis = data.kpis(scope=scope, start=start, end=end)
+    return {**kpis_json(kpis), "source": "live", "rating_errors": data.rating_errors}
