@@ -23,6 +23,7 @@ from metering.selectors.factory import pool_list
 from metering.selectors.usage import hourly_usage_list
 from portal import clock
 from portal.demo import demo_step
+from portal.periods import day_floor
 
 COSTS_FROM = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -222,7 +223,7 @@ GOAL = {"min_gross_margin": D("0.80"), "min_ebitda_per_month": D(9_000_000)}
 @demo_step("flywheel: lever catalogue (published uplifts), a goal and one cycle")
 def demo_flywheel(*, stdout: TextIO) -> None:
     now = clock.now()
-    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    today = day_floor(now)
     since = today - timedelta(days=30)  # the demo's first day: levers in force throughout
     for slug, name, description, effects, one_time, monthly in LEVERS:
         if Lever.objects.filter(slug=slug).exists():

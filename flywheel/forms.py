@@ -14,6 +14,7 @@ from flywheel.selectors.loop.levers import goal_in_force, levers_in_force
 from flywheel.services.loop.applications import lever_apply
 from flywheel.services.loop.cycles import cycle_run
 from flywheel.services.loop.versions import goal_create, lever_create
+from portal.periods import hour_floor
 
 HOUR = timedelta(hours=1)
 
@@ -35,7 +36,7 @@ def _number(value: str, field: str, errors: dict, *, percent: bool = False) -> D
 
 def _free_hour(model, now: datetime, **key) -> datetime:
     """The current whole hour, or the next one free for a new version."""
-    moment = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    moment = hour_floor(now)
     while model.objects.filter(effective_from=moment, **key).exists():
         moment += HOUR
     return moment

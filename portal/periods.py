@@ -25,6 +25,23 @@ def validate_whole_hour(value) -> None:
         raise ValidationError("must be a whole UTC hour (minutes and seconds zero)")
 
 
+def hour_floor(moment: datetime) -> datetime:
+    """The start of the UTC hour holding `moment`."""
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def hour_ceil(moment: datetime) -> datetime:
+    """`moment` itself on a whole hour, else the start of the next UTC hour (rollups are
+    hourly: the hour in progress counts as far as it has been metered)."""
+    floor = hour_floor(moment)
+    return floor if floor == moment else floor + timedelta(hours=1)
+
+
+def day_floor(moment: datetime) -> datetime:
+    """The start of the UTC day holding `moment`."""
+    return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
 def month_start(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 

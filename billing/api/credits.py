@@ -29,7 +29,7 @@ class SlaRowSerializer(serializers.Serializer):
     incidents = serializers.ListField(child=serializers.IntegerField())
 
 
-def _ratio(value):
+def _json_ratio(value):
     return None if value is None else float(value)
 
 
@@ -61,10 +61,10 @@ class SlaView(APIView):
                         "tenant": sla.tenant.slug,
                         "month": sla.month,
                         "is_month_to_date": sla.is_month_to_date,
-                        "uptime": _ratio(sla.uptime),
-                        "slo_attainment": _ratio(sla.slo_attainment),
-                        "sla_delivery": _ratio(sla.sla_delivery),
-                        "target": _ratio(figures.target),
+                        "uptime": _json_ratio(sla.uptime),
+                        "slo_attainment": _json_ratio(sla.slo_attainment),
+                        "sla_delivery": _json_ratio(sla.sla_delivery),
+                        "target": _json_ratio(figures.target),
                         "credit_pct": figures.credit_pct,
                         "credit_amount": figures.credit_amount,
                         "currency": figures.currency,

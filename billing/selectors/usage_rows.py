@@ -23,6 +23,7 @@ from metering.selectors.usage import (
     hourly_usage_list,
     usage_event_list,
 )
+from portal.periods import day_floor, hour_floor
 
 HOUR = timedelta(hours=1)
 
@@ -74,14 +75,10 @@ def hourly_rows(
     return _rollup_rows(rows, "hour")
 
 
-def _midnight(moment: datetime) -> datetime:
-    return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-
-
 def _days_changing(instants: Iterable[datetime | None], start: datetime, end: datetime):
     """The days of [start, end) inside which one of the instants falls (not at midnight)."""
     return {
-        _midnight(t) for t in instants if t is not None and start <= t < end and t != _midnight(t)
+        day_floor(t) for t in instants if t is not None and start <= t < end and t != day_floor(t)
     }
 
 
@@ -174,7 +171,7 @@ def split_hours(
     Paid tokens before an hour are known as a range once an hour was split (its paid
     share is only known event by event), so the tier test is conservative."""
     split = {
-        c.expires_at.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        hour_floor(c.expires_at)
         for c in promotions
         if c.expires_at is not None and c.expires_at.astimezone(UTC).timestamp() % 3600
     }
@@ -230,7 +227,7 @@ def split_events(cells: set[tuple[int, datetime]]) -> dict[tuple[int, datetime],
     for event in events:
         event["time"] = event["time"].astimezone(UTC)
         event["source"], event["event_id"] = keys[event["id"]]
-        hour = event["time"].replace(minute=0, second=0, microsecond=0)
+        hour = hour_floor(event["time"])
         by_cell[(event["tenant_id"], hour)].append(event)
     return by_cell
 

@@ -91,7 +91,7 @@ def sla_figures_list(*, month_start: datetime, tenants=None, user=None) -> list[
     return figures
 
 
-def _ratio(value: Fraction | None) -> Decimal | None:
+def _as_decimal(value: Fraction | None) -> Decimal | None:
     if value is None:
         return None
     return (Decimal(value.numerator) / Decimal(value.denominator)).quantize(Decimal("1e-10"))
@@ -116,7 +116,7 @@ def sla_month_close(
                 credit = SlaCredit.objects.create(
                     tenant=sla.tenant,
                     month_start=month_start,
-                    uptime=_ratio(sla.uptime),
+                    uptime=_as_decimal(sla.uptime),
                     credit_pct=figures.credit_pct,
                     base_amount=base,
                     amount=figures.credit_amount,

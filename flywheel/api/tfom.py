@@ -104,11 +104,11 @@ class FactoryCostsSerializer(ModelSerializer):
         fields = ["id", "staff_per_month", "sga_per_month", "currency", "effective_from"]
 
 
-def _ratio(help_text: str) -> serializers.FloatField:
+def ratio_field(help_text: str) -> serializers.FloatField:
     return serializers.FloatField(allow_null=True, help_text=help_text)
 
 
-def _money(help_text: str) -> serializers.DecimalField:
+def money_field(help_text: str) -> serializers.DecimalField:
     return serializers.DecimalField(
         max_digits=30, decimal_places=2, allow_null=True, help_text=help_text
     )
@@ -126,38 +126,38 @@ class TfomSerializer(serializers.Serializer):
     available_gpu_seconds = serializers.FloatField(help_text="A")
     busy_gpu_seconds = serializers.FloatField(help_text="B")
     std_gpu_seconds = serializers.FloatField(help_text="Σ std(e)")
-    availability = _ratio("α = A / C")
-    occupancy = _ratio("β = B / A")
-    efficiency = _ratio("η = Σ std / B")
-    tef = _ratio("TEF = α β η")
-    sla_delivery = _ratio("σ")
-    sell_through = _ratio("s")
-    price_realization = _ratio("ρ")
-    tfi = _ratio("TFI = TEF σ s ρ")
+    availability = ratio_field("α = A / C")
+    occupancy = ratio_field("β = B / A")
+    efficiency = ratio_field("η = Σ std / B")
+    tef = ratio_field("TEF = α β η")
+    sla_delivery = ratio_field("σ")
+    sell_through = ratio_field("s")
+    price_realization = ratio_field("ρ")
+    tfi = ratio_field("TFI = TEF σ s ρ")
     output_tokens = serializers.IntegerField()
     paid_output_tokens = serializers.IntegerField()
     tps = serializers.FloatField(help_text="output tokens/s")
     theoretical_tps = serializers.FloatField(help_text="output-token units/s at R_ref")
-    list_value = _money("money")
-    realized_revenue = _money("money")
+    list_value = money_field("money")
+    realized_revenue = money_field("money")
     tps_per_gpu = serializers.FloatField(allow_null=True)
     tpm = serializers.FloatField()
-    revenue = _money("realized + minimum shortfall − SLA credits")
+    revenue = money_field("realized + minimum shortfall − SLA credits")
     energy_kwh = serializers.FloatField(help_text="facility kWh, PUE included")
-    energy_cost = _money("money")
-    depreciation = _money("money")
-    hosting = _money("hosting + network and storage")
-    cogs = _money("depreciation + energy + hosting")
-    gross_profit = _money("revenue − COGS")
-    gross_margin = _ratio("gross profit / revenue")
-    opex = _money("staff + SG&A")
-    ebitda = _money("revenue − energy − hosting − opex")
-    ebit = _money("EBITDA − depreciation")
-    roi = _ratio("annualized EBIT / capex invested")
+    energy_cost = money_field("money")
+    depreciation = money_field("money")
+    hosting = money_field("hosting + network and storage")
+    cogs = money_field("depreciation + energy + hosting")
+    gross_profit = money_field("revenue − COGS")
+    gross_margin = ratio_field("gross profit / revenue")
+    opex = money_field("staff + SG&A")
+    ebitda = money_field("revenue − energy − hosting − opex")
+    ebit = money_field("EBITDA − depreciation")
+    roi = ratio_field("annualized EBIT / capex invested")
     payback_years = serializers.FloatField(
         allow_null=True, help_text="capex invested / annualized EBITDA; null when EBITDA ≤ 0"
     )
-    asset_turnover = _ratio("annualized revenue / capex invested")
+    asset_turnover = ratio_field("annualized revenue / capex invested")
     cost_per_million_tokens = serializers.DecimalField(
         max_digits=30, decimal_places=10, allow_null=True, help_text="per million output tokens"
     )
@@ -167,13 +167,13 @@ class TfomSerializer(serializers.Serializer):
     cost_per_million_paid_tokens = serializers.DecimalField(
         max_digits=30, decimal_places=10, allow_null=True
     )
-    daily_token_value_per_gpu = _money("revenue / installed GPUs / days")
+    daily_token_value_per_gpu = money_field("revenue / installed GPUs / days")
     tokens_per_kwh = serializers.FloatField(allow_null=True)
     baseline_tef = serializers.FloatField(help_text="TEF_0")
     equivalent_gpus = serializers.FloatField(help_text="N × TEF / TEF_0, summed over pools")
-    avoided_capex = _money("(equivalent GPUs − N) × capex per GPU, 0 when TEF ≤ TEF_0")
-    total_cost = _money("COGS + opex")
-    capex_invested = _money("Σ installed GPUs × capex per GPU")
+    avoided_capex = money_field("(equivalent GPUs − N) × capex per GPU, 0 when TEF ≤ TEF_0")
+    total_cost = money_field("COGS + opex")
+    capex_invested = money_field("Σ installed GPUs × capex per GPU")
     currency = serializers.CharField()
     rating_errors = serializers.DictField(
         child=serializers.CharField(), help_text="tenant slug → why it was not rated"

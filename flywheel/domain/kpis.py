@@ -231,7 +231,7 @@ def kpis_compute(
         list_value = sum((p.list_value for p in pools), ZERO)
         realized = sum((p.realized_revenue for p in pools), ZERO)
         output_tokens = sum(p.output_tokens for p in pools)
-        price_realization = _ratio(realized, list_value)
+        price_realization = ratio_of(realized, list_value)
         tef: Decimal | None
         tfi: Decimal | None
         if std == 0:
@@ -261,12 +261,12 @@ def kpis_compute(
             available_gpu_seconds=available,
             busy_gpu_seconds=busy,
             std_gpu_seconds=std,
-            availability=_ratio(available, calendar),
-            occupancy=_ratio(busy, available),
-            efficiency=_ratio(std, busy),
+            availability=ratio_of(available, calendar),
+            occupancy=ratio_of(busy, available),
+            efficiency=ratio_of(std, busy),
             tef=tef,
-            sla_delivery=_ratio(compliant, std),
-            sell_through=_ratio(compliant_paid, compliant),
+            sla_delivery=ratio_of(compliant, std),
+            sell_through=ratio_of(compliant_paid, compliant),
             price_realization=price_realization,
             tfi=tfi,
             output_tokens=output_tokens,
@@ -276,19 +276,20 @@ def kpis_compute(
             list_value=list_value,
             realized_revenue=realized,
             # TPS over installed GPUs (C / seconds) simplifies to output tokens / C.
-            tps_per_gpu=_ratio(Decimal(output_tokens), calendar),
+            tps_per_gpu=ratio_of(Decimal(output_tokens), calendar),
             tpm=output_tokens * 60 / seconds,
         )
 
 
-def _ratio(numerator: Decimal, denominator: Decimal) -> Decimal | None:
-    """Return numerator / denominator, or None when the denominator is zero (kpis.md rule)."""
-    if denominator == 0:
+def ratio_of(numerator: Decimal | int, denominator: Decimal | int | None) -> Decimal | None:
+    """numerator / denominator in the KPI context; None when the denominator is zero or
+    missing (kpis.md: a ratio over nothing is undefined, never 0). Every KPI ratio is this."""
+    if not denominator:
         return None
     if numerator == 0:
         return ZERO  # plain 0, not 0E+3 from the operands' exponents
     with localcontext(KPI_CONTEXT):
-        return numerator / denominator
+        return Decimal(numerator) / Decimal(denominator)
 
 
 def _scope_telemetry(telemetries: Iterable[Telemetry]) -> Telemetry:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from decimal import Decimal, localcontext
 
-from flywheel.domain.kpis import KPI_CONTEXT, ZERO, Kpis, PoolInputs, period_seconds
+from flywheel.domain.kpis import KPI_CONTEXT, ZERO, Kpis, PoolInputs, period_seconds, ratio_of
 
 DEFAULT_BASELINE_TEF = Decimal("0.30")  # industry TEF, kpis.md section 5
 
@@ -196,26 +196,28 @@ def tfom_compute(
             hosting=hosting,
             cogs=cogs,
             gross_profit=gross_profit,
-            gross_margin=_ratio(gross_profit, revenue),
+            gross_margin=ratio_of(gross_profit, revenue),
             opex=opex,
             ebitda=ebitda,
             ebit=ebit,
-            roi=_ratio(ebit * SECONDS_PER_YEAR, capex_gpu_seconds),
+            roi=ratio_of(ebit * SECONDS_PER_YEAR, capex_gpu_seconds),
             payback_years=(
-                _ratio(capex_gpu_seconds, ebitda * SECONDS_PER_YEAR) if ebitda > 0 else None
+                ratio_of(capex_gpu_seconds, ebitda * SECONDS_PER_YEAR) if ebitda > 0 else None
             ),
-            asset_turnover=_ratio(revenue * SECONDS_PER_YEAR, capex_gpu_seconds),
-            cost_per_million_tokens=_ratio(total_cost, produced_millions),
-            revenue_per_million_tokens=_ratio(revenue, paid_millions),
+            asset_turnover=ratio_of(revenue * SECONDS_PER_YEAR, capex_gpu_seconds),
+            cost_per_million_tokens=ratio_of(total_cost, produced_millions),
+            revenue_per_million_tokens=ratio_of(revenue, paid_millions),
             # revenue / (C / seconds) GPUs / (seconds / 86,400) days
-            daily_token_value_per_gpu=_ratio(revenue * _SECONDS_PER_DAY, kpis.calendar_gpu_seconds),
-            tokens_per_kwh=_ratio(Decimal(kpis.output_tokens), energy_kwh),
+            daily_token_value_per_gpu=ratio_of(
+                revenue * _SECONDS_PER_DAY, kpis.calendar_gpu_seconds
+            ),
+            tokens_per_kwh=ratio_of(Decimal(kpis.output_tokens), energy_kwh),
             baseline_tef=baseline_tef,
             equivalent_gpus=equivalent_gpus,
             avoided_capex=avoided_capex,
             total_cost=total_cost,
             capex_invested=capex_invested,
-            cost_per_million_paid_tokens=_ratio(total_cost, paid_millions),
+            cost_per_million_paid_tokens=ratio_of(total_cost, paid_millions),
         )
 
 
@@ -234,13 +236,3 @@ def _equivalent_capacity(
         # (equivalent - N) * capex, with the division by seconds last
         surplus = pool.std_gpu_seconds / baseline_tef - pool.calendar_gpu_seconds
         return equivalent, surplus * cost_model.capex_per_gpu / seconds
-
-
-def _ratio(numerator: Decimal, denominator: Decimal) -> Decimal | None:
-    """Return numerator / denominator, or None when the denominator is zero."""
-    if denominator == 0:
-        return None
-    if numerator == 0:
-        return ZERO  # plain 0, not 0E+3 from the operands' exponents
-    with localcontext(KPI_CONTEXT):
-        return numerator / denominator

@@ -14,10 +14,10 @@ from flywheel.domain.bands import band_of
 from flywheel.domain.kpis import Kpis, PoolInputs, kpis_compute, period_seconds, pool_reference_rate
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.measurement import FACTORY, FactoryData, PoolSums, Versions
-from flywheel.services.kpis import DAY, ceil_hour, kpis_json, snapshot_get
+from flywheel.services.kpis import DAY, kpis_json, snapshot_get
 from metering.selectors.factory import deployment_list, pool_list
 from portal import clock
-from portal.periods import Period
+from portal.periods import Period, hour_ceil
 
 FACTOR_KEYS = (
     "availability", "occupancy", "efficiency", "tef",
@@ -43,7 +43,7 @@ def period_measure(*, start: datetime, end: datetime, now: datetime | None = Non
     days hold; days without a usable snapshot are measured for the request. Any other
     period is measured for the request (FactoryData)."""
     now = now or clock.now()
-    stop = min(end, ceil_hour(now))  # hours to come have produced nothing yet
+    stop = min(end, hour_ceil(now))  # hours to come have produced nothing yet
     if stop <= start:
         return _measured_live(start, end)
     if not (_is_midnight(start) and _is_midnight(end)):

@@ -37,7 +37,7 @@ from flywheel.domain.kpis import (
 from metering.selectors.factory import deployment_list, deployment_version_list, pool_list
 from metering.selectors.usage import capacity_sample_list, hourly_usage_list
 from portal import clock
-from portal.periods import month_start, next_month
+from portal.periods import day_floor, hour_floor, month_start, next_month
 
 ZERO = Decimal(0)
 
@@ -179,14 +179,6 @@ def _is_compliant(event: dict, version: Model | None) -> bool:
     return True
 
 
-def _midnight(moment: datetime) -> datetime:
-    return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-
-
-def _hour_of(moment: datetime) -> datetime:
-    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-
-
 class FactoryData:
     """Everything the KPIs of any period inside [start, end) need, loaded once."""
 
@@ -279,7 +271,7 @@ class FactoryData:
                     if item.is_paid and self.start <= when < self.end:
                         self._add_sale(
                             item,
-                            rows.get((tenant_id, _hour_of(when), item.item.deployment)),
+                            rows.get((tenant_id, hour_floor(when), item.item.deployment)),
                             rating.events,
                         )
             month = next_month(month)
@@ -339,7 +331,7 @@ class FactoryData:
                 item_tok = _tok(version, item.output_tokens, item.input_tokens, item.cached_tokens)
                 if item_tok != ok_tok:
                     compliant = compliant * item_tok / ok_tok if ok_tok else ZERO
-            sums = self.hours[self.pool_of_deployment[deployment_id]][_hour_of(item.time)]
+            sums = self.hours[self.pool_of_deployment[deployment_id]][hour_floor(item.time)]
             sums.compliant_paid_std += compliant
             sums.paid_output_tokens += item.output_tokens
             sums.list_value += rated.list_value
@@ -350,7 +342,7 @@ class FactoryData:
         Sales of a day that rates alike throughout are held at its midnight (month_rate
         by_day), so a period bound inside a day must be a bound of the loaded range."""
         for bound in (start, end):
-            if bound not in (self.start, self.end) and bound != _midnight(bound):
+            if bound not in (self.start, self.end) and bound != day_floor(bound):
                 raise ValueError("a period inside the loaded range must start and end at midnight")
         pool = self.pools[pool_id]
         capacity = integrate_capacity(

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from metering.selectors.usage import first_metered_hour
 from portal import clock
+from portal.periods import hour_floor
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def report_period_parse(value: str, *, now: datetime | None = None) -> ReportPer
         raise ValueError("period: use YYYY-MM (a month) or YYYY-Qn (a quarter)")
     if start >= now:
         raise ValueError("period: it has not started yet")
-    current_hour = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    current_hour = hour_floor(now)
     is_to_date = end > now
     if is_to_date:
         end = max(current_hour, start + timedelta(hours=1))

@@ -20,7 +20,7 @@ from flywheel.domain.kpis import Kpis
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.measurement import FACTORY, FactoryData
 from portal import clock
-from portal.periods import month_start, next_month
+from portal.periods import day_floor, hour_ceil, month_start, next_month
 
 DAY = timedelta(days=1)
 
@@ -41,14 +41,10 @@ def kpis_json(kpis: Kpis) -> dict[str, Any]:
     return out
 
 
-def _day_start(moment: datetime) -> datetime:
-    return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-
-
 def _periods(start: datetime, end: datetime) -> list[tuple[str, datetime, datetime]]:
     """Every day and month that [start, end) touches, clipped to nothing: whole periods."""
     periods = []
-    day = _day_start(start)
+    day = day_floor(start)
     while day < end:
         periods.append((KpiSnapshot.PeriodKind.DAY, day, day + DAY))
         day += DAY
@@ -69,7 +65,7 @@ def snapshots_measure(
     if not periods:
         return []
     data = FactoryData(
-        start=min(s for _, s, _ in periods), end=min(max(e for *_, e in periods), ceil_hour(now))
+        start=min(s for _, s, _ in periods), end=min(max(e for *_, e in periods), hour_ceil(now))
     )
     rows = []
     for kind, period_start, period_end in periods:
@@ -114,18 +110,12 @@ def snapshots_measure(
     return rows
 
 
-def ceil_hour(moment: datetime) -> datetime:
-    """Rollups are hourly: the current hour counts as far as it has been metered."""
-    floor = moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-    return floor if floor == moment else floor + timedelta(hours=1)
-
-
 def snapshots_reopen(*, hours: set[datetime]) -> int:
     """Mark the closed snapshots of the days and months holding `hours` stale (open again):
     late usage arrived for them, so the next refresh measures them again (kpis.md §6)."""
     if not hours:
         return 0
-    days = {_day_start(hour) for hour in hours}
+    days = {day_floor(hour) for hour in hours}
     months = {month_start(hour) for hour in hours}
     return KpiSnapshot.objects.filter(
         Q(period_kind=KpiSnapshot.PeriodKind.DAY, period_start__in=days)

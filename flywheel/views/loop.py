@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 
 import plotly.graph_objects as go
@@ -27,7 +27,7 @@ from portal.access import Capability, user_may
 from portal.charts import base_layout, figure_json
 from portal.decorators import role_required
 from portal.models import Role
-from portal.periods import PRESETS, Period, period_from_preset
+from portal.periods import PRESETS, Period, hour_floor, period_from_preset
 from portal.templatetags.portal import ratio_pct, tokens
 
 HISTORY = 12  # cycles shown
@@ -36,7 +36,7 @@ HISTORY = 12  # cycles shown
 def _page_period(request, now: datetime) -> tuple[Period, str]:
     """The period picked, ending no later than the current hour (no future hours)."""
     period, preset = period_from_preset(request.GET, now=now)
-    hour = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    hour = hour_floor(now)
     end = min(period.end, hour) if hour > period.start else period.end
     return Period(period.start, end), preset
 

@@ -1,7 +1,9 @@
 """The demo factory's parameters: pools, volume, per-request distributions, and shared helpers."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+
+from portal.periods import day_floor
 
 DAYS = 30
 SEED = 20261130
@@ -74,7 +76,7 @@ EVENT_CHUNK = 5_000  # events per validate + ingest + fold round
 
 
 def demo_window(now: datetime) -> tuple[datetime, datetime]:
-    end = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    end = day_floor(now)
     return end - timedelta(days=DAYS), end
 
 

@@ -6,7 +6,7 @@ again), and a two-hour maintenance of the h100-a pool announced a week ahead. Id
 each is created once, keyed by its title.
 """
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TextIO
 
 from django.db import transaction
@@ -16,6 +16,7 @@ from metering.services.sla.incidents import incident_create, incident_edit, inci
 from metering.services.sla.maintenance import maintenance_window_create
 from portal import clock
 from portal.demo import demo_step
+from portal.periods import day_floor
 
 DAYS = 30  # the demo's window: the 30 UTC days up to last midnight (as metering.demo)
 
@@ -27,7 +28,7 @@ MAINTENANCE_TITLE = "h100-a: NCCL and driver upgrade"
 
 
 def _start(now: datetime) -> datetime:
-    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    today = day_floor(now)
     return today - timedelta(days=DAYS)
 
 

@@ -206,7 +206,7 @@ def uptime_compute(
     )
 
 
-def _ratio(value: Decimal | Fraction | int | float) -> Fraction:
+def _fraction(value: Decimal | Fraction | int | float) -> Fraction:
     # A float threshold is read as written (0.999 -> 999/1000), not as its binary value.
     return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
 
@@ -217,7 +217,9 @@ def credit_pct_for(
     """Credit percent: the highest percent whose threshold uptime is strictly below; else 0."""
     if uptime is None:
         return Decimal(0)
-    matching = [Decimal(pct) for threshold, pct in tiers if _ratio(uptime) < _ratio(threshold)]
+    matching = [
+        Decimal(pct) for threshold, pct in tiers if _fraction(uptime) < _fraction(threshold)
+    ]
     return max(matching, default=Decimal(0))
 
 

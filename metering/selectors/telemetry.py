@@ -398,8 +398,8 @@ def gpu_pool_hourly_list(*, pool: Pool, start: datetime, end: datetime) -> list[
             hour=row["hour"],
             gpus_seen=row["gpus_seen"],
             samples=row["samples_total"] or 0,
-            utilisation_pct_mean=_ratio(row["utilisation_sum"], row["utilisation_samples_total"]),
-            power_w_per_gpu_mean=_ratio(row["power_sum"], row["power_samples_total"]),
+            utilisation_pct_mean=_mean(row["utilisation_sum"], row["utilisation_samples_total"]),
+            power_w_per_gpu_mean=_mean(row["power_sum"], row["power_samples_total"]),
             power_w_total_mean=row["power_total_mean"],
             energy_j=Decimal(str(row["energy"] or 0)).quantize(Decimal("0.001")),
             xid_changes=row["xid_changes_total"] or 0,
@@ -418,5 +418,5 @@ def gpu_energy_hour_list(
     )
 
 
-def _ratio(total: float | None, count: int | None) -> float | None:
+def _mean(total: float | None, count: int | None) -> float | None:
     return None if not count else (total or 0.0) / count

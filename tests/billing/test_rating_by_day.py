@@ -20,6 +20,7 @@ from metering.models import ServedModel
 from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import rollup_pending
 from portal.models import Tenant
+from portal.periods import day_floor
 from tests.billing.factories import JAN, MARCH, make_priced_model
 
 pytestmark = pytest.mark.both_backends
@@ -104,7 +105,7 @@ def _assert_close(a: dict, b: dict) -> None:
 
 
 def _day(moment: datetime) -> datetime:
-    return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return day_floor(moment)
 
 
 @settings(

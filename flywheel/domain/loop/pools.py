@@ -6,17 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal, localcontext
 
-from flywheel.domain.kpis import KPI_CONTEXT, ZERO, PoolInputs
+from flywheel.domain.kpis import KPI_CONTEXT, ZERO, PoolInputs, ratio_of
 from flywheel.domain.loop.baseline import Baseline
 from flywheel.domain.loop.factors import FACTORS, ONE
 from flywheel.domain.tfom import Tfom
-
-
-def _div(numerator: Decimal, denominator: Decimal) -> Decimal | None:
-    if denominator == 0:
-        return None
-    with localcontext(KPI_CONTEXT):
-        return numerator / denominator
 
 
 def _move(
@@ -66,17 +59,17 @@ def project_pools(
         calendar = [p.calendar_gpu_seconds for p in pools]
         alpha = _move(
             calendar,
-            [_div(p.available_gpu_seconds, p.calendar_gpu_seconds) for p in pools],
+            [ratio_of(p.available_gpu_seconds, p.calendar_gpu_seconds) for p in pools],
             levels["availability"],
             capped=True,
         )
         available = [
-            _keep(p.available_gpu_seconds, c * a, _div(p.available_gpu_seconds, c), a)
+            _keep(p.available_gpu_seconds, c * a, ratio_of(p.available_gpu_seconds, c), a)
             for p, c, a in zip(pools, calendar, alpha, strict=True)
         ]
         beta = _move(
             available,
-            [_div(p.busy_gpu_seconds, p.available_gpu_seconds) for p in pools],
+            [ratio_of(p.busy_gpu_seconds, p.available_gpu_seconds) for p in pools],
             levels["occupancy"],
             capped=True,
         )
@@ -86,7 +79,7 @@ def project_pools(
         ]
         eta = _move(
             busy,
-            [_div(p.std_gpu_seconds, p.busy_gpu_seconds) for p in pools],
+            [ratio_of(p.std_gpu_seconds, p.busy_gpu_seconds) for p in pools],
             levels["efficiency"],
             capped=False,
         )
@@ -96,7 +89,7 @@ def project_pools(
         ]
         sigma = _move(
             std,
-            [_div(p.compliant_std_gpu_seconds, p.std_gpu_seconds) for p in pools],
+            [ratio_of(p.compliant_std_gpu_seconds, p.std_gpu_seconds) for p in pools],
             levels["sla_delivery"],
             capped=True,
         )
@@ -106,7 +99,10 @@ def project_pools(
         ]
         sell = _move(
             compliant,
-            [_div(p.compliant_paid_std_gpu_seconds, p.compliant_std_gpu_seconds) for p in pools],
+            [
+                ratio_of(p.compliant_paid_std_gpu_seconds, p.compliant_std_gpu_seconds)
+                for p in pools
+            ],
             levels["sell_through"],
             capped=True,
         )
@@ -115,7 +111,7 @@ def project_pools(
             for p, c, s in zip(pools, compliant, sell, strict=True)
         ]
         # List value per compliant paid std GPU-second: the pool's own, else the factory's.
-        factory_price = _div(
+        factory_price = ratio_of(
             sum((p.list_value for p in pools), ZERO),
             sum((p.compliant_paid_std_gpu_seconds for p in pools), ZERO),
         )
@@ -124,11 +120,11 @@ def project_pools(
             if sold == p.compliant_paid_std_gpu_seconds:
                 list_value.append(p.list_value)
             else:
-                price = _div(p.list_value, p.compliant_paid_std_gpu_seconds) or factory_price
+                price = ratio_of(p.list_value, p.compliant_paid_std_gpu_seconds) or factory_price
                 list_value.append(sold * price if price is not None else ZERO)
         rho = _move(
             list_value,
-            [_div(p.realized_revenue, p.list_value) for p in pools],
+            [ratio_of(p.realized_revenue, p.list_value) for p in pools],
             levels["price_realization"],
             capped=True,
         )
@@ -159,7 +155,7 @@ def _same(
     projected: Decimal,
 ) -> Decimal:
     """`measured` when neither its base sum nor its ratio moved, else `projected`."""
-    if base == measured_base and _div(measured, measured_base) == new_ratio:
+    if base == measured_base and ratio_of(measured, measured_base) == new_ratio:
         return measured
     if base == measured_base and measured_base == 0:
         return measured

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 import secrets
 from datetime import UTC, datetime
-from decimal import Decimal, localcontext
+from decimal import Decimal
 
 from django.core.cache import cache
 
-from flywheel.domain.kpis import KPI_CONTEXT
+from flywheel.domain.kpis import ratio_of
 from flywheel.domain.loop.baseline import Baseline
 from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, FactoryCosts, PoolTfomInputs
 from flywheel.selectors.measurement import FactoryData
@@ -17,13 +17,6 @@ from flywheel.selectors.tfom import TfomError, engine_cost_model, measured_energ
 from flywheel.services.tfom import cost_models_in_force, factory_costs_in_force
 
 ZERO = Decimal(0)
-
-
-def _ratio(numerator, denominator) -> Decimal | None:
-    if not denominator:
-        return None
-    with localcontext(KPI_CONTEXT):
-        return Decimal(numerator) / Decimal(denominator)
 
 
 def baseline_get(
@@ -54,7 +47,7 @@ def baseline_get(
         kwh, covered = energy.get(pool_id, (None, None))
         coverage = None
         if covered is not None and pool.calendar_gpu_seconds > 0:
-            coverage = min(Decimal(1), _ratio(covered, pool.calendar_gpu_seconds))
+            coverage = min(Decimal(1), ratio_of(covered, pool.calendar_gpu_seconds))
         pools.append(
             PoolTfomInputs(
                 pool=pool,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from django.db.models import QuerySet
 
 from flywheel.models import Cycle, LeverApplication
-from portal.periods import Period
+from portal.periods import Period, day_floor
 
 
 def cycle_list() -> QuerySet[Cycle]:
@@ -20,5 +20,5 @@ def application_list() -> QuerySet[LeverApplication]:
 
 def last_full_week(*, now: datetime) -> Period:
     """The 7 whole UTC days before today: a cycle's default period."""
-    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    today = day_floor(now)
     return Period(today - timedelta(days=7), today)

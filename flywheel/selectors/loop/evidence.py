@@ -16,7 +16,7 @@ from django.db.models import Q, Sum
 
 from billing.domain.rating.types import UnsoldReason
 from billing.selectors.rating import rated_items
-from flywheel.domain.kpis import KPI_CONTEXT, production_tokens
+from flywheel.domain.kpis import KPI_CONTEXT, production_tokens, ratio_of
 from flywheel.domain.loop.baseline import Baseline
 from flywheel.domain.loop.diagnosis import Evidence, EvidenceColumn
 from flywheel.selectors.measurement import FactoryData
@@ -47,13 +47,6 @@ def _tokens_text(count: int) -> str:
     return f"{count:,}"
 
 
-def _ratio(numerator, denominator) -> Decimal | None:
-    if not denominator:
-        return None
-    with localcontext(KPI_CONTEXT):
-        return Decimal(numerator) / Decimal(denominator)
-
-
 GPU_HOURS = "gpu_hours"
 
 
@@ -68,7 +61,7 @@ def _capacity_evidence(baseline: Baseline, names: dict[str, str]) -> dict[str, E
                 "name": names.get(p.pool, p.pool),
                 "calendar_gpu_hours": _hours(p.calendar_gpu_seconds),
                 "unhealthy_gpu_hours": _hours(p.calendar_gpu_seconds - p.available_gpu_seconds),
-                "availability": _ratio(p.available_gpu_seconds, p.calendar_gpu_seconds),
+                "availability": ratio_of(p.available_gpu_seconds, p.calendar_gpu_seconds),
                 "telemetry": p.telemetry,
             }
         )
@@ -78,7 +71,7 @@ def _capacity_evidence(baseline: Baseline, names: dict[str, str]) -> dict[str, E
                 "name": names.get(p.pool, p.pool),
                 "healthy_gpu_hours": _hours(p.available_gpu_seconds),
                 "idle_gpu_hours": _hours(p.available_gpu_seconds - p.busy_gpu_seconds),
-                "occupancy": _ratio(p.busy_gpu_seconds, p.available_gpu_seconds),
+                "occupancy": ratio_of(p.busy_gpu_seconds, p.available_gpu_seconds),
                 "telemetry": p.telemetry,
             }
         )
@@ -229,7 +222,7 @@ def _deployment_evidence(
                     "rate_per_busy_gpu": (made["tok"] / busy) if made and busy else None,
                     "busy_gpu_hours": _hours(busy),
                     "short_gpu_hours": _hours(max(busy - std, ZERO)),
-                    "efficiency": _ratio(std, busy),
+                    "efficiency": ratio_of(std, busy),
                 }
             )
             incident = incidents[deployment.slug]
@@ -244,7 +237,7 @@ def _deployment_evidence(
                     "slo_misses": misses,
                     "errors": made["errors"] if made else 0,
                     "missed_std_gpu_hours": _hours(std - made["ok"]) if made else ZERO,
-                    "sla_delivery": _ratio(made["ok"], std) if made else None,
+                    "sla_delivery": ratio_of(made["ok"], std) if made else None,
                 }
             )
     eta_rows.sort(key=lambda r: (-r["short_gpu_hours"], r["deployment"]))
@@ -335,7 +328,7 @@ def _sales_evidence(start: datetime, end: datetime) -> tuple[dict[str, Evidence]
     unsold_rows = []
     for row in unsold.values():
         row["unsold_tokens"] = sum(row[reason] for reason in UNSOLD_REASONS)
-        row["unsold_share"] = _ratio(
+        row["unsold_share"] = ratio_of(
             row["unsold_tokens"], row["unsold_tokens"] + row["paid_tokens"]
         )
         if row["unsold_tokens"]:
@@ -344,7 +337,7 @@ def _sales_evidence(start: datetime, end: datetime) -> tuple[dict[str, Evidence]
     money_rows = []
     for row in money.values():
         row["forgone"] = row["list_value"] - row["realized"]
-        row["price_realization"] = _ratio(row["realized"], row["list_value"])
+        row["price_realization"] = ratio_of(row["realized"], row["list_value"])
         if row["forgone"]:
             money_rows.append(row)
     money_rows.sort(key=lambda r: (-r["forgone"], r["tenant"]))

@@ -10,8 +10,8 @@ from flywheel.domain.loop.factors import FACTORS, FlywheelError
 from flywheel.models import LeverApplication
 from flywheel.selectors.loop.levers import levers_in_force
 from flywheel.selectors.measurement import FactoryData
-from flywheel.services.loop.hours import hour_floor
 from portal import clock
+from portal.periods import hour_floor
 from portal.services import audit_record, audit_snapshot
 
 BASELINE_DAYS = 7  # an application's "before": the 7 days up to it

@@ -20,9 +20,9 @@ from flywheel.selectors.loop.levers import goal_in_force, levers_in_force
 from flywheel.selectors.loop.shapes import diagnosis_json, goal_check_json, proposal_json
 from flywheel.selectors.measurement import FactoryData
 from flywheel.selectors.tfom import TfomError, tfom_json
-from flywheel.services.loop.hours import hour_floor
 from flywheel.services.loop.versions import lever_create
 from portal import clock
+from portal.periods import hour_floor
 from portal.services import audit_record
 
 log = logging.getLogger(__name__)

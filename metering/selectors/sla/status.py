@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from fractions import Fraction
 from itertools import pairwise
 
@@ -22,6 +22,7 @@ from metering.selectors.sla.incidents import (
     timeline_of,
 )
 from portal import clock
+from portal.periods import day_floor
 
 STATUS_DAYS = 90
 
@@ -51,7 +52,7 @@ def status_overview(*, now: datetime | None = None, days: int = STATUS_DAYS) -> 
     """Per served model: its current status and one uptime bar per UTC day over `days` days
     up to today. Every incident on one of its deployments counts, whoever it touched."""
     now = now or clock.now()
-    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    today = day_floor(now)
     start, end = today - timedelta(days=days - 1), today + timedelta(days=1)
     incidents = list(overlapping_period(incident_queryset(), start, end))
     windows = list(overlapping_period(maintenance_queryset(), start, end))

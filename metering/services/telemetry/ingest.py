@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Final
 
 from django.db import transaction
@@ -12,6 +12,7 @@ from metering.domain.telemetry.parse import parse_scrape
 from metering.models import Pool, ScrapeTarget, TelemetryKind, TelemetryPushState
 from metering.services.telemetry.engine_hours import store_engines
 from metering.services.telemetry.gpu_hours import store_gpus
+from portal.periods import hour_floor
 
 MAX_EXPOSITION_BYTES: Final = 8 * 1024 * 1024  # a push body or a scraped page
 
@@ -61,7 +62,7 @@ def telemetry_ingest(
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     scrape = parse_scrape(text=text, kind=kind)  # type: ignore[arg-type]  # checked above
-    hour = now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    hour = hour_floor(now)
     with transaction.atomic():
         holder = _lock_state_holder(pool=pool, kind=kind, target=target, source=source)
         previous = holder.state if holder.state.get("kind") == kind else {}

@@ -18,6 +18,7 @@ from metering.domain.usage.dedupe import dedupe_within_batch
 from metering.domain.usage.fields import EventIn, FieldError
 from metering.models import Deployment, EventKey, ModelAlias, RollupPending, ServedModel, UsageEvent
 from portal.models import Tenant
+from portal.periods import hour_floor
 
 
 @dataclass(frozen=True)
@@ -167,12 +168,8 @@ def _deployment_for(
     )
 
 
-def _hour(time: datetime) -> datetime:
-    return time.replace(minute=0, second=0, microsecond=0)
-
-
 def _pending_cells(rows: Sequence[_Row]) -> set[tuple[int, int, datetime]]:
-    return {(r.tenant_id, r.deployment_id, _hour(r.event.time)) for r in rows}
+    return {(r.tenant_id, r.deployment_id, hour_floor(r.event.time)) for r in rows}
 
 
 def _conflict_indexes(events: Sequence[EventIn], stored: dict[tuple[str, str], str]) -> list[int]:
