@@ -6,7 +6,6 @@ from django.conf import settings
 from django.db import transaction
 from rest_framework import mixins, serializers, viewsets
 
-from billing.domain.money import CURRENCY_EXPONENTS
 from billing.domain.rating.types import TokenClass
 from billing.filters import ContractFilterSet, PriceFilterSet, PromotionFilterSet
 from billing.models import Contract, Invoice, Price, PromotionalCredit
@@ -16,6 +15,7 @@ from portal import clock
 from portal.access import Capability, tenant_scoped
 from portal.api.fields import ModelSerializer
 from portal.models import Tenant
+from portal.money import CURRENCY_EXPONENTS
 from portal.permissions import capability_permission
 from portal.services import audit_record, audit_snapshot
 

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from decimal import Decimal, localcontext
 
-from billing.domain.money import EXACT, MILLION, is_rounded, round_money
 from billing.domain.rating.types import (
     InvoiceLine,
     LineKind,
@@ -21,6 +20,7 @@ from billing.domain.rating.types import (
     TokenClass,
     month_bounds,
 )
+from portal.money import EXACT, MILLION, is_rounded, round_money
 
 ZERO = Decimal(0)
 

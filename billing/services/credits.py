@@ -11,7 +11,6 @@ from fractions import Fraction
 
 from django.db import IntegrityError, transaction
 
-from billing.domain.money import minor_unit
 from billing.domain.rating.types import LineKind, RatingError
 from billing.models import Contract, LedgerTransaction, SlaCredit
 from billing.selectors.rating import tenant_month_rate
@@ -74,7 +73,7 @@ def sla_figures_list(*, month_start: datetime, tenants=None, user=None) -> list[
                 amount = credit_amount(
                     credit_pct=pct,
                     billed_usage_amount=base,
-                    minor_unit=minor_unit(currency=currency),
+                    currency=currency,
                 )
             except RatingError:
                 amount, currency = None, contract.currency if contract else ""

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
@@ -35,6 +36,7 @@ from billing.services.ledger import (
 from metering.selectors.usage import hourly_usage_list
 from portal import clock
 from portal.models import Tenant
+from portal.money import round_money
 from portal.periods import month_start as month_of
 from portal.periods import months_before, next_month
 from portal.services import audit_record
@@ -105,7 +107,7 @@ def _sla_lines(*, tenant: Tenant, month_start: datetime) -> list[tuple[LineIn, S
     credits = SlaCredit.objects.filter(
         tenant=tenant, invoice__isnull=True, month_start__lt=month_start, amount__gt=0
     ).order_by("month_start")
-    zero = Decimal(0).quantize(Decimal("0.01"))
+    zero = round_money(amount=Decimal(0), currency=settings.FACTORY_CURRENCY)
     return [
         (
             LineIn(

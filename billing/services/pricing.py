@@ -9,9 +9,9 @@ from decimal import Decimal
 from django.db import IntegrityError, transaction
 from django.db.models import Model
 
-from billing.domain.money import CURRENCY_EXPONENTS
 from billing.models import Contract, Price, PromotionalCredit
 from portal.models import Tenant
+from portal.money import CURRENCY_EXPONENTS
 from portal.services import audit_record, audit_snapshot
 
 

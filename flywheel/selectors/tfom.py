@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal, localcontext
+from decimal import Decimal, localcontext
 from typing import Any
 
 from django.conf import settings
@@ -27,6 +27,7 @@ from flywheel.services.kpis import kpis_json
 from flywheel.services.tfom import cost_models_in_force, factory_costs_in_force
 from metering.selectors.telemetry import gpu_energy_hour_list
 from metering.selectors.usage import first_metered_hour
+from portal.money import round_half_up
 from portal.periods import month_start, months_before, next_month
 
 ZERO = Decimal(0)
@@ -206,8 +207,7 @@ def tfom_json(tfom: Tfom) -> dict[str, Any]:
 def _money_string(value: Decimal | None, unit: Decimal) -> str | None:
     if value is None:
         return None
-    with localcontext(KPI_CONTEXT):
-        return str(value.quantize(unit, rounding=ROUND_HALF_UP))
+    return str(round_half_up(amount=value, quantum=unit))
 
 
 @dataclass(frozen=True)

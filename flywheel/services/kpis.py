@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
@@ -20,6 +21,7 @@ from flywheel.domain.kpis import Kpis
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.measurement import FACTORY, FactoryData
 from portal import clock
+from portal.money import money_str
 from portal.periods import day_floor, hour_ceil, month_start, next_month
 
 DAY = timedelta(days=1)
@@ -33,7 +35,7 @@ def kpis_json(kpis: Kpis) -> dict[str, Any]:
         if isinstance(value, datetime):
             out[key] = value.astimezone(UTC).isoformat().replace("+00:00", "Z")
         elif key in ("list_value", "realized_revenue"):
-            out[key] = str(value.quantize(Decimal("0.01")))
+            out[key] = money_str(amount=value, currency=settings.FACTORY_CURRENCY)
         elif isinstance(value, Decimal):
             out[key] = float(value)
         else:

@@ -265,7 +265,7 @@ def pnl_chart(report: TfomReport) -> dict:
                 "width": round(max(width, 0.5), 1),
                 "height": CHART_BAR_HEIGHT,
                 "colour": CHART_COLOURS[kind],
-                "text": f"{report_money(value):,.0f}",
+                "text": f"{report_money(value, currency=report.currency):,.0f}",
                 "text_x": round((x + width if number >= 0 else x) + 6, 1),
                 "text_y": y + CHART_BAR_HEIGHT / 2 + 4,
                 "label_y": y + CHART_BAR_HEIGHT / 2 + 4,

@@ -16,11 +16,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from enum import StrEnum
 from fractions import Fraction
 from itertools import pairwise
 from types import MappingProxyType
+
+from portal.money import round_money
 
 
 class Impact(StrEnum):
@@ -229,13 +231,11 @@ def target_of(*, tiers: CreditTiers = DEFAULT_CREDIT_TIERS) -> Decimal | None:
 
 
 def credit_amount(
-    *,
-    credit_pct: Decimal,
-    billed_usage_amount: Decimal,
-    minor_unit: Decimal = Decimal("0.01"),
+    *, credit_pct: Decimal, billed_usage_amount: Decimal, currency: str = "USD"
 ) -> Decimal:
-    """credit_pct / 100 x the month's usage lines (after discounts, before promotions), half-up."""
-    return (credit_pct * billed_usage_amount / 100).quantize(minor_unit, rounding=ROUND_HALF_UP)
+    """credit_pct / 100 x the month's usage lines (after discounts, before promotions),
+    rounded to the currency's minor unit."""
+    return round_money(amount=credit_pct * billed_usage_amount / 100, currency=currency)
 
 
 def incident_touches(

@@ -1,7 +1,10 @@
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from fractions import Fraction
 
 from django import template
+from django.conf import settings
+
+from portal.money import round_money
 
 register = template.Library()
 CENT = Decimal("0.01")
@@ -44,7 +47,7 @@ def money(value) -> str:
     amount = _decimal(value)
     if amount is None:
         return "—"
-    return f"{amount.quantize(CENT, rounding=ROUND_HALF_UP):,.2f}"
+    return f"{round_money(amount=amount, currency=settings.FACTORY_CURRENCY):,.2f}"
 
 
 @register.filter

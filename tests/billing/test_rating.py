@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from billing.domain.invoices import adjustment_line
-from billing.domain.money import round_money
 from billing.domain.rating.engine import rate_month, token_classes
 from billing.domain.rating.types import (
     ContractKind,
@@ -26,6 +25,7 @@ from billing.domain.rating.types import (
     UsageItem,
     VolumeTier,
 )
+from portal.money import round_money
 
 D = Decimal
 JAN = datetime(2026, 1, 1, tzinfo=UTC)

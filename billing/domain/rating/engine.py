@@ -30,7 +30,6 @@ from decimal import Decimal, localcontext
 from fractions import Fraction
 
 from billing.domain.invoices import invoice_total, minimum_line, promotion_lines, usage_lines
-from billing.domain.money import EXACT, MILLION, fraction_to_decimal, minor_unit, round_money
 from billing.domain.rating.books import ContractBook, PriceBook
 from billing.domain.rating.types import (
     ClassCharge,
@@ -48,6 +47,7 @@ from billing.domain.rating.types import (
     VolumeTier,
     month_bounds,
 )
+from portal.money import EXACT, MILLION, fraction_to_decimal, minor_unit, round_money
 
 ZERO = Decimal(0)
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, localcontext
 from enum import StrEnum
 
-from billing.domain.money import EXACT
+from portal.money import EXACT
 
 
 class TokenClass(StrEnum):

@@ -17,7 +17,7 @@ def report_csv_rows(report: TfomReport) -> list[list]:
             row.label,
             export_value(row.value, row.unit, currency=report.currency),
             row.unit,
-            report_money(row.amount),
+            report_money(row.amount, currency=report.currency),
             report.currency if row.amount is not None else "",
             row.note + (f" Band: {row.band.label}." if row.band else ""),
         ]

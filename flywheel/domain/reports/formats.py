@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 from flywheel.domain.kpis import KPI_CONTEXT
+from portal.money import round_money
 
 CENT = Decimal("0.01")
 
@@ -19,12 +20,9 @@ def export_value(value, unit: str, *, currency: str) -> Decimal | int | None:
         if unit == "tokens":
             return int(value)
         if unit == currency:
-            return value.quantize(CENT, rounding=ROUND_HALF_UP)
+            return round_money(amount=value, currency=currency)
         return value.quantize(RATIO_PLACES, rounding=ROUND_HALF_UP)
 
 
-def report_money(value: Decimal | None) -> Decimal | None:
-    if value is None:
-        return None
-    with localcontext(KPI_CONTEXT):
-        return value.quantize(CENT, rounding=ROUND_HALF_UP)
+def report_money(value: Decimal | None, *, currency: str) -> Decimal | None:
+    return None if value is None else round_money(amount=value, currency=currency)

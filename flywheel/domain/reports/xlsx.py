@@ -49,7 +49,7 @@ def report_xlsx(report: TfomReport) -> bytes:
                 row.unit,
             ]
             if section.has_amount:
-                values.append(report_money(row.amount))
+                values.append(report_money(row.amount, currency=report.currency))
             values += [row.band.label if row.band else "", row.note]
             sheet.append(values)
             line = sheet.max_row

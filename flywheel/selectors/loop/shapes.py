@@ -11,12 +11,13 @@ from flywheel.domain.loop.diagnosis import Diagnosis, Evidence
 from flywheel.domain.loop.goals import GoalCheck, Proposal
 from flywheel.domain.loop.projection import Projection
 from flywheel.selectors.tfom import tfom_json
+from portal.money import money_str
 
 CENT = Decimal("0.01")
 
 
 def money_json(value: Decimal | None) -> str | None:
-    return None if value is None else str(value.quantize(CENT))
+    return money_str(amount=value, currency=settings.FACTORY_CURRENCY)
 
 
 def number_json(value) -> float | None:

@@ -1,4 +1,6 @@
-"""Currency minor units, the one rounding mode, and exact Decimal arithmetic."""
+"""Money: currency minor units, the one rounding mode (half-up, half away from zero), and
+exact Decimal arithmetic. Every amount the portal shows, stores rounded, sends as JSON or
+exports is rounded here and nowhere else. Pure Python: the engines may import it."""
 
 from __future__ import annotations
 
@@ -60,10 +62,20 @@ def minor_unit(*, currency: str) -> Decimal:
     return Decimal(1).scaleb(-exponent)
 
 
+def round_half_up(*, amount: Decimal, quantum: Decimal) -> Decimal:
+    """Round half-up (half away from zero) to `quantum`: the one rounding mode of money,
+    also for amounts finer than a cent (unit prices per million tokens)."""
+    return amount.quantize(quantum, rounding=ROUND_HALF_UP, context=_ROUNDING)
+
+
 def round_money(*, amount: Decimal, currency: str) -> Decimal:
     """Round half-up (half away from zero) to the currency's minor unit: 0.005 -> 0.01."""
-    quantum = minor_unit(currency=currency)
-    return amount.quantize(quantum, rounding=ROUND_HALF_UP, context=_ROUNDING)
+    return round_half_up(amount=amount, quantum=minor_unit(currency=currency))
+
+
+def money_str(*, amount: Decimal | None, currency: str) -> str | None:
+    """An amount as JSON carries it: a decimal string in the currency's minor unit."""
+    return None if amount is None else str(round_money(amount=amount, currency=currency))
 
 
 def is_rounded(*, amount: Decimal, currency: str) -> bool:
