@@ -34,6 +34,7 @@ from flywheel.domain.kpis import (
     kpis_compute,
     production_tokens,
 )
+from metering.domain.usage.compliance import is_slo_compliant
 from metering.selectors.factory import deployment_list, deployment_version_list, pool_list
 from metering.selectors.usage import capacity_sample_list, hourly_usage_list
 from portal import clock
@@ -169,14 +170,16 @@ def _tok(version: Model, output: int, input_: int, cached: int) -> Decimal:
 
 
 def _is_compliant(event: dict, version: Model | None) -> bool:
-    """kpis.md: ok, and within each threshold the version sets when the event has the figure."""
+    """The event (an ok one: split hours read only those) within its version's SLO."""
     if version is None:
         return True
-    for figure, threshold in (("ttft_ms", version.slo_ttft_ms), ("tpot_ms", version.slo_tpot_ms)):
-        value = event.get(figure)
-        if threshold is not None and value is not None and value > threshold:
-            return False
-    return True
+    return is_slo_compliant(
+        is_error=False,
+        ttft_ms=event.get("ttft_ms"),
+        tpot_ms=event.get("tpot_ms"),
+        slo_ttft_ms=version.slo_ttft_ms,
+        slo_tpot_ms=version.slo_tpot_ms,
+    )
 
 
 class FactoryData:

@@ -141,6 +141,8 @@ def _float_sum(field: str):
 
 
 def _aggregates(version: DeploymentVersion | None) -> dict:
+    # SLO compliance as metering.domain.usage.compliance.is_slo_compliant defines it (here
+    # as a filter, below in SQL; tests/metering/test_usage_compliance.py holds all three equal).
     ok = Q(is_error=False)
     compliant = ok
     if version is not None and version.slo_ttft_ms is not None:
