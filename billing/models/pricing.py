@@ -3,12 +3,14 @@ from decimal import Decimal
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from billing.domain.credits import DEFAULT_CREDIT_TIERS as CREDIT_TIERS
 from billing.domain.rating.types import ContractKind, TokenClass
 from portal.models import Tenant
 from portal.periods import validate_whole_hour
 
 # Credit tiers as public LLM clouds publish them: [uptime below, percent credited].
-DEFAULT_CREDIT_TIERS = [["0.999", "10"], ["0.99", "25"], ["0.95", "100"]]
+# As contracts store them (JSON): billing.domain.credits.DEFAULT_CREDIT_TIERS, as text.
+DEFAULT_CREDIT_TIERS = [[str(threshold), str(pct)] for threshold, pct in CREDIT_TIERS]
 
 
 def default_credit_tiers() -> list[list[str]]:

@@ -11,11 +11,11 @@ from fractions import Fraction
 
 from django.db import IntegrityError, transaction
 
+from billing.domain.credits import credit_amount, credit_pct_for, target_of
 from billing.domain.rating.types import LineKind, RatingError
 from billing.models import Contract, LedgerTransaction, SlaCredit
 from billing.selectors.rating import tenant_month_rate
 from billing.services.ledger import Leg, account_named, account_sla_payable, ledger_post
-from metering.domain.sla import credit_amount, credit_pct_for, target_of
 from metering.selectors.sla.months import SlaMonth, sla_month_list
 from portal.models import Tenant
 from portal.periods import next_month

@@ -1,4 +1,5 @@
-"""SLA uptime and credits per tenant and UTC month (kpis.md section 3b). Pure, no Django.
+"""SLA uptime per tenant and UTC month (kpis.md section 3b). Pure, no Django. The credits
+an uptime earns are contract terms: billing.domain.credits.
 
 ``uptime = 1 - D / (M - W)`` in seconds: M is the period's length (the elapsed part
 month-to-date), W the union of the maintenance windows, D the downtime outside W,
@@ -7,13 +8,13 @@ weighted at each instant by the highest impact among the active incidents.
 The caller passes only the incidents that touch the tenant (``incident_touches``)
 and the maintenance windows on deployments the tenant used (``maintenance_touches``).
 Seconds are exact ``Decimal``; uptime is an exact ``Fraction`` (``None`` when
-M - W is zero, as every ratio with a zero denominator), so tier edges such as
-0.999 compare exactly.
+M - W is zero, as every ratio with a zero denominator), so credit tier edges
+such as 0.999 compare exactly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -21,8 +22,6 @@ from enum import StrEnum
 from fractions import Fraction
 from itertools import pairwise
 from types import MappingProxyType
-
-from portal.money import round_money
 
 
 class Impact(StrEnum):
@@ -40,14 +39,6 @@ IMPACT_WEIGHTS: Mapping[Impact, Decimal] = MappingProxyType(
     }
 )
 
-# (uptime below, credit percent): 10 means 10% of the month's usage lines.
-CreditTiers = Sequence[tuple[Decimal, Decimal]]
-
-DEFAULT_CREDIT_TIERS: tuple[tuple[Decimal, Decimal], ...] = (
-    (Decimal("0.999"), Decimal(10)),
-    (Decimal("0.99"), Decimal(25)),
-    (Decimal("0.95"), Decimal(100)),
-)
 
 _MICROSECOND = timedelta(microseconds=1)
 
@@ -206,36 +197,6 @@ def uptime_compute(
         downtime_seconds=downtime,
         uptime=uptime,
     )
-
-
-def _fraction(value: Decimal | Fraction | int | float) -> Fraction:
-    # A float threshold is read as written (0.999 -> 999/1000), not as its binary value.
-    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
-
-
-def credit_pct_for(
-    *, uptime: Fraction | Decimal | None, tiers: CreditTiers = DEFAULT_CREDIT_TIERS
-) -> Decimal:
-    """Credit percent: the highest percent whose threshold uptime is strictly below; else 0."""
-    if uptime is None:
-        return Decimal(0)
-    matching = [
-        Decimal(pct) for threshold, pct in tiers if _fraction(uptime) < _fraction(threshold)
-    ]
-    return max(matching, default=Decimal(0))
-
-
-def target_of(*, tiers: CreditTiers = DEFAULT_CREDIT_TIERS) -> Decimal | None:
-    """The SLA target: the highest threshold of the credit tiers (None without tiers)."""
-    return max((Decimal(threshold) for threshold, _ in tiers), default=None)
-
-
-def credit_amount(
-    *, credit_pct: Decimal, billed_usage_amount: Decimal, currency: str = "USD"
-) -> Decimal:
-    """credit_pct / 100 x the month's usage lines (after discounts, before promotions),
-    rounded to the currency's minor unit."""
-    return round_money(amount=credit_pct * billed_usage_amount / 100, currency=currency)
 
 
 def incident_touches(

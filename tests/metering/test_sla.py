@@ -9,7 +9,7 @@ from fractions import Fraction
 
 import pytest
 
-from metering.domain.sla import credit_pct_for
+from billing.domain.credits import credit_pct_for
 from metering.domain.usage.validation import validate_events
 from metering.models import HourlyUsage
 from metering.selectors.sla.months import sla_month_get, sla_month_list

@@ -11,17 +11,14 @@ from fractions import Fraction
 
 import pytest
 
+from billing.domain.credits import DEFAULT_CREDIT_TIERS, credit_amount, credit_pct_for, target_of
 from metering.domain.sla import (
-    DEFAULT_CREDIT_TIERS,
     Impact,
     ImpactChange,
     IncidentTimeline,
     MaintenanceInterval,
-    credit_amount,
-    credit_pct_for,
     incident_touches,
     maintenance_touches,
-    target_of,
     uptime_compute,
 )
 
