@@ -8,12 +8,12 @@ from decimal import Decimal, InvalidOperation
 from django.contrib import messages
 from django.utils.dateparse import parse_datetime
 
-from flywheel.domain.loop.factors import FlywheelError
 from flywheel.models import Goal, Lever
 from flywheel.selectors.loop.levers import goal_in_force, levers_in_force
 from flywheel.services.loop.applications import lever_apply
 from flywheel.services.loop.cycles import cycle_run
 from flywheel.services.loop.versions import goal_create, lever_create
+from portal.errors import FieldError
 from portal.periods import hour_floor
 
 HOUR = timedelta(hours=1)
@@ -129,6 +129,6 @@ def flywheel_form_post(request, now: datetime) -> tuple[dict, str]:
             )
         else:
             errors["action"] = "unknown action"
-    except FlywheelError as error:
+    except FieldError as error:
         errors[error.field] = error.message
     return errors, action

@@ -3,21 +3,19 @@
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import transaction
-from rest_framework import mixins, serializers, viewsets
+from rest_framework import serializers
 
 from billing.domain.rating.types import TokenClass
 from billing.filters import ContractFilterSet, PriceFilterSet, PromotionFilterSet
 from billing.models import Contract, Invoice, Price, PromotionalCredit
-from billing.services.pricing import PricingError, contract_create, price_create, promotion_grant
+from billing.services.pricing import contract_create, price_create, promotion_grant
 from metering.selectors.factory import served_model_list
-from portal import clock
 from portal.access import Capability, tenant_scoped
 from portal.api.fields import ModelSerializer
+from portal.api.views import EffectiveDatedViewSet
 from portal.models import Tenant
 from portal.money import CURRENCY_EXPONENTS
 from portal.permissions import capability_permission
-from portal.services import audit_record, audit_snapshot
 
 CURRENCIES = sorted(CURRENCY_EXPONENTS)
 
@@ -117,42 +115,6 @@ class PromotionSerializer(ModelSerializer):
 CommercialRead = capability_permission(
     read=Capability.READ_TENANT_DATA, write=Capability.WRITE_COMMERCIAL
 )
-
-
-class EffectiveDatedViewSet(
-    mixins.ListModelMixin,
-    mixins.RetrieveModelMixin,
-    mixins.CreateModelMixin,
-    mixins.DestroyModelMixin,
-    viewsets.GenericViewSet,
-):
-    """Create-only once in force: a version is never edited, and only deleted before its
-    effective_from (a mistake caught in time); later terms are a new version."""
-
-    audit_type = ""
-
-    def perform_create(self, serializer):
-        try:
-            serializer.instance = self.create_version(serializer.validated_data)
-        except PricingError as error:
-            raise serializers.ValidationError({error.field: [error.message]}) from None
-
-    @transaction.atomic
-    def perform_destroy(self, instance):
-        if instance.effective_from <= clock.now():
-            raise serializers.ValidationError(
-                {"effective_from": ["in force: add a new version instead of deleting this one"]}
-            )
-        before = audit_snapshot(instance)
-        pk = instance.pk
-        instance.delete()
-        audit_record(
-            actor=self.request.user,
-            action=f"{self.audit_type}.delete",
-            object_type=self.audit_type,
-            object_id=pk,
-            before=before,
-        )
 
 
 class PriceViewSet(EffectiveDatedViewSet):

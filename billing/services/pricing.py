@@ -2,46 +2,23 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from datetime import datetime
 from decimal import Decimal
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Model
 
 from billing.models import Contract, Price, PromotionalCredit
+from portal.errors import FieldError
 from portal.models import Tenant
 from portal.money import CURRENCY_EXPONENTS
 from portal.services import audit_record, audit_snapshot
-
-
-class PricingError(Exception):
-    """Invalid commercial terms; `field` names the offending input."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
+from portal.versions import effective_from_check, version_unique
 
 
 def _check_currency(currency: str) -> None:
     if currency not in CURRENCY_EXPONENTS:
-        raise PricingError("currency", f"unknown currency {currency!r}")
-
-
-def _check_whole_hour(moment: datetime) -> None:
-    if moment.minute or moment.second or moment.microsecond:
-        raise PricingError("effective_from", "must be a whole UTC hour (minutes and seconds 0)")
-
-
-@contextmanager
-def _duplicate_is(field: str, message: str):
-    """A concurrent request that created the same version first: report it like ours."""
-    try:
-        with transaction.atomic():
-            yield
-    except IntegrityError:
-        raise PricingError(field, message) from None
+        raise FieldError("currency", f"unknown currency {currency!r}")
 
 
 @transaction.atomic
@@ -56,16 +33,16 @@ def price_create(
 ) -> Price:
     """Add a list price version; an existing version at the same instant is a conflict."""
     _check_currency(currency)
-    _check_whole_hour(effective_from)
+    effective_from_check(effective_from)
     if per_million < 0:
-        raise PricingError("per_million", "must not be negative")
+        raise FieldError("per_million", "must not be negative")
     if Price.objects.filter(
         model=model, token_class=token_class, effective_from=effective_from
     ).exists():
-        raise PricingError(
+        raise FieldError(
             "effective_from", f"{model.slug} {token_class} already has a price from that instant"
         )
-    with _duplicate_is("effective_from", f"{model.slug} {token_class} already has that version"):
+    with version_unique(f"{model.slug} {token_class} already has that version"):
         price = Price.objects.create(
             model=model,
             token_class=token_class,
@@ -90,16 +67,16 @@ def _tiers(volume_tiers: list[dict]) -> list[dict]:
             from_tokens = int(tier["from_tokens"])
             pct = Decimal(str(tier["discount_pct"]))
         except (KeyError, TypeError, ValueError, ArithmeticError):
-            raise PricingError(
+            raise FieldError(
                 f"volume_tiers[{index}]", "needs from_tokens (integer) and discount_pct (number)"
             ) from None
         if from_tokens < 0 or not 0 <= pct <= 100:
-            raise PricingError(
+            raise FieldError(
                 f"volume_tiers[{index}]", "from_tokens ≥ 0 and discount_pct in [0, 100]"
             )
         tiers.append({"from_tokens": from_tokens, "discount_pct": str(pct)})
     if len({t["from_tokens"] for t in tiers}) != len(tiers):
-        raise PricingError("volume_tiers", "two tiers start at the same token count")
+        raise FieldError("volume_tiers", "two tiers start at the same token count")
     return sorted(tiers, key=lambda t: t["from_tokens"])
 
 
@@ -109,11 +86,11 @@ def _credit_tiers(credit_tiers: list) -> list[list[str]]:
         try:
             below, pct = (Decimal(str(value)) for value in tier)
         except (TypeError, ValueError, ArithmeticError):
-            raise PricingError(
+            raise FieldError(
                 f"credit_tiers[{index}]", "must be [uptime below, percent], e.g. [0.999, 10]"
             ) from None
         if not (0 < below <= 1 and 0 <= pct <= 100):
-            raise PricingError(f"credit_tiers[{index}]", "uptime in (0, 1], percent in [0, 100]")
+            raise FieldError(f"credit_tiers[{index}]", "uptime in (0, 1], percent in [0, 100]")
         tiers.append([str(below), str(pct)])
     return sorted(tiers, key=lambda t: Decimal(t[0]), reverse=True)
 
@@ -134,17 +111,17 @@ def contract_create(
 ) -> Contract:
     """Add a contract version for a tenant, in force from effective_from."""
     _check_currency(currency)
-    _check_whole_hour(effective_from)
+    effective_from_check(effective_from)
     if kind not in Contract.Kind.values:
-        raise PricingError("kind", f"must be one of {', '.join(Contract.Kind.values)}")
+        raise FieldError("kind", f"must be one of {', '.join(Contract.Kind.values)}")
     if not 0 <= discount_pct <= 100:
-        raise PricingError("discount_pct", "must be between 0 and 100")
+        raise FieldError("discount_pct", "must be between 0 and 100")
     if free_tokens_per_month < 0:
-        raise PricingError("free_tokens_per_month", "must not be negative")
+        raise FieldError("free_tokens_per_month", "must not be negative")
     if committed_minimum < 0:
-        raise PricingError("committed_minimum", "must not be negative")
+        raise FieldError("committed_minimum", "must not be negative")
     if Contract.objects.filter(tenant=tenant, effective_from=effective_from).exists():
-        raise PricingError("effective_from", f"{tenant.slug} already has a contract from then")
+        raise FieldError("effective_from", f"{tenant.slug} already has a contract from then")
     contract = Contract(
         tenant=tenant,
         kind=kind,
@@ -157,7 +134,7 @@ def contract_create(
     )
     if credit_tiers is not None:
         contract.credit_tiers = _credit_tiers(credit_tiers)
-    with _duplicate_is("effective_from", f"{tenant.slug} already has a contract from then"):
+    with version_unique(f"{tenant.slug} already has a contract from then"):
         contract.save()
     audit_record(
         actor=by,
@@ -183,9 +160,9 @@ def promotion_grant(
     """Grant a promotional credit; it pays for paid usage before cash until it expires."""
     _check_currency(currency)
     if amount <= 0:
-        raise PricingError("amount", "must be positive")
+        raise FieldError("amount", "must be positive")
     if expires_at is not None and expires_at <= effective_from:
-        raise PricingError("expires_at", "must be after effective_from")
+        raise FieldError("expires_at", "must be after effective_from")
     credit = PromotionalCredit.objects.create(
         tenant=tenant,
         amount=amount,

@@ -2,7 +2,7 @@ from decimal import Decimal, InvalidOperation
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import mixins, serializers, viewsets
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -10,16 +10,15 @@ from flywheel.domain.tfom import DEFAULT_BASELINE_TEF
 from flywheel.filters import CostModelFilterSet
 from flywheel.models import CostModel, FactoryCosts
 from flywheel.selectors.measurement import FACTORY, FactoryData
-from flywheel.selectors.tfom import TfomError, tfom_json, tfom_measure
+from flywheel.selectors.tfom import tfom_json, tfom_measure
 from flywheel.services.tfom import (
-    CostError,
     cost_model_create,
-    cost_version_delete,
     factory_costs_create,
 )
 from metering.selectors.factory import pool_list
 from portal.access import Capability
 from portal.api.fields import AwareDateTimeField, ModelSerializer
+from portal.api.views import EffectiveDatedViewSet
 from portal.periods import period_from_query
 from portal.permissions import capability_permission
 
@@ -189,36 +188,13 @@ ERRORS = OpenApiResponse(
 )
 
 
-class CostVersionViewSet(
-    mixins.ListModelMixin,
-    mixins.RetrieveModelMixin,
-    mixins.CreateModelMixin,
-    mixins.DestroyModelMixin,
-    viewsets.GenericViewSet,
-):
-    """Create-only once in force: a version is never edited, and only deleted before its
-    effective_from (a mistake caught in time); later terms are a new version."""
-
-    permission_classes = [CostPermission]
-
-    def perform_create(self, serializer):
-        try:
-            serializer.instance = self.create_version(serializer.validated_data)
-        except CostError as error:
-            raise serializers.ValidationError({error.field: [error.message]}) from None
-
-    def perform_destroy(self, instance):
-        try:
-            cost_version_delete(version=instance, by=self.request.user)
-        except CostError as error:
-            raise serializers.ValidationError({error.field: [error.message]}) from None
-
-
 @extend_schema(responses={400: ERRORS, 403: ERRORS})
-class CostModelViewSet(CostVersionViewSet):
+class CostModelViewSet(EffectiveDatedViewSet):
     """Per-pool TCO inputs (capex, depreciation, power, PUE, electricity, hosting), effective-dated."""
 
     serializer_class = CostModelSerializer
+    permission_classes = [CostPermission]
+    audit_type = "cost_model"
     queryset = CostModel.objects.select_related("pool")
     filterset_class = CostModelFilterSet
 
@@ -227,10 +203,12 @@ class CostModelViewSet(CostVersionViewSet):
 
 
 @extend_schema(responses={400: ERRORS, 403: ERRORS})
-class FactoryCostsViewSet(CostVersionViewSet):
+class FactoryCostsViewSet(EffectiveDatedViewSet):
     """Factory-level monthly costs (staff, SG&A), effective-dated."""
 
     serializer_class = FactoryCostsSerializer
+    permission_classes = [CostPermission]
+    audit_type = "factory_costs"
     queryset = FactoryCosts.objects.all()
 
     def create_version(self, data):
@@ -272,14 +250,11 @@ class TfomView(APIView):
         scope = request.query_params.get("scope") or FACTORY
         baseline = _baseline_tef(request.query_params.get("baseline_tef"))
         data = FactoryData(start=period.start, end=period.end)
-        try:
-            tfom = tfom_measure(
-                scope=scope,
-                start=period.start,
-                end=period.end,
-                baseline_tef=baseline,
-                data=data,
-            )
-        except TfomError as error:
-            raise serializers.ValidationError({error.field: [error.message]}) from None
+        tfom = tfom_measure(
+            scope=scope,
+            start=period.start,
+            end=period.end,
+            baseline_tef=baseline,
+            data=data,
+        )
         return Response({**tfom_json(tfom), "rating_errors": data.rating_errors})

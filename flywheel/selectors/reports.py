@@ -33,7 +33,7 @@ def tfom_report_build(
     data: FactoryData | None = None,
 ) -> TfomReport:
     """The factory's TFOM report over [start, end), with a breakdown per pool. Raises
-    TfomError when a pool has no cost model in force at `start`."""
+    FieldError when a pool has no cost model in force at `start`."""
     data = data if data is not None else FactoryData(start=start, end=end)
     tfom = tfom_measure(scope=FACTORY, start=start, end=end, baseline_tef=baseline_tef, data=data)
     pools = [

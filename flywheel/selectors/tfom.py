@@ -27,6 +27,7 @@ from flywheel.services.kpis import kpis_json
 from flywheel.services.tfom import cost_models_in_force, factory_costs_in_force
 from metering.selectors.telemetry import gpu_energy_hour_list
 from metering.selectors.usage import first_metered_hour
+from portal.errors import FieldError
 from portal.money import round_half_up
 from portal.periods import month_start, months_before, next_month
 
@@ -65,15 +66,6 @@ UNIT_PRICE_KEYS = (
     "revenue_per_million_tokens",
     "cost_per_million_paid_tokens",
 )
-
-
-class TfomError(Exception):
-    """TFOM cannot be computed as asked; `field` names the input to fix."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 def engine_cost_model(version: CostModel) -> engine.CostModel:
@@ -127,11 +119,11 @@ def tfom_measure(
     data: FactoryData | None = None,
 ) -> Tfom:
     """Every TFOM figure of the factory or one pool (by slug) over [start, end), from the
-    database (or `data`, already loaded over a range holding the period). Raises TfomError
+    database (or `data`, already loaded over a range holding the period). Raises FieldError
     naming the pool when a pool has no cost model in force at `start`, or the scope when it
     is unknown."""
     if baseline_tef <= 0:
-        raise TfomError("baseline_tef", "must be positive")
+        raise FieldError("baseline_tef", "must be positive")
     data = data if data is not None else FactoryData(start=start, end=end)
     if not (data.start <= start < end <= data.end):
         raise ValueError("period outside the loaded range")
@@ -141,11 +133,11 @@ def tfom_measure(
     elif scope in data.slugs:
         ids = [data.slugs[scope]]
     else:
-        raise TfomError("scope", f"unknown scope {scope!r}: use 'factory' or a pool slug")
+        raise FieldError("scope", f"unknown scope {scope!r}: use 'factory' or a pool slug")
     cost_models = cost_models_in_force(at=start, pool_ids=ids)
     missing = [data.pools[i].slug for i in ids if i not in cost_models]
     if missing:
-        raise TfomError(
+        raise FieldError(
             "cost_model",
             f"pool {', '.join(missing)} has no cost model in force at "
             f"{start.astimezone(UTC):%Y-%m-%d %H:%M} UTC: add one (POST /api/v1/cost-models)",
@@ -265,7 +257,7 @@ def tfom_trend(
         bounds = {"month": month, "start": max(month, start), "end": min(month_end, end)}
         try:
             tfom = tfom_measure(scope=FACTORY, start=bounds["start"], end=bounds["end"], data=data)
-        except TfomError as error:
+        except FieldError as error:
             points.append(TrendMonth(**bounds, tfom=None, error=error.message))
             month = month_end
             continue

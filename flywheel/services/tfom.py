@@ -15,27 +15,14 @@ from django.db import IntegrityError, transaction
 from django.db.models import Model
 
 from flywheel.models import CostModel, FactoryCosts
-from portal import clock
+from portal.errors import FieldError
 from portal.services import audit_record, audit_snapshot
-
-
-class CostError(Exception):
-    """Invalid or refused cost input; `field` names the offending input."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-
-def _check_effective_from(moment: datetime) -> None:
-    if moment.minute or moment.second or moment.microsecond:
-        raise CostError("effective_from", "must be a whole UTC hour (minutes and seconds 0)")
+from portal.versions import effective_from_check
 
 
 def _check_currency(currency: str) -> None:
     if currency != settings.FACTORY_CURRENCY:
-        raise CostError(
+        raise FieldError(
             "currency", f"TFOM is kept in the factory currency {settings.FACTORY_CURRENCY}"
         )
 
@@ -43,7 +30,7 @@ def _check_currency(currency: str) -> None:
 def _check_not_negative(**amounts: Decimal) -> None:
     for field, amount in amounts.items():
         if amount < 0:
-            raise CostError(field, "must not be negative")
+            raise FieldError(field, "must not be negative")
 
 
 @transaction.atomic
@@ -67,7 +54,7 @@ def cost_model_create(
     a conflict."""
     currency = currency or settings.FACTORY_CURRENCY
     _check_currency(currency)
-    _check_effective_from(effective_from)
+    effective_from_check(effective_from)
     _check_not_negative(
         capex_per_gpu=capex_per_gpu,
         power_kw_per_gpu=power_kw_per_gpu,
@@ -76,16 +63,16 @@ def cost_model_create(
         network_storage_per_gpu_month=network_storage_per_gpu_month,
     )
     if depreciation_months <= 0:
-        raise CostError("depreciation_months", "must be a positive number of months")
+        raise FieldError("depreciation_months", "must be a positive number of months")
     if pue < 1:
-        raise CostError("pue", "must be at least 1 (facility energy over IT energy)")
+        raise FieldError("pue", "must be at least 1 (facility energy over IT energy)")
     if not 0 <= idle_power_ratio <= 1:
-        raise CostError("idle_power_ratio", "must be between 0 and 1")
+        raise FieldError("idle_power_ratio", "must be between 0 and 1")
     if node_power_factor <= 0:
-        raise CostError("node_power_factor", "must be positive")
+        raise FieldError("node_power_factor", "must be positive")
     message = f"pool {pool.slug} already has a cost model from that instant"
     if CostModel.objects.filter(pool=pool, effective_from=effective_from).exists():
-        raise CostError("effective_from", message)
+        raise FieldError("effective_from", message)
     try:
         with transaction.atomic():
             cost_model = CostModel.objects.create(
@@ -103,7 +90,7 @@ def cost_model_create(
                 effective_from=effective_from,
             )
     except IntegrityError:  # a concurrent request created the same version first
-        raise CostError("effective_from", message) from None
+        raise FieldError("effective_from", message) from None
     audit_record(
         actor=by,
         action="cost_model.create",
@@ -126,11 +113,11 @@ def factory_costs_create(
     """Add a factory costs version; another version at the same instant is a conflict."""
     currency = currency or settings.FACTORY_CURRENCY
     _check_currency(currency)
-    _check_effective_from(effective_from)
+    effective_from_check(effective_from)
     _check_not_negative(staff_per_month=staff_per_month, sga_per_month=sga_per_month)
     message = "factory costs already have a version from that instant"
     if FactoryCosts.objects.filter(effective_from=effective_from).exists():
-        raise CostError("effective_from", message)
+        raise FieldError("effective_from", message)
     try:
         with transaction.atomic():
             costs = FactoryCosts.objects.create(
@@ -140,7 +127,7 @@ def factory_costs_create(
                 effective_from=effective_from,
             )
     except IntegrityError:
-        raise CostError("effective_from", message) from None
+        raise FieldError("effective_from", message) from None
     audit_record(
         actor=by,
         action="factory_costs.create",
@@ -149,28 +136,6 @@ def factory_costs_create(
         after=audit_snapshot(costs),
     )
     return costs
-
-
-@transaction.atomic
-def cost_version_delete(*, version: CostModel | FactoryCosts, by=None) -> None:
-    """Delete a version that has not taken effect yet (a mistake caught in time); one in
-    force is never changed: add a new version instead."""
-    locked = type(version).objects.select_for_update().get(pk=version.pk)
-    if locked.effective_from <= clock.now():
-        raise CostError(
-            "effective_from", "in force: add a new version instead of deleting this one"
-        )
-    object_type = "cost_model" if isinstance(locked, CostModel) else "factory_costs"
-    before = audit_snapshot(locked)
-    pk = locked.pk
-    locked.delete()
-    audit_record(
-        actor=by,
-        action=f"{object_type}.delete",
-        object_type=object_type,
-        object_id=pk,
-        before=before,
-    )
 
 
 def cost_models_in_force(

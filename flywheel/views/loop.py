@@ -21,11 +21,11 @@ from flywheel.selectors.loop.cycles import application_list, cycle_list
 from flywheel.selectors.loop.diagnosis import diagnosis_get, goal_status_get
 from flywheel.selectors.loop.levers import goal_in_force, lever_spec, levers_in_force
 from flywheel.selectors.measurement import FactoryData
-from flywheel.selectors.tfom import TfomError
 from portal import clock
 from portal.access import Capability, user_may
 from portal.charts import base_layout, figure_json
 from portal.decorators import role_required
+from portal.errors import FieldError
 from portal.models import Role
 from portal.periods import PRESETS, Period, hour_floor, period_from_preset
 from portal.templatetags.portal import ratio_pct, tokens
@@ -82,7 +82,7 @@ def flywheel(request):
     data = FactoryData(start=period.start, end=period.end)
     try:
         baseline = baseline_get(start=period.start, end=period.end, data=data)
-    except TfomError as error:
+    except FieldError as error:
         context["error"] = error.message
         return render(
             request, "flywheel/loop/flywheel.html", context, status=400 if form_errors else 200

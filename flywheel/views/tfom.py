@@ -22,9 +22,10 @@ from flywheel.domain.tfom import DEFAULT_BASELINE_TEF
 from flywheel.selectors.measurement import FactoryData
 from flywheel.selectors.report_periods import report_period_parse, report_periods
 from flywheel.selectors.reports import tfom_report_build
-from flywheel.selectors.tfom import TfomError, TrendMonth, tfom_trend, tfom_trend_start
+from flywheel.selectors.tfom import TrendMonth, tfom_trend, tfom_trend_start
 from portal.charts import base_layout, figure_json
 from portal.decorators import role_required
+from portal.errors import FieldError
 from portal.exports import csv_response
 from portal.models import Role
 from portal.periods import PRESETS, period_from_preset
@@ -148,7 +149,7 @@ def investor(request):
             baseline_tef=baseline,
             data=data,
         )
-    except TfomError as error:
+    except FieldError as error:
         return render(request, "flywheel/tfom/investor.html", {**context, "error": error.message})
     points = tfom_trend(end=period.end, months=TREND_MONTHS, data=data)
     measured = [p for p in points if p.tfom is not None]
@@ -196,7 +197,7 @@ def tfom_reports(request):
         raise Http404(str(error)) from None
     try:
         report = tfom_report_build(start=period.start, end=period.end, label=period.label)
-    except TfomError as error:
+    except FieldError as error:
         return render(
             request,
             "flywheel/tfom/reports_detail.html",

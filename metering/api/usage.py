@@ -12,7 +12,7 @@ from metering.domain.usage.body import (
     decode_batch,
     decompress_body,
 )
-from metering.domain.usage.fields import FieldError
+from metering.domain.usage.fields import EventError
 from metering.domain.usage.formats import cloudevents_to_items, merge_errors, openai_batch_to_items
 from metering.domain.usage.json_batch import validate_json_batch
 from metering.domain.usage.validation import validate_events
@@ -95,7 +95,7 @@ def _content_type_error(request, allowed: tuple[str, ...]) -> Response | None:
     return None
 
 
-def ingest_items(items: list, conversion_errors: list[FieldError] | None = None) -> Response:
+def ingest_items(items: list, conversion_errors: list[EventError] | None = None) -> Response:
     """Validate raw event dicts and store them all or nothing."""
     now = clock.now()
     events, errors = validate_events(items=items, now=now)

@@ -7,6 +7,31 @@ from portal.filters import AuditEntryFilterSet, TenantFilterSet
 from portal.models import AuditEntry, Tenant
 from portal.permissions import capability_permission
 from portal.services import audit_record, audit_snapshot
+from portal.versions import version_delete
+
+
+class EffectiveDatedViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Effective-dated versions (portal.versions): create-only once in force, never
+    edited, deleted only before they take effect. Subclasses write a version with their
+    app's service in `create_version` and name it in `audit_type`; the service's FieldError
+    is the API's 400 naming the field."""
+
+    audit_type = ""
+
+    def create_version(self, data: dict):
+        raise NotImplementedError
+
+    def perform_create(self, serializer):
+        serializer.instance = self.create_version(serializer.validated_data)
+
+    def perform_destroy(self, instance):
+        version_delete(version=instance, object_type=self.audit_type, by=self.request.user)
 
 
 class AuditedModelViewSet(viewsets.ModelViewSet):

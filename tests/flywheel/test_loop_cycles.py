@@ -14,12 +14,12 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from flywheel.domain.loop.factors import FlywheelError
 from flywheel.models import Cycle, Goal, Lever, LeverApplication
 from flywheel.services.loop.applications import lever_apply
 from flywheel.services.loop.cycles import cycle_run
 from flywheel.services.loop.versions import goal_create, lever_create
 from flywheel.tasks import cycle_task
+from portal.errors import FieldError
 from tests.conftest import on_every_clock
 from tests.flywheel.test_loop_diagnosis import JAN, build_factory
 
@@ -115,10 +115,10 @@ def test_an_application_is_measured_only_by_a_period_wholly_after_it(two_weeks):
 
 def test_lever_apply_refuses_the_future_and_a_second_application(two_weeks):
     _pooled()
-    with pytest.raises(FlywheelError, match="future"):
+    with pytest.raises(FieldError, match="future"):
         lever_apply(slug="pooled", applied_at=NOW + timedelta(days=1), now=NOW)
     lever_apply(slug="pooled", applied_at=WEEK2, now=NOW)
-    with pytest.raises(FlywheelError, match="already recorded"):
+    with pytest.raises(FieldError, match="already recorded"):
         lever_apply(slug="pooled", applied_at=WEEK2, now=NOW)
     assert LeverApplication.objects.count() == 1
 

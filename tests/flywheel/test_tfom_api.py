@@ -14,10 +14,11 @@ import pytest
 from rest_framework.test import APIClient
 
 from flywheel.models import CostModel
-from flywheel.selectors.tfom import TfomError, tfom_measure
+from flywheel.selectors.tfom import tfom_measure
 from flywheel.services.tfom import cost_model_create, factory_costs_create
 from metering.models import GpuHourly, Pool
 from metering.services.usage.rollup import rollup_pending
+from portal.errors import FieldError
 
 pytestmark = pytest.mark.both_backends
 
@@ -357,7 +358,7 @@ def test_tfom_measure_raises_for_a_pool_without_cost_model(db):
     factory_costs_create(
         staff_per_month=Decimal(1), sga_per_month=Decimal(1), effective_from=APRIL_START
     )
-    with pytest.raises(TfomError) as caught:
+    with pytest.raises(FieldError) as caught:
         tfom_measure(scope="factory", start=APRIL_START, end=MAY_START)
     assert caught.value.field == "cost_model"
     assert "bare" in caught.value.message

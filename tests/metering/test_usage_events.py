@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from metering.domain.usage.body import BatchError, PayloadTooLarge, decode_batch, decompress_body
 from metering.domain.usage.dedupe import dedupe_within_batch
-from metering.domain.usage.fields import MAX_TOKENS, EventIn, FieldError
+from metering.domain.usage.fields import MAX_TOKENS, EventError, EventIn
 from metering.domain.usage.hashing import payload_hash
 from metering.domain.usage.json_batch import validate_json_batch
 from metering.domain.usage.validation import validate_events
@@ -39,7 +39,7 @@ def _event(**changes: Any) -> dict[str, Any]:
     return {key: value for key, value in event.items() if value is not None}
 
 
-def _errors(**changes: Any) -> list[FieldError]:
+def _errors(**changes: Any) -> list[EventError]:
     events, errors = validate_events(items=[_event(**changes)], now=NOW)
     assert events == [] or errors == []
     return errors
@@ -165,13 +165,13 @@ def test_validate_events_refuses_naive_now():
 
 def test_validate_events_rejects_negative_tokens():
     assert _errors(input_tokens=-1) == [
-        FieldError(0, "input_tokens", "must be a non-negative integer")
+        EventError(0, "input_tokens", "must be a non-negative integer")
     ]
 
 
 def test_validate_events_rejects_cached_above_input():
     assert _errors(input_tokens=100, cached_tokens=101) == [
-        FieldError(0, "cached_tokens", "must not exceed input_tokens (100)")
+        EventError(0, "cached_tokens", "must not exceed input_tokens (100)")
     ]
 
 
@@ -191,7 +191,7 @@ def test_validate_events_rejects_cached_above_input():
 )
 def test_validate_events_rejects_malformed_time(text):
     assert _errors(time=text) == [
-        FieldError(0, "time", "must be an RFC 3339 date-time such as 2026-01-01T00:00:00Z")
+        EventError(0, "time", "must be an RFC 3339 date-time such as 2026-01-01T00:00:00Z")
     ]
 
 
@@ -209,28 +209,28 @@ def test_validate_events_rejects_malformed_time(text):
     ],
 )
 def test_validate_events_rejects_impossible_time(text):
-    assert _errors(time=text) == [FieldError(0, "time", "is not a valid date-time")]
+    assert _errors(time=text) == [EventError(0, "time", "is not a valid date-time")]
 
 
 @pytest.mark.parametrize(
     "value", ["2026-03-01T11:59:00", "2026-03-01 11:59:00.5", datetime(2026, 3, 1)]
 )
 def test_validate_events_rejects_naive_time(value):
-    assert _errors(time=value) == [FieldError(0, "time", "must include a time zone (Z or +hh:mm)")]
+    assert _errors(time=value) == [EventError(0, "time", "must include a time zone (Z or +hh:mm)")]
 
 
 def test_validate_events_rejects_time_more_than_5_minutes_ahead():
     assert _errors(time="2026-03-01T12:05:00.000001Z") == [
-        FieldError(0, "time", "is more than 5 minutes in the future")
+        EventError(0, "time", "is more than 5 minutes in the future")
     ]
     assert _errors(time="2026-03-01T13:06:00+01:00") == [
-        FieldError(0, "time", "is more than 5 minutes in the future")
+        EventError(0, "time", "is more than 5 minutes in the future")
     ]
 
 
 def test_validate_events_rejects_non_string_time():
     assert _errors(time=1767225600) == [
-        FieldError(0, "time", "must be an RFC 3339 date-time such as 2026-01-01T00:00:00Z")
+        EventError(0, "time", "must be an RFC 3339 date-time such as 2026-01-01T00:00:00Z")
     ]
 
 
@@ -249,12 +249,12 @@ def test_validate_events_rejects_non_string_time():
     ],
 )
 def test_validate_events_rejects_wrong_token_types(field, value):
-    assert _errors(**{field: value}) == [FieldError(0, field, "must be a non-negative integer")]
+    assert _errors(**{field: value}) == [EventError(0, field, "must be a non-negative integer")]
 
 
 @pytest.mark.parametrize("field", ["input_tokens", "cached_tokens", "output_tokens"])
 def test_validate_events_rejects_token_overflow(field):
-    assert _errors(**{field: 2**31}) == [FieldError(0, field, "must be at most 2147483647")]
+    assert _errors(**{field: 2**31}) == [EventError(0, field, "must be at most 2147483647")]
 
 
 def test_validate_events_rejects_huge_integer_tokens_from_json():
@@ -265,7 +265,7 @@ def test_validate_events_rejects_huge_integer_tokens_from_json():
     items = decode_batch(body=body, content_encoding=None)
 
     assert validate_events(items=items, now=NOW)[1] == [
-        FieldError(0, "output_tokens", "must be at most 2147483647")
+        EventError(0, "output_tokens", "must be at most 2147483647")
     ]
 
 
@@ -276,27 +276,27 @@ def test_validate_events_requires_field(field):
     event = _event()
     del event[field]
 
-    assert validate_events(items=[event], now=NOW)[1] == [FieldError(0, field, "is required")]
+    assert validate_events(items=[event], now=NOW)[1] == [EventError(0, field, "is required")]
 
 
 def test_validate_events_rejects_missing_id():
-    assert _errors(id=None) == [FieldError(0, "id", "is required")]
+    assert _errors(id=None) == [EventError(0, "id", "is required")]
 
 
 def test_validate_events_rejects_null_required_field():
     assert validate_events(items=[_event() | {"id": None}], now=NOW)[1] == [
-        FieldError(0, "id", "is required")
+        EventError(0, "id", "is required")
     ]
 
 
 def test_validate_events_rejects_too_long_id():
-    assert _errors(id="x" * 129) == [FieldError(0, "id", "must be at most 128 characters")]
+    assert _errors(id="x" * 129) == [EventError(0, "id", "must be at most 128 characters")]
 
 
 @pytest.mark.parametrize("value", ["req\n1", "req\t1", "caf\u00e9", "\x7f", "req\x00"])
 def test_validate_events_rejects_non_printable_id(value):
     assert _errors(id=value) == [
-        FieldError(0, "id", "must contain only printable ASCII characters")
+        EventError(0, "id", "must contain only printable ASCII characters")
     ]
 
 
@@ -305,38 +305,38 @@ def test_validate_events_rejects_non_printable_id(value):
     [("", "must not be empty"), (42, "must be a string"), (True, "must be a string")],
 )
 def test_validate_events_rejects_bad_id(value, message):
-    assert _errors(id=value) == [FieldError(0, "id", message)]
+    assert _errors(id=value) == [EventError(0, "id", message)]
 
 
 def test_validate_events_checks_source_like_id():
-    assert _errors(source="s" * 129) == [FieldError(0, "source", "must be at most 128 characters")]
-    assert _errors(source="") == [FieldError(0, "source", "must not be empty")]
+    assert _errors(source="s" * 129) == [EventError(0, "source", "must be at most 128 characters")]
+    assert _errors(source="") == [EventError(0, "source", "must not be empty")]
 
 
 @pytest.mark.parametrize("field", ["ttft_ms", "tpot_ms", "latency_ms"])
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, -0.5, -1, True, "120", [1]])
 def test_validate_events_rejects_bad_latency(field, value):
     assert _errors(**{field: value}) == [
-        FieldError(0, field, "must be a non-negative finite number")
+        EventError(0, field, "must be a non-negative finite number")
     ]
 
 
 def test_validate_events_rejects_latency_too_large_for_a_float():
     assert _errors(latency_ms=10**400) == [
-        FieldError(0, "latency_ms", "must be a non-negative finite number")
+        EventError(0, "latency_ms", "must be a non-negative finite number")
     ]
 
 
 def test_validate_events_rejects_unknown_field():
     assert validate_events(items=[_event() | {"price": "1.00"}], now=NOW)[1] == [
-        FieldError(0, "price", "is not a known field")
+        EventError(0, "price", "is not a known field")
     ]
 
 
 @pytest.mark.parametrize("item", [None, 3, "event", [], [_event()], True])
 def test_validate_events_rejects_non_object_item(item):
     assert validate_events(items=[_event(), item], now=NOW)[1] == [
-        FieldError(1, "", "must be a JSON object")
+        EventError(1, "", "must be a JSON object")
     ]
 
 
@@ -355,7 +355,7 @@ def test_validate_events_rejects_non_object_item(item):
 )
 def test_validate_events_rejects_non_slug(field, value):
     assert _errors(**{field: value}) == [
-        FieldError(0, field, "must be a slug: 1 to 128 letters, digits, hyphens or underscores")
+        EventError(0, field, "must be a slug: 1 to 128 letters, digits, hyphens or underscores")
     ]
 
 
@@ -370,12 +370,12 @@ def test_validate_events_rejects_non_slug(field, value):
     ],
 )
 def test_validate_events_rejects_bad_model(value, message):
-    assert _errors(model=value) == [FieldError(0, "model", message)]
+    assert _errors(model=value) == [EventError(0, "model", message)]
 
 
 @pytest.mark.parametrize("value", ["OK", "failed", "", 1, True])
 def test_validate_events_rejects_bad_status(value):
-    assert _errors(status=value) == [FieldError(0, "status", 'must be "ok" or "error"')]
+    assert _errors(status=value) == [EventError(0, "status", 'must be "ok" or "error"')]
 
 
 def test_validate_events_reports_every_error_of_every_event():
@@ -391,13 +391,13 @@ def test_validate_events_reports_every_error_of_every_event():
 
     assert [event.id for event in events] == ["a", "c"]
     assert errors == [
-        FieldError(1, "id", "is required"),
-        FieldError(1, "input_tokens", "must be a non-negative integer"),
-        FieldError(1, "ttft_ms", "must be a non-negative finite number"),
-        FieldError(1, "colour", "is not a known field"),
-        FieldError(3, "", "must be a JSON object"),
-        FieldError(4, "time", "must include a time zone (Z or +hh:mm)"),
-        FieldError(4, "status", 'must be "ok" or "error"'),
+        EventError(1, "id", "is required"),
+        EventError(1, "input_tokens", "must be a non-negative integer"),
+        EventError(1, "ttft_ms", "must be a non-negative finite number"),
+        EventError(1, "colour", "is not a known field"),
+        EventError(3, "", "must be a JSON object"),
+        EventError(4, "time", "must include a time zone (Z or +hh:mm)"),
+        EventError(4, "status", 'must be "ok" or "error"'),
     ]
 
 
@@ -407,12 +407,12 @@ def test_validate_events_finds_the_one_bad_event_in_1000():
 
     events, errors = validate_events(items=items, now=NOW)
 
-    assert errors == [FieldError(637, "cached_tokens", "must not exceed input_tokens (1000)")]
+    assert errors == [EventError(637, "cached_tokens", "must not exceed input_tokens (1000)")]
     assert len(events) == 999
 
 
 def test_field_error_as_dict_matches_the_api_error_format():
-    error = FieldError(3, "input_tokens", "must be a non-negative integer")
+    error = EventError(3, "input_tokens", "must be a non-negative integer")
 
     assert error.as_dict() == {
         "index": 3,
@@ -562,7 +562,7 @@ def test_decode_batch_accepts_moderate_nesting_inside_an_event():
 
     [item] = decode_batch(body=body, content_encoding=None)
 
-    assert validate_events(items=[item | _event(id=None)], now=NOW)[1][0] == FieldError(
+    assert validate_events(items=[item | _event(id=None)], now=NOW)[1][0] == EventError(
         0, "id", "must be a string"
     )
 
@@ -639,7 +639,7 @@ def test_decode_batch_then_validate_reports_json_positions():
     items = decode_batch(body=body, content_encoding="gzip")
     events, errors = validate_events(items=items, now=NOW)
 
-    assert errors == [FieldError(1, "output_tokens", "must be a non-negative integer")]
+    assert errors == [EventError(1, "output_tokens", "must be a non-negative integer")]
     assert [event.id for event in events] == ["a", "c"]
 
 

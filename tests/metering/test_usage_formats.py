@@ -13,7 +13,7 @@ import pytest
 
 from metering.domain.usage.body import PayloadTooLarge
 from metering.domain.usage.dedupe import dedupe_within_batch
-from metering.domain.usage.fields import FieldError
+from metering.domain.usage.fields import EventError
 from metering.domain.usage.formats import (
     cloudevents_to_items,
     merge_errors,
@@ -254,12 +254,12 @@ def test_openai_batch_to_items_rejects_error_lines_it_cannot_date():
 
     assert items == [None]
     assert errors == [
-        FieldError(
+        EventError(
             0,
             "response.body.created",
             "is required (an error line without it is dated by another line of the file)",
         ),
-        FieldError(
+        EventError(
             0,
             "response.body.model",
             "is required (an error line without it needs a file with a single model)",
@@ -316,7 +316,7 @@ def test_openai_batch_to_items_leaves_token_values_to_validate_events():
     _, validation = validate_events(items=items, now=NOW)
 
     assert errors == []
-    assert validation == [FieldError(1, "input_tokens", "must be a non-negative integer")]
+    assert validation == [EventError(1, "input_tokens", "must be a non-negative integer")]
 
 
 def test_openai_batch_to_items_rejects_more_than_max_events():
@@ -337,12 +337,12 @@ def test_cloudevents_to_items_rejects_openmeter_quickstart_sample():
 
     assert events == []
     assert merge_errors(conversion=errors, validation=validation) == [
-        FieldError(0, "time", "is required"),
-        FieldError(0, "model", "is required"),
-        FieldError(0, "input_tokens", "is required"),
-        FieldError(0, "output_tokens", "is required"),
-        FieldError(0, "method", "is not a known field"),
-        FieldError(0, "route", "is not a known field"),
+        EventError(0, "time", "is required"),
+        EventError(0, "model", "is required"),
+        EventError(0, "input_tokens", "is required"),
+        EventError(0, "output_tokens", "is required"),
+        EventError(0, "method", "is not a known field"),
+        EventError(0, "route", "is not a known field"),
     ]
 
 
@@ -411,7 +411,7 @@ def test_cloudevents_to_items_requires_time():
     items, errors = cloudevents_to_items(items=[event])
 
     assert errors == []
-    assert validate_events(items=items, now=NOW)[1] == [FieldError(0, "time", "is required")]
+    assert validate_events(items=items, now=NOW)[1] == [EventError(0, "time", "is required")]
 
 
 def test_cloudevents_to_items_reports_envelope_problems():
@@ -444,18 +444,18 @@ def test_cloudevents_to_items_reports_envelope_problems():
         True,
     ]
     assert merge_errors(conversion=errors, validation=validation) == [
-        FieldError(0, "specversion", 'must be "1.0"'),
-        FieldError(0, "type", "must be a non-empty string"),
-        FieldError(1, "specversion", "is required"),
-        FieldError(1, "type", "is required"),
-        FieldError(1, "id", "is required"),
-        FieldError(2, "data", "is required: an object with the token fields"),
-        FieldError(3, "data", "must be an object with the token fields"),
-        FieldError(4, "datacontenttype", "must be application/json"),
-        FieldError(5, "data_base64", "is not supported; send data as a JSON object"),
-        FieldError(6, "data.id", "must not be set: the CloudEvent's id is used"),
-        FieldError(6, "data.time", "must not be set: the CloudEvent's time is used"),
-        FieldError(7, "", "must be a JSON object (a CloudEvent)"),
+        EventError(0, "specversion", 'must be "1.0"'),
+        EventError(0, "type", "must be a non-empty string"),
+        EventError(1, "specversion", "is required"),
+        EventError(1, "type", "is required"),
+        EventError(1, "id", "is required"),
+        EventError(2, "data", "is required: an object with the token fields"),
+        EventError(3, "data", "must be an object with the token fields"),
+        EventError(4, "datacontenttype", "must be application/json"),
+        EventError(5, "data_base64", "is not supported; send data as a JSON object"),
+        EventError(6, "data.id", "must not be set: the CloudEvent's id is used"),
+        EventError(6, "data.time", "must not be set: the CloudEvent's time is used"),
+        EventError(7, "", "must be a JSON object (a CloudEvent)"),
     ]
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, viewsets
 
-from flywheel.api.loop.writes import ERRORS, FactoryWrite, flywheel_invalid
-from flywheel.domain.loop.factors import FlywheelError
+from flywheel.api.loop.writes import ERRORS, FactoryWrite
 from flywheel.models import LeverApplication
 from flywheel.selectors.loop.cycles import application_list
 from flywheel.services.loop.applications import lever_application_delete, lever_apply
@@ -63,18 +62,12 @@ class LeverApplicationViewSet(
 
     def perform_create(self, serializer):
         data = serializer.validated_data
-        try:
-            serializer.instance = lever_apply(
-                slug=data["lever"]["slug"],
-                applied_at=data["applied_at"],
-                note=data.get("note", ""),
-                by=self.request.user,
-            )
-        except FlywheelError as error:
-            raise flywheel_invalid(error) from None
+        serializer.instance = lever_apply(
+            slug=data["lever"]["slug"],
+            applied_at=data["applied_at"],
+            note=data.get("note", ""),
+            by=self.request.user,
+        )
 
     def perform_destroy(self, instance):
-        try:
-            lever_application_delete(application=instance, by=self.request.user)
-        except FlywheelError as error:
-            raise flywheel_invalid(error) from None
+        lever_application_delete(application=instance, by=self.request.user)

@@ -7,8 +7,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
 from flywheel.api.loop.applications import LeverApplicationSerializer
-from flywheel.api.loop.writes import ERRORS, FactoryWrite, flywheel_invalid
-from flywheel.domain.loop.factors import FlywheelError
+from flywheel.api.loop.writes import ERRORS, FactoryWrite
 from flywheel.models import Cycle
 from flywheel.selectors.loop.cycles import cycle_list
 from flywheel.services.loop.cycles import cycle_run
@@ -71,10 +70,7 @@ class CycleViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
                 raise serializers.ValidationError({"to": ["give both from and to, or neither"]})
             period = period_from_query(bounds)
             start, end = period.start, period.end
-        try:
-            cycle = cycle_run(start=start, end=end, by=request.user)
-        except FlywheelError as error:
-            raise flywheel_invalid(error) from None
+        cycle = cycle_run(start=start, end=end, by=request.user)
         return Response(
             CycleSerializer(cycle_list().get(pk=cycle.pk)).data, status=status.HTTP_201_CREATED
         )

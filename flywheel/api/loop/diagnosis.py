@@ -10,12 +10,11 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flywheel.api.loop.writes import ERRORS, flywheel_invalid
+from flywheel.api.loop.writes import ERRORS
 from flywheel.domain.loop.factors import FACTORS
 from flywheel.selectors.loop.diagnosis import diagnosis_get
 from flywheel.selectors.loop.shapes import diagnosis_response
 from flywheel.selectors.measurement import FactoryData
-from flywheel.selectors.tfom import TfomError
 from portal.access import Capability
 from portal.periods import period_from_query
 from portal.permissions import capability_permission
@@ -65,10 +64,5 @@ class DiagnosisView(APIView):
         period = period_from_query(request.query_params)
         targets = _targets(request.query_params.get("targets"))
         data = FactoryData(start=period.start, end=period.end)
-        try:
-            diagnosis = diagnosis_get(
-                start=period.start, end=period.end, targets=targets, data=data
-            )
-        except TfomError as error:
-            raise flywheel_invalid(error) from None
+        diagnosis = diagnosis_get(start=period.start, end=period.end, targets=targets, data=data)
         return Response(diagnosis_response(diagnosis, rating_errors=data.rating_errors))

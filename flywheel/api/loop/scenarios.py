@@ -10,12 +10,11 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flywheel.api.loop.writes import ERRORS, RATIO, flywheel_invalid
-from flywheel.domain.loop.factors import FACTORS, FlywheelError
+from flywheel.api.loop.writes import ERRORS, RATIO
+from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.loop.goals import GoalSpec
 from flywheel.domain.loop.levers import ESTIMATES
 from flywheel.selectors.loop.scenarios import scenario_get
-from flywheel.selectors.tfom import TfomError
 from portal import clock
 from portal.access import user_role
 from portal.models import Role, Scope
@@ -107,17 +106,14 @@ class ScenarioView(APIView):
         data = body.validated_data
         period = period_from_query({k: data[k] for k in ("from", "to") if data.get(k)})
         goal = data.get("goal")
-        try:
-            result = scenario_get(
-                start=period.start,
-                end=period.end,
-                lever_slugs=data["levers"],
-                targets=dict(data["targets"]),
-                estimate=data["estimate"],
-                goal=None if goal is None else GoalSpec(**goal),
-                baseline_key=data.get("baseline") or "",
-                now=clock.now(),
-            )
-        except (TfomError, FlywheelError) as error:
-            raise flywheel_invalid(error) from None
+        result = scenario_get(
+            start=period.start,
+            end=period.end,
+            lever_slugs=data["levers"],
+            targets=dict(data["targets"]),
+            estimate=data["estimate"],
+            goal=None if goal is None else GoalSpec(**goal),
+            baseline_key=data.get("baseline") or "",
+            now=clock.now(),
+        )
         return Response(result)

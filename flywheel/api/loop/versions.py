@@ -5,14 +5,14 @@ from __future__ import annotations
 from decimal import Decimal
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, serializers, viewsets
+from rest_framework import serializers
 
-from flywheel.api.loop.writes import ERRORS, RATIO, FactoryWrite, flywheel_invalid
-from flywheel.domain.loop.factors import FlywheelError
+from flywheel.api.loop.writes import ERRORS, RATIO, FactoryWrite
 from flywheel.filters import LeverFilterSet
 from flywheel.models import Goal, Lever
-from flywheel.services.loop.versions import goal_create, lever_create, version_delete
+from flywheel.services.loop.versions import goal_create, lever_create
 from portal.api.fields import AwareDateTimeField, ModelSerializer
+from portal.api.views import EffectiveDatedViewSet
 
 
 class LeverSerializer(ModelSerializer):
@@ -82,36 +82,13 @@ class GoalSerializer(ModelSerializer):
         ]
 
 
-class VersionViewSet(
-    mixins.ListModelMixin,
-    mixins.RetrieveModelMixin,
-    mixins.CreateModelMixin,
-    mixins.DestroyModelMixin,
-    viewsets.GenericViewSet,
-):
-    """Create-only once in force: a version is never edited, and only deleted before its
-    effective_from; a change is a new version."""
-
-    permission_classes = [FactoryWrite]
-
-    def perform_create(self, serializer):
-        try:
-            serializer.instance = self.create_version(serializer.validated_data)
-        except FlywheelError as error:
-            raise flywheel_invalid(error) from None
-
-    def perform_destroy(self, instance):
-        try:
-            version_delete(version=instance, by=self.request.user)
-        except FlywheelError as error:
-            raise flywheel_invalid(error) from None
-
-
 @extend_schema(responses={400: ERRORS, 403: ERRORS})
-class LeverViewSet(VersionViewSet):
+class LeverViewSet(EffectiveDatedViewSet):
     """The lever catalogue, every version (`?slug=` one lever's history)."""
 
     serializer_class = LeverSerializer
+    permission_classes = [FactoryWrite]
+    audit_type = "lever"
     queryset = Lever.objects.all()
     filterset_class = LeverFilterSet
 
@@ -120,10 +97,12 @@ class LeverViewSet(VersionViewSet):
 
 
 @extend_schema(responses={400: ERRORS, 403: ERRORS})
-class GoalViewSet(VersionViewSet):
+class GoalViewSet(EffectiveDatedViewSet):
     """Goals, effective-dated: the version in force is checked by every cycle."""
 
     serializer_class = GoalSerializer
+    permission_classes = [FactoryWrite]
+    audit_type = "goal"
     queryset = Goal.objects.all()
 
     def create_version(self, data):

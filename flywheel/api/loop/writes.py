@@ -1,4 +1,4 @@
-"""What the flywheel API views share: the write permission, error schema, errors, bounds."""
+"""What the flywheel API views share: the write permission, the error schema, bounds."""
 
 from __future__ import annotations
 
@@ -6,10 +6,7 @@ from decimal import Decimal
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse
-from rest_framework import serializers
 
-from flywheel.domain.loop.factors import FlywheelError
-from flywheel.selectors.tfom import TfomError
 from portal.access import Capability
 from portal.permissions import capability_permission
 
@@ -20,7 +17,3 @@ ERRORS = OpenApiResponse(
 )
 
 RATIO = {"max_digits": 9, "decimal_places": 6, "min_value": Decimal(0)}
-
-
-def flywheel_invalid(error: FlywheelError | TfomError) -> serializers.ValidationError:
-    return serializers.ValidationError({error.field: [error.message]})

@@ -36,15 +36,6 @@ CAPPED = frozenset(FACTORS) - {"efficiency"}  # η exceeds 1 when a deployment b
 ONE = Decimal(1)
 
 
-class FlywheelError(Exception):
-    """Invalid or refused flywheel input; `field` names the offending input."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-
 def factor_values(kpis) -> dict[str, Decimal | None]:
     """The six factors of a Kpis (or Tfom), by name."""
     return {factor: getattr(kpis, factor) for factor in FACTORS}

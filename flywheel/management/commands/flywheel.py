@@ -1,9 +1,10 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from flywheel.domain.loop.factors import LABELS, SYMBOLS, FlywheelError
+from flywheel.domain.loop.factors import LABELS, SYMBOLS
 from flywheel.services.loop.cycles import cycle_run
 from metering.services.usage.rollup import rollup_pending
+from portal.errors import FieldError
 from portal.periods import period_from_query
 
 
@@ -32,7 +33,7 @@ class Command(BaseCommand):
         rollup_pending()
         try:
             cycle = cycle_run(start=start, end=end)
-        except FlywheelError as error:
+        except FieldError as error:
             raise CommandError(error.message) from None
         self.stdout.write(
             f"Cycle {cycle.period_start:%Y-%m-%d %H:%M} – {cycle.period_end:%Y-%m-%d %H:%M} UTC"

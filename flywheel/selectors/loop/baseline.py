@@ -13,8 +13,9 @@ from flywheel.domain.kpis import ratio_of
 from flywheel.domain.loop.baseline import Baseline
 from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, FactoryCosts, PoolTfomInputs
 from flywheel.selectors.measurement import FactoryData
-from flywheel.selectors.tfom import TfomError, engine_cost_model, measured_energy
+from flywheel.selectors.tfom import engine_cost_model, measured_energy
 from flywheel.services.tfom import cost_models_in_force, factory_costs_in_force
+from portal.errors import FieldError
 
 ZERO = Decimal(0)
 
@@ -28,14 +29,14 @@ def baseline_get(
 ) -> Baseline:
     """The factory's measured period as the scenario engine needs it: each pool's KPI sums
     with its cost model in force at `start` and its DCGM energy, the factory costs, minimum
-    shortfalls and SLA credits (the same inputs as `tfom_measure`). Raises TfomError naming
+    shortfalls and SLA credits (the same inputs as `tfom_measure`). Raises FieldError naming
     the pool when one has no cost model in force."""
     data = data if data is not None else FactoryData(start=start, end=end)
     ids = sorted(data.pools)
     cost_models = cost_models_in_force(at=start, pool_ids=ids)
     missing = [data.pools[i].slug for i in ids if i not in cost_models]
     if missing:
-        raise TfomError(
+        raise FieldError(
             "cost_model",
             f"pool {', '.join(missing)} has no cost model in force at "
             f"{start.astimezone(UTC):%Y-%m-%d %H:%M} UTC: add one (POST /api/v1/cost-models)",

@@ -34,7 +34,7 @@ def diagnosis_get(
 ) -> Diagnosis:
     """The ranked diagnosis of [start, end) with its evidence (`baseline` and `data`, when
     given, are that period measured). Targets: `targets` over the goal in force at `at`
-    (default `end`) over the kpis.md defaults. Raises TfomError when a pool has no cost
+    (default `end`) over the kpis.md defaults. Raises FieldError when a pool has no cost
     model."""
     data = data if data is not None else FactoryData(start=start, end=end)
     baseline = baseline if baseline is not None else baseline_get(start=start, end=end, data=data)

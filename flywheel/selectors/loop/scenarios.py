@@ -8,7 +8,7 @@ from decimal import Decimal
 from django.conf import settings
 
 from flywheel.domain.loop.baseline import Baseline, measured_tfom
-from flywheel.domain.loop.factors import FACTORS, FlywheelError
+from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.loop.goals import GoalSpec, cheapest_lever_set, goal_check
 from flywheel.domain.loop.projection import Projection, project
 from flywheel.selectors.loop.baseline import baseline_get, baseline_recall
@@ -28,6 +28,7 @@ from flywheel.selectors.loop.shapes import (
     rfc3339,
 )
 from flywheel.selectors.tfom import tfom_json
+from portal.errors import FieldError
 
 
 def scenario_get(
@@ -44,7 +45,7 @@ def scenario_get(
     """POST /api/v1/flywheel/scenarios: the projection of [start, end) with the levers in
     force at `now` named by `lever_slugs` and the factor `targets`, its low-high range, the
     goal check (typical multipliers) and, when unmet, the cheapest lever set that meets it.
-    Raises TfomError for a pool without a cost model, FlywheelError for an unknown lever."""
+    Raises FieldError for a pool without a cost model, FieldError for an unknown lever."""
     baseline = baseline_recall(key=baseline_key, start=start, end=end)
     if baseline is None:
         baseline = baseline_get(start=start, end=end)
@@ -52,7 +53,7 @@ def scenario_get(
     catalogue = {lever.slug: lever for lever in levers_in_force(at=now)}
     unknown = [slug for slug in lever_slugs if slug not in catalogue]
     if unknown:
-        raise FlywheelError("levers", f"no active lever {', '.join(unknown)} in the catalogue")
+        raise FieldError("levers", f"no active lever {', '.join(unknown)} in the catalogue")
     chosen = [lever_spec(catalogue[slug]) for slug in dict.fromkeys(lever_slugs)]
     projections = {
         name: project(

@@ -6,11 +6,12 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
-from flywheel.domain.loop.factors import FACTORS, FlywheelError
+from flywheel.domain.loop.factors import FACTORS
 from flywheel.models import LeverApplication
 from flywheel.selectors.loop.levers import levers_in_force
 from flywheel.selectors.measurement import FactoryData
 from portal import clock
+from portal.errors import FieldError
 from portal.periods import hour_floor
 from portal.services import audit_record, audit_snapshot
 
@@ -35,17 +36,17 @@ def lever_apply(
     version in force then: what the next cycle will compare against."""
     now = now or clock.now()
     if applied_at.tzinfo is None:
-        raise FlywheelError("applied_at", "must include a time zone")
+        raise FieldError("applied_at", "must include a time zone")
     if applied_at > now:
-        raise FlywheelError("applied_at", "must not be in the future: record it once done")
+        raise FieldError("applied_at", "must not be in the future: record it once done")
     # The version in force then; one added to the catalogue since is taken as it is now.
     lever = next((v for v in levers_in_force(at=applied_at) if v.slug == slug), None) or next(
         (v for v in levers_in_force(at=now) if v.slug == slug), None
     )
     if lever is None:
-        raise FlywheelError("lever", f"no active lever {slug!r} in the catalogue")
+        raise FieldError("lever", f"no active lever {slug!r} in the catalogue")
     if LeverApplication.objects.filter(lever__slug=slug).exists():
-        raise FlywheelError("lever", f"lever {slug} is already recorded as applied")
+        raise FieldError("lever", f"lever {slug} is already recorded as applied")
     end = hour_floor(applied_at)
     start = end - timedelta(days=BASELINE_DAYS)
     data = data if data is not None else FactoryData(start=start, end=end)
@@ -76,7 +77,7 @@ def lever_application_delete(*, application: LeverApplication, by=None) -> None:
     """Withdraw an application recorded by mistake, before a cycle has measured it."""
     locked = LeverApplication.objects.select_for_update().get(pk=application.pk)
     if locked.evaluated_by_id is not None:
-        raise FlywheelError("evaluated_by", "already measured by a cycle: it stays on record")
+        raise FieldError("evaluated_by", "already measured by a cycle: it stays on record")
     before, pk = audit_snapshot(locked), locked.pk
     locked.delete()
     audit_record(

@@ -10,7 +10,7 @@ from django.db import transaction
 
 from flywheel.domain.kpis import KPI_CONTEXT
 from flywheel.domain.loop.baseline import measured_tfom
-from flywheel.domain.loop.factors import CAPPED, FACTORS, FlywheelError
+from flywheel.domain.loop.factors import CAPPED, FACTORS
 from flywheel.domain.loop.levers import multiplier_blend, realized_split
 from flywheel.models import Cycle, Lever, LeverApplication
 from flywheel.selectors.loop.baseline import baseline_get
@@ -19,9 +19,10 @@ from flywheel.selectors.loop.diagnosis import diagnosis_get, goal_status_get
 from flywheel.selectors.loop.levers import goal_in_force, levers_in_force
 from flywheel.selectors.loop.shapes import diagnosis_json, goal_check_json, proposal_json
 from flywheel.selectors.measurement import FactoryData
-from flywheel.selectors.tfom import TfomError, tfom_json
+from flywheel.selectors.tfom import tfom_json
 from flywheel.services.loop.versions import lever_create
 from portal import clock
+from portal.errors import FieldError
 from portal.periods import hour_floor
 from portal.services import audit_record
 
@@ -166,12 +167,12 @@ def cycle_run(
         period = last_full_week(now=now)
         start, end = start or period.start, end or period.end
     if end <= start:
-        raise FlywheelError("to", "must be after from")
+        raise FieldError("to", "must be after from")
     data = FactoryData(start=start, end=end)
     goal = goal_in_force(at=now)
     try:
         baseline = baseline_get(start=start, end=end, data=data)
-    except TfomError as error:
+    except FieldError as error:
         cycle, _ = Cycle.objects.update_or_create(
             period_start=start,
             period_end=end,

@@ -8,22 +8,18 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from flywheel.domain.loop.factors import CAPPED, FACTORS, FlywheelError
+from flywheel.domain.loop.factors import CAPPED, FACTORS
 from flywheel.models import Goal, Lever
-from portal import clock
+from portal.errors import FieldError
 from portal.services import audit_record, audit_snapshot
+from portal.versions import effective_from_check
 
 ESTIMATE_KEYS = ("low", "typical", "high")
 
 
-def _check_whole_hour(moment: datetime) -> None:
-    if moment.minute or moment.second or moment.microsecond:
-        raise FlywheelError("effective_from", "must be a whole UTC hour (minutes and seconds 0)")
-
-
 def _check_currency(currency: str) -> None:
     if currency != settings.FACTORY_CURRENCY:
-        raise FlywheelError(
+        raise FieldError(
             "currency",
             f"levers and goals are kept in the factory currency {settings.FACTORY_CURRENCY}",
         )
@@ -33,9 +29,9 @@ def _decimal(value, field: str) -> Decimal:
     try:
         number = Decimal(str(value))
     except ArithmeticError:
-        raise FlywheelError(field, "must be a number") from None
+        raise FieldError(field, "must be a number") from None
     if not number.is_finite():
-        raise FlywheelError(field, "must be a finite number")
+        raise FieldError(field, "must be a finite number")
     return number
 
 
@@ -43,18 +39,18 @@ def effects_clean(effects) -> dict[str, dict[str, str]]:
     """Validate a lever's effects: {factor: {"low", "typical", "high"}}, multipliers with
     0 < low ≤ typical ≤ high; returned with the numbers as plain decimal strings."""
     if not isinstance(effects, dict) or not effects:
-        raise FlywheelError("effects", "name at least one factor and its multipliers")
+        raise FieldError("effects", "name at least one factor and its multipliers")
     cleaned = {}
     for factor, values in effects.items():
         if factor not in FACTORS:
-            raise FlywheelError(
+            raise FieldError(
                 f"effects.{factor}", f"unknown factor; use one of {', '.join(FACTORS)}"
             )
         if not isinstance(values, dict) or set(values) != set(ESTIMATE_KEYS):
-            raise FlywheelError(f"effects.{factor}", "give exactly low, typical and high")
+            raise FieldError(f"effects.{factor}", "give exactly low, typical and high")
         numbers = {key: _decimal(values[key], f"effects.{factor}.{key}") for key in ESTIMATE_KEYS}
         if not 0 < numbers["low"] <= numbers["typical"] <= numbers["high"]:
-            raise FlywheelError(f"effects.{factor}", "multipliers need 0 < low ≤ typical ≤ high")
+            raise FieldError(f"effects.{factor}", "multipliers need 0 < low ≤ typical ≤ high")
         cleaned[factor] = {key: format(numbers[key].normalize(), "f") for key in ESTIMATE_KEYS}
     return dict(sorted(cleaned.items(), key=lambda kv: FACTORS.index(kv[0])))
 
@@ -79,19 +75,19 @@ def lever_create(
     another version of the slug at the same instant is a conflict."""
     currency = currency or settings.FACTORY_CURRENCY
     _check_currency(currency)
-    _check_whole_hour(effective_from)
+    effective_from_check(effective_from)
     if one_time_cost < 0:
-        raise FlywheelError("one_time_cost", "must not be negative")
+        raise FieldError("one_time_cost", "must not be negative")
     if monthly_cost < 0:
-        raise FlywheelError("monthly_cost", "must not be negative")
+        raise FieldError("monthly_cost", "must not be negative")
     if not description.strip():
-        raise FlywheelError(
+        raise FieldError(
             "description", "say how the lever works and where its multipliers come from"
         )
     cleaned = effects_clean(effects)
     message = f"lever {slug} already has a version from that instant"
     if Lever.objects.filter(slug=slug, effective_from=effective_from).exists():
-        raise FlywheelError("effective_from", message)
+        raise FieldError("effective_from", message)
     try:
         with transaction.atomic():
             lever = Lever.objects.create(
@@ -109,7 +105,7 @@ def lever_create(
                 created_by=by if by is not None and by.is_authenticated else None,
             )
     except IntegrityError:
-        raise FlywheelError("effective_from", message) from None
+        raise FieldError("effective_from", message) from None
     audit_record(
         actor=by,
         action="lever.create",
@@ -136,29 +132,29 @@ def goal_create(
     [0, 1] (η: positive)."""
     currency = currency or settings.FACTORY_CURRENCY
     _check_currency(currency)
-    _check_whole_hour(effective_from)
+    effective_from_check(effective_from)
     if min_gross_margin is None and min_ebitda_per_month is None and min_tfi is None:
-        raise FlywheelError(
+        raise FieldError(
             "min_gross_margin", "set at least one of gross margin, EBITDA per month or TFI"
         )
     if min_gross_margin is not None and min_gross_margin > 1:
-        raise FlywheelError("min_gross_margin", "a ratio at most 1 (0.55 = 55%)")
+        raise FieldError("min_gross_margin", "a ratio at most 1 (0.55 = 55%)")
     if min_tfi is not None and not 0 <= min_tfi <= 1:
-        raise FlywheelError("min_tfi", "a ratio between 0 and 1 (0.35 = 35%)")
+        raise FieldError("min_tfi", "a ratio between 0 and 1 (0.35 = 35%)")
     targets = {}
     for factor, value in (factor_targets or {}).items():
         if factor not in FACTORS:
-            raise FlywheelError(f"factor_targets.{factor}", "unknown factor")
+            raise FieldError(f"factor_targets.{factor}", "unknown factor")
         number = _decimal(value, f"factor_targets.{factor}")
         if number <= 0 or (factor in CAPPED and number > 1):
-            raise FlywheelError(
+            raise FieldError(
                 f"factor_targets.{factor}",
                 "must be in (0, 1]" if factor in CAPPED else "must be positive",
             )
         targets[factor] = format(number.normalize(), "f")
     message = "a goal already starts at that instant"
     if Goal.objects.filter(effective_from=effective_from).exists():
-        raise FlywheelError("effective_from", message)
+        raise FieldError("effective_from", message)
     try:
         with transaction.atomic():
             goal = Goal.objects.create(
@@ -172,7 +168,7 @@ def goal_create(
                 created_by=by if by is not None and by.is_authenticated else None,
             )
     except IntegrityError:
-        raise FlywheelError("effective_from", message) from None
+        raise FieldError("effective_from", message) from None
     audit_record(
         actor=by,
         action="goal.create",
@@ -181,24 +177,3 @@ def goal_create(
         after=audit_snapshot(goal),
     )
     return goal
-
-
-@transaction.atomic
-def version_delete(*, version: Lever | Goal, by=None) -> None:
-    """Delete a lever or goal version before it takes effect (a mistake caught in time);
-    one in force is never changed: add a new version instead."""
-    locked = type(version).objects.select_for_update().get(pk=version.pk)
-    if locked.effective_from <= clock.now():
-        raise FlywheelError(
-            "effective_from", "in force: add a new version instead of deleting this one"
-        )
-    object_type = "lever" if isinstance(locked, Lever) else "goal"
-    before, pk = audit_snapshot(locked), locked.pk
-    locked.delete()
-    audit_record(
-        actor=by,
-        action=f"{object_type}.delete",
-        object_type=object_type,
-        object_id=pk,
-        before=before,
-    )

@@ -1,4 +1,4 @@
-"""The event's fields: limits, error messages, FieldError and EventIn, and shared checks."""
+"""The event's fields: limits, error messages, EventError and EventIn, and shared checks."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ BAD_SLUG = f"must be a slug: 1 to {SLUG_MAX_LENGTH} letters, digits, hyphens or 
 BAD_STATUS = 'must be "ok" or "error"'
 
 
-class FieldError(msgspec.Struct, frozen=True):
+class EventError(msgspec.Struct, frozen=True):
     """One problem in a batch: the event ``index``, its ``field`` ("" = the whole item)."""
 
     index: int

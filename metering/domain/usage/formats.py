@@ -22,7 +22,7 @@ from typing import Any, Final
 import msgspec
 
 from metering.domain.usage.body import MAX_EVENTS, PayloadTooLarge
-from metering.domain.usage.fields import REQUIRED, FieldError
+from metering.domain.usage.fields import REQUIRED, EventError
 
 OPENAI_BATCH_SOURCE: Final = "openai-batch"
 
@@ -40,8 +40,8 @@ _CE_FROM_ENVELOPE: Final = ("id", "source", "time")
 
 
 def merge_errors(
-    *, conversion: Sequence[FieldError], validation: Sequence[FieldError]
-) -> list[FieldError]:
+    *, conversion: Sequence[EventError], validation: Sequence[EventError]
+) -> list[EventError]:
     """All errors by index, without validate_events' "not an object" for a ``None`` record."""
     unconverted = {error.index for error in conversion}
     kept = [e for e in validation if not (e.field == "" and e.index in unconverted)]
@@ -53,7 +53,7 @@ def merge_errors(
 
 def openai_batch_to_items(
     *, body: bytes | str, tenant: str, pool: str | None, max_events: int = MAX_EVENTS
-) -> tuple[list[dict[str, Any] | None], list[FieldError]]:
+) -> tuple[list[dict[str, Any] | None], list[EventError]]:
     """One event per non-blank line of an OpenAI Batch output file (JSONL).
 
     Lines are ``{id, custom_id, response: {status_code, request_id, body}, error}`` or the
@@ -76,7 +76,7 @@ def openai_batch_to_items(
             f"a batch holds at most {max_events} lines; this one has {len(lines)}"
         )
 
-    errors: list[FieldError] = []
+    errors: list[EventError] = []
     parsed: list[_BatchLine | None] = []
     for index, line in enumerate(lines):
         parsed.append(_parse_batch_line(index, line, errors))
@@ -93,7 +93,7 @@ def openai_batch_to_items(
             continue
         problems: list[tuple[str, str]] = []
         item = _batch_item(line, tenant, pool, fallback_time, fallback_model, problems)
-        errors.extend(FieldError(index, field, message) for field, message in problems)
+        errors.extend(EventError(index, field, message) for field, message in problems)
         items.append(None if problems else item)
     errors.sort(key=lambda error: error.index)
     return items, errors
@@ -108,22 +108,22 @@ class _BatchLine(msgspec.Struct):
     model: Any
 
 
-def _parse_batch_line(index: int, line: bytes, errors: list[FieldError]) -> _BatchLine | None:
+def _parse_batch_line(index: int, line: bytes, errors: list[EventError]) -> _BatchLine | None:
     try:
         record = msgspec.json.decode(line)
     except msgspec.DecodeError as exc:
-        errors.append(FieldError(index, "", f"is not valid JSON: {exc}"))
+        errors.append(EventError(index, "", f"is not valid JSON: {exc}"))
         return None
     except RecursionError:
-        errors.append(FieldError(index, "", "is not valid JSON: it is nested too deeply"))
+        errors.append(EventError(index, "", "is not valid JSON: it is nested too deeply"))
         return None
     if type(record) is not dict:
-        errors.append(FieldError(index, "", "must be a JSON object"))
+        errors.append(EventError(index, "", "must be a JSON object"))
         return None
 
     response = record.get("response")
     if response is not None and type(response) is not dict:
-        errors.append(FieldError(index, "response", "must be an object or null"))
+        errors.append(EventError(index, "response", "must be an object or null"))
         return None
     body: Any = response
     path = "response"
@@ -132,15 +132,15 @@ def _parse_batch_line(index: int, line: bytes, errors: list[FieldError]) -> _Bat
         body, path = response.get("body"), "response.body"
         status_code = response.get("status_code")
         if status_code is not None and type(status_code) is not int:
-            errors.append(FieldError(index, "response.status_code", "must be an integer"))
+            errors.append(EventError(index, "response.status_code", "must be an integer"))
             return None
     if body is not None and type(body) is not dict:
-        errors.append(FieldError(index, path, "must be an object"))
+        errors.append(EventError(index, path, "must be an object"))
         return None
 
     error = record.get("error")
     if response is None and error is None:
-        errors.append(FieldError(index, "response", "is required when error is null"))
+        errors.append(EventError(index, "response", "is required when error is null"))
         return None
     is_error = error is not None or response is None or (status_code or 0) >= 400
     created = body.get("created") if body is not None else None
@@ -242,7 +242,7 @@ def _rfc3339(moment: datetime) -> str:
 
 def cloudevents_to_items(
     *, items: Sequence[Any]
-) -> tuple[list[dict[str, Any] | None], list[FieldError]]:
+) -> tuple[list[dict[str, Any] | None], list[EventError]]:
     """Events from a decoded CloudEvents 1.0 batch (application/cloudevents-batch+json).
 
     Requires ``specversion`` "1.0" and a ``type``; ``id``, ``source`` and ``time`` become the
@@ -253,14 +253,14 @@ def cloudevents_to_items(
     Extension attributes are ignored.
     """
     converted: list[dict[str, Any] | None] = []
-    errors: list[FieldError] = []
+    errors: list[EventError] = []
     for index, event in enumerate(items):
         if type(event) is not dict:
-            errors.append(FieldError(index, "", "must be a JSON object (a CloudEvent)"))
+            errors.append(EventError(index, "", "must be a JSON object (a CloudEvent)"))
             converted.append(None)
             continue
         problems = _cloudevent_problems(event)
-        errors.extend(FieldError(index, field, message) for field, message in problems)
+        errors.extend(EventError(index, field, message) for field, message in problems)
         data = event.get("data")
         if type(data) is not dict:
             converted.append(None)

@@ -23,8 +23,8 @@ from metering.domain.usage.fields import (
     SLUG_MAX_LENGTH,
     TOO_MANY_TOKENS,
     UNKNOWN_FIELD,
+    EventError,
     EventIn,
-    FieldError,
     model_problem,
     parse_time,
 )
@@ -35,7 +35,7 @@ _SLUG = re.compile(r"[-a-zA-Z0-9_]+")
 
 def validate_events(
     *, items: Sequence[Any], now: datetime, default_source: str = "default"
-) -> tuple[list[EventIn], list[FieldError]]:
+) -> tuple[list[EventIn], list[EventError]]:
     """Validate decoded items; return the valid events and every error of every item.
 
     Each error names the item's index and field (``""`` for an item that is not an
@@ -51,10 +51,10 @@ def validate_events(
         raise ValueError("now must be timezone-aware")
     latest = now + FUTURE_TOLERANCE
     events: list[EventIn] = []
-    errors: list[FieldError] = []
+    errors: list[EventError] = []
     for index, item in enumerate(items):
         if not isinstance(item, dict):
-            errors.append(FieldError(index, "", NOT_OBJECT))
+            errors.append(EventError(index, "", NOT_OBJECT))
             continue
         event = _validate_item(item, index, latest, default_source, errors)
         if event is not None:
@@ -67,7 +67,7 @@ def _validate_item(
     index: int,
     latest: datetime,
     default_source: str,
-    errors: list[FieldError],
+    errors: list[EventError],
 ) -> EventIn | None:
     # Each check is a fast inline test for the valid case; the helper that words the
     # error runs only on failure (this loop runs for every event of every request).
@@ -81,51 +81,51 @@ def _validate_item(
         and event_id.isascii()
         and event_id.isprintable()
     ):
-        errors.append(FieldError(index, "id", _ascii_id_problem(event_id)))
+        errors.append(EventError(index, "id", _ascii_id_problem(event_id)))
 
     source = get("source")
     if source is None:
         source = default_source
     elif problem := _ascii_id_problem(source):
-        errors.append(FieldError(index, "source", problem))
+        errors.append(EventError(index, "source", problem))
 
     time, problem = parse_time(get("time"))
     if time is not None and time > latest:
         time, problem = None, FUTURE_TIME
     if problem:
-        errors.append(FieldError(index, "time", problem))
+        errors.append(EventError(index, "time", problem))
 
     tenant = get("tenant")
     if not (type(tenant) is str and len(tenant) <= SLUG_MAX_LENGTH and _SLUG.fullmatch(tenant)):
-        errors.append(FieldError(index, "tenant", REQUIRED if tenant is None else BAD_SLUG))
+        errors.append(EventError(index, "tenant", REQUIRED if tenant is None else BAD_SLUG))
 
     model = get("model")
     if problem := model_problem(model):
-        errors.append(FieldError(index, "model", problem))
+        errors.append(EventError(index, "model", problem))
 
     pool = get("pool")
     if pool is not None and not (
         type(pool) is str and len(pool) <= SLUG_MAX_LENGTH and _SLUG.fullmatch(pool)
     ):
-        errors.append(FieldError(index, "pool", BAD_SLUG))
+        errors.append(EventError(index, "pool", BAD_SLUG))
 
     input_tokens = get("input_tokens")
     input_ok = type(input_tokens) is int and 0 <= input_tokens <= MAX_TOKENS
     if not input_ok:
-        errors.append(FieldError(index, "input_tokens", _token_problem(input_tokens)))
+        errors.append(EventError(index, "input_tokens", _token_problem(input_tokens)))
 
     cached_tokens = get("cached_tokens")
     if cached_tokens is None:
         cached_tokens = 0
     elif not (type(cached_tokens) is int and 0 <= cached_tokens <= MAX_TOKENS):
-        errors.append(FieldError(index, "cached_tokens", _token_problem(cached_tokens)))
+        errors.append(EventError(index, "cached_tokens", _token_problem(cached_tokens)))
     elif input_ok and cached_tokens > input_tokens:
         message = f"must not exceed input_tokens ({input_tokens})"
-        errors.append(FieldError(index, "cached_tokens", message))
+        errors.append(EventError(index, "cached_tokens", message))
 
     output_tokens = get("output_tokens")
     if not (type(output_tokens) is int and 0 <= output_tokens <= MAX_TOKENS):
-        errors.append(FieldError(index, "output_tokens", _token_problem(output_tokens)))
+        errors.append(EventError(index, "output_tokens", _token_problem(output_tokens)))
 
     ttft_ms = get("ttft_ms")
     if ttft_ms is not None:
@@ -141,12 +141,12 @@ def _validate_item(
     if status is None:
         status = "ok"
     elif type(status) is not str or status not in ("ok", "error"):
-        errors.append(FieldError(index, "status", BAD_STATUS))
+        errors.append(EventError(index, "status", BAD_STATUS))
 
     if not item.keys() <= EVENT_FIELDS:
         for key in item:
             if key not in EVENT_FIELDS:
-                errors.append(FieldError(index, str(key)[:ID_MAX_LENGTH], UNKNOWN_FIELD))
+                errors.append(EventError(index, str(key)[:ID_MAX_LENGTH], UNKNOWN_FIELD))
 
     if len(errors) != error_count or time is None:
         return None
@@ -204,7 +204,7 @@ def _token_problem(value: Any) -> str:
     return TOO_MANY_TOKENS
 
 
-def _latency(value: Any, index: int, field: str, errors: list[FieldError]) -> float | None:
+def _latency(value: Any, index: int, field: str, errors: list[EventError]) -> float | None:
     kind = type(value)
     if kind is float:
         if value >= 0.0 and math.isfinite(value):  # NaN fails the comparison
@@ -214,5 +214,5 @@ def _latency(value: Any, index: int, field: str, errors: list[FieldError]) -> fl
             return float(value)
         except OverflowError:
             pass
-    errors.append(FieldError(index, field, BAD_LATENCY))
+    errors.append(EventError(index, field, BAD_LATENCY))
     return None

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import IntegrityError, ProgrammingError, connection, transaction
 
 from metering.domain.usage.dedupe import dedupe_within_batch
-from metering.domain.usage.fields import EventIn, FieldError
+from metering.domain.usage.fields import EventError, EventIn
 from metering.models import Deployment, EventKey, ModelAlias, RollupPending, ServedModel, UsageEvent
 from portal.models import Tenant
 from portal.periods import hour_floor
@@ -32,7 +32,7 @@ class IngestRejected(Exception):
 
     http_status = 400
 
-    def __init__(self, errors: list[FieldError]):
+    def __init__(self, errors: list[EventError]):
         super().__init__(f"{len(errors)} invalid event(s)")
         self.errors = errors
 
@@ -99,7 +99,7 @@ def _fold_after_commit() -> None:
         rollup_pending()
 
 
-def _resolve(events: Sequence[EventIn]) -> tuple[list[_Row], list[FieldError]]:
+def _resolve(events: Sequence[EventIn]) -> tuple[list[_Row], list[EventError]]:
     """Map tenant, model (slug or alias) and pool slugs to ids; unknown ones are errors."""
     slugs = {e.tenant for e in events}
     tenants = {
@@ -128,7 +128,7 @@ def _resolve(events: Sequence[EventIn]) -> tuple[list[_Row], list[FieldError]]:
         if key not in placements:
             placements[key] = _deployment_for(event, models.get(event.model), deployments)
     rows: list[_Row] = []
-    errors: list[FieldError] = []
+    errors: list[EventError] = []
     append = rows.append
     for index, event in enumerate(events):
         tenant_id = tenant_ids[event.tenant]
@@ -139,11 +139,11 @@ def _resolve(events: Sequence[EventIn]) -> tuple[list[_Row], list[FieldError]]:
         if tenant_id is None:
             tenant = tenants.get(event.tenant)
             if tenant is None:
-                errors.append(FieldError(index, "tenant", f"unknown tenant {event.tenant!r}"))
+                errors.append(EventError(index, "tenant", f"unknown tenant {event.tenant!r}"))
             else:
-                errors.append(FieldError(index, "tenant", f"tenant {event.tenant!r} is closed"))
+                errors.append(EventError(index, "tenant", f"tenant {event.tenant!r} is closed"))
         if problem:
-            errors.append(FieldError(index, problem[0], problem[1]))
+            errors.append(EventError(index, problem[0], problem[1]))
     return rows, errors
 
 

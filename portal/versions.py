@@ -1,0 +1,50 @@
+"""Effective-dated versions: prices, contracts, promotions, cost models, factory costs,
+levers and goals. Each starts on a whole UTC hour, is never edited once in force and may be
+deleted only before it takes effect (a mistake caught in time); a change is a new version.
+The rules are here once; each app's service writes its own fields."""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+from django.db import IntegrityError, models, transaction
+
+from portal import clock
+from portal.errors import FieldError
+from portal.services import audit_record, audit_snapshot
+
+
+def effective_from_check(moment: datetime) -> None:
+    """A version starts on a whole UTC hour."""
+    if moment.minute or moment.second or moment.microsecond:
+        raise FieldError("effective_from", "must be a whole UTC hour (minutes and seconds 0)")
+
+
+@contextmanager
+def version_unique(message: str, *, field: str = "effective_from") -> Iterator[None]:
+    """A concurrent request that created the same version first is reported like a
+    duplicate found by the check before it."""
+    try:
+        with transaction.atomic():
+            yield
+    except IntegrityError:
+        raise FieldError(field, message) from None
+
+
+@transaction.atomic
+def version_delete(*, version: models.Model, object_type: str, by=None) -> None:
+    """Delete a version that has not taken effect yet; one in force is refused."""
+    locked = type(version).objects.select_for_update().get(pk=version.pk)
+    if locked.effective_from <= clock.now():
+        raise FieldError(
+            "effective_from", "in force: add a new version instead of deleting this one"
+        )
+    before, pk = audit_snapshot(locked), locked.pk
+    locked.delete()
+    audit_record(
+        actor=by,
+        action=f"{object_type}.delete",
+        object_type=object_type,
+        object_id=pk,
+        before=before,
+    )
