@@ -19,6 +19,7 @@ from metering.models import (
     ServedModel,
 )
 from portal.services import audit_record, audit_snapshot
+from portal.versions import effective_from_check
 
 # A deployment's first version is in force "from the start of time".
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -80,8 +81,7 @@ def deployment_version_add(
     *, deployment: Deployment, effective_from: datetime, spec: VersionSpec, by: User | None
 ) -> DeploymentVersion:
     """Add a version of R_ref, w_in and SLO from `effective_from` (a whole UTC hour) on."""
-    if effective_from.minute or effective_from.second or effective_from.microsecond:
-        raise ValidationError({"effective_from": "must be a whole UTC hour"})
+    effective_from_check(effective_from)
     if deployment.versions.filter(effective_from=effective_from).exists():
         raise ValidationError({"effective_from": "a version already starts at this time"})
     version = DeploymentVersion.objects.create(
