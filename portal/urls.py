@@ -30,3 +30,7 @@ urlpatterns = [
         name="api-docs",
     ),
 ]
+
+handler403 = "portal.views.permission_denied"
+handler404 = "portal.views.page_not_found"
+handler500 = "portal.views.server_error"

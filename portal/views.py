@@ -3,11 +3,14 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
+from django.http import HttpResponseServerError, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
 from django.utils.module_loading import import_string
 from django.views.decorators.http import require_POST, require_safe
 
 from portal.access import TOKEN_SCOPES, user_role
+from portal.api.errors import api_not_found, api_server_error
 from portal.decorators import role_required
 from portal.forms import TokenForm
 from portal.models import ApiToken, AuditEntry, Role
@@ -106,3 +109,26 @@ def audit(request):
             entries = entries.filter(**{name: request.GET[name]})
     page = Paginator(entries, 50).get_page(request.GET.get("page"))
     return render(request, "portal/audit.html", {"title": "Audit log", "page": page})
+
+
+def page_not_found(request, exception=None):
+    """404: JSON under /api/, else a page in the portal's shell."""
+    if request.path.startswith("/api/"):
+        return api_not_found(request, exception)
+    return render(request, "404.html", {"title": "Not found"}, status=404)
+
+
+def permission_denied(request, exception=None):
+    """403: JSON under /api/, else a page saying whose it is to grant."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(
+            {"errors": [{"field": "", "message": "your role may not do this"}]}, status=403
+        )
+    return render(request, "403.html", {"title": "Not allowed"}, status=403)
+
+
+def server_error(request):
+    """500: JSON under /api/, else a plain page (no database, no shell: it may be the cause)."""
+    if request.path.startswith("/api/"):
+        return api_server_error(request)
+    return HttpResponseServerError(render_to_string("500.html"))

@@ -6,7 +6,8 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DatabaseError, DataError
-from django.http import Http404
+from django.db.models import ProtectedError, RestrictedError
+from django.http import Http404, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -39,6 +40,13 @@ def exception_handler(exc, context):
     an `http_status` and `api_errors()` (each app's errors, mapped here once, not per view)."""
     if hasattr(exc, "http_status") and hasattr(exc, "api_errors"):
         return errors_response(exc.api_errors(), exc.http_status)
+    if isinstance(exc, ProtectedError | RestrictedError):  # a delete others still refer to
+        referring = getattr(exc, "protected_objects", None) or exc.restricted_objects
+        kinds = ", ".join(sorted({str(obj._meta.verbose_name_plural) for obj in referring}))
+        return errors_response(
+            [{"field": "", "message": f"still referenced by {kinds}: remove those first"}],
+            status.HTTP_409_CONFLICT,
+        )
     if isinstance(exc, DjangoValidationError):
         detail = exc.message_dict if hasattr(exc, "error_dict") else {"": exc.messages}
         exc = exceptions.ValidationError(detail)
@@ -80,3 +88,17 @@ def _is_unavailable(exc: DatabaseError) -> bool:
     from django.db import InterfaceError, OperationalError
 
     return isinstance(exc, OperationalError | InterfaceError)
+
+
+def api_not_found(request, exception=None) -> JsonResponse:
+    """An unknown /api/ path: the JSON error shape, not an HTML page."""
+    return JsonResponse(
+        {"errors": [{"field": "", "message": f"no API operation at {request.path}"}]}, status=404
+    )
+
+
+def api_server_error(request) -> JsonResponse:
+    return JsonResponse(
+        {"errors": [{"field": "", "message": "the server failed; the error is logged"}]},
+        status=500,
+    )
