@@ -66,6 +66,15 @@ def user_role(user: AbstractBaseUser | AnonymousUser) -> Role | None:
     return role
 
 
+def user_refusal(user: AbstractBaseUser | AnonymousUser) -> str | None:
+    """Why a member of a suspended or closed tenant is refused everything (sessions, sign-in,
+    tokens, every API call); None for everyone else (architecture.md, tenant status)."""
+    tenant = user_tenant(user)
+    if tenant is None or tenant.status == Tenant.Status.ACTIVE:
+        return None
+    return f"{tenant.name} is {tenant.get_status_display().lower()}: its members cannot sign in"
+
+
 def user_tenant(user: AbstractBaseUser | AnonymousUser) -> Tenant | None:
     """The tenant a tenant member belongs to (None for staff roles and anonymous users)."""
     if not user.is_authenticated:

@@ -6,7 +6,8 @@ from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from portal.models import ApiToken, Tenant
+from portal.access import user_refusal
+from portal.models import ApiToken
 from portal.services import token_digest
 
 
@@ -37,9 +38,8 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         user = token.user
         if not user.is_active:
             raise exceptions.AuthenticationFailed("User is inactive.")
-        membership = getattr(user, "membership", None) if hasattr(user, "membership") else None
-        if membership and membership.tenant.status == Tenant.Status.SUSPENDED:
-            raise exceptions.AuthenticationFailed("Tenant is suspended.")
+        if refusal := user_refusal(user):
+            raise exceptions.AuthenticationFailed(refusal)
         now = timezone.now()
         # Touch last use at most once a minute, so reads stay read-only in the common case.
         if token.last_used_at is None or now - token.last_used_at > timedelta(minutes=1):

@@ -3,6 +3,7 @@
 import time
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth import logout
 from django.core.exceptions import ValidationError
 from django.db import InterfaceError, OperationalError
@@ -10,6 +11,7 @@ from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, resolve_url
 from django.template.loader import render_to_string
 
+from portal.access import user_refusal
 from portal.services import audit_record
 
 SESSION_STARTED = "portal_session_started"
@@ -37,6 +39,26 @@ class SessionAbsoluteTimeoutMiddleware:
                 if request.path.startswith("/api/"):
                     return self.get_response(request)  # answered as unauthenticated
                 return redirect(f"{resolve_url(settings.LOGIN_URL)}?next={request.path}")
+        return self.get_response(request)
+
+
+class TenantStatusMiddleware:
+    """A session of a member whose tenant was suspended or closed ends at the next request,
+    page or API (tokens are refused in portal.authentication; sign-in in the login form)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        try:
+            refusal = user_refusal(request.user) if request.user.is_authenticated else None
+        except (OperationalError, InterfaceError):  # the view answers 503
+            return self.get_response(request)
+        if refusal:
+            logout(request)
+            if not request.path.startswith("/api/"):
+                messages.error(request, refusal)
+                return redirect(resolve_url(settings.LOGIN_URL))
         return self.get_response(request)
 
 

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
-from portal.access import TOKEN_SCOPES, user_role, user_tenant
+from portal.access import TOKEN_SCOPES, user_refusal, user_role, user_tenant
 from portal.models import ApiToken, AuditEntry, Membership, Role, Tenant
 
 TOKEN_PREFIX = "tfp_"  # noqa: S105 (a marker, not a secret)
@@ -93,6 +93,8 @@ def user_ensure(
 def token_create(*, user: User, name: str, scopes: Iterable[str]) -> tuple[ApiToken, str]:
     """Issue a token for `user` with `scopes` (limited by the user's role); returns the row and
     the clear token, which is shown once and never stored."""
+    if refusal := user_refusal(user):
+        raise ValidationError({"user": refusal})
     wanted = sorted(set(scopes))
     role = user_role(user)
     allowed = TOKEN_SCOPES.get(role, frozenset()) if role else frozenset()

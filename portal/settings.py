@@ -82,6 +82,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "portal.middleware.SessionAbsoluteTimeoutMiddleware",
+    "portal.middleware.TenantStatusMiddleware",
     "portal.middleware.DatabaseUnavailableMiddleware",
     "portal.middleware.BadInputMiddleware",
     "portal.middleware.ExportAuditMiddleware",

@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpResponseServerError, JsonResponse
@@ -9,7 +10,7 @@ from django.template.loader import render_to_string
 from django.utils.module_loading import import_string
 from django.views.decorators.http import require_POST, require_safe
 
-from portal.access import TOKEN_SCOPES, user_role
+from portal.access import TOKEN_SCOPES, user_refusal, user_role
 from portal.api.errors import api_not_found, api_server_error
 from portal.decorators import role_required
 from portal.forms import TokenForm
@@ -20,11 +21,22 @@ from portal.services import token_create, token_revoke
 ALL_ROLES = tuple(Role)
 
 
+class PortalAuthenticationForm(AuthenticationForm):
+    """Sign-in refused to members of a suspended or closed tenant, after the password
+    checked out (so it tells nothing to someone who does not know it)."""
+
+    def confirm_login_allowed(self, user) -> None:
+        super().confirm_login_allowed(user)
+        if refusal := user_refusal(user):
+            raise ValidationError(refusal, code="tenant_inactive")
+
+
 class LoginView(auth_views.LoginView):
     """Sign-in with a lockout: LOGIN_FAILURE_LIMIT failures for a username or from an
     address lock both out for LOGIN_LOCKOUT_SECONDS (answered 429)."""
 
     template_name = "portal/login.html"
+    authentication_form = PortalAuthenticationForm
     redirect_authenticated_user = True
 
     def post(self, request, *args, **kwargs):
