@@ -226,6 +226,8 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Metering, billing, SLA and KPIs (TEF, TFI, TFOM) of a token factory.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema has the same access as its docs page: signed in (a session or a token).
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "COMPONENT_SPLIT_REQUEST": True,
     # Swagger UI from the sidecar package: no CDN (factories are often air-gapped).
     "SWAGGER_UI_DIST": "SIDECAR",

@@ -38,3 +38,9 @@ def test_deleting_a_pool_its_deployments_use_is_a_409(db, users, token_client):
     assert response.status_code == 409
     assert "still referenced by deployments" in response.json()["errors"][0]["message"]
     assert operator.get("/api/v1/pools/h100-a").status_code == 200
+
+
+def test_the_api_schema_needs_a_sign_in_as_its_docs_do(client, users, token_client):
+    assert client.get("/api/schema/").status_code in (401, 403)
+    assert client.get("/api/docs/").status_code == 302  # to the sign-in page
+    assert token_client(users["tenant"]).get("/api/schema/").status_code == 200
