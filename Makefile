@@ -29,7 +29,7 @@ serve: install
 test: install
 	$(BIN)/lint-imports
 	scripts/ensure-system-packages.sh
-	scripts/with-services.sh $(PYTEST) -p no:cacheprovider
+	scripts/with-services.sh $(PYTEST) -p no:cacheprovider --durations=25
 	$(MAKE) --no-print-directory test-sqlite
 
 test-sqlite: install
