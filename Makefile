@@ -25,11 +25,13 @@ demo: install
 serve: install
 	$(BIN)/python manage.py runserver --noreload 127.0.0.1:8000
 
-# The whole suite on a throwaway PostgreSQL and Redis, then the both_backends tests on SQLite.
+# The whole suite on a throwaway PostgreSQL and Redis (two pytest-xdist workers, one per core;
+# the browser tests and the fault tests each stay together on one worker), then the
+# both_backends tests on SQLite.
 test: install
 	$(BIN)/lint-imports
 	scripts/ensure-system-packages.sh
-	scripts/with-services.sh $(PYTEST) -p no:cacheprovider --durations=25
+	scripts/with-services.sh $(PYTEST) -p no:cacheprovider -n 2 --dist loadgroup --durations=25
 	$(MAKE) --no-print-directory test-sqlite
 
 test-sqlite: install

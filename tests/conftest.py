@@ -13,6 +13,14 @@ from portal.services import token_create, user_ensure
 
 PASSWORD = "correct-horse-battery-staple"
 
+# make test runs the suite on two pytest-xdist workers (gw0, gw1), each with its own test
+# database (pytest-django), its own Redis database as the Celery broker of the workers its
+# tests start, and its own cache key prefix, so neither sees the other's tasks or lockouts.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if XDIST_WORKER and os.environ.get("TEST_BROKER_URL"):
+    _base, _, _ = os.environ["TEST_BROKER_URL"].rpartition("/")
+    os.environ["TEST_BROKER_URL"] = f"{_base}/{2 + int(XDIST_WORKER.removeprefix('gw'))}"
+
 # Property tests draw the same examples on every run ("repeatable"): a suite that passes
 # only on the days its random draws are kind is broken. HYPOTHESIS_PROFILE=explore draws anew.
 hypothesis_settings.register_profile("repeatable", derandomize=True, database=None)
@@ -39,15 +47,19 @@ on_every_clock = pytest.mark.parametrize(
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _fast_password_hashing():
+def _test_settings():
     """Argon2id spends 0.1–0.3 s on each hash by design, and most tests create four users:
     the suite hashes with MD5 first (Django's advice for test suites) and still verifies
-    the Argon2id hashes production writes (tests/portal/test_security.py holds that)."""
+    the Argon2id hashes production writes (tests/portal/test_security.py holds that). Each
+    xdist worker keeps its cache keys apart (quotas, sign-in lockouts)."""
     from django.conf import settings
     from django.test import override_settings
 
     fast = ["django.contrib.auth.hashers.MD5PasswordHasher", *settings.PASSWORD_HASHERS]
-    with override_settings(PASSWORD_HASHERS=fast):
+    caches = {
+        name: {**cache, "KEY_PREFIX": XDIST_WORKER} for name, cache in settings.CACHES.items()
+    }
+    with override_settings(PASSWORD_HASHERS=fast, CACHES=caches):
         yield
 
 
@@ -158,7 +170,7 @@ def live_worker(transactional_db, now):
         **clock_env(now),
     )
     root = Path(__file__).resolve().parents[1]
-    log_path = root / "var" / "test-worker.log"
+    log_path = root / "var" / f"test-worker{XDIST_WORKER}.log"
     log_path.parent.mkdir(exist_ok=True)
     with open(log_path, "w") as log:
         worker = subprocess.Popen(
@@ -200,3 +212,14 @@ def live_worker(transactional_db, now):
         except subprocess.TimeoutExpired:
             worker.kill()
         app.close()
+
+
+def pytest_collection_modifyitems(items):
+    """Under xdist (--dist loadgroup) the browser tests run together on one worker, and so do
+    the fault tests (they start servers and kill processes); the rest spread over both."""
+    for item in items:
+        path = item.path.as_posix()
+        if "/tests/e2e/" in path:
+            item.add_marker(pytest.mark.xdist_group("browser"))
+        elif path.endswith(("/test_faults.py", "/test_postgres_down.py", "/test_ledger_faults.py")):
+            item.add_marker(pytest.mark.xdist_group("faults"))

@@ -3,7 +3,7 @@
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from portal.periods import day_floor
+from portal.periods import day_floor, months_before
 
 DAYS = 30
 SEED = 20261130
@@ -76,8 +76,10 @@ EVENT_CHUNK = 5_000  # events per validate + ingest + fold round
 
 
 def demo_window(now: datetime) -> tuple[datetime, datetime]:
+    """The days of hourly rollups: from the first day of last month (at least DAYS back) to
+    the start of today, so the demo holds a closed month whatever day it is loaded on."""
     end = day_floor(now)
-    return end - timedelta(days=DAYS), end
+    return min(end - timedelta(days=DAYS), months_before(end, 1)), end
 
 
 def hour_output(busy_gpus: int, r_ref: float) -> float:

@@ -11,12 +11,12 @@ from typing import TextIO
 
 from django.db import transaction
 
+from metering.demo.parameters import demo_window
 from metering.models import Deployment, Incident, MaintenanceWindow, Pool
 from metering.services.sla.incidents import incident_create, incident_edit, incident_update_add
 from metering.services.sla.maintenance import maintenance_window_create
 from portal import clock
 from portal.demo import demo_step
-from portal.periods import day_floor
 
 DAYS = 30  # the demo's window: the 30 UTC days up to last midnight (as metering.demo)
 
@@ -25,11 +25,6 @@ MAJOR_TITLE = "Qwen3-235B requests failing on h200-a"
 PARTIAL_TITLE = "DeepSeek-R1 slow and partly failing on b200-a"
 
 MAINTENANCE_TITLE = "h100-a: NCCL and driver upgrade"
-
-
-def _start(now: datetime) -> datetime:
-    today = day_floor(now)
-    return today - timedelta(days=DAYS)
 
 
 def _major(day: datetime) -> None:
@@ -94,7 +89,7 @@ def _partial(day: datetime) -> None:
 @demo_step("metering: incidents and maintenance")
 @transaction.atomic
 def demo_incidents(*, stdout: TextIO) -> None:
-    start = _start(clock.now())
+    start, _ = demo_window(clock.now())
     made = []
     if not Incident.objects.filter(title=MAJOR_TITLE, started_at__gte=start).exists():
         _major(start + timedelta(days=9))

@@ -10,7 +10,6 @@ from django.db import transaction
 from metering.demo.last_day import demo_last_day
 from metering.demo.parameters import (
     AVAILABILITY,
-    DAYS,
     ERROR_RATE,
     INPUT_PER_OUTPUT,
     LATENCY_MU,
@@ -62,7 +61,7 @@ def _tenant_weights() -> dict[str, float]:
     return {slug: weight / total for slug, weight in weights.items()}
 
 
-@demo_step("metering: 30 days of capacity and usage")
+@demo_step("metering: capacity and usage from the first day of last month")
 @transaction.atomic
 def demo_usage(*, stdout) -> None:
     rng = random.Random(SEED)
@@ -108,7 +107,7 @@ def demo_usage(*, stdout) -> None:
                 )
     CapacitySample.objects.bulk_create(capacity, batch_size=2000, ignore_conflicts=True)
     progress = Progress(
-        stdout=stdout, label=f"{DAYS - 1} days of hourly rollups", total=len(hourly)
+        stdout=stdout, label=f"{hours // 24 - 1} days of hourly rollups", total=len(hourly)
     )
     for chunk in range(0, len(hourly), 5000):
         HourlyUsage.objects.bulk_create(hourly[chunk : chunk + 5000], batch_size=2000)

@@ -5,9 +5,10 @@ from datetime import timedelta
 import pytest
 
 from flywheel.selectors.tfom import tfom_measure
+from metering.demo.parameters import demo_window
 from portal import clock
 from portal.demo import demo_run
-from portal.periods import month_start, months_before
+from portal.periods import months_before
 from tests.conftest import on_every_clock
 from tests.e2e.conftest import SCREENSHOTS, login, screenshot
 
@@ -37,10 +38,10 @@ def test_investor_reads_the_tfom_view_with_trends_and_bands(now, demo, page):
     page.goto("/investor/")  # the last 30 days: the whole demo
     page.wait_for_selector("#trend-money-chart .main-svg")
     page.wait_for_selector("#trend-factor-chart .main-svg")
-    # The demo: the 30 days before today, then today up to now. Each of its months: revenue,
-    # COGS, opex, EBITDA, EBIT; TEF and TFI.
+    # The demo: from the first day of last month (30 days back at least) to today's start,
+    # then today up to now. Each of its months: revenue, COGS, opex, EBITDA, EBIT; TEF, TFI.
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    demo_start = today - timedelta(days=30)
+    demo_start, _ = demo_window(now)
     months = {(today - timedelta(days=d)).strftime("%Y-%m") for d in range(1, 31)}
     assert _points(page, "#trend-money-chart") >= 5 * len(months)
     assert _points(page, "#trend-factor-chart") >= 2 * len(months)
@@ -53,17 +54,12 @@ def test_investor_reads_the_tfom_view_with_trends_and_bands(now, demo, page):
     screenshot(page, "investor-view")
 
     page.goto("/investor/?period=last_month")
-    last_month = months_before(now, 1)
-    if demo_start >= month_start(now):
-        # On a month's last day the 30 demo days lie inside this month: none in the last.
-        assert page.get_by_text("No metered usage before the end of this period").is_visible()
-    else:
-        page.wait_for_selector("#trend-money-chart .main-svg")
-        page.wait_for_selector("#trend-factor-chart .main-svg")
-        # The trend ends with the period: one demo month, partial when the demo began in it.
-        assert _points(page, "#trend-money-chart") == 5
-        partial = page.get_by_text(f"* A partial month: {last_month:%b %Y} covers")
-        assert partial.is_visible() == (demo_start > last_month)
+    page.wait_for_selector("#trend-money-chart .main-svg")
+    page.wait_for_selector("#trend-factor-chart .main-svg")
+    # The trend ends with the period: last month, whole on every day the demo is loaded.
+    assert demo_start <= months_before(now, 1)
+    assert _points(page, "#trend-money-chart") == 5
+    assert not page.get_by_text("* A partial month").is_visible()
     table = page.get_by_role("table", name="Profit and loss")
     assert table.get_by_role("row", name="Revenue").first.is_visible()
     assert page.get_by_role("table", name="Industry bands").get_by_text("TEF").first.is_visible()

@@ -39,7 +39,8 @@ def _deploy_check(extra_env: dict[str, str]) -> subprocess.CompletedProcess:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in {"DEBUG", "SECRET_KEY", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+        # production settings: no test clock either (PORTAL_NOW is refused with DEBUG off)
+        if k not in {"DEBUG", "SECRET_KEY", "DJANGO_ALLOW_ASYNC_UNSAFE", "PORTAL_NOW"}
     }
     env.update(extra_env)
     return subprocess.run(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import clock_env
+from tests.conftest import XDIST_WORKER, clock_env
 from tests.reliability.world import world_build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,7 +88,7 @@ def reliability_worker(transactional_db, now, tmp_path):
         **clock_env(now),
         RELIABILITY_FAULT_DIR=str(tmp_path),
     )
-    log_path = ROOT / "var" / "test-reliability-worker.log"
+    log_path = ROOT / "var" / f"test-reliability-worker{XDIST_WORKER}.log"
     log_path.parent.mkdir(exist_ok=True)
     app = Celery("test-client", broker=broker, backend=broker)
     app.conf.task_serializer = "json"
