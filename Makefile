@@ -26,8 +26,7 @@ serve: install
 	$(BIN)/python manage.py runserver --noreload 127.0.0.1:8000
 
 # The whole suite on a throwaway PostgreSQL and Redis (two pytest-xdist workers, one per core;
-# the browser tests and the fault tests each stay together on one worker), then the
-# both_backends tests on SQLite.
+# the fault tests stay together on one worker), then the both_backends tests on SQLite.
 test: install
 	$(BIN)/lint-imports
 	scripts/ensure-system-packages.sh

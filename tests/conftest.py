@@ -14,8 +14,8 @@ from portal.services import token_create, user_ensure
 PASSWORD = "correct-horse-battery-staple"
 
 # make test runs the suite on two pytest-xdist workers (gw0, gw1), each with its own test
-# database (pytest-django), its own Redis database as the Celery broker of the workers its
-# tests start, and its own cache key prefix, so neither sees the other's tasks or lockouts.
+# database (pytest-django), and Redis databases of its own for the Celery broker of the
+# workers its tests start and for the cache, so neither sees the other's tasks or lockouts.
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 if XDIST_WORKER and os.environ.get("TEST_BROKER_URL"):
     _base, _, _ = os.environ["TEST_BROKER_URL"].rpartition("/")
@@ -46,19 +46,25 @@ on_every_clock = pytest.mark.parametrize(
 )
 
 
+def _worker_cache(cache: dict) -> dict:
+    if not XDIST_WORKER or not str(cache.get("LOCATION", "")).startswith("redis://"):
+        return cache
+    base, _, _ = cache["LOCATION"].rpartition("/")
+    return {**cache, "LOCATION": f"{base}/{10 + int(XDIST_WORKER.removeprefix('gw'))}"}
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _test_settings():
     """Argon2id spends 0.1–0.3 s on each hash by design, and most tests create four users:
     the suite hashes with MD5 first (Django's advice for test suites) and still verifies
     the Argon2id hashes production writes (tests/portal/test_security.py holds that). Each
-    xdist worker keeps its cache keys apart (quotas, sign-in lockouts)."""
+    xdist worker has a Redis database of its own for the cache (quotas, sign-in lockouts;
+    some tests clear it)."""
     from django.conf import settings
     from django.test import override_settings
 
     fast = ["django.contrib.auth.hashers.MD5PasswordHasher", *settings.PASSWORD_HASHERS]
-    caches = {
-        name: {**cache, "KEY_PREFIX": XDIST_WORKER} for name, cache in settings.CACHES.items()
-    }
+    caches = {name: _worker_cache(cache) for name, cache in settings.CACHES.items()}
     with override_settings(PASSWORD_HASHERS=fast, CACHES=caches):
         yield
 
@@ -215,11 +221,8 @@ def live_worker(transactional_db, now):
 
 
 def pytest_collection_modifyitems(items):
-    """Under xdist (--dist loadgroup) the browser tests run together on one worker, and so do
-    the fault tests (they start servers and kill processes); the rest spread over both."""
+    """Under xdist (--dist loadgroup) the fault tests run together on one worker (they start
+    servers, crash them and kill processes); the rest, browser tests included, spread."""
     for item in items:
-        path = item.path.as_posix()
-        if "/tests/e2e/" in path:
-            item.add_marker(pytest.mark.xdist_group("browser"))
-        elif path.endswith(("/test_faults.py", "/test_postgres_down.py", "/test_ledger_faults.py")):
+        if item.path.name in ("test_faults.py", "test_postgres_down.py", "test_ledger_faults.py"):
             item.add_marker(pytest.mark.xdist_group("faults"))
