@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from metering.domain.usage.body import BatchError, PayloadTooLarge, decode_batch, decompress_body
 from metering.domain.usage.dedupe import dedupe_within_batch
-from metering.domain.usage.fields import MAX_TOKENS, EventError, EventIn
+from metering.domain.usage.fields import BAD_LATENCY, MAX_TOKENS, EventError, EventIn
 from metering.domain.usage.hashing import payload_hash
 from metering.domain.usage.json_batch import validate_json_batch
 from metering.domain.usage.validation import validate_events
@@ -316,15 +316,18 @@ def test_validate_events_checks_source_like_id():
 @pytest.mark.parametrize("field", ["ttft_ms", "tpot_ms", "latency_ms"])
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, -0.5, -1, True, "120", [1]])
 def test_validate_events_rejects_bad_latency(field, value):
-    assert _errors(**{field: value}) == [
-        EventError(0, field, "must be a non-negative finite number")
-    ]
+    assert _errors(**{field: value}) == [EventError(0, field, BAD_LATENCY)]
+
+
+@pytest.mark.parametrize("field", ["ttft_ms", "tpot_ms", "latency_ms"])
+def test_validate_events_bounds_latency_to_a_day(field):
+    assert _errors(**{field: 86_400_000}) == []
+    assert _errors(**{field: 86_400_000.5}) == [EventError(0, field, BAD_LATENCY)]
+    assert _errors(**{field: 2**63}) == [EventError(0, field, BAD_LATENCY)]
 
 
 def test_validate_events_rejects_latency_too_large_for_a_float():
-    assert _errors(latency_ms=10**400) == [
-        EventError(0, "latency_ms", "must be a non-negative finite number")
-    ]
+    assert _errors(latency_ms=10**400) == [EventError(0, "latency_ms", BAD_LATENCY)]
 
 
 def test_validate_events_rejects_unknown_field():
@@ -393,7 +396,7 @@ def test_validate_events_reports_every_error_of_every_event():
     assert errors == [
         EventError(1, "id", "is required"),
         EventError(1, "input_tokens", "must be a non-negative integer"),
-        EventError(1, "ttft_ms", "must be a non-negative finite number"),
+        EventError(1, "ttft_ms", BAD_LATENCY),
         EventError(1, "colour", "is not a known field"),
         EventError(3, "", "must be a JSON object"),
         EventError(4, "time", "must include a time zone (Z or +hh:mm)"),

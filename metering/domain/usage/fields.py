@@ -47,7 +47,8 @@ BAD_TOKENS = "must be a non-negative integer"
 
 TOO_MANY_TOKENS = f"must be at most {MAX_TOKENS}"
 
-BAD_LATENCY = "must be a non-negative finite number"
+MAX_LATENCY_MS: Final = 86_400_000  # a request's latency figures are within a day
+BAD_LATENCY = "must be a number of milliseconds from 0 to 86400000 (a day)"
 
 BAD_TIME = "must be an RFC 3339 date-time such as 2026-01-01T00:00:00Z"
 

@@ -11,6 +11,7 @@ import msgspec
 from metering.domain.usage.fields import (
     FUTURE_TOLERANCE,
     ID_MAX_LENGTH,
+    MAX_LATENCY_MS,
     MAX_TOKENS,
     SLUG_MAX_LENGTH,
     EventIn,
@@ -30,8 +31,6 @@ _Slug = Annotated[str, msgspec.Meta(pattern=r"^[-a-zA-Z0-9_]+\Z", max_length=SLU
 _Tokens = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]
 
 _Latency = Annotated[float, msgspec.Meta(ge=0)]
-
-_EXACT_FLOAT_LIMIT: Final = 2.0**53  # larger JSON integers: left to validate_events
 
 
 class _JsonEvent(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -94,7 +93,7 @@ def validate_json_batch(
         for value in (ttft_ms, tpot_ms, latency_ms):
             # -0.0 (from "-0" or "-0.0": validate_events tells them apart) and huge values
             if value is not None and not (
-                value < _EXACT_FLOAT_LIMIT and math.copysign(1.0, value) > 0
+                value <= MAX_LATENCY_MS and math.copysign(1.0, value) > 0
             ):
                 return None
         status = "ok" if item.status is None else item.status

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -17,6 +16,7 @@ from metering.domain.usage.fields import (
     FUTURE_TIME,
     FUTURE_TOLERANCE,
     ID_MAX_LENGTH,
+    MAX_LATENCY_MS,
     MAX_TOKENS,
     NOT_OBJECT,
     REQUIRED,
@@ -207,12 +207,9 @@ def _token_problem(value: Any) -> str:
 def _latency(value: Any, index: int, field: str, errors: list[EventError]) -> float | None:
     kind = type(value)
     if kind is float:
-        if value >= 0.0 and math.isfinite(value):  # NaN fails the comparison
+        if 0.0 <= value <= MAX_LATENCY_MS:  # NaN and infinities fail the comparison
             return value
-    elif kind is int and value >= 0:
-        try:
-            return float(value)
-        except OverflowError:
-            pass
+    elif kind is int and 0 <= value <= MAX_LATENCY_MS:
+        return float(value)
     errors.append(EventError(index, field, BAD_LATENCY))
     return None
