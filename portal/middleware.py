@@ -12,6 +12,7 @@ from django.shortcuts import redirect, resolve_url
 from django.template.loader import render_to_string
 
 from portal.access import user_refusal
+from portal.errors import FieldError
 from portal.services import audit_record
 
 SESSION_STARTED = "portal_session_started"
@@ -73,7 +74,14 @@ class BadInputMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exception):
-        if isinstance(exception, ValidationError) and not request.path.startswith("/api/"):
+        if request.path.startswith("/api/"):
+            return None
+        if isinstance(exception, FieldError):
+            problems = [f"{exception.field}: {exception.message}"]
+            return HttpResponseBadRequest(
+                render_to_string("400.html", {"problems": problems}, request=request)
+            )
+        if isinstance(exception, ValidationError):
             problems = (
                 [
                     f"{field}: {' '.join(messages)}"

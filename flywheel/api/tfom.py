@@ -1,4 +1,4 @@
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -6,7 +6,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flywheel.domain.tfom import DEFAULT_BASELINE_TEF
+from flywheel.domain.tfom import baseline_tef_parse
 from flywheel.filters import CostModelFilterSet
 from flywheel.models import CostModel, FactoryCosts
 from flywheel.selectors.measurement import FACTORY, FactoryData
@@ -215,20 +215,6 @@ class FactoryCostsViewSet(EffectiveDatedViewSet):
         return factory_costs_create(**data, by=self.request.user)
 
 
-def _baseline_tef(value: str | None) -> Decimal:
-    if not value:
-        return DEFAULT_BASELINE_TEF
-    try:
-        baseline = Decimal(value)
-    except InvalidOperation:
-        baseline = None
-    if baseline is None or not baseline.is_finite() or baseline <= 0:
-        raise serializers.ValidationError(
-            {"baseline_tef": ["must be a positive number, e.g. 0.30"]}
-        )
-    return baseline
-
-
 class TfomView(APIView):
     """Every TFOM figure of kpis.md sections 4-5 for the factory or one pool over [from, to)
     (default: this month so far): the KPI keys plus the P&L, unit economics, ROI, payback
@@ -248,7 +234,7 @@ class TfomView(APIView):
     def get(self, request):
         period = period_from_query(request.query_params)
         scope = request.query_params.get("scope") or FACTORY
-        baseline = _baseline_tef(request.query_params.get("baseline_tef"))
+        baseline = baseline_tef_parse(request.query_params.get("baseline_tef"))
         data = FactoryData(start=period.start, end=period.end)
         tfom = tfom_measure(
             scope=scope,

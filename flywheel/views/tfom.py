@@ -3,8 +3,6 @@ reports of finance (a month or a quarter as HTML, CSV, XLSX or PDF)."""
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 import plotly.graph_objects as go
 from django.conf import settings
 from django.http import Http404, HttpResponse
@@ -18,7 +16,7 @@ from flywheel.domain.reports.explain import EXPLAIN, RENTAL_BAND
 from flywheel.domain.reports.formats import report_money
 from flywheel.domain.reports.model import TfomReport
 from flywheel.domain.reports.xlsx import report_xlsx
-from flywheel.domain.tfom import DEFAULT_BASELINE_TEF
+from flywheel.domain.tfom import baseline_tef_parse
 from flywheel.selectors.measurement import FactoryData
 from flywheel.selectors.report_periods import report_period_parse, report_periods
 from flywheel.selectors.reports import tfom_report_build
@@ -113,21 +111,13 @@ def trend_factor_chart(points: list[TrendMonth]) -> go.Figure:
     return fig
 
 
-def _baseline_tef(value: str | None) -> Decimal:
-    try:
-        baseline = Decimal(value) if value else DEFAULT_BASELINE_TEF
-    except ArithmeticError:
-        return DEFAULT_BASELINE_TEF
-    return baseline if baseline.is_finite() and 0 < baseline <= 1 else DEFAULT_BASELINE_TEF
-
-
 @require_safe
 @role_required(Role.INVESTOR, Role.FINANCE, Role.OPERATOR)
 def investor(request):
     """Revenue, margins, EBITDA, ROI, payback, equivalent GPUs and avoided capex of the
     period, monthly trends and industry bands, explained for non-specialists."""
     period, preset = period_from_preset(request.GET)
-    baseline = _baseline_tef(request.GET.get("baseline_tef"))
+    baseline = baseline_tef_parse(request.GET.get("baseline_tef"))
     trend_start = tfom_trend_start(end=period.end, months=TREND_MONTHS)
     data = FactoryData(
         start=min(period.start, trend_start) if trend_start else period.start, end=period.end

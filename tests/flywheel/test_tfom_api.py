@@ -362,3 +362,18 @@ def test_tfom_measure_raises_for_a_pool_without_cost_model(db):
         tfom_measure(scope="factory", start=APRIL_START, end=MAY_START)
     assert caught.value.field == "cost_model"
     assert "bare" in caught.value.message
+
+
+@pytest.mark.parametrize("value", ["0", "-0.3", "2", "1e309", "nan", "abc"])
+def test_baseline_tef_outside_zero_to_one_is_a_400_naming_it(users, token_client, value):
+    response = token_client(users["finance"]).get(f"/api/v1/tfom?baseline_tef={value}")
+
+    assert response.status_code == 400
+    assert [e["field"] for e in response.json()["errors"]] == ["baseline_tef"]
+
+
+def test_baseline_tef_on_the_investor_page_is_the_same_rule(users, session_client):
+    investor = session_client(users["investor"])
+
+    assert investor.get("/investor/?baseline_tef=2").status_code == 400
+    assert investor.get("/investor/?baseline_tef=1").status_code == 200
