@@ -166,3 +166,18 @@ def test_operators_and_tenants_may_not_open_reports(users, client):
     for role in ("operator", "tenant"):
         client.force_login(users[role])
         assert client.get("/reports/tfom/?period=2026-04&format=csv").status_code == 403
+
+
+def test_report_xlsx_writes_a_formula_looking_name_as_text(finance, users, token_client):
+    from openpyxl import load_workbook
+
+    admin = token_client(users["operator"], scopes=["admin", "read"])
+    name = '=HYPERLINK("http://attacker.invalid","click")'
+    assert admin.patch("/api/v1/pools/h100-a", {"name": name}, format="json").status_code == 200
+
+    response = finance.get("/reports/tfom/?period=2026-04&format=xlsx")
+    by_pool = load_workbook(io.BytesIO(response.content))["By pool"]
+    labels = [row[0] for row in by_pool.iter_rows(min_row=2)]
+
+    assert labels and all(cell.data_type == "s" for cell in labels)
+    assert labels[0].value.startswith(name)

@@ -68,9 +68,20 @@ def report_xlsx(report: TfomReport) -> bytes:
         for column in ("D", "E", "F"):
             sheet.column_dimensions[column].width = 30
         sheet.freeze_panes = "A2"
+    _text_is_text(book)
     out = io.BytesIO()
     book.save(out)
     return out.getvalue()
+
+
+def _text_is_text(book) -> None:
+    """A name that starts like a formula (a pool called "=HYPERLINK(…)") is written as the
+    text it is, never as a live formula (openpyxl types any "=…" string as a formula)."""
+    for sheet in book.worksheets:
+        for row in sheet.iter_rows():
+            for cell in row:
+                if cell.data_type == "f":
+                    cell.data_type = "s"
 
 
 def _sheet_title(title: str) -> str:
