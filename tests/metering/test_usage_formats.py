@@ -656,3 +656,16 @@ def test_trace_events_refuses_unknown_layout(tmp_path):
 
     with pytest.raises(ValueError, match="not an Azure, BurstGPT or Mooncake trace"):
         list(trace_events(path=path, tenant="acme", model="m"))
+
+
+def test_cloudevents_to_items_requires_a_source():
+    """CloudEvents 1.0 makes `source` required: an event without one is refused, naming it."""
+    no_source = _cloudevent()
+    del no_source["source"]
+
+    _, errors = cloudevents_to_items(items=[no_source, _cloudevent(source="")])
+
+    assert [(e.index, e.field, e.message) for e in errors] == [
+        (0, "source", "is required"),
+        (1, "source", "must be a non-empty string"),
+    ]

@@ -282,6 +282,11 @@ def _cloudevent_problems(event: dict[str, Any]) -> list[tuple[str, str]]:
         problems.append(("specversion", REQUIRED))
     elif specversion != "1.0":
         problems.append(("specversion", 'must be "1.0"'))
+    source = event.get("source")  # CloudEvents 1.0: a required, non-empty URI-reference
+    if source is None:
+        problems.append(("source", REQUIRED))
+    elif type(source) is not str or not source:
+        problems.append(("source", "must be a non-empty string"))
     event_type = event.get("type")
     if event_type is None:
         problems.append(("type", REQUIRED))
