@@ -245,7 +245,7 @@ def cloudevents_to_items(
 ) -> tuple[list[dict[str, Any] | None], list[EventError]]:
     """Events from a decoded CloudEvents 1.0 batch (application/cloudevents-batch+json).
 
-    Requires ``specversion`` "1.0" and a ``type``; ``id``, ``source`` and ``time`` become the
+    Requires ``specversion`` "1.0", a ``source`` and a ``type``; ``id``, ``source`` and ``time`` become the
     event's (time is required: a now() default would make every replay a conflict), and
     (source, id) is the dedup key. ``data`` must be an object holding the other event
     fields; the tenant is ``data.tenant``, else ``subject``. Other data keys are refused
