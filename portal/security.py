@@ -9,12 +9,18 @@ import hashlib
 import logging
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import caches
+from django.utils.connection import ConnectionProxy
 from rest_framework.throttling import SimpleRateThrottle
 
 from portal.models import ApiToken, Scope
 
 log = logging.getLogger(__name__)
+# The cache alias both count in. Every web process must share it (Redis: REDIS_URL), or
+# failures spread over processes never lock and each process grants the full quota; the
+# deploy check portal.W001 (portal.checks) warns when it is per process.
+CACHE_ALIAS = "default"
+cache = ConnectionProxy(caches, CACHE_ALIAS)
 IP_LIMIT_FACTOR = 4
 
 

@@ -1,15 +1,20 @@
 """Sign-in lockout, API quotas, session timeouts, CSRF, append-only audit, database down."""
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
+from django.core import checks
 from django.core.cache import cache
 from django.db import DatabaseError, OperationalError, connection, transaction
 from rest_framework.test import APIClient
 
 from portal.middleware import SESSION_STARTED
 from portal.models import AuditEntry
-from portal.security import QuotaThrottle
+from portal.security import QuotaThrottle, login_failed, login_locked_for
 from portal.services import audit_record
 from tests.conftest import PASSWORD
 
@@ -155,3 +160,76 @@ def test_production_hashes_passwords_with_argon2id_and_the_suite_still_verifies_
 
     assert user.password.startswith("argon2$argon2id$")
     assert authenticate(username="argon", password="argon-password-1") == user
+
+
+# One web process counts three failures and another two: with the shared cache (Redis) the
+# username is locked, as one process with five failures would be.
+OTHER_PROCESS_FAILS = """
+import django
+django.setup()
+from portal.security import login_failed
+for _ in range(3):
+    login_failed(username="spread-out", ip="10.0.0.1")
+"""
+
+
+def test_failures_in_two_processes_add_up_to_a_lockout(db, settings):
+    location = str(settings.CACHES["default"].get("LOCATION", ""))
+    if not location.startswith("redis://"):
+        pytest.skip("needs REDIS_URL (scripts/with-services.sh starts a throwaway Redis)")
+    settings.LOGIN_FAILURE_LIMIT = 5
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings", "REDIS_URL": location}
+    subprocess.run(
+        [sys.executable, "-c", OTHER_PROCESS_FAILS],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        check=True,
+        timeout=60,
+    )
+    assert login_locked_for(username="spread-out", ip="10.0.0.2") == 0
+    login_failed(username="spread-out", ip="10.0.0.2")
+    login_failed(username="spread-out", ip="10.0.0.2")
+
+    assert login_locked_for(username="spread-out", ip="10.0.0.2") == 15 * 60
+
+
+LOCAL_CACHE_WARNING = (
+    "The cache that counts sign-in failures and API quotas (CACHES['default']) is "
+    "django.core.cache.backends.locmem.LocMemCache: each process counts on its own, so "
+    "failures spread over processes never lock an account out and every process grants "
+    "the full quota."
+)
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "django.core.cache.backends.locmem.LocMemCache",
+        "django.core.cache.backends.dummy.DummyCache",
+    ],
+)
+def test_deploy_check_warns_when_lockout_and_quotas_are_counted_per_process(settings, backend):
+    settings.CACHES = {"default": {"BACKEND": backend}}
+
+    warnings = [
+        m for m in checks.run_checks(include_deployment_checks=True) if m.id == "portal.W001"
+    ]
+
+    assert [w.msg for w in warnings] == [LOCAL_CACHE_WARNING.replace(
+        "django.core.cache.backends.locmem.LocMemCache", backend)]  # fmt: skip
+    assert warnings[0].hint == "Set REDIS_URL so that every process shares one Redis cache."
+    assert warnings[0].level == checks.WARNING
+
+
+def test_deploy_check_is_quiet_with_redis_and_outside_deploy(settings):
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    assert [m.id for m in checks.run_checks() if m.id == "portal.W001"] == []
+
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:6379/1",
+        }
+    }
+    deploy = checks.run_checks(include_deployment_checks=True)
+    assert [m.id for m in deploy if m.id == "portal.W001"] == []
