@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from billing.api.pricing import CommercialRead
 from billing.filters import InvoiceFilterSet
 from billing.models import Invoice, InvoiceLine
-from billing.services.invoices import InvoiceError, invoice_finalize, invoice_pay, invoice_void
+from billing.services.invoices import invoice_finalize, invoice_pay, invoice_void
 from portal.access import tenant_scoped
 
 
@@ -70,17 +70,16 @@ class InvoiceViewSet(viewsets.ReadOnlyModelViewSet):
         )
 
     def _act(self, operation, **kwargs):
-        invoice = self.get_object()
-        try:
-            invoice = operation(invoice=invoice, by=self.request.user, **kwargs)
-        except InvoiceError as error:
-            raise serializers.ValidationError({"status": [str(error)]}) from None
+        # A state that does not allow the operation is the service's InvoiceError, answered
+        # by the API's exception handler naming `status` (409 when finalizing past draft).
+        invoice = operation(invoice=self.get_object(), by=self.request.user, **kwargs)
         return Response(self.get_serializer(self.get_queryset().get(pk=invoice.pk)).data)
 
     @extend_schema(request=None, responses=InvoiceSerializer)
     @action(detail=True, methods=["post"])
     def finalize(self, request, pk=None):
-        """Issue a draft: number it and post it to the ledger."""
+        """Issue a draft: number it and post it to the ledger. An invoice past draft is a
+        409 naming its state (`invoice INV-… is issued`)."""
         return self._act(invoice_finalize)
 
     @extend_schema(request=None, responses=InvoiceSerializer)

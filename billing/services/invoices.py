@@ -47,7 +47,20 @@ LIVE = (Invoice.Status.ISSUED, Invoice.Status.PAID)
 
 
 class InvoiceError(Exception):
-    """An invoice operation that the invoice's state does not allow."""
+    """An invoice operation that the invoice's state does not allow; the API answers it
+    naming `status`."""
+
+    http_status = 400
+
+    def api_errors(self) -> list[dict]:
+        return [{"field": "status", "message": str(self)}]
+
+
+class InvoiceConflict(InvoiceError):
+    """Finalizing an invoice that is no longer a draft: a 409, so a retried request learns
+    the invoice's state instead of being told it succeeded."""
+
+    http_status = 409
 
 
 @dataclass
@@ -223,10 +236,10 @@ def _next_number(year: int) -> str:
 def invoice_finalize(*, invoice: Invoice, by=None, now: datetime | None = None) -> Invoice:
     """Issue a draft: number it (INV-YYYY-NNNNNN by the UTC year of issue, gapless) and post
     it to the ledger, in one transaction; one totalling 0.00 is paid at once (no payment
-    moves money). An invoice already issued is returned as is."""
+    moves money). An invoice past draft (issued, paid or void) is refused naming its state."""
     invoice = Invoice.objects.select_for_update().get(pk=invoice.pk)
     if invoice.status != Invoice.Status.DRAFT:
-        return invoice
+        raise InvoiceConflict(f"invoice {invoice} is {invoice.status}; only a draft is finalized")
     now = now or clock.now()
     invoice.number = _next_number(now.year)
     invoice.issue_transaction = ledger_post(
@@ -333,23 +346,24 @@ def invoice_run(*, month_start: datetime, by=None, now: datetime | None = None) 
     run = InvoiceRun(month_start=start)
     for tenant in _tenants_to_invoice(start):
         try:
-            invoice, created = invoice_draft(tenant=tenant, month_start=start)
+            invoice, _ = invoice_draft(tenant=tenant, month_start=start)
         except RatingError as error:
             run.errors[tenant.slug] = str(error)
             continue
         except IntegrityError:  # a concurrent run drafted it first
-            invoice, created = (
-                Invoice.objects.exclude(status=Invoice.Status.VOID).get(
-                    tenant=tenant, period_start=start
-                ),
-                False,
+            invoice = Invoice.objects.exclude(status=Invoice.Status.VOID).get(
+                tenant=tenant, period_start=start
             )
         if invoice is None:
             run.nothing_due.append(tenant.slug)
             continue
-        was_draft = invoice.status == Invoice.Status.DRAFT
-        invoice = invoice_finalize(invoice=invoice, by=by, now=now)
-        (run.issued if created or was_draft else run.existing).append(invoice)
+        if invoice.status != Invoice.Status.DRAFT:
+            run.existing.append(invoice)
+            continue
+        try:
+            run.issued.append(invoice_finalize(invoice=invoice, by=by, now=now))
+        except InvoiceConflict:  # a concurrent run issued it first
+            run.existing.append(Invoice.objects.get(pk=invoice.pk))
     # Close the month's SLA: its credits go onto the next month's invoices.
     run.sla_credits = sla_month_close(month_start=start, by=by, now=now)
     return run

@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
 from billing.models import Invoice, InvoiceLine, LedgerTransaction, Posting
-from billing.services.invoices import invoice_finalize, invoice_pay, invoice_void
+from billing.services.invoices import (
+    InvoiceError,
+    invoice_finalize,
+    invoice_pay,
+    invoice_void,
+)
 from billing.services.ledger import (
     LedgerError,
     Leg,
@@ -307,6 +312,23 @@ def test_void_posts_a_linked_reversal(db):
     assert all(total == 0 for total in account_balances().values())
     with pytest.raises(LedgerError, match="already reversed"):
         ledger_reverse(entry=invoice.issue_transaction, memo="twice")
+
+
+@pytest.mark.both_backends
+def test_invoice_finalize_refuses_an_issued_invoice_as_a_conflict(db):
+    tenant = Tenant.objects.create(slug="t", name="T")
+    lines = [("usage", Decimal("10.00"), Decimal("1.00"), Decimal("9.00"))]
+    invoice = invoice_finalize(invoice=_draft(tenant, lines))
+    postings = Posting.objects.count()
+
+    with pytest.raises(InvoiceError) as refused:
+        invoice_finalize(invoice=invoice)
+
+    assert refused.value.http_status == 409
+    assert str(refused.value) == f"invoice {invoice.number} is issued; only a draft is finalized"
+    assert Posting.objects.count() == postings
+    invoice.refresh_from_db()
+    assert (invoice.status, invoice.number) == ("issued", f"INV-{clock.now().year}-000001")
 
 
 @pytest.mark.postgres_only

@@ -5,8 +5,9 @@ from decimal import Decimal
 import pytest
 from rest_framework.test import APIClient
 
-from billing.models import Contract, Invoice, Price
+from billing.models import Contract, Invoice, Posting, Price
 from billing.services.invoices import invoice_run
+from portal.models import AuditEntry
 from tests.billing.factories import MARCH, make_contract, make_priced_model, post_usage
 
 pytestmark = pytest.mark.both_backends
@@ -170,6 +171,36 @@ def test_finance_pays_and_voids(finance, invoices):
     cash = finance.get("/api/v1/ledger?account=cash").json()["results"]
     assert [(row["amount"], row["kind"]) for row in cash] == [("17.6000", "payment")]
     assert Invoice.objects.get(pk=b.pk).status == "void"
+
+
+@pytest.mark.parametrize("state", ["issued", "paid", "void"])
+def test_finalize_of_an_invoice_past_draft_is_a_conflict_naming_its_state(finance, invoices, state):
+    invoice = invoices["tenant-a"]
+    if state != "issued":
+        finance.post(f"/api/v1/invoices/{invoice.pk}/{'pay' if state == 'paid' else 'void'}")
+    before = (
+        list(Invoice.objects.order_by("pk").values_list("pk", "status", "number")),
+        Posting.objects.count(),
+        AuditEntry.objects.count(),
+    )
+
+    response = finance.post(f"/api/v1/invoices/{invoice.pk}/finalize")
+
+    assert response.status_code == 409
+    assert response.json() == {
+        "errors": [
+            {
+                "field": "status",
+                "message": f"invoice {invoice.number} is {state}; only a draft is finalized",
+            }
+        ]
+    }
+    after = (
+        list(Invoice.objects.order_by("pk").values_list("pk", "status", "number")),
+        Posting.objects.count(),
+        AuditEntry.objects.count(),
+    )
+    assert after == before
 
 
 def test_investor_cannot_read_invoices_or_write_prices(users, invoices):

@@ -94,6 +94,7 @@ KILL_WITHIN = {
 TARGETED = {"finalize", "pay", "void", "reverse"}  # act on something that may not exist yet
 SINGLE_TRANSACTION = {"draft", "finalize", "pay", "void", "credit", "reverse"}
 REFUSALS = {  # the service's own refusal of an operation its target's state does not allow
+    "finalize": InvoiceError,  # past draft: a conflict
     "pay": InvoiceError,
     "void": InvoiceError,
     "reverse": LedgerError,
@@ -321,6 +322,8 @@ def _target(op: Op):
 
 
 def _may_refuse(op: Op, target) -> bool:
+    if op.kind == "finalize":
+        return target.status != Invoice.Status.DRAFT
     if op.kind in ("pay", "void"):
         return target.status != Invoice.Status.ISSUED
     if op.kind == "reverse":
@@ -329,9 +332,7 @@ def _may_refuse(op: Op, target) -> bool:
 
 
 def _is_no_op(op: Op, target) -> bool:
-    """Finalizing what is issued already, drafting what exists: returned as they are."""
-    if op.kind == "finalize":
-        return target.status != Invoice.Status.DRAFT
+    """Drafting what exists: returned as it is."""
     return op.kind == "draft" and target is not None
 
 
