@@ -1,5 +1,8 @@
-"""Periods `[from, to)` from query strings: RFC 3339 or dates, UTC; default this month so far."""
+"""Periods `[start, end)`, UTC, and the one resolver of kpis.md section 0: every page, API
+operation and export asks `period_resolve` which window a request means and which part of it
+can be measured."""
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
@@ -7,6 +10,11 @@ from django.core.exceptions import ValidationError
 from django.utils.dateparse import parse_date, parse_datetime
 
 from portal import clock
+from portal.errors import FieldError
+
+# Requests are bounded (kpis.md section 0): bounds within these years, at most this long.
+FIRST_YEAR, LAST_YEAR = 2000, 2100
+LONGEST = timedelta(days=3 * 365 + 1)
 
 
 @dataclass(frozen=True)
@@ -52,34 +60,14 @@ def next_month(moment: datetime) -> datetime:
 
 def months_before(moment: datetime, months: int) -> datetime:
     """The first instant of the UTC month `months` before the one holding `moment`."""
+    return months_after(moment, -months)
+
+
+def months_after(moment: datetime, months: int) -> datetime:
+    """The first instant of the UTC month `months` after the one holding `moment`."""
     start = month_start(moment)
-    index = start.year * 12 + start.month - 1 - months
+    index = start.year * 12 + start.month - 1 + months
     return start.replace(year=index // 12, month=index % 12 + 1)
-
-
-def _parse(value: str, field: str) -> datetime:
-    day = parse_date(value) if len(value) == 10 else None
-    if day is not None:
-        return datetime.combine(day, time.min, tzinfo=UTC)
-    try:
-        parsed = parse_datetime(value)
-    except ValueError:
-        parsed = None
-    if parsed is None:
-        raise ValidationError({field: "must be an RFC 3339 date-time or a YYYY-MM-DD date"})
-    if parsed.tzinfo is None:
-        raise ValidationError({field: "must include a time zone (Z or +hh:mm)"})
-    return parsed.astimezone(UTC)
-
-
-def period_from_query(params, *, now: datetime | None = None) -> Period:
-    """`from`/`to` of a request (missing: the current calendar month so far)."""
-    now = now or clock.now()
-    start = _parse(params["from"], "from") if params.get("from") else month_start(now)
-    end = _parse(params["to"], "to") if params.get("to") else max(now, start + timedelta(seconds=1))
-    if end <= start:
-        raise ValidationError({"to": "must be after from"})
-    return Period(start, end)
 
 
 def day_bounds(day: date) -> Period:
@@ -87,28 +75,150 @@ def day_bounds(day: date) -> Period:
     return Period(start, start + timedelta(days=1))
 
 
+# The presets of the period picker, in its order; a month (YYYY-MM) and a quarter (YYYY-Qn)
+# are keys too, and from/to make a custom period.
 PRESETS = {
-    "30d": "Last 30 days",
     "this_month": "This month",
     "last_month": "Last month",
-    "90d": "Last 90 days",
+    "last_7_days": "Last 7 days",
+    "last_30_days": "Last 30 days",
+    "last_90_days": "Last 90 days",
 }
+_MONTH = re.compile(r"^(\d{4})-(\d{2})$")
+_QUARTER = re.compile(r"^(\d{4})-Q([1-4])$")
 
 
-def period_from_preset(
-    params, *, now: datetime | None = None, default: str = "30d"
-) -> tuple[Period, str]:
-    """A page's period: `from`/`to` when given (preset "custom"), else a named preset."""
+@dataclass(frozen=True)
+class Window:
+    """A period as a request named it (`key`, `label`, `[start, end)`) and the window actually
+    measured, `[start, to)`: `to = min(end, data_until)` floored to the hour, so no future
+    and no time not yet metered is counted; a closed month is whole."""
+
+    key: str
+    label: str
+    start: datetime
+    end: datetime
+    to: datetime
+    data_until: datetime
+
+    @property
+    def period(self) -> Period:
+        """The measured window (at least its first hour; see `is_empty`)."""
+        return Period(self.start, max(self.to, self.start + timedelta(hours=1)))
+
+    @property
+    def requested(self) -> Period:
+        return Period(self.start, self.end)
+
+    @property
+    def is_empty(self) -> bool:
+        return self.to <= self.start
+
+    @property
+    def is_to_date(self) -> bool:
+        """The period is still running: it is measured up to `to`, not to its end."""
+        return self.to < self.end
+
+    @property
+    def caption(self) -> str:
+        """The label, saying how far a running period is measured."""
+        end = self.period.end
+        return f"{self.label} (to {end:%d %b %H:00} UTC)" if self.is_to_date else self.label
+
+
+def _year_check(moment: datetime, field: str) -> datetime:
+    if not FIRST_YEAR <= moment.year <= LAST_YEAR:
+        raise FieldError(field, f"must be within the years {FIRST_YEAR}–{LAST_YEAR}")
+    return moment
+
+
+def _instant_parse(value: str, field: str) -> datetime:
+    """A bound: a YYYY-MM-DD date (its midnight) or an RFC 3339 date-time with a zone, on a
+    whole UTC hour."""
+    value = value.strip()
+    try:
+        day = parse_date(value) if len(value) == 10 else None
+        parsed = (
+            datetime.combine(day, time.min, tzinfo=UTC)
+            if day is not None
+            else parse_datetime(value)
+        )
+    except (ValueError, OverflowError):
+        raise FieldError(field, "is not a possible date") from None
+    if parsed is None:
+        raise FieldError(field, "must be an RFC 3339 date-time or a YYYY-MM-DD date")
+    if parsed.tzinfo is None:
+        raise FieldError(field, "must include a time zone (Z or +hh:mm)")
+    try:
+        parsed = parsed.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise FieldError(field, "is not a possible date") from None
+    _year_check(parsed, field)
+    if parsed != hour_floor(parsed):
+        raise FieldError(field, "must be a whole UTC hour (minutes and seconds zero)")
+    return parsed
+
+
+def _named(key: str, now: datetime) -> tuple[datetime, datetime, str]:
+    """`[start, end)` and label of a preset, a month or a quarter."""
+    today = day_floor(now)
+    days = {"last_7_days": 7, "last_30_days": 30, "last_90_days": 90}
+    if key == "this_month":
+        return month_start(now), next_month(now), PRESETS[key]
+    if key == "last_month":
+        return months_before(now, 1), month_start(now), PRESETS[key]
+    if key in days:
+        return today - timedelta(days=days[key] - 1), today + timedelta(days=1), PRESETS[key]
+    if match := _MONTH.match(key):
+        year, month = int(match[1]), int(match[2])
+        if not 1 <= month <= 12:
+            raise FieldError("period", "the month must be 01 to 12")
+        start = _year_check(datetime(year, month, 1, tzinfo=UTC), "period")
+        return start, next_month(start), start.strftime("%B %Y")
+    if match := _QUARTER.match(key):
+        year, quarter = int(match[1]), int(match[2])
+        start = _year_check(datetime(year, 3 * quarter - 2, 1, tzinfo=UTC), "period")
+        return start, months_after(start, 3), f"Q{quarter} {year}"
+    raise FieldError(
+        "period", f"must be one of {', '.join(PRESETS)}, a month YYYY-MM or a quarter YYYY-Qn"
+    )
+
+
+def period_resolve(
+    params, *, now: datetime | None = None, default: str = "this_month", data_until=None
+) -> Window:
+    """The window a request means: `period=` (a preset, `YYYY-MM`, `YYYY-Qn`; default
+    `default`) or custom `from`/`to` (whole UTC hours; both forms at once is a 400), bounded
+    to the years 2000–2100 and 3 years. `data_until` (default now) is how far usage has been
+    metered; it never exceeds now."""
     now = now or clock.now()
-    if params.get("from") or params.get("to"):
-        return period_from_query(params, now=now), "custom"
-    preset = params.get("period", default)
-    today = datetime.combine(now.astimezone(UTC).date(), time.min, tzinfo=UTC)
-    if preset == "this_month":
-        return Period(month_start(now), today + timedelta(days=1)), preset
-    if preset == "last_month":
-        end = month_start(now)
-        return Period(month_start(end - timedelta(days=1)), end), preset
-    if preset == "90d":
-        return Period(today - timedelta(days=89), today + timedelta(days=1)), preset
-    return Period(today - timedelta(days=29), today + timedelta(days=1)), "30d"
+    data_until = min(now, data_until) if data_until is not None else now
+    custom = bool(params.get("from") or params.get("to"))
+    if custom and params.get("period"):
+        raise FieldError("period", "give either period or from/to, not both")
+    if custom:
+        start = _instant_parse(params["from"], "from") if params.get("from") else month_start(now)
+        end = _instant_parse(params["to"], "to") if params.get("to") else hour_ceil(now)
+        if end <= start:
+            raise FieldError("to", "must be after from")
+        key, label = "custom", f"{start:%Y-%m-%d %H:%M} → {end:%Y-%m-%d %H:%M} UTC"
+    else:
+        key = (params.get("period") or default).strip()
+        start, end, label = _named(key, now)
+    if end - start > LONGEST:
+        raise FieldError("to" if custom else "period", "a period is at most 3 years long")
+    to = max(hour_floor(min(end, data_until)), start) if end > data_until else end
+    return Window(key=key, label=label, start=start, end=end, to=to, data_until=data_until)
+
+
+def picker_keys(*, now: datetime | None = None) -> dict[str, list[str]]:
+    """The months (13, as far back as events are kept) and quarters (5) the picker offers,
+    newest first."""
+    now = now or clock.now()
+    months = [months_before(now, n) for n in range(13)]
+    quarters = []
+    for month in months:
+        key = f"{month.year}-Q{(month.month - 1) // 3 + 1}"
+        if key not in quarters:
+            quarters.append(key)
+    return {"Months": [f"{m:%Y-%m}" for m in months], "Quarters": quarters[:5]}

@@ -8,7 +8,8 @@ from billing.selectors.rating import period_months
 from billing.services.credits import sla_figures_list
 from portal.access import Capability, tenant_get
 from portal.api.pagination import Pagination
-from portal.periods import period_from_query
+from portal.api.periods import PERIOD_PARAMETERS
+from portal.periods import period_resolve
 from portal.permissions import capability_permission
 
 
@@ -43,13 +44,12 @@ class SlaView(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("tenant", str, description="tenant slug"),
-            OpenApiParameter("from", str, description="RFC 3339 or YYYY-MM-DD"),
-            OpenApiParameter("to", str, description="RFC 3339 or YYYY-MM-DD"),
+            *PERIOD_PARAMETERS,
         ],
         responses=SlaRowSerializer(many=True),
     )
     def get(self, request):
-        period = period_from_query(request.query_params)
+        period = period_resolve(request.query_params).period
         slug = request.query_params.get("tenant")
         tenants = [tenant_get(user=request.user, slug=slug)] if slug else None
         rows = []

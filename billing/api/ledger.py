@@ -1,11 +1,13 @@
 """The ledger's postings."""
 
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, viewsets
 
 from billing.filters import PostingFilterSet
 from billing.models import Posting
 from portal.access import Capability, tenant_scoped
-from portal.periods import period_from_query
+from portal.api.periods import PERIOD_PARAMETERS
+from portal.periods import period_resolve
 from portal.permissions import capability_permission
 
 
@@ -38,8 +40,15 @@ class PostingSerializer(serializers.ModelSerializer):
         ]
 
 
+@extend_schema_view(
+    list=extend_schema(
+        summary="Ledger postings",
+        description="Newest first; `period` or `from`/`to` filter the transaction time.",
+        parameters=PERIOD_PARAMETERS,
+    )
+)
 class LedgerViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
-    """Ledger postings, newest first; `from`/`to` filter the transaction time."""
+    """Ledger postings, newest first; `period` or `from`/`to` filter the transaction time."""
 
     serializer_class = PostingSerializer
     permission_classes = [capability_permission(read=Capability.READ_TENANT_DATA)]
@@ -51,8 +60,8 @@ class LedgerViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
             user=self.request.user,
             field="transaction__tenant",
         ).order_by("-transaction__occurred_at", "-id")
-        if "from" in self.request.query_params or "to" in self.request.query_params:
-            period = period_from_query(self.request.query_params)
+        if {"period", "from", "to"} & set(self.request.query_params):
+            period = period_resolve(self.request.query_params).requested
             postings = postings.filter(
                 transaction__occurred_at__gte=period.start,
                 transaction__occurred_at__lt=period.end,

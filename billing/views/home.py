@@ -13,7 +13,7 @@ from portal.access import user_tenant
 from portal.charts import figure_json, usage_by_model_chart
 from portal.decorators import role_required
 from portal.models import Role
-from portal.periods import month_start, months_before, period_from_preset
+from portal.periods import month_start, months_before, period_resolve
 
 
 @role_required(Role.TENANT)
@@ -21,7 +21,7 @@ def tenant_home(request):
     """A member's front page: usage by model and day, SLA attainment against target, the
     incidents that touched them, their invoices and API tokens."""
     tenant = user_tenant(request.user)
-    period, _ = period_from_preset({})
+    period = period_resolve({}, default="last_30_days").period
     rows = usage_daily_by_model(user=request.user, period=period)
     this_month = month_start(clock.now())
     sla_rows = [

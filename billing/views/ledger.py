@@ -8,7 +8,7 @@ from billing.selectors.ledger import ledger_balances, ledger_postings
 from portal.decorators import role_required
 from portal.exports import csv_query, csv_response
 from portal.models import Role, Tenant
-from portal.periods import PRESETS, period_from_preset
+from portal.periods import period_resolve
 
 LEDGER_PAGE_SIZE = 50  # postings per page
 
@@ -16,7 +16,8 @@ LEDGER_PAGE_SIZE = 50  # postings per page
 @role_required(Role.FINANCE)
 def ledger(request):
     """Postings filtered by account, tenant and period, with the balances they add up to."""
-    period, preset = period_from_preset(request.GET, default="90d")
+    window = period_resolve(request.GET, default="last_90_days")
+    period = window.period
     account = request.GET.get("account", "")
     tenant = request.GET.get("tenant", "")
     postings = ledger_postings(user=request.user, filters=request.GET, period=period)
@@ -60,8 +61,7 @@ def ledger(request):
             "account": account,
             "tenant": tenant,
             "period": period,
-            "preset": preset,
-            "presets": PRESETS,
+            "window": window,
             "csv_query": csv_query(request),
         },
     )

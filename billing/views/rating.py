@@ -8,13 +8,14 @@ from billing.selectors.rating import realization_get
 from portal.charts import figure_json
 from portal.decorators import role_required
 from portal.models import Role
-from portal.periods import PRESETS, period_from_preset
+from portal.periods import period_resolve
 
 
 @role_required(Role.FINANCE)
 def realization(request):
     """Price realization by tenant and model, and unsold tokens by reason."""
-    period, preset = period_from_preset(request.GET)
+    window = period_resolve(request.GET, default="last_30_days")
+    period = window.period
     result = realization_get(period=period, user=request.user)
     currency = settings.FACTORY_CURRENCY
     return render(
@@ -26,8 +27,7 @@ def realization(request):
             "unsold_totals": result.unsold_by_reason(),
             "unsold_total": sum(result.unsold_by_reason().values()),
             "period": period,
-            "preset": preset,
-            "presets": PRESETS,
+            "window": window,
             "chart": figure_json(realization_chart(result.rows, currency=currency))
             if result.rows
             else None,

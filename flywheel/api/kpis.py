@@ -8,11 +8,13 @@ from rest_framework.views import APIView
 
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.kpis import kpis_get
+from flywheel.selectors.loop.shapes import rfc3339
 from flywheel.selectors.measurement import FACTORY, FactoryData
 from flywheel.services.kpis import kpis_json
 from portal import clock
 from portal.access import Capability
-from portal.periods import month_start, period_from_query
+from portal.api.periods import PERIOD_PARAMETERS
+from portal.periods import month_start, period_resolve
 from portal.permissions import capability_permission
 
 KpiRead = capability_permission(read=Capability.READ_FACTORY)
@@ -40,15 +42,15 @@ class KpiView(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("scope", str, description="'factory' (default) or a pool slug"),
-            OpenApiParameter("from", str, description="RFC 3339 or YYYY-MM-DD"),
-            OpenApiParameter("to", str, description="RFC 3339 or YYYY-MM-DD (excluded)"),
+            *PERIOD_PARAMETERS,
         ],
         responses=OpenApiTypes.OBJECT,
     )
     def get(self, request):
-        period = period_from_query(request.query_params)
+        window = period_resolve(request.query_params)
         scope = request.query_params.get("scope") or FACTORY
-        return Response(kpis_get(scope=scope, start=period.start, end=period.end))
+        kpis = kpis_get(scope=scope, start=window.period.start, end=window.period.end)
+        return Response({**kpis, "data_until": rfc3339(window.data_until)})
 
 
 class PrometheusRenderer(renderers.BaseRenderer):

@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 from flywheel.domain.tfom import baseline_tef_parse
 from flywheel.filters import CostModelFilterSet
 from flywheel.models import CostModel, FactoryCosts
+from flywheel.selectors.loop.shapes import rfc3339
 from flywheel.selectors.measurement import FACTORY, FactoryData
 from flywheel.selectors.tfom import tfom_json, tfom_measure
 from flywheel.services.tfom import (
@@ -18,8 +19,9 @@ from flywheel.services.tfom import (
 from metering.selectors.factory import pool_list
 from portal.access import Capability
 from portal.api.fields import AwareDateTimeField, ModelSerializer
+from portal.api.periods import PERIOD_PARAMETERS
 from portal.api.views import EffectiveDatedViewSet
-from portal.periods import period_from_query
+from portal.periods import period_resolve
 from portal.permissions import capability_permission
 
 MONEY = {"max_digits": 20, "decimal_places": 4, "min_value": Decimal(0)}
@@ -119,7 +121,8 @@ class TfomSerializer(serializers.Serializer):
 
     scope = serializers.CharField()
     # "from" is a Python keyword: declared below.
-    to = serializers.DateTimeField()
+    to = serializers.DateTimeField(help_text="end of the window measured (excluded)")
+    data_until = serializers.DateTimeField(help_text="how far usage is metered")
     telemetry = serializers.ChoiceField(choices=["measured", "partial", "assumed"])
     calendar_gpu_seconds = serializers.FloatField(help_text="C")
     available_gpu_seconds = serializers.FloatField(help_text="A")
@@ -225,14 +228,14 @@ class TfomView(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("scope", str, description="'factory' (default) or a pool slug"),
-            OpenApiParameter("from", str, description="RFC 3339 or YYYY-MM-DD"),
-            OpenApiParameter("to", str, description="RFC 3339 or YYYY-MM-DD (excluded)"),
+            *PERIOD_PARAMETERS,
             OpenApiParameter("baseline_tef", float, description="TEF_0, default 0.30"),
         ],
         responses={200: TfomSerializer, 400: ERRORS, 403: ERRORS},
     )
     def get(self, request):
-        period = period_from_query(request.query_params)
+        window = period_resolve(request.query_params)
+        period = window.period
         scope = request.query_params.get("scope") or FACTORY
         baseline = baseline_tef_parse(request.query_params.get("baseline_tef"))
         data = FactoryData(start=period.start, end=period.end)
@@ -243,4 +246,10 @@ class TfomView(APIView):
             baseline_tef=baseline,
             data=data,
         )
-        return Response({**tfom_json(tfom), "rating_errors": data.rating_errors})
+        return Response(
+            {
+                **tfom_json(tfom),
+                "data_until": rfc3339(window.data_until),
+                "rating_errors": data.rating_errors,
+            }
+        )

@@ -7,13 +7,14 @@ from flywheel.selectors.kpis import daily_trend, overview_get
 from portal.charts import figure_json
 from portal.decorators import role_required
 from portal.models import Role
-from portal.periods import PRESETS, period_from_preset
+from portal.periods import period_resolve
 
 
 @role_required(Role.OPERATOR, Role.FINANCE, Role.INVESTOR)
 def overview(request):
     """Factor waterfall with benchmark bands, pools table, 90-day TEF/TFI and TPS trends."""
-    period, preset = period_from_preset(request.GET)
+    window = period_resolve(request.GET, default="last_30_days")
+    period = window.period
     overview = overview_get(period=period)
     trend = daily_trend(end=period.end)
     return render(
@@ -22,8 +23,7 @@ def overview(request):
         {
             "title": "Factory overview",
             "period": period,
-            "preset": preset,
-            "presets": PRESETS,
+            "window": window,
             **overview,
             "waterfall": figure_json(waterfall_chart(overview["kpis"])),
             "trend": figure_json(trend_chart(trend)) if trend else None,

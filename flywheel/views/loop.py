@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from decimal import Decimal
 
 import plotly.graph_objects as go
@@ -27,18 +26,10 @@ from portal.charts import base_layout, figure_json
 from portal.decorators import role_required
 from portal.errors import FieldError
 from portal.models import Role
-from portal.periods import PRESETS, Period, hour_floor, period_from_preset
+from portal.periods import period_resolve
 from portal.templatetags.portal import ratio_pct, tokens
 
 HISTORY = 12  # cycles shown
-
-
-def _page_period(request, now: datetime) -> tuple[Period, str]:
-    """The period picked, ending no later than the current hour (no future hours)."""
-    period, preset = period_from_preset(request.GET, now=now)
-    hour = hour_floor(now)
-    end = min(period.end, hour) if hour > period.start else period.end
-    return Period(period.start, end), preset
 
 
 def _pct(value: Decimal | None) -> str:
@@ -57,12 +48,12 @@ def flywheel(request):
         form_errors, form_name = flywheel_form_post(request, now)
         if not form_errors:
             return HttpResponseRedirect(request.get_full_path())
-    period, preset = _page_period(request, now)
+    window = period_resolve(request.GET, default="last_30_days", now=now)
+    period = window.period
     context = {
         "title": "Flywheel",
         "period": period,
-        "preset": preset,
-        "presets": PRESETS,
+        "window": window,
         "form_errors": form_errors,
         "form_name": form_name,
         "may_write": user_may(request.user, Capability.WRITE_FACTORY),

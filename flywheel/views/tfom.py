@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 from django.conf import settings
-from django.http import Http404, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_safe
@@ -26,7 +26,7 @@ from portal.decorators import role_required
 from portal.errors import FieldError
 from portal.exports import csv_response
 from portal.models import Role
-from portal.periods import PRESETS, period_from_preset
+from portal.periods import period_resolve
 
 TREND_MONTHS = 12
 
@@ -116,7 +116,8 @@ def trend_factor_chart(points: list[TrendMonth]) -> go.Figure:
 def investor(request):
     """Revenue, margins, EBITDA, ROI, payback, equivalent GPUs and avoided capex of the
     period, monthly trends and industry bands, explained for non-specialists."""
-    period, preset = period_from_preset(request.GET)
+    window = period_resolve(request.GET, default="last_30_days")
+    period = window.period
     baseline = baseline_tef_parse(request.GET.get("baseline_tef"))
     trend_start = tfom_trend_start(end=period.end, months=TREND_MONTHS)
     data = FactoryData(
@@ -125,8 +126,7 @@ def investor(request):
     context = {
         "title": "Investor view",
         "period": period,
-        "preset": preset,
-        "presets": PRESETS,
+        "window": window,
         "explain": EXPLAIN,
         "baseline_tef": baseline,
         "rental_band": RENTAL_BAND,
@@ -181,17 +181,14 @@ def tfom_reports(request):
                 "formats": ("csv", "xlsx", "pdf"),
             },
         )
+    period = report_period_parse(key)
     try:
-        period = report_period_parse(key)
-    except ValueError as error:
-        raise Http404(str(error)) from None
-    try:
-        report = tfom_report_build(start=period.start, end=period.end, label=period.label)
+        report = tfom_report_build(start=period.start, end=period.period.end, label=period.caption)
     except FieldError as error:
         return render(
             request,
             "flywheel/tfom/reports_detail.html",
-            {"title": f"TFOM report · {period.label}", "period": period, "error": error.message},
+            {"title": f"TFOM report · {period.caption}", "period": period, "error": error.message},
         )
     output = request.GET.get("format", "html")
     filename = f"tfom-{period.key}"
@@ -212,7 +209,7 @@ def tfom_reports(request):
         request,
         "flywheel/tfom/reports_detail.html",
         {
-            "title": f"TFOM report · {period.label}",
+            "title": f"TFOM report · {period.caption}",
             "period": period,
             "report": report,
             "formats": ("csv", "xlsx", "pdf"),

@@ -3,7 +3,6 @@
 Writes validate with a serializer and call `metering.services.incidents`; reads go through
 `metering.sla` (tenant members see only the incidents that touched their tenant)."""
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
     extend_schema,
@@ -39,8 +38,9 @@ from metering.services.sla.maintenance import (
 from portal import clock
 from portal.access import Capability
 from portal.api.fields import AwareDateTimeField, ModelSerializer
+from portal.api.periods import PERIOD_PARAMETERS
 from portal.models import Tenant
-from portal.periods import period_from_query
+from portal.periods import period_resolve
 from portal.permissions import capability_permission
 
 IncidentPermission = capability_permission(
@@ -165,8 +165,9 @@ class IncidentSerializer(ModelSerializer):
 
 
 def _period(request):
+    """The records' filter: the period as asked (upcoming windows lie past now)."""
     params = request.query_params
-    return period_from_query(params) if params.get("from") or params.get("to") else None
+    return period_resolve(params).requested if {"period", "from", "to"} & set(params) else None
 
 
 @extend_schema_view(
@@ -182,8 +183,7 @@ def _period(request):
                 enum=["open", *IncidentStatus.values],
                 description="`open`: unresolved",
             ),
-            OpenApiParameter("from", OpenApiTypes.DATETIME),
-            OpenApiParameter("to", OpenApiTypes.DATETIME),
+            *PERIOD_PARAMETERS,
             OpenApiParameter("tenant", str, description="Only incidents that touched it"),
             OpenApiParameter("page", int),
             OpenApiParameter("page_size", int),
@@ -296,8 +296,7 @@ class MaintenanceWindowSerializer(ModelSerializer):
     list=extend_schema(
         description="Maintenance windows by start; `upcoming=true`: those not over yet.",
         parameters=[
-            OpenApiParameter("from", OpenApiTypes.DATETIME),
-            OpenApiParameter("to", OpenApiTypes.DATETIME),
+            *PERIOD_PARAMETERS,
             OpenApiParameter("upcoming", bool),
             OpenApiParameter("page", int),
             OpenApiParameter("page_size", int),

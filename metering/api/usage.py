@@ -23,8 +23,9 @@ from portal import clock
 from portal.access import Capability
 from portal.api.errors import errors_response, flatten
 from portal.api.pagination import Pagination
+from portal.api.periods import PERIOD_PARAMETERS
 from portal.models import Scope
-from portal.periods import period_from_query
+from portal.periods import period_resolve
 from portal.permissions import capability_permission
 
 
@@ -239,8 +240,7 @@ class UsageListView(APIView):
             OpenApiParameter("tenant", str),
             OpenApiParameter("model", str),
             OpenApiParameter("pool", str),
-            OpenApiParameter("from", OpenApiTypes.DATETIME),
-            OpenApiParameter("to", OpenApiTypes.DATETIME),
+            *PERIOD_PARAMETERS,
             OpenApiParameter("granularity", str, enum=["hour", "day"]),
             OpenApiParameter("page", int),
             OpenApiParameter("page_size", int),
@@ -253,7 +253,7 @@ class UsageListView(APIView):
             return errors_response(
                 [{"field": "granularity", "message": 'must be "hour" or "day"'}], 400
             )
-        period = period_from_query(request.query_params)
+        period = period_resolve(request.query_params).period
         rows = usage_list(
             user=request.user,
             period=period,

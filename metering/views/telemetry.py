@@ -15,7 +15,7 @@ from metering.selectors.usage import capacity_series, usage_by_pool
 from portal.charts import figure_json
 from portal.decorators import role_required
 from portal.models import Role
-from portal.periods import PRESETS, period_from_preset
+from portal.periods import period_resolve
 
 FLAGS_PAGE_SIZE = 25  # flagged deployment-hours per page of the metering page
 
@@ -24,7 +24,8 @@ FLAGS_PAGE_SIZE = 25  # flagged deployment-hours per page of the metering page
 def metering(request):
     """The operator's metering page: usage by pool, capacity timelines, reconciliation of
     engine against metered tokens, scrape target health."""
-    period, preset = period_from_preset(request.GET)
+    window = period_resolve(request.GET, default="last_30_days")
+    period = window.period
     pools = list(Pool.objects.all())
     capacity = []
     for pool in pools:
@@ -46,8 +47,7 @@ def metering(request):
         {
             "title": "Metering",
             "period": period,
-            "preset": preset,
-            "presets": PRESETS,
+            "window": window,
             "by_pool": usage_by_pool(period=period),
             "capacity": capacity,
             "reconciled_hours": len(reconciled),

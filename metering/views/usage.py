@@ -9,7 +9,7 @@ from portal.charts import figure_json, usage_by_model_chart
 from portal.decorators import role_required
 from portal.exports import csv_response
 from portal.models import Role, Tenant
-from portal.periods import PRESETS, period_from_preset
+from portal.periods import period_resolve
 
 CSV_FIELDS = [
     "day",
@@ -30,7 +30,8 @@ USAGE_PAGE_SIZE = 50  # day-and-model rows per page of the usage table
 def usage(request):
     """Usage by model and day: chart, a paginated table, and a CSV of every row of the
     period and tenant shown (not only the current page)."""
-    period, preset = period_from_preset(request.GET)
+    window = period_resolve(request.GET, default="last_30_days")
+    period = window.period
     is_member = user_role(request.user) is Role.TENANT
     tenant = request.GET.get("tenant") or None  # another tenant's slug is a 404
     rows = usage_daily_by_model(user=request.user, period=period, tenant=tenant)
@@ -56,8 +57,7 @@ def usage(request):
             "csv_query": csv_query.urlencode(),
             "totals": totals,
             "period": period,
-            "preset": preset,
-            "presets": PRESETS,
+            "window": window,
             "tenant": tenant,
             "is_member": is_member,
             "tenants": [] if is_member else Tenant.objects.order_by("name"),

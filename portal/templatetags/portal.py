@@ -1,10 +1,12 @@
 from decimal import Decimal
 from fractions import Fraction
+from urllib.parse import urlencode
 
 from django import template
 from django.conf import settings
 
 from portal.money import round_money
+from portal.periods import PRESETS, picker_keys
 
 register = template.Library()
 CENT = Decimal("0.01")
@@ -90,3 +92,18 @@ def ratio_pct(value, digits: int = 1) -> str:
 def key_label(value) -> str:
     """An identifier shown as words: no_contract → No contract."""
     return str(value).replace("_", " ").capitalize()
+
+
+@register.inclusion_tag("portal/_period.html", takes_context=True)
+def period_picker(context):
+    """The period picker of a page's header: presets, a month, a quarter or custom bounds,
+    kept in the URL with the page's other parameters, and the window actually measured."""
+    window, request = context["window"], context["request"]
+    kept = [(k, v) for k, v in request.GET.items() if k not in ("period", "from", "to", "page")]
+    return {
+        "window": window,
+        "presets": PRESETS,
+        "choices": picker_keys(),
+        "kept": kept,
+        "query": urlencode(kept),
+    }

@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 
 from flywheel.selectors.report_periods import report_period_parse
+from portal.errors import FieldError
 from portal.exports import FORMULA_PREFIXES
 from tests.flywheel.test_tfom_api import build_factory, post_april_usage
 
@@ -39,9 +40,9 @@ def test_report_period_parse_months_and_quarters():
         "Q2 2026",
     )
     q4 = report_period_parse("2026-Q4", now=NOW)  # still running: to the current hour
-    assert (q4.end, q4.is_to_date) == (datetime(2026, 11, 30, 3, tzinfo=UTC), True)
+    assert (q4.period.end, q4.is_to_date) == (datetime(2026, 11, 30, 3, tzinfo=UTC), True)
     for bad in ("2026-13", "2026-Q5", "April", "2027-01"):
-        with pytest.raises(ValueError, match="period"):
+        with pytest.raises(FieldError, match="period"):
             report_period_parse(bad, now=NOW)
 
 
@@ -65,8 +66,11 @@ def test_report_html_shows_every_section(finance):
     assert "14,931.92" in html
 
 
-def test_report_unknown_period_is_404(finance):
-    assert finance.get("/reports/tfom/?period=2026-14").status_code == 404
+def test_report_impossible_period_is_a_400_naming_it(finance):
+    response = finance.get("/reports/tfom/?period=2026-14")
+
+    assert response.status_code == 400
+    assert "period" in response.content.decode()
 
 
 def _csv(response) -> list[dict]:

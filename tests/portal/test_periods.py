@@ -1,56 +1,129 @@
-"""Period presets and report periods at every test clock: month starts, year ends and the
-hour in progress."""
+"""The one period resolver (kpis.md section 0) at every test clock: presets, months and
+quarters, custom bounds, the window actually measured and the bounds on requests."""
 
 from datetime import UTC, datetime
 
 import pytest
 
 from flywheel.selectors.report_periods import report_period_parse
-from portal.periods import month_start, months_before, next_month, period_from_preset
+from portal.errors import FieldError
+from portal.periods import month_start, months_before, next_month, period_resolve
 from tests.conftest import on_every_clock
 
 
-def _day(text: str) -> datetime:
+def _at(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
-# Per clock (tests/conftest.py CLOCKS): this month, last month, 30 and 90 days, each
-# [from, to) with to the end of today; worked out on a calendar.
+# Per clock (tests/conftest.py CLOCKS): each preset's [start, end) and the end of the window
+# measured (to = min(end, now) floored to the hour); worked out on a calendar.
 PRESETS = {
     datetime(2026, 12, 1, 8, 37, tzinfo=UTC): {
-        "this_month": ("2026-12-01", "2026-12-02"),
-        "last_month": ("2026-11-01", "2026-12-01"),
-        "30d": ("2026-11-02", "2026-12-02"),
-        "90d": ("2026-09-03", "2026-12-02"),
+        "this_month": ("2026-12-01", "2027-01-01", "2026-12-01T08:00"),
+        "last_month": ("2026-11-01", "2026-12-01", "2026-12-01"),
+        "last_7_days": ("2026-11-25", "2026-12-02", "2026-12-01T08:00"),
+        "last_30_days": ("2026-11-02", "2026-12-02", "2026-12-01T08:00"),
+        "last_90_days": ("2026-09-03", "2026-12-02", "2026-12-01T08:00"),
     },
     datetime(2026, 12, 16, 10, 0, tzinfo=UTC): {
-        "this_month": ("2026-12-01", "2026-12-17"),
-        "last_month": ("2026-11-01", "2026-12-01"),
-        "30d": ("2026-11-17", "2026-12-17"),
-        "90d": ("2026-09-18", "2026-12-17"),
+        "this_month": ("2026-12-01", "2027-01-01", "2026-12-16T10:00"),
+        "last_month": ("2026-11-01", "2026-12-01", "2026-12-01"),
+        "last_7_days": ("2026-12-10", "2026-12-17", "2026-12-16T10:00"),
+        "last_30_days": ("2026-11-17", "2026-12-17", "2026-12-16T10:00"),
+        "last_90_days": ("2026-09-18", "2026-12-17", "2026-12-16T10:00"),
     },
     datetime(2026, 12, 31, 23, 30, tzinfo=UTC): {
-        "this_month": ("2026-12-01", "2027-01-01"),
-        "last_month": ("2026-11-01", "2026-12-01"),
-        "30d": ("2026-12-02", "2027-01-01"),
-        "90d": ("2026-10-03", "2027-01-01"),
+        "this_month": ("2026-12-01", "2027-01-01", "2026-12-31T23:00"),
+        "last_month": ("2026-11-01", "2026-12-01", "2026-12-01"),
+        "last_7_days": ("2026-12-25", "2027-01-01", "2026-12-31T23:00"),
+        "last_30_days": ("2026-12-02", "2027-01-01", "2026-12-31T23:00"),
+        "last_90_days": ("2026-10-03", "2027-01-01", "2026-12-31T23:00"),
     },
     datetime(2027, 1, 1, 0, 30, tzinfo=UTC): {
-        "this_month": ("2027-01-01", "2027-01-02"),
-        "last_month": ("2026-12-01", "2027-01-01"),
-        "30d": ("2026-12-03", "2027-01-02"),
-        "90d": ("2026-10-04", "2027-01-02"),
+        "this_month": ("2027-01-01", "2027-02-01", "2027-01-01T00:00"),
+        "last_month": ("2026-12-01", "2027-01-01", "2027-01-01"),
+        "last_7_days": ("2026-12-26", "2027-01-02", "2027-01-01T00:00"),
+        "last_30_days": ("2026-12-03", "2027-01-02", "2027-01-01T00:00"),
+        "last_90_days": ("2026-10-04", "2027-01-02", "2027-01-01T00:00"),
     },
 }
 
 
 @on_every_clock
-@pytest.mark.parametrize("preset", ["this_month", "last_month", "30d", "90d"])
-def test_period_from_preset_at_every_clock(now, preset):
-    period, name = period_from_preset({"period": preset})
+@pytest.mark.parametrize(
+    "preset", ["this_month", "last_month", "last_7_days", "last_30_days", "last_90_days"]
+)
+def test_period_resolve_presets_at_every_clock(now, preset):
+    window = period_resolve({"period": preset})
 
-    assert name == preset
-    assert (period.start, period.end) == tuple(map(_day, PRESETS[now][preset]))
+    assert window.key == preset
+    assert (window.start, window.end, window.to) == tuple(map(_at, PRESETS[now][preset]))
+    assert window.data_until == now
+    # No future is measured; a finished period is measured whole.
+    assert window.to <= now and window.is_to_date == (window.end > now)
+
+
+@on_every_clock
+def test_period_resolve_empty_window_on_the_first_hour_of_a_month(now):
+    window = period_resolve({"period": "this_month"})
+
+    assert window.is_empty == (now == datetime(2027, 1, 1, 0, 30, tzinfo=UTC))
+
+
+def test_period_resolve_months_quarters_and_custom_bounds(now):
+    november = period_resolve({"period": "2026-11"})
+    q3 = period_resolve({"period": "2026-Q3"})
+    custom = period_resolve({"from": "2026-11-03", "to": "2026-11-04T06:00:00Z"})
+
+    assert (november.start, november.to, november.label) == (
+        _at("2026-11-01"),
+        _at("2026-12-01"),
+        "November 2026",
+    )
+    assert (q3.start, q3.to, q3.label) == (_at("2026-07-01"), _at("2026-10-01"), "Q3 2026")
+    assert (custom.key, custom.start, custom.to) == (
+        "custom",
+        _at("2026-11-03"),
+        _at("2026-11-04T06:00"),
+    )
+    # The API default is this month; a custom period reaching into the future stops at now.
+    assert period_resolve({}).key == "this_month"
+    future = period_resolve({"from": "2026-12-01", "to": "2027-03-01"})
+    assert (future.end, future.to) == (_at("2027-03-01"), _at("2026-12-16T10:00"))
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"from": "2026-13-01"}, "from"),  # impossible date
+        ({"from": "2026-02-30"}, "from"),
+        ({"to": "2026-11-31T00:00:00Z", "from": "2026-11-01"}, "to"),
+        ({"from": "0999-01-01", "to": "2026-01-01"}, "from"),  # outside 2000–2100
+        ({"from": "2026-01-01", "to": "9999-12-31"}, "to"),
+        ({"from": "0001-01-01T00:00:00Z", "to": "9999-12-31T23:00:00Z"}, "from"),
+        ({"from": "2000-01-01", "to": "2026-01-01"}, "to"),  # longer than 3 years
+        ({"from": "2026-11-01T10:30:00Z", "to": "2026-11-02"}, "from"),  # not a whole hour
+        ({"from": "2026-11-01T10:00:00", "to": "2026-11-02"}, "from"),  # no zone
+        ({"from": "yesterday"}, "from"),
+        ({"from": "2026-11-02", "to": "2026-11-01"}, "to"),
+        ({"period": "last_30_days", "from": "2026-11-01"}, "period"),  # both forms
+        ({"period": "30d"}, "period"),
+        ({"period": "2026-13"}, "period"),
+        ({"period": "1999-12"}, "period"),
+        ({"period": "2026-Q5"}, "period"),
+    ],
+)
+def test_period_resolve_refuses_naming_the_parameter(params, field):
+    with pytest.raises(FieldError) as refused:
+        period_resolve(params)
+
+    assert refused.value.field == field
+
+
+def test_period_resolve_three_years_is_the_longest(now):
+    window = period_resolve({"from": "2023-12-01", "to": "2026-12-01"})
+
+    assert (window.start, window.to) == (_at("2023-12-01"), _at("2026-12-01"))
 
 
 @on_every_clock
@@ -69,9 +142,9 @@ def test_report_periods_at_every_clock(now):
 
     # The month in progress runs to the current hour (at least its first hour).
     assert this_month.is_to_date and this_month.start == month_start(now)
-    assert this_month.end == max(now.replace(minute=0), month_start(now).replace(hour=1))
+    assert this_month.period.end == max(now.replace(minute=0), month_start(now).replace(hour=1))
     # Last month is whole, whichever year it was in.
-    assert (last_month.start, last_month.end, last_month.is_to_date) == (
+    assert (last_month.start, last_month.period.end, last_month.is_to_date) == (
         last,
         month_start(now),
         False,
@@ -79,5 +152,5 @@ def test_report_periods_at_every_clock(now):
     # Its quarter is still running in December, and over on 1 January.
     q4 = report_period_parse(quarter)
     assert q4.is_to_date == (now.month == 12)
-    with pytest.raises(ValueError, match="not started"):
+    with pytest.raises(FieldError, match="not started"):
         report_period_parse(f"{next_month(now):%Y-%m}")

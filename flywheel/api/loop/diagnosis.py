@@ -16,7 +16,8 @@ from flywheel.selectors.loop.diagnosis import diagnosis_get
 from flywheel.selectors.loop.shapes import diagnosis_response
 from flywheel.selectors.measurement import FactoryData
 from portal.access import Capability
-from portal.periods import period_from_query
+from portal.api.periods import PERIOD_PARAMETERS
+from portal.periods import period_resolve
 from portal.permissions import capability_permission
 
 
@@ -49,8 +50,7 @@ class DiagnosisView(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("from", str, description="RFC 3339 or YYYY-MM-DD"),
-            OpenApiParameter("to", str, description="RFC 3339 or YYYY-MM-DD (excluded)"),
+            *PERIOD_PARAMETERS,
             OpenApiParameter(
                 "targets",
                 str,
@@ -61,7 +61,7 @@ class DiagnosisView(APIView):
         responses={200: OpenApiTypes.OBJECT, 400: ERRORS, 403: ERRORS},
     )
     def get(self, request):
-        period = period_from_query(request.query_params)
+        period = period_resolve(request.query_params).period
         targets = _targets(request.query_params.get("targets"))
         data = FactoryData(start=period.start, end=period.end)
         diagnosis = diagnosis_get(start=period.start, end=period.end, targets=targets, data=data)

@@ -18,7 +18,7 @@ from flywheel.selectors.loop.scenarios import scenario_get
 from portal import clock
 from portal.access import user_role
 from portal.models import Role, Scope
-from portal.periods import period_from_query
+from portal.periods import period_resolve
 from portal.permissions import TokenScopePermission
 
 MULTIPLIER = {"max_digits": 12, "decimal_places": 6, "min_value": Decimal("0.000001")}
@@ -104,7 +104,7 @@ class ScenarioView(APIView):
         body = ScenarioSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        period = period_from_query({k: data[k] for k in ("from", "to") if data.get(k)})
+        period = period_resolve({k: data[k] for k in ("from", "to") if data.get(k)}).period
         goal = data.get("goal")
         result = scenario_get(
             start=period.start,

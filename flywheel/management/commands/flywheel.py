@@ -1,11 +1,10 @@
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from flywheel.domain.loop.factors import LABELS, SYMBOLS
 from flywheel.services.loop.cycles import cycle_run
 from metering.services.usage.rollup import rollup_pending
 from portal.errors import FieldError
-from portal.periods import period_from_query
+from portal.periods import period_resolve
 
 
 class Command(BaseCommand):
@@ -26,9 +25,9 @@ class Command(BaseCommand):
         start = end = None
         if from_:
             try:
-                period = period_from_query({"from": from_, "to": to})
-            except ValidationError as error:
-                raise CommandError("; ".join(error.messages)) from None
+                period = period_resolve({"from": from_, "to": to}).period
+            except FieldError as error:
+                raise CommandError(str(error)) from None
             start, end = period.start, period.end
         rollup_pending()
         try:

@@ -1,9 +1,9 @@
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from flywheel.services.kpis import snapshots_measure
 from metering.services.usage.rollup import rollup_pending
-from portal.periods import period_from_query
+from portal.errors import FieldError
+from portal.periods import period_resolve
 
 
 class Command(BaseCommand):
@@ -18,9 +18,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, from_=None, to=None, **options):
         try:
-            period = period_from_query({k: v for k, v in (("from", from_), ("to", to)) if v})
-        except ValidationError as error:
-            raise CommandError("; ".join(error.messages)) from None
+            period = period_resolve({k: v for k, v in (("from", from_), ("to", to)) if v}).period
+        except FieldError as error:
+            raise CommandError(str(error)) from None
         folded = rollup_pending()
         rows = snapshots_measure(start=period.start, end=period.end)
         days = len({r.period_start for r in rows if r.period_kind == "day"})
