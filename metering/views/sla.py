@@ -334,7 +334,6 @@ def status_page(request):
                     "impact_label": IncidentImpact(peak_impact(i)).label,
                     "models": model_names(i),
                     "updates": list(reversed(i.updates.all())),
-                    "some_customers": bool(i.tenants.all()),
                 }
                 for i in history
             ],

@@ -578,7 +578,6 @@ def test_status_page_is_public_and_never_names_tenants(client, tenant_a, llama):
     incident = _open(
         title="Llama 503s",
         deployments=[llama],
-        tenants=[tenant_a],
         now=clock.now(),
         started_at=clock.now() - timedelta(minutes=5),
     )
@@ -590,7 +589,6 @@ def test_status_page_is_public_and_never_names_tenants(client, tenant_a, llama):
     assert response.status_code == 200
     assert "Major outage" in html and "Llama 503s" in html and "Bad node found." in html
     assert "tenant-a" not in html and "Tenant A" not in html
-    assert "affected some customers" in html
 
 
 def test_status_overview_bars_weigh_each_day(llama, qwen):

@@ -280,3 +280,42 @@ def test_usage_table_has_a_second_page_and_the_csv_every_row(
     assert len(lines) == 61
     assert lines[1][:4] == ["2026-03-01", "llama-70b", "100", "0"]
     assert lines[60][:3] == ["2026-03-30", "qwen", "129"]
+
+
+# ---------------------------------------------------------------- public status page
+
+
+def test_status_page_shows_only_incidents_public_to_everyone(client, tenant_a):
+    from metering.services.sla.incidents import incident_create
+
+    llama = make_deployment(model="llama-70b", pool="h100-a")
+    now = clock.now()
+    incident_create(
+        title="Acme batch jobs stalled",
+        severity="sev2",
+        impact="major_outage",
+        deployments=[llama],
+        tenants=[tenant_a],
+        started_at=now - timedelta(hours=2),
+        resolved_at=now - timedelta(hours=1),
+        by=None,
+        now=now,
+    )
+    incident_create(
+        title="Llama 503s for everyone",
+        severity="sev1",
+        impact="partial_outage",
+        deployments=[llama],
+        started_at=now - timedelta(minutes=30),
+        by=None,
+        now=now,
+    )
+
+    html = client.get("/status/").content.decode()
+
+    assert "Llama 503s for everyone" in html
+    assert "Acme batch jobs stalled" not in html
+    assert "affected some customers" not in html
+    assert "Partial outage" in html and "Major outage" not in html
+    # 90 days up to 10:00 today: 7,725,600 s; the public 30 min of partial outage: 540 s
+    assert '<span class="uptime-figure">99.99% uptime</span>' in html

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from fractions import Fraction
 from itertools import pairwise
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from metering.domain.sla import uptime_compute
 from metering.models import Incident, ServedModel
@@ -48,13 +48,19 @@ def _concerns(scope: frozenset[str], deployments: set[str]) -> bool:
     return not scope or not scope.isdisjoint(deployments)
 
 
+def public_incidents() -> QuerySet[Incident]:
+    """Incidents public to everyone: those scoped to no tenant. An incident scoped to some
+    tenants shows only to their members, on their pages, never on the public status page."""
+    return incident_queryset().filter(tenants__isnull=True)
+
+
 def status_overview(*, now: datetime | None = None, days: int = STATUS_DAYS) -> list[ModelStatus]:
     """Per served model: its current status and one uptime bar per UTC day over `days` days
-    up to today. Every incident on one of its deployments counts, whoever it touched."""
+    up to today. Every public incident on one of its deployments counts."""
     now = now or clock.now()
     today = day_floor(now)
     start, end = today - timedelta(days=days - 1), today + timedelta(days=1)
-    incidents = list(overlapping_period(incident_queryset(), start, end))
+    incidents = list(overlapping_period(public_incidents(), start, end))
     windows = list(overlapping_period(maintenance_queryset(), start, end))
     scopes = {i.pk: deployment_slugs(i) for i in incidents}
     window_scopes = {w.pk: deployment_slugs(w) for w in windows}
@@ -116,11 +122,11 @@ def status_overview(*, now: datetime | None = None, days: int = STATUS_DAYS) -> 
 
 
 def incident_history(*, now: datetime | None = None, days: int = STATUS_DAYS) -> list[Incident]:
-    """Incidents open now or started within `days` days, newest first (public)."""
+    """Public incidents open now or started within `days` days, newest first."""
     now = now or clock.now()
     since = now - timedelta(days=days)
     return list(
-        incident_queryset()
+        public_incidents()
         .filter(Q(resolved_at__isnull=True) | Q(started_at__gte=since))
         .order_by("-started_at", "-id")
     )
