@@ -114,3 +114,18 @@ class AuditEntry(models.Model):
 
     def delete(self, *args, **kwargs):
         raise PermissionError("audit entries are append-only")
+
+
+class ClosedMonth(models.Model):
+    """A UTC month whose invoice run has issued its invoices (and closed its SLA): nothing
+    may take effect inside it afterwards (kpis.md, Closed months). Written by billing's
+    invoice run through portal.closing, read by every write that could move its figures."""
+
+    month = models.DateTimeField(unique=True)  # first instant of the UTC month
+    closed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["month"]
+
+    def __str__(self) -> str:
+        return f"{self.month:%Y-%m}"

@@ -1,7 +1,8 @@
 """Effective-dated versions: prices, contracts, promotions, cost models, factory costs,
-levers and goals. Each starts on a whole UTC hour, is never edited once in force and may be
-deleted only before it takes effect (a mistake caught in time); a change is a new version.
-The rules are here once; each app's service writes its own fields."""
+deployment versions, levers and goals. Each starts on a whole UTC hour, is never edited once
+in force and may be deleted only before it takes effect (a mistake caught in time); a change
+is a new version. One that feeds a month's figures never takes effect inside a closed month
+(portal.closing). The rules are here once; each app's service writes its own fields."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,14 +11,19 @@ from datetime import datetime
 from django.db import IntegrityError, models, transaction
 
 from portal import clock
+from portal.closing import month_closed_check
 from portal.errors import FieldError
 from portal.services import audit_record, audit_snapshot
 
 
-def effective_from_check(moment: datetime) -> None:
-    """A version starts on a whole UTC hour."""
+def effective_from_check(moment: datetime, *, in_figures: bool = True) -> None:
+    """A version starts on a whole UTC hour. One that feeds a month's figures (a price,
+    contract, cost model, factory cost or deployment version: `in_figures`) may not take
+    effect inside a closed month; levers and goals are plans, not figures."""
     if moment.minute or moment.second or moment.microsecond:
         raise FieldError("effective_from", "must be a whole UTC hour (minutes and seconds 0)")
+    if in_figures:
+        month_closed_check(moment=moment, field="effective_from")
 
 
 @contextmanager

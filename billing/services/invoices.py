@@ -35,6 +35,7 @@ from billing.services.ledger import (
 )
 from metering.selectors.usage import hourly_usage_list
 from portal import clock
+from portal.closing import month_close
 from portal.models import Tenant
 from portal.money import round_money
 from portal.periods import month_start as month_of
@@ -336,7 +337,7 @@ def _tenants_to_invoice(month_start: datetime) -> list[Tenant]:
 
 def invoice_run(*, month_start: datetime, by=None, now: datetime | None = None) -> InvoiceRun:
     """Rate the month, issue one invoice per tenant with a non-zero amount due, then close
-    the month's SLA. Safe to run twice or concurrently: a tenant-month already invoiced is
+    the month's SLA and, when every tenant was rated, the month itself (portal.closing). Safe to run twice or concurrently: a tenant-month already invoiced is
     left as it is, and a credit is posted once. A month not over yet is refused: its
     usage and its SLA are not final."""
     start = month_of(month_start)
@@ -366,4 +367,6 @@ def invoice_run(*, month_start: datetime, by=None, now: datetime | None = None) 
             run.existing.append(Invoice.objects.get(pk=invoice.pk))
     # Close the month's SLA: its credits go onto the next month's invoices.
     run.sla_credits = sla_month_close(month_start=start, by=by, now=now)
+    if not run.errors:  # every invoice issued: the month is closed (a failed one stays open
+        month_close(month=start, by=by, now=now)  # so that a missing price can be added)
     return run

@@ -6,10 +6,19 @@ from decimal import Decimal
 import pytest
 from rest_framework.test import APIClient
 
+from billing.services.invoices import invoice_run
 from flywheel.models import CostModel, FactoryCosts
 from metering.models import Pool
 from portal import clock
 from portal.models import AuditEntry
+from tests.flywheel.test_tfom_api import (
+    APRIL,
+    APRIL_START,
+    COST_MODEL,
+    MAY,
+    build_factory,
+    post_april_usage,
+)
 
 pytestmark = pytest.mark.both_backends
 
@@ -169,3 +178,65 @@ def test_a_read_token_may_not_write_cost_models(admin, users, token_client):
     assert response.status_code == 403
     assert "admin" in response.json()["errors"][0]["message"]
     assert not CostModel.objects.exists()
+
+
+COST_WRITES = {
+    "cost model": (
+        "/api/v1/cost-models",
+        lambda at: {"pool": "h100-a", **COST_MODEL, "pue": "2.0", "effective_from": at},
+        CostModel,
+    ),
+    "factory costs": (
+        "/api/v1/factory-costs",
+        lambda at: {"staff_per_month": "99999", "sga_per_month": "1", "effective_from": at},
+        FactoryCosts,
+    ),
+}
+
+
+@pytest.fixture
+def april_closed(users, token_client):
+    """The April example (tests/flywheel/test_tfom_api.py), invoiced: April is closed, May
+    open. Returns (operator client, investor client)."""
+    admin = token_client(users["operator"], scopes=["admin", "read"])
+    build_factory(admin, token_client(users["operator"], scopes=["ingest"]))
+    post_april_usage(token_client(users["operator"], scopes=["ingest"]))
+    assert len(invoice_run(month_start=APRIL_START).issued) == 1
+    investor = APIClient()
+    investor.force_login(users["investor"])
+    return admin, investor
+
+
+@pytest.mark.parametrize("kind", list(COST_WRITES))
+def test_cost_version_inside_a_closed_month_is_refused_and_its_tfom_unchanged(april_closed, kind):
+    admin, investor = april_closed
+    path, body, model = COST_WRITES[kind]
+    tfom = f"/api/v1/tfom?scope=factory&from={APRIL}&to={MAY}"
+    before = (investor.get(tfom).json(), model.objects.count(), AuditEntry.objects.count())
+    assert before[0]["gross_profit"] is not None  # the month has figures to protect
+
+    response = admin.post(path, body(APRIL), format="json")
+
+    assert response.status_code == 400, response.json()
+    assert response.json()["errors"] == [
+        {
+            "field": "effective_from",
+            "message": "2026-04 is closed: its invoices are issued, so nothing may take "
+            "effect inside it (correct it with a credit note)",
+        }
+    ]
+    after = (investor.get(tfom).json(), model.objects.count(), AuditEntry.objects.count())
+    assert after == before
+
+
+@pytest.mark.parametrize("kind", list(COST_WRITES))
+def test_cost_version_from_an_open_month_is_added(april_closed, kind):
+    admin, _ = april_closed
+    path, body, model = COST_WRITES[kind]
+    count = model.objects.count()
+
+    response = admin.post(path, body(MAY), format="json")
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["effective_from"] == MAY
+    assert model.objects.count() == count + 1

@@ -75,7 +75,7 @@ def lever_create(
     another version of the slug at the same instant is a conflict."""
     currency = currency or settings.FACTORY_CURRENCY
     _check_currency(currency)
-    effective_from_check(effective_from)
+    effective_from_check(effective_from, in_figures=False)  # a plan: closed months allow it
     if one_time_cost < 0:
         raise FieldError("one_time_cost", "must not be negative")
     if monthly_cost < 0:
@@ -132,7 +132,7 @@ def goal_create(
     [0, 1] (η: positive)."""
     currency = currency or settings.FACTORY_CURRENCY
     _check_currency(currency)
-    effective_from_check(effective_from)
+    effective_from_check(effective_from, in_figures=False)  # a plan: closed months allow it
     if min_gross_margin is None and min_ebitda_per_month is None and min_tfi is None:
         raise FieldError(
             "min_gross_margin", "set at least one of gross margin, EBITDA per month or TFI"

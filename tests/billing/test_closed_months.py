@@ -1,0 +1,149 @@
+"""Closed months (kpis.md, General rules): once the invoice run has issued a month's invoices,
+no price, contract, promotion or deployment version may take effect inside it; late usage
+for it is still accepted and billed as an adjustment."""
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+
+from billing.models import Contract, Invoice, Price, PromotionalCredit
+from billing.selectors.rating import tenant_month_rate
+from billing.services.invoices import invoice_run
+from metering.models import DeploymentVersion, HourlyUsage
+from portal.closing import month_closed_check
+from portal.errors import FieldError
+from portal.models import AuditEntry, ClosedMonth
+from tests.billing.factories import APRIL, MARCH, make_contract, make_priced_model, post_usage
+
+pytestmark = pytest.mark.both_backends
+M = 1_000_000
+IN_MARCH = "2026-03-16T00:00:00Z"  # inside the closed month
+IN_APRIL = "2026-04-16T00:00:00Z"  # April is over but not invoiced: open
+
+WRITES = {
+    "price": (
+        "/api/v1/prices",
+        lambda at: {
+            "model": "llama-70b",
+            "token_class": "output",
+            "per_million": "9.00",
+            "currency": "USD",
+            "effective_from": at,
+        },
+        Price,
+    ),
+    "contract": (
+        "/api/v1/contracts",
+        lambda at: {
+            "tenant": "tenant-a",
+            "kind": "paid",
+            "discount_pct": "50",
+            "effective_from": at,
+        },
+        Contract,
+    ),
+    "promotion": (
+        "/api/v1/promotions",
+        lambda at: {"tenant": "tenant-a", "amount": "5.00", "effective_from": at},
+        PromotionalCredit,
+    ),
+    "deployment version": (
+        "/api/v1/deployments/llama-70b@h100-a/versions",
+        lambda at: {"effective_from": at, "r_ref": "2000", "w_in": "0.5", "slo_ttft_ms": 100},
+        DeploymentVersion,
+    ),
+}
+
+
+@pytest.fixture
+def api(users, token_client):
+    return token_client(users["operator"], scopes=["ingest", "read", "admin"])
+
+
+@pytest.fixture
+def march_closed(api, tenant_a):
+    """March usage of tenant-a, invoiced by the run: March is closed."""
+    make_priced_model()
+    make_contract(tenant_a, discount_pct=Decimal(10))
+    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
+    post_usage(api, [{"id": "a1", **usage}])
+    run = invoice_run(month_start=MARCH)
+    assert [i.tenant.slug for i in run.issued] == ["tenant-a"]
+    return run.issued[0]
+
+
+def _march_figures(tenant):
+    rating = tenant_month_rate(tenant=tenant, month_start=MARCH)
+    lines = [(line.kind, line.token_class, line.quantity, line.amount) for line in rating.lines]
+    invoices = list(Invoice.objects.values_list("number", "status", "total"))
+    return lines, invoices
+
+
+def test_invoice_run_closes_its_month_once(march_closed):
+    assert list(ClosedMonth.objects.values_list("month", flat=True)) == [MARCH]
+    invoice_run(month_start=MARCH)  # a second run: still one record, one audit entry
+    assert ClosedMonth.objects.count() == 1
+    entry = AuditEntry.objects.get(action="month.close")
+    assert (entry.object_type, entry.object_id) == ("closed_month", "2026-03")
+    with pytest.raises(FieldError) as refused:
+        month_closed_check(moment=datetime(2026, 3, 31, 23, tzinfo=UTC), field="time")
+    assert refused.value.field == "time"
+    month_closed_check(moment=APRIL, field="time")  # the next instant is in an open month
+
+
+def test_invoice_run_that_could_not_rate_a_tenant_leaves_the_month_open(api, tenant_a):
+    make_contract(tenant_a)
+    make_priced_model(prices=("0.88", "0.44", "0.88"))
+    Price.objects.filter(token_class="output").delete()  # nothing to rate output with
+    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
+    post_usage(api, [{"id": "a1", **usage}])
+
+    run = invoice_run(month_start=MARCH)
+
+    assert list(run.errors) == ["tenant-a"]
+    assert ClosedMonth.objects.count() == 0  # a price may still be added to fix March
+
+
+@pytest.mark.parametrize("kind", list(WRITES))
+def test_version_inside_a_closed_month_is_refused_naming_effective_from(
+    api, tenant_a, march_closed, kind
+):
+    path, body, model = WRITES[kind]
+    before = (model.objects.count(), AuditEntry.objects.count(), _march_figures(tenant_a))
+
+    response = api.post(path, body(IN_MARCH), format="json")
+
+    assert response.status_code == 400, response.json()
+    assert response.json() == {
+        "errors": [
+            {
+                "field": "effective_from",
+                "message": "2026-03 is closed: its invoices are issued, so nothing may take "
+                "effect inside it (correct it with a credit note)",
+            }
+        ]
+    }
+    after = (model.objects.count(), AuditEntry.objects.count(), _march_figures(tenant_a))
+    assert after == before
+
+
+@pytest.mark.parametrize("kind", list(WRITES))
+def test_version_inside_an_open_month_is_added(api, tenant_a, march_closed, kind):
+    path, body, model = WRITES[kind]
+    count = model.objects.count()
+
+    response = api.post(path, body(IN_APRIL), format="json")
+
+    assert response.status_code == 201, response.json()
+    assert model.objects.count() == count + 1
+    assert response.json()["effective_from"] == IN_APRIL
+
+
+def test_late_usage_for_a_closed_month_is_still_accepted(api, tenant_a, march_closed):
+    late = {"time": "2026-03-20T00:00:00Z", "input_tokens": M, "output_tokens": M}
+
+    post_usage(api, [{"id": "late-1", **late}])
+
+    assert HourlyUsage.objects.filter(hour__lt=APRIL).count() == 2
+    assert Invoice.objects.get().total == march_closed.total  # billed on the next invoice
