@@ -4,8 +4,8 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.views import APIView
 
-from billing.selectors.rating import period_months
 from billing.services.credits import sla_figures_list
+from metering.selectors.usage import metered_months
 from portal.access import Capability, tenant_get
 from portal.api.pagination import Pagination
 from portal.api.periods import PERIOD_PARAMETERS
@@ -53,7 +53,9 @@ class SlaView(APIView):
         slug = request.query_params.get("tenant")
         tenants = [tenant_get(user=request.user, slug=slug)] if slug else None
         rows = []
-        for month in period_months(period):
+        # Months without metered usage have no SLA to report: the work follows the data,
+        # not the length of the period.
+        for month in metered_months(start=period.start, end=period.end):
             for figures in sla_figures_list(month_start=month, tenants=tenants, user=request.user):
                 sla = figures.sla
                 rows.append(

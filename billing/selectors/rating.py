@@ -41,9 +41,10 @@ from billing.selectors.usage_rows import (
     split_events,
     split_hours,
 )
+from metering.selectors.usage import metered_months
 from portal.access import tenant_scoped
 from portal.models import Tenant
-from portal.periods import Period, month_start, next_month
+from portal.periods import Period
 
 ZERO = Decimal(0)
 
@@ -79,21 +80,12 @@ class Realization:
         return totals
 
 
-def period_months(period: Period) -> list[datetime]:
-    """The first instants of the UTC months that [start, end) touches."""
-    months, cursor = [], month_start(period.start)
-    while cursor < period.end:
-        months.append(cursor)
-        cursor = next_month(cursor)
-    return months
-
-
 def rated_items(*, period: Period, tenants=None):
     """(tenant, RatedItem) for every ok usage item in the period, rated within its month
     (so allowances and tiers count from the month's start), plus rating errors by tenant."""
     errors: dict[str, str] = {}
     items: list[tuple[Tenant, RatedItem]] = []
-    for month in period_months(period):
+    for month in metered_months(start=period.start, end=period.end):
         rating = month_rate(month_start=month, tenants=tenants)
         errors |= {rating.tenants[pk].slug: str(error) for pk, error in rating.errors.items()}
         for pk, rated in sorted(rating.rated.items(), key=lambda kv: rating.tenants[kv[0]].slug):

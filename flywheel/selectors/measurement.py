@@ -36,7 +36,7 @@ from flywheel.domain.kpis import (
 )
 from metering.domain.usage.compliance import is_slo_compliant
 from metering.selectors.factory import deployment_list, deployment_version_list, pool_list
-from metering.selectors.usage import capacity_sample_list, hourly_usage_list
+from metering.selectors.usage import capacity_sample_list, hourly_usage_list, metered_months
 from portal import clock
 from portal.periods import day_floor, hour_floor, month_start, next_month
 
@@ -253,8 +253,10 @@ class FactoryData:
             )
 
     def _load_sales(self) -> None:
-        month = month_start(self.start)
-        while month < self.end:
+        # Only months holding usage are rated (a month without usage has no sales and no
+        # shortfall: only tenants with usage are rated), so the work follows the data.
+        last = self.end if self.end == month_start(self.end) else next_month(self.end)
+        for month in metered_months(start=month_start(self.start), end=last):
             rating = month_rate(month_start=month, by_day=(self.start, self.end))
             for tenant_id, error in rating.errors.items():
                 self.rating_errors[rating.tenants[tenant_id].slug] = str(error)
@@ -277,7 +279,6 @@ class FactoryData:
                             rows.get((tenant_id, hour_floor(when), item.item.deployment)),
                             rating.events,
                         )
-            month = next_month(month)
         self.month_sla_credits = sla_credit_totals(start=month_start(self.start), end=self.end)
 
     def _month_share(self, monthly: dict[datetime, Decimal], start, end) -> Decimal:

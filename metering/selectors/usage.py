@@ -3,7 +3,7 @@
 from datetime import UTC, datetime
 
 from django.db.models import F, QuerySet, Sum
-from django.db.models.functions import TruncDay
+from django.db.models.functions import TruncDay, TruncMonth
 
 from metering.models import (
     LATENCY_BUCKETS_MS,
@@ -182,6 +182,19 @@ def hourly_usage_list(
 def daily_usage_list(*, start: datetime, end: datetime) -> QuerySet[DailyUsage]:
     """Daily rollup rows of the UTC days from start's date up to (not including) end's."""
     return DailyUsage.objects.filter(day__gte=start.date(), day__lt=end.date())
+
+
+def metered_months(*, start: datetime, end: datetime) -> list[datetime]:
+    """The first instants of the UTC months that hold rolled-up usage within [start, end),
+    oldest first: one query, whatever the length of the period."""
+    months = (
+        HourlyUsage.objects.filter(hour__gte=start, hour__lt=end)
+        .annotate(month=TruncMonth("hour", tzinfo=UTC))
+        .values_list("month", flat=True)
+        .distinct()
+        .order_by("month")
+    )
+    return [month.astimezone(UTC) for month in months]
 
 
 def first_metered_hour() -> datetime | None:
