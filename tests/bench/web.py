@@ -172,7 +172,7 @@ class Getter:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
         self.headers = headers
 
-    def get(self, path: str) -> float:
+    def get(self, path: str, *, expect: tuple[int, ...] = (200,)) -> float:
         for attempt in range(2):
             started = time.perf_counter()
             try:
@@ -185,6 +185,6 @@ class Getter:
                 if attempt:
                     raise
         elapsed = time.perf_counter() - started
-        if response.status != 200:
+        if response.status not in expect:
             raise RuntimeError(f"GET {path}: {response.status} {body[:300]!r}")
         return elapsed
