@@ -286,7 +286,14 @@ class MaintenanceWindowSerializer(ModelSerializer):
             "ends_at",
             "announced_at",
         ]
-        read_only_fields = ["id", "announced_at"]
+        read_only_fields = ["id"]
+        extra_kwargs = {
+            "announced_at": {
+                "required": False,
+                "help_text": "When tenants were told (default now): before `starts_at`, not "
+                "in the future. A past window is imported with the `announced_at` it had.",
+            }
+        }
 
     def get_models(self, obj) -> list[str]:
         return model_names(obj)
@@ -305,7 +312,8 @@ class MaintenanceWindowSerializer(ModelSerializer):
     ),
     retrieve=extend_schema(responses={200: MaintenanceWindowSerializer, 404: ErrorsSerializer}),
     create=extend_schema(
-        description="Announce maintenance; it must start in the future.",
+        description="Announce maintenance (it must start in the future), or import a past "
+        "window with the `announced_at` it had; none may start in a closed month.",
         responses={201: MaintenanceWindowSerializer, **WRITE_ERRORS},
     ),
     partial_update=extend_schema(

@@ -2,7 +2,8 @@
 an uptime earns are contract terms: billing.domain.credits.
 
 ``uptime = 1 - D / (M - W)`` in seconds: M is the period's length (the elapsed part
-month-to-date), W the union of the maintenance windows, D the downtime outside W,
+month-to-date), W the union of the maintenance windows announced before they started
+(``announced_at < starts_at``), D the downtime outside W,
 weighted at each instant by the highest impact among the active incidents.
 
 The caller passes only the incidents that touch the tenant (``incident_touches``)
@@ -116,14 +117,21 @@ class IncidentTimeline:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MaintenanceInterval:
-    """Announced maintenance [starts_at, ends_at): excluded from uptime's both terms."""
+    """Maintenance [starts_at, ends_at), told to tenants at `announced_at`: excluded from
+    uptime's both terms only when announced before it started (kpis.md 3b)."""
 
+    announced_at: datetime
     starts_at: datetime
     ends_at: datetime
 
     def __post_init__(self) -> None:
         if _utc("ends_at", self.ends_at) < _utc("starts_at", self.starts_at):
             raise ValueError("ends_at must not precede starts_at")
+        _utc("announced_at", self.announced_at)
+
+    @property
+    def is_announced_in_advance(self) -> bool:
+        return self.announced_at < self.starts_at
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,7 +169,8 @@ def uptime_compute(
     windows = [
         span
         for w in maintenance_windows
-        if (span := clip(w.starts_at.astimezone(UTC), w.ends_at.astimezone(UTC)))
+        if w.is_announced_in_advance
+        and (span := clip(w.starts_at.astimezone(UTC), w.ends_at.astimezone(UTC)))
     ]
     pieces = [
         (*span, IMPACT_WEIGHTS[impact])

@@ -106,7 +106,8 @@ class IncidentUpdate(models.Model):
 class MaintenanceWindow(models.Model):
     """Announced maintenance [starts_at, ends_at) on the named deployments and every
     deployment of the named pools (none named: every deployment). Excluded from uptime.
-    Announced in advance: created before it starts, and never changed once started."""
+    Announced in advance (`announced_at` < `starts_at`: recorded ahead, or imported later
+    with the `announced_at` it had), and never changed once started."""
 
     title = models.CharField(max_length=200)
     description = models.TextField(blank=True)
@@ -114,7 +115,7 @@ class MaintenanceWindow(models.Model):
     ends_at = models.DateTimeField()
     deployments = models.ManyToManyField(Deployment, blank=True, related_name="maintenance_windows")
     pools = models.ManyToManyField(Pool, blank=True, related_name="maintenance_windows")
-    announced_at = models.DateTimeField()
+    announced_at = models.DateTimeField()  # when tenants were told
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -127,7 +128,7 @@ class MaintenanceWindow(models.Model):
                 name="maintenance_ends_after_start",
             ),
             models.CheckConstraint(
-                condition=models.Q(announced_at__lte=models.F("starts_at")),
+                condition=models.Q(announced_at__lt=models.F("starts_at")),
                 name="maintenance_announced_in_advance",
             ),
         ]

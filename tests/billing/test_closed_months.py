@@ -10,7 +10,7 @@ import pytest
 from billing.models import Contract, Invoice, Price, PromotionalCredit
 from billing.selectors.rating import tenant_month_rate
 from billing.services.invoices import invoice_run
-from metering.models import DeploymentVersion, HourlyUsage
+from metering.models import DeploymentVersion, HourlyUsage, Incident, MaintenanceWindow
 from portal.closing import month_closed_check
 from portal.errors import FieldError
 from portal.models import AuditEntry, ClosedMonth
@@ -147,3 +147,33 @@ def test_late_usage_for_a_closed_month_is_still_accepted(api, tenant_a, march_cl
 
     assert HourlyUsage.objects.filter(hour__lt=APRIL).count() == 2
     assert Invoice.objects.get().total == march_closed.total  # billed on the next invoice
+
+
+def test_maintenance_and_incidents_in_the_month_the_run_closed_are_refused(api, march_closed):
+    window = {
+        "title": "Driver upgrade",
+        "starts_at": "2026-03-20T02:00:00Z",
+        "ends_at": "2026-03-20T04:00:00Z",
+        "announced_at": "2026-03-13T09:00:00Z",
+    }
+    incident = {
+        "title": "Llama down",
+        "severity": "sev1",
+        "impact": "major_outage",
+        "started_at": "2026-03-20T02:00:00Z",
+        "resolved_at": "2026-03-20T04:00:00Z",
+    }
+    before = _march_figures(march_closed.tenant)
+
+    refused = [
+        api.post("/api/v1/maintenance", window, format="json"),
+        api.post("/api/v1/incidents", incident, format="json"),
+    ]
+
+    assert [r.status_code for r in refused] == [400, 400]
+    assert [e["field"] for r in refused for e in r.json()["errors"]] == ["starts_at", "started_at"]
+    assert not MaintenanceWindow.objects.exists() and not Incident.objects.exists()
+    assert _march_figures(march_closed.tenant) == before
+    in_april = {"starts_at": "2026-04-20T02:00:00Z", "ends_at": "2026-04-20T04:00:00Z"}
+    accepted = api.post("/api/v1/maintenance", {**window, **in_april}, format="json")
+    assert accepted.status_code == 201, accepted.json()

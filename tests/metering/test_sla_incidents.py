@@ -16,6 +16,7 @@ from metering.selectors.sla.status import status_overview
 from metering.services.sla.incidents import incident_create, incident_edit, incident_update_add
 from metering.services.sla.maintenance import maintenance_window_create, maintenance_window_edit
 from portal import clock
+from portal.closing import month_close
 from portal.models import AuditEntry
 from tests.metering.factories import make_deployment
 
@@ -253,6 +254,96 @@ def test_maintenance_cannot_change_once_started(llama):
     assert window.announced_at == T0 - timedelta(days=2)
 
 
+CLOSED = (
+    "2026-04 is closed: its invoices are issued, so nothing may take effect inside it "
+    "(correct it with a credit note)"
+)
+
+
+def test_maintenance_of_the_past_is_imported_with_the_announced_at_it_had(llama):
+    window = maintenance_window_create(
+        title="Driver upgrade",
+        starts_at=T0,
+        ends_at=T0 + timedelta(hours=2),
+        announced_at=T0 - timedelta(days=3),
+        deployments=[llama],
+        by=None,
+        now=T0 + timedelta(days=20),
+    )
+
+    window.refresh_from_db()
+    assert (window.announced_at, window.starts_at) == (T0 - timedelta(days=3), T0)
+
+
+@pytest.mark.parametrize(
+    ("announced_at", "message"),
+    [
+        (T0, "must be before starts_at: a window counts only when announced before it starts"),
+        (T0 + timedelta(minutes=1), "must be before starts_at: a window counts only when "
+         "announced before it starts"),
+        (T0 + timedelta(days=21), "must not be in the future"),
+    ],
+)  # fmt: skip
+def test_maintenance_announced_at_is_before_it_starts_and_not_in_the_future(
+    llama, announced_at, message
+):
+    with pytest.raises(ValidationError) as error:
+        maintenance_window_create(
+            title="Driver upgrade",
+            starts_at=T0,
+            ends_at=T0 + timedelta(hours=2),
+            announced_at=announced_at,
+            by=None,
+            now=T0 + timedelta(days=20),
+        )
+
+    assert error.value.message_dict == {"announced_at": [message]}
+    assert not MaintenanceWindow.objects.exists()
+
+
+def test_maintenance_starting_in_a_closed_month_is_refused_naming_starts_at(llama):
+    month_close(month=T0)
+    audited = AuditEntry.objects.count()
+
+    with pytest.raises(ValidationError) as error:
+        maintenance_window_create(
+            title="Driver upgrade",
+            starts_at=T0,
+            ends_at=T0 + timedelta(hours=2),
+            announced_at=T0 - timedelta(days=3),
+            by=None,
+            now=T0 + timedelta(days=40),
+        )
+
+    assert error.value.message_dict == {"starts_at": [CLOSED]}
+    assert not MaintenanceWindow.objects.exists()
+    assert AuditEntry.objects.count() == audited
+
+
+def test_incident_starting_in_a_closed_month_is_refused_naming_started_at(llama):
+    month_close(month=T0)
+
+    with pytest.raises(ValidationError) as error:
+        _open(resolved_at=T0 + timedelta(hours=1), now=T0 + timedelta(days=40))
+
+    assert error.value.message_dict == {"started_at": [CLOSED]}
+    assert not Incident.objects.exists()
+    assert not IncidentUpdate.objects.exists()
+
+
+def test_incident_moved_into_a_closed_month_is_refused_naming_started_at(llama):
+    month_close(month=T0)
+    incident = _open(started_at=datetime(2026, 5, 1, 1, tzinfo=UTC), now=T0 + timedelta(days=40))
+
+    with pytest.raises(ValidationError) as error:
+        incident_edit(incident=incident, started_at=T0, by=None, now=T0 + timedelta(days=40))
+
+    assert error.value.message_dict == {"started_at": [CLOSED]}
+    incident.refresh_from_db()
+    assert incident.started_at == datetime(2026, 5, 1, 1, tzinfo=UTC)
+    assert list(incident.updates.values_list("time", flat=True)) == [incident.started_at]
+
+
 # ---------------------------------------------------------------- API
 
 
@@ -474,6 +565,72 @@ def test_api_maintenance_announce_change_and_cancel(operator_api, llama):
     assert cancelled.status_code == 204
     assert not MaintenanceWindow.objects.exists()
     assert AuditEntry.objects.filter(object_type="maintenance_window").count() == 3
+
+
+def test_api_maintenance_announced_at_defaults_to_now_or_imports_a_past_window(operator_api, llama):
+    now = clock.now()
+    body = {"title": "Driver upgrade", "deployments": ["llama-70b@h100-a"]}
+    ahead = operator_api.post(
+        "/api/v1/maintenance",
+        {**body, "starts_at": "2026-12-20T02:00:00Z", "ends_at": "2026-12-20T04:00:00Z"},
+        format="json",
+    )
+    past = operator_api.post(
+        "/api/v1/maintenance",
+        {
+            **body,
+            "starts_at": "2026-12-02T02:00:00Z",
+            "ends_at": "2026-12-02T04:00:00Z",
+            "announced_at": "2026-11-25T09:00:00Z",
+        },
+        format="json",
+    )
+
+    assert ahead.status_code == 201, ahead.json()
+    assert ahead.json()["announced_at"] == now.isoformat().replace("+00:00", "Z")
+    assert past.status_code == 201, past.json()
+    assert past.json()["announced_at"] == "2026-11-25T09:00:00Z"
+    assert MaintenanceWindow.objects.count() == 2
+
+
+def test_api_maintenance_and_incident_in_a_closed_month_are_400s_naming_the_field(
+    operator_api, llama
+):
+    month_close(month=datetime(2026, 11, 1, tzinfo=UTC))
+    closed = (
+        "2026-11 is closed: its invoices are issued, so nothing may take effect inside it "
+        "(correct it with a credit note)"
+    )
+
+    window = operator_api.post(
+        "/api/v1/maintenance",
+        {
+            "title": "Driver upgrade",
+            "starts_at": "2026-11-30T22:00:00Z",
+            "ends_at": "2026-12-01T02:00:00Z",
+            "announced_at": "2026-11-25T09:00:00Z",
+        },
+        format="json",
+    )
+    incident = operator_api.post(
+        "/api/v1/incidents",
+        {
+            "title": "Llama down",
+            "severity": "sev1",
+            "impact": "major_outage",
+            "started_at": "2026-11-30T23:00:00Z",
+            "resolved_at": "2026-12-01T01:00:00Z",
+        },
+        format="json",
+    )
+
+    assert window.status_code == 400
+    assert window.json()["errors"] == [{"field": "starts_at", "message": closed}]
+    assert incident.status_code == 400
+    assert incident.json()["errors"] == [{"field": "started_at", "message": closed}]
+    assert not MaintenanceWindow.objects.exists()
+    assert not Incident.objects.exists()
+    assert not AuditEntry.objects.filter(object_type__in=["incident", "maintenance_window"])
 
 
 # ---------------------------------------------------------------- pages

@@ -38,6 +38,13 @@ def outage(start: datetime, seconds: int, impact: Impact = Impact.MAJOR_OUTAGE) 
     )
 
 
+def announced(starts_at: datetime, ends_at: datetime) -> MaintenanceInterval:
+    """A window announced a week ahead."""
+    return MaintenanceInterval(
+        announced_at=starts_at - timedelta(days=7), starts_at=starts_at, ends_at=ends_at
+    )
+
+
 def april(incidents=(), maintenance=(), now=None):
     return uptime_compute(
         month_start=APRIL,
@@ -145,8 +152,8 @@ def test_uptime_compute_excludes_maintenance_from_both_terms():
     result = april(
         [IncidentTimeline(started_at=at(5, 22), resolved_at=at(6, 1), impact="major_outage")],
         [
-            MaintenanceInterval(starts_at=at(5), ends_at=at(5, 12)),
-            MaintenanceInterval(starts_at=at(5, 6), ends_at=at(6)),
+            announced(at(5), at(5, 12)),
+            announced(at(5, 6), at(6)),
         ],
     )
 
@@ -155,13 +162,28 @@ def test_uptime_compute_excludes_maintenance_from_both_terms():
     assert result.uptime == Fraction(695, 696)
 
 
+def test_uptime_compute_excludes_only_maintenance_announced_before_it_started():
+    # a major outage Apr 5 00:00 - 12:00 (43,200 s) during a window of the same 12 h:
+    # announced a day ahead the window is excluded (uptime 1); announced when it started or
+    # later it is not maintenance (kpis.md 3b): 1 - 43,200 / 2,592,000 = 59/60.
+    incident = outage(at(5), 12 * 3600)
+
+    def window(announced_at: datetime):
+        return MaintenanceInterval(announced_at=announced_at, starts_at=at(5), ends_at=at(5, 12))
+
+    ahead = april([incident], [window(at(4))])
+    on_time = april([incident], [window(at(5))])
+    after = april([incident], [window(at(5, 6))])
+
+    assert (ahead.maintenance_seconds, ahead.downtime_seconds, ahead.uptime) == (43_200, 0, 1)
+    for late in (on_time, after):
+        assert (late.maintenance_seconds, late.downtime_seconds) == (0, 43_200)
+        assert late.uptime == Fraction(59, 60)
+
+
 def test_uptime_compute_clips_maintenance_to_the_month():
     # window Mar 31 12:00 - Apr 1 06:00 counts only its April part: 21,600 s
-    result = april(
-        maintenance=[
-            MaintenanceInterval(starts_at=datetime(2026, 3, 31, 12, tzinfo=UTC), ends_at=at(1, 6))
-        ]
-    )
+    result = april(maintenance=[announced(datetime(2026, 3, 31, 12, tzinfo=UTC), at(1, 6))])
 
     assert result.maintenance_seconds == 21_600
     assert result.uptime == 1
@@ -245,7 +267,7 @@ def test_uptime_compute_now_after_the_month_is_the_whole_month():
 
 def test_uptime_compute_without_serviceable_time_is_null():
     before = april(now=datetime(2026, 3, 20, tzinfo=UTC))
-    all_maintenance = april(maintenance=[MaintenanceInterval(starts_at=APRIL, ends_at=MAY)])
+    all_maintenance = april(maintenance=[announced(APRIL, MAY)])
 
     assert before.month_seconds == 0
     assert before.uptime is None

@@ -83,4 +83,6 @@ def timeline_of(incident: Incident) -> IncidentTimeline:
 
 
 def maintenance_interval(window: MaintenanceWindow) -> MaintenanceInterval:
-    return MaintenanceInterval(starts_at=window.starts_at, ends_at=window.ends_at)
+    return MaintenanceInterval(
+        announced_at=window.announced_at, starts_at=window.starts_at, ends_at=window.ends_at
+    )

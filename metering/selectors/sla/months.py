@@ -170,7 +170,8 @@ def sla_month_list(
         excluded = tuple(
             w
             for w in windows
-            if maintenance_touches(
+            if maintenance_interval(w).is_announced_in_advance
+            and maintenance_touches(
                 window_deployments=window_scopes[w.pk], deployments_used=tenant_used
             )
         )

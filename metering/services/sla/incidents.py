@@ -17,6 +17,8 @@ from metering.models import (
 )
 from metering.services.sla.scope import UNSET, check_title, raise_if_any, set_scope
 from portal import clock
+from portal.closing import month_closed_check
+from portal.errors import FieldError
 from portal.models import Tenant
 from portal.services import audit_record, audit_snapshot
 
@@ -29,6 +31,13 @@ STATUS_ORDER = list(IncidentStatus.values)
 def _not_future(field: str, value: datetime, now: datetime, errors: dict) -> None:
     if value > now + CLOCK_TOLERANCE:
         errors.setdefault(field, "must not be in the future")
+
+
+def _not_in_closed_month(field: str, value: datetime, errors: dict) -> None:
+    try:
+        month_closed_check(moment=value, field=field)
+    except FieldError as error:
+        errors.setdefault(error.field, error.message)
 
 
 def _check_choice(field: str, value: str, choices: type, errors: dict) -> None:
@@ -63,6 +72,7 @@ def incident_create(
     _check_choice("impact", impact, IncidentImpact, errors)
     _check_choice("status", status, IncidentStatus, errors)
     _not_future("started_at", started_at, now, errors)
+    _not_in_closed_month("started_at", started_at, errors)
     if resolved_at is not None:
         _not_future("resolved_at", resolved_at, now, errors)
         if resolved_at < started_at:
@@ -208,6 +218,8 @@ def incident_edit(
         incident.impact = impact
     if started_at is not UNSET:
         _not_future("started_at", started_at, now, errors)
+        if started_at != incident.started_at:
+            _not_in_closed_month("started_at", started_at, errors)
         first, *later = incident.updates.order_by("time", "id")
         if later and started_at > later[0].time:
             errors.setdefault(

@@ -1,4 +1,5 @@
-"""Maintenance window writes: announce, change or withdraw one before it starts."""
+"""Maintenance window writes: announce, change or withdraw one before it starts, or import a
+past one with the `announced_at` it had."""
 
 from collections.abc import Iterable
 from datetime import datetime
@@ -10,14 +11,39 @@ from django.db import transaction
 from metering.models import Deployment, MaintenanceWindow, Pool
 from metering.services.sla.scope import UNSET, check_title, raise_if_any, set_scope
 from portal import clock
+from portal.closing import month_closed_check
+from portal.errors import FieldError
 from portal.services import audit_record, audit_snapshot
 
 
-def _check_window(starts_at: datetime, ends_at: datetime, now: datetime, errors: dict) -> None:
-    if starts_at <= now:
-        errors.setdefault("starts_at", "must be in the future: maintenance is announced in advance")
+def _check_window(
+    starts_at: datetime,
+    ends_at: datetime,
+    announced_at: datetime | None,
+    now: datetime,
+    errors: dict,
+) -> None:
+    """Announced now (`announced_at` None), a window starts in the future; a past one is
+    recorded with the `announced_at` it had, before it started and not in the future. None
+    starts in a closed month (its SLA and invoices are final)."""
+    if announced_at is None:
+        if starts_at <= now:
+            errors.setdefault(
+                "starts_at", "must be in the future: maintenance is announced in advance"
+            )
+    elif announced_at > now:
+        errors.setdefault("announced_at", "must not be in the future")
+    elif announced_at >= starts_at:
+        errors.setdefault(
+            "announced_at",
+            "must be before starts_at: a window counts only when announced before it starts",
+        )
     if ends_at <= starts_at:
         errors.setdefault("ends_at", "must be after starts_at")
+    try:
+        month_closed_check(moment=starts_at, field="starts_at")
+    except FieldError as error:
+        errors.setdefault(error.field, error.message)
 
 
 @transaction.atomic
@@ -29,22 +55,24 @@ def maintenance_window_create(
     deployments: Iterable[Deployment] = (),
     pools: Iterable[Pool] = (),
     description: str = "",
+    announced_at: datetime | None = None,
     by: User | None,
     now: datetime | None = None,
 ) -> MaintenanceWindow:
-    """Announce maintenance [starts_at, ends_at) on deployments (none named: all); it must
-    start after now (`now` is the announcement time)."""
+    """Record maintenance [starts_at, ends_at) on deployments (none named: all), told to
+    tenants at `announced_at`: by default now, so it must start after now; a past window is
+    imported with the `announced_at` it had (before it started, not in the future)."""
     now = now or clock.now()
     errors: dict[str, str] = {}
     title = check_title(title, errors)
-    _check_window(starts_at, ends_at, now, errors)
+    _check_window(starts_at, ends_at, announced_at, now, errors)
     raise_if_any(errors)
     window = MaintenanceWindow.objects.create(
         title=title,
         description=description.strip(),
         starts_at=starts_at,
         ends_at=ends_at,
-        announced_at=now,
+        announced_at=announced_at or now,
         created_by=by if by is not None and by.is_authenticated else None,
     )
     set_scope(window, deployments=deployments, pools=pools)
@@ -77,8 +105,10 @@ def maintenance_window_edit(
     ends_at: datetime = UNSET,
     deployments: Iterable[Deployment] = UNSET,
     pools: Iterable[Pool] = UNSET,
+    announced_at: datetime | None = UNSET,
 ) -> MaintenanceWindow:
-    """Change a window that has not started yet (it is re-announced now)."""
+    """Change a window that has not started yet; it is re-announced, now unless
+    `announced_at` says when tenants were told of the change."""
     now = now or clock.now()
     window = MaintenanceWindow.objects.select_for_update().get(pk=window.pk)
     _refuse_started(window, now)
@@ -92,9 +122,10 @@ def maintenance_window_edit(
         window.starts_at = starts_at
     if ends_at is not UNSET:
         window.ends_at = ends_at
-    _check_window(window.starts_at, window.ends_at, now, errors)
+    announced_at = None if announced_at is UNSET else announced_at
+    _check_window(window.starts_at, window.ends_at, announced_at, now, errors)
     raise_if_any(errors)
-    window.announced_at = now
+    window.announced_at = announced_at or now
     window.save()
     set_scope(window, deployments=deployments, pools=pools)
     audit_record(
