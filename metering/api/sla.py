@@ -46,6 +46,11 @@ from portal.permissions import capability_permission
 IncidentPermission = capability_permission(
     read=Capability.READ_TENANT_DATA, write=Capability.WRITE_FACTORY
 )
+# Maintenance windows are configuration: operators and finance read them through the API;
+# everyone sees the upcoming ones on the public status page.
+MaintenancePermission = capability_permission(
+    read=Capability.READ_CONFIGURATION, write=Capability.WRITE_FACTORY
+)
 
 WRITE_ERRORS = {400: ErrorsSerializer, 403: ErrorsSerializer, 404: ErrorsSerializer}
 
@@ -336,7 +341,7 @@ class MaintenanceWindowViewSet(
     """Announced maintenance windows, excluded from uptime; fixed once started."""
 
     serializer_class = MaintenanceWindowSerializer
-    permission_classes = [IncidentPermission]
+    permission_classes = [MaintenancePermission]
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def get_queryset(self):
