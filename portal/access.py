@@ -21,6 +21,9 @@ class Capability(StrEnum):
     WRITE_COMMERCIAL = "write_commercial"  # prices, contracts, promotions, invoices
     READ_FACTORY = "read_factory"  # factory-wide KPIs, TFOM, flywheel
     READ_TENANT_DATA = "read_tenant_data"  # usage, SLA, invoices (own tenant for members)
+    # Configuration records a tenant member never reads, own ones included: tenants,
+    # contracts, promotions, maintenance windows (tenants see only the tenant-facing reads).
+    READ_CONFIGURATION = "read_configuration"
     READ_AGGREGATES = "read_aggregates"  # factory-wide totals without tenant detail
     READ_AUDIT = "read_audit"
     MANAGE_TOKENS = "manage_tokens"
@@ -31,6 +34,7 @@ CAPABILITIES: dict[Capability, frozenset[Role]] = {
     Capability.WRITE_COMMERCIAL: frozenset({Role.OPERATOR, Role.FINANCE}),
     Capability.READ_FACTORY: frozenset({Role.OPERATOR, Role.FINANCE, Role.INVESTOR}),
     Capability.READ_TENANT_DATA: frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
+    Capability.READ_CONFIGURATION: frozenset({Role.OPERATOR, Role.FINANCE}),
     Capability.READ_AGGREGATES: frozenset({Role.OPERATOR, Role.FINANCE, Role.INVESTOR}),
     Capability.READ_AUDIT: frozenset({Role.OPERATOR}),
     Capability.MANAGE_TOKENS: frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),

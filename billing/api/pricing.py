@@ -115,6 +115,10 @@ class PromotionSerializer(ModelSerializer):
 CommercialRead = capability_permission(
     read=Capability.READ_TENANT_DATA, write=Capability.WRITE_COMMERCIAL
 )
+# Contracts and promotions are configuration: operators and finance, never tenant members.
+CommercialConfiguration = capability_permission(
+    read=Capability.READ_CONFIGURATION, write=Capability.WRITE_COMMERCIAL
+)
 
 
 class PriceViewSet(EffectiveDatedViewSet):
@@ -133,11 +137,11 @@ class PriceViewSet(EffectiveDatedViewSet):
 
 
 class ContractViewSet(EffectiveDatedViewSet):
-    """Contract versions per tenant (members see their own)."""
+    """Contract versions per tenant."""
 
     serializer_class = ContractSerializer
     audit_type = "contract"
-    permission_classes = [CommercialRead]
+    permission_classes = [CommercialConfiguration]
     filterset_class = ContractFilterSet
 
     def get_queryset(self):
@@ -157,7 +161,7 @@ class PromotionViewSet(EffectiveDatedViewSet):
 
     serializer_class = PromotionSerializer
     audit_type = "promotion"
-    permission_classes = [CommercialRead]
+    permission_classes = [CommercialConfiguration]
     filterset_class = PromotionFilterSet
 
     def get_queryset(self):

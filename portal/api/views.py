@@ -78,13 +78,13 @@ class AuditedModelViewSet(viewsets.ModelViewSet):
 
 
 class TenantViewSet(AuditedModelViewSet):
-    """Tenants, keyed by slug. Operators write; members see their own tenant only."""
+    """Tenants, keyed by slug (configuration): operators write, operators and finance read."""
 
     serializer_class = TenantSerializer
     lookup_field = "slug"
     audit_type = "tenant"
     permission_classes = [
-        capability_permission(read=Capability.READ_TENANT_DATA, write=Capability.WRITE_FACTORY)
+        capability_permission(read=Capability.READ_CONFIGURATION, write=Capability.WRITE_FACTORY)
     ]
     filterset_class = TenantFilterSet
 

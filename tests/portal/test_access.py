@@ -36,7 +36,7 @@ PUBLIC_PAGES = {"/status/"}
 
 # Every API collection and the roles that may list it.
 API_LISTS = {
-    "/api/v1/tenants": {"operator", "finance", "tenant"},
+    "/api/v1/tenants": {"operator", "finance"},  # configuration: never a tenant's
     "/api/v1/audit": {"operator"},
     "/api/v1/usage": {"operator", "finance", "tenant"},
     "/api/v1/pools": {"operator", "finance", "investor"},
@@ -44,10 +44,10 @@ API_LISTS = {
     "/api/v1/deployments": {"operator", "finance", "investor"},
     "/api/v1/scrape-targets": {"operator", "finance"},
     "/api/v1/incidents": {"operator", "finance", "tenant"},
-    "/api/v1/maintenance": {"operator", "finance", "tenant"},
+    "/api/v1/maintenance": {"operator", "finance"},  # configuration: never a tenant's
     "/api/v1/prices": {"operator", "finance", "investor"},
-    "/api/v1/contracts": {"operator", "finance", "tenant"},
-    "/api/v1/promotions": {"operator", "finance", "tenant"},
+    "/api/v1/contracts": {"operator", "finance"},  # configuration: never a tenant's
+    "/api/v1/promotions": {"operator", "finance"},  # configuration: never a tenant's
     "/api/v1/invoices": {"operator", "finance", "tenant"},
     "/api/v1/ledger": {"operator", "finance", "tenant"},
     "/api/v1/sla": {"operator", "finance", "tenant"},
@@ -138,12 +138,11 @@ def test_api_refuses_anonymous_requests(url, client, db):
         assert response.json()["errors"][0]["message"]
 
 
-def test_tenant_member_sees_only_own_tenant_and_404_for_another(users, tenant_b, token_client):
+def test_tenant_member_reads_no_tenant_record_not_even_its_own(users, tenant_b, token_client):
     api = token_client(users["tenant"])
-    listing = api.get("/api/v1/tenants").json()
-    assert [t["slug"] for t in listing["results"]] == ["tenant-a"]
-    assert api.get("/api/v1/tenants/tenant-b").status_code == 404
-    assert api.get("/api/v1/tenants/tenant-a").status_code == 200
+    assert api.get("/api/v1/tenants").status_code == 403
+    assert api.get("/api/v1/tenants/tenant-a").status_code == 403
+    assert api.get("/api/v1/tenants/tenant-b").status_code == 403
 
 
 def test_read_token_cannot_write(users, token_client):

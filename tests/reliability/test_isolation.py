@@ -77,11 +77,9 @@ FORBIDDEN_LIST = Listing(403)
 API_CASES: dict[tuple[str, str], Reach | Listing] = {
     ("GET", "/api/v1/audit/"): FORBIDDEN_LIST,
     ("POST", "/api/v1/capacity"): FORBIDDEN,
-    ("GET", "/api/v1/contracts/"): Listing(200, own=1, foreign="tenant=tenant-b"),
+    ("GET", "/api/v1/contracts/"): FORBIDDEN_LIST,
     ("POST", "/api/v1/contracts/"): FORBIDDEN,
-    ("GET", "/api/v1/contracts/{id}/"): Reach(
-        404, _id("contract_b"), own=_id("contract_a"), missing={"id": MISSING}
-    ),
+    ("GET", "/api/v1/contracts/{id}/"): Reach(403, _id("contract_a")),
     ("DELETE", "/api/v1/contracts/{id}/"): Reach(403, _id("contract_b")),
     ("GET", "/api/v1/cost-models/"): FORBIDDEN_LIST,
     ("POST", "/api/v1/cost-models/"): FORBIDDEN,
@@ -128,9 +126,9 @@ API_CASES: dict[tuple[str, str], Reach | Listing] = {
     ("GET", "/api/v1/levers/{id}/"): Reach(403, _id_missing),
     ("DELETE", "/api/v1/levers/{id}/"): Reach(403, _id_missing),
     ("GET", "/api/v1/ledger/"): Listing(200, own=3, foreign="tenant=tenant-b"),
-    ("GET", "/api/v1/maintenance/"): Listing(200, own=1),  # factory-wide announcements
+    ("GET", "/api/v1/maintenance/"): FORBIDDEN_LIST,
     ("POST", "/api/v1/maintenance/"): FORBIDDEN,
-    ("GET", "/api/v1/maintenance/{id}/"): Reach(200, _id("maintenance")),
+    ("GET", "/api/v1/maintenance/{id}/"): Reach(403, _id("maintenance")),
     ("PATCH", "/api/v1/maintenance/{id}/"): Reach(403, _id("maintenance")),
     ("DELETE", "/api/v1/maintenance/{id}/"): Reach(403, _id("maintenance")),
     ("GET", "/api/v1/models/"): FORBIDDEN_LIST,
@@ -149,11 +147,9 @@ API_CASES: dict[tuple[str, str], Reach | Listing] = {
     ("POST", "/api/v1/prices/"): FORBIDDEN,
     ("GET", "/api/v1/prices/{id}/"): Reach(403, _id("price")),
     ("DELETE", "/api/v1/prices/{id}/"): Reach(403, _id("price")),
-    ("GET", "/api/v1/promotions/"): Listing(200, own=1, foreign="tenant=tenant-b"),
+    ("GET", "/api/v1/promotions/"): FORBIDDEN_LIST,
     ("POST", "/api/v1/promotions/"): FORBIDDEN,
-    ("GET", "/api/v1/promotions/{id}/"): Reach(
-        404, _id("promotion_b"), own=_id("promotion_a"), missing={"id": MISSING}
-    ),
+    ("GET", "/api/v1/promotions/{id}/"): Reach(403, _id("promotion_a")),
     ("DELETE", "/api/v1/promotions/{id}/"): Reach(403, _id("promotion_b")),
     ("GET", "/api/v1/scrape-targets/"): FORBIDDEN_LIST,
     ("POST", "/api/v1/scrape-targets/"): FORBIDDEN,
@@ -163,11 +159,9 @@ API_CASES: dict[tuple[str, str], Reach | Listing] = {
     ("DELETE", "/api/v1/scrape-targets/{id}/"): Reach(403, _id("scrape_target")),
     ("GET", "/api/v1/sla"): Listing(200, own=1, query=MARCH, foreign=f"{MARCH}&tenant=tenant-b"),
     ("POST", "/api/v1/telemetry/prometheus"): FORBIDDEN,
-    ("GET", "/api/v1/tenants/"): Listing(200, own=1),
+    ("GET", "/api/v1/tenants/"): FORBIDDEN_LIST,
     ("POST", "/api/v1/tenants/"): FORBIDDEN,
-    ("GET", "/api/v1/tenants/{slug}/"): Reach(
-        404, _slug("tenant-b"), own=_slug("tenant-a"), missing={"slug": "nobody"}
-    ),
+    ("GET", "/api/v1/tenants/{slug}/"): Reach(403, _slug("tenant-a")),
     ("PUT", "/api/v1/tenants/{slug}/"): Reach(403, _slug("tenant-b")),
     ("PATCH", "/api/v1/tenants/{slug}/"): Reach(403, _slug("tenant-b")),
     ("DELETE", "/api/v1/tenants/{slug}/"): Reach(403, _slug("tenant-b")),
@@ -177,6 +171,21 @@ API_CASES: dict[tuple[str, str], Reach | Listing] = {
     ("POST", "/api/v1/usage/events"): FORBIDDEN,
     ("POST", "/api/v1/usage/openai-batch"): FORBIDDEN,
     ("GET", "/metrics"): FORBIDDEN_LIST,
+}
+
+
+# The tenant-facing reads (architecture.md: usage, SLA, incidents that touched them,
+# invoices, their ledger rows): the only operations a tenant member gets a 200 from. Every
+# configuration endpoint (tenants, contracts, promotions, maintenance, pools, prices…) is
+# the operators' and finance's, own records included.
+TENANT_FACING = {
+    ("GET", "/api/v1/incidents/"),
+    ("GET", "/api/v1/incidents/{id}/"),
+    ("GET", "/api/v1/invoices/"),
+    ("GET", "/api/v1/invoices/{id}/"),
+    ("GET", "/api/v1/ledger/"),
+    ("GET", "/api/v1/sla"),
+    ("GET", "/api/v1/usage"),
 }
 
 
@@ -338,6 +347,25 @@ def test_tenant_a_cannot_reach_tenant_b_through_the_api(world, method, path):
         if case.own is not None:
             own = _send(client, method, url(path, case.own(world)))
             assert own.status_code == 200, (where, "own object", own.content[:300])
+
+
+def test_tenant_member_gets_200_only_from_the_tenant_facing_reads(world):
+    """Every operation of the schema, with the member's session, read token and all-scope
+    token, on the member's own object where it has one: 200 exactly for TENANT_FACING."""
+    answered: dict[str, set[tuple[str, str]]] = {name: set() for name in world.clients}
+    for (method, path), case in sorted(API_CASES.items()):
+        if method != "GET":
+            continue  # writes: test_tenant_a_cannot_reach_tenant_b_through_the_api (403)
+        if isinstance(case, Listing):
+            target = path + (f"?{case.query}" if case.query else "")
+        else:
+            target = url(path, (case.own or case.params)(world))
+        for name, client in world.clients.items():
+            response = _send(client, method, target)
+            assert response.status_code in (200, 403), (name, target, response.content[:300])
+            if response.status_code == 200:
+                answered[name].add((method, path))
+    assert answered == dict.fromkeys(world.clients, TENANT_FACING)
 
 
 @pytest.mark.parametrize("path", MEMBER_LIST_PAGES)
