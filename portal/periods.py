@@ -100,6 +100,7 @@ class Window:
     end: datetime
     to: datetime
     data_until: datetime
+    now: datetime
 
     @property
     def period(self) -> Period:
@@ -118,6 +119,12 @@ class Window:
     def is_to_date(self) -> bool:
         """The period is still running: it is measured up to `to`, not to its end."""
         return self.to < self.end
+
+    @property
+    def is_lagging(self) -> bool:
+        """Metering lags: usage is folded more than an hour short of the period's end or now
+        (pages then say "usage metered until …", so a lag never reads as idle GPUs)."""
+        return min(self.end, self.now) - self.data_until > timedelta(hours=1)
 
     @property
     def caption(self) -> str:
@@ -208,7 +215,7 @@ def period_resolve(
     if end - start > LONGEST:
         raise FieldError("to" if custom else "period", "a period is at most 3 years long")
     to = max(hour_floor(min(end, data_until)), start) if end > data_until else end
-    return Window(key=key, label=label, start=start, end=end, to=to, data_until=data_until)
+    return Window(key=key, label=label, start=start, end=end, to=to, data_until=data_until, now=now)
 
 
 def picker_keys(*, now: datetime | None = None) -> dict[str, list[str]]:

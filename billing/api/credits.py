@@ -5,11 +5,10 @@ from rest_framework import serializers
 from rest_framework.views import APIView
 
 from billing.services.credits import sla_figures_list
-from metering.selectors.usage import metered_months
+from metering.selectors.usage import metered_months, window_resolve
 from portal.access import Capability, tenant_get
 from portal.api.pagination import Pagination
 from portal.api.periods import PERIOD_PARAMETERS
-from portal.periods import period_resolve
 from portal.permissions import capability_permission
 
 
@@ -49,7 +48,7 @@ class SlaView(APIView):
         responses=SlaRowSerializer(many=True),
     )
     def get(self, request):
-        period = period_resolve(request.query_params).period
+        period = window_resolve(request.query_params).period
         slug = request.query_params.get("tenant")
         tenants = [tenant_get(user=request.user, slug=slug)] if slug else None
         rows = []

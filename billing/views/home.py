@@ -7,13 +7,13 @@ from django.shortcuts import render
 from billing.models import Invoice
 from billing.selectors.invoices import invoice_list
 from billing.services.credits import sla_figures_list
-from metering.selectors.usage import usage_daily_by_model
+from metering.selectors.usage import usage_daily_by_model, window_resolve
 from portal import clock
 from portal.access import user_tenant
 from portal.charts import figure_json, usage_by_model_chart
 from portal.decorators import role_required
 from portal.models import Role
-from portal.periods import month_start, months_before, period_resolve
+from portal.periods import month_start, months_before
 
 
 @role_required(Role.TENANT)
@@ -21,7 +21,7 @@ def tenant_home(request):
     """A member's front page: usage by model and day, SLA attainment against target, the
     incidents that touched them, their invoices and API tokens."""
     tenant = user_tenant(request.user)
-    period = period_resolve({}, default="last_30_days").period
+    period = window_resolve({}, default="last_30_days").period
     rows = usage_daily_by_model(user=request.user, period=period)
     this_month = month_start(clock.now())
     sla_rows = [

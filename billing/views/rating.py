@@ -5,16 +5,16 @@ from django.shortcuts import render
 
 from billing.charts import realization_chart, unsold_chart
 from billing.selectors.rating import realization_get
+from metering.selectors.usage import window_resolve
 from portal.charts import figure_json
 from portal.decorators import role_required
 from portal.models import Role
-from portal.periods import period_resolve
 
 
 @role_required(Role.FINANCE)
 def realization(request):
     """Price realization by tenant and model, and unsold tokens by reason."""
-    window = period_resolve(request.GET, default="last_30_days")
+    window = window_resolve(request.GET, default="last_30_days")
     period = window.period
     result = realization_get(period=period, user=request.user)
     currency = settings.FACTORY_CURRENCY

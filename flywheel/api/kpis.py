@@ -7,14 +7,15 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from flywheel.models import KpiSnapshot
-from flywheel.selectors.kpis import kpis_get
+from flywheel.selectors.kpis import KPI_FIGURES, kpis_get, window_json
 from flywheel.selectors.loop.shapes import rfc3339
 from flywheel.selectors.measurement import FACTORY, FactoryData
 from flywheel.services.kpis import kpis_json
+from metering.selectors.usage import window_resolve
 from portal import clock
 from portal.access import Capability
 from portal.api.periods import PERIOD_PARAMETERS
-from portal.periods import month_start, period_resolve
+from portal.periods import month_start
 from portal.permissions import capability_permission
 
 KpiRead = capability_permission(read=Capability.READ_FACTORY)
@@ -47,10 +48,13 @@ class KpiView(APIView):
         responses=OpenApiTypes.OBJECT,
     )
     def get(self, request):
-        window = period_resolve(request.query_params)
+        window = window_resolve(request.query_params)
         scope = request.query_params.get("scope") or FACTORY
-        kpis = kpis_get(scope=scope, start=window.period.start, end=window.period.end)
-        return Response({**kpis, "data_until": rfc3339(window.data_until)})
+        body = window_json(window=window, scope=scope, figures=KPI_FIGURES) or {
+            **kpis_get(scope=scope, start=window.start, end=window.to),
+            "empty_reason": None,
+        }
+        return Response({**body, "data_until": rfc3339(window.data_until)})
 
 
 class PrometheusRenderer(renderers.BaseRenderer):

@@ -1,5 +1,6 @@
 from decimal import Decimal
 
+from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers
@@ -9,6 +10,7 @@ from rest_framework.views import APIView
 from flywheel.domain.tfom import baseline_tef_parse
 from flywheel.filters import CostModelFilterSet
 from flywheel.models import CostModel, FactoryCosts
+from flywheel.selectors.kpis import TFOM_FIGURES, window_json
 from flywheel.selectors.loop.shapes import rfc3339
 from flywheel.selectors.measurement import FACTORY, FactoryData
 from flywheel.selectors.tfom import tfom_json, tfom_measure
@@ -17,11 +19,11 @@ from flywheel.services.tfom import (
     factory_costs_create,
 )
 from metering.selectors.factory import pool_list
+from metering.selectors.usage import window_resolve
 from portal.access import Capability
 from portal.api.fields import AwareDateTimeField, ModelSerializer
 from portal.api.periods import PERIOD_PARAMETERS
 from portal.api.views import EffectiveDatedViewSet
-from portal.periods import period_resolve
 from portal.permissions import capability_permission
 
 MONEY = {"max_digits": 20, "decimal_places": 4, "min_value": Decimal(0)}
@@ -234,22 +236,28 @@ class TfomView(APIView):
         responses={200: TfomSerializer, 400: ERRORS, 403: ERRORS},
     )
     def get(self, request):
-        window = period_resolve(request.query_params)
-        period = window.period
+        window = window_resolve(request.query_params)
         scope = request.query_params.get("scope") or FACTORY
         baseline = baseline_tef_parse(request.query_params.get("baseline_tef"))
-        data = FactoryData(start=period.start, end=period.end)
+        if empty := window_json(window=window, scope=scope, figures=TFOM_FIGURES):
+            return Response(
+                {
+                    **empty,
+                    "currency": settings.FACTORY_CURRENCY,
+                    "baseline_tef": float(baseline),
+                    "data_until": rfc3339(window.data_until),
+                    "rating_errors": {},
+                }
+            )
+        data = FactoryData(start=window.start, end=window.to)
         tfom = tfom_measure(
-            scope=scope,
-            start=period.start,
-            end=period.end,
-            baseline_tef=baseline,
-            data=data,
+            scope=scope, start=window.start, end=window.to, baseline_tef=baseline, data=data
         )
         return Response(
             {
                 **tfom_json(tfom),
                 "data_until": rfc3339(window.data_until),
+                "empty_reason": None,
                 "rating_errors": data.rating_errors,
             }
         )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 
@@ -12,12 +13,14 @@ from django.db.models import Model
 
 from flywheel.domain.bands import band_of
 from flywheel.domain.kpis import Kpis, PoolInputs, kpis_compute, period_seconds, pool_reference_rate
+from flywheel.domain.tfom import Tfom
 from flywheel.models import KpiSnapshot
+from flywheel.selectors.loop.shapes import rfc3339
 from flywheel.selectors.measurement import FACTORY, FactoryData, PoolSums, Versions
 from flywheel.services.kpis import DAY, kpis_json, snapshot_get
 from metering.selectors.factory import deployment_list, pool_list
 from portal import clock
-from portal.periods import Period, hour_ceil
+from portal.periods import Period, Window, hour_ceil
 
 FACTOR_KEYS = (
     "availability", "occupancy", "efficiency", "tef",
@@ -194,3 +197,23 @@ def kpis_get(*, scope: str, start: datetime, end: datetime) -> dict:
         raise ValidationError({"scope": [f"unknown scope {scope!r}: use 'factory' or a pool slug"]})
     kpis = data.kpis(scope=scope, start=start, end=end)
     return {**kpis_json(kpis), "source": "live", "rating_errors": data.rating_errors}
+
+
+def window_json(*, window: Window, scope: str, figures: Iterable[str]) -> dict | None:
+    """The answer for a window with nothing to measure (kpis.md section 0): every figure
+    null, with `empty_reason`; None when the window can be measured."""
+    if not window.is_empty:
+        return None
+    if scope != FACTORY and not pool_list().filter(slug=scope).exists():
+        raise ValidationError({"scope": [f"unknown scope {scope!r}: use 'factory' or a pool slug"]})
+    return {
+        **dict.fromkeys(figures),
+        "scope": scope,
+        "from": rfc3339(window.start),
+        "to": rfc3339(window.to),
+        "empty_reason": "no_usage_yet",
+    }
+
+
+KPI_FIGURES = [("from" if f.name == "from_" else f.name) for f in fields(Kpis)]
+TFOM_FIGURES = [("from" if f.name == "from_" else f.name) for f in fields(Tfom)]

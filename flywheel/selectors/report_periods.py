@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from metering.selectors.usage import first_metered_hour
+from metering.selectors.usage import first_metered_hour, window_resolve
 from portal import clock
 from portal.errors import FieldError
-from portal.periods import Window, month_start, months_after, period_resolve
+from portal.periods import Window, month_start, months_after
 
 
 def report_period_parse(value: str, *, now: datetime | None = None) -> Window:
     """A report's period: `YYYY-MM`, `YYYY-Qn` or a preset; one still running is measured to
     the current hour. FieldError naming `period` when it has not started."""
     now = now or clock.now()
-    window = period_resolve({"period": value}, now=now)
+    window = window_resolve({"period": value}, now=now)
     if window.start >= now:
         raise FieldError("period", "it has not started yet")
     return window

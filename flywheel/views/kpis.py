@@ -4,16 +4,16 @@ from django.shortcuts import render
 
 from flywheel.charts import tps_chart, trend_chart, waterfall_chart
 from flywheel.selectors.kpis import daily_trend, overview_get
+from metering.selectors.usage import window_resolve
 from portal.charts import figure_json
 from portal.decorators import role_required
 from portal.models import Role
-from portal.periods import period_resolve
 
 
 @role_required(Role.OPERATOR, Role.FINANCE, Role.INVESTOR)
 def overview(request):
     """Factor waterfall with benchmark bands, pools table, 90-day TEF/TFI and TPS trends."""
-    window = period_resolve(request.GET, default="last_30_days")
+    window = window_resolve(request.GET, default="last_30_days")
     period = window.period
     overview = overview_get(period=period)
     trend = daily_trend(end=period.end)

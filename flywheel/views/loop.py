@@ -20,13 +20,13 @@ from flywheel.selectors.loop.cycles import application_list, cycle_list
 from flywheel.selectors.loop.diagnosis import diagnosis_get, goal_status_get
 from flywheel.selectors.loop.levers import goal_in_force, lever_spec, levers_in_force
 from flywheel.selectors.measurement import FactoryData
+from metering.selectors.usage import window_resolve
 from portal import clock
 from portal.access import Capability, user_may
 from portal.charts import base_layout, figure_json
 from portal.decorators import role_required
 from portal.errors import FieldError
 from portal.models import Role
-from portal.periods import period_resolve
 from portal.templatetags.portal import ratio_pct, tokens
 
 HISTORY = 12  # cycles shown
@@ -48,7 +48,7 @@ def flywheel(request):
         form_errors, form_name = flywheel_form_post(request, now)
         if not form_errors:
             return HttpResponseRedirect(request.get_full_path())
-    window = period_resolve(request.GET, default="last_30_days", now=now)
+    window = window_resolve(request.GET, default="last_30_days", now=now)
     period = window.period
     context = {
         "title": "Flywheel",

@@ -21,12 +21,12 @@ from flywheel.selectors.measurement import FactoryData
 from flywheel.selectors.report_periods import report_period_parse, report_periods
 from flywheel.selectors.reports import tfom_report_build
 from flywheel.selectors.tfom import TrendMonth, tfom_trend, tfom_trend_start
+from metering.selectors.usage import window_resolve
 from portal.charts import base_layout, figure_json
 from portal.decorators import role_required
 from portal.errors import FieldError
 from portal.exports import csv_response
 from portal.models import Role
-from portal.periods import period_resolve
 
 TREND_MONTHS = 12
 
@@ -116,7 +116,7 @@ def trend_factor_chart(points: list[TrendMonth]) -> go.Figure:
 def investor(request):
     """Revenue, margins, EBITDA, ROI, payback, equivalent GPUs and avoided capex of the
     period, monthly trends and industry bands, explained for non-specialists."""
-    window = period_resolve(request.GET, default="last_30_days")
+    window = window_resolve(request.GET, default="last_30_days")
     period = window.period
     baseline = baseline_tef_parse(request.GET.get("baseline_tef"))
     trend_start = tfom_trend_start(end=period.end, months=TREND_MONTHS)

@@ -1,6 +1,7 @@
 from django.db import models
 
 from metering.models.factory import Deployment
+from portal import clock
 from portal.models import Tenant
 
 # Upper edges (ms) of the end-to-end latency histogram kept in rollups; the last bucket is +Inf.
@@ -75,6 +76,9 @@ class RollupPending(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_constraint=False)
     deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, db_constraint=False)
     hour = models.DateTimeField()
+    # When the usage arrived: everything queued before the oldest pending row is folded, so
+    # usage is metered until then (kpis.md section 0, data_until).
+    queued_at = models.DateTimeField(default=clock.now)
 
 
 class UsageRollup(models.Model):

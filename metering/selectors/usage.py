@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime
 
-from django.db.models import F, QuerySet, Sum
+from django.db.models import F, Min, QuerySet, Sum
 from django.db.models.functions import TruncDay, TruncMonth
 
 from metering.models import (
@@ -15,8 +15,9 @@ from metering.models import (
     RollupPending,
     UsageEvent,
 )
+from portal import clock
 from portal.access import tenant_get, tenant_scoped
-from portal.periods import Period
+from portal.periods import Period, Window, period_resolve
 
 USAGE_SUMS = ["requests", "errors", "input_tokens", "cached_tokens", "output_tokens"]
 
@@ -153,6 +154,21 @@ def usage_by_pool(*, period: Period) -> list[dict]:
         .annotate(**{name: Sum(name) for name in USAGE_SUMS})
         .order_by("deployment__pool__slug")
     )
+
+
+def usage_metered_until(*, now: datetime | None = None) -> datetime:
+    """How far usage is metered (kpis.md section 0, data_until): now when nothing waits for
+    the fold, else when the oldest waiting usage arrived (all that came before is folded)."""
+    now = now or clock.now()
+    oldest = RollupPending.objects.aggregate(oldest=Min("queued_at"))["oldest"]
+    return now if oldest is None else min(now, oldest.astimezone(UTC))
+
+
+def window_resolve(params, *, default: str = "this_month", now: datetime | None = None) -> Window:
+    """The one period resolver (portal.periods) told how far usage is metered: every page,
+    API operation and export that measures a period asks this."""
+    now = now or clock.now()
+    return period_resolve(params, now=now, default=default, data_until=usage_metered_until(now=now))
 
 
 def pending_hours() -> set[datetime]:

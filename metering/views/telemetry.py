@@ -11,11 +11,10 @@ from metering.selectors.telemetry import (
     reconciliation_tolerance,
     scrape_target_health,
 )
-from metering.selectors.usage import capacity_series, usage_by_pool
+from metering.selectors.usage import capacity_series, usage_by_pool, window_resolve
 from portal.charts import figure_json
 from portal.decorators import role_required
 from portal.models import Role
-from portal.periods import period_resolve
 
 FLAGS_PAGE_SIZE = 25  # flagged deployment-hours per page of the metering page
 
@@ -24,7 +23,7 @@ FLAGS_PAGE_SIZE = 25  # flagged deployment-hours per page of the metering page
 def metering(request):
     """The operator's metering page: usage by pool, capacity timelines, reconciliation of
     engine against metered tokens, scrape target health."""
-    window = period_resolve(request.GET, default="last_30_days")
+    window = window_resolve(request.GET, default="last_30_days")
     period = window.period
     pools = list(Pool.objects.all())
     capacity = []

@@ -3,13 +3,12 @@
 from django.core.paginator import Paginator
 from django.shortcuts import render
 
-from metering.selectors.usage import usage_daily_by_model
+from metering.selectors.usage import usage_daily_by_model, window_resolve
 from portal.access import user_role
 from portal.charts import figure_json, usage_by_model_chart
 from portal.decorators import role_required
 from portal.exports import csv_response
 from portal.models import Role, Tenant
-from portal.periods import period_resolve
 
 CSV_FIELDS = [
     "day",
@@ -30,7 +29,7 @@ USAGE_PAGE_SIZE = 50  # day-and-model rows per page of the usage table
 def usage(request):
     """Usage by model and day: chart, a paginated table, and a CSV of every row of the
     period and tenant shown (not only the current page)."""
-    window = period_resolve(request.GET, default="last_30_days")
+    window = window_resolve(request.GET, default="last_30_days")
     period = window.period
     is_member = user_role(request.user) is Role.TENANT
     tenant = request.GET.get("tenant") or None  # another tenant's slug is a 404

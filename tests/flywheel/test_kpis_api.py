@@ -269,3 +269,25 @@ def test_late_usage_reopens_and_remeasures_a_closed_day(api, tenant_a):
         period_start__gte=datetime(2026, 4, 1, tzinfo=UTC),
         period_start__lt=month_start(clock.now()),
     ).exists()
+
+
+@pytest.mark.parametrize("now", [datetime(2027, 1, 1, 0, 30, tzinfo=UTC)], indirect=True)
+def test_kpis_and_tfom_of_an_empty_window_are_null_with_a_reason(api, now):
+    """At 00:30 on the 1st no hour of the month is over: nothing is measured, nothing is
+    counted as idle, and the answer says why (kpis.md section 0, empty windows)."""
+    _factory(api, pool="h100-a", gpus=8)
+
+    kpis = api.get("/api/v1/kpis?period=this_month").json()
+    tfom = api.get("/api/v1/tfom?period=this_month").json()
+    unknown = api.get("/api/v1/kpis?period=this_month&scope=nope")
+
+    for body in (kpis, tfom):
+        assert body["empty_reason"] == "no_usage_yet"
+        assert (body["from"], body["to"]) == ("2027-01-01T00:00:00Z", "2027-01-01T00:00:00Z")
+        assert body["data_until"] == "2027-01-01T00:30:00Z"
+        assert body["tef"] is body["tfi"] is body["availability"] is None
+    assert tfom["revenue"] is tfom["ebitda"] is tfom["roi"] is None
+    assert unknown.status_code == 400
+    # December, over, is measured whole and says nothing is missing.
+    december = api.get("/api/v1/kpis?period=last_month").json()
+    assert december["empty_reason"] is None and december["to"] == "2027-01-01T00:00:00Z"

@@ -26,7 +26,7 @@ def finance(users, token_client, client):
     return client
 
 
-def test_report_period_parse_months_and_quarters():
+def test_report_period_parse_months_and_quarters(db):
     april = report_period_parse("2026-04", now=NOW)
     assert (april.start, april.end, april.label) == (
         datetime(2026, 4, 1, tzinfo=UTC),

@@ -134,7 +134,7 @@ def test_month_arithmetic_crosses_years(now):
 
 
 @on_every_clock
-def test_report_periods_at_every_clock(now):
+def test_report_periods_at_every_clock(db, now):
     this_month = report_period_parse(f"{now:%Y-%m}")
     last = months_before(now, 1)
     last_month = report_period_parse(f"{last:%Y-%m}")
@@ -154,3 +154,32 @@ def test_report_periods_at_every_clock(now):
     assert q4.is_to_date == (now.month == 12)
     with pytest.raises(FieldError, match="not started"):
         report_period_parse(f"{next_month(now):%Y-%m}")
+
+
+def test_window_resolve_stops_where_usage_is_metered(db, now, tenant_a):
+    """Usage that arrived three hours ago still waits for the fold: the window ends at its
+    hour, and says so, instead of counting hours not yet metered as idle GPUs."""
+    from datetime import timedelta
+
+    from metering.models import RollupPending
+    from metering.selectors.usage import window_resolve
+    from tests.metering.factories import make_deployment
+
+    deployment = make_deployment()
+    assert window_resolve({"period": "this_month"}).to == _at("2026-12-16T10:00")
+    RollupPending.objects.create(
+        tenant=tenant_a,
+        deployment=deployment,
+        hour=_at("2026-12-16T07:00"),
+        queued_at=now - timedelta(hours=2, minutes=50),
+    )
+
+    window = window_resolve({"period": "this_month"})
+    last_month = window_resolve({"period": "last_month"})
+
+    assert (window.data_until, window.to) == (
+        now - timedelta(hours=2, minutes=50),
+        _at("2026-12-16T07:00"),
+    )
+    assert window.is_lagging and not last_month.is_lagging
+    assert last_month.to == _at("2026-12-01")  # a finished month is whole

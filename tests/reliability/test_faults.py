@@ -119,9 +119,10 @@ def _requeue_rollups() -> None:
     DailyUsage.objects.all().delete()
     with connection.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO metering_rolluppending (tenant_id, deployment_id, hour) "
-            "SELECT DISTINCT tenant_id, deployment_id, date_trunc('hour', time) "
-            "FROM metering_usageevent"
+            "INSERT INTO metering_rolluppending (tenant_id, deployment_id, hour, queued_at) "
+            "SELECT DISTINCT tenant_id, deployment_id, date_trunc('hour', time), %s "
+            "FROM metering_usageevent",
+            [clock.now()],
         )
 
 

@@ -11,8 +11,8 @@ from flywheel.api.loop.writes import ERRORS, FactoryWrite
 from flywheel.models import Cycle
 from flywheel.selectors.loop.cycles import cycle_list
 from flywheel.services.loop.cycles import cycle_run
+from metering.selectors.usage import window_resolve
 from portal.api.fields import ModelSerializer
-from portal.periods import period_resolve
 
 
 class CycleSerializer(ModelSerializer):
@@ -68,7 +68,7 @@ class CycleViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         if bounds:
             if len(bounds) == 1:
                 raise serializers.ValidationError({"to": ["give both from and to, or neither"]})
-            period = period_resolve(bounds).period
+            period = window_resolve(bounds).period
             start, end = period.start, period.end
         cycle = cycle_run(start=start, end=end, by=request.user)
         return Response(

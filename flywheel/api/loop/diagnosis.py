@@ -15,9 +15,9 @@ from flywheel.domain.loop.factors import FACTORS
 from flywheel.selectors.loop.diagnosis import diagnosis_get
 from flywheel.selectors.loop.shapes import diagnosis_response
 from flywheel.selectors.measurement import FactoryData
+from metering.selectors.usage import window_resolve
 from portal.access import Capability
 from portal.api.periods import PERIOD_PARAMETERS
-from portal.periods import period_resolve
 from portal.permissions import capability_permission
 
 
@@ -61,7 +61,7 @@ class DiagnosisView(APIView):
         responses={200: OpenApiTypes.OBJECT, 400: ERRORS, 403: ERRORS},
     )
     def get(self, request):
-        period = period_resolve(request.query_params).period
+        period = window_resolve(request.query_params).period
         targets = _targets(request.query_params.get("targets"))
         data = FactoryData(start=period.start, end=period.end)
         diagnosis = diagnosis_get(start=period.start, end=period.end, targets=targets, data=data)

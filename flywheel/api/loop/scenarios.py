@@ -15,10 +15,10 @@ from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.loop.goals import GoalSpec
 from flywheel.domain.loop.levers import ESTIMATES
 from flywheel.selectors.loop.scenarios import scenario_get
+from metering.selectors.usage import window_resolve
 from portal import clock
 from portal.access import user_role
 from portal.models import Role, Scope
-from portal.periods import period_resolve
 from portal.permissions import TokenScopePermission
 
 MULTIPLIER = {"max_digits": 12, "decimal_places": 6, "min_value": Decimal("0.000001")}
@@ -104,7 +104,7 @@ class ScenarioView(APIView):
         body = ScenarioSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        period = period_resolve({k: data[k] for k in ("from", "to") if data.get(k)}).period
+        period = window_resolve({k: data[k] for k in ("from", "to") if data.get(k)}).period
         goal = data.get("goal")
         result = scenario_get(
             start=period.start,

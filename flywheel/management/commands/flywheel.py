@@ -2,9 +2,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from flywheel.domain.loop.factors import LABELS, SYMBOLS
 from flywheel.services.loop.cycles import cycle_run
+from metering.selectors.usage import window_resolve
 from metering.services.usage.rollup import rollup_pending
 from portal.errors import FieldError
-from portal.periods import period_resolve
 
 
 class Command(BaseCommand):
@@ -25,7 +25,7 @@ class Command(BaseCommand):
         start = end = None
         if from_:
             try:
-                period = period_resolve({"from": from_, "to": to}).period
+                period = window_resolve({"from": from_, "to": to}).period
             except FieldError as error:
                 raise CommandError(str(error)) from None
             start, end = period.start, period.end

@@ -1,9 +1,9 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from flywheel.services.kpis import snapshots_measure
+from metering.selectors.usage import window_resolve
 from metering.services.usage.rollup import rollup_pending
 from portal.errors import FieldError
-from portal.periods import period_resolve
 
 
 class Command(BaseCommand):
@@ -18,7 +18,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, from_=None, to=None, **options):
         try:
-            period = period_resolve({k: v for k, v in (("from", from_), ("to", to)) if v}).period
+            period = window_resolve({k: v for k, v in (("from", from_), ("to", to)) if v}).period
         except FieldError as error:
             raise CommandError(str(error)) from None
         folded = rollup_pending()

@@ -17,6 +17,7 @@ from django.db import IntegrityError, ProgrammingError, connection, transaction
 from metering.domain.usage.dedupe import dedupe_within_batch
 from metering.domain.usage.fields import EventError, EventIn
 from metering.models import Deployment, EventKey, ModelAlias, RollupPending, ServedModel, UsageEvent
+from portal import clock
 from portal.models import Tenant
 from portal.periods import hour_floor
 
@@ -303,13 +304,14 @@ def _store_postgresql(
         cells = _pending_cells(new_rows)
         if cells:
             # COPY: one round trip whatever the number of cells (executemany sends one each).
+            queued_at = clock.now()
             with raw.copy(
-                "COPY metering_rolluppending (tenant_id, deployment_id, hour) "
+                "COPY metering_rolluppending (tenant_id, deployment_id, hour, queued_at) "
                 "FROM STDIN (FORMAT BINARY)"
             ) as copy:
-                copy.set_types(["int8", "int8", "timestamptz"])
+                copy.set_types(["int8", "int8", "timestamptz", "timestamptz"])
                 for cell in cells:
-                    copy.write_row(cell)
+                    copy.write_row((*cell, queued_at))
     return len(new_rows), len(rows) - len(new_rows)
 
 
