@@ -99,10 +99,15 @@ class TelemetryPrometheusView(APIView):
                 {"field": "kind", "message": f"must be one of {', '.join(TelemetryKind.values)}"}
             )
         pool_slug = request.query_params.get("pool", "")
-        pool = Pool.objects.filter(slug=pool_slug).first() if pool_slug else None
-        if pool is None:
-            message = f"no pool {pool_slug!r}" if pool_slug else "query parameter is required"
-            errors.append({"field": "pool", "message": message})
+        pool = None
+        if "\x00" in pool_slug:  # PostgreSQL text cannot hold it: never looked up
+            errors.append({"field": "pool", "message": "must not contain NUL (U+0000) characters"})
+        elif pool_slug:
+            pool = Pool.objects.filter(slug=pool_slug).first()
+            if pool is None:
+                errors.append({"field": "pool", "message": f"no pool {pool_slug!r}"})
+        else:
+            errors.append({"field": "pool", "message": "query parameter is required"})
         source = request.query_params.get("source") or DEFAULT_PUSH_SOURCE
         if not _SOURCE.fullmatch(source):
             errors.append(

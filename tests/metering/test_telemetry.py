@@ -508,6 +508,69 @@ def test_push_endpoint_lists_skipped_families_and_unknown_models(db, users, toke
     assert body["unknown_models"] == ["mystery"]
 
 
+def _with_value(text: str, series: str, value: str) -> str:
+    """The exposition with the sample of `series` (name and labels, as written) set to `value`."""
+    lines = [
+        f"{series} {value}" if line.startswith(f"{series} ") else line for line in text.splitlines()
+    ]
+    assert lines != text.splitlines(), series
+    return "\n".join(lines) + "\n"
+
+
+def test_push_endpoint_skips_infinite_samples_and_stores_the_rest(db, users, token_client):
+    deployment = _llama()
+    client = token_client(users["operator"], scopes=("ingest",))
+    engine0, engine1 = (f'{{model_name="{LLAMA_8B}",engine="{n}"}}' for n in "01")
+    ttft = "vllm:time_to_first_token_seconds"
+
+    def push(text):
+        return client.post(
+            f"{PUSH_URL}?kind=vllm&pool=h100-a", data=text, content_type="text/plain"
+        )
+
+    def bump(series):  # 30 s on: +1,000 output tokens on engine 0, +500 prompt on engine 1,
+        name = series.split("{", 1)[0]  # two more TTFT observations, of 3,000 s, on engine 0
+        if series == f"vllm:generation_tokens_total{engine0}":
+            return 1000
+        if series == f"vllm:prompt_tokens_total{engine1}":
+            return 500
+        if name in (f"{ttft}_count", f"{ttft}_sum") and 'engine="0"' in series:
+            return 2 if name.endswith("_count") else 6000.0
+        if name == f"{ttft}_bucket" and 'engine="0"' in series and 'le="+Inf"' in series:
+            return 2
+        return None
+
+    first = _fixture("vllm_v1_synthetic.prom")
+    later = _bumped(first, bump)
+    broken = _with_value(later, f"vllm:prompt_tokens_total{engine1}", "+Inf")
+    broken = _with_value(broken, f"{ttft}_sum{engine0}", "+Inf")
+    broken = _with_value(broken, f"vllm:num_requests_running{engine1}", "+Inf")
+    assert push(first).status_code == 200
+
+    response = push(broken)
+
+    assert response.status_code == 200, response.content
+    assert response.json()["skipped"] == [
+        {
+            "family": "vllm:prompt_tokens",
+            "reason": f'series {{engine="1",model_name="{LLAMA_8B}"}}: counter value +Inf',
+        },
+        {
+            "family": ttft,
+            "reason": f'series {{engine="0",model_name="{LLAMA_8B}"}}: {ttft}_sum is +Inf',
+        },
+    ]
+    row = EngineHourly.objects.get(deployment=deployment)
+    assert (row.generation_tokens, row.prompt_tokens, row.ttft_histogram["count"]) == (1000, 0, 0)
+    assert row.running_requests == 4  # engine 1's +Inf gauge is no reading; engine 0 has 4
+
+    # The skipped series kept their previous values: the next push counts from them.
+    assert push(later).json()["skipped"] == []
+    row.refresh_from_db()
+    assert (row.generation_tokens, row.prompt_tokens, row.ttft_histogram["count"]) == (1000, 500, 2)
+    assert row.running_requests == 7
+
+
 def test_push_endpoint_refuses_bad_requests_and_stores_nothing(db, users, token_client):
     _llama()
     ingest = token_client(users["operator"], scopes=("ingest",))
@@ -522,6 +585,9 @@ def test_push_endpoint_refuses_bad_requests_and_stores_nothing(db, users, token_
         f"{PUSH_URL}?kind=vllm&pool=nowhere", data=text, content_type="text/plain"
     )
     bad_kind = ingest.post(f"{PUSH_URL}?kind=tgi&pool=h100-a", data=text, content_type="text/plain")
+    nul_pool = ingest.post(
+        f"{PUSH_URL}?kind=vllm&pool=h100%00a", data=text, content_type="text/plain"
+    )
     read_only = token_client(users["operator"], scopes=("read",)).post(
         f"{PUSH_URL}?kind=vllm&pool=h100-a", data=text, content_type="text/plain"
     )
@@ -531,6 +597,10 @@ def test_push_endpoint_refuses_bad_requests_and_stores_nothing(db, users, token_
     assert unknown_pool.json()["errors"] == [{"field": "pool", "message": "no pool 'nowhere'"}]
     assert bad_kind.status_code == 400
     assert [e["field"] for e in bad_kind.json()["errors"]] == ["kind"]
+    assert nul_pool.status_code == 400
+    assert nul_pool.json()["errors"] == [
+        {"field": "pool", "message": "must not contain NUL (U+0000) characters"}
+    ]
     assert read_only.status_code == 403
     assert not EngineHourly.objects.exists()
     assert not TelemetryPushState.objects.exists()

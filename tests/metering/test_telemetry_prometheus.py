@@ -418,6 +418,52 @@ def test_parse_scrape_malformed_families_do_not_lose_the_others():
     assert scrape.engine("m").running_requests == 3
 
 
+@pytest.mark.parametrize("value", ["+Inf", "-Inf", "NaN"])
+def test_parse_scrape_skips_families_with_non_finite_values_and_keeps_the_rest(value):
+    h = "vllm:e2e_request_latency_seconds"
+    text = (
+        "# TYPE vllm:generation_tokens_total counter\n"
+        f'vllm:generation_tokens_total{{model_name="m",engine="0"}} {value}\n'
+        "# TYPE vllm:prompt_tokens_total counter\n"
+        'vllm:prompt_tokens_total{model_name="m",engine="0"} 42.0\n'
+        f"# TYPE {h} histogram\n"
+        f'{h}_bucket{{model_name="m",engine="0",le="1.0"}} 1.0\n'
+        f'{h}_bucket{{model_name="m",engine="0",le="+Inf"}} 2.0\n'
+        f'{h}_count{{model_name="m",engine="0"}} 2.0\n'
+        f'{h}_sum{{model_name="m",engine="0"}} {value}\n'
+        "# TYPE vllm:num_requests_running gauge\n"
+        f'vllm:num_requests_running{{model_name="m",engine="0"}} {value}\n'
+        f'vllm:num_requests_running{{model_name="m",engine="1"}} 3.0\n'
+    )
+
+    scrape = parse_scrape(text=text, kind="vllm")
+
+    assert scrape.skipped == (
+        ("vllm:generation_tokens", f'series {{engine="0",model_name="m"}}: counter value {value}'),
+        (h, f'series {{engine="0",model_name="m"}}: {h}_sum is {value}'),
+    )
+    assert [family.name for family in scrape.families] == [
+        "vllm:prompt_tokens",
+        "vllm:num_requests_running",
+    ]
+    engine = scrape.engine("m")
+    assert (engine.prompt_tokens, engine.generation_tokens, engine.e2e_latency) == (42, None, None)
+    assert engine.running_requests == 3  # a gauge that is not finite is no reading
+
+
+def test_parse_scrape_dcgm_drops_an_infinite_gauge_like_a_sentinel():
+    text = (
+        "# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n"
+        'DCGM_FI_DEV_POWER_USAGE{gpu="0",UUID="GPU-0"} -Inf\n'
+        'DCGM_FI_DEV_POWER_USAGE{gpu="1",UUID="GPU-1"} 300.5\n'
+    )
+
+    scrape = parse_scrape(text=text, kind="dcgm")
+
+    assert scrape.skipped == ()
+    assert [(g.gpu, g.power_w) for g in scrape.gpus] == [("1", 300.5)]
+
+
 # --- Pure helpers ----------------------------------------------------------------------
 
 

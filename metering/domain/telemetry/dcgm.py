@@ -161,7 +161,7 @@ def gpu_stats(*, families: Iterable[Family]) -> tuple[GpuStats, ...]:
     values_by_gpu: dict[tuple[str, str, str | None], dict[str, float]] = {}
     for family in families:
         for raw_labels, value in family_values(family=family):
-            if math.isnan(value) or value >= SENTINEL_THRESHOLD:
+            if not math.isfinite(value) or value >= SENTINEL_THRESHOLD:
                 continue
             labels = {k.lower(): v for k, v in raw_labels.items() if v != ""}
             key = (labels.get("gpu", ""), labels.get("uuid", ""), labels.get("gpu_i_id"))

@@ -235,7 +235,7 @@ class _Reader:
         out: dict[_Key, float] = defaultdict(float)
         for labels, sample_value in family_values(family=family) if family else ():
             key = self.key(labels)
-            if key is not None and not math.isnan(sample_value):
+            if key is not None and math.isfinite(sample_value):
                 if label and labels.get(label) != value:
                     continue
                 out[key] += sample_value
@@ -245,7 +245,7 @@ class _Reader:
         out: dict[_Key, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         for labels, sample_value in family_values(family=family) if family else ():
             key = self.key(labels)
-            if key is not None and not math.isnan(sample_value):
+            if key is not None and math.isfinite(sample_value):
                 out[key][labels.get(label, "")] += sample_value
         return {key: dict(values) for key, values in out.items()}
 
@@ -253,7 +253,7 @@ class _Reader:
         seen: dict[_Key, list[float]] = defaultdict(list)
         for labels, sample_value in family_values(family=family) if family else ():
             key = self.key(labels)
-            if key is not None and not math.isnan(sample_value):
+            if key is not None and math.isfinite(sample_value):
                 seen[key].append(sample_value)
         return {key: math.fsum(values) / len(values) for key, values in seen.items()}
 

@@ -56,7 +56,9 @@ def parse_families(
 
     A family without a TYPE line takes its type from `untyped_types` (the DCGM CSV);
     otherwise it is skipped, like any family of another type than counter, gauge or
-    histogram, or one that does not validate.
+    histogram, or one that does not validate: a counter or histogram value that is not a
+    finite number (a `_sum` of +Inf, a NaN count) skips its family, whose previous values
+    then stay the baseline. Gauges may be NaN or infinite; their readers drop such values.
     """
     types = untyped_types or {}
     merged: dict[str, tuple[str, list[Sample]]] = {}
@@ -120,8 +122,8 @@ def family_histograms(*, family: Family) -> tuple[tuple[Labels, Histogram], ...]
     for sample in family.samples:
         key = tuple(sorted((k, v) for k, v in sample.labels.items() if k != "le"))
         parts = series.setdefault(key, _SeriesParts())
-        if math.isnan(sample.value):
-            raise ValueError(f"series {_show(key)}: NaN in {sample.name}")
+        if not math.isfinite(sample.value):  # a +Inf _sum, a NaN count...
+            raise ValueError(f"series {_show(key)}: {sample.name} is {_number(sample.value)}")
         if sample.name == f"{family.name}_bucket":
             edge = float(sample.labels.get("le", "nan"))
             if math.isnan(edge) or edge in parts.buckets:
@@ -172,9 +174,19 @@ def _validation_problem(family: Family) -> str:
             return str(error)
     elif family.type == "counter":
         for labels, value in family_values(family=family):
-            if math.isnan(value) or value < 0:
-                return f"series {_show(tuple(sorted(labels.items())))}: counter value {value}"
+            if not math.isfinite(value) or value < 0:
+                where = _show(tuple(sorted(labels.items())))
+                return f"series {where}: counter value {_number(value)}"
     return ""
+
+
+def _number(value: float) -> str:
+    """A value as the exposition format writes it (+Inf, -Inf, NaN)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(value)
 
 
 def _family_blocks(text: str) -> Iterator[tuple[str, str]]:
