@@ -12,13 +12,14 @@ from metering.domain.usage.body import (
     decode_batch,
     decompress_body,
 )
-from metering.domain.usage.fields import EventError
+from metering.domain.usage.fields import EventError, time_window
 from metering.domain.usage.formats import cloudevents_to_items, merge_errors, openai_batch_to_items
 from metering.domain.usage.json_batch import validate_json_batch
-from metering.domain.usage.validation import validate_events
+from metering.domain.usage.validation import event_references, validate_events
+from metering.models import Pool
 from metering.selectors.usage import usage_list
 from metering.services.factory import CapacityIn, capacity_upsert
-from metering.services.usage.ingest import IngestRejected, usage_ingest
+from metering.services.usage.ingest import IngestRejected, usage_ingest, usage_reference_errors
 from portal import clock
 from portal.access import Capability
 from portal.api.errors import errors_response, flatten
@@ -97,13 +98,16 @@ def _content_type_error(request, allowed: tuple[str, ...]) -> Response | None:
 
 
 def ingest_items(items: list, conversion_errors: list[EventError] | None = None) -> Response:
-    """Validate raw event dicts and store them all or nothing."""
+    """Validate raw event dicts and store them all or nothing. A refused batch is answered
+    with every error of every kind at once: its field errors and its unknown tenants,
+    models and deployments."""
     now = clock.now()
     events, errors = validate_events(items=items, now=now)
     if conversion_errors is not None:
         errors = merge_errors(conversion=conversion_errors, validation=errors)
     if errors:
-        raise IngestRejected(errors)
+        references = usage_reference_errors(refs=event_references(items=items))
+        raise IngestRejected(sorted([*errors, *references], key=lambda error: error.index))
     return ingest_events(events, now)
 
 
@@ -193,6 +197,29 @@ class OpenAIBatchView(IngestView):
         return ingest_items(converted, errors)
 
 
+class _PoolSlugField(serializers.SlugRelatedField):
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:  # PostgreSQL text cannot hold it
+            raise serializers.ValidationError("must not contain NUL (U+0000) characters")
+        return super().to_internal_value(data)
+
+
+class _CapacitySampleIn(CapacitySampleSerializer):
+    """A capacity sample as ingested: its time inside the ingestion window (context
+    `window`, one for the whole batch) and a pool slug that can be looked up."""
+
+    def get_fields(self):
+        fields = super().get_fields()
+        fields["pool"] = _PoolSlugField(slug_field="slug", queryset=Pool.objects.all())
+        return fields
+
+    def validate_time(self, value):
+        problem = self.context["window"].problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
+
+
 class CapacityView(APIView):
     """Capacity samples of pools (installed ≥ healthy ≥ busy GPUs); all or nothing."""
 
@@ -215,8 +242,9 @@ class CapacityView(APIView):
         if len(request.data) > 10_000:
             return errors_response([{"field": "", "message": "at most 10,000 samples"}], 413)
         errors, samples = [], []
+        context = {"window": time_window(now=clock.now())}
         for index, item in enumerate(request.data):
-            serializer = CapacitySampleSerializer(data=item)
+            serializer = _CapacitySampleIn(data=item, context=context)
             if serializer.is_valid():
                 samples.append(
                     CapacityIn(**{"interval_s": None, "power_w": None, **serializer.validated_data})

@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 
 from metering.domain.usage.body import BatchError, PayloadTooLarge, decode_batch, decompress_body
 from metering.domain.usage.dedupe import dedupe_within_batch
-from metering.domain.usage.fields import BAD_LATENCY, MAX_TOKENS, EventError, EventIn
+from metering.domain.usage.fields import (
+    BAD_LATENCY,
+    MAX_TOKENS,
+    EventError,
+    EventIn,
+    TimeWindow,
+    time_window,
+)
 from metering.domain.usage.hashing import payload_hash
 from metering.domain.usage.json_batch import validate_json_batch
 from metering.domain.usage.validation import validate_events
@@ -97,7 +104,7 @@ def test_validate_events_accepts_every_field():
 
 
 def test_validate_events_treats_null_optional_fields_as_absent():
-    raw = _event() | {"source": None, "pool": None, "cached_tokens": None, "status": None}
+    raw = _event(cached_tokens=None) | {"source": None, "pool": None, "status": None}
     raw |= {"ttft_ms": None, "tpot_ms": None, "latency_ms": None}
 
     [event], errors = validate_events(items=[raw], now=NOW)
@@ -111,6 +118,35 @@ def test_validate_events_treats_null_optional_fields_as_absent():
     )
 
 
+def test_validate_events_refuses_null_cached_tokens_naming_it():
+    """Absent is 0; null is not a count (accepting it as 0 hid a sender's bug)."""
+    raw = _event() | {"cached_tokens": None}
+
+    events, errors = validate_events(items=[raw], now=NOW)
+
+    assert events == []
+    assert errors == [
+        EventError(
+            0, "cached_tokens", "must be a non-negative integer, not null (leave it out for 0)"
+        )
+    ]
+    assert validate_json_batch(data=json.dumps([raw]).encode(), now=NOW, max_events=10) is None
+
+
+@pytest.mark.parametrize("field", ["input_tokens", "cached_tokens", "output_tokens"])
+@pytest.mark.parametrize("number", ["1e309", "-1e309", "1.8e308"])
+def test_decode_batch_then_validate_names_a_number_beyond_the_float_range(field, number):
+    raw = _event()
+    body = json.dumps([raw]).replace(f'"{field}": {raw[field]}', f'"{field}": {number}')
+
+    items = decode_batch(body=body.encode(), content_encoding=None)
+
+    assert decode_batch(body=b"[1e400, -1e400]", content_encoding=None) == [math.inf, -math.inf]
+    assert validate_events(items=items, now=NOW)[1] == [
+        EventError(0, field, "must be a non-negative integer")
+    ]
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
@@ -118,7 +154,7 @@ def test_validate_events_treats_null_optional_fields_as_absent():
         ("2026-03-01t11:59:00z", datetime(2026, 3, 1, 11, 59, tzinfo=UTC)),
         ("2026-03-01 06:59:00-05:00", datetime(2026, 3, 1, 11, 59, tzinfo=UTC)),
         ("2026-03-01T11:59:00.1234567Z", datetime(2026, 3, 1, 11, 59, 0, 123456, tzinfo=UTC)),
-        ("1999-12-31T23:59:59Z", datetime(1999, 12, 31, 23, 59, 59, tzinfo=UTC)),
+        ("2025-12-31T23:59:59Z", datetime(2025, 12, 31, 23, 59, 59, tzinfo=UTC)),
     ],
 )
 def test_validate_events_normalises_time_to_utc(text, expected):
@@ -226,6 +262,60 @@ def test_validate_events_rejects_time_more_than_5_minutes_ahead():
     assert _errors(time="2026-03-01T13:06:00+01:00") == [
         EventError(0, "time", "is more than 5 minutes in the future")
     ]
+
+
+def test_time_window_starts_13_utc_months_back_and_ends_5_minutes_ahead():
+    assert time_window(now=NOW) == TimeWindow(
+        earliest=datetime(2025, 2, 1, tzinfo=UTC),
+        latest=datetime(2026, 3, 1, 12, 5, tzinfo=UTC),
+    )
+    january = datetime(2026, 1, 31, 23, 30, tzinfo=timezone(timedelta(hours=-5)))  # Feb 1 UTC
+    assert time_window(now=january).earliest == datetime(2025, 1, 1, tzinfo=UTC)
+    assert time_window(now=datetime(2026, 1, 1, tzinfo=UTC)).earliest == datetime(
+        2024, 12, 1, tzinfo=UTC
+    )
+    with pytest.raises(ValueError, match="timezone-aware"):
+        time_window(now=datetime(2026, 3, 1))
+
+
+OLD = "is older than the retention window (the start of the UTC month 13 months ago, 2025-02-01T00:00:00Z)"
+
+
+def test_validate_events_accepts_the_first_instant_of_the_retention_window():
+    [event], errors = validate_events(items=[_event(time="2025-02-01T00:00:00Z")], now=NOW)
+
+    assert errors == []
+    assert event.time == datetime(2025, 2, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2025-01-31T23:59:59.999999Z",
+        "2025-02-01T00:59:59+01:00",
+        "1900-01-01T00:00:00Z",
+        "1904-12-31T12:00:00Z",
+        "0999-06-01T00:00:00Z",
+        "0001-01-01T00:00:00Z",
+    ],
+)
+def test_validate_events_rejects_time_before_the_retention_window(text):
+    assert _errors(time=text) == [EventError(0, "time", OLD)]
+
+
+def test_validate_events_rejects_year_9999():
+    assert _errors(time="9999-12-31T23:59:59Z") == [
+        EventError(0, "time", "is more than 5 minutes in the future")
+    ]
+
+
+def test_validate_json_batch_leaves_times_outside_the_window_to_the_full_path():
+    for text in ("2025-01-31T23:59:59Z", "0999-01-01T00:00:00Z", "2026-03-01T12:05:01Z"):
+        body = json.dumps([_event(time=text)]).encode()
+        assert validate_json_batch(data=body, now=NOW, max_events=10) is None, text
+    body = json.dumps([_event(time="2025-02-01T00:00:00Z")]).encode()
+    [event] = validate_json_batch(data=body, now=NOW, max_events=10)
+    assert event.time == datetime(2025, 2, 1, tzinfo=UTC)
 
 
 def test_validate_events_rejects_non_string_time():
@@ -535,7 +625,6 @@ def test_decode_batch_ignores_utf8_bom():
         (b'[{"id": "a"}', "the body is not valid UTF-8 JSON: Input data was truncated"),
         (b'["caf\xe9"]', "the body is not valid UTF-8 JSON: Invalid UTF-8"),
         (b"[NaN]", "the body is not valid UTF-8 JSON: JSON is malformed"),
-        (b"[1e400]", "the body is not valid UTF-8 JSON: Number out of range"),
         (b"[1] [2]", "the body is not valid UTF-8 JSON: JSON is malformed: trailing"),
         (b"", "the body is empty; send a JSON array of events"),
         (b" \n", "the body is empty; send a JSON array of events"),
@@ -679,12 +768,14 @@ _valid_items = st.fixed_dictionaries(
 _ODD = {  # per field: values near or past what the full path accepts
     "id": st.sampled_from(["", " ", "é", "x" * 200, 7]),
     "time": st.sampled_from(["2026-03-01T11:00:00", "2026-02-30T00:00:00Z",
-                             "2026-03-01T12:05:01Z", "2026-03-01T13:00:00Z", 1700000000]),
+                             "2026-03-01T12:05:01Z", "2026-03-01T13:00:00Z", 1700000000,
+                             "2025-01-31T23:59:59Z", "1900-01-01T00:00:00Z",
+                             "0999-01-01T00:00:00Z"]),
     "tenant": st.sampled_from(["", "x" * 200, 3]),
     "model": st.sampled_from(["", 1.5]),
     "input_tokens": st.sampled_from([-1, MAX_TOKENS + 1, 1.5, "10", True]),
     "output_tokens": st.sampled_from([-1, MAX_TOKENS + 1, 2.0, "10"]),
-    "cached_tokens": st.sampled_from([-1, MAX_TOKENS, 3.5]),
+    "cached_tokens": st.sampled_from([-1, MAX_TOKENS, 3.5, None]),
     "ttft_ms": st.sampled_from([-1.0, "fast", True]),
     "status": st.sampled_from(["OK", "failed", 1]),
     "source": st.sampled_from(["", "x" * 200, 5]),
@@ -713,6 +804,8 @@ _GOOD = {"id": "a", "time": "2026-03-01T11:00:00Z", "tenant": "acme", "model": "
 @example(items=[{**_GOOD, "cached_tokens": 2001}])
 @example(items=[{**_GOOD, "time": "2026-03-01T11:00:00"}])
 @example(items=[{**_GOOD, "input_tokens": MAX_TOKENS + 1}])
+@example(items=[{**_GOOD, "time": "2025-01-31T23:59:59Z"}])
+@example(items=[{**_GOOD, "cached_tokens": None}])
 def test_validate_json_batch_agrees_with_the_full_path(items):
     body = json.dumps(items).encode()
     fast = validate_json_batch(data=body, now=NOW, max_events=10_000)

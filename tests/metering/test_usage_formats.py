@@ -24,7 +24,12 @@ from metering.domain.usage.validation import validate_events
 
 SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "samples"
 TRACES = SAMPLES / "traces"
-NOW = datetime(2027, 1, 1, tzinfo=UTC)
+NOW = datetime(2027, 1, 1, tzinfo=UTC)  # synthetic events, traces relative to 2026-01-01
+# A real sample is validated at an instant whose 13-month retention window holds its dates.
+GPT_NOW = datetime(2024, 12, 31, tzinfo=UTC)  # openai_batch_output_gpt-4o-mini: 2024-12-23
+VLLM_LEGACY_NOW = datetime(2024, 6, 1, tzinfo=UTC)  # vllm_run_batch_output_chat_legacy: 2024-05-13
+VLLM_SCORE_NOW = datetime(2025, 2, 1, tzinfo=UTC)  # vllm_run_batch_output_score: 2025-01-25
+AZURE_NOW = datetime(2023, 12, 1, tzinfo=UTC)  # azure_llm_2023_*: 2023-11-16
 
 
 def _sample(name: str) -> bytes:
@@ -67,7 +72,7 @@ def test_openai_batch_to_items_reads_gpt_4o_mini_output():
         "cached_tokens": 0,
         "output_tokens": 10,
     }
-    events, errors = validate_events(items=items, now=NOW)
+    events, errors = validate_events(items=items, now=GPT_NOW)
     assert errors == []
     # usage: prompt 20 / completion 10 (reasoning 0 is inside completion, not added),
     # then prompt 22 / completion 10; cached_tokens 0 on both lines.
@@ -101,7 +106,7 @@ def test_openai_batch_to_items_reads_legacy_vllm_shape():
 
     assert errors == []
     assert all("pool" not in item for item in items)
-    events, errors = validate_events(items=items, now=NOW)
+    events, errors = validate_events(items=items, now=VLLM_LEGACY_NOW)
     assert errors == []
     assert _token_rows(events) == [
         (
@@ -131,7 +136,7 @@ def test_openai_batch_to_items_reads_vllm_score_output_with_null_details():
     )
 
     assert errors == []
-    events, errors = validate_events(items=items, now=NOW)
+    events, errors = validate_events(items=items, now=VLLM_SCORE_NOW)
     assert errors == []
     assert _token_rows(events) == [
         (
@@ -229,7 +234,7 @@ def test_openai_batch_to_items_turns_error_lines_into_zero_token_error_events():
     )
 
     assert errors == []
-    events, errors = validate_events(items=items, now=NOW)
+    events, errors = validate_events(items=items, now=GPT_NOW)
     assert errors == []
     latest = datetime(2024, 12, 23, 20, 36, 43, tzinfo=UTC)  # the file's latest `created`
     assert _token_rows(events)[2:] == [
@@ -302,7 +307,7 @@ def test_openai_batch_to_items_reports_malformed_lines_by_index():
         (7, "response.body", "is required when status_code is below 400"),
         (8, "response", "must be an object or null"),
     ]
-    events, validation = validate_events(items=items, now=NOW)
+    events, validation = validate_events(items=items, now=GPT_NOW)
     assert [e.id for e in events] == [good[0]["id"], good[1]["id"]]
     assert merge_errors(conversion=errors, validation=validation) == errors
 
@@ -313,7 +318,7 @@ def test_openai_batch_to_items_leaves_token_values_to_validate_events():
     lines[1]["response"]["body"]["usage"]["prompt_tokens_details"]["cached_tokens"] = 30
 
     items, errors = openai_batch_to_items(body=_jsonl(lines), tenant="acme", pool=None)
-    _, validation = validate_events(items=items, now=NOW)
+    _, validation = validate_events(items=items, now=GPT_NOW)
 
     assert errors == []
     assert validation == [EventError(1, "input_tokens", "must be a non-negative integer")]
@@ -537,7 +542,8 @@ def test_trace_events_match_readme_sums(name):
     assert [item["id"] for item in items[:2]] == [f"{name}:1", f"{name}:2"]
     assert items[-1]["id"] == f"{name}:{rows}"
 
-    events, errors = validate_events(items=items, now=NOW)
+    now = AZURE_NOW if name.startswith("azure") else NOW
+    events, errors = validate_events(items=items, now=now)
     assert errors == []
     assert len(events) == rows
     assert {(e.source, e.tenant, e.model, e.cached_tokens) for e in events} == {

@@ -3,13 +3,15 @@
 import gzip
 import json
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from rest_framework.test import APIClient
 
+from metering.domain.usage.fields import BAD_SLUG
 from metering.domain.usage.formats import trace_events
-from metering.models import EventKey, UsageEvent
+from metering.models import CapacitySample, EventKey, UsageEvent
 from metering.services.usage.rollup import rollup_pending
 from tests.metering.factories import event, make_deployment
 
@@ -87,6 +89,7 @@ def test_one_bad_event_among_1000_stores_nothing_and_lists_every_error(ingest):
     assert errors == {
         (10, "input_tokens"),
         (500, "cached_tokens"),
+        (700, "tenant"),  # an unknown tenant is named in the same answer as the field errors
         (900, "time"),
         (950, "output_tokens"),
         (999, "id"),
@@ -137,6 +140,7 @@ def test_read_token_cannot_ingest(users, token_client, tenant_a):
     assert response.status_code == 403
 
 
+@pytest.mark.parametrize("now", [datetime(2024, 12, 31, tzinfo=UTC)], indirect=True)  # the sample's
 def test_openai_batch_sample_is_ingested_through_aliases(ingest, tenant_a):
     make_deployment(model="gpt-4o-mini", pool="h200-a", aliases=["gpt-4o-mini-2024-07-18"])
     body = (SAMPLES / "openai_batch_output_gpt-4o-mini.jsonl").read_bytes()
@@ -188,7 +192,7 @@ def test_capacity_samples_upsert_and_validate(users, token_client):
 
 
 TRACES = [
-    # file, from, to, [(hour, requests, input, output)]
+    # file, from, to, [(hour, requests, input, output)], a clock within 13 months after it
     (
         "azure_llm_2023_code.csv",
         "2023-11-16T00:00:00Z",
@@ -197,6 +201,7 @@ TRACES = [
             ("2023-11-16T18:00:00Z", 7717, 15_710_990, 213_958),
             ("2023-11-16T19:00:00Z", 1102, 2_348_984, 31_938),
         ],
+        datetime(2023, 12, 1, tzinfo=UTC),
     ),
     (
         "burstgpt_1_first400_via_gitm.csv",
@@ -206,13 +211,14 @@ TRACES = [
             ("2026-01-01T00:00:00Z", 38, 27_375, 13_202),
             ("2026-01-01T09:00:00Z", 161, 75_809, 43_461),
         ],
+        datetime(2026, 12, 16, 10, tzinfo=UTC),  # relative traces start on 2026-01-01
     ),
 ]
 
 
-@pytest.mark.parametrize(("name", "start", "end", "hours"), TRACES)
+@pytest.mark.parametrize(("name", "start", "end", "hours", "now"), TRACES, indirect=["now"])
 def test_replayed_trace_gives_the_readme_sums_through_the_usage_api(
-    ingest, name, start, end, hours
+    ingest, name, start, end, hours, now
 ):
     items = list(trace_events(path=SAMPLES / "traces" / name, tenant="tenant-a", model="llama-70b"))
     for chunk in range(0, len(items), 5000):
@@ -269,3 +275,322 @@ def test_two_identical_batches_at_the_same_moment_store_each_event_once(users, t
     assert sorted(r["accepted"] for r in results) == [0, 2000]
     assert sorted(r["duplicates"] for r in results) == [0, 2000]
     assert UsageEvent.objects.count() == 2000
+
+
+# --- refusals that name their field (issue #19) -----------------------------------------------
+
+# The default test clock is 2026-12-16T10:00Z: the retention window starts on 2025-11-01.
+OLD = (
+    "is older than the retention window "
+    "(the start of the UTC month 13 months ago, 2025-11-01T00:00:00Z)"
+)
+FUTURE = "is more than 5 minutes in the future"
+CE = "application/cloudevents-batch+json"
+
+
+def _cloudevent(i, **data):
+    item = event(i, **data)
+    return {
+        "specversion": "1.0",
+        "type": "token.usage",
+        "source": "gateway",
+        "id": item.pop("id"),
+        "time": item.pop("time"),
+        "data": item,
+    }
+
+
+def _openai_line(i, *, created, prompt_tokens="20"):
+    """One line of OpenAI Batch output; `created` and `prompt_tokens` are JSON literals."""
+    usage = f'{{"prompt_tokens": {prompt_tokens}, "completion_tokens": 10, "total_tokens": 30}}'
+    body = f'{{"created": {created}, "model": "llama-70b", "usage": {usage}}}'
+    response = f'{{"status_code": 200, "request_id": "q", "body": {body}}}'
+    return (
+        f'{{"id": "batch_req_{i}", "custom_id": "r{i}", "error": null, "response": {response}}}\n'
+    )
+
+
+def _stored_nothing():
+    return (UsageEvent.objects.count(), EventKey.objects.count()) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("time", "message"),
+    [
+        ("2025-10-31T23:59:59Z", OLD),
+        ("1900-01-01T00:00:00Z", OLD),
+        ("0999-12-31T00:00:00Z", OLD),
+        ("2026-12-16T10:05:01Z", FUTURE),
+        ("9999-12-31T23:59:59Z", FUTURE),
+    ],
+)
+def test_event_outside_the_window_is_refused_naming_time_in_every_format(ingest, time, message):
+    seconds = int(datetime.fromisoformat(time).timestamp())
+    # Batch output dates lines in Unix seconds: one before 1970 is refused as such, so those
+    # take created 0 (1970-01-01), older than the window too.
+    created, line_message = (seconds, message) if seconds >= 0 else (0, OLD)
+    events = ingest([event(1), event(2, time=time)])
+    cloudevents = ingest(
+        [_cloudevent(1), _cloudevent(2, time=time)],
+        path="/api/v1/usage/cloudevents",
+        content_type=CE,
+    )
+    openai = ingest(
+        _openai_line(1, created=1_796_000_000) + _openai_line(2, created=created),
+        path="/api/v1/usage/openai-batch?tenant=tenant-a",
+        content_type="application/jsonl",
+    )
+
+    for response, expected in ((events, message), (cloudevents, message), (openai, line_message)):
+        assert response.status_code == 400, response.content
+        assert response.json()["errors"] == [{"index": 1, "field": "time", "message": expected}]
+    assert _stored_nothing()
+
+
+def test_event_on_the_first_instant_of_the_window_is_stored(ingest):
+    response = ingest(
+        [event(1, time="2025-11-01T00:00:00Z"), event(2, time="2026-12-16T10:05:00Z")]
+    )
+
+    assert response.json() == {"accepted": 2, "duplicates": 0}
+    assert sorted(UsageEvent.objects.values_list("time", flat=True)) == [
+        datetime(2025, 11, 1, tzinfo=UTC),
+        datetime(2026, 12, 16, 10, 5, tzinfo=UTC),
+    ]
+
+
+def _usage_partitions() -> list[str]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'metering_usageevent' "
+            "ORDER BY 1"
+        )
+        return [name for (name,) in cursor.fetchall()]
+
+
+@pytest.mark.postgres_only
+def test_batch_dated_1900_to_1904_is_refused_whole_and_creates_no_partition(ingest):
+    before = _usage_partitions()
+    items = [event(0)] + [event(y, time=f"{y}-06-01T00:00:00Z") for y in range(1900, 1905)]
+
+    response = ingest(items)
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == [
+        {"index": i, "field": "time", "message": OLD} for i in range(1, 6)
+    ]
+    assert _usage_partitions() == before
+    assert not [name for name in before if name.startswith("metering_usageevent_p19")]
+    assert _stored_nothing()
+
+
+CAPACITY = {"pool": "h100-a", "gpus_installed": 8, "gpus_healthy": 8, "gpus_busy": 4}
+
+
+@pytest.mark.parametrize(
+    ("time", "message"),
+    [
+        ("9999-12-31T00:00:00Z", FUTURE),
+        ("2026-12-16T10:05:01Z", FUTURE),
+        ("0999-12-31T00:00:00Z", OLD),
+        ("2025-10-31T23:59:59Z", OLD),
+    ],
+)
+def test_capacity_sample_outside_the_window_is_refused_naming_time(
+    users, token_client, time, message
+):
+    make_deployment()
+    api = token_client(users["operator"], scopes=["ingest"])
+    samples = [{**CAPACITY, "time": "2026-12-01T00:00:00Z"}, {**CAPACITY, "time": time}]
+
+    response = api.post("/api/v1/capacity", samples, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == [{"index": 1, "field": "time", "message": message}]
+    assert not CapacitySample.objects.exists()
+
+
+def test_capacity_samples_on_the_window_bounds_are_stored(users, token_client):
+    make_deployment()
+    api = token_client(users["operator"], scopes=["ingest"])
+    samples = [
+        {**CAPACITY, "time": "2025-11-01T00:00:00Z"},
+        {**CAPACITY, "time": "2026-12-16T10:05:00Z"},
+    ]
+
+    response = api.post("/api/v1/capacity", samples, format="json")
+
+    assert response.json() == {"created": 2, "replaced": 0}
+
+
+def test_capacity_batch_names_every_error_in_one_answer(users, token_client):
+    make_deployment()
+    api = token_client(users["operator"], scopes=["ingest"])
+    bad = {**CAPACITY, "pool": "nowhere", "time": "9999-12-31T00:00:00Z", "gpus_busy": -1}
+
+    response = api.post("/api/v1/capacity", [bad], format="json")
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == [
+        {"index": 0, "field": "pool", "message": "Object with slug=nowhere does not exist."},
+        {"index": 0, "field": "time", "message": FUTURE},
+        {
+            "index": 0,
+            "field": "gpus_busy",
+            "message": "Ensure this value is greater than or equal to 0.",
+        },
+    ]
+    assert not CapacitySample.objects.exists()
+
+
+def test_field_errors_and_unknown_references_come_in_one_answer(ingest):
+    items = [
+        event(0, input_tokens=-1),
+        event(1, tenant="ghost"),
+        event(2, model="gpt-9"),
+        event(3, pool="nowhere"),
+        event(4, tenant="ghost", output_tokens="5"),
+        event(5, tenant="bad slug!", model="gpt-9"),
+        event(6, pool="bad pool!", model="gpt-9"),
+    ]
+
+    response = ingest(items)
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == [
+        {"index": 0, "field": "input_tokens", "message": "must be a non-negative integer"},
+        {"index": 1, "field": "tenant", "message": "unknown tenant 'ghost'"},
+        {"index": 2, "field": "model", "message": "unknown model 'gpt-9'"},
+        {
+            "index": 3,
+            "field": "pool",
+            "message": "model 'llama-70b' has no deployment on pool 'nowhere'",
+        },
+        {"index": 4, "field": "output_tokens", "message": "must be a non-negative integer"},
+        {"index": 4, "field": "tenant", "message": "unknown tenant 'ghost'"},
+        {"index": 5, "field": "tenant", "message": BAD_SLUG},
+        {"index": 5, "field": "model", "message": "unknown model 'gpt-9'"},
+        {"index": 6, "field": "pool", "message": BAD_SLUG},
+        {"index": 6, "field": "model", "message": "unknown model 'gpt-9'"},
+    ]
+    assert _stored_nothing()
+
+
+def test_cloudevents_and_openai_batch_name_unknown_references_with_field_errors(ingest):
+    cloudevents = ingest(
+        [_cloudevent(0, tenant="ghost"), _cloudevent(1, input_tokens=-1)],
+        path="/api/v1/usage/cloudevents",
+        content_type=CE,
+    )
+    openai = ingest(
+        _openai_line(0, created=1_796_000_000)
+        + _openai_line(1, created=1_796_000_000, prompt_tokens="-1"),
+        path="/api/v1/usage/openai-batch?tenant=ghost",
+        content_type="application/jsonl",
+    )
+
+    assert cloudevents.json()["errors"] == [
+        {"index": 0, "field": "tenant", "message": "unknown tenant 'ghost'"},
+        {"index": 1, "field": "input_tokens", "message": "must be a non-negative integer"},
+    ]
+    assert openai.json()["errors"] == [
+        {"index": 0, "field": "tenant", "message": "unknown tenant 'ghost'"},
+        {"index": 1, "field": "input_tokens", "message": "must be a non-negative integer"},
+        {"index": 1, "field": "tenant", "message": "unknown tenant 'ghost'"},
+    ]
+    assert _stored_nothing()
+
+
+def test_null_cached_tokens_is_refused_naming_it(ingest):
+    message = "must be a non-negative integer, not null (leave it out for 0)"
+    events = ingest([event(1, cached_tokens=None)])
+    cloudevents = ingest(
+        [_cloudevent(1, cached_tokens=None)], path="/api/v1/usage/cloudevents", content_type=CE
+    )
+
+    for response in (events, cloudevents):
+        assert response.status_code == 400
+        assert response.json()["errors"] == [
+            {"index": 0, "field": "cached_tokens", "message": message}
+        ]
+    assert _stored_nothing()
+
+
+@pytest.mark.parametrize("field", ["input_tokens", "cached_tokens", "output_tokens"])
+def test_token_count_1e309_is_refused_naming_the_field(ingest, field):
+    events = ingest(_with_number([event(1)], field, "1e309"))
+    cloudevents = ingest(
+        _with_number([_cloudevent(1)], field, "1e309"),
+        path="/api/v1/usage/cloudevents",
+        content_type=CE,
+    )
+
+    for response in (events, cloudevents):
+        assert response.status_code == 400
+        assert response.json()["errors"] == [
+            {"index": 0, "field": field, "message": "must be a non-negative integer"}
+        ]
+    assert _stored_nothing()
+
+
+def _with_number(items, field, number):
+    """The JSON of `items` with the first `field` set to the literal `number`."""
+    text = json.dumps(items)
+    start = text.index(f'"{field}": ') + len(f'"{field}": ')
+    end = start + len(text[start:]) - len(text[start:].lstrip("0123456789"))
+    return text[:start] + number + text[end:]
+
+
+def test_openai_batch_prompt_tokens_1e309_is_refused_naming_the_field(ingest):
+    response = ingest(
+        _openai_line(0, created=1_796_000_000, prompt_tokens="1e309"),
+        path="/api/v1/usage/openai-batch?tenant=tenant-a",
+        content_type="application/jsonl",
+    )
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == [
+        {"index": 0, "field": "input_tokens", "message": "must be a non-negative integer"}
+    ]
+    assert _stored_nothing()
+
+
+def test_capacity_count_1e309_and_nul_in_the_pool_name_their_field(users, token_client):
+    make_deployment()
+    api = token_client(users["operator"], scopes=["ingest"])
+    sample = {**CAPACITY, "time": "2026-12-01T00:00:00Z"}
+    huge = _with_number([sample], "gpus_installed", "1e309")
+    nul = json.dumps([{**sample, "pool": "h100\x00a"}])
+
+    huge_response = api.generic("POST", "/api/v1/capacity", huge, content_type="application/json")
+    nul_response = api.generic("POST", "/api/v1/capacity", nul, content_type="application/json")
+
+    assert huge_response.status_code == 400
+    assert huge_response.json()["errors"] == [
+        {"index": 0, "field": "gpus_installed", "message": "A valid integer is required."}
+    ]
+    assert nul_response.status_code == 400
+    assert nul_response.json()["errors"] == [
+        {"index": 0, "field": "pool", "message": "must not contain NUL (U+0000) characters"}
+    ]
+    assert not CapacitySample.objects.exists()
+
+
+def test_nul_in_a_slug_is_refused_naming_the_field(ingest):
+    events = ingest([event(1, tenant="tenant\x00a"), event(2, pool="h100\x00a")])
+    openai = ingest(
+        _openai_line(0, created=1_796_000_000),
+        path="/api/v1/usage/openai-batch?tenant=tenant%00a",
+        content_type="application/jsonl",
+    )
+
+    assert events.status_code == 400
+    assert events.json()["errors"] == [
+        {"index": 0, "field": "tenant", "message": BAD_SLUG},
+        {"index": 1, "field": "pool", "message": BAD_SLUG},
+    ]
+    assert openai.json()["errors"] == [{"index": 0, "field": "tenant", "message": BAD_SLUG}]
+    assert _stored_nothing()

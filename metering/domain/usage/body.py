@@ -21,6 +21,10 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 _UTF8_BOM = b"\xef\xbb\xbf"
 
+# A number too large for a float (1e309) decodes to an infinity instead of failing the whole
+# body, so the validator refuses it naming its field (JSON has no literal for infinity).
+_JSON = msgspec.json.Decoder(float_hook=float)
+
 
 class BatchError(ValueError):
     """The body as a whole cannot be read (HTTP 400); ``message`` says why."""
@@ -114,7 +118,7 @@ def decode_batch(
     if not data.strip():
         raise BatchError("the body is empty; send a JSON array of events")
     try:
-        decoded = msgspec.json.decode(data)
+        decoded = json_decode(data)
     except msgspec.DecodeError as exc:
         raise BatchError(f"the body is not valid UTF-8 JSON: {exc}") from None
     except RecursionError:
@@ -126,6 +130,12 @@ def decode_batch(
             f"a batch holds at most {max_events} events; this one has {len(decoded)}"
         )
     return decoded
+
+
+def json_decode(data: bytes) -> Any:
+    """A JSON document as plain Python objects; a number beyond the float range is an
+    infinity (left to the validators, which name its field). Raises msgspec.DecodeError."""
+    return _JSON.decode(data)
 
 
 def _json_kind(value: Any) -> str:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
 
 MAX_TOKENS: Final = 2**31 - 1
 
 FUTURE_TOLERANCE: Final = timedelta(minutes=5)
+
+RETENTION_MONTHS: Final = 13  # usage events are kept 13 months (architecture.md, "Runtime")
 
 ID_MAX_LENGTH: Final = 128  # id and source
 
@@ -47,6 +49,8 @@ BAD_TOKENS = "must be a non-negative integer"
 
 TOO_MANY_TOKENS = f"must be at most {MAX_TOKENS}"
 
+NULL_TOKENS = "must be a non-negative integer, not null (leave it out for 0)"
+
 MAX_LATENCY_MS: Final = 86_400_000  # a request's latency figures are within a day
 BAD_LATENCY = "must be a number of milliseconds from 0 to 86400000 (a day)"
 
@@ -57,6 +61,8 @@ NAIVE_TIME = "must include a time zone (Z or +hh:mm)"
 INVALID_TIME = "is not a valid date-time"
 
 FUTURE_TIME = "is more than 5 minutes in the future"
+
+OLD_TIME = "is older than the retention window (the start of the UTC month 13 months ago, {})"
 
 BAD_SLUG = f"must be a slug: 1 to {SLUG_MAX_LENGTH} letters, digits, hyphens or underscores"
 
@@ -72,6 +78,37 @@ class EventError(msgspec.Struct, frozen=True):
 
     def as_dict(self) -> dict[str, Any]:
         return {"index": self.index, "field": self.field, "message": self.message}
+
+
+class TimeWindow(msgspec.Struct, frozen=True):
+    """The times ingestion accepts: ``earliest <= time <= latest`` (see ``time_window``)."""
+
+    earliest: datetime  # the start of the retention window
+    latest: datetime  # now + FUTURE_TOLERANCE
+
+    def problem(self, time: datetime) -> str | None:
+        """Why an aware ``time`` is refused, or None when it is inside the window."""
+        if time > self.latest:
+            return FUTURE_TIME
+        if time < self.earliest:
+            return OLD_TIME.format(_rfc3339(self.earliest))
+        return None
+
+
+def time_window(*, now: datetime) -> TimeWindow:
+    """The one rule for the time of a usage event or capacity sample (kpis.md, general rules):
+    not before the start of the UTC month RETENTION_MONTHS before ``now``'s, nor more than
+    FUTURE_TOLERANCE after ``now``. Refusals name ``time``."""
+    if now.utcoffset() is None:
+        raise ValueError("now must be timezone-aware")
+    month = now.astimezone(UTC)
+    index = month.year * 12 + month.month - 1 - RETENTION_MONTHS
+    earliest = datetime(index // 12, index % 12 + 1, 1, tzinfo=UTC)
+    return TimeWindow(earliest=earliest, latest=now + FUTURE_TOLERANCE)
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
 
 
 class EventIn(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -91,6 +128,20 @@ class EventIn(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     latency_ms: float | None
     status: Literal["ok", "error"]
     payload_hash: str  # 32 hex chars; same (source, id) + other hash = conflict
+
+
+class EventRef(NamedTuple):
+    """What item ``index`` refers to, for the lookup of tenants, models and deployments.
+
+    A reference that is not well-formed is None (a field error names it already): tenant
+    and model slugs, and ``pool`` (None: not given, or not a slug). ``is_placeable``: the
+    model and the pool are both well-formed, so its deployment can be looked up."""
+
+    index: int
+    tenant: str | None
+    model: str | None
+    pool: str | None
+    is_placeable: bool
 
 
 def model_problem(value: Any) -> str | None:

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import msgspec
 
-from metering.domain.usage.body import MAX_EVENTS, PayloadTooLarge
+from metering.domain.usage.body import MAX_EVENTS, PayloadTooLarge, json_decode
 from metering.domain.usage.fields import REQUIRED, EventError
 
 OPENAI_BATCH_SOURCE: Final = "openai-batch"
@@ -110,7 +110,7 @@ class _BatchLine(msgspec.Struct):
 
 def _parse_batch_line(index: int, line: bytes, errors: list[EventError]) -> _BatchLine | None:
     try:
-        record = msgspec.json.decode(line)
+        record = json_decode(line)
     except msgspec.DecodeError as exc:
         errors.append(EventError(index, "", f"is not valid JSON: {exc}"))
         return None

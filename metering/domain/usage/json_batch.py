@@ -9,7 +9,6 @@ from typing import Annotated, Final, Literal
 import msgspec
 
 from metering.domain.usage.fields import (
-    FUTURE_TOLERANCE,
     ID_MAX_LENGTH,
     MAX_LATENCY_MS,
     MAX_TOKENS,
@@ -17,6 +16,7 @@ from metering.domain.usage.fields import (
     EventIn,
     model_problem,
     parse_time,
+    time_window,
 )
 from metering.domain.usage.hashing import fields_hash
 
@@ -42,7 +42,7 @@ class _JsonEvent(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     output_tokens: _Tokens
     source: _AsciiId | None = None
     pool: _Slug | None = None
-    cached_tokens: _Tokens | None = None
+    cached_tokens: _Tokens | msgspec.UnsetType = msgspec.UNSET  # null is refused
     ttft_ms: _Latency | None = None
     tpot_ms: _Latency | None = None
     latency_ms: _Latency | None = None
@@ -62,8 +62,7 @@ def validate_json_batch(
     A shortcut for the common case, with the results of ``decode_batch`` followed by
     ``validate_events``: None (any error, more than ``max_events``, anything unusual) means
     "take that path", which reports every error exactly."""
-    if now.utcoffset() is None:
-        raise ValueError("now must be timezone-aware")
+    window = time_window(now=now)
     if data.startswith(_UTF8_BOM):
         data = data[len(_UTF8_BOM) :]
     try:
@@ -72,13 +71,13 @@ def validate_json_batch(
         return None
     if len(decoded) > max_events:
         return None
-    latest = now + FUTURE_TOLERANCE
+    earliest, latest = window.earliest, window.latest
     models: dict[str, bool] = {}
     events: list[EventIn] = []
     append = events.append
     for item in decoded:
         time, problem = parse_time(item.time)
-        if problem or time > latest:
+        if problem or not earliest <= time <= latest:
             return None
         model = item.model
         if model not in models:
@@ -86,7 +85,7 @@ def validate_json_batch(
         if not models[model]:
             return None
         source = default_source if item.source is None else item.source
-        cached_tokens = 0 if item.cached_tokens is None else item.cached_tokens
+        cached_tokens = 0 if item.cached_tokens is msgspec.UNSET else item.cached_tokens
         if cached_tokens > item.input_tokens:
             return None
         ttft_ms, tpot_ms, latency_ms = item.ttft_ms, item.tpot_ms, item.latency_ms

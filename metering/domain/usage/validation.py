@@ -13,20 +13,22 @@ from metering.domain.usage.fields import (
     BAD_STATUS,
     BAD_TOKENS,
     EVENT_FIELDS,
-    FUTURE_TIME,
-    FUTURE_TOLERANCE,
     ID_MAX_LENGTH,
     MAX_LATENCY_MS,
     MAX_TOKENS,
     NOT_OBJECT,
+    NULL_TOKENS,
     REQUIRED,
     SLUG_MAX_LENGTH,
     TOO_MANY_TOKENS,
     UNKNOWN_FIELD,
     EventError,
     EventIn,
+    EventRef,
+    TimeWindow,
     model_problem,
     parse_time,
+    time_window,
 )
 from metering.domain.usage.hashing import fields_hash
 
@@ -41,31 +43,53 @@ def validate_events(
     Each error names the item's index and field (``""`` for an item that is not an
     object; an unknown key is refused with an error naming that key). ``null`` counts as
     absent: required fields then get "is required", optional ones their default
-    (source ``default_source``, pool None, cached_tokens 0, latencies None, status "ok").
+    (source ``default_source``, pool None, latencies None, status "ok"), except
+    ``cached_tokens``: absent is 0, null is refused (a count, not "unknown").
     Integers exclude booleans and floats; latencies (ms) are finite non-negative numbers;
-    ``time`` is RFC 3339 with a zone (or an aware datetime), at most 5 minutes after
-    ``now``. The batch is all-or-nothing, so when errors is not empty the caller rejects
-    it; events then holds only the valid items, whose positions no longer match indexes.
+    ``time`` is RFC 3339 with a zone (or an aware datetime) inside ``time_window(now=now)``:
+    not before the retention window, at most 5 minutes after ``now``. The batch is
+    all-or-nothing, so when errors is not empty the caller rejects it; events then holds
+    only the valid items, whose positions no longer match indexes.
     """
-    if now.utcoffset() is None:
-        raise ValueError("now must be timezone-aware")
-    latest = now + FUTURE_TOLERANCE
+    window = time_window(now=now)
     events: list[EventIn] = []
     errors: list[EventError] = []
     for index, item in enumerate(items):
         if not isinstance(item, dict):
             errors.append(EventError(index, "", NOT_OBJECT))
             continue
-        event = _validate_item(item, index, latest, default_source, errors)
+        event = _validate_item(item, index, window, default_source, errors)
         if event is not None:
             events.append(event)
     return events, errors
 
 
+def event_references(*, items: Sequence[Any]) -> list[EventRef]:
+    """The tenant, model and pool references of each object in ``items`` that are
+    well-formed, so a batch refused for its field errors also names its unknown tenants,
+    models and deployments (usage_reference_errors) in the same answer."""
+    refs: list[EventRef] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue
+        tenant, model, pool = item.get("tenant"), item.get("model"), item.get("pool")
+        tenant = tenant if _is_slug(tenant) else None
+        model = model if model_problem(model) is None else None
+        is_pool_ok = pool is None or _is_slug(pool)
+        if tenant is not None or model is not None:
+            pool = pool if is_pool_ok else None
+            refs.append(EventRef(index, tenant, model, pool, model is not None and is_pool_ok))
+    return refs
+
+
+def _is_slug(value: Any) -> bool:
+    return type(value) is str and len(value) <= SLUG_MAX_LENGTH and bool(_SLUG.fullmatch(value))
+
+
 def _validate_item(
     item: dict[Any, Any],
     index: int,
-    latest: datetime,
+    window: TimeWindow,
     default_source: str,
     errors: list[EventError],
 ) -> EventIn | None:
@@ -90,8 +114,8 @@ def _validate_item(
         errors.append(EventError(index, "source", problem))
 
     time, problem = parse_time(get("time"))
-    if time is not None and time > latest:
-        time, problem = None, FUTURE_TIME
+    if time is not None and not window.earliest <= time <= window.latest:
+        time, problem = None, window.problem(time)
     if problem:
         errors.append(EventError(index, "time", problem))
 
@@ -114,9 +138,9 @@ def _validate_item(
     if not input_ok:
         errors.append(EventError(index, "input_tokens", _token_problem(input_tokens)))
 
-    cached_tokens = get("cached_tokens")
+    cached_tokens = get("cached_tokens", 0)
     if cached_tokens is None:
-        cached_tokens = 0
+        errors.append(EventError(index, "cached_tokens", NULL_TOKENS))
     elif not (type(cached_tokens) is int and 0 <= cached_tokens <= MAX_TOKENS):
         errors.append(EventError(index, "cached_tokens", _token_problem(cached_tokens)))
     elif input_ok and cached_tokens > input_tokens:

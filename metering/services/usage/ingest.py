@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import IntegrityError, ProgrammingError, connection, transaction
 
 from metering.domain.usage.dedupe import dedupe_within_batch
-from metering.domain.usage.fields import EventError, EventIn
+from metering.domain.usage.fields import EventError, EventIn, EventRef
 from metering.models import Deployment, EventKey, ModelAlias, RollupPending, ServedModel, UsageEvent
 from portal import clock
 from portal.models import Tenant
@@ -100,16 +100,33 @@ def _fold_after_commit() -> None:
         rollup_pending()
 
 
+def usage_reference_errors(*, refs: Sequence[EventRef]) -> list[EventError]:
+    """Errors naming each reference of `refs` to an unknown or closed tenant, an unknown
+    model or a model without a deployment on the pool (stores nothing). For a batch refused
+    for its field errors, so one answer lists every error of every kind."""
+    return _check_references(refs)[1]
+
+
 def _resolve(events: Sequence[EventIn]) -> tuple[list[_Row], list[EventError]]:
     """Map tenant, model (slug or alias) and pool slugs to ids; unknown ones are errors."""
-    slugs = {e.tenant for e in events}
+    refs = [EventRef(i, e.tenant, e.model, e.pool, True) for i, e in enumerate(events)]
+    placed, errors = _check_references(refs)
+    rows = [_Row(event, *ids) for event, ids in zip(events, placed, strict=True) if ids is not None]
+    return rows, errors
+
+
+def _check_references(
+    refs: Sequence[EventRef],
+) -> tuple[list[tuple[int, int] | None], list[EventError]]:
+    """Per reference (tenant id, deployment id), or None when an error names why."""
+    slugs = {r.tenant for r in refs if r.tenant is not None}
     tenants = {
         slug: (pk, status)
         for slug, pk, status in Tenant.objects.filter(slug__in=slugs).values_list(
             "slug", "id", "status"
         )
     }
-    names = {e.model for e in events}
+    names = {r.model for r in refs if r.model is not None}
     models = dict(ServedModel.objects.filter(slug__in=names).values_list("slug", "id"))
     models.update(ModelAlias.objects.filter(alias__in=names).values_list("alias", "model_id"))
     deployments: dict[int, dict[str, int]] = {}
@@ -124,32 +141,40 @@ def _resolve(events: Sequence[EventIn]) -> tuple[list[_Row], list[EventError]]:
         ok = tenant is not None and tenant[1] != Tenant.Status.CLOSED
         tenant_ids[slug] = tenant[0] if ok else None
     placements: dict[tuple[str, str | None], tuple[int | None, tuple[str, str] | None]] = {}
-    for event in events:
-        key = (event.model, event.pool)
-        if key not in placements:
-            placements[key] = _deployment_for(event, models.get(event.model), deployments)
-    rows: list[_Row] = []
+    placed: list[tuple[int, int] | None] = []
     errors: list[EventError] = []
-    append = rows.append
-    for index, event in enumerate(events):
-        tenant_id = tenant_ids[event.tenant]
-        deployment_id, problem = placements[(event.model, event.pool)]
-        if tenant_id is not None and problem is None:
-            append(_Row(event, tenant_id, deployment_id))
-            continue
-        if tenant_id is None:
-            tenant = tenants.get(event.tenant)
-            if tenant is None:
-                errors.append(EventError(index, "tenant", f"unknown tenant {event.tenant!r}"))
+    append = placed.append
+    for ref in refs:
+        tenant_id = None if ref.tenant is None else tenant_ids[ref.tenant]
+        deployment_id, problem = None, None
+        if ref.model is not None:
+            key = (ref.model, ref.pool)
+            if not ref.is_placeable:
+                if ref.model not in models:
+                    problem = ("model", f"unknown model {ref.model!r}")
+            elif key in placements:
+                deployment_id, problem = placements[key]
             else:
-                errors.append(EventError(index, "tenant", f"tenant {event.tenant!r} is closed"))
+                placement = _deployment_for(ref, models.get(ref.model), deployments)
+                placements[key] = placement
+                deployment_id, problem = placement
+        if tenant_id is not None and deployment_id is not None:
+            append((tenant_id, deployment_id))
+            continue
+        append(None)
+        if ref.tenant is not None and tenant_id is None:
+            if ref.tenant not in tenants:
+                errors.append(EventError(ref.index, "tenant", f"unknown tenant {ref.tenant!r}"))
+            else:
+                message = f"tenant {ref.tenant!r} is closed"
+                errors.append(EventError(ref.index, "tenant", message))
         if problem:
-            errors.append(EventError(index, problem[0], problem[1]))
-    return rows, errors
+            errors.append(EventError(ref.index, problem[0], problem[1]))
+    return placed, errors
 
 
 def _deployment_for(
-    event: EventIn, model_id: int | None, deployments: dict[int, dict[str, int]]
+    event: EventRef, model_id: int | None, deployments: dict[int, dict[str, int]]
 ) -> tuple[int | None, tuple[str, str] | None]:
     """The deployment an event ran on, or the (field, message) saying why there is none."""
     if model_id is None:
