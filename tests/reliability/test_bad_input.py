@@ -12,13 +12,22 @@ Ingestion's own rules are in tests/metering/test_usage_events.py and test_usage_
 
 import itertools
 import json
+from dataclasses import replace
+from datetime import datetime
 
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from tests.reliability.operations import JSON, WRITES, Req, schema
+from metering.models import EngineHourly
+from tests.reliability.operations import (
+    JSON,
+    WRITES,
+    Req,
+    database_fingerprint,
+    schema,
+)
 from tests.reliability.world import bearer
 
 pytestmark = pytest.mark.postgres_only
@@ -269,3 +278,161 @@ def test_unknown_fields_are_ignored_or_refused_never_assigned(world, api, method
         list(world.tenant_b.contracts.values()),
         list(world.tenant_b.members.values()),
     )
+
+
+# --- Ingestion: the hardening classes of issue #19 ------------------------------------------
+# Every ingestion operation (scope `ingest`), with the otherwise valid request of WRITES.
+# Each class is refused naming its field (or, for Prometheus, skipped and listed), and a
+# refused request changes nothing in the database.
+
+INGEST = sorted(op for op, write in WRITES.items() if write.scope == "ingest")
+INGEST_JSON = [op for op in INGEST if op not in TEXT_BODIES]
+CLOUDEVENTS = ("POST", "/api/v1/usage/cloudevents")
+EVENTS = ("POST", "/api/v1/usage/events")
+OPENAI_BATCH = ("POST", "/api/v1/usage/openai-batch")
+PROMETHEUS = ("POST", "/api/v1/telemetry/prometheus")
+# The token counts of an event (a CloudEvent carries them in `data`, which the schema leaves
+# open), else the integer fields the schema documents.
+EVENT_COUNTS = ["cached_tokens", "input_tokens", "output_tokens"]
+# The world's clock is the suite's (2026-12-16T10:00Z): the window starts on 2025-11-01.
+OUTSIDE_WINDOW = {
+    "1900-01-01T00:00:00Z": "older than the retention window",
+    "0999-12-31T00:00:00Z": "older than the retention window",
+    "2025-10-31T23:59:59Z": "older than the retention window",
+    "9999-12-31T23:59:59Z": "in the future",
+}
+PLACEHOLDER = 918_273_645_546_372_819  # a unique integer, replaced by a raw JSON literal
+
+
+def _integer_fields(method, path) -> list[str]:
+    if (method, path) == CLOUDEVENTS:
+        return EVENT_COUNTS
+    return _fields(method, path, lambda p: p.get("type") == "integer")
+
+
+def _refused_changing_nothing(api, method, path, req, payload=None, *, field, words=()):
+    """A 400 whose errors each name a field, `field` among them; the database unchanged."""
+    before = database_fingerprint()
+    response = _send(api, method, path, req, payload=payload)
+    errors = _refused(response, status=400, field=field, words=words)
+    assert all(e["field"] for e in errors), errors  # every 400 names its field
+    assert database_fingerprint() == before
+    return errors
+
+
+@pytest.mark.parametrize(("method", "path"), INGEST, ids=_ids(INGEST))
+def test_ingested_time_outside_the_retention_window_is_refused_naming_time(
+    world, api, method, path
+):
+    if (method, path) == PROMETHEUS:
+        pytest.skip("an exposition is timed by its arrival, not by its text")
+    for value, words in OUTSIDE_WINDOW.items():
+        req = WRITES[(method, path)].make(world, next(COUNTER))
+        if (method, path) == OPENAI_BATCH:  # dated by the response body's `created` (Unix s)
+            seconds = max(0, int(datetime.fromisoformat(value).timestamp()))
+            payload = req.body.replace("1772445600", str(seconds))
+        else:
+            payload = json.dumps(_set(req.body, "time", value))
+        try:
+            _refused_changing_nothing(api, method, path, req, payload, field="time", words=words)
+        except AssertionError as error:
+            raise AssertionError(f"time={value}: {error}") from None
+
+
+@pytest.mark.parametrize(("method", "path"), INGEST, ids=_ids(INGEST))
+def test_ingested_number_beyond_the_float_range_is_refused_naming_the_field(
+    world, api, method, path
+):
+    if (method, path) == PROMETHEUS:
+        pytest.skip("an exposition's numbers are the next test's")
+    fields = ["input_tokens"] if (method, path) == OPENAI_BATCH else _integer_fields(method, path)
+    assert fields, (method, path)
+    for name, literal in itertools.product(fields, ("1e309", "-1e309")):
+        req = WRITES[(method, path)].make(world, next(COUNTER))
+        if (method, path) == OPENAI_BATCH:
+            payload = req.body.replace('"prompt_tokens": 20', f'"prompt_tokens": {literal}')
+        else:
+            payload = json.dumps(_set(req.body, name, PLACEHOLDER))
+            payload = payload.replace(str(PLACEHOLDER), literal)
+        try:
+            _refused_changing_nothing(api, method, path, req, payload, field=name)
+        except AssertionError as error:
+            raise AssertionError(f"{name}={literal}: {error}") from None
+
+
+@pytest.mark.parametrize(("method", "path"), INGEST, ids=_ids(INGEST))
+def test_nul_in_an_ingested_slug_is_refused_naming_it(world, api, method, path):
+    req = WRITES[(method, path)].make(world, next(COUNTER))
+    item = req.body[0] if isinstance(req.body, list) else None
+    if isinstance(item, dict) and isinstance(item.get("data"), dict):
+        item = {**item["data"], **item}
+    in_body = [n for n in ("tenant", "pool", "model") if isinstance(item, dict) and n in item]
+    in_query = [n for n in ("tenant", "pool") if f"{n}=" in req.query]
+    assert in_body or in_query, (method, path)
+    for name in in_body:
+        req = WRITES[(method, path)].make(world, next(COUNTER))
+        value = f"{item[name]}\x00x"
+        payload = json.dumps(_set(req.body, name, value))
+        _refused_changing_nothing(api, method, path, req, payload, field=name)
+    for name in in_query:
+        req = WRITES[(method, path)].make(world, next(COUNTER))
+        query = "&".join(
+            f"{part}%00x" if part.startswith(f"{name}=") else part for part in req.query.split("&")
+        )
+        nul = replace(req, query=query)
+        _refused_changing_nothing(api, method, path, nul, field=name)
+
+
+@pytest.mark.parametrize(("method", "path"), [CLOUDEVENTS, EVENTS], ids=_ids([CLOUDEVENTS, EVENTS]))
+def test_null_cached_tokens_is_refused_naming_it(world, api, method, path):
+    req = WRITES[(method, path)].make(world, next(COUNTER))
+    payload = json.dumps(_set(req.body, "cached_tokens", None))
+
+    _refused_changing_nothing(api, method, path, req, payload, field="cached_tokens")
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [CLOUDEVENTS, EVENTS, OPENAI_BATCH],
+    ids=_ids([CLOUDEVENTS, EVENTS, OPENAI_BATCH]),
+)
+def test_field_and_reference_errors_are_named_in_one_answer(world, api, method, path):
+    """An unknown tenant is named in the same answer as a bad token count."""
+    req = WRITES[(method, path)].make(world, next(COUNTER))
+    if (method, path) == OPENAI_BATCH:
+        payload = req.body.replace('"prompt_tokens": 20', '"prompt_tokens": -1')
+        req = replace(req, query="tenant=nobody", body=payload)
+    else:
+        body = _set(_set(req.body, "tenant", "nobody"), "input_tokens", -1)
+        req = replace(req, body=body)
+
+    errors = _refused_changing_nothing(api, method, path, req, field="tenant")
+
+    assert {e["field"].rsplit(".", 1)[-1] for e in errors} == {"tenant", "input_tokens"}, errors
+
+
+@pytest.mark.parametrize("value", ["+Inf", "-Inf", "NaN"])
+def test_prometheus_sample_that_is_not_finite_is_skipped_and_listed(world, api, value):
+    """A counter or a histogram `_sum` of +Inf (or NaN) skips its family, listed in
+    `skipped`; the rest of the exposition is stored."""
+    req = WRITES[PROMETHEUS].make(world, next(COUNTER))
+    ttft = "vllm:time_to_first_token_seconds"
+    text = (
+        "# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{model_name="llama-70b"} 3\n'
+        "# TYPE vllm:prompt_tokens_total counter\n"
+        f'vllm:prompt_tokens_total{{model_name="llama-70b"}} {value}\n'
+        f"# TYPE {ttft} histogram\n"
+        f'{ttft}_bucket{{model_name="llama-70b",le="+Inf"}} 2\n'
+        f'{ttft}_count{{model_name="llama-70b"}} 2\n'
+        f'{ttft}_sum{{model_name="llama-70b"}} {value}\n'
+    )
+
+    response = _send(api, *PROMETHEUS, req, payload=text)
+
+    assert response.status_code == 200, response.content[:300]
+    body = response.json()
+    assert [item["family"] for item in body["skipped"]] == ["vllm:prompt_tokens", ttft]
+    assert all(value in item["reason"] for item in body["skipped"]), body["skipped"]
+    assert body["families"] == 1  # vllm:num_requests_running, stored:
+    assert list(EngineHourly.objects.values_list("running_requests", flat=True)) == [3]
