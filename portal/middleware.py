@@ -1,4 +1,4 @@
-"""Session absolute timeout, and a clear 503 page when the database is unreachable."""
+"""Content-Security-Policy, session absolute timeout, tenant status, a clear 400 and 503."""
 
 import time
 
@@ -16,6 +16,24 @@ from portal.errors import FieldError
 from portal.services import audit_record
 
 SESSION_STARTED = "portal_session_started"
+
+
+class ContentSecurityPolicyMiddleware:
+    """settings.CONTENT_SECURITY_POLICY on every response: pages, API, static files and
+    error pages (first in MIDDLEWARE, so it wraps all the others); a URL name listed in
+    CONTENT_SECURITY_POLICY_BY_URL_NAME gets its own."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        policy = settings.CONTENT_SECURITY_POLICY_BY_URL_NAME.get(
+            match.url_name if match else None, settings.CONTENT_SECURITY_POLICY
+        )
+        response.headers.setdefault("Content-Security-Policy", policy)
+        return response
 
 
 class SessionAbsoluteTimeoutMiddleware:

@@ -73,6 +73,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "portal.middleware.ContentSecurityPolicyMiddleware",  # first: on every response
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -189,6 +190,27 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
+# Content-Security-Policy on every response (portal.middleware): everything from the portal
+# itself (static/ holds Plotly, htmx and the CSS), no inline script or style, never framed.
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self'",
+        "font-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+        "object-src 'none'",
+        "base-uri 'self'",
+        "form-action 'self'",
+    ]
+)
+# Swagger UI's own stylesheet draws its icons as data: SVG images; the API docs page (signed
+# in, no user content) takes images from data: too. Keyed by URL name.
+CONTENT_SECURITY_POLICY_BY_URL_NAME = {
+    "api-docs": CONTENT_SECURITY_POLICY.replace("img-src 'self'", "img-src 'self' data:"),
+}
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 if not DEBUG:

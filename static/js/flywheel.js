@@ -6,6 +6,7 @@
   var form = document.getElementById("scenario-form");
   if (!form) return;
   var config = JSON.parse(form.dataset.config);
+  form.addEventListener("submit", function (event) { event.preventDefault(); });
   var headers = JSON.parse(document.body.getAttribute("hx-headers") || "{}");
   var touched = {};
   var timer = null;
