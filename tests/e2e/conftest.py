@@ -1,6 +1,9 @@
 """Browser tests: Debian's Chromium driven by Playwright against the live server."""
 
+import io
 import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -59,3 +62,122 @@ def screenshot(page, name: str) -> Path:
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+# The demo (portal.demo.demo_run) takes 30–60 s to build. On PostgreSQL each xdist worker
+# builds it once per clock instant, in the first test that asks for it, and copies every table
+# of the Django apps into a schema of its own (e2e_demo_<instant>, in the worker's own test
+# database, out of reach of the flush that ends each transactional test). Every later test at
+# that instant gets a fresh copy: TRUNCATE, INSERT … SELECT, the sequences set back. Tests that
+# write (incidents, flywheel levers, scrape targets) never see each other's writes. The demo
+# writes no file and no cache entry; its data depends only on the clock (its RNG is seeded).
+@dataclass(frozen=True)
+class DemoSnapshot:
+    schema: str
+    tables: tuple[tuple[str, str], ...]  # table, quoted list of its stored columns
+    partitions: tuple[tuple[str, str, str], ...]  # partition, parent, bound
+    sequences: tuple[tuple[str, int | None], ...]  # sequence, last value (None: never used)
+
+
+def _demo_schema(moment: datetime) -> str:
+    return f"e2e_demo_{moment.astimezone(UTC):%Y%m%dt%H%M%S%f}"
+
+
+def _demo_snapshot_take(schema: str) -> DemoSnapshot:
+    from django.db import connection, transaction
+
+    tables = sorted(connection.introspection.django_table_names(only_existing=True))
+    quote = connection.ops.quote_name
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"CREATE SCHEMA {quote(schema)}")
+        stored = []
+        for table in tables:
+            cursor.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0"
+                " AND NOT attisdropped AND attgenerated = '' ORDER BY attnum",
+                [f"public.{quote(table)}"],
+            )
+            columns = ", ".join(quote(name) for (name,) in cursor.fetchall())
+            # A partitioned table reads the rows of all its partitions.
+            cursor.execute(
+                f"CREATE TABLE {quote(schema)}.{quote(table)} AS"  # noqa: S608 (names from the catalog)
+                f" SELECT {columns} FROM public.{quote(table)}"
+            )
+            stored.append((table, columns))
+        cursor.execute(
+            "SELECT child.relname, parent.relname, pg_get_expr(child.relpartbound, child.oid)"
+            " FROM pg_inherits i JOIN pg_class child ON child.oid = i.inhrelid"
+            " JOIN pg_class parent ON parent.oid = i.inhparent"
+            " WHERE parent.relnamespace = 'public'::regnamespace AND parent.relname = ANY(%s)"
+            " ORDER BY child.relname",
+            [tables],
+        )
+        partitions = tuple(cursor.fetchall())
+        cursor.execute(
+            "SELECT sequencename, last_value FROM pg_sequences WHERE schemaname = 'public'"
+            " ORDER BY sequencename"
+        )
+        sequences = tuple(cursor.fetchall())
+    return DemoSnapshot(schema, tuple(stored), partitions, sequences)
+
+
+def _demo_snapshot_restore(snapshot: DemoSnapshot) -> None:
+    from django.contrib.contenttypes.models import ContentType
+    from django.db import DatabaseError, connection, transaction
+
+    quote = connection.ops.quote_name
+    schema = quote(snapshot.schema)
+    with transaction.atomic(), connection.cursor() as cursor:
+        for partition, parent, bound in snapshot.partitions:  # kept by the flush; made sure of
+            cursor.execute(
+                f"CREATE TABLE IF NOT EXISTS public.{quote(partition)}"
+                f" PARTITION OF public.{quote(parent)} {bound}"
+            )
+        try:  # a superuser copies without firing triggers (the rows were checked when made)
+            with transaction.atomic():
+                cursor.execute("SET LOCAL session_replication_role = replica")
+        except DatabaseError:
+            pass  # then the foreign keys (deferred) and guards are checked at commit
+        names = ", ".join(f"public.{quote(table)}" for table, _ in snapshot.tables)
+        cursor.execute(f"TRUNCATE {names}")
+        for table, columns in snapshot.tables:
+            cursor.execute(
+                f"INSERT INTO public.{quote(table)} ({columns})"  # noqa: S608 (names from the catalog)
+                f" SELECT {columns} FROM {schema}.{quote(table)}"
+            )
+        for sequence, last in snapshot.sequences:
+            cursor.execute(
+                "SELECT setval(%s, %s, %s)",
+                [f"public.{quote(sequence)}", last or 1, last is not None],
+            )
+    ContentType.objects.clear_cache()  # the restored content types may have other ids
+
+
+@pytest.fixture(scope="session")
+def _demo_snapshots(django_db_setup, django_db_blocker):
+    """The demo snapshots of this worker's test database, by clock instant."""
+    snapshots: dict[datetime, DemoSnapshot] = {}
+    yield snapshots
+    from django.db import connection
+
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        for snapshot in snapshots.values():
+            cursor.execute(f"DROP SCHEMA {connection.ops.quote_name(snapshot.schema)} CASCADE")
+
+
+@pytest.fixture
+def demo(transactional_db, now, _demo_snapshots):
+    """The demo factory at the test clock, fresh for this test."""
+    from django.db import connection
+
+    from portal.demo import demo_run
+
+    if connection.vendor != "postgresql":
+        demo_run(stdout=io.StringIO())
+        return
+    snapshot = _demo_snapshots.get(now)
+    if snapshot is None:
+        demo_run(stdout=io.StringIO())
+        _demo_snapshots[now] = _demo_snapshot_take(_demo_schema(now))
+    else:
+        _demo_snapshot_restore(snapshot)

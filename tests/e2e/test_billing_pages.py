@@ -1,18 +1,11 @@
-import io
 from decimal import Decimal
 
 import pytest
 
 from billing.models import Invoice
-from portal.demo import demo_run
 from tests.e2e.conftest import SCREENSHOTS, login, screenshot
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def demo(transactional_db):
-    demo_run(stdout=io.StringIO())
 
 
 def _bars(page, selector: str) -> int:

@@ -1,7 +1,6 @@
 """The incident board in a real browser: open an incident, post two updates, resolve it,
 write its postmortem, announce maintenance, and find it all on the public status page."""
 
-import io
 import time
 from datetime import timedelta
 
@@ -13,7 +12,6 @@ from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import rollup_pending
 from portal import clock
 from portal.clock import clock_set
-from portal.demo import demo_run
 from portal.models import Role, Tenant
 from portal.services import user_ensure
 from tests.e2e.conftest import login, screenshot
@@ -145,11 +143,6 @@ def test_operator_runs_an_incident_from_the_board_to_the_status_page(
     page.goto("/billing/sla/")
     assert page.get_by_text("No incident touched this tenant in the last six months.").is_visible()
     assert page.get_by_text("Llama requests failing on h100-a").count() == 0
-
-
-@pytest.fixture
-def demo(transactional_db):
-    demo_run(stdout=io.StringIO())
 
 
 def test_demo_incidents_show_on_the_status_page_and_the_board(demo, page, browser, live_server):

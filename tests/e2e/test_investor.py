@@ -7,17 +7,11 @@ import pytest
 from flywheel.selectors.tfom import tfom_measure
 from metering.demo.parameters import demo_window
 from portal import clock
-from portal.demo import demo_run
 from portal.periods import months_before
 from tests.conftest import on_every_clock
 from tests.e2e.conftest import SCREENSHOTS, login, screenshot
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def demo(transactional_db):
-    demo_run(stdout=io.StringIO())
 
 
 def _points(page, selector: str) -> int:

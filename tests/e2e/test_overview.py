@@ -1,17 +1,10 @@
-import io
 import re
 
 import pytest
 
-from portal.demo import demo_run
 from tests.e2e.conftest import login, screenshot
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def demo(transactional_db):
-    demo_run(stdout=io.StringIO())  # measures the snapshots of its 30 days
 
 
 def _percent(text: str) -> float:

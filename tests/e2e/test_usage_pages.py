@@ -1,19 +1,12 @@
-import io
 from datetime import timedelta
 
 import pytest
 
 from metering.models import Deployment, Pool, ScrapeTarget
 from portal import clock
-from portal.demo import demo_run
 from tests.e2e.conftest import login, screenshot
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def demo(transactional_db):
-    demo_run(stdout=io.StringIO())
 
 
 def _points(page, selector: str) -> int:
