@@ -17,7 +17,7 @@ LEDGER_PAGE_SIZE = 50  # postings per page
 def ledger(request):
     """Postings filtered by account, tenant and period, with the balances they add up to."""
     window = period_resolve(request.GET, default="last_90_days")
-    period = window.period
+    period = window.requested  # records of the period, not a measurement: up to its end
     account = request.GET.get("account", "")
     tenant = request.GET.get("tenant", "")
     postings = ledger_postings(user=request.user, filters=request.GET, period=period)

@@ -234,10 +234,10 @@ def kpis_compute(
         price_realization = ratio_of(realized, list_value)
         tef: Decimal | None
         tfi: Decimal | None
-        if std == 0:
-            tef = tfi = ZERO  # nothing produced: 0 by definition, not null
-        elif calendar == 0:
-            tef = tfi = None
+        if calendar == 0:
+            tef = tfi = None  # no pool in service: nothing to measure (kpis.md general rules)
+        elif std == 0:
+            tef = tfi = ZERO  # in service and nothing produced: 0 by definition, not null
         else:
             tef = std / calendar
             # TFI = TEF * sigma * s * rho telescopes to (compliant paid std / C) * rho; this

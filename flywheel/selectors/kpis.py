@@ -18,7 +18,7 @@ from flywheel.models import KpiSnapshot
 from flywheel.selectors.loop.shapes import rfc3339
 from flywheel.selectors.measurement import FACTORY, FactoryData, PoolSums, Versions
 from flywheel.services.kpis import DAY, kpis_json, snapshot_get
-from metering.selectors.factory import deployment_list, pool_list
+from metering.selectors.factory import deployment_list, pool_list, pool_service_lives
 from portal import clock
 from portal.periods import Period, Window, hour_ceil
 
@@ -199,19 +199,33 @@ def kpis_get(*, scope: str, start: datetime, end: datetime) -> dict:
     return {**kpis_json(kpis), "source": "live", "rating_errors": data.rating_errors}
 
 
+def empty_reason_of(*, window: Window, scope: str) -> str | None:
+    """Why a window has nothing to measure (kpis.md section 0), or None: `no_usage_yet` when
+    it ends before any hour of it is metered, `no_pool_in_service` when no pool (of the
+    scope) is in service in it."""
+    if window.is_empty:
+        return "no_usage_yet"
+    pools = [p for p in pool_list() if scope in (FACTORY, p.slug)]
+    for since, until in pool_service_lives(pools=pools).values():
+        if since is not None and since < window.to and (until is None or until > window.start):
+            return None
+    return "no_pool_in_service"
+
+
 def window_json(*, window: Window, scope: str, figures: Iterable[str]) -> dict | None:
     """The answer for a window with nothing to measure (kpis.md section 0): every figure
     null, with `empty_reason`; None when the window can be measured."""
-    if not window.is_empty:
-        return None
     if scope != FACTORY and not pool_list().filter(slug=scope).exists():
         raise ValidationError({"scope": [f"unknown scope {scope!r}: use 'factory' or a pool slug"]})
+    reason = empty_reason_of(window=window, scope=scope)
+    if reason is None:
+        return None
     return {
         **dict.fromkeys(figures),
         "scope": scope,
         "from": rfc3339(window.start),
         "to": rfc3339(window.to),
-        "empty_reason": "no_usage_yet",
+        "empty_reason": reason,
     }
 
 

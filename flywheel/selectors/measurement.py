@@ -27,6 +27,7 @@ from billing.selectors.rating import month_rate
 from flywheel.domain.kpis import (
     KPI_CONTEXT,
     CapacitySample,
+    CapacityTotals,
     Kpis,
     PoolInputs,
     Telemetry,
@@ -35,10 +36,15 @@ from flywheel.domain.kpis import (
     production_tokens,
 )
 from metering.domain.usage.compliance import is_slo_compliant
-from metering.selectors.factory import deployment_list, deployment_version_list, pool_list
+from metering.selectors.factory import (
+    deployment_list,
+    deployment_version_list,
+    pool_list,
+    pool_service_lives,
+)
 from metering.selectors.usage import capacity_sample_list, hourly_usage_list, metered_months
 from portal import clock
-from portal.periods import day_floor, hour_floor, month_start, next_month
+from portal.periods import Period, day_floor, hour_floor, month_start, next_month
 
 ZERO = Decimal(0)
 
@@ -189,6 +195,7 @@ class FactoryData:
         self.start, self.end = start, end
         self.pools = {p.pk: p for p in pool_list()}
         self.slugs = {p.slug: p.pk for p in self.pools.values()}
+        self.service = pool_service_lives(pools=list(self.pools.values()))
         self.versions = Versions()
         self.pool_of_deployment: dict[int, int] = {}
         self.deployment_ids: dict[str, int] = {}
@@ -349,8 +356,23 @@ class FactoryData:
             if bound not in (self.start, self.end) and bound != day_floor(bound):
                 raise ValueError("a period inside the loaded range must start and end at midnight")
         pool = self.pools[pool_id]
-        capacity = integrate_capacity(
-            samples=self.samples.get(pool_id, []), start=start, end=end, gpu_count=pool.gpu_count
+        in_service = self.in_service(pool_id, start, end)
+        # Out of service the pool counts no calendar time, so nothing is assumed of it.
+        capacity = (
+            integrate_capacity(
+                samples=self.samples.get(pool_id, []),
+                start=in_service.start,
+                end=in_service.end,
+                gpu_count=pool.gpu_count,
+            )
+            if in_service
+            else CapacityTotals(
+                calendar_gpu_seconds=ZERO,
+                available_gpu_seconds=ZERO,
+                busy_gpu_seconds=ZERO,
+                covered_seconds=ZERO,
+                telemetry="measured",
+            )
         )
         total = HourSums()
         with localcontext(KPI_CONTEXT):
@@ -364,6 +386,14 @@ class FactoryData:
             telemetry=capacity.telemetry,
             hours=total,
         )
+
+    def in_service(self, pool_id: int, start: datetime, end: datetime) -> Period | None:
+        """The part of [start, end) the pool is in service (kpis.md section 0), or None."""
+        since, until = self.service[pool_id]
+        if since is None:
+            return None
+        clipped = Period(max(start, since), min(end, until) if until else end)
+        return clipped if clipped.start < clipped.end else None
 
     def r_refs(self, pool_id: int) -> tuple[Decimal, ...]:
         deployments = [d for d, p in self.pool_of_deployment.items() if p == pool_id]

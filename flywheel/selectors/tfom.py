@@ -120,8 +120,8 @@ def tfom_measure(
 ) -> Tfom:
     """Every TFOM figure of the factory or one pool (by slug) over [start, end), from the
     database (or `data`, already loaded over a range holding the period). Raises FieldError
-    naming the pool when a pool has no cost model in force at `start`, or the scope when it
-    is unknown."""
+    naming the pool when a pool in service has no cost model in force when its service in
+    the period begins, or the scope when it is unknown."""
     if baseline_tef <= 0:
         raise FieldError("baseline_tef", "must be positive")
     data = data if data is not None else FactoryData(start=start, end=end)
@@ -134,18 +134,24 @@ def tfom_measure(
         ids = [data.slugs[scope]]
     else:
         raise FieldError("scope", f"unknown scope {scope!r}: use 'factory' or a pool slug")
-    cost_models = cost_models_in_force(at=start, pool_ids=ids)
-    missing = [data.pools[i].slug for i in ids if i not in cost_models]
+    # A pool is costed only while in service (kpis.md section 0), from the cost model in
+    # force when its service in the period begins.
+    in_service = {i: span for i in ids if (span := data.in_service(i, start, end))}
+    cost_models = {}
+    for pool_id, span in in_service.items():
+        cost_models |= cost_models_in_force(at=span.start, pool_ids=[pool_id])
+    missing = [data.pools[i].slug for i in in_service if i not in cost_models]
     if missing:
+        at = min(in_service[data.slugs[slug]].start for slug in missing)
         raise FieldError(
             "cost_model",
             f"pool {', '.join(missing)} has no cost model in force at "
-            f"{start.astimezone(UTC):%Y-%m-%d %H:%M} UTC: add one (POST /api/v1/cost-models)",
+            f"{at.astimezone(UTC):%Y-%m-%d %H:%M} UTC: add one (POST /api/v1/cost-models)",
         )
     inputs: dict[int, PoolInputs] = {i: data.pool_inputs(i, start, end) for i in all_ids}
-    energy = measured_energy(pool_ids=ids, start=start, end=end)
+    energy = measured_energy(pool_ids=list(in_service), start=start, end=end)
     pools = []
-    for pool_id in ids:
+    for pool_id in in_service:
         pool = inputs[pool_id]
         kwh, covered = energy.get(pool_id, (None, None))
         coverage = None
@@ -159,7 +165,7 @@ def tfom_measure(
                 measured_energy_coverage=coverage,
             )
         )
-    kpis = kpis_compute(scope=scope, start=start, end=end, pools=[p.pool for p in pools])
+    kpis = kpis_compute(scope=scope, start=start, end=end, pools=[inputs[i] for i in ids])
     shortfall, credits = data.revenue_adjustments(start=start, end=end)
     recorded = factory_costs_in_force(at=start)
     staff = recorded.staff_per_month if recorded else ZERO

@@ -20,10 +20,20 @@ from portal.api.views import AuditedModelViewSet
 from portal.permissions import capability_permission
 
 
-class PoolSerializer(serializers.ModelSerializer):
+class PoolSerializer(ModelSerializer):
+    """A pool; `in_service_from` (default: its first capacity sample or usage hour, stored
+    once seen) and `retired_at` bound the time it counts (kpis.md section 0)."""
+
     class Meta:
         model = Pool
-        fields = ["slug", "name", "gpu_type", "gpu_count", "site"]
+        fields = ["slug", "name", "gpu_type", "gpu_count", "site", "in_service_from", "retired_at"]
+
+    def validate(self, attrs):
+        since = attrs.get("in_service_from", getattr(self.instance, "in_service_from", None))
+        until = attrs.get("retired_at", getattr(self.instance, "retired_at", None))
+        if since and until and until <= since:
+            raise serializers.ValidationError({"retired_at": ["must be after in_service_from"]})
+        return attrs
 
 
 class AliasesField(serializers.ListField):

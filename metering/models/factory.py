@@ -13,9 +13,22 @@ class Pool(models.Model):
         help_text="Installed GPUs when no telemetry says otherwise."
     )
     site = models.CharField(max_length=100, blank=True)
+    # Service life (kpis.md section 0): the pool counts calendar time, capacity and costs
+    # only in [in_service_from, retired_at). Unset, in_service_from is derived from the
+    # pool's first sign of life (its earliest capacity sample or rollup hour) and stored.
+    in_service_from = models.DateTimeField(null=True, blank=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["slug"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(retired_at__isnull=True)
+                | models.Q(in_service_from__isnull=True)
+                | models.Q(retired_at__gt=models.F("in_service_from")),
+                name="pool_retired_after_in_service",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.slug

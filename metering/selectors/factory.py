@@ -6,9 +6,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db.models import QuerySet
+from django.db.models import Min, QuerySet
 
-from metering.models import Deployment, DeploymentVersion, Pool, ServedModel
+from metering.models import (
+    CapacitySample,
+    Deployment,
+    DeploymentVersion,
+    HourlyUsage,
+    Pool,
+    ServedModel,
+)
+from portal.periods import hour_floor
 
 
 def pool_list() -> QuerySet[Pool]:
@@ -42,3 +50,35 @@ def deployment_version_list(
         bounds["effective_from__lt"] = end
     versions = DeploymentVersion.objects.all()
     return versions.filter(**bounds) if bounds else versions
+
+
+def pool_first_signs_of_life(*, pool_ids: list[int]) -> dict[int, datetime]:
+    """Per pool, the start of the UTC hour of its first sign of life: its earliest capacity
+    sample or hourly rollup row (pools with neither are left out)."""
+    firsts: dict[int, datetime] = {}
+    rows = [
+        *CapacitySample.objects.filter(pool_id__in=pool_ids)
+        .values("pool_id")
+        .annotate(first=Min("time"))
+        .values_list("pool_id", "first"),
+        *HourlyUsage.objects.filter(deployment__pool_id__in=pool_ids)
+        .values("deployment__pool_id")
+        .annotate(first=Min("hour"))
+        .values_list("deployment__pool_id", "first"),
+    ]
+    for pool_id, first in rows:
+        hour = hour_floor(first)
+        firsts[pool_id] = min(firsts.get(pool_id, hour), hour)
+    return firsts
+
+
+def pool_service_lives(*, pools: list[Pool]) -> dict[int, tuple[datetime | None, datetime | None]]:
+    """Per pool, [in service from, retired at) (kpis.md section 0): the stored start, else
+    its first sign of life; a pool with neither is not in service (None, None)."""
+    unset = [p.pk for p in pools if p.in_service_from is None]
+    derived = pool_first_signs_of_life(pool_ids=unset) if unset else {}
+    lives = {}
+    for pool in pools:
+        start = pool.in_service_from or derived.get(pool.pk)
+        lives[pool.pk] = (start, pool.retired_at) if start else (None, None)
+    return lives

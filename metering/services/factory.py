@@ -9,6 +9,7 @@ from decimal import Decimal
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 
 from metering.models import (
     CapacitySample,
@@ -18,6 +19,7 @@ from metering.models import (
     Pool,
     ServedModel,
 )
+from metering.selectors.factory import pool_first_signs_of_life
 from portal.services import audit_record, audit_snapshot
 from portal.versions import effective_from_check
 
@@ -139,4 +141,19 @@ def capacity_upsert(*, samples: Sequence[CapacityIn]) -> tuple[int, int]:
         unique_fields=["pool", "time"],
         update_fields=["interval_s", "gpus_installed", "gpus_healthy", "gpus_busy", "power_w"],
     )
+    pools_in_service_store()
     return len(samples) - len(existing), len(existing)
+
+
+def pools_in_service_store() -> int:
+    """Store on each pool without an `in_service_from` the start of its first sign of life,
+    once (kpis.md section 0: dropping raw events later never moves it). Returns how many."""
+    unset = list(Pool.objects.filter(in_service_from__isnull=True).values_list("pk", flat=True))
+    stored = 0
+    for pool_id, first in pool_first_signs_of_life(pool_ids=unset).items():
+        stored += Pool.objects.filter(
+            Q(retired_at__isnull=True) | Q(retired_at__gt=first),
+            pk=pool_id,
+            in_service_from__isnull=True,
+        ).update(in_service_from=first)
+    return stored

@@ -353,6 +353,13 @@ def test_kpis_compute_zero_capacity_gives_null_ratios():
     assert kpis.occupancy is None
     assert kpis.efficiency is None
     assert kpis.tps_per_gpu is None
+    # No pool in service: TEF and TFI are null too; 0 only for pools in service that
+    # produced nothing (kpis.md general rules; the next test).
+    assert (kpis.tef, kpis.tfi) == (None, None)
+
+
+def test_kpis_compute_in_service_and_nothing_produced_gives_zero_tef():
+    kpis = kpis_compute(scope="p", start=_at(0), end=_at(1), pools=[_pool()])
     assert (kpis.tef, kpis.tfi) == (0, 0)
 
 

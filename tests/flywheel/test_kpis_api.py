@@ -276,6 +276,10 @@ def test_kpis_and_tfom_of_an_empty_window_are_null_with_a_reason(api, now):
     """At 00:30 on the 1st no hour of the month is over: nothing is measured, nothing is
     counted as idle, and the answer says why (kpis.md section 0, empty windows)."""
     _factory(api, pool="h100-a", gpus=8)
+    patched = api.patch(
+        "/api/v1/pools/h100-a", {"in_service_from": "2026-12-01T00:00:00Z"}, format="json"
+    )
+    assert patched.status_code == 200, patched.json()
 
     kpis = api.get("/api/v1/kpis?period=this_month").json()
     tfom = api.get("/api/v1/tfom?period=this_month").json()
@@ -291,3 +295,28 @@ def test_kpis_and_tfom_of_an_empty_window_are_null_with_a_reason(api, now):
     # December, over, is measured whole and says nothing is missing.
     december = api.get("/api/v1/kpis?period=last_month").json()
     assert december["empty_reason"] is None and december["to"] == "2027-01-01T00:00:00Z"
+
+
+def test_kpis_before_any_pool_is_in_service_are_null_with_a_reason(api):
+    """A pool enters service with its first capacity sample or usage (kpis.md section 0):
+    a period before that measures nothing, rather than idle GPUs."""
+    _factory(api, pool="h100-a", gpus=8)
+    _post(
+        api,
+        "/api/v1/capacity",
+        [{"pool": "h100-a", "time": "2026-12-10T00:00:00Z", "gpus_installed": 8,
+          "gpus_healthy": 8, "gpus_busy": 4}],
+    )  # fmt: skip
+
+    november = api.get("/api/v1/kpis?period=2026-11").json()
+    december = api.get("/api/v1/kpis?period=this_month").json()
+
+    assert (november["empty_reason"], november["tef"], november["calendar_gpu_seconds"]) == (
+        "no_pool_in_service",
+        None,
+        None,
+    )
+    # In service from 10 December 00:00 to now (16 December 10:00): 154 hours of 8 GPUs.
+    assert december["empty_reason"] is None
+    assert december["calendar_gpu_seconds"] == 154 * 3600 * 8
+    assert api.get("/api/v1/pools/h100-a").json()["in_service_from"] == "2026-12-10T00:00:00Z"

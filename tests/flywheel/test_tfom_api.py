@@ -264,7 +264,14 @@ def test_tfom_api_pool_without_cost_model_is_a_400_naming_the_pool(users, token_
     admin = token_client(users["operator"], scopes=["admin", "read"])
     ingest = token_client(users["operator"], scopes=["ingest"])
     build_factory(admin, ingest, cost_model=False)
+    # Not yet in service (no capacity sample, no usage): nothing to cost, nothing missing.
+    idle = admin.get(f"/api/v1/tfom?from={APRIL}&to={MAY}")
+    assert (idle.status_code, idle.json()["empty_reason"]) == (200, "no_pool_in_service")
+    post_april_usage(ingest)
+    rollup_pending()
+
     response = admin.get(f"/api/v1/tfom?from={APRIL}&to={MAY}")
+
     assert response.status_code == 400
     [error] = response.json()["errors"]
     assert error["field"] == "cost_model"
@@ -310,8 +317,14 @@ def test_tfom_api_tenant_members_may_not_read_it(users, token_client):
 
 
 def test_tfom_measure_pools_add_up_to_the_factory(april, users, token_client):
-    # Given a second pool with its own cost model, idle all April
-    second = Pool.objects.create(slug="h200-b", name="H200", gpu_type="H200", gpu_count=30)
+    # Given a second pool with its own cost model, in service since January, idle all April
+    second = Pool.objects.create(
+        slug="h200-b",
+        name="H200",
+        gpu_type="H200",
+        gpu_count=30,
+        in_service_from=datetime(2026, 1, 1, tzinfo=UTC),
+    )
     cost_model_create(
         pool=second,
         capex_per_gpu=Decimal(54_000),
@@ -354,7 +367,9 @@ def test_tfom_measure_uses_dcgm_energy_at_95_percent_coverage(april):
 
 
 def test_tfom_measure_raises_for_a_pool_without_cost_model(db):
-    Pool.objects.create(slug="bare", name="Bare", gpu_type="H100", gpu_count=8)
+    Pool.objects.create(
+        slug="bare", name="Bare", gpu_type="H100", gpu_count=8, in_service_from=APRIL_START
+    )
     factory_costs_create(
         staff_per_month=Decimal(1), sga_per_month=Decimal(1), effective_from=APRIL_START
     )
@@ -377,3 +392,24 @@ def test_baseline_tef_on_the_investor_page_is_the_same_rule(users, session_clien
 
     assert investor.get("/investor/?baseline_tef=2").status_code == 400
     assert investor.get("/investor/?baseline_tef=1").status_code == 200
+
+
+def test_a_pool_counts_capacity_and_costs_only_while_in_service(april):
+    """kpis.md section 0: the April factory's pool entered service on 10 April 12:00 and was
+    retired on 20 April 12:00: C, and with it depreciation and hosting, cover those ten days
+    only, and the month's TFOM needs no cost model before then."""
+    pool = Pool.objects.get(slug="h100-a")
+    whole = tfom_measure(scope="h100-a", start=APRIL_START, end=MAY_START)
+    pool.in_service_from = datetime(2026, 4, 10, 12, tzinfo=UTC)
+    pool.retired_at = datetime(2026, 4, 20, 12, tzinfo=UTC)
+    pool.save()
+
+    ten_days = tfom_measure(scope="h100-a", start=APRIL_START, end=MAY_START)
+    before = tfom_measure(
+        scope="h100-a", start=APRIL_START, end=datetime(2026, 4, 10, 12, tzinfo=UTC)
+    )
+
+    assert ten_days.calendar_gpu_seconds == 10 * 86_400 * 10  # 10 GPUs x 10 days
+    assert ten_days.depreciation == whole.depreciation / 3  # 10 of April's 30 days
+    assert ten_days.hosting == whole.hosting / 3
+    assert (before.calendar_gpu_seconds, before.depreciation, before.tef) == (0, 0, None)

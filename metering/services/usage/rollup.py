@@ -24,6 +24,7 @@ from metering.models import (
     RollupPending,
     UsageEvent,
 )
+from metering.services.factory import pools_in_service_store
 
 Cell = tuple[int, int, datetime]  # tenant_id, deployment_id, hour
 
@@ -66,6 +67,8 @@ def rollup_pending(*, batch: int = 20_000) -> int:
                     cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ROLLUP_LOCK])
             cells = _claim(batch)
             if not cells:
+                if total:
+                    pools_in_service_store()
                 return total
             rollup_cells(cells=cells)
             total += len(cells)
@@ -390,4 +393,5 @@ def rollup_rebuild() -> int:
         DailyUsage.objects.filter(is_demo=False).delete()
         if cells:
             rollup_cells(cells=cells)
+    pools_in_service_store()
     return len(cells)
