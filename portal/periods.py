@@ -50,12 +50,23 @@ def day_floor(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
+def day_ceil(moment: datetime) -> datetime:
+    """`moment` itself at midnight, else the start of the next UTC day."""
+    floor = day_floor(moment)
+    return floor if floor == moment else floor + timedelta(days=1)
+
+
 def month_start(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
 def next_month(moment: datetime) -> datetime:
     return month_start(month_start(moment) + timedelta(days=32))
+
+
+def month_last_day(moment: datetime) -> date:
+    """The last UTC day of the month holding `moment` (an invoice's accounting date)."""
+    return (next_month(moment) - timedelta(days=1)).date()
 
 
 def months_before(moment: datetime, months: int) -> datetime:

@@ -5,7 +5,8 @@ from rest_framework import mixins, serializers, viewsets
 
 from billing.filters import PostingFilterSet
 from billing.models import Posting
-from portal.access import Capability, tenant_scoped
+from billing.selectors.ledger import ledger_postings
+from portal.access import Capability
 from portal.api.periods import PERIOD_PARAMETERS
 from portal.periods import period_resolve
 from portal.permissions import capability_permission
@@ -16,6 +17,7 @@ class PostingSerializer(serializers.ModelSerializer):
     kind = serializers.CharField(source="transaction.kind")
     memo = serializers.CharField(source="transaction.memo")
     occurred_at = serializers.DateTimeField(source="transaction.occurred_at")
+    accounting_date = serializers.DateField(source="transaction.accounting_date")
     tenant = serializers.SlugRelatedField(
         source="transaction.tenant", slug_field="slug", read_only=True
     )
@@ -31,6 +33,7 @@ class PostingSerializer(serializers.ModelSerializer):
             "kind",
             "memo",
             "occurred_at",
+            "accounting_date",
             "tenant",
             "reverses",
             "account",
@@ -43,27 +46,20 @@ class PostingSerializer(serializers.ModelSerializer):
 @extend_schema_view(
     list=extend_schema(
         summary="Ledger postings",
-        description="Newest first; `period` or `from`/`to` filter the transaction time.",
+        description="Newest first; `period` or `from`/`to` filter the accounting date.",
         parameters=PERIOD_PARAMETERS,
     )
 )
 class LedgerViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
-    """Ledger postings, newest first; `period` or `from`/`to` filter the transaction time."""
+    """Ledger postings, newest first; `period` or `from`/`to` filter the accounting date."""
 
     serializer_class = PostingSerializer
     permission_classes = [capability_permission(read=Capability.READ_TENANT_DATA)]
     filterset_class = PostingFilterSet
 
     def get_queryset(self):
-        postings = tenant_scoped(
-            Posting.objects.select_related("transaction__tenant", "account"),
-            user=self.request.user,
-            field="transaction__tenant",
-        ).order_by("-transaction__occurred_at", "-id")
-        if {"period", "from", "to"} & set(self.request.query_params):
-            period = period_resolve(self.request.query_params).requested
-            postings = postings.filter(
-                transaction__occurred_at__gte=period.start,
-                transaction__occurred_at__lt=period.end,
-            )
-        return postings
+        params = self.request.query_params
+        period = (
+            period_resolve(params).requested if {"period", "from", "to"} & set(params) else None
+        )
+        return ledger_postings(user=self.request.user, period=period)

@@ -75,6 +75,10 @@ class LedgerTransaction(AppendOnlyModel):
     tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.PROTECT)
     period_start = models.DateTimeField(null=True, blank=True)  # the month it belongs to
     occurred_at = models.DateTimeField()
+    # The day the transaction counts in (kpis.md, Accounting dates): an invoice's postings
+    # the last day of the month it bills, an SLA credit the last day of the month that
+    # earned it, a payment or a reversal its own (UTC) day. Ledger views filter by it.
+    accounting_date = models.DateField()
     reverses = models.OneToOneField(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="reversed_by"
     )
@@ -87,7 +91,10 @@ class LedgerTransaction(AppendOnlyModel):
 
     class Meta:
         ordering = ["-occurred_at", "-id"]
-        indexes = [models.Index(fields=["tenant", "occurred_at"], name="ledger_tx_tenant_idx")]
+        indexes = [
+            models.Index(fields=["tenant", "occurred_at"], name="ledger_tx_tenant_idx"),
+            models.Index(fields=["accounting_date"], name="ledger_tx_accounting_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.kind} {self.memo}"

@@ -18,7 +18,7 @@ from billing.selectors.rating import tenant_month_rate
 from billing.services.ledger import Leg, account_named, account_sla_payable, ledger_post
 from metering.selectors.sla.months import SlaMonth, sla_month_list
 from portal.models import Tenant
-from portal.periods import next_month
+from portal.periods import month_last_day, next_month
 
 ZERO = Decimal(0)
 
@@ -136,6 +136,7 @@ def sla_month_close(
                         tenant=sla.tenant,
                         period_start=month_start,
                         occurred_at=now,
+                        accounting_date=month_last_day(month_start),  # the month it was earned
                         idempotency_key=f"sla-credit:{sla.tenant.slug}:{sla.month}",
                         by=by,
                     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, time
 from decimal import Decimal
 
 from django.db import IntegrityError, connection, transaction
@@ -14,6 +14,7 @@ from django.db.models import Sum
 from billing.models import Account, LedgerTransaction, Posting
 from metering.selectors.factory import served_model_get
 from portal import clock
+from portal.closing import month_closed_check
 from portal.models import Tenant
 
 ZERO = Decimal(0)
@@ -105,8 +106,11 @@ def ledger_post(
     idempotency_key: str | None = None,
     by=None,
     reverses: LedgerTransaction | None = None,
+    accounting_date: date | None = None,
 ) -> LedgerTransaction:
-    """Post one balanced transaction (Σ legs = 0); LedgerError when it is not."""
+    """Post one balanced transaction (Σ legs = 0); LedgerError when it is not. It counts on
+    `accounting_date` (default: the UTC day it occurs), which may not fall in a closed
+    month (a 400 naming accounting_date)."""
     combined = _combined(legs)
     if not combined:
         raise LedgerError("a transaction needs at least one non-zero posting")
@@ -117,12 +121,18 @@ def ledger_post(
         posted := LedgerTransaction.objects.filter(idempotency_key=idempotency_key).first()
     ):  # the unique key still guards a concurrent post; this names the earlier one
         raise LedgerError(f"{idempotency_key!r} is already posted as transaction #{posted.pk}")
+    occurred_at = occurred_at or clock.now()
+    accounting_date = accounting_date or occurred_at.astimezone(UTC).date()
+    month_closed_check(
+        moment=datetime.combine(accounting_date, time.min, tzinfo=UTC), field="accounting_date"
+    )
     entry = LedgerTransaction.objects.create(
         kind=kind,
         memo=memo,
         tenant=tenant,
         period_start=period_start,
-        occurred_at=occurred_at or clock.now(),
+        occurred_at=occurred_at,
+        accounting_date=accounting_date,
         idempotency_key=idempotency_key,
         created_by=by,
         reverses=reverses,

@@ -26,6 +26,7 @@ def ledger(request):
             filename=f"ledger-{period.start:%Y%m%d}-{period.end:%Y%m%d}.csv",
             header=[
                 "transaction",
+                "accounting_date",
                 "time",
                 "kind",
                 "memo",
@@ -37,6 +38,7 @@ def ledger(request):
             rows=(
                 (
                     p.transaction_id,
+                    p.transaction.accounting_date.isoformat(),
                     p.transaction.occurred_at.isoformat(),
                     p.transaction.kind,
                     p.transaction.memo,

@@ -358,3 +358,46 @@ def test_concurrent_finalizations_number_invoices_without_gaps(transactional_db)
     year = clock.now().year
     numbers = sorted(Invoice.objects.values_list("number", flat=True))
     assert numbers == [f"INV-{year}-{n:06d}" for n in range(1, 21)]
+
+
+@pytest.mark.both_backends
+def test_postings_count_on_their_accounting_date(db, users):
+    """kpis.md, Accounting dates: the March invoice, issued and paid mid-December, counts
+    in March (accrual); its payment counts the day it came. Ledger views filter by it."""
+    from billing.selectors.ledger import ledger_postings
+    from portal.periods import Period
+
+    tenant = Tenant.objects.create(slug="t", name="T")
+    lines = [("usage", Decimal("10.00"), Decimal("1.00"), Decimal("9.00"))]
+    invoice = invoice_finalize(invoice=_draft(tenant, lines))
+    invoice_pay(invoice=invoice)
+
+    dates = dict(LedgerTransaction.objects.values_list("kind", "accounting_date"))
+    march = ledger_postings(user=users["finance"], period=Period(MARCH, APRIL))
+    december = ledger_postings(
+        user=users["finance"],
+        period=Period(datetime(2026, 12, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC)),
+    )
+
+    assert {k: d.isoformat() for k, d in dates.items()} == {
+        "invoice": "2026-03-31",
+        "payment": clock.now().date().isoformat(),
+    }
+    assert {p.transaction.kind for p in march} == {"invoice"}
+    assert {p.transaction.kind for p in december} == {"payment"}
+
+
+@pytest.mark.both_backends
+def test_a_closed_month_accepts_no_posting_dated_in_it(db):
+    from portal.closing import month_close
+    from portal.errors import FieldError
+
+    tenant = Tenant.objects.create(slug="t", name="T")
+    month_close(month=MARCH)
+    before = Posting.objects.count()
+
+    with pytest.raises(FieldError) as refused:
+        invoice_finalize(invoice=_draft(tenant, [("usage", Decimal(10), Decimal(1), Decimal(9))]))
+
+    assert refused.value.field == "accounting_date"
+    assert Posting.objects.count() == before
