@@ -43,3 +43,10 @@ def month_closed_check(*, moment: datetime, field: str) -> None:
             f"{month_start(moment):%Y-%m} is closed: its invoices are issued, so nothing may "
             "take effect inside it (correct it with a credit note)",
         )
+
+
+def closed_months(*, start: datetime, end: datetime) -> set[datetime]:
+    """The first instants of the closed months beginning in [start, end) (one query)."""
+    return set(
+        ClosedMonth.objects.filter(month__gte=start, month__lt=end).values_list("month", flat=True)
+    )

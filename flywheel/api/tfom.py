@@ -178,6 +178,9 @@ class TfomSerializer(serializers.Serializer):
     avoided_capex = money_field("(equivalent GPUs − N) × capex per GPU, 0 when TEF ≤ TEF_0")
     total_cost = money_field("COGS + opex")
     capex_invested = money_field("Σ installed GPUs × capex per GPU")
+    revenue_rated = money_field("the unrounded rating's revenue over the whole period")
+    revenue_tie_out = money_field("revenue minus revenue_rated: the ledger's, closed months")
+    empty_reason = serializers.CharField(allow_null=True)
     currency = serializers.CharField()
     rating_errors = serializers.DictField(
         child=serializers.CharField(), help_text="tenant slug → why it was not rated"

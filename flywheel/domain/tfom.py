@@ -116,6 +116,11 @@ class Tfom(Kpis):
     total_cost: Decimal  # COGS + opex
     capex_invested: Decimal
     cost_per_million_paid_tokens: Decimal | None
+    # Tie-out (kpis.md): revenue is the ledger's for the closed months in the period and the
+    # rating's elsewhere; `revenue_rated` is the unrounded rating of the whole period and
+    # `revenue_tie_out` = revenue - revenue_rated (the ledger's rounding and late lines).
+    revenue_rated: Decimal
+    revenue_tie_out: Decimal
 
 
 def pool_energy_kwh(
@@ -149,8 +154,10 @@ def tfom_compute(
     minimum_shortfall: Decimal,
     sla_credits: Decimal,
     baseline_tef: Decimal = DEFAULT_BASELINE_TEF,
+    revenue_tie_out: Decimal = ZERO,
 ) -> Tfom:
-    """Map a scope's KPIs and its pools' cost models to every TFOM figure over the KPIs' period."""
+    """Map a scope's KPIs and its pools' cost models to every TFOM figure over the KPIs' period.
+    `revenue_tie_out`: the ledger's revenue minus the rating's for the closed months in it."""
     if baseline_tef <= 0:
         raise ValueError("baseline_tef must be positive")
     if minimum_shortfall < 0 or sla_credits < 0:
@@ -189,7 +196,8 @@ def tfom_compute(
             equivalent_gpus += pool_equivalent
             avoided_capex += pool_avoided
 
-        revenue = kpis.realized_revenue + minimum_shortfall - sla_credits
+        revenue_rated = kpis.realized_revenue + minimum_shortfall - sla_credits
+        revenue = revenue_rated + revenue_tie_out
         cogs = depreciation + energy_cost + hosting
         gross_profit = revenue - cogs
         monthly_opex = factory_costs.staff_per_month + factory_costs.sga_per_month
@@ -234,6 +242,8 @@ def tfom_compute(
             total_cost=total_cost,
             capex_invested=capex_invested,
             cost_per_million_paid_tokens=ratio_of(total_cost, paid_millions),
+            revenue_rated=revenue_rated,
+            revenue_tie_out=revenue_tie_out,
         )
 
 

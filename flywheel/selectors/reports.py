@@ -83,6 +83,7 @@ def _sections(report: TfomReport) -> list[Section]:
                 _row("realized_revenue", "Realized revenue", t.realized_revenue, money),
                 _row("minimum_shortfall", "Unused committed minimums", report.shortfall, money),
                 _row("sla_credits", "SLA credits", ZERO - report.sla_credits, money),
+                _row("revenue_tie_out", "Ledger tie-out (closed months)", t.revenue_tie_out, money),
                 _row("revenue", "Revenue", t.revenue, money, is_total=True),
                 _row("depreciation", "Depreciation of GPUs and servers", t.depreciation, money),
                 _row("energy_cost", "Energy", t.energy_cost, money),
@@ -96,6 +97,18 @@ def _sections(report: TfomReport) -> list[Section]:
                 _row("ebitda", "EBITDA", t.ebitda, money, is_total=True),
                 _row("ebit", "EBIT (operating profit)", t.ebit, money, is_total=True),
                 _row("total_cost", "Total cost (COGS + opex)", t.total_cost, money),
+            ],
+        ),
+        Section(
+            "tie_out",
+            "Tie-out to the ledger",
+            "Closed months take their revenue from the ledger (invoices rounded to the cent, "
+            "late-usage adjustments on the invoice that carries them, SLA credits of the month); "
+            "the rest of the period, and each pool's share below, is the unrounded rating.",
+            [
+                _row("revenue", "Revenue (ledger for closed months)", t.revenue, money),
+                _row("revenue_rated", "Revenue per rating, before rounding", t.revenue_rated, money),
+                _row("revenue_tie_out", "Difference", t.revenue_tie_out, money, is_total=True),
             ],
         ),
         Section(

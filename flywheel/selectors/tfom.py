@@ -18,6 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, Sum
 
+from billing.selectors.ledger import ledger_revenue
 from flywheel.domain import tfom as engine
 from flywheel.domain.kpis import KPI_CONTEXT, PoolInputs, kpis_compute
 from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, Tfom
@@ -27,6 +28,7 @@ from flywheel.services.kpis import kpis_json
 from flywheel.services.tfom import cost_models_in_force, factory_costs_in_force
 from metering.selectors.telemetry import gpu_energy_hour_list
 from metering.selectors.usage import first_metered_hour
+from portal.closing import closed_months
 from portal.errors import FieldError
 from portal.money import round_half_up
 from portal.periods import month_start, months_before, next_month
@@ -59,6 +61,8 @@ MONEY_KEYS = (
     "avoided_capex",
     "total_cost",
     "capex_invested",
+    "revenue_rated",
+    "revenue_tie_out",
 )
 
 UNIT_PRICE_KEYS = (
@@ -186,7 +190,28 @@ def tfom_measure(
         minimum_shortfall=shortfall,
         sla_credits=credits,
         baseline_tef=baseline_tef,
+        revenue_tie_out=revenue_tie_out(data=data, start=start, end=end)
+        if scope == FACTORY
+        else ZERO,
     )
+
+
+def revenue_tie_out(*, data: FactoryData, start: datetime, end: datetime) -> Decimal:
+    """The ledger's revenue minus the rating's over the closed months wholly inside
+    [start, end) (kpis.md, Tie-out): finance's TFOM equals the ledger to the cent there."""
+    difference = ZERO
+    with localcontext(KPI_CONTEXT):
+        for month in sorted(closed_months(start=start, end=end)):
+            following = next_month(month)
+            if following <= end:
+                rated = sum(
+                    (data.pool_inputs(i, month, following).realized_revenue for i in data.pools),
+                    ZERO,
+                )
+                shortfall, credits = data.revenue_adjustments(start=month, end=following)
+                ledger = ledger_revenue(start=month.date(), end=following.date())
+                difference += ledger - (rated + shortfall - credits)
+    return difference
 
 
 def tfom_json(tfom: Tfom) -> dict[str, Any]:

@@ -1,3 +1,4 @@
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -78,3 +79,23 @@ def test_tenant_sees_only_its_invoices_and_can_download_them(demo, page):
     history = page.get_by_role("table", name="SLA attainment")
     assert history.get_by_role("row").count() == 1 + 6  # six months, newest first
     screenshot(page, "sla-tenant-demo")
+
+
+def test_every_closed_month_of_the_demo_ties_out_to_the_ledger(demo):
+    """kpis.md, Tie-out and Accounting dates: TFOM's revenue of each invoiced (closed) month
+    equals the ledger's to the cent, and the ledger of that month holds its invoices."""
+    from billing.selectors.ledger import ledger_revenue
+    from flywheel.selectors.tfom import tfom_measure
+    from portal.models import ClosedMonth
+    from portal.periods import next_month
+
+    months = sorted(ClosedMonth.objects.values_list("month", flat=True))
+    assert months, "the demo invoices its last closed month"
+    for month in months:
+        end = next_month(month)
+        tfom = tfom_measure(scope="factory", start=month, end=end)
+        ledger = ledger_revenue(start=month.date(), end=end.date())
+        invoiced = Invoice.objects.filter(period_start=month)
+        dates = {i.issue_transaction.accounting_date for i in invoiced}
+        assert tfom.revenue == ledger, month
+        assert dates == {end.date() - timedelta(days=1)}, month

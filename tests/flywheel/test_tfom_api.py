@@ -413,3 +413,26 @@ def test_a_pool_counts_capacity_and_costs_only_while_in_service(april):
     assert ten_days.depreciation == whole.depreciation / 3  # 10 of April's 30 days
     assert ten_days.hosting == whole.hosting / 3
     assert (before.calendar_gpu_seconds, before.depreciation, before.tef) == (0, 0, None)
+
+
+def test_tfom_revenue_of_a_closed_month_is_the_ledgers_to_the_cent(april):
+    """kpis.md, Tie-out: once April is invoiced (and so closed), TFOM's revenue for April is
+    the ledger's revenue by accounting date, and the report says how far the unrounded
+    rating was from it; the KPI keys stay the rating's."""
+    from billing.models import Invoice
+    from billing.selectors.ledger import ledger_revenue
+    from billing.services.invoices import invoice_run
+
+    before = tfom_measure(scope="factory", start=APRIL_START, end=MAY_START)
+    invoice_run(month_start=APRIL_START)
+    invoiced = sum(i.total for i in Invoice.objects.filter(period_start=APRIL_START))
+
+    after = tfom_measure(scope="factory", start=APRIL_START, end=MAY_START)
+    ledger = ledger_revenue(start=APRIL_START.date(), end=MAY_START.date())
+
+    assert invoiced > 0 and ledger == invoiced  # no promotions or credits in April
+    assert after.revenue == ledger == round(ledger, 2)
+    assert after.revenue_rated == before.revenue  # the rating, unrounded
+    assert after.revenue_tie_out == ledger - before.revenue
+    assert abs(after.revenue_tie_out) < Decimal("0.01") * Invoice.objects.count() * 10
+    assert after.realized_revenue == before.realized_revenue  # KPI keys: the rating

@@ -124,6 +124,7 @@ def test_report_xlsx_has_a_sheet_per_section_and_numeric_cells(finance):
     assert book.sheetnames == [
         "Report",
         "P&L",
+        "Tie-out to the ledger",
         "Unit economics",
         "KPIs",
         "Technical to financial mapping",
