@@ -15,10 +15,17 @@ from billing.domain.credits import credit_amount, credit_pct_for, target_of
 from billing.domain.rating.types import LineKind, RatingError
 from billing.models import Contract, LedgerTransaction, SlaCredit
 from billing.selectors.rating import tenant_month_rate
-from billing.services.ledger import Leg, account_named, account_sla_payable, ledger_post
+from billing.services.ledger import (
+    Leg,
+    account_named,
+    account_sla_payable,
+    accrual_date,
+    ledger_post,
+)
 from metering.selectors.sla.months import SlaMonth, sla_month_list
+from portal import clock
 from portal.models import Tenant
-from portal.periods import month_last_day, next_month
+from portal.periods import next_month
 
 ZERO = Decimal(0)
 
@@ -136,7 +143,9 @@ def sla_month_close(
                         tenant=sla.tenant,
                         period_start=month_start,
                         occurred_at=now,
-                        accounting_date=month_last_day(month_start),  # the month it was earned
+                        accounting_date=accrual_date(
+                            month=month_start, occurred_at=now or clock.now()
+                        ),
                         idempotency_key=f"sla-credit:{sla.tenant.slug}:{sla.month}",
                         by=by,
                     )

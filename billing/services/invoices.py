@@ -30,6 +30,7 @@ from billing.services.ledger import (
     account_receivable,
     account_revenue,
     account_sla_payable,
+    accrual_date,
     ledger_post,
     ledger_reverse,
 )
@@ -38,8 +39,8 @@ from portal import clock
 from portal.closing import month_close
 from portal.models import Tenant
 from portal.money import round_money
-from portal.periods import month_last_day, months_before, next_month
 from portal.periods import month_start as month_of
+from portal.periods import months_before, next_month
 from portal.services import audit_record
 
 ADJUSTMENT_MONTHS = 12  # how far back late usage re-rates invoiced months
@@ -251,7 +252,7 @@ def invoice_finalize(*, invoice: Invoice, by=None, now: datetime | None = None) 
         tenant=invoice.tenant,
         period_start=invoice.period_start,
         occurred_at=now,
-        accounting_date=month_last_day(invoice.period_start),  # accrual: the month billed
+        accounting_date=accrual_date(month=invoice.period_start, occurred_at=now),
         idempotency_key=f"invoice:{invoice.pk}",
         by=by,
     )

@@ -14,8 +14,9 @@ from django.db.models import Sum
 from billing.models import Account, LedgerTransaction, Posting
 from metering.selectors.factory import served_model_get
 from portal import clock
-from portal.closing import month_closed_check
+from portal.closing import month_closed_check, month_is_closed
 from portal.models import Tenant
+from portal.periods import month_last_day
 
 ZERO = Decimal(0)
 
@@ -94,6 +95,15 @@ def _combined(legs: Iterable[Leg]) -> list[tuple[Account, Decimal]]:
 
 
 @transaction.atomic
+def accrual_date(*, month: datetime, occurred_at: datetime) -> date:
+    """The accounting date of what a month earned (its invoice, its SLA credits): the month's
+    last day while it is open; once it is closed, a late correction counts when it is made
+    (kpis.md: a closed month accepts no new posting dated in it)."""
+    if month_is_closed(month):
+        return occurred_at.astimezone(UTC).date()
+    return month_last_day(month)
+
+
 def ledger_post(
     *,
     kind: str,

@@ -389,6 +389,9 @@ def test_postings_count_on_their_accounting_date(db, users):
 
 @pytest.mark.both_backends
 def test_a_closed_month_accepts_no_posting_dated_in_it(db):
+    """Once March is closed nothing is dated in it: a posting asking for a March date is
+    refused naming accounting_date, and a March invoice issued late (after a void, say)
+    counts on the day it is issued, like a credit note."""
     from portal.closing import month_close
     from portal.errors import FieldError
 
@@ -397,7 +400,20 @@ def test_a_closed_month_accepts_no_posting_dated_in_it(db):
     before = Posting.objects.count()
 
     with pytest.raises(FieldError) as refused:
-        invoice_finalize(invoice=_draft(tenant, [("usage", Decimal(10), Decimal(1), Decimal(9))]))
-
+        ledger_post(
+            kind="manual",
+            memo="into March",
+            legs=[
+                Leg(account_named("cash"), Decimal(1)),
+                Leg(account_receivable(tenant=tenant), Decimal(-1)),
+            ],
+            currency="USD",
+            accounting_date=datetime(2026, 3, 31, tzinfo=UTC).date(),
+        )
     assert refused.value.field == "accounting_date"
     assert Posting.objects.count() == before
+
+    invoice = invoice_finalize(
+        invoice=_draft(tenant, [("usage", Decimal(10), Decimal(1), Decimal(9))])
+    )
+    assert invoice.issue_transaction.accounting_date == clock.now().date()
