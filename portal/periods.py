@@ -81,11 +81,6 @@ def months_after(moment: datetime, months: int) -> datetime:
     return start.replace(year=index // 12, month=index % 12 + 1)
 
 
-def day_bounds(day: date) -> Period:
-    start = datetime.combine(day, time.min, tzinfo=UTC)
-    return Period(start, start + timedelta(days=1))
-
-
 # The presets of the period picker, in its order; a month (YYYY-MM) and a quarter (YYYY-Qn)
 # are keys too, and from/to make a custom period.
 PRESETS = {
