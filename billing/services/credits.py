@@ -9,12 +9,13 @@ from datetime import datetime
 from decimal import Decimal
 from fractions import Fraction
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from billing.domain.credits import credit_amount, credit_pct_for, target_of
 from billing.domain.rating.types import LineKind, RatingError
 from billing.models import Contract, LedgerTransaction, SlaCredit
-from billing.selectors.rating import tenant_month_rate
+from billing.selectors.rating import month_rate
 from billing.services.ledger import (
     Leg,
     account_named,
@@ -57,33 +58,49 @@ def _contract(tenant: Tenant, month_start: datetime) -> Contract | None:
     )
 
 
+def usage_amounts(
+    *, tenants: list[Tenant], month_start: datetime
+) -> dict[int, tuple[Decimal, str] | RatingError]:
+    """Per tenant, the month's usage lines after discounts and tiers, before promotions
+    (the base of an SLA credit), rating the month once for all of them (by day: the lines
+    are the same as hourly); a tenant that cannot be rated gets its RatingError."""
+    start = month_start
+    rating = month_rate(month_start=start, tenants=tenants, by_day=(start, next_month(start)))
+    amounts: dict[int, tuple[Decimal, str] | RatingError] = dict(rating.errors)
+    for tenant_id, rated in rating.rated.items():
+        usage = (line.amount for line in rated.lines if line.kind == LineKind.USAGE)
+        amounts[tenant_id] = (sum(usage, ZERO), rated.currency)
+    return amounts
+
+
 def usage_amount(*, tenant: Tenant, month_start: datetime) -> tuple[Decimal, str]:
-    """The month's usage lines after discounts and tiers, before promotions (the base)."""
-    rated = tenant_month_rate(tenant=tenant, month_start=month_start)
-    total = sum((line.amount for line in rated.lines if line.kind == LineKind.USAGE), ZERO)
-    return total, rated.currency
+    """One tenant's base (`usage_amounts`); RatingError names a missing price."""
+    amount = usage_amounts(tenants=[tenant], month_start=month_start)[tenant.pk]
+    if isinstance(amount, RatingError):
+        raise amount
+    return amount
 
 
 def sla_figures_list(*, month_start: datetime, tenants=None, user=None) -> list[SlaFigures]:
     """SLA and credit per tenant for a month; closed months read the posted credit."""
     posted = {c.tenant_id: c for c in SlaCredit.objects.filter(month_start=month_start)}
+    slas = sla_month_list(month_start=month_start, tenants=tenants, user=user)
+    unposted = [s.tenant for s in slas if s.tenant.pk not in posted]
+    amounts = usage_amounts(tenants=unposted, month_start=month_start) if unposted else {}
     figures = []
-    for sla in sla_month_list(month_start=month_start, tenants=tenants, user=user):
+    for sla in slas:
         contract = _contract(sla.tenant, month_start)
         tiers = _tiers(contract)
         if credit := posted.get(sla.tenant.pk):
             pct, amount, currency = credit.credit_pct, credit.amount, credit.currency
         else:
             pct = credit_pct_for(uptime=sla.uptime, tiers=tiers) if tiers else ZERO
-            try:
-                base, currency = usage_amount(tenant=sla.tenant, month_start=month_start)
-                amount = credit_amount(
-                    credit_pct=pct,
-                    billed_usage_amount=base,
-                    currency=currency,
-                )
-            except RatingError:
+            rated = amounts.get(sla.tenant.pk, (ZERO, settings.FACTORY_CURRENCY))
+            if isinstance(rated, RatingError):
                 amount, currency = None, contract.currency if contract else ""
+            else:
+                base, currency = rated
+                amount = credit_amount(credit_pct=pct, billed_usage_amount=base, currency=currency)
         figures.append(
             SlaFigures(
                 sla=sla,
