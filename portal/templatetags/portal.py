@@ -49,7 +49,8 @@ def money(value) -> str:
     amount = _decimal(value)
     if amount is None:
         return "—"
-    return f"{round_money(amount=amount, currency=settings.FACTORY_CURRENCY):,.2f}"
+    rounded = round_money(amount=amount, currency=settings.FACTORY_CURRENCY)
+    return f"{abs(rounded) if rounded == 0 else rounded:,.2f}"  # never "-0.00"
 
 
 @register.filter
