@@ -3,7 +3,7 @@
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from portal.periods import day_floor, months_before
+from portal.periods import day_floor, hour_floor, months_before
 
 DAYS = 30
 SEED = 20261130
@@ -76,10 +76,11 @@ EVENT_CHUNK = 5_000  # events per validate + ingest + fold round
 
 
 def demo_window(now: datetime) -> tuple[datetime, datetime]:
-    """The days of hourly rollups: from the first day of last month (at least DAYS back) to
-    the start of today, so the demo holds a closed month whatever day it is loaded on."""
-    end = day_floor(now)
-    return min(end - timedelta(days=DAYS), months_before(end, 1)), end
+    """The demo's usage and capacity: from the first day of last month (at least DAYS before
+    today), so it holds a closed month whatever day it is loaded on, to the current hour, so
+    "this month" has its hours so far even on the 1st (kpis.md section 0)."""
+    today = day_floor(now)
+    return min(today - timedelta(days=DAYS), months_before(today, 1)), hour_floor(now)
 
 
 def hour_output(busy_gpus: int, r_ref: float) -> float:
