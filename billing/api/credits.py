@@ -54,7 +54,7 @@ class SlaView(APIView):
         rows = []
         # Months without metered usage have no SLA to report: the work follows the data,
         # not the length of the period.
-        for month in metered_months(start=period.start, end=period.end):
+        for month in metered_months(within=[period]):
             for figures in sla_figures_list(month_start=month, tenants=tenants, user=request.user):
                 sla = figures.sla
                 rows.append(

@@ -85,7 +85,7 @@ def rated_items(*, period: Period, tenants=None):
     (so allowances and tiers count from the month's start), plus rating errors by tenant."""
     errors: dict[str, str] = {}
     items: list[tuple[Tenant, RatedItem]] = []
-    for month in metered_months(start=period.start, end=period.end):
+    for month in metered_months(within=[period]):
         rating = month_rate(month_start=month, tenants=tenants)
         errors |= {rating.tenants[pk].slug: str(error) for pk, error in rating.errors.items()}
         for pk, rated in sorted(rating.rated.items(), key=lambda kv: rating.tenants[kv[0]].slug):

@@ -7,9 +7,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from flywheel.models import KpiSnapshot
-from flywheel.selectors.kpis import KPI_FIGURES, kpis_get, window_json
+from flywheel.selectors.kpis import KPI_FIGURES, kpis_get, period_measure, window_json
 from flywheel.selectors.loop.shapes import rfc3339
-from flywheel.selectors.measurement import FACTORY, FactoryData
+from flywheel.selectors.measurement import FACTORY
 from flywheel.services.kpis import kpis_json
 from metering.selectors.usage import window_resolve
 from portal import clock
@@ -36,7 +36,7 @@ RATIO_GAUGES = {
 
 class KpiView(APIView):
     """Every KPI of kpis.md for the factory or one pool over [from, to) (default: this
-    month so far), from a closed snapshot when one matches, else measured live."""
+    month so far): whole measured days from their snapshots, the rest measured live."""
 
     permission_classes = [KpiRead]
 
@@ -85,10 +85,9 @@ class MetricsView(APIView):
             for s in KpiSnapshot.objects.filter(period_kind="month", period_start=start)
         }
         if not snapshots:
-            data = FactoryData(start=start, end=now)
-            snapshots = {
-                scope: kpis_json(data.kpis(scope=scope, start=start, end=now))
-                for scope in data.scopes()
+            measured = period_measure(start=start, end=now)
+            snapshots = {FACTORY: kpis_json(measured.factory)} | {
+                pool.slug: kpis_json(kpis) for pool, _, kpis in measured.pools
             }
         registry = CollectorRegistry()
         for name, help_text in RATIO_GAUGES.items():

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime, time, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
@@ -16,11 +15,10 @@ from flywheel.domain.kpis import Kpis, PoolInputs, kpis_compute, period_seconds,
 from flywheel.domain.tfom import Tfom
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.loop.shapes import rfc3339
-from flywheel.selectors.measurement import FACTORY, FactoryData, PoolSums, Versions
-from flywheel.services.kpis import DAY, kpis_json, snapshot_get
-from metering.selectors.factory import deployment_list, pool_list, pool_service_lives
-from portal import clock
-from portal.periods import Period, Window, hour_ceil
+from flywheel.selectors.measurement import FACTORY, FactoryData
+from flywheel.services.kpis import kpis_json
+from metering.selectors.factory import pool_list, pool_service_lives
+from portal.periods import Period, Window
 
 FACTOR_KEYS = (
     "availability", "occupancy", "efficiency", "tef",
@@ -33,82 +31,31 @@ class Measured:
     """The KPIs of a period: the factory's, and each pool's with its inputs."""
 
     start: datetime
-    end: datetime  # how far the figures reach: the period's end, or the last measurement's
+    end: datetime
     factory: Kpis
     pools: list[tuple[Model, PoolInputs, Kpis]]  # (metering Pool, its inputs, its KPIs)
     rating_errors: dict[str, str]
     measured_at: datetime | None  # the oldest snapshot used (None: measured for this request)
 
 
-def period_measure(*, start: datetime, end: datetime, now: datetime | None = None) -> Measured:
-    """KPIs of [start, end). A period of whole days adds up the pools' sums stored in the
-    factory's day snapshots, so a page reads one row per day however many events the
-    days hold; days without a usable snapshot are measured for the request. Any other
-    period is measured for the request (FactoryData)."""
-    now = now or clock.now()
-    stop = min(end, hour_ceil(now))  # hours to come have produced nothing yet
-    if stop <= start:
-        return _measured_live(start, end)
-    if not (_is_midnight(start) and _is_midnight(end)):
-        return _measured_live(start, stop)
-    pools = {pool.pk: pool for pool in pool_list()}
-    days, day = [], start
-    while day < stop:
-        days.append(day)
-        day += DAY
-    snapshots = {
-        row.period_start: row
-        for row in KpiSnapshot.objects.filter(
-            scope=FACTORY,
-            period_kind=KpiSnapshot.PeriodKind.DAY,
-            period_start__gte=start,
-            period_start__lt=stop,
-        )
-    }
-    slugs = {pool.slug for pool in pools.values()}
-    parts: dict[datetime, tuple[datetime, dict[str, PoolSums]]] = {}
-    errors: dict[str, str] = {}
-    measured_at = None
-    for day in days:
-        row = snapshots.get(day)
-        day_end = min(day + DAY, stop)
-        # Usable: it has every pool's sums and reaches the day's end (the last day may
-        # end at the last measurement).
-        if row and slugs <= row.sums.keys() and (row.period_end >= day_end or day == days[-1]):
-            parts[day] = (row.period_end, {s: PoolSums.from_json(row.sums[s]) for s in slugs})
-            errors.update(row.rating_errors)
-            measured_at = min(measured_at or row.measured_at, row.measured_at)
-    missing = [day for day in days if day not in parts]
-    if missing:
-        data = FactoryData(start=missing[0], end=min(missing[-1] + DAY, stop))
-        for day in missing:
-            day_end = min(day + DAY, stop)
-            parts[day] = (
-                day_end,
-                {p.slug: data.pool_sums(pk, day, day_end) for pk, p in pools.items()},
-            )
-        errors.update(data.rating_errors)
-    totals: dict[int, PoolSums] = {}
-    for day in days:
-        for pk, pool in pools.items():
-            part = parts[day][1][pool.slug]
-            if pk in totals:
-                totals[pk].add(part)
-            else:
-                totals[pk] = part
-    versions = Versions()
-    deployments = defaultdict(list)
-    for deployment_id, pool_id in deployment_list().values_list("pk", "pool_id"):
-        deployments[pool_id].append(deployment_id)
-    r_refs = {pk: versions.latest_r_refs(deployments[pk]) for pk in pools}
-    return _measured(start, parts[days[-1]][0], pools, totals, r_refs, errors, measured_at)
-
-
-def _measured_live(start: datetime, end: datetime) -> Measured:
+def period_measure(*, start: datetime, end: datetime) -> Measured:
+    """KPIs of [start, end) for the factory and each pool: the one KPI read of pages, API,
+    /metrics and exports. Whole days the measure job closed come from its day snapshots,
+    the rest is measured for the request (FactoryData)."""
     data = FactoryData(start=start, end=end)
     sums = {pk: data.pool_sums(pk, start, end) for pk in data.pools}
     r_refs = {pk: data.r_refs(pk) for pk in data.pools}
-    return _measured(start, end, data.pools, sums, r_refs, data.rating_errors, None)
+    return _measured(start, end, data.pools, sums, r_refs, data.rating_errors, data.measured_at)
+
+
+def scope_kpis(measured: Measured, *, scope: str) -> Kpis:
+    """The KPIs of one scope of a measured period: the factory's or a pool's (by slug)."""
+    if scope == FACTORY:
+        return measured.factory
+    for pool, _, kpis in measured.pools:
+        if pool.slug == scope:
+            return kpis
+    raise ValidationError({"scope": [f"unknown scope {scope!r}: use 'factory' or a pool slug"]})
 
 
 def _measured(start, end, pools, sums, r_refs, errors, measured_at) -> Measured:
@@ -122,10 +69,6 @@ def _measured(start, end, pools, sums, r_refs, errors, measured_at) -> Measured:
         scope=FACTORY, start=start, end=end, pools=[inputs for _, inputs, _ in rows]
     )
     return Measured(start, end, factory, rows, errors, measured_at)
-
-
-def _is_midnight(moment: datetime) -> bool:
-    return moment.astimezone(UTC).time() == time.min
 
 
 def overview_get(*, period: Period) -> dict:
@@ -150,7 +93,6 @@ def overview_get(*, period: Period) -> dict:
         "bands": {key: band_of(key, factory[key]) for key in FACTOR_KEYS},
         "pools": pools,
         "rating_errors": measured.rating_errors,
-        "measured_to": measured.end if measured.end < period.end else None,
         "measured_at": measured.measured_at,
     }
 
@@ -189,14 +131,9 @@ def product_of_factors(values: dict) -> Decimal | None:
 
 
 def kpis_get(*, scope: str, start: datetime, end: datetime) -> dict:
-    """A closed snapshot when one covers exactly [start, end), else measured now."""
-    if snapshot := snapshot_get(scope=scope, start=start, end=end):
-        return {**snapshot.values, "source": "snapshot", "rating_errors": snapshot.rating_errors}
-    data = FactoryData(start=start, end=end)
-    if scope != FACTORY and scope not in data.slugs:
-        raise ValidationError({"scope": [f"unknown scope {scope!r}: use 'factory' or a pool slug"]})
-    kpis = data.kpis(scope=scope, start=start, end=end)
-    return {**kpis_json(kpis), "source": "live", "rating_errors": data.rating_errors}
+    """The KPIs of a scope over [start, end) as GET /api/v1/kpis writes them."""
+    measured = period_measure(start=start, end=end)
+    return {**kpis_json(scope_kpis(measured, scope=scope)), "rating_errors": measured.rating_errors}
 
 
 def empty_reason_of(*, window: Window, scope: str) -> str | None:

@@ -1,9 +1,14 @@
-"""Measure KPI inputs from the database: rollups, capacity samples and the rating.
+"""Measure KPI inputs from the database: the one read path of every KPI and TFOM figure.
 
 `FactoryData` loads a range once, with a number of queries that depends on the pools,
-deployments and months covered, never on events or tenants: production per (pool, hour)
-from hourly rollups, capacity samples (plus the one carried in), and each month's rating
-of every tenant (paid-ness, list value, realized revenue, compliance of paid tokens).
+deployments and months covered, never on events or tenants. A whole day the measure job
+closed is read from its factory day snapshot (each pool's additive sums), and a month
+over and closed takes its minimum shortfall from its month snapshot, so a period of
+measured days reads one row per day however many events they hold. The rest (the live
+spans: the day in progress, days reopened by late usage, days never measured) is
+measured from the hourly rollups, capacity samples (plus the one carried in) and each
+month's rating of every tenant (paid-ness, list value, realized revenue, compliance of
+paid tokens); a month whose every day in the range is read from snapshots is not rated.
 Periods are read at hourly resolution, the resolution of the rollups: an hour belongs to
 a period when it starts inside it. Sales are rated a day at a time where the whole day
 rates alike, so a period inside the loaded range starts and ends at midnight or at the
@@ -35,6 +40,7 @@ from flywheel.domain.kpis import (
     kpis_compute,
     production_tokens,
 )
+from flywheel.models import KpiSnapshot
 from metering.domain.usage.compliance import is_slo_compliant
 from metering.selectors.factory import (
     deployment_list,
@@ -49,6 +55,8 @@ from portal.periods import Period, day_floor, hour_floor, month_start, next_mont
 ZERO = Decimal(0)
 
 HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
+SHORTFALL = "minimum_shortfall"  # a closed month snapshot's sums: the month's shortfall
 
 FACTORY = "factory"
 
@@ -88,14 +96,18 @@ class PoolSums:
     hours: HourSums
 
     def add(self, other: PoolSums) -> None:
+        # Telemetry is judged over in-service time: a part with no calendar time (out of
+        # service) says nothing of it. Otherwise measured when every part was, assumed when
+        # every part was (integrate_capacity), else partial.
+        if self.calendar == 0:
+            self.telemetry = other.telemetry
+        elif other.calendar != 0 and self.telemetry != other.telemetry:
+            self.telemetry = "partial"
         with localcontext(KPI_CONTEXT):
             self.calendar += other.calendar
             self.available += other.available
             self.busy += other.busy
             self.hours.add(other.hours)
-        # Measured when every part was, assumed when every part was (integrate_capacity).
-        if self.telemetry != other.telemetry:
-            self.telemetry = "partial"
 
     def inputs(self, *, pool: str, r_refs: tuple[Decimal, ...]) -> PoolInputs:
         total = self.hours
@@ -189,9 +201,10 @@ def _is_compliant(event: dict, version: Model | None) -> bool:
 
 
 class FactoryData:
-    """Everything the KPIs of any period inside [start, end) need, loaded once."""
+    """Everything the KPIs of any period inside [start, end) need, loaded once. With
+    `snapshots=False` (the measure job, which writes them) every day is measured live."""
 
-    def __init__(self, *, start: datetime, end: datetime) -> None:
+    def __init__(self, *, start: datetime, end: datetime, snapshots: bool = True) -> None:
         self.start, self.end = start, end
         self.pools = {p.pk: p for p in pool_list()}
         self.slugs = {p.slug: p.pk for p in self.pools.values()}
@@ -207,13 +220,60 @@ class FactoryData:
         self.rating_errors: dict[str, str] = {}
         self.month_shortfalls: dict[datetime, Decimal] = {}  # months that are over
         self.month_sla_credits: dict[datetime, Decimal] = {}
+        self.days: dict[datetime, dict[int, PoolSums]] = {}  # closed days read from snapshots
+        self.measured_at: datetime | None = None  # the oldest of those snapshots
+        if snapshots:
+            self._load_snapshots()
+        self.live = self._live_spans()
         self._load_production()
         self._load_capacity()
         self._load_sales()
 
+    def _load_snapshots(self) -> None:
+        """The closed factory snapshots of the whole days inside the range that hold every
+        pool's sums, and the minimum shortfall stored on closed month snapshots."""
+        rows = KpiSnapshot.objects.filter(
+            scope=FACTORY,
+            is_closed=True,
+            period_start__gte=month_start(self.start),
+            period_start__lt=self.end,
+        )
+        for row in rows:
+            begin, finish = row.period_start.astimezone(UTC), row.period_end.astimezone(UTC)
+            if row.period_kind == KpiSnapshot.PeriodKind.MONTH:
+                if finish == next_month(begin) and SHORTFALL in row.sums:
+                    self.month_shortfalls[begin] = Decimal(row.sums[SHORTFALL])
+                continue
+            whole = finish == begin + DAY and self.start <= begin and finish <= self.end
+            if whole and self.slugs.keys() <= row.sums.keys():
+                self.days[begin] = {
+                    pk: PoolSums.from_json(row.sums[slug]) for slug, pk in self.slugs.items()
+                }
+                self.rating_errors.update(row.rating_errors)
+                self.measured_at = min(self.measured_at or row.measured_at, row.measured_at)
+
+    def _live_spans(self) -> list[Period]:
+        """The parts of the range not read from day snapshots, in order."""
+        spans: list[Period] = []
+        cursor = self.start
+        for day in sorted(self.days):
+            if cursor < day:
+                spans.append(Period(cursor, day))
+            cursor = day + DAY
+        if cursor < self.end:
+            spans.append(Period(cursor, self.end))
+        return spans
+
+    def _is_live(self, moment: datetime) -> bool:
+        return any(span.start <= moment < span.end for span in self.live)
+
     def _load_production(self) -> None:
+        if not self.live:
+            return
+        hours = reduce(or_, (Q(hour__gte=s.start, hour__lt=s.end) for s in self.live))
         rows = (
-            hourly_usage_list(start=self.start, end=self.end)
+            hourly_usage_list()
+            .filter(hours)
             .values("deployment_id", "hour")
             .annotate(
                 i=Sum("input_tokens"),
@@ -238,13 +298,16 @@ class FactoryData:
                 sums.output_tokens += row["o"]
 
     def _load_capacity(self) -> None:
+        if not self.live:
+            return
+        first, last = self.live[0].start, self.live[-1].end
         carried = (
             capacity_sample_list()
-            .filter(time__lt=self.start)
+            .filter(time__lt=first)
             .values("pool_id")
             .annotate(last=Max("time"))
         )
-        condition = Q(time__gte=self.start, time__lt=self.end)
+        condition = Q(time__gte=first, time__lt=last)
         previous = [Q(pool_id=row["pool_id"], time=row["last"]) for row in carried]
         if previous:
             condition |= reduce(or_, previous)
@@ -260,33 +323,75 @@ class FactoryData:
             )
 
     def _load_sales(self) -> None:
-        # Only months holding usage are rated (a month without usage has no sales and no
-        # shortfall: only tenants with usage are rated), so the work follows the data.
-        last = self.end if self.end == month_start(self.end) else next_month(self.end)
-        for month in metered_months(start=month_start(self.start), end=last):
-            rating = month_rate(month_start=month, by_day=(self.start, self.end))
-            for tenant_id, error in rating.errors.items():
-                self.rating_errors[rating.tenants[tenant_id].slug] = str(error)
+        # Only months holding usage in a live span are rated (a month without usage has no
+        # sales and no shortfall: only tenants with usage are rated), so the work follows
+        # the data and a month read wholly from snapshots is not rated again. The query
+        # reaches the whole months at the range's edges, whose usage outside the range
+        # counts towards their shortfall (`_shortfalls`).
+        self._checked = [
+            Period(
+                month_start(span.start) if span.start == self.start else span.start,
+                next_month(span.end) if span.end == self.end and span.end != month_start(span.end)
+                else span.end,
+            )
+            for span in self.live
+        ]  # fmt: skip
+        self._metered = set(metered_months(within=self._checked))
+        for month in sorted(self._metered):
+            live = [
+                Period(max(span.start, month), min(span.end, next_month(month)))
+                for span in self.live
+                if span.start < next_month(month) and month < span.end
+            ]
+            if not live:
+                continue
+            rating = self._month_rate(month, by_day=(live[0].start, live[-1].end))
             rows = {
                 (tenant_id, hour, row["deployment"]): row
                 for tenant_id, by_hour in rating.rows.items()
                 for hour, hour_rows in by_hour.items()
                 for row in hour_rows
             }
-            if next_month(month) <= clock.now():  # a shortfall is due once the month is over
-                self.month_shortfalls[month] = sum(
-                    (r.minimum_shortfall for r in rating.rated.values()), ZERO
-                )
             for tenant_id, rated in rating.rated.items():
                 for item in rated.items:
                     when = item.item.time
-                    if item.is_paid and self.start <= when < self.end:
+                    if item.is_paid and self._is_live(when):
                         self._add_sale(
                             item,
                             rows.get((tenant_id, hour_floor(when), item.item.deployment)),
                             rating.events,
                         )
         self.month_sla_credits = sla_credit_totals(start=month_start(self.start), end=self.end)
+
+    def _month_rate(self, month: datetime, *, by_day: tuple[datetime, datetime]):
+        rating = month_rate(month_start=month, by_day=by_day)
+        for tenant_id, error in rating.errors.items():
+            self.rating_errors[rating.tenants[tenant_id].slug] = str(error)
+        if next_month(month) <= clock.now():  # a shortfall is due once the month is over
+            self.month_shortfalls[month] = sum(
+                (r.minimum_shortfall for r in rating.rated.values()), ZERO
+            )
+        return rating
+
+    def _shortfalls(self) -> dict[datetime, Decimal]:
+        """The minimum shortfall of every month over that the range touches: from the
+        rating of its live spans or its closed month snapshot, else rated now (TFOM
+        revenue needs it, the KPIs do not)."""
+        now, unknown = clock.now(), []
+        month = month_start(self.start)
+        while month < self.end and next_month(month) <= now:
+            following = next_month(month)
+            if month in self.month_shortfalls:
+                pass
+            elif month in self._metered:
+                self._month_rate(month, by_day=(month, following))
+            elif not any(c.start <= month and following <= c.end for c in self._checked):
+                unknown.append(Period(month, following))
+            month = following
+        for month in metered_months(within=unknown):
+            self._month_rate(month, by_day=(month, next_month(month)))
+        self._checked += unknown  # asked once
+        return self.month_shortfalls
 
     def _month_share(self, monthly: dict[datetime, Decimal], start, end) -> Decimal:
         """Each month's amount spread evenly over its seconds; the period takes its share."""
@@ -307,7 +412,7 @@ class FactoryData:
         """(minimum-commitment shortfall, SLA credits) falling in [start, end), factory-wide:
         TFOM revenue = realized revenue + shortfall − credits (kpis.md section 5)."""
         return (
-            self._month_share(self.month_shortfalls, start, end),
+            self._month_share(self._shortfalls(), start, end),
             self._month_share(self.month_sla_credits, start, end),
         )
 
@@ -349,14 +454,28 @@ class FactoryData:
             sums.realized += rated.realized_after_promotions
 
     def pool_sums(self, pool_id: int, start: datetime, end: datetime) -> PoolSums:
-        """One pool's additive sums over [start, end): capacity and production and sales.
-        Sales of a day that rates alike throughout are held at its midnight (month_rate
-        by_day), so a period bound inside a day must be a bound of the loaded range."""
+        """One pool's additive sums over [start, end): capacity and production and sales,
+        from the day snapshots inside it and measured over its live spans. Sales of a day
+        that rates alike throughout are held at its midnight (month_rate by_day), so a
+        period bound inside a day must be a bound of the loaded range."""
         for bound in (start, end):
             if bound not in (self.start, self.end) and bound != day_floor(bound):
                 raise ValueError("a period inside the loaded range must start and end at midnight")
+        total = PoolSums(
+            calendar=ZERO, available=ZERO, busy=ZERO, telemetry="measured", hours=HourSums()
+        )
+        for day, pools in self.days.items():
+            if start <= day < end:
+                total.add(pools[pool_id])
+        for span in self.live:
+            part = Period(max(span.start, start), min(span.end, end))
+            if part.start < part.end:
+                total.add(self._live_sums(pool_id, part))
+        return total
+
+    def _live_sums(self, pool_id: int, part: Period) -> PoolSums:
         pool = self.pools[pool_id]
-        in_service = self.in_service(pool_id, start, end)
+        in_service = self.in_service(pool_id, part.start, part.end)
         # Out of service the pool counts no calendar time, so nothing is assumed of it.
         capacity = (
             integrate_capacity(
@@ -377,7 +496,7 @@ class FactoryData:
         total = HourSums()
         with localcontext(KPI_CONTEXT):
             for hour, sums in self.hours.get(pool_id, {}).items():
-                if start <= hour < end:
+                if part.start <= hour < part.end:
                     total.add(sums)
         return PoolSums(
             calendar=capacity.calendar_gpu_seconds,
@@ -420,8 +539,3 @@ class FactoryData:
 
     def scopes(self) -> list[str]:
         return [FACTORY, *sorted(self.slugs)]
-
-
-def kpis_measure(*, scope: str, start: datetime, end: datetime) -> Kpis:
-    """Every KPI of kpis.md for the factory or a pool over [start, end)."""
-    return FactoryData(start=start, end=end).kpis(scope=scope, start=start, end=end)

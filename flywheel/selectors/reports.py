@@ -107,7 +107,9 @@ def _sections(report: TfomReport) -> list[Section]:
             "the rest of the period, and each pool's share below, is the unrounded rating.",
             [
                 _row("revenue", "Revenue (ledger for closed months)", t.revenue, money),
-                _row("revenue_rated", "Revenue per rating, before rounding", t.revenue_rated, money),
+                _row(
+                    "revenue_rated", "Revenue per rating, before rounding", t.revenue_rated, money
+                ),
                 _row("revenue_tie_out", "Difference", t.revenue_tie_out, money, is_total=True),
             ],
         ),

@@ -9,7 +9,7 @@ row per key.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -19,12 +19,10 @@ from django.db.models import Q
 
 from flywheel.domain.kpis import Kpis
 from flywheel.models import KpiSnapshot
-from flywheel.selectors.measurement import FACTORY, FactoryData
+from flywheel.selectors.measurement import DAY, FACTORY, SHORTFALL, FactoryData
 from portal import clock
 from portal.money import money_str
 from portal.periods import day_floor, hour_ceil, month_start, next_month
-
-DAY = timedelta(days=1)
 
 
 def kpis_json(kpis: Kpis) -> dict[str, Any]:
@@ -67,7 +65,9 @@ def snapshots_measure(
     if not periods:
         return []
     data = FactoryData(
-        start=min(s for _, s, _ in periods), end=min(max(e for *_, e in periods), hour_ceil(now))
+        start=min(s for _, s, _ in periods),
+        end=min(max(e for *_, e in periods), hour_ceil(now)),
+        snapshots=False,
     )
     rows = []
     for kind, period_start, period_end in periods:
@@ -80,6 +80,8 @@ def snapshots_measure(
                     pool.slug: data.pool_sums(pool_id, period_start, measured_end).as_json()
                     for pool_id, pool in data.pools.items()
                 }
+            elif scope == FACTORY and period_start in data.month_shortfalls:
+                sums = {SHORTFALL: str(data.month_shortfalls[period_start])}
             rows.append(
                 KpiSnapshot(
                     scope=scope,
@@ -113,15 +115,22 @@ def snapshots_measure(
 
 
 def snapshots_reopen(*, hours: set[datetime]) -> int:
-    """Mark the closed snapshots of the days and months holding `hours` stale (open again):
-    late usage arrived for them, so the next refresh measures them again (kpis.md §6)."""
+    """Mark the closed snapshots stale (open again) that late usage for `hours` changes, so
+    the next refresh measures them again (kpis.md §6): the months holding them, and every
+    day from the first such hour to its month's end (a month rates in time order, so usage
+    on one day moves the free allowance and tiers of the days after it)."""
     if not hours:
         return 0
-    days = {day_floor(hour) for hour in hours}
-    months = {month_start(hour) for hour in hours}
+    first_day: dict[datetime, datetime] = {}
+    for hour in hours:
+        month = month_start(hour)
+        first_day[month] = min(first_day.get(month, day_floor(hour)), day_floor(hour))
+    days = Q()
+    for month, day in first_day.items():
+        days |= Q(period_start__gte=day, period_start__lt=next_month(month))
     return KpiSnapshot.objects.filter(
-        Q(period_kind=KpiSnapshot.PeriodKind.DAY, period_start__in=days)
-        | Q(period_kind=KpiSnapshot.PeriodKind.MONTH, period_start__in=months),
+        Q(period_kind=KpiSnapshot.PeriodKind.DAY) & days
+        | Q(period_kind=KpiSnapshot.PeriodKind.MONTH, period_start__in=first_day),
         is_closed=True,
     ).update(is_closed=False)
 
@@ -145,10 +154,3 @@ def snapshots_refresh(*, now: datetime | None = None) -> int:
     for starts in by_month.values():
         written += len(snapshots_measure(start=min(starts), end=max(starts) + DAY, now=now))
     return written
-
-
-def snapshot_get(*, scope: str, start: datetime, end: datetime) -> KpiSnapshot | None:
-    """A closed snapshot covering exactly [start, end), if one was measured."""
-    return KpiSnapshot.objects.filter(
-        scope=scope, period_start=start, period_end=end, is_closed=True
-    ).first()

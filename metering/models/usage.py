@@ -81,6 +81,14 @@ class RollupPending(models.Model):
     queued_at = models.DateTimeField(default=clock.now)
 
 
+class FoldMark(models.Model):
+    """When the usage fold last completed with nothing pending: usage is metered until then
+    (kpis.md section 0, data_until), so a fold that stopped reads as a lag, not as idle
+    GPUs. One row, upserted by the fold."""
+
+    completed_at = models.DateTimeField()
+
+
 class UsageRollup(models.Model):
     """Sums of the usage events of one tenant and deployment over one period (abstract)."""
 

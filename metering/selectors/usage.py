@@ -1,8 +1,11 @@
 """Reads of metering data. Tenant scoping goes through portal.access.tenant_scoped only."""
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
+from functools import reduce
+from operator import or_
 
-from django.db.models import F, Min, QuerySet, Sum
+from django.db.models import F, Min, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay, TruncMonth
 
 from metering.models import (
@@ -10,6 +13,7 @@ from metering.models import (
     CapacitySample,
     DailyUsage,
     EventKey,
+    FoldMark,
     HourlyUsage,
     Pool,
     RollupPending,
@@ -157,11 +161,15 @@ def usage_by_pool(*, period: Period) -> list[dict]:
 
 
 def usage_metered_until(*, now: datetime | None = None) -> datetime:
-    """How far usage is metered (kpis.md section 0, data_until): now when nothing waits for
-    the fold, else when the oldest waiting usage arrived (all that came before is folded)."""
+    """How far usage is metered (kpis.md section 0, data_until): when the fold last completed
+    with nothing pending (a fold that stopped, or usage waiting for it, is a lag), never
+    after now; now when the fold never ran and nothing waits for it."""
     now = now or clock.now()
-    oldest = RollupPending.objects.aggregate(oldest=Min("queued_at"))["oldest"]
-    return now if oldest is None else min(now, oldest.astimezone(UTC))
+    mark = FoldMark.objects.values_list("completed_at", flat=True).first()
+    if mark is None:
+        oldest = RollupPending.objects.aggregate(oldest=Min("queued_at"))["oldest"]
+        return now if oldest is None else min(now, oldest.astimezone(UTC))
+    return min(now, mark.astimezone(UTC))
 
 
 def window_resolve(params, *, default: str = "this_month", now: datetime | None = None) -> Window:
@@ -200,11 +208,15 @@ def daily_usage_list(*, start: datetime, end: datetime) -> QuerySet[DailyUsage]:
     return DailyUsage.objects.filter(day__gte=start.date(), day__lt=end.date())
 
 
-def metered_months(*, start: datetime, end: datetime) -> list[datetime]:
-    """The first instants of the UTC months that hold rolled-up usage within [start, end),
-    oldest first: one query, whatever the length of the period."""
+def metered_months(*, within: Iterable[Period]) -> list[datetime]:
+    """The first instants of the UTC months that hold rolled-up usage within any of the
+    spans, oldest first: one query, whatever their length."""
+    spans = list(within)
+    if not spans:
+        return []
+    hours = reduce(or_, (Q(hour__gte=span.start, hour__lt=span.end) for span in spans))
     months = (
-        HourlyUsage.objects.filter(hour__gte=start, hour__lt=end)
+        HourlyUsage.objects.filter(hours)
         .annotate(month=TruncMonth("hour", tzinfo=UTC))
         .values_list("month", flat=True)
         .distinct()

@@ -320,3 +320,31 @@ def test_kpis_before_any_pool_is_in_service_are_null_with_a_reason(api):
     assert december["empty_reason"] is None
     assert december["calendar_gpu_seconds"] == 154 * 3600 * 8
     assert api.get("/api/v1/pools/h100-a").json()["in_service_from"] == "2026-12-10T00:00:00Z"
+
+
+def test_a_fold_that_stopped_reads_as_a_lag_not_as_idle_gpus(
+    api, users, client, tenant_a, now, django_capture_on_commit_callbacks
+):
+    """Usage folded until 10:00, then metering stopped (no fold for two hours): the window
+    ends at 10:00, the hours since are not counted as idle GPUs, and the page says how far
+    usage is metered (kpis.md section 0, data_until)."""
+    _factory(api, pool="p1", gpus=8)
+    events = [
+        {"id": f"e{h}", "time": (now - timedelta(hours=h, minutes=-20)).isoformat(),
+         "tenant": "tenant-a", "model": "llama-70b", "input_tokens": 0, "output_tokens": 7_200}
+        for h in range(1, 4)
+    ]  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        _post(api, "/api/v1/usage/events", events)  # folded on commit, at 10:00
+    folded = api.get("/api/v1/kpis?period=this_month").json()
+
+    clock.clock_set(now + timedelta(hours=2, minutes=5))
+    lagging = api.get("/api/v1/kpis?period=this_month").json()
+
+    assert lagging["data_until"] == "2026-12-16T10:00:00Z"
+    assert lagging["to"] == "2026-12-16T10:00:00Z"
+    assert lagging["tef"] == folded["tef"] > 0  # not diluted by two unmetered hours
+    assert lagging["calendar_gpu_seconds"] == folded["calendar_gpu_seconds"]
+    client.force_login(users["operator"])
+    page = client.get("/?period=this_month").content.decode()
+    assert "usage metered until 2026-12-16 10:00 UTC" in page

@@ -94,7 +94,7 @@ def _assert_same(measured, live) -> None:
 
 
 def _assert_matches_live(measured, start, end) -> None:
-    data = FactoryData(start=start, end=end)
+    data = FactoryData(start=start, end=end, snapshots=False)
     _assert_same(measured.factory, data.kpis(scope="factory", start=start, end=end))
     for pool, _, kpis in measured.pools:
         _assert_same(kpis, data.kpis(scope=pool.slug, start=start, end=end))
@@ -109,7 +109,7 @@ def test_days_read_from_snapshots_equal_the_live_measurement(factory):
     snapshots_measure(start=D, end=D + 3 * DAY, now=D + 4 * DAY)
 
     with CaptureQueriesContext(connection) as captured:
-        measured = period_measure(start=D, end=D + 3 * DAY, now=D + 4 * DAY)
+        measured = period_measure(start=D, end=D + 3 * DAY)
 
     _assert_matches_live(measured, D, D + 3 * DAY)
     assert not _hits_rollups(captured)  # read one snapshot row per day, nothing else heavy
@@ -127,7 +127,7 @@ def test_a_day_without_snapshot_is_measured_for_the_request(factory):
     KpiSnapshot.objects.filter(scope="factory", period_kind="day", period_start=D + DAY).delete()
 
     with CaptureQueriesContext(connection) as captured:
-        measured = period_measure(start=D, end=D + 3 * DAY, now=D + 4 * DAY)
+        measured = period_measure(start=D, end=D + 3 * DAY)
 
     _assert_matches_live(measured, D, D + 3 * DAY)
     assert _hits_rollups(captured)
@@ -137,25 +137,30 @@ def test_a_pool_added_after_the_snapshots_makes_them_unusable(factory):
     snapshots_measure(start=D, end=D + 3 * DAY, now=D + 4 * DAY)
     make_deployment(model="late", pool="b200", gpus=2)
 
-    measured = period_measure(start=D, end=D + 3 * DAY, now=D + 4 * DAY)
+    measured = period_measure(start=D, end=D + 3 * DAY)
 
-    data = FactoryData(start=D, end=D + 3 * DAY)
+    data = FactoryData(start=D, end=D + 3 * DAY, snapshots=False)
     _assert_same(measured.factory, data.kpis(scope="factory", start=D, end=D + 3 * DAY))
     assert measured.pools[0][0].slug == "b200"
     assert measured.measured_at is None
 
 
-def test_the_day_in_progress_reaches_the_last_measurement(factory):
+def test_the_day_in_progress_is_measured_live_beside_the_closed_days(factory):
     now = D + 2 * DAY + timedelta(hours=5, minutes=30)
     snapshots_measure(start=D, end=now, now=now)
+    to = D + 2 * DAY + timedelta(hours=5)  # the window measured: to the last whole hour
 
-    measured = period_measure(start=D, end=D + 3 * DAY, now=now + timedelta(minutes=10))
+    with CaptureQueriesContext(connection) as captured:
+        measured = period_measure(start=D, end=to)
 
-    # Today's snapshot was measured to the end of the current hour; hours to come are
-    # not counted as idle capacity.
-    assert measured.end == D + 2 * DAY + timedelta(hours=6)
-    data = FactoryData(start=D, end=measured.end)
-    _assert_same(measured.factory, data.kpis(scope="factory", start=D, end=measured.end))
+    _assert_matches_live(measured, D, to)
+    assert measured.end == to
+    assert measured.measured_at == now  # two closed days came from their snapshots
+    # Production is read from the rollups of the day in progress only (its rating reads
+    # the month so far: the free allowance is used in time order from the 1st).
+    (production,) = [q["sql"] for q in captured.captured_queries if 'AS "co"' in q["sql"]]
+    assert "2026-03-04 00:00:00" in production
+    assert "2026-03-02" not in production and "2026-03-03" not in production
 
 
 def test_other_periods_are_measured_live(factory):
@@ -163,8 +168,59 @@ def test_other_periods_are_measured_live(factory):
     snapshots_measure(start=D, end=D + 3 * DAY, now=D + 4 * DAY)
 
     with CaptureQueriesContext(connection) as captured:
-        measured = period_measure(start=start, end=end, now=D + 4 * DAY)
+        measured = period_measure(start=start, end=end)
 
     _assert_matches_live(measured, start, end)
     assert _hits_rollups(captured)
     assert measured.measured_at is None
+
+
+def _reads_usage(captured) -> list[str]:
+    tables = ("metering_hourlyusage", "metering_dailyusage", "metering_usageevent")
+    return [q["sql"] for q in captured.captured_queries if any(t in q["sql"] for t in tables)]
+
+
+def test_a_closed_month_is_read_from_its_snapshots_without_rating_it(factory):
+    """March over and measured: its KPIs and its TFOM revenue adjustments come from the
+    snapshots (the month's minimum shortfall from its month snapshot), equal to measuring
+    it again from the rollups and the rating, and no usage table is read."""
+    tenant = Tenant.objects.get(slug="paid")
+    contract_create(tenant=tenant, kind="paid", free_tokens_per_month=40_000,
+                    committed_minimum=Decimal("1000"), currency="USD",
+                    effective_from=D - 29 * DAY)  # fmt: skip
+    march, april = datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 4, 1, tzinfo=UTC)
+    snapshots_measure(start=march, end=april, now=april + DAY)
+    live = FactoryData(start=march, end=april, snapshots=False)
+    assert live.revenue_adjustments(start=march, end=april)[0] > 0  # a shortfall is owed
+
+    with CaptureQueriesContext(connection) as captured:
+        data = FactoryData(start=march, end=april)
+        measured = period_measure(start=march, end=april)
+        adjustments = data.revenue_adjustments(start=march, end=april)
+
+    assert _reads_usage(captured) == []
+    assert adjustments == live.revenue_adjustments(start=march, end=april)
+    _assert_matches_live(measured, march, april)
+
+
+def test_late_usage_reopens_the_days_after_it_in_its_month(db):
+    """Usage arriving late for 3 March moves the free allowance of every later day of
+    March, so those days are measured again; February and April are left closed."""
+    from flywheel.services.kpis import snapshots_reopen
+
+    def day_row(start):
+        return KpiSnapshot(scope="factory", period_kind="day", period_start=start,
+                           period_end=start + DAY, telemetry="measured", values={},
+                           is_closed=True, measured_at=start + DAY)  # fmt: skip
+
+    days = [datetime(2026, 2, 27, tzinfo=UTC) + i * DAY for i in range(40)]  # Feb 27 → Apr 7
+    KpiSnapshot.objects.bulk_create([day_row(day) for day in days])
+
+    reopened = snapshots_reopen(hours={datetime(2026, 3, 3, 17, tzinfo=UTC)})
+
+    open_days = set(
+        KpiSnapshot.objects.filter(is_closed=False).values_list("period_start", flat=True)
+    )
+    march_from_3rd = {day for day in days if day.month == 3 and day.day >= 3}
+    assert {day.astimezone(UTC) for day in open_days} == march_from_3rd
+    assert reopened == 29

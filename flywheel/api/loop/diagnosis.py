@@ -12,9 +12,10 @@ from rest_framework.views import APIView
 
 from flywheel.api.loop.writes import ERRORS
 from flywheel.domain.loop.factors import FACTORS
+from flywheel.selectors.kpis import empty_reason_of
 from flywheel.selectors.loop.diagnosis import diagnosis_get
-from flywheel.selectors.loop.shapes import diagnosis_response
-from flywheel.selectors.measurement import FactoryData
+from flywheel.selectors.loop.shapes import diagnosis_response, rfc3339
+from flywheel.selectors.measurement import FACTORY, FactoryData
 from metering.selectors.usage import window_resolve
 from portal.access import Capability
 from portal.api.periods import PERIOD_PARAMETERS
@@ -61,8 +62,24 @@ class DiagnosisView(APIView):
         responses={200: OpenApiTypes.OBJECT, 400: ERRORS, 403: ERRORS},
     )
     def get(self, request):
-        period = window_resolve(request.query_params).period
+        window = window_resolve(request.query_params)
         targets = _targets(request.query_params.get("targets"))
+        reason = empty_reason_of(window=window, scope=FACTORY)
+        if reason is not None:  # not enough data: no bottleneck, no loss, no "none"
+            return Response(
+                {
+                    "from": rfc3339(window.start),
+                    "to": rfc3339(window.to),
+                    "data_until": rfc3339(window.data_until),
+                    "empty_reason": reason,
+                    "bottleneck": None,
+                    "ebitda_per_month": None,
+                    "factors": [],
+                    "measured": None,
+                }
+            )
+        period = window.period
         data = FactoryData(start=period.start, end=period.end)
         diagnosis = diagnosis_get(start=period.start, end=period.end, targets=targets, data=data)
-        return Response(diagnosis_response(diagnosis, rating_errors=data.rating_errors))
+        body = diagnosis_response(diagnosis, rating_errors=data.rating_errors)
+        return Response({**body, "data_until": rfc3339(window.data_until), "empty_reason": None})

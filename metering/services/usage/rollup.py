@@ -20,11 +20,13 @@ from metering.models import (
     LATENCY_BUCKETS_MS,
     DailyUsage,
     DeploymentVersion,
+    FoldMark,
     HourlyUsage,
     RollupPending,
     UsageEvent,
 )
 from metering.services.factory import pools_in_service_store
+from portal import clock
 
 Cell = tuple[int, int, datetime]  # tenant_id, deployment_id, hour
 
@@ -69,6 +71,7 @@ def rollup_pending(*, batch: int = 20_000) -> int:
             if not cells:
                 if total:
                     pools_in_service_store()
+                fold_mark_store()
                 return total
             rollup_cells(cells=cells)
             total += len(cells)
@@ -394,4 +397,16 @@ def rollup_rebuild() -> int:
         if cells:
             rollup_cells(cells=cells)
     pools_in_service_store()
+    if not RollupPending.objects.exists():
+        fold_mark_store()
     return len(cells)
+
+
+def fold_mark_store() -> None:
+    """Record that the fold completed with nothing pending, now (data_until)."""
+    FoldMark.objects.bulk_create(
+        [FoldMark(pk=1, completed_at=clock.now())],
+        update_conflicts=True,
+        unique_fields=["id"],
+        update_fields=["completed_at"],
+    )
