@@ -3,7 +3,8 @@
 from django.shortcuts import render
 
 from flywheel.charts import tps_chart, trend_chart, waterfall_chart
-from flywheel.selectors.kpis import daily_trend, overview_get
+from flywheel.selectors.kpis import daily_trend, empty_reason_of, overview_get
+from flywheel.selectors.measurement import FACTORY
 from metering.selectors.usage import window_resolve
 from portal.charts import figure_json
 from portal.decorators import role_required
@@ -15,18 +16,17 @@ def overview(request):
     """Factor waterfall with benchmark bands, pools table, 90-day TEF/TFI and TPS trends."""
     window = window_resolve(request.GET, default="last_30_days")
     period = window.period
-    overview = overview_get(period=period)
     trend = daily_trend(end=period.end)
-    return render(
-        request,
-        "flywheel/kpis/overview.html",
-        {
-            "title": "Factory overview",
-            "period": period,
-            "window": window,
-            **overview,
-            "waterfall": figure_json(waterfall_chart(overview["kpis"])),
-            "trend": figure_json(trend_chart(trend)) if trend else None,
-            "tps": figure_json(tps_chart(trend)) if trend else None,
-        },
-    )
+    context = {
+        "title": "Factory overview",
+        "period": period,
+        "window": window,
+        "trend": figure_json(trend_chart(trend)) if trend else None,
+        "tps": figure_json(tps_chart(trend)) if trend else None,
+    }
+    if empty_reason := empty_reason_of(window=window, scope=FACTORY):
+        context["empty_reason"] = empty_reason  # said in words; the trend still shows
+    else:
+        overview = overview_get(period=period)
+        context |= {**overview, "waterfall": figure_json(waterfall_chart(overview["kpis"]))}
+    return render(request, "flywheel/kpis/overview.html", context)

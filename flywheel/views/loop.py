@@ -15,11 +15,12 @@ from flywheel.domain.loop.baseline import measured_tfom, per_month
 from flywheel.domain.loop.factors import CAPPED, FACTORS, LABELS, SYMBOLS
 from flywheel.forms import flywheel_form_post
 from flywheel.models import Lever
+from flywheel.selectors.kpis import empty_reason_of
 from flywheel.selectors.loop.baseline import baseline_get, baseline_remember
 from flywheel.selectors.loop.cycles import application_list, cycle_list
 from flywheel.selectors.loop.diagnosis import diagnosis_get, goal_status_get
 from flywheel.selectors.loop.levers import goal_in_force, lever_spec, levers_in_force
-from flywheel.selectors.measurement import FactoryData
+from flywheel.selectors.measurement import FACTORY, FactoryData
 from metering.selectors.usage import window_resolve
 from portal import clock
 from portal.access import Capability, user_may
@@ -70,6 +71,11 @@ def flywheel(request):
     context["pending"] = [a for a in applications if a.evaluated_by_id is None]
     goal = goal_in_force(at=now)
     context["goal"] = goal
+    if empty_reason := empty_reason_of(window=window, scope=FACTORY):
+        context["empty_reason"] = empty_reason  # not enough data: no bottleneck, no loss
+        return render(
+            request, "flywheel/loop/flywheel.html", context, status=400 if form_errors else 200
+        )
     data = FactoryData(start=period.start, end=period.end)
     try:
         baseline = baseline_get(start=period.start, end=period.end, data=data)

@@ -17,7 +17,8 @@ from flywheel.domain.reports.formats import report_money
 from flywheel.domain.reports.model import TfomReport
 from flywheel.domain.reports.xlsx import report_xlsx
 from flywheel.domain.tfom import baseline_tef_parse
-from flywheel.selectors.measurement import FactoryData
+from flywheel.selectors.kpis import empty_reason_of
+from flywheel.selectors.measurement import FACTORY, FactoryData
 from flywheel.selectors.report_periods import report_period_parse, report_periods
 from flywheel.selectors.reports import tfom_report_build
 from flywheel.selectors.tfom import TrendMonth, tfom_trend, tfom_trend_start
@@ -119,10 +120,6 @@ def investor(request):
     window = window_resolve(request.GET, default="last_30_days")
     period = window.period
     baseline = baseline_tef_parse(request.GET.get("baseline_tef"))
-    trend_start = tfom_trend_start(end=period.end, months=TREND_MONTHS)
-    data = FactoryData(
-        start=min(period.start, trend_start) if trend_start else period.start, end=period.end
-    )
     context = {
         "title": "Investor view",
         "period": period,
@@ -131,6 +128,14 @@ def investor(request):
         "baseline_tef": baseline,
         "rental_band": RENTAL_BAND,
     }
+    if empty_reason := empty_reason_of(window=window, scope=FACTORY):
+        return render(
+            request, "flywheel/tfom/investor.html", {**context, "empty_reason": empty_reason}
+        )
+    trend_start = tfom_trend_start(end=period.end, months=TREND_MONTHS)
+    data = FactoryData(
+        start=min(period.start, trend_start) if trend_start else period.start, end=period.end
+    )
     try:
         report = tfom_report_build(
             start=period.start,

@@ -348,3 +348,28 @@ def test_a_fold_that_stopped_reads_as_a_lag_not_as_idle_gpus(
     client.force_login(users["operator"])
     page = client.get("/?period=this_month").content.decode()
     assert "usage metered until 2026-12-16 10:00 UTC" in page
+
+
+@pytest.mark.parametrize("now", [datetime(2027, 1, 1, 0, 30, tzinfo=UTC)], indirect=True)
+def test_an_empty_window_says_not_enough_data_on_every_page_and_in_the_flywheel(
+    api, users, client, now
+):
+    """At 00:30 on the 1st no hour of "this month" is over: the pages say so in words, the
+    diagnosis names no bottleneck and a scenario is refused, instead of 0% and a loss."""
+    _factory(api, pool="h100-a", gpus=8)
+    api.patch("/api/v1/pools/h100-a", {"in_service_from": "2026-12-01T00:00:00Z"}, format="json")
+
+    diagnosis = api.get("/api/v1/flywheel/diagnosis?period=this_month").json()
+    scenario = api.post("/api/v1/flywheel/scenarios", {}, format="json")
+
+    assert diagnosis["empty_reason"] == "no_usage_yet"
+    assert diagnosis["bottleneck"] is None and diagnosis["factors"] == []
+    assert scenario.status_code == 400
+    assert scenario.json()["errors"][0]["field"] == "from"
+    assert "not enough data" in scenario.json()["errors"][0]["message"]
+    for role, path in (("operator", "/"), ("investor", "/investor/"), ("operator", "/flywheel/")):
+        client.force_login(users[role])
+        page = client.get(f"{path}?period=this_month").content.decode()
+        assert "Not enough data for this period." in page, path
+        assert 'data-empty-reason="no_usage_yet"' in page, path
+        assert 'id="bottleneck"' not in page and "no payback" not in page, path

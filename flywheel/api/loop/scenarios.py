@@ -14,10 +14,14 @@ from flywheel.api.loop.writes import ERRORS, RATIO
 from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.loop.goals import GoalSpec
 from flywheel.domain.loop.levers import ESTIMATES
+from flywheel.selectors.kpis import empty_reason_of
 from flywheel.selectors.loop.scenarios import scenario_get
+from flywheel.selectors.loop.shapes import rfc3339
+from flywheel.selectors.measurement import FACTORY
 from metering.selectors.usage import window_resolve
 from portal import clock
 from portal.access import user_role
+from portal.errors import FieldError
 from portal.models import Role, Scope
 from portal.permissions import TokenScopePermission
 
@@ -104,7 +108,14 @@ class ScenarioView(APIView):
         body = ScenarioSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        period = window_resolve({k: data[k] for k in ("from", "to") if data.get(k)}).period
+        window = window_resolve({k: data[k] for k in ("from", "to") if data.get(k)})
+        if reason := empty_reason_of(window=window, scope=FACTORY):
+            raise FieldError(
+                "from",
+                f"not enough data: nothing is measured in [{rfc3339(window.start)}, "
+                f"{rfc3339(window.to)}) ({reason}); choose an earlier period",
+            )
+        period = window.period
         goal = data.get("goal")
         result = scenario_get(
             start=period.start,
