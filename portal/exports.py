@@ -15,11 +15,12 @@ def csv_cell(value) -> str:
     return "'" + text if text.startswith(FORMULA_PREFIXES) else text
 
 
-def csv_query(request) -> str:
-    """The query string of a page's CSV link: the same filter, every row (no page)."""
+def export_query(request, *, format: str = "csv") -> str:
+    """The query string of a page's download link: the same filter and period, every row
+    (no page), in `format`."""
     query = request.GET.copy()
-    query.pop("page", None)  # the CSV holds every row of the filter, not one page
-    query["format"] = "csv"
+    query.pop("page", None)  # a download holds every row of the filter, not one page
+    query["format"] = format
     return query.urlencode()
 
 

@@ -13,7 +13,7 @@ from billing.selectors.invoices import invoice_get, invoice_list
 from billing.services.invoices import InvoiceError, invoice_pay, invoice_void
 from portal.access import Capability, user_may, user_role
 from portal.decorators import role_required
-from portal.exports import csv_query, csv_response
+from portal.exports import csv_response, export_query
 from portal.models import Role, Tenant
 
 PAGE_SIZE = 50
@@ -59,7 +59,7 @@ def invoices(request):
             "tenant": tenant,
             "is_member": is_member,
             "tenants": [] if is_member else Tenant.objects.order_by("name"),
-            "csv_query": csv_query(request),
+            "csv_query": export_query(request),
         },
     )
 

@@ -6,7 +6,7 @@ from django.shortcuts import render
 from billing.models import Account
 from billing.selectors.ledger import ledger_balances, ledger_postings
 from portal.decorators import role_required
-from portal.exports import csv_query, csv_response
+from portal.exports import csv_response, export_query
 from portal.models import Role, Tenant
 from portal.periods import period_resolve
 
@@ -64,6 +64,6 @@ def ledger(request):
             "tenant": tenant,
             "period": period,
             "window": window,
-            "csv_query": csv_query(request),
+            "csv_query": export_query(request),
         },
     )

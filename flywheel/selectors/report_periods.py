@@ -11,13 +11,14 @@ from portal.errors import FieldError
 from portal.periods import Window, month_start, months_after
 
 
-def report_period_parse(value: str, *, now: datetime | None = None) -> Window:
-    """A report's period: `YYYY-MM`, `YYYY-Qn` or a preset; one still running is measured to
-    the current hour. FieldError naming `period` when it has not started."""
+def report_period_parse(params, *, now: datetime | None = None) -> Window:
+    """A report's period from request parameters: `period=` (`YYYY-MM`, `YYYY-Qn` or a
+    preset) or custom `from`/`to`, as every page resolves it; one still running is measured
+    to the current hour. FieldError naming `period` (or `from`) when it has not started."""
     now = now or clock.now()
-    window = window_resolve({"period": value}, now=now)
+    window = window_resolve(params, now=now)
     if window.start >= now:
-        raise FieldError("period", "it has not started yet")
+        raise FieldError("period" if params.get("period") else "from", "it has not started yet")
     return window
 
 
@@ -33,5 +34,5 @@ def report_periods(*, now: datetime | None = None) -> list[Window]:
         quarter = f"{month.year}-Q{(month.month - 1) // 3 + 1}"
         keys += [f"{month:%Y-%m}"] + ([quarter] if quarter not in keys else [])
         month = months_after(month, 1)
-    periods = [report_period_parse(key, now=now) for key in keys]
+    periods = [report_period_parse({"period": key}, now=now) for key in keys]
     return sorted(periods, key=lambda p: (p.start, p.period.end), reverse=True)

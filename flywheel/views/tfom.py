@@ -26,7 +26,7 @@ from metering.selectors.usage import window_resolve
 from portal.charts import base_layout, figure_json
 from portal.decorators import role_required
 from portal.errors import FieldError
-from portal.exports import csv_response
+from portal.exports import csv_response, export_query
 from portal.models import Role
 
 TREND_MONTHS = 12
@@ -154,7 +154,7 @@ def investor(request):
         tfom=t,
         sections={section.key: section for section in report.sections},
         bands=[
-            (label, getattr(t, key), band_of(key, getattr(t, key)), EXPLAIN[key])
+            (key, label, getattr(t, key), band_of(key, getattr(t, key)), EXPLAIN[key])
             for key, label in BAND_KEYS
         ],
         ebitda_margin=(t.ebitda / t.revenue) if t.revenue else None,
@@ -175,8 +175,7 @@ def investor(request):
 def tfom_reports(request):
     """Without `period`: the months and quarters with download links. With `period`
     (YYYY-MM or YYYY-Qn): the report as HTML, or as `format` csv, xlsx or pdf."""
-    key = request.GET.get("period")
-    if not key:
+    if not any(request.GET.get(name) for name in ("period", "from", "to")):
         return render(
             request,
             "flywheel/tfom/reports.html",
@@ -186,7 +185,18 @@ def tfom_reports(request):
                 "formats": ("csv", "xlsx", "pdf"),
             },
         )
-    period = report_period_parse(key)
+    period = report_period_parse(request.GET)
+    if empty_reason := empty_reason_of(window=period, scope=FACTORY):
+        return render(
+            request,
+            "flywheel/tfom/reports_detail.html",
+            {
+                "title": f"TFOM report · {period.caption}",
+                "period": period,
+                "window": period,
+                "empty_reason": empty_reason,
+            },
+        )
     try:
         report = tfom_report_build(start=period.start, end=period.period.end, label=period.caption)
     except FieldError as error:
@@ -196,7 +206,10 @@ def tfom_reports(request):
             {"title": f"TFOM report · {period.caption}", "period": period, "error": error.message},
         )
     output = request.GET.get("format", "html")
-    filename = f"tfom-{period.key}"
+    key = (
+        period.key if period.key != "custom" else f"{period.start:%Y%m%dT%H}-{period.end:%Y%m%dT%H}"
+    )
+    filename = f"tfom-{key}"
     if output == "csv":
         return csv_response(
             filename=f"{filename}.csv", header=CSV_HEADER, rows=report_csv_rows(report)
@@ -217,7 +230,7 @@ def tfom_reports(request):
             "title": f"TFOM report · {period.caption}",
             "period": period,
             "report": report,
-            "formats": ("csv", "xlsx", "pdf"),
+            "downloads": {f: export_query(request, format=f) for f in ("csv", "xlsx", "pdf")},
         },
     )
 

@@ -7,7 +7,7 @@ from metering.selectors.usage import usage_daily_by_model, window_resolve
 from portal.access import user_role
 from portal.charts import figure_json, usage_by_model_chart
 from portal.decorators import role_required
-from portal.exports import csv_response
+from portal.exports import csv_response, export_query
 from portal.models import Role, Tenant
 
 CSV_FIELDS = [
@@ -43,9 +43,6 @@ def usage(request):
     totals = {
         k: sum(r[k] for r in rows) for k in ("requests", "errors", "input_tokens", "output_tokens")
     }
-    csv_query = request.GET.copy()
-    csv_query.pop("page", None)  # the CSV holds every row of the period, not one page
-    csv_query["format"] = "csv"
     return render(
         request,
         "metering/usage/usage.html",
@@ -53,7 +50,7 @@ def usage(request):
             "title": "Usage",
             "page": Paginator(rows, USAGE_PAGE_SIZE).get_page(request.GET.get("page")),
             "row_count": len(rows),
-            "csv_query": csv_query.urlencode(),
+            "csv_query": export_query(request),
             "totals": totals,
             "period": period,
             "window": window,

@@ -27,23 +27,23 @@ def finance(users, token_client, client):
 
 
 def test_report_period_parse_months_and_quarters(db):
-    april = report_period_parse("2026-04", now=NOW)
+    april = report_period_parse({"period": "2026-04"}, now=NOW)
     assert (april.start, april.end, april.label) == (
         datetime(2026, 4, 1, tzinfo=UTC),
         datetime(2026, 5, 1, tzinfo=UTC),
         "April 2026",
     )
-    q2 = report_period_parse("2026-Q2", now=NOW)
+    q2 = report_period_parse({"period": "2026-Q2"}, now=NOW)
     assert (q2.start, q2.end, q2.label) == (
         datetime(2026, 4, 1, tzinfo=UTC),
         datetime(2026, 7, 1, tzinfo=UTC),
         "Q2 2026",
     )
-    q4 = report_period_parse("2026-Q4", now=NOW)  # still running: to the current hour
+    q4 = report_period_parse({"period": "2026-Q4"}, now=NOW)  # still running: to the current hour
     assert (q4.period.end, q4.is_to_date) == (datetime(2026, 11, 30, 3, tzinfo=UTC), True)
     for bad in ("2026-13", "2026-Q5", "April", "2027-01"):
         with pytest.raises(FieldError, match="period"):
-            report_period_parse(bad, now=NOW)
+            report_period_parse({"period": bad}, now=NOW)
 
 
 def test_reports_page_lists_months_and_quarters_with_downloads(finance):

@@ -135,9 +135,9 @@ def test_month_arithmetic_crosses_years(now):
 
 @on_every_clock
 def test_report_periods_at_every_clock(db, now):
-    this_month = report_period_parse(f"{now:%Y-%m}")
+    this_month = report_period_parse({"period": f"{now:%Y-%m}"})
     last = months_before(now, 1)
-    last_month = report_period_parse(f"{last:%Y-%m}")
+    last_month = report_period_parse({"period": f"{last:%Y-%m}"})
     quarter = f"{last:%Y}-Q{(last.month - 1) // 3 + 1}"
 
     # The month in progress runs to the current hour (at least its first hour).
@@ -150,10 +150,10 @@ def test_report_periods_at_every_clock(db, now):
         False,
     )
     # Its quarter is still running in December, and over on 1 January.
-    q4 = report_period_parse(quarter)
+    q4 = report_period_parse({"period": quarter})
     assert q4.is_to_date == (now.month == 12)
     with pytest.raises(FieldError, match="not started"):
-        report_period_parse(f"{next_month(now):%Y-%m}")
+        report_period_parse({"period": f"{next_month(now):%Y-%m}"})
 
 
 def test_window_resolve_stops_where_usage_is_metered(db, now, tenant_a):
