@@ -1,7 +1,9 @@
-"""CSV exports: every download goes through here so no cell can start a spreadsheet formula."""
+"""CSV exports: every download goes through here, so numbers stay numbers and no text cell
+can start a spreadsheet formula."""
 
 import csv
 from collections.abc import Iterable, Sequence
+from decimal import Decimal
 
 from django.http import HttpResponse
 
@@ -9,9 +11,14 @@ FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
 def csv_cell(value) -> str:
-    """The cell as text; a leading = + - @ (or tab/CR) is escaped with a quote (OWASP CSV
-    injection), so '-12.50' becomes "'-12.50" and stays readable."""
-    text = "" if value is None else str(value)
+    """The cell as written: a number as a number (negatives included, so a spreadsheet reads
+    -12.50 as minus twelve fifty); text with a leading = + - @ (or tab/CR) escaped with a
+    quote (OWASP CSV injection), so the name "=HYPERLINK(…)" stays text."""
+    if value is None:
+        return ""
+    if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+        return str(value)
+    text = str(value)
     return "'" + text if text.startswith(FORMULA_PREFIXES) else text
 
 

@@ -215,14 +215,15 @@ def measure(*, start: str, end: str) -> dict:
 
 
 def kpis(*, start: str, end: str, profile: bool = False) -> dict:
-    """FactoryData(...).kpis(...) of the factory over [start, end): time and query count."""
+    """FactoryData(...).kpis(...) of the factory over [start, end), measured from the rollups
+    and the rating as the measure job does (no day snapshot read): time and query count."""
     period_start, period_end = _parse(start), _parse(end)
     profiler = cProfile.Profile() if profile else None
     with CaptureQueriesContext(connection) as queries:
         started = time.perf_counter()
         if profiler:
             profiler.enable()
-        data = FactoryData(start=period_start, end=period_end)
+        data = FactoryData(start=period_start, end=period_end, snapshots=False)
         result = data.kpis(scope="factory", start=period_start, end=period_end)
         if profiler:
             profiler.disable()

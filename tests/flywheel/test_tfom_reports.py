@@ -9,7 +9,6 @@ import pytest
 
 from flywheel.selectors.report_periods import report_period_parse
 from portal.errors import FieldError
-from portal.exports import FORMULA_PREFIXES
 from tests.flywheel.test_tfom_api import build_factory, post_april_usage
 
 NOW = datetime(2026, 11, 30, 3, 55, tzinfo=UTC)
@@ -78,18 +77,13 @@ def _csv(response) -> list[dict]:
     return list(csv.DictReader(io.StringIO(text)))
 
 
-def _uncell(text: str) -> str:
-    """Undo csv_cell's formula guard: a leading quote before = + - @ is not data."""
-    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA_PREFIXES) else text
-
-
 def test_report_csv_round_trips_exact_figures(finance):
     response = finance.get("/reports/tfom/?period=2026-04&format=csv")
     assert response.status_code == 200
     assert response["Content-Disposition"] == 'attachment; filename="tfom-2026-04.csv"'
     rows = _csv(response)
-    figures = {(r["section"], r["key"]): _uncell(r["value"]) for r in rows}
-    amounts = {(r["section"], r["key"]): _uncell(r["amount"]) for r in rows}
+    figures = {(r["section"], r["key"]): r["value"] for r in rows}
+    amounts = {(r["section"], r["key"]): r["amount"] for r in rows}
     assert figures[("pnl", "revenue")] == "14931.92"
     assert figures[("pnl", "cogs")] == "9385.20"
     assert figures[("pnl", "ebitda")] == "1946.72"
@@ -109,10 +103,10 @@ def test_report_csv_round_trips_exact_figures(finance):
     assert rows[0].keys() == {
         "section", "key", "item", "value", "unit", "amount", "currency", "note"
     }  # fmt: skip
-    # Round trip: every number parses back as a Decimal.
+    # Round trip: every number parses back as a Decimal, negatives without a text quote.
     for row in rows:
         if row["value"]:
-            Decimal(_uncell(row["value"]))
+            Decimal(row["value"])
 
 
 def test_report_xlsx_has_a_sheet_per_section_and_numeric_cells(finance):
