@@ -16,7 +16,9 @@ def csv_cell(value) -> str:
     quote (OWASP CSV injection), so the name "=HYPERLINK(…)" stays text."""
     if value is None:
         return ""
-    if isinstance(value, int | float | Decimal) and not isinstance(value, bool):
+    if isinstance(value, Decimal):
+        return f"{value:f}"  # positional: 0E-10 reads as 0.0000000000
+    if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
     text = str(value)
     return "'" + text if text.startswith(FORMULA_PREFIXES) else text

@@ -26,6 +26,7 @@ from billing.services.ledger import (
 from metering.selectors.sla.months import SlaMonth, sla_month_list
 from portal import clock
 from portal.models import Tenant
+from portal.money import decimal_plain, money_text
 from portal.periods import next_month
 
 ZERO = Decimal(0)
@@ -150,7 +151,8 @@ def sla_month_close(
                         kind=LedgerTransaction.Kind.SLA_CREDIT,
                         memo=(
                             f"SLA credit {sla.tenant.name} {sla.month}: "
-                            f"{figures.credit_pct.normalize()}% of {base}"
+                            f"{decimal_plain(figures.credit_pct)}% of "
+                            f"{money_text(amount=base, currency=figures.currency)}"
                         ),
                         legs=[
                             Leg(account_named("contra:sla-credits"), credit.amount),

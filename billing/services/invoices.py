@@ -38,7 +38,7 @@ from metering.selectors.usage import hourly_usage_list
 from portal import clock
 from portal.closing import month_close
 from portal.models import Tenant
-from portal.money import round_money
+from portal.money import decimal_plain, money_text, round_money
 from portal.periods import month_start as month_of
 from portal.periods import months_before, next_month
 from portal.services import audit_record
@@ -131,8 +131,9 @@ def _sla_lines(*, tenant: Tenant, month_start: datetime) -> list[tuple[LineIn, S
                 discount=credit.amount,
                 amount=-credit.amount,
                 description=(
-                    f"SLA credit for {credit.month_start:%Y-%m}: {credit.credit_pct.normalize()}%"
-                    f" of {credit.base_amount} (uptime {_pct(credit.uptime)})"
+                    f"SLA credit for {credit.month_start:%Y-%m}: {decimal_plain(credit.credit_pct)}%"
+                    f" of {money_text(amount=credit.base_amount, currency=settings.FACTORY_CURRENCY)}"
+                    f" (uptime {_pct(credit.uptime)})"
                 ),
             ),
             credit,

@@ -271,6 +271,22 @@ def profile_ingest(*, seq0: int, batches: int) -> dict:
     return {"seconds": seconds, "events": batches * 1000, "profile": _profile_text(profiler)}
 
 
+def profile_read(*, path: str, token: str) -> dict:
+    """cProfile of one API read served in-process (the Django test client, no server), to
+    show where a slow read spends its time."""
+    from django.test import Client
+
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    client.get(path)  # warm
+    profiler = cProfile.Profile()
+    started = time.perf_counter()
+    profiler.enable()
+    response = client.get(path)
+    profiler.disable()
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "status": response.status_code, "profile": _profile_text(profiler)}
+
+
 def _profile_text(profiler: cProfile.Profile, limit: int = 25) -> str:
     out = io.StringIO()
     stats = pstats.Stats(profiler, stream=out)

@@ -387,7 +387,16 @@ class Bench:
                 "≤ 1",
                 verdict(slowest / 2, 1, False),
             )
-        self.results["widest"] = {"seconds": times, "query": query}
+        slowest_path = max(times, key=lambda p: max(times[p]))
+        profile = self.agents["large"].call(
+            "profile_read",
+            path=f"{slowest_path}?{query}{paths[slowest_path]}",
+            token=self.ids["large"]["token"],
+        )
+        (config.OUT_DIR / "profile-widest.txt").write_text(
+            f"GET {slowest_path} over 3 years\n{profile.pop('profile')}"
+        )
+        self.results["widest"] = {"seconds": times, "query": query, "profile": profile}
 
     def rollups(self) -> None:
         """Goal 4: incremental rollup of one hour of new events vs a full rebuild (large)."""

@@ -18,3 +18,15 @@ from portal.templatetags.portal import money
 )
 def test_money_shows_cents_with_separators(value, shown):
     assert money(value) == shown
+
+
+def test_memo_numbers_read_as_people_write_them():
+    """The ledger memo said '1E+1% of 595823.32': percentages positional, money grouped."""
+    from portal.money import decimal_plain, money_text
+
+    assert decimal_plain(Decimal("10")) == "10"
+    assert decimal_plain(Decimal("10.00")) == "10"
+    assert decimal_plain(Decimal("2.50")) == "2.5"
+    assert decimal_plain(Decimal("0E-10")) == "0"
+    assert money_text(amount=Decimal("595823.315"), currency="USD") == "595,823.32 USD"
+    assert money_text(amount=Decimal("1234"), currency="JPY") == "1,234 JPY"
