@@ -108,3 +108,32 @@ def period_picker(context):
         "kept": kept,
         "query": urlencode(kept),
     }
+
+
+@register.filter
+def audit_changes(entry) -> list[tuple[str, str, str]]:
+    """An audit entry as (field, before, after) for each field it changed (a creation: every
+    field after; a deletion: every field before), values in words."""
+    before, after = entry.before or {}, entry.after or {}
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return [("", audit_value(before or None), audit_value(after or None))]
+    fields = [*before, *(key for key in after if key not in before)]
+    return [
+        (field, audit_value(before.get(field)), audit_value(after.get(field)))
+        for field in fields
+        if before.get(field) != after.get(field) or not (before and after)
+    ]
+
+
+def audit_value(value) -> str:
+    """A recorded value as people read it: — for nothing, yes/no, lists joined, JSON dicts
+    as key: value."""
+    if value is None or value == "":
+        return "—"
+    if value is True or value is False:
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(audit_value(item) for item in value) or "—"
+    if isinstance(value, dict):
+        return "; ".join(f"{key}: {audit_value(item)}" for key, item in value.items()) or "—"
+    return str(value)
