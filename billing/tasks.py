@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from celery import shared_task
 
 from billing.services.invoices import invoice_run
+from billing.services.rated import rated_months_refresh
 from metering.services.usage.rollup import rollup_pending
 from portal import clock
 from portal.periods import month_start
@@ -39,3 +40,17 @@ def invoice_month_task(month: str | None = None) -> None:
         len(run.errors),
         run.errors or "",
     )
+
+
+@shared_task(
+    name="billing.rate_months",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    time_limit=900,
+    ignore_result=True,
+)
+def rate_months_task() -> None:
+    """Bring the rated tenant-months of this and last month up to date after the fold.
+    Idempotent: a tenant-month whose inputs did not change is not rated again."""
+    rollup_pending()
+    log.info("rate: %d tenant-months up to date", rated_months_refresh())

@@ -30,6 +30,9 @@ class Tenant(models.Model):
     slug = models.SlugField(max_length=64, unique=True)
     name = models.CharField(max_length=200)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    # Who invoices are addressed to (default: the name) and where.
+    billing_name = models.CharField(max_length=200, blank=True)
+    billing_address = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -78,16 +78,5 @@ def money_str(*, amount: Decimal | None, currency: str) -> str | None:
     return None if amount is None else str(round_money(amount=amount, currency=currency))
 
 
-def money_text(*, amount: Decimal, currency: str) -> str:
-    """An amount as people read it in a memo or a line: 595,823.32 USD."""
-    return f"{round_money(amount=amount, currency=currency):,} {currency}"
-
-
-def decimal_plain(value: Decimal) -> str:
-    """A decimal as positional text without trailing zeros: 10 (not 1E+1), 2.5, 0."""
-    text = f"{value.normalize():f}"
-    return "0" if text in ("-0", "") else text
-
-
 def is_rounded(*, amount: Decimal, currency: str) -> bool:
     return amount == round_money(amount=amount, currency=currency)

@@ -23,6 +23,7 @@ NAV: list[NavItem] = [
     NavItem("Usage", "usage", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Factory"),
     NavItem("Metering", "metering", frozenset({Role.OPERATOR}), "Factory"),
     NavItem("Incidents", "incidents", frozenset({Role.OPERATOR}), "Factory"),
+    NavItem("SLA", "sla-page", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Factory"),
     NavItem(
         "Invoices", "invoices", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Billing"
     ),

@@ -289,6 +289,8 @@ DEMO_STEPS = [
 
 # The issuer named on invoices and reports.
 FACTORY_NAME = os.environ.get("FACTORY_NAME", "Token Factory")
+# The issuer's postal address on invoices, lines separated by "\n" in the variable.
+FACTORY_ADDRESS = os.environ.get("FACTORY_ADDRESS", "").replace("\\n", "\n")
 
 # Celery: with no broker, tasks run eagerly in-process (the embedded default).
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
@@ -308,6 +310,8 @@ CELERY_BEAT_SCHEDULE = {
     "rollup": {"task": "metering.rollup_pending", "schedule": 60.0},
     # KPI snapshots for the current day and month; closes finished days and months.
     "measure": {"task": "flywheel.measure", "schedule": crontab(minute="*/15")},
+    # Rated tenant-months (the SLA credit base, minimum shortfalls) of this and last month.
+    "rate": {"task": "billing.rate_months", "schedule": crontab(minute="*/15")},
     # Rate last month, post it to the ledger, issue invoices and close its SLA.
     "invoice": {
         "task": "billing.invoice_month",

@@ -67,6 +67,12 @@ class ContractSerializer(ModelSerializer):
         required=False,
         help_text="[[uptime below, percent], ...]; default [[0.999, 10], [0.99, 25], [0.95, 100]]",
     )
+    payment_terms_days = serializers.IntegerField(
+        min_value=0,
+        max_value=365,
+        default=30,
+        help_text="invoices are due this many days after issue",
+    )
 
     class Meta:
         model = Contract
@@ -80,6 +86,7 @@ class ContractSerializer(ModelSerializer):
             "committed_minimum",
             "currency",
             "credit_tiers",
+            "payment_terms_days",
             "effective_from",
         ]
         validators = []  # the service reports a duplicate version on effective_from

@@ -19,7 +19,9 @@ from billing.domain.rating.types import (
     RatedItem,
     TokenClass,
     month_bounds,
+    total_discount_pct,
 )
+from portal.formatting import decimal_plain, tokens_short
 from portal.money import EXACT, MILLION, is_rounded, round_money
 
 ZERO = Decimal(0)
@@ -27,34 +29,37 @@ ZERO = Decimal(0)
 _CLASS_ORDER = {token_class: index for index, token_class in enumerate(TokenClass)}
 
 
-def _plain(value: Decimal) -> str:
-    """A Decimal without exponent or trailing zeros: 2.00 -> '2', 0.1750 -> '0.175'."""
-    text = format(value.normalize(), "f")
-    return text if text != "-0" else "0"
-
-
 def usage_lines(*, items: Iterable[RatedItem], currency: str) -> list[InvoiceLine]:
     """One usage line per (model, token class, list unit price, combined discount %)."""
-    quantities: dict[tuple[str, TokenClass, Decimal, Decimal], int] = {}
+    quantities: dict[tuple, int] = {}
     for rated in items:
         if not rated.is_paid:
             continue
-        pct = rated.total_discount_pct
+        discounts = (rated.contract_discount_pct, rated.tier_discount_pct, rated.tier_from_tokens)
         for charge in rated.charges:
-            key = (rated.item.model, charge.token_class, charge.list_unit_price, pct)
+            key = (rated.item.model, charge.token_class, charge.list_unit_price, discounts)
             quantities[key] = quantities.get(key, 0) + charge.quantity
     lines = []
-    for (model, token_class, unit_price, pct), quantity in sorted(
-        quantities.items(), key=lambda kv: (kv[0][0], _CLASS_ORDER[kv[0][1]], kv[0][2], kv[0][3])
+    for (model, token_class, unit_price, discounts), quantity in sorted(
+        quantities.items(),
+        key=lambda kv: (kv[0][0], _CLASS_ORDER[kv[0][1]], kv[0][2], kv[0][3][1], kv[0][3][0]),
     ):
+        contract_pct, tier_pct, tier_from = discounts
+        pct = total_discount_pct(contract=contract_pct, tier=tier_pct)
         with localcontext(EXACT):
             list_exact = quantity * unit_price / MILLION
             amount_exact = list_exact * (Decimal(100) - pct) / Decimal(100)
         list_amount = round_money(amount=list_exact, currency=currency)
         amount = round_money(amount=amount_exact, currency=currency)
-        description = f"{model} {token_class} tokens at {_plain(unit_price)} per million"
-        if pct:
-            description += f", {_plain(pct)}% discount"
+        description = f"{model} {token_class} tokens at {decimal_plain(unit_price)} per million"
+        if contract_pct:
+            description += f", contract discount {decimal_plain(contract_pct)}%"
+        if tier_pct:
+            description += (
+                f", volume tier ≥ {tokens_short(tier_from)} tokens: −{decimal_plain(tier_pct)}%"
+            )
+        if contract_pct and tier_pct:
+            description += f" ({decimal_plain(pct)}% off in all)"
         lines.append(
             InvoiceLine(
                 kind=LineKind.USAGE,
@@ -116,7 +121,7 @@ def minimum_line(
         list_amount=shortfall,
         discount=round_money(amount=ZERO, currency=currency),
         amount=shortfall,
-        description=(f"Committed minimum {_plain(committed_minimum)} {currency}: shortfall"),
+        description=(f"Committed minimum {decimal_plain(committed_minimum)} {currency}: shortfall"),
     )
 
 

@@ -1,6 +1,7 @@
 from billing.models.invoices import Invoice, InvoiceCounter, InvoiceLine, PromotionUse, SlaCredit
 from billing.models.ledger import Account, AppendOnlyModel, LedgerTransaction, Posting
 from billing.models.pricing import DEFAULT_CREDIT_TIERS, Contract, Price, PromotionalCredit
+from billing.models.rated import RatedTenantMonth
 
 __all__ = [
     "DEFAULT_CREDIT_TIERS",
@@ -15,5 +16,6 @@ __all__ = [
     "Price",
     "PromotionUse",
     "PromotionalCredit",
+    "RatedTenantMonth",
     "SlaCredit",
 ]

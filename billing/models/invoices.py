@@ -28,6 +28,7 @@ class Invoice(models.Model):
     total = models.DecimalField(max_digits=20, decimal_places=4)  # Σ of the rounded lines
     created_at = models.DateTimeField(auto_now_add=True)
     issued_at = models.DateTimeField(null=True, blank=True)
+    due_at = models.DateTimeField(null=True, blank=True)  # issued + the contract's terms
     paid_at = models.DateTimeField(null=True, blank=True)
     voided_at = models.DateTimeField(null=True, blank=True)
     issue_transaction = models.OneToOneField(
@@ -47,6 +48,10 @@ class Invoice(models.Model):
 
     def __str__(self) -> str:
         return self.number or f"draft {self.tenant} {self.period_start:%Y-%m}"
+
+    def is_overdue(self, *, now) -> bool:
+        """Issued, unpaid and past its due date."""
+        return self.status == self.Status.ISSUED and self.due_at is not None and self.due_at < now
 
     @property
     def period_last_day(self):

@@ -48,7 +48,7 @@ class Price(models.Model):
 class Contract(models.Model):
     """A tenant's commercial terms from `effective_from` (whole UTC hour) until the next
     version: kind, discount, graduated volume tiers, free allowance, committed minimum and
-    SLA credit tiers."""
+    SLA credit tiers, payment terms."""
 
     Kind = models.TextChoices("Kind", [(k.name, k.value) for k in ContractKind])
 
@@ -62,6 +62,8 @@ class Contract(models.Model):
     currency = models.CharField(max_length=3)
     # [[uptime below, percent], ...]; the target is the highest threshold.
     credit_tiers = models.JSONField(default=default_credit_tiers, blank=True)
+    # An invoice is due this many days after it is issued.
+    payment_terms_days = models.PositiveSmallIntegerField(default=30)
     effective_from = models.DateTimeField(validators=[validate_whole_hour])
     created_at = models.DateTimeField(auto_now_add=True)
 

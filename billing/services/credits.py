@@ -13,9 +13,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from billing.domain.credits import credit_amount, credit_pct_for, target_of
-from billing.domain.rating.types import LineKind, RatingError
+from billing.domain.rating.types import RatingError
 from billing.models import Contract, LedgerTransaction, SlaCredit
-from billing.selectors.rating import month_rate
 from billing.services.ledger import (
     Leg,
     account_named,
@@ -23,10 +22,11 @@ from billing.services.ledger import (
     accrual_date,
     ledger_post,
 )
+from billing.services.rated import tenant_month_totals
 from metering.selectors.sla.months import SlaMonth, sla_month_list
 from portal import clock
+from portal.formatting import decimal_plain, money_text
 from portal.models import Tenant
-from portal.money import decimal_plain, money_text
 from portal.periods import next_month
 
 ZERO = Decimal(0)
@@ -62,21 +62,19 @@ def _contract(tenant: Tenant, month_start: datetime) -> Contract | None:
 def usage_amounts(
     *, tenants: list[Tenant], month_start: datetime
 ) -> dict[int, tuple[Decimal, str] | RatingError]:
-    """Per tenant, the month's usage lines after discounts and tiers, before promotions
-    (the base of an SLA credit), rating the month once for all of them (by day: the lines
-    are the same as hourly); a tenant that cannot be rated gets its RatingError."""
-    start = month_start
-    rating = month_rate(month_start=start, tenants=tenants, by_day=(start, next_month(start)))
-    amounts: dict[int, tuple[Decimal, str] | RatingError] = dict(rating.errors)
-    for tenant_id, rated in rating.rated.items():
-        usage = (line.amount for line in rated.lines if line.kind == LineKind.USAGE)
-        amounts[tenant_id] = (sum(usage, ZERO), rated.currency)
-    return amounts
+    """Per tenant with usage, the month's usage lines after discounts and tiers, before
+    promotions (the base of an SLA credit), from the rated tenant-months (rated again only
+    where their inputs changed); a tenant that cannot be rated gets its RatingError."""
+    return {
+        pk: totals.error or (totals.usage_amount, totals.currency)
+        for pk, totals in tenant_month_totals(month_start=month_start, tenants=tenants).items()
+    }
 
 
 def usage_amount(*, tenant: Tenant, month_start: datetime) -> tuple[Decimal, str]:
     """One tenant's base (`usage_amounts`); RatingError names a missing price."""
-    amount = usage_amounts(tenants=[tenant], month_start=month_start)[tenant.pk]
+    amounts = usage_amounts(tenants=[tenant], month_start=month_start)
+    amount = amounts.get(tenant.pk, (ZERO, settings.FACTORY_CURRENCY))  # no usage: nothing
     if isinstance(amount, RatingError):
         raise amount
     return amount

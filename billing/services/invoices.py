@@ -4,7 +4,7 @@ pay, void by reversal; the monthly run that does it for every tenant."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -34,11 +34,13 @@ from billing.services.ledger import (
     ledger_post,
     ledger_reverse,
 )
+from billing.services.pricing import contract_in_force
 from metering.selectors.usage import hourly_usage_list
 from portal import clock
 from portal.closing import month_close
+from portal.formatting import decimal_plain, money_text
 from portal.models import Tenant
-from portal.money import decimal_plain, money_text, round_money
+from portal.money import round_money
 from portal.periods import month_start as month_of
 from portal.periods import months_before, next_month
 from portal.services import audit_record
@@ -259,9 +261,13 @@ def invoice_finalize(*, invoice: Invoice, by=None, now: datetime | None = None) 
     )
     invoice.status = Invoice.Status.ISSUED
     invoice.issued_at = now
+    terms = contract_in_force(tenant=invoice.tenant, when=invoice.period_end - timedelta(hours=1))
+    invoice.due_at = now + timedelta(days=terms.payment_terms_days if terms else 30)
     if invoice.total == 0:  # nothing due (a promotion covered it): settled when issued
         invoice.status, invoice.paid_at = Invoice.Status.PAID, now
-    invoice.save(update_fields=["number", "issue_transaction", "status", "issued_at", "paid_at"])
+    invoice.save(
+        update_fields=["number", "issue_transaction", "status", "issued_at", "due_at", "paid_at"]
+    )
     audit_record(actor=by, action="invoice.issue", object_type="invoice", object_id=invoice.number)
     return invoice
 

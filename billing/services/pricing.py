@@ -108,6 +108,7 @@ def contract_create(
     volume_tiers: list[dict] | None = None,
     committed_minimum: Decimal = Decimal(0),
     credit_tiers: list | None = None,
+    payment_terms_days: int = 30,
     by=None,
 ) -> Contract:
     """Add a contract version for a tenant, in force from effective_from."""
@@ -121,6 +122,8 @@ def contract_create(
         raise FieldError("free_tokens_per_month", "must not be negative")
     if committed_minimum < 0:
         raise FieldError("committed_minimum", "must not be negative")
+    if not 0 <= payment_terms_days <= 365:
+        raise FieldError("payment_terms_days", "must be between 0 and 365 days")
     if Contract.objects.filter(tenant=tenant, effective_from=effective_from).exists():
         raise FieldError("effective_from", f"{tenant.slug} already has a contract from then")
     contract = Contract(
@@ -131,6 +134,7 @@ def contract_create(
         volume_tiers=_tiers(volume_tiers or []),
         committed_minimum=committed_minimum,
         currency=currency,
+        payment_terms_days=payment_terms_days,
         effective_from=effective_from,
     )
     if credit_tiers is not None:

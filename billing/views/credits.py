@@ -6,12 +6,13 @@ from django.shortcuts import render
 
 from billing.charts import sla_history_chart
 from billing.services.credits import sla_figures_list
+from metering.selectors.usage import metered_months
 from portal import clock
 from portal.access import tenant_get, user_role, user_tenant
 from portal.charts import figure_json
 from portal.decorators import role_required
 from portal.models import Role, Tenant
-from portal.periods import month_start, months_before
+from portal.periods import Period, month_start, months_before, next_month
 
 SLA_MONTHS = 6  # months of history on the SLA page
 
@@ -38,10 +39,17 @@ def sla(request):
             "chart": figure_json(sla_history_chart(history)),
         }
     else:
-        month = _month_param(request.GET.get("month"), default=this_month)
+        # Opens on the last month with usage (this month once it has any), within the
+        # 13 months usage is kept.
+        recent = Period(months_before(this_month, 12), next_month(this_month))
+        metered = metered_months(within=[recent])
+        month = _month_param(
+            request.GET.get("month"), default=metered[-1] if metered else this_month
+        )
+        months = [months_before(this_month, n) for n in range(SLA_MONTHS)]
         context |= {
             "month": month,
-            "months": [months_before(this_month, n) for n in range(SLA_MONTHS)],
+            "months": months if month in months else [*months, month],
             "rows": sla_figures_list(month_start=month, user=request.user),
         }
     context["tenants"] = [] if is_member else Tenant.objects.order_by("name")

@@ -11,6 +11,8 @@ from django.views.decorators.http import require_POST
 from billing.models import Invoice
 from billing.selectors.invoices import invoice_get, invoice_list
 from billing.services.invoices import InvoiceError, invoice_pay, invoice_void
+from billing.services.pricing import contract_in_force
+from portal import clock
 from portal.access import Capability, user_may, user_role
 from portal.decorators import role_required
 from portal.exports import csv_response, export_query
@@ -24,6 +26,11 @@ INVOICE_CSV_HEADER = [
 ]  # fmt: skip
 
 
+INVOICES_CSV_HEADER = [
+    "number", "tenant", "month", "status", "total", "currency", "issued_at", "due_at",
+]  # fmt: skip
+
+
 @role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
 def invoices(request):
     """Invoices, newest month first; tenants see their own."""
@@ -33,7 +40,7 @@ def invoices(request):
     if request.GET.get("format") == "csv":
         return csv_response(
             filename="invoices.csv",
-            header=["number", "tenant", "month", "status", "total", "currency", "issued_at"],
+            header=INVOICES_CSV_HEADER,
             rows=(
                 (
                     i.number or "",
@@ -43,6 +50,7 @@ def invoices(request):
                     i.total,
                     i.currency,
                     i.issued_at.isoformat() if i.issued_at else "",
+                    i.due_at.isoformat() if i.due_at else "",
                 )
                 for i in rows
             ),
@@ -66,12 +74,19 @@ def invoices(request):
 
 def _document_context(invoice: Invoice) -> dict:
     lines = list(invoice.lines.all())
+    if invoice.due_at and invoice.issued_at:
+        terms_days = (invoice.due_at - invoice.issued_at).days
+    else:
+        terms = contract_in_force(tenant=invoice.tenant, when=invoice.period_last_day)
+        terms_days = terms.payment_terms_days if terms else 30
     return {
         "invoice": invoice,
         "lines": lines,
         "list_total": sum(line.list_amount for line in lines),
         "discount_total": sum(line.discount for line in lines),
-        "issuer": settings.FACTORY_NAME,
+        "issuer": {"name": settings.FACTORY_NAME, "address": settings.FACTORY_ADDRESS},
+        "terms_days": terms_days,
+        "is_overdue": invoice.is_overdue(now=clock.now()),
     }
 
 

@@ -29,6 +29,7 @@ from django.db.models import Max, Model, Q, Sum
 
 from billing.selectors.credits import sla_credit_totals
 from billing.selectors.rating import month_rate
+from billing.services.rated import tenant_month_totals
 from flywheel.domain.kpis import (
     KPI_CONTEXT,
     CapacitySample,
@@ -56,7 +57,6 @@ ZERO = Decimal(0)
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
-SHORTFALL = "minimum_shortfall"  # a closed month snapshot's sums: the month's shortfall
 
 FACTORY = "factory"
 
@@ -231,19 +231,16 @@ class FactoryData:
 
     def _load_snapshots(self) -> None:
         """The closed factory snapshots of the whole days inside the range that hold every
-        pool's sums, and the minimum shortfall stored on closed month snapshots."""
+        pool's sums."""
         rows = KpiSnapshot.objects.filter(
             scope=FACTORY,
+            period_kind=KpiSnapshot.PeriodKind.DAY,
             is_closed=True,
-            period_start__gte=month_start(self.start),
+            period_start__gte=self.start,
             period_start__lt=self.end,
         )
         for row in rows:
             begin, finish = row.period_start.astimezone(UTC), row.period_end.astimezone(UTC)
-            if row.period_kind == KpiSnapshot.PeriodKind.MONTH:
-                if finish == next_month(begin) and SHORTFALL in row.sums:
-                    self.month_shortfalls[begin] = Decimal(row.sums[SHORTFALL])
-                continue
             whole = finish == begin + DAY and self.start <= begin and finish <= self.end
             if whole and self.slugs.keys() <= row.sums.keys():
                 self.days[begin] = {
@@ -374,22 +371,25 @@ class FactoryData:
         return rating
 
     def _shortfalls(self) -> dict[datetime, Decimal]:
-        """The minimum shortfall of every month over that the range touches: from the
-        rating of its live spans or its closed month snapshot, else rated now (TFOM
-        revenue needs it, the KPIs do not)."""
-        now, unknown = clock.now(), []
+        """The minimum shortfall of every month over that the range touches, from the
+        rating of its live spans or else billing's rated tenant-months (TFOM revenue needs
+        it, the KPIs do not)."""
+        now, unknown, metered = clock.now(), [], []
         month = month_start(self.start)
         while month < self.end and next_month(month) <= now:
             following = next_month(month)
             if month in self.month_shortfalls:
                 pass
             elif month in self._metered:
-                self._month_rate(month, by_day=(month, following))
+                metered.append(month)
             elif not any(c.start <= month and following <= c.end for c in self._checked):
                 unknown.append(Period(month, following))
             month = following
-        for month in metered_months(within=unknown):
-            self._month_rate(month, by_day=(month, next_month(month)))
+        for month in sorted([*metered, *metered_months(within=unknown)]):
+            totals = tenant_month_totals(month_start=month).values()
+            self.month_shortfalls[month] = sum(
+                (t.minimum_shortfall for t in totals if t.error is None), ZERO
+            )
         self._checked += unknown  # asked once
         return self.month_shortfalls
 

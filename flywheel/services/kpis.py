@@ -19,7 +19,7 @@ from django.db.models import Q
 
 from flywheel.domain.kpis import Kpis
 from flywheel.models import KpiSnapshot
-from flywheel.selectors.measurement import DAY, FACTORY, SHORTFALL, FactoryData
+from flywheel.selectors.measurement import DAY, FACTORY, FactoryData
 from portal import clock
 from portal.money import money_str
 from portal.periods import day_floor, hour_ceil, month_start, next_month
@@ -80,8 +80,6 @@ def snapshots_measure(
                     pool.slug: data.pool_sums(pool_id, period_start, measured_end).as_json()
                     for pool_id, pool in data.pools.items()
                 }
-            elif scope == FACTORY and period_start in data.month_shortfalls:
-                sums = {SHORTFALL: str(data.month_shortfalls[period_start])}
             rows.append(
                 KpiSnapshot(
                     scope=scope,

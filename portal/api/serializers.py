@@ -6,7 +6,7 @@ from portal.models import ApiToken, AuditEntry, Tenant
 class TenantSerializer(serializers.ModelSerializer):
     class Meta:
         model = Tenant
-        fields = ["slug", "name", "status", "created_at"]
+        fields = ["slug", "name", "status", "billing_name", "billing_address", "created_at"]
         read_only_fields = ["created_at"]
 
 

@@ -5,6 +5,7 @@ from urllib.parse import urlencode
 from django import template
 from django.conf import settings
 
+from portal.formatting import tokens_short
 from portal.money import round_money
 from portal.periods import PRESETS, picker_keys
 
@@ -15,13 +16,7 @@ CENT = Decimal("0.01")
 @register.filter
 def tokens(value) -> str:
     """12.4 M / 3.1 B style, exact figure in the title attribute and exports."""
-    if value is None:
-        return "—"
-    value = float(value)
-    for limit, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= limit:
-            return f"{value / limit:.1f} {suffix}"
-    return f"{value:.0f}"
+    return tokens_short(value)
 
 
 @register.filter

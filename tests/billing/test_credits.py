@@ -125,3 +125,15 @@ def test_sla_page_shows_missed_target_and_the_incident(march, client, users):
     assert "99.888%" in body
     assert "missed" in body
     assert "1.76 USD" in body
+
+
+def test_sla_page_opens_on_the_last_month_with_usage(march, client, users):
+    """Today is 2026-12-16 and the only usage is in March: the page opens on March, not on
+    an empty December; it is in the navigation of finance."""
+    _outage(3000)
+    client.force_login(users["finance"])
+
+    body = client.get("/billing/sla/").content.decode()
+
+    assert "99.888%" in body and "missed" in body
+    assert 'href="/billing/sla/"' in body  # the navigation links it

@@ -297,3 +297,39 @@ def test_a_month_not_over_is_not_invoiced(now, api, tenant_a, march_terms):
     with pytest.raises(CommandError, match=f"{this_month} is not over yet"):
         call_command("invoice", "--month", this_month)
     assert not Invoice.objects.exists()
+
+
+def test_an_invoice_says_who_pays_whom_by_when_and_why_a_line_is_cheaper(
+    api, tenant_a, march_terms, client, users, settings
+):
+    """The issued March invoice: the issuer's and the customer's billing names and
+    addresses, due 15 days after issue (the contract's terms), and each usage line labelled
+    with the discounts that priced it: the contract's 10%, and the 20% volume tier reached
+    at 300 M tokens on the lines at 28%."""
+    settings.FACTORY_NAME, settings.FACTORY_ADDRESS = "Acme Token Works", "1 Fab Road\nGPU City"
+    tenant_a.billing_name, tenant_a.billing_address = "Tenant A Ltd", "9 Client Street\nTown"
+    tenant_a.save()
+    make_contract(tenant_a, effective_from=datetime(2026, 3, 1, tzinfo=UTC), discount_pct=Decimal(10),
+                  free_tokens_per_month=100 * M, payment_terms_days=15,
+                  volume_tiers=[{"from_tokens": 300 * M, "discount_pct": "20"}])  # fmt: skip
+    post_usage(api, MARCH_EVENTS)
+
+    [invoice] = invoice_run(month_start=MARCH).issued
+    client.force_login(users["finance"])
+    page = client.get(f"/billing/invoices/{invoice.pk}/").content.decode()
+    rows = client.get("/billing/invoices/?format=csv").content.decode().splitlines()
+
+    assert (invoice.due_at - invoice.issued_at).days == 15
+    assert _usage_lines(invoice) == MARCH_LINES  # the figures are unchanged
+    descriptions = list(invoice.lines.filter(kind="usage").values_list("description", flat=True))
+    assert descriptions[0] == "llama-70b input tokens at 0.88 per million, contract discount 10%"
+    assert descriptions[1] == (
+        "llama-70b input tokens at 0.88 per million, contract discount 10%,"
+        " volume tier ≥ 300.0 M tokens: −20% (28% off in all)"
+    )
+    for shown in ("Acme Token Works", "1 Fab Road<br>GPU City", "Tenant A Ltd",
+                  "9 Client Street<br>Town", f"{invoice.due_at:%-d %b %Y}", "net 15 days",
+                  "volume tier ≥ 300.0 M tokens: −20%"):  # fmt: skip
+        assert shown in page, shown
+    assert rows[0].endswith(",issued_at,due_at")
+    assert rows[1].endswith(invoice.due_at.isoformat())

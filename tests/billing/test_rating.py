@@ -119,7 +119,9 @@ def test_rate_month_applies_contract_discount_to_every_class():
         (TokenClass.OUTPUT, 500_000, D("2.00"), D(10), D("1.00"), D("0.10"), D("0.90")),
     ]
     assert rated.lines[0].model == "llama"
-    assert rated.lines[0].description == "llama input tokens at 1 per million, 10% discount"
+    assert (
+        rated.lines[0].description == "llama input tokens at 1 per million, contract discount 10%"
+    )
     assert rated.total == D("1.71")
 
 
@@ -167,7 +169,10 @@ def test_rate_month_tier_compounds_with_contract_discount():
     assert usage(rated) == [
         (TokenClass.OUTPUT, 1_000_000, D("2.00"), D("14.5"), D("2.00"), D("0.29"), D("1.71")),
     ]
-    assert rated.lines[0].description == "llama output tokens at 2 per million, 14.5% discount"
+    assert rated.lines[0].description == (
+        "llama output tokens at 2 per million, contract discount 10%,"
+        " volume tier ≥ 0 tokens: −5% (14.5% off in all)"
+    )
 
 
 def test_rate_month_tiers_count_paid_tokens_only():

@@ -21,6 +21,7 @@ def test_each_role_logs_in_and_sees_its_home(role, users, page):
     nav = page.get_by_role("navigation", name="Main").inner_text()
     assert ("Audit log" in nav) is (role == "operator")
     assert ("API tokens" in nav) is (role != "investor")
+    assert ("SLA" in nav.split()) is (role != "investor")
     screenshot(page, f"home-{role}")
 
 

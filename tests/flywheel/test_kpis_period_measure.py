@@ -4,11 +4,13 @@ a rollup row when every day was measured."""
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from unittest.mock import patch
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from billing.selectors.rating import month_rate
 from billing.services.pricing import contract_create, price_create
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.kpis import period_measure
@@ -175,32 +177,82 @@ def test_other_periods_are_measured_live(factory):
     assert measured.measured_at is None
 
 
-def _reads_usage(captured) -> list[str]:
-    tables = ("metering_hourlyusage", "metering_dailyusage", "metering_usageevent")
-    return [q["sql"] for q in captured.captured_queries if any(t in q["sql"] for t in tables)]
+def _reads_rollups_or_events(captured) -> list[str]:
+    """Reads of hourly rollups or events, but for the one asking which months hold usage."""
+    tables = ("metering_hourlyusage", "metering_usageevent")
+    return [
+        q["sql"]
+        for q in captured.captured_queries
+        if any(t in q["sql"] for t in tables) and not q["sql"].startswith("SELECT DISTINCT")
+    ]
 
 
-def test_a_closed_month_is_read_from_its_snapshots_without_rating_it(factory):
-    """March over and measured: its KPIs and its TFOM revenue adjustments come from the
-    snapshots (the month's minimum shortfall from its month snapshot), equal to measuring
-    it again from the rollups and the rating, and no usage table is read."""
+def test_a_closed_month_is_read_from_snapshots_and_rated_months_without_rating(factory):
+    """March over and measured, its tenant-months rated by billing's job: its KPIs come from
+    the day snapshots and its TFOM revenue adjustments (the minimum shortfall) from the
+    rated tenant-months, equal to measuring it again from the rollups and the rating; the
+    rating engine does not run and no hourly rollup or event is read (but to find which
+    months hold usage)."""
+    from billing.services.rated import tenant_month_totals
+
     tenant = Tenant.objects.get(slug="paid")
     contract_create(tenant=tenant, kind="paid", free_tokens_per_month=40_000,
                     committed_minimum=Decimal("1000"), currency="USD",
                     effective_from=D - 29 * DAY)  # fmt: skip
     march, april = datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 4, 1, tzinfo=UTC)
     snapshots_measure(start=march, end=april, now=april + DAY)
+    tenant_month_totals(month_start=march)  # billing's job
     live = FactoryData(start=march, end=april, snapshots=False)
     assert live.revenue_adjustments(start=march, end=april)[0] > 0  # a shortfall is owed
 
-    with CaptureQueriesContext(connection) as captured:
+    refused = AssertionError("the rating engine ran")
+    with (
+        CaptureQueriesContext(connection) as captured,
+        patch("billing.services.rated.month_rate", side_effect=refused),
+        patch("flywheel.selectors.measurement.month_rate", side_effect=refused),
+    ):
         data = FactoryData(start=march, end=april)
         measured = period_measure(start=march, end=april)
         adjustments = data.revenue_adjustments(start=march, end=april)
 
-    assert _reads_usage(captured) == []
+    assert _reads_rollups_or_events(captured) == []
     assert adjustments == live.revenue_adjustments(start=march, end=april)
     _assert_matches_live(measured, march, april)
+
+
+def test_a_rated_month_is_rated_again_when_its_usage_or_contract_changes(factory):
+    """The rated tenant-months follow their inputs: late usage or a new contract version
+    makes the next read rate that tenant's month again, and only that tenant's."""
+    from billing.models import RatedTenantMonth
+    from billing.services.rated import tenant_month_totals
+
+    march = datetime(2026, 3, 1, tzinfo=UTC)
+    first = tenant_month_totals(month_start=march)
+    paid, trial = (Tenant.objects.get(slug=slug).pk for slug in ("paid", "trial"))
+    assert first[paid].usage_amount > 0 and first[trial].usage_amount == 0
+    rated_at = dict(RatedTenantMonth.objects.values_list("tenant_id", "fingerprint"))
+
+    late, errors = validate_events(
+        items=[{"id": "late-1", "tenant": "paid", "model": "small",
+                "time": (D + DAY).isoformat(), "input_tokens": 5_000_000,
+                "output_tokens": 1_000_000}],
+        now=D + 4 * DAY,
+    )  # fmt: skip
+    assert not errors
+    usage_ingest(events=late, received_at=D + 4 * DAY)
+    rollup_pending()
+    with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
+        second = tenant_month_totals(month_start=march)
+
+    assert second[paid].usage_amount > first[paid].usage_amount  # 6 M more tokens, paid
+    assert second[trial] == first[trial]
+    assert [t.pk for t in rating.call_args.kwargs["tenants"]] == [paid]  # the changed one only
+    fingerprints = dict(RatedTenantMonth.objects.values_list("tenant_id", "fingerprint"))
+    assert fingerprints[trial] == rated_at[trial] and fingerprints[paid] != rated_at[paid]
+
+    with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
+        assert tenant_month_totals(month_start=march) == second  # nothing changed
+    assert not rating.called
 
 
 def test_late_usage_reopens_the_days_after_it_in_its_month(db):

@@ -22,7 +22,7 @@ def test_money_shows_cents_with_separators(value, shown):
 
 def test_memo_numbers_read_as_people_write_them():
     """The ledger memo said '1E+1% of 595823.32': percentages positional, money grouped."""
-    from portal.money import decimal_plain, money_text
+    from portal.formatting import decimal_plain, money_text
 
     assert decimal_plain(Decimal("10")) == "10"
     assert decimal_plain(Decimal("10.00")) == "10"

@@ -67,10 +67,10 @@ def token_classes(
     }
 
 
-def tier_discount_pct(*, tiers: Sequence[VolumeTier], running_tokens: int) -> Decimal:
-    """Discount of the graduated tier reached by running_tokens (0 below the first tier)."""
+def tier_reached(*, tiers: Sequence[VolumeTier], running_tokens: int) -> VolumeTier | None:
+    """The graduated tier reached by running_tokens (None below the first tier)."""
     reached = [tier for tier in tiers if tier.from_tokens <= running_tokens]
-    return max(reached, key=lambda tier: tier.from_tokens).discount_pct if reached else ZERO
+    return max(reached, key=lambda tier: tier.from_tokens) if reached else None
 
 
 def _unsold_reason(contract: ContractVersion | None, *, is_beyond: bool) -> UnsoldReason | None:
@@ -214,7 +214,8 @@ def rate_month(
                     time=item.time,
                 )
             paid_tokens += tokens
-            tier_pct = tier_discount_pct(tiers=contract.volume_tiers, running_tokens=paid_tokens)
+            tier = tier_reached(tiers=contract.volume_tiers, running_tokens=paid_tokens)
+            tier_pct = tier.discount_pct if tier is not None else ZERO
             charges = _charges(item, price_book, currency)
             list_value = sum((c.quantity * c.list_unit_price for c in charges), ZERO) / MILLION
             keep = (HUNDRED - contract.discount_pct) * (HUNDRED - tier_pct) / (HUNDRED * HUNDRED)
@@ -229,6 +230,7 @@ def rate_month(
                     list_value=list_value,
                     realized_amount=list_value * keep,
                     promotion_amount=ZERO,
+                    tier_from_tokens=tier.from_tokens if tier is not None and tier_pct else None,
                 )
             )
 

@@ -236,6 +236,7 @@ class RatedItem:
     list_value: Decimal  # 0 when unsold
     realized_amount: Decimal  # list value after contract and tier discounts, before promotions
     promotion_amount: Decimal  # this item's pro rata share of promotional credits (>= 0)
+    tier_from_tokens: int | None = None  # the volume tier reached (its threshold), if any
 
     @property
     def total_discount_pct(self) -> Decimal:
