@@ -276,8 +276,8 @@ def profile_read(*, path: str, token: str) -> dict:
     show where a slow read spends its time."""
     from django.test import Client
 
-    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
-    client.get(path)  # warm
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_HOST="127.0.0.1")
+    assert client.get(path).status_code == 200, path  # warm
     profiler = cProfile.Profile()
     started = time.perf_counter()
     profiler.enable()
