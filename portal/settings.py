@@ -250,6 +250,13 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     # The schema has the same access as its docs page: signed in (a session or a token).
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    # Each reader sees the operations their role and token may call (a tenant member does
+    # not see the configuration endpoints).
+    "SERVE_PUBLIC": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "portal.api.schema.tag_and_summarise",
+    ],
     "COMPONENT_SPLIT_REQUEST": True,
     # Swagger UI from the sidecar package: no CDN (factories are often air-gapped).
     "SWAGGER_UI_DIST": "SIDECAR",

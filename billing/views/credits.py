@@ -6,6 +6,7 @@ from django.shortcuts import render
 
 from billing.charts import sla_history_chart
 from billing.services.credits import sla_figures_list
+from metering.selectors.sla.incidents import peak_impact
 from metering.selectors.usage import metered_months
 from portal import clock
 from portal.access import tenant_get, user_role, user_tenant
@@ -35,7 +36,10 @@ def sla(request):
         incidents = {i.pk: i for f in history for i in f.sla.incidents}
         context |= {
             "history": history[::-1],
-            "incidents": sorted(incidents.values(), key=lambda i: i.started_at, reverse=True),
+            "incidents": [
+                {"incident": i, "impact": peak_impact(i)}
+                for i in sorted(incidents.values(), key=lambda i: i.started_at, reverse=True)
+            ],
             "chart": figure_json(sla_history_chart(history)),
         }
     else:

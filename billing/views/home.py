@@ -7,6 +7,7 @@ from django.shortcuts import render
 from billing.models import Invoice
 from billing.selectors.invoices import invoice_list
 from billing.services.credits import sla_figures_list
+from metering.selectors.sla.incidents import peak_impact
 from metering.selectors.usage import usage_daily_by_model, window_resolve
 from portal import clock
 from portal.access import user_tenant
@@ -42,7 +43,10 @@ def tenant_home(request):
             "chart": figure_json(usage_by_model_chart(rows)) if rows else None,
             "sla_rows": sla_rows,
             "current": sla_rows[0],
-            "incidents": sorted(incidents.values(), key=lambda i: i.started_at, reverse=True),
+            "incidents": [
+                {"incident": i, "impact": peak_impact(i)}
+                for i in sorted(incidents.values(), key=lambda i: i.started_at, reverse=True)
+            ],
             "invoices": invoice_list(user=request.user)[:6],
             "open_total": sum(
                 (

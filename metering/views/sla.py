@@ -82,8 +82,7 @@ def _board_context(request, *, form=None, created=None) -> dict:
         "created": created,
         "cards": [_card(i) for i in open_incidents],
         "recent": [
-            {"incident": i, "models": model_names(i), "impact": IncidentImpact(peak_impact(i))}
-            for i in recent[:20]
+            {"incident": i, "models": model_names(i), "impact": peak_impact(i)} for i in recent[:20]
         ],
         "recent_days": RECENT_DAYS,
         "maintenance": maintenance_list(upcoming_at=now)[:10],
@@ -330,8 +329,8 @@ def status_page(request):
             "history": [
                 {
                     "incident": i,
-                    "impact": peak_impact(i),
-                    "impact_label": IncidentImpact(peak_impact(i)).label,
+                    "impact": peak_impact(i).value,
+                    "impact_label": peak_impact(i).label,
                     "models": model_names(i),
                     "updates": list(reversed(i.updates.all())),
                 }

@@ -1,4 +1,4 @@
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from urllib.parse import urlencode
 
@@ -46,6 +46,18 @@ def money(value) -> str:
         return "—"
     rounded = round_money(amount=amount, currency=settings.FACTORY_CURRENCY)
     return f"{abs(rounded) if rounded == 0 else rounded:,.2f}"  # never "-0.00"
+
+
+@register.filter
+def money_whole(value) -> str:
+    """Money in whole units for summaries (1,234,568): rounded to the cent first, as every
+    amount is, then to the unit half-up, so a page in units agrees with one in cents."""
+    amount = _decimal(value)
+    if amount is None:
+        return "—"
+    cents = round_money(amount=amount, currency=settings.FACTORY_CURRENCY)
+    whole = cents.quantize(Decimal(1), rounding=ROUND_HALF_UP)
+    return f"{abs(whole) if whole == 0 else whole:,}"  # never "-0"
 
 
 @register.filter

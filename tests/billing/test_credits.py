@@ -137,3 +137,37 @@ def test_sla_page_opens_on_the_last_month_with_usage(march, client, users):
 
     assert "99.888%" in body and "missed" in body
     assert 'href="/billing/sla/"' in body  # the navigation links it
+
+
+@pytest.mark.parametrize("now", [datetime(2026, 3, 20, 10, tzinfo=UTC)], indirect=True)
+def test_an_incident_has_one_impact_label_on_every_page(now, march, client, users):
+    """Opened as degraded, worsened to a partial outage, resolved: every list names it by its
+    worst impact, Partial outage (the tenant pages said Degraded, the status page Partial)."""
+    from metering.services.sla.incidents import incident_update_add
+
+    start = datetime(2026, 3, 10, 12, tzinfo=UTC)
+    incident = incident_create(title="Llama slow", severity="sev2", impact="degraded",
+                               started_at=start, deployments=[Deployment.objects.get()],
+                               by=None)  # fmt: skip
+    incident_update_add(incident=incident, status="identified", impact="partial_outage",
+                        time=start + timedelta(minutes=30), by=None)  # fmt: skip
+    incident_update_add(incident=incident, status="resolved", time=start + timedelta(hours=1),
+                        by=None)  # fmt: skip
+    member = users["tenant"]
+    pages = {}
+    for user, path in (
+        (member, "/"),
+        (member, "/billing/sla/"),
+        (users["operator"], "/incidents/"),
+    ):
+        client.force_login(user)
+        pages[path] = client.get(path).content.decode()
+    client.logout()
+    pages["/status/"] = client.get("/status/").content.decode()
+
+    for path, page in pages.items():
+        assert "Llama slow" in page, path
+        at = page.rindex("Llama slow")
+        listed = page[at - 300 : at + 600]  # the incident's row, card or history entry
+        assert "Partial outage" in listed, path
+        assert "Degraded performance" not in listed, path

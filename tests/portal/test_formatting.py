@@ -30,3 +30,18 @@ def test_memo_numbers_read_as_people_write_them():
     assert decimal_plain(Decimal("0E-10")) == "0"
     assert money_text(amount=Decimal("595823.315"), currency="USD") == "595,823.32 USD"
     assert money_text(amount=Decimal("1234"), currency="JPY") == "1,234 JPY"
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (Decimal("100.495"), "101"),  # 100.50 in cents, then 101: the same as the cents page
+        (Decimal("1234567.4949"), "1,234,567"),
+        (Decimal("-0.4"), "0"),
+        (None, "—"),
+    ],
+)
+def test_money_in_whole_units_rounds_the_cents_figure(value, shown):
+    from portal.templatetags.portal import money_whole
+
+    assert money_whole(value) == shown

@@ -64,10 +64,11 @@ def current_impact(incident: Incident) -> str:
     return changed[-1] if changed else incident.impact
 
 
-def peak_impact(incident: Incident) -> str:
-    """The worst impact the incident ever had (what its history shows)."""
+def peak_impact(incident: Incident) -> IncidentImpact:
+    """The worst impact the incident ever had (what its history shows): the one impact every
+    page lists an incident under ("Worst impact"; its label is `.label`)."""
     impacts = [incident.impact, *(u.impact for u in incident.updates.all() if u.impact)]
-    return max(impacts, key=IMPACT_RANK.__getitem__)
+    return IncidentImpact(max(impacts, key=IMPACT_RANK.__getitem__))
 
 
 def timeline_of(incident: Incident) -> IncidentTimeline:
