@@ -5,6 +5,7 @@ from django.shortcuts import render
 
 from metering.charts import capacity_chart
 from metering.models import Pool
+from metering.selectors.factory import pool_service_lives
 from metering.selectors.telemetry import (
     reconciliation_by_deployment,
     reconciliation_list,
@@ -26,12 +27,14 @@ def metering(request):
     window = window_resolve(request.GET, default="last_30_days")
     period = window.period
     pools = list(Pool.objects.all())
+    lives = pool_service_lives(pools=pools)
     capacity = []
     for pool in pools:
         series = capacity_series(pool=pool, period=period)
         capacity.append(
             {
                 "pool": pool,
+                "in_service": lives[pool.pk],
                 "chart": figure_json(capacity_chart(series, pool.slug)) if series else None,
             }
         )

@@ -319,3 +319,20 @@ def test_status_page_shows_only_incidents_public_to_everyone(client, tenant_a):
     assert "Partial outage" in html and "Major outage" not in html
     # 90 days up to 10:00 today: 7,725,600 s; the public 30 min of partial outage: 540 s
     assert '<span class="uptime-figure">99.99% uptime</span>' in html
+
+
+def test_metering_page_says_each_pools_service_life(session_client, users, deployment):
+    """A pool with an in-service date and a retirement, and one never seen: the page says
+    which time counts as capacity (kpis.md section 0)."""
+    from metering.models import Pool
+
+    pool = deployment.pool
+    pool.in_service_from = datetime(2026, 2, 1, tzinfo=UTC)
+    pool.retired_at = datetime(2026, 6, 1, tzinfo=UTC)
+    pool.save()
+    Pool.objects.create(slug="l40s", name="L40S hall", gpu_type="L40S", gpu_count=4)
+
+    text = _text(session_client(users["operator"]).get("/metering/" + PERIOD))
+
+    assert "In service from 2026-02-01 00:00 UTC until 2026-06-01 00:00 UTC (retired)" in text
+    assert "Not in service yet: no capacity sample or usage" in text
