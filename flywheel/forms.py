@@ -31,6 +31,9 @@ def _number(value: str, field: str, errors: dict, *, percent: bool = False) -> D
     if not number.is_finite():
         errors[field] = "must be a number"
         return None
+    if percent and not 0 <= number <= 100:
+        errors[field] = "a percentage from 0 to 100 (55 means 55%)"
+        return None
     return number / 100 if percent else number
 
 

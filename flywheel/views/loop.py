@@ -57,6 +57,7 @@ def flywheel(request):
         "window": window,
         "form_errors": form_errors,
         "form_name": form_name,
+        "posted": request.POST if form_errors else {},  # the user's input, kept on an error
         "may_write": user_may(request.user, Capability.WRITE_FACTORY),
         "factors": [{"key": f, "symbol": SYMBOLS[f], "label": LABELS[f]} for f in FACTORS],
     }
@@ -208,6 +209,7 @@ def _lever_rows(levers: list[Lever], applications) -> list[dict]:
                     for e in spec.effects
                 ],
                 "cost": spec.cost,
+                "moves_nothing": spec.moves_nothing,
                 "application": by_slug.get(lever.slug),
             }
         )

@@ -235,8 +235,56 @@ def test_goal_form_reports_errors_next_to_its_fields(two_weeks, users, session_c
     assert not Goal.objects.exists()
 
 
+def test_goal_form_takes_percent_as_shown_and_keeps_the_input_on_error(
+    two_weeks, users, session_client
+):
+    """The fields say (%): 150 is refused as a percentage (not as "a ratio at most 1"),
+    and the page shows what the user typed, not the old goal."""
+    client = session_client(users["operator"])
+
+    refused = client.post(
+        "/flywheel/?from=2026-03-09&to=2026-03-16",
+        {"action": "goal", "min_gross_margin": "150", "min_tfi": "22.5", "note": "stretch"},
+    )
+    saved = client.post(
+        "/flywheel/?from=2026-03-09&to=2026-03-16",
+        {"action": "goal", "min_gross_margin": "55", "min_tfi": "22.5"},
+    )
+
+    assert refused.status_code == 400
+    assert refused.context["form_errors"] == {
+        "min_gross_margin": "a percentage from 0 to 100 (55 means 55%)"
+    }
+    page = refused.content.decode()
+    assert 'name="min_gross_margin" inputmode="decimal" value="150"' in page
+    assert 'name="min_tfi" inputmode="decimal" value="22.5"' in page
+    assert 'value="stretch"' in page
+    assert saved.status_code == 302
+    goal = Goal.objects.get()
+    assert (goal.min_gross_margin, goal.min_tfi) == (Decimal("0.55"), Decimal("0.225"))
+
+
 def test_finance_may_not_write_on_the_page(two_weeks, users, session_client):
     response = session_client(users["finance"]).post("/flywheel/", {"action": "cycle"})
 
     assert response.status_code == 403
     assert not Cycle.objects.exists()
+
+
+def test_a_lever_that_moves_nothing_is_shown_in_place_and_never_proposed(
+    two_weeks, users, session_client
+):
+    """Continuous batching at ×1.00 (already running here) costs 10,000 and moves no
+    factor: the page calls it already in place and the goal's proposal never includes it."""
+    from flywheel.selectors.loop.levers import levers_in_force, proposable_levers
+
+    _pooled()
+    lever_create(slug="batching", name="Continuous batching", description="In place.",
+                 effects={"efficiency": {"low": "1", "typical": "1", "high": "1"}},
+                 one_time_cost=D(10_000), monthly_cost=D(0), effective_from=JAN)  # fmt: skip
+
+    proposable = [spec.slug for spec in proposable_levers(levers_in_force(at=NOW))]
+    page = session_client(users["operator"]).get("/flywheel/?from=2026-03-09&to=2026-03-16")
+
+    assert proposable == ["pooled"]
+    assert "already in place" in page.content.decode()

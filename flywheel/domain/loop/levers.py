@@ -53,6 +53,12 @@ class LeverSpec:
         """One-time + 12 × monthly: what goal seeking minimises."""
         return self.one_time_cost + MONTHS_OF_COST * self.monthly_cost
 
+    @property
+    def moves_nothing(self) -> bool:
+        """No factor rises at its typical multiplier: already in place for this factory (its
+        realized effect was 1), so never proposed."""
+        return all(effect.typical <= 1 for effect in self.effects)
+
 
 def lever_multipliers(levers: Sequence[LeverSpec], estimate: str = "typical") -> dict[str, Decimal]:
     """Per factor, the product of the multipliers of every lever that moves it."""

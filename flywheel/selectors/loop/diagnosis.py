@@ -13,12 +13,11 @@ from flywheel.models import Goal
 from flywheel.selectors.loop.baseline import baseline_get
 from flywheel.selectors.loop.evidence import evidence_get
 from flywheel.selectors.loop.levers import (
-    applied_lever_slugs,
     goal_in_force,
     goal_spec,
     goal_targets,
-    lever_spec,
     levers_in_force,
+    proposable_levers,
 )
 from flywheel.selectors.measurement import FactoryData
 
@@ -68,11 +67,10 @@ def goal_status_get(*, baseline: Baseline, now: datetime, measured=None) -> Goal
     check = goal_check(goal=spec, tfom=measured, start=baseline.start, end=baseline.end)
     proposal = None
     if not check.is_met:
-        applied = applied_lever_slugs()
         proposal = cheapest_lever_set(
             baseline=baseline,
             goal=spec,
-            levers=[lever_spec(v) for v in levers_in_force(at=now) if v.slug not in applied],
+            levers=proposable_levers(levers_in_force(at=now)),
             measured=measured,
         )
     return GoalStatus(goal=goal, check=check, proposal=proposal)

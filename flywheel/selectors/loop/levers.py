@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
 
@@ -37,6 +38,14 @@ def lever_spec(lever: Lever) -> LeverSpec:
         one_time_cost=lever.one_time_cost,
         monthly_cost=lever.monthly_cost,
     )
+
+
+def proposable_levers(levers: Iterable[Lever]) -> list[LeverSpec]:
+    """The levers goal seeking may propose: not applied yet, and moving some factor (one
+    whose multipliers are all 1 is already in place here)."""
+    applied = applied_lever_slugs()
+    specs = [lever_spec(v) for v in levers if v.slug not in applied]
+    return [spec for spec in specs if not spec.moves_nothing]
 
 
 def applied_lever_slugs() -> set[str]:

@@ -13,11 +13,11 @@ from flywheel.domain.loop.goals import GoalSpec, cheapest_lever_set, goal_check
 from flywheel.domain.loop.projection import Projection, project
 from flywheel.selectors.loop.baseline import baseline_get, baseline_recall
 from flywheel.selectors.loop.levers import (
-    applied_lever_slugs,
     goal_in_force,
     goal_spec,
     lever_spec,
     levers_in_force,
+    proposable_levers,
 )
 from flywheel.selectors.loop.shapes import (
     goal_check_json,
@@ -71,11 +71,10 @@ def scenario_get(
     )
     proposal = None
     if check is not None and not check.is_met:
-        applied = applied_lever_slugs()
         proposal = cheapest_lever_set(
             baseline=baseline,
             goal=goal_in,
-            levers=[lever_spec(v) for slug, v in catalogue.items() if slug not in applied],
+            levers=proposable_levers(catalogue.values()),
             targets=targets,
             measured=measured,
         )

@@ -1,0 +1,119 @@
+"""Every page of every role, and every export, reads as a person writes: no Python or
+machine spelling in the visible text (1E+1, 0E-10, None, NaN, inf, a dict, a raw ISO
+timestamp). CSV cells read back with the csv module as numbers where they are figures;
+XLSX figure cells are numbers, never formulas."""
+
+import csv
+import io
+import re
+
+import pytest
+
+from portal.demo import DEMO_LOGINS
+from portal.nav import nav_for
+from tests.e2e.conftest import login, screenshot
+
+pytestmark = pytest.mark.e2e
+
+MACHINE_TEXT = {
+    "exponent": re.compile(r"\d[eE][+-]\d"),
+    "None": re.compile(r"\bNone\b"),
+    "NaN": re.compile(r"\bNaN\b"),
+    "inf": re.compile(r"(?<![\w-])-?inf\b", re.IGNORECASE),
+    "a dict": re.compile(r"\{'"),
+    "a raw ISO timestamp": re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d"),
+}
+
+
+def _machine_text(text: str) -> list[str]:
+    found = []
+    for name, pattern in MACHINE_TEXT.items():
+        for match in pattern.finditer(text):
+            found.append(f"{name}: …{text[max(0, match.start() - 40) : match.end() + 40]}…")
+    return found
+
+
+def _pages(page, role) -> list[str]:
+    """The role's navigation, plus the detail pages its lists link to."""
+    paths = [item["url"] for item in nav_for(role) if item["url"] != "/api/docs/"]
+    details = []
+    for listing, pattern in (("/billing/invoices/", r"^/billing/invoices/\d+/$"),
+                             ("/incidents/", r"^/incidents/\d+/$")):  # fmt: skip
+        if listing in paths:
+            page.goto(listing)
+            hrefs = page.eval_on_selector_all(
+                "a[href]", "els => els.map(e => e.getAttribute('href'))"
+            )
+            details += [h for h in hrefs if re.match(pattern, h)][:2]
+    return ["/status/", *paths, *details]
+
+
+@pytest.mark.parametrize("login_name", [name for name, *_ in DEMO_LOGINS])
+def test_every_page_of_every_role_reads_as_people_write(login_name, demo, page):
+    username, password, role, _ = next(d for d in DEMO_LOGINS if d[0] == login_name)
+    login(page, username, password)
+    problems = {}
+    for path in _pages(page, role):
+        response = page.goto(path)
+        assert response.status == 200, path
+        page.wait_for_load_state("networkidle")
+        found = _machine_text(page.inner_text("body"))
+        if found:
+            problems[path] = found[:3]
+    screenshot(page, f"reads-right-{login_name}")
+    assert problems == {}
+
+
+EXPORTS = {
+    "finance": [
+        "/usage/?period=last_month&format=csv",
+        "/billing/invoices/?format=csv",
+        "/billing/ledger/?period=last_month&format=csv",
+        "/reports/tfom/?period=last_month&format=csv",
+    ],
+}
+
+
+def test_every_export_writes_numbers_as_numbers_and_no_formula(demo, page):
+    from openpyxl import load_workbook
+
+    login(page, "finance", "finance-demo")
+    page.goto("/billing/invoices/")
+    invoice = page.eval_on_selector_all("a[href]", "els => els.map(e => e.getAttribute('href'))")
+    invoice_csv = next(h for h in invoice if re.match(r"^/billing/invoices/\d+/$", h)) + "csv/"
+    for path in [*EXPORTS["finance"], invoice_csv]:
+        response = page.request.get(path)
+        assert response.status == 200, path
+        text = response.text()
+        assert _machine_text_but_timestamps(text) == [], path
+        rows = list(csv.reader(io.StringIO(text)))
+        header, body = rows[0], rows[1:]
+        assert body, path
+        for row in body:
+            for name, cell in zip(header, row, strict=True):
+                if name in NUMERIC and cell:
+                    float(cell)  # a number, negatives without a text quote
+                    assert not cell.startswith("'"), (path, name, cell)
+    xlsx = page.request.get("/reports/tfom/?period=last_month&format=xlsx")
+    book = load_workbook(io.BytesIO(xlsx.body()))
+    negatives = 0
+    for sheet in book.worksheets[1:]:
+        for row in sheet.iter_rows(min_row=2):
+            value = row[1]
+            assert value.data_type != "f", (sheet.title, value.coordinate)
+            if value.value is not None and row[2].value not in (None, ""):
+                assert value.data_type == "n", (sheet.title, row[0].value, value.value)
+                negatives += value.value < 0
+    assert negatives > 0  # the SLA credits and discounts are negative numbers, as numbers
+
+
+NUMERIC = {
+    "requests", "errors", "input_tokens", "cached_tokens", "output_tokens", "total", "amount",
+    "quantity", "list_amount", "discount", "list_unit_price", "value",
+}  # fmt: skip
+
+
+def _machine_text_but_timestamps(text: str) -> list[str]:
+    """A CSV's time columns carry RFC 3339 times (what accounting systems read): all else
+    reads as on the pages."""
+    return _machine_text(re.sub(r"\d{4}-\d\d-\d\dT[\d:.]+(\+00:00|Z)?", "", text))
