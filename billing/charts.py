@@ -55,7 +55,11 @@ def sla_history_chart(history) -> go.Figure:
     layout["yaxis"] = {"title": {"text": "Uptime (%)"}, "range": [99.0, 100.0]}
     fig = go.Figure(layout=layout)
     months = [f.sla.month for f in history]
-    uptimes = [float(f.sla.uptime) * 100 if f.sla.uptime is not None else None for f in history]
+    # A month without usage has no SLA to show: no bar, "no data" (not a green "met").
+    uptimes = [
+        float(f.sla.uptime) * 100 if f.sla.uptime is not None and f.sla.requests else None
+        for f in history
+    ]
     lowest = min((u for u in uptimes if u is not None), default=100.0)
     layout["yaxis"]["range"] = [min(99.0, lowest - 0.2), 100.02]
     fig.update_layout(yaxis=layout["yaxis"])
@@ -70,6 +74,12 @@ def sla_history_chart(history) -> go.Figure:
         text=[f"{u:.3f}%" if u is not None else "" for u in uptimes],
         textposition="outside",
     )
+    for month, uptime in zip(months, uptimes, strict=True):
+        if uptime is None:
+            fig.add_annotation(
+                x=month, y=min(99.0, lowest - 0.2), yanchor="bottom", showarrow=False,
+                text="no data", font={"color": "#6c757d"},
+            )  # fmt: skip
     targets = [float(f.target) * 100 if f.target is not None else None for f in history]
     if any(t is not None for t in targets):
         fig.add_scatter(

@@ -273,6 +273,8 @@ def _pct(value: Fraction | None) -> str:
 
 
 def _bar(day) -> dict:
+    if not day.has_data:
+        return {"css": "nodata", "title": f"{day.day:%Y-%m-%d}: no data (not in service)"}
     if day.uptime is None:
         css, text = "maint", "maintenance all day"
     elif day.uptime == 1:

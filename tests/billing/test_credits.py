@@ -171,3 +171,14 @@ def test_an_incident_has_one_impact_label_on_every_page(now, march, client, user
         listed = page[at - 300 : at + 600]  # the incident's row, card or history entry
         assert "Partial outage" in listed, path
         assert "Degraded performance" not in listed, path
+
+
+def test_a_tenants_months_without_usage_read_no_data_not_met(march, client, users):
+    """Today is 2026-12-16 and tenant A used the factory only in March: its last six months
+    have no usage, so none of them reads as a met SLA."""
+    client.force_login(users["finance"])
+
+    body = client.get("/billing/sla/?tenant=tenant-a").content.decode()
+
+    assert body.count("no usage: no data") == 6
+    assert ">met<" not in body

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from metering.models import HourlyUsage, Incident, IncidentUpdate, MaintenanceWindow
+from metering.models import HourlyUsage, Incident, IncidentUpdate, MaintenanceWindow, Pool
 from metering.selectors.sla.incidents import current_impact, timeline_of
 from metering.selectors.sla.status import status_overview
 from metering.services.sla.incidents import incident_create, incident_edit, incident_update_add
@@ -23,14 +23,22 @@ from tests.metering.factories import make_deployment
 T0 = datetime(2026, 4, 10, 12, tzinfo=UTC)
 
 
+SERVED_SINCE = datetime(2025, 1, 1, tzinfo=UTC)  # in service all the days the pages show
+
+
+def _served(deployment):
+    Pool.objects.filter(pk=deployment.pool_id).update(in_service_from=SERVED_SINCE)
+    return deployment
+
+
 @pytest.fixture
 def llama(db):
-    return make_deployment(model="llama-70b", pool="h100-a")
+    return _served(make_deployment(model="llama-70b", pool="h100-a"))
 
 
 @pytest.fixture
 def qwen(db):
-    return make_deployment(model="qwen-32b", pool="h200-a")
+    return _served(make_deployment(model="qwen-32b", pool="h200-a"))
 
 
 @pytest.fixture
@@ -833,3 +841,19 @@ def test_maintenance_page_cancels_only_windows_not_started(users, client, llama)
 
     assert list(MaintenanceWindow.objects.values_list("title", flat=True)) == ["Running"]
     assert "this maintenance has started: it can no longer change" in response.content.decode()
+
+
+def test_status_bars_before_a_model_was_served_say_no_data(client, db):
+    """A model whose pool entered service 10 days ago: the 80 days before are drawn as "no
+    data", not as green days of no downtime, and its uptime is over the 10 days served."""
+    now = clock.now()
+    deployment = make_deployment(model="llama-70b", pool="h100-a")
+    Pool.objects.filter(pk=deployment.pool_id).update(
+        in_service_from=now.replace(hour=0) - timedelta(days=9)
+    )
+
+    html = client.get("/status/").content.decode()
+
+    assert html.count('class="bar bar-nodata"') == 80 + 1  # the legend has one too
+    assert html.count('class="bar bar-ok"') == 10 + 1
+    assert "no data (not in service)" in html

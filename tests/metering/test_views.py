@@ -289,6 +289,8 @@ def test_status_page_shows_only_incidents_public_to_everyone(client, tenant_a):
     from metering.services.sla.incidents import incident_create
 
     llama = make_deployment(model="llama-70b", pool="h100-a")
+    llama.pool.in_service_from = datetime(2025, 1, 1, tzinfo=UTC)  # served all 90 days
+    llama.pool.save()
     now = clock.now()
     incident_create(
         title="Acme batch jobs stalled",

@@ -11,6 +11,7 @@ from django.db.models import Q, QuerySet
 
 from metering.domain.sla import uptime_compute
 from metering.models import Incident, ServedModel
+from metering.selectors.factory import pool_list, pool_service_lives
 from metering.selectors.sla.incidents import (
     IMPACT_RANK,
     current_impact,
@@ -30,10 +31,11 @@ STATUS_DAYS = 90
 @dataclass(frozen=True, kw_only=True)
 class StatusDay:
     day: datetime
-    uptime: Fraction | None  # None: the whole day was maintenance (or is to come)
+    uptime: Fraction | None  # None: the whole day was maintenance, or has no data
     worst_impact: str  # "" when no incident touched the day
     has_maintenance: bool
     incidents: tuple[str, ...]  # titles
+    has_data: bool = True  # False: the model's pools were not in service that day
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,9 +72,11 @@ def status_overview(*, now: datetime | None = None, days: int = STATUS_DAYS) -> 
         .prefetch_related("deployments")
     )
     day_starts = [start + timedelta(days=n) for n in range(days)]
+    lives = pool_service_lives(pools=list(pool_list()))
     result = []
     for model in models.order_by("name"):
         slugs = {d.slug for d in model.deployments.all()}
+        since, until = _served(model, lives)
         mine = [i for i in incidents if _concerns(scopes[i.pk], slugs)]
         maintenance = [w for w in windows if _concerns(window_scopes[w.pk], slugs)]
         timelines = [timeline_of(i) for i in mine]
@@ -84,6 +88,12 @@ def status_overview(*, now: datetime | None = None, days: int = STATUS_DAYS) -> 
         ]
         bars = []
         for day, day_end in pairwise([*day_starts, end]):
+            if since is None or day_end <= since or (until is not None and day >= until):
+                bars.append(
+                    StatusDay(day=day, uptime=None, worst_impact="", has_maintenance=False,
+                              incidents=(), has_data=False)
+                )  # fmt: skip
+                continue
             figures = uptime_compute(
                 month_start=day,
                 month_end=day_end,
@@ -101,12 +111,17 @@ def status_overview(*, now: datetime | None = None, days: int = STATUS_DAYS) -> 
                     incidents=tuple(dict.fromkeys(p[3] for p in active)),
                 )
             )
-        overall = uptime_compute(
-            month_start=start,
-            month_end=end,
-            now=now,
-            incidents=timelines,
-            maintenance_windows=intervals,
+        served = max(start, since) if since is not None else end
+        overall = (
+            uptime_compute(
+                month_start=served,
+                month_end=end,
+                now=now,
+                incidents=timelines,
+                maintenance_windows=intervals,
+            ).uptime
+            if served < end
+            else None
         )
         open_impacts = [current_impact(i) for i in mine if i.resolved_at is None]
         if open_impacts:
@@ -115,10 +130,17 @@ def status_overview(*, now: datetime | None = None, days: int = STATUS_DAYS) -> 
             status = "maintenance"
         else:
             status = "operational"
-        result.append(
-            ModelStatus(model=model, status=status, uptime=overall.uptime, days=tuple(bars))
-        )
+        result.append(ModelStatus(model=model, status=status, uptime=overall, days=tuple(bars)))
     return result
+
+
+def _served(model: ServedModel, lives: dict) -> tuple[datetime | None, datetime | None]:
+    """When the model was first and last served: the service lives of its pools."""
+    spans = [lives[d.pool_id] for d in model.deployments.all() if lives[d.pool_id][0]]
+    if not spans:
+        return None, None
+    untils = [until for _, until in spans]
+    return min(since for since, _ in spans), None if None in untils else max(untils)
 
 
 def incident_history(*, now: datetime | None = None, days: int = STATUS_DAYS) -> list[Incident]:
