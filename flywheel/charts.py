@@ -57,19 +57,34 @@ def waterfall_chart(values: dict) -> go.Figure:
     return fig
 
 
-def trend_chart(rows: list[dict]) -> go.Figure:
-    """Daily TEF and TFI (percent) from the day snapshots."""
+def trend_chart(rows: list[dict], *, incidents: list[tuple] = ()) -> go.Figure:
+    """Daily TEF and TFI (percent) from the day snapshots, a day without a figure left as a
+    gap, with the known causes of dips marked: each month's start (free allowances are used
+    first, so little is sold) and the incidents, (start, end, title)."""
     fig = go.Figure(layout=base_layout(y_title="Percent of calendar GPU time"))
     for key, name, colour in (("tef", "TEF", "#1f6feb"), ("tfi", "TFI", "#d9480f")):
         fig.add_scatter(
             x=[r["day"] for r in rows],
-            y=[(r[key] or 0) * 100 for r in rows],
+            y=[None if r[key] is None else r[key] * 100 for r in rows],
             name=name,
             mode="lines+markers",
             line={"color": colour},
         )
     fig.add_hrect(y0=20, y1=35, fillcolor="#adb5bd", opacity=0.15, line_width=0,
                   annotation_text="typical TEF 20–35%", annotation_position="top left")  # fmt: skip
+    for row in rows:
+        if row["day"].day == 1:
+            fig.add_vline(
+                x=row["day"].isoformat(), line_dash="dot", line_color="#868e96",
+                annotation_text="month starts: free allowances used first",
+                annotation_position="top right", annotation_font_size=11,
+            )  # fmt: skip
+    for start, end, title in incidents:
+        fig.add_vrect(
+            x0=start.isoformat(), x1=end.isoformat(), fillcolor="#c92a2a", opacity=0.12,
+            line_width=0, annotation_text=f"incident: {title[:40]}",
+            annotation_position="bottom left", annotation_font_size=11,
+        )  # fmt: skip
     return fig
 
 

@@ -25,8 +25,9 @@ def colour_of(key: str) -> str:
 def base_layout(*, y_title: str, x_title: str = "Day (UTC)", barmode: str | None = None) -> dict:
     layout = {
         "margin": {"l": 70, "r": 20, "t": 30, "b": 90},
-        "xaxis": {"title": {"text": x_title}},
-        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero"},
+        # automargin: long or slanted tick labels (a tenant's name) grow the margin, never clip
+        "xaxis": {"title": {"text": x_title}, "automargin": True},
+        "yaxis": {"title": {"text": y_title}, "rangemode": "tozero", "automargin": True},
         "legend": {"orientation": "h", "y": -0.32},
         "font": {"family": "system-ui, sans-serif", "size": 13},
         "plot_bgcolor": "#fff",

@@ -87,3 +87,16 @@ def maintenance_interval(window: MaintenanceWindow) -> MaintenanceInterval:
     return MaintenanceInterval(
         announced_at=window.announced_at, starts_at=window.starts_at, ends_at=window.ends_at
     )
+
+
+def incident_spans(*, start, end) -> list[tuple[datetime, datetime, str]]:
+    """(start, end, title) of the incidents of [start, end) that took capacity away (partial
+    or major outage at worst), clipped to it, for charts to mark."""
+    spans = []
+    for incident in overlapping_period(incident_queryset(), start, end).order_by("started_at"):
+        if peak_impact(incident) == IncidentImpact.DEGRADED:
+            continue
+        spans.append(
+            (max(incident.started_at, start), min(incident.resolved_at or end, end), incident.title)
+        )
+    return spans
