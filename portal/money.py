@@ -73,6 +73,12 @@ def round_money(*, amount: Decimal, currency: str) -> Decimal:
     return round_half_up(amount=amount, quantum=minor_unit(currency=currency))
 
 
+def round_money_whole(*, amount: Decimal, currency: str) -> Decimal:
+    """Whole units for summaries, from the amount rounded to the cent (as every amount is
+    first): 100.495 -> 100.50 -> 101, so a page in units agrees with one in cents."""
+    return round_half_up(amount=round_money(amount=amount, currency=currency), quantum=Decimal(1))
+
+
 def money_str(*, amount: Decimal | None, currency: str) -> str | None:
     """An amount as JSON carries it: a decimal string in the currency's minor unit."""
     return None if amount is None else str(round_money(amount=amount, currency=currency))

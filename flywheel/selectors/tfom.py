@@ -30,12 +30,11 @@ from metering.selectors.telemetry import gpu_energy_hour_list
 from metering.selectors.usage import first_metered_hour
 from portal.closing import closed_months
 from portal.errors import FieldError
-from portal.money import round_half_up
+from portal.money import money_str, round_half_up
 from portal.periods import month_start, months_before, next_month
 
 ZERO = Decimal(0)
 
-CENT = Decimal("0.01")
 
 UNIT_PRICE = Decimal("1e-10")  # money per million tokens, as in the price book
 
@@ -220,7 +219,7 @@ def tfom_json(tfom: Tfom) -> dict[str, Any]:
     figure as a number (null where its denominator is zero)."""
     out = kpis_json(tfom)
     for key in MONEY_KEYS:
-        out[key] = _money_string(getattr(tfom, key), CENT)
+        out[key] = money_str(amount=getattr(tfom, key), currency=settings.FACTORY_CURRENCY)
     for key in UNIT_PRICE_KEYS:
         out[key] = _money_string(getattr(tfom, key), UNIT_PRICE)
     out["currency"] = settings.FACTORY_CURRENCY

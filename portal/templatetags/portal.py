@@ -1,4 +1,4 @@
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from fractions import Fraction
 from urllib.parse import urlencode
 
@@ -6,11 +6,10 @@ from django import template
 from django.conf import settings
 
 from portal.formatting import tokens_short
-from portal.money import round_money
+from portal.money import round_money, round_money_whole
 from portal.periods import PRESETS, picker_keys
 
 register = template.Library()
-CENT = Decimal("0.01")
 
 
 @register.filter
@@ -55,8 +54,7 @@ def money_whole(value) -> str:
     amount = _decimal(value)
     if amount is None:
         return "—"
-    cents = round_money(amount=amount, currency=settings.FACTORY_CURRENCY)
-    whole = cents.quantize(Decimal(1), rounding=ROUND_HALF_UP)
+    whole = round_money_whole(amount=amount, currency=settings.FACTORY_CURRENCY)
     return f"{abs(whole) if whole == 0 else whole:,}"  # never "-0"
 
 

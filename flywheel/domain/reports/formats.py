@@ -7,8 +7,6 @@ from decimal import ROUND_HALF_UP, Decimal, localcontext
 from flywheel.domain.kpis import KPI_CONTEXT
 from portal.money import round_money
 
-CENT = Decimal("0.01")
-
 RATIO_PLACES = Decimal("1e-10")
 
 

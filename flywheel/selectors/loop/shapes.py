@@ -13,8 +13,6 @@ from flywheel.domain.loop.projection import Projection
 from flywheel.selectors.tfom import tfom_json
 from portal.money import money_str
 
-CENT = Decimal("0.01")
-
 
 def money_json(value: Decimal | None) -> str | None:
     return money_str(amount=value, currency=settings.FACTORY_CURRENCY)
