@@ -1,7 +1,7 @@
 from datetime import UTC, date, datetime, time
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -132,6 +132,34 @@ class UsageEventsView(IngestView):
 
     @extend_schema(
         request={"application/json": UsageEventDoc(many=True)},
+        examples=[
+            OpenApiExample(
+                "Two requests",
+                value=[
+                    {
+                        "id": "req-7f3a",
+                        "time": "2026-12-01T08:15:02Z",
+                        "tenant": "acme",
+                        "model": "llama-3.3-70b",
+                        "input_tokens": 1812,
+                        "cached_tokens": 1024,
+                        "output_tokens": 412,
+                        "ttft_ms": 310,
+                        "tpot_ms": 28,
+                    },
+                    {
+                        "id": "req-7f3b",
+                        "time": "2026-12-01T08:15:04Z",
+                        "tenant": "acme",
+                        "model": "llama-3.3-70b",
+                        "input_tokens": 950,
+                        "output_tokens": 0,
+                        "status": "error",
+                    },
+                ],
+                request_only=True,
+            )
+        ],
         responses={
             200: IngestResultSerializer,
             409: ErrorsSerializer,
@@ -228,6 +256,22 @@ class CapacityView(APIView):
 
     @extend_schema(
         request=CapacitySampleSerializer(many=True),
+        examples=[
+            OpenApiExample(
+                "A pool at 08:15",
+                value=[
+                    {
+                        "pool": "h100-a",
+                        "time": "2026-12-01T08:15:00Z",
+                        "interval_s": 900,
+                        "gpus_installed": 512,
+                        "gpus_healthy": 497,
+                        "gpus_busy": 281,
+                    }
+                ],
+                request_only=True,
+            )
+        ],
         responses={
             200: inline_serializer(
                 "CapacityResult",
