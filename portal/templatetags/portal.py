@@ -1,9 +1,11 @@
+from datetime import UTC
 from decimal import Decimal
 from fractions import Fraction
 from urllib.parse import urlencode
 
 from django import template
 from django.conf import settings
+from django.utils.dateparse import parse_datetime
 
 from portal.formatting import tokens_short
 from portal.money import round_money, round_money_whole
@@ -141,4 +143,6 @@ def audit_value(value) -> str:
         return ", ".join(audit_value(item) for item in value) or "—"
     if isinstance(value, dict):
         return "; ".join(f"{key}: {audit_value(item)}" for key, item in value.items()) or "—"
+    if isinstance(value, str) and (moment := parse_datetime(value)) is not None:
+        return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if moment.tzinfo else value
     return str(value)

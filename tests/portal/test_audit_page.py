@@ -26,16 +26,21 @@ def test_audit_entries_show_each_changed_field_before_and_after(client, users):
         action="pool.create",
         object_type="pool",
         object_id="3",
-        after={"slug": "h100-a", "gpu_count": 8, "labels": ["eu", "prod"]},
+        after={
+            "slug": "h100-a",
+            "gpu_count": 8,
+            "labels": ["eu", "prod"],
+            "in_service_from": "2026-11-03T07:00:00Z",
+        },
     )
     client.force_login(users["operator"])
 
     page = client.get("/audit/").content.decode()
 
     for shown in ("Status", "active", "suspended", "Billing name", "Acme Ltd", "Is internal",
-                  "no", "yes", "Gpu count", "8", "eu, prod", "—"):  # fmt: skip
+                  "no", "yes", "Gpu count", "8", "eu, prod", "—", "2026-11-03 07:00 UTC"):  # fmt: skip
         assert f">{shown}<" in page, shown
     assert ">Slug<" in page  # the pool's creation lists every field; the tenant's kept slug…
     assert page.count(">acme<") == 0  # … is not a change
-    for raw in ("None", "True", "False", "{'", "['"):
+    for raw in ("None", "True", "False", "{'", "['", "2026-11-03T07"):
         assert raw not in page, raw
