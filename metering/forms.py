@@ -22,7 +22,7 @@ def _scope_fields() -> dict:
             required=False,
             widget=forms.CheckboxSelectMultiple,
             to_field_name="slug",
-            help_text="None ticked (and no pool): every deployment.",
+            help_text="Nothing ticked (and no pool): every deployment.",
         ),
         "pools": forms.ModelMultipleChoiceField(
             queryset=Pool.objects.order_by("slug"),
@@ -70,7 +70,7 @@ class IncidentForm(PlainForm):
         required=False,
         to_field_name="slug",
         widget=forms.SelectMultiple(attrs={"size": 4}),
-        help_text="None selected: every tenant that used the deployments.",
+        help_text="Nothing selected: every tenant that used the deployments.",
     )
     started_at = _when("Started at", required=False, help_text="UTC; empty: now.")
     message = forms.CharField(
