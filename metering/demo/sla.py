@@ -1,9 +1,12 @@
 """Demo factory, SLA part: two incidents and one maintenance window in the demo's 30 days.
 
-A 40-minute major outage of Qwen3-235B on h200-a (a failed NVLink switch), a partial outage
-of DeepSeek-R1 on b200-a (a KV-cache eviction storm: degraded, then partial, then degraded
-again), and a two-hour maintenance of the h100-a pool announced a week ahead. Idempotent:
-each is created once, keyed by its title.
+A 40-minute major outage of Qwen3-235B on h200-a (a failed NVLink switch, public: every
+tenant using Qwen), a partial outage of DeepSeek-R1 on b200-a (a KV-cache eviction storm on
+long prompts: degraded, then partial, then degraded again) that touched only the three
+tenants sending long prompts, and a two-hour maintenance of the h100-a pool announced a week
+ahead. Either incident alone leaves a month within the 99.9% target; the three tenants hit by
+both miss it and get a credit, the others do not. Idempotent: each is created once, keyed by
+its title.
 """
 
 from datetime import datetime, timedelta
@@ -17,6 +20,7 @@ from metering.services.sla.incidents import incident_create, incident_edit, inci
 from metering.services.sla.maintenance import maintenance_window_create
 from portal import clock
 from portal.demo import demo_step
+from portal.models import Tenant
 
 DAYS = 30  # the demo's window: the 30 UTC days up to last midnight (as metering.demo)
 
@@ -25,6 +29,8 @@ MAJOR_TITLE = "Qwen3-235B requests failing on h200-a"
 PARTIAL_TITLE = "DeepSeek-R1 slow and partly failing on b200-a"
 
 MAINTENANCE_TITLE = "h100-a: NCCL and driver upgrade"
+
+LONG_PROMPT_TENANTS = ("initech", "wayne", "stark")  # the partial outage touched only these
 
 
 def _major(day: datetime) -> None:
@@ -68,6 +74,7 @@ def _partial(day: datetime) -> None:
         impact="degraded",
         started_at=t0,
         deployments=[Deployment.objects.get(slug="deepseek-r1@b200-a")],
+        tenants=list(Tenant.objects.filter(slug__in=LONG_PROMPT_TENANTS)),
         message="Time to first token is above its SLO for long prompts.",
         by=None,
     )
