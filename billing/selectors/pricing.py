@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import Count, Max
+
 from billing.models import Contract, Price, PromotionalCredit
 from portal.access import tenant_scoped
 
@@ -54,4 +56,14 @@ def price_book_get(*, at: datetime, user) -> PriceBook:
         promotions=list(
             tenant_scoped(PromotionalCredit.objects.select_related("tenant"), user=user)
         ),
+    )
+
+
+def pricing_digest() -> tuple:
+    """What every rating reads from pricing, as counts and last ids of the price, contract
+    and promotion versions: it changes whenever a version is added or deleted (versions are
+    never edited), so a reader can tell that a stored rating may be out of date."""
+    return tuple(
+        tuple(model.objects.aggregate(n=Count("id"), last=Max("id")).values())
+        for model in (Price, Contract, PromotionalCredit)
     )

@@ -9,6 +9,7 @@ row per key.
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -17,9 +18,11 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
+from billing.selectors.pricing import pricing_digest
 from flywheel.domain.kpis import Kpis
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.measurement import DAY, FACTORY, FactoryData
+from metering.selectors.usage import usage_and_capacity_digest
 from portal import clock
 from portal.money import money_str
 from portal.periods import day_floor, hour_ceil, month_start, next_month
@@ -133,6 +136,23 @@ def snapshots_reopen(*, hours: set[datetime]) -> int:
     ).update(is_closed=False)
 
 
+INPUTS = "inputs"  # the open month snapshot's sums: the digest of what it was measured from
+
+
+def inputs_digest(*, start: datetime, end: datetime) -> str:
+    """A digest of everything the KPIs of [start, end) read: usage and capacity, deployment
+    versions and service lives, and pricing (the rating of paid tokens)."""
+    parts = (usage_and_capacity_digest(start=start, end=end), pricing_digest(), end)
+    return hashlib.sha256(repr(parts).encode()).hexdigest()
+
+
+def _month_inputs(month: datetime) -> str | None:
+    row = KpiSnapshot.objects.filter(
+        scope=FACTORY, period_kind=KpiSnapshot.PeriodKind.MONTH, period_start=month
+    ).first()
+    return row.sums.get(INPUTS) if row is not None else None
+
+
 def snapshots_refresh(*, now: datetime | None = None) -> int:
     """The job: every day of the current month so far and the month, and every earlier
     day or month not closed yet: each is closed once, by the first run after it ends, and
@@ -140,7 +160,14 @@ def snapshots_refresh(*, now: datetime | None = None) -> int:
     from its first to its last open period, never the months between it and now."""
     now = now or clock.now()
     current = month_start(now)
-    written = len(snapshots_measure(start=current, end=now, now=now))
+    inputs = inputs_digest(start=current, end=hour_ceil(now))
+    if _month_inputs(current) == inputs:
+        written = 0  # nothing the current month's figures read changed: not measured again
+    else:
+        written = len(snapshots_measure(start=current, end=now, now=now))
+        KpiSnapshot.objects.filter(
+            scope=FACTORY, period_kind=KpiSnapshot.PeriodKind.MONTH, period_start=current
+        ).update(sums={INPUTS: inputs})
     stale = (
         KpiSnapshot.objects.filter(is_closed=False, period_start__lt=current)
         .values_list("period_start", flat=True)

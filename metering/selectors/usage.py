@@ -1,17 +1,18 @@
 """Reads of metering data. Tenant scoping goes through portal.access.tenant_scoped only."""
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import reduce
 from operator import or_
 
-from django.db.models import F, Min, Q, QuerySet, Sum
+from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay, TruncMonth
 
 from metering.models import (
     LATENCY_BUCKETS_MS,
     CapacitySample,
     DailyUsage,
+    DeploymentVersion,
     EventKey,
     FoldMark,
     HourlyUsage,
@@ -243,3 +244,21 @@ def event_key_list(*, ids: list[int]) -> QuerySet[EventKey]:
 def capacity_sample_list() -> QuerySet[CapacitySample]:
     """Every capacity sample of every pool, for the caller to filter by pool and time."""
     return CapacitySample.objects.all()
+
+
+def usage_and_capacity_digest(*, start: datetime, end: datetime) -> tuple:
+    """Sums of the usage rollups and capacity samples of [start, end) and the deployment
+    versions and pools' service lives: any change to what the KPIs of the span read moves
+    at least one of them (an event adds to the sums; a re-posted sample changes its GPUs)."""
+    usage = daily_usage_list(start=start, end=end + timedelta(days=1)).aggregate(
+        rows=Count("id"), requests=Sum("requests"), output=Sum("output_tokens"),
+        input=Sum("input_tokens"), cached=Sum("cached_tokens"),
+        compliant=Sum("compliant_output_tokens"), ok=Sum("ok_output_tokens"),
+    )  # fmt: skip
+    capacity = CapacitySample.objects.filter(time__gte=start, time__lt=end).aggregate(
+        n=Count("id"), last=Max("time"), installed=Sum("gpus_installed"),
+        healthy=Sum("gpus_healthy"), busy=Sum("gpus_busy"),
+    )  # fmt: skip
+    versions = DeploymentVersion.objects.aggregate(n=Count("id"), last=Max("id"))
+    pools = list(Pool.objects.order_by("pk").values_list("pk", "in_service_from", "retired_at"))
+    return (tuple(usage.values()), tuple(capacity.values()), tuple(versions.values()), pools)

@@ -276,3 +276,30 @@ def test_late_usage_reopens_the_days_after_it_in_its_month(db):
     march_from_3rd = {day for day in days if day.month == 3 and day.day >= 3}
     assert {day.astimezone(UTC) for day in open_days} == march_from_3rd
     assert reopened == 29
+
+
+def test_the_measure_job_does_not_measure_an_unchanged_month_again(factory):
+    """Two runs in the same hour with nothing new: the second writes nothing and never rates;
+    a late event, or a new price version, and the month is measured again."""
+    from flywheel.services.kpis import snapshots_refresh
+
+    now = D + 2 * DAY + timedelta(hours=5, minutes=10)
+    first = snapshots_refresh(now=now)
+    with patch("flywheel.selectors.measurement.month_rate", wraps=month_rate) as rating:
+        again = snapshots_refresh(now=now + timedelta(minutes=15))
+    late, errors = validate_events(
+        items=[{"id": "late-2", "tenant": "paid", "model": "small", "time": (D + DAY).isoformat(),
+                "input_tokens": 10, "output_tokens": 10}],
+        now=now,
+    )  # fmt: skip
+    assert not errors
+    usage_ingest(events=late, received_at=now)
+    rollup_pending()
+    after_usage = snapshots_refresh(now=now + timedelta(minutes=30))
+    price_create(model=ServedModel.objects.get(slug="small"), token_class="output",
+                 per_million=Decimal("3"), currency="USD", effective_from=D + DAY)  # fmt: skip
+    after_price = snapshots_refresh(now=now + timedelta(minutes=45))
+
+    assert first > 0
+    assert again == 0 and not rating.called
+    assert after_usage > 0 and after_price > 0
