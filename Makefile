@@ -20,6 +20,8 @@ demo: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py demo
 	@echo "Serving on http://127.0.0.1:8000 (Ctrl-C to stop)"
+	FACTORY_NAME="$${FACTORY_NAME:-Token Factory}" \
+	FACTORY_ADDRESS="$${FACTORY_ADDRESS:-1 Foundry Way\\nReno, NV 89501\\nUnited States}" \
 	$(BIN)/python manage.py runserver --noreload 127.0.0.1:8000
 
 serve: install

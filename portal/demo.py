@@ -80,8 +80,16 @@ def demo_run(*, stdout: TextIO) -> None:
 
 @demo_step("portal: tenants and demo logins")
 def demo_tenants_and_users(*, stdout: TextIO) -> None:
-    for name, slug, _kind in DEMO_TENANTS:
-        Tenant.objects.update_or_create(slug=slug, defaults={"name": name})
+    for number, (name, slug, _kind) in enumerate(DEMO_TENANTS, start=1):
+        Tenant.objects.update_or_create(
+            slug=slug,
+            defaults={
+                "name": name,
+                "billing_name": f"{name} Inc.",
+                "billing_address": f"Accounts payable\n{100 + 7 * number} Market Street\n"
+                f"San Francisco, CA 94{100 + number:03d}\nUnited States",
+            },
+        )
     for username, password, role, tenant_slug in DEMO_LOGINS:
         tenant = Tenant.objects.get(slug=tenant_slug) if tenant_slug else None
         user_ensure(username=username, role=role, tenant=tenant, password=password)
