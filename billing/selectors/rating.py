@@ -44,7 +44,7 @@ from billing.selectors.usage_rows import (
 from metering.selectors.usage import metered_months
 from portal.access import tenant_scoped
 from portal.models import Tenant
-from portal.periods import Period
+from portal.periods import Period, next_month
 
 ZERO = Decimal(0)
 
@@ -86,7 +86,10 @@ def rated_items(*, period: Period, tenants=None):
     errors: dict[str, str] = {}
     items: list[tuple[Tenant, RatedItem]] = []
     for month in metered_months(within=[period]):
-        rating = month_rate(month_start=month, tenants=tenants)
+        # Whole days of the period rate as one item per daily row (the same paid-ness,
+        # amounts and unsold reasons as hour by hour), the days holding its bounds by hour.
+        bounds = (max(period.start, month), min(period.end, next_month(month)))
+        rating = month_rate(month_start=month, tenants=tenants, by_day=bounds)
         errors |= {rating.tenants[pk].slug: str(error) for pk, error in rating.errors.items()}
         for pk, rated in sorted(rating.rated.items(), key=lambda kv: rating.tenants[kv[0]].slug):
             tenant = rating.tenants[pk]
