@@ -215,6 +215,7 @@ def split_events(cells: set[tuple[int, datetime]]) -> dict[tuple[int, datetime],
             "output_tokens",
             "ttft_ms",
             "tpot_ms",
+            "requests",
         )
     )
     keys = {
@@ -265,13 +266,13 @@ def hour_items(hour: datetime, rows: list[dict], events: list[dict]) -> list[Usa
                 event["time"],
                 row,
                 *tokens,
-                requests=1,
+                requests=event["requests"],
                 source=event["source"],
                 id=event["event_id"],
             )
         )
         sums = explained[event["deployment_id"]]
-        for index, value in enumerate((*tokens, 1)):
+        for index, value in enumerate((*tokens, event["requests"])):
             sums[index] += value
     for row in rows:
         rest = [

@@ -46,6 +46,16 @@ class UsageEventDoc(serializers.Serializer):
     tpot_ms = serializers.FloatField(min_value=0, required=False)
     latency_ms = serializers.FloatField(min_value=0, required=False)
     status = serializers.ChoiceField(choices=["ok", "error"], required=False, default="ok")
+    requests = serializers.IntegerField(
+        min_value=1,
+        max_value=1_000_000,
+        required=False,
+        default=1,
+        help_text=(
+            "Requests of this outcome the event stands for (a pre-aggregated or sampled "
+            "record): the token counts are their totals, the latencies their means"
+        ),
+    )
 
 
 class IngestResultSerializer(serializers.Serializer):

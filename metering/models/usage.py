@@ -40,7 +40,8 @@ class EventKey(models.Model):
 
 
 class UsageEvent(models.Model):
-    """One request served: tokens in and out, latencies, status. `id` is its EventKey's id.
+    """Requests served (one, or `requests` alike): tokens in and out, latencies, status. `id` is
+    its EventKey's id.
 
     On PostgreSQL the table is partitioned by month of `time` (primary key (id, time));
     rows are only ever inserted."""
@@ -64,6 +65,9 @@ class UsageEvent(models.Model):
     tpot_ms = models.FloatField(null=True)
     latency_ms = models.FloatField(null=True)
     is_error = models.BooleanField(default=False)
+    # Requests of this outcome the event stands for (pre-aggregated or sampled records): the
+    # tokens are their totals, the latencies their means; the rollups count it that many times.
+    requests = models.PositiveIntegerField(default=1)
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "deployment", "time"], name="usage_cell_idx")]

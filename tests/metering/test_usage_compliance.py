@@ -29,8 +29,15 @@ NOW = datetime(2026, 4, 1, tzinfo=UTC)
 # Small ranges, so that a figure equal to its threshold (within: <=) comes up often.
 latency = st.one_of(st.none(), st.integers(min_value=0, max_value=6))
 threshold = st.one_of(st.none(), st.integers(min_value=0, max_value=6))
+# The last figure: how many requests the event stands for (None: left out, so 1).
 events = st.lists(
-    st.tuples(st.booleans(), latency, latency, st.integers(min_value=0, max_value=9_999)),
+    st.tuples(
+        st.booleans(),
+        latency,
+        latency,
+        st.integers(min_value=0, max_value=9_999),
+        st.one_of(st.none(), st.integers(min_value=1, max_value=5)),
+    ),
     min_size=1,
     max_size=30,
 )
@@ -72,8 +79,9 @@ def test_rollup_compliance_equals_the_domain_rule(db, raw, slo_ttft, slo_tpot):
             "status": "error" if failed else "ok",
             **({"ttft_ms": ttft} if ttft is not None else {}),
             **({"tpot_ms": tpot} if tpot is not None else {}),
+            **({"requests": n} if n is not None else {}),
         }
-        for i, (failed, ttft, tpot, tokens) in enumerate(raw)
+        for i, (failed, ttft, tpot, tokens, n) in enumerate(raw)
     ]
     validated, errors = validate_events(items=items, now=NOW)
     assert not errors
@@ -81,13 +89,19 @@ def test_rollup_compliance_equals_the_domain_rule(db, raw, slo_ttft, slo_tpot):
     rollup_pending()
 
     compliant = [
-        tokens
-        for failed, ttft, tpot, tokens in raw
+        (tokens, n or 1)
+        for failed, ttft, tpot, tokens, n in raw
         if is_slo_compliant(
             is_error=failed, ttft_ms=ttft, tpot_ms=tpot, slo_ttft_ms=slo_ttft, slo_tpot_ms=slo_tpot
         )
     ]
     rows = list(HourlyUsage.objects.all())
-    assert sum(r.compliant_requests for r in rows) == len(compliant)
-    assert sum(r.compliant_output_tokens for r in rows) == sum(compliant)
-    assert sum(r.compliant_input_tokens for r in rows) == 3 * sum(compliant)
+    # An event standing for n requests counts n requests; its tokens are already their sum.
+    assert sum(r.compliant_requests for r in rows) == sum(n for _, n in compliant)
+    assert sum(r.compliant_output_tokens for r in rows) == sum(t for t, _ in compliant)
+    assert sum(r.compliant_input_tokens for r in rows) == 3 * sum(t for t, _ in compliant)
+    assert sum(r.requests for r in rows) == sum(n or 1 for *_, n in raw)
+    assert sum(r.errors for r in rows) == sum(n or 1 for failed, *_, n in raw if failed)
+    with_ttft = [(ttft, n or 1) for _, ttft, _, _, n in raw if ttft is not None]
+    assert sum(r.ttft_count for r in rows) == sum(n for _, n in with_ttft)
+    assert sum(r.ttft_ms_sum for r in rows) == sum(ttft * n for ttft, n in with_ttft)

@@ -471,6 +471,31 @@ def test_validate_events_rejects_bad_status(value):
     assert _errors(status=value) == [EventError(0, "status", 'must be "ok" or "error"')]
 
 
+def test_an_event_may_stand_for_several_requests_and_defaults_to_one():
+    one = _one()
+    many = _one(requests=5000)
+    assert (one.requests, many.requests) == (1, 5000)
+    # Stated as 1 it is the same event as leaving it out: the hash of old replays holds.
+    assert _one(requests=1).payload_hash == one.payload_hash
+    fast = validate_json_batch(
+        data=json.dumps([_event(requests=5000)]).encode(), now=NOW, max_events=10
+    )
+    assert fast == [many]
+
+
+@pytest.mark.parametrize("value", [0, -1, 1_000_001, 2.0, "5", True])
+def test_validate_events_rejects_a_request_count_that_is_not_a_positive_integer(value):
+    assert _errors(requests=value) == [
+        EventError(0, "requests", "must be an integer from 1 to 1,000,000 (leave it out for 1)")
+    ]
+    assert (
+        validate_json_batch(
+            data=json.dumps([_event(requests=value)]).encode(), now=NOW, max_events=10
+        )
+        is None
+    )
+
+
 def test_validate_events_reports_every_error_of_every_event():
     items = [
         _event(id="a"),
@@ -546,6 +571,7 @@ def test_payload_hash_ignores_representation():
         {"ttft_ms": 120},
         {"status": "error"},
         {"source": "gateway"},
+        {"requests": 2},
     ],
 )
 def test_payload_hash_changes_with_any_field(change):

@@ -32,6 +32,7 @@ EVENT_FIELDS: Final = frozenset(
         "tpot_ms",
         "latency_ms",
         "status",
+        "requests",
     }
 )
 
@@ -67,6 +68,9 @@ OLD_TIME = "is older than the retention window (the start of the UTC month 13 mo
 BAD_SLUG = f"must be a slug: 1 to {SLUG_MAX_LENGTH} letters, digits, hyphens or underscores"
 
 BAD_STATUS = 'must be "ok" or "error"'
+
+MAX_REQUESTS: Final = 1_000_000  # requests one event may stand for
+BAD_REQUESTS = f"must be an integer from 1 to {MAX_REQUESTS:,} (leave it out for 1)"
 
 
 class EventError(msgspec.Struct, frozen=True):
@@ -128,6 +132,9 @@ class EventIn(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     latency_ms: float | None
     status: Literal["ok", "error"]
     payload_hash: str  # 32 hex chars; same (source, id) + other hash = conflict
+    # How many requests of the same outcome the event stands for (a pre-aggregated or
+    # sampled record): its tokens are their totals, its latencies their means.
+    requests: int = 1
 
 
 class EventRef(NamedTuple):

@@ -28,8 +28,11 @@ def fields_hash(
     tpot_ms: float | None,
     latency_ms: float | None,
     status: str,
+    requests: int = 1,
 ) -> str:
-    """The hash of already validated, normalised fields (time in UTC, latencies float)."""
+    """The hash of already validated, normalised fields (time in UTC, latencies float).
+    ``requests`` enters only when it is not 1, so the hashes of single requests stored
+    before the field existed still match their replays."""
     # Positional on purpose: validate_events calls it for every event of every request.
     # "\x1f" cannot occur in a valid field, and "" is no valid value, so None -> "".
     canonical = "\x1f".join(
@@ -48,6 +51,7 @@ def fields_hash(
             "" if tpot_ms is None else repr(tpot_ms),
             "" if latency_ms is None else repr(latency_ms),
             status,
+            *(() if requests == 1 else (str(requests),)),
         )
     )
     return blake2b(canonical.encode(), digest_size=16, person=b"usage-event-v1").hexdigest()
@@ -68,6 +72,7 @@ def payload_hash(
     tpot_ms: float | None,
     latency_ms: float | None,
     status: str,
+    requests: int = 1,
 ) -> str:
     """The payload hash ``validate_events`` gives an event with these (valid) values."""
     return fields_hash(
@@ -84,4 +89,5 @@ def payload_hash(
         None if tpot_ms is None else float(tpot_ms),
         None if latency_ms is None else float(latency_ms),
         status,
+        requests,
     )

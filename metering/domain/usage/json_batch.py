@@ -11,6 +11,7 @@ import msgspec
 from metering.domain.usage.fields import (
     ID_MAX_LENGTH,
     MAX_LATENCY_MS,
+    MAX_REQUESTS,
     MAX_TOKENS,
     SLUG_MAX_LENGTH,
     EventIn,
@@ -30,6 +31,8 @@ _Slug = Annotated[str, msgspec.Meta(pattern=r"^[-a-zA-Z0-9_]+\Z", max_length=SLU
 
 _Tokens = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]
 
+_Requests = Annotated[int, msgspec.Meta(ge=1, le=MAX_REQUESTS)]
+
 _Latency = Annotated[float, msgspec.Meta(ge=0)]
 
 
@@ -47,6 +50,7 @@ class _JsonEvent(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     tpot_ms: _Latency | None = None
     latency_ms: _Latency | None = None
     status: Literal["ok", "error"] | None = None
+    requests: _Requests | None = None
 
 
 _JSON_BATCH = msgspec.json.Decoder(list[_JsonEvent])
@@ -96,6 +100,7 @@ def validate_json_batch(
             ):
                 return None
         status = "ok" if item.status is None else item.status
+        requests = 1 if item.requests is None else item.requests
         append(
             EventIn(
                 source=source,
@@ -111,6 +116,7 @@ def validate_json_batch(
                 tpot_ms=tpot_ms,
                 latency_ms=latency_ms,
                 status=status,
+                requests=requests,
                 payload_hash=fields_hash(
                     source,
                     item.id,
@@ -125,6 +131,7 @@ def validate_json_batch(
                     tpot_ms,
                     latency_ms,
                     status,
+                    requests,
                 ),
             )
         )

@@ -9,12 +9,14 @@ from typing import Any
 
 from metering.domain.usage.fields import (
     BAD_LATENCY,
+    BAD_REQUESTS,
     BAD_SLUG,
     BAD_STATUS,
     BAD_TOKENS,
     EVENT_FIELDS,
     ID_MAX_LENGTH,
     MAX_LATENCY_MS,
+    MAX_REQUESTS,
     MAX_TOKENS,
     NOT_OBJECT,
     NULL_TOKENS,
@@ -43,7 +45,7 @@ def validate_events(
     Each error names the item's index and field (``""`` for an item that is not an
     object; an unknown key is refused with an error naming that key). ``null`` counts as
     absent: required fields then get "is required", optional ones their default
-    (source ``default_source``, pool None, latencies None, status "ok"), except
+    (source ``default_source``, pool None, latencies None, status "ok", requests 1), except
     ``cached_tokens``: absent is 0, null is refused (a count, not "unknown").
     Integers exclude booleans and floats; latencies (ms) are finite non-negative numbers;
     ``time`` is RFC 3339 with a zone (or an aware datetime) inside ``time_window(now=now)``:
@@ -167,6 +169,12 @@ def _validate_item(
     elif type(status) is not str or status not in ("ok", "error"):
         errors.append(EventError(index, "status", BAD_STATUS))
 
+    requests = get("requests")
+    if requests is None:
+        requests = 1
+    elif not (type(requests) is int and 1 <= requests <= MAX_REQUESTS):
+        errors.append(EventError(index, "requests", BAD_REQUESTS))
+
     if not item.keys() <= EVENT_FIELDS:
         for key in item:
             if key not in EVENT_FIELDS:
@@ -188,6 +196,7 @@ def _validate_item(
         tpot_ms=tpot_ms,
         latency_ms=latency_ms,
         status=status,
+        requests=requests,
         payload_hash=fields_hash(
             source,
             event_id,
@@ -202,6 +211,7 @@ def _validate_item(
             tpot_ms,
             latency_ms,
             status,
+            requests,
         ),
     )
 

@@ -256,6 +256,7 @@ def _event_model(pk: int, row: _Row) -> UsageEvent:
         tpot_ms=e.tpot_ms,
         latency_ms=e.latency_ms,
         is_error=e.status == "error",
+        requests=e.requests,
     )
 
 
@@ -304,7 +305,7 @@ def _store_postgresql(
         new_rows = [r for r in rows if (r.event.source, r.event.id) in new]
         with raw.copy(
             "COPY metering_usageevent (id, time, tenant_id, deployment_id, input_tokens, "
-            "cached_tokens, output_tokens, ttft_ms, tpot_ms, latency_ms, is_error) "
+            "cached_tokens, output_tokens, ttft_ms, tpot_ms, latency_ms, is_error, requests) "
             "FROM STDIN (FORMAT BINARY)"
         ) as copy:
             copy.set_types(_EVENT_TYPES)
@@ -324,6 +325,7 @@ def _store_postgresql(
                         e.tpot_ms,
                         e.latency_ms,
                         e.status == "error",
+                        e.requests,
                     )
                 )
         cells = _pending_cells(new_rows)
@@ -342,7 +344,7 @@ def _store_postgresql(
 
 _EVENT_TYPES = [
     "int8", "timestamptz", "int8", "int8", "int8", "int8", "int8",
-    "float8", "float8", "float8", "bool",
+    "float8", "float8", "float8", "bool", "int4",
 ]  # fmt: skip
 
 

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
 from django.db import connection, transaction
-from django.db.models import BigIntegerField, Count, FloatField, Q, Sum, Value
+from django.db.models import BigIntegerField, F, FloatField, Q, Sum, Value
 from django.db.models.functions import Coalesce, TruncHour
 
 from metering.models import (
@@ -156,22 +156,26 @@ def _aggregates(version: DeploymentVersion | None) -> dict:
     if version is not None and version.slo_tpot_ms is not None:
         compliant &= Q(tpot_ms__isnull=True) | Q(tpot_ms__lte=version.slo_tpot_ms)
     aggregates = {
-        "requests": Count("id"),
-        "errors": Count("id", filter=Q(is_error=True)),
-        "compliant_requests": Count("id", filter=compliant),
-        "ttft_ms_sum": _float_sum("ttft_ms"),
-        "ttft_count": Count("ttft_ms"),
-        "tpot_ms_sum": _float_sum("tpot_ms"),
-        "tpot_count": Count("tpot_ms"),
-        "latency_ms_sum": _float_sum("latency_ms"),
-        "latency_count": Count("latency_ms"),
+        "all_requests": _big_sum("requests"),  # renamed below, as the tokens
+        "errors": _big_sum("requests", Q(is_error=True)),
+        "compliant_requests": _big_sum("requests", compliant),
     }
+    for name in ("ttft_ms", "tpot_ms", "latency_ms"):
+        # An event standing for n requests carries their mean: it weighs n.
+        aggregates[f"{name}_sum"] = Coalesce(
+            Sum(F(name) * F("requests"), output_field=FloatField()),
+            Value(0.0),
+            output_field=FloatField(),
+        )
+        aggregates[name.replace("_ms", "_count")] = _big_sum(
+            "requests", Q(**{f"{name}__isnull": False})
+        )
     for name in ("input_tokens", "cached_tokens", "output_tokens"):
         aggregates[f"all_{name}"] = _big_sum(name)  # renamed below: names must not shadow fields
         aggregates[f"ok_{name}"] = _big_sum(name, ok)
         aggregates[f"compliant_{name}"] = _big_sum(name, compliant)
     for index, edge in enumerate(LATENCY_BUCKETS_MS):
-        aggregates[f"latency_le_{index}"] = Count("id", filter=Q(latency_ms__lte=edge))
+        aggregates[f"latency_le_{index}"] = _big_sum("requests", Q(latency_ms__lte=edge))
     return aggregates
 
 
@@ -191,7 +195,7 @@ def _aggregate(deployment_id: int, version, cells: set[Cell]) -> list[HourlyUsag
     for row in rows:
         if (row["tenant_id"], deployment_id, row["hour"]) not in cells:
             continue
-        for name in ("input_tokens", "cached_tokens", "output_tokens"):
+        for name in ("requests", "input_tokens", "cached_tokens", "output_tokens"):
             row[name] = row.pop(f"all_{name}")
         cumulative = [row.pop(f"latency_le_{i}") for i in range(len(LATENCY_BUCKETS_MS))]
         cumulative.append(row["latency_count"])
@@ -286,17 +290,22 @@ def _hourly_sql() -> str:
         " AND (c.slo_ttft_ms IS NULL OR e.ttft_ms IS NULL OR e.ttft_ms <= c.slo_ttft_ms)"
         " AND (c.slo_tpot_ms IS NULL OR e.tpot_ms IS NULL OR e.tpot_ms <= c.slo_tpot_ms)"
     )
-    sums = ["count(*)", "count(*) FILTER (WHERE e.is_error)"]
+    # An event stands for e.requests requests (its latencies are their means): counts weigh it.
+    n = "COALESCE(sum(e.requests){}, 0)"
+    sums = [n.format(""), n.format(" FILTER (WHERE e.is_error)")]
     sums += [f"sum(e.{name})" for name in ("input_tokens", "cached_tokens", "output_tokens")]
     for condition in (ok, compliant):
         if condition == compliant:
-            sums.append(f"count(*) FILTER (WHERE {condition})")
+            sums.append(n.format(f" FILTER (WHERE {condition})"))
         sums += [
             f"COALESCE(sum(e.{name}) FILTER (WHERE {condition}), 0)"
             for name in ("input_tokens", "cached_tokens", "output_tokens")
         ]
     for name in ("ttft_ms", "tpot_ms", "latency_ms"):
-        sums += [f"COALESCE(sum(e.{name}), 0)", f"count(e.{name})"]
+        sums += [
+            f"COALESCE(sum(e.{name} * e.requests), 0)",
+            n.format(f" FILTER (WHERE e.{name} IS NOT NULL)"),
+        ]
     # Non-cumulative bucket counts, +Inf last (as _aggregate derives them from cumulative ones).
     edges = [None, *LATENCY_BUCKETS_MS, None]
     buckets = []
@@ -304,7 +313,7 @@ def _hourly_sql() -> str:
         terms = [f"e.latency_ms > {lower}" if lower is not None else "e.latency_ms IS NOT NULL"]
         if upper is not None:
             terms.append(f"e.latency_ms <= {upper}")
-        buckets.append(f"count(*) FILTER (WHERE {' AND '.join(terms)})")
+        buckets.append(n.format(f" FILTER (WHERE {' AND '.join(terms)})"))
     fields = ", ".join(SUM_FIELDS)
     updates = ", ".join(
         f"{name} = EXCLUDED.{name}" for name in [*SUM_FIELDS, "latency_histogram", "is_demo"]
