@@ -1,11 +1,12 @@
 """Demo billing: list prices from demo-factory.md, a contract per tenant, promotions, and the
-invoices of the last complete month in the data (paid where it is old enough)."""
+invoices of every complete month in the data, paid over their terms (one late, one open)."""
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TextIO
 
 from django.conf import settings
+from django.db.models import Min
 
 from billing.models import Contract, Invoice, Price, PromotionalCredit
 from billing.services.invoices import invoice_pay, invoice_run
@@ -15,7 +16,7 @@ from metering.selectors.usage import hourly_usage_list
 from portal import clock
 from portal.demo import DEMO_TENANTS, demo_step
 from portal.models import Tenant
-from portal.periods import month_start
+from portal.periods import month_start, next_month
 
 PRICES_FROM = datetime(2026, 1, 1, tzinfo=UTC)
 # Per million tokens: input / cached input / output (demo-factory.md, published price lists).
@@ -40,9 +41,16 @@ PAID_TERMS = {
 }
 DEFAULT_PAID = (Decimal(0), 100 * B, [])
 CONTRACTS_FROM = datetime(2026, 1, 1, tzinfo=UTC)
+# Payment terms (days; the others 30) and how many days after issue each tenant pays (the
+# others: 12 days before the due date). Umbrella pays eight days late; Soylent has not paid its
+# oldest invoice, which is open and overdue.
+PAYMENT_TERMS = {"initech": 15, "umbrella": 15, "stark": 15, "soylent": 15, "dunder": 15}
+PAYS_AFTER_DAYS = {"acme": 9, "initech": 6, "umbrella": 23, "stark": 14, "hooli": 27}
+NEVER_PAYS_OLDEST = "soylent"
+INVOICE_RUN_HOUR = timedelta(hours=2)  # the month-end close runs at 02:00 UTC on the 1st
 
 
-@demo_step("billing: price book, contracts, promotions, last month's invoices")
+@demo_step("billing: price book, contracts, promotions, the closed months' invoices and payments")
 def demo_billing(*, stdout: TextIO) -> None:
     currency = settings.FACTORY_CURRENCY
     for slug, prices in LIST_PRICES.items():
@@ -71,6 +79,7 @@ def demo_billing(*, stdout: TextIO) -> None:
             free_tokens_per_month=free,
             volume_tiers=tiers,
             currency=currency,
+            payment_terms_days=PAYMENT_TERMS.get(slug, 30),
             effective_from=CONTRACTS_FROM,
         )
     now = clock.now()
@@ -84,18 +93,47 @@ def demo_billing(*, stdout: TextIO) -> None:
             expires_at=this_month + timedelta(days=90),
             description="Startup programme credit",
         )
-    _invoice_last_month(now=now, stdout=stdout)
+    _invoice_closed_months(now=now, stdout=stdout)
 
 
-def _invoice_last_month(*, now, stdout: TextIO) -> None:
-    """Invoice the month before this one when the demo data reaches into it."""
-    last_month = month_start(month_start(now) - timedelta(days=1))
-    if not hourly_usage_list(start=last_month, end=month_start(now)).exists():
+def _invoice_closed_months(*, now, stdout: TextIO) -> None:
+    """Invoice every month of the data that is over, oldest first, as the month-end close
+    would have at 02:00 on the 1st (or now, if that is still ahead); record each payment
+    made by now, before the next month closes, as the books would have it."""
+    data = hourly_usage_list(end=month_start(now)).aggregate(first=Min("hour"))["first"]
+    if data is None:
         return
-    run = invoice_run(month_start=last_month)
-    for invoice in run.issued[::2]:  # every other tenant has paid already
-        invoice_pay(invoice=invoice)
-    issued = Invoice.objects.filter(period_start=last_month).count()
-    stdout.write(f"  {issued} invoices for {last_month:%Y-%m}\n")
-    for slug, message in run.errors.items():
-        stdout.write(f"  {slug}: not invoiced: {message}\n")
+    months = []
+    month = month_start(data)
+    while month < month_start(now):
+        months.append(month)
+        month = next_month(month)
+    payments = []  # (paid_at, invoice) not yet recorded, in time order
+    for index, month in enumerate(months):
+        if Invoice.objects.filter(period_start=month).exists():
+            continue
+        issued_at = min(next_month(month) + INVOICE_RUN_HOUR, now)
+        for paid_at, invoice in sorted(payments, key=lambda p: p[0]):
+            if paid_at <= issued_at:
+                invoice_pay(invoice=invoice, paid_at=paid_at)
+        payments = [(t, i) for t, i in payments if t > issued_at]
+        run = invoice_run(month_start=month, now=issued_at)
+        for invoice in run.issued:
+            slug = invoice.tenant.slug
+            if invoice.status != Invoice.Status.ISSUED:
+                continue
+            if slug == NEVER_PAYS_OLDEST and index == 0:
+                continue
+            days = PAYS_AFTER_DAYS.get(slug)
+            paid_at = (
+                issued_at + timedelta(days=days, hours=7)
+                if days is not None
+                else invoice.due_at - timedelta(days=12)
+            )
+            if paid_at <= now:
+                payments.append((paid_at, invoice))
+        stdout.write(f"  {len(run.issued)} invoices for {month:%Y-%m}\n")
+        for slug, message in run.errors.items():
+            stdout.write(f"  {slug}: not invoiced: {message}\n")
+    for paid_at, invoice in sorted(payments, key=lambda p: p[0]):
+        invoice_pay(invoice=invoice, paid_at=paid_at)

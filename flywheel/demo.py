@@ -7,22 +7,23 @@ depreciation, PUE 1.30, electricity 0.083 per kWh; staff 129,000 a month (0.10 p
 GPU-hour for 1,768 GPUs) and SG&A 1,300,000 a month (about 15% of expected revenue).
 """
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TextIO
 
 from django.db.models import Min
 
 from flywheel.domain.loop.factors import SYMBOLS
-from flywheel.models import CostModel, FactoryCosts, Goal, Lever
+from flywheel.models import CostModel, FactoryCosts, Goal, Lever, LeverApplication
 from flywheel.services.kpis import snapshots_measure
+from flywheel.services.loop.applications import lever_apply
 from flywheel.services.loop.cycles import cycle_run
 from flywheel.services.loop.versions import goal_create, lever_create
 from flywheel.services.tfom import cost_model_create, factory_costs_create
 from metering.selectors.factory import pool_list
 from metering.selectors.usage import hourly_usage_list
 from portal import clock
-from portal.demo import demo_step
+from portal.demo import APPLIED_LEVER, demo_lever_applied_at, demo_step
 from portal.periods import day_floor
 
 COSTS_FROM = datetime(2026, 1, 1, tzinfo=UTC)
@@ -220,11 +221,11 @@ LEVERS = [
 GOAL = {"min_gross_margin": D("0.80"), "min_ebitda_per_month": D(9_000_000)}
 
 
-@demo_step("flywheel: lever catalogue (published uplifts), a goal and one cycle")
+@demo_step("flywheel: lever catalogue (published uplifts), a goal, one lever applied, one cycle")
 def demo_flywheel(*, stdout: TextIO) -> None:
     now = clock.now()
-    today = day_floor(now)
-    since = today - timedelta(days=30)  # the demo's first day: levers in force throughout
+    first = hourly_usage_list().aggregate(first=Min("hour"))["first"]
+    since = day_floor(first or now)  # the demo's first day: levers in force throughout
     for slug, name, description, effects, one_time, monthly in LEVERS:
         if Lever.objects.filter(slug=slug).exists():
             continue
@@ -246,6 +247,15 @@ def demo_flywheel(*, stdout: TextIO) -> None:
             note="gross margin at least 80% and EBITDA at least 9 M per month",
             **GOAL,
         )
+    applied_at = demo_lever_applied_at(now)
+    if first is not None and not LeverApplication.objects.exists() and applied_at > first:
+        lever_apply(
+            slug=APPLIED_LEVER,
+            applied_at=applied_at,
+            note="EAGLE draft heads on every deployment, rolled out in one morning",
+            now=now,
+        )
+        stdout.write(f"  applied {APPLIED_LEVER} at {applied_at:%Y-%m-%d %H:%M} UTC\n")
     cycle = cycle_run(now=now)
     goal = {None: "not set", True: "met", False: "not met"}[cycle.is_goal_met]
     stdout.write(

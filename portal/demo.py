@@ -7,12 +7,14 @@ the apps above it). Each app writes its steps in its own `demo` module and names
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TextIO
 
 from django.conf import settings
 from django.utils.module_loading import import_string
 
 from portal.models import Role, Tenant
+from portal.periods import day_floor
 from portal.services import user_ensure
 
 
@@ -53,6 +55,18 @@ DEMO_TENANTS = [
     ("Factory Evals", "evals", "internal"),
     ("Dunder Paper", "dunder", "paid"),
 ]
+
+
+# One lever the operator put in service two weeks before the demo's day: the metered traffic
+# shows its effect from then on (metering's demo), the flywheel has it on record as applied
+# (flywheel's demo), so the cycle history shows what it realized against what it projected.
+APPLIED_LEVER = "speculative-decoding"
+APPLIED_EFFICIENCY = 1.04  # η realized (the published typical is x1.05)
+
+
+def demo_lever_applied_at(now: datetime) -> datetime:
+    """When APPLIED_LEVER went into service: 10:00 UTC, 14 days before today."""
+    return day_floor(now) - timedelta(days=14) + timedelta(hours=10)
 
 
 def demo_step(name: str) -> Callable:

@@ -28,6 +28,7 @@ INVOICE_CSV_HEADER = [
 
 INVOICES_CSV_HEADER = [
     "number", "tenant", "month", "status", "total", "currency", "issued_at", "due_at",
+    "paid_at", "is_overdue",
 ]  # fmt: skip
 
 
@@ -37,6 +38,7 @@ def invoices(request):
     status = request.GET.get("status", "")
     tenant = request.GET.get("tenant", "")
     rows = invoice_list(user=request.user, filters=request.GET)
+    now = clock.now()
     if request.GET.get("format") == "csv":
         return csv_response(
             filename="invoices.csv",
@@ -51,17 +53,21 @@ def invoices(request):
                     i.currency,
                     i.issued_at.isoformat() if i.issued_at else "",
                     i.due_at.isoformat() if i.due_at else "",
+                    i.paid_at.isoformat() if i.paid_at else "",
+                    "true" if i.is_overdue(now=now) else "false",
                 )
                 for i in rows
             ),
         )
     is_member = user_role(request.user) is Role.TENANT
+    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     return render(
         request,
         "billing/invoices/invoices.html",
         {
             "title": "Invoices",
-            "page": Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page")),
+            "page": page,
+            "overdue": {i.pk for i in page if i.is_overdue(now=now)},
             "statuses": Invoice.Status.choices,
             "status": status,
             "tenant": tenant,

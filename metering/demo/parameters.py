@@ -1,11 +1,12 @@
 """The demo factory's parameters: pools, volume, per-request distributions, and shared helpers."""
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
+from portal import clock
+from portal.demo import APPLIED_EFFICIENCY, demo_lever_applied_at
 from portal.periods import day_floor, hour_floor, months_before
 
-DAYS = 30
 SEED = 20261130
 # slug, name, GPU type, GPUs, model slug, model name, alias, R_ref, SLO TTFT ms, SLO TPOT ms
 POOLS = [
@@ -47,46 +48,49 @@ POOLS = [
     ),
 ]
 AVAILABILITY, OCCUPANCY, EFFICIENCY = 0.97, 0.55, 0.80
-TRACE = (
-    Path(__file__).resolve().parents[3]
-    / "shared"
-    / "samples"
-    / "traces"
-    / "azure_llm_2023_code.csv"
-)
-
-# Volume. A factory this size serves ~10^8 requests a day, far more than a demo should store
-# as events. So one demo request stands for REQUEST_SCALE real ones and carries their tokens:
-# its token counts are scaled up by REQUEST_SCALE (about 1.8 M output tokens per demo request
-# instead of ~900). The past days' rollups use the same scale, so the request-level last day
-# (about 110,000 events) has the requests, tokens and tokens per request of the days before.
-REQUEST_SCALE = 2_000
-OUTPUT_TOKENS_PER_REQUEST = 900 * REQUEST_SCALE  # mean, per demo request
+_TRACES = Path(__file__).resolve().parents[3] / "shared" / "samples" / "traces"
+# Each model's request sizes come from a real trace: chat on Llama (Azure conversations),
+# ChatGPT-style traffic on Qwen (BurstGPT), long-context conversations on DeepSeek-R1
+# (Mooncake, Kimi). Their input lengths only shape each request's share: an hour's input is
+# INPUT_PER_OUTPUT times its output, as demo-factory.md sets the workload.
+TRACES = {
+    "llama-3.3-70b": _TRACES / "azure_llm_2023_conv.csv",
+    "qwen3-235b-a22b": _TRACES / "burstgpt_1_first400_via_gitm.csv",
+    "deepseek-r1": _TRACES / "mooncake_fast25_conversation_trace.jsonl",
+}
 INPUT_PER_OUTPUT = 3  # input:output tokens ≈ 3:1, half of the input from the prefix cache
 
-# Per-request distributions, shared by the events and the synthetic rollups (ms).
+# Volume. A factory this size serves ~10^8 requests a day, far more than a demo should store
+# as events. So each of the last day's events stands for REQUEST_SCALE requests of one size
+# (its `requests` field): its tokens are their totals. The past days' rollups count the
+# same requests, so the last day (about 70,000 events) reads like the days before.
+REQUEST_SCALE = 10_000
+
+# Per-request latencies (ms), shared by the events and the synthetic rollups; load (busy /
+# healthy GPUs) slows both first token and decoding (metering.demo.requests.load_factor).
 ERROR_RATE = 0.004
-TTFT_MU, TTFT_SIGMA = 6.0, 0.6  # log-normal: median 403 ms, mean 483 ms
-LATENCY_MU, LATENCY_SIGMA = 8.3, 0.5  # log-normal end to end: median 4.0 s
-TPOT_OK_RANGE = (0.2, 0.95)  # x the TPOT SLO, uniform
+TTFT_MEDIAN_MS, TTFT_SIGMA = 400, 0.6  # log-normal at 1/3 load
+TPOT_TYPICAL_MS = {"llama-3.3-70b": 45, "qwen3-235b-a22b": 30, "deepseek-r1": 28}  # at 1/3 load
 TPOT_MISS_RATE = 0.012  # requests above the TPOT SLO, at 1.05-1.5 x it
-# With the 2,000 ms TTFT SLO: ≈ 98.0% of requests ok and within SLO (σ ≈ 0.98).
+# With the 2,000 ms TTFT SLO: ≈ 98% of requests ok and within SLO (σ ≈ 0.98).
 
 EVENT_CHUNK = 5_000  # events per validate + ingest + fold round
 
 
 def demo_window(now: datetime) -> tuple[datetime, datetime]:
-    """The demo's usage and capacity: from the first day of last month (at least DAYS before
-    today), so it holds a closed month whatever day it is loaded on, to the current hour, so
-    "this month" has its hours so far even on the 1st (kpis.md section 0)."""
-    today = day_floor(now)
-    return min(today - timedelta(days=DAYS), months_before(today, 1)), hour_floor(now)
+    """The demo's usage and capacity (demo-factory.md): from the first day of the month two
+    months back, so it holds two closed months whatever day it is loaded on, to the current
+    hour, so "this month" has its hours so far even on the 1st (kpis.md section 0)."""
+    return months_before(day_floor(now), 2), hour_floor(now)
 
 
-def hour_output(busy_gpus: int, r_ref: float) -> float:
-    """Output tokens a pool produces in an hour with this many busy GPUs (η = EFFICIENCY)."""
-    return busy_gpus * 3600 * r_ref * EFFICIENCY
+def last_month_start(now: datetime) -> datetime:
+    """The first day of the demo's last closed month (its incidents happen in it)."""
+    return months_before(day_floor(now), 1)
 
 
-def requests_for(output_tokens: float) -> int:
-    return max(1, round(output_tokens / OUTPUT_TOKENS_PER_REQUEST))
+def hour_output(hour: datetime, busy_gpus: int, r_ref: float) -> float:
+    """Output tokens a pool produces in an hour with this many busy GPUs: η = EFFICIENCY, and
+    APPLIED_EFFICIENCY times that once the demo's applied lever is in service."""
+    uplift = APPLIED_EFFICIENCY if hour >= demo_lever_applied_at(clock.now()) else 1.0
+    return busy_gpus * 3600 * r_ref * EFFICIENCY * uplift

@@ -14,15 +14,13 @@ from typing import TextIO
 
 from django.db import transaction
 
-from metering.demo.parameters import demo_window
+from metering.demo.parameters import last_month_start
 from metering.models import Deployment, Incident, MaintenanceWindow, Pool
 from metering.services.sla.incidents import incident_create, incident_edit, incident_update_add
 from metering.services.sla.maintenance import maintenance_window_create
 from portal import clock
 from portal.demo import demo_step
 from portal.models import Tenant
-
-DAYS = 30  # the demo's window: the 30 UTC days up to last midnight (as metering.demo)
 
 MAJOR_TITLE = "Qwen3-235B requests failing on h200-a"
 
@@ -96,7 +94,7 @@ def _partial(day: datetime) -> None:
 @demo_step("metering: incidents and maintenance")
 @transaction.atomic
 def demo_incidents(*, stdout: TextIO) -> None:
-    start, _ = demo_window(clock.now())
+    start = last_month_start(clock.now())
     made = []
     if not Incident.objects.filter(title=MAJOR_TITLE, started_at__gte=start).exists():
         _major(start + timedelta(days=9))

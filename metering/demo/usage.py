@@ -1,4 +1,4 @@
-"""Demo step: 30 days of capacity samples and hourly usage rollups."""
+"""Demo step: capacity samples and hourly usage rollups of two closed months and this one."""
 
 import math
 import random
@@ -12,41 +12,18 @@ from metering.demo.parameters import (
     AVAILABILITY,
     ERROR_RATE,
     INPUT_PER_OUTPUT,
-    LATENCY_MU,
-    LATENCY_SIGMA,
     OCCUPANCY,
     POOLS,
     SEED,
-    TPOT_MISS_RATE,
-    TPOT_OK_RANGE,
-    TTFT_MU,
-    TTFT_SIGMA,
     demo_window,
     hour_output,
-    requests_for,
 )
 from metering.demo.progress import Progress
-from metering.models import (
-    LATENCY_BUCKETS_MS,
-    CapacitySample,
-    HourlyUsage,
-    Pool,
-)
+from metering.demo.requests import LatencyModel, mean_output
+from metering.models import CapacitySample, HourlyUsage, Pool
 from portal import clock
 from portal.demo import DEMO_TENANTS, demo_step
 from portal.models import Tenant
-
-
-def _lognormal_cdf(x: float, mu: float, sigma: float) -> float:
-    return 0.5 * math.erfc(-(math.log(x) - mu) / (sigma * math.sqrt(2)))
-
-
-def _lognormal_mean(mu: float, sigma: float) -> float:
-    return math.exp(mu + sigma**2 / 2)
-
-
-LATENCY_CDF = [_lognormal_cdf(edge, LATENCY_MU, LATENCY_SIGMA) for edge in LATENCY_BUCKETS_MS]
-TPOT_MEAN_FACTOR = (1 - TPOT_MISS_RATE) * sum(TPOT_OK_RANGE) / 2 + TPOT_MISS_RATE * 1.275
 
 
 def _diurnal(hour: int) -> float:
@@ -61,7 +38,7 @@ def _tenant_weights() -> dict[str, float]:
     return {slug: weight / total for slug, weight in weights.items()}
 
 
-@demo_step("metering: capacity and usage from the first day of last month")
+@demo_step("metering: capacity and usage from the first day of the month two months back")
 @transaction.atomic
 def demo_usage(*, stdout) -> None:
     rng = random.Random(SEED)
@@ -78,6 +55,7 @@ def demo_usage(*, stdout) -> None:
         deployment = pool.deployments.get()
         version = deployment.versions.get()
         r_ref = float(version.r_ref)
+        model = deployment.model.slug
         failure_start = rng.randrange(hours - 48)
         for h in range(hours):
             hour = start + timedelta(hours=h)
@@ -99,11 +77,17 @@ def demo_usage(*, stdout) -> None:
             )
             if h >= hours - 24:
                 continue  # the last day comes as request-level events
-            output = hour_output(busy, r_ref)
+            output = hour_output(hour, busy, r_ref)
+            latency = LatencyModel.at(
+                model_slug=model,
+                slo_ttft_ms=version.slo_ttft_ms,
+                slo_tpot_ms=version.slo_tpot_ms,
+                load=busy / healthy if healthy else 1.0,
+            )
             for tenant_slug, weight in weights.items():
                 share = output * weight * rng.uniform(0.8, 1.2)
                 hourly.append(
-                    _demo_rollup(tenants[tenant_slug], deployment, version, hour, share, rng)
+                    _demo_rollup(tenants[tenant_slug], deployment, hour, share, latency, rng)
                 )
     CapacitySample.objects.bulk_create(capacity, batch_size=2000, ignore_conflicts=True)
     progress = Progress(
@@ -117,22 +101,20 @@ def demo_usage(*, stdout) -> None:
     demo_last_day(rng, end, weights, stdout)
 
 
-def _demo_rollup(tenant, deployment, version, hour, output_tokens, rng) -> HourlyUsage:
-    """An hour of a tenant as the rollup of requests drawn like the last day's events would
-    be: counts rounded at random (unbiased), latency histogram from the same distribution."""
+def _demo_rollup(tenant, deployment, hour, output_tokens, latency: LatencyModel, rng):
+    """An hour of a tenant as the rollup of the requests the last day's events would draw:
+    as many as the model's trace sizes them, counts rounded at random (unbiased), latency
+    histogram and sums from the hour's latency model."""
     output = int(output_tokens)
     inputs = output * INPUT_PER_OUTPUT
     cached = inputs // 2
-    requests = requests_for(output)
+    requests = max(1, round(output / mean_output(latency.model_slug)))
     errors = min(requests, int(requests * ERROR_RATE + rng.random()))
-    within_slo = (1 - ERROR_RATE) * (1 - TPOT_MISS_RATE)
-    if version.slo_ttft_ms is not None:
-        within_slo *= _lognormal_cdf(version.slo_ttft_ms, TTFT_MU, TTFT_SIGMA)
-    compliant = min(requests - errors, int(requests * within_slo + rng.random()))
+    compliant = min(requests - errors, int(requests * latency.within_slo + rng.random()))
     ok_share, compliant_share = (requests - errors) / requests, compliant / requests
     # Systematic sampling of the histogram: one random offset, counts sum to `requests`.
     offset, previous, histogram = rng.random(), 0, []
-    for cdf in [*LATENCY_CDF, 1.0]:
+    for cdf in [*latency.latency_cdf(), 1.0]:
         reached = math.floor(requests * cdf + offset)
         histogram.append(reached - previous)
         previous = reached
@@ -152,11 +134,11 @@ def _demo_rollup(tenant, deployment, version, hour, output_tokens, rng) -> Hourl
         compliant_input_tokens=int(inputs * compliant_share),
         compliant_cached_tokens=int(cached * compliant_share),
         compliant_output_tokens=int(output * compliant_share),
-        ttft_ms_sum=requests * _lognormal_mean(TTFT_MU, TTFT_SIGMA),
+        ttft_ms_sum=requests * latency.ttft_mean,
         ttft_count=requests,
-        tpot_ms_sum=requests * (version.slo_tpot_ms or 50) * TPOT_MEAN_FACTOR,
+        tpot_ms_sum=requests * latency.tpot_mean,
         tpot_count=requests,
-        latency_ms_sum=requests * _lognormal_mean(LATENCY_MU, LATENCY_SIGMA),
+        latency_ms_sum=requests * latency.latency_mean,
         latency_count=requests,
         latency_histogram=histogram,
         is_demo=True,

@@ -1,0 +1,93 @@
+"""The demo reads like a real factory (demo-factory.md): requests sized by real traces, latency
+that depends on the model and the hour, two closed months paid over their terms (one late,
+one open and overdue), and one lever applied two weeks ago, measured against its projection."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.db.models import Sum
+
+from billing.models import Invoice
+from flywheel.models import LeverApplication
+from metering.models import LATENCY_BUCKETS_MS, HourlyUsage, UsageEvent
+from portal import clock
+from portal.models import ClosedMonth
+from portal.periods import month_start, months_before
+
+pytestmark = pytest.mark.e2e
+
+
+def _median_ms(histogram: list[int]) -> float:
+    """The median of a latency histogram, interpolated inside the bucket that holds it."""
+    half, seen, lower = sum(histogram) / 2, 0, 0
+    for upper, count in zip(LATENCY_BUCKETS_MS, histogram, strict=False):
+        if count and seen + count >= half:
+            return lower + (upper - lower) * (half - seen) / count
+        seen, lower = seen + count, upper
+    raise AssertionError("median beyond the last bucket edge")
+
+
+def test_the_demo_requests_are_sized_and_timed_like_real_traffic(demo):
+    # The last day's events each stand for many requests; per request they are trace-sized.
+    per_request = sorted(
+        output / requests
+        for output, requests in UsageEvent.objects.values_list("output_tokens", "requests")
+    )
+    assert per_request, "the demo's last day is at request level"
+    assert 100 <= per_request[len(per_request) // 2] <= 1_000
+    totals = HourlyUsage.objects.aggregate(
+        i=Sum("input_tokens"), o=Sum("output_tokens"), r=Sum("requests")
+    )
+    assert 2.5 <= totals["i"] / totals["o"] <= 3.5
+    assert 100 <= totals["o"] / totals["r"] <= 1_000  # the rollup days count the same requests
+
+    # Median latency by model, and by hour of day within a model: busy hours are slower.
+    by_model_hour: dict[tuple[str, int], list[int]] = {}
+    rows = HourlyUsage.objects.values_list("deployment__model__slug", "hour", "latency_histogram")
+    for model, hour, histogram in rows:
+        merged = by_model_hour.setdefault((model, hour.hour), [0] * (len(LATENCY_BUCKETS_MS) + 1))
+        for index, count in enumerate(histogram):
+            merged[index] += count
+    medians = {key: _median_ms(histogram) for key, histogram in by_model_hour.items()}
+    models = {model for model, _ in medians}
+    assert len(models) == 3
+    assert len({round(medians[(model, 16)], -2) for model in models}) == 3  # models differ
+    for model in models:
+        quiet, busy = medians[(model, 4)], medians[(model, 16)]
+        assert busy > 1.1 * quiet, f"{model}: {quiet:.0f} ms at 04:00, {busy:.0f} ms at 16:00"
+
+
+def test_the_demo_closes_two_months_paid_over_their_terms(demo):
+    now = clock.now()
+    months = [months_before(month_start(now), 2), months_before(month_start(now), 1)]
+    assert list(ClosedMonth.objects.values_list("month", flat=True)) == months
+    oldest = Invoice.objects.filter(period_start=months[0]).exclude(total=0)
+    assert oldest.count() >= 10
+    late = [i for i in oldest if i.paid_at is not None and i.paid_at > i.due_at]
+    overdue = [i for i in oldest if i.is_overdue(now=now)]
+    on_time = [i for i in oldest if i.paid_at is not None and i.paid_at <= i.due_at]
+    assert [i.tenant.slug for i in late] == ["umbrella"]
+    assert [i.tenant.slug for i in overdue] == ["soylent"]
+    assert len(on_time) == oldest.count() - 2
+    # Terms of 15 and 30 days, the due date counted from the issue at the month-end close.
+    terms = {(i.due_at - i.issued_at).days for i in oldest}
+    assert terms == {15, 30}
+    assert {i.issued_at for i in oldest} == {months[1] + timedelta(hours=2)}
+
+
+def test_the_lever_applied_two_weeks_ago_is_measured_against_its_projection(demo, page):
+    from tests.e2e.conftest import login, screenshot
+
+    application = LeverApplication.objects.get()
+    assert application.evaluated_by is not None, "the demo's cycle measured it"
+    efficiency = application.realized["efficiency"]
+    assert Decimal(efficiency["projected_multiplier"]) == Decimal("1.05")
+    assert Decimal("1.02") < Decimal(efficiency["realized_multiplier"]) < Decimal("1.05")
+
+    login(page, "operator", "operator-demo")
+    page.goto("/flywheel/")
+    table = page.get_by_role("table", name="Projected against realized")
+    table.wait_for()
+    assert "Speculative decoding" in table.inner_text()
+    screenshot(page, "flywheel-cycles-demo")
