@@ -331,5 +331,5 @@ def test_an_invoice_says_who_pays_whom_by_when_and_why_a_line_is_cheaper(
                   "9 Client Street<br>Town", f"{invoice.due_at:%-d %b %Y}", "net 15 days",
                   "volume tier ≥ 300.0 M tokens: −20%"):  # fmt: skip
         assert shown in page, shown
-    assert rows[0].endswith(",issued_at,due_at")
-    assert rows[1].endswith(invoice.due_at.isoformat())
+    assert rows[0].endswith(",issued_at,due_at,paid_at,is_overdue")
+    assert rows[1].endswith(f"{invoice.due_at.isoformat()},,false")  # not paid, not due yet

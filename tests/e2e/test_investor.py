@@ -32,7 +32,7 @@ def test_investor_reads_the_tfom_view_with_trends_and_bands(now, demo, page):
     page.goto("/investor/")  # the last 30 days: the whole demo
     page.wait_for_selector("#trend-money-chart .main-svg")
     page.wait_for_selector("#trend-factor-chart .main-svg")
-    # The demo: from the first day of last month (30 days back at least) to today's start,
+    # The demo: from the first day of the month two months back to today's start,
     # then today up to now. Each of its months: revenue, COGS, opex, EBITDA, EBIT; TEF, TFI.
     today = now.replace(hour=0, minute=0, second=0, microsecond=0)
     demo_start, _ = demo_window(now)
@@ -50,9 +50,10 @@ def test_investor_reads_the_tfom_view_with_trends_and_bands(now, demo, page):
     page.goto("/investor/?period=last_month")
     page.wait_for_selector("#trend-money-chart .main-svg")
     page.wait_for_selector("#trend-factor-chart .main-svg")
-    # The trend ends with the period: last month, whole on every day the demo is loaded.
-    assert demo_start <= months_before(now, 1)
-    assert _points(page, "#trend-money-chart") == 5
+    # The trend ends with the period: last month, whole on every day the demo is loaded, and
+    # shows the demo's months up to it (the month before it too: two closed months).
+    assert demo_start == months_before(now, 2)
+    assert _points(page, "#trend-money-chart") == 5 * 2
     assert not page.get_by_text("* A partial month").is_visible()
     table = page.get_by_role("table", name="Profit and loss")
     assert table.get_by_role("row", name="Revenue").first.is_visible()
