@@ -2,10 +2,9 @@
 deployment versions, levers and goals. Each starts on a whole UTC hour, is never edited once
 in force and may be deleted only before it takes effect (a mistake caught in time); a change
 is a new version. One that feeds a month's figures never takes effect inside a closed month
-(portal.closing). The rules are here once; each app's service writes its own fields."""
+(portal.closing). The rules are here once; each app's service checks its own fields and
+stores the version through `version_create`."""
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 
 from django.db import IntegrityError, models, transaction
@@ -26,15 +25,30 @@ def effective_from_check(moment: datetime, *, in_figures: bool = True) -> None:
         month_closed_check(moment=moment, field="effective_from")
 
 
-@contextmanager
-def version_unique(message: str, *, field: str = "effective_from") -> Iterator[None]:
-    """A concurrent request that created the same version first is reported like a
-    duplicate found by the check before it."""
+def version_create(
+    version: models.Model, *, series: dict, conflict: str, object_type: str, by=None
+) -> models.Model:
+    """Store a new version: `version` is unsaved, its fields checked by its app's service
+    (effective_from with effective_from_check). Another version of the same series (the
+    fields in `series`) at the same instant is refused with `conflict`, whether it was
+    there before or a concurrent request stored it first. Audited as
+    `<object_type>.create`."""
+    same = type(version).objects.filter(**series, effective_from=version.effective_from)
+    if same.exists():
+        raise FieldError("effective_from", conflict)
     try:
         with transaction.atomic():
-            yield
-    except IntegrityError:
-        raise FieldError(field, message) from None
+            version.save(force_insert=True)
+    except IntegrityError:  # a concurrent request stored the same version first
+        raise FieldError("effective_from", conflict) from None
+    audit_record(
+        actor=by,
+        action=f"{object_type}.create",
+        object_type=object_type,
+        object_id=version.pk,
+        after=audit_snapshot(version),
+    )
+    return version
 
 
 @transaction.atomic

@@ -14,7 +14,7 @@ from portal.errors import FieldError
 from portal.models import Tenant
 from portal.money import CURRENCY_EXPONENTS
 from portal.services import audit_record, audit_snapshot
-from portal.versions import effective_from_check, version_unique
+from portal.versions import effective_from_check, version_create
 
 
 def _check_currency(currency: str) -> None:
@@ -37,28 +37,19 @@ def price_create(
     effective_from_check(effective_from)
     if per_million < 0:
         raise FieldError("per_million", "must not be negative")
-    if Price.objects.filter(
-        model=model, token_class=token_class, effective_from=effective_from
-    ).exists():
-        raise FieldError(
-            "effective_from", f"{model.slug} {token_class} already has a price from that instant"
-        )
-    with version_unique(f"{model.slug} {token_class} already has that version"):
-        price = Price.objects.create(
+    return version_create(
+        Price(
             model=model,
             token_class=token_class,
             per_million=per_million,
             currency=currency,
             effective_from=effective_from,
-        )
-    audit_record(
-        actor=by,
-        action="price.create",
+        ),
+        series={"model": model, "token_class": token_class},
+        conflict=f"{model.slug} {token_class} already has a price from that instant",
         object_type="price",
-        object_id=price.pk,
-        after=audit_snapshot(price),
+        by=by,
     )
-    return price
 
 
 def _tiers(volume_tiers: list[dict]) -> list[dict]:
@@ -124,8 +115,6 @@ def contract_create(
         raise FieldError("committed_minimum", "must not be negative")
     if not 0 <= payment_terms_days <= 365:
         raise FieldError("payment_terms_days", "must be between 0 and 365 days")
-    if Contract.objects.filter(tenant=tenant, effective_from=effective_from).exists():
-        raise FieldError("effective_from", f"{tenant.slug} already has a contract from then")
     contract = Contract(
         tenant=tenant,
         kind=kind,
@@ -139,16 +128,13 @@ def contract_create(
     )
     if credit_tiers is not None:
         contract.credit_tiers = _credit_tiers(credit_tiers)
-    with version_unique(f"{tenant.slug} already has a contract from then"):
-        contract.save()
-    audit_record(
-        actor=by,
-        action="contract.create",
+    return version_create(
+        contract,
+        series={"tenant": tenant},
+        conflict=f"{tenant.slug} already has a contract from then",
         object_type="contract",
-        object_id=contract.pk,
-        after=audit_snapshot(contract),
+        by=by,
     )
-    return contract
 
 
 @transaction.atomic

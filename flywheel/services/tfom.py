@@ -11,13 +11,12 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Model
 
 from flywheel.models import CostModel, FactoryCosts
 from portal.errors import FieldError
-from portal.services import audit_record, audit_snapshot
-from portal.versions import effective_from_check
+from portal.versions import effective_from_check, version_create
 
 
 def _check_currency(currency: str) -> None:
@@ -70,35 +69,26 @@ def cost_model_create(
         raise FieldError("idle_power_ratio", "must be between 0 and 1")
     if node_power_factor <= 0:
         raise FieldError("node_power_factor", "must be positive")
-    message = f"pool {pool.slug} already has a cost model from that instant"
-    if CostModel.objects.filter(pool=pool, effective_from=effective_from).exists():
-        raise FieldError("effective_from", message)
-    try:
-        with transaction.atomic():
-            cost_model = CostModel.objects.create(
-                pool=pool,
-                capex_per_gpu=capex_per_gpu,
-                depreciation_months=depreciation_months,
-                power_kw_per_gpu=power_kw_per_gpu,
-                idle_power_ratio=idle_power_ratio,
-                pue=pue,
-                electricity_price_per_kwh=electricity_price_per_kwh,
-                hosting_per_gpu_month=hosting_per_gpu_month,
-                network_storage_per_gpu_month=network_storage_per_gpu_month,
-                node_power_factor=node_power_factor,
-                currency=currency,
-                effective_from=effective_from,
-            )
-    except IntegrityError:  # a concurrent request created the same version first
-        raise FieldError("effective_from", message) from None
-    audit_record(
-        actor=by,
-        action="cost_model.create",
+    return version_create(
+        CostModel(
+            pool=pool,
+            capex_per_gpu=capex_per_gpu,
+            depreciation_months=depreciation_months,
+            power_kw_per_gpu=power_kw_per_gpu,
+            idle_power_ratio=idle_power_ratio,
+            pue=pue,
+            electricity_price_per_kwh=electricity_price_per_kwh,
+            hosting_per_gpu_month=hosting_per_gpu_month,
+            network_storage_per_gpu_month=network_storage_per_gpu_month,
+            node_power_factor=node_power_factor,
+            currency=currency,
+            effective_from=effective_from,
+        ),
+        series={"pool": pool},
+        conflict=f"pool {pool.slug} already has a cost model from that instant",
         object_type="cost_model",
-        object_id=cost_model.pk,
-        after=audit_snapshot(cost_model),
+        by=by,
     )
-    return cost_model
 
 
 @transaction.atomic
@@ -115,27 +105,18 @@ def factory_costs_create(
     _check_currency(currency)
     effective_from_check(effective_from)
     _check_not_negative(staff_per_month=staff_per_month, sga_per_month=sga_per_month)
-    message = "factory costs already have a version from that instant"
-    if FactoryCosts.objects.filter(effective_from=effective_from).exists():
-        raise FieldError("effective_from", message)
-    try:
-        with transaction.atomic():
-            costs = FactoryCosts.objects.create(
-                staff_per_month=staff_per_month,
-                sga_per_month=sga_per_month,
-                currency=currency,
-                effective_from=effective_from,
-            )
-    except IntegrityError:
-        raise FieldError("effective_from", message) from None
-    audit_record(
-        actor=by,
-        action="factory_costs.create",
+    return version_create(
+        FactoryCosts(
+            staff_per_month=staff_per_month,
+            sga_per_month=sga_per_month,
+            currency=currency,
+            effective_from=effective_from,
+        ),
+        series={},
+        conflict="factory costs already have a version from that instant",
         object_type="factory_costs",
-        object_id=costs.pk,
-        after=audit_snapshot(costs),
+        by=by,
     )
-    return costs
 
 
 def cost_models_in_force(

@@ -21,7 +21,7 @@ from metering.models import (
 )
 from metering.selectors.factory import pool_first_signs_of_life
 from portal.services import audit_record, audit_snapshot
-from portal.versions import effective_from_check
+from portal.versions import effective_from_check, version_create
 
 # A deployment's first version is in force "from the start of time".
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -84,25 +84,21 @@ def deployment_version_add(
 ) -> DeploymentVersion:
     """Add a version of R_ref, w_in and SLO from `effective_from` (a whole UTC hour) on."""
     effective_from_check(effective_from)
-    if deployment.versions.filter(effective_from=effective_from).exists():
-        raise ValidationError({"effective_from": "a version already starts at this time"})
-    version = DeploymentVersion.objects.create(
-        deployment=deployment,
-        effective_from=effective_from,
-        r_ref=spec.r_ref,
-        w_in=spec.w_in,
-        slo_ttft_ms=spec.slo_ttft_ms,
-        slo_tpot_ms=spec.slo_tpot_ms,
-        slo_min_tokens_per_s=spec.slo_min_tokens_per_s,
-    )
-    audit_record(
-        actor=by,
-        action="create",
+    return version_create(
+        DeploymentVersion(
+            deployment=deployment,
+            effective_from=effective_from,
+            r_ref=spec.r_ref,
+            w_in=spec.w_in,
+            slo_ttft_ms=spec.slo_ttft_ms,
+            slo_tpot_ms=spec.slo_tpot_ms,
+            slo_min_tokens_per_s=spec.slo_min_tokens_per_s,
+        ),
+        series={"deployment": deployment},
+        conflict=f"{deployment.slug} already has a version from that instant",
         object_type="deployment_version",
-        object_id=f"{deployment.slug}@{effective_from.isoformat()}",
-        after=audit_snapshot(version),
+        by=by,
     )
-    return version
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,12 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from flywheel.domain.loop.factors import CAPPED, FACTORS
 from flywheel.models import Goal, Lever
 from portal.errors import FieldError
-from portal.services import audit_record, audit_snapshot
-from portal.versions import effective_from_check
+from portal.versions import effective_from_check, version_create
 
 ESTIMATE_KEYS = ("low", "typical", "high")
 
@@ -85,35 +84,26 @@ def lever_create(
             "description", "say how the lever works and where its multipliers come from"
         )
     cleaned = effects_clean(effects)
-    message = f"lever {slug} already has a version from that instant"
-    if Lever.objects.filter(slug=slug, effective_from=effective_from).exists():
-        raise FieldError("effective_from", message)
-    try:
-        with transaction.atomic():
-            lever = Lever.objects.create(
-                slug=slug,
-                name=name,
-                description=description,
-                effects=cleaned,
-                one_time_cost=one_time_cost,
-                monthly_cost=monthly_cost,
-                currency=currency,
-                is_active=is_active,
-                source=source,
-                observations=observations,
-                effective_from=effective_from,
-                created_by=by if by is not None and by.is_authenticated else None,
-            )
-    except IntegrityError:
-        raise FieldError("effective_from", message) from None
-    audit_record(
-        actor=by,
-        action="lever.create",
+    return version_create(
+        Lever(
+            slug=slug,
+            name=name,
+            description=description,
+            effects=cleaned,
+            one_time_cost=one_time_cost,
+            monthly_cost=monthly_cost,
+            currency=currency,
+            is_active=is_active,
+            source=source,
+            observations=observations,
+            effective_from=effective_from,
+            created_by=by if by is not None and by.is_authenticated else None,
+        ),
+        series={"slug": slug},
+        conflict=f"lever {slug} already has a version from that instant",
         object_type="lever",
-        object_id=lever.pk,
-        after=audit_snapshot(lever),
+        by=by,
     )
-    return lever
 
 
 @transaction.atomic
@@ -152,28 +142,19 @@ def goal_create(
                 "must be in (0, 1]" if factor in CAPPED else "must be positive",
             )
         targets[factor] = format(number.normalize(), "f")
-    message = "a goal already starts at that instant"
-    if Goal.objects.filter(effective_from=effective_from).exists():
-        raise FieldError("effective_from", message)
-    try:
-        with transaction.atomic():
-            goal = Goal.objects.create(
-                min_gross_margin=min_gross_margin,
-                min_ebitda_per_month=min_ebitda_per_month,
-                min_tfi=min_tfi,
-                factor_targets=targets,
-                note=note,
-                currency=currency,
-                effective_from=effective_from,
-                created_by=by if by is not None and by.is_authenticated else None,
-            )
-    except IntegrityError:
-        raise FieldError("effective_from", message) from None
-    audit_record(
-        actor=by,
-        action="goal.create",
+    return version_create(
+        Goal(
+            min_gross_margin=min_gross_margin,
+            min_ebitda_per_month=min_ebitda_per_month,
+            min_tfi=min_tfi,
+            factor_targets=targets,
+            note=note,
+            currency=currency,
+            effective_from=effective_from,
+            created_by=by if by is not None and by.is_authenticated else None,
+        ),
+        series={},
+        conflict="a goal already starts at that instant",
         object_type="goal",
-        object_id=goal.pk,
-        after=audit_snapshot(goal),
+        by=by,
     )
-    return goal
