@@ -3,6 +3,9 @@ size is drawn from its model's real trace and whose latencies from the hour's lo
 
 from datetime import timedelta
 
+from django.db import transaction
+
+from metering.demo.database import analyze
 from metering.demo.parameters import (
     EVENT_CHUNK,
     INPUT_PER_OUTPUT,
@@ -13,7 +16,7 @@ from metering.demo.parameters import (
 from metering.demo.progress import Progress
 from metering.demo.requests import LatencyModel, mean_output, trace_requests
 from metering.domain.usage.validation import validate_events
-from metering.models import CapacitySample, Pool
+from metering.models import CapacitySample, Pool, UsageEvent
 from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import rollup_pending
 from portal import clock
@@ -70,11 +73,13 @@ def demo_last_day(rng, end, weights, stdout) -> None:
                     )
     progress = Progress(stdout=stdout, label=f"{day:%Y-%m-%d} request by request", total=len(items))
     now = clock.now()
-    for chunk in range(0, len(items), EVENT_CHUNK):
-        events, errors = validate_events(items=items[chunk : chunk + EVENT_CHUNK], now=now)
-        if errors:
-            raise RuntimeError(f"demo events invalid: {errors[:3]}")
-        usage_ingest(events=events, received_at=now)
-        rollup_pending()  # fold as we go: the events come in hour order, cells rarely repeat
-        progress.advance(len(events))
+    with transaction.atomic():  # the day whole or not at all, folded once
+        for chunk in range(0, len(items), EVENT_CHUNK):
+            events, errors = validate_events(items=items[chunk : chunk + EVENT_CHUNK], now=now)
+            if errors:
+                raise RuntimeError(f"demo events invalid: {errors[:3]}")
+            usage_ingest(events=events, received_at=now)  # queued for the fold
+            progress.advance(len(events))
+        analyze(UsageEvent)
+        rollup_pending()
     progress.finish(f"{len(items):,} request-level events")

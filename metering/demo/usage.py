@@ -7,6 +7,7 @@ from decimal import Decimal
 
 from django.db import transaction
 
+from metering.demo.database import analyze
 from metering.demo.last_day import demo_last_day
 from metering.demo.parameters import (
     AVAILABILITY,
@@ -21,6 +22,7 @@ from metering.demo.parameters import (
 from metering.demo.progress import Progress
 from metering.demo.requests import LatencyModel, mean_output
 from metering.models import CapacitySample, HourlyUsage, Pool
+from metering.services.usage.rollup import rollup_days
 from portal import clock
 from portal.demo import DEMO_TENANTS, demo_step
 from portal.models import Tenant
@@ -39,7 +41,6 @@ def _tenant_weights() -> dict[str, float]:
 
 
 @demo_step("metering: capacity and usage from the first day of the month two months back")
-@transaction.atomic
 def demo_usage(*, stdout) -> None:
     rng = random.Random(SEED)
     start, end = demo_window(clock.now())
@@ -89,13 +90,15 @@ def demo_usage(*, stdout) -> None:
                 hourly.append(
                     _demo_rollup(tenants[tenant_slug], deployment, hour, share, latency, rng)
                 )
-    CapacitySample.objects.bulk_create(capacity, batch_size=2000, ignore_conflicts=True)
     progress = Progress(
         stdout=stdout, label=f"{hours // 24 - 1} days of hourly rollups", total=len(hourly)
     )
-    for chunk in range(0, len(hourly), 5000):
-        HourlyUsage.objects.bulk_create(hourly[chunk : chunk + 5000], batch_size=2000)
-        progress.advance(len(hourly[chunk : chunk + 5000]))
+    with transaction.atomic():
+        CapacitySample.objects.bulk_create(capacity, batch_size=2000, ignore_conflicts=True)
+        for chunk in range(0, len(hourly), 5000):
+            HourlyUsage.objects.bulk_create(hourly[chunk : chunk + 5000], batch_size=2000)
+            progress.advance(len(hourly[chunk : chunk + 5000]))
+    analyze(CapacitySample, HourlyUsage)  # committed: the folds below join these rows
     _demo_days()
     progress.finish(f"{len(capacity):,} capacity samples, {len(hourly):,} hourly rollups")
     demo_last_day(rng, end, weights, stdout)
@@ -146,8 +149,6 @@ def _demo_rollup(tenant, deployment, hour, output_tokens, latency: LatencyModel,
 
 
 def _demo_days() -> None:
-    from metering.services.usage.rollup import rollup_days
-
     cells = set(
         HourlyUsage.objects.filter(is_demo=True)
         .values_list("tenant_id", "deployment_id", "hour")
