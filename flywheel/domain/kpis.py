@@ -15,6 +15,8 @@ from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
 from typing import Any, Literal
 
+from metering.domain.usage.production import production_tokens
+
 Telemetry = Literal["measured", "partial", "assumed"]
 
 # decimal128 precision: ample for GPU-seconds (about 20 digits at 10^6 GPUs over a year
@@ -126,31 +128,19 @@ class Kpis:
         }
 
 
-def production_tokens(
-    *, output_tokens: int, input_tokens: int, cached_tokens: int, w_in: Decimal
-) -> Decimal:
-    """Return tok = output + w_in * (input - cached), in output-token units."""
-    if not 0 <= cached_tokens <= input_tokens or output_tokens < 0:
-        raise ValueError("token counts need 0 <= cached <= input and output >= 0")
-    if w_in < 0:
-        raise ValueError("w_in must be non-negative")
-    with localcontext(KPI_CONTEXT):
-        return output_tokens + w_in * (input_tokens - cached_tokens)
-
-
 def std_seconds(
     *, output_tokens: int, input_tokens: int, cached_tokens: int, r_ref: Decimal, w_in: Decimal
 ) -> Decimal:
     """Return standard GPU-seconds std = tok / R_ref of an event or of an aggregate of one deployment version."""
     if r_ref <= 0:
         raise ValueError("r_ref must be positive")
-    tok = production_tokens(
-        output_tokens=output_tokens,
-        input_tokens=input_tokens,
-        cached_tokens=cached_tokens,
-        w_in=w_in,
-    )
     with localcontext(KPI_CONTEXT):
+        tok = production_tokens(
+            output_tokens=output_tokens,
+            input_tokens=input_tokens,
+            cached_tokens=cached_tokens,
+            w_in=w_in,
+        )
         return tok / r_ref
 
 

@@ -39,10 +39,10 @@ from flywheel.domain.kpis import (
     Telemetry,
     integrate_capacity,
     kpis_compute,
-    production_tokens,
 )
 from flywheel.models import KpiSnapshot
 from metering.domain.usage.compliance import is_slo_compliant
+from metering.domain.usage.production import production_tokens
 from metering.selectors.factory import (
     deployment_list,
     deployment_version_list,

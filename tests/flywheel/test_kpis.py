@@ -15,9 +15,9 @@ from flywheel.domain.kpis import (
     integrate_capacity,
     kpis_compute,
     pool_reference_rate,
-    production_tokens,
     std_seconds,
 )
+from metering.domain.usage.production import production_tokens
 
 # No example database: the suite must leave nothing behind in the tree.
 PROPERTY = settings(database=None, deadline=None, max_examples=150)

@@ -16,10 +16,11 @@ from django.db.models import Q, Sum
 
 from billing.domain.rating.types import UnsoldReason
 from billing.selectors.rating import rated_items
-from flywheel.domain.kpis import KPI_CONTEXT, production_tokens, ratio_of
+from flywheel.domain.kpis import KPI_CONTEXT, ratio_of
 from flywheel.domain.loop.baseline import Baseline
 from flywheel.domain.loop.diagnosis import Evidence, EvidenceColumn
 from flywheel.selectors.measurement import FactoryData
+from metering.domain.usage.production import production_tokens
 from metering.selectors.factory import deployment_list
 from metering.selectors.sla.incidents import deployment_slugs, incident_queryset, peak_impact
 from metering.selectors.usage import hourly_usage_list

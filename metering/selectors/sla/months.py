@@ -13,6 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Sum
 
 from metering.domain.sla import incident_touches, maintenance_touches, uptime_compute
+from metering.domain.usage.production import production_tokens
 from metering.models import DeploymentVersion, HourlyUsage, Incident, MaintenanceWindow
 from metering.selectors.sla.incidents import (
     deployment_slugs,
@@ -77,7 +78,7 @@ _SUMS = [
 
 def _production(tenant_ids: list[int], start: datetime, end: datetime) -> dict[int, dict]:
     """Per tenant: requests, compliant requests, Σ std and compliant Σ std from the hourly
-    rollups; std = (output + w_in × (input − cached)) / R_ref of the version in force."""
+    rollups; std = tok / R_ref of the version in force (metering.domain.usage.production)."""
     totals: dict[int, dict] = defaultdict(
         lambda: {"requests": 0, "compliant_requests": 0, "std": Fraction(0), "ok_std": Fraction(0)}
     )
@@ -106,13 +107,20 @@ def _production(tenant_ids: list[int], start: datetime, end: datetime) -> dict[i
                 total = totals[s["tenant_id"]]
                 total["requests"] += s["s_requests"]
                 total["compliant_requests"] += s["s_compliant_requests"]
-                total["std"] += (
-                    s["s_output_tokens"] + w_in * (s["s_input_tokens"] - s["s_cached_tokens"])
-                ) / r_ref
-                total["ok_std"] += (
-                    s["s_compliant_output_tokens"]
-                    + w_in * (s["s_compliant_input_tokens"] - s["s_compliant_cached_tokens"])
-                ) / r_ref
+                made = production_tokens(
+                    output_tokens=s["s_output_tokens"],
+                    input_tokens=s["s_input_tokens"],
+                    cached_tokens=s["s_cached_tokens"],
+                    w_in=w_in,
+                )
+                within = production_tokens(
+                    output_tokens=s["s_compliant_output_tokens"],
+                    input_tokens=s["s_compliant_input_tokens"],
+                    cached_tokens=s["s_compliant_cached_tokens"],
+                    w_in=w_in,
+                )
+                total["std"] += made / r_ref
+                total["ok_std"] += within / r_ref
     return totals
 
 
