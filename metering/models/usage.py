@@ -67,7 +67,8 @@ class UsageEvent(models.Model):
     is_error = models.BooleanField(default=False)
     # Requests of this outcome the event stands for (pre-aggregated or sampled records): the
     # tokens are their totals, the latencies their means; the rollups count it that many times.
-    requests = models.PositiveIntegerField(default=1)
+    # The column defaults to 1 in the database too, for writers that leave it out (COPY).
+    requests = models.PositiveIntegerField(default=1, db_default=1)
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "deployment", "time"], name="usage_cell_idx")]

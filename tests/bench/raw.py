@@ -90,7 +90,9 @@ def bulk_load(
     table = partition_name(config.MONTH_START)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
-        conn.execute(f"CREATE TABLE {table} (LIKE metering_usageevent INCLUDING DEFAULTS)")
+        conn.execute(
+            f"CREATE TABLE {table} (LIKE metering_usageevent INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
+        )
         conn.execute("ALTER TABLE metering_eventkey DROP CONSTRAINT event_key_unique")
     chunks = [
         (dsn, seq0, min(CHUNK, count - seq0), tenant_ids, deployment_ids, table)
@@ -145,7 +147,9 @@ class RawIngest:
                 "ON COMMIT DELETE ROWS"
             )
             cur.execute("DROP TABLE IF EXISTS bench_raw_copy")
-            cur.execute("CREATE TABLE bench_raw_copy (LIKE metering_usageevent INCLUDING DEFAULTS)")
+            cur.execute(
+                "CREATE TABLE bench_raw_copy (LIKE metering_usageevent INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
+            )
             cur.execute("ALTER TABLE bench_raw_copy ADD PRIMARY KEY (id)")
             cur.execute("CREATE INDEX ON bench_raw_copy (tenant_id, time)")
         self.conn.commit()
