@@ -50,7 +50,8 @@ def invoice_month_task(month: str | None = None) -> None:
     ignore_result=True,
 )
 def rate_months_task() -> None:
-    """Bring the rated tenant-months of this and last month up to date after the fold.
-    Idempotent: a tenant-month whose inputs did not change is not rated again."""
+    """Bring billing's rated usage up to date after the fold: every tenant-month whose usage,
+    pricing or invoices changed is rated again. Idempotent: a tenant-month whose inputs did
+    not change is not rated again."""
     rollup_pending()
     log.info("rate: %d tenant-months up to date", rated_months_refresh())

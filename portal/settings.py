@@ -310,6 +310,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
+# Read models derived from folded usage, refreshed right after the embedded default's fold
+# (with a broker, by their own jobs: "rate" below): billing's rated usage.
+USAGE_FOLDED_REFRESH = ["billing.services.rated.rated_months_refresh"]
 CELERY_BEAT_SCHEDULE = {
     # Fetch /metrics of every enabled scrape target (vLLM, SGLang, DCGM exporters).
     "scrape": {"task": "metering.scrape_targets", "schedule": 30.0},
@@ -317,8 +320,8 @@ CELERY_BEAT_SCHEDULE = {
     "rollup": {"task": "metering.rollup_pending", "schedule": 60.0},
     # KPI snapshots for the current day and month; closes finished days and months.
     "measure": {"task": "flywheel.measure", "schedule": crontab(minute="*/15")},
-    # Rated tenant-months (the SLA credit base, minimum shortfalls) of this and last month.
-    "rate": {"task": "billing.rate_months", "schedule": crontab(minute="*/15")},
+    # Billing's rated usage of the tenant-months whose usage or pricing changed.
+    "rate": {"task": "billing.rate_months", "schedule": 60.0},
     # Rate last month, post it to the ledger, issue invoices and close its SLA.
     "invoice": {
         "task": "billing.invoice_month",

@@ -1,7 +1,7 @@
 from billing.models.invoices import Invoice, InvoiceCounter, InvoiceLine, PromotionUse, SlaCredit
 from billing.models.ledger import Account, AppendOnlyModel, LedgerTransaction, Posting
 from billing.models.pricing import DEFAULT_CREDIT_TIERS, Contract, Price, PromotionalCredit
-from billing.models.rated import RatedTenantMonth
+from billing.models.rated import RatedTenantMonth, RatedUsage
 
 __all__ = [
     "DEFAULT_CREDIT_TIERS",
@@ -17,5 +17,6 @@ __all__ = [
     "PromotionUse",
     "PromotionalCredit",
     "RatedTenantMonth",
+    "RatedUsage",
     "SlaCredit",
 ]

@@ -26,3 +26,52 @@ class RatedTenantMonth(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id} {self.month_start:%Y-%m}"
+
+
+class RatedUsage(models.Model):
+    """Billing's published read model of rated usage: one tenant's usage of one deployment in
+    one hour as its month rated, paid or unsold for one reason (a split hour, where the free
+    allowance runs out, holds both). Paid rows carry tokens by class, the paid tokens that
+    met the deployment's SLO, and the money: list value, contract and tier discounts, the
+    realized amount before promotions and the promotions' share. Written only with its
+    tenant-month's RatedTenantMonth (billing.services.rated), so it is as fresh as that."""
+
+    class Sale(models.TextChoices):
+        PAID = "paid"
+        TRIAL = "trial"
+        INTERNAL = "internal"
+        ALLOWANCE = "allowance"
+        NO_CONTRACT = "no_contract"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    deployment = models.ForeignKey("metering.Deployment", on_delete=models.CASCADE)
+    hour = models.DateTimeField()
+    month_start = models.DateTimeField()
+    sale = models.CharField(max_length=16, choices=Sale.choices)
+    input_tokens = models.BigIntegerField(default=0)  # includes cached_tokens
+    cached_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    # Of those (paid rows), the tokens of requests within the SLO.
+    compliant_input_tokens = models.BigIntegerField(default=0)
+    compliant_cached_tokens = models.BigIntegerField(default=0)
+    compliant_output_tokens = models.BigIntegerField(default=0)
+    # Unrounded amounts in the tenant-month's currency (0 on unsold rows).
+    list_value = models.DecimalField(max_digits=30, decimal_places=12, default=0)
+    contract_discount = models.DecimalField(max_digits=30, decimal_places=12, default=0)
+    tier_discount = models.DecimalField(max_digits=30, decimal_places=12, default=0)
+    realized = models.DecimalField(max_digits=30, decimal_places=12, default=0)
+    promotions = models.DecimalField(max_digits=30, decimal_places=12, default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "deployment", "hour", "sale"], name="rated_usage_cell"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["hour"], name="rated_usage_hour"),
+            models.Index(fields=["tenant", "month_start"], name="rated_usage_tenant_month"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id} {self.deployment_id} {self.hour:%Y-%m-%d %H}:00 {self.sale}"

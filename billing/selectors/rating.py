@@ -16,10 +16,8 @@ from billing.domain.rating.engine import rate_month
 from billing.domain.rating.types import (
     ContractVersion,
     PriceVersion,
-    RatedItem,
     RatedMonth,
     RatingError,
-    UnsoldReason,
     UsageItem,
     VolumeTier,
     month_bounds,
@@ -41,95 +39,9 @@ from billing.selectors.usage_rows import (
     split_events,
     split_hours,
 )
-from metering.selectors.usage import metered_months
-from portal.access import tenant_scoped
 from portal.models import Tenant
-from portal.periods import Period, next_month
 
 ZERO = Decimal(0)
-
-
-@dataclass
-class Realization:
-    """Rated usage of a period: per tenant and model, list value against realized revenue."""
-
-    rows: list[dict] = field(default_factory=list)  # tenant, model, list, realized, tokens
-    unsold: dict[str, dict[str, int]] = field(
-        default_factory=dict
-    )  # tenant name -> reason -> tokens
-    errors: dict[str, str] = field(default_factory=dict)  # tenant -> rating error
-
-    @property
-    def list_value(self) -> Decimal:
-        return sum((r["list_value"] for r in self.rows), ZERO)
-
-    @property
-    def realized(self) -> Decimal:
-        return sum((r["realized"] for r in self.rows), ZERO)
-
-    @property
-    def price_realization(self) -> Decimal | None:
-        """ρ = Σ realized / Σ list value over the paid usage (kpis.md section 3)."""
-        return self.realized / self.list_value if self.list_value else None
-
-    def unsold_by_reason(self) -> dict[str, int]:
-        totals = dict.fromkeys((r.value for r in UnsoldReason), 0)
-        for reasons in self.unsold.values():
-            for reason, tokens in reasons.items():
-                totals[reason] += tokens
-        return totals
-
-
-def rated_items(*, period: Period, tenants=None):
-    """(tenant, RatedItem) for every ok usage item in the period, rated within its month
-    (so allowances and tiers count from the month's start), plus rating errors by tenant."""
-    errors: dict[str, str] = {}
-    items: list[tuple[Tenant, RatedItem]] = []
-    for month in metered_months(within=[period]):
-        # Whole days of the period rate as one item per daily row (the same paid-ness,
-        # amounts and unsold reasons as hour by hour), the days holding its bounds by hour.
-        bounds = (max(period.start, month), min(period.end, next_month(month)))
-        rating = month_rate(month_start=month, tenants=tenants, by_day=bounds)
-        errors |= {rating.tenants[pk].slug: str(error) for pk, error in rating.errors.items()}
-        for pk, rated in sorted(rating.rated.items(), key=lambda kv: rating.tenants[kv[0]].slug):
-            tenant = rating.tenants[pk]
-            items.extend(
-                (tenant, item)
-                for item in rated.items
-                if period.start <= item.item.time < period.end
-            )
-    return items, errors
-
-
-def realization_get(*, period: Period, user) -> Realization:
-    tenants = tenant_scoped(Tenant.objects.all(), user=user, field=None)
-    items, errors = rated_items(period=period, tenants=list(tenants))
-    rows: dict[tuple[str, str], dict] = {}
-    unsold: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for tenant, rated in items:
-        if not rated.is_paid:
-            unsold[tenant.name][rated.unsold_reason.value] += rated.item.total_tokens
-            continue
-        row = rows.setdefault(
-            (tenant.slug, rated.item.model),
-            {
-                "tenant": tenant,
-                "model": rated.item.model,
-                "paid_tokens": 0,
-                "list_value": ZERO,
-                "realized": ZERO,
-            },
-        )
-        row["paid_tokens"] += rated.item.total_tokens
-        row["list_value"] += rated.list_value
-        row["realized"] += rated.realized_after_promotions
-    for row in rows.values():
-        row["ratio"] = row["realized"] / row["list_value"] if row["list_value"] else None
-    return Realization(
-        rows=sorted(rows.values(), key=lambda r: (-r["list_value"], r["tenant"].slug)),
-        unsold={slug: dict(reasons) for slug, reasons in sorted(unsold.items())},
-        errors=errors,
-    )
 
 
 def _contract_version(c: Contract) -> ContractVersion:

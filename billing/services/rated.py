@@ -1,11 +1,14 @@
-"""Rated tenant-months: billing's read model of what each tenant's month rated to.
+"""Rated usage: billing's read model of what each tenant's month rated to, kept current here.
 
 A tenant-month is rated once for its inputs: its usage (the month's daily rollups), the
-price list, its contract versions and its promotional credits. Their fingerprint is stored
-with the totals; a read computes the fingerprints in a fixed number of queries and rates
-again, in one `month_rate` for all of them, only the tenant-months whose inputs changed.
-The measure and invoice jobs keep the current and last month fresh (`rated_months_refresh`),
-so the SLA figures and TFOM revenue read stored totals instead of running the rating.
+price list, its contract versions, its promotional credits and what invoices consumed of
+them, and the deployment versions (their SLOs). Their fingerprint is stored with the
+month's totals (RatedTenantMonth); a refresh computes the fingerprints in a fixed number of
+queries and rates again, hour by hour and in one `month_rate` for all of them, only the
+tenant-months whose inputs changed, replacing their rated usage (RatedUsage: per tenant,
+deployment, hour and sale) in the same transaction. The rate, measure and invoice jobs
+refresh before they read, so the KPIs, TFOM revenue, price realization and SLA credits read
+stored rows and never run the rating.
 """
 
 from __future__ import annotations
@@ -14,28 +17,46 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
-from decimal import Decimal
+from datetime import UTC, datetime, time
+from decimal import Decimal, localcontext
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Count, Max, Sum
+from django.db.models.functions import TruncMonth
 
 from billing.domain.invoices import LineKind
-from billing.domain.rating.types import RatingError
-from billing.models import Contract, Price, PromotionalCredit, RatedTenantMonth
-from billing.selectors.rating import month_rate
+from billing.domain.rating.types import RatedItem, RatingError
+from billing.models import (
+    Contract,
+    Invoice,
+    Price,
+    PromotionalCredit,
+    PromotionUse,
+    RatedTenantMonth,
+    RatedUsage,
+)
+from billing.selectors.rating import MonthRating, month_rate
+from metering.domain.usage.compliance import is_slo_compliant
+from metering.selectors.factory import DeploymentVersions, deployment_list, deployment_version_list
 from metering.selectors.usage import daily_usage_list
 from portal import clock
 from portal.models import Tenant
+from portal.money import EXACT
+from portal.periods import Period, hour_floor, next_month
 from portal.periods import month_start as month_floor
-from portal.periods import months_before, next_month
 
 ZERO = Decimal(0)
+HUNDRED = Decimal(100)
 
 _USAGE_SUMS = (
     "requests", "errors", "ok_input_tokens", "ok_cached_tokens", "ok_output_tokens",
     "compliant_requests",
 )  # fmt: skip
+
+_TOKENS = ("input_tokens", "cached_tokens", "output_tokens")
+_COMPLIANT = tuple(f"compliant_{name}" for name in _TOKENS)
+_MONEY = ("list_value", "contract_discount", "tier_discount", "realized", "promotions")
 
 
 @dataclass(frozen=True)
@@ -48,70 +69,125 @@ class TenantMonthTotals:
     error: RatingError | None
 
 
-def _fingerprints(*, tenant_ids: list[int], month_start: datetime) -> dict[int, str]:
-    """Per tenant with usage in the month: a digest of every input of its rating."""
+def _counts(queryset, key: str) -> dict[int, tuple]:
+    return {
+        row[key]: (row["n"], row["last"])
+        for row in queryset.values(key).annotate(n=Count("id"), last=Max("id")).order_by(key)
+    }
+
+
+def _fingerprints(
+    *, within: Period, tenant_ids: list[int] | None = None
+) -> dict[tuple[datetime, int], str]:
+    """Per (month, tenant) with usage in the months starting in `within`: a digest of every
+    input of its rating, in a fixed number of queries however many months and tenants."""
+    usage = daily_usage_list(start=within.start, end=within.end)
+    if tenant_ids is not None:
+        usage = usage.filter(tenant_id__in=tenant_ids)
     usage = (
-        daily_usage_list(start=month_start, end=next_month(month_start))
-        .filter(tenant_id__in=tenant_ids)
-        .values("tenant_id")
+        usage.annotate(month=TruncMonth("day"))
+        .values("month", "tenant_id")
         .annotate(rows=Count("id"), **{name: Sum(name) for name in _USAGE_SUMS})
+        .order_by()
     )
-    prices = Price.objects.aggregate(n=Count("id"), last=Max("id"))
-    versions: dict[int, list] = defaultdict(list)
-    for model in (Contract, PromotionalCredit):
-        for row in (
-            model.objects.filter(tenant_id__in=tenant_ids)
-            .values("tenant_id")
-            .annotate(n=Count("id"), last=Max("id"))
-            .order_by("tenant_id")
-        ):
-            versions[row["tenant_id"]].append((model.__name__, row["n"], row["last"]))
+    shared = tuple(
+        tuple(queryset.aggregate(n=Count("id"), last=Max("id")).values())
+        for queryset in (Price.objects.all(), deployment_version_list())
+    )
+    per_tenant = [
+        _counts(Contract.objects.all(), "tenant_id"),
+        _counts(PromotionalCredit.objects.all(), "tenant_id"),
+        _counts(PromotionUse.objects.all(), "credit__tenant_id"),
+    ]
+    invoices: dict[tuple[datetime, int], list] = defaultdict(list)
+    for month, tenant_id, pk, status in (
+        Invoice.objects.filter(period_start__gte=within.start, period_start__lt=within.end)
+        .order_by("pk")
+        .values_list("period_start", "tenant_id", "pk", "status")
+    ):
+        invoices[(month.astimezone(UTC), tenant_id)].append((pk, status))
     digests = {}
     for row in usage:
+        month = _month_of(row.pop("month"))
         tenant_id = row.pop("tenant_id")
-        parts = (sorted(row.items()), prices, versions.get(tenant_id, []))
-        digests[tenant_id] = hashlib.sha256(repr(parts).encode()).hexdigest()
+        parts = (
+            sorted(row.items()),
+            shared,
+            [counts.get(tenant_id) for counts in per_tenant],
+            invoices.get((month, tenant_id), []),
+        )
+        digests[(month, tenant_id)] = hashlib.sha256(repr(parts).encode()).hexdigest()
     return digests
+
+
+def _month_of(value) -> datetime:
+    """A TruncMonth of a date (a date on SQLite and PostgreSQL alike) as its first instant."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC)
+    return datetime.combine(value, time.min, tzinfo=UTC)
 
 
 def tenant_month_totals(
     *, month_start: datetime, tenants: Iterable[Tenant] | None = None
 ) -> dict[int, TenantMonthTotals]:
     """The rated totals of the month for each tenant with usage in it (of `tenants`, default
-    every tenant), from the read model; the tenant-months whose inputs changed since they
-    were stored are rated now (all in one `month_rate`) and stored."""
-    usage = daily_usage_list(start=month_start, end=next_month(month_start))
-    ids = (
-        list(usage.values_list("tenant_id", flat=True).distinct())
-        if tenants is None
-        else [t.pk for t in tenants]
+    every tenant), from the read model, after rating again the tenant-months whose inputs
+    changed since they were stored."""
+    ids = None if tenants is None else [t.pk for t in tenants]
+    stored = _refresh(within=Period(month_start, next_month(month_start)), tenant_ids=ids)
+    return {pk: _totals(row) for (_, pk), row in stored.items()}
+
+
+def _refresh(
+    *, within: Period, tenant_ids: list[int] | None = None
+) -> dict[tuple[datetime, int], RatedTenantMonth]:
+    """The stored tenant-months of the months starting in `within`, brought up to date:
+    those whose inputs changed rated again with their rated usage (one rating per month);
+    those whose usage is gone (of every tenant) dropped."""
+    digests = _fingerprints(within=within, tenant_ids=tenant_ids)
+    in_months = RatedTenantMonth.objects.filter(
+        month_start__gte=within.start, month_start__lt=within.end
     )
-    digests = _fingerprints(tenant_ids=ids, month_start=month_start)
-    stored = {
-        row.tenant_id: row
-        for row in RatedTenantMonth.objects.filter(month_start=month_start, tenant_id__in=digests)
-    }
-    stale = [
-        pk for pk, digest in digests.items() if pk not in stored or stored[pk].fingerprint != digest
-    ]
-    if stale:
-        stored |= _rate_and_store(month_start=month_start, tenant_ids=stale, digests=digests)
-    return {pk: _totals(row) for pk, row in stored.items() if pk in digests}
+    if tenant_ids is not None:
+        in_months = in_months.filter(tenant_id__in=tenant_ids)
+    stored, gone = {}, []
+    for row in in_months:
+        key = (row.month_start.astimezone(UTC), row.tenant_id)
+        if key in digests:
+            stored[key] = row
+        else:
+            gone.append(row)
+    stale: dict[datetime, list[int]] = defaultdict(list)
+    for (month, pk), digest in sorted(digests.items()):
+        if (month, pk) not in stored or stored[(month, pk)].fingerprint != digest:
+            stale[month].append(pk)
+    if gone:
+        with transaction.atomic():
+            for row in gone:
+                RatedUsage.objects.filter(
+                    month_start=row.month_start, tenant_id=row.tenant_id
+                ).delete()
+                row.delete()
+    for month, ids in stale.items():
+        for pk, row in _rate_and_store(month_start=month, tenant_ids=ids, digests=digests).items():
+            stored[(month, pk)] = row
+    return stored
 
 
 def _rate_and_store(
-    *, month_start: datetime, tenant_ids: list[int], digests: dict[int, str]
+    *, month_start: datetime, tenant_ids: list[int], digests: dict[tuple[datetime, int], str]
 ) -> dict[int, RatedTenantMonth]:
     rating = month_rate(
-        month_start=month_start,
-        tenants=list(Tenant.objects.filter(pk__in=tenant_ids)),
-        by_day=(month_start, next_month(month_start)),
+        month_start=month_start, tenants=list(Tenant.objects.filter(pk__in=tenant_ids))
     )
     now = clock.now()
     rows = []
     for pk in tenant_ids:
         row = RatedTenantMonth(
-            tenant_id=pk, month_start=month_start, fingerprint=digests[pk], rated_at=now
+            tenant_id=pk,
+            month_start=month_start,
+            fingerprint=digests[(month_start, pk)],
+            rated_at=now,
         )
         if pk in rating.errors:
             row.error = str(rating.errors[pk])
@@ -123,15 +199,94 @@ def _rate_and_store(
             )
             row.minimum_shortfall = rated.minimum_shortfall
         rows.append(row)
-    RatedTenantMonth.objects.bulk_create(
-        rows,
-        update_conflicts=True,
-        unique_fields=["tenant", "month_start"],
-        update_fields=[
-            "fingerprint", "currency", "usage_amount", "minimum_shortfall", "error", "rated_at",
-        ],
-    )  # fmt: skip
+    with transaction.atomic():
+        RatedUsage.objects.filter(month_start=month_start, tenant_id__in=tenant_ids).delete()
+        RatedUsage.objects.bulk_create(_rated_usage(rating), batch_size=2000)
+        RatedTenantMonth.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["tenant", "month_start"],
+            update_fields=[
+                "fingerprint", "currency", "usage_amount", "minimum_shortfall", "error", "rated_at",
+            ],
+        )  # fmt: skip
     return {row.tenant_id: row for row in rows}
+
+
+def _rated_usage(rating: MonthRating) -> list[RatedUsage]:
+    """The rating's items summed per tenant, deployment, hour and sale."""
+    versions = DeploymentVersions()
+    deployments = dict(deployment_list().values_list("slug", "pk"))
+    cells: dict[tuple, RatedUsage] = {}
+    with localcontext(EXACT):
+        for tenant_id, rated in rating.rated.items():
+            rows = {
+                (hour, row["deployment"]): row
+                for hour, hour_rows in rating.rows.get(tenant_id, {}).items()
+                for row in hour_rows
+            }
+            for item in rated.items:
+                usage = item.item
+                hour = hour_floor(usage.time)
+                sale = RatedUsage.Sale.PAID if item.is_paid else item.unsold_reason.value
+                deployment_id = deployments[usage.deployment]
+                cell = cells.get((tenant_id, deployment_id, hour, sale))
+                if cell is None:
+                    cell = cells[(tenant_id, deployment_id, hour, sale)] = RatedUsage(
+                        tenant_id=tenant_id,
+                        deployment_id=deployment_id,
+                        hour=hour,
+                        month_start=rating.month_start,
+                        sale=sale,
+                        **dict.fromkeys(_TOKENS + _COMPLIANT, 0),
+                        **dict.fromkeys(_MONEY, ZERO),
+                    )
+                for name in _TOKENS:
+                    setattr(cell, name, getattr(cell, name) + getattr(usage, name))
+                if item.is_paid:
+                    compliant = _compliant_tokens(
+                        item,
+                        event=rating.events.get((usage.source, usage.id)),
+                        row=rows.get((hour, usage.deployment)),
+                        version=versions.at(deployment_id, usage.time),
+                    )
+                    for name, tokens in zip(_COMPLIANT, compliant, strict=True):
+                        setattr(cell, name, getattr(cell, name) + tokens)
+                    for name, amount in zip(_MONEY, _amounts(item), strict=True):
+                        setattr(cell, name, getattr(cell, name) + amount)
+    return list(cells.values())
+
+
+def _amounts(item: RatedItem) -> tuple[Decimal, ...]:
+    """(list value, contract discount, tier discount, realized, promotions) of a paid item:
+    the contract discount comes off the list value first, the tier discount off the rest."""
+    contract = item.list_value * item.contract_discount_pct / HUNDRED
+    tier = (item.list_value - contract) * item.tier_discount_pct / HUNDRED
+    return item.list_value, contract, tier, item.realized_amount, item.promotion_amount
+
+
+def _compliant_tokens(item: RatedItem, *, event, row, version) -> tuple[int, int, int]:
+    """The tokens of a paid item (input, cached, output) whose requests met their SLO: an
+    event's when it is within its version's SLO; a rollup row's compliant tokens, or their
+    share when the item is what a split hour's events leave of the row."""
+    usage = item.item
+    tokens = (usage.input_tokens, usage.cached_tokens, usage.output_tokens)
+    if usage.id:
+        within = version is None or is_slo_compliant(
+            is_error=False,
+            ttft_ms=event.get("ttft_ms"),
+            tpot_ms=event.get("tpot_ms"),
+            slo_ttft_ms=version.slo_ttft_ms,
+            slo_tpot_ms=version.slo_tpot_ms,
+        )
+        return tokens if within else (0, 0, 0)
+    compliant = tuple(row[name] for name in _COMPLIANT)
+    total = row["input_tokens"] + row["output_tokens"]
+    part = usage.input_tokens + usage.output_tokens
+    if part == total:
+        return compliant
+    share = tuple(tokens * part // total if total else 0 for tokens in compliant)
+    return share[0], min(share[1], share[0]), share[2]
 
 
 def _totals(row: RatedTenantMonth) -> TenantMonthTotals:
@@ -143,11 +298,14 @@ def _totals(row: RatedTenantMonth) -> TenantMonthTotals:
     )
 
 
-def rated_months_refresh(*, now: datetime | None = None) -> int:
-    """The job: the current and the last month of every tenant brought up to date (after
-    the fold, so reads find them fresh). Returns the tenant-months read."""
-    now = now or clock.now()
-    return sum(
-        len(tenant_month_totals(month_start=month))
-        for month in (months_before(now, 1), month_floor(now))
-    )
+def rated_months_refresh(*, start: datetime | None = None, end: datetime | None = None) -> int:
+    """The job: the rated usage of every month with usage (or of the months [start, end)
+    touches) brought up to date after the fold; the fingerprints of all of them take a
+    fixed number of queries. Returns the tenant-months read; only those whose inputs
+    changed were rated."""
+    start = month_floor(start) if start is not None else datetime(2000, 1, 1, tzinfo=UTC)
+    if end is None:
+        end = datetime(2101, 1, 1, tzinfo=UTC)
+    elif end != month_floor(end):
+        end = next_month(end)  # the whole month holding it
+    return len(_refresh(within=Period(start, end)))

@@ -2,22 +2,21 @@
 
 `FactoryData` loads a range once, with a number of queries that depends on the pools,
 deployments and months covered, never on events or tenants. A whole day the measure job
-closed is read from its factory day snapshot (each pool's additive sums), and a month
-over and closed takes its minimum shortfall from its month snapshot, so a period of
+closed is read from its factory day snapshot (each pool's additive sums), so a period of
 measured days reads one row per day however many events they hold. The rest (the live
 spans: the day in progress, days reopened by late usage, days never measured) is
-measured from the hourly rollups, capacity samples (plus the one carried in) and each
-month's rating of every tenant (paid-ness, list value, realized revenue, compliance of
-paid tokens); a month whose every day in the range is read from snapshots is not rated.
+measured from the published read models: metering's hourly rollups and capacity samples
+(plus the one carried in), and billing's rated usage (paid tokens by class and by SLO
+compliance, list value, realized revenue, per deployment and hour) with the months'
+minimum shortfalls and rating errors. Nothing here reads raw events or runs the rating:
+billing's jobs keep its rated usage current (the measure service refreshes it first).
 Periods are read at hourly resolution, the resolution of the rollups: an hour belongs to
-a period when it starts inside it. Sales are rated a day at a time where the whole day
-rates alike, so a period inside the loaded range starts and ends at midnight or at the
-range's own bounds.
+a period when it starts inside it; a period inside the loaded range starts and ends at
+midnight or at the range's own bounds, since day snapshots are whole days.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -28,8 +27,12 @@ from operator import or_
 from django.db.models import Max, Model, Q, Sum
 
 from billing.selectors.credits import sla_credit_totals
-from billing.selectors.rating import month_rate
-from billing.services.rated import tenant_month_totals
+from billing.selectors.rated import (
+    minimum_shortfalls,
+    months_touched,
+    paid_by_hour,
+    rating_errors,
+)
 from flywheel.domain.kpis import (
     KPI_CONTEXT,
     CapacitySample,
@@ -41,17 +44,16 @@ from flywheel.domain.kpis import (
     kpis_compute,
 )
 from flywheel.models import KpiSnapshot
-from metering.domain.usage.compliance import is_slo_compliant
 from metering.domain.usage.production import production_tokens
 from metering.selectors.factory import (
+    DeploymentVersions,
     deployment_list,
-    deployment_version_list,
     pool_list,
     pool_service_lives,
 )
-from metering.selectors.usage import capacity_sample_list, hourly_usage_list, metered_months
+from metering.selectors.usage import capacity_sample_list, hourly_usage_list
 from portal import clock
-from portal.periods import Period, day_floor, hour_floor, month_start, next_month
+from portal.periods import Period, day_floor, month_start, next_month
 
 ZERO = Decimal(0)
 
@@ -160,43 +162,9 @@ class PoolSums:
         )
 
 
-class Versions:
-    """Deployment versions in force at an hour (R_ref, w_in, SLO)."""
-
-    def __init__(self) -> None:
-        self._by_deployment: dict[int, list[Model]] = defaultdict(list)
-        for version in deployment_version_list().order_by("deployment_id", "effective_from"):
-            self._by_deployment[version.deployment_id].append(version)
-        self._starts = {
-            d: [v.effective_from for v in versions] for d, versions in self._by_deployment.items()
-        }
-
-    def at(self, deployment_id: int, when: datetime) -> Model | None:
-        index = bisect_right(self._starts.get(deployment_id, []), when)
-        return self._by_deployment[deployment_id][index - 1] if index else None
-
-    def latest_r_refs(self, deployment_ids) -> tuple[Decimal, ...]:
-        return tuple(
-            self._by_deployment[d][-1].r_ref for d in deployment_ids if self._by_deployment[d]
-        )
-
-
 def _tok(version: Model, output: int, input_: int, cached: int) -> Decimal:
     return production_tokens(
         output_tokens=output, input_tokens=input_, cached_tokens=cached, w_in=version.w_in
-    )
-
-
-def _is_compliant(event: dict, version: Model | None) -> bool:
-    """The event (an ok one: split hours read only those) within its version's SLO."""
-    if version is None:
-        return True
-    return is_slo_compliant(
-        is_error=False,
-        ttft_ms=event.get("ttft_ms"),
-        tpot_ms=event.get("tpot_ms"),
-        slo_ttft_ms=version.slo_ttft_ms,
-        slo_tpot_ms=version.slo_tpot_ms,
     )
 
 
@@ -209,7 +177,7 @@ class FactoryData:
         self.pools = {p.pk: p for p in pool_list()}
         self.slugs = {p.slug: p.pk for p in self.pools.values()}
         self.service = pool_service_lives(pools=list(self.pools.values()))
-        self.versions = Versions()
+        self.versions = DeploymentVersions()
         self.pool_of_deployment: dict[int, int] = {}
         self.deployment_ids: dict[str, int] = {}
         for deployment in deployment_list():
@@ -218,7 +186,7 @@ class FactoryData:
         self.hours: dict[int, dict[datetime, HourSums]] = defaultdict(lambda: defaultdict(HourSums))
         self.samples: dict[int, list[CapacitySample]] = defaultdict(list)
         self.rating_errors: dict[str, str] = {}
-        self.month_shortfalls: dict[datetime, Decimal] = {}  # months that are over
+        self.month_shortfalls: dict[datetime, Decimal] | None = None  # months that are over
         self.month_sla_credits: dict[datetime, Decimal] = {}
         self.days: dict[datetime, dict[int, PoolSums]] = {}  # closed days read from snapshots
         self.measured_at: datetime | None = None  # the oldest of those snapshots
@@ -320,77 +288,40 @@ class FactoryData:
             )
 
     def _load_sales(self) -> None:
-        # Only months holding usage in a live span are rated (a month without usage has no
-        # sales and no shortfall: only tenants with usage are rated), so the work follows
-        # the data and a month read wholly from snapshots is not rated again. The query
-        # reaches the whole months at the range's edges, whose usage outside the range
-        # counts towards their shortfall (`_shortfalls`).
-        self._checked = [
-            Period(
-                month_start(span.start) if span.start == self.start else span.start,
-                next_month(span.end) if span.end == self.end and span.end != month_start(span.end)
-                else span.end,
-            )
-            for span in self.live
-        ]  # fmt: skip
-        self._metered = set(metered_months(within=self._checked))
-        for month in sorted(self._metered):
-            live = [
-                Period(max(span.start, month), min(span.end, next_month(month)))
-                for span in self.live
-                if span.start < next_month(month) and month < span.end
-            ]
-            if not live:
-                continue
-            rating = self._month_rate(month, by_day=(live[0].start, live[-1].end))
-            rows = {
-                (tenant_id, hour, row["deployment"]): row
-                for tenant_id, by_hour in rating.rows.items()
-                for hour, hour_rows in by_hour.items()
-                for row in hour_rows
-            }
-            for tenant_id, rated in rating.rated.items():
-                for item in rated.items:
-                    when = item.item.time
-                    if item.is_paid and self._is_live(when):
-                        self._add_sale(
-                            item,
-                            rows.get((tenant_id, hour_floor(when), item.item.deployment)),
-                            rating.events,
-                        )
+        """The paid usage of the live spans from billing's rated usage, per pool and hour."""
+        months = sorted({month for span in self.live for month in months_touched(span)})
+        self.rating_errors.update(rating_errors(months=months))
         self.month_sla_credits = sla_credit_totals(start=month_start(self.start), end=self.end)
-
-    def _month_rate(self, month: datetime, *, by_day: tuple[datetime, datetime]):
-        rating = month_rate(month_start=month, by_day=by_day)
-        for tenant_id, error in rating.errors.items():
-            self.rating_errors[rating.tenants[tenant_id].slug] = str(error)
-        if next_month(month) <= clock.now():  # a shortfall is due once the month is over
-            self.month_shortfalls[month] = sum(
-                (r.minimum_shortfall for r in rating.rated.values()), ZERO
-            )
-        return rating
+        if not self.live:
+            return
+        with localcontext(KPI_CONTEXT):
+            for row in paid_by_hour(spans=self.live):
+                hour = row["hour"].astimezone(UTC)
+                version = self.versions.at(row["deployment_id"], hour)
+                if version is None:
+                    continue
+                sums = self.hours[self.pool_of_deployment[row["deployment_id"]]][hour]
+                compliant = _tok(
+                    version,
+                    row["compliant_output_tokens"],
+                    row["compliant_input_tokens"],
+                    row["compliant_cached_tokens"],
+                )
+                sums.compliant_paid_std += compliant / version.r_ref
+                sums.paid_output_tokens += row["output_tokens"]
+                sums.list_value += row["list_value"]
+                sums.realized += row["realized"] - row["promotions"]
 
     def _shortfalls(self) -> dict[datetime, Decimal]:
-        """The minimum shortfall of every month over that the range touches, from the
-        rating of its live spans or else billing's rated tenant-months (TFOM revenue needs
-        it, the KPIs do not)."""
-        now, unknown, metered = clock.now(), [], []
-        month = month_start(self.start)
-        while month < self.end and next_month(month) <= now:
-            following = next_month(month)
-            if month in self.month_shortfalls:
-                pass
-            elif month in self._metered:
-                metered.append(month)
-            elif not any(c.start <= month and following <= c.end for c in self._checked):
-                unknown.append(Period(month, following))
-            month = following
-        for month in sorted([*metered, *metered_months(within=unknown)]):
-            totals = tenant_month_totals(month_start=month).values()
-            self.month_shortfalls[month] = sum(
-                (t.minimum_shortfall for t in totals if t.error is None), ZERO
-            )
-        self._checked += unknown  # asked once
+        """The minimum shortfall of every month over that the range touches (TFOM revenue
+        needs it, the KPIs do not), from billing's rated tenant-months."""
+        if self.month_shortfalls is None:
+            now, over = clock.now(), []
+            month = month_start(self.start)
+            while month < self.end and next_month(month) <= now:
+                over.append(month)
+                month = next_month(month)
+            self.month_shortfalls = minimum_shortfalls(months=over)
         return self.month_shortfalls
 
     def _month_share(self, monthly: dict[datetime, Decimal], start, end) -> Decimal:
@@ -416,48 +347,10 @@ class FactoryData:
             self._month_share(self.month_sla_credits, start, end),
         )
 
-    def _add_sale(self, rated, row, events) -> None:
-        item = rated.item
-        deployment_id = self.deployment_ids[item.deployment]
-        version = self.versions.at(deployment_id, item.time)
-        if version is None:
-            return
-        with localcontext(KPI_CONTEXT):
-            if item.id:  # an event of a split hour
-                event = events[(item.source, item.id)]
-                compliant = (
-                    _tok(version, item.output_tokens, item.input_tokens, item.cached_tokens)
-                    / version.r_ref
-                    if _is_compliant(event, version)
-                    else ZERO
-                )
-            else:  # a rollup row, or what the events of a split hour leave of it
-                compliant = (
-                    _tok(
-                        version,
-                        row["compliant_output_tokens"],
-                        row["compliant_input_tokens"],
-                        row["compliant_cached_tokens"],
-                    )
-                    / version.r_ref
-                )
-                ok_tok = _tok(
-                    version, row["output_tokens"], row["input_tokens"], row["cached_tokens"]
-                )
-                item_tok = _tok(version, item.output_tokens, item.input_tokens, item.cached_tokens)
-                if item_tok != ok_tok:
-                    compliant = compliant * item_tok / ok_tok if ok_tok else ZERO
-            sums = self.hours[self.pool_of_deployment[deployment_id]][hour_floor(item.time)]
-            sums.compliant_paid_std += compliant
-            sums.paid_output_tokens += item.output_tokens
-            sums.list_value += rated.list_value
-            sums.realized += rated.realized_after_promotions
-
     def pool_sums(self, pool_id: int, start: datetime, end: datetime) -> PoolSums:
         """One pool's additive sums over [start, end): capacity and production and sales,
-        from the day snapshots inside it and measured over its live spans. Sales of a day
-        that rates alike throughout are held at its midnight (month_rate by_day), so a
-        period bound inside a day must be a bound of the loaded range."""
+        from the day snapshots inside it and measured over its live spans. Day snapshots are
+        whole days, so a period bound inside a day must be a bound of the loaded range."""
         for bound in (start, end):
             if bound not in (self.start, self.end) and bound != day_floor(bound):
                 raise ValueError("a period inside the loaded range must start and end at midnight")

@@ -18,7 +18,8 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
-from billing.selectors.pricing import pricing_digest
+from billing.selectors.rated import rated_digest
+from billing.services.rated import rated_months_refresh
 from flywheel.domain.kpis import Kpis
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.measurement import DAY, FACTORY, FactoryData
@@ -62,13 +63,17 @@ def snapshots_measure(
     *, start: datetime, end: datetime, now: datetime | None = None
 ) -> list[KpiSnapshot]:
     """Measure every scope for each day and month that [start, end) touches and upsert the
-    snapshots; a period not over at `now` is measured up to now and left open."""
+    snapshots; a period not over at `now` is measured up to now and left open. Billing's
+    rated usage of those months is brought up to date first (its tenant-months whose inputs
+    changed are rated again), so the sales measured are those of the usage folded."""
     now = now or clock.now()
     periods = [(kind, s, e) for kind, s, e in _periods(start, end) if s < now]
     if not periods:
         return []
+    first = min(s for _, s, _ in periods)
+    rated_months_refresh(start=first, end=max(e for *_, e in periods))
     data = FactoryData(
-        start=min(s for _, s, _ in periods),
+        start=first,
         end=min(max(e for *_, e in periods), hour_ceil(now)),
         snapshots=False,
     )
@@ -141,8 +146,10 @@ INPUTS = "inputs"  # the open month snapshot's sums: the digest of what it was m
 
 def inputs_digest(*, start: datetime, end: datetime) -> str:
     """A digest of everything the KPIs of [start, end) read: usage and capacity, deployment
-    versions and service lives, and pricing (the rating of paid tokens)."""
-    parts = (usage_and_capacity_digest(start=start, end=end), pricing_digest(), end)
+    versions and service lives, and billing's rated usage of its months (after a refresh:
+    what pricing and usage rated to)."""
+    rated = rated_digest(start=month_start(start), end=next_month(month_start(end)))
+    parts = (usage_and_capacity_digest(start=start, end=end), rated, end)
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
@@ -160,6 +167,7 @@ def snapshots_refresh(*, now: datetime | None = None) -> int:
     from its first to its last open period, never the months between it and now."""
     now = now or clock.now()
     current = month_start(now)
+    rated_months_refresh(start=current, end=now)
     inputs = inputs_digest(start=current, end=hour_ceil(now))
     if _month_inputs(current) == inputs:
         written = 0  # nothing the current month's figures read changed: not measured again

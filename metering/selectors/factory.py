@@ -4,7 +4,10 @@ The lists are QuerySets for the caller to refine (values, annotate, select_relat
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections import defaultdict
 from datetime import datetime
+from decimal import Decimal
 
 from django.db.models import Min, QuerySet
 
@@ -82,3 +85,27 @@ def pool_service_lives(*, pools: list[Pool]) -> dict[int, tuple[datetime | None,
         start = pool.in_service_from or derived.get(pool.pk)
         lives[pool.pk] = (start, pool.retired_at) if start else (None, None)
     return lives
+
+
+class DeploymentVersions:
+    """Every deployment version, loaded once: the one in force at an instant (R_ref, w_in,
+    SLO) for any deployment, in one query however many are asked."""
+
+    def __init__(self) -> None:
+        self._by_deployment: dict[int, list[DeploymentVersion]] = defaultdict(list)
+        for version in DeploymentVersion.objects.order_by("deployment_id", "effective_from"):
+            self._by_deployment[version.deployment_id].append(version)
+        self._starts = {
+            d: [v.effective_from for v in versions] for d, versions in self._by_deployment.items()
+        }
+
+    def at(self, deployment_id: int, when: datetime) -> DeploymentVersion | None:
+        """The version of the deployment in force at `when`, or None before its first."""
+        index = bisect_right(self._starts.get(deployment_id, []), when)
+        return self._by_deployment[deployment_id][index - 1] if index else None
+
+    def latest_r_refs(self, deployment_ids) -> tuple[Decimal, ...]:
+        """The R_ref of each deployment's latest version (deployments with one)."""
+        return tuple(
+            self._by_deployment[d][-1].r_ref for d in deployment_ids if self._by_deployment[d]
+        )

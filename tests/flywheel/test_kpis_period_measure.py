@@ -208,8 +208,7 @@ def test_a_closed_month_is_read_from_snapshots_and_rated_months_without_rating(f
     refused = AssertionError("the rating engine ran")
     with (
         CaptureQueriesContext(connection) as captured,
-        patch("billing.services.rated.month_rate", side_effect=refused),
-        patch("flywheel.selectors.measurement.month_rate", side_effect=refused),
+        patch("billing.selectors.rating.rate_month", side_effect=refused),
     ):
         data = FactoryData(start=march, end=april)
         measured = period_measure(start=march, end=april)
@@ -285,7 +284,7 @@ def test_the_measure_job_does_not_measure_an_unchanged_month_again(factory):
 
     now = D + 2 * DAY + timedelta(hours=5, minutes=10)
     first = snapshots_refresh(now=now)
-    with patch("flywheel.selectors.measurement.month_rate", wraps=month_rate) as rating:
+    with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
         again = snapshots_refresh(now=now + timedelta(minutes=15))
     late, errors = validate_events(
         items=[{"id": "late-2", "tenant": "paid", "model": "small", "time": (D + DAY).isoformat(),

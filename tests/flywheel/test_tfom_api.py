@@ -13,6 +13,7 @@ from fractions import Fraction
 import pytest
 from rest_framework.test import APIClient
 
+from billing.services.rated import rated_months_refresh
 from flywheel.models import CostModel
 from flywheel.selectors.tfom import tfom_measure
 from flywheel.services.tfom import cost_model_create, factory_costs_create
@@ -141,6 +142,7 @@ def post_april_usage(ingest, *, pool="h100-a"):
         "duplicates": 0,
     }
     rollup_pending()
+    rated_months_refresh()  # billing's job after the fold
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """Evidence behind each factor, from the data (kpis.md section 6, step 2): capacity
 integrals per pool (α: unhealthy GPU-hours; β: idle healthy GPU-hours), hourly rollups per
 deployment (η: production against R_ref; σ: SLO misses) with the incidents touching each
-deployment (σ: incident minutes), and the rating of every tenant's usage (s: trial,
+deployment (σ: incident minutes), and billing's rated usage of every tenant (s: trial,
 internal, allowance and no-contract tokens; ρ: contract discounts, volume tiers and
 promotions). Reads only; the diagnosis attaches the tables to its factors.
 """
@@ -14,8 +14,13 @@ from decimal import Decimal, localcontext
 
 from django.db.models import Q, Sum
 
-from billing.domain.rating.types import UnsoldReason
-from billing.selectors.rating import rated_items
+from billing.selectors.rated import (
+    PAID,
+    UNSOLD_REASONS,
+    months_touched,
+    rating_errors,
+    sales_by_tenant,
+)
 from flywheel.domain.kpis import KPI_CONTEXT, ratio_of
 from flywheel.domain.loop.baseline import Baseline
 from flywheel.domain.loop.diagnosis import Evidence, EvidenceColumn
@@ -31,8 +36,6 @@ ZERO = Decimal(0)
 HOUR = Decimal(3600)
 
 HUNDRED = Decimal(100)
-
-UNSOLD_REASONS = tuple(reason.value for reason in UnsoldReason)
 
 
 def _hours(seconds: Decimal) -> Decimal:
@@ -293,24 +296,25 @@ def _deployment_evidence(
 def _sales_evidence(start: datetime, end: datetime) -> tuple[dict[str, Evidence], dict[str, str]]:
     """s: unsold tokens (trial, internal, allowance, no contract) by tenant; ρ: list value,
     discounts, tiers and promotions by tenant. Also the rating errors by tenant."""
-    items, errors = rated_items(period=Period(start, end))
+    period = Period(start, end)
+    errors = rating_errors(months=months_touched(period))
     unsold: dict[str, dict] = {}
     money: dict[str, dict] = {}
     with localcontext(KPI_CONTEXT):
-        for tenant, rated in items:
-            tokens = rated.item.total_tokens
+        for sale in sales_by_tenant(period=period):
+            slug = sale["tenant_slug"]
             row = unsold.setdefault(
-                tenant.slug,
-                {"tenant": tenant.slug, "paid_tokens": 0, **dict.fromkeys(UNSOLD_REASONS, 0)},
+                slug, {"tenant": slug, "paid_tokens": 0, **dict.fromkeys(UNSOLD_REASONS, 0)}
             )
-            if not rated.is_paid:
-                row[rated.unsold_reason.value] += tokens
+            tokens = sale["input_tokens"] + sale["output_tokens"]
+            if sale["sale"] != PAID:
+                row[sale["sale"]] += tokens
                 continue
             row["paid_tokens"] += tokens
             value = money.setdefault(
-                tenant.slug,
+                slug,
                 {
-                    "tenant": tenant.slug,
+                    "tenant": slug,
                     "list_value": ZERO,
                     "contract_discount": ZERO,
                     "tier_discount": ZERO,
@@ -318,14 +322,9 @@ def _sales_evidence(start: datetime, end: datetime) -> tuple[dict[str, Evidence]
                     "realized": ZERO,
                 },
             )
-            contract = rated.list_value * rated.contract_discount_pct / HUNDRED
-            value["list_value"] += rated.list_value
-            value["contract_discount"] += contract
-            value["tier_discount"] += (
-                (rated.list_value - contract) * rated.tier_discount_pct / HUNDRED
-            )
-            value["promotions"] += rated.promotion_amount
-            value["realized"] += rated.realized_after_promotions
+            for name in ("list_value", "contract_discount", "tier_discount", "promotions"):
+                value[name] += sale[name]
+            value["realized"] += sale["realized"] - sale["promotions"]
     unsold_rows = []
     for row in unsold.values():
         row["unsold_tokens"] = sum(row[reason] for reason in UNSOLD_REASONS)

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 from django.conf import settings
+from django.utils.module_loading import import_string
 from django.db import IntegrityError, ProgrammingError, connection, transaction
 
 from metering.domain.usage.dedupe import dedupe_within_batch
@@ -92,12 +93,16 @@ def usage_ingest(*, events: Sequence[EventIn], received_at: datetime) -> IngestR
 
 
 def _fold_after_commit() -> None:
-    # Embedded default (no broker, no beat): fold this batch now, so reads are exact as
-    # soon as the ingest has answered. With a broker, the rollup job does it every minute.
+    # Embedded default (no broker, no beat): fold this batch now, and bring the read models
+    # other apps derive from folded usage up to date (settings.USAGE_FOLDED_REFRESH), so
+    # reads are exact as soon as the ingest has answered. With a broker, the rollup job and
+    # those apps' own jobs do it every minute.
     if settings.CELERY_TASK_ALWAYS_EAGER:
         from metering.services.usage.rollup import rollup_pending
 
-        rollup_pending()
+        if rollup_pending():
+            for path in settings.USAGE_FOLDED_REFRESH:
+                import_string(path)()
 
 
 def usage_reference_errors(*, refs: Sequence[EventRef]) -> list[EventError]:

@@ -1,0 +1,178 @@
+"""Reads of billing's published rated usage (billing.models.RatedUsage): what was sold, per
+deployment and hour, at what list value and realized amount; the months' rating errors and
+minimum shortfalls. Stored reads only: the rating runs in billing's jobs
+(billing.services.rated), never here."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from functools import reduce
+from operator import or_
+
+from django.db.models import F, Q, QuerySet, Sum
+
+from billing.models import RatedTenantMonth, RatedUsage
+from portal.access import tenant_scoped
+from portal.models import Tenant
+from portal.periods import Period, month_start, next_month
+
+ZERO = Decimal(0)
+
+PAID = RatedUsage.Sale.PAID
+UNSOLD_REASONS = tuple(sale for sale in RatedUsage.Sale.values if sale != PAID)
+
+PAID_SUMS = (
+    "input_tokens", "cached_tokens", "output_tokens",
+    "compliant_input_tokens", "compliant_cached_tokens", "compliant_output_tokens",
+    "list_value", "contract_discount", "tier_discount", "realized", "promotions",
+)  # fmt: skip
+
+
+def _within(spans: Iterable[Period]) -> Q | None:
+    spans = list(spans)
+    if not spans:
+        return None
+    return reduce(or_, (Q(hour__gte=span.start, hour__lt=span.end) for span in spans))
+
+
+def rated_usage_list(*, spans: Iterable[Period]) -> QuerySet[RatedUsage]:
+    """The rated usage of the hours inside any of the spans, for the caller to group."""
+    condition = _within(spans)
+    return RatedUsage.objects.filter(condition) if condition else RatedUsage.objects.none()
+
+
+def paid_by_hour(*, spans: Iterable[Period]) -> list[dict]:
+    """Paid usage summed over tenants per deployment and hour inside the spans: tokens by
+    class, SLO-compliant tokens by class and the money (PAID_SUMS), one row each."""
+    return list(
+        rated_usage_list(spans=spans)
+        .filter(sale=RatedUsage.Sale.PAID)
+        .values("deployment_id", "hour")
+        .annotate(**{name: Sum(name) for name in PAID_SUMS})
+        .order_by()
+    )
+
+
+def rating_errors(*, months: Iterable[datetime]) -> dict[str, str]:
+    """Why a tenant's month cannot be rated, by tenant slug, for the given months."""
+    return dict(
+        RatedTenantMonth.objects.filter(month_start__in=list(months))
+        .exclude(error="")
+        .order_by("month_start")
+        .values_list("tenant__slug", "error")
+    )
+
+
+def minimum_shortfalls(*, months: Iterable[datetime]) -> dict[datetime, Decimal]:
+    """Per month, the committed-minimum shortfall of every tenant that could be rated."""
+    months = list(months)
+    totals = dict.fromkeys(months, ZERO)
+    for month, amount in RatedTenantMonth.objects.filter(
+        month_start__in=months, error=""
+    ).values_list("month_start", "minimum_shortfall"):
+        totals[month.astimezone(UTC)] += amount  # summed here: SQLite sums floats
+    return totals
+
+
+def rated_digest(*, start: datetime, end: datetime) -> tuple:
+    """When the rated usage of the months in [start, end) last changed: a reader's stored
+    figures are current while it is the same."""
+    rows = RatedTenantMonth.objects.filter(month_start__gte=start, month_start__lt=end)
+    return tuple(sorted(rows.values_list("tenant_id", "month_start", "fingerprint")))
+
+
+def months_touched(period: Period) -> list[datetime]:
+    """The first instants of the UTC months the period touches."""
+    months, month = [], month_start(period.start)
+    while month < period.end:
+        months.append(month)
+        month = next_month(month)
+    return months
+
+
+@dataclass
+class Realization:
+    """Rated usage of a period: per tenant and model, list value against realized revenue."""
+
+    rows: list[dict] = field(default_factory=list)  # tenant, model, list, realized, tokens
+    unsold: dict[str, dict[str, int]] = field(
+        default_factory=dict
+    )  # tenant name -> reason -> tokens
+    errors: dict[str, str] = field(default_factory=dict)  # tenant -> rating error
+
+    @property
+    def list_value(self) -> Decimal:
+        return sum((r["list_value"] for r in self.rows), ZERO)
+
+    @property
+    def realized(self) -> Decimal:
+        return sum((r["realized"] for r in self.rows), ZERO)
+
+    @property
+    def price_realization(self) -> Decimal | None:
+        """ρ = Σ realized / Σ list value over the paid usage (kpis.md section 3)."""
+        return self.realized / self.list_value if self.list_value else None
+
+    def unsold_by_reason(self) -> dict[str, int]:
+        totals = dict.fromkeys(UNSOLD_REASONS, 0)
+        for reasons in self.unsold.values():
+            for reason, tokens in reasons.items():
+                totals[reason] += tokens
+        return totals
+
+
+def sales_by_tenant(*, period: Period, tenants: Iterable[Tenant] | None = None) -> list[dict]:
+    """The rated usage of the period summed per tenant, model and sale (paid, or why not):
+    tenant (slug and name), model slug, sale, paid-or-not tokens (input + output) and, for
+    paid rows, the money of PAID_SUMS."""
+    rows = rated_usage_list(spans=[period])
+    if tenants is not None:
+        rows = rows.filter(tenant__in=list(tenants))
+    return list(
+        rows.values(
+            "sale",
+            tenant_slug=F("tenant__slug"),
+            tenant_name=F("tenant__name"),
+            model=F("deployment__model__slug"),
+        )
+        .annotate(**{name: Sum(name) for name in PAID_SUMS})
+        .order_by("tenant_slug", "model", "sale")
+    )
+
+
+def realization_get(*, period: Period, user) -> Realization:
+    """Price realization of the period for the tenants the user may see, from rated usage."""
+    tenants = list(tenant_scoped(Tenant.objects.all(), user=user, field=None))
+    rows: dict[tuple[str, str], dict] = {}
+    unsold: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    by_slug = {t.slug: t for t in tenants}
+    for sale in sales_by_tenant(period=period, tenants=tenants):
+        tokens = sale["input_tokens"] + sale["output_tokens"]
+        if sale["sale"] != PAID:
+            unsold[sale["tenant_name"]][sale["sale"]] += tokens
+            continue
+        row = rows.setdefault(
+            (sale["tenant_slug"], sale["model"]),
+            {
+                "tenant": by_slug[sale["tenant_slug"]],
+                "model": sale["model"],
+                "paid_tokens": 0,
+                "list_value": ZERO,
+                "realized": ZERO,
+            },
+        )
+        row["paid_tokens"] += tokens
+        row["list_value"] += sale["list_value"]
+        row["realized"] += sale["realized"] - sale["promotions"]
+    for row in rows.values():
+        row["ratio"] = row["realized"] / row["list_value"] if row["list_value"] else None
+    errors = rating_errors(months=months_touched(period))
+    return Realization(
+        rows=sorted(rows.values(), key=lambda r: (-r["list_value"], r["tenant"].slug)),
+        unsold={name: dict(reasons) for name, reasons in sorted(unsold.items())},
+        errors={slug: e for slug, e in errors.items() if slug in by_slug},
+    )

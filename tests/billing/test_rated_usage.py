@@ -1,0 +1,255 @@
+"""Billing's rated usage: the stored read model equals a fresh rating of the month, and
+measuring a month reads it (and metering's rollups) without reading a raw event or running
+the rating, in a number of queries that does not grow with events or tenants."""
+
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from unittest.mock import patch
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from billing.models import RatedTenantMonth, RatedUsage
+from billing.selectors.rating import month_rate
+from billing.services.pricing import contract_create, price_create, promotion_grant
+from billing.services.rated import rated_months_refresh
+from flywheel.selectors.kpis import period_measure
+from flywheel.selectors.measurement import FactoryData
+from flywheel.services.kpis import snapshots_measure
+from metering.domain.usage.validation import validate_events
+from metering.models import (
+    DailyUsage,
+    Deployment,
+    EventKey,
+    HourlyUsage,
+    RollupPending,
+    ServedModel,
+    UsageEvent,
+)
+from metering.services.usage.ingest import usage_ingest
+from metering.services.usage.rollup import rollup_pending
+from portal.models import Tenant
+from tests.metering.factories import make_deployment
+
+MARCH = datetime(2026, 3, 1, tzinfo=UTC)
+APRIL = datetime(2026, 4, 1, tzinfo=UTC)
+NOW = APRIL + timedelta(days=2)
+SLO_TTFT = 500
+CONTRACTS = {
+    "paid": {"kind": "paid", "discount_pct": Decimal("12.5")},
+    "allowance": {"kind": "paid", "free_tokens_per_month": 60_000},
+    "tiers": {
+        "kind": "paid",
+        "volume_tiers": [{"from_tokens": 40_000, "discount_pct": "20"}],
+        "committed_minimum": Decimal("500"),
+    },
+    "trial": {"kind": "trial"},
+    "none": None,
+}
+
+
+def _pricing() -> None:
+    make_deployment(pool="h100-a", gpus=8, ttft=SLO_TTFT)
+    make_deployment(model="small", pool="l40s", gpus=4, r_ref="2500", w_in="0.2", ttft=SLO_TTFT)
+    for model in ("llama-70b", "small"):
+        for token_class, price in (("input", "0.6"), ("cached_input", "0.15"), ("output", "2.5")):
+            price_create(
+                model=ServedModel.objects.get(slug=model),
+                token_class=token_class,
+                per_million=Decimal(price),
+                currency="USD",
+                effective_from=MARCH - timedelta(days=60),
+            )
+
+
+def _tenants(kinds: list[str], *, first: int = 0) -> list[Tenant]:
+    tenants = []
+    for index, kind in enumerate(kinds, start=first):
+        tenant = Tenant.objects.create(slug=f"{kind}-{index}", name=f"{kind.title()} {index}")
+        if CONTRACTS[kind] is not None:
+            contract_create(
+                tenant=tenant,
+                currency="USD",
+                effective_from=MARCH - timedelta(days=60),
+                **CONTRACTS[kind],
+            )
+        tenants.append(tenant)
+    return tenants
+
+
+def _ingest(events: list[dict]) -> None:
+    validated, errors = validate_events(items=events, now=NOW)
+    assert not errors
+    usage_ingest(events=validated, received_at=NOW)
+    rollup_pending()
+
+
+def _events(tenants: list[Tenant], per_tenant: int) -> list[dict]:
+    return [
+        {
+            "id": f"{tenant.slug}-{i}",
+            "tenant": tenant.slug,
+            "model": "small" if i % 3 else "llama-70b",
+            "time": (MARCH + timedelta(minutes=97 * i + 13 * n)).isoformat(),
+            "input_tokens": 900 + 7 * i,
+            "cached_tokens": 100,
+            "output_tokens": 300 + i,
+            "ttft_ms": 150 + 9 * i,
+        }
+        for n, tenant in enumerate(tenants)
+        for i in range(per_tenant)
+    ]
+
+
+def _measure_month() -> tuple[list[str], int]:
+    """Measure March (KPIs of every scope and TFOM revenue adjustments) as a page would, with
+    the rating engine refused: the SQL it ran."""
+    refused = AssertionError("the rating engine ran")
+    with (
+        CaptureQueriesContext(connection) as captured,
+        patch("billing.selectors.rating.rate_month", side_effect=refused),
+        patch("billing.services.rated.month_rate", side_effect=refused),
+    ):
+        data = FactoryData(start=MARCH, end=APRIL, snapshots=False)
+        for scope in data.scopes():
+            data.kpis(scope=scope, start=MARCH, end=APRIL)
+        data.revenue_adjustments(start=MARCH, end=APRIL)
+        period_measure(start=MARCH, end=APRIL)
+    return [q["sql"] for q in captured.captured_queries], len(captured.captured_queries)
+
+
+@pytest.mark.both_backends
+def test_measuring_a_month_reads_no_event_never_rates_and_its_queries_are_flat(db):
+    _pricing()
+    small = _tenants(["paid", "trial"])
+    _ingest(_events(small, 20))
+    rated_months_refresh()  # billing's job after the fold
+    queries_small, count_small = _measure_month()
+    figures_small = FactoryData(start=MARCH, end=APRIL).kpis(
+        scope="factory", start=MARCH, end=APRIL
+    )
+
+    large = _tenants(["paid", "allowance", "tiers", "trial", "none", "paid"], first=2)
+    _ingest(_events(large, 150))
+    rated_months_refresh()
+    queries_large, count_large = _measure_month()
+    figures = FactoryData(start=MARCH, end=APRIL).kpis(scope="factory", start=MARCH, end=APRIL)
+
+    raw = ("metering_usageevent", "metering_eventkey")
+    assert [sql for sql in queries_small + queries_large if any(t in sql for t in raw)] == []
+    assert count_large == count_small  # flat: 8 tenants and 960 events more, same queries
+    assert figures.paid_output_tokens > figures_small.paid_output_tokens > 0
+    assert figures.list_value > figures_small.list_value > 0
+    assert 0 < figures.sell_through < 1  # trial and no-contract usage is unsold
+
+    # The measure job, once the rated usage is current, does not rate either.
+    with patch("billing.selectors.rating.rate_month", side_effect=AssertionError("rated")):
+        snapshots_measure(start=MARCH, end=APRIL, now=NOW)
+
+
+def _fresh(month: datetime) -> dict[tuple, dict]:
+    """A fresh hourly rating of the month summed per (tenant, deployment, hour, sale), with
+    the compliant tokens of each paid cell counted from the raw events (every event here
+    has its rollup, so an hour's aggregate item stands for all of its events)."""
+    rating = month_rate(month_start=month)
+    slugs = {d.slug: d.pk for d in Deployment.objects.all()}
+    cells: dict[tuple, dict] = defaultdict(lambda: defaultdict(Decimal))
+    paid_events: set = set()
+    paid_hours: set = set()
+    for tenant_id, rated in rating.rated.items():
+        for item in rated.items:
+            usage = item.item
+            hour = usage.time.replace(minute=0, second=0, microsecond=0)
+            sale = "paid" if item.is_paid else item.unsold_reason.value
+            cell = cells[(tenant_id, slugs[usage.deployment], hour, sale)]
+            for name in ("input_tokens", "cached_tokens", "output_tokens"):
+                cell[name] += getattr(usage, name)
+            cell["list_value"] += item.list_value
+            cell["realized"] += item.realized_amount
+            cell["promotions"] += item.promotion_amount
+            if item.is_paid:
+                key = (tenant_id, slugs[usage.deployment], hour)
+                (paid_events.add((usage.source, usage.id)) if usage.id else paid_hours.add(key))
+    keys = {pk: (source, event_id) for pk, source, event_id in EventKey.objects.values_list(
+        "id", "source", "event_id")}  # fmt: skip
+    for event in UsageEvent.objects.filter(is_error=False):
+        hour = event.time.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+        key = (event.tenant_id, event.deployment_id, hour)
+        paid = key in paid_hours or keys[event.id] in paid_events
+        if paid and event.ttft_ms is not None and event.ttft_ms <= SLO_TTFT:
+            cell = cells[(*key, "paid")]
+            cell["compliant_input_tokens"] += event.input_tokens
+            cell["compliant_cached_tokens"] += event.cached_tokens
+            cell["compliant_output_tokens"] += event.output_tokens
+    return cells
+
+
+usage_strategy = st.lists(
+    st.tuples(
+        st.integers(0, 4),  # tenant
+        st.integers(0, 30 * 24 - 1),  # hour of March
+        st.integers(0, 59),  # minute
+        st.booleans(),  # model
+        st.integers(0, 20_000),  # input
+        st.integers(0, 9_000),  # output
+        st.integers(100, 900),  # ttft
+    ),
+    min_size=1,
+    max_size=40,
+)
+
+
+@given(usage=usage_strategy, promotion=st.integers(0, 30))
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_the_rated_usage_equals_a_fresh_rating_of_the_month(db, usage, promotion):
+    for model in (RatedUsage, RatedTenantMonth, UsageEvent, EventKey, HourlyUsage, DailyUsage,
+                  RollupPending):  # fmt: skip
+        model.objects.all().delete()
+    if not Tenant.objects.exists():
+        _pricing()
+        _tenants(["paid", "allowance", "tiers", "trial", "none"])
+    tenants = list(Tenant.objects.order_by("pk"))
+    if promotion:
+        promotion_grant(tenant=tenants[0], amount=Decimal(promotion) / 10, currency="USD",
+                        effective_from=MARCH)  # fmt: skip
+    events = [
+        {
+            "id": f"e{i}",
+            "tenant": tenants[tenant].slug,
+            "model": "small" if small else "llama-70b",
+            "time": (MARCH + timedelta(hours=hour, minutes=minute)).isoformat(),
+            "input_tokens": input_tokens,
+            "cached_tokens": input_tokens // 4,
+            "output_tokens": output,
+            "ttft_ms": ttft,
+        }
+        for i, (tenant, hour, minute, small, input_tokens, output, ttft) in enumerate(usage)
+    ]
+    _ingest(events)
+    rated_months_refresh()
+
+    fresh = _fresh(MARCH)
+    stored = {
+        (r.tenant_id, r.deployment_id, r.hour.astimezone(UTC), r.sale): r
+        for r in RatedUsage.objects.all()
+    }
+    assert set(stored) == set(fresh)
+    tolerance = Decimal("1e-11")
+    for key, cell in fresh.items():
+        row = stored[key]
+        for name in ("input_tokens", "cached_tokens", "output_tokens", "compliant_input_tokens",
+                     "compliant_cached_tokens", "compliant_output_tokens"):  # fmt: skip
+            assert getattr(row, name) == cell[name], (key, name)
+        for name in ("list_value", "realized", "promotions"):
+            assert abs(getattr(row, name) - cell[name]) < tolerance, (key, name)
+    with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
+        rated_months_refresh()  # nothing changed: nothing is rated again
+    assert not rating.called
