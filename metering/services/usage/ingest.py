@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 from django.conf import settings
-from django.utils.module_loading import import_string
 from django.db import IntegrityError, ProgrammingError, connection, transaction
+from django.utils.module_loading import import_string
 
 from metering.domain.usage.dedupe import dedupe_within_batch
 from metering.domain.usage.fields import EventError, EventIn, EventRef
