@@ -43,8 +43,8 @@ CREATE CONSTRAINT TRIGGER billing_posting_balanced AFTER INSERT ON billing_posti
     DEFERRABLE INITIALLY DEFERRED
     FOR EACH ROW EXECUTE FUNCTION billing_check_balanced();
 
--- An issued (or paid, or void) invoice keeps its number, tenant, month, currency and total;
--- only its status and the dates of payment or voiding move on. It is never deleted.
+-- An issued (or paid, or void) invoice keeps its number, tenant, month, currency, total and
+-- due date; only its status and the dates of payment or voiding move on. It is never deleted.
 CREATE FUNCTION billing_invoice_frozen() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'DELETE' THEN
@@ -61,6 +61,7 @@ BEGIN
         OR NEW.currency <> OLD.currency
         OR NEW.total <> OLD.total
         OR NEW.issued_at IS DISTINCT FROM OLD.issued_at
+        OR NEW.due_at IS DISTINCT FROM OLD.due_at
         OR NEW.issue_transaction_id IS DISTINCT FROM OLD.issue_transaction_id
         OR NEW.status = 'draft'
         OR OLD.status = 'void'
