@@ -17,7 +17,12 @@ $(STAMP): requirements.lock
 # Embedded default: SQLite in var/, Celery eager, no service to install.
 demo: install
 	@mkdir -p var
-	$(BIN)/python manage.py migrate --noinput
+	@# An embedded database from before the migrations were squashed cannot migrate: it is
+	@# demo data only, so it is moved aside and the demo loads afresh.
+	$(BIN)/python manage.py migrate --noinput || { [ -f var/portal.sqlite3 ] && \
+	  mv var/portal.sqlite3 var/portal.sqlite3.old && \
+	  echo "var/portal.sqlite3 predates the current migrations: moved to var/portal.sqlite3.old" && \
+	  $(BIN)/python manage.py migrate --noinput; }
 	$(BIN)/python manage.py demo
 	@echo "Serving on http://127.0.0.1:8000 (Ctrl-C to stop)"
 	FACTORY_NAME="$${FACTORY_NAME:-Token Factory}" \

@@ -11,8 +11,9 @@ class Command(BaseCommand):
         "logins, and every app's demo data. Figures from shared/design/demo-factory.md: R_ref "
         "from the TensorRT-LLM perf overview with MLPerf server/offline derates, SLO tiers "
         "from MLPerf Inference server limits, traffic 3:1 input:output with half of the input "
-        "from the prefix cache. 30 UTC days up to last midnight, fixed seed; the last day at "
-        "request level (about 110,000 events, each standing for 2,000 real requests)."
+        "from the prefix cache, request sizes from real traces. Two closed months and this "
+        "month up to the current hour, fixed seed; the last whole day at request level (about "
+        "70,000 events, each standing for 10,000 requests)."
     )
 
     def handle(self, *args, **options):
