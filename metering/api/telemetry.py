@@ -180,22 +180,7 @@ class ScrapeTargetSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ScrapeTarget
-        fields = [
-            "id",
-            "url",
-            "kind",
-            "pool",
-            "deployment",
-            "enabled",
-            "timeout_s",
-            "last_scraped_at",
-            "last_status",
-            "last_error",
-            "consecutive_failures",
-            "last_skipped",
-            "last_unknown_models",
-            "created_at",
-        ]
+        # Set by the portal and the scraper (its last visit): shown, never written.
         read_only_fields = [
             "last_scraped_at",
             "last_status",
@@ -204,6 +189,16 @@ class ScrapeTargetSerializer(serializers.ModelSerializer):
             "last_skipped",
             "last_unknown_models",
             "created_at",
+        ]
+        fields = [
+            "id",
+            "url",
+            "kind",
+            "pool",
+            "deployment",
+            "enabled",
+            "timeout_s",
+            *read_only_fields,
         ]
 
     def validate(self, attrs):
