@@ -118,6 +118,7 @@ class MaintenanceForm(PlainForm):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields.update(_scope_fields())
+        self.order_fields(["title", "starts_at", "ends_at", "deployments", "pools"])
 
 
 def service_errors_to_form(form: forms.Form, exc: ValidationError) -> None:

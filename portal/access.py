@@ -4,7 +4,9 @@ Every tenant-scoped query goes through `tenant_scoped`; views and API never filt
 tenant on their own. Capabilities follow the "may" table of the architecture.
 """
 
+from collections.abc import Callable
 from enum import StrEnum
+from functools import wraps
 from typing import TypeVar
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -14,6 +16,7 @@ from django.http import Http404
 from portal.models import Role, Scope, Tenant
 
 M = TypeVar("M", bound=Model)
+T = TypeVar("T")
 
 
 class Capability(StrEnum):
@@ -52,21 +55,38 @@ TOKEN_SCOPES: dict[Role, frozenset[str]] = {
 _ROLE_ORDER = [Role.OPERATOR, Role.FINANCE, Role.INVESTOR, Role.TENANT]
 
 
-def user_role(user: AbstractBaseUser | AnonymousUser) -> Role | None:
+def _kept_on_user(attr: str):
+    """Answer None for anonymous users; otherwise compute once per user object (a request's
+    user) and keep the answer on it as `attr` (user_ensure drops it when roles change)."""
+
+    def decorate(
+        compute: Callable[[AbstractBaseUser], T],
+    ) -> Callable[[AbstractBaseUser | AnonymousUser], T | None]:
+        @wraps(compute)
+        def read(user: AbstractBaseUser | AnonymousUser) -> T | None:
+            if not user.is_authenticated:
+                return None
+            cached = getattr(user, attr, False)
+            if cached is not False:
+                return cached
+            value = compute(user)
+            setattr(user, attr, value)
+            return value
+
+        return read
+
+    return decorate
+
+
+@_kept_on_user("_portal_role")
+def user_role(user: AbstractBaseUser) -> Role | None:
     """The user's role: superusers are operators; otherwise the highest group held."""
-    if not user.is_authenticated:
-        return None
-    cached = getattr(user, "_portal_role", False)
-    if cached is not False:
-        return cached
     if user.is_superuser:
-        role: Role | None = Role.OPERATOR
-    else:
-        names = set(user.groups.values_list("name", flat=True))
-        role = next((r for r in _ROLE_ORDER if r.value in names), None)
-        if role is Role.TENANT and user_tenant(user) is None:
-            role = None  # a tenant member without a tenant sees nothing
-    user._portal_role = role
+        return Role.OPERATOR
+    names = set(user.groups.values_list("name", flat=True))
+    role = next((r for r in _ROLE_ORDER if r.value in names), None)
+    if role is Role.TENANT and user_tenant(user) is None:
+        return None  # a tenant member without a tenant sees nothing
     return role
 
 
@@ -79,17 +99,11 @@ def user_refusal(user: AbstractBaseUser | AnonymousUser) -> str | None:
     return f"{tenant.name} is {tenant.get_status_display().lower()}: its members cannot sign in"
 
 
-def user_tenant(user: AbstractBaseUser | AnonymousUser) -> Tenant | None:
+@_kept_on_user("_portal_tenant")
+def user_tenant(user: AbstractBaseUser) -> Tenant | None:
     """The tenant a tenant member belongs to (None for staff roles and anonymous users)."""
-    if not user.is_authenticated:
-        return None
-    cached = getattr(user, "_portal_tenant", False)
-    if cached is not False:
-        return cached
     membership = getattr(user, "membership", None) if hasattr(user, "membership") else None
-    tenant = membership.tenant if membership else None
-    user._portal_tenant = tenant
-    return tenant
+    return membership.tenant if membership else None
 
 
 def user_may(user: AbstractBaseUser | AnonymousUser, capability: Capability) -> bool:

@@ -5,8 +5,10 @@ can be measured."""
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from typing import TypeVar
 
 from django.core.exceptions import ValidationError
+from django.db.models import Model, QuerySet
 from django.utils.dateparse import parse_date, parse_datetime
 
 from portal import clock
@@ -25,6 +27,25 @@ class Period:
     @property
     def seconds(self) -> float:
         return (self.end - self.start).total_seconds()
+
+
+_M = TypeVar("_M", bound=Model)
+
+
+def filter_within(
+    *,
+    queryset: QuerySet[_M],
+    field: str,
+    start: datetime | None = None,
+    end: datetime | None = None,
+) -> QuerySet[_M]:
+    """The rows of `queryset` whose `field` lies in [start, end) (either bound optional)."""
+    bounds = {}
+    if start is not None:
+        bounds[f"{field}__gte"] = start
+    if end is not None:
+        bounds[f"{field}__lt"] = end
+    return queryset.filter(**bounds) if bounds else queryset
 
 
 def validate_whole_hour(value) -> None:

@@ -9,6 +9,7 @@ from django.contrib.auth.models import Group, User
 from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
+from django.db.models import Model
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
@@ -47,6 +48,37 @@ def audit_record(
         object_id=str(object_id),
         before=before,
         after=after,
+    )
+
+
+def audit_object(
+    *,
+    obj: Model,
+    actor: User | None,
+    action: str,
+    object_type: str,
+    before: dict[str, Any] | None = None,
+) -> AuditEntry:
+    """Audit a write that created or changed `obj`: named by its pk, with its snapshot now
+    (and, for a change, `before`: the one taken before the write)."""
+    return audit_record(
+        actor=actor,
+        action=action,
+        object_type=object_type,
+        object_id=str(obj.pk),
+        before=before,
+        after=audit_snapshot(obj),
+    )
+
+
+def object_delete(
+    *, obj: Model, actor: User | None, object_type: str, action: str = "delete"
+) -> None:
+    """Delete `obj` and audit it, named by its former pk, with its snapshot before."""
+    before, pk = audit_snapshot(obj), obj.pk
+    obj.delete()
+    audit_record(
+        actor=actor, action=action, object_type=object_type, object_id=str(pk), before=before
     )
 
 

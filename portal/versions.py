@@ -12,7 +12,7 @@ from django.db import IntegrityError, models, transaction
 from portal import clock
 from portal.closing import month_closed_check
 from portal.errors import FieldError
-from portal.services import audit_record, audit_snapshot
+from portal.services import audit_object, object_delete
 
 
 def effective_from_check(moment: datetime, *, in_figures: bool = True) -> None:
@@ -41,13 +41,7 @@ def version_create(
             version.save(force_insert=True)
     except IntegrityError:  # a concurrent request stored the same version first
         raise FieldError("effective_from", conflict) from None
-    audit_record(
-        actor=by,
-        action=f"{object_type}.create",
-        object_type=object_type,
-        object_id=version.pk,
-        after=audit_snapshot(version),
-    )
+    audit_object(obj=version, actor=by, action=f"{object_type}.create", object_type=object_type)
     return version
 
 
@@ -59,12 +53,4 @@ def version_delete(*, version: models.Model, object_type: str, by=None) -> None:
         raise FieldError(
             "effective_from", "in force: add a new version instead of deleting this one"
         )
-    before, pk = audit_snapshot(locked), locked.pk
-    locked.delete()
-    audit_record(
-        actor=by,
-        action=f"{object_type}.delete",
-        object_type=object_type,
-        object_id=pk,
-        before=before,
-    )
+    object_delete(obj=locked, actor=by, object_type=object_type, action=f"{object_type}.delete")

@@ -20,7 +20,7 @@ from metering.services.telemetry.ingest import (
 )
 from portal import clock
 from portal.access import Capability, user_role
-from portal.api.errors import errors_response
+from portal.api.errors import content_type_check, errors_response
 from portal.api.views import AuditedModelViewSet
 from portal.models import Role, Scope
 from portal.permissions import capability_permission
@@ -116,17 +116,7 @@ class TelemetryPrometheusView(APIView):
                     "message": "must be 1 to 128 letters, digits, '-', '_', '.' or ':'",
                 }
             )
-        content_type = request.content_type.split(";")[0].strip().lower()
-        if content_type not in _TEXT_TYPES:
-            return errors_response(
-                [
-                    {
-                        "field": "Content-Type",
-                        "message": f"must be text/plain (got {content_type!r})",
-                    }
-                ],
-                status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
-            )
+        content_type_check(request=request, allowed=_TEXT_TYPES, expected="text/plain")
         if errors:
             return errors_response(errors, status.HTTP_400_BAD_REQUEST)
         try:
@@ -180,22 +170,7 @@ class ScrapeTargetSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = ScrapeTarget
-        fields = [
-            "id",
-            "url",
-            "kind",
-            "pool",
-            "deployment",
-            "enabled",
-            "timeout_s",
-            "last_scraped_at",
-            "last_status",
-            "last_error",
-            "consecutive_failures",
-            "last_skipped",
-            "last_unknown_models",
-            "created_at",
-        ]
+        # Set by the portal and the scraper (its last visit): shown, never written.
         read_only_fields = [
             "last_scraped_at",
             "last_status",
@@ -204,6 +179,16 @@ class ScrapeTargetSerializer(serializers.ModelSerializer):
             "last_skipped",
             "last_unknown_models",
             "created_at",
+        ]
+        fields = [
+            "id",
+            "url",
+            "kind",
+            "pool",
+            "deployment",
+            "enabled",
+            "timeout_s",
+            *read_only_fields,
         ]
 
     def validate(self, attrs):

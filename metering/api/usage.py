@@ -2,7 +2,7 @@ from datetime import UTC, date, datetime, time
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -22,7 +22,7 @@ from metering.services.factory import CapacityIn, capacity_upsert
 from metering.services.usage.ingest import IngestRejected, usage_ingest, usage_reference_errors
 from portal import clock
 from portal.access import Capability
-from portal.api.errors import errors_response, flatten
+from portal.api.errors import content_type_check, errors_response, flatten
 from portal.api.pagination import Pagination
 from portal.api.periods import PERIOD_PARAMETERS
 from portal.models import Scope
@@ -90,21 +90,6 @@ IngestPermission = capability_permission(
 )
 
 ERROR_RESPONSES = {400: ErrorsSerializer, 403: ErrorsSerializer, 413: ErrorsSerializer}
-
-
-def _content_type_error(request, allowed: tuple[str, ...]) -> Response | None:
-    content_type = request.content_type.split(";")[0].strip().lower()
-    if content_type not in allowed:
-        return errors_response(
-            [
-                {
-                    "field": "Content-Type",
-                    "message": f"must be one of {', '.join(allowed)} (got {content_type or 'none'!r})",
-                }
-            ],
-            status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
-        )
-    return None
 
 
 def ingest_items(items: list, conversion_errors: list[EventError] | None = None) -> Response:
@@ -178,9 +163,7 @@ class UsageEventsView(IngestView):
         },
     )
     def post(self, request):
-        refused = _content_type_error(request, ("application/json",))
-        if refused:
-            return refused
+        content_type_check(request=request, allowed=("application/json",))
         encoding = request.headers.get("Content-Encoding")
         data = decompress_body(body=request.body, content_encoding=encoding)
         # A batch of valid events is decoded and validated in one pass (no dict per event);
@@ -200,11 +183,9 @@ class CloudEventsView(IngestView):
         responses={200: IngestResultSerializer, 409: ErrorsSerializer, **ERROR_RESPONSES},
     )
     def post(self, request):
-        refused = _content_type_error(
-            request, ("application/cloudevents-batch+json", "application/json")
+        content_type_check(
+            request=request, allowed=("application/cloudevents-batch+json", "application/json")
         )
-        if refused:
-            return refused
         items = self._decoded(request)
         converted, errors = cloudevents_to_items(items=items)
         return ingest_items(converted, errors)

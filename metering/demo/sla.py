@@ -9,6 +9,7 @@ both miss it and get a credit, the others do not. Idempotent: each is created on
 its title.
 """
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TextIO
 
@@ -31,29 +32,60 @@ MAINTENANCE_TITLE = "h100-a: NCCL and driver upgrade"
 LONG_PROMPT_TENANTS = ("initech", "wayne", "stark")  # the partial outage touched only these
 
 
-def _major(day: datetime) -> None:
-    t0 = day + timedelta(hours=14, minutes=12)
+def _incident(
+    *,
+    title: str,
+    severity: str,
+    impact: str,
+    started_at: datetime,
+    deployment: str,
+    message: str,
+    updates: Iterable[tuple[int, str, str, str]],
+    tenants: Iterable[str] = (),
+) -> Incident:
+    """Open an incident on one deployment and post its updates, each (minutes after the
+    start, status, impact or "" for unchanged, message)."""
     incident = incident_create(
-        title=MAJOR_TITLE,
-        severity="sev1",
-        impact="major_outage",
-        started_at=t0,
-        deployments=[Deployment.objects.get(slug="qwen3-235b-a22b@h200-a")],
-        message="Requests to Qwen3-235B-A22B return 503. We are investigating.",
+        title=title,
+        severity=severity,
+        impact=impact,
+        started_at=started_at,
+        deployments=[Deployment.objects.get(slug=deployment)],
+        tenants=list(Tenant.objects.filter(slug__in=tenants)),
+        message=message,
         by=None,
     )
-    for minutes, status, message in (
-        (13, "identified", "A failed NVLink switch took two nodes out of the serving group."),
-        (31, "monitoring", "Traffic moved to healthy nodes; error rate back to baseline."),
-        (40, "resolved", "Resolved: 40 minutes of failed requests on h200-a."),
-    ):
+    for minutes, status, new_impact, text in updates:
         incident_update_add(
             incident=incident,
             status=status,
-            message=message,
-            time=t0 + timedelta(minutes=minutes),
+            impact=new_impact,
+            message=text,
+            time=started_at + timedelta(minutes=minutes),
             by=None,
         )
+    return incident
+
+
+def _major(day: datetime) -> None:
+    incident = _incident(
+        title=MAJOR_TITLE,
+        severity="sev1",
+        impact="major_outage",
+        started_at=day + timedelta(hours=14, minutes=12),
+        deployment="qwen3-235b-a22b@h200-a",
+        message="Requests to Qwen3-235B-A22B return 503. We are investigating.",
+        updates=(
+            (
+                13,
+                "identified",
+                "",
+                "A failed NVLink switch took two nodes out of the serving group.",
+            ),
+            (31, "monitoring", "", "Traffic moved to healthy nodes; error rate back to baseline."),
+            (40, "resolved", "", "Resolved: 40 minutes of failed requests on h200-a."),
+        ),
+    )
     incident_edit(
         incident=incident,
         cause="One NVLink switch failed; the serving group kept routing to its nodes "
@@ -65,30 +97,25 @@ def _major(day: datetime) -> None:
 
 
 def _partial(day: datetime) -> None:
-    t0 = day + timedelta(hours=3)
-    incident = incident_create(
+    _incident(
         title=PARTIAL_TITLE,
         severity="sev2",
         impact="degraded",
-        started_at=t0,
-        deployments=[Deployment.objects.get(slug="deepseek-r1@b200-a")],
-        tenants=list(Tenant.objects.filter(slug__in=LONG_PROMPT_TENANTS)),
+        started_at=day + timedelta(hours=3),
+        deployment="deepseek-r1@b200-a",
+        tenants=LONG_PROMPT_TENANTS,
         message="Time to first token is above its SLO for long prompts.",
-        by=None,
+        updates=(
+            (
+                40,
+                "identified",
+                "partial_outage",
+                "KV-cache eviction storm: some requests time out.",
+            ),
+            (120, "monitoring", "degraded", "Prefix cache resized; timeouts stopped."),
+            (150, "resolved", "", "Latency back within SLO."),
+        ),
     )
-    for minutes, status, impact, message in (
-        (40, "identified", "partial_outage", "KV-cache eviction storm: some requests time out."),
-        (120, "monitoring", "degraded", "Prefix cache resized; timeouts stopped."),
-        (150, "resolved", "", "Latency back within SLO."),
-    ):
-        incident_update_add(
-            incident=incident,
-            status=status,
-            impact=impact,
-            message=message,
-            time=t0 + timedelta(minutes=minutes),
-            by=None,
-        )
 
 
 @demo_step("metering: incidents and maintenance")

@@ -19,7 +19,7 @@ from metering.models import (
     Pool,
     ServedModel,
 )
-from portal.periods import hour_floor
+from portal.periods import filter_within, hour_floor
 
 
 def pool_list() -> QuerySet[Pool]:
@@ -46,13 +46,9 @@ def deployment_version_list(
     *, start: datetime | None = None, end: datetime | None = None
 ) -> QuerySet[DeploymentVersion]:
     """Deployment versions taking effect in [start, end) (either bound optional)."""
-    bounds = {}
-    if start is not None:
-        bounds["effective_from__gte"] = start
-    if end is not None:
-        bounds["effective_from__lt"] = end
-    versions = DeploymentVersion.objects.all()
-    return versions.filter(**bounds) if bounds else versions
+    return filter_within(
+        queryset=DeploymentVersion.objects.all(), field="effective_from", start=start, end=end
+    )
 
 
 def pool_first_signs_of_life(*, pool_ids: list[int]) -> dict[int, datetime]:

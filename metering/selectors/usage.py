@@ -22,7 +22,7 @@ from metering.models import (
 )
 from portal import clock
 from portal.access import tenant_get, tenant_scoped
-from portal.periods import Period, Window, period_resolve
+from portal.periods import Period, Window, filter_within, period_resolve
 
 USAGE_SUMS = ["requests", "errors", "input_tokens", "cached_tokens", "output_tokens"]
 
@@ -195,13 +195,7 @@ def hourly_usage_list(
     *, start: datetime | None = None, end: datetime | None = None
 ) -> QuerySet[HourlyUsage]:
     """Hourly rollup rows of the hours starting in [start, end) (either bound optional)."""
-    bounds = {}
-    if start is not None:
-        bounds["hour__gte"] = start
-    if end is not None:
-        bounds["hour__lt"] = end
-    rows = HourlyUsage.objects.all()
-    return rows.filter(**bounds) if bounds else rows
+    return filter_within(queryset=HourlyUsage.objects.all(), field="hour", start=start, end=end)
 
 
 def daily_usage_list(*, start: datetime, end: datetime) -> QuerySet[DailyUsage]:

@@ -2,7 +2,7 @@
 versions, capacity samples. Every write leaves an audit entry."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -52,6 +52,8 @@ def served_model_aliases_set(
 
 @dataclass(frozen=True)
 class VersionSpec:
+    """The fields of a deployment version besides its deployment and start, named as there."""
+
     r_ref: Decimal
     w_in: Decimal = Decimal(0)
     slo_ttft_ms: int | None = None
@@ -85,15 +87,7 @@ def deployment_version_add(
     """Add a version of R_ref, w_in and SLO from `effective_from` (a whole UTC hour) on."""
     effective_from_check(effective_from)
     return version_create(
-        DeploymentVersion(
-            deployment=deployment,
-            effective_from=effective_from,
-            r_ref=spec.r_ref,
-            w_in=spec.w_in,
-            slo_ttft_ms=spec.slo_ttft_ms,
-            slo_tpot_ms=spec.slo_tpot_ms,
-            slo_min_tokens_per_s=spec.slo_min_tokens_per_s,
-        ),
+        DeploymentVersion(deployment=deployment, effective_from=effective_from, **asdict(spec)),
         series={"deployment": deployment},
         conflict=f"{deployment.slug} already has a version from that instant",
         object_type="deployment_version",

@@ -12,6 +12,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from portal.errors import FieldError
+
 
 def flatten(detail: Any, field: str = "") -> list[dict[str, Any]]:
     """Turn DRF's nested error detail into a flat list naming each field (dotted paths)."""
@@ -33,6 +35,23 @@ def flatten(detail: Any, field: str = "") -> list[dict[str, Any]]:
 
 def errors_response(errors: list[dict[str, Any]], status_code: int, headers=None) -> Response:
     return Response({"errors": errors}, status=status_code, headers=headers)
+
+
+class UnsupportedContentType(FieldError):
+    """A body of a media type the operation does not read: a 415 naming Content-Type."""
+
+    http_status = 415
+
+
+def content_type_check(*, request, allowed: tuple[str, ...], expected: str | None = None) -> None:
+    """Refuse a body whose media type is not in `allowed` ("": none given); the message says
+    `expected`, by default one of `allowed`."""
+    content_type = request.content_type.split(";")[0].strip().lower()
+    if content_type not in allowed:
+        wanted = expected or f"one of {', '.join(allowed)}"
+        raise UnsupportedContentType(
+            "Content-Type", f"must be {wanted} (got {content_type or 'none'!r})"
+        )
 
 
 def exception_handler(exc, context):

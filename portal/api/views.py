@@ -6,7 +6,7 @@ from portal.api.serializers import AuditEntrySerializer, TenantSerializer
 from portal.filters import AuditEntryFilterSet, TenantFilterSet
 from portal.models import AuditEntry, Tenant
 from portal.permissions import capability_permission
-from portal.services import audit_record, audit_snapshot
+from portal.services import audit_object, audit_snapshot, object_delete
 from portal.versions import version_delete
 
 
@@ -42,39 +42,23 @@ class AuditedModelViewSet(viewsets.ModelViewSet):
     @transaction.atomic
     def perform_create(self, serializer):
         obj = serializer.save()
-        audit_record(
-            actor=self.request.user,
-            action="create",
-            object_type=self.audit_type,
-            object_id=str(obj.pk),
-            after=audit_snapshot(obj),
-        )
+        audit_object(obj=obj, actor=self.request.user, action="create", object_type=self.audit_type)
 
     @transaction.atomic
     def perform_update(self, serializer):
         before = audit_snapshot(serializer.instance)
         obj = serializer.save()
-        audit_record(
+        audit_object(
+            obj=obj,
             actor=self.request.user,
             action="update",
             object_type=self.audit_type,
-            object_id=str(obj.pk),
             before=before,
-            after=audit_snapshot(obj),
         )
 
     @transaction.atomic
     def perform_destroy(self, instance):
-        before = audit_snapshot(instance)
-        pk = instance.pk
-        instance.delete()
-        audit_record(
-            actor=self.request.user,
-            action="delete",
-            object_type=self.audit_type,
-            object_id=str(pk),
-            before=before,
-        )
+        object_delete(obj=instance, actor=self.request.user, object_type=self.audit_type)
 
 
 class TenantViewSet(AuditedModelViewSet):

@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from datetime import UTC
 from decimal import Decimal
 from fractions import Fraction
@@ -38,26 +39,28 @@ def _decimal(value) -> Decimal | None:
         return None
 
 
+def _money_text(*, value, rounding: Callable[..., Decimal], spec: str) -> str:
+    """`value` rounded by `rounding` in the factory's currency, formatted by `spec`; never a
+    negative zero ("-0.00", "-0")."""
+    amount = _decimal(value)
+    if amount is None:
+        return "—"
+    rounded = rounding(amount=amount, currency=settings.FACTORY_CURRENCY)
+    return format(abs(rounded) if rounded == 0 else rounded, spec)
+
+
 @register.filter
 def money(value) -> str:
     """Money with thousands separators and two decimals (cents): -1,234.50. Rounded half-up
     for display only; stored amounts are already rounded per line."""
-    amount = _decimal(value)
-    if amount is None:
-        return "—"
-    rounded = round_money(amount=amount, currency=settings.FACTORY_CURRENCY)
-    return f"{abs(rounded) if rounded == 0 else rounded:,.2f}"  # never "-0.00"
+    return _money_text(value=value, rounding=round_money, spec=",.2f")
 
 
 @register.filter
 def money_whole(value) -> str:
     """Money in whole units for summaries (1,234,568): rounded to the cent first, as every
     amount is, then to the unit half-up, so a page in units agrees with one in cents."""
-    amount = _decimal(value)
-    if amount is None:
-        return "—"
-    whole = round_money_whole(amount=amount, currency=settings.FACTORY_CURRENCY)
-    return f"{abs(whole) if whole == 0 else whole:,}"  # never "-0"
+    return _money_text(value=value, rounding=round_money_whole, spec=",")
 
 
 @register.filter

@@ -591,6 +591,9 @@ def test_push_endpoint_refuses_bad_requests_and_stores_nothing(db, users, token_
     read_only = token_client(users["operator"], scopes=("read",)).post(
         f"{PUSH_URL}?kind=vllm&pool=h100-a", data=text, content_type="text/plain"
     )
+    json_body = ingest.post(
+        f"{PUSH_URL}?kind=tgi&pool=h100-a", data=text, content_type="application/json"
+    )
 
     assert too_large.status_code == 413
     assert unknown_pool.status_code == 400
@@ -602,6 +605,10 @@ def test_push_endpoint_refuses_bad_requests_and_stores_nothing(db, users, token_
         {"field": "pool", "message": "must not contain NUL (U+0000) characters"}
     ]
     assert read_only.status_code == 403
+    assert json_body.status_code == 415  # before the query's 400
+    assert json_body.json()["errors"] == [
+        {"field": "Content-Type", "message": "must be text/plain (got 'application/json')"}
+    ]
     assert not EngineHourly.objects.exists()
     assert not TelemetryPushState.objects.exists()
 

@@ -126,6 +126,27 @@ def test_gzip_body_is_accepted_and_too_many_events_get_413(ingest):
     assert response.status_code == 413
 
 
+def test_wrong_content_type_is_a_415_naming_what_each_operation_reads(ingest):
+    plain = ingest("[]", content_type="text/plain; charset=utf-8")
+    none = ingest("[]", content_type="")
+    cloud = ingest("[]", path="/api/v1/usage/cloudevents", content_type="text/csv")
+
+    assert (plain.status_code, none.status_code, cloud.status_code) == (415, 415, 415)
+    assert plain.json()["errors"] == [
+        {"field": "Content-Type", "message": "must be one of application/json (got 'text/plain')"}
+    ]
+    assert none.json()["errors"] == [
+        {"field": "Content-Type", "message": "must be one of application/json (got 'none')"}
+    ]
+    assert cloud.json()["errors"] == [
+        {
+            "field": "Content-Type",
+            "message": "must be one of application/cloudevents-batch+json, application/json "
+            "(got 'text/csv')",
+        }
+    ]
+
+
 def test_wrong_content_type_and_malformed_json_are_4xx(ingest):
     assert ingest("[]", content_type="text/plain").status_code == 415
     response = ingest("[{", content_type="application/json")

@@ -20,7 +20,7 @@ from portal import clock
 from portal.closing import month_closed_check
 from portal.errors import FieldError
 from portal.models import Tenant
-from portal.services import audit_record, audit_snapshot
+from portal.services import audit_object, audit_record, audit_snapshot
 
 # Clocks disagree a little: a time this far ahead of the server's is still "now".
 CLOCK_TOLERANCE = timedelta(minutes=5)
@@ -109,14 +109,19 @@ def incident_create(
             status=IncidentStatus.RESOLVED,
             created_by=incident.created_by,
         )
+    audit_object(obj=incident, actor=by, action="create", object_type="incident")
+    return incident
+
+
+def _audit_update(incident: Incident, *, by: User | None, before: dict, after: dict) -> None:
     audit_record(
         actor=by,
-        action="create",
+        action="update",
         object_type="incident",
         object_id=str(incident.pk),
-        after=audit_snapshot(incident),
+        before=before,
+        after=after,
     )
-    return incident
 
 
 @transaction.atomic
@@ -170,11 +175,9 @@ def incident_update_add(
         if status == IncidentStatus.RESOLVED:
             incident.resolved_at = time
         incident.save(update_fields=["status", "resolved_at", "updated_at"])
-    audit_record(
-        actor=by,
-        action="update",
-        object_type="incident",
-        object_id=str(incident.pk),
+    _audit_update(
+        incident,
+        by=by,
         before=before,
         after={
             **audit_snapshot(incident),
@@ -252,14 +255,7 @@ def incident_edit(
     set_scope(incident, deployments=deployments, pools=pools, tenants=tenants)
     after = audit_snapshot(incident)
     if after != before:
-        audit_record(
-            actor=by,
-            action="update",
-            object_type="incident",
-            object_id=str(incident.pk),
-            before=before,
-            after=after,
-        )
+        _audit_update(incident, by=by, before=before, after=after)
     return incident
 
 

@@ -13,7 +13,7 @@ from metering.services.sla.scope import UNSET, check_title, raise_if_any, set_sc
 from portal import clock
 from portal.closing import month_closed_check
 from portal.errors import FieldError
-from portal.services import audit_record, audit_snapshot
+from portal.services import audit_object, audit_snapshot, object_delete
 
 
 def _check_window(
@@ -76,13 +76,7 @@ def maintenance_window_create(
         created_by=by if by is not None and by.is_authenticated else None,
     )
     set_scope(window, deployments=deployments, pools=pools)
-    audit_record(
-        actor=by,
-        action="create",
-        object_type="maintenance_window",
-        object_id=str(window.pk),
-        after=audit_snapshot(window),
-    )
+    audit_object(obj=window, actor=by, action="create", object_type="maintenance_window")
     return window
 
 
@@ -128,13 +122,8 @@ def maintenance_window_edit(
     window.announced_at = announced_at or now
     window.save()
     set_scope(window, deployments=deployments, pools=pools)
-    audit_record(
-        actor=by,
-        action="update",
-        object_type="maintenance_window",
-        object_id=str(window.pk),
-        before=before,
-        after=audit_snapshot(window),
+    audit_object(
+        obj=window, actor=by, action="update", object_type="maintenance_window", before=before
     )
     return window
 
@@ -147,13 +136,4 @@ def maintenance_window_cancel(
     now = now or clock.now()
     window = MaintenanceWindow.objects.select_for_update().get(pk=window.pk)
     _refuse_started(window, now)
-    before = audit_snapshot(window)
-    pk = window.pk
-    window.delete()
-    audit_record(
-        actor=by,
-        action="delete",
-        object_type="maintenance_window",
-        object_id=str(pk),
-        before=before,
-    )
+    object_delete(obj=window, actor=by, object_type="maintenance_window")

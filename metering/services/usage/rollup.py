@@ -50,6 +50,8 @@ SUM_FIELDS = [
     "latency_ms_sum",
     "latency_count",
 ]
+# Every column of a rollup row besides its key: an upsert (ORM or SQL) overwrites them all.
+ROLLUP_COLUMNS = [*SUM_FIELDS, "latency_histogram", "is_demo"]
 
 HOUR = timedelta(hours=1)
 
@@ -116,7 +118,7 @@ def rollup_cells(*, cells: Iterable[Cell]) -> None:
             batch_size=1000,
             update_conflicts=True,
             unique_fields=["tenant", "deployment", "hour"],
-            update_fields=[*SUM_FIELDS, "latency_histogram", "is_demo"],
+            update_fields=ROLLUP_COLUMNS,
         )
     rollup_days({(t, d, h.date()) for t, d, h in (c for cs in by_deployment.values() for c in cs)})
 
@@ -248,7 +250,7 @@ def rollup_days(day_cells: set[tuple[int, int, object]]) -> None:
         batch_size=1000,
         update_conflicts=True,
         unique_fields=["tenant", "deployment", "day"],
-        update_fields=[*SUM_FIELDS, "latency_histogram", "is_demo"],
+        update_fields=ROLLUP_COLUMNS,
     )
 
 
@@ -283,6 +285,11 @@ def _stage(cursor, table: str, columns: str, types: list[str], rows: Iterable[tu
     cursor.execute(f"ANALYZE {table}")
 
 
+# The SQL upserts' column list and their ON CONFLICT assignments.
+_COLUMNS = ", ".join(ROLLUP_COLUMNS)
+_OVERWRITE = ", ".join(f"{name} = EXCLUDED.{name}" for name in ROLLUP_COLUMNS)
+
+
 def _hourly_sql() -> str:
     ok = "NOT e.is_error"
     compliant = (
@@ -314,13 +321,8 @@ def _hourly_sql() -> str:
         if upper is not None:
             terms.append(f"e.latency_ms <= {upper}")
         buckets.append(n.format(f" FILTER (WHERE {' AND '.join(terms)})"))
-    fields = ", ".join(SUM_FIELDS)
-    updates = ", ".join(
-        f"{name} = EXCLUDED.{name}" for name in [*SUM_FIELDS, "latency_histogram", "is_demo"]
-    )
     return (
-        f"INSERT INTO metering_hourlyusage (tenant_id, deployment_id, hour, {fields}, "  # noqa: S608
-        "latency_histogram, is_demo) "
+        f"INSERT INTO metering_hourlyusage (tenant_id, deployment_id, hour, {_COLUMNS}) "  # noqa: S608
         f"SELECT c.tenant_id, c.deployment_id, c.hour, {', '.join(sums)}, "
         f"jsonb_build_array({', '.join(buckets)}), false "
         "FROM rollup_cells_stage c JOIN metering_usageevent e "
@@ -329,7 +331,7 @@ def _hourly_sql() -> str:
         "AND date_trunc('hour', e.time AT TIME ZONE 'UTC') = c.hour AT TIME ZONE 'UTC' "
         "WHERE e.time >= %(start)s AND e.time < %(end)s "
         "GROUP BY c.tenant_id, c.deployment_id, c.hour "
-        f"ON CONFLICT (tenant_id, deployment_id, hour) DO UPDATE SET {updates}"
+        f"ON CONFLICT (tenant_id, deployment_id, hour) DO UPDATE SET {_OVERWRITE}"
     )
 
 
@@ -355,19 +357,14 @@ def _rollup_hours_postgresql(cells: set[Cell]) -> None:
 
 
 def _daily_sql() -> str:
-    fields = ", ".join(SUM_FIELDS)
     sums = ", ".join(f"sum(h.{name})" for name in SUM_FIELDS)
     # Element i of the day's histogram is the sum of the hours' element i (missing: 0).
     histogram = ", ".join(
         f"COALESCE(sum((h.latency_histogram ->> {i})::bigint), 0)"
         for i in range(len(LATENCY_BUCKETS_MS) + 1)
     )
-    updates = ", ".join(
-        f"{name} = EXCLUDED.{name}" for name in [*SUM_FIELDS, "latency_histogram", "is_demo"]
-    )
     return (
-        f"INSERT INTO metering_dailyusage (tenant_id, deployment_id, day, {fields}, "  # noqa: S608
-        "latency_histogram, is_demo) "
+        f"INSERT INTO metering_dailyusage (tenant_id, deployment_id, day, {_COLUMNS}) "  # noqa: S608
         f"SELECT c.tenant_id, c.deployment_id, c.day, {sums}, jsonb_build_array({histogram}), "
         "bool_and(h.is_demo) "
         "FROM rollup_days_stage c JOIN metering_hourlyusage h "
@@ -375,7 +372,7 @@ def _daily_sql() -> str:
         "AND h.hour >= c.day::timestamp AT TIME ZONE 'UTC' "
         "AND h.hour < (c.day + 1)::timestamp AT TIME ZONE 'UTC' "
         "GROUP BY c.tenant_id, c.deployment_id, c.day "
-        f"ON CONFLICT (tenant_id, deployment_id, day) DO UPDATE SET {updates}"
+        f"ON CONFLICT (tenant_id, deployment_id, day) DO UPDATE SET {_OVERWRITE}"
     )
 
 
