@@ -29,10 +29,9 @@ from billing.services.ledger import (
 )
 from portal import clock
 from portal.models import Tenant
+from tests.billing.factories import APRIL, MARCH
 from tests.concurrency import run_together
 
-MARCH = datetime(2026, 3, 1, tzinfo=UTC)
-APRIL = datetime(2026, 4, 1, tzinfo=UTC)
 CENTS = st.integers(min_value=1, max_value=10_000_00).map(lambda c: Decimal(c) / 100)
 
 

@@ -8,15 +8,9 @@ from rest_framework.test import APIClient
 from billing.models import Contract, Invoice, Posting, Price
 from billing.services.invoices import invoice_run
 from portal.models import AuditEntry
-from tests.billing.factories import MARCH, make_contract, make_priced_model, post_usage
+from tests.billing.factories import MARCH, MARCH_USAGE, make_contract, make_priced_model, post_usage
 
 pytestmark = pytest.mark.both_backends
-M = 1_000_000
-
-
-@pytest.fixture
-def admin_api(users, token_client):
-    return token_client(users["operator"], scopes=["ingest", "read", "admin"])
 
 
 @pytest.fixture
@@ -140,9 +134,8 @@ def invoices(admin_api, tenant_a, tenant_b):
     make_priced_model()
     make_contract(tenant_a)
     make_contract(tenant_b)
-    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
-    post_usage(admin_api, [{"id": "a1", **usage}])
-    post_usage(admin_api, [{"id": "b1", **usage}], tenant="tenant-b")
+    post_usage(admin_api, [{"id": "a1", **MARCH_USAGE}])
+    post_usage(admin_api, [{"id": "b1", **MARCH_USAGE}], tenant="tenant-b")
     return {i.tenant.slug: i for i in invoice_run(month_start=MARCH).issued}
 
 
