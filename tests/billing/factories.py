@@ -63,6 +63,12 @@ def usage_event(event_id: str, time: str, input_tokens: int, output_tokens: int 
     }
 
 
+def make_march_usage(api, tenant, event_id: str, **terms):
+    """A contract of `tenant` with `terms` from January, and MARCH_USAGE ingested for it."""
+    make_contract(tenant, **terms)
+    return post_usage(api, [{"id": event_id, **MARCH_USAGE}], tenant=tenant.slug)
+
+
 def post_usage(api, events, *, tenant="tenant-a", model="llama-70b"):
     """Ingest events through the API (all-or-nothing) and fold them into rollups."""
     body = [{"tenant": tenant, "model": model, "cached_tokens": 0, **event} for event in events]

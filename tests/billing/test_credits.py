@@ -13,10 +13,10 @@ from metering.services.sla.incidents import incident_create
 from tests.billing.factories import (
     APRIL,
     MARCH,
-    MARCH_USAGE,
     M,
     line_amounts,
     make_contract,
+    make_march_usage,
     make_priced_model,
     post_usage,
     usage_event,
@@ -30,8 +30,7 @@ pytestmark = pytest.mark.both_backends
 def march(admin_api, tenant_a):
     """Tenant A's March usage at list prices; the operator's API client."""
     make_priced_model()
-    make_contract(tenant_a)
-    post_usage(admin_api, [{"id": "s1", **MARCH_USAGE}])  # 8.80 + 8.80 = 17.60 of usage lines
+    make_march_usage(admin_api, tenant_a, "s1")  # 8.80 + 8.80 = 17.60 of usage lines
     return admin_api
 
 

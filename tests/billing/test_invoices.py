@@ -14,10 +14,10 @@ from portal import clock
 from tests.billing.factories import (
     APRIL,
     MARCH,
-    MARCH_USAGE,
     M,
     line_amounts,
     make_contract,
+    make_march_usage,
     make_priced_model,
     make_promotion,
     post_usage,
@@ -215,8 +215,7 @@ def test_late_usage_is_billed_without_credits_so_none_is_spent_past_its_amount(a
 
 def test_committed_minimum_bills_the_shortfall(admin_api, tenant_a):
     make_priced_model()
-    make_contract(tenant_a, committed_minimum=Decimal("100.00"))
-    post_usage(admin_api, [{"id": "m1", **MARCH_USAGE}])
+    make_march_usage(admin_api, tenant_a, "m1", committed_minimum=Decimal("100.00"))
 
     [invoice] = invoice_run(month_start=MARCH).issued
 
@@ -231,10 +230,8 @@ def test_committed_minimum_bills_the_shortfall(admin_api, tenant_a):
 
 def test_trial_internal_and_free_tenants_get_no_invoice(admin_api, tenant_a, tenant_b, make_user):
     make_priced_model()
-    make_contract(tenant_a, kind="trial")
-    make_contract(tenant_b, free_tokens_per_month=100 * M)
-    post_usage(admin_api, [{"id": "t1", **MARCH_USAGE}])
-    post_usage(admin_api, [{"id": "t2", **MARCH_USAGE}], tenant="tenant-b")
+    make_march_usage(admin_api, tenant_a, "t1", kind="trial")
+    make_march_usage(admin_api, tenant_b, "t2", free_tokens_per_month=100 * M)
 
     run = invoice_run(month_start=MARCH)
 

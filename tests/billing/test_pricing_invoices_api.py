@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 from billing.models import Contract, Invoice, Posting, Price
 from billing.services.invoices import invoice_run
 from portal.models import AuditEntry
-from tests.billing.factories import MARCH, MARCH_USAGE, make_contract, make_priced_model, post_usage
+from tests.billing.factories import MARCH, make_march_usage, make_priced_model
 
 pytestmark = pytest.mark.both_backends
 
@@ -119,10 +119,8 @@ def test_contract_ignores_mass_assigned_fields(admin_api, tenant_a):
 @pytest.fixture
 def invoices(admin_api, tenant_a, tenant_b):
     make_priced_model()
-    make_contract(tenant_a)
-    make_contract(tenant_b)
-    post_usage(admin_api, [{"id": "a1", **MARCH_USAGE}])
-    post_usage(admin_api, [{"id": "b1", **MARCH_USAGE}], tenant="tenant-b")
+    make_march_usage(admin_api, tenant_a, "a1")
+    make_march_usage(admin_api, tenant_b, "b1")
     return {i.tenant.slug: i for i in invoice_run(month_start=MARCH).issued}
 
 

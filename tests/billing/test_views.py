@@ -8,14 +8,7 @@ import pytest
 
 from billing.models import Invoice, LedgerTransaction
 from billing.services.invoices import invoice_run
-from tests.billing.factories import (
-    MARCH,
-    MARCH_USAGE,
-    make_contract,
-    make_priced_model,
-    make_promotion,
-    post_usage,
-)
+from tests.billing.factories import MARCH, make_march_usage, make_priced_model, make_promotion
 
 pytestmark = pytest.mark.both_backends
 
@@ -25,9 +18,8 @@ def march_invoice(admin_api, tenant_a):
     """Tenant A's issued March invoice: 17.60 of usage at 25% off, less a promotional credit
     whose description is a spreadsheet formula."""
     make_priced_model()
-    make_contract(tenant_a, discount_pct=Decimal(25))
+    make_march_usage(admin_api, tenant_a, "v1", discount_pct=Decimal(25))
     make_promotion(tenant_a, "1.00", description='=HYPERLINK("http://evil")')
-    post_usage(admin_api, [{"id": "v1", **MARCH_USAGE}])
     [invoice] = invoice_run(month_start=MARCH).issued
     return invoice
 
