@@ -1,6 +1,7 @@
 """Shared fixtures: the test clock, tenants, a user per role, API clients with bearer tokens."""
 
 import os
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 import pytest
@@ -149,11 +150,13 @@ def session_client(client):
     return make
 
 
-@pytest.fixture
-def live_worker(transactional_db, now):
-    """A real Celery worker process, consuming from the test Redis and writing to the test
-    database. Yields a Celery client app bound to the same broker."""
-    import os
+@contextmanager
+def celery_worker(now: datetime, log_name: str, *, include=(), env=None):
+    """A real `celery worker` process (prefork, one child) consuming from the test Redis and
+    writing to the test database at the test clock, logging to var/<log_name><xdist worker>.log;
+    `include` names more task modules, `env` more environment. Yields (a Celery client app bound
+    to the same broker and result backend, the process, the log's path) once it answers a ping;
+    it is stopped on exit."""
     import subprocess
     import sys
     import time
@@ -165,59 +168,57 @@ def live_worker(transactional_db, now):
     broker = os.environ.get("TEST_BROKER_URL")
     if not broker:
         pytest.skip("needs TEST_BROKER_URL (make test starts a throwaway Redis)")
-    db = connection.settings_dict
     if connection.vendor != "postgresql":
         pytest.skip("the worker shares the PostgreSQL test database")
-    env = dict(os.environ)
-    env.update(
+    db = connection.settings_dict
+    worker_env = dict(os.environ)
+    worker_env.update(
         DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
         CELERY_BROKER_URL=broker,
         CELERY_RESULT_BACKEND=broker,
         **clock_env(now),
+        **(env or {}),
     )
     root = Path(__file__).resolve().parents[1]
-    log_path = root / "var" / f"test-worker{XDIST_WORKER}.log"
+    log_path = root / "var" / f"{log_name}{XDIST_WORKER}.log"
     log_path.parent.mkdir(exist_ok=True)
+    app = Celery("test-client", broker=broker, backend=broker)
+    app.conf.task_serializer = "json"
+    app.control.purge()  # nothing left over from an earlier test
+    command = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=prefork"]
+    command += ["--concurrency=1", "--without-gossip", "--without-mingle"]
+    command += [f"--include={module}" for module in include]
     with open(log_path, "w") as log:
-        worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "portal",
-                "worker",
-                "--pool=prefork",
-                "--concurrency=1",
-                "--without-gossip",
-                "--without-mingle",
-                "-l",
-                "INFO",
-            ],
+        process = subprocess.Popen(
+            [*command, "-l", "INFO"],
             cwd=root,
-            env=env,
+            env=worker_env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    app = Celery("test-client", broker=broker, backend=broker)
-    app.conf.task_serializer = "json"
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if app.control.ping(timeout=1.0):
-                break
-            if worker.poll() is not None:
-                pytest.fail(f"worker exited: {log_path.read_text()[-2000:]}")
-        else:
-            pytest.fail(f"worker did not start: {log_path.read_text()[-2000:]}")
-        yield app
+        while not app.control.ping(timeout=1.0):
+            if process.poll() is not None:
+                pytest.fail(f"worker exited: {log_path.read_text(errors='replace')[-2000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"worker did not start: {log_path.read_text(errors='replace')[-2000:]}")
+        yield app, process, log_path
     finally:
-        worker.terminate()
+        process.terminate()
         try:
-            worker.wait(timeout=20)
+            process.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            worker.kill()
+            process.kill()
         app.close()
+
+
+@pytest.fixture
+def live_worker(transactional_db, now):
+    """A real Celery worker process, consuming from the test Redis and writing to the test
+    database. Yields a Celery client app bound to the same broker."""
+    with celery_worker(now, "test-worker") as (app, _, _):
+        yield app
 
 
 def pytest_collection_modifyitems(items):

@@ -115,37 +115,14 @@ class EventGenerator:
             source = sources[seq & 3]
             event_id = f"req-{(seq * _MIX) & _MASK:016x}"
             model, pool = models[deployment]
+            # in the order both the payload hash and the row take them
+            measures = (input_tokens, cached, output_tokens, ttft, tpot, latency)
+            pool_named = pool if model in self.multi_pool else None
+            status = "error" if is_error else "ok"
             digest = fields_hash(
-                source,
-                event_id,
-                time,
-                tenant_slug(tenant),
-                model,
-                pool if model in self.multi_pool else None,
-                input_tokens,
-                cached,
-                output_tokens,
-                ttft,
-                tpot,
-                latency,
-                "error" if is_error else "ok",
+                source, event_id, time, tenant_slug(tenant), model, pool_named, *measures, status
             )
-            yield Row(
-                seq,
-                source,
-                event_id,
-                digest,
-                time,
-                tenant,
-                deployment,
-                input_tokens,
-                cached,
-                output_tokens,
-                ttft,
-                tpot,
-                latency,
-                is_error,
-            )
+            yield Row(seq, source, event_id, digest, time, tenant, deployment, *measures, is_error)
 
     def item(self, row: Row) -> dict:
         """The JSON item of the HTTP API for a row (pool only where the model needs it)."""

@@ -19,10 +19,32 @@ from tests.bench import config
 from tests.bench.events import EventGenerator, Row
 
 CHUNK = 100_000  # events per generated chunk (the same chunks in every dataset size)
+# The usage event's columns as the binary COPYs write them, and their types.
+EVENT_COLUMNS = (
+    "id, time, tenant_id, deployment_id, input_tokens, cached_tokens, output_tokens, "
+    "ttft_ms, tpot_ms, latency_ms, is_error"
+)
+EVENT_TYPES = ("int8", "timestamptz", *("int8",) * 5, *("float8",) * 3, "bool")
 
 
 def partition_name(month: datetime) -> str:
     return f"metering_usageevent_p{month:%Y%m}"
+
+
+def _event_values(r: Row, tenant_ids: list[int], deployment_ids: list[int]) -> tuple:
+    """The row's EVENT_COLUMNS after the id, tenant and deployment resolved to their ids."""
+    return (
+        r.time,
+        tenant_ids[r.tenant],
+        deployment_ids[r.deployment],
+        r.input_tokens,
+        r.cached_tokens,
+        r.output_tokens,
+        r.ttft_ms,
+        r.tpot_ms,
+        r.latency_ms,
+        r.is_error,
+    )
 
 
 def _load_chunk(args: tuple) -> int:
@@ -41,41 +63,10 @@ def _load_chunk(args: tuple) -> int:
                 copy.write_row(
                     (r.seq + 1, r.source, r.event_id, r.payload_hash, r.time + timedelta(seconds=2))
                 )
-        with cur.copy(
-            f"COPY {table} (id, time, tenant_id, deployment_id, input_tokens, cached_tokens, "
-            "output_tokens, ttft_ms, tpot_ms, latency_ms, is_error) FROM STDIN (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(
-                [
-                    "int8",
-                    "timestamptz",
-                    "int8",
-                    "int8",
-                    "int8",
-                    "int8",
-                    "int8",
-                    "float8",
-                    "float8",
-                    "float8",
-                    "bool",
-                ]
-            )
+        with cur.copy(f"COPY {table} ({EVENT_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(list(EVENT_TYPES))
             for r in rows:
-                copy.write_row(
-                    (
-                        r.seq + 1,
-                        r.time,
-                        tenant_ids[r.tenant],
-                        deployment_ids[r.deployment],
-                        r.input_tokens,
-                        r.cached_tokens,
-                        r.output_tokens,
-                        r.ttft_ms,
-                        r.tpot_ms,
-                        r.latency_ms,
-                        r.is_error,
-                    )
-                )
+                copy.write_row((r.seq + 1, *_event_values(r, tenant_ids, deployment_ids)))
         conn.commit()
     return count
 
@@ -176,11 +167,7 @@ class RawIngest:
                     "RETURNING id, source, event_id"
                 )
                 new = {(s, i): pk for pk, s, i in cur.fetchall()}
-                with cur.copy(
-                    "COPY metering_usageevent (id, time, tenant_id, deployment_id, input_tokens, "
-                    "cached_tokens, output_tokens, ttft_ms, tpot_ms, latency_ms, is_error) "
-                    "FROM STDIN"
-                ) as copy:
+                with cur.copy(f"COPY metering_usageevent ({EVENT_COLUMNS}) FROM STDIN") as copy:
                     for r in batch:
                         pk = new.get((r[0], r[1]))
                         if pk is not None:
@@ -196,26 +183,10 @@ class RawIngest:
             with (
                 conn.cursor() as cur,
                 cur.copy(
-                    "COPY bench_raw_copy (id, time, tenant_id, deployment_id, input_tokens, "
-                    "cached_tokens, output_tokens, ttft_ms, tpot_ms, latency_ms, is_error) "
-                    "FROM STDIN (FORMAT BINARY)"
+                    f"COPY bench_raw_copy ({EVENT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
                 ) as copy,
             ):
-                copy.set_types(
-                    [
-                        "int8",
-                        "timestamptz",
-                        "int8",
-                        "int8",
-                        "int8",
-                        "int8",
-                        "int8",
-                        "float8",
-                        "float8",
-                        "float8",
-                        "bool",
-                    ]
-                )
+                copy.set_types(list(EVENT_TYPES))
                 for r in batch:
                     copy.write_row((self.next_id, *r[3:]))
                     self.next_id += 1
@@ -232,16 +203,7 @@ def resolved(
             prefix + r.source,
             r.event_id,
             r.payload_hash,
-            r.time,
-            tenant_ids[r.tenant],
-            deployment_ids[r.deployment],
-            r.input_tokens,
-            r.cached_tokens,
-            r.output_tokens,
-            r.ttft_ms,
-            r.tpot_ms,
-            r.latency_ms,
-            r.is_error,
+            *_event_values(r, tenant_ids, deployment_ids),
         )
         for r in rows
     ]

@@ -3,7 +3,7 @@
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from billing.services.pricing import contract_create, price_create
+from billing.services.pricing import contract_create, price_create, promotion_grant
 from metering.models import ServedModel
 from metering.services.usage.rollup import rollup_pending
 from tests.metering.factories import make_deployment
@@ -11,6 +11,9 @@ from tests.metering.factories import make_deployment
 JAN = datetime(2026, 1, 1, tzinfo=UTC)
 MARCH = datetime(2026, 3, 1, tzinfo=UTC)
 APRIL = datetime(2026, 4, 1, tzinfo=UTC)
+M = 1_000_000  # tokens
+# 10 M input and 10 M output tokens on 3 March 2026: 8.80 + 8.80 at the list prices.
+MARCH_USAGE = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
 
 
 def make_priced_model(*, model="llama-70b", pool="h100-a", prices=("0.88", "0.44", "0.88")):
@@ -32,6 +35,38 @@ def make_contract(tenant, *, kind="paid", effective_from=JAN, **terms):
     return contract_create(
         tenant=tenant, kind=kind, effective_from=effective_from, currency="USD", **terms
     )
+
+
+def make_promotion(tenant, amount: str, *, effective_from=MARCH, description=""):
+    """A promotional credit of `amount` USD for `tenant`."""
+    return promotion_grant(
+        tenant=tenant,
+        amount=Decimal(amount),
+        currency="USD",
+        effective_from=effective_from,
+        description=description,
+    )
+
+
+def line_amounts(invoice) -> list[tuple]:
+    """The invoice's lines as (kind, amount), in their order."""
+    return [(line.kind, line.amount) for line in invoice.lines.all()]
+
+
+def usage_event(event_id: str, time: str, input_tokens: int, output_tokens: int = 0) -> dict:
+    """A usage event without cached tokens (post_usage names the tenant and the model)."""
+    return {
+        "id": event_id,
+        "time": time,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+    }
+
+
+def make_march_usage(api, tenant, event_id: str, **terms):
+    """A contract of `tenant` with `terms` from January, and MARCH_USAGE ingested for it."""
+    make_contract(tenant, **terms)
+    return post_usage(api, [{"id": event_id, **MARCH_USAGE}], tenant=tenant.slug)
 
 
 def post_usage(api, events, *, tenant="tenant-a", model="llama-70b"):

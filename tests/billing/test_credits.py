@@ -10,21 +10,28 @@ from billing.services.invoices import invoice_run
 from billing.services.ledger import account_balances
 from metering.models import Deployment
 from metering.services.sla.incidents import incident_create
-from tests.billing.factories import APRIL, MARCH, make_contract, make_priced_model, post_usage
+from tests.billing.factories import (
+    APRIL,
+    MARCH,
+    M,
+    line_amounts,
+    make_contract,
+    make_march_usage,
+    make_priced_model,
+    post_usage,
+    usage_event,
+)
 
 pytestmark = pytest.mark.both_backends
-M = 1_000_000
 # March has 31 days: 2,678,400 s; below 99.9% uptime means more than 2,678.4 s down.
 
 
 @pytest.fixture
-def march(users, token_client, tenant_a):
-    api = token_client(users["operator"], scopes=["ingest", "read"])
+def march(admin_api, tenant_a):
+    """Tenant A's March usage at list prices; the operator's API client."""
     make_priced_model()
-    make_contract(tenant_a)
-    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
-    post_usage(api, [{"id": "s1", **usage}])  # 8.80 + 8.80 = 17.60 of usage lines
-    return api
+    make_march_usage(admin_api, tenant_a, "s1")  # 8.80 + 8.80 = 17.60 of usage lines
+    return admin_api
 
 
 def _outage(seconds: int):
@@ -57,11 +64,10 @@ def test_credit_is_posted_once_and_billed_next_month(march):
     assert balances[("contra:sla-credits", "USD")] == Decimal("1.76")
     assert balances[("liability:sla-credits:tenant-a", "USD")] == Decimal("-1.76")
 
-    post_usage(march, [{"id": "s2", "time": "2026-04-02T00:00:00Z", "input_tokens": 10 * M,
-                        "output_tokens": 0}])  # fmt: skip
+    post_usage(march, [usage_event("s2", "2026-04-02T00:00:00Z", 10 * M)])
     [april] = invoice_run(month_start=APRIL).issued
 
-    assert [(line.kind, line.amount) for line in april.lines.all()] == [
+    assert line_amounts(april) == [
         ("usage", Decimal("8.80")),
         ("sla_credit", Decimal("-1.76")),
     ]

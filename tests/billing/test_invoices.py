@@ -9,18 +9,23 @@ from django.core.management import CommandError, call_command
 from billing.models import Invoice, InvoiceLine, Posting
 from billing.services.invoices import invoice_run
 from billing.services.ledger import account_balances
-from billing.services.pricing import price_create, promotion_grant
+from billing.services.pricing import price_create
 from portal import clock
-from tests.billing.factories import APRIL, MARCH, make_contract, make_priced_model, post_usage
+from tests.billing.factories import (
+    APRIL,
+    MARCH,
+    M,
+    line_amounts,
+    make_contract,
+    make_march_usage,
+    make_priced_model,
+    make_promotion,
+    post_usage,
+    usage_event,
+)
 from tests.conftest import on_every_clock
 
 pytestmark = pytest.mark.both_backends
-M = 1_000_000
-
-
-@pytest.fixture
-def api(users, token_client):
-    return token_client(users["operator"], scopes=["ingest", "read", "admin"])
 
 
 @pytest.fixture
@@ -41,13 +46,7 @@ def march_terms(tenant_a):
         free_tokens_per_month=100 * M,
         volume_tiers=[{"from_tokens": 300 * M, "discount_pct": "20"}],
     )
-    promotion_grant(
-        tenant=tenant_a,
-        amount=Decimal("50.00"),
-        currency="USD",
-        effective_from=MARCH,
-        description="Launch credit",
-    )
+    make_promotion(tenant_a, "50.00", description="Launch credit")
 
 
 MARCH_EVENTS = [
@@ -92,8 +91,8 @@ def _usage_lines(invoice):
     ]
 
 
-def test_invoice_matches_the_hand_computed_month(api, tenant_a, march_terms):
-    post_usage(api, MARCH_EVENTS)
+def test_invoice_matches_the_hand_computed_month(admin_api, tenant_a, march_terms):
+    post_usage(admin_api, MARCH_EVENTS)
 
     run = invoice_run(month_start=MARCH)
 
@@ -108,8 +107,8 @@ def test_invoice_matches_the_hand_computed_month(api, tenant_a, march_terms):
     assert sum(line.amount for line in invoice.lines.all()) == invoice.total
 
 
-def test_invoice_posts_a_balanced_transaction(api, tenant_a, march_terms):
-    post_usage(api, MARCH_EVENTS)
+def test_invoice_posts_a_balanced_transaction(admin_api, tenant_a, march_terms):
+    post_usage(admin_api, MARCH_EVENTS)
     invoice_run(month_start=MARCH)
 
     balances = account_balances()
@@ -120,8 +119,8 @@ def test_invoice_posts_a_balanced_transaction(api, tenant_a, march_terms):
     assert sum(balances.values()) == 0
 
 
-def test_invoice_run_twice_issues_one_invoice(api, tenant_a, march_terms):
-    post_usage(api, MARCH_EVENTS)
+def test_invoice_run_twice_issues_one_invoice(admin_api, tenant_a, march_terms):
+    post_usage(admin_api, MARCH_EVENTS)
 
     first = invoice_run(month_start=MARCH)
     second = invoice_run(month_start=MARCH)
@@ -132,18 +131,16 @@ def test_invoice_run_twice_issues_one_invoice(api, tenant_a, march_terms):
     assert Posting.objects.count() == 4
 
 
-def test_late_usage_goes_onto_the_next_invoice(api, tenant_a, march_terms):
-    post_usage(api, MARCH_EVENTS)
+def test_late_usage_goes_onto_the_next_invoice(admin_api, tenant_a, march_terms):
+    post_usage(admin_api, MARCH_EVENTS)
     [march] = invoice_run(month_start=MARCH).issued
     march_lines = list(march.lines.values_list("amount", flat=True))
 
     # Late: 10 M input at 0.88 and 10 M output at 1.10, both at 28%; April's own usage is
     # within its free allowance.
-    late = {"id": "e5", "time": "2026-03-25T10:00:00Z", "input_tokens": 10 * M,
-            "output_tokens": 10 * M}  # fmt: skip
-    april = {"id": "e6", "time": "2026-04-05T08:00:00Z", "input_tokens": 10 * M,
-             "output_tokens": 0}  # fmt: skip
-    post_usage(api, [late, april])
+    late = usage_event("e5", "2026-03-25T10:00:00Z", 10 * M, 10 * M)
+    april = usage_event("e6", "2026-04-05T08:00:00Z", 10 * M)
+    post_usage(admin_api, [late, april])
     [april_invoice] = invoice_run(month_start=APRIL).issued
 
     # Re-rated March: input 0.88 at 28% on 160 M → 101.38 (was 95.04), output 1.10 at 28%
@@ -164,18 +161,16 @@ def test_late_usage_goes_onto_the_next_invoice(api, tenant_a, march_terms):
     assert invoice_run(month_start=APRIL).issued == []
 
 
-def test_usage_a_promotion_covers_is_invoiced_at_zero_and_spends_it_once(api, tenant_a):
+def test_usage_a_promotion_covers_is_invoiced_at_zero_and_spends_it_once(admin_api, tenant_a):
     make_priced_model()  # 0.88 per million input and output
     make_contract(tenant_a)
-    promotion_grant(tenant=tenant_a, amount=Decimal("20.00"), currency="USD",
-                    effective_from=MARCH, description="Trial credit")  # fmt: skip
-    post_usage(api, [{"id": "p1", "time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M,
-                      "output_tokens": 5 * M}])  # fmt: skip
+    make_promotion(tenant_a, "20.00", description="Trial credit")
+    post_usage(admin_api, [usage_event("p1", "2026-03-03T00:00:00Z", 10 * M, 5 * M)])
 
     # 8.80 + 4.40 of usage, all of it covered by the credit: nothing due, but the ledger
     # must record the revenue and the credit spent.
     [march] = invoice_run(month_start=MARCH).issued
-    assert [(line.kind, line.amount) for line in march.lines.all()] == [
+    assert line_amounts(march) == [
         ("usage", Decimal("8.80")),
         ("usage", Decimal("4.40")),
         ("promotion", Decimal("-13.20")),
@@ -187,34 +182,29 @@ def test_usage_a_promotion_covers_is_invoiced_at_zero_and_spends_it_once(api, te
     assert balances[("expense:promotions", "USD")] == Decimal("13.20")
 
     # April: the 6.80 left of the credit, not 20.00 again.
-    post_usage(api, [{"id": "p2", "time": "2026-04-03T00:00:00Z", "input_tokens": 10 * M,
-                      "output_tokens": 0}])  # fmt: skip
+    post_usage(admin_api, [usage_event("p2", "2026-04-03T00:00:00Z", 10 * M)])
     [april] = invoice_run(month_start=APRIL).issued
-    assert [(line.kind, line.amount) for line in april.lines.all()] == [
+    assert line_amounts(april) == [
         ("usage", Decimal("8.80")),
         ("promotion", Decimal("-6.80")),
     ]
     assert april.total == Decimal("2.00")
 
 
-def test_late_usage_is_billed_without_credits_so_none_is_spent_past_its_amount(api, tenant_a):
+def test_late_usage_is_billed_without_credits_so_none_is_spent_past_its_amount(admin_api, tenant_a):
     make_priced_model()  # 0.88 per million input and output
     make_contract(tenant_a)
-    credit = promotion_grant(tenant=tenant_a, amount=Decimal("12.00"), currency="USD",
-                             effective_from=MARCH)  # fmt: skip
-    post_usage(api, [{"id": "c1", "time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M,
-                      "output_tokens": 0}])  # fmt: skip
+    credit = make_promotion(tenant_a, "12.00")
+    post_usage(admin_api, [usage_event("c1", "2026-03-03T00:00:00Z", 10 * M)])
     [march] = invoice_run(month_start=MARCH).issued  # 8.80 of usage, all of it credited
     assert march.total == Decimal("0.00")
 
     # Late March usage (4.40) and April usage (8.80): the credit has 3.20 left.
-    post_usage(api, [
-        {"id": "c2", "time": "2026-03-20T00:00:00Z", "input_tokens": 5 * M, "output_tokens": 0},
-        {"id": "c3", "time": "2026-04-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 0},
-    ])  # fmt: skip
+    late = usage_event("c2", "2026-03-20T00:00:00Z", 5 * M)
+    post_usage(admin_api, [late, usage_event("c3", "2026-04-03T00:00:00Z", 10 * M)])
     [april] = invoice_run(month_start=APRIL).issued
 
-    assert [(line.kind, line.amount) for line in april.lines.all()] == [
+    assert line_amounts(april) == [
         ("usage", Decimal("8.80")),
         ("promotion", Decimal("-3.20")),
         ("adjustment", Decimal("4.40")),  # March re-rated: the late usage, no credit
@@ -223,16 +213,14 @@ def test_late_usage_is_billed_without_credits_so_none_is_spent_past_its_amount(a
     assert sum(use.amount for use in credit.uses.all()) == Decimal("12.00")
 
 
-def test_committed_minimum_bills_the_shortfall(api, tenant_a):
+def test_committed_minimum_bills_the_shortfall(admin_api, tenant_a):
     make_priced_model()
-    make_contract(tenant_a, committed_minimum=Decimal("100.00"))
-    post_usage(api, [{"id": "m1", "time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M,
-                      "output_tokens": 10 * M}])  # fmt: skip
+    make_march_usage(admin_api, tenant_a, "m1", committed_minimum=Decimal("100.00"))
 
     [invoice] = invoice_run(month_start=MARCH).issued
 
     # 8.80 + 8.80 of usage; the shortfall to 100.00 is 82.40.
-    assert [(line.kind, line.amount) for line in invoice.lines.all()] == [
+    assert line_amounts(invoice) == [
         ("usage", Decimal("8.80")),
         ("usage", Decimal("8.80")),
         ("minimum", Decimal("82.40")),
@@ -240,13 +228,10 @@ def test_committed_minimum_bills_the_shortfall(api, tenant_a):
     assert invoice.total == Decimal("100.00")
 
 
-def test_trial_internal_and_free_tenants_get_no_invoice(api, tenant_a, tenant_b, make_user):
+def test_trial_internal_and_free_tenants_get_no_invoice(admin_api, tenant_a, tenant_b, make_user):
     make_priced_model()
-    make_contract(tenant_a, kind="trial")
-    make_contract(tenant_b, free_tokens_per_month=100 * M)
-    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
-    post_usage(api, [{"id": "t1", **usage}])
-    post_usage(api, [{"id": "t2", **usage}], tenant="tenant-b")
+    make_march_usage(admin_api, tenant_a, "t1", kind="trial")
+    make_march_usage(admin_api, tenant_b, "t2", free_tokens_per_month=100 * M)
 
     run = invoice_run(month_start=MARCH)
 
@@ -254,7 +239,7 @@ def test_trial_internal_and_free_tenants_get_no_invoice(api, tenant_a, tenant_b,
     assert sorted(run.nothing_due) == ["tenant-a", "tenant-b"]
 
 
-def test_missing_price_is_an_error_naming_the_model(api, tenant_a):
+def test_missing_price_is_an_error_naming_the_model(admin_api, tenant_a):
     make_priced_model()
     make_priced_model(model="qwen-32b", prices=("0.10", "0.05", "0.30"))
     make_contract(tenant_a)
@@ -262,7 +247,7 @@ def test_missing_price_is_an_error_naming_the_model(api, tenant_a):
 
     Price.objects.filter(model__slug="qwen-32b", token_class="output").delete()
     post_usage(
-        api,
+        admin_api,
         [{"id": "q1", "time": "2026-03-03T00:00:00Z", "input_tokens": 10, "output_tokens": 10}],
         model="qwen-32b",
     )
@@ -275,8 +260,8 @@ def test_missing_price_is_an_error_naming_the_model(api, tenant_a):
     assert InvoiceLine.objects.count() == 0
 
 
-def test_invoice_command_folds_pending_and_reports(api, tenant_a, march_terms, capsys):
-    api.post(
+def test_invoice_command_folds_pending_and_reports(admin_api, tenant_a, march_terms, capsys):
+    admin_api.post(
         "/api/v1/usage/events",
         [{"tenant": "tenant-a", "model": "llama-70b", **e} for e in MARCH_EVENTS],
         format="json",
@@ -291,7 +276,7 @@ def test_invoice_command_folds_pending_and_reports(api, tenant_a, march_terms, c
 
 
 @on_every_clock
-def test_a_month_not_over_is_not_invoiced(now, api, tenant_a, march_terms):
+def test_a_month_not_over_is_not_invoiced(now, admin_api, tenant_a, march_terms):
     this_month = now.strftime("%Y-%m")
 
     with pytest.raises(CommandError, match=f"{this_month} is not over yet"):
@@ -300,7 +285,7 @@ def test_a_month_not_over_is_not_invoiced(now, api, tenant_a, march_terms):
 
 
 def test_an_invoice_says_who_pays_whom_by_when_and_why_a_line_is_cheaper(
-    api, tenant_a, march_terms, client, users, settings
+    admin_api, tenant_a, march_terms, client, users, settings
 ):
     """The issued March invoice: the issuer's and the customer's billing names and
     addresses, due 15 days after issue (the contract's terms), and each usage line labelled
@@ -312,7 +297,7 @@ def test_an_invoice_says_who_pays_whom_by_when_and_why_a_line_is_cheaper(
     make_contract(tenant_a, effective_from=datetime(2026, 3, 1, tzinfo=UTC), discount_pct=Decimal(10),
                   free_tokens_per_month=100 * M, payment_terms_days=15,
                   volume_tiers=[{"from_tokens": 300 * M, "discount_pct": "20"}])  # fmt: skip
-    post_usage(api, MARCH_EVENTS)
+    post_usage(admin_api, MARCH_EVENTS)
 
     [invoice] = invoice_run(month_start=MARCH).issued
     client.force_login(users["finance"])

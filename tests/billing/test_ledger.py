@@ -1,6 +1,5 @@
 """The ledger: balanced, append-only, reversible only by a linked reversal, derived balances."""
 
-import threading
 from collections import defaultdict
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -30,9 +29,9 @@ from billing.services.ledger import (
 )
 from portal import clock
 from portal.models import Tenant
+from tests.billing.factories import APRIL, MARCH
+from tests.concurrency import run_together
 
-MARCH = datetime(2026, 3, 1, tzinfo=UTC)
-APRIL = datetime(2026, 4, 1, tzinfo=UTC)
 CENTS = st.integers(min_value=1, max_value=10_000_00).map(lambda c: Decimal(c) / 100)
 
 
@@ -336,23 +335,8 @@ def test_concurrent_finalizations_number_invoices_without_gaps(transactional_db)
     tenants = [Tenant.objects.create(slug=f"t{i:02d}", name=f"T{i}") for i in range(20)]
     lines = [("usage", Decimal("10.00"), Decimal("0.00"), Decimal("10.00"))]
     drafts = [_draft(tenant, lines) for tenant in tenants]
-    barrier = threading.Barrier(len(drafts))
-    errors = []
 
-    def finalize(draft):
-        try:
-            barrier.wait()
-            invoice_finalize(invoice=draft)
-        except Exception as error:  # reported below
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=finalize, args=(draft,)) for draft in drafts]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    _, errors = run_together(lambda draft: invoice_finalize(invoice=draft), drafts)
 
     assert errors == []
     year = clock.now().year

@@ -8,15 +8,9 @@ from rest_framework.test import APIClient
 from billing.models import Contract, Invoice, Posting, Price
 from billing.services.invoices import invoice_run
 from portal.models import AuditEntry
-from tests.billing.factories import MARCH, make_contract, make_priced_model, post_usage
+from tests.billing.factories import MARCH, make_march_usage, make_priced_model
 
 pytestmark = pytest.mark.both_backends
-M = 1_000_000
-
-
-@pytest.fixture
-def admin_api(users, token_client):
-    return token_client(users["operator"], scopes=["ingest", "read", "admin"])
 
 
 @pytest.fixture
@@ -92,45 +86,32 @@ def test_price_in_force_cannot_be_deleted_but_a_future_one_can(admin_api):
     assert admin_api.put(f"/api/v1/prices/{in_force.pk}", {}, format="json").status_code == 405
 
 
+def _contract_post(api, **fields):
+    """POST /api/v1/contracts: a paid contract of tenant A from 1 January 2026, but for
+    `fields`."""
+    body = {"tenant": "tenant-a", "kind": "paid", "effective_from": "2026-01-01T00:00:00Z"}
+    return api.post("/api/v1/contracts", {**body, **fields}, format="json")
+
+
 def test_contract_create_with_tiers_and_default_credit_tiers(admin_api, tenant_a):
-    response = admin_api.post(
-        "/api/v1/contracts",
-        {
-            "tenant": "tenant-a",
-            "kind": "paid",
-            "discount_pct": "10",
-            "free_tokens_per_month": 1000000,
-            "volume_tiers": [{"from_tokens": 1000000000, "discount_pct": "5"}],
-            "effective_from": "2026-01-01T00:00:00Z",
-        },
-        format="json",
+    response = _contract_post(
+        admin_api,
+        discount_pct="10",
+        free_tokens_per_month=1000000,
+        volume_tiers=[{"from_tokens": 1000000000, "discount_pct": "5"}],
     )
     assert response.status_code == 201, response.json()
     contract = Contract.objects.get()
     assert contract.volume_tiers == [{"from_tokens": 1000000000, "discount_pct": "5.0000"}]
     assert contract.credit_tiers == [["0.999", "10"], ["0.99", "25"], ["0.95", "100"]]
     assert contract.currency == "USD"
-    bad = admin_api.post(
-        "/api/v1/contracts",
-        {"tenant": "tenant-a", "kind": "free", "effective_from": "2026-02-01T00:00:00Z"},
-        format="json",
-    )
+    bad = _contract_post(admin_api, kind="free", effective_from="2026-02-01T00:00:00Z")
     assert bad.status_code == 400
     assert bad.json()["errors"][0]["field"] == "kind"
 
 
 def test_contract_ignores_mass_assigned_fields(admin_api, tenant_a):
-    response = admin_api.post(
-        "/api/v1/contracts",
-        {
-            "tenant": "tenant-a",
-            "kind": "paid",
-            "effective_from": "2026-01-01T00:00:00Z",
-            "id": 999,
-            "created_at": "2000-01-01T00:00:00Z",
-        },
-        format="json",
-    )
+    response = _contract_post(admin_api, id=999, created_at="2000-01-01T00:00:00Z")
     assert response.status_code == 201
     assert Contract.objects.get().pk != 999
 
@@ -138,11 +119,8 @@ def test_contract_ignores_mass_assigned_fields(admin_api, tenant_a):
 @pytest.fixture
 def invoices(admin_api, tenant_a, tenant_b):
     make_priced_model()
-    make_contract(tenant_a)
-    make_contract(tenant_b)
-    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
-    post_usage(admin_api, [{"id": "a1", **usage}])
-    post_usage(admin_api, [{"id": "b1", **usage}], tenant="tenant-b")
+    make_march_usage(admin_api, tenant_a, "a1")
+    make_march_usage(admin_api, tenant_b, "b1")
     return {i.tenant.slug: i for i in invoice_run(month_start=MARCH).issued}
 
 

@@ -564,22 +564,26 @@ def test_rate_month_rounds_once_per_line_not_per_item():
     assert rated.total == D("0.01")
 
 
-def test_adjustment_line_for_late_usage_is_positive():
-    # invoiced: 1,000,000 output = 2.00; a late 500,000 output (1.00) arrives
-    contracts, book = [paid()], prices()
-    invoiced = rate_month(
-        month_start=JAN, items=[item(at(20), output=1_000_000)], contracts=contracts, prices=book
-    )
-    rerated = rate_month(
-        month_start=JAN,
-        items=[item(at(20), output=1_000_000), item(at(31, 23), output=500_000)],
-        contracts=contracts,
-        prices=book,
+def _invoiced_and_rerated(late: UsageItem, contracts: list[ContractVersion]):
+    """January rated at prices() with 1,000,000 output tokens on Jan 20 (the invoiced month),
+    then rated again with the `late` item too."""
+    on_time, book = [item(at(20), output=1_000_000)], prices()
+    invoiced = rate_month(month_start=JAN, items=on_time, contracts=contracts, prices=book)
+    rerated = rate_month(month_start=JAN, items=[*on_time, late], contracts=contracts, prices=book)
+    return invoiced, rerated
+
+
+def _adjustment(invoiced_lines, rerated_lines):
+    return adjustment_line(
+        month_start=JAN, invoiced_lines=invoiced_lines, rerated_lines=rerated_lines, currency="USD"
     )
 
-    line = adjustment_line(
-        month_start=JAN, invoiced_lines=invoiced.lines, rerated_lines=rerated.lines, currency="USD"
-    )
+
+def test_adjustment_line_for_late_usage_is_positive():
+    # invoiced: 1,000,000 output = 2.00; a late 500,000 output (1.00) arrives
+    invoiced, rerated = _invoiced_and_rerated(item(at(31, 23), output=500_000), [paid()])
+
+    line = _adjustment(invoiced.lines, rerated.lines)
 
     assert line is not None
     assert (line.kind, line.list_amount, line.discount, line.amount) == (
@@ -597,20 +601,9 @@ def test_adjustment_line_for_late_usage_can_be_negative():
     # the Jan 20 item to running 1,600,000: 90% off, 2.00 -> 0.20. Re-rated 1.40.
     # adjustment: amount 1.40 - 2.00 = -0.60; list 3.20 - 2.00 = 1.20; discount 1.80
     contracts = [paid(volume_tiers=(VolumeTier(from_tokens=1_500_000, discount_pct=D(90)),))]
-    book = prices()
-    invoiced = rate_month(
-        month_start=JAN, items=[item(at(20), output=1_000_000)], contracts=contracts, prices=book
-    )
-    rerated = rate_month(
-        month_start=JAN,
-        items=[item(at(20), output=1_000_000), item(at(5), output=600_000)],
-        contracts=contracts,
-        prices=book,
-    )
+    invoiced, rerated = _invoiced_and_rerated(item(at(5), output=600_000), contracts)
 
-    line = adjustment_line(
-        month_start=JAN, invoiced_lines=invoiced.lines, rerated_lines=rerated.lines, currency="USD"
-    )
+    line = _adjustment(invoiced.lines, rerated.lines)
 
     assert rerated.total == D("1.40")
     assert line is not None
@@ -618,27 +611,11 @@ def test_adjustment_line_for_late_usage_can_be_negative():
 
 
 def test_adjustment_line_counts_earlier_adjustments_of_the_month():
-    contracts, book = [paid()], prices()
-    invoiced = rate_month(
-        month_start=JAN, items=[item(at(20), output=1_000_000)], contracts=contracts, prices=book
-    )
-    rerated = rate_month(
-        month_start=JAN,
-        items=[item(at(20), output=1_000_000), item(at(21), output=500_000)],
-        contracts=contracts,
-        prices=book,
-    )
-    first = adjustment_line(
-        month_start=JAN, invoiced_lines=invoiced.lines, rerated_lines=rerated.lines, currency="USD"
-    )
+    invoiced, rerated = _invoiced_and_rerated(item(at(21), output=500_000), [paid()])
+    first = _adjustment(invoiced.lines, rerated.lines)
     assert first is not None
 
-    again = adjustment_line(
-        month_start=JAN,
-        invoiced_lines=[*invoiced.lines, first],
-        rerated_lines=rerated.lines,
-        currency="USD",
-    )
+    again = _adjustment([*invoiced.lines, first], rerated.lines)
 
     assert again is None
 
@@ -659,11 +636,9 @@ def test_adjustment_line_rejects_unrounded_and_sla_credit_lines():
         description="",
     )
     with pytest.raises(ValueError, match="not rounded"):
-        adjustment_line(
-            month_start=JAN, invoiced_lines=[unrounded], rerated_lines=[], currency="USD"
-        )
+        _adjustment([unrounded], [])
     with pytest.raises(ValueError, match="sla_credit"):
-        adjustment_line(month_start=JAN, invoiced_lines=[], rerated_lines=[credit], currency="USD")
+        _adjustment([], [credit])
 
 
 def test_rate_month_rejects_items_outside_the_month():

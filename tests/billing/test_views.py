@@ -8,27 +8,18 @@ import pytest
 
 from billing.models import Invoice, LedgerTransaction
 from billing.services.invoices import invoice_run
-from billing.services.pricing import promotion_grant
-from tests.billing.factories import MARCH, make_contract, make_priced_model, post_usage
+from tests.billing.factories import MARCH, make_march_usage, make_priced_model, make_promotion
 
 pytestmark = pytest.mark.both_backends
-M = 1_000_000
 
 
 @pytest.fixture
-def march_invoice(users, token_client, tenant_a):
-    api = token_client(users["operator"], scopes=["ingest", "read"])
+def march_invoice(admin_api, tenant_a):
+    """Tenant A's issued March invoice: 17.60 of usage at 25% off, less a promotional credit
+    whose description is a spreadsheet formula."""
     make_priced_model()
-    make_contract(tenant_a, discount_pct=Decimal(25))
-    promotion_grant(
-        tenant=tenant_a,
-        amount=Decimal("1.00"),
-        currency="USD",
-        effective_from=MARCH,
-        description='=HYPERLINK("http://evil")',
-    )
-    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
-    post_usage(api, [{"id": "v1", **usage}])
+    make_march_usage(admin_api, tenant_a, "v1", discount_pct=Decimal(25))
+    make_promotion(tenant_a, "1.00", description='=HYPERLINK("http://evil")')
     [invoice] = invoice_run(month_start=MARCH).issued
     return invoice
 

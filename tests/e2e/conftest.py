@@ -56,6 +56,13 @@ def login(page, username: str, password: str) -> None:
     page.wait_for_load_state("networkidle")
 
 
+def chart_points(page, selector: str) -> int:
+    """Positive points (bars, markers) drawn by every trace of the Plotly chart `selector`."""
+    return page.evaluate(
+        f"() => document.querySelector('{selector}').data.reduce((n, t) => n + t.y.filter(v => v > 0).length, 0)"
+    )
+
+
 def screenshot(page, name: str) -> Path:
     """Full-page PNG under var/screenshots/, to look at."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

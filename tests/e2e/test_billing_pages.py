@@ -4,15 +4,9 @@ from decimal import Decimal
 import pytest
 
 from billing.models import Invoice
-from tests.e2e.conftest import SCREENSHOTS, login, screenshot
+from tests.e2e.conftest import SCREENSHOTS, chart_points, login, screenshot
 
 pytestmark = pytest.mark.e2e
-
-
-def _bars(page, selector: str) -> int:
-    return page.evaluate(
-        f"() => document.querySelector('{selector}').data.reduce((n, t) => n + t.y.filter(v => v > 0).length, 0)"
-    )
 
 
 def test_finance_reads_ledger_invoices_and_realization(demo, page):
@@ -48,8 +42,8 @@ def test_finance_reads_ledger_invoices_and_realization(demo, page):
 
     page.goto("/billing/realization/")
     page.wait_for_selector("#realization-chart .main-svg")
-    assert _bars(page, "#realization-chart") >= 2 * 10  # list and realized, ten tenants
-    assert _bars(page, "#unsold-chart") >= 6  # trial and internal tenants
+    assert chart_points(page, "#realization-chart") >= 2 * 10  # list and realized, ten tenants
+    assert chart_points(page, "#unsold-chart") >= 6  # trial and internal tenants
     screenshot(page, "billing-realization")
 
     page.goto("/billing/prices/")

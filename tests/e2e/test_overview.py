@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from tests.e2e.conftest import login, screenshot
+from tests.e2e.conftest import chart_points, login, screenshot
 
 pytestmark = pytest.mark.e2e
 
@@ -34,10 +34,7 @@ def test_operator_front_page_shows_the_factor_chain(demo, page):
     assert pools.count() == 1 + 3
     for chart in ("#trend-chart", "#tps-chart"):
         page.wait_for_selector(f"{chart} .main-svg")
-        points = page.evaluate(
-            f"() => document.querySelector('{chart}').data.reduce((n, t) => n + t.y.filter(v => v > 0).length, 0)"
-        )
-        assert points >= 2 * 29  # two series over the 29 closed days of the demo
+        assert chart_points(page, chart) >= 2 * 29  # two series over the 29 closed days of the demo
     screenshot(page, "overview-operator")
 
 

@@ -4,15 +4,9 @@ import pytest
 
 from metering.models import Deployment, Pool, ScrapeTarget
 from portal import clock
-from tests.e2e.conftest import login, screenshot
+from tests.e2e.conftest import chart_points, login, screenshot
 
 pytestmark = pytest.mark.e2e
-
-
-def _points(page, selector: str) -> int:
-    return page.evaluate(
-        f"() => document.querySelector('{selector}').data.reduce((n, t) => n + t.y.filter(v => v > 0).length, 0)"
-    )
 
 
 def test_tenant_usage_page_shows_a_filled_chart_of_own_usage(demo, page):
@@ -21,7 +15,7 @@ def test_tenant_usage_page_shows_a_filled_chart_of_own_usage(demo, page):
     page.wait_for_selector("#usage-chart .main-svg")
 
     # The last 30 days hold 29 demo days (today has no data yet), three models each.
-    assert _points(page, "#usage-chart") == 29 * 3
+    assert chart_points(page, "#usage-chart") == 29 * 3
     assert page.get_by_label("Tenant").count() == 0  # a member sees no tenant picker
     assert page.get_by_role("link", name="Download CSV (87 rows)").is_visible()
     assert page.get_by_text("Page 1 of 2").is_visible()
@@ -38,7 +32,7 @@ def test_operator_metering_page_shows_capacity_of_every_pool(demo, page):
     page.goto("/metering/")
     for pool in ("h100-a", "h200-a", "b200-a"):
         page.wait_for_selector(f"#capacity-{pool} .main-svg")
-        assert _points(page, f"#capacity-{pool}") >= 3 * 24 * 29
+        assert chart_points(page, f"#capacity-{pool}") >= 3 * 24 * 29
     assert page.get_by_role("cell", name="deepseek-r1", exact=True).is_visible()
     # The demo's engine telemetry disagrees with metering in two deployment-hours.
     flagged = page.get_by_role("table", name="Flagged deployment-hours")

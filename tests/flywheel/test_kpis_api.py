@@ -1,16 +1,15 @@
 """The worked examples of kpis.md section 7 through the HTTP API, /metrics, and snapshots."""
 
-import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
 
 from flywheel.models import KpiSnapshot
 from flywheel.services.kpis import snapshots_measure
 from portal import clock
 from portal.periods import month_start
+from tests.concurrency import run_together
 from tests.conftest import on_every_clock
 
 pytestmark = pytest.mark.both_backends
@@ -212,23 +211,10 @@ def test_two_workers_measuring_at_once_leave_one_row_per_key(transactional_db, u
     api = token_client(users["operator"], scopes=["ingest", "read", "admin"])
     _factory(api, pool="p1", gpus=8)
     now = datetime(2026, 3, 10, tzinfo=UTC)
-    barrier = threading.Barrier(2)
-    errors = []
 
-    def run():
-        try:
-            barrier.wait()
-            snapshots_measure(start=WEEK, end=WEEK + timedelta(days=3), now=now)
-        except Exception as error:  # reported below
-            errors.append(error)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    _, errors = run_together(
+        lambda _: snapshots_measure(start=WEEK, end=WEEK + timedelta(days=3), now=now), range(2)
+    )
 
     assert errors == []
     assert KpiSnapshot.objects.count() == (3 + 1) * 2

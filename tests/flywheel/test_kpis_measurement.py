@@ -25,35 +25,20 @@ DAY = datetime(2026, 3, 2, tzinfo=UTC)
 def test_capacity_changes_mid_period_integrate_by_hand(db):
     make_deployment(pool="p10", gpus=10)
     pool = Pool.objects.get(slug="p10")
+    # (hours after midnight, healthy, busy) of the 10 installed GPUs
+    steps = [(0, 10, 5), (6, 8, 4), (12, 10, 5)]
     capacity_upsert(
         samples=[
             CapacityIn(
                 pool=pool,
-                time=DAY,
+                time=DAY + timedelta(hours=hours),
                 interval_s=None,
                 gpus_installed=10,
-                gpus_healthy=10,
-                gpus_busy=5,
+                gpus_healthy=healthy,
+                gpus_busy=busy,
                 power_w=None,
-            ),
-            CapacityIn(
-                pool=pool,
-                time=DAY + timedelta(hours=6),
-                interval_s=None,
-                gpus_installed=10,
-                gpus_healthy=8,
-                gpus_busy=4,
-                power_w=None,
-            ),
-            CapacityIn(
-                pool=pool,
-                time=DAY + timedelta(hours=12),
-                interval_s=None,
-                gpus_installed=10,
-                gpus_healthy=10,
-                gpus_busy=5,
-                power_w=None,
-            ),
+            )
+            for hours, healthy, busy in steps
         ]
     )
 

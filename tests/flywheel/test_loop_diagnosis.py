@@ -19,11 +19,12 @@ from flywheel.domain.loop.diagnosis import DEFAULT_TARGETS, diagnose
 from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.loop.projection import project
 from flywheel.selectors.loop.diagnosis import diagnosis_get
-from flywheel.services.tfom import cost_model_create, factory_costs_create
+from flywheel.services.tfom import factory_costs_create
 from metering.models import CapacitySample, Deployment, HourlyUsage, ServedModel
 from metering.services.sla.incidents import incident_create
 from metering.services.usage.rollup import rollup_days
 from portal.models import Tenant
+from tests.flywheel.factories import make_cost_model
 from tests.flywheel.test_loop_scenarios import baseline_of, pool_inputs
 from tests.metering.factories import make_deployment
 
@@ -92,16 +93,7 @@ def build_factory(*, start=DAY, days=1, **overrides):
             effective_from=JAN,
         )
         contract_create(tenant=trial, kind="trial", currency="USD", effective_from=JAN)
-        cost_model_create(
-            pool=pool,
-            capex_per_gpu=D(43_800),
-            depreciation_months=60,
-            power_kw_per_gpu=D("1.2"),
-            pue=D("1.25"),
-            electricity_price_per_kwh=D("0.10"),
-            hosting_per_gpu_month=D(100),
-            effective_from=JAN,
-        )
+        make_cost_model(pool)
         factory_costs_create(
             staff_per_month=D(7300),
             sga_per_month=D(3650),

@@ -26,6 +26,7 @@ from flywheel.domain.loop.levers import (
 )
 from flywheel.domain.loop.projection import project
 from flywheel.domain.tfom import CostModel, FactoryCosts, PoolTfomInputs
+from tests.flywheel.factories import cost_model_terms
 
 APRIL = datetime(2026, 4, 1, tzinfo=UTC)
 MAY = datetime(2026, 5, 1, tzinfo=UTC)
@@ -37,15 +38,7 @@ def _close(value, expected, tolerance=Fraction(1, 10**12)) -> bool:
 
 
 def _cost_model() -> CostModel:
-    return CostModel(
-        capex_per_gpu=D(43_800),
-        depreciation_months=60,
-        power_kw_per_gpu=D("1.2"),
-        pue=D("1.25"),
-        electricity_price_per_kwh=D("0.10"),
-        hosting_per_gpu_month=D(100),
-        network_storage_per_gpu_month=D(46),
-    )
+    return CostModel(**cost_model_terms(), network_storage_per_gpu_month=D(46))
 
 
 def pool_inputs(slug="p1", *, gpus=10, alpha="0.9", beta="0.5", eta="0.8", sigma="0.95", sell="0.7",

@@ -20,6 +20,7 @@ from flywheel.services.tfom import cost_model_create, factory_costs_create
 from metering.models import GpuHourly, Pool
 from metering.services.usage.rollup import rollup_pending
 from portal.errors import FieldError
+from tests.flywheel.factories import COST_MODEL_TERMS
 
 pytestmark = pytest.mark.both_backends
 
@@ -31,13 +32,8 @@ EVENTS = 5
 OUTPUT_PER_EVENT = 1_866_240_000  # x 5 = 9,331,200,000 output tokens = 9,331,200 std GPU-s
 INPUT_PER_EVENT = 1_000_000
 COST_MODEL = {
-    "capex_per_gpu": "43800",  # 730 per GPU-month over 60 months
-    "depreciation_months": 60,
-    "power_kw_per_gpu": "1.2",
+    **COST_MODEL_TERMS,
     "idle_power_ratio": "0.3",
-    "pue": "1.25",
-    "electricity_price_per_kwh": "0.10",
-    "hosting_per_gpu_month": "100",
     "network_storage_per_gpu_month": "46",
     "effective_from": "2026-01-01T00:00:00Z",
 }

@@ -26,6 +26,7 @@ from metering.selectors.telemetry import (
 from metering.services.telemetry.ingest import telemetry_ingest
 from metering.services.telemetry.scrape import scrape_all, scrape_target
 from metering.tasks import scrape_targets_task
+from tests.concurrency import run_together
 from tests.metering.factories import make_deployment
 
 pytestmark = pytest.mark.both_backends
@@ -679,37 +680,27 @@ def test_scrape_targets_api_new_url_restarts_from_a_baseline(db, users, token_cl
 
 @pytest.mark.postgres_only
 def test_telemetry_ingest_concurrent_sources_add_every_increase(transactional_db):
-    from django.db import connection, connections
+    from django.db import connection
 
     if connection.vendor != "postgresql":
         pytest.skip("row locks are PostgreSQL's")
     deployment = _llama()
     base = _fixture("vllm_v1_synthetic.prom")
     rounds, sources = 8, ("engine-a", "engine-b", "engine-c")
-    errors = []
 
     def push(source: str) -> None:
-        try:
-            for step in range(rounds + 1):  # step 0 is the baseline
-                text = _bumped(
-                    base,
-                    lambda s, step=step: (
-                        100 * step if s.startswith("vllm:generation_tokens_total") else None
-                    ),
-                )
-                telemetry_ingest(
-                    text=text, kind="vllm", pool=deployment.pool, now=_at(step), source=source
-                )
-        except Exception as error:  # reported below, with the thread's traceback lost
-            errors.append(error)
-        finally:
-            connections.close_all()
+        for step in range(rounds + 1):  # step 0 is the baseline
+            text = _bumped(
+                base,
+                lambda s, step=step: (
+                    100 * step if s.startswith("vllm:generation_tokens_total") else None
+                ),
+            )
+            telemetry_ingest(
+                text=text, kind="vllm", pool=deployment.pool, now=_at(step), source=source
+            )
 
-    threads = [threading.Thread(target=push, args=(source,)) for source in sources]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
+    _, errors = run_together(push, sources, timeout=60)  # the thread's traceback is lost
 
     assert errors == []
     row = EngineHourly.objects.get(deployment=deployment)

@@ -2,7 +2,6 @@
 
 import gzip
 import json
-import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from metering.domain.usage.fields import BAD_SLUG
 from metering.domain.usage.formats import trace_events
 from metering.models import CapacitySample, EventKey, UsageEvent
 from metering.services.usage.rollup import rollup_pending
+from tests.concurrency import run_together
 from tests.metering.factories import event, make_deployment
 
 SAMPLES = Path(__file__).resolve().parents[3] / "shared" / "samples"
@@ -276,23 +276,15 @@ def test_two_identical_batches_at_the_same_moment_store_each_event_once(users, t
     make_deployment()
     _, raw = token_create(user=users["operator"], name="t", scopes=["ingest"])
     items = [event(i) for i in range(2000)]
-    results = []
-    barrier = threading.Barrier(2)
 
-    def send():
-        client = APIClient()
+    def send(client):
+        return client.post("/api/v1/usage/events", items, format="json").json()
+
+    clients = [APIClient() for _ in range(2)]
+    for client in clients:
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-        barrier.wait()
-        results.append(client.post("/api/v1/usage/events", items, format="json").json())
-        from django.db import connections
-
-        connections.close_all()
-
-    threads = [threading.Thread(target=send) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results, errors = run_together(send, clients)
+    assert errors == []
     assert sorted(r["accepted"] for r in results) == [0, 2000]
     assert sorted(r["duplicates"] for r in results) == [0, 2000]
     assert UsageEvent.objects.count() == 2000

@@ -4,14 +4,13 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import XDIST_WORKER, clock_env
+from tests.conftest import celery_worker
 from tests.reliability.world import world_build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,61 +70,10 @@ class Worker:
 def reliability_worker(transactional_db, now, tmp_path):
     """A real worker like tests/conftest.py's live_worker, that also imports the test-only
     tasks of tests/reliability/tasks.py and exposes its process and log."""
-    from celery import Celery
-    from django.db import connection
-
-    broker = os.environ.get("TEST_BROKER_URL")
-    if not broker:
-        pytest.skip("needs TEST_BROKER_URL (make test starts a throwaway Redis)")
-    if connection.vendor != "postgresql":
-        pytest.skip("the worker shares the PostgreSQL test database")
-    db = connection.settings_dict
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        CELERY_BROKER_URL=broker,
-        CELERY_RESULT_BACKEND=broker,
-        **clock_env(now),
-        RELIABILITY_FAULT_DIR=str(tmp_path),
-    )
-    log_path = ROOT / "var" / f"test-reliability-worker{XDIST_WORKER}.log"
-    log_path.parent.mkdir(exist_ok=True)
-    app = Celery("test-client", broker=broker, backend=broker)
-    app.conf.task_serializer = "json"
-    app.control.purge()  # nothing left over from an earlier test
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "portal",
-                "worker",
-                "--pool=prefork",
-                "--concurrency=1",
-                "--without-gossip",
-                "--without-mingle",
-                "--include=tests.reliability.tasks",
-                "-l",
-                "INFO",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    worker = Worker(app=app, process=process, log_path=log_path, fault_dir=tmp_path)
-    try:
-        deadline = time.monotonic() + 60
-        while not app.control.ping(timeout=1.0):
-            if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"worker did not start: {worker.log()[-2000:]}")
-        yield worker
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        app.close()
+    with celery_worker(
+        now,
+        "test-reliability-worker",
+        include=["tests.reliability.tasks"],
+        env={"RELIABILITY_FAULT_DIR": str(tmp_path)},
+    ) as (app, process, log_path):
+        yield Worker(app=app, process=process, log_path=log_path, fault_dir=tmp_path)

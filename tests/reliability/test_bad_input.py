@@ -12,6 +12,7 @@ Ingestion's own rules are in tests/metering/test_usage_events.py and test_usage_
 
 import itertools
 import json
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 
@@ -112,6 +113,15 @@ def _messages(response) -> list[dict]:
     return errors
 
 
+@contextmanager
+def _case(label: str):
+    """Names the case an assertion inside failed on: its AssertionError, prefixed `label: `."""
+    try:
+        yield
+    except AssertionError as error:
+        raise AssertionError(f"{label}: {error}") from None
+
+
 def _refused(response, *, status=None, field=None, words=()):
     """A 4xx (or exactly `status`) whose errors name `field` or contain one of `words`."""
     assert 400 <= response.status_code < 500, (response.status_code, response.content[:300])
@@ -158,10 +168,8 @@ def test_body_that_cannot_be_read_is_refused_naming_why(world, api, method, path
     }
     for name, (payload, content_type, words) in cases.items():
         response = _send(api, method, path, req, payload=payload, content_type=content_type)
-        try:
+        with _case(name):
             _refused(response, words=words)
-        except AssertionError as error:
-            raise AssertionError(f"{name}: {error}") from None
 
 
 @pytest.mark.parametrize(("method", "path"), BODIES, ids=_ids(BODIES))
@@ -189,10 +197,8 @@ def test_negative_and_overflowing_integers_are_refused_naming_the_field(world, a
             req = WRITES[(method, path)].make(world, next(COUNTER))
             body = json.dumps(_set(req.body, name, value))
             response = _send(api, method, path, req, payload=body)
-            try:
+            with _case(f"{name}={value}"):
                 _refused(response, field=name)
-            except AssertionError as error:
-                raise AssertionError(f"{name}={value}: {error}") from None
 
 
 @pytest.mark.parametrize(("method", "path"), JSON_BODIES, ids=_ids(JSON_BODIES))
@@ -203,10 +209,8 @@ def test_nan_and_infinity_are_refused_naming_the_field(world, api, method, path)
     for name, value in itertools.product(fields, ("NaN", "Infinity", "-Infinity", "1e400")):
         req = WRITES[(method, path)].make(world, next(COUNTER))
         response = _send(api, method, path, req, payload=json.dumps(_set(req.body, name, value)))
-        try:
+        with _case(f"{name}={value}"):
             _refused(response, field=name)
-        except AssertionError as error:
-            raise AssertionError(f"{name}={value}: {error}") from None
 
 
 @pytest.mark.parametrize(("method", "path"), JSON_BODIES, ids=_ids(JSON_BODIES))
@@ -218,10 +222,8 @@ def test_timestamp_without_zone_is_refused_naming_the_field(world, api, method, 
         value = item.get(name) or "2026-03-05T12:00:00Z"  # the valid value, else a past one
         naive = value.removesuffix("Z").removesuffix("+00:00")
         response = _send(api, method, path, req, payload=json.dumps(_set(req.body, name, naive)))
-        try:
+        with _case(name):
             _refused(response, field=name, words=("zone", "offset"))
-        except AssertionError as error:
-            raise AssertionError(f"{name}: {error}") from None
 
 
 @pytest.mark.parametrize(("method", "path"), JSON_BODIES, ids=_ids(JSON_BODIES))
@@ -333,10 +335,8 @@ def test_ingested_time_outside_the_retention_window_is_refused_naming_time(
             payload = req.body.replace("1772445600", str(seconds))
         else:
             payload = json.dumps(_set(req.body, "time", value))
-        try:
+        with _case(f"time={value}"):
             _refused_changing_nothing(api, method, path, req, payload, field="time", words=words)
-        except AssertionError as error:
-            raise AssertionError(f"time={value}: {error}") from None
 
 
 @pytest.mark.parametrize(("method", "path"), INGEST, ids=_ids(INGEST))
@@ -354,10 +354,8 @@ def test_ingested_number_beyond_the_float_range_is_refused_naming_the_field(
         else:
             payload = json.dumps(_set(req.body, name, PLACEHOLDER))
             payload = payload.replace(str(PLACEHOLDER), literal)
-        try:
+        with _case(f"{name}={literal}"):
             _refused_changing_nothing(api, method, path, req, payload, field=name)
-        except AssertionError as error:
-            raise AssertionError(f"{name}={literal}: {error}") from None
 
 
 @pytest.mark.parametrize(("method", "path"), INGEST, ids=_ids(INGEST))

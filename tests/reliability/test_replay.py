@@ -10,16 +10,15 @@ a conflict inside a large batch that also carries new events (all-or-nothing).
 import gzip
 import json
 import random
-import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import connections
 from django.db.models import Count, Sum
 from rest_framework.test import APIClient
 
 from metering.models import EventKey, UsageEvent
 from metering.services.usage.rollup import rollup_pending
+from tests.concurrency import run_together
 from tests.metering.factories import make_deployment
 from tests.reliability.world import bearer, world_build
 
@@ -63,30 +62,11 @@ def _post(raw: str, batch: list[dict], *, gzipped: bool = False):
 
 def _concurrently(raw: str, plan: list[list[list[dict]]], **kwargs) -> list:
     """Each of len(plan) clients posts its batches in order, all starting together."""
-    responses: list = []
-    lock = threading.Lock()
-    barrier = threading.Barrier(len(plan))
-    failures: list[BaseException] = []
-
-    def client(batches):
-        try:
-            barrier.wait()
-            for batch in batches:
-                response = _post(raw, batch, **kwargs)
-                with lock:
-                    responses.append(response)
-        except BaseException as error:  # reported below, in the test's thread
-            failures.append(error)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=client, args=(batches,)) for batches in plan]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    per_client, failures = run_together(
+        lambda batches: [_post(raw, batch, **kwargs) for batch in batches], plan
+    )
     assert not failures, failures
-    return responses
+    return [response for responses in per_client for response in responses]
 
 
 def _stored() -> dict:

@@ -14,9 +14,8 @@ from django.core.exceptions import ValidationError
 
 from billing.models import Contract, Invoice, Price, PromotionalCredit
 from billing.services.invoices import invoice_draft, invoice_finalize
-from billing.services.pricing import promotion_grant
 from flywheel.models import CostModel, FactoryCosts
-from flywheel.services.tfom import cost_model_create, factory_costs_create
+from flywheel.services.tfom import factory_costs_create
 from metering.domain.usage.validation import validate_events
 from metering.models import Deployment, Incident, MaintenanceWindow, Pool, ScrapeTarget
 from metering.services.sla.incidents import incident_create
@@ -26,7 +25,8 @@ from metering.services.usage.rollup import rollup_pending
 from portal import clock
 from portal.models import ApiToken, Role, Tenant
 from portal.services import TOKEN_PREFIX, token_create, token_digest, user_ensure
-from tests.billing.factories import MARCH, make_contract, make_priced_model
+from tests.billing.factories import MARCH, make_contract, make_priced_model, make_promotion
+from tests.flywheel.factories import make_cost_model
 
 ROLES = ("operator", "finance", "investor", "tenant")
 # Strings that exist only in tenant B's data (its slug, name, incident, promotion, usage
@@ -95,16 +95,8 @@ def world_build() -> World:
     pool = deployment.pool
     contract_a = make_contract(tenant_a)
     contract_b = make_contract(tenant_b, discount_pct=Decimal(10))
-    promotion_a = promotion_grant(
-        tenant=tenant_a, amount=Decimal(1), currency="USD", effective_from=MARCH
-    )
-    promotion_b = promotion_grant(
-        tenant=tenant_b,
-        amount=Decimal(2),
-        currency="USD",
-        effective_from=MARCH,
-        description="promo for B",
-    )
+    promotion_a = make_promotion(tenant_a, "1")
+    promotion_b = make_promotion(tenant_b, "2", description="promo for B")
     usage_ingest_march("tenant-a", 3)
     usage_ingest_march("tenant-b", 5)
     rollup_pending()
@@ -140,15 +132,12 @@ def world_build() -> World:
     scrape_target = ScrapeTarget.objects.create(
         url="http://127.0.0.1:9/metrics", kind="vllm", pool=pool
     )
-    cost_model = cost_model_create(
-        pool=pool,
-        capex_per_gpu=Decimal(30000),
-        depreciation_months=60,
-        power_kw_per_gpu=Decimal("1.2"),
-        pue=Decimal("1.3"),
-        electricity_price_per_kwh=Decimal("0.1"),
-        hosting_per_gpu_month=Decimal(200),
-        effective_from=datetime(2026, 1, 1, tzinfo=UTC),
+    cost_model = make_cost_model(
+        pool,
+        capex_per_gpu="30000",
+        pue="1.3",
+        electricity_price_per_kwh="0.1",
+        hosting_per_gpu_month="200",
     )
     factory_costs = factory_costs_create(
         staff_per_month=Decimal(1000),

@@ -1,0 +1,35 @@
+"""Builders for flywheel tests: the worked examples' cost model (kpis.md sections 4-6)."""
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from flywheel.services.tfom import cost_model_create
+
+JAN = datetime(2026, 1, 1, tzinfo=UTC)
+# 43,800 per GPU over 60 months (730 per GPU-month), 1.2 kW per GPU at PUE 1.25 and 0.10 per
+# kWh, hosting 100 per GPU-month; as strings, the way the API takes them.
+COST_MODEL_TERMS = {
+    "capex_per_gpu": "43800",
+    "depreciation_months": 60,
+    "power_kw_per_gpu": "1.2",
+    "pue": "1.25",
+    "electricity_price_per_kwh": "0.10",
+    "hosting_per_gpu_month": "100",
+}
+
+
+def cost_model_terms(**overrides) -> dict:
+    """COST_MODEL_TERMS but for `overrides`, as the services and the domain take them: money
+    and ratios as Decimal, months as int."""
+    terms = {**COST_MODEL_TERMS, **overrides}
+    return {
+        name: value if name == "depreciation_months" else Decimal(value)
+        for name, value in terms.items()
+    }
+
+
+def make_cost_model(pool, *, effective_from=JAN, **overrides):
+    """`pool`'s cost model version from `effective_from`, through the service."""
+    return cost_model_create(
+        pool=pool, effective_from=effective_from, **cost_model_terms(**overrides)
+    )
