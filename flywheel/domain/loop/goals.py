@@ -67,38 +67,28 @@ class Proposal:
 
 def goal_check(*, goal: GoalSpec, tfom: Tfom, start: datetime, end: datetime) -> GoalCheck:
     """Compare a (measured or projected) TFOM with each criterion the goal sets."""
+    wanted = (
+        ("gross_margin", "gross margin", goal.min_gross_margin, lambda: tfom.gross_margin),
+        (
+            "ebitda_per_month",
+            "EBITDA per month",
+            goal.min_ebitda_per_month,
+            lambda: per_month(tfom.ebitda, start=start, end=end),
+        ),
+        ("tfi", "TFI", goal.min_tfi, lambda: tfom.tfi),
+    )
     criteria = []
-    if goal.min_gross_margin is not None:
-        actual = tfom.gross_margin
+    for key, label, required, actual_of in wanted:
+        if required is None:
+            continue
+        actual = actual_of()
         criteria.append(
             Criterion(
-                key="gross_margin",
-                label="gross margin",
-                required=goal.min_gross_margin,
+                key=key,
+                label=label,
+                required=required,
                 actual=actual,
-                is_met=actual is not None and actual >= goal.min_gross_margin,
-            )
-        )
-    if goal.min_ebitda_per_month is not None:
-        actual = per_month(tfom.ebitda, start=start, end=end)
-        criteria.append(
-            Criterion(
-                key="ebitda_per_month",
-                label="EBITDA per month",
-                required=goal.min_ebitda_per_month,
-                actual=actual,
-                is_met=actual >= goal.min_ebitda_per_month,
-            )
-        )
-    if goal.min_tfi is not None:
-        actual = tfom.tfi
-        criteria.append(
-            Criterion(
-                key="tfi",
-                label="TFI",
-                required=goal.min_tfi,
-                actual=actual,
-                is_met=actual is not None and actual >= goal.min_tfi,
+                is_met=actual is not None and actual >= required,
             )
         )
     return GoalCheck(criteria=tuple(criteria))
@@ -120,15 +110,7 @@ def cheapest_lever_set(
     subsets leave the heap in order of cost and the first one that meets the goal is the
     cheapest. At most `limit` subsets are projected."""
     if goal.is_empty:
-        return Proposal(
-            is_found=False,
-            levers=(),
-            cost=ZERO,
-            projection=None,
-            subsets_checked=0,
-            is_exhaustive=True,
-            message="no goal is set",
-        )
+        return _not_found(checked=0, is_exhaustive=True, message="no goal is set")
     measured = measured if measured is not None else measured_tfom(baseline)
     ordered = sorted(levers, key=lambda lever: (lever.cost, lever.slug))
     if len({lever.slug for lever in ordered}) != len(ordered):
@@ -137,12 +119,8 @@ def cheapest_lever_set(
     checked = 0
     while heap:
         if checked >= limit:
-            return Proposal(
-                is_found=False,
-                levers=(),
-                cost=ZERO,
-                projection=None,
-                subsets_checked=checked,
+            return _not_found(
+                checked=checked,
                 is_exhaustive=False,
                 message=f"no lever set met the goal within the first {limit:,} sets tried "
                 "(cheapest first); narrow the catalogue or relax the goal",
@@ -175,12 +153,21 @@ def cheapest_lever_set(
                     grown,
                 ),
             )
+    return _not_found(
+        checked=checked,
+        is_exhaustive=True,
+        message="no set of the available levers meets the goal, even all of them together",
+    )
+
+
+def _not_found(*, checked: int, is_exhaustive: bool, message: str) -> Proposal:
+    """A proposal of no lever set, after `checked` subsets were projected."""
     return Proposal(
         is_found=False,
         levers=(),
         cost=ZERO,
         projection=None,
         subsets_checked=checked,
-        is_exhaustive=True,
-        message="no set of the available levers meets the goal, even all of them together",
+        is_exhaustive=is_exhaustive,
+        message=message,
     )

@@ -67,49 +67,33 @@ def project_pools(
             _keep(p.available_gpu_seconds, c * a, ratio_of(p.available_gpu_seconds, c), a)
             for p, c, a in zip(pools, calendar, alpha, strict=True)
         ]
-        beta = _move(
+        busy = _step(
+            pools,
             available,
-            [ratio_of(p.busy_gpu_seconds, p.available_gpu_seconds) for p in pools],
+            "busy_gpu_seconds",
+            "available_gpu_seconds",
             levels["occupancy"],
             capped=True,
         )
-        busy = [
-            _same(p.busy_gpu_seconds, p.available_gpu_seconds, a, b, a * b)
-            for p, a, b in zip(pools, available, beta, strict=True)
-        ]
-        eta = _move(
-            busy,
-            [ratio_of(p.std_gpu_seconds, p.busy_gpu_seconds) for p in pools],
-            levels["efficiency"],
-            capped=False,
+        std = _step(
+            pools, busy, "std_gpu_seconds", "busy_gpu_seconds", levels["efficiency"], capped=False
         )
-        std = [
-            _same(p.std_gpu_seconds, p.busy_gpu_seconds, b, e, b * e)
-            for p, b, e in zip(pools, busy, eta, strict=True)
-        ]
-        sigma = _move(
+        compliant = _step(
+            pools,
             std,
-            [ratio_of(p.compliant_std_gpu_seconds, p.std_gpu_seconds) for p in pools],
+            "compliant_std_gpu_seconds",
+            "std_gpu_seconds",
             levels["sla_delivery"],
             capped=True,
         )
-        compliant = [
-            _same(p.compliant_std_gpu_seconds, p.std_gpu_seconds, s, g, s * g)
-            for p, s, g in zip(pools, std, sigma, strict=True)
-        ]
-        sell = _move(
+        paid = _step(
+            pools,
             compliant,
-            [
-                ratio_of(p.compliant_paid_std_gpu_seconds, p.compliant_std_gpu_seconds)
-                for p in pools
-            ],
+            "compliant_paid_std_gpu_seconds",
+            "compliant_std_gpu_seconds",
             levels["sell_through"],
             capped=True,
         )
-        paid = [
-            _same(p.compliant_paid_std_gpu_seconds, p.compliant_std_gpu_seconds, c, s, c * s)
-            for p, c, s in zip(pools, compliant, sell, strict=True)
-        ]
         # List value per compliant paid std GPU-second: the pool's own, else the factory's.
         factory_price = ratio_of(
             sum((p.list_value for p in pools), ZERO),
@@ -122,22 +106,42 @@ def project_pools(
             else:
                 price = ratio_of(p.list_value, p.compliant_paid_std_gpu_seconds) or factory_price
                 list_value.append(sold * price if price is not None else ZERO)
-        rho = _move(
+        realized = _step(
+            pools,
             list_value,
-            [ratio_of(p.realized_revenue, p.list_value) for p in pools],
+            "realized_revenue",
+            "list_value",
             levels["price_realization"],
             capped=True,
         )
-        realized = [
-            _same(p.realized_revenue, p.list_value, v, r, v * r)
-            for p, v, r in zip(pools, list_value, rho, strict=True)
-        ]
         return [
             _pool_inputs(
                 p, available[i], busy[i], std[i], compliant[i], paid[i], list_value[i], realized[i]
             )
             for i, p in enumerate(pools)
         ]
+
+
+def _step(
+    pools: Sequence[PoolInputs],
+    base: Sequence[Decimal],
+    numerator: str,
+    denominator: str,
+    level: Decimal | None,
+    capped: bool,
+) -> list[Decimal]:
+    """Each pool's projected `numerator` sum: its projected `base` (the projected
+    `denominator` sum) times the pool's ratio numerator / denominator moved to `level`."""
+    ratios = _move(
+        base,
+        [ratio_of(getattr(p, numerator), getattr(p, denominator)) for p in pools],
+        level,
+        capped,
+    )
+    return [
+        _same(getattr(p, numerator), getattr(p, denominator), b, r, b * r)
+        for p, b, r in zip(pools, base, ratios, strict=True)
+    ]
 
 
 def _keep(
