@@ -54,69 +54,77 @@ def _tokens_text(count: int) -> str:
 GPU_HOURS = "gpu_hours"
 
 
+# factor, label, base (pool field, row key, label), kept field, lost (row key, label), what
+_CAPACITY_FACTORS = (
+    (
+        "availability",
+        "Availability",
+        ("calendar_gpu_seconds", "calendar_gpu_hours", "Calendar GPU-h"),
+        "available_gpu_seconds",
+        ("unhealthy_gpu_hours", "Unhealthy GPU-h"),
+        "GPU-hours unhealthy (failed or drained)",
+    ),
+    (
+        "occupancy",
+        "Occupancy",
+        ("available_gpu_seconds", "healthy_gpu_hours", "Healthy GPU-h"),
+        "busy_gpu_seconds",
+        ("idle_gpu_hours", "Idle healthy GPU-h"),
+        "healthy GPU-hours idle (unsold or unscheduled)",
+    ),
+)
+
+
 def _capacity_evidence(baseline: Baseline, names: dict[str, str]) -> dict[str, Evidence]:
     """α: unhealthy GPU-hours by pool; β: idle healthy GPU-hours by pool."""
-    unhealthy_rows, idle_rows = [], []
+    return {
+        factor: _lost_hours_evidence(baseline, names, factor, *rest)
+        for factor, *rest in _CAPACITY_FACTORS
+    }
+
+
+def _lost_hours_evidence(
+    baseline: Baseline,
+    names: dict[str, str],
+    factor: str,
+    label: str,
+    base: tuple[str, str, str],
+    kept: str,
+    lost: tuple[str, str],
+    what: str,
+) -> Evidence:
+    """One capacity factor by pool: the `base` GPU-hours (pool field, row key, label), the
+    hours of it lost (not `kept`), and the factor's ratio kept / base; most lost first."""
+    base_field, base_key, base_label = base
+    lost_key, lost_label = lost
+    rows = []
     for item in baseline.pools:
         p = item.pool
-        unhealthy_rows.append(
+        base_seconds, kept_seconds = getattr(p, base_field), getattr(p, kept)
+        rows.append(
             {
                 "pool": p.pool,
                 "name": names.get(p.pool, p.pool),
-                "calendar_gpu_hours": _hours(p.calendar_gpu_seconds),
-                "unhealthy_gpu_hours": _hours(p.calendar_gpu_seconds - p.available_gpu_seconds),
-                "availability": ratio_of(p.available_gpu_seconds, p.calendar_gpu_seconds),
+                base_key: _hours(base_seconds),
+                lost_key: _hours(base_seconds - kept_seconds),
+                factor: ratio_of(kept_seconds, base_seconds),
                 "telemetry": p.telemetry,
             }
         )
-        idle_rows.append(
-            {
-                "pool": p.pool,
-                "name": names.get(p.pool, p.pool),
-                "healthy_gpu_hours": _hours(p.available_gpu_seconds),
-                "idle_gpu_hours": _hours(p.available_gpu_seconds - p.busy_gpu_seconds),
-                "occupancy": ratio_of(p.busy_gpu_seconds, p.available_gpu_seconds),
-                "telemetry": p.telemetry,
-            }
-        )
-    unhealthy_rows.sort(key=lambda r: (-r["unhealthy_gpu_hours"], r["pool"]))
-    idle_rows.sort(key=lambda r: (-r["idle_gpu_hours"], r["pool"]))
-    unhealthy = sum((r["unhealthy_gpu_hours"] for r in unhealthy_rows), ZERO)
-    idle = sum((r["idle_gpu_hours"] for r in idle_rows), ZERO)
-    pool = EvidenceColumn(key="pool", label="Pool")
-    telemetry = EvidenceColumn(key="telemetry", label="Telemetry")
-    return {
-        "availability": Evidence(
-            factor="availability",
-            summary=(
-                f"{unhealthy:,.0f} GPU-hours unhealthy (failed or drained)"
-                + (f", most in {unhealthy_rows[0]['pool']}" if unhealthy else "")
-            ),
-            columns=(
-                pool,
-                EvidenceColumn(key="calendar_gpu_hours", label="Calendar GPU-h", unit=GPU_HOURS),
-                EvidenceColumn(key="unhealthy_gpu_hours", label="Unhealthy GPU-h", unit=GPU_HOURS),
-                EvidenceColumn(key="availability", label="Availability", unit="ratio"),
-                telemetry,
-            ),
-            rows=tuple(unhealthy_rows),
+    rows.sort(key=lambda r: (-r[lost_key], r["pool"]))
+    total = sum((r[lost_key] for r in rows), ZERO)
+    return Evidence(
+        factor=factor,
+        summary=f"{total:,.0f} {what}" + (f", most in {rows[0]['pool']}" if total else ""),
+        columns=(
+            EvidenceColumn(key="pool", label="Pool"),
+            EvidenceColumn(key=base_key, label=base_label, unit=GPU_HOURS),
+            EvidenceColumn(key=lost_key, label=lost_label, unit=GPU_HOURS),
+            EvidenceColumn(key=factor, label=label, unit="ratio"),
+            EvidenceColumn(key="telemetry", label="Telemetry"),
         ),
-        "occupancy": Evidence(
-            factor="occupancy",
-            summary=(
-                f"{idle:,.0f} healthy GPU-hours idle (unsold or unscheduled)"
-                + (f", most in {idle_rows[0]['pool']}" if idle else "")
-            ),
-            columns=(
-                pool,
-                EvidenceColumn(key="healthy_gpu_hours", label="Healthy GPU-h", unit=GPU_HOURS),
-                EvidenceColumn(key="idle_gpu_hours", label="Idle healthy GPU-h", unit=GPU_HOURS),
-                EvidenceColumn(key="occupancy", label="Occupancy", unit="ratio"),
-                telemetry,
-            ),
-            rows=tuple(idle_rows),
-        ),
-    }
+        rows=tuple(rows),
+    )
 
 
 def _deployment_sums(start: datetime, end: datetime, data: FactoryData) -> dict[int, dict]:
