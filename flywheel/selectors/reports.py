@@ -230,32 +230,33 @@ def _mapping_rows(report: TfomReport) -> list[Row]:
         sold = compliant * sell if sell is not None else ZERO
         list_per_sold = t.list_value / sold if sold else ZERO
         unsold_value = (compliant - sold) * list_per_sold
+        # GPU time paid for (depreciation, hosting) that produced nothing sold at rate.
+        paid_unproductive = [
+            Row(key, label, lost / HOUR, "GPU-h", note, amount=lost * gpu_second_cost)
+            for key, label, lost, note in (
+                (
+                    "unavailable",
+                    "GPU time broken or in maintenance (α)",
+                    c - a,
+                    "Paid for (depreciation, hosting) while it could not produce.",
+                ),
+                (
+                    "idle",
+                    "Healthy GPU time left idle (β)",
+                    a - b,
+                    "Paid for while no customer work was running on it.",
+                ),
+                (
+                    "below_rate",
+                    "Busy GPU time short of the rated speed (η)",
+                    b - std,
+                    "Working time that produced less than the GPUs' rated speed "
+                    "(negative: faster than rated).",
+                ),
+            )
+        ]
         return [
-            Row(
-                "unavailable",
-                "GPU time broken or in maintenance (α)",
-                (c - a) / HOUR,
-                "GPU-h",
-                "Paid for (depreciation, hosting) while it could not produce.",
-                amount=(c - a) * gpu_second_cost,
-            ),
-            Row(
-                "idle",
-                "Healthy GPU time left idle (β)",
-                (a - b) / HOUR,
-                "GPU-h",
-                "Paid for while no customer work was running on it.",
-                amount=(a - b) * gpu_second_cost,
-            ),
-            Row(
-                "below_rate",
-                "Busy GPU time short of the rated speed (η)",
-                (b - std) / HOUR,
-                "GPU-h",
-                "Working time that produced less than the GPUs' rated speed "
-                "(negative: faster than rated).",
-                amount=(b - std) * gpu_second_cost,
-            ),
+            *paid_unproductive,
             Row(
                 "sla_misses",
                 "Production outside the SLA (σ)",
