@@ -138,12 +138,22 @@ def tenant_month_totals(
     return {pk: _totals(row) for (_, pk), row in stored.items()}
 
 
+# Refreshes run one at a time (jobs, and every embedded ingest after its fold): two at once
+# would both find a tenant-month stale and the second's rows would collide with the first's.
+RATED_LOCK = 0x52617465  # pg_advisory_xact_lock key, "Rate"
+
+
+@transaction.atomic
 def _refresh(
     *, within: Period, tenant_ids: list[int] | None = None
 ) -> dict[tuple[datetime, int], RatedTenantMonth]:
     """The stored tenant-months of the months starting in `within`, brought up to date:
     those whose inputs changed rated again with their rated usage (one rating per month);
-    those whose usage is gone (of every tenant) dropped."""
+    those whose usage is gone (of every tenant) dropped. One transaction, behind a lock, so
+    the fingerprints are read after any refresh running alongside has committed."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [RATED_LOCK])
     digests = _fingerprints(within=within, tenant_ids=tenant_ids)
     in_months = RatedTenantMonth.objects.filter(
         month_start__gte=within.start, month_start__lt=within.end

@@ -82,7 +82,9 @@ def usage_ingest(*, events: Sequence[EventIn], received_at: datetime) -> IngestR
         try:
             with transaction.atomic():
                 accepted, replayed = store(unique_rows, events, received_at)
-                transaction.on_commit(_fold_after_commit)
+                # robust: the batch is stored; a failed fold is the rollup job's to redo,
+                # never a reason to answer otherwise.
+                transaction.on_commit(_fold_after_commit, robust=True)
             break
         except IntegrityError:
             # Another writer stored some of these keys between our check and insert (ORM
