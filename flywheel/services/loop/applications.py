@@ -13,7 +13,7 @@ from flywheel.selectors.measurement import FactoryData
 from portal import clock
 from portal.errors import FieldError
 from portal.periods import hour_floor
-from portal.services import audit_record, audit_snapshot
+from portal.services import audit_object, object_delete
 
 BASELINE_DAYS = 7  # an application's "before": the 7 days up to it
 
@@ -62,12 +62,8 @@ def lever_apply(
             projected={factor: values["typical"] for factor, values in lever.effects.items()},
             created_by=by if by is not None and by.is_authenticated else None,
         )
-        audit_record(
-            actor=by,
-            action="lever.apply",
-            object_type="lever_application",
-            object_id=application.pk,
-            after=audit_snapshot(application),
+        audit_object(
+            obj=application, actor=by, action="lever.apply", object_type="lever_application"
         )
     return application
 
@@ -78,12 +74,4 @@ def lever_application_delete(*, application: LeverApplication, by=None) -> None:
     locked = LeverApplication.objects.select_for_update().get(pk=application.pk)
     if locked.evaluated_by_id is not None:
         raise FieldError("evaluated_by", "already measured by a cycle: it stays on record")
-    before, pk = audit_snapshot(locked), locked.pk
-    locked.delete()
-    audit_record(
-        actor=by,
-        action="lever.unapply",
-        object_type="lever_application",
-        object_id=pk,
-        before=before,
-    )
+    object_delete(obj=locked, actor=by, object_type="lever_application", action="lever.unapply")
