@@ -24,7 +24,7 @@ from decimal import Decimal, localcontext
 from functools import reduce
 from operator import or_
 
-from django.db.models import Max, Model, Q, Sum
+from django.db.models import Max, Model, Q, QuerySet, Sum
 
 from billing.selectors.credits import sla_credit_totals
 from billing.selectors.rated import (
@@ -168,6 +168,30 @@ def _tok(version: Model, output: int, input_: int, cached: int) -> Decimal:
     )
 
 
+def deployment_hour_sums(rollups: QuerySet) -> QuerySet:
+    """Hourly rollups summed per deployment and hour: requests `n`, compliant requests `ok`,
+    errors `err`, input, cached and output tokens `i`, `c`, `o` and their SLO-compliant
+    parts `ci`, `cc`, `co`."""
+    return rollups.values("deployment_id", "hour").annotate(
+        n=Sum("requests"),
+        ok=Sum("compliant_requests"),
+        err=Sum("errors"),
+        i=Sum("input_tokens"),
+        c=Sum("cached_tokens"),
+        o=Sum("output_tokens"),
+        ci=Sum("compliant_input_tokens"),
+        cc=Sum("compliant_cached_tokens"),
+        co=Sum("compliant_output_tokens"),
+    )
+
+
+def hour_production(row: dict, version: Model) -> tuple[Decimal, Decimal]:
+    """A `deployment_hour_sums` row's production tokens under `version` (its w_in): all of
+    them and the SLO-compliant ones, in the caller's decimal context."""
+    tok = _tok(version, row["o"], row["i"], row["c"])
+    return tok, _tok(version, row["co"], row["ci"], row["cc"])
+
+
 class FactoryData:
     """Everything the KPIs of any period inside [start, end) need, loaded once. With
     `snapshots=False` (the measure job, which writes them) every day is measured live."""
@@ -236,19 +260,7 @@ class FactoryData:
         if not self.live:
             return
         hours = reduce(or_, (Q(hour__gte=s.start, hour__lt=s.end) for s in self.live))
-        rows = (
-            hourly_usage_list()
-            .filter(hours)
-            .values("deployment_id", "hour")
-            .annotate(
-                i=Sum("input_tokens"),
-                c=Sum("cached_tokens"),
-                o=Sum("output_tokens"),
-                ci=Sum("compliant_input_tokens"),
-                cc=Sum("compliant_cached_tokens"),
-                co=Sum("compliant_output_tokens"),
-            )
-        )
+        rows = deployment_hour_sums(hourly_usage_list().filter(hours))
         with localcontext(KPI_CONTEXT):
             for row in rows:
                 hour = row["hour"].astimezone(UTC)
@@ -256,10 +268,10 @@ class FactoryData:
                 if version is None:
                     continue
                 sums = self.hours[self.pool_of_deployment[row["deployment_id"]]][hour]
-                tok = _tok(version, row["o"], row["i"], row["c"])
+                tok, compliant = hour_production(row, version)
                 sums.tok += tok
                 sums.std += tok / version.r_ref
-                sums.compliant_std += _tok(version, row["co"], row["ci"], row["cc"]) / version.r_ref
+                sums.compliant_std += compliant / version.r_ref
                 sums.output_tokens += row["o"]
 
     def _load_capacity(self) -> None:

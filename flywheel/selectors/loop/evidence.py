@@ -12,7 +12,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from decimal import Decimal, localcontext
 
-from django.db.models import Q, Sum
+from django.db.models import Q
 
 from billing.selectors.rated import (
     PAID,
@@ -24,8 +24,7 @@ from billing.selectors.rated import (
 from flywheel.domain.kpis import KPI_CONTEXT, ratio_of
 from flywheel.domain.loop.baseline import Baseline
 from flywheel.domain.loop.diagnosis import Evidence, EvidenceColumn
-from flywheel.selectors.measurement import FactoryData
-from metering.domain.usage.production import production_tokens
+from flywheel.selectors.measurement import FactoryData, deployment_hour_sums, hour_production
 from metering.selectors.factory import deployment_list
 from metering.selectors.sla.incidents import deployment_slugs, incident_queryset, peak_impact
 from metering.selectors.usage import hourly_usage_list
@@ -130,21 +129,7 @@ def _lost_hours_evidence(
 def _deployment_sums(start: datetime, end: datetime, data: FactoryData) -> dict[int, dict]:
     """Per deployment: requests, compliant requests, errors, Σtok, Σstd and compliant Σstd
     from the hourly rollups, with the version in force at each hour."""
-    rows = (
-        hourly_usage_list(start=start, end=end)
-        .values("deployment_id", "hour")
-        .annotate(
-            n=Sum("requests"),
-            ok=Sum("compliant_requests"),
-            err=Sum("errors"),
-            i=Sum("input_tokens"),
-            c=Sum("cached_tokens"),
-            o=Sum("output_tokens"),
-            ci=Sum("compliant_input_tokens"),
-            cc=Sum("compliant_cached_tokens"),
-            co=Sum("compliant_output_tokens"),
-        )
-    )
+    rows = deployment_hour_sums(hourly_usage_list(start=start, end=end))
     sums: dict[int, dict] = defaultdict(
         lambda: {"requests": 0, "compliant": 0, "errors": 0, "tok": ZERO, "std": ZERO, "ok": ZERO}
     )
@@ -154,18 +139,7 @@ def _deployment_sums(start: datetime, end: datetime, data: FactoryData) -> dict[
             if version is None:
                 continue
             total = sums[row["deployment_id"]]
-            tok = production_tokens(
-                output_tokens=row["o"],
-                input_tokens=row["i"],
-                cached_tokens=row["c"],
-                w_in=version.w_in,
-            )
-            compliant = production_tokens(
-                output_tokens=row["co"],
-                input_tokens=row["ci"],
-                cached_tokens=row["cc"],
-                w_in=version.w_in,
-            )
+            tok, compliant = hour_production(row, version)
             total["requests"] += row["n"]
             total["compliant"] += row["ok"]
             total["errors"] += row["err"]
