@@ -75,24 +75,19 @@ def trend_factor_chart(points: list[TrendMonth]) -> go.Figure:
     """Monthly TEF and TFI (percent) over the kpis.md bands."""
     x = [_month_label(p) for p in points]
     fig = go.Figure(layout=base_layout(y_title="Percent of GPU time", x_title="Month (UTC)"))
-    fig.add_hrect(
-        y0=20,
-        y1=35,
-        fillcolor="#adb5bd",
-        opacity=0.2,
-        line_width=0,
-        annotation_text="typical TEF 20–35%",
-        annotation_position="bottom left",
-    )
-    fig.add_hrect(
-        y0=35,
-        y1=45,
-        fillcolor="#2b8a3e",
-        opacity=0.10,
-        line_width=0,
-        annotation_text="excellent TFI 35–45%",
-        annotation_position="top left",
-    )
+    for y0, y1, colour, opacity, text, position in (
+        (20, 35, "#adb5bd", 0.2, "typical TEF 20–35%", "bottom left"),
+        (35, 45, "#2b8a3e", 0.10, "excellent TFI 35–45%", "top left"),
+    ):
+        fig.add_hrect(
+            y0=y0,
+            y1=y1,
+            fillcolor=colour,
+            opacity=opacity,
+            line_width=0,
+            annotation_text=text,
+            annotation_position=position,
+        )
     fig.add_hline(
         y=65,
         line_dash="dot",
