@@ -20,10 +20,10 @@ from flywheel.selectors.loop.shapes import rfc3339
 from flywheel.selectors.measurement import FACTORY
 from metering.selectors.usage import window_resolve
 from portal import clock
-from portal.access import user_role
+from portal.access import Capability, user_role
 from portal.errors import FieldError
 from portal.models import Role, Scope
-from portal.permissions import TokenScopePermission
+from portal.permissions import capability_permission
 
 MULTIPLIER = {"max_digits": 12, "decimal_places": 6, "min_value": Decimal("0.000001")}
 
@@ -79,12 +79,13 @@ ScenarioSerializer._declared_fields["from"] = serializers.CharField(
 )
 
 
-class ScenarioPermission(TokenScopePermission):
-    """Operators and finance run scenarios (a computation: a `read` token may)."""
+class ScenarioPermission(
+    capability_permission(read=Capability.READ_FACTORY, write=Capability.READ_FACTORY)
+):
+    """Operators and finance run scenarios (a computation: a `read` token may); investors
+    read the factory but do not run them."""
 
     def has_permission(self, request, view) -> bool:
-        if not (request.user and request.user.is_authenticated):
-            return False
         if not super().has_permission(request, view):
             return False
         self.message = "Your role may not do this."
