@@ -8,9 +8,10 @@ from rest_framework import serializers
 from billing.domain.rating.types import TokenClass
 from billing.filters import ContractFilterSet, PriceFilterSet, PromotionFilterSet
 from billing.models import Contract, Invoice, Price, PromotionalCredit
+from billing.selectors.pricing import contract_list, promotion_list
 from billing.services.pricing import contract_create, price_create, promotion_grant
 from metering.selectors.factory import served_model_list
-from portal.access import Capability, tenant_scoped
+from portal.access import Capability
 from portal.api.fields import ModelSerializer
 from portal.api.views import EffectiveDatedViewSet
 from portal.models import Tenant
@@ -152,7 +153,7 @@ class ContractViewSet(EffectiveDatedViewSet):
     filterset_class = ContractFilterSet
 
     def get_queryset(self):
-        return tenant_scoped(Contract.objects.select_related("tenant"), user=self.request.user)
+        return contract_list(user=self.request.user)
 
     def create_version(self, data):
         data.setdefault("currency", settings.FACTORY_CURRENCY)
@@ -172,10 +173,7 @@ class PromotionViewSet(EffectiveDatedViewSet):
     filterset_class = PromotionFilterSet
 
     def get_queryset(self):
-        return tenant_scoped(
-            PromotionalCredit.objects.select_related("tenant").prefetch_related("uses__invoice"),
-            user=self.request.user,
-        )
+        return promotion_list(user=self.request.user).prefetch_related("uses__invoice")
 
     def create_version(self, data):
         data.setdefault("currency", settings.FACTORY_CURRENCY)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Count, Max
+from django.db.models import Count, Max, QuerySet
 
 from billing.models import Contract, Price, PromotionalCredit
 from portal.access import tenant_scoped
@@ -38,24 +38,28 @@ def _states(versions, key, at):
     ]
 
 
+def contract_list(*, user) -> QuerySet[Contract]:
+    """The contract versions of the tenants the user may see."""
+    return tenant_scoped(Contract.objects.select_related("tenant"), user=user)
+
+
+def promotion_list(*, user) -> QuerySet[PromotionalCredit]:
+    """The promotional credits of the tenants the user may see."""
+    return tenant_scoped(PromotionalCredit.objects.select_related("tenant"), user=user)
+
+
 def price_book_get(*, at: datetime, user) -> PriceBook:
     prices = list(
         Price.objects.select_related("model").order_by(
             "model__slug", "token_class", "effective_from"
         )
     )
-    contracts = list(
-        tenant_scoped(Contract.objects.select_related("tenant"), user=user).order_by(
-            "tenant__slug", "effective_from"
-        )
-    )
+    contracts = list(contract_list(user=user).order_by("tenant__slug", "effective_from"))
     return PriceBook(
         at=at,
         prices=_states(prices, lambda p: (p.model_id, p.token_class), at),
         contracts=_states(contracts, lambda c: c.tenant_id, at),
-        promotions=list(
-            tenant_scoped(PromotionalCredit.objects.select_related("tenant"), user=user)
-        ),
+        promotions=list(promotion_list(user=user)),
     )
 
 

@@ -8,6 +8,8 @@ from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
 
+from metering.domain.usage.hashing import fields_hash
+
 MAX_TOKENS: Final = 2**31 - 1
 
 FUTURE_TOLERANCE: Final = timedelta(minutes=5)
@@ -116,7 +118,8 @@ def _rfc3339(moment: datetime) -> str:
 
 
 class EventIn(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """A validated usage event; ``model`` is still a slug or an engine alias."""
+    """A validated usage event; ``model`` is still a slug or an engine alias. Its
+    ``payload_hash`` is computed from the other fields when it is built (``fields_hash``)."""
 
     source: str
     id: str
@@ -131,10 +134,33 @@ class EventIn(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     tpot_ms: float | None
     latency_ms: float | None
     status: Literal["ok", "error"]
-    payload_hash: str  # 32 hex chars; same (source, id) + other hash = conflict
+    # 32 hex chars, set by __post_init__; same (source, id) + other hash = conflict
+    payload_hash: str = ""
     # How many requests of the same outcome the event stands for (a pre-aggregated or
     # sampled record): its tokens are their totals, its latencies their means.
     requests: int = 1
+
+    def __post_init__(self) -> None:
+        msgspec.structs.force_setattr(
+            self,
+            "payload_hash",
+            fields_hash(
+                self.source,
+                self.id,
+                self.time,
+                self.tenant,
+                self.model,
+                self.pool,
+                self.input_tokens,
+                self.cached_tokens,
+                self.output_tokens,
+                self.ttft_ms,
+                self.tpot_ms,
+                self.latency_ms,
+                self.status,
+                self.requests,
+            ),
+        )
 
 
 class EventRef(NamedTuple):

@@ -33,7 +33,7 @@ def fields_hash(
     """The hash of already validated, normalised fields (time in UTC, latencies float).
     ``requests`` enters only when it is not 1, so the hashes of single requests stored
     before the field existed still match their replays."""
-    # Positional on purpose: validate_events calls it for every event of every request.
+    # Positional on purpose: EventIn calls it for every event of every request.
     # "\x1f" cannot occur in a valid field, and "" is no valid value, so None -> "".
     canonical = "\x1f".join(
         (

@@ -19,7 +19,6 @@ from metering.domain.usage.fields import (
     parse_time,
     time_window,
 )
-from metering.domain.usage.hashing import fields_hash
 
 # The fast path: a JSON array of events decoded straight into typed structs (in C), for
 # batches where every event is valid. Every constraint here is one validate_events also
@@ -117,22 +116,6 @@ def validate_json_batch(
                 latency_ms=latency_ms,
                 status=status,
                 requests=requests,
-                payload_hash=fields_hash(
-                    source,
-                    item.id,
-                    time,
-                    item.tenant,
-                    model,
-                    item.pool,
-                    item.input_tokens,
-                    cached_tokens,
-                    item.output_tokens,
-                    ttft_ms,
-                    tpot_ms,
-                    latency_ms,
-                    status,
-                    requests,
-                ),
             )
         )
     return events

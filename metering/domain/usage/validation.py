@@ -32,7 +32,6 @@ from metering.domain.usage.fields import (
     parse_time,
     time_window,
 )
-from metering.domain.usage.hashing import fields_hash
 
 _SLUG = re.compile(r"[-a-zA-Z0-9_]+")
 
@@ -197,22 +196,6 @@ def _validate_item(
         latency_ms=latency_ms,
         status=status,
         requests=requests,
-        payload_hash=fields_hash(
-            source,
-            event_id,
-            time,
-            tenant,
-            model,
-            pool,
-            input_tokens,
-            cached_tokens,
-            output_tokens,
-            ttft_ms,
-            tpot_ms,
-            latency_ms,
-            status,
-            requests,
-        ),
     )
 
 

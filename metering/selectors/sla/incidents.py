@@ -49,6 +49,18 @@ def deployment_slugs(obj: Incident | MaintenanceWindow) -> frozenset[str]:
     return frozenset(direct | {d.slug for p in obj.pools.all() for d in p.deployments.all()})
 
 
+def outages_overlapping(
+    incidents: QuerySet[Incident], start: datetime, end: datetime
+) -> tuple[dict[Incident, frozenset[str]], dict[MaintenanceWindow, frozenset[str]]]:
+    """The incidents of `incidents` (an `incident_queryset`, in its order) and every
+    maintenance window that overlap [start, end), each with its `deployment_slugs`."""
+    windows = overlapping_period(maintenance_queryset(), start, end)
+    return (
+        {i: deployment_slugs(i) for i in overlapping_period(incidents, start, end)},
+        {w: deployment_slugs(w) for w in windows},
+    )
+
+
 def model_names(obj: Incident | MaintenanceWindow) -> list[str]:
     """Names of the served models concerned (empty: every model)."""
     deployments = [

@@ -16,11 +16,9 @@ from metering.domain.sla import incident_touches, maintenance_touches, uptime_co
 from metering.domain.usage.production import production_tokens
 from metering.models import DeploymentVersion, HourlyUsage, Incident, MaintenanceWindow
 from metering.selectors.sla.incidents import (
-    deployment_slugs,
     incident_queryset,
     maintenance_interval,
-    maintenance_queryset,
-    overlapping_period,
+    outages_overlapping,
     timeline_of,
 )
 from portal import clock
@@ -155,12 +153,10 @@ def sla_month_list(
     ids = [t.pk for t in tenant_list]
     used = _used_deployments(ids, start, end)
     production = _production(ids, start, end)
-    incidents = list(
-        overlapping_period(incident_queryset(), start, end).order_by("started_at", "id")
+    incidents, windows = outages_overlapping(
+        incident_queryset().order_by("started_at", "id"), start, end
     )
-    windows = list(overlapping_period(maintenance_queryset(), start, end))
-    scopes = {i.pk: (deployment_slugs(i), {t.slug for t in i.tenants.all()}) for i in incidents}
-    window_scopes = {w.pk: deployment_slugs(w) for w in windows}
+    incident_tenants = {i.pk: {t.slug for t in i.tenants.all()} for i in incidents}
     timelines = {i.pk: timeline_of(i) for i in incidents}
     result = []
     for tenant in tenant_list:
@@ -169,8 +165,8 @@ def sla_month_list(
             i
             for i in incidents
             if incident_touches(
-                incident_tenants=scopes[i.pk][1],
-                incident_deployments=scopes[i.pk][0],
+                incident_tenants=incident_tenants[i.pk],
+                incident_deployments=incidents[i],
                 tenant=tenant.slug,
                 deployments_used=tenant_used,
             )
@@ -179,9 +175,7 @@ def sla_month_list(
             w
             for w in windows
             if maintenance_interval(w).is_announced_in_advance
-            and maintenance_touches(
-                window_deployments=window_scopes[w.pk], deployments_used=tenant_used
-            )
+            and maintenance_touches(window_deployments=windows[w], deployments_used=tenant_used)
         )
         figures = uptime_compute(
             month_start=start,

@@ -15,11 +15,9 @@ from metering.selectors.factory import pool_list, pool_service_lives
 from metering.selectors.sla.incidents import (
     IMPACT_RANK,
     current_impact,
-    deployment_slugs,
     incident_queryset,
     maintenance_interval,
-    maintenance_queryset,
-    overlapping_period,
+    outages_overlapping,
     timeline_of,
 )
 from portal import clock
@@ -62,10 +60,7 @@ def status_overview(*, now: datetime | None = None, days: int = STATUS_DAYS) -> 
     now = now or clock.now()
     today = day_floor(now)
     start, end = today - timedelta(days=days - 1), today + timedelta(days=1)
-    incidents = list(overlapping_period(public_incidents(), start, end))
-    windows = list(overlapping_period(maintenance_queryset(), start, end))
-    scopes = {i.pk: deployment_slugs(i) for i in incidents}
-    window_scopes = {w.pk: deployment_slugs(w) for w in windows}
+    incidents, windows = outages_overlapping(public_incidents(), start, end)
     models = (
         ServedModel.objects.filter(deployments__isnull=False)
         .distinct()
@@ -77,8 +72,8 @@ def status_overview(*, now: datetime | None = None, days: int = STATUS_DAYS) -> 
     for model in models.order_by("name"):
         slugs = {d.slug for d in model.deployments.all()}
         since, until = _served(model, lives)
-        mine = [i for i in incidents if _concerns(scopes[i.pk], slugs)]
-        maintenance = [w for w in windows if _concerns(window_scopes[w.pk], slugs)]
+        mine = [i for i, scope in incidents.items() if _concerns(scope, slugs)]
+        maintenance = [w for w, scope in windows.items() if _concerns(scope, slugs)]
         timelines = [timeline_of(i) for i in mine]
         intervals = [maintenance_interval(w) for w in maintenance]
         pieces = [
