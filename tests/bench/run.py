@@ -213,12 +213,15 @@ class Bench:
             }
         self.durability(durable=True)
 
+    def server(self, which: str, name: str) -> web.Server:
+        """A gunicorn on the `which` database, logging to gunicorn-`name`.log; stopped by
+        close()."""
+        server = web.Server(env=self.env(which), log=self.tmp / f"gunicorn-{name}.log")
+        self.servers.append(server)
+        return server
+
     def start_servers(self) -> None:
-        self.web = {}
-        for which in ("small", "large"):
-            server = web.Server(env=self.env(which), log=self.tmp / f"gunicorn-{which}.log")
-            self.servers.append(server)
-            self.web[which] = server
+        self.web = {which: self.server(which, which) for which in ("small", "large")}
         log(f"gunicorn (2 workers) on ports {self.web['small'].port} and {self.web['large'].port}")
 
     # -- the comparisons ----------------------------------------------------------------
@@ -442,8 +445,7 @@ class Bench:
         log("goals 1-2: ingestion, API vs raw dedup COPY vs raw binary COPY; replay vs fresh")
         ids = self.ids["large"]
         # A fresh server, as for the memory goal: no page of the read stages in its workers.
-        server = web.Server(env=self.env("large"), log=self.tmp / "gunicorn-ingest.log")
-        self.servers.append(server)
+        server = self.server("large", "ingest")
         generator = EventGenerator()
         per_round = self.sizes.ingest_events
         raw_ingest = raw.RawIngest(self.urls["large"])
@@ -551,8 +553,7 @@ class Bench:
         """Goal 6: peak RSS of a fresh web worker ingesting 10,000-event batches."""
         log("goal 6: peak RSS of gunicorn workers ingesting 10,000-event batches")
         ids = self.ids["large"]
-        server = web.Server(env=self.env("large"), log=self.tmp / "gunicorn-memory.log")
-        self.servers.append(server)
+        server = self.server("large", "memory")
         generator = EventGenerator()
         batches = 6 if self.sizes.quick else 20
         encoder = msgspec.json.Encoder()

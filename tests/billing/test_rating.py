@@ -53,6 +53,18 @@ def paid(**kwargs) -> ContractVersion:
     return ContractVersion(effective_from=kwargs.pop("effective_from", JAN), kind="paid", **kwargs)
 
 
+def rate_january(items, *, contracts=None, book=None, **options):
+    """`rate_month` of January 2026 under `contracts` (one plain paid contract if None) at
+    the price `book` (the list `prices()` if None)."""
+    return rate_month(
+        month_start=JAN,
+        items=items,
+        contracts=[paid()] if contracts is None else contracts,
+        prices=prices() if book is None else book,
+        **options,
+    )
+
+
 def item(
     when: datetime,
     *,
@@ -90,6 +102,11 @@ def usage(rated) -> list[tuple]:
     ]
 
 
+def amounts(line) -> tuple:
+    """(kind, list_amount, discount, amount) of a line."""
+    return (line.kind, line.list_amount, line.discount, line.amount)
+
+
 def test_token_classes_splits_cached_from_input():
     assert token_classes(input_tokens=100, cached_tokens=30, output_tokens=50) == {
         TokenClass.INPUT: 70,
@@ -103,11 +120,9 @@ def test_token_classes_splits_cached_from_input():
 def test_rate_month_applies_contract_discount_to_every_class():
     # input 800,000 x 1.00/M = 0.80; cached 200,000 x 0.50/M = 0.10; output 500,000 x 2/M = 1.00
     # list 1.90; realized with 10% off = 1.71
-    rated = rate_month(
-        month_start=JAN,
-        items=[item(at(3), input_=1_000_000, cached=200_000, output=500_000)],
+    rated = rate_january(
+        [item(at(3), input_=1_000_000, cached=200_000, output=500_000)],
         contracts=[paid(discount_pct=D(10))],
-        prices=prices(),
     )
 
     assert rated.list_value == D("1.90")
@@ -133,15 +148,13 @@ def test_rate_month_tier_crossing_puts_each_whole_item_in_the_tier_it_reaches():
         VolumeTier(from_tokens=1_000_000, discount_pct=D(5)),
         VolumeTier(from_tokens=3_000_000, discount_pct=D(10)),
     )
-    rated = rate_month(
-        month_start=JAN,
-        items=[
+    rated = rate_january(
+        [
             item(at(2), output=600_000),
             item(at(3), output=400_000),
             item(at(4), output=2_000_000),
         ],
         contracts=[paid(volume_tiers=tiers)],
-        prices=prices(),
     )
 
     assert [r.tier_discount_pct for r in rated.items] == [D(0), D(5), D(10)]
@@ -156,13 +169,11 @@ def test_rate_month_tier_crossing_puts_each_whole_item_in_the_tier_it_reaches():
 def test_rate_month_tier_compounds_with_contract_discount():
     # 10% contract then 5% tier: keep 0.90 x 0.95 = 0.855, i.e. 14.5% combined
     # output 1,000,000 x 2.00/M = 2.00 -> 1.71
-    rated = rate_month(
-        month_start=JAN,
-        items=[item(at(2), output=1_000_000)],
+    rated = rate_january(
+        [item(at(2), output=1_000_000)],
         contracts=[
             paid(discount_pct=D(10), volume_tiers=(VolumeTier(from_tokens=0, discount_pct=D(5)),))
         ],
-        prices=prices(),
     )
 
     assert rated.items[0].total_discount_pct == D("14.5")
@@ -179,9 +190,8 @@ def test_rate_month_tiers_count_paid_tokens_only():
     # allowance 500,000: the 400,000 item is free (not counted by tiers); the
     # 700,000 item exceeds the allowance (1.1M) and is paid at tier running 700,000 (0%);
     # the 300,000 item brings paid tokens to exactly 1,000,000: 5%.
-    rated = rate_month(
-        month_start=JAN,
-        items=[
+    rated = rate_january(
+        [
             item(at(2), output=400_000),
             item(at(3), output=700_000),
             item(at(4), output=300_000),
@@ -192,7 +202,6 @@ def test_rate_month_tiers_count_paid_tokens_only():
                 volume_tiers=(VolumeTier(from_tokens=1_000_000, discount_pct=D(5)),),
             )
         ],
-        prices=prices(),
     )
 
     assert [r.unsold_reason for r in rated.items] == [UnsoldReason.ALLOWANCE, None, None]
@@ -211,11 +220,9 @@ def test_rate_month_allowance_crossing_pays_the_exceeding_item_whole_and_all_aft
     c = item(t, output=200_000, id_="c")
     d = item(at(6), output=10, id_="d")
 
-    rated = rate_month(
-        month_start=JAN,
-        items=[d, c, b, a],  # input order does not matter
+    rated = rate_january(
+        [d, c, b, a],  # input order does not matter
         contracts=[paid(free_tokens_per_month=1_000_000)],
-        prices=prices(),
     )
 
     assert [r.item.id for r in rated.items] == ["a", "b", "c", "d"]
@@ -232,14 +239,12 @@ def test_rate_month_allowance_crossing_pays_the_exceeding_item_whole_and_all_aft
 def test_rate_month_allowance_comes_from_the_contract_in_force_at_month_start():
     # 1,000 free tokens at month start; the version of Jan 15 grants 1,000,000 but only
     # from next month on, so the 5,000-token item of Jan 20 is paid: 5,000 x 2/M = 0.01
-    rated = rate_month(
-        month_start=JAN,
-        items=[item(at(20), output=5_000)],
+    rated = rate_january(
+        [item(at(20), output=5_000)],
         contracts=[
             paid(free_tokens_per_month=1_000),
             paid(free_tokens_per_month=1_000_000, effective_from=at(15)),
         ],
-        prices=prices(),
     )
 
     assert rated.allowance_tokens == 1_000
@@ -250,11 +255,8 @@ def test_rate_month_allowance_comes_from_the_contract_in_force_at_month_start():
 def test_rate_month_promotion_reduces_realized_pro_rata():
     # realized: x 1,000,000 x 2/M = 2.00, y 3,000,000 x 2/M = 6.00 (total 8.00)
     # credit 2.00 shared 2/8: x 0.50, y 1.50; invoice 8.00 - 2.00 = 6.00
-    rated = rate_month(
-        month_start=JAN,
-        items=[item(at(5), output=1_000_000), item(at(15), output=3_000_000)],
-        contracts=[paid()],
-        prices=prices(),
+    rated = rate_january(
+        [item(at(5), output=1_000_000), item(at(15), output=3_000_000)],
         promotions=[PromotionalCredit(id="welcome", amount=D("2.00"), description="Welcome")],
     )
 
@@ -264,12 +266,7 @@ def test_rate_month_promotion_reduces_realized_pro_rata():
     assert rated.promotion_amount == D("2.00")
     assert rated.realized_after_promotions == D("6.00")
     promotion = rated.lines[-1]
-    assert (promotion.kind, promotion.list_amount, promotion.discount, promotion.amount) == (
-        LineKind.PROMOTION,
-        D("0.00"),
-        D("2.00"),
-        D("-2.00"),
-    )
+    assert amounts(promotion) == (LineKind.PROMOTION, D("0.00"), D("2.00"), D("-2.00"))
     assert promotion.description == "Welcome"
     assert [(p.credit_id, p.applied_amount, p.billed_amount) for p in rated.promotions] == [
         ("welcome", D("2.00"), D("2.00"))
@@ -279,12 +276,8 @@ def test_rate_month_promotion_reduces_realized_pro_rata():
 
 def test_rate_month_promotion_larger_than_usage_is_capped_at_usage():
     # credit 10.00 against realized 2.00: 2.00 used, invoice 0.00
-    rated = rate_month(
-        month_start=JAN,
-        items=[item(at(5), output=1_000_000)],
-        contracts=[paid()],
-        prices=prices(),
-        promotions=[PromotionalCredit(id="big", amount=D("10.00"))],
+    rated = rate_january(
+        [item(at(5), output=1_000_000)], promotions=[PromotionalCredit(id="big", amount=D("10.00"))]
     )
 
     assert rated.promotions[0].applied_amount == D("2.00")
@@ -295,11 +288,8 @@ def test_rate_month_promotion_larger_than_usage_is_capped_at_usage():
 def test_rate_month_promotion_expiry_limits_it_to_earlier_usage():
     # credit 1.00 expiring Jan 10: only x (Jan 5, realized 2.00) is eligible -> x 1.00,
     # y (Jan 15, 6.00) 0; invoice 8.00 - 1.00 = 7.00
-    rated = rate_month(
-        month_start=JAN,
-        items=[item(at(5), output=1_000_000), item(at(15), output=3_000_000)],
-        contracts=[paid()],
-        prices=prices(),
+    rated = rate_january(
+        [item(at(5), output=1_000_000), item(at(15), output=3_000_000)],
         promotions=[PromotionalCredit(id="p", amount=D("1.00"), expires_at=at(10))],
     )
 
@@ -308,11 +298,8 @@ def test_rate_month_promotion_expiry_limits_it_to_earlier_usage():
 
 
 def test_rate_month_promotion_expired_before_month_is_not_applied():
-    rated = rate_month(
-        month_start=JAN,
-        items=[item(at(5), output=1_000_000)],
-        contracts=[paid()],
-        prices=prices(),
+    rated = rate_january(
+        [item(at(5), output=1_000_000)],
         promotions=[PromotionalCredit(id="old", amount=D("1.00"), expires_at=JAN)],
     )
 
@@ -325,11 +312,8 @@ def test_rate_month_promotions_consume_earliest_expiry_first():
     # a (1.00, expires Jan 10) goes first, all on x: x left 1.00, y 6.00 (pool 7.00);
     # b (3.50, no expiry) shares 3.50 x 1/7 = 0.50 to x, 3.50 x 6/7 = 3.00 to y.
     # invoice 8.00 - 1.00 - 3.50 = 3.50
-    rated = rate_month(
-        month_start=JAN,
-        items=[item(at(5), output=1_000_000), item(at(15), output=3_000_000)],
-        contracts=[paid()],
-        prices=prices(),
+    rated = rate_january(
+        [item(at(5), output=1_000_000), item(at(15), output=3_000_000)],
         promotions=[
             PromotionalCredit(id="b", amount=D("3.50")),
             PromotionalCredit(id="a", amount=D("1.00"), expires_at=at(10)),
@@ -357,11 +341,8 @@ def test_rate_month_mid_month_price_change_splits_usage_by_item_time():
             effective_from=at(15),
         ),
     ]
-    rated = rate_month(
-        month_start=JAN,
-        items=[item(at(14, 23, 59, 59), output=1_000_000), item(at(15), output=1_000_000)],
-        contracts=[paid()],
-        prices=book,
+    rated = rate_january(
+        [item(at(14, 23, 59, 59), output=1_000_000), item(at(15), output=1_000_000)], book=book
     )
 
     assert usage(rated) == [
@@ -380,20 +361,13 @@ def test_price_version_rejects_effective_from_off_the_hour():
 
 def test_rate_month_committed_minimum_shortfall():
     # usage 1.71 (the discount example) against a 10.00 minimum: shortfall 8.29
-    rated = rate_month(
-        month_start=JAN,
-        items=[item(at(3), input_=1_000_000, cached=200_000, output=500_000)],
+    rated = rate_january(
+        [item(at(3), input_=1_000_000, cached=200_000, output=500_000)],
         contracts=[paid(discount_pct=D(10), committed_minimum=D("10.00"))],
-        prices=prices(),
     )
 
     minimum = rated.lines[-1]
-    assert (minimum.kind, minimum.list_amount, minimum.discount, minimum.amount) == (
-        LineKind.MINIMUM,
-        D("8.29"),
-        D("0.00"),
-        D("8.29"),
-    )
+    assert amounts(minimum) == (LineKind.MINIMUM, D("8.29"), D("0.00"), D("8.29"))
     assert rated.minimum_shortfall == D("8.29")
     assert rated.total == D("10.00")
 
@@ -401,11 +375,9 @@ def test_rate_month_committed_minimum_shortfall():
 def test_rate_month_committed_minimum_is_measured_before_promotions():
     # usage 8.00, credit 2.00, minimum 10.00: shortfall 10.00 - 8.00 = 2.00,
     # invoice 8.00 - 2.00 + 2.00 = 8.00
-    rated = rate_month(
-        month_start=JAN,
-        items=[item(at(5), output=4_000_000)],
+    rated = rate_january(
+        [item(at(5), output=4_000_000)],
         contracts=[paid(committed_minimum=D("10.00"))],
-        prices=prices(),
         promotions=[PromotionalCredit(id="p", amount=D("2.00"))],
     )
 
@@ -418,11 +390,8 @@ def test_rate_month_committed_minimum_is_measured_before_promotions():
 
 
 def test_rate_month_committed_minimum_met_adds_no_line():
-    rated = rate_month(
-        month_start=JAN,
-        items=[item(at(5), output=4_000_000)],
-        contracts=[paid(committed_minimum=D("8.00"))],
-        prices=prices(),
+    rated = rate_january(
+        [item(at(5), output=4_000_000)], contracts=[paid(committed_minimum=D("8.00"))]
     )
 
     assert [line.kind for line in rated.lines] == [LineKind.USAGE]
@@ -437,16 +406,14 @@ def test_rate_month_unsold_reasons_follow_the_contract_in_force():
         ContractVersion(effective_from=at(10), kind=ContractKind.INTERNAL),
         paid(effective_from=at(20)),
     ]
-    rated = rate_month(
-        month_start=JAN,
-        items=[
+    rated = rate_january(
+        [
             item(at(2), output=100),
             item(at(6), output=200),
             item(at(12), output=300),
             item(at(21), output=1_000_000),
         ],
         contracts=contracts,
-        prices=prices(),
     )
 
     assert [r.unsold_reason for r in rated.items] == [
@@ -466,11 +433,10 @@ def test_rate_month_unsold_reasons_follow_the_contract_in_force():
 
 
 def test_rate_month_trial_reason_takes_precedence_over_allowance():
-    rated = rate_month(
-        month_start=JAN,
-        items=[item(at(2), output=500)],
+    rated = rate_january(
+        [item(at(2), output=500)],
         contracts=[ContractVersion(effective_from=JAN, kind="trial", free_tokens_per_month=1_000)],
-        prices=[],  # unsold usage never needs a price
+        book=[],  # unsold usage never needs a price
     )
 
     assert rated.items[0].unsold_reason == UnsoldReason.TRIAL
@@ -480,12 +446,7 @@ def test_rate_month_trial_reason_takes_precedence_over_allowance():
 
 def test_rate_month_missing_price_names_model_and_time():
     with pytest.raises(RatingError, match=r"'ghost' at 2026-01-03T04:00:00\+00:00") as caught:
-        rate_month(
-            month_start=JAN,
-            items=[item(at(3, 4), output=10, model="ghost")],
-            contracts=[paid()],
-            prices=prices(),
-        )
+        rate_january([item(at(3, 4), output=10, model="ghost")])
 
     assert caught.value.model == "ghost"
     assert caught.value.time == at(3, 4)
@@ -494,12 +455,7 @@ def test_rate_month_missing_price_names_model_and_time():
 def test_rate_month_missing_class_price_names_the_class():
     book = [p for p in prices() if p.token_class != TokenClass.INPUT]
     with pytest.raises(RatingError, match="no input list price") as caught:
-        rate_month(
-            month_start=JAN,
-            items=[item(at(3), input_=10, output=10)],
-            contracts=[paid()],
-            prices=book,
-        )
+        rate_january([item(at(3), input_=10, output=10)], book=book)
 
     assert caught.value.token_class == TokenClass.INPUT
 
@@ -510,12 +466,7 @@ def test_rate_month_price_not_yet_in_force_is_missing():
         for tc in TokenClass
     ]
     with pytest.raises(RatingError, match="'llama' at 2026-01-09T23:00:00"):
-        rate_month(
-            month_start=JAN,
-            items=[item(at(9, 23), output=10)],
-            contracts=[paid()],
-            prices=book,
-        )
+        rate_january([item(at(9, 23), output=10)], book=book)
 
 
 def test_round_money_rounds_half_up_per_currency():
@@ -532,11 +483,10 @@ def test_round_money_rounds_half_up_per_currency():
 def test_rate_month_rounds_exact_midpoint_half_up():
     # 5,000 output x 1.00/M = 0.005 exactly -> 0.01
     # 50,000 input x 1.00/M = 0.05, 10% off = 0.045 -> 0.05 (half-even would give 0.04)
-    rated = rate_month(
-        month_start=JAN,
-        items=[item(at(2), input_=50_000, output=5_000)],
+    rated = rate_january(
+        [item(at(2), input_=50_000, output=5_000)],
         contracts=[paid(discount_pct=D(10))],
-        prices=prices(input_="1.00", output="1.00"),
+        book=prices(input_="1.00", output="1.00"),
     )
 
     assert usage(rated) == [
@@ -550,12 +500,7 @@ def test_rate_month_rounds_exact_midpoint_half_up():
 def test_rate_month_rounds_once_per_line_not_per_item():
     # three items of 3,000 output at 1.00/M: 0.003 each (0.00 if rounded per item);
     # one line of 9,000 tokens = 0.009 -> 0.01
-    rated = rate_month(
-        month_start=JAN,
-        items=[item(at(d), output=3_000) for d in (2, 3, 4)],
-        contracts=[paid()],
-        prices=prices(output="1.00"),
-    )
+    rated = rate_january([item(at(d), output=3_000) for d in (2, 3, 4)], book=prices(output="1.00"))
 
     assert [r.list_value for r in rated.items] == [D("0.003")] * 3
     assert usage(rated) == [
@@ -568,8 +513,8 @@ def _invoiced_and_rerated(late: UsageItem, contracts: list[ContractVersion]):
     """January rated at prices() with 1,000,000 output tokens on Jan 20 (the invoiced month),
     then rated again with the `late` item too."""
     on_time, book = [item(at(20), output=1_000_000)], prices()
-    invoiced = rate_month(month_start=JAN, items=on_time, contracts=contracts, prices=book)
-    rerated = rate_month(month_start=JAN, items=[*on_time, late], contracts=contracts, prices=book)
+    invoiced = rate_january(on_time, contracts=contracts, book=book)
+    rerated = rate_january([*on_time, late], contracts=contracts, book=book)
     return invoiced, rerated
 
 
@@ -586,12 +531,7 @@ def test_adjustment_line_for_late_usage_is_positive():
     line = _adjustment(invoiced.lines, rerated.lines)
 
     assert line is not None
-    assert (line.kind, line.list_amount, line.discount, line.amount) == (
-        LineKind.ADJUSTMENT,
-        D("1.00"),
-        D("0.00"),
-        D("1.00"),
-    )
+    assert amounts(line) == (LineKind.ADJUSTMENT, D("1.00"), D("0.00"), D("1.00"))
     assert line.description == "Adjustment for 2026-01: usage re-rated with late events"
 
 
@@ -643,12 +583,7 @@ def test_adjustment_line_rejects_unrounded_and_sla_credit_lines():
 
 def test_rate_month_rejects_items_outside_the_month():
     with pytest.raises(ValueError, match="outside the month"):
-        rate_month(
-            month_start=JAN,
-            items=[item(datetime(2026, 2, 1, tzinfo=UTC), output=1)],
-            contracts=[paid()],
-            prices=prices(),
-        )
+        rate_january([item(datetime(2026, 2, 1, tzinfo=UTC), output=1)])
 
 
 # --- properties -------------------------------------------------------------------
@@ -721,9 +656,7 @@ def _months(draw):
 def test_rate_month_total_is_sum_of_rounded_lines_and_realized_within_list(month, seed):
     items, contracts, book, promotions = month
 
-    rated = rate_month(
-        month_start=JAN, items=items, contracts=contracts, prices=book, promotions=promotions
-    )
+    rated = rate_january(items, contracts=contracts, book=book, promotions=promotions)
 
     assert rated.total == sum((line.amount for line in rated.lines), D(0))
     for line in rated.lines:
@@ -743,7 +676,5 @@ def test_rate_month_total_is_sum_of_rounded_lines_and_realized_within_list(month
     )
     shuffled = list(items)
     random.Random(seed).shuffle(shuffled)
-    again = rate_month(
-        month_start=JAN, items=shuffled, contracts=contracts, prices=book, promotions=promotions
-    )
+    again = rate_january(shuffled, contracts=contracts, book=book, promotions=promotions)
     assert again.lines == rated.lines

@@ -55,6 +55,11 @@ def _llama():
     return make_deployment(model="llama-8b", pool="h100-a", aliases=[LLAMA_8B], ttft=2000, tpot=50)
 
 
+def _push_sample(deployment, name: str, kind: str, minute: int):
+    """Push the sample exposition `name` for `deployment`'s pool at `minute` past 10:00."""
+    return telemetry_ingest(text=_sample(name), kind=kind, pool=deployment.pool, now=_at(minute))
+
+
 def _bumped(text: str, bump) -> str:
     """The exposition with `bump(series)` added to each sample's value (None: unchanged)."""
     lines = []
@@ -97,12 +102,7 @@ def _sglang_second_scrape(series: str) -> float | None:
 def test_telemetry_ingest_sglang_sample_first_push_is_a_baseline(db):
     deployment = _llama()
 
-    result = telemetry_ingest(
-        text=_sample("sglang_metrics_docs_example.prom"),
-        kind="sglang",
-        pool=deployment.pool,
-        now=_at(15),
-    )
+    result = _push_sample(deployment, "sglang_metrics_docs_example.prom", "sglang", 15)
 
     assert result.families == 12
     assert result.skipped == ()
@@ -245,12 +245,7 @@ def test_telemetry_ingest_unknown_model_is_reported_and_its_baseline_kept(db):
 def test_telemetry_ingest_dcgm_sample_stores_gpu_hours_with_power(db):
     deployment = _llama()
 
-    result = telemetry_ingest(
-        text=_sample("dcgm_exporter_h100_sampled.prom"),
-        kind="dcgm",
-        pool=deployment.pool,
-        now=_at(30),
-    )
+    result = _push_sample(deployment, "dcgm_exporter_h100_sampled.prom", "dcgm", 30)
 
     assert (result.families, result.gpus, result.skipped) == (4, 8, ())
     rows = {row.gpu: row for row in GpuHourly.objects.filter(pool=deployment.pool, hour=HOUR)}
@@ -318,6 +313,14 @@ def _closed_port() -> int:
         return probe.getsockname()[1]
 
 
+def _sglang_target(metrics_server, pool) -> ScrapeTarget:
+    """An SGLang target of `pool` scraping `metrics_server`, which serves the SGLang sample."""
+    metrics_server.page = _sample("sglang_metrics_docs_example.prom")
+    return ScrapeTarget.objects.create(
+        url=f"http://127.0.0.1:{metrics_server.server_port}/metrics", kind="sglang", pool=pool
+    )
+
+
 @pytest.fixture
 def metrics_server():
     """A real HTTP server on 127.0.0.1 serving `server.page` at /metrics."""
@@ -354,12 +357,7 @@ def test_scrape_all_failing_target_is_marked_failed_and_the_job_does_not_raise(d
         pool=deployment.pool,
         timeout_s=2,
     )
-    metrics_server.page = _sample("sglang_metrics_docs_example.prom")
-    live = ScrapeTarget.objects.create(
-        url=f"http://127.0.0.1:{metrics_server.server_port}/metrics",
-        kind="sglang",
-        pool=deployment.pool,
-    )
+    live = _sglang_target(metrics_server, deployment.pool)
     ScrapeTarget.objects.create(
         url="http://127.0.0.1:9/metrics", kind="dcgm", pool=deployment.pool, enabled=False
     )
@@ -389,12 +387,7 @@ def test_scrape_all_failing_target_is_marked_failed_and_the_job_does_not_raise(d
 
 def test_scrape_target_recovery_resets_consecutive_failures(db, metrics_server):
     deployment = _llama()
-    target = ScrapeTarget.objects.create(
-        url=f"http://127.0.0.1:{metrics_server.server_port}/metrics",
-        kind="sglang",
-        pool=deployment.pool,
-    )
-    metrics_server.page = _sample("sglang_metrics_docs_example.prom")
+    target = _sglang_target(metrics_server, deployment.pool)
 
     def flaky(url: str, timeout: float) -> str:
         raise TimeoutError("timed out")

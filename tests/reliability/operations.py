@@ -228,6 +228,35 @@ COST_MODEL = {
     "hosting_per_gpu_month": "200",
 }
 
+
+def _dated(path: str, roles: frozenset[str], label: str, body: dict, create) -> dict:
+    """The POST and DELETE of an effective-dated resource at `path`: POST `body` effective
+    from a distinct future hour; DELETE the row `create(world, at)` makes effective from one."""
+    return {
+        ("POST", path): Write(
+            roles, lambda w, n: Req(body={**body, "effective_from": future(n)}), creates=label
+        ),
+        ("DELETE", f"{path}{{id}}/"): Write(
+            roles, lambda w, n: Req(params={"id": create(w, FUTURE + timedelta(hours=n)).pk})
+        ),
+    }
+
+
+def _catalogue(path: str, key: str, label: str, *, post, spare, put, existing, patch) -> dict:
+    """The POST, PUT, PATCH and DELETE of an operator's catalogue resource at `path`, its rows
+    named by `key`: POST `post(n)`; PUT `put(n)` onto, and DELETE, a row `spare(world, n)`
+    makes; PATCH `patch(n)` onto the world's row `existing(world)`."""
+    item = f"{path}{{{key}}}/"
+    return {
+        ("POST", path): Write(OPERATOR, lambda w, n: Req(body=post(n)), creates=label),
+        ("PUT", item): Write(OPERATOR, lambda w, n: Req(params={key: spare(w, n)}, body=put(n))),
+        ("PATCH", item): Write(
+            OPERATOR, lambda w, n: Req(params={key: existing(w)}, body=patch(n))
+        ),
+        ("DELETE", item): Write(OPERATOR, lambda w, n: Req(params={key: spare(w, n)})),
+    }
+
+
 WRITES: dict[tuple[str, str], Write] = {
     ("POST", "/api/v1/capacity"): Write(
         OPERATOR,
@@ -243,46 +272,6 @@ WRITES: dict[tuple[str, str], Write] = {
             ]
         ),
         scope="ingest",
-    ),
-    ("POST", "/api/v1/contracts/"): Write(
-        COMMERCIAL,
-        lambda w, n: Req(body={"tenant": "tenant-a", "kind": "paid", "effective_from": future(n)}),
-        creates="billing.Contract",
-    ),
-    ("DELETE", "/api/v1/contracts/{id}/"): Write(
-        COMMERCIAL,
-        lambda w, n: Req(
-            params={
-                "id": contract_create(
-                    tenant=w.tenant_a,
-                    kind="paid",
-                    effective_from=FUTURE + timedelta(hours=n),
-                    currency="USD",
-                ).pk
-            }
-        ),
-    ),
-    ("POST", "/api/v1/cost-models/"): Write(
-        OPERATOR,
-        lambda w, n: Req(body={**COST_MODEL, "effective_from": future(n)}),
-        creates="flywheel.CostModel",
-    ),
-    ("DELETE", "/api/v1/cost-models/{id}/"): Write(
-        OPERATOR,
-        lambda w, n: Req(
-            params={
-                "id": cost_model_create(
-                    pool=w.pool,
-                    capex_per_gpu=Decimal(1),
-                    depreciation_months=60,
-                    power_kw_per_gpu=Decimal(1),
-                    pue=Decimal(1),
-                    electricity_price_per_kwh=Decimal(0),
-                    hosting_per_gpu_month=Decimal(0),
-                    effective_from=FUTURE + timedelta(hours=n),
-                ).pk
-            }
-        ),
     ),
     ("POST", "/api/v1/deployments/"): Write(
         OPERATOR,
@@ -304,25 +293,6 @@ WRITES: dict[tuple[str, str], Write] = {
             body={"effective_from": future(n), "r_ref": "1100", "w_in": "0"},
         ),
     ),
-    ("POST", "/api/v1/factory-costs/"): Write(
-        OPERATOR,
-        lambda w, n: Req(
-            body={"staff_per_month": "1", "sga_per_month": "2", "effective_from": future(n)}
-        ),
-        creates="flywheel.FactoryCosts",
-    ),
-    ("DELETE", "/api/v1/factory-costs/{id}/"): Write(
-        OPERATOR,
-        lambda w, n: Req(
-            params={
-                "id": factory_costs_create(
-                    staff_per_month=Decimal(1),
-                    sga_per_month=Decimal(1),
-                    effective_from=FUTURE + timedelta(hours=n),
-                ).pk
-            }
-        ),
-    ),
     ("POST", "/api/v1/flywheel/cycles/"): Write(
         OPERATOR,
         lambda w, n: Req(body={"from": "2026-03-01", "to": "2026-03-08"}),
@@ -334,21 +304,6 @@ WRITES: dict[tuple[str, str], Write] = {
             body={"from": "2026-03-01", "to": "2026-04-01", "targets": {"occupancy": "0.8"}}
         ),
         scope="read",
-    ),
-    ("POST", "/api/v1/goals/"): Write(
-        OPERATOR,
-        lambda w, n: Req(body={"min_tfi": "0.3", "effective_from": future(n)}),
-        creates="flywheel.Goal",
-    ),
-    ("DELETE", "/api/v1/goals/{id}/"): Write(
-        OPERATOR,
-        lambda w, n: Req(
-            params={
-                "id": goal_create(
-                    min_tfi=Decimal("0.2"), effective_from=FUTURE + timedelta(hours=n)
-                ).pk
-            }
-        ),
     ),
     ("POST", "/api/v1/lever-applications/"): Write(
         OPERATOR,
@@ -448,113 +403,6 @@ WRITES: dict[tuple[str, str], Write] = {
             }
         ),
     ),
-    ("POST", "/api/v1/models/"): Write(
-        OPERATOR,
-        lambda w, n: Req(body={"slug": f"new-model-{n}", "name": "New", "aliases": [f"a-{n}"]}),
-        creates="metering.ServedModel",
-    ),
-    ("PUT", "/api/v1/models/{slug}/"): Write(
-        OPERATOR,
-        lambda w, n: Req(
-            params={"slug": _model(n).slug},
-            body={"slug": f"model-{n}", "name": "Renamed", "aliases": []},
-        ),
-    ),
-    ("PATCH", "/api/v1/models/{slug}/"): Write(
-        OPERATOR,
-        lambda w, n: Req(params={"slug": "llama-70b"}, body={"name": f"Llama {n}"}),
-    ),
-    ("DELETE", "/api/v1/models/{slug}/"): Write(
-        OPERATOR, lambda w, n: Req(params={"slug": _model(n).slug})
-    ),
-    ("POST", "/api/v1/pools/"): Write(
-        OPERATOR,
-        lambda w, n: Req(
-            body={"slug": f"new-pool-{n}", "name": "P", "gpu_type": "B200", "gpu_count": 8}
-        ),
-        creates="metering.Pool",
-    ),
-    ("PUT", "/api/v1/pools/{slug}/"): Write(
-        OPERATOR,
-        lambda w, n: Req(
-            params={"slug": _pool(n).slug},
-            body={"slug": f"pool-{n}", "name": "Renamed", "gpu_type": "H100", "gpu_count": 16},
-        ),
-    ),
-    ("PATCH", "/api/v1/pools/{slug}/"): Write(
-        OPERATOR, lambda w, n: Req(params={"slug": "h100-a"}, body={"site": f"site {n}"})
-    ),
-    ("DELETE", "/api/v1/pools/{slug}/"): Write(
-        OPERATOR, lambda w, n: Req(params={"slug": _pool(n).slug})
-    ),
-    ("POST", "/api/v1/prices/"): Write(
-        COMMERCIAL,
-        lambda w, n: Req(
-            body={
-                "model": "llama-70b",
-                "token_class": "output",
-                "per_million": "2.5",
-                "currency": "USD",
-                "effective_from": future(n),
-            }
-        ),
-        creates="billing.Price",
-    ),
-    ("DELETE", "/api/v1/prices/{id}/"): Write(
-        COMMERCIAL,
-        lambda w, n: Req(
-            params={
-                "id": price_create(
-                    model=w.deployment.model,
-                    token_class="output",
-                    per_million=Decimal(3),
-                    currency="USD",
-                    effective_from=FUTURE + timedelta(hours=n),
-                ).pk
-            }
-        ),
-    ),
-    ("POST", "/api/v1/promotions/"): Write(
-        COMMERCIAL,
-        lambda w, n: Req(
-            body={"tenant": "tenant-a", "amount": "5", "effective_from": future(n)},
-        ),
-        creates="billing.PromotionalCredit",
-    ),
-    ("DELETE", "/api/v1/promotions/{id}/"): Write(
-        COMMERCIAL,
-        lambda w, n: Req(
-            params={
-                "id": promotion_grant(
-                    tenant=w.tenant_a,
-                    amount=Decimal(1),
-                    currency="USD",
-                    effective_from=FUTURE + timedelta(hours=n),
-                ).pk
-            }
-        ),
-    ),
-    ("POST", "/api/v1/scrape-targets/"): Write(
-        OPERATOR,
-        lambda w, n: Req(
-            body={"url": f"http://127.0.0.1:9/new-{n}", "kind": "sglang", "pool": "h100-a"}
-        ),
-        creates="metering.ScrapeTarget",
-    ),
-    ("PUT", "/api/v1/scrape-targets/{id}/"): Write(
-        OPERATOR,
-        lambda w, n: Req(
-            params={"id": _target(w, n).pk},
-            body={"url": f"http://127.0.0.1:9/put-{n}", "kind": "dcgm", "pool": "h100-a"},
-        ),
-    ),
-    ("PATCH", "/api/v1/scrape-targets/{id}/"): Write(
-        OPERATOR,
-        lambda w, n: Req(params={"id": w.scrape_target.pk}, body={"enabled": n % 2 == 0}),
-    ),
-    ("DELETE", "/api/v1/scrape-targets/{id}/"): Write(
-        OPERATOR, lambda w, n: Req(params={"id": _target(w, n).pk})
-    ),
     ("POST", "/api/v1/telemetry/prometheus"): Write(
         OPERATOR,
         lambda w, n: Req(
@@ -563,24 +411,6 @@ WRITES: dict[tuple[str, str], Write] = {
             query=f"kind=vllm&pool=h100-a&source=s{n}",
         ),
         scope="ingest",
-    ),
-    ("POST", "/api/v1/tenants/"): Write(
-        OPERATOR,
-        lambda w, n: Req(body={"slug": f"new-tenant-{n}", "name": "New"}),
-        creates="portal.Tenant",
-    ),
-    ("PUT", "/api/v1/tenants/{slug}/"): Write(
-        OPERATOR,
-        lambda w, n: Req(
-            params={"slug": _tenant(n).slug},
-            body={"slug": f"tenant-{n}", "name": "Renamed", "status": "active"},
-        ),
-    ),
-    ("PATCH", "/api/v1/tenants/{slug}/"): Write(
-        OPERATOR, lambda w, n: Req(params={"slug": "tenant-a"}, body={"name": f"A {n}"})
-    ),
-    ("DELETE", "/api/v1/tenants/{slug}/"): Write(
-        OPERATOR, lambda w, n: Req(params={"slug": _tenant(n).slug})
     ),
     ("POST", "/api/v1/usage/cloudevents"): Write(
         OPERATOR,
@@ -596,6 +426,109 @@ WRITES: dict[tuple[str, str], Write] = {
             body=_openai_line(n) + "\n", content_type="application/jsonl", query="tenant=tenant-a"
         ),
         scope="ingest",
+    ),
+    **_dated(
+        "/api/v1/contracts/",
+        COMMERCIAL,
+        "billing.Contract",
+        {"tenant": "tenant-a", "kind": "paid"},
+        lambda w, at: contract_create(
+            tenant=w.tenant_a, kind="paid", effective_from=at, currency="USD"
+        ),
+    ),
+    **_dated(
+        "/api/v1/cost-models/",
+        OPERATOR,
+        "flywheel.CostModel",
+        COST_MODEL,
+        lambda w, at: cost_model_create(
+            pool=w.pool,
+            capex_per_gpu=Decimal(1),
+            depreciation_months=60,
+            power_kw_per_gpu=Decimal(1),
+            pue=Decimal(1),
+            electricity_price_per_kwh=Decimal(0),
+            hosting_per_gpu_month=Decimal(0),
+            effective_from=at,
+        ),
+    ),
+    **_dated(
+        "/api/v1/factory-costs/",
+        OPERATOR,
+        "flywheel.FactoryCosts",
+        {"staff_per_month": "1", "sga_per_month": "2"},
+        lambda w, at: factory_costs_create(
+            staff_per_month=Decimal(1), sga_per_month=Decimal(1), effective_from=at
+        ),
+    ),
+    **_dated(
+        "/api/v1/goals/",
+        OPERATOR,
+        "flywheel.Goal",
+        {"min_tfi": "0.3"},
+        lambda w, at: goal_create(min_tfi=Decimal("0.2"), effective_from=at),
+    ),
+    **_dated(
+        "/api/v1/prices/",
+        COMMERCIAL,
+        "billing.Price",
+        {"model": "llama-70b", "token_class": "output", "per_million": "2.5", "currency": "USD"},
+        lambda w, at: price_create(
+            model=w.deployment.model,
+            token_class="output",
+            per_million=Decimal(3),
+            currency="USD",
+            effective_from=at,
+        ),
+    ),
+    **_dated(
+        "/api/v1/promotions/",
+        COMMERCIAL,
+        "billing.PromotionalCredit",
+        {"tenant": "tenant-a", "amount": "5"},
+        lambda w, at: promotion_grant(
+            tenant=w.tenant_a, amount=Decimal(1), currency="USD", effective_from=at
+        ),
+    ),
+    **_catalogue(
+        "/api/v1/models/",
+        "slug",
+        "metering.ServedModel",
+        post=lambda n: {"slug": f"new-model-{n}", "name": "New", "aliases": [f"a-{n}"]},
+        spare=lambda w, n: _model(n).slug,
+        put=lambda n: {"slug": f"model-{n}", "name": "Renamed", "aliases": []},
+        existing=lambda w: "llama-70b",
+        patch=lambda n: {"name": f"Llama {n}"},
+    ),
+    **_catalogue(
+        "/api/v1/pools/",
+        "slug",
+        "metering.Pool",
+        post=lambda n: {"slug": f"new-pool-{n}", "name": "P", "gpu_type": "B200", "gpu_count": 8},
+        spare=lambda w, n: _pool(n).slug,
+        put=lambda n: {"slug": f"pool-{n}", "name": "Renamed", "gpu_type": "H100", "gpu_count": 16},
+        existing=lambda w: "h100-a",
+        patch=lambda n: {"site": f"site {n}"},
+    ),
+    **_catalogue(
+        "/api/v1/scrape-targets/",
+        "id",
+        "metering.ScrapeTarget",
+        post=lambda n: {"url": f"http://127.0.0.1:9/new-{n}", "kind": "sglang", "pool": "h100-a"},
+        spare=lambda w, n: _target(w, n).pk,
+        put=lambda n: {"url": f"http://127.0.0.1:9/put-{n}", "kind": "dcgm", "pool": "h100-a"},
+        existing=lambda w: w.scrape_target.pk,
+        patch=lambda n: {"enabled": n % 2 == 0},
+    ),
+    **_catalogue(
+        "/api/v1/tenants/",
+        "slug",
+        "portal.Tenant",
+        post=lambda n: {"slug": f"new-tenant-{n}", "name": "New"},
+        spare=lambda w, n: _tenant(n).slug,
+        put=lambda n: {"slug": f"tenant-{n}", "name": "Renamed", "status": "active"},
+        existing=lambda w: "tenant-a",
+        patch=lambda n: {"name": f"A {n}"},
     ),
 }
 
