@@ -78,6 +78,12 @@ def _kept_on_user(attr: str):
     return decorate
 
 
+def acting_user(user: AbstractBaseUser | AnonymousUser | None) -> AbstractBaseUser | None:
+    """The user a write is recorded against (`created_by`, an audit entry's actor): None for
+    a job, a command or an anonymous request."""
+    return user if user is not None and user.is_authenticated else None
+
+
 @_kept_on_user("_portal_role")
 def user_role(user: AbstractBaseUser) -> Role | None:
     """The user's role: superusers are operators; otherwise the highest group held."""

@@ -13,7 +13,7 @@ from django.db.models import Model
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
-from portal.access import TOKEN_SCOPES, user_refusal, user_role, user_tenant
+from portal.access import TOKEN_SCOPES, acting_user, user_refusal, user_role, user_tenant
 from portal.models import ApiToken, AuditEntry, Membership, Role, Tenant
 
 TOKEN_PREFIX = "tfp_"  # noqa: S105 (a marker, not a secret)
@@ -42,7 +42,7 @@ def audit_record(
 ) -> AuditEntry:
     """Append one audit entry (entries are never changed afterwards)."""
     return AuditEntry.objects.create(
-        actor=actor if actor is not None and actor.is_authenticated else None,
+        actor=acting_user(actor),
         action=action,
         object_type=object_type,
         object_id=str(object_id),

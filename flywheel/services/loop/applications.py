@@ -11,6 +11,7 @@ from flywheel.models import LeverApplication
 from flywheel.selectors.loop.levers import levers_in_force
 from flywheel.selectors.measurement import FactoryData
 from portal import clock
+from portal.access import acting_user
 from portal.errors import FieldError
 from portal.periods import hour_floor
 from portal.services import audit_object, object_delete
@@ -60,7 +61,7 @@ def lever_apply(
             baseline_end=end,
             baseline_factors=_factor_strings(before),
             projected={factor: values["typical"] for factor, values in lever.effects.items()},
-            created_by=by if by is not None and by.is_authenticated else None,
+            created_by=acting_user(by),
         )
         audit_object(
             obj=application, actor=by, action="lever.apply", object_type="lever_application"

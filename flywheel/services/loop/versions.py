@@ -10,6 +10,7 @@ from django.db import transaction
 
 from flywheel.domain.loop.factors import CAPPED, FACTORS
 from flywheel.models import Goal, Lever
+from portal.access import acting_user
 from portal.errors import FieldError
 from portal.versions import effective_from_check, version_create
 
@@ -97,7 +98,7 @@ def lever_create(
             source=source,
             observations=observations,
             effective_from=effective_from,
-            created_by=by if by is not None and by.is_authenticated else None,
+            created_by=acting_user(by),
         ),
         series={"slug": slug},
         conflict=f"lever {slug} already has a version from that instant",
@@ -151,7 +152,7 @@ def goal_create(
             note=note,
             currency=currency,
             effective_from=effective_from,
-            created_by=by if by is not None and by.is_authenticated else None,
+            created_by=acting_user(by),
         ),
         series={},
         conflict="a goal already starts at that instant",

@@ -17,6 +17,7 @@ from metering.models import (
 )
 from metering.services.sla.scope import UNSET, check_title, raise_if_any, set_scope
 from portal import clock
+from portal.access import acting_user
 from portal.closing import month_closed_check
 from portal.errors import FieldError
 from portal.models import Tenant
@@ -90,7 +91,7 @@ def incident_create(
         resolved_at=resolved_at,
         cause=cause.strip(),
         remediation=remediation.strip(),
-        created_by=by if by is not None and by.is_authenticated else None,
+        created_by=acting_user(by),
     )
     set_scope(incident, deployments=deployments, pools=pools, tenants=tenants)
     # The opening update holds from the start (the incident was under way before it was
@@ -168,7 +169,7 @@ def incident_update_add(
         status=status,
         impact=impact,
         message=message.strip(),
-        created_by=by if by is not None and by.is_authenticated else None,
+        created_by=acting_user(by),
     )
     if status != incident.status:
         incident.status = status

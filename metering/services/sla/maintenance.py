@@ -11,6 +11,7 @@ from django.db import transaction
 from metering.models import Deployment, MaintenanceWindow, Pool
 from metering.services.sla.scope import UNSET, check_title, raise_if_any, set_scope
 from portal import clock
+from portal.access import acting_user
 from portal.closing import month_closed_check
 from portal.errors import FieldError
 from portal.services import audit_object, audit_snapshot, object_delete
@@ -73,7 +74,7 @@ def maintenance_window_create(
         starts_at=starts_at,
         ends_at=ends_at,
         announced_at=announced_at or now,
-        created_by=by if by is not None and by.is_authenticated else None,
+        created_by=acting_user(by),
     )
     set_scope(window, deployments=deployments, pools=pools)
     audit_object(obj=window, actor=by, action="create", object_type="maintenance_window")
