@@ -55,39 +55,3 @@ def fields_hash(
         )
     )
     return blake2b(canonical.encode(), digest_size=16, person=b"usage-event-v1").hexdigest()
-
-
-def payload_hash(
-    *,
-    source: str,
-    id: str,
-    time: datetime,
-    tenant: str,
-    model: str,
-    pool: str | None,
-    input_tokens: int,
-    cached_tokens: int,
-    output_tokens: int,
-    ttft_ms: float | None,
-    tpot_ms: float | None,
-    latency_ms: float | None,
-    status: str,
-    requests: int = 1,
-) -> str:
-    """The payload hash ``validate_events`` gives an event with these (valid) values."""
-    return fields_hash(
-        source,
-        id,
-        time.astimezone(UTC),
-        tenant,
-        model,
-        pool,
-        input_tokens,
-        cached_tokens,
-        output_tokens,
-        None if ttft_ms is None else float(ttft_ms),
-        None if tpot_ms is None else float(tpot_ms),
-        None if latency_ms is None else float(latency_ms),
-        status,
-        requests,
-    )
