@@ -24,7 +24,7 @@ from decimal import Decimal, localcontext
 from functools import reduce
 from operator import or_
 
-from django.db.models import Max, Model, Q, QuerySet, Sum
+from django.db.models import Max, Model, Q
 
 from billing.selectors.credits import sla_credit_totals
 from billing.selectors.rated import (
@@ -51,7 +51,11 @@ from metering.selectors.factory import (
     pool_list,
     pool_service_lives,
 )
-from metering.selectors.usage import capacity_sample_list, hourly_usage_list
+from metering.selectors.usage import (
+    capacity_sample_list,
+    deployment_hour_sums,
+    hourly_usage_list,
+)
 from portal import clock
 from portal.periods import Period, day_floor, month_start, next_month
 
@@ -165,23 +169,6 @@ class PoolSums:
 def _tok(version: Model, output: int, input_: int, cached: int) -> Decimal:
     return production_tokens(
         output_tokens=output, input_tokens=input_, cached_tokens=cached, w_in=version.w_in
-    )
-
-
-def deployment_hour_sums(rollups: QuerySet) -> QuerySet:
-    """Hourly rollups summed per deployment and hour: requests `n`, compliant requests `ok`,
-    errors `err`, input, cached and output tokens `i`, `c`, `o` and their SLO-compliant
-    parts `ci`, `cc`, `co`."""
-    return rollups.values("deployment_id", "hour").annotate(
-        n=Sum("requests"),
-        ok=Sum("compliant_requests"),
-        err=Sum("errors"),
-        i=Sum("input_tokens"),
-        c=Sum("cached_tokens"),
-        o=Sum("output_tokens"),
-        ci=Sum("compliant_input_tokens"),
-        cc=Sum("compliant_cached_tokens"),
-        co=Sum("compliant_output_tokens"),
     )
 
 

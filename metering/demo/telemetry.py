@@ -4,10 +4,10 @@ import random
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Sum
 
 from metering.demo.parameters import SEED, demo_window
-from metering.models import EngineHourly, HourlyUsage
+from metering.models import Deployment, EngineHourly
+from metering.selectors.usage import deployment_hour_sums, hourly_usage_list
 from portal import clock
 from portal.demo import demo_step
 
@@ -27,21 +27,13 @@ def demo_engine_telemetry(*, stdout) -> None:
     if EngineHourly.objects.filter(hour__gte=day, hour__lt=end).exists():
         stdout.write("  engine telemetry already loaded\n")
         return
-    metered = (
-        HourlyUsage.objects.filter(hour__gte=day, hour__lt=end)
-        .values("deployment_id", "deployment__slug", "hour")
-        .annotate(
-            output=Sum("output_tokens"),
-            input=Sum("input_tokens"),
-            cached=Sum("cached_tokens"),
-            requests=Sum("requests"),
-            errors=Sum("errors"),
-        )
-        .order_by("deployment_id", "hour")
+    slugs = dict(Deployment.objects.values_list("pk", "slug"))
+    metered = deployment_hour_sums(hourly_usage_list(start=day, end=end)).order_by(
+        "deployment_id", "hour"
     )
     rows = []
     for row in metered:
-        hour_and_factor = ENGINE_MISMATCHES.get(row["deployment__slug"])
+        hour_and_factor = ENGINE_MISMATCHES.get(slugs[row["deployment_id"]])
         if hour_and_factor and row["hour"] == day + timedelta(hours=hour_and_factor[0]):
             factor = hour_and_factor[1]
         else:
@@ -51,11 +43,11 @@ def demo_engine_telemetry(*, stdout) -> None:
                 deployment_id=row["deployment_id"],
                 hour=row["hour"],
                 intervals=120,  # every 30 s scrape of the hour
-                prompt_tokens=round(row["input"] * factor),
-                generation_tokens=round(row["output"] * factor),
-                cached_prompt_tokens=round(row["cached"] * factor),
-                requests=round(row["requests"] * factor),
-                aborted_requests=row["errors"],
+                prompt_tokens=round(row["i"] * factor),
+                generation_tokens=round(row["o"] * factor),
+                cached_prompt_tokens=round(row["c"] * factor),
+                requests=round(row["n"] * factor),
+                aborted_requests=row["err"],
                 last_observed_at=row["hour"] + timedelta(minutes=59, seconds=30),
             )
         )

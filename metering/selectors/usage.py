@@ -198,6 +198,23 @@ def hourly_usage_list(
     return filter_within(queryset=HourlyUsage.objects.all(), field="hour", start=start, end=end)
 
 
+def deployment_hour_sums(rollups: QuerySet[HourlyUsage]) -> QuerySet:
+    """Hourly rollups summed per deployment and hour: requests `n`, compliant requests `ok`,
+    errors `err`, input, cached and output tokens `i`, `c`, `o` and their SLO-compliant
+    parts `ci`, `cc`, `co`."""
+    return rollups.values("deployment_id", "hour").annotate(
+        n=Sum("requests"),
+        ok=Sum("compliant_requests"),
+        err=Sum("errors"),
+        i=Sum("input_tokens"),
+        c=Sum("cached_tokens"),
+        o=Sum("output_tokens"),
+        ci=Sum("compliant_input_tokens"),
+        cc=Sum("compliant_cached_tokens"),
+        co=Sum("compliant_output_tokens"),
+    )
+
+
 def daily_usage_list(*, start: datetime, end: datetime) -> QuerySet[DailyUsage]:
     """Daily rollup rows of the UTC days from start's date up to (not including) end's."""
     return DailyUsage.objects.filter(day__gte=start.date(), day__lt=end.date())

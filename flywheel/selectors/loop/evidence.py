@@ -24,10 +24,10 @@ from billing.selectors.rated import (
 from flywheel.domain.kpis import KPI_CONTEXT, ratio_of
 from flywheel.domain.loop.baseline import Baseline
 from flywheel.domain.loop.diagnosis import Evidence, EvidenceColumn
-from flywheel.selectors.measurement import FactoryData, deployment_hour_sums, hour_production
+from flywheel.selectors.measurement import FactoryData, hour_production
 from metering.selectors.factory import deployment_list
 from metering.selectors.sla.incidents import deployment_slugs, incident_queryset, peak_impact
-from metering.selectors.usage import hourly_usage_list
+from metering.selectors.usage import deployment_hour_sums, hourly_usage_list
 from portal.periods import Period
 
 ZERO = Decimal(0)
