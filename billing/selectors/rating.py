@@ -31,8 +31,6 @@ from billing.models import (
     PromotionUse,
 )
 from billing.selectors.usage_rows import (
-    daily_rows,
-    day_rows,
     hour_items,
     hourly_rows,
     row_item,
@@ -145,18 +143,12 @@ def month_rate(
     *,
     month_start: datetime,
     tenants: Iterable[Tenant] | None = None,
-    by_day: tuple[datetime, datetime] | None = None,
 ) -> MonthRating:
-    """Rate the month of every tenant with usage in it (or of `tenants`), in a fixed number
-    of queries; a tenant that cannot be rated gets its RatingError instead.
-
-    `by_day=(start, end)`, for the KPI measurement of periods of whole days (or ending at
-    start and end): a day that rates alike throughout is one item per daily rollup row at
-    its midnight, so the items are about one per tenant, deployment and day instead of
-    per hour. The lines and totals are the same either way; invoices rate hourly."""
+    """Rate the month of every tenant with usage in it (or of `tenants`) hour by hour, in a
+    fixed number of queries; a tenant that cannot be rated gets its RatingError instead."""
     start, end = month_bounds(month_start=month_start)
     ids = None if tenants is None else [t.pk for t in tenants]
-    by_tenant = hourly_rows(start, end, ids) if by_day is None else daily_rows(start, end, ids)
+    by_tenant = hourly_rows(start, end, ids)
     if ids is None:
         ids = list(by_tenant)
     tenant_map = {t.pk: t for t in Tenant.objects.filter(pk__in=ids)}
@@ -165,14 +157,6 @@ def month_rate(
         contracts[contract.tenant_id].append(_contract_version(contract))
     promotions = _promotions(month_start=start, tenant_ids=ids)
     prices = price_versions()
-    if by_day is not None:
-        by_tenant = day_rows(
-            by_tenant,
-            month=(start, end),
-            period=by_day,
-            contracts=contracts,
-            promotions=promotions,
-        )
     split: dict[int, set[datetime]] = {}
     for tenant_id in ids:
         book = ContractBook(contracts[tenant_id])

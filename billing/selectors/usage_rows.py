@@ -1,43 +1,43 @@
-"""Rollup rows and events as rating items: hourly rows, daily rows for days that rate
-alike throughout, and the hours the allowance, a volume tier or a credit's expiry splits
-(rated event by event, in kpis.md's order: time, source, id)."""
+"""Rollup rows and events as rating items: hourly rows, and the hours the allowance, a
+volume tier or a credit's expiry splits (rated event by event, in kpis.md's order: time,
+source, id)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
-from datetime import UTC, datetime, time, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import reduce
 from operator import or_
 
 from django.db.models import F, Q
 
 from billing.domain.rating.books import ContractBook
-from billing.domain.rating.types import ContractVersion, UsageItem
 from billing.domain.rating.types import PromotionalCredit as CreditIn
-from billing.models import Price
-from metering.selectors.factory import deployment_version_list
+from billing.domain.rating.types import UsageItem
 from metering.selectors.usage import (
-    daily_usage_list,
     event_key_list,
     hourly_usage_list,
     usage_event_list,
 )
-from portal.periods import day_floor, hour_floor
+from portal.periods import hour_floor
 
 HOUR = timedelta(hours=1)
 
-DAY = timedelta(days=1)
 
-
-def _rollup_rows(rows, when: str) -> dict[int, dict[datetime, list[dict]]]:
-    """Rollup rows with ok usage, per tenant id and start instant (`when`: the hour, or the
-    day's midnight for daily rows), with ok and compliant sums."""
+def hourly_rows(
+    start: datetime, end: datetime, tenant_ids
+) -> dict[int, dict[datetime, list[dict]]]:
+    """The hourly rollup rows of [start, end) with ok usage (of `tenant_ids`, or every
+    tenant's), per tenant id and hour, with ok and compliant sums."""
+    rows = hourly_usage_list(start=start, end=end)
+    if tenant_ids is not None:
+        rows = rows.filter(tenant_id__in=tenant_ids)
     rows = (
         rows.filter(Q(ok_input_tokens__gt=0) | Q(ok_output_tokens__gt=0))
         .values(
             "tenant_id",
             "deployment_id",
+            "hour",
             "requests",
             "errors",
             "compliant_input_tokens",
@@ -45,7 +45,6 @@ def _rollup_rows(rows, when: str) -> dict[int, dict[datetime, list[dict]]]:
             "compliant_output_tokens",
         )
         .annotate(
-            hour=F(when),
             input_tokens=F("ok_input_tokens"),
             cached_tokens=F("ok_cached_tokens"),
             output_tokens=F("ok_output_tokens"),
@@ -53,110 +52,13 @@ def _rollup_rows(rows, when: str) -> dict[int, dict[datetime, list[dict]]]:
             pool=F("deployment__pool__slug"),
             deployment=F("deployment__slug"),
         )
-        .order_by("tenant_id", when, "deployment_id")
+        .order_by("tenant_id", "hour", "deployment_id")
     )
     by_tenant: dict[int, dict[datetime, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
-        hour = row["hour"]
-        if isinstance(hour, datetime):
-            row["hour"] = hour.astimezone(UTC)
-        else:  # a daily row's date: its midnight
-            row["hour"] = datetime.combine(hour, time.min, tzinfo=UTC)
+        row["hour"] = row["hour"].astimezone(UTC)
         by_tenant[row["tenant_id"]][row["hour"]].append(row)
     return by_tenant
-
-
-def hourly_rows(
-    start: datetime, end: datetime, tenant_ids
-) -> dict[int, dict[datetime, list[dict]]]:
-    rows = hourly_usage_list(start=start, end=end)
-    if tenant_ids is not None:
-        rows = rows.filter(tenant_id__in=tenant_ids)
-    return _rollup_rows(rows, "hour")
-
-
-def _days_changing(instants: Iterable[datetime | None], start: datetime, end: datetime):
-    """The days of [start, end) inside which one of the instants falls (not at midnight)."""
-    return {
-        day_floor(t) for t in instants if t is not None and start <= t < end and t != day_floor(t)
-    }
-
-
-def _hourly_cells(days: dict[int, set[datetime]]) -> dict[int, dict[datetime, list[dict]]]:
-    """The hourly rows of the given (tenant id, day) cells, in one query."""
-    tenants_by_day: dict[datetime, list[int]] = defaultdict(list)
-    for tenant_id, tenant_days in days.items():
-        for day in tenant_days:
-            tenants_by_day[day].append(tenant_id)
-    if not tenants_by_day:
-        return {}
-    condition = reduce(
-        or_,
-        (
-            Q(hour__gte=day, hour__lt=day + DAY, tenant_id__in=sorted(tenants))
-            for day, tenants in sorted(tenants_by_day.items())
-        ),
-    )
-    return _rollup_rows(hourly_usage_list().filter(condition), "hour")
-
-
-def day_rows(
-    daily: dict[int, dict[datetime, list[dict]]],
-    *,
-    month: tuple[datetime, datetime],
-    period: tuple[datetime, datetime],
-    contracts: dict[int, list[ContractVersion]],
-    promotions: dict[int, list[CreditIn]],
-) -> dict[int, dict[datetime, list[dict]]]:
-    """Each tenant's rows keyed by start instant: a day's daily rows where the whole day
-    rates alike, the hourly rows of the days that need them — a day holding the period's
-    start or end, a price, contract or deployment version change, a credit's expiry, or
-    where the allowance runs out or a volume tier is reached."""
-    start, end = month
-    common = _days_changing(
-        [
-            *period,
-            *Price.objects.filter(effective_from__gte=start, effective_from__lt=end).values_list(
-                "effective_from", flat=True
-            ),
-            *deployment_version_list(start=start, end=end).values_list("effective_from", flat=True),
-        ],
-        start,
-        end,
-    )
-    books, allowances, hourly_days = {}, {}, {}
-    for tenant_id, by_day in daily.items():
-        books[tenant_id] = book = ContractBook(contracts[tenant_id])
-        opening = book.at(when=start)
-        allowances[tenant_id] = opening.free_tokens_per_month if opening is not None else 0
-        changing = _days_changing(
-            [c.effective_from for c in contracts[tenant_id]]
-            + [c.expires_at for c in promotions.get(tenant_id, [])],
-            start,
-            end,
-        )
-        crossing = split_hours(
-            by_day, contracts=book, allowance=allowances[tenant_id], promotions=[]
-        )
-        hourly_days[tenant_id] = (common | changing | crossing) & by_day.keys()
-    while True:
-        hourly = _hourly_cells(hourly_days)
-        mixed, again = {}, False
-        for tenant_id, by_day in daily.items():
-            whole = {day: rows for day, rows in by_day.items() if day not in hourly_days[tenant_id]}
-            mixed[tenant_id] = dict(sorted({**whole, **hourly.get(tenant_id, {})}.items()))
-            # Seen hour by hour, the split days can move a crossing into a whole day.
-            crossing = split_hours(
-                mixed[tenant_id],
-                contracts=books[tenant_id],
-                allowance=allowances[tenant_id],
-                promotions=[],
-            )
-            if moved := crossing & whole.keys():
-                hourly_days[tenant_id] |= moved
-                again = True
-        if not again:
-            return mixed
 
 
 def split_hours(
@@ -289,10 +191,3 @@ def row_item(hour: datetime, row: dict) -> UsageItem:
     """A rollup row as one aggregate item of its hour (or day)."""
     *tokens, requests = _row_totals(row)
     return _item(hour, row, *tokens, requests=requests)
-
-
-def daily_rows(start: datetime, end: datetime, tenant_ids) -> dict[int, dict[datetime, list[dict]]]:
-    rows = daily_usage_list(start=start, end=end)
-    if tenant_ids is not None:
-        rows = rows.filter(tenant_id__in=tenant_ids)
-    return _rollup_rows(rows, "day")
