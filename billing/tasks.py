@@ -52,6 +52,11 @@ def invoice_month_task(month: str | None = None) -> None:
 def rate_months_task() -> None:
     """Bring billing's rated usage up to date after the fold: every tenant-month whose usage,
     pricing or invoices changed is rated again. Idempotent: a tenant-month whose inputs did
-    not change is not rated again."""
+    not change is not rated again. A run that finds another refreshing returns at once, so
+    runs longer than the beat interval never queue up."""
     rollup_pending()
-    log.info("rate: %d tenant-months up to date", rated_months_refresh())
+    months = rated_months_refresh(wait=False)
+    if months is None:
+        log.info("rate: skipped, another refresh is running (the next run rates the rest)")
+    else:
+        log.info("rate: %d tenant-months up to date", months)

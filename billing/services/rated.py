@@ -145,15 +145,21 @@ RATED_LOCK = 0x52617465  # pg_advisory_xact_lock key, "Rate"
 
 @transaction.atomic
 def _refresh(
-    *, within: Period, tenant_ids: list[int] | None = None
-) -> dict[tuple[datetime, int], RatedTenantMonth]:
+    *, within: Period, tenant_ids: list[int] | None = None, wait: bool = True
+) -> dict[tuple[datetime, int], RatedTenantMonth] | None:
     """The stored tenant-months of the months starting in `within`, brought up to date:
     those whose inputs changed rated again with their rated usage (one rating per month);
     those whose usage is gone (of every tenant) dropped. One transaction, behind a lock, so
-    the fingerprints are read after any refresh running alongside has committed."""
+    the fingerprints are read after any refresh running alongside has committed; with
+    `wait=False`, None at once when one is running."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [RATED_LOCK])
+            if wait:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [RATED_LOCK])
+            else:
+                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [RATED_LOCK])
+                if not cursor.fetchone()[0]:
+                    return None
     digests = _fingerprints(within=within, tenant_ids=tenant_ids)
     in_months = RatedTenantMonth.objects.filter(
         month_start__gte=within.start, month_start__lt=within.end
@@ -326,14 +332,18 @@ def _totals(row: RatedTenantMonth) -> TenantMonthTotals:
     )
 
 
-def rated_months_refresh(*, start: datetime | None = None, end: datetime | None = None) -> int:
+def rated_months_refresh(
+    *, start: datetime | None = None, end: datetime | None = None, wait: bool = True
+) -> int | None:
     """The job: the rated usage of every month with usage (or of the months [start, end)
     touches) brought up to date after the fold; the fingerprints of all of them take a
     fixed number of queries. Returns the tenant-months read; only those whose inputs
-    changed were rated."""
+    changed were rated. `wait=False` (the beat job): None at once while another refresh
+    runs, rather than queue behind it; the next run rates what changed meanwhile."""
     start = month_floor(start) if start is not None else datetime(2000, 1, 1, tzinfo=UTC)
     if end is None:
         end = datetime(2101, 1, 1, tzinfo=UTC)
     elif end != month_floor(end):
         end = next_month(end)  # the whole month holding it
-    return len(_refresh(within=Period(start, end)))
+    stored = _refresh(within=Period(start, end), wait=wait)
+    return None if stored is None else len(stored)

@@ -9,6 +9,7 @@ from unittest.mock import patch
 
 import pytest
 from django.db import connection
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -253,3 +254,44 @@ def test_the_rated_usage_equals_a_fresh_rating_of_the_month(db, usage, promotion
     with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
         rated_months_refresh()  # nothing changed: nothing is rated again
     assert not rating.called
+
+
+@pytest.mark.postgres_only
+def test_the_beat_job_skips_while_another_refresh_runs_and_rates_on_its_next_run(
+    transactional_db, caplog
+):
+    """A refresh longer than the beat interval (a month of every tenant rated again) never
+    has the next runs queue behind it: each returns at once, and the first run after it
+    rates what came in meanwhile."""
+    import psycopg
+
+    from billing.services.rated import RATED_LOCK
+    from billing.tasks import rate_months_task
+
+    _pricing()
+    _tenants(["paid"])
+    with override_settings(USAGE_FOLDED_REFRESH=[]):  # as with a broker: the jobs rate
+        _ingest(_events(Tenant.objects.filter(slug="paid-0"), 3))
+    assert RatedUsage.objects.count() == 0
+    settings = connection.settings_dict
+    with psycopg.connect(
+        dbname=settings["NAME"],
+        user=settings["USER"],
+        password=settings["PASSWORD"],
+        host=settings["HOST"],
+        port=settings["PORT"],
+        autocommit=True,
+    ) as running:  # another refresh, holding the lock
+        running.execute("SELECT pg_advisory_lock(%s)", [RATED_LOCK])
+        with connection.cursor() as cursor:  # a refresh that waited would fail, not hang
+            cursor.execute("SET lock_timeout = '5s'")
+        with caplog.at_level("INFO", logger="billing.tasks"):
+            skipped = rated_months_refresh(wait=False)
+            rate_months_task()
+        assert skipped is None and RatedUsage.objects.count() == 0
+        assert "rate: skipped, another refresh is running" in caplog.text
+        running.execute("SELECT pg_advisory_unlock(%s)", [RATED_LOCK])
+    rate_months_task()
+
+    paid = RatedUsage.objects.filter(sale=RatedUsage.Sale.PAID)
+    assert sum(paid.values_list("output_tokens", flat=True)) == 300 + 301 + 302
