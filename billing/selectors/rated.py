@@ -13,8 +13,10 @@ from decimal import Decimal
 from functools import reduce
 from operator import or_
 
+from django.conf import settings
 from django.db.models import F, Q, QuerySet, Sum
 
+from billing.domain.rating.types import RatingError
 from billing.models import RatedTenantMonth, RatedUsage
 from portal.access import tenant_scoped
 from portal.models import Tenant
@@ -30,6 +32,36 @@ PAID_SUMS = (
     "compliant_input_tokens", "compliant_cached_tokens", "compliant_output_tokens",
     "list_value", "contract_discount", "tier_discount", "realized", "promotions",
 )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TenantMonthTotals:
+    """What one tenant's month rated to (or why it cannot be rated)."""
+
+    usage_amount: Decimal  # the base of an SLA credit
+    minimum_shortfall: Decimal
+    currency: str
+    error: RatingError | None
+
+
+def month_totals(row: RatedTenantMonth) -> TenantMonthTotals:
+    return TenantMonthTotals(
+        usage_amount=row.usage_amount,
+        minimum_shortfall=row.minimum_shortfall,
+        currency=row.currency or settings.FACTORY_CURRENCY,
+        error=RatingError(row.error) if row.error else None,
+    )
+
+
+def rated_month_totals(
+    *, month_start: datetime, tenants: Iterable[Tenant] | None = None
+) -> dict[int, TenantMonthTotals]:
+    """The rated totals of the month per tenant (of `tenants`, default every tenant) as
+    billing's job last stored them: at most one run of it behind the fold, never rated here."""
+    rows = RatedTenantMonth.objects.filter(month_start=month_start)
+    if tenants is not None:
+        rows = rows.filter(tenant_id__in=[t.pk for t in tenants])
+    return {row.tenant_id: month_totals(row) for row in rows}
 
 
 def _within(spans: Iterable[Period]) -> Q | None:

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from billing.domain.credits import credit_amount, credit_pct_for, target_of
 from billing.domain.rating.types import RatingError
 from billing.models import Contract, LedgerTransaction, SlaCredit
+from billing.selectors.rated import TenantMonthTotals, rated_month_totals
 from billing.services.ledger import (
     Leg,
     account_named,
@@ -59,33 +60,41 @@ def _contract(tenant: Tenant, month_start: datetime) -> Contract | None:
     )
 
 
+def _bases(totals: dict[int, TenantMonthTotals]) -> dict[int, tuple[Decimal, str] | RatingError]:
+    return {pk: t.error or (t.usage_amount, t.currency) for pk, t in totals.items()}
+
+
 def usage_amounts(
-    *, tenants: list[Tenant], month_start: datetime
+    *, tenants: list[Tenant], month_start: datetime, exact: bool = False
 ) -> dict[int, tuple[Decimal, str] | RatingError]:
     """Per tenant with usage, the month's usage lines after discounts and tiers, before
-    promotions (the base of an SLA credit), from the rated tenant-months (rated again only
-    where their inputs changed); a tenant that cannot be rated gets its RatingError."""
-    return {
-        pk: totals.error or (totals.usage_amount, totals.currency)
-        for pk, totals in tenant_month_totals(month_start=month_start, tenants=tenants).items()
-    }
+    promotions (the base of an SLA credit), as billing's job last rated them (a page's
+    read: never rated here), or `exact` (the month's close: the tenant-months whose inputs
+    changed rated again first); a tenant that cannot be rated gets its RatingError."""
+    totals = tenant_month_totals if exact else rated_month_totals
+    return _bases(totals(month_start=month_start, tenants=tenants))
 
 
 def usage_amount(*, tenant: Tenant, month_start: datetime) -> tuple[Decimal, str]:
-    """One tenant's base (`usage_amounts`); RatingError names a missing price."""
-    amounts = usage_amounts(tenants=[tenant], month_start=month_start)
+    """One tenant's base, exact (`usage_amounts`); RatingError names a missing price."""
+    amounts = usage_amounts(tenants=[tenant], month_start=month_start, exact=True)
     amount = amounts.get(tenant.pk, (ZERO, settings.FACTORY_CURRENCY))  # no usage: nothing
     if isinstance(amount, RatingError):
         raise amount
     return amount
 
 
-def sla_figures_list(*, month_start: datetime, tenants=None, user=None) -> list[SlaFigures]:
-    """SLA and credit per tenant for a month; closed months read the posted credit."""
+def sla_figures_list(
+    *, month_start: datetime, tenants=None, user=None, exact: bool = False
+) -> list[SlaFigures]:
+    """SLA and credit per tenant for a month; closed months read the posted credit, the
+    others the credit base as last rated (or `exact`, as `usage_amounts`)."""
     posted = {c.tenant_id: c for c in SlaCredit.objects.filter(month_start=month_start)}
     slas = sla_month_list(month_start=month_start, tenants=tenants, user=user)
     unposted = [s.tenant for s in slas if s.tenant.pk not in posted]
-    amounts = usage_amounts(tenants=unposted, month_start=month_start) if unposted else {}
+    amounts = (
+        usage_amounts(tenants=unposted, month_start=month_start, exact=exact) if unposted else {}
+    )
     figures = []
     for sla in slas:
         contract = _contract(sla.tenant, month_start)
@@ -125,7 +134,7 @@ def sla_month_close(
     """Record every paid tenant's SLA of a finished month and post its credit, once: a
     second run finds the rows and posts nothing. Returns the credits created now."""
     created = []
-    for figures in sla_figures_list(month_start=month_start):
+    for figures in sla_figures_list(month_start=month_start, exact=True):
         sla = figures.sla
         if figures.is_posted or figures.credit_amount is None:
             continue

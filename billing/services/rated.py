@@ -16,17 +16,15 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime, time
 from decimal import Decimal, localcontext
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Count, Max, Sum
 from django.db.models.functions import TruncMonth
 
 from billing.domain.invoices import LineKind
-from billing.domain.rating.types import RatedItem, RatingError
+from billing.domain.rating.types import RatedItem
 from billing.models import (
     Contract,
     Invoice,
@@ -36,6 +34,7 @@ from billing.models import (
     RatedTenantMonth,
     RatedUsage,
 )
+from billing.selectors.rated import TenantMonthTotals, month_totals
 from billing.selectors.rating import MonthRating, month_rate
 from metering.domain.usage.compliance import is_slo_compliant
 from metering.selectors.factory import DeploymentVersions, deployment_list, deployment_version_list
@@ -57,16 +56,6 @@ _USAGE_SUMS = (
 _TOKENS = ("input_tokens", "cached_tokens", "output_tokens")
 _COMPLIANT = tuple(f"compliant_{name}" for name in _TOKENS)
 _MONEY = ("list_value", "contract_discount", "tier_discount", "realized", "promotions")
-
-
-@dataclass(frozen=True)
-class TenantMonthTotals:
-    """What one tenant's month rated to (or why it cannot be rated)."""
-
-    usage_amount: Decimal  # the base of an SLA credit
-    minimum_shortfall: Decimal
-    currency: str
-    error: RatingError | None
 
 
 def _counts(queryset, key: str) -> dict[int, tuple]:
@@ -131,11 +120,11 @@ def tenant_month_totals(
     *, month_start: datetime, tenants: Iterable[Tenant] | None = None
 ) -> dict[int, TenantMonthTotals]:
     """The rated totals of the month for each tenant with usage in it (of `tenants`, default
-    every tenant), from the read model, after rating again the tenant-months whose inputs
-    changed since they were stored."""
+    every tenant), exact: the tenant-months whose inputs changed since they were stored are
+    rated again first. For closing a month; pages read `rated_month_totals` as stored."""
     ids = None if tenants is None else [t.pk for t in tenants]
     stored = _refresh(within=Period(month_start, next_month(month_start)), tenant_ids=ids)
-    return {pk: _totals(row) for (_, pk), row in stored.items()}
+    return {pk: month_totals(row) for (_, pk), row in stored.items()}
 
 
 # Refreshes run one at a time (jobs, and every embedded ingest after its fold): two at once
@@ -321,15 +310,6 @@ def _compliant_tokens(item: RatedItem, *, event, row, version) -> tuple[int, int
         return compliant
     share = tuple(tokens * part // total if total else 0 for tokens in compliant)
     return share[0], min(share[1], share[0]), share[2]
-
-
-def _totals(row: RatedTenantMonth) -> TenantMonthTotals:
-    return TenantMonthTotals(
-        usage_amount=row.usage_amount,
-        minimum_shortfall=row.minimum_shortfall,
-        currency=row.currency or settings.FACTORY_CURRENCY,
-        error=RatingError(row.error) if row.error else None,
-    )
 
 
 def rated_months_refresh(

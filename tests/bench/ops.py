@@ -16,7 +16,8 @@ from django.contrib.sessions.backends.db import SessionStore
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from billing.models import Contract, Price, PromotionalCredit
+from billing.models import Contract, Price, PromotionalCredit, RatedTenantMonth
+from billing.services.rated import rated_months_refresh
 from flywheel.selectors.measurement import FactoryData
 from flywheel.services.kpis import snapshots_measure
 from metering.domain.usage.validation import validate_events
@@ -203,7 +204,21 @@ def incremental_rollup(*, seq0: int, hour: str, per_hour: int) -> dict:
         started = time.perf_counter()
         cells = rollup_pending()
         seconds = time.perf_counter() - started
-    return {"seconds": seconds, "cells": cells, "pending_rows": pending, "queries": len(queries)}
+    # Then what billing's beat job does next: the tenant-months the hour changed rated again.
+    before = dict(RatedTenantMonth.objects.values_list("tenant_id", "fingerprint"))
+    started = time.perf_counter()
+    rated_months_refresh()
+    rate_seconds = time.perf_counter() - started
+    after = dict(RatedTenantMonth.objects.values_list("tenant_id", "fingerprint"))
+    return {
+        "seconds": seconds,
+        "cells": cells,
+        "pending_rows": pending,
+        "queries": len(queries),
+        "rate_seconds": rate_seconds,
+        "rated_tenant_months": sum(after[t] != before.get(t) for t in after),
+        "tenant_months": len(after),
+    }
 
 
 def measure(*, start: str, end: str) -> dict:

@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from billing.services.pricing import contract_create, price_create, promotion_grant
+from billing.services.rated import rated_months_refresh
 from metering.models import ServedModel
 from metering.services.usage.rollup import rollup_pending
 from tests.metering.factories import make_deployment
@@ -70,9 +71,11 @@ def make_march_usage(api, tenant, event_id: str, **terms):
 
 
 def post_usage(api, events, *, tenant="tenant-a", model="llama-70b"):
-    """Ingest events through the API (all-or-nothing) and fold them into rollups."""
+    """Ingest events through the API (all-or-nothing), fold them into rollups and rate them,
+    as the rollup and rate jobs do."""
     body = [{"tenant": tenant, "model": model, "cached_tokens": 0, **event} for event in events]
     response = api.post("/api/v1/usage/events", body, format="json")
     assert response.status_code == 200, response.json()
     rollup_pending()
+    rated_months_refresh()
     return response.json()

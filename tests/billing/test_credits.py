@@ -10,9 +10,11 @@ from billing.services.invoices import invoice_run
 from billing.services.ledger import account_balances
 from metering.models import Deployment
 from metering.services.sla.incidents import incident_create
+from metering.services.usage.rollup import rollup_pending
 from tests.billing.factories import (
     APRIL,
     MARCH,
+    MARCH_USAGE,
     M,
     line_amounts,
     make_contract,
@@ -121,6 +123,43 @@ def test_sla_api_reports_uptime_and_credit(march, users, make_user, tenant_b):
     assert (estimate[0]["is_posted"], row["is_posted"]) == (False, True)
     assert estimate[0]["credit_amount"] == "1.76"
     assert client.get(url + "&tenant=tenant-b").status_code == 404
+
+
+def test_sla_reads_show_the_base_as_last_rated_and_the_close_posts_it_exact(march, users):
+    """A page or API read of the SLA never runs the rating: it shows the credit base as
+    billing's rate job last stored it. The month's close rates what changed first, so the
+    credit it posts is exact."""
+    from unittest.mock import patch
+
+    from rest_framework.test import APIClient
+
+    from billing.selectors.rating import month_rate
+
+    _outage(3000)  # 10%
+    late = march.post(
+        "/api/v1/usage/events",
+        [{"id": "s2", "tenant": "tenant-a", "model": "llama-70b", "cached_tokens": 0,
+          **MARCH_USAGE}],
+        format="json",
+    )  # fmt: skip
+    assert late.status_code == 200
+    rollup_pending()  # folded; the rate job has not run since
+    client = APIClient()
+    client.force_login(users["finance"])
+    url = "/api/v1/sla?from=2026-03-01&to=2026-04-01"
+    refused = AssertionError("a read ran the rating")
+    with patch("billing.services.rated.month_rate", side_effect=refused):
+        estimate = client.get(url).json()["results"]
+        page = client.get("/billing/sla/?month=2026-03")
+    with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
+        invoice_run(month_start=MARCH)
+
+    assert estimate[0]["credit_amount"] == "1.76"  # 10% of the 17.60 last rated
+    assert page.status_code == 200 and "1.76 USD" in page.content.decode()
+    assert rating.called
+    [credit] = SlaCredit.objects.all()
+    assert (credit.base_amount, credit.amount) == (Decimal("35.20"), Decimal("3.52"))
+    assert client.get(url).json()["results"][0]["credit_amount"] == "3.52"  # posted
 
 
 def test_sla_page_shows_missed_target_and_the_incident(march, client, users):

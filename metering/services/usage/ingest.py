@@ -97,8 +97,8 @@ def usage_ingest(*, events: Sequence[EventIn], received_at: datetime) -> IngestR
 def _fold_after_commit() -> None:
     # Embedded default (no broker, no beat): fold this batch now, and bring the read models
     # other apps derive from folded usage up to date (settings.USAGE_FOLDED_REFRESH), so
-    # reads are exact as soon as the ingest has answered. With a broker, the rollup job and
-    # those apps' own jobs do it every minute.
+    # reads are exact as soon as the ingest has answered. With a broker, the rollup job
+    # (every minute) and those apps' own jobs (billing's rating, every 5 minutes) do it.
     if settings.CELERY_TASK_ALWAYS_EAGER:
         from metering.services.usage.rollup import rollup_pending
 
