@@ -221,6 +221,7 @@ def live_worker(transactional_db, now):
         yield app
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
 def pytest_collection_modifyitems(items):
     """Under xdist (--dist loadgroup) the fault tests run together on one worker (they start
     servers, crash them and kill processes). The tests that read the demo at one clock instant
