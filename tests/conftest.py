@@ -162,7 +162,7 @@ def celery_worker(now: datetime, log_name: str, *, include=(), env=None):
     import time
     from pathlib import Path
 
-    from celery import Celery
+    from celery import Celery, current_app
     from django.db import connection
 
     broker = os.environ.get("TEST_BROKER_URL")
@@ -182,6 +182,7 @@ def celery_worker(now: datetime, log_name: str, *, include=(), env=None):
     root = Path(__file__).resolve().parents[1]
     log_path = root / "var" / f"{log_name}{XDIST_WORKER}.log"
     log_path.parent.mkdir(exist_ok=True)
+    previous = current_app._get_current_object()  # the portal's app, eager as configured
     app = Celery("test-client", broker=broker, backend=broker)
     app.conf.task_serializer = "json"
     app.control.purge()  # nothing left over from an earlier test
@@ -211,6 +212,7 @@ def celery_worker(now: datetime, log_name: str, *, include=(), env=None):
         except subprocess.TimeoutExpired:
             process.kill()
         app.close()
+        previous.set_current()  # else later tests' task proxies resolve on the closed client
 
 
 @pytest.fixture
