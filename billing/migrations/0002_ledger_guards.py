@@ -5,6 +5,8 @@ PostgreSQL-only)."""
 
 from django.db import migrations
 
+from portal.migration_sql import postgresql_only
+
 GUARDS = """
 CREATE FUNCTION billing_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -89,15 +91,7 @@ DROP FUNCTION billing_refuse_change();
 """
 
 
-def _run(sql):
-    def apply(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql, params=None)
-
-    return apply
-
-
 class Migration(migrations.Migration):
     dependencies = [("billing", "0001_initial")]
 
-    operations = [migrations.RunPython(_run(GUARDS), _run(DROP))]
+    operations = [postgresql_only(GUARDS, DROP)]

@@ -3,6 +3,8 @@ refused, except clearing the actor when a user account is deleted (on_delete SET
 
 from django.db import migrations
 
+from portal.migration_sql import postgresql_only
+
 GUARD = """
 CREATE FUNCTION portal_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -26,15 +28,7 @@ DROP FUNCTION portal_audit_append_only();
 """
 
 
-def _run(sql):
-    def apply(apps, schema_editor):
-        if schema_editor.connection.vendor == "postgresql":
-            schema_editor.execute(sql, params=None)
-
-    return apply
-
-
 class Migration(migrations.Migration):
     dependencies = [("portal", "0001_initial")]
 
-    operations = [migrations.RunPython(_run(GUARD), _run(DROP))]
+    operations = [postgresql_only(GUARD, DROP)]
