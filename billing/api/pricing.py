@@ -139,9 +139,7 @@ class PriceViewSet(EffectiveDatedViewSet):
     ]
     filterset_class = PriceFilterSet
     queryset = Price.objects.select_related("model")
-
-    def create_version(self, data):
-        return price_create(**data, by=self.request.user)
+    create_service = staticmethod(price_create)
 
 
 class ContractViewSet(EffectiveDatedViewSet):
@@ -152,16 +150,20 @@ class ContractViewSet(EffectiveDatedViewSet):
     permission_classes = [CommercialConfiguration]
     filterset_class = ContractFilterSet
 
+    create_service = staticmethod(contract_create)
+
     def get_queryset(self):
         return contract_list(user=self.request.user)
 
-    def create_version(self, data):
-        data.setdefault("currency", settings.FACTORY_CURRENCY)
+    def version_fields(self, data):
         tiers = [dict(tier) for tier in data.pop("volume_tiers", [])]
         credit_tiers = data.pop("credit_tiers", None)
-        return contract_create(
-            **data, volume_tiers=tiers, credit_tiers=credit_tiers, by=self.request.user
-        )
+        return {
+            "currency": settings.FACTORY_CURRENCY,
+            **data,
+            "volume_tiers": tiers,
+            "credit_tiers": credit_tiers,
+        }
 
 
 class PromotionViewSet(EffectiveDatedViewSet):
@@ -172,9 +174,10 @@ class PromotionViewSet(EffectiveDatedViewSet):
     permission_classes = [CommercialConfiguration]
     filterset_class = PromotionFilterSet
 
+    create_service = staticmethod(promotion_grant)
+
     def get_queryset(self):
         return promotion_list(user=self.request.user).prefetch_related("uses__invoice")
 
-    def create_version(self, data):
-        data.setdefault("currency", settings.FACTORY_CURRENCY)
-        return promotion_grant(**data, by=self.request.user)
+    def version_fields(self, data):
+        return {"currency": settings.FACTORY_CURRENCY, **data}

@@ -205,9 +205,7 @@ class CostModelViewSet(EffectiveDatedViewSet):
     audit_type = "cost_model"
     queryset = CostModel.objects.select_related("pool")
     filterset_class = CostModelFilterSet
-
-    def create_version(self, data):
-        return cost_model_create(**data, by=self.request.user)
+    create_service = staticmethod(cost_model_create)
 
 
 @extend_schema(responses={400: ERRORS, 403: ERRORS})
@@ -218,9 +216,7 @@ class FactoryCostsViewSet(EffectiveDatedViewSet):
     permission_classes = [CostPermission]
     audit_type = "factory_costs"
     queryset = FactoryCosts.objects.all()
-
-    def create_version(self, data):
-        return factory_costs_create(**data, by=self.request.user)
+    create_service = staticmethod(factory_costs_create)
 
 
 class TfomView(APIView):

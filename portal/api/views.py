@@ -18,17 +18,21 @@ class EffectiveDatedViewSet(
     viewsets.GenericViewSet,
 ):
     """Effective-dated versions (portal.versions): create-only once in force, never
-    edited, deleted only before they take effect. Subclasses write a version with their
-    app's service in `create_version` and name it in `audit_type`; the service's FieldError
-    is the API's 400 naming the field."""
+    edited, deleted only before they take effect. Subclasses name their app's service in
+    `create_service` (called with the version's fields and `by`, the acting user) and the
+    audit type in `audit_type`; the service's FieldError is the API's 400 naming the field."""
 
     audit_type = ""
+    create_service = None  # staticmethod(<app>_create)
 
-    def create_version(self, data: dict):
-        raise NotImplementedError
+    def version_fields(self, data: dict) -> dict:
+        """The service's keyword arguments from the validated data: as they are, unless a
+        subclass fills defaults or converts nested values."""
+        return data
 
     def perform_create(self, serializer):
-        serializer.instance = self.create_version(serializer.validated_data)
+        fields = self.version_fields(serializer.validated_data)
+        serializer.instance = self.create_service(**fields, by=self.request.user)
 
     def perform_destroy(self, instance):
         version_delete(version=instance, object_type=self.audit_type, by=self.request.user)

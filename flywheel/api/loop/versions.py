@@ -91,9 +91,7 @@ class LeverViewSet(EffectiveDatedViewSet):
     audit_type = "lever"
     queryset = Lever.objects.all()
     filterset_class = LeverFilterSet
-
-    def create_version(self, data):
-        return lever_create(**data, by=self.request.user)
+    create_service = staticmethod(lever_create)
 
 
 @extend_schema(responses={400: ERRORS, 403: ERRORS})
@@ -104,6 +102,4 @@ class GoalViewSet(EffectiveDatedViewSet):
     permission_classes = [FactoryWrite]
     audit_type = "goal"
     queryset = Goal.objects.all()
-
-    def create_version(self, data):
-        return goal_create(**data, by=self.request.user)
+    create_service = staticmethod(goal_create)
