@@ -2,7 +2,8 @@
 
 import plotly.graph_objects as go
 
-from portal.charts import base_layout, colour_of
+from flywheel.selectors.tfom import TrendMonth
+from portal.charts import LABEL_BACKGROUND, band_mark, base_layout, colour_of, level_mark
 
 FACTORS = [
     ("availability", "α availability"),
@@ -57,9 +58,6 @@ def waterfall_chart(values: dict) -> go.Figure:
     return fig
 
 
-LABEL_BACKGROUND = "rgba(255, 255, 255, 0.75)"  # a mark's label stays legible over the lines
-
-
 def trend_chart(rows: list[dict], *, incidents: list[tuple] = ()) -> go.Figure:
     """Daily TEF and TFI (percent) from the day snapshots, a day without a figure left as a
     gap, with the known causes of dips marked: each month's start (free allowances are used
@@ -73,13 +71,12 @@ def trend_chart(rows: list[dict], *, incidents: list[tuple] = ()) -> go.Figure:
             mode="lines+markers",
             line={"color": colour},
         )
-    # Marks and their labels (incidents' staggered in three rows, so that neighbours' labels
-    # do not overlap) as plain layout entries, the ones add_hrect, add_vline and
-    # add_vrect would make: each of those validates the whole figure again (~10 ms a mark).
-    shapes = [{"type": "rect", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y", "y0": 20,
-               "y1": 35, "fillcolor": "#adb5bd", "opacity": 0.15, "line": {"width": 0}}]  # fmt: skip
-    notes = [{"text": "typical TEF 20–35%", "xref": "x domain", "x": 0, "xanchor": "left",
-              "yref": "y", "y": 35, "yanchor": "top", "showarrow": False}]  # fmt: skip
+    # Marks and their labels as plain layout entries (portal.charts), incidents' labels
+    # staggered in three rows, so that neighbours' labels do not overlap.
+    band, band_label = band_mark(
+        20, 35, colour="#adb5bd", opacity=0.15, label="typical TEF 20–35%", label_at="top"
+    )
+    shapes, notes = [band], [band_label]
     for row in rows:
         if row["day"].day == 1:
             day = row["day"].isoformat()
@@ -115,4 +112,57 @@ def tps_chart(rows: list[dict]) -> go.Figure:
                     line={"color": "#868e96", "dash": "dash"})  # fmt: skip
     fig.add_scatter(x=[r["day"] for r in rows], y=[r["tps"] for r in rows], name="actual",
                     mode="lines+markers", line={"color": colour_of("factory")})  # fmt: skip
+    return fig
+
+
+def _month_label(point: TrendMonth) -> str:
+    label = point.month.strftime("%b %Y")
+    return f"{label}*" if point.is_partial else label
+
+
+def trend_money_chart(points: list[TrendMonth], *, currency: str) -> go.Figure:
+    """Monthly revenue against COGS and opex (bars), EBITDA and EBIT (lines)."""
+    points = [p for p in points if p.tfom is not None]
+    x = [_month_label(p) for p in points]
+    fig = go.Figure(layout=base_layout(y_title=f"{currency} per month", x_title="Month (UTC)"))
+    for key, name, colour in (
+        ("revenue", "Revenue", "#1f6feb"),
+        ("cogs", "COGS (depreciation, energy, hosting)", "#e8590c"),
+        ("opex", "Opex (staff, SG&A)", "#adb5bd"),
+    ):
+        fig.add_bar(
+            x=x, y=[float(getattr(p.tfom, key)) for p in points], name=name, marker_color=colour
+        )
+    for key, name, colour in (("ebitda", "EBITDA", "#2b8a3e"), ("ebit", "EBIT", "#7048e8")):
+        fig.add_scatter(
+            x=x,
+            y=[float(getattr(p.tfom, key)) for p in points],
+            name=name,
+            mode="lines+markers",
+            line={"color": colour, "width": 3},
+        )
+    fig.update_layout(barmode="group")
+    return fig
+
+
+def trend_factor_chart(points: list[TrendMonth]) -> go.Figure:
+    """Monthly TEF and TFI (percent) over the kpis.md bands and the TEF target."""
+    x = [_month_label(p) for p in points]
+    fig = go.Figure(layout=base_layout(y_title="Percent of GPU time", x_title="Month (UTC)"))
+    marks = [
+        band_mark(20, 35, colour="#adb5bd", opacity=0.2, label="typical TEF 20–35%",
+                  label_at="bottom"),
+        band_mark(35, 45, colour="#2b8a3e", opacity=0.10, label="excellent TFI 35–45%"),
+        level_mark(65, colour="#5b3cc4", label="TEF target 65%"),
+    ]  # fmt: skip
+    fig.update_layout(shapes=[shape for shape, _ in marks], annotations=[n for _, n in marks])
+    for key, name, colour in (("tef", "TEF", "#1f6feb"), ("tfi", "TFI", "#d9480f")):
+        fig.add_scatter(
+            x=x,
+            y=[None if getattr(p, key) is None else float(getattr(p, key)) * 100 for p in points],
+            name=name,
+            mode="lines+markers",
+            line={"color": colour, "width": 3},
+        )
+    fig.update_yaxes(range=[0, 100])
     return fig

@@ -3,13 +3,13 @@ reports of finance (a month or a quarter as HTML, CSV, XLSX or PDF)."""
 
 from __future__ import annotations
 
-import plotly.graph_objects as go
 from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_safe
 
+from flywheel.charts import trend_factor_chart, trend_money_chart
 from flywheel.domain.bands import band_of
 from flywheel.domain.reports.csv_rows import CSV_HEADER, report_csv_rows
 from flywheel.domain.reports.explain import EXPLAIN, RENTAL_BAND
@@ -21,9 +21,9 @@ from flywheel.selectors.kpis import empty_reason_of
 from flywheel.selectors.measurement import FACTORY, FactoryData
 from flywheel.selectors.report_periods import report_period_parse, report_periods
 from flywheel.selectors.reports import tfom_report_build
-from flywheel.selectors.tfom import TrendMonth, tfom_trend, tfom_trend_start
+from flywheel.selectors.tfom import tfom_trend, tfom_trend_start
 from metering.selectors.usage import window_resolve
-from portal.charts import base_layout, figure_json
+from portal.charts import figure_json
 from portal.decorators import role_required
 from portal.errors import FieldError
 from portal.exports import csv_response, export_query
@@ -39,72 +39,6 @@ BAND_KEYS = (
     ("sla_delivery", "SLA delivery σ — on-time production"),
     ("tfi", "TFI — sold, on time, at list price"),
 )
-
-
-def _month_label(point: TrendMonth) -> str:
-    label = point.month.strftime("%b %Y")
-    return f"{label}*" if point.is_partial else label
-
-
-def trend_money_chart(points: list[TrendMonth], *, currency: str) -> go.Figure:
-    """Monthly revenue against COGS and opex (bars), EBITDA and EBIT (lines)."""
-    points = [p for p in points if p.tfom is not None]
-    x = [_month_label(p) for p in points]
-    fig = go.Figure(layout=base_layout(y_title=f"{currency} per month", x_title="Month (UTC)"))
-    for key, name, colour in (
-        ("revenue", "Revenue", "#1f6feb"),
-        ("cogs", "COGS (depreciation, energy, hosting)", "#e8590c"),
-        ("opex", "Opex (staff, SG&A)", "#adb5bd"),
-    ):
-        fig.add_bar(
-            x=x, y=[float(getattr(p.tfom, key)) for p in points], name=name, marker_color=colour
-        )
-    for key, name, colour in (("ebitda", "EBITDA", "#2b8a3e"), ("ebit", "EBIT", "#7048e8")):
-        fig.add_scatter(
-            x=x,
-            y=[float(getattr(p.tfom, key)) for p in points],
-            name=name,
-            mode="lines+markers",
-            line={"color": colour, "width": 3},
-        )
-    fig.update_layout(barmode="group")
-    return fig
-
-
-def trend_factor_chart(points: list[TrendMonth]) -> go.Figure:
-    """Monthly TEF and TFI (percent) over the kpis.md bands."""
-    x = [_month_label(p) for p in points]
-    fig = go.Figure(layout=base_layout(y_title="Percent of GPU time", x_title="Month (UTC)"))
-    for y0, y1, colour, opacity, text, position in (
-        (20, 35, "#adb5bd", 0.2, "typical TEF 20–35%", "bottom left"),
-        (35, 45, "#2b8a3e", 0.10, "excellent TFI 35–45%", "top left"),
-    ):
-        fig.add_hrect(
-            y0=y0,
-            y1=y1,
-            fillcolor=colour,
-            opacity=opacity,
-            line_width=0,
-            annotation_text=text,
-            annotation_position=position,
-        )
-    fig.add_hline(
-        y=65,
-        line_dash="dot",
-        line_color="#5b3cc4",
-        annotation_text="TEF target 65%",
-        annotation_position="top right",
-    )
-    for key, name, colour in (("tef", "TEF", "#1f6feb"), ("tfi", "TFI", "#d9480f")):
-        fig.add_scatter(
-            x=x,
-            y=[None if getattr(p, key) is None else float(getattr(p, key)) * 100 for p in points],
-            name=name,
-            mode="lines+markers",
-            line={"color": colour, "width": 3},
-        )
-    fig.update_yaxes(range=[0, 100])
-    return fig
 
 
 @require_safe
