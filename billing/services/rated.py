@@ -40,6 +40,7 @@ from metering.domain.usage.compliance import is_slo_compliant
 from metering.selectors.factory import DeploymentVersions, deployment_list, deployment_version_list
 from metering.selectors.usage import daily_usage_list
 from portal import clock
+from portal.bulk import rows_insert
 from portal.models import Tenant
 from portal.money import EXACT
 from portal.periods import Period, hour_floor, next_month
@@ -206,7 +207,7 @@ def _rate_and_store(
         rows.append(row)
     with transaction.atomic():
         RatedUsage.objects.filter(month_start=month_start, tenant_id__in=tenant_ids).delete()
-        _rated_usage_insert(_rated_usage(rating))
+        rows_insert(RatedUsage._meta.db_table, _FIELDS, _rated_usage(rating))
         RatedTenantMonth.objects.bulk_create(
             rows,
             update_conflicts=True,
@@ -268,16 +269,6 @@ def _rated_usage(rating: MonthRating) -> list[tuple]:
         (tenant_id, deployment_id, when(hour), when(month), sale, *sums)
         for (tenant_id, deployment_id, hour, month, sale), sums in cells.items()
     ]
-
-
-def _rated_usage_insert(rows: list[tuple]) -> None:
-    """Insert rated usage rows in one executemany (the ORM's per-field conversion of some
-    40,000 rows a month took seconds)."""
-    table = RatedUsage._meta.db_table
-    columns = ", ".join(_FIELDS)
-    marks = ", ".join(["%s"] * len(_FIELDS))
-    with connection.cursor() as cursor:
-        cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", rows)  # noqa: S608
 
 
 def _amounts(item: RatedItem) -> tuple[Decimal, ...]:

@@ -1,11 +1,12 @@
 """Demo step: capacity samples and hourly usage rollups of two closed months and this one."""
 
+import json
 import math
 import random
 from datetime import timedelta
 from decimal import Decimal
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from metering.demo.database import analyze
 from metering.demo.last_day import demo_last_day
@@ -22,8 +23,9 @@ from metering.demo.parameters import (
 from metering.demo.progress import Progress
 from metering.demo.requests import LatencyModel, mean_output
 from metering.models import CapacitySample, HourlyUsage, Pool
-from metering.services.usage.rollup import rollup_days
+from metering.services.usage.rollup import ROLLUP_COLUMNS, rollup_days
 from portal import clock
+from portal.bulk import rows_insert
 from portal.demo import DEMO_TENANTS, demo_step
 from portal.models import Tenant
 
@@ -95,19 +97,24 @@ def demo_usage(*, stdout) -> None:
     )
     with transaction.atomic():
         CapacitySample.objects.bulk_create(capacity, batch_size=2000, ignore_conflicts=True)
-        for chunk in range(0, len(hourly), 5000):
-            HourlyUsage.objects.bulk_create(hourly[chunk : chunk + 5000], batch_size=2000)
-            progress.advance(len(hourly[chunk : chunk + 5000]))
+        for chunk in range(0, len(hourly), 20_000):
+            rows = hourly[chunk : chunk + 20_000]
+            rows_insert(HourlyUsage._meta.db_table, HOURLY_COLUMNS, rows)
+            progress.advance(len(rows))
     analyze(CapacitySample, HourlyUsage)  # committed: the folds below join these rows
     _demo_days()
     progress.finish(f"{len(capacity):,} capacity samples, {len(hourly):,} hourly rollups")
     demo_last_day(rng, end, weights, stdout)
 
 
-def _demo_rollup(tenant, deployment, hour, output_tokens, latency: LatencyModel, rng):
+# An hourly rollup row as portal.bulk.rows_insert writes it.
+HOURLY_COLUMNS = ("tenant_id", "deployment_id", "hour", *ROLLUP_COLUMNS)
+
+
+def _demo_rollup(tenant, deployment, hour, output_tokens, latency: LatencyModel, rng) -> tuple:
     """An hour of a tenant as the rollup of the requests the last day's events would draw:
     as many as the model's trace sizes them, counts rounded at random (unbiased), latency
-    histogram and sums from the hour's latency model."""
+    histogram and sums from the hour's latency model. A row of HOURLY_COLUMNS."""
     output = int(output_tokens)
     inputs = output * INPUT_PER_OUTPUT
     cached = inputs // 2
@@ -121,31 +128,32 @@ def _demo_rollup(tenant, deployment, hour, output_tokens, latency: LatencyModel,
         reached = math.floor(requests * cdf + offset)
         histogram.append(reached - previous)
         previous = reached
-    return HourlyUsage(
-        tenant=tenant,
-        deployment=deployment,
-        hour=hour,
-        requests=requests,
-        errors=errors,
-        input_tokens=inputs,
-        cached_tokens=cached,
-        output_tokens=output,
-        ok_input_tokens=int(inputs * ok_share),
-        ok_cached_tokens=int(cached * ok_share),
-        ok_output_tokens=int(output * ok_share),
-        compliant_requests=compliant,
-        compliant_input_tokens=int(inputs * compliant_share),
-        compliant_cached_tokens=int(cached * compliant_share),
-        compliant_output_tokens=int(output * compliant_share),
-        ttft_ms_sum=requests * latency.ttft_mean,
-        ttft_count=requests,
-        tpot_ms_sum=requests * latency.tpot_mean,
-        tpot_count=requests,
-        latency_ms_sum=requests * latency.latency_mean,
-        latency_count=requests,
-        latency_histogram=histogram,
-        is_demo=True,
-    )
+    row = {
+        "tenant_id": tenant.pk,
+        "deployment_id": deployment.pk,
+        "hour": connection.ops.adapt_datetimefield_value(hour),
+        "requests": requests,
+        "errors": errors,
+        "input_tokens": inputs,
+        "cached_tokens": cached,
+        "output_tokens": output,
+        "ok_input_tokens": int(inputs * ok_share),
+        "ok_cached_tokens": int(cached * ok_share),
+        "ok_output_tokens": int(output * ok_share),
+        "compliant_requests": compliant,
+        "compliant_input_tokens": int(inputs * compliant_share),
+        "compliant_cached_tokens": int(cached * compliant_share),
+        "compliant_output_tokens": int(output * compliant_share),
+        "ttft_ms_sum": requests * latency.ttft_mean,
+        "ttft_count": requests,
+        "tpot_ms_sum": requests * latency.tpot_mean,
+        "tpot_count": requests,
+        "latency_ms_sum": requests * latency.latency_mean,
+        "latency_count": requests,
+        "latency_histogram": json.dumps(histogram),
+        "is_demo": True,
+    }
+    return tuple(row[column] for column in HOURLY_COLUMNS)
 
 
 def _demo_days() -> None:
