@@ -41,7 +41,7 @@ test: install
 	$(MAKE) --no-print-directory test-sqlite
 
 test-sqlite: install
-	DATABASE_URL=sqlite:///:memory: $(PYTEST) -p no:cacheprovider -m both_backends -q
+	DATABASE_URL=sqlite:///:memory: $(PYTEST) -p no:cacheprovider -n 2 -m both_backends -q
 
 lint: install
 	$(BIN)/ruff check .
