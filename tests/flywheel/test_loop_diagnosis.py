@@ -20,13 +20,13 @@ from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.loop.projection import project
 from flywheel.selectors.loop.diagnosis import diagnosis_get
 from flywheel.services.tfom import factory_costs_create
-from metering.models import CapacitySample, Deployment, HourlyUsage, ServedModel
+from metering.models import CapacitySample, Deployment, ServedModel
 from metering.services.sla.incidents import incident_create
 from metering.services.usage.rollup import rollup_days
 from portal.models import Tenant
 from tests.flywheel.factories import make_cost_model
 from tests.flywheel.test_loop_scenarios import baseline_of, pool_inputs
-from tests.metering.factories import make_deployment
+from tests.metering.factories import make_deployment, make_hourly_usage
 
 JAN = datetime(2026, 1, 1, tzinfo=UTC)
 DAY = datetime(2026, 3, 2, tzinfo=UTC)
@@ -53,10 +53,10 @@ WEAK = {
 def _usage(tenant, deployment, hour, output: int, compliant: Decimal, requests: int):
     """An hourly rollup row, and the daily row that sums it (as the rollup job keeps them)."""
     ok_output = int(output * compliant)
-    row = HourlyUsage.objects.create(
-        tenant=tenant,
-        deployment=deployment,
-        hour=hour,
+    row = make_hourly_usage(
+        tenant,
+        deployment,
+        hour,
         requests=requests,
         output_tokens=output,
         ok_output_tokens=output,

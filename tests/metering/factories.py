@@ -2,7 +2,7 @@
 
 from decimal import Decimal
 
-from metering.models import Pool, ServedModel
+from metering.models import HourlyUsage, Pool, ServedModel
 from metering.services.factory import VersionSpec, deployment_create, served_model_aliases_set
 
 
@@ -32,6 +32,12 @@ def make_deployment(
             r_ref=Decimal(r_ref), w_in=Decimal(w_in), slo_ttft_ms=ttft, slo_tpot_ms=tpot
         ),
     )
+
+
+def make_hourly_usage(tenant, deployment, hour, **sums) -> HourlyUsage:
+    """An hourly rollup row of `sums` (every other sum 0), stored as it is: no daily row,
+    no rating (metering.services.usage.rollup.rollup_days and billing's refresh make those)."""
+    return HourlyUsage.objects.create(tenant=tenant, deployment=deployment, hour=hour, **sums)
 
 
 def event(i, *, tenant="tenant-a", model="llama-70b", time="2026-03-01T10:15:00Z", **extra):

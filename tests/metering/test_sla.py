@@ -11,7 +11,6 @@ import pytest
 
 from billing.domain.credits import credit_pct_for
 from metering.domain.usage.validation import validate_events
-from metering.models import HourlyUsage
 from metering.selectors.sla.months import sla_month_get, sla_month_list
 from metering.services.factory import VersionSpec, deployment_version_add
 from metering.services.sla.incidents import incident_create, incident_update_add
@@ -19,7 +18,7 @@ from metering.services.sla.maintenance import maintenance_window_create
 from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import rollup_pending
 from portal.models import Tenant
-from tests.metering.factories import make_deployment
+from tests.metering.factories import make_deployment, make_hourly_usage
 
 pytestmark = pytest.mark.both_backends
 
@@ -53,9 +52,13 @@ def factory(db):
 
 
 def use(tenant, deployment, hour, **sums):
-    values = {"requests": 1, "output_tokens": 100, "compliant_requests": 1}
-    values.update(sums)
-    return HourlyUsage.objects.create(tenant=tenant, deployment=deployment, hour=hour, **values)
+    """One compliant request of 100 output tokens in the hour, unless `sums` say otherwise."""
+    return make_hourly_usage(
+        tenant,
+        deployment,
+        hour,
+        **{"requests": 1, "output_tokens": 100, "compliant_requests": 1, **sums},
+    )
 
 
 def outage(start, seconds, *, impact="major_outage", deployments=(), tenants=(), pools=()):

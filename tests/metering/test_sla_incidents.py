@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from metering.models import HourlyUsage, Incident, IncidentUpdate, MaintenanceWindow, Pool
+from metering.models import Incident, IncidentUpdate, MaintenanceWindow, Pool
 from metering.selectors.sla.incidents import current_impact, timeline_of
 from metering.selectors.sla.status import status_overview
 from metering.services.sla.incidents import incident_create, incident_edit, incident_update_add
@@ -18,7 +18,7 @@ from metering.services.sla.maintenance import maintenance_window_create, mainten
 from portal import clock
 from portal.closing import month_close
 from portal.models import AuditEntry
-from tests.metering.factories import make_deployment
+from tests.metering.factories import make_deployment, make_hourly_usage
 
 T0 = datetime(2026, 4, 10, 12, tzinfo=UTC)
 
@@ -468,9 +468,7 @@ def test_api_read_token_cannot_open_an_incident(users, token_client, llama):
 def test_api_tenant_member_sees_only_incidents_that_touched_them(
     users, token_client, tenant_a, tenant_b, llama, qwen
 ):
-    HourlyUsage.objects.create(
-        tenant=tenant_a, deployment=llama, hour=T0 - timedelta(days=2), requests=3
-    )
+    make_hourly_usage(tenant_a, llama, T0 - timedelta(days=2), requests=3)
     on_llama = _open(title="On llama", deployments=[llama])
     _open(title="On qwen", deployments=[qwen])
     named = _open(title="Named", tenants=[tenant_a, tenant_b])
@@ -491,10 +489,8 @@ def test_api_tenant_member_sees_only_incidents_that_touched_them(
 
 
 def test_api_operator_filters_by_tenant_status_and_period(operator_api, tenant_a, llama, qwen):
-    HourlyUsage.objects.create(tenant=tenant_a, deployment=qwen, hour=T0, requests=1)
-    HourlyUsage.objects.create(
-        tenant=tenant_a, deployment=qwen, hour=T0 - timedelta(days=25), requests=1
-    )
+    make_hourly_usage(tenant_a, qwen, T0, requests=1)
+    make_hourly_usage(tenant_a, qwen, T0 - timedelta(days=25), requests=1)
     resolved = _open(
         title="Old",
         deployments=[qwen],

@@ -16,7 +16,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from metering.domain.telemetry.histogram_json import histogram_to_json
 from metering.domain.telemetry.parse import parse_scrape
-from metering.models import EngineHourly, GpuHourly, HourlyUsage, ScrapeTarget, TelemetryPushState
+from metering.models import EngineHourly, GpuHourly, ScrapeTarget, TelemetryPushState
 from metering.selectors.telemetry import (
     gpu_pool_hourly_list,
     reconciliation_list,
@@ -27,7 +27,7 @@ from metering.services.telemetry.ingest import telemetry_ingest
 from metering.services.telemetry.scrape import scrape_all, scrape_target
 from metering.tasks import scrape_targets_task
 from tests.concurrency import run_together
-from tests.metering.factories import make_deployment
+from tests.metering.factories import make_deployment, make_hourly_usage
 
 pytestmark = pytest.mark.both_backends
 
@@ -405,9 +405,7 @@ def test_scrape_target_recovery_resets_consecutive_failures(db, metrics_server):
 
 
 def _usage(tenant, deployment, hour: datetime, output_tokens: int) -> None:
-    HourlyUsage.objects.create(
-        tenant=tenant, deployment=deployment, hour=hour, output_tokens=output_tokens
-    )
+    make_hourly_usage(tenant, deployment, hour, output_tokens=output_tokens)
 
 
 def test_reconciliation_list_flags_beyond_tolerance_only(db, tenant_a, tenant_b):

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from metering.models import DailyUsage, EngineHourly, HourlyUsage, ScrapeTarget
 from portal import clock
-from tests.metering.factories import make_deployment
+from tests.metering.factories import make_deployment, make_hourly_usage
 
 pytestmark = pytest.mark.both_backends
 
@@ -74,9 +74,7 @@ def _text(response) -> str:
 
 
 def _metered(tenant, deployment, hour, output_tokens) -> HourlyUsage:
-    return HourlyUsage.objects.create(
-        tenant=tenant, deployment=deployment, hour=hour, requests=10, output_tokens=output_tokens
-    )
+    return make_hourly_usage(tenant, deployment, hour, requests=10, output_tokens=output_tokens)
 
 
 def _engine(deployment, hour, generation_tokens) -> EngineHourly:
