@@ -236,6 +236,8 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
+    # The API reads JSON: the test client sends it unless a test says otherwise.
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_THROTTLE_CLASSES": ["portal.security.QuotaThrottle"],
     "DEFAULT_THROTTLE_RATES": {
         "read": os.environ.get("API_QUOTA_READ", "6000/min"),

@@ -74,7 +74,7 @@ def post_usage(api, events, *, tenant="tenant-a", model="llama-70b"):
     """Ingest events through the API (all-or-nothing), fold them into rollups and rate them,
     as the rollup and rate jobs do."""
     body = [{"tenant": tenant, "model": model, "cached_tokens": 0, **event} for event in events]
-    response = api.post("/api/v1/usage/events", body, format="json")
+    response = api.post("/api/v1/usage/events", body)
     assert response.status_code == 200, response.json()
     rollup_pending()
     rated_months_refresh()

@@ -112,7 +112,7 @@ def test_version_inside_a_closed_month_is_refused_naming_effective_from(
     path, body, model = WRITES[kind]
     before = (model.objects.count(), AuditEntry.objects.count(), _march_figures(tenant_a))
 
-    response = api.post(path, body(IN_MARCH), format="json")
+    response = api.post(path, body(IN_MARCH))
 
     assert response.status_code == 400, response.json()
     assert response.json() == {
@@ -133,7 +133,7 @@ def test_version_inside_an_open_month_is_added(api, tenant_a, march_closed, kind
     path, body, model = WRITES[kind]
     count = model.objects.count()
 
-    response = api.post(path, body(IN_APRIL), format="json")
+    response = api.post(path, body(IN_APRIL))
 
     assert response.status_code == 201, response.json()
     assert model.objects.count() == count + 1
@@ -166,8 +166,8 @@ def test_maintenance_and_incidents_in_the_month_the_run_closed_are_refused(api, 
     before = _march_figures(march_closed.tenant)
 
     refused = [
-        api.post("/api/v1/maintenance", window, format="json"),
-        api.post("/api/v1/incidents", incident, format="json"),
+        api.post("/api/v1/maintenance", window),
+        api.post("/api/v1/incidents", incident),
     ]
 
     assert [r.status_code for r in refused] == [400, 400]
@@ -175,5 +175,5 @@ def test_maintenance_and_incidents_in_the_month_the_run_closed_are_refused(api, 
     assert not MaintenanceWindow.objects.exists() and not Incident.objects.exists()
     assert _march_figures(march_closed.tenant) == before
     in_april = {"starts_at": "2026-04-20T02:00:00Z", "ends_at": "2026-04-20T04:00:00Z"}
-    accepted = api.post("/api/v1/maintenance", {**window, **in_april}, format="json")
+    accepted = api.post("/api/v1/maintenance", {**window, **in_april})
     assert accepted.status_code == 201, accepted.json()

@@ -139,8 +139,7 @@ def test_sla_reads_show_the_base_as_last_rated_and_the_close_posts_it_exact(marc
     late = march.post(
         "/api/v1/usage/events",
         [{"id": "s2", "tenant": "tenant-a", "model": "llama-70b", "cached_tokens": 0,
-          **MARCH_USAGE}],
-        format="json",
+          **MARCH_USAGE}]
     )  # fmt: skip
     assert late.status_code == 200
     rollup_pending()  # folded; the rate job has not run since

@@ -264,7 +264,6 @@ def test_invoice_command_folds_pending_and_reports(admin_api, tenant_a, march_te
     admin_api.post(
         "/api/v1/usage/events",
         [{"tenant": "tenant-a", "model": "llama-70b", **e} for e in MARCH_EVENTS],
-        format="json",
     )  # not folded: the command folds it
 
     call_command("invoice", "--month", "2026-03")

@@ -31,7 +31,6 @@ def test_price_create_is_audited_and_listed(admin_api):
             "currency": "USD",
             "effective_from": "2026-12-01T00:00:00Z",
         },
-        format="json",
     )
     assert response.status_code == 201, response.json()
     assert response.json()["per_million"] == "2.1900000000"
@@ -59,7 +58,7 @@ def test_price_create_rejects_bad_input_naming_the_field(admin_api, body, field)
         "currency": "USD",
         "effective_from": "2026-12-01T00:00:00Z",
     }
-    response = admin_api.post("/api/v1/prices", {**good, **body}, format="json")
+    response = admin_api.post("/api/v1/prices", {**good, **body})
     assert response.status_code == 400
     assert [e["field"] for e in response.json()["errors"]] == [field]
     assert Price.objects.count() == 3
@@ -80,17 +79,16 @@ def test_price_in_force_cannot_be_deleted_but_a_future_one_can(admin_api):
             "currency": "USD",
             "effective_from": "2030-01-01T00:00:00Z",
         },
-        format="json",
     ).json()
     assert admin_api.delete(f"/api/v1/prices/{future['id']}").status_code == 204
-    assert admin_api.put(f"/api/v1/prices/{in_force.pk}", {}, format="json").status_code == 405
+    assert admin_api.put(f"/api/v1/prices/{in_force.pk}", {}).status_code == 405
 
 
 def _contract_post(api, **fields):
     """POST /api/v1/contracts: a paid contract of tenant A from 1 January 2026, but for
     `fields`."""
     body = {"tenant": "tenant-a", "kind": "paid", "effective_from": "2026-01-01T00:00:00Z"}
-    return api.post("/api/v1/contracts", {**body, **fields}, format="json")
+    return api.post("/api/v1/contracts", {**body, **fields})
 
 
 def test_contract_create_with_tiers_and_default_credit_tiers(admin_api, tenant_a):
@@ -141,9 +139,9 @@ def test_finance_pays_and_voids(finance, invoices):
     paid = finance.post(f"/api/v1/invoices/{a.pk}/pay")
     assert paid.status_code == 200
     assert paid.json()["status"] == "paid"
-    voided = finance.post(f"/api/v1/invoices/{b.pk}/void", {"reason": "duplicate"}, format="json")
+    voided = finance.post(f"/api/v1/invoices/{b.pk}/void", {"reason": "duplicate"})
     assert voided.json()["status"] == "void"
-    again = finance.post(f"/api/v1/invoices/{b.pk}/void", {}, format="json")
+    again = finance.post(f"/api/v1/invoices/{b.pk}/void", {})
     assert again.status_code == 400
     assert again.json()["errors"][0]["field"] == "status"
     cash = finance.get("/api/v1/ledger?account=cash").json()["results"]
@@ -188,7 +186,7 @@ def test_investor_cannot_read_invoices_or_write_prices(users, invoices):
     assert investor.get("/api/v1/ledger").status_code == 403
     assert investor.get("/api/v1/prices").status_code == 200
     body = {"model": "llama-70b", "token_class": "input", "per_million": "0"}
-    assert investor.post("/api/v1/prices", body, format="json").status_code == 403
+    assert investor.post("/api/v1/prices", body).status_code == 403
 
 
 def test_finance_token_with_read_scope_cannot_post(users, token_client, invoices):

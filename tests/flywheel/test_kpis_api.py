@@ -22,7 +22,7 @@ def api(users, token_client):
 
 
 def _post(api, path, body):
-    response = api.post(path, body, format="json")
+    response = api.post(path, body)
     assert response.status_code in (200, 201), (path, response.json())
     return response.json()
 
@@ -225,7 +225,7 @@ def test_dotted_model_and_deployment_names_round_trip(api, db):
     assert api.get("/api/v1/models/llama-3.3-70b").json()["slug"] == "llama-3.3-70b"
     deployment = api.get("/api/v1/deployments/llama-3.3-70b@h100-a").json()
     assert (deployment["model"], deployment["pool"]) == ("llama-3.3-70b", "h100-a")
-    bad = api.post("/api/v1/models", {"slug": "bad name", "name": "x"}, format="json")
+    bad = api.post("/api/v1/models", {"slug": "bad name", "name": "x"})
     assert bad.status_code == 400
     assert bad.json()["errors"][0]["field"] == "slug"
 
@@ -262,9 +262,7 @@ def test_kpis_and_tfom_of_an_empty_window_are_null_with_a_reason(api, now):
     """At 00:30 on the 1st no hour of the month is over: nothing is measured, nothing is
     counted as idle, and the answer says why (kpis.md section 0, empty windows)."""
     _factory(api, pool="h100-a", gpus=8)
-    patched = api.patch(
-        "/api/v1/pools/h100-a", {"in_service_from": "2026-12-01T00:00:00Z"}, format="json"
-    )
+    patched = api.patch("/api/v1/pools/h100-a", {"in_service_from": "2026-12-01T00:00:00Z"})
     assert patched.status_code == 200, patched.json()
 
     kpis = api.get("/api/v1/kpis?period=this_month").json()
@@ -343,10 +341,10 @@ def test_an_empty_window_says_not_enough_data_on_every_page_and_in_the_flywheel(
     """At 00:30 on the 1st no hour of "this month" is over: the pages say so in words, the
     diagnosis names no bottleneck and a scenario is refused, instead of 0% and a loss."""
     _factory(api, pool="h100-a", gpus=8)
-    api.patch("/api/v1/pools/h100-a", {"in_service_from": "2026-12-01T00:00:00Z"}, format="json")
+    api.patch("/api/v1/pools/h100-a", {"in_service_from": "2026-12-01T00:00:00Z"})
 
     diagnosis = api.get("/api/v1/flywheel/diagnosis?period=this_month").json()
-    scenario = api.post("/api/v1/flywheel/scenarios", {}, format="json")
+    scenario = api.post("/api/v1/flywheel/scenarios", {})
 
     assert diagnosis["empty_reason"] == "no_usage_yet"
     assert diagnosis["bottleneck"] is None and diagnosis["factors"] == []

@@ -79,7 +79,6 @@ def test_scenario_projects_targets_and_levers(factory, users, token_client):
     response = api.post(
         "/api/v1/flywheel/scenarios",
         {**PERIOD, "targets": {"occupancy": "0.6"}, "levers": ["pooled"]},
-        format="json",
     )
 
     assert response.status_code == 200, response.json()
@@ -103,9 +102,7 @@ def test_scenario_projects_targets_and_levers(factory, users, token_client):
 def test_scenario_checks_a_goal_and_proposes_levers(factory, users):
     api = _session(users["operator"])
 
-    response = api.post(
-        "/api/v1/flywheel/scenarios", {**PERIOD, "goal": {"min_tfi": "0.5"}}, format="json"
-    )
+    response = api.post("/api/v1/flywheel/scenarios", {**PERIOD, "goal": {"min_tfi": "0.5"}})
 
     body = response.json()
     assert body["goal"]["is_met"] is False  # TFI 0.45
@@ -123,9 +120,7 @@ def test_scenario_checks_a_goal_and_proposes_levers(factory, users):
     ],
 )
 def test_scenario_refuses_invalid_input(factory, users, payload, field):
-    response = _session(users["operator"]).post(
-        "/api/v1/flywheel/scenarios", {**PERIOD, **payload}, format="json"
-    )
+    response = _session(users["operator"]).post("/api/v1/flywheel/scenarios", {**PERIOD, **payload})
 
     assert response.status_code == 400
     assert response.json()["errors"][0]["field"] == field
@@ -133,19 +128,18 @@ def test_scenario_refuses_invalid_input(factory, users, payload, field):
 
 def test_scenario_is_for_operators_and_finance(factory, users):
     for role, status in (("investor", 403), ("tenant", 403), ("finance", 200)):
-        response = _session(users[role]).post("/api/v1/flywheel/scenarios", PERIOD, format="json")
+        response = _session(users[role]).post("/api/v1/flywheel/scenarios", PERIOD)
         assert response.status_code == status, role
 
 
 def test_levers_are_created_as_versions_and_never_edited(db, users, token_client):
     admin = token_client(users["operator"], scopes=["admin", "read"])
 
-    created = admin.post("/api/v1/levers", LEVER, format="json")
-    again = admin.post("/api/v1/levers", LEVER, format="json")
+    created = admin.post("/api/v1/levers", LEVER)
+    again = admin.post("/api/v1/levers", LEVER)
     later = admin.post(
         "/api/v1/levers",
         {**LEVER, "effective_from": "2026-02-01T00:00:00Z", "monthly_cost": "25000"},
-        format="json",
     )
 
     assert created.status_code == 201, created.json()
@@ -173,7 +167,7 @@ def test_levers_are_created_as_versions_and_never_edited(db, users, token_client
 def test_lever_effects_are_checked(db, users, token_client, effects, field):
     admin = token_client(users["operator"], scopes=["admin"])
 
-    response = admin.post("/api/v1/levers", {**LEVER, "effects": effects}, format="json")
+    response = admin.post("/api/v1/levers", {**LEVER, "effects": effects})
 
     assert response.status_code == 400
     assert response.json()["errors"][0]["field"] == field
@@ -183,7 +177,7 @@ def test_lever_effects_are_checked(db, users, token_client, effects, field):
 def test_only_operators_write_levers_and_goals(db, users):
     for url, payload in (("/api/v1/levers", LEVER), ("/api/v1/goals", {"min_tfi": "0.3"})):
         for role in ("finance", "investor"):
-            response = _session(users[role]).post(url, payload, format="json")
+            response = _session(users[role]).post(url, payload)
             assert response.status_code == 403, (url, role)
     assert not Lever.objects.exists() and not Goal.objects.exists()
 
@@ -192,7 +186,7 @@ def test_goals_need_a_criterion_and_a_future_one_may_be_withdrawn(db, users):
     api = _session(users["operator"])
     future = (clock.now() + timedelta(days=2)).replace(minute=0, second=0, microsecond=0)
 
-    empty = api.post("/api/v1/goals", {"effective_from": "2026-01-01T00:00:00Z"}, format="json")
+    empty = api.post("/api/v1/goals", {"effective_from": "2026-01-01T00:00:00Z"})
     goal = api.post(
         "/api/v1/goals",
         {
@@ -200,7 +194,6 @@ def test_goals_need_a_criterion_and_a_future_one_may_be_withdrawn(db, users):
             "factor_targets": {"occupancy": "0.8"},
             "effective_from": future.isoformat(),
         },
-        format="json",
     )
 
     assert empty.status_code == 400
@@ -219,7 +212,6 @@ def test_lever_applications_record_the_baseline_and_withdraw_before_measured(db,
     response = api.post(
         "/api/v1/lever-applications",
         {"lever": "pooled", "applied_at": "2026-03-03T00:00:00Z", "note": "rolled out"},
-        format="json",
     )
 
     assert response.status_code == 201, response.json()
@@ -228,9 +220,7 @@ def test_lever_applications_record_the_baseline_and_withdraw_before_measured(db,
     assert body["projected"] == {"occupancy": "1.2"}
     assert body["evaluated_by"] is None
     again = api.post(
-        "/api/v1/lever-applications",
-        {"lever": "pooled", "applied_at": "2026-03-03T00:00:00Z"},
-        format="json",
+        "/api/v1/lever-applications", {"lever": "pooled", "applied_at": "2026-03-03T00:00:00Z"}
     )
     assert again.status_code == 400
     assert api.delete(f"/api/v1/lever-applications/{body['id']}").status_code == 204
@@ -240,8 +230,8 @@ def test_lever_applications_record_the_baseline_and_withdraw_before_measured(db,
 def test_cycles_run_on_request_and_list(factory, users):
     api = _session(users["operator"])
 
-    created = api.post("/api/v1/flywheel/cycles", PERIOD, format="json")
-    refused = _session(users["finance"]).post("/api/v1/flywheel/cycles", PERIOD, format="json")
+    created = api.post("/api/v1/flywheel/cycles", PERIOD)
+    refused = _session(users["finance"]).post("/api/v1/flywheel/cycles", PERIOD)
 
     assert created.status_code == 201, created.json()
     assert created.json()["bottleneck"] == "occupancy"
@@ -252,9 +242,7 @@ def test_cycles_run_on_request_and_list(factory, users):
         assert reader.get("/api/v1/flywheel/cycles").json()["count"] == 1
     for day in (3, 4):
         api.post(
-            "/api/v1/flywheel/cycles",
-            {"from": f"2026-03-0{day}", "to": f"2026-03-0{day + 1}"},
-            format="json",
+            "/api/v1/flywheel/cycles", {"from": f"2026-03-0{day}", "to": f"2026-03-0{day + 1}"}
         )
     with CaptureQueriesContext(connection) as three:
         assert reader.get("/api/v1/flywheel/cycles").json()["count"] == 3

@@ -54,18 +54,16 @@ def build_factory(admin, ingest, *, pool="h100-a", gpus=10, cost_model=True):
         admin.post(
             "/api/v1/pools",
             {"slug": pool, "name": "H100 hall", "gpu_type": "H100", "gpu_count": gpus},
-            format="json",
         )
     )
-    _ok(admin.post("/api/v1/models", {"slug": "llama", "name": "Llama"}, format="json"))
+    _ok(admin.post("/api/v1/models", {"slug": "llama", "name": "Llama"}))
     _ok(
         admin.post(
             "/api/v1/deployments",
             {"slug": f"llama@{pool}", "model": "llama", "pool": pool, "r_ref": "1000", "w_in": "0"},
-            format="json",
         )
     )
-    _ok(admin.post("/api/v1/tenants", {"slug": "acme", "name": "Acme"}, format="json"))
+    _ok(admin.post("/api/v1/tenants", {"slug": "acme", "name": "Acme"}))
     for token_class, per_million in (
         ("input", "0.50"),
         ("cached_input", "0.25"),
@@ -81,7 +79,6 @@ def build_factory(admin, ingest, *, pool="h100-a", gpus=10, cost_model=True):
                     "currency": "USD",
                     "effective_from": "2026-01-01T00:00:00Z",
                 },
-                format="json",
             )
         )
     _ok(
@@ -94,11 +91,10 @@ def build_factory(admin, ingest, *, pool="h100-a", gpus=10, cost_model=True):
                 "free_tokens_per_month": 0,
                 "effective_from": "2026-01-01T00:00:00Z",
             },
-            format="json",
         )
     )
     if cost_model:
-        _ok(admin.post("/api/v1/cost-models", {"pool": pool, **COST_MODEL}, format="json"))
+        _ok(admin.post("/api/v1/cost-models", {"pool": pool, **COST_MODEL}))
         _ok(
             admin.post(
                 "/api/v1/factory-costs",
@@ -107,7 +103,6 @@ def build_factory(admin, ingest, *, pool="h100-a", gpus=10, cost_model=True):
                     "sga_per_month": "3650",
                     "effective_from": "2026-01-01T00:00:00Z",
                 },
-                format="json",
             )
         )
 
@@ -120,7 +115,7 @@ def post_april_usage(ingest, *, pool="h100-a"):
         "gpus_healthy": 9,
         "gpus_busy": 6,
     }
-    _ok(ingest.post("/api/v1/capacity", [sample], format="json"), 200)
+    _ok(ingest.post("/api/v1/capacity", [sample]), 200)
     events = [
         {
             "id": f"ev-{i}",
@@ -133,7 +128,7 @@ def post_april_usage(ingest, *, pool="h100-a"):
         }
         for i in range(EVENTS)
     ]
-    assert _ok(ingest.post("/api/v1/usage/events", events, format="json"), 200) == {
+    assert _ok(ingest.post("/api/v1/usage/events", events), 200) == {
         "accepted": EVENTS,
         "duplicates": 0,
     }
@@ -223,9 +218,7 @@ def test_tfom_api_worked_example_3_equivalent_gpus(users, token_client):
     build_factory(admin, ingest, pool="b200-sh", gpus=1000, cost_model=False)
     _ok(
         admin.post(
-            "/api/v1/cost-models",
-            {"pool": "b200-sh", **COST_MODEL, "capex_per_gpu": "400000"},
-            format="json",
+            "/api/v1/cost-models", {"pool": "b200-sh", **COST_MODEL, "capex_per_gpu": "400000"}
         )
     )
     events = [
@@ -239,7 +232,7 @@ def test_tfom_api_worked_example_3_equivalent_gpus(users, token_client):
         }
         for i in range(2)
     ]
-    _ok(ingest.post("/api/v1/usage/events", events, format="json"), 200)
+    _ok(ingest.post("/api/v1/usage/events", events), 200)
     rollup_pending()
 
     # When

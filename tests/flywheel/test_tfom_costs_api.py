@@ -48,7 +48,7 @@ def _future_hour() -> str:
 
 
 def test_cost_model_create_as_architecture_shows_and_audits(admin, users):
-    response = admin.post("/api/v1/cost-models", BODY, format="json")
+    response = admin.post("/api/v1/cost-models", BODY)
     assert response.status_code == 201, response.json()
     body = response.json()
     assert body["pool"] == "b200-sh"
@@ -70,7 +70,7 @@ def test_factory_costs_create_as_architecture_shows(admin):
         "sga_per_month": "0",
         "effective_from": "2026-01-01T00:00:00Z",
     }
-    response = admin.post("/api/v1/factory-costs", body, format="json")
+    response = admin.post("/api/v1/factory-costs", body)
     assert response.status_code == 201, response.json()
     assert Decimal(response.json()["staff_per_month"]) == Decimal(130_000)
     assert AuditEntry.objects.filter(action="factory_costs.create").count() == 1
@@ -92,7 +92,7 @@ def test_factory_costs_create_as_architecture_shows(admin):
     ],
 )
 def test_cost_model_refuses_invalid_input_and_stores_nothing(admin, change, field):
-    response = admin.post("/api/v1/cost-models", {**BODY, **change}, format="json")
+    response = admin.post("/api/v1/cost-models", {**BODY, **change})
     assert response.status_code == 400
     assert field in {e["field"] for e in response.json()["errors"]}
     assert not CostModel.objects.exists()
@@ -100,8 +100,8 @@ def test_cost_model_refuses_invalid_input_and_stores_nothing(admin, change, fiel
 
 
 def test_cost_model_second_version_at_the_same_instant_is_refused(admin):
-    assert admin.post("/api/v1/cost-models", BODY, format="json").status_code == 201
-    response = admin.post("/api/v1/cost-models", {**BODY, "pue": "1.2"}, format="json")
+    assert admin.post("/api/v1/cost-models", BODY).status_code == 201
+    response = admin.post("/api/v1/cost-models", {**BODY, "pue": "1.2"})
     assert response.status_code == 400
     assert response.json()["errors"] == [
         {
@@ -113,10 +113,10 @@ def test_cost_model_second_version_at_the_same_instant_is_refused(admin):
 
 
 def test_cost_model_in_force_is_never_edited_nor_deleted(admin):
-    created = admin.post("/api/v1/cost-models", BODY, format="json").json()
+    created = admin.post("/api/v1/cost-models", BODY).json()
     url = f"/api/v1/cost-models/{created['id']}"
-    assert admin.patch(url, {"pue": "1.1"}, format="json").status_code == 405
-    assert admin.put(url, {**BODY, "pue": "1.1"}, format="json").status_code == 405
+    assert admin.patch(url, {"pue": "1.1"}).status_code == 405
+    assert admin.put(url, {**BODY, "pue": "1.1"}).status_code == 405
     response = admin.delete(url)
     assert response.status_code == 400
     assert response.json()["errors"][0]["field"] == "effective_from"
@@ -125,9 +125,7 @@ def test_cost_model_in_force_is_never_edited_nor_deleted(admin):
 
 
 def test_cost_model_not_in_force_yet_may_be_deleted_and_is_audited(admin):
-    created = admin.post(
-        "/api/v1/cost-models", {**BODY, "effective_from": _future_hour()}, format="json"
-    ).json()
+    created = admin.post("/api/v1/cost-models", {**BODY, "effective_from": _future_hour()}).json()
     assert admin.delete(f"/api/v1/cost-models/{created['id']}").status_code == 204
     assert not CostModel.objects.exists()
     entry = AuditEntry.objects.get(action="cost_model.delete")
@@ -136,7 +134,7 @@ def test_cost_model_not_in_force_yet_may_be_deleted_and_is_audited(admin):
 
 def test_factory_costs_not_in_force_yet_may_be_deleted(admin):
     body = {"staff_per_month": "1", "sga_per_month": "2", "effective_from": _future_hour()}
-    created = admin.post("/api/v1/factory-costs", body, format="json").json()
+    created = admin.post("/api/v1/factory-costs", body).json()
     assert admin.delete(f"/api/v1/factory-costs/{created['id']}").status_code == 204
     assert not FactoryCosts.objects.exists()
     assert AuditEntry.objects.filter(action="factory_costs.delete").count() == 1
@@ -144,8 +142,8 @@ def test_factory_costs_not_in_force_yet_may_be_deleted(admin):
 
 def test_cost_models_list_filters_by_pool(admin):
     Pool.objects.create(slug="h100-a", name="H100", gpu_type="H100", gpu_count=8)
-    admin.post("/api/v1/cost-models", BODY, format="json")
-    admin.post("/api/v1/cost-models", {**BODY, "pool": "h100-a"}, format="json")
+    admin.post("/api/v1/cost-models", BODY)
+    admin.post("/api/v1/cost-models", {**BODY, "pool": "h100-a"})
     listing = admin.get("/api/v1/cost-models?pool=h100-a").json()
     assert [row["pool"] for row in listing["results"]] == ["h100-a"]
 
@@ -155,7 +153,7 @@ def test_finance_and_investors_read_but_may_not_write(admin, users, role):
     client = APIClient()
     client.force_login(users[role])
     assert client.get("/api/v1/cost-models").status_code == 200
-    assert client.post("/api/v1/cost-models", BODY, format="json").status_code == 403
+    assert client.post("/api/v1/cost-models", BODY).status_code == 403
     assert (
         client.post(
             "/api/v1/factory-costs",
@@ -164,7 +162,6 @@ def test_finance_and_investors_read_but_may_not_write(admin, users, role):
                 "sga_per_month": "1",
                 "effective_from": "2026-01-01T00:00:00Z",
             },
-            format="json",
         ).status_code
         == 403
     )
@@ -174,7 +171,7 @@ def test_finance_and_investors_read_but_may_not_write(admin, users, role):
 
 def test_a_read_token_may_not_write_cost_models(admin, users, token_client):
     reader = token_client(users["operator"], scopes=["read"])
-    response = reader.post("/api/v1/cost-models", BODY, format="json")
+    response = reader.post("/api/v1/cost-models", BODY)
     assert response.status_code == 403
     assert "admin" in response.json()["errors"][0]["message"]
     assert not CostModel.objects.exists()
@@ -215,7 +212,7 @@ def test_cost_version_inside_a_closed_month_is_refused_and_its_tfom_unchanged(ap
     before = (investor.get(tfom).json(), model.objects.count(), AuditEntry.objects.count())
     assert before[0]["gross_profit"] is not None  # the month has figures to protect
 
-    response = admin.post(path, body(APRIL), format="json")
+    response = admin.post(path, body(APRIL))
 
     assert response.status_code == 400, response.json()
     assert response.json()["errors"] == [
@@ -235,7 +232,7 @@ def test_cost_version_from_an_open_month_is_added(april_closed, kind):
     path, body, model = COST_WRITES[kind]
     count = model.objects.count()
 
-    response = admin.post(path, body(MAY), format="json")
+    response = admin.post(path, body(MAY))
 
     assert response.status_code == 201, response.json()
     assert response.json()["effective_from"] == MAY

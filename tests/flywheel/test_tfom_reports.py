@@ -172,7 +172,7 @@ def test_report_xlsx_writes_a_formula_looking_name_as_text(finance, users, token
 
     admin = token_client(users["operator"], scopes=["admin", "read"])
     name = '=HYPERLINK("http://attacker.invalid","click")'
-    assert admin.patch("/api/v1/pools/h100-a", {"name": name}, format="json").status_code == 200
+    assert admin.patch("/api/v1/pools/h100-a", {"name": name}).status_code == 200
 
     response = finance.get("/reports/tfom/?period=2026-04&format=xlsx")
     by_pool = load_workbook(io.BytesIO(response.content))["By pool"]

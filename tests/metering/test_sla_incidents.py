@@ -367,7 +367,6 @@ def test_api_incident_lifecycle_two_updates_and_resolution(operator_api, llama, 
             "started_at": started.isoformat(),
             "message": "Investigating.",
         },
-        format="json",
     )
     assert response.status_code == 201, response.json()
     created = response.json()
@@ -385,14 +384,10 @@ def test_api_incident_lifecycle_two_updates_and_resolution(operator_api, llama, 
     url = f"/api/v1/incidents/{created['id']}/updates"
 
     first = operator_api.post(
-        url,
-        {"status": "identified", "impact": "major_outage", "message": "Bad node."},
-        format="json",
+        url, {"status": "identified", "impact": "major_outage", "message": "Bad node."}
     )
-    second = operator_api.post(
-        url, {"status": "monitoring", "impact": None, "message": "Drained."}, format="json"
-    )
-    done = operator_api.post(url, {"status": "resolved", "message": "Fixed."}, format="json")
+    second = operator_api.post(url, {"status": "monitoring", "impact": None, "message": "Drained."})
+    done = operator_api.post(url, {"status": "resolved", "message": "Fixed."})
 
     assert [r.status_code for r in (first, second, done)] == [201, 201, 201]
     body = done.json()
@@ -412,7 +407,6 @@ def test_api_incident_errors_are_listed_by_field(operator_api, llama):
     response = operator_api.post(
         "/api/v1/incidents",
         {"title": "", "severity": "sev9", "impact": "major_outage", "deployments": ["nope"]},
-        format="json",
     )
 
     assert response.status_code == 400
@@ -425,8 +419,8 @@ def test_api_patch_corrects_but_refuses_status(operator_api, llama):
     incident = _open(now=clock.now())
     url = f"/api/v1/incidents/{incident.pk}"
 
-    refused = operator_api.patch(url, {"status": "resolved"}, format="json")
-    fixed = operator_api.patch(url, {"title": "Renamed", "remediation": "Runbook."}, format="json")
+    refused = operator_api.patch(url, {"status": "resolved"})
+    fixed = operator_api.patch(url, {"title": "Renamed", "remediation": "Runbook."})
 
     assert refused.status_code == 400
     assert refused.json()["errors"] == [
@@ -437,15 +431,15 @@ def test_api_patch_corrects_but_refuses_status(operator_api, llama):
     ]
     assert fixed.status_code == 200
     assert (fixed.json()["title"], fixed.json()["remediation"]) == ("Renamed", "Runbook.")
-    assert operator_api.put(url, {"title": "x"}, format="json").status_code == 405
+    assert operator_api.put(url, {"title": "x"}).status_code == 405
 
 
 def test_api_going_back_is_a_400_naming_status(operator_api, llama):
     incident = _open(now=clock.now())
     url = f"/api/v1/incidents/{incident.pk}/updates"
-    operator_api.post(url, {"status": "monitoring"}, format="json")
+    operator_api.post(url, {"status": "monitoring"})
 
-    response = operator_api.post(url, {"status": "investigating"}, format="json")
+    response = operator_api.post(url, {"status": "investigating"})
 
     assert response.status_code == 400
     assert response.json()["errors"][0]["field"] == "status"
@@ -458,7 +452,6 @@ def test_api_read_token_cannot_open_an_incident(users, token_client, llama):
     response = api.post(
         "/api/v1/incidents",
         {"title": "x", "severity": "sev1", "impact": "degraded", "started_at": T0.isoformat()},
-        format="json",
     )
 
     assert response.status_code == 403
@@ -539,19 +532,15 @@ def test_api_maintenance_announce_change_and_cancel(operator_api, llama):
             "starts_at": starts.isoformat(),
             "ends_at": (starts + timedelta(hours=2)).isoformat(),
         },
-        format="json",
     )
     assert response.status_code == 201, response.json()
     window = response.json()
     url = f"/api/v1/maintenance/{window['id']}"
 
-    moved = operator_api.patch(
-        url, {"ends_at": (starts + timedelta(hours=3)).isoformat()}, format="json"
-    )
+    moved = operator_api.patch(url, {"ends_at": (starts + timedelta(hours=3)).isoformat()})
     late = operator_api.post(
         "/api/v1/maintenance",
         {"title": "Now", "starts_at": clock.now().isoformat(), "ends_at": starts.isoformat()},
-        format="json",
     )
     listed = operator_api.get("/api/v1/maintenance?upcoming=true").json()
     cancelled = operator_api.delete(url)
@@ -577,7 +566,6 @@ def test_api_maintenance_announced_at_defaults_to_now_or_imports_a_past_window(o
     ahead = operator_api.post(
         "/api/v1/maintenance",
         {**body, "starts_at": "2026-12-20T02:00:00Z", "ends_at": "2026-12-20T04:00:00Z"},
-        format="json",
     )
     past = operator_api.post(
         "/api/v1/maintenance",
@@ -587,7 +575,6 @@ def test_api_maintenance_announced_at_defaults_to_now_or_imports_a_past_window(o
             "ends_at": "2026-12-02T04:00:00Z",
             "announced_at": "2026-11-25T09:00:00Z",
         },
-        format="json",
     )
 
     assert ahead.status_code == 201, ahead.json()
@@ -614,7 +601,6 @@ def test_api_maintenance_and_incident_in_a_closed_month_are_400s_naming_the_fiel
             "ends_at": "2026-12-01T02:00:00Z",
             "announced_at": "2026-11-25T09:00:00Z",
         },
-        format="json",
     )
     incident = operator_api.post(
         "/api/v1/incidents",
@@ -625,7 +611,6 @@ def test_api_maintenance_and_incident_in_a_closed_month_are_400s_naming_the_fiel
             "started_at": "2026-11-30T23:00:00Z",
             "resolved_at": "2026-12-01T01:00:00Z",
         },
-        format="json",
     )
 
     assert window.status_code == 400

@@ -614,7 +614,6 @@ def test_scrape_targets_api_operators_write_finance_reads_investor_refused(
     created = admin.post(
         "/api/v1/scrape-targets",
         {"url": "http://vllm-0:8000/metrics", "kind": "vllm", "pool": "h100-a"},
-        format="json",
     )
     dcgm_with_deployment = admin.post(
         "/api/v1/scrape-targets",
@@ -624,13 +623,11 @@ def test_scrape_targets_api_operators_write_finance_reads_investor_refused(
             "pool": "h100-a",
             "deployment": deployment.slug,
         },
-        format="json",
     )
     finance_list = token_client(users["finance"]).get("/api/v1/scrape-targets")
     finance_write = token_client(users["finance"], scopes=("read",)).post(
         "/api/v1/scrape-targets",
         {"url": "http://vllm-1:8000/metrics", "kind": "vllm", "pool": "h100-a"},
-        format="json",
     )
     investor_list = session_client(users["investor"]).get("/api/v1/scrape-targets")
 
@@ -653,11 +650,11 @@ def test_scrape_targets_api_new_url_restarts_from_a_baseline(db, users, token_cl
     )
     admin = token_client(users["operator"], scopes=("admin",))
 
-    disabled = admin.patch(f"/api/v1/scrape-targets/{target.pk}", {"enabled": False}, format="json")
+    disabled = admin.patch(f"/api/v1/scrape-targets/{target.pk}", {"enabled": False})
     target.refresh_from_db()
     state_after_disable = target.state
     moved = admin.patch(
-        f"/api/v1/scrape-targets/{target.pk}", {"url": "http://vllm-9:8000/metrics"}, format="json"
+        f"/api/v1/scrape-targets/{target.pk}", {"url": "http://vllm-9:8000/metrics"}
     )
     target.refresh_from_db()
 

@@ -157,7 +157,7 @@ def test_wrong_content_type_and_malformed_json_are_4xx(ingest):
 def test_read_token_cannot_ingest(users, token_client, tenant_a):
     make_deployment()
     api = token_client(users["operator"], scopes=["read"])
-    response = api.post("/api/v1/usage/events", [event(1)], format="json")
+    response = api.post("/api/v1/usage/events", [event(1)])
     assert response.status_code == 403
 
 
@@ -195,17 +195,17 @@ def test_capacity_samples_upsert_and_validate(users, token_client):
         "gpus_healthy": 8,
         "gpus_busy": 4,
     }
-    assert api.post("/api/v1/capacity", [sample], format="json").json() == {
+    assert api.post("/api/v1/capacity", [sample]).json() == {
         "created": 1,
         "replaced": 0,
     }
     sample["gpus_busy"] = 6
-    assert api.post("/api/v1/capacity", [sample], format="json").json() == {
+    assert api.post("/api/v1/capacity", [sample]).json() == {
         "created": 0,
         "replaced": 1,
     }
     bad = {**sample, "gpus_busy": 9}
-    response = api.post("/api/v1/capacity", [sample, bad], format="json")
+    response = api.post("/api/v1/capacity", [sample, bad])
     assert response.status_code == 400
     assert response.json()["errors"] == [
         {"index": 1, "field": "gpus_busy", "message": "must not exceed gpus_healthy"}
@@ -278,7 +278,7 @@ def test_two_identical_batches_at_the_same_moment_store_each_event_once(users, t
     items = [event(i) for i in range(2000)]
 
     def send(client):
-        return client.post("/api/v1/usage/events", items, format="json").json()
+        return client.post("/api/v1/usage/events", items).json()
 
     clients = [APIClient() for _ in range(2)]
     for client in clients:
@@ -419,7 +419,7 @@ def test_capacity_sample_outside_the_window_is_refused_naming_time(
     api = token_client(users["operator"], scopes=["ingest"])
     samples = [{**CAPACITY, "time": "2026-12-01T00:00:00Z"}, {**CAPACITY, "time": time}]
 
-    response = api.post("/api/v1/capacity", samples, format="json")
+    response = api.post("/api/v1/capacity", samples)
 
     assert response.status_code == 400
     assert response.json()["errors"] == [{"index": 1, "field": "time", "message": message}]
@@ -434,7 +434,7 @@ def test_capacity_samples_on_the_window_bounds_are_stored(users, token_client):
         {**CAPACITY, "time": "2026-12-16T10:05:00Z"},
     ]
 
-    response = api.post("/api/v1/capacity", samples, format="json")
+    response = api.post("/api/v1/capacity", samples)
 
     assert response.json() == {"created": 2, "replaced": 0}
 
@@ -444,7 +444,7 @@ def test_capacity_batch_names_every_error_in_one_answer(users, token_client):
     api = token_client(users["operator"], scopes=["ingest"])
     bad = {**CAPACITY, "pool": "nowhere", "time": "9999-12-31T00:00:00Z", "gpus_busy": -1}
 
-    response = api.post("/api/v1/capacity", [bad], format="json")
+    response = api.post("/api/v1/capacity", [bad])
 
     assert response.status_code == 400
     assert response.json()["errors"] == [

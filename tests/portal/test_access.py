@@ -147,7 +147,7 @@ def test_tenant_member_reads_no_tenant_record_not_even_its_own(users, tenant_b, 
 
 def test_read_token_cannot_write(users, token_client):
     api = token_client(users["operator"], scopes=["read"])
-    response = api.post("/api/v1/tenants", {"slug": "new", "name": "New"}, format="json")
+    response = api.post("/api/v1/tenants", {"slug": "new", "name": "New"})
     assert response.status_code == 403
     assert "admin" in response.json()["errors"][0]["message"]
     assert not Tenant.objects.filter(slug="new").exists()
@@ -155,12 +155,12 @@ def test_read_token_cannot_write(users, token_client):
 
 def test_admin_token_writes_and_leaves_an_audit_entry(users, token_client):
     api = token_client(users["operator"], scopes=["admin", "read"])
-    response = api.post("/api/v1/tenants", {"slug": "new", "name": "New"}, format="json")
+    response = api.post("/api/v1/tenants", {"slug": "new", "name": "New"})
     assert response.status_code == 201, response.json()
     entry = AuditEntry.objects.get(object_type="tenant", action="create")
     assert entry.actor == users["operator"]
     assert entry.after["slug"] == "new"
-    response = api.patch("/api/v1/tenants/new", {"name": "Renamed"}, format="json")
+    response = api.patch("/api/v1/tenants/new", {"name": "Renamed"})
     assert response.status_code == 200
     update = AuditEntry.objects.get(object_type="tenant", action="update")
     assert (update.before["name"], update.after["name"]) == ("New", "Renamed")
@@ -169,7 +169,7 @@ def test_admin_token_writes_and_leaves_an_audit_entry(users, token_client):
 def test_investor_cannot_write_even_with_a_session(users):
     client = APIClient()
     client.force_login(users["investor"])
-    response = client.post("/api/v1/tenants", {"slug": "x", "name": "X"}, format="json")
+    response = client.post("/api/v1/tenants", {"slug": "x", "name": "X"})
     assert response.status_code == 403
     assert not Tenant.objects.filter(slug="x").exists()
 

@@ -83,7 +83,7 @@ def test_session_posts_need_the_csrf_token(users):
     client = APIClient(enforce_csrf_checks=True)
     client.force_login(users["operator"])
     response = client.post("/api/v1/pools", {"slug": "p", "name": "p", "gpu_type": "H100",
-                                             "gpu_count": 1}, format="json")  # fmt: skip
+                                             "gpu_count": 1})  # fmt: skip
     assert response.status_code == 403
     assert "CSRF" in response.json()["errors"][0]["message"]
 

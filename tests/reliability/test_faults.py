@@ -297,7 +297,7 @@ def test_ingestion_survives_redis_stopped_and_loses_nothing(world, private_redis
     pending: list[int] = []  # batches answered 503: to send again once Redis is back
     acknowledged, slowest = 0, 0.0
     with override_settings(CACHES=caches):
-        api.post("/api/v1/usage/events", _batch(0), format="json")  # quotas counted in Redis
+        api.post("/api/v1/usage/events", _batch(0))  # quotas counted in Redis
         assert redis.Redis(port=private_redis.port, db=1).keys("*quota*")
         n = 0
         for seconds, state in [(1.0, "up"), (REDIS_OUTAGE_S, outage), (1.0, "up")]:
@@ -313,7 +313,7 @@ def test_ingestion_survives_redis_stopped_and_loses_nothing(world, private_redis
             while time.monotonic() < deadline:
                 n += 1
                 started = time.monotonic()
-                response = api.post("/api/v1/usage/events", _batch(n), format="json")
+                response = api.post("/api/v1/usage/events", _batch(n))
                 slowest = max(slowest, time.monotonic() - started)
                 statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
                 if response.status_code == 503:
@@ -323,7 +323,7 @@ def test_ingestion_survives_redis_stopped_and_loses_nothing(world, private_redis
                     assert response.status_code == 200, (state, response.content[:300])
                     acknowledged += response.json()["accepted"]
         for again in pending:
-            response = api.post("/api/v1/usage/events", _batch(again), format="json")
+            response = api.post("/api/v1/usage/events", _batch(again))
             assert response.status_code == 200, response.content[:300]
             acknowledged += response.json()["accepted"]
     print(f"Redis {outage} {REDIS_OUTAGE_S} s: {statuses}, slowest answer {slowest:.1f} s")
