@@ -1,6 +1,8 @@
 from django.conf import settings
 from django.db import models
 
+from portal.periods import validate_whole_hour
+
 
 class Role(models.TextChoices):
     """The four roles of the portal; each is a Django group of the same name."""
@@ -17,6 +19,19 @@ class Scope(models.TextChoices):
     READ = "read", "read"
     INGEST = "ingest", "ingest"
     ADMIN = "admin", "admin"
+
+
+class EffectiveDated(models.Model):
+    """A version of an effective-dated record (portal.versions writes them): in force from
+    `effective_from`, a whole UTC hour, until the next version of its series; never edited
+    once in force. A series of one version per instant says so with `unique=True` or a
+    UniqueConstraint of its own."""
+
+    effective_from = models.DateTimeField(validators=[validate_whole_hour])
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
 
 
 class Tenant(models.Model):

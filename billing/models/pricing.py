@@ -5,8 +5,7 @@ from django.db import models
 
 from billing.domain.credits import DEFAULT_CREDIT_TIERS as CREDIT_TIERS
 from billing.domain.rating.types import ContractKind, TokenClass
-from portal.models import Tenant
-from portal.periods import validate_whole_hour
+from portal.models import EffectiveDated, Tenant
 
 # Credit tiers as public LLM clouds publish them: [uptime below, percent credited].
 # As contracts store them (JSON): billing.domain.credits.DEFAULT_CREDIT_TIERS, as text.
@@ -17,7 +16,7 @@ def default_credit_tiers() -> list[list[str]]:
     return [list(tier) for tier in DEFAULT_CREDIT_TIERS]
 
 
-class Price(models.Model):
+class Price(EffectiveDated):
     """A list price per million tokens of one model and token class, in force from
     `effective_from` (a whole UTC hour) until the next version; never edited once in force."""
 
@@ -27,8 +26,6 @@ class Price(models.Model):
     token_class = models.CharField(max_length=16, choices=[(c, c) for c in TokenClass])
     per_million = models.DecimalField(max_digits=20, decimal_places=10)  # money per 10^6 tokens
     currency = models.CharField(max_length=3)
-    effective_from = models.DateTimeField(validators=[validate_whole_hour])
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["model__slug", "token_class", "effective_from"]
@@ -45,7 +42,7 @@ class Price(models.Model):
         return f"{self.model} {self.token_class} {self.per_million} {self.currency}"
 
 
-class Contract(models.Model):
+class Contract(EffectiveDated):
     """A tenant's commercial terms from `effective_from` (whole UTC hour) until the next
     version: kind, discount, graduated volume tiers, free allowance, committed minimum and
     SLA credit tiers, payment terms."""
@@ -64,8 +61,6 @@ class Contract(models.Model):
     credit_tiers = models.JSONField(default=default_credit_tiers, blank=True)
     # An invoice is due this many days after it is issued.
     payment_terms_days = models.PositiveSmallIntegerField(default=30)
-    effective_from = models.DateTimeField(validators=[validate_whole_hour])
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["tenant__slug", "effective_from"]

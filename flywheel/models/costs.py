@@ -3,10 +3,11 @@ from decimal import Decimal
 from django.db import models
 from django.db.models import Q
 
+from portal.models import EffectiveDated
 from portal.periods import validate_whole_hour
 
 
-class CostModel(models.Model):
+class CostModel(EffectiveDated):
     """A pool's TCO inputs (kpis.md section 5) in force from `effective_from` (a whole UTC
     hour) until the next version; the version in force at a period's start applies to it.
     Create-only once in force; deletable only before it takes effect."""
@@ -27,8 +28,6 @@ class CostModel(models.Model):
     # Node power per GPU over the GPU's own, applied to DCGM-measured GPU energy.
     node_power_factor = models.DecimalField(max_digits=7, decimal_places=4, default=Decimal("1.8"))
     currency = models.CharField(max_length=3)
-    effective_from = models.DateTimeField(validators=[validate_whole_hour])
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["pool__slug", "effective_from"]
@@ -59,7 +58,7 @@ class CostModel(models.Model):
         return f"{self.pool} from {self.effective_from:%Y-%m-%d %H:00}"
 
 
-class FactoryCosts(models.Model):
+class FactoryCosts(EffectiveDated):
     """Factory-level monthly costs (staff, SG&A) in force from `effective_from` (a whole UTC
     hour) until the next version. Create-only once in force."""
 
@@ -67,7 +66,6 @@ class FactoryCosts(models.Model):
     sga_per_month = models.DecimalField(max_digits=20, decimal_places=4)  # money
     currency = models.CharField(max_length=3)
     effective_from = models.DateTimeField(unique=True, validators=[validate_whole_hour])
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["effective_from"]

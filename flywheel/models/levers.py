@@ -2,6 +2,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from portal.models import EffectiveDated
 from portal.periods import validate_whole_hour
 
 
@@ -16,7 +17,7 @@ class Factor(models.TextChoices):
     PRICE_REALIZATION = "price_realization", "ρ price realization"
 
 
-class Lever(models.Model):
+class Lever(EffectiveDated):
     """One version of a lever: what it moves (factor → low/typical/high multipliers), what
     it costs, and where its defaults come from, in force from `effective_from` (a whole UTC
     hour) until the next version of the same slug. Create-only once in force: a change, or
@@ -40,11 +41,9 @@ class Lever(models.Model):
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.OPERATOR)
     # Realized multipliers folded into `typical` so far (the prior counts as one more).
     observations = models.PositiveIntegerField(default=0)
-    effective_from = models.DateTimeField(validators=[validate_whole_hour])
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["slug", "effective_from"]
@@ -60,7 +59,7 @@ class Lever(models.Model):
         return f"{self.slug} from {self.effective_from:%Y-%m-%d %H:00}"
 
 
-class Goal(models.Model):
+class Goal(EffectiveDated):
     """The factory's goal in force from `effective_from` (a whole UTC hour) until the next:
     gross margin ≥ X, EBITDA ≥ Y per month, TFI ≥ Z (each optional, at least one set), and
     optional factor targets replacing the kpis.md defaults in the diagnosis. Create-only
@@ -81,7 +80,6 @@ class Goal(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["effective_from"]

@@ -1,6 +1,6 @@
 from django.db import models
 
-from portal.periods import validate_whole_hour
+from portal.models import EffectiveDated
 
 
 class Pool(models.Model):
@@ -74,19 +74,17 @@ class Deployment(models.Model):
         return self.slug
 
 
-class DeploymentVersion(models.Model):
+class DeploymentVersion(EffectiveDated):
     """R_ref, w_in and SLO thresholds of a deployment, in force from `effective_from` (a whole
     UTC hour) until the next version. A version in force is never edited."""
 
     deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="versions")
-    effective_from = models.DateTimeField(validators=[validate_whole_hour])
     r_ref = models.DecimalField(max_digits=14, decimal_places=4)  # output tokens/s per GPU
     w_in = models.DecimalField(max_digits=8, decimal_places=6, default=0)  # output-token units
     slo_ttft_ms = models.PositiveIntegerField(null=True, blank=True)
     slo_tpot_ms = models.PositiveIntegerField(null=True, blank=True)
     # Optional throughput floor: requests should stream at least this many tokens/s.
     slo_min_tokens_per_s = models.PositiveIntegerField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["deployment", "effective_from"]
