@@ -25,7 +25,10 @@ class EffectiveDated(models.Model):
     """A version of an effective-dated record (portal.versions writes them): in force from
     `effective_from`, a whole UTC hour, until the next version of its series; never edited
     once in force. A series of one version per instant says so with `unique=True` or a
-    UniqueConstraint of its own."""
+    UniqueConstraint of its own; `audit_type` is what the audit log calls the record
+    (`<audit_type>.create`, `.delete`)."""
+
+    audit_type = ""
 
     effective_from = models.DateTimeField(validators=[validate_whole_hour])
     created_at = models.DateTimeField(auto_now_add=True)

@@ -25,14 +25,13 @@ def effective_from_check(moment: datetime, *, in_figures: bool = True) -> None:
         month_closed_check(moment=moment, field="effective_from")
 
 
-def version_create(
-    version: models.Model, *, series: dict, conflict: str, object_type: str, by=None
-) -> models.Model:
+def version_create(version: models.Model, *, series: dict, conflict: str, by=None) -> models.Model:
     """Store a new version: `version` is unsaved, its fields checked by its app's service
     (effective_from with effective_from_check). Another version of the same series (the
     fields in `series`) at the same instant is refused with `conflict`, whether it was
     there before or a concurrent request stored it first. Audited as
-    `<object_type>.create`."""
+    `<audit_type>.create`, the model's audit type (portal.models.EffectiveDated)."""
+    object_type = version.audit_type
     same = type(version).objects.filter(**series, effective_from=version.effective_from)
     if same.exists():
         raise FieldError("effective_from", conflict)
@@ -46,8 +45,10 @@ def version_create(
 
 
 @transaction.atomic
-def version_delete(*, version: models.Model, object_type: str, by=None) -> None:
-    """Delete a version that has not taken effect yet; one in force is refused."""
+def version_delete(*, version: models.Model, by=None) -> None:
+    """Delete a version that has not taken effect yet; one in force is refused. Audited as
+    `<audit_type>.delete`."""
+    object_type = version.audit_type
     locked = type(version).objects.select_for_update().get(pk=version.pk)
     if locked.effective_from <= clock.now():
         raise FieldError(

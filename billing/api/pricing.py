@@ -133,7 +133,6 @@ class PriceViewSet(EffectiveDatedViewSet):
     """List prices per million tokens, per model and token class, effective-dated."""
 
     serializer_class = PriceSerializer
-    audit_type = "price"
     permission_classes = [
         capability_permission(read=Capability.READ_FACTORY, write=Capability.WRITE_COMMERCIAL)
     ]
@@ -146,7 +145,6 @@ class ContractViewSet(EffectiveDatedViewSet):
     """Contract versions per tenant."""
 
     serializer_class = ContractSerializer
-    audit_type = "contract"
     permission_classes = [CommercialConfiguration]
     filterset_class = ContractFilterSet
 
@@ -170,7 +168,6 @@ class PromotionViewSet(EffectiveDatedViewSet):
     """Promotional credits (money, optional expiry), consumed before cash."""
 
     serializer_class = PromotionSerializer
-    audit_type = "promotion"
     permission_classes = [CommercialConfiguration]
     filterset_class = PromotionFilterSet
 

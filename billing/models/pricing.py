@@ -20,6 +20,8 @@ class Price(EffectiveDated):
     """A list price per million tokens of one model and token class, in force from
     `effective_from` (a whole UTC hour) until the next version; never edited once in force."""
 
+    audit_type = "price"
+
     model = models.ForeignKey(
         "metering.ServedModel", on_delete=models.PROTECT, related_name="prices"
     )
@@ -46,6 +48,8 @@ class Contract(EffectiveDated):
     """A tenant's commercial terms from `effective_from` (whole UTC hour) until the next
     version: kind, discount, graduated volume tiers, free allowance, committed minimum and
     SLA credit tiers, payment terms."""
+
+    audit_type = "contract"
 
     Kind = models.TextChoices("Kind", [(k.name, k.value) for k in ContractKind])
 
@@ -91,6 +95,8 @@ class PromotionalCredit(models.Model):
     """Money granted to a tenant that pays for paid usage before cash: the usage of every month
     from the one holding `effective_from` on, until `expires_at`; what each invoice consumed
     is recorded in PromotionUse."""
+
+    audit_type = "promotion"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="promotions")
     amount = models.DecimalField(max_digits=20, decimal_places=4)

@@ -47,7 +47,6 @@ def price_create(
         ),
         series={"model": model, "token_class": token_class},
         conflict=f"{model.slug} {token_class} already has a price from that instant",
-        object_type="price",
         by=by,
     )
 
@@ -132,7 +131,6 @@ def contract_create(
         contract,
         series={"tenant": tenant},
         conflict=f"{tenant.slug} already has a contract from then",
-        object_type="contract",
         by=by,
     )
 
@@ -166,8 +164,8 @@ def promotion_grant(
     )
     audit_record(
         actor=by,
-        action="promotion.grant",
-        object_type="promotion",
+        action=f"{PromotionalCredit.audit_type}.grant",
+        object_type=PromotionalCredit.audit_type,
         object_id=credit.pk,
         after=audit_snapshot(credit),
     )

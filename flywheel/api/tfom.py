@@ -202,7 +202,6 @@ class CostModelViewSet(EffectiveDatedViewSet):
 
     serializer_class = CostModelSerializer
     permission_classes = [CostPermission]
-    audit_type = "cost_model"
     queryset = CostModel.objects.select_related("pool")
     filterset_class = CostModelFilterSet
     create_service = staticmethod(cost_model_create)
@@ -214,7 +213,6 @@ class FactoryCostsViewSet(EffectiveDatedViewSet):
 
     serializer_class = FactoryCostsSerializer
     permission_classes = [CostPermission]
-    audit_type = "factory_costs"
     queryset = FactoryCosts.objects.all()
     create_service = staticmethod(factory_costs_create)
 

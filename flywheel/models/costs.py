@@ -12,6 +12,8 @@ class CostModel(EffectiveDated):
     hour) until the next version; the version in force at a period's start applies to it.
     Create-only once in force; deletable only before it takes effect."""
 
+    audit_type = "cost_model"
+
     pool = models.ForeignKey("metering.Pool", on_delete=models.PROTECT, related_name="cost_models")
     capex_per_gpu = models.DecimalField(max_digits=20, decimal_places=4)  # money, all-in per GPU
     depreciation_months = models.PositiveIntegerField()  # straight line
@@ -61,6 +63,8 @@ class CostModel(EffectiveDated):
 class FactoryCosts(EffectiveDated):
     """Factory-level monthly costs (staff, SG&A) in force from `effective_from` (a whole UTC
     hour) until the next version. Create-only once in force."""
+
+    audit_type = "factory_costs"
 
     staff_per_month = models.DecimalField(max_digits=20, decimal_places=4)  # money
     sga_per_month = models.DecimalField(max_digits=20, decimal_places=4)  # money

@@ -23,6 +23,8 @@ class Lever(EffectiveDated):
     hour) until the next version of the same slug. Create-only once in force: a change, or
     what a cycle learned, is a new version. `is_active` False retires the lever."""
 
+    audit_type = "lever"
+
     class Source(models.TextChoices):
         PUBLISHED = "published", "published uplift"
         OPERATOR = "operator", "set by an operator"
@@ -64,6 +66,8 @@ class Goal(EffectiveDated):
     gross margin ≥ X, EBITDA ≥ Y per month, TFI ≥ Z (each optional, at least one set), and
     optional factor targets replacing the kpis.md defaults in the diagnosis. Create-only
     once in force."""
+
+    audit_type = "goal"
 
     min_gross_margin = models.DecimalField(  # ratio: 0.55 = 55%
         max_digits=9, decimal_places=6, null=True, blank=True

@@ -86,7 +86,6 @@ def cost_model_create(
         ),
         series={"pool": pool},
         conflict=f"pool {pool.slug} already has a cost model from that instant",
-        object_type="cost_model",
         by=by,
     )
 
@@ -114,7 +113,6 @@ def factory_costs_create(
         ),
         series={},
         conflict="factory costs already have a version from that instant",
-        object_type="factory_costs",
         by=by,
     )
 

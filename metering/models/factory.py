@@ -78,6 +78,8 @@ class DeploymentVersion(EffectiveDated):
     """R_ref, w_in and SLO thresholds of a deployment, in force from `effective_from` (a whole
     UTC hour) until the next version. A version in force is never edited."""
 
+    audit_type = "deployment_version"
+
     deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="versions")
     r_ref = models.DecimalField(max_digits=14, decimal_places=4)  # output tokens/s per GPU
     w_in = models.DecimalField(max_digits=8, decimal_places=6, default=0)  # output-token units

@@ -90,7 +90,6 @@ def deployment_version_add(
         DeploymentVersion(deployment=deployment, effective_from=effective_from, **asdict(spec)),
         series={"deployment": deployment},
         conflict=f"{deployment.slug} already has a version from that instant",
-        object_type="deployment_version",
         by=by,
     )
 

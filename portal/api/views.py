@@ -18,11 +18,11 @@ class EffectiveDatedViewSet(
     viewsets.GenericViewSet,
 ):
     """Effective-dated versions (portal.versions): create-only once in force, never
-    edited, deleted only before they take effect. Subclasses name their app's service in
-    `create_service` (called with the version's fields and `by`, the acting user) and the
-    audit type in `audit_type`; the service's FieldError is the API's 400 naming the field."""
+    edited, deleted only before they take effect, audited as their model names them
+    (`audit_type`). Subclasses name their app's service in `create_service` (called with
+    the version's fields and `by`, the acting user); the service's FieldError is the API's
+    400 naming the field."""
 
-    audit_type = ""
     create_service = None  # staticmethod(<app>_create)
 
     def version_fields(self, data: dict) -> dict:
@@ -35,7 +35,7 @@ class EffectiveDatedViewSet(
         serializer.instance = self.create_service(**fields, by=self.request.user)
 
     def perform_destroy(self, instance):
-        version_delete(version=instance, object_type=self.audit_type, by=self.request.user)
+        version_delete(version=instance, by=self.request.user)
 
 
 class AuditedModelViewSet(viewsets.ModelViewSet):

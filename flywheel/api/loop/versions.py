@@ -88,7 +88,6 @@ class LeverViewSet(EffectiveDatedViewSet):
 
     serializer_class = LeverSerializer
     permission_classes = [FactoryWrite]
-    audit_type = "lever"
     queryset = Lever.objects.all()
     filterset_class = LeverFilterSet
     create_service = staticmethod(lever_create)
@@ -100,6 +99,5 @@ class GoalViewSet(EffectiveDatedViewSet):
 
     serializer_class = GoalSerializer
     permission_classes = [FactoryWrite]
-    audit_type = "goal"
     queryset = Goal.objects.all()
     create_service = staticmethod(goal_create)

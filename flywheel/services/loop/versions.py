@@ -102,7 +102,6 @@ def lever_create(
         ),
         series={"slug": slug},
         conflict=f"lever {slug} already has a version from that instant",
-        object_type="lever",
         by=by,
     )
 
@@ -156,6 +155,5 @@ def goal_create(
         ),
         series={},
         conflict="a goal already starts at that instant",
-        object_type="goal",
         by=by,
     )
