@@ -17,8 +17,6 @@ from django.db.models import Q
 from billing.selectors.rated import (
     PAID,
     UNSOLD_REASONS,
-    months_touched,
-    rating_errors,
     sales_by_tenant,
 )
 from flywheel.domain.kpis import KPI_CONTEXT, ratio_of
@@ -74,12 +72,11 @@ _CAPACITY_FACTORS = (
 )
 
 
-def _capacity_evidence(baseline: Baseline, names: dict[str, str]) -> dict[str, Evidence]:
+def _capacity_evidence(baseline: Baseline, names: dict[str, str]) -> list[Evidence]:
     """α: unhealthy GPU-hours by pool; β: idle healthy GPU-hours by pool."""
-    return {
-        factor: _lost_hours_evidence(baseline, names, factor, *rest)
-        for factor, *rest in _CAPACITY_FACTORS
-    }
+    return [
+        _lost_hours_evidence(baseline, names, factor, *rest) for factor, *rest in _CAPACITY_FACTORS
+    ]
 
 
 def _lost_hours_evidence(
@@ -178,7 +175,7 @@ def _incident_minutes(start: datetime, end: datetime, slugs: list[str]) -> dict[
 
 def _deployment_evidence(
     baseline: Baseline, start: datetime, end: datetime, data: FactoryData
-) -> dict[str, Evidence]:
+) -> tuple[Evidence, Evidence]:
     """η: production against R_ref by deployment; σ: incident minutes and SLO misses."""
     sums = _deployment_sums(start, end, data)
     deployments = {
@@ -232,8 +229,8 @@ def _deployment_evidence(
     missed = sum((r["missed_std_gpu_hours"] for r in sigma_rows), ZERO)
     misses = sum(r["slo_misses"] for r in sigma_rows)
     minutes = sum((r["incident_minutes"] for r in sigma_rows), ZERO)
-    return {
-        "efficiency": Evidence(
+    return (
+        Evidence(
             factor="efficiency",
             summary=(
                 f"{short:,.0f} busy GPU-hours produced nothing at R_ref"
@@ -253,7 +250,7 @@ def _deployment_evidence(
             ),
             rows=tuple(eta_rows),
         ),
-        "sla_delivery": Evidence(
+        Evidence(
             factor="sla_delivery",
             summary=(
                 f"{misses:,} requests missed their SLO ({missed:,.0f} standard GPU-hours "
@@ -272,14 +269,13 @@ def _deployment_evidence(
             ),
             rows=tuple(sigma_rows),
         ),
-    }
+    )
 
 
-def _sales_evidence(start: datetime, end: datetime) -> tuple[dict[str, Evidence], dict[str, str]]:
+def _sales_evidence(start: datetime, end: datetime) -> tuple[Evidence, Evidence]:
     """s: unsold tokens (trial, internal, allowance, no contract) by tenant; ρ: list value,
-    discounts, tiers and promotions by tenant. Also the rating errors by tenant."""
+    discounts, tiers and promotions by tenant."""
     period = Period(start, end)
-    errors = rating_errors(months=months_touched(period))
     unsold: dict[str, dict] = {}
     money: dict[str, dict] = {}
     with localcontext(KPI_CONTEXT):
@@ -333,45 +329,38 @@ def _sales_evidence(start: datetime, end: datetime) -> tuple[dict[str, Evidence]
         if tokens
     )
     return (
-        {
-            "sell_through": Evidence(
-                factor="sell_through",
-                summary=f"{_tokens_text(total_unsold)} tokens served unsold"
-                + (f" ({reasons})" if reasons else ""),
-                columns=(
-                    tenant,
-                    EvidenceColumn(key="trial", label="Trial", unit="tokens"),
-                    EvidenceColumn(key="internal", label="Internal", unit="tokens"),
-                    EvidenceColumn(key="allowance", label="Free allowance", unit="tokens"),
-                    EvidenceColumn(key="no_contract", label="No contract", unit="tokens"),
-                    EvidenceColumn(key="paid_tokens", label="Paid", unit="tokens"),
-                    EvidenceColumn(key="unsold_share", label="Unsold share", unit="ratio"),
-                ),
-                rows=tuple(unsold_rows),
+        Evidence(
+            factor="sell_through",
+            summary=f"{_tokens_text(total_unsold)} tokens served unsold"
+            + (f" ({reasons})" if reasons else ""),
+            columns=(
+                tenant,
+                EvidenceColumn(key="trial", label="Trial", unit="tokens"),
+                EvidenceColumn(key="internal", label="Internal", unit="tokens"),
+                EvidenceColumn(key="allowance", label="Free allowance", unit="tokens"),
+                EvidenceColumn(key="no_contract", label="No contract", unit="tokens"),
+                EvidenceColumn(key="paid_tokens", label="Paid", unit="tokens"),
+                EvidenceColumn(key="unsold_share", label="Unsold share", unit="ratio"),
             ),
-            "price_realization": Evidence(
-                factor="price_realization",
-                summary=(
-                    f"{forgone:,.0f} of list value not collected"
-                    + (f", most from {money_rows[0]['tenant']}" if money_rows else "")
-                ),
-                columns=(
-                    tenant,
-                    EvidenceColumn(key="list_value", label="List value", unit="money"),
-                    EvidenceColumn(
-                        key="contract_discount", label="Contract discount", unit="money"
-                    ),
-                    EvidenceColumn(key="tier_discount", label="Volume tiers", unit="money"),
-                    EvidenceColumn(key="promotions", label="Promotions", unit="money"),
-                    EvidenceColumn(key="realized", label="Realized", unit="money"),
-                    EvidenceColumn(
-                        key="price_realization", label="Price realization", unit="ratio"
-                    ),
-                ),
-                rows=tuple(money_rows),
+            rows=tuple(unsold_rows),
+        ),
+        Evidence(
+            factor="price_realization",
+            summary=(
+                f"{forgone:,.0f} of list value not collected"
+                + (f", most from {money_rows[0]['tenant']}" if money_rows else "")
             ),
-        },
-        errors,
+            columns=(
+                tenant,
+                EvidenceColumn(key="list_value", label="List value", unit="money"),
+                EvidenceColumn(key="contract_discount", label="Contract discount", unit="money"),
+                EvidenceColumn(key="tier_discount", label="Volume tiers", unit="money"),
+                EvidenceColumn(key="promotions", label="Promotions", unit="money"),
+                EvidenceColumn(key="realized", label="Realized", unit="money"),
+                EvidenceColumn(key="price_realization", label="Price realization", unit="ratio"),
+            ),
+            rows=tuple(money_rows),
+        ),
     )
 
 
@@ -380,7 +369,9 @@ def evidence_get(
 ) -> dict[str, Evidence]:
     """The evidence behind every factor over [start, end), by factor."""
     names = {p.slug: p.name for p in data.pools.values()}
-    evidence = _capacity_evidence(baseline, names)
-    evidence |= _deployment_evidence(baseline, start, end, data)
-    sales, _errors = _sales_evidence(start, end)
-    return evidence | sales
+    found = (
+        *_capacity_evidence(baseline, names),
+        *_deployment_evidence(baseline, start, end, data),
+        *_sales_evidence(start, end),
+    )
+    return {evidence.factor: evidence for evidence in found}
