@@ -1,5 +1,6 @@
 """Fixtures of the reliability suite: the two-tenant world and a Celery worker process."""
 
+import copy
 import os
 import re
 import signal
@@ -10,15 +11,38 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import celery_worker
+from portal.clock import clock_set
+from tests.conftest import DEFAULT_NOW, celery_worker
 from tests.reliability.world import world_build
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.fixture(scope="module")
+def _world_of_module(django_db_setup, django_db_blocker):
+    """The world, built once per test module (at the default test clock) in a transaction
+    that ends rolled back with the module: each test runs in a savepoint inside it (its
+    `db`), as Django's TestCase.setUpTestData does (so not for a test that needs it
+    committed: transactional_db). About 370 queries a test fewer."""
+    from django.db import transaction
+
+    with django_db_blocker.unblock():
+        clock_set(DEFAULT_NOW)
+        try:
+            with transaction.atomic():
+                yield world_build()
+                transaction.set_rollback(True)
+        finally:
+            clock_set(None)
+
+
 @pytest.fixture
-def world(db):
-    return world_build()
+def world(_world_of_module, db, now):
+    """The two-tenant world as built, whatever the module's earlier tests wrote (rolled
+    back) or changed on their copy of its objects. Built at the default test clock only."""
+    if now != DEFAULT_NOW:
+        pytest.fail(f"the world is built at {DEFAULT_NOW}: call world_build() at {now}")
+    return copy.deepcopy(_world_of_module)
 
 
 @dataclass
