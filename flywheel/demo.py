@@ -22,6 +22,7 @@ from flywheel.services.loop.versions import goal_create, lever_create
 from flywheel.services.tfom import cost_model_create, factory_costs_create
 from metering.selectors.factory import pool_list
 from metering.selectors.usage import hourly_usage_list
+from metering.services.usage.changes import changed_hours_claim
 from portal import clock
 from portal.demo import APPLIED_LEVER, demo_lever_applied_at, demo_step
 from portal.periods import day_floor
@@ -79,6 +80,7 @@ def demo_snapshots(*, stdout: TextIO) -> None:
     first = hourly_usage_list().aggregate(first=Min("hour"))["first"]
     if first is None:
         return
+    changed_hours_claim()  # the hours the demo's folds changed: every one is measured below
     rows = snapshots_measure(start=first, end=now, now=now)
     stdout.write(f"  {len(rows)} snapshots\n")
 

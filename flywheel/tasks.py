@@ -4,8 +4,7 @@ import logging
 
 from celery import shared_task
 
-from flywheel.services.kpis import snapshots_refresh, snapshots_reopen
-from metering.selectors.usage import pending_hours
+from flywheel.services.kpis import snapshots_update
 from metering.services.usage.rollup import rollup_pending
 
 log = logging.getLogger(__name__)
@@ -22,9 +21,8 @@ def measure_task() -> None:
     """KPI snapshots for the current day and month; closes the periods that ended.
     Idempotent: every row is an upsert on its key, so a redelivered run rewrites the same
     figures. No retries: the next beat run (15 min) measures again."""
-    reopened = snapshots_reopen(hours=pending_hours())  # late usage for measured periods
     folded = rollup_pending()
-    written = snapshots_refresh()
+    reopened, written = snapshots_update()
     log.info(
         "measure: reopened %d snapshots, folded %d rollup cells, wrote %d snapshots",
         reopened,

@@ -313,8 +313,12 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
 # Read models derived from folded usage, refreshed right after the embedded default's fold
-# (with a broker, by their own jobs: "rate" below): billing's rated usage.
-USAGE_FOLDED_REFRESH = ["billing.services.rated.rated_months_refresh"]
+# (with a broker, by their own jobs: "rate" and "measure" below): billing's rated usage, then
+# the KPI snapshots the fold changed.
+USAGE_FOLDED_REFRESH = [
+    "billing.services.rated.rated_months_refresh",
+    "flywheel.services.kpis.snapshots_update",
+]
 CELERY_BEAT_SCHEDULE = {
     # Fetch /metrics of every enabled scrape target (vLLM, SGLang, DCGM exporters).
     "scrape": {"task": "metering.scrape_targets", "schedule": 30.0},

@@ -24,6 +24,7 @@ from flywheel.domain.kpis import Kpis
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.measurement import DAY, FACTORY, FactoryData
 from metering.selectors.usage import usage_and_capacity_digest
+from metering.services.usage.changes import changed_hours_claim
 from portal import clock
 from portal.money import money_str
 from portal.periods import day_floor, hour_ceil, month_start, next_month
@@ -139,6 +140,16 @@ def snapshots_reopen(*, hours: set[datetime]) -> int:
         | Q(period_kind=KpiSnapshot.PeriodKind.MONTH, period_start__in=first_day),
         is_closed=True,
     ).update(is_closed=False)
+
+
+def snapshots_update(*, now: datetime | None = None) -> tuple[int, int]:
+    """What the measure job does once usage is folded: reopen the closed snapshots of the
+    hours metering queued as changed (usage folded again, capacity stored late; claimed in
+    the reopening transaction, so a run that fails leaves them queued), then refresh
+    (`snapshots_refresh`). Returns (snapshots reopened, snapshots written)."""
+    with transaction.atomic():
+        reopened = snapshots_reopen(hours=changed_hours_claim())
+    return reopened, snapshots_refresh(now=now)
 
 
 INPUTS = "inputs"  # the open month snapshot's sums: the digest of what it was measured from

@@ -23,6 +23,7 @@ from metering.models.telemetry import (
 )
 from metering.models.usage import (
     LATENCY_BUCKETS_MS,
+    ChangedHour,
     DailyUsage,
     EventKey,
     FoldMark,
@@ -34,6 +35,7 @@ from metering.models.usage import (
 __all__ = [
     "LATENCY_BUCKETS_MS",
     "CapacitySample",
+    "ChangedHour",
     "DailyUsage",
     "Deployment",
     "DeploymentVersion",

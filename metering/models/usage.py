@@ -86,6 +86,16 @@ class RollupPending(models.Model):
     queued_at = models.DateTimeField(default=clock.now)
 
 
+class ChangedHour(models.Model):
+    """An hour whose metered figures changed after they were stored: its usage folded again,
+    or a capacity sample stored for it. Written in the transaction of the change, claimed and
+    deleted by the measure job, which reopens the closed KPI snapshots the hour changes
+    (kpis.md section 6): a queue, not a time watermark, so a change whose transaction
+    commits late is not skipped. An hour may stand in it more than once."""
+
+    hour = models.DateTimeField()
+
+
 class FoldMark(models.Model):
     """When the usage fold last completed with nothing pending: usage is metered until then
     (kpis.md section 0, data_until), so a fold that stopped reads as a lag, not as idle

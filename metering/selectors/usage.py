@@ -180,14 +180,6 @@ def window_resolve(params, *, default: str = "this_month", now: datetime | None 
     return period_resolve(params, now=now, default=default, data_until=usage_metered_until(now=now))
 
 
-def pending_hours() -> set[datetime]:
-    """The hours queued for a rollup: usage that arrived for them since the last fold."""
-    return {
-        hour.astimezone(UTC)
-        for hour in RollupPending.objects.values_list("hour", flat=True).distinct()
-    }
-
-
 # Factory-wide reads (not tenant-scoped) for rating and the KPIs: QuerySets the caller refines.
 
 

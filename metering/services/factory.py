@@ -20,6 +20,8 @@ from metering.models import (
     ServedModel,
 )
 from metering.selectors.factory import pool_first_signs_of_life
+from metering.services.usage.changes import changed_hours_store, usage_refold_queue
+from portal.periods import hour_floor
 from portal.services import audit_record, audit_snapshot
 from portal.versions import effective_from_check, version_create
 
@@ -84,14 +86,27 @@ def deployment_create(
 def deployment_version_add(
     *, deployment: Deployment, effective_from: datetime, spec: VersionSpec, by: User | None
 ) -> DeploymentVersion:
-    """Add a version of R_ref, w_in and SLO from `effective_from` (a whole UTC hour) on."""
+    """Add a version of R_ref, w_in and SLO from `effective_from` (a whole UTC hour) on. One
+    that changes the SLO from an hour already metered has that usage folded again, up to the
+    next version: the version in force at an event's time applies to it (kpis.md)."""
     effective_from_check(effective_from)
-    return version_create(
+    version = version_create(
         DeploymentVersion(deployment=deployment, effective_from=effective_from, **asdict(spec)),
         series={"deployment": deployment},
         conflict=f"{deployment.slug} already has a version from that instant",
         by=by,
     )
+    versions = DeploymentVersion.objects.filter(deployment=deployment)
+    before = versions.filter(effective_from__lt=effective_from).order_by("effective_from").last()
+    slo = (spec.slo_ttft_ms, spec.slo_tpot_ms)
+    if before is not None and (before.slo_ttft_ms, before.slo_tpot_ms) != slo:
+        later = versions.filter(effective_from__gt=effective_from).order_by("effective_from")
+        usage_refold_queue(
+            deployment_id=deployment.pk,
+            start=effective_from,
+            end=later.values_list("effective_from", flat=True).first(),
+        )
+    return version
 
 
 @dataclass(frozen=True)
@@ -130,6 +145,7 @@ def capacity_upsert(*, samples: Sequence[CapacityIn]) -> tuple[int, int]:
         unique_fields=["pool", "time"],
         update_fields=["interval_s", "gpus_installed", "gpus_healthy", "gpus_busy", "power_w"],
     )
+    changed_hours_store(hours={hour_floor(s.time) for s in samples})
     pools_in_service_store()
     return len(samples) - len(existing), len(existing)
 

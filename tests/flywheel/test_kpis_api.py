@@ -176,14 +176,15 @@ def _snapshot_rows():
     )
 
 
-def test_snapshots_are_upserts_and_survive_a_crash(api, tenant_a, monkeypatch,
-                                                   django_capture_on_commit_callbacks):  # fmt: skip
+def test_snapshots_are_upserts_and_survive_a_crash(api, tenant_a, monkeypatch):
+    from metering.services.usage.rollup import rollup_pending
+
     _factory(api, pool="p1", gpus=8)
     events = [{"id": f"s{d}", "time": f"2026-03-0{d}T12:00:00Z", "tenant": "tenant-a",
                "model": "llama-70b", "input_tokens": 0, "output_tokens": d * 1000}
               for d in range(1, 4)]  # fmt: skip
-    with django_capture_on_commit_callbacks(execute=True):
-        _post(api, "/api/v1/usage/events", events)
+    _post(api, "/api/v1/usage/events", events)
+    rollup_pending()  # the fold alone: the embedded default would measure the month too
     now = datetime(2026, 3, 10, tzinfo=UTC)
     snapshots_measure(start=WEEK - timedelta(days=1), end=WEEK + timedelta(days=2), now=now)
     clean = _snapshot_rows()
@@ -230,31 +231,65 @@ def test_dotted_model_and_deployment_names_round_trip(api, db):
     assert bad.json()["errors"][0]["field"] == "slug"
 
 
-def test_late_usage_reopens_and_remeasures_a_closed_day(api, tenant_a):
+def test_late_usage_the_rollup_job_folded_first_still_reopens_its_closed_day(api, tenant_a):
+    """With a broker the rollup job folds every minute and the measure job runs every 15: the
+    late event is folded before the measure job sees it pending, and still marks the periods
+    it changes stale (kpis.md section 6)."""
     from flywheel.tasks import measure_task
+    from metering.tasks import rollup_pending_task
 
     _factory(api, pool="p1", gpus=8)
     day = {"tenant": "tenant-a", "model": "llama-70b", "input_tokens": 0}
     _post(api, "/api/v1/usage/events", [{**day, "id": "d1", "time": "2026-03-02T12:00:00Z",
                                          "output_tokens": 1000}])  # fmt: skip
-    measure_task()  # folds the queue (the test's transaction keeps on_commit from running)
+    measure_task()
     snapshots_measure(
-        start=WEEK, end=WEEK + timedelta(days=1), now=datetime(2026, 3, 9, tzinfo=UTC)
+        start=WEEK, end=WEEK + timedelta(days=1), now=datetime(2026, 4, 2, tzinfo=UTC)
     )
     closed = KpiSnapshot.objects.get(scope="factory", period_kind="day", period_start=WEEK)
+    month = KpiSnapshot.objects.get(
+        scope="factory", period_kind="month", period_start=WEEK.replace(day=1)
+    )
     assert (closed.is_closed, closed.values["output_tokens"]) == (True, 1000)
+    assert (month.is_closed, month.values["output_tokens"]) == (True, 1000)
 
     _post(api, "/api/v1/usage/events", [{**day, "id": "d2", "time": "2026-03-02T13:00:00Z",
                                          "output_tokens": 500}])  # fmt: skip
+    rollup_pending_task()
     measure_task()
 
-    again = KpiSnapshot.objects.get(scope="factory", period_kind="day", period_start=WEEK)
-    assert (again.is_closed, again.values["output_tokens"]) == (True, 1500)
+    for kind, start in (("day", WEEK), ("month", WEEK.replace(day=1))):
+        again = KpiSnapshot.objects.get(scope="factory", period_kind=kind, period_start=start)
+        assert (again.is_closed, again.values["output_tokens"]) == (True, 1500), kind
+    march = api.get("/api/v1/kpis?scope=factory&from=2026-03-01&to=2026-04-01").json()
+    assert march["output_tokens"] == 1500
     # Only March was measured again, not every month from it to now.
     assert not KpiSnapshot.objects.filter(
         period_start__gte=datetime(2026, 4, 1, tzinfo=UTC),
         period_start__lt=month_start(clock.now()),
     ).exists()
+
+
+def test_the_embedded_default_measures_a_late_event_again_as_it_is_ingested(
+    api, tenant_a, django_capture_on_commit_callbacks
+):
+    """No broker, no beat: the ingest's fold, once committed, reopens and measures the closed
+    periods the late event changes, so the next read is exact."""
+    _factory(api, pool="p1", gpus=8)
+    day = {"tenant": "tenant-a", "model": "llama-70b", "input_tokens": 0}
+    with django_capture_on_commit_callbacks(execute=True):
+        _post(api, "/api/v1/usage/events", [{**day, "id": "d1", "output_tokens": 1000,
+                                             "time": "2026-03-02T12:00:00Z"}])  # fmt: skip
+    snapshots_measure(
+        start=WEEK, end=WEEK + timedelta(days=1), now=datetime(2026, 4, 2, tzinfo=UTC)
+    )
+
+    with django_capture_on_commit_callbacks(execute=True):
+        _post(api, "/api/v1/usage/events", [{**day, "id": "d2", "output_tokens": 500,
+                                             "time": "2026-03-02T13:00:00Z"}])  # fmt: skip
+
+    closed = KpiSnapshot.objects.get(scope="factory", period_kind="day", period_start=WEEK)
+    assert (closed.is_closed, closed.values["output_tokens"]) == (True, 1500)
 
 
 @pytest.mark.parametrize("now", [datetime(2027, 1, 1, 0, 30, tzinfo=UTC)], indirect=True)

@@ -2,6 +2,7 @@
 
 import time
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 from django.db.models import Count, Q, Sum
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from metering.domain.usage.validation import validate_events
 from metering.models import DailyUsage, HourlyUsage, RollupPending, UsageEvent
+from metering.services.factory import VersionSpec, deployment_version_add
 from metering.services.usage import rollup as rollup_service
 from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import rollup_pending
@@ -173,3 +175,45 @@ def test_rollup_job_runs_in_a_real_worker(live_worker, settings):
 
     assert HourlyUsage.objects.get().output_tokens == 40
     assert not RollupPending.objects.exists()
+
+
+def test_a_version_that_changes_the_slo_from_a_past_hour_folds_that_usage_again(db):
+    """The version in force at an event's time applies to it (kpis.md): a tighter SLO from
+    2 March makes the 3 March request late, not the 1 March one, nor the 5 March one that a
+    later version covers."""
+    Tenant.objects.create(slug="t1", name="t1")
+    deployment = make_deployment(model="m1", ttft=2000)
+    deployment_version_add(
+        deployment=deployment,
+        effective_from=BASE + timedelta(days=4),
+        spec=VersionSpec(r_ref=Decimal(1000), slo_ttft_ms=2000),
+        by=None,
+    )
+    _ingest(
+        [
+            {"id": f"s{day}", "tenant": "t1", "model": "m1", "input_tokens": 10,
+             "output_tokens": 20, "ttft_ms": 1500,
+             "time": (BASE + timedelta(days=day, hours=10)).isoformat()}
+            for day in (0, 2, 4)
+        ]
+    )  # fmt: skip
+    rollup_pending()
+    assert _compliant_by_day() == {1: 1, 3: 1, 5: 1}
+
+    deployment_version_add(
+        deployment=deployment,
+        effective_from=BASE + timedelta(days=1),
+        spec=VersionSpec(r_ref=Decimal(1000), slo_ttft_ms=1000),
+        by=None,
+    )
+    assert RollupPending.objects.count() == 1  # the 3 March hour
+    rollup_pending()
+
+    assert _compliant_by_day() == {1: 1, 3: 0, 5: 1}
+    assert list(
+        HourlyUsage.objects.order_by("hour").values_list("compliant_output_tokens", flat=True)
+    ) == [20, 0, 20]
+
+
+def _compliant_by_day() -> dict[int, int]:
+    return {row.day.day: row.compliant_requests for row in DailyUsage.objects.order_by("day")}

@@ -11,13 +11,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
-from django.conf import settings
 from django.db import IntegrityError, ProgrammingError, connection, transaction
-from django.utils.module_loading import import_string
 
 from metering.domain.usage.dedupe import dedupe_within_batch
 from metering.domain.usage.fields import EventError, EventIn, EventRef
 from metering.models import Deployment, EventKey, ModelAlias, RollupPending, ServedModel, UsageEvent
+from metering.services.usage.changes import fold_on_commit
 from portal import clock
 from portal.models import Tenant
 from portal.periods import hour_floor
@@ -82,9 +81,7 @@ def usage_ingest(*, events: Sequence[EventIn], received_at: datetime) -> IngestR
         try:
             with transaction.atomic():
                 accepted, replayed = store(unique_rows, events, received_at)
-                # robust: the batch is stored; a failed fold is the rollup job's to redo,
-                # never a reason to answer otherwise.
-                transaction.on_commit(_fold_after_commit, robust=True)
+                fold_on_commit()
             break
         except IntegrityError:
             # Another writer stored some of these keys between our check and insert (ORM
@@ -92,19 +89,6 @@ def usage_ingest(*, events: Sequence[EventIn], received_at: datetime) -> IngestR
             if attempt:
                 raise
     return IngestResult(accepted=accepted, duplicates=duplicates + replayed)
-
-
-def _fold_after_commit() -> None:
-    # Embedded default (no broker, no beat): fold this batch now, and bring the read models
-    # other apps derive from folded usage up to date (settings.USAGE_FOLDED_REFRESH), so
-    # reads are exact as soon as the ingest has answered. With a broker, the rollup job
-    # (every minute) and those apps' own jobs (billing's rating, every 5 minutes) do it.
-    if settings.CELERY_TASK_ALWAYS_EAGER:
-        from metering.services.usage.rollup import rollup_pending
-
-        if rollup_pending():
-            for path in settings.USAGE_FOLDED_REFRESH:
-                import_string(path)()
 
 
 def usage_reference_errors(*, refs: Sequence[EventRef]) -> list[EventError]:

@@ -26,6 +26,7 @@ from metering.models import (
     UsageEvent,
 )
 from metering.services.factory import pools_in_service_store
+from metering.services.usage.changes import changed_hours_store
 from portal import clock
 
 Cell = tuple[int, int, datetime]  # tenant_id, deployment_id, hour
@@ -99,9 +100,11 @@ def _claim(limit: int) -> set[Cell]:
 
 
 def rollup_cells(*, cells: Iterable[Cell]) -> None:
-    """Recompute the hourly rows of `cells` from raw events, then the days they fall in."""
+    """Recompute the hourly rows of `cells` from raw events, then the days they fall in; their
+    hours are queued as changed (metering.models.ChangedHour)."""
+    cells = set(cells)
+    changed_hours_store(hours={hour for _, _, hour in cells})
     if connection.vendor == "postgresql":
-        cells = set(cells)
         _rollup_hours_postgresql(cells)
         rollup_days({(t, d, h.astimezone(UTC).date()) for t, d, h in cells})
         return
