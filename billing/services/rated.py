@@ -66,11 +66,34 @@ def _counts(queryset, key: str) -> dict[int, tuple]:
     }
 
 
+Starts = list[tuple[datetime, int]]  # (effective_from, pk) of effective-dated versions
+
+
+def _starts(queryset) -> Starts:
+    return list(queryset.values_list("effective_from", "pk"))
+
+
+def _starts_by_tenant(queryset) -> dict[int, Starts]:
+    by_tenant: dict[int, Starts] = defaultdict(list)
+    for start, pk, tenant_id in queryset.values_list("effective_from", "pk", "tenant_id"):
+        by_tenant[tenant_id].append((start, pk))
+    return by_tenant
+
+
+def _before(starts: Starts, end: datetime) -> tuple[int, int | None]:
+    """How many of `starts` take effect before `end`, and the newest of them: a month ending
+    at `end` is rated with those alone, so a version dated later leaves it as it was."""
+    pks = [pk for start, pk in starts if start < end]
+    return len(pks), max(pks, default=None)
+
+
 def _fingerprints(
     *, within: Period, tenant_ids: list[int] | None = None
 ) -> dict[tuple[datetime, int], str]:
     """Per (month, tenant) with usage in the months starting in `within`: a digest of every
-    input of its rating, in a fixed number of queries however many months and tenants."""
+    input of its rating, in a fixed number of queries however many months and tenants. The
+    versions (prices, deployment versions, contracts, promotions) are those taking effect
+    before the month ends: one dated later makes no month before it stale."""
     usage = daily_usage_list(start=within.start, end=within.end)
     if tenant_ids is not None:
         usage = usage.filter(tenant_id__in=tenant_ids)
@@ -80,15 +103,14 @@ def _fingerprints(
         .annotate(rows=Count("id"), **{name: Sum(name) for name in _USAGE_SUMS})
         .order_by()
     )
-    shared = tuple(
-        tuple(queryset.aggregate(n=Count("id"), last=Max("id")).values())
-        for queryset in (Price.objects.all(), deployment_version_list())
-    )
+    shared = [_starts(Price.objects.all()), _starts(deployment_version_list())]
     per_tenant = [
-        _counts(Contract.objects.all(), "tenant_id"),
-        _counts(PromotionalCredit.objects.all(), "tenant_id"),
-        _counts(PromotionUse.objects.all(), "credit__tenant_id"),
+        _starts_by_tenant(Contract.objects.all()),
+        _starts_by_tenant(PromotionalCredit.objects.all()),
     ]
+    # What invoices consumed of a promotion counts for every month: months can be invoiced
+    # out of order, and each month's balance is what the others left.
+    uses = _counts(PromotionUse.objects.all(), "credit__tenant_id")
     invoices: dict[tuple[datetime, int], list] = defaultdict(list)
     for month, tenant_id, pk, status in (
         Invoice.objects.filter(period_start__gte=within.start, period_start__lt=within.end)
@@ -100,10 +122,12 @@ def _fingerprints(
     for row in usage:
         month = _month_of(row.pop("month"))
         tenant_id = row.pop("tenant_id")
+        end = next_month(month)
         parts = (
             sorted(row.items()),
-            shared,
-            [counts.get(tenant_id) for counts in per_tenant],
+            [_before(starts, end) for starts in shared],
+            [_before(versions.get(tenant_id, []), end) for versions in per_tenant],
+            uses.get(tenant_id),
             invoices.get((month, tenant_id), []),
         )
         digests[(month, tenant_id)] = hashlib.sha256(repr(parts).encode()).hexdigest()

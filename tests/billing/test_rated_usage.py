@@ -256,6 +256,38 @@ def test_the_rated_usage_equals_a_fresh_rating_of_the_month(db, usage, promotion
     assert not rating.called
 
 
+@pytest.mark.both_backends
+def test_a_version_dated_after_a_month_leaves_the_month_rated_as_it_was(db):
+    """A month is rated with the versions that take effect before it ends: April's price and
+    contract rate no March usage again; a price from March 1 rates March again with it."""
+    _pricing()
+    (tenant,) = _tenants(["paid"])
+    _ingest(_events([tenant], 3))  # March 1: llama-70b 300 output tokens, small 301 and 302
+    rated_months_refresh()
+    small = ServedModel.objects.get(slug="small")
+
+    def list_value():
+        return sum(RatedUsage.objects.values_list("list_value", flat=True), Decimal(0))
+
+    before = list_value()
+    with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
+        price_create(model=small, token_class="output", per_million=Decimal("3.0"),
+                     currency="USD", effective_from=APRIL)  # fmt: skip
+        contract_create(tenant=tenant, kind="paid", discount_pct=Decimal(50), currency="USD",
+                        effective_from=APRIL)  # fmt: skip
+        rated_months_refresh()
+    assert not rating.called
+    assert list_value() == before
+
+    with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
+        price_create(model=small, token_class="output", per_million=Decimal("3.0"),
+                     currency="USD", effective_from=MARCH)  # fmt: skip
+        rated_months_refresh()
+    assert rating.call_count == 1
+    # small's 603 output tokens at 3.00 instead of 2.50 per million
+    assert list_value() - before == Decimal(603) * Decimal("0.5") / 1_000_000
+
+
 @pytest.mark.postgres_only
 def test_the_beat_job_skips_while_another_refresh_runs_and_rates_on_its_next_run(
     transactional_db, caplog
