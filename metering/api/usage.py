@@ -281,9 +281,7 @@ class CapacityView(APIView):
         for index, item in enumerate(request.data):
             serializer = _CapacitySampleIn(data=item, context=context)
             if serializer.is_valid():
-                samples.append(
-                    CapacityIn(**{"interval_s": None, "power_w": None, **serializer.validated_data})
-                )
+                samples.append(CapacityIn(**serializer.validated_data))
             else:
                 errors += [{"index": index, **e} for e in flatten(serializer.errors)]
         if errors:

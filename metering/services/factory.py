@@ -111,13 +111,16 @@ def deployment_version_add(
 
 @dataclass(frozen=True)
 class CapacityIn:
+    """A capacity sample to store: the pool's GPUs at `time`, held until its next sample, or
+    for `interval_s` when given (kpis.md section 1)."""
+
     pool: Pool
     time: datetime
-    interval_s: int | None
     gpus_installed: int
     gpus_healthy: int
     gpus_busy: int
-    power_w: Decimal | None
+    interval_s: int | None = None  # s
+    power_w: Decimal | None = None  # W
 
 
 @transaction.atomic

@@ -32,11 +32,9 @@ def test_capacity_changes_mid_period_integrate_by_hand(db):
             CapacityIn(
                 pool=pool,
                 time=DAY + timedelta(hours=hours),
-                interval_s=None,
                 gpus_installed=10,
                 gpus_healthy=healthy,
                 gpus_busy=busy,
-                power_w=None,
             )
             for hours, healthy, busy in steps
         ]

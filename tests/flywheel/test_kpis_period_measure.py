@@ -39,11 +39,9 @@ def _capacity(pool: Pool, at: datetime, healthy: int, busy: int) -> CapacityIn:
     return CapacityIn(
         pool=pool,
         time=at,
-        interval_s=None,
         gpus_installed=pool.gpu_count,
         gpus_healthy=healthy,
         gpus_busy=busy,
-        power_w=None,
     )
 
 
