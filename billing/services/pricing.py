@@ -13,7 +13,7 @@ from portal.closing import month_closed_check
 from portal.errors import FieldError
 from portal.models import Tenant
 from portal.money import CURRENCY_EXPONENTS
-from portal.services import audit_record, audit_snapshot
+from portal.services import audit_object
 from portal.versions import effective_from_check, version_create
 
 
@@ -162,12 +162,11 @@ def promotion_grant(
         expires_at=expires_at,
         description=description,
     )
-    audit_record(
+    audit_object(
+        obj=credit,
         actor=by,
         action=f"{PromotionalCredit.audit_type}.grant",
         object_type=PromotionalCredit.audit_type,
-        object_id=credit.pk,
-        after=audit_snapshot(credit),
     )
     return credit
 

@@ -114,17 +114,6 @@ def incident_create(
     return incident
 
 
-def _audit_update(incident: Incident, *, by: User | None, before: dict, after: dict) -> None:
-    audit_record(
-        actor=by,
-        action="update",
-        object_type="incident",
-        object_id=str(incident.pk),
-        before=before,
-        after=after,
-    )
-
-
 @transaction.atomic
 def incident_update_add(
     *,
@@ -176,9 +165,11 @@ def incident_update_add(
         if status == IncidentStatus.RESOLVED:
             incident.resolved_at = time
         incident.save(update_fields=["status", "resolved_at", "updated_at"])
-    _audit_update(
-        incident,
-        by=by,
+    audit_record(
+        actor=by,
+        action="update",
+        object_type="incident",
+        object_id=incident.pk,
         before=before,
         after={
             **audit_snapshot(incident),
@@ -254,9 +245,8 @@ def incident_edit(
     raise_if_any(errors)
     incident.save()
     set_scope(incident, deployments=deployments, pools=pools, tenants=tenants)
-    after = audit_snapshot(incident)
-    if after != before:
-        _audit_update(incident, by=by, before=before, after=after)
+    if audit_snapshot(incident) != before:  # a correction that changes nothing is not one
+        audit_object(obj=incident, actor=by, action="update", object_type="incident", before=before)
     return incident
 
 
