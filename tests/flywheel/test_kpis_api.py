@@ -1,6 +1,7 @@
 """The worked examples of kpis.md section 7 through the HTTP API, /metrics, and snapshots."""
 
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -290,6 +291,31 @@ def test_the_embedded_default_measures_a_late_event_again_as_it_is_ingested(
 
     closed = KpiSnapshot.objects.get(scope="factory", period_kind="day", period_start=WEEK)
     assert (closed.is_closed, closed.values["output_tokens"]) == (True, 1500)
+
+
+@pytest.mark.parametrize("now", [datetime(2026, 4, 10, tzinfo=UTC)], indirect=True)
+def test_the_measure_command_measures_the_period_named_as_the_api_names_it(api, tenant_a, now):
+    from django.core.management import CommandError, call_command
+
+    _factory(api, pool="p1", gpus=8)
+    _post(api, "/api/v1/usage/events", [{"id": "m1", "time": "2026-03-02T12:00:00Z",
+                                         "tenant": "tenant-a", "model": "llama-70b",
+                                         "input_tokens": 0, "output_tokens": 1000}])  # fmt: skip
+    out = StringIO()
+
+    call_command("measure", "--period", "2026-03", stdout=out)
+
+    # March whole (a closed month is measured whole), factory and p1: (31 days + 1) x 2
+    assert "measured 31 days and 1 months (64 snapshots) from 2026-03-01 to 2026-04-01." in (
+        out.getvalue()
+    )
+    march = KpiSnapshot.objects.get(
+        scope="factory", period_kind="month", period_start=WEEK.replace(day=1)
+    )
+    assert march.values["output_tokens"] == 1000
+    with pytest.raises(CommandError) as refused:
+        call_command("measure", "--period", "2026-03", "--to", "2026-03-09", stdout=out)
+    assert str(refused.value) == "--period: give either period or from/to, not both"
 
 
 @pytest.mark.parametrize("now", [datetime(2027, 1, 1, 0, 30, tzinfo=UTC)], indirect=True)

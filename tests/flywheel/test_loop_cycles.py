@@ -12,7 +12,7 @@ from decimal import Decimal
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from flywheel.models import Cycle, Goal, Lever, LeverApplication
 from flywheel.services.loop.applications import lever_apply
@@ -177,6 +177,18 @@ def test_flywheel_command_prints_the_ranked_factors(two_weeks):
     assert "1. β occupancy: 60.0% (target 75.0%)" in text
     assert "bottleneck: occupancy" in text
     assert Cycle.objects.filter(period_start=WEEK2, period_end=WEEK3).exists()
+
+
+def test_flywheel_command_refuses_a_period_naming_the_option_and_runs_nothing(two_weeks):
+    with pytest.raises(CommandError) as backwards:
+        call_command("flywheel", "--from", "2026-03-16", "--to", "2026-03-09", stdout=StringIO())
+    with pytest.raises(CommandError) as unknown:
+        call_command("flywheel", "--period", "fortnight", stdout=StringIO())
+
+    assert str(backwards.value) == "--to: must be after from"
+    assert str(unknown.value).startswith("--period: must be one of this_month, last_month,")
+
+    assert not Cycle.objects.exists()
 
 
 def test_flywheel_page_shows_realized_against_projected(two_weeks, users, session_client):

@@ -1,37 +1,29 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from flywheel.domain.loop.factors import LABELS, SYMBOLS
+from flywheel.management.period import period_arguments, period_option
 from flywheel.services.loop.cycles import cycle_run
-from metering.selectors.usage import window_resolve
 from metering.services.usage.rollup import rollup_pending
 from portal.errors import FieldError
 
 
 class Command(BaseCommand):
     help = (
-        "Run one flywheel cycle: measure [--from, --to) (default: the last 7 whole UTC days), "
-        "rank the factors by the monthly EBITDA their targets are worth, measure the levers "
-        "applied before the period and update their multipliers, check the goal and propose "
-        "the cheapest lever set. Running it again for the same period rewrites that cycle."
+        "Run one flywheel cycle: measure --period or [--from, --to) (default: the last 7 "
+        "whole UTC days), rank the factors by the monthly EBITDA their targets are worth, "
+        "measure the levers applied before the period and update their multipliers, check "
+        "the goal and propose the cheapest lever set. Running it again for the same period "
+        "rewrites that cycle."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--from", dest="from_", help="YYYY-MM-DD or RFC 3339")
-        parser.add_argument("--to", help="YYYY-MM-DD or RFC 3339 (excluded)")
+        period_arguments(parser)
 
-    def handle(self, *args, from_=None, to=None, **options):
-        if bool(from_) != bool(to):
-            raise CommandError("give both --from and --to, or neither")
-        start = end = None
-        if from_:
-            try:
-                period = window_resolve({"from": from_, "to": to}).period
-            except FieldError as error:
-                raise CommandError(str(error)) from None
-            start, end = period.start, period.end
+    def handle(self, *args, **options):
+        period = period_option(options)
         rollup_pending()
         try:
-            cycle = cycle_run(start=start, end=end)
+            cycle = cycle_run(start=period and period.start, end=period and period.end)
         except FieldError as error:
             raise CommandError(error.message) from None
         self.stdout.write(

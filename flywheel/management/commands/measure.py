@@ -1,26 +1,22 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
+from flywheel.management.period import period_arguments, period_option
 from flywheel.services.kpis import snapshots_measure
 from metering.selectors.usage import window_resolve
 from metering.services.usage.rollup import rollup_pending
-from portal.errors import FieldError
 
 
 class Command(BaseCommand):
     help = (
-        "Measure KPI snapshots of every scope for each day and month in [--from, --to) "
-        "(dates or RFC 3339; default this month so far), folding pending events first."
+        "Measure KPI snapshots of every scope for each day and month of --period or [--from, "
+        "--to) (default: this month so far), folding pending events first."
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--from", dest="from_", help="YYYY-MM-DD or RFC 3339")
-        parser.add_argument("--to", help="YYYY-MM-DD or RFC 3339 (excluded)")
+        period_arguments(parser)
 
-    def handle(self, *args, from_=None, to=None, **options):
-        try:
-            period = window_resolve({k: v for k, v in (("from", from_), ("to", to)) if v}).period
-        except FieldError as error:
-            raise CommandError(str(error)) from None
+    def handle(self, *args, **options):
+        period = period_option(options) or window_resolve({}).period
         folded = rollup_pending()
         rows = snapshots_measure(start=period.start, end=period.end)
         days = len({r.period_start for r in rows if r.period_kind == "day"})
