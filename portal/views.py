@@ -3,7 +3,6 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
 from django.http import HttpResponseServerError, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -15,6 +14,7 @@ from portal.api.errors import api_not_found, api_server_error
 from portal.decorators import role_required
 from portal.forms import TokenForm
 from portal.models import ApiToken, AuditEntry, Role
+from portal.pager import pager_page
 from portal.security import login_failed, login_locked_for, login_succeeded
 from portal.services import token_create, token_revoke
 
@@ -119,7 +119,7 @@ def audit(request):
     for name in ("action", "object_type"):
         if request.GET.get(name):
             entries = entries.filter(**{name: request.GET[name]})
-    page = Paginator(entries, 50).get_page(request.GET.get("page"))
+    page = pager_page(request, entries)
     return render(request, "portal/audit.html", {"title": "Audit log", "page": page})
 
 

@@ -2,7 +2,6 @@
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -17,8 +16,7 @@ from portal.access import Capability, user_may, user_role
 from portal.decorators import role_required
 from portal.exports import csv_response, export_query
 from portal.models import Role, Tenant
-
-PAGE_SIZE = 50
+from portal.pager import pager_page
 
 INVOICE_CSV_HEADER = [
     "invoice", "kind", "description", "model", "token_class", "quantity", "list_unit_price",
@@ -60,7 +58,7 @@ def invoices(request):
             ),
         )
     is_member = user_role(request.user) is Role.TENANT
-    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    page = pager_page(request, rows)
     return render(
         request,
         "billing/invoices/invoices.html",

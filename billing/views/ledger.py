@@ -1,6 +1,5 @@
 """The ledger page and its CSV export."""
 
-from django.core.paginator import Paginator
 from django.shortcuts import render
 
 from billing.models import Account
@@ -8,9 +7,8 @@ from billing.selectors.ledger import ledger_balances, ledger_postings
 from portal.decorators import role_required
 from portal.exports import csv_response, export_query
 from portal.models import Role, Tenant
+from portal.pager import pager_page
 from portal.periods import period_resolve
-
-LEDGER_PAGE_SIZE = 50  # postings per page
 
 
 @role_required(Role.FINANCE)
@@ -50,7 +48,7 @@ def ledger(request):
                 for p in postings.iterator()
             ),
         )
-    page = Paginator(postings, LEDGER_PAGE_SIZE).get_page(request.GET.get("page"))
+    page = pager_page(request, postings)
     return render(
         request,
         "billing/ledger/ledger.html",

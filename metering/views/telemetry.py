@@ -1,6 +1,5 @@
 """The metering page: reconciliation of engine counters with usage, and scrape-target health."""
 
-from django.core.paginator import Paginator
 from django.shortcuts import render
 
 from metering.charts import capacity_chart
@@ -16,6 +15,7 @@ from metering.selectors.usage import capacity_series, usage_by_pool, window_reso
 from portal.charts import figure_json
 from portal.decorators import role_required
 from portal.models import Role
+from portal.pager import pager_page
 
 FLAGS_PAGE_SIZE = 25  # flagged deployment-hours per page of the metering page
 
@@ -54,7 +54,7 @@ def metering(request):
             "capacity": capacity,
             "reconciled_hours": len(reconciled),
             "reconciliation": reconciliation_by_deployment(rows=reconciled),
-            "page": Paginator(flagged, FLAGS_PAGE_SIZE).get_page(request.GET.get("page")),
+            "page": pager_page(request, flagged, size=FLAGS_PAGE_SIZE),
             "tolerance_pct": tolerance_ratio * 100,
             "tolerance_tokens": tolerance_tokens,
             "targets": scrape_target_health(),

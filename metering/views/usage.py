@@ -1,6 +1,5 @@
 """The usage page: tokens by day and model, and its CSV export."""
 
-from django.core.paginator import Paginator
 from django.shortcuts import render
 
 from metering.selectors.usage import usage_daily_by_model, window_resolve
@@ -9,6 +8,7 @@ from portal.charts import figure_json, usage_by_model_chart
 from portal.decorators import role_required
 from portal.exports import csv_response, export_query
 from portal.models import Role, Tenant
+from portal.pager import pager_page
 
 CSV_FIELDS = [
     "day",
@@ -21,8 +21,6 @@ CSV_FIELDS = [
     "p50_ms",
     "p95_ms",
 ]
-
-USAGE_PAGE_SIZE = 50  # day-and-model rows per page of the usage table
 
 
 @role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
@@ -48,7 +46,7 @@ def usage(request):
         "metering/usage/usage.html",
         {
             "title": "Usage",
-            "page": Paginator(rows, USAGE_PAGE_SIZE).get_page(request.GET.get("page")),
+            "page": pager_page(request, rows),
             "row_count": len(rows),
             "csv_query": export_query(request),
             "totals": totals,
