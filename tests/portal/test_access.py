@@ -10,23 +10,27 @@ from rest_framework.test import APIClient
 from portal.models import ApiToken, AuditEntry, Tenant
 
 ROLES = ["operator", "finance", "investor", "tenant"]
+# The rows of architecture.md's role matrix that most pages and lists follow:
+FACTORY_READ = {"operator", "finance", "investor"}  # factory-wide KPIs, TFOM, flywheel
+TENANT_DATA = {"operator", "finance", "tenant"}  # usage, SLA, invoices: a tenant its own
+CONFIGURATION = {"operator", "finance"}  # never a tenant's, nor an investor's
 
 # Every page without URL arguments and the roles that may open it.
 PAGES = {
     "/": set(ROLES),
-    "/tokens/": {"operator", "finance", "tenant"},
+    "/tokens/": {"operator", "finance", "tenant"},  # their own tokens; an investor has none
     "/audit/": {"operator"},
-    "/usage/": {"operator", "finance", "tenant"},
+    "/usage/": TENANT_DATA,
     "/metering/": {"operator"},
     "/incidents/": {"operator"},
     "/incidents/maintenance/": {"operator"},
-    "/billing/invoices/": {"operator", "finance", "tenant"},
+    "/billing/invoices/": TENANT_DATA,
     "/billing/ledger/": {"finance"},
     "/billing/realization/": {"finance"},
-    "/billing/prices/": {"operator", "finance"},
-    "/billing/sla/": {"operator", "finance", "tenant"},
+    "/billing/prices/": CONFIGURATION,
+    "/billing/sla/": TENANT_DATA,
     "/flywheel/": {"operator", "finance"},
-    "/investor/": {"operator", "finance", "investor"},
+    "/investor/": FACTORY_READ,
     "/reports/tfom/": {"finance", "investor"},
     "/api/docs/": set(ROLES),
 }
@@ -36,31 +40,31 @@ PUBLIC_PAGES = {"/status/"}
 
 # Every API collection and the roles that may list it.
 API_LISTS = {
-    "/api/v1/tenants": {"operator", "finance"},  # configuration: never a tenant's
+    "/api/v1/tenants": CONFIGURATION,
     "/api/v1/audit": {"operator"},
-    "/api/v1/usage": {"operator", "finance", "tenant"},
-    "/api/v1/pools": {"operator", "finance", "investor"},
-    "/api/v1/models": {"operator", "finance", "investor"},
-    "/api/v1/deployments": {"operator", "finance", "investor"},
-    "/api/v1/scrape-targets": {"operator", "finance"},
-    "/api/v1/incidents": {"operator", "finance", "tenant"},
-    "/api/v1/maintenance": {"operator", "finance"},  # configuration: never a tenant's
-    "/api/v1/prices": {"operator", "finance", "investor"},
-    "/api/v1/contracts": {"operator", "finance"},  # configuration: never a tenant's
-    "/api/v1/promotions": {"operator", "finance"},  # configuration: never a tenant's
-    "/api/v1/invoices": {"operator", "finance", "tenant"},
-    "/api/v1/ledger": {"operator", "finance", "tenant"},
-    "/api/v1/sla": {"operator", "finance", "tenant"},
-    "/api/v1/cost-models": {"operator", "finance", "investor"},
-    "/api/v1/factory-costs": {"operator", "finance", "investor"},
-    "/api/v1/tfom": {"operator", "finance", "investor"},
-    "/api/v1/levers": {"operator", "finance", "investor"},
-    "/api/v1/goals": {"operator", "finance", "investor"},
-    "/api/v1/lever-applications": {"operator", "finance", "investor"},
-    "/api/v1/flywheel/cycles": {"operator", "finance", "investor"},
-    "/api/v1/flywheel/diagnosis": {"operator", "finance", "investor"},
-    "/api/v1/kpis": {"operator", "finance", "investor"},
-    "/metrics": {"operator", "finance", "investor"},
+    "/api/v1/usage": TENANT_DATA,
+    "/api/v1/pools": FACTORY_READ,
+    "/api/v1/models": FACTORY_READ,
+    "/api/v1/deployments": FACTORY_READ,
+    "/api/v1/scrape-targets": CONFIGURATION,
+    "/api/v1/incidents": TENANT_DATA,
+    "/api/v1/maintenance": CONFIGURATION,
+    "/api/v1/prices": FACTORY_READ,
+    "/api/v1/contracts": CONFIGURATION,
+    "/api/v1/promotions": CONFIGURATION,
+    "/api/v1/invoices": TENANT_DATA,
+    "/api/v1/ledger": TENANT_DATA,
+    "/api/v1/sla": TENANT_DATA,
+    "/api/v1/cost-models": FACTORY_READ,
+    "/api/v1/factory-costs": FACTORY_READ,
+    "/api/v1/tfom": FACTORY_READ,
+    "/api/v1/levers": FACTORY_READ,
+    "/api/v1/goals": FACTORY_READ,
+    "/api/v1/lever-applications": FACTORY_READ,
+    "/api/v1/flywheel/cycles": FACTORY_READ,
+    "/api/v1/flywheel/diagnosis": FACTORY_READ,
+    "/api/v1/kpis": FACTORY_READ,
+    "/metrics": FACTORY_READ,
 }
 
 
