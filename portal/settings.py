@@ -312,10 +312,11 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
-# Read models derived from folded usage, refreshed right after the embedded default's fold
-# (with a broker, by their own jobs: "rate" and "measure" below): billing's rated usage, then
-# the KPI snapshots the fold changed.
-USAGE_FOLDED_REFRESH = [
+# The embedded default has no beat: once a write that feeds the figures commits, these run
+# in order (portal.embedded): the fold, billing's rated usage, then the KPI snapshots. With a
+# broker, the "rollup", "rate" and "measure" jobs below do it.
+EMBEDDED_JOBS = [
+    "metering.services.usage.rollup.rollup_pending",
     "billing.services.rated.rated_months_refresh",
     "flywheel.services.kpis.snapshots_update",
 ]

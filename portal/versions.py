@@ -11,6 +11,7 @@ from django.db import IntegrityError, models, transaction
 
 from portal import clock
 from portal.closing import month_closed_check
+from portal.embedded import jobs_after_commit
 from portal.errors import FieldError
 from portal.services import audit_object, object_delete
 
@@ -41,6 +42,7 @@ def version_create(version: models.Model, *, series: dict, conflict: str, by=Non
     except IntegrityError:  # a concurrent request stored the same version first
         raise FieldError("effective_from", conflict) from None
     audit_object(obj=version, actor=by, action=f"{object_type}.create", object_type=object_type)
+    jobs_after_commit()
     return version
 
 
@@ -55,3 +57,4 @@ def version_delete(*, version: models.Model, by=None) -> None:
             "effective_from", "in force: add a new version instead of deleting this one"
         )
     object_delete(obj=locked, actor=by, object_type=object_type, action=f"{object_type}.delete")
+    jobs_after_commit()

@@ -38,6 +38,7 @@ from billing.services.pricing import contract_in_force
 from metering.selectors.usage import hourly_usage_list
 from portal import clock
 from portal.closing import month_close
+from portal.embedded import jobs_after_commit
 from portal.formatting import decimal_plain, money_text
 from portal.models import Tenant
 from portal.money import round_money
@@ -269,6 +270,7 @@ def invoice_finalize(*, invoice: Invoice, by=None, now: datetime | None = None) 
         update_fields=["number", "issue_transaction", "status", "issued_at", "due_at", "paid_at"]
     )
     audit_record(actor=by, action="invoice.issue", object_type="invoice", object_id=invoice.number)
+    jobs_after_commit()  # what the month consumed of promotions is now the invoice's
     return invoice
 
 
@@ -327,6 +329,7 @@ def invoice_void(
         object_id=invoice.number,
         after={"reason": reason},
     )
+    jobs_after_commit()
     return invoice
 
 

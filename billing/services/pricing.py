@@ -10,6 +10,7 @@ from django.db.models import Model
 
 from billing.models import Contract, Price, PromotionalCredit
 from portal.closing import month_closed_check
+from portal.embedded import jobs_after_commit
 from portal.errors import FieldError
 from portal.models import Tenant
 from portal.money import CURRENCY_EXPONENTS
@@ -168,6 +169,7 @@ def promotion_grant(
         action=f"{PromotionalCredit.audit_type}.grant",
         object_type=PromotionalCredit.audit_type,
     )
+    jobs_after_commit()
     return credit
 
 

@@ -21,6 +21,7 @@ from metering.models import (
 )
 from metering.selectors.factory import pool_first_signs_of_life
 from metering.services.usage.changes import changed_hours_store, usage_refold_queue
+from portal.embedded import jobs_after_commit
 from portal.periods import hour_floor
 from portal.services import audit_record, audit_snapshot
 from portal.versions import effective_from_check, version_create
@@ -150,6 +151,7 @@ def capacity_upsert(*, samples: Sequence[CapacityIn]) -> tuple[int, int]:
     )
     changed_hours_store(hours={hour_floor(s.time) for s in samples})
     pools_in_service_store()
+    jobs_after_commit()
     return len(samples) - len(existing), len(existing)
 
 

@@ -266,10 +266,7 @@ def test_a_version_dated_after_a_month_leaves_the_month_rated_as_it_was(db):
     rated_months_refresh()
     small = ServedModel.objects.get(slug="small")
 
-    def list_value():
-        return sum(RatedUsage.objects.values_list("list_value", flat=True), Decimal(0))
-
-    before = list_value()
+    before = _sum("list_value")
     with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
         price_create(model=small, token_class="output", per_million=Decimal("3.0"),
                      currency="USD", effective_from=APRIL)  # fmt: skip
@@ -277,7 +274,7 @@ def test_a_version_dated_after_a_month_leaves_the_month_rated_as_it_was(db):
                         effective_from=APRIL)  # fmt: skip
         rated_months_refresh()
     assert not rating.called
-    assert list_value() == before
+    assert _sum("list_value") == before
 
     with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
         price_create(model=small, token_class="output", per_million=Decimal("3.0"),
@@ -285,7 +282,35 @@ def test_a_version_dated_after_a_month_leaves_the_month_rated_as_it_was(db):
         rated_months_refresh()
     assert rating.call_count == 1
     # small's 603 output tokens at 3.00 instead of 2.50 per million
-    assert list_value() - before == Decimal(603) * Decimal("0.5") / 1_000_000
+    assert _sum("list_value") - before == Decimal(603) * Decimal("0.5") / 1_000_000
+
+
+@pytest.mark.both_backends
+def test_the_embedded_default_rates_a_pricing_write_once_it_commits(
+    db, django_capture_on_commit_callbacks
+):
+    """No broker, no beat: a price or a promotion written for a month already rated is
+    rated in as the write commits (portal.embedded), so the next read is exact."""
+    _pricing()
+    (tenant,) = _tenants(["paid"])
+    _ingest(_events([tenant], 3))
+    rated_months_refresh()
+    before = _sum("list_value")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        price_create(model=ServedModel.objects.get(slug="small"), token_class="output",
+                     per_million=Decimal("3.0"), currency="USD", effective_from=MARCH)  # fmt: skip
+    assert _sum("list_value") - before == Decimal(603) * Decimal("0.5") / 1_000_000
+    assert _sum("promotions") == 0
+
+    with django_capture_on_commit_callbacks(execute=True):
+        promotion_grant(tenant=tenant, amount=Decimal("0.0001"), currency="USD",
+                        effective_from=MARCH)  # fmt: skip
+    assert abs(_sum("promotions") - Decimal("0.0001")) < Decimal("1e-11")
+
+
+def _sum(name: str) -> Decimal:
+    return sum(RatedUsage.objects.values_list(name, flat=True), Decimal(0))
 
 
 @pytest.mark.postgres_only
@@ -302,7 +327,7 @@ def test_the_beat_job_skips_while_another_refresh_runs_and_rates_on_its_next_run
 
     _pricing()
     _tenants(["paid"])
-    with override_settings(USAGE_FOLDED_REFRESH=[]):  # as with a broker: the jobs rate
+    with override_settings(EMBEDDED_JOBS=[]):  # as with a broker: the jobs rate
         _ingest(_events(Tenant.objects.filter(slug="paid-0"), 3))
     assert RatedUsage.objects.count() == 0
     settings = connection.settings_dict

@@ -5,31 +5,10 @@ of the change for the measure job (metering.models.ChangedHour)."""
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models.functions import TruncHour
-from django.utils.module_loading import import_string
 
 from metering.models import ChangedHour, RollupPending, UsageEvent
-
-
-def fold_on_commit() -> None:
-    """Embedded default (no broker, no beat): once the caller's transaction commits, fold
-    what it queued and bring the read models other apps derive from folded usage up to date
-    (settings.USAGE_FOLDED_REFRESH), so reads are exact as soon as the write has answered.
-    With a broker, the rollup job (every minute) and those apps' own jobs do it."""
-    if settings.CELERY_TASK_ALWAYS_EAGER:
-        # robust: the change is stored; a failed fold is the rollup job's to redo, never a
-        # reason to answer otherwise.
-        transaction.on_commit(_fold_and_refresh, robust=True)
-
-
-def _fold_and_refresh() -> None:
-    from metering.services.usage.rollup import rollup_pending  # rollup stores changed hours
-
-    if rollup_pending():
-        for path in settings.USAGE_FOLDED_REFRESH:
-            import_string(path)()
 
 
 def usage_refold_queue(*, deployment_id: int, start: datetime, end: datetime | None) -> int:
@@ -46,7 +25,6 @@ def usage_refold_queue(*, deployment_id: int, start: datetime, end: datetime | N
         RollupPending(tenant_id=tenant_id, deployment_id=deployment_id, hour=hour)
         for tenant_id, hour in cells.distinct()
     )
-    fold_on_commit()
     return len(queued)
 
 

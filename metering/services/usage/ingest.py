@@ -16,8 +16,8 @@ from django.db import IntegrityError, ProgrammingError, connection, transaction
 from metering.domain.usage.dedupe import dedupe_within_batch
 from metering.domain.usage.fields import EventError, EventIn, EventRef
 from metering.models import Deployment, EventKey, ModelAlias, RollupPending, ServedModel, UsageEvent
-from metering.services.usage.changes import fold_on_commit
 from portal import clock
+from portal.embedded import jobs_after_commit
 from portal.models import Tenant
 from portal.periods import hour_floor
 
@@ -81,7 +81,7 @@ def usage_ingest(*, events: Sequence[EventIn], received_at: datetime) -> IngestR
         try:
             with transaction.atomic():
                 accepted, replayed = store(unique_rows, events, received_at)
-                fold_on_commit()
+                jobs_after_commit()
             break
         except IntegrityError:
             # Another writer stored some of these keys between our check and insert (ORM
