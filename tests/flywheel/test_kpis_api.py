@@ -209,7 +209,8 @@ def test_snapshots_are_upserts_and_survive_a_crash(api, tenant_a, monkeypatch):
 
 @pytest.mark.postgres_only
 def test_two_workers_measuring_at_once_leave_one_row_per_key(transactional_db, users,
-                                                              token_client):  # fmt: skip
+                                                              token_client, settings):  # fmt: skip
+    settings.EMBEDDED_JOBS = []  # two workers: a broker's world, where a write runs no job
     api = token_client(users["operator"], scopes=["ingest", "read", "admin"])
     _factory(api, pool="p1", gpus=8)
     now = datetime(2026, 3, 10, tzinfo=UTC)
