@@ -215,5 +215,31 @@ def test_a_version_that_changes_the_slo_from_a_past_hour_folds_that_usage_again(
     ) == [20, 0, 20]
 
 
+def test_the_embedded_default_folds_a_past_slo_change_as_the_version_commits(transactional_db):
+    """No broker: the version and the usage it folds again commit together, and the fold
+    runs after that commit, so the rollups read right as soon as the write has answered."""
+    Tenant.objects.create(slug="t1", name="t1")
+    deployment = make_deployment(model="m1", ttft=2000)
+    _ingest(
+        [
+            {"id": f"s{day}", "tenant": "t1", "model": "m1", "input_tokens": 10,
+             "output_tokens": 20, "ttft_ms": 1500,
+             "time": (BASE + timedelta(days=day, hours=10)).isoformat()}
+            for day in (0, 2)
+        ]
+    )  # fmt: skip
+    assert _compliant_by_day() == {1: 1, 3: 1}  # folded as the ingest committed
+
+    deployment_version_add(
+        deployment=deployment,
+        effective_from=BASE + timedelta(days=1),
+        spec=VersionSpec(r_ref=Decimal(1000), slo_ttft_ms=1000),
+        by=None,
+    )
+
+    assert _compliant_by_day() == {1: 1, 3: 0}
+    assert not RollupPending.objects.exists()
+
+
 def _compliant_by_day() -> dict[int, int]:
     return {row.day.day: row.compliant_requests for row in DailyUsage.objects.order_by("day")}
