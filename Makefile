@@ -14,23 +14,29 @@ $(STAMP): requirements.lock
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.lock
 	@touch $@
 
-# Embedded default: SQLite in var/, Celery eager, no service to install.
+# The embedded default: SQLite in var/, a Celery worker and beat on a broker in var/broker/
+# (files, no server), nothing to install. `make demo PORT=8001` picks the port.
+PORT ?= 8000
+MIGRATE = $(BIN)/python manage.py migrate --noinput
+
 demo: install
 	@mkdir -p var
 	@# An embedded database from before the migrations were squashed cannot migrate: it is
 	@# demo data only, so it is moved aside and the demo loads afresh.
-	$(BIN)/python manage.py migrate --noinput || { [ -f var/portal.sqlite3 ] && \
+	$(MIGRATE) || { [ -f var/portal.sqlite3 ] && \
 	  mv var/portal.sqlite3 var/portal.sqlite3.old && \
 	  echo "var/portal.sqlite3 predates the current migrations: moved to var/portal.sqlite3.old" && \
-	  $(BIN)/python manage.py migrate --noinput; }
+	  $(MIGRATE); }
 	$(BIN)/python manage.py demo
-	@echo "Serving on http://127.0.0.1:8000 (Ctrl-C to stop)"
 	FACTORY_NAME="$${FACTORY_NAME:-Token Factory}" \
 	FACTORY_ADDRESS="$${FACTORY_ADDRESS:-1 Foundry Way\\nReno, NV 89501\\nUnited States}" \
-	$(BIN)/python manage.py runserver --noreload 127.0.0.1:8000
+	$(BIN)/python manage.py serve --port $(PORT)
 
+# The embedded default on the database at hand (no demo loaded): web server, worker and beat.
 serve: install
-	$(BIN)/python manage.py runserver --noreload 127.0.0.1:8000
+	@mkdir -p var
+	$(MIGRATE)
+	$(BIN)/python manage.py serve --port $(PORT)
 
 # The whole suite on a throwaway PostgreSQL and Redis (two pytest-xdist workers, one per core;
 # the fault tests stay together on one worker), then the both_backends tests on SQLite.

@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 from celery import shared_task
 
 from billing.services.invoices import invoice_run
-from billing.services.rated import rated_months_refresh
-from metering.services.usage.rollup import rollup_pending
+from billing.services.rated import rated_usage_update
 from portal import clock
 from portal.periods import month_start
+from portal.pipeline import MEASURE, RATE, stage_begin, stages_run
 
 log = logging.getLogger(__name__)
 
@@ -19,17 +19,19 @@ log = logging.getLogger(__name__)
     acks_late=True,
     reject_on_worker_lost=True,
     time_limit=3600,
+    max_retries=0,
     ignore_result=True,
 )
 def invoice_month_task(month: str | None = None) -> None:
-    """Rate last month (or `month`, YYYY-MM), post it to the ledger and issue invoices.
+    """Rate last month (or `month`, YYYY-MM), post it to the ledger and issue invoices, after
+    running the stages before the measurement (the fold and the rating) in this process.
     Idempotent: a tenant-month already invoiced is skipped, so a redelivery issues nothing."""
     start = (
         datetime.strptime(month, "%Y-%m").replace(tzinfo=UTC)
         if month
         else month_start(month_start(clock.now()) - timedelta(days=1))
     )
-    rollup_pending()
+    stages_run(before=MEASURE)
     run = invoice_run(month_start=start)
     log.info(
         "invoice %s: %d issued, %d existing, %d nothing due, %d errors %s",
@@ -43,20 +45,19 @@ def invoice_month_task(month: str | None = None) -> None:
 
 
 @shared_task(
-    name="billing.rate_months",
+    name=RATE,
     acks_late=True,
     reject_on_worker_lost=True,
     time_limit=900,
+    max_retries=0,
     ignore_result=True,
 )
-def rate_months_task() -> None:
-    """Bring billing's rated usage up to date after the fold: every tenant-month whose usage,
-    pricing or invoices changed is rated again. Idempotent: a tenant-month whose inputs did
-    not change is not rated again. A run that finds another refreshing returns at once, so
-    runs longer than the beat interval never queue up."""
-    rollup_pending()
-    months = rated_months_refresh(wait=False)
-    if months is None:
-        log.info("rate: skipped, another refresh is running (the next run rates the rest)")
-    else:
-        log.info("rate: %d tenant-months up to date", months)
+def rate_task() -> None:
+    """The rate stage: rate again the tenant-months metering's change log and billing's
+    queue name (billing.services.rated.rated_usage_update), in one transaction with the
+    cursor it advances: a killed run rates them again, never twice. No retries: the beat
+    runs it every 5 minutes."""
+    stage_begin(RATE)
+    rated = rated_usage_update()
+    if rated:
+        log.info("rate: %d tenant-months", rated)

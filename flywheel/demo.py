@@ -14,18 +14,17 @@ from typing import TextIO
 from django.db.models import Min
 
 from flywheel.domain.loop.factors import SYMBOLS
-from flywheel.models import CostModel, FactoryCosts, Goal, Lever, LeverApplication
-from flywheel.services.kpis import snapshots_measure
+from flywheel.models import CostModel, FactoryCosts, Goal, KpiSnapshot, Lever, LeverApplication
 from flywheel.services.loop.applications import lever_apply
 from flywheel.services.loop.cycles import cycle_run
 from flywheel.services.loop.versions import goal_create, lever_create
 from flywheel.services.tfom import cost_model_create, factory_costs_create
 from metering.selectors.factory import pool_list
 from metering.selectors.usage import hourly_usage_list
-from metering.services.usage.changes import changed_hours_claim
 from portal import clock
 from portal.demo import APPLIED_LEVER, demo_lever_applied_at, demo_step
 from portal.periods import day_floor
+from portal.pipeline import stages_run
 
 COSTS_FROM = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -75,14 +74,11 @@ def demo_costs(*, stdout: TextIO) -> None:
 
 @demo_step("flywheel: KPI snapshots of every demo day and month")
 def demo_snapshots(*, stdout: TextIO) -> None:
-    """So the overview's trends are full on first start (the measure job keeps them fresh)."""
-    now = clock.now()
-    first = hourly_usage_list().aggregate(first=Min("hour"))["first"]
-    if first is None:
-        return
-    changed_hours_claim()  # the hours the demo's folds changed: every one is measured below
-    rows = snapshots_measure(start=first, end=now, now=now)
-    stdout.write(f"  {len(rows)} snapshots\n")
+    """Every stage of the pipeline once, in order, so the overview's trends are full on
+    first start: with no day measured yet, the measure stage measures every day since the
+    first pool went into service (the worker keeps them fresh from then on)."""
+    stages_run()
+    stdout.write(f"  {KpiSnapshot.objects.count()} snapshots\n")
 
 
 D = Decimal

@@ -5,30 +5,27 @@ import logging
 from celery import shared_task
 
 from flywheel.services.kpis import snapshots_update
-from metering.services.usage.rollup import rollup_pending
+from portal.pipeline import MEASURE, stage_begin, stages_run
 
 log = logging.getLogger(__name__)
 
 
 @shared_task(
-    name="flywheel.measure",
+    name=MEASURE,
     acks_late=True,
     reject_on_worker_lost=True,
     time_limit=900,
+    max_retries=0,
     ignore_result=True,
 )
 def measure_task() -> None:
-    """KPI snapshots for the current day and month; closes the periods that ended.
-    Idempotent: every row is an upsert on its key, so a redelivered run rewrites the same
-    figures. No retries: the next beat run (15 min) measures again."""
-    folded = rollup_pending()
-    reopened, written = snapshots_update()
-    log.info(
-        "measure: reopened %d snapshots, folded %d rollup cells, wrote %d snapshots",
-        reopened,
-        folded,
-        written,
-    )
+    """The measure stage: KPI snapshots of the days and months metering's and billing's
+    change logs name, the open day and month to the read window's end, and the periods that
+    ended (flywheel.services.kpis.snapshots_update), in one transaction with its cursors:
+    a killed run measures them again. No retries: the beat runs it every 15 minutes."""
+    stage_begin(MEASURE)
+    written = snapshots_update()
+    log.info("measure: %d snapshots", written)
 
 
 @shared_task(
@@ -36,16 +33,17 @@ def measure_task() -> None:
     acks_late=True,
     reject_on_worker_lost=True,
     time_limit=900,
+    max_retries=0,
     ignore_result=True,
 )
 def cycle_task() -> None:
-    """Measure, diagnose, check the goal, propose levers.
-    Idempotent: the cycle is upserted on its period (the last 7 whole UTC days) and a lever
-    application is measured once. No retries: a failed run is retried by hand (manage.py
-    flywheel) or by next week's beat."""
+    """Measure, diagnose, check the goal, propose levers, after running every stage of the
+    pipeline in this process. Idempotent: the cycle is upserted on its period (the last 7
+    whole UTC days) and a lever application is measured once. No retries: a failed run is
+    retried by hand (manage.py flywheel) or by next week's beat."""
     from flywheel.services.loop.cycles import cycle_run
 
-    rollup_pending()
+    stages_run()
     cycle = cycle_run()
     log.info(
         "flywheel: cycle %s: bottleneck %s, goal met %s",

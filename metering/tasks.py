@@ -5,7 +5,9 @@ import logging
 from celery import shared_task
 
 from metering.services.telemetry.scrape import scrape_all
+from metering.services.usage.rollup import usage_fold
 from portal import clock
+from portal.pipeline import FOLD, stage_begin
 
 log = logging.getLogger(__name__)
 
@@ -30,17 +32,19 @@ def scrape_targets_task() -> None:
 
 
 @shared_task(
-    name="metering.rollup_pending",
+    name=FOLD,
     acks_late=True,
     reject_on_worker_lost=True,
-    time_limit=300,
+    time_limit=600,
+    max_retries=0,
     ignore_result=True,
 )
-def rollup_pending_task() -> None:
-    """Fold pending usage events into the hourly and daily rollups (claim and recompute in one
-    transaction: a killed run leaves the queue as it was)."""
-    from metering.services.usage.rollup import rollup_pending
-
-    cells = rollup_pending()
-    if cells:
-        log.info("rollup: %d hour cells recomputed", cells)
+def fold_task() -> None:
+    """The fold stage: add accepted events to the rollups and append what changed to
+    metering's change log (metering.services.usage.rollup.usage_fold). Each batch claims its
+    events in the transaction that adds them: a killed run leaves them queued, and a rerun
+    folds each event once. No retries: the beat runs it every minute."""
+    stage_begin(FOLD)
+    folded = usage_fold()
+    if folded:
+        log.info("fold: %d events", folded)

@@ -150,3 +150,26 @@ class ClosedMonth(models.Model):
 
     def __str__(self) -> str:
         return f"{self.month:%Y-%m}"
+
+
+class StageRequest(models.Model):
+    """Whether a run of a pipeline stage (portal.pipeline) has been asked for and not begun:
+    a write asks only when none is pending, so bursts of writes send one task."""
+
+    name = models.CharField(max_length=64, primary_key=True)  # the stage's task name
+    pending = models.BooleanField(default=False)
+    requested_at = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({'pending' if self.pending else 'idle'})"
+
+
+class Cursor(models.Model):
+    """How far one consumer has read one change log (portal.pipeline): the id of the last
+    entry it consumed, advanced in the transaction that consumed it."""
+
+    name = models.CharField(max_length=128, primary_key=True)  # "<consumer stage>:<log>"
+    position = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.name} @ {self.position}"

@@ -1,6 +1,7 @@
 """Settings for the Token Factory Portal, read from the environment in this one place (12-factor).
 
-Embedded default (no variable set): SQLite in var/, Celery eager, local-memory cache, DEBUG on.
+Embedded default (no variable set): SQLite in var/, a Celery worker and beat on a broker in
+var/broker/ (no server), local-memory cache, DEBUG on.
 Production: DEBUG=0 with SECRET_KEY, ALLOWED_HOSTS, DATABASE_URL (PostgreSQL),
 CELERY_BROKER_URL and REDIS_URL (Redis).
 """
@@ -116,8 +117,15 @@ DATABASES = {
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # A wait instead of "database is locked" when the demo's web and jobs write together.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # The embedded default's web server and worker share the file. WAL: readers never wait
+    # for the writer. IMMEDIATE: a transaction takes the write lock when it begins, so two
+    # writers queue (up to the timeout) instead of one failing with "database is locked"
+    # when it upgrades a read lock the other's write invalidated.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        timeout=30,
+        transaction_mode="IMMEDIATE",
+        init_command="PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
@@ -301,37 +309,58 @@ FACTORY_NAME = os.environ.get("FACTORY_NAME", "Token Factory")
 # The issuer's postal address on invoices, lines separated by "\n" in the variable.
 FACTORY_ADDRESS = os.environ.get("FACTORY_ADDRESS", "").replace("\\n", "\n")
 
-# Celery: with no broker, tasks run eagerly in-process (the embedded default).
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
+# Celery. Every mode runs a real worker and beat (portal.pipeline): production on Redis
+# (CELERY_BROKER_URL), the embedded default on kombu's filesystem transport in var/broker/
+# (no server; beside the SQLite file, so two instances with two databases never share a
+# queue; README "The embedded default" says why not the SQLAlchemy transport). Eager
+# execution exists only inside unit tests (tests/conftest.py), never as a way to run jobs.
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "") or "filesystem://"
+if CELERY_BROKER_URL == "filesystem://":
+    BROKER_DIR = VAR_DIR / "broker"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR / "queue"),
+        "data_folder_out": str(BROKER_DIR / "queue"),
+        "control_folder": str(BROKER_DIR / "control"),
+        "processed_folder": str(BROKER_DIR / "processed"),
+    }
+    for folder in CELERY_BROKER_TRANSPORT_OPTIONS.values():
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    # No fanout control messages on files: the worker's remote control stays off.
+    CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
+    CELERY_BROKER_POOL_LIMIT = 0
 CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", "") or None
-CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
-CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_IGNORE_RESULT = CELERY_RESULT_BACKEND is None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
-# The embedded default has no beat: once a write that feeds the figures commits, these run
-# in order (portal.embedded): the fold, billing's rated usage, then the KPI snapshots. With a
-# broker, the "rollup", "rate" and "measure" jobs below do it.
-EMBEDDED_JOBS = [
-    "metering.services.usage.rollup.rollup_pending",
-    "billing.services.rated.rated_months_refresh",
-    "flywheel.services.kpis.snapshots_update",
-]
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Four queues (architecture.md "Runtime"), every task routed here by name: each queue may
+# have workers of its own in production (`celery -A portal worker -Q billing`); the embedded
+# default's one worker serves all of them.
+WORKER_QUEUES = ["ingest", "billing", "measure", "notify"]
+CELERY_TASK_DEFAULT_QUEUE = "measure"
+CELERY_TASK_ROUTES = {
+    "metering.*": {"queue": "ingest"},
+    "billing.*": {"queue": "billing"},
+    "flywheel.*": {"queue": "measure"},
+    "portal.*": {"queue": "notify"},
+}
+# The beat (one process: `celery -A portal beat`, or `worker -B` in the embedded default) runs
+# every stage of the pipeline on its cadence as the safety net; writes ask for the stage that
+# reads them at once (portal.pipeline). The stage order is portal.pipeline.STAGES.
 CELERY_BEAT_SCHEDULE = {
     # Fetch /metrics of every enabled scrape target (vLLM, SGLang, DCGM exporters).
     "scrape": {"task": "metering.scrape_targets", "schedule": 30.0},
-    # Fold pending usage events into hourly and daily rollups.
-    "rollup": {"task": "metering.rollup_pending", "schedule": 60.0},
-    # KPI snapshots for the current day and month; closes finished days and months.
+    # Fold accepted usage events into the rollups (metering's change log).
+    "fold": {"task": "metering.fold", "schedule": 60.0},
+    # Rate the tenant-months metering's change log and billing's own queue name.
+    "rate": {"task": "billing.rate", "schedule": crontab(minute="*/5")},
+    # KPI snapshots of the changed days and months; the open day and month to the window's
+    # end; closes the days and months that ended.
     "measure": {"task": "flywheel.measure", "schedule": crontab(minute="*/15")},
-    # Billing's rated usage of the tenant-months whose usage or pricing changed. Every 5
-    # minutes: a tenant-month is rated again whole, and one busy hour of a 1M-event month
-    # re-rates 163 of 200 tenant-months in about 43 s (docs/performance.md); the measure
-    # job refreshes it first anyway.
-    "rate": {"task": "billing.rate_months", "schedule": crontab(minute="*/5")},
     # Rate last month, post it to the ledger, issue invoices and close its SLA.
     "invoice": {
         "task": "billing.invoice_month",

@@ -2,8 +2,10 @@
 deployment versions, levers and goals. Each starts on a whole UTC hour, is never edited once
 in force and may be deleted only before it takes effect (a mistake caught in time); a change
 is a new version. One that feeds a month's figures never takes effect inside a closed month
-(portal.closing). The rules are here once; each app's service checks its own fields and
-stores the version through `version_create`."""
+(portal.closing). The rules are here once; each app's service checks its own fields, stores
+the version through `version_create` and tells the pipeline stage that reads it (a price or
+contract: billing's rating queue; a deployment version: metering's change log). Which
+version is in force at an instant is portal.effective's answer."""
 
 from datetime import datetime
 
@@ -11,7 +13,6 @@ from django.db import IntegrityError, models, transaction
 
 from portal import clock
 from portal.closing import month_closed_check
-from portal.embedded import jobs_after_commit
 from portal.errors import FieldError
 from portal.services import audit_object, object_delete
 
@@ -42,7 +43,6 @@ def version_create(version: models.Model, *, series: dict, conflict: str, by=Non
     except IntegrityError:  # a concurrent request stored the same version first
         raise FieldError("effective_from", conflict) from None
     audit_object(obj=version, actor=by, action=f"{object_type}.create", object_type=object_type)
-    jobs_after_commit()
     return version
 
 
@@ -57,4 +57,3 @@ def version_delete(*, version: models.Model, by=None) -> None:
             "effective_from", "in force: add a new version instead of deleting this one"
         )
     object_delete(obj=locked, actor=by, object_type=object_type, action=f"{object_type}.delete")
-    jobs_after_commit()

@@ -56,16 +56,22 @@ def _worker_cache(cache: dict) -> dict:
 
 @pytest.fixture(scope="session", autouse=True)
 def _test_settings():
-    """Argon2id spends 0.1–0.3 s on each hash by design, and most tests create four users:
+    """Eager Celery (unit tests only: architecture.md "Runtime"). Argon2id spends 0.1–0.3 s
+    on each hash by design, and most tests create four users:
     the suite hashes with MD5 first (Django's advice for test suites) and still verifies
     the Argon2id hashes production writes (tests/portal/test_security.py holds that). Each
     xdist worker has a Redis database of its own for the cache (quotas, sign-in lockouts;
     some tests clear it)."""
+    from celery import current_app
     from django.conf import settings
     from django.test import override_settings
 
     fast = ["django.contrib.auth.hashers.MD5PasswordHasher", *settings.PASSWORD_HASHERS]
     caches = {name: _worker_cache(cache) for name, cache in settings.CACHES.items()}
+    # Unit tests run the pipeline's stages eagerly, in the process that asks for them once
+    # its transaction commits; tests of the runtime start real workers (`celery_worker`).
+    current_app.conf.task_always_eager = True
+    current_app.conf.task_eager_propagates = True
     with override_settings(PASSWORD_HASHERS=fast, CACHES=caches):
         yield
 
@@ -220,6 +226,37 @@ def live_worker(transactional_db, now):
     """A real Celery worker process, consuming from the test Redis and writing to the test
     database. Yields a Celery client app bound to the same broker."""
     with celery_worker(now, "test-worker") as (app, _, _):
+        yield app
+
+
+@contextmanager
+def broker_mode(broker: str):
+    """The portal's Celery app in this process sends to `broker` instead of running tasks
+    eagerly (as in production), then back."""
+    from celery import current_app
+
+    app = current_app._get_current_object()
+    conf = app.conf
+    saved = conf.task_always_eager, conf.broker_url, conf.broker_transport_options
+    conf.task_always_eager, conf.broker_url, conf.broker_transport_options = False, broker, {}
+    try:
+        yield app
+    finally:
+        if app._pool is not None:
+            app._pool.force_close_all()
+            app._pool = None
+        app.amqp._producer_pool = None
+        conf.task_always_eager, conf.broker_url, conf.broker_transport_options = saved
+
+
+@pytest.fixture
+def pipeline_worker(transactional_db, now):
+    """A real Celery worker on the test Redis, and this process asking it for the pipeline's
+    stages as production does: a write's `stage_schedule` sends the task to the broker."""
+    with (
+        celery_worker(now, "test-worker") as (app, _, _),
+        broker_mode(os.environ["TEST_BROKER_URL"]),
+    ):
         yield app
 
 

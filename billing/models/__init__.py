@@ -1,7 +1,7 @@
 from billing.models.invoices import Invoice, InvoiceCounter, InvoiceLine, PromotionUse, SlaCredit
 from billing.models.ledger import Account, AppendOnlyModel, LedgerTransaction, Posting
 from billing.models.pricing import DEFAULT_CREDIT_TIERS, Contract, Price, PromotionalCredit
-from billing.models.rated import RatedTenantMonth, RatedUsage
+from billing.models.rated import RatedChange, RatedTenantMonth, RatedUsage, RatingPending
 
 __all__ = [
     "DEFAULT_CREDIT_TIERS",
@@ -16,7 +16,9 @@ __all__ = [
     "Price",
     "PromotionUse",
     "PromotionalCredit",
+    "RatedChange",
     "RatedTenantMonth",
     "RatedUsage",
+    "RatingPending",
     "SlaCredit",
 ]

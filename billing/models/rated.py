@@ -5,13 +5,11 @@ from portal.models import Tenant
 
 class RatedTenantMonth(models.Model):
     """Billing's read model of one tenant's month as rated: the totals other figures need
-    (the base of an SLA credit, the minimum shortfall), with the fingerprint of what it was
-    rated from (the tenant's usage of the month, prices, contract and promotions), so a read
-    rates again only the tenant-months whose inputs changed since (billing.services.rated)."""
+    (the base of an SLA credit, the minimum shortfall), written with its rated usage by the
+    rate stage (billing.services.rated)."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
     month_start = models.DateTimeField()
-    fingerprint = models.CharField(max_length=64)
     currency = models.CharField(max_length=3, blank=True)
     # Usage lines after discounts and tiers, before promotions (rounded per line).
     usage_amount = models.DecimalField(max_digits=20, decimal_places=4, default=0)
@@ -75,3 +73,22 @@ class RatedUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id} {self.deployment_id} {self.hour:%Y-%m-%d %H}:00 {self.sale}"
+
+
+class RatingPending(models.Model):
+    """Billing's own work queue for the rate stage: a price, contract or promotion change, or
+    an invoice that spent promotions, makes the usage from `start` rate differently, for one
+    tenant (or every tenant). Written in the transaction of the change, claimed by the rate
+    stage in the transaction that rates again."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, null=True)
+    start = models.DateTimeField()
+
+
+class RatedChange(models.Model):
+    """Billing's change log (portal.pipeline, "billing.rated"): a tenant's rated usage changed
+    from the hour `start` to its month's end. Appended by the rate stage in the transaction
+    that stored the rated usage; read by the measurement past its own cursor."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_constraint=False)
+    start = models.DateTimeField()  # a whole UTC hour

@@ -17,10 +17,11 @@ from django.conf import settings
 from django.db.models import F, Q, QuerySet, Sum
 
 from billing.domain.rating.types import RatingError
-from billing.models import RatedTenantMonth, RatedUsage
+from billing.models import RatedChange, RatedTenantMonth, RatedUsage
 from portal.access import tenant_scoped
-from portal.models import Tenant
+from portal.models import Cursor, Tenant
 from portal.periods import Period, month_start, next_month
+from portal.pipeline import log_read
 
 ZERO = Decimal(0)
 
@@ -108,13 +109,6 @@ def minimum_shortfalls(*, months: Iterable[datetime]) -> dict[datetime, Decimal]
     ).values_list("month_start", "minimum_shortfall"):
         totals[month.astimezone(UTC)] += amount  # summed here: SQLite sums floats
     return totals
-
-
-def rated_digest(*, start: datetime, end: datetime) -> tuple:
-    """When the rated usage of the months in [start, end) last changed: a reader's stored
-    figures are current while it is the same."""
-    rows = RatedTenantMonth.objects.filter(month_start__gte=start, month_start__lt=end)
-    return tuple(sorted(rows.values_list("tenant_id", "month_start", "fingerprint")))
 
 
 def months_touched(period: Period) -> list[datetime]:
@@ -208,3 +202,9 @@ def realization_get(*, period: Period, user) -> Realization:
         unsold={name: dict(reasons) for name, reasons in sorted(unsold.items())},
         errors={slug: e for slug, e in errors.items() if slug in by_slug},
     )
+
+
+def rated_changes_read(*, consumer: str) -> tuple[list[RatedChange], Cursor]:
+    """The entries of billing's change log past `consumer`'s cursor, oldest first, and the
+    cursor, locked: call it in the transaction that consumes them (portal.pipeline)."""
+    return log_read(RatedChange, consumer=consumer, log="billing.rated")

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
+from django.db.models import Min, Q
 
 from billing.domain.invoices import adjustment_line, invoice_total
 from billing.domain.rating.types import InvoiceLine as LineIn
@@ -19,6 +19,7 @@ from billing.models import (
     InvoiceCounter,
     InvoiceLine,
     LedgerTransaction,
+    PromotionalCredit,
     PromotionUse,
     SlaCredit,
 )
@@ -35,10 +36,10 @@ from billing.services.ledger import (
     ledger_reverse,
 )
 from billing.services.pricing import contract_in_force
+from billing.services.rated import rating_queue
 from metering.selectors.usage import hourly_usage_list
 from portal import clock
 from portal.closing import month_close
-from portal.embedded import jobs_after_commit
 from portal.formatting import decimal_plain, money_text
 from portal.models import Tenant
 from portal.money import round_money
@@ -270,7 +271,7 @@ def invoice_finalize(*, invoice: Invoice, by=None, now: datetime | None = None) 
         update_fields=["number", "issue_transaction", "status", "issued_at", "due_at", "paid_at"]
     )
     audit_record(actor=by, action="invoice.issue", object_type="invoice", object_id=invoice.number)
-    jobs_after_commit()  # what the month consumed of promotions is now the invoice's
+    _promotions_spent(invoice.tenant)
     return invoice
 
 
@@ -329,8 +330,16 @@ def invoice_void(
         object_id=invoice.number,
         after={"reason": reason},
     )
-    jobs_after_commit()
+    _promotions_spent(invoice.tenant)
     return invoice
+
+
+def _promotions_spent(tenant: Tenant) -> None:
+    """An invoice issued or voided changes what its tenant's promotions have left for the
+    other months: billing's rate stage rates them again (from the first grant)."""
+    first = PromotionalCredit.objects.filter(tenant=tenant).aggregate(first=Min("effective_from"))
+    if first["first"] is not None:
+        rating_queue(tenant=tenant, start=first["first"])
 
 
 def _tenants_to_invoice(month_start: datetime) -> list[Tenant]:

@@ -9,8 +9,8 @@ from django.db import transaction
 from django.db.models import Model
 
 from billing.models import Contract, Price, PromotionalCredit
+from billing.services.rated import rating_queue
 from portal.closing import month_closed_check
-from portal.embedded import jobs_after_commit
 from portal.errors import FieldError
 from portal.models import Tenant
 from portal.money import CURRENCY_EXPONENTS
@@ -38,6 +38,7 @@ def price_create(
     effective_from_check(effective_from)
     if per_million < 0:
         raise FieldError("per_million", "must not be negative")
+    rating_queue(start=effective_from)  # every tenant's usage from then on
     return version_create(
         Price(
             model=model,
@@ -128,6 +129,7 @@ def contract_create(
     )
     if credit_tiers is not None:
         contract.credit_tiers = _credit_tiers(credit_tiers)
+    rating_queue(tenant=tenant, start=effective_from)
     return version_create(
         contract,
         series={"tenant": tenant},
@@ -169,7 +171,7 @@ def promotion_grant(
         action=f"{PromotionalCredit.audit_type}.grant",
         object_type=PromotionalCredit.audit_type,
     )
-    jobs_after_commit()
+    rating_queue(tenant=tenant, start=effective_from)
     return credit
 
 

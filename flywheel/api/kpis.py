@@ -6,16 +6,13 @@ from rest_framework import renderers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flywheel.models import KpiSnapshot
 from flywheel.selectors.kpis import KPI_FIGURES, kpis_get, period_measure, window_json
 from flywheel.selectors.loop.shapes import rfc3339
 from flywheel.selectors.measurement import FACTORY
 from flywheel.services.kpis import kpis_json
 from metering.selectors.usage import window_resolve
-from portal import clock
 from portal.access import Capability
 from portal.api.periods import PERIOD_PARAMETERS
-from portal.periods import month_start
 from portal.permissions import capability_permission
 
 KpiRead = capability_permission(read=Capability.READ_FACTORY)
@@ -70,30 +67,26 @@ class PrometheusRenderer(renderers.BaseRenderer):
 
 
 class MetricsView(APIView):
-    """The KPIs of this month so far, per scope, in Prometheus text format (from the open
-    month snapshot the measure job keeps fresh; measured live when there is none)."""
+    """This month's KPIs per scope in Prometheus text format: the window a read of
+    `period=this_month` measures (kpis.md section 0), through the one KPI read, so every
+    gauge is the figure GET /api/v1/kpis returns."""
 
     permission_classes = [KpiRead]
     renderer_classes = [PrometheusRenderer]
 
     @extend_schema(responses={(200, "text/plain"): OpenApiTypes.STR})
     def get(self, request):
-        now = clock.now()
-        start = month_start(now)
-        snapshots = {
-            s.scope: s.values
-            for s in KpiSnapshot.objects.filter(period_kind="month", period_start=start)
-        }
-        if not snapshots:
-            measured = period_measure(start=start, end=now)
-            snapshots = {FACTORY: kpis_json(measured.factory)} | {
+        window = window_resolve({})
+        figures = {}
+        if window_json(window=window, scope=FACTORY, figures=KPI_FIGURES) is None:
+            measured = period_measure(start=window.start, end=window.to)
+            figures = {FACTORY: kpis_json(measured.factory)} | {
                 pool.slug: kpis_json(kpis) for pool, _, kpis in measured.pools
             }
         registry = CollectorRegistry()
         for name, help_text in RATIO_GAUGES.items():
             gauge = Gauge(f"tokenfactory_{name}", help_text, ["scope"], registry=registry)
-            for scope, values in sorted(snapshots.items()):
+            for scope, values in sorted(figures.items()):
                 if values.get(name) is not None:
                     gauge.labels(scope=scope).set(values[name])
-        response = Response(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
-        return response
+        return Response(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -1,33 +1,41 @@
-"""KPI snapshots: measured per scope and day or month, upserted on their key.
+"""KPI snapshots: measured per scope and day or month, upserted on their key; flywheel's
+stage of the pipeline (portal.pipeline).
 
-The measure job refreshes the current day and month every 15 minutes and closes each
-day and month once after it ends; `snapshots_measure` does the same for any range.
-Every write is an upsert on (scope, period_kind, period_start) computed from the
-database alone, so a rerun after a crash, or two workers at once, leave one identical
-row per key.
+The measure stage reads what changed past its own cursors (metering's change log: usage,
+capacity and deployment versions; billing's change log: rated usage) and measures again the
+days and months the changes fall in, the open day and month up to the window a read uses
+(kpis.md section 0: to the fold's mark, floored to the hour), and closes each day and month
+that ended, all in one transaction with its cursors. `snapshots_measure` measures any range.
+Every write is an upsert on (scope, period_kind, period_start) computed from the published
+read models alone, so a rerun after a crash leaves one identical row per key.
 """
 
 from __future__ import annotations
 
-import hashlib
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q
+from django.db import connection, transaction
 
-from billing.selectors.rated import rated_digest
-from billing.services.rated import rated_months_refresh
+from billing.selectors.rated import rated_changes_read
 from flywheel.domain.kpis import Kpis
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.measurement import DAY, FACTORY, FactoryData
-from metering.selectors.usage import usage_and_capacity_digest
-from metering.services.usage.changes import changed_hours_claim
+from metering.selectors.changes import usage_changes_read
+from metering.selectors.factory import pool_list, pool_service_lives
+from metering.selectors.usage import usage_metered_until
 from portal import clock
 from portal.money import money_str
-from portal.periods import day_floor, hour_ceil, month_start, next_month
+from portal.periods import day_floor, hour_floor, month_start, months_before, next_month
+from portal.pipeline import MEASURE, cursor_advance
+
+# The measure stage runs one at a time: two at once would measure the same changes.
+MEASURE_LOCK = 0x4D656173  # pg_advisory_xact_lock key, "Meas"
+
+Span = tuple[datetime, datetime]  # [start, end)
 
 
 def kpis_json(kpis: Kpis) -> dict[str, Any]:
@@ -46,155 +54,158 @@ def kpis_json(kpis: Kpis) -> dict[str, Any]:
     return out
 
 
-def _periods(start: datetime, end: datetime) -> list[tuple[str, datetime, datetime]]:
-    """Every day and month that [start, end) touches, clipped to nothing: whole periods."""
-    periods = []
-    day = day_floor(start)
+def measured_until(*, now: datetime) -> datetime:
+    """Where an open period's measurement ends: the window of kpis.md section 0 for a read
+    at `now`, `min(now, data_until)` floored to the hour, so a snapshot never counts an
+    hour's production before the hour is whole and folded."""
+    return hour_floor(min(now, usage_metered_until(now=now)))
+
+
+def _days(start: datetime, end: datetime) -> list[datetime]:
+    days, day = [], day_floor(start)
     while day < end:
-        periods.append((KpiSnapshot.PeriodKind.DAY, day, day + DAY))
+        days.append(day)
         day += DAY
-    month = month_start(start)
-    while month < end:
-        periods.append((KpiSnapshot.PeriodKind.MONTH, month, next_month(month)))
-        month = next_month(month)
-    return periods
+    return days
 
 
 def snapshots_measure(
     *, start: datetime, end: datetime, now: datetime | None = None
 ) -> list[KpiSnapshot]:
     """Measure every scope for each day and month that [start, end) touches and upsert the
-    snapshots; a period not over at `now` is measured up to now and left open. Billing's
-    rated usage of those months is brought up to date first (its tenant-months whose inputs
-    changed are rated again), so the sales measured are those of the usage folded."""
+    snapshots: `_measure` of those days (and their months)."""
     now = now or clock.now()
-    periods = [(kind, s, e) for kind, s, e in _periods(start, end) if s < now]
-    if not periods:
-        return []
-    first = min(s for _, s, _ in periods)
-    rated_months_refresh(start=first, end=max(e for *_, e in periods))
-    data = FactoryData(
-        start=first,
-        end=min(max(e for *_, e in periods), hour_ceil(now)),
-        snapshots=False,
-    )
-    rows = []
-    for kind, period_start, period_end in periods:
-        measured_end = min(period_end, data.end)
-        for scope in data.scopes():
-            kpis = data.kpis(scope=scope, start=period_start, end=measured_end)
-            sums = {}
-            if scope == FACTORY and kind == KpiSnapshot.PeriodKind.DAY:
-                sums = {
-                    pool.slug: data.pool_sums(pool_id, period_start, measured_end).as_json()
-                    for pool_id, pool in data.pools.items()
-                }
-            rows.append(
-                KpiSnapshot(
-                    scope=scope,
-                    period_kind=kind,
-                    period_start=period_start,
-                    period_end=measured_end,
-                    telemetry=kpis.telemetry,
-                    values=kpis_json(kpis),
-                    sums=sums,
-                    rating_errors=data.rating_errors,
-                    is_closed=period_end <= now,
-                    measured_at=now,
-                )
-            )
-    with transaction.atomic():
-        KpiSnapshot.objects.bulk_create(
-            rows,
-            update_conflicts=True,
-            unique_fields=["scope", "period_kind", "period_start"],
-            update_fields=[
-                "period_end",
-                "telemetry",
-                "values",
-                "sums",
-                "rating_errors",
-                "is_closed",
-                "measured_at",
-            ],
-        )
+    return _measure(days=_days(start, min(end, now)), now=now)
+
+
+def _measure(*, days: Iterable[datetime], now: datetime) -> list[KpiSnapshot]:
+    """Measure the days, then the months holding them, each up to the read window's end
+    (`measured_until`) and closed once it ends before it. Days are measured live from the
+    published read models, a month's days in one load; a month is then read from its closed
+    day snapshots and the live rest, as a read of it would be. Returns the rows upserted."""
+    to = measured_until(now=now)
+    by_month: dict[datetime, list[datetime]] = {}
+    for day in sorted({day for day in days if day < to}):
+        by_month.setdefault(month_start(day), []).append(day)
+    rows: list[KpiSnapshot] = []
+    for month, month_days in by_month.items():
+        live = FactoryData(start=month_days[0], end=min(month_days[-1] + DAY, to), snapshots=False)
+        day_rows = [
+            _snapshot(live, scope, KpiSnapshot.PeriodKind.DAY, day, min(day + DAY, to), now)
+            for day in month_days
+            for scope in live.scopes()
+        ]
+        _upsert(day_rows)
+        data = FactoryData(start=month, end=min(next_month(month), to))
+        month_rows = [
+            _snapshot(data, scope, KpiSnapshot.PeriodKind.MONTH, month, data.end, now)
+            for scope in data.scopes()
+        ]
+        _upsert(month_rows)
+        rows += day_rows + month_rows
     return rows
 
 
-def snapshots_reopen(*, hours: set[datetime]) -> int:
-    """Mark the closed snapshots stale (open again) that late usage for `hours` changes, so
-    the next refresh measures them again (kpis.md §6): the months holding them, and every
-    day from the first such hour to its month's end (a month rates in time order, so usage
-    on one day moves the free allowance and tiers of the days after it)."""
-    if not hours:
-        return 0
-    first_day: dict[datetime, datetime] = {}
-    for hour in hours:
-        month = month_start(hour)
-        first_day[month] = min(first_day.get(month, day_floor(hour)), day_floor(hour))
-    days = Q()
-    for month, day in first_day.items():
-        days |= Q(period_start__gte=day, period_start__lt=next_month(month))
-    return KpiSnapshot.objects.filter(
-        Q(period_kind=KpiSnapshot.PeriodKind.DAY) & days
-        | Q(period_kind=KpiSnapshot.PeriodKind.MONTH, period_start__in=first_day),
-        is_closed=True,
-    ).update(is_closed=False)
-
-
-def snapshots_update(*, now: datetime | None = None) -> tuple[int, int]:
-    """What the measure job does once usage is folded: reopen the closed snapshots of the
-    hours metering queued as changed (usage folded again, capacity stored late; claimed in
-    the reopening transaction, so a run that fails leaves them queued), then refresh
-    (`snapshots_refresh`). Returns (snapshots reopened, snapshots written)."""
-    with transaction.atomic():
-        reopened = snapshots_reopen(hours=changed_hours_claim())
-    return reopened, snapshots_refresh(now=now)
-
-
-INPUTS = "inputs"  # the open month snapshot's sums: the digest of what it was measured from
-
-
-def inputs_digest(*, start: datetime, end: datetime) -> str:
-    """A digest of everything the KPIs of [start, end) read: usage and capacity, deployment
-    versions and service lives, and billing's rated usage of its months (after a refresh:
-    what pricing and usage rated to)."""
-    rated = rated_digest(start=month_start(start), end=next_month(month_start(end)))
-    parts = (usage_and_capacity_digest(start=start, end=end), rated, end)
-    return hashlib.sha256(repr(parts).encode()).hexdigest()
-
-
-def _month_inputs(month: datetime) -> str | None:
-    row = KpiSnapshot.objects.filter(
-        scope=FACTORY, period_kind=KpiSnapshot.PeriodKind.MONTH, period_start=month
-    ).first()
-    return row.sums.get(INPUTS) if row is not None else None
-
-
-def snapshots_refresh(*, now: datetime | None = None) -> int:
-    """The job: every day of the current month so far and the month, and every earlier
-    day or month not closed yet: each is closed once, by the first run after it ends, and
-    measured again when late usage reopened it. An earlier month is measured on its own,
-    from its first to its last open period, never the months between it and now."""
-    now = now or clock.now()
-    current = month_start(now)
-    rated_months_refresh(start=current, end=now)
-    inputs = inputs_digest(start=current, end=hour_ceil(now))
-    if _month_inputs(current) == inputs:
-        written = 0  # nothing the current month's figures read changed: not measured again
-    else:
-        written = len(snapshots_measure(start=current, end=now, now=now))
-        KpiSnapshot.objects.filter(
-            scope=FACTORY, period_kind=KpiSnapshot.PeriodKind.MONTH, period_start=current
-        ).update(sums={INPUTS: inputs})
-    stale = (
-        KpiSnapshot.objects.filter(is_closed=False, period_start__lt=current)
-        .values_list("period_start", flat=True)
-        .distinct()
+def _snapshot(data: FactoryData, scope: str, kind: str, start, end, now) -> KpiSnapshot:
+    kpis = data.kpis(scope=scope, start=start, end=end)
+    sums = {}
+    if scope == FACTORY and kind == KpiSnapshot.PeriodKind.DAY:
+        sums = {
+            pool.slug: data.pool_sums(pool_id, start, end).as_json()
+            for pool_id, pool in data.pools.items()
+        }
+    period_end = start + DAY if kind == KpiSnapshot.PeriodKind.DAY else next_month(start)
+    return KpiSnapshot(
+        scope=scope,
+        period_kind=kind,
+        period_start=start,
+        period_end=end,
+        telemetry=kpis.telemetry,
+        values=kpis_json(kpis),
+        sums=sums,
+        rating_errors=data.rating_errors,
+        is_closed=end == period_end,
+        measured_at=now,
     )
-    by_month: dict[datetime, list[datetime]] = {}
-    for start in stale:
-        by_month.setdefault(month_start(start), []).append(start)
-    for starts in by_month.values():
-        written += len(snapshots_measure(start=min(starts), end=max(starts) + DAY, now=now))
+
+
+def _upsert(rows: list[KpiSnapshot]) -> None:
+    KpiSnapshot.objects.bulk_create(
+        rows,
+        update_conflicts=True,
+        unique_fields=["scope", "period_kind", "period_start"],
+        update_fields=[
+            "period_end", "telemetry", "values", "sums", "rating_errors", "is_closed",
+            "measured_at",
+        ],
+    )  # fmt: skip
+
+
+def snapshots_update(*, now: datetime | None = None) -> int:
+    """The measure stage: measure again the days (and months) that metering's and billing's
+    change logs name past this stage's cursors, every day since the last closed one (the
+    open day up to the read window's end, and days that ended since the last run), and
+    advance both cursors, in one transaction. Returns the snapshots written."""
+    now = now or clock.now()
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [MEASURE_LOCK])
+        usage, usage_cursor = usage_changes_read(consumer=MEASURE)
+        rated, rated_cursor = rated_changes_read(consumer=MEASURE)
+        first = _first_in_service()
+        days: set[datetime] = set()
+        if first is not None:
+            for span_start, span_end in [*_usage_spans(usage), *_rated_spans(rated)]:
+                days.update(_days(max(span_start, first), min(span_end, now)))
+            days.update(_stale_open_days(since=_open_since(first, now), now=now))
+        written = len(_measure(days=days, now=now))
+        cursor_advance(usage_cursor, usage)
+        cursor_advance(rated_cursor, rated)
     return written
+
+
+def _first_in_service() -> datetime | None:
+    """The first instant any pool is in service (nothing earlier has figures to measure)."""
+    starts = [since for since, _ in pool_service_lives(pools=list(pool_list())).values() if since]
+    return min(starts, default=None)
+
+
+def _open_since(first: datetime, now: datetime) -> datetime:
+    """The day after the last closed day snapshot (the first in-service day when none), but
+    not before last month: every day from it is open, or ended since it was last measured.
+    Older days are closed, or measured by `manage.py measure` and read live meanwhile."""
+    closed = (
+        KpiSnapshot.objects.filter(
+            scope=FACTORY, period_kind=KpiSnapshot.PeriodKind.DAY, is_closed=True
+        )
+        .order_by("-period_start")
+        .values_list("period_start", flat=True)
+        .first()
+    )
+    since = day_floor(first) if closed is None else closed.astimezone(UTC) + DAY
+    return max(since, months_before(now, 1))
+
+
+def _stale_open_days(*, since: datetime, now: datetime) -> set[datetime]:
+    """The days from `since` (none of them closed) whose snapshot does not reach the read
+    window's end yet: new whole hours to measure, or a day that ended."""
+    to = measured_until(now=now)
+    measured = {
+        start.astimezone(UTC): end.astimezone(UTC)
+        for start, end in KpiSnapshot.objects.filter(
+            scope=FACTORY, period_kind=KpiSnapshot.PeriodKind.DAY, period_start__gte=since
+        ).values_list("period_start", "period_end")
+    }
+    return {day for day in _days(since, to) if measured.get(day) != min(day + DAY, to)}
+
+
+def _usage_spans(changes) -> list[Span]:
+    """Metering's changes as the spans whose figures moved (open-ended: up to now)."""
+    far = datetime(2101, 1, 1, tzinfo=UTC)
+    return [(change.start, change.end or far) for change in changes]
+
+
+def _rated_spans(changes) -> list[Span]:
+    """Billing's changes: a tenant's rated usage from an hour to its month's end."""
+    return [(change.start, next_month(change.start)) for change in changes]

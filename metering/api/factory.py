@@ -14,6 +14,7 @@ from metering.services.factory import (
     deployment_version_add,
     served_model_aliases_set,
 )
+from metering.services.usage.changes import pool_change_append
 from portal.access import Capability
 from portal.api.fields import AwareDateTimeField, ModelSerializer
 from portal.api.views import AuditedModelViewSet
@@ -158,6 +159,13 @@ class PoolViewSet(AuditedModelViewSet):
     lookup_field = "slug"
     audit_type = "pool"
     permission_classes = [FactoryPermission]
+
+    def perform_update(self, serializer):
+        pool = serializer.instance
+        before = (pool.gpu_count, pool.in_service_from, pool.retired_at)
+        with transaction.atomic():
+            super().perform_update(serializer)
+            pool_change_append(pool=serializer.instance, before=before)
 
 
 class ServedModelViewSet(AuditedModelViewSet):

@@ -17,7 +17,7 @@ from metering.domain.usage.formats import cloudevents_to_items, merge_errors, op
 from metering.domain.usage.json_batch import validate_json_batch
 from metering.domain.usage.validation import event_references, validate_events
 from metering.models import Pool
-from metering.selectors.usage import usage_list
+from metering.selectors.usage import usage_list, window_resolve
 from metering.services.factory import CapacityIn, capacity_upsert
 from metering.services.usage.ingest import IngestRejected, usage_ingest, usage_reference_errors
 from portal import clock
@@ -26,7 +26,6 @@ from portal.api.errors import content_type_check, errors_response, flatten
 from portal.api.pagination import Pagination
 from portal.api.periods import PERIOD_PARAMETERS
 from portal.models import Scope
-from portal.periods import period_resolve
 from portal.permissions import capability_permission
 
 
@@ -314,7 +313,8 @@ class UsageListView(APIView):
             return errors_response(
                 [{"field": "granularity", "message": 'must be "hour" or "day"'}], 400
             )
-        period = period_resolve(request.query_params).period
+        # The window a read measures (kpis.md section 0), as /api/v1/kpis and the pages.
+        period = window_resolve(request.query_params).period
         rows = usage_list(
             user=request.user,
             period=period,

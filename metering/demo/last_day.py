@@ -18,7 +18,7 @@ from metering.demo.requests import LatencyModel, mean_output, trace_requests
 from metering.domain.usage.validation import validate_events
 from metering.models import CapacitySample, Pool, UsageEvent
 from metering.services.usage.ingest import usage_ingest
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from portal import clock
 
 
@@ -81,5 +81,5 @@ def demo_last_day(rng, end, weights, stdout) -> None:
             usage_ingest(events=events, received_at=now)  # queued for the fold
             progress.advance(len(events))
         analyze(UsageEvent)
-        rollup_pending()
+        usage_fold()
     progress.finish(f"{len(items):,} request-level events")

@@ -20,7 +20,7 @@ from metering.demo.parameters import (
     TTFT_SIGMA,
 )
 from metering.domain.usage.formats import trace_events
-from metering.models import LATENCY_BUCKETS_MS
+from metering.domain.usage.rollup import LATENCY_BUCKETS_MS
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,14 @@ from metering.demo.parameters import (
 )
 from metering.demo.progress import Progress
 from metering.demo.requests import LatencyModel, mean_output
-from metering.models import CapacitySample, HourlyUsage, Pool
+from metering.models import CapacitySample, HourlyUsage, IncompleteRawMonth, Pool
+from metering.services.usage.changes import raw_months_incomplete_mark
 from metering.services.usage.rollup import ROLLUP_COLUMNS, rollup_days
 from portal import clock
 from portal.bulk import rows_insert
 from portal.demo import DEMO_TENANTS, demo_step
 from portal.models import Tenant
+from portal.periods import month_start
 
 
 def _diurnal(hour: int) -> float:
@@ -103,6 +105,12 @@ def demo_usage(*, stdout) -> None:
             progress.advance(len(rows))
     analyze(CapacitySample, HourlyUsage)  # committed: the folds below join these rows
     _demo_days()
+    # The months hold rollups without their raw events: never folded again from events.
+    raw_months_incomplete_mark(
+        pools=Pool.objects.filter(slug__in=[slug for slug, *_ in POOLS]),
+        months={month_start(start + timedelta(hours=h)) for h in range(0, hours, 24)},
+        reason=IncompleteRawMonth.Reason.LOADED,
+    )
     progress.finish(f"{len(capacity):,} capacity samples, {len(hourly):,} hourly rollups")
     demo_last_day(rng, end, weights, stdout)
 

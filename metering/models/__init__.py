@@ -22,35 +22,37 @@ from metering.models.telemetry import (
     TelemetryPushState,
 )
 from metering.models.usage import (
-    LATENCY_BUCKETS_MS,
-    ChangedHour,
     DailyUsage,
     EventKey,
     FoldMark,
+    FoldPending,
     HourlyUsage,
-    RollupPending,
+    IncompleteRawMonth,
+    RefoldPending,
+    UsageChange,
     UsageEvent,
 )
 
 __all__ = [
-    "LATENCY_BUCKETS_MS",
     "CapacitySample",
-    "ChangedHour",
     "DailyUsage",
     "Deployment",
     "DeploymentVersion",
     "EngineHourly",
     "EventKey",
     "FoldMark",
+    "FoldPending",
     "GpuHourly",
     "HourlyUsage",
+    "IncompleteRawMonth",
     "ModelAlias",
     "Pool",
-    "RollupPending",
+    "RefoldPending",
     "ScrapeTarget",
     "ServedModel",
     "TelemetryKind",
     "TelemetryPushState",
+    "UsageChange",
     "UsageEvent",
 ]
 

@@ -1,27 +1,7 @@
 from django.db import models
 
-from metering.models.factory import Deployment
-from portal import clock
+from metering.models.factory import Deployment, Pool
 from portal.models import Tenant
-
-# Upper edges (ms) of the end-to-end latency histogram kept in rollups; the last bucket is +Inf.
-LATENCY_BUCKETS_MS = (
-    100,
-    250,
-    500,
-    750,
-    1000,
-    1500,
-    2000,
-    3000,
-    5000,
-    7500,
-    10000,
-    15000,
-    20000,
-    30000,
-    60000,
-)
 
 
 class EventKey(models.Model):
@@ -74,26 +54,62 @@ class UsageEvent(models.Model):
         indexes = [models.Index(fields=["tenant", "deployment", "time"], name="usage_cell_idx")]
 
 
-class RollupPending(models.Model):
-    """Work queue: an hour of a (tenant, deployment) whose rollup must be recomputed. Written in
-    the ingest transaction, claimed and deleted by the rollup job in its own transaction."""
+class FoldPending(models.Model):
+    """The fold's work queue: an accepted usage event not yet added to the rollups. Written in
+    the ingest transaction, claimed (deleted) by the fold in the transaction that adds the
+    event's sums, so each event is folded exactly once, whenever its transaction commits."""
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_constraint=False)
+    event_id = models.BigIntegerField(primary_key=True)  # UsageEvent.id
+    time = models.DateTimeField()  # the event's time (its partition and hour)
+    queued_at = models.DateTimeField()  # when it was accepted: data_until (kpis.md section 0)
+
+
+class RefoldPending(models.Model):
+    """Hours of a deployment whose rollups must be folded again from raw events (a new SLO in
+    force over hours already folded): only hours of months whose raw events are complete
+    are ever queued (metering.services.usage.changes)."""
+
     deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, db_constraint=False)
-    hour = models.DateTimeField()
-    # When the usage arrived: everything queued before the oldest pending row is folded, so
-    # usage is metered until then (kpis.md section 0, data_until).
-    queued_at = models.DateTimeField(default=clock.now)
+    start = models.DateTimeField()
+    end = models.DateTimeField(null=True)  # exclusive; None: up to the newest event
 
 
-class ChangedHour(models.Model):
-    """An hour whose metered figures changed after they were stored: its usage folded again,
-    or a capacity sample stored for it. Written in the transaction of the change, claimed and
-    deleted by the measure job, which reopens the closed KPI snapshots the hour changes
-    (kpis.md section 6): a queue, not a time watermark, so a change whose transaction
-    commits late is not skipped. An hour may stand in it more than once."""
+class IncompleteRawMonth(models.Model):
+    """A UTC month of a pool whose raw usage events are not all stored (part of it was loaded
+    as rollups, or its events were archived): its rollups can never be folded again from
+    raw events, so nothing that would need it is accepted (architecture.md "The pipeline")."""
 
-    hour = models.DateTimeField()
+    class Reason(models.TextChoices):
+        LOADED = "loaded", "loaded as rollups"
+        ARCHIVED = "archived", "raw events archived"
+
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE)
+    month = models.DateTimeField()  # first instant of the UTC month
+    reason = models.CharField(max_length=16, choices=Reason.choices)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["pool", "month"], name="incomplete_raw_month")
+        ]
+
+
+class UsageChange(models.Model):
+    """Metering's change log (portal.pipeline, "metering.usage"): what changed in the figures
+    metering publishes, appended in the transaction of the change, read by billing's rating
+    and flywheel's measurement past their own cursors. `usage`: a tenant's rollups of one
+    pool in one hour; `capacity`: a pool's capacity samples from `start`; `version`: a
+    deployment version's R_ref, w_in or SLO from `start`."""
+
+    class Kind(models.TextChoices):
+        USAGE = "usage"
+        CAPACITY = "capacity"
+        VERSION = "version"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    pool = models.ForeignKey(Pool, on_delete=models.CASCADE, db_constraint=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, null=True, db_constraint=False)
+    start = models.DateTimeField()  # a whole UTC hour
+    end = models.DateTimeField(null=True)  # exclusive; None: up to now
 
 
 class FoldMark(models.Model):
@@ -127,7 +143,8 @@ class UsageRollup(models.Model):
     tpot_count = models.BigIntegerField(default=0)
     latency_ms_sum = models.FloatField(default=0)
     latency_count = models.BigIntegerField(default=0)
-    # Non-cumulative counts per LATENCY_BUCKETS_MS bucket (+Inf last).
+    # Non-cumulative counts per LATENCY_BUCKETS_MS bucket (+Inf last). The columns are
+    # metering.domain.usage.rollup's SUM_FIELDS: the fold adds to them.
     latency_histogram = models.JSONField(default=list)
     is_demo = models.BooleanField(default=False)  # written by the demo, not from events
 

@@ -1,28 +1,34 @@
 """Reads of metering data. Tenant scoping goes through portal.access.tenant_scoped only."""
 
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import reduce
 from operator import or_
 
-from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
-from django.db.models.functions import TruncDay, TruncMonth
+from django.db.models import F, Min, Q, QuerySet, Sum
+from django.db.models.functions import TruncDate, TruncDay, TruncMonth
 
+from metering.domain.usage.rollup import LATENCY_BUCKETS_MS
 from metering.models import (
-    LATENCY_BUCKETS_MS,
     CapacitySample,
     DailyUsage,
-    DeploymentVersion,
     EventKey,
     FoldMark,
+    FoldPending,
     HourlyUsage,
     Pool,
-    RollupPending,
     UsageEvent,
 )
 from portal import clock
 from portal.access import tenant_get, tenant_scoped
-from portal.periods import Period, Window, filter_within, period_resolve
+from portal.periods import (
+    Period,
+    Window,
+    day_ceil,
+    day_floor,
+    filter_within,
+    period_resolve,
+)
 
 USAGE_SUMS = ["requests", "errors", "input_tokens", "cached_tokens", "output_tokens"]
 
@@ -104,28 +110,49 @@ def _quantile(histogram: list[int], q: float) -> float | None:
     return lower
 
 
+def _by_day(period: Period) -> tuple[Period | None, list[Period]]:
+    """A period as its whole UTC days (read from daily rollups) and the parts of days at its
+    ends (read from hourly rollups), so a window ending at the last whole hour keeps today."""
+    first, last = day_ceil(period.start), day_floor(period.end)
+    if first >= last:
+        return None, [period]
+    parts = [Period(period.start, first), Period(last, period.end)]
+    return Period(first, last), [part for part in parts if part.start < part.end]
+
+
 def usage_daily_by_model(*, user, period: Period, tenant: str | None = None) -> list[dict]:
-    """Per day and model: requests, errors, tokens and latency p50/p95 (from daily rollups)."""
-    rows = DailyUsage.objects.filter(day__gte=period.start.date(), day__lt=period.end.date())
-    rows = tenant_scoped(rows, user=user)
-    if tenant:
-        rows = rows.filter(tenant=tenant_get(user=user, slug=tenant))
+    """Per day and model: requests, errors, tokens and latency p50/p95, from the daily
+    rollups of the period's whole days and the hourly rollups of the rest."""
+    whole, parts = _by_day(period)
+    sources = []
+    if whole is not None:
+        daily = DailyUsage.objects.filter(day__gte=whole.start.date(), day__lt=whole.end.date())
+        sources.append(daily.annotate(period_day=F("day")))
+    for part in parts:
+        hourly = HourlyUsage.objects.filter(hour__gte=part.start, hour__lt=part.end)
+        sources.append(hourly.annotate(period_day=TruncDate("hour", tzinfo=UTC)))
     merged: dict[tuple, dict] = {}
-    for r in rows.values("day", "deployment__model__slug", "latency_histogram", *USAGE_SUMS):
-        key = (r["day"], r["deployment__model__slug"])
-        row = merged.setdefault(
-            key,
-            {
-                "day": key[0],
-                "model": key[1],
-                **dict.fromkeys(USAGE_SUMS, 0),
-                "histogram": [0] * (len(LATENCY_BUCKETS_MS) + 1),
-            },
-        )
-        for name in USAGE_SUMS:
-            row[name] += r[name]
-        for i, count in enumerate(r["latency_histogram"] or []):
-            row["histogram"][i] += count
+    for rows in sources:
+        rows = tenant_scoped(rows, user=user)
+        if tenant:
+            rows = rows.filter(tenant=tenant_get(user=user, slug=tenant))
+        for r in rows.values(
+            "period_day", "deployment__model__slug", "latency_histogram", *USAGE_SUMS
+        ):
+            key = (r["period_day"], r["deployment__model__slug"])
+            row = merged.setdefault(
+                key,
+                {
+                    "day": key[0],
+                    "model": key[1],
+                    **dict.fromkeys(USAGE_SUMS, 0),
+                    "histogram": [0] * (len(LATENCY_BUCKETS_MS) + 1),
+                },
+            )
+            for name in USAGE_SUMS:
+                row[name] += r[name]
+            for i, count in enumerate(r["latency_histogram"] or []):
+                row["histogram"][i] += count
     result = []
     for key in sorted(merged):
         row = merged[key]
@@ -152,25 +179,38 @@ def capacity_series(*, pool: Pool, period: Period) -> list[dict]:
 
 
 def usage_by_pool(*, period: Period) -> list[dict]:
-    """Factory-wide totals per pool and model (operators)."""
-    return list(
-        DailyUsage.objects.filter(day__gte=period.start.date(), day__lt=period.end.date())
-        .values("deployment__pool__slug", "deployment__model__slug")
-        .annotate(**{name: Sum(name) for name in USAGE_SUMS})
-        .order_by("deployment__pool__slug")
-    )
+    """Factory-wide totals per pool and model over the period (operators): whole days from
+    the daily rollups, the rest from the hourly ones."""
+    whole, parts = _by_day(period)
+    sources = [HourlyUsage.objects.filter(hour__gte=p.start, hour__lt=p.end) for p in parts]
+    if whole is not None:
+        sources.append(
+            DailyUsage.objects.filter(day__gte=whole.start.date(), day__lt=whole.end.date())
+        )
+    totals: dict[tuple[str, str], dict] = {}
+    keys = ("deployment__pool__slug", "deployment__model__slug")
+    for rows in sources:
+        for row in rows.values(*keys).annotate(**{name: Sum(name) for name in USAGE_SUMS}):
+            key = (row["deployment__pool__slug"], row["deployment__model__slug"])
+            total = totals.setdefault(
+                key, {**dict(zip(keys, key, strict=True)), **dict.fromkeys(USAGE_SUMS, 0)}
+            )
+            for name in USAGE_SUMS:
+                total[name] += row[name]
+    return [totals[key] for key in sorted(totals)]
 
 
 def usage_metered_until(*, now: datetime | None = None) -> datetime:
-    """How far usage is metered (kpis.md section 0, data_until): when the fold last completed
-    with nothing pending (a fold that stopped, or usage waiting for it, is a lag), never
-    after now; now when the fold never ran and nothing waits for it."""
+    """How far usage is metered (kpis.md section 0, data_until): the receipt time of the
+    oldest event still waiting for the fold, else when the fold last completed (a fold that
+    stopped reads as a lag, never as idle GPUs); never after now; now when the fold never
+    ran and nothing waits for it. Under continuous ingestion it keeps moving."""
     now = now or clock.now()
+    oldest = FoldPending.objects.aggregate(oldest=Min("queued_at"))["oldest"]
+    if oldest is not None:
+        return min(now, oldest.astimezone(UTC))
     mark = FoldMark.objects.values_list("completed_at", flat=True).first()
-    if mark is None:
-        oldest = RollupPending.objects.aggregate(oldest=Min("queued_at"))["oldest"]
-        return now if oldest is None else min(now, oldest.astimezone(UTC))
-    return min(now, mark.astimezone(UTC))
+    return now if mark is None else min(now, mark.astimezone(UTC))
 
 
 def window_resolve(params, *, default: str = "this_month", now: datetime | None = None) -> Window:
@@ -247,21 +287,3 @@ def event_key_list(*, ids: list[int]) -> QuerySet[EventKey]:
 def capacity_sample_list() -> QuerySet[CapacitySample]:
     """Every capacity sample of every pool, for the caller to filter by pool and time."""
     return CapacitySample.objects.all()
-
-
-def usage_and_capacity_digest(*, start: datetime, end: datetime) -> tuple:
-    """Sums of the usage rollups and capacity samples of [start, end) and the deployment
-    versions and pools' service lives: any change to what the KPIs of the span read moves
-    at least one of them (an event adds to the sums; a re-posted sample changes its GPUs)."""
-    usage = daily_usage_list(start=start, end=end + timedelta(days=1)).aggregate(
-        rows=Count("id"), requests=Sum("requests"), output=Sum("output_tokens"),
-        input=Sum("input_tokens"), cached=Sum("cached_tokens"),
-        compliant=Sum("compliant_output_tokens"), ok=Sum("ok_output_tokens"),
-    )  # fmt: skip
-    capacity = CapacitySample.objects.filter(time__gte=start, time__lt=end).aggregate(
-        n=Count("id"), last=Max("time"), installed=Sum("gpus_installed"),
-        healthy=Sum("gpus_healthy"), busy=Sum("gpus_busy"),
-    )  # fmt: skip
-    versions = DeploymentVersion.objects.aggregate(n=Count("id"), last=Max("id"))
-    pools = list(Pool.objects.order_by("pk").values_list("pk", "in_service_from", "retired_at"))
-    return (tuple(usage.values()), tuple(capacity.values()), tuple(versions.values()), pools)

@@ -20,9 +20,13 @@ from metering.models import (
     ServedModel,
 )
 from metering.selectors.factory import pool_first_signs_of_life
-from metering.services.usage.changes import changed_hours_store, usage_refold_queue
-from portal.embedded import jobs_after_commit
-from portal.periods import hour_floor
+from metering.services.usage.changes import (
+    capacity_change_append,
+    usage_refold_queue,
+    version_change_append,
+)
+from portal import clock
+from portal.effective import InForce
 from portal.services import audit_record, audit_snapshot
 from portal.versions import effective_from_check, version_create
 
@@ -91,22 +95,23 @@ def deployment_version_add(
     that changes the SLO from an hour already metered has that usage folded again, up to the
     next version: the version in force at an event's time applies to it (kpis.md)."""
     effective_from_check(effective_from)
+    series = InForce(DeploymentVersion.objects.filter(deployment=deployment))
+    before, until = series.at(effective_from), series.next_start(effective_from)
+    is_new_slo = before is not None and (before.slo_ttft_ms, before.slo_tpot_ms) != (
+        spec.slo_ttft_ms,
+        spec.slo_tpot_ms,
+    )
+    if is_new_slo and effective_from < clock.now():
+        # Refused naming effective_from when a month of the span lacks raw events.
+        usage_refold_queue(deployment=deployment, start=effective_from, end=until)
     version = version_create(
         DeploymentVersion(deployment=deployment, effective_from=effective_from, **asdict(spec)),
         series={"deployment": deployment},
         conflict=f"{deployment.slug} already has a version from that instant",
         by=by,
     )
-    versions = DeploymentVersion.objects.filter(deployment=deployment)
-    before = versions.filter(effective_from__lt=effective_from).order_by("effective_from").last()
-    slo = (spec.slo_ttft_ms, spec.slo_tpot_ms)
-    if before is not None and (before.slo_ttft_ms, before.slo_tpot_ms) != slo:
-        later = versions.filter(effective_from__gt=effective_from).order_by("effective_from")
-        usage_refold_queue(
-            deployment_id=deployment.pk,
-            start=effective_from,
-            end=later.values_list("effective_from", flat=True).first(),
-        )
+    if before is not None:  # a first version has no usage before it to measure again
+        version_change_append(deployment=deployment, start=effective_from, end=until)
     return version
 
 
@@ -132,7 +137,7 @@ def capacity_upsert(*, samples: Sequence[CapacityIn]) -> tuple[int, int]:
     for sample in samples:
         if CapacitySample.objects.filter(pool=sample.pool, time=sample.time).exists():
             existing.add((sample.pool.pk, sample.time))
-    CapacitySample.objects.bulk_create(
+    stored = CapacitySample.objects.bulk_create(
         [
             CapacitySample(
                 pool=s.pool,
@@ -149,9 +154,8 @@ def capacity_upsert(*, samples: Sequence[CapacityIn]) -> tuple[int, int]:
         unique_fields=["pool", "time"],
         update_fields=["interval_s", "gpus_installed", "gpus_healthy", "gpus_busy", "power_w"],
     )
-    changed_hours_store(hours={hour_floor(s.time) for s in samples})
+    capacity_change_append(samples=stored)
     pools_in_service_store()
-    jobs_after_commit()
     return len(samples) - len(existing), len(existing)
 
 

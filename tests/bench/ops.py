@@ -17,7 +17,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from billing.models import Contract, Price, PromotionalCredit, RatedTenantMonth
-from billing.services.rated import rated_months_refresh
+from billing.services.rated import rated_usage_update
 from flywheel.selectors.measurement import FactoryData
 from flywheel.services.kpis import snapshots_measure
 from metering.domain.usage.validation import validate_events
@@ -34,7 +34,7 @@ from metering.models import (
 )
 from metering.services.factory import VersionSpec, deployment_create
 from metering.services.usage.ingest import usage_ingest, usage_partitions_ensure
-from metering.services.usage.rollup import rollup_pending, rollup_rebuild
+from metering.services.usage.rollup import rollup_rebuild, usage_fold
 from portal import clock
 from portal.models import Role, Tenant
 from portal.services import token_create, user_ensure
@@ -189,7 +189,7 @@ def full_rollup() -> dict:
 
 def incremental_rollup(*, seq0: int, hour: str, per_hour: int) -> dict:
     """Ingest one hour of new events (usage_ingest, 1,000 per call: it writes the pending
-    queue), then time rollup_pending(), which folds them into the hourly and daily rows."""
+    queue), then time usage_fold(), which folds them into the hourly and daily rows."""
     start = _parse(hour)
     generator = EventGenerator()
     rows = list(generator.rows(seq0=seq0, count=per_hour, start=start, days=1, hours=1))
@@ -202,12 +202,12 @@ def incremental_rollup(*, seq0: int, hour: str, per_hour: int) -> dict:
     pending = RollupPending.objects.count()
     with CaptureQueriesContext(connection) as queries:
         started = time.perf_counter()
-        cells = rollup_pending()
+        cells = usage_fold()
         seconds = time.perf_counter() - started
     # Then what billing's beat job does next: the tenant-months the hour changed rated again.
     before = dict(RatedTenantMonth.objects.values_list("tenant_id", "fingerprint"))
     started = time.perf_counter()
-    rated_months_refresh()
+    rated_usage_update()
     rate_seconds = time.perf_counter() - started
     after = dict(RatedTenantMonth.objects.values_list("tenant_id", "fingerprint"))
     return {

@@ -4,9 +4,9 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from billing.services.pricing import contract_create, price_create, promotion_grant
-from billing.services.rated import rated_months_refresh
+from billing.services.rated import rated_usage_update
 from metering.models import ServedModel
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from tests.metering.factories import make_deployment
 
 JAN = datetime(2026, 1, 1, tzinfo=UTC)
@@ -76,6 +76,6 @@ def post_usage(api, events, *, tenant="tenant-a", model="llama-70b"):
     body = [{"tenant": tenant, "model": model, "cached_tokens": 0, **event} for event in events]
     response = api.post("/api/v1/usage/events", body)
     assert response.status_code == 200, response.json()
-    rollup_pending()
-    rated_months_refresh()
+    usage_fold()
+    rated_usage_update()
     return response.json()

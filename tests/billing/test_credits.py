@@ -10,7 +10,7 @@ from billing.services.invoices import invoice_run
 from billing.services.ledger import account_balances
 from metering.models import Deployment
 from metering.services.sla.incidents import incident_create
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from tests.billing.factories import (
     APRIL,
     MARCH,
@@ -142,7 +142,7 @@ def test_sla_reads_show_the_base_as_last_rated_and_the_close_posts_it_exact(marc
           **MARCH_USAGE}]
     )  # fmt: skip
     assert late.status_code == 200
-    rollup_pending()  # folded; the rate job has not run since
+    usage_fold()  # folded; the rate job has not run since
     client = APIClient()
     client.force_login(users["finance"])
     url = "/api/v1/sla?from=2026-03-01&to=2026-04-01"

@@ -22,7 +22,7 @@ from billing.services.invoices import invoice_run
 from metering.domain.usage.validation import validate_events
 from metering.models import EventKey, UsageEvent
 from metering.services.usage.ingest import usage_ingest
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from portal.models import Tenant
 from tests.billing.factories import MARCH, make_contract, make_priced_model
 
@@ -83,7 +83,7 @@ def _ingest(raw):
     events, errors = validate_events(items=items, now=NOW)
     assert not errors
     usage_ingest(events=events, received_at=NOW)
-    rollup_pending()
+    usage_fold()
 
 
 def _event_items(tenant):

@@ -9,7 +9,6 @@ from unittest.mock import patch
 
 import pytest
 from django.db import connection
-from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,7 +16,7 @@ from hypothesis import strategies as st
 from billing.models import RatedTenantMonth, RatedUsage
 from billing.selectors.rating import month_rate
 from billing.services.pricing import contract_create, price_create, promotion_grant
-from billing.services.rated import rated_months_refresh
+from billing.services.rated import rated_usage_update
 from flywheel.selectors.kpis import period_measure
 from flywheel.selectors.measurement import FactoryData
 from flywheel.services.kpis import snapshots_measure
@@ -26,13 +25,13 @@ from metering.models import (
     DailyUsage,
     Deployment,
     EventKey,
+    FoldPending,
     HourlyUsage,
-    RollupPending,
     ServedModel,
     UsageEvent,
 )
 from metering.services.usage.ingest import usage_ingest
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from portal.models import Tenant
 from tests.metering.factories import make_deployment
 
@@ -86,7 +85,7 @@ def _ingest(events: list[dict]) -> None:
     validated, errors = validate_events(items=events, now=NOW)
     assert not errors
     usage_ingest(events=validated, received_at=NOW)
-    rollup_pending()
+    usage_fold()
 
 
 def _events(tenants: list[Tenant], per_tenant: int) -> list[dict]:
@@ -128,7 +127,7 @@ def test_measuring_a_month_reads_no_event_never_rates_and_its_queries_are_flat(d
     _pricing()
     small = _tenants(["paid", "trial"])
     _ingest(_events(small, 20))
-    rated_months_refresh()  # billing's job after the fold
+    rated_usage_update()  # billing's job after the fold
     queries_small, count_small = _measure_month()
     figures_small = FactoryData(start=MARCH, end=APRIL).kpis(
         scope="factory", start=MARCH, end=APRIL
@@ -136,7 +135,7 @@ def test_measuring_a_month_reads_no_event_never_rates_and_its_queries_are_flat(d
 
     large = _tenants(["paid", "allowance", "tiers", "trial", "none", "paid"], first=2)
     _ingest(_events(large, 150))
-    rated_months_refresh()
+    rated_usage_update()
     queries_large, count_large = _measure_month()
     figures = FactoryData(start=MARCH, end=APRIL).kpis(scope="factory", start=MARCH, end=APRIL)
 
@@ -212,7 +211,7 @@ usage_strategy = st.lists(
 )
 def test_the_rated_usage_equals_a_fresh_rating_of_the_month(db, usage, promotion):
     for model in (RatedUsage, RatedTenantMonth, UsageEvent, EventKey, HourlyUsage, DailyUsage,
-                  RollupPending):  # fmt: skip
+                  FoldPending):  # fmt: skip
         model.objects.all().delete()
     if not Tenant.objects.exists():
         _pricing()
@@ -235,7 +234,7 @@ def test_the_rated_usage_equals_a_fresh_rating_of_the_month(db, usage, promotion
         for i, (tenant, hour, minute, small, input_tokens, output, ttft) in enumerate(usage)
     ]
     _ingest(events)
-    rated_months_refresh()
+    rated_usage_update()
 
     fresh = _fresh(MARCH)
     stored = {
@@ -252,7 +251,7 @@ def test_the_rated_usage_equals_a_fresh_rating_of_the_month(db, usage, promotion
         for name in ("list_value", "realized", "promotions"):
             assert abs(getattr(row, name) - cell[name]) < tolerance, (key, name)
     with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
-        rated_months_refresh()  # nothing changed: nothing is rated again
+        rated_usage_update()  # nothing changed: nothing is rated again
     assert not rating.called
 
 
@@ -263,7 +262,7 @@ def test_a_version_dated_after_a_month_leaves_the_month_rated_as_it_was(db):
     _pricing()
     (tenant,) = _tenants(["paid"])
     _ingest(_events([tenant], 3))  # March 1: llama-70b 300 output tokens, small 301 and 302
-    rated_months_refresh()
+    rated_usage_update()
     small = ServedModel.objects.get(slug="small")
 
     before = _sum("list_value")
@@ -272,29 +271,29 @@ def test_a_version_dated_after_a_month_leaves_the_month_rated_as_it_was(db):
                      currency="USD", effective_from=APRIL)  # fmt: skip
         contract_create(tenant=tenant, kind="paid", discount_pct=Decimal(50), currency="USD",
                         effective_from=APRIL)  # fmt: skip
-        rated_months_refresh()
+        rated_usage_update()
     assert not rating.called
     assert _sum("list_value") == before
 
     with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
         price_create(model=small, token_class="output", per_million=Decimal("3.0"),
                      currency="USD", effective_from=MARCH)  # fmt: skip
-        rated_months_refresh()
+        rated_usage_update()
     assert rating.call_count == 1
     # small's 603 output tokens at 3.00 instead of 2.50 per million
     assert _sum("list_value") - before == Decimal(603) * Decimal("0.5") / 1_000_000
 
 
 @pytest.mark.both_backends
-def test_the_embedded_default_rates_a_pricing_write_once_it_commits(
+def test_a_pricing_write_asks_for_the_rate_stage_which_rates_it_in_once_it_commits(
     db, django_capture_on_commit_callbacks
 ):
-    """No broker, no beat: a price or a promotion written for a month already rated is
-    rated in as the write commits (portal.embedded), so the next read is exact."""
+    """A price or a promotion written for a month already rated enters billing's queue and
+    asks for the rate stage; once the write commits the stage (eager here) rates it in."""
     _pricing()
     (tenant,) = _tenants(["paid"])
     _ingest(_events([tenant], 3))
-    rated_months_refresh()
+    rated_usage_update()
     before = _sum("list_value")
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -311,44 +310,3 @@ def test_the_embedded_default_rates_a_pricing_write_once_it_commits(
 
 def _sum(name: str) -> Decimal:
     return sum(RatedUsage.objects.values_list(name, flat=True), Decimal(0))
-
-
-@pytest.mark.postgres_only
-def test_the_beat_job_skips_while_another_refresh_runs_and_rates_on_its_next_run(
-    transactional_db, caplog
-):
-    """A refresh longer than the beat interval (a month of every tenant rated again) never
-    has the next runs queue behind it: each returns at once, and the first run after it
-    rates what came in meanwhile."""
-    import psycopg
-
-    from billing.services.rated import RATED_LOCK
-    from billing.tasks import rate_months_task
-
-    _pricing()
-    _tenants(["paid"])
-    with override_settings(EMBEDDED_JOBS=[]):  # as with a broker: the jobs rate
-        _ingest(_events(Tenant.objects.filter(slug="paid-0"), 3))
-    assert RatedUsage.objects.count() == 0
-    settings = connection.settings_dict
-    with psycopg.connect(
-        dbname=settings["NAME"],
-        user=settings["USER"],
-        password=settings["PASSWORD"],
-        host=settings["HOST"],
-        port=settings["PORT"],
-        autocommit=True,
-    ) as running:  # another refresh, holding the lock
-        running.execute("SELECT pg_advisory_lock(%s)", [RATED_LOCK])
-        with connection.cursor() as cursor:  # a refresh that waited would fail, not hang
-            cursor.execute("SET lock_timeout = '5s'")
-        with caplog.at_level("INFO", logger="billing.tasks"):
-            skipped = rated_months_refresh(wait=False)
-            rate_months_task()
-        assert skipped is None and RatedUsage.objects.count() == 0
-        assert "rate: skipped, another refresh is running" in caplog.text
-        running.execute("SELECT pg_advisory_unlock(%s)", [RATED_LOCK])
-    rate_months_task()
-
-    paid = RatedUsage.objects.filter(sale=RatedUsage.Sale.PAID)
-    assert sum(paid.values_list("output_tokens", flat=True)) == 300 + 301 + 302

@@ -10,7 +10,8 @@ from django.db.models import Sum
 
 from billing.models import Invoice
 from flywheel.models import LeverApplication
-from metering.models import LATENCY_BUCKETS_MS, HourlyUsage, UsageEvent
+from metering.domain.usage.rollup import LATENCY_BUCKETS_MS
+from metering.models import HourlyUsage, UsageEvent
 from portal import clock
 from portal.models import ClosedMonth
 from portal.periods import month_start, months_before

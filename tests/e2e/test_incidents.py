@@ -9,7 +9,7 @@ import pytest
 from metering.domain.usage.validation import validate_events
 from metering.models import Incident
 from metering.services.usage.ingest import usage_ingest
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from portal import clock
 from portal.clock import clock_set
 from portal.models import Role, Tenant
@@ -38,7 +38,7 @@ def factory(transactional_db):
         events, errors = validate_events(items=[item], now=now)
         assert not errors
         usage_ingest(events=events, received_at=now)
-    rollup_pending()
+    usage_fold()
 
 
 def test_operator_runs_an_incident_from_the_board_to_the_status_page(

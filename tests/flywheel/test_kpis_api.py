@@ -7,9 +7,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from flywheel.models import KpiSnapshot
+from flywheel.selectors.loop.shapes import rfc3339
 from flywheel.services.kpis import snapshots_measure
 from portal import clock
-from portal.periods import month_start
+from portal.periods import hour_floor, month_start
 from tests.concurrency import run_together
 from tests.conftest import on_every_clock
 
@@ -149,25 +150,38 @@ def test_investor_reads_kpis_and_tenant_cannot(users, client, db):
 def test_metrics_carry_the_same_values_as_the_api(
     now, api, tenant_a, django_capture_on_commit_callbacks
 ):
-
+    """/metrics reads this month through the one KPI read, over the window GET /api/v1/kpis
+    measures (kpis.md section 0), with an event in the hour in progress: the same TEF and
+    TFI, and no ratio outside [0, 1]. At 00:30 on the 1st nothing of the month is whole yet:
+    both say nothing."""
     _factory(api, pool="p1", gpus=8)
-    events = [{"id": "m1", "time": (now - timedelta(hours=1)).isoformat(), "tenant": "tenant-a",
-               "model": "llama-70b", "input_tokens": 10, "output_tokens": 1_000_000}]  # fmt: skip
+    events = [
+        {"id": "m1", "time": (now - timedelta(hours=1)).isoformat(), "tenant": "tenant-a",
+         "model": "llama-70b", "input_tokens": 10, "output_tokens": 1_000_000},
+        {"id": "m2", "time": (hour_floor(now) + (now - hour_floor(now)) / 2).isoformat(),
+         "tenant": "tenant-a",
+         "model": "llama-70b", "input_tokens": 10, "output_tokens": 9_000_000},
+    ]  # fmt: skip
     with django_capture_on_commit_callbacks(execute=True):
-        _post(api, "/api/v1/usage/events", events)
-    snapshots_measure(start=now - timedelta(hours=1), end=now, now=now)
-    # /metrics shows this month so far (on the 1st at 00:30 the event fell in the last one).
-    month = KpiSnapshot.objects.get(
-        scope="factory", period_kind="month", period_start=month_start(now)
-    )
+        _post(api, "/api/v1/usage/events", events)  # folded, rated and measured (eagerly)
 
     text = api.get("/metrics").content.decode()
+    kpis = api.get("/api/v1/kpis?period=this_month").json()
 
     families = {f.name: f for f in text_string_to_metric_families(text)}
-    tef = {s.labels["scope"]: s.value for s in families["tokenfactory_tef"].samples}
-    assert tef == {"factory": month.values["tef"], "p1": month.values["tef"]}
-    occupancy = families["tokenfactory_occupancy"].samples[0].value
-    assert occupancy == month.values["occupancy"]
+    if kpis["empty_reason"]:
+        assert now.day == 1 and now.hour == 0
+        assert all(not family.samples for family in families.values())
+        return
+    for name in ("tef", "tfi", "occupancy", "sla_delivery", "sell_through"):
+        gauges = {s.labels["scope"]: s.value for s in families[f"tokenfactory_{name}"].samples}
+        assert gauges == {"factory": kpis[name], "p1": kpis[name]}, name
+    for name in ("availability", "occupancy", "sla_delivery", "sell_through"):
+        assert 0 <= kpis[name] <= 1, name
+    assert kpis["to"] == rfc3339(hour_floor(now))  # the hour in progress is not counted
+    assert kpis["output_tokens"] == (
+        1_000_000 if now - timedelta(hours=1) >= month_start(now) else 0
+    )
 
 
 def _snapshot_rows():
@@ -178,14 +192,14 @@ def _snapshot_rows():
 
 
 def test_snapshots_are_upserts_and_survive_a_crash(api, tenant_a, monkeypatch):
-    from metering.services.usage.rollup import rollup_pending
+    from metering.services.usage.rollup import usage_fold
 
     _factory(api, pool="p1", gpus=8)
     events = [{"id": f"s{d}", "time": f"2026-03-0{d}T12:00:00Z", "tenant": "tenant-a",
                "model": "llama-70b", "input_tokens": 0, "output_tokens": d * 1000}
               for d in range(1, 4)]  # fmt: skip
     _post(api, "/api/v1/usage/events", events)
-    rollup_pending()  # the fold alone: the embedded default would measure the month too
+    usage_fold()  # the fold alone: the embedded default would measure the month too
     now = datetime(2026, 3, 10, tzinfo=UTC)
     snapshots_measure(start=WEEK - timedelta(days=1), end=WEEK + timedelta(days=2), now=now)
     clean = _snapshot_rows()
@@ -209,8 +223,7 @@ def test_snapshots_are_upserts_and_survive_a_crash(api, tenant_a, monkeypatch):
 
 @pytest.mark.postgres_only
 def test_two_workers_measuring_at_once_leave_one_row_per_key(transactional_db, users,
-                                                              token_client, settings):  # fmt: skip
-    settings.EMBEDDED_JOBS = []  # two workers: a broker's world, where a write runs no job
+                                                              token_client):  # fmt: skip
     api = token_client(users["operator"], scopes=["ingest", "read", "admin"])
     _factory(api, pool="p1", gpus=8)
     now = datetime(2026, 3, 10, tzinfo=UTC)
@@ -233,17 +246,20 @@ def test_dotted_model_and_deployment_names_round_trip(api, db):
     assert bad.json()["errors"][0]["field"] == "slug"
 
 
-def test_late_usage_the_rollup_job_folded_first_still_reopens_its_closed_day(api, tenant_a):
-    """With a broker the rollup job folds every minute and the measure job runs every 15: the
-    late event is folded before the measure job sees it pending, and still marks the periods
-    it changes stale (kpis.md section 6)."""
+def test_late_usage_is_measured_again_through_the_change_logs(api, tenant_a):
+    """The stages one after the other, as a worker runs them: a late event for a closed day
+    is folded (metering's change log), rated (billing's change log), and the measure stage
+    measures that day and its month again, and nothing else of the months before now."""
+    from billing.tasks import rate_task
     from flywheel.tasks import measure_task
-    from metering.tasks import rollup_pending_task
+    from metering.tasks import fold_task
 
     _factory(api, pool="p1", gpus=8)
     day = {"tenant": "tenant-a", "model": "llama-70b", "input_tokens": 0}
     _post(api, "/api/v1/usage/events", [{**day, "id": "d1", "time": "2026-03-02T12:00:00Z",
                                          "output_tokens": 1000}])  # fmt: skip
+    fold_task()
+    rate_task()
     measure_task()
     snapshots_measure(
         start=WEEK, end=WEEK + timedelta(days=1), now=datetime(2026, 4, 2, tzinfo=UTC)
@@ -254,10 +270,12 @@ def test_late_usage_the_rollup_job_folded_first_still_reopens_its_closed_day(api
     )
     assert (closed.is_closed, closed.values["output_tokens"]) == (True, 1000)
     assert (month.is_closed, month.values["output_tokens"]) == (True, 1000)
+    measured = {s.pk: s.measured_at for s in KpiSnapshot.objects.all()}
 
     _post(api, "/api/v1/usage/events", [{**day, "id": "d2", "time": "2026-03-02T13:00:00Z",
                                          "output_tokens": 500}])  # fmt: skip
-    rollup_pending_task()
+    fold_task()
+    rate_task()
     measure_task()
 
     for kind, start in (("day", WEEK), ("month", WEEK.replace(day=1))):
@@ -265,18 +283,20 @@ def test_late_usage_the_rollup_job_folded_first_still_reopens_its_closed_day(api
         assert (again.is_closed, again.values["output_tokens"]) == (True, 1500), kind
     march = api.get("/api/v1/kpis?scope=factory&from=2026-03-01&to=2026-04-01").json()
     assert march["output_tokens"] == 1500
-    # Only March was measured again, not every month from it to now.
-    assert not KpiSnapshot.objects.filter(
-        period_start__gte=datetime(2026, 4, 1, tzinfo=UTC),
-        period_start__lt=month_start(clock.now()),
-    ).exists()
+    # Only March (from the 2nd) was measured again, not every month from it to now.
+    remeasured = {
+        s.period_start.astimezone(UTC)
+        for s in KpiSnapshot.objects.all()
+        if s.pk in measured and s.measured_at != measured[s.pk]
+    }
+    assert remeasured and all(start.month == 3 for start in remeasured)
 
 
-def test_the_embedded_default_measures_a_late_event_again_as_it_is_ingested(
+def test_a_late_event_is_measured_again_by_the_stages_its_ingest_asks_for(
     api, tenant_a, django_capture_on_commit_callbacks
 ):
-    """No broker, no beat: the ingest's fold, once committed, reopens and measures the closed
-    periods the late event changes, so the next read is exact."""
+    """The ingest asks for the fold once it commits; each stage asks for the next (eagerly
+    here): the closed periods the late event changes are measured again."""
     _factory(api, pool="p1", gpus=8)
     day = {"tenant": "tenant-a", "model": "llama-70b", "input_tokens": 0}
     with django_capture_on_commit_callbacks(execute=True):
@@ -307,7 +327,7 @@ def test_the_measure_command_measures_the_period_named_as_the_api_names_it(api, 
     call_command("measure", "--period", "2026-03", stdout=out)
 
     # March whole (a closed month is measured whole), factory and p1: (31 days + 1) x 2
-    assert "measured 31 days and 1 months (64 snapshots) from 2026-03-01 to 2026-04-01." in (
+    assert "Measured 31 days and 1 months (64 snapshots) from 2026-03-01 to 2026-04-01." in (
         out.getvalue()
     )
     march = KpiSnapshot.objects.get(

@@ -14,7 +14,7 @@ from metering.domain.usage.validation import validate_events
 from metering.models import Pool, ServedModel
 from metering.services.factory import CapacityIn, capacity_upsert
 from metering.services.usage.ingest import usage_ingest
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from portal.models import Tenant
 from tests.metering.factories import make_deployment
 
@@ -71,7 +71,7 @@ def _load(tenants: range, events_per_tenant: int) -> None:
     events, errors = validate_events(items=items, now=DAY + timedelta(days=2))
     assert not errors
     usage_ingest(events=events, received_at=DAY + timedelta(days=2))
-    rollup_pending()
+    usage_fold()
 
 
 def _queries() -> int:

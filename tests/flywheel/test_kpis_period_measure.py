@@ -20,8 +20,9 @@ from metering.domain.usage.validation import validate_events
 from metering.models import Pool, ServedModel
 from metering.services.factory import CapacityIn, capacity_upsert
 from metering.services.usage.ingest import usage_ingest
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from portal.models import Tenant
+from portal.pipeline import MEASURE, stages_run
 from tests.metering.factories import make_deployment
 
 pytestmark = pytest.mark.both_backends
@@ -80,7 +81,7 @@ def factory(db):
     events, errors = validate_events(items=items, now=D + 4 * DAY)
     assert not errors
     usage_ingest(events=events, received_at=D + 4 * DAY)
-    rollup_pending()
+    stages_run(before=MEASURE)  # folded and rated, as the stages would
 
 
 def _assert_same(measured, live) -> None:
@@ -198,8 +199,8 @@ def test_a_closed_month_is_read_from_snapshots_and_rated_months_without_rating(f
                     committed_minimum=Decimal("1000"), currency="USD",
                     effective_from=D - 29 * DAY)  # fmt: skip
     march, april = datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 4, 1, tzinfo=UTC)
+    tenant_month_totals(month_start=march)  # billing's stage, before the measurement
     snapshots_measure(start=march, end=april, now=april + DAY)
-    tenant_month_totals(month_start=march)  # billing's job
     live = FactoryData(start=march, end=april, snapshots=False)
     assert live.revenue_adjustments(start=march, end=april)[0] > 0  # a shortfall is owed
 
@@ -217,73 +218,97 @@ def test_a_closed_month_is_read_from_snapshots_and_rated_months_without_rating(f
     _assert_matches_live(measured, march, april)
 
 
-def test_a_rated_month_is_rated_again_when_its_usage_or_contract_changes(factory):
-    """The rated tenant-months follow their inputs: late usage or a new contract version
-    makes the next read rate that tenant's month again, and only that tenant's."""
-    from billing.models import RatedTenantMonth
-    from billing.services.rated import tenant_month_totals
+def test_a_rated_month_is_rated_again_when_its_usage_changes_and_only_that_tenant(factory):
+    """The rate stage rates again the tenant-months metering's change log names: late usage
+    of one tenant rates that tenant's month again, not the other's, and billing's change
+    log says from which hour its rated usage changed."""
+    from billing.models import RatedChange
+    from billing.services.rated import rated_usage_update, tenant_month_totals
 
     march = datetime(2026, 3, 1, tzinfo=UTC)
     first = tenant_month_totals(month_start=march)
     paid, trial = (Tenant.objects.get(slug=slug).pk for slug in ("paid", "trial"))
     assert first[paid].usage_amount > 0 and first[trial].usage_amount == 0
-    rated_at = dict(RatedTenantMonth.objects.values_list("tenant_id", "fingerprint"))
+    RatedChange.objects.all().delete()
 
     late, errors = validate_events(
         items=[{"id": "late-1", "tenant": "paid", "model": "small",
-                "time": (D + DAY).isoformat(), "input_tokens": 5_000_000,
-                "output_tokens": 1_000_000}],
+                "time": (D + DAY + timedelta(hours=7, minutes=5)).isoformat(),
+                "input_tokens": 5_000_000, "output_tokens": 1_000_000}],
         now=D + 4 * DAY,
     )  # fmt: skip
     assert not errors
     usage_ingest(events=late, received_at=D + 4 * DAY)
-    rollup_pending()
+    usage_fold()
     with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
         second = tenant_month_totals(month_start=march)
 
     assert second[paid].usage_amount > first[paid].usage_amount  # 6 M more tokens, paid
     assert second[trial] == first[trial]
     assert [t.pk for t in rating.call_args.kwargs["tenants"]] == [paid]  # the changed one only
-    fingerprints = dict(RatedTenantMonth.objects.values_list("tenant_id", "fingerprint"))
-    assert fingerprints[trial] == rated_at[trial] and fingerprints[paid] != rated_at[paid]
+    (change,) = RatedChange.objects.all()
+    assert (change.tenant_id, change.start) == (paid, D + DAY + timedelta(hours=7))
 
     with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
-        assert tenant_month_totals(month_start=march) == second  # nothing changed
+        assert rated_usage_update() == 0  # nothing changed
     assert not rating.called
 
 
-def test_late_usage_reopens_the_days_after_it_in_its_month(db):
-    """Usage arriving late for 3 March moves the free allowance of every later day of
-    March, so those days are measured again; February and April are left closed."""
-    from flywheel.services.kpis import snapshots_reopen
+def test_a_rated_change_measures_again_the_days_from_its_hour_to_its_month_end(db):
+    """Usage rated again from 3 March 17:00 moves the free allowance of every later day of
+    March, so the measure stage measures those days and March again; February and April
+    stay as they were."""
+    from billing.models import RatedChange
+    from flywheel.services.kpis import snapshots_update
+    from metering.models import Pool
+    from portal.pipeline import log_append
+
+    make_deployment(pool="h100-a", gpus=8)
+    Pool.objects.update(in_service_from=datetime(2026, 2, 1, tzinfo=UTC))
+    tenant = Tenant.objects.create(slug="paid", name="Paid")
+    then = datetime(2026, 4, 8, tzinfo=UTC)
 
     def day_row(start):
         return KpiSnapshot(scope="factory", period_kind="day", period_start=start,
                            period_end=start + DAY, telemetry="measured", values={},
-                           is_closed=True, measured_at=start + DAY)  # fmt: skip
+                           is_closed=True, measured_at=datetime(2026, 4, 7, tzinfo=UTC))  # fmt: skip
 
     days = [datetime(2026, 2, 27, tzinfo=UTC) + i * DAY for i in range(40)]  # Feb 27 → Apr 7
     KpiSnapshot.objects.bulk_create([day_row(day) for day in days])
+    snapshots_update(now=then)  # the stage's cursors start past nothing
+    log_append(
+        RatedChange,
+        [RatedChange(tenant=tenant, start=datetime(2026, 3, 3, 17, tzinfo=UTC))],
+        log="billing.rated",
+    )
 
-    reopened = snapshots_reopen(hours={datetime(2026, 3, 3, 17, tzinfo=UTC)})
+    snapshots_update(now=then)
 
-    open_days = set(
-        KpiSnapshot.objects.filter(is_closed=False).values_list("period_start", flat=True)
+    measured = set(
+        KpiSnapshot.objects.filter(
+            scope="factory", period_kind="day", measured_at=then
+        ).values_list("period_start", flat=True)
     )
     march_from_3rd = {day for day in days if day.month == 3 and day.day >= 3}
-    assert {day.astimezone(UTC) for day in open_days} == march_from_3rd
-    assert reopened == 29
+    assert {day.astimezone(UTC) for day in measured} == march_from_3rd
+    month = KpiSnapshot.objects.get(scope="factory", period_kind="month")
+    assert (month.period_start, month.measured_at, month.is_closed) == (
+        datetime(2026, 3, 1, tzinfo=UTC),
+        then,
+        True,
+    )
 
 
-def test_the_measure_job_does_not_measure_an_unchanged_month_again(factory):
-    """Two runs in the same hour with nothing new: the second writes nothing and never rates;
-    a late event, or a new price version, and the month is measured again."""
-    from flywheel.services.kpis import snapshots_refresh
+def test_the_measure_stage_does_not_measure_an_unchanged_day_again(factory):
+    """Two runs in the same hour with nothing new: the second writes nothing; a late event
+    (folded and rated), a new price version (rated), or the next whole hour, and the days
+    they reach are measured again."""
+    from billing.services.rated import rated_usage_update
+    from flywheel.services.kpis import snapshots_update
 
     now = D + 2 * DAY + timedelta(hours=5, minutes=10)
-    first = snapshots_refresh(now=now)
-    with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
-        again = snapshots_refresh(now=now + timedelta(minutes=15))
+    first = snapshots_update(now=now)
+    again = snapshots_update(now=now + timedelta(minutes=15))
     late, errors = validate_events(
         items=[{"id": "late-2", "tenant": "paid", "model": "small", "time": (D + DAY).isoformat(),
                 "input_tokens": 10, "output_tokens": 10}],
@@ -291,12 +316,16 @@ def test_the_measure_job_does_not_measure_an_unchanged_month_again(factory):
     )  # fmt: skip
     assert not errors
     usage_ingest(events=late, received_at=now)
-    rollup_pending()
-    after_usage = snapshots_refresh(now=now + timedelta(minutes=30))
+    usage_fold()
+    rated_usage_update()
+    after_usage = snapshots_update(now=now + timedelta(minutes=30))
     price_create(model=ServedModel.objects.get(slug="small"), token_class="output",
                  per_million=Decimal("3"), currency="USD", effective_from=D + DAY)  # fmt: skip
-    after_price = snapshots_refresh(now=now + timedelta(minutes=45))
+    rated_usage_update()
+    after_price = snapshots_update(now=now + timedelta(minutes=45))
+    next_hour = snapshots_update(now=now + timedelta(minutes=50))
 
     assert first > 0
-    assert again == 0 and not rating.called
+    assert again == 0
     assert after_usage > 0 and after_price > 0
+    assert next_hour > 0  # 06:00 is whole: the open day and month measured to it

@@ -13,7 +13,7 @@ from decimal import Decimal
 import pytest
 
 from billing.services.pricing import contract_create, price_create
-from billing.services.rated import rated_months_refresh
+from billing.services.rated import rated_usage_update
 from flywheel.domain.loop.baseline import measured_tfom
 from flywheel.domain.loop.diagnosis import DEFAULT_TARGETS, diagnose
 from flywheel.domain.loop.factors import FACTORS
@@ -117,7 +117,7 @@ def build_factory(*, start=DAY, days=1, **overrides):
     ):
         if tokens:
             _usage(tenant, deployment, start, tokens, compliant, requests)
-    rated_months_refresh()  # billing's job after the fold
+    rated_usage_update()  # billing's job after the fold
     return deployment
 
 

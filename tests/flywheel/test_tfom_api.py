@@ -13,12 +13,12 @@ from fractions import Fraction
 import pytest
 from rest_framework.test import APIClient
 
-from billing.services.rated import rated_months_refresh
+from billing.services.rated import rated_usage_update
 from flywheel.models import CostModel
 from flywheel.selectors.tfom import tfom_measure
 from flywheel.services.tfom import cost_model_create, factory_costs_create
 from metering.models import GpuHourly, Pool
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from portal.errors import FieldError
 from tests.flywheel.factories import COST_MODEL_TERMS
 
@@ -132,8 +132,8 @@ def post_april_usage(ingest, *, pool="h100-a"):
         "accepted": EVENTS,
         "duplicates": 0,
     }
-    rollup_pending()
-    rated_months_refresh()  # billing's job after the fold
+    usage_fold()
+    rated_usage_update()  # billing's job after the fold
 
 
 @pytest.fixture
@@ -233,7 +233,7 @@ def test_tfom_api_worked_example_3_equivalent_gpus(users, token_client):
         for i in range(2)
     ]
     _ok(ingest.post("/api/v1/usage/events", events), 200)
-    rollup_pending()
+    usage_fold()
 
     # When
     body = _ok(
@@ -259,7 +259,7 @@ def test_tfom_api_pool_without_cost_model_is_a_400_naming_the_pool(users, token_
     idle = admin.get(f"/api/v1/tfom?from={APRIL}&to={MAY}")
     assert (idle.status_code, idle.json()["empty_reason"]) == (200, "no_pool_in_service")
     post_april_usage(ingest)
-    rollup_pending()
+    usage_fold()
 
     response = admin.get(f"/api/v1/tfom?from={APRIL}&to={MAY}")
 

@@ -1,9 +1,11 @@
 """Small builders for metering tests."""
 
+from datetime import timedelta
 from decimal import Decimal
 
-from metering.models import HourlyUsage, Pool, ServedModel
+from metering.models import HourlyUsage, Pool, ServedModel, UsageChange
 from metering.services.factory import VersionSpec, deployment_create, served_model_aliases_set
+from portal.pipeline import log_append
 
 
 def make_deployment(
@@ -35,9 +37,24 @@ def make_deployment(
 
 
 def make_hourly_usage(tenant, deployment, hour, **sums) -> HourlyUsage:
-    """An hourly rollup row of `sums` (every other sum 0), stored as it is: no daily row,
-    no rating (metering.services.usage.rollup.rollup_days and billing's refresh make those)."""
-    return HourlyUsage.objects.create(tenant=tenant, deployment=deployment, hour=hour, **sums)
+    """An hourly rollup row of `sums` (every other sum 0), as if loaded (the demo's way):
+    stored as it is and logged in metering's change log as the fold would, with no daily
+    row and no rating (rollup_days and billing's rate stage make those)."""
+    row = HourlyUsage.objects.create(tenant=tenant, deployment=deployment, hour=hour, **sums)
+    log_append(
+        UsageChange,
+        [
+            UsageChange(
+                kind=UsageChange.Kind.USAGE,
+                tenant=tenant,
+                pool_id=deployment.pool_id,
+                start=hour,
+                end=hour + timedelta(hours=1),
+            )
+        ],
+        log="metering.usage",
+    )
+    return row
 
 
 def event(i, *, tenant="tenant-a", model="llama-70b", time="2026-03-01T10:15:00Z", **extra):

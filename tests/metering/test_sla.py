@@ -16,7 +16,7 @@ from metering.services.factory import VersionSpec, deployment_version_add
 from metering.services.sla.incidents import incident_create, incident_update_add
 from metering.services.sla.maintenance import maintenance_window_create
 from metering.services.usage.ingest import usage_ingest
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from portal.models import Tenant
 from tests.metering.factories import make_deployment, make_hourly_usage
 
@@ -386,7 +386,7 @@ def test_sla_month_slo_attainment_from_events_counts_errors_as_misses(factory):
     events, errors = validate_events(items=items, now=AFTER)
     assert not errors
     usage_ingest(events=events, received_at=AFTER)
-    rollup_pending()
+    usage_fold()
 
     figures = april(tenant)
 

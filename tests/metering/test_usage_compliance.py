@@ -14,12 +14,12 @@ from metering.models import (
     DailyUsage,
     Deployment,
     EventKey,
+    FoldPending,
     HourlyUsage,
-    RollupPending,
     UsageEvent,
 )
 from metering.services.usage.ingest import usage_ingest
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from portal.models import Tenant
 from tests.metering.factories import make_deployment
 
@@ -63,7 +63,7 @@ def test_is_slo_compliant_by_hand():
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 def test_rollup_compliance_equals_the_domain_rule(db, raw, slo_ttft, slo_tpot):
-    for model in (UsageEvent, EventKey, HourlyUsage, DailyUsage, RollupPending, Deployment):
+    for model in (UsageEvent, EventKey, HourlyUsage, DailyUsage, FoldPending, Deployment):
         model.objects.all().delete()
     Tenant.objects.get_or_create(slug="t1", defaults={"name": "T1"})
     make_deployment(ttft=slo_ttft, tpot=slo_tpot)
@@ -86,7 +86,7 @@ def test_rollup_compliance_equals_the_domain_rule(db, raw, slo_ttft, slo_tpot):
     validated, errors = validate_events(items=items, now=NOW)
     assert not errors
     usage_ingest(events=validated, received_at=NOW)
-    rollup_pending()
+    usage_fold()
 
     compliant = [
         (tokens, n or 1)

@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 from metering.domain.usage.fields import BAD_SLUG
 from metering.domain.usage.formats import trace_events
 from metering.models import CapacitySample, EventKey, UsageEvent
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from tests.concurrency import run_together
 from tests.metering.factories import event, make_deployment
 
@@ -245,7 +245,7 @@ def test_replayed_trace_gives_the_readme_sums_through_the_usage_api(
     for chunk in range(0, len(items), 5000):
         response = ingest(items[chunk : chunk + 5000])
         assert response.status_code == 200, response.json()
-    rollup_pending()
+    usage_fold()
     hourly = ingest.api.get(f"/api/v1/usage?from={start}&to={end}&granularity=hour&page_size=1000")
     by_hour = {r["period_start"]: r for r in hourly.json()["results"]}
     for hour, requests, input_tokens, output_tokens in hours:

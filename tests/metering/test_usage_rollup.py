@@ -1,4 +1,5 @@
-"""Rollups equal a direct aggregation of the raw events, whatever the arrival order."""
+"""Rollups equal a direct aggregation of the raw events, whatever the arrival order; the fold
+adds each event once and never rebuilds an hour from the events it can see."""
 
 import time
 from datetime import UTC, datetime, timedelta
@@ -11,11 +12,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from metering.domain.usage.validation import validate_events
-from metering.models import DailyUsage, HourlyUsage, RollupPending, UsageEvent
+from metering.models import (
+    DailyUsage,
+    FoldPending,
+    HourlyUsage,
+    IncompleteRawMonth,
+    RefoldPending,
+    UsageChange,
+    UsageEvent,
+)
 from metering.services.factory import VersionSpec, deployment_version_add
 from metering.services.usage import rollup as rollup_service
 from metering.services.usage.ingest import usage_ingest
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from portal.models import Tenant
 from tests.metering.factories import make_deployment
 
@@ -127,13 +136,13 @@ def test_rollups_equal_direct_aggregation_with_late_events_and_interruptions(
     UsageEvent.objects.all().delete()
     HourlyUsage.objects.all().delete()
     DailyUsage.objects.all().delete()
-    RollupPending.objects.all().delete()
+    FoldPending.objects.all().delete()
     from metering.models import EventKey
 
     EventKey.objects.all().delete()
 
     _ingest(_items(first))
-    rollup_pending()
+    usage_fold()
     _ingest(_items(late, offset=1000))  # late events land in hours already rolled up
     if crash:
         with monkeypatch.context() as patch:
@@ -143,10 +152,10 @@ def test_rollups_equal_direct_aggregation_with_late_events_and_interruptions(
 
             patch.setattr(rollup_service, "rollup_days", lambda cells: boom())
             with pytest.raises(RuntimeError):
-                rollup_pending()
-        assert RollupPending.objects.exists()  # nothing was claimed for good
-    rollup_pending()
-    rollup_pending()  # a second run changes nothing
+                usage_fold()
+        assert FoldPending.objects.exists()  # nothing was claimed for good
+    usage_fold()
+    usage_fold()  # a second run changes nothing
 
     assert _rolled() == _direct()
     daily = {
@@ -156,25 +165,23 @@ def test_rollups_equal_direct_aggregation_with_late_events_and_interruptions(
     for (t, d, h), values in _direct().items():
         expected_daily[(t, d, h.date())] = expected_daily.get((t, d, h.date()), 0) + values[4]
     assert daily == expected_daily
-    assert not RollupPending.objects.exists()
+    assert not FoldPending.objects.exists()
 
 
 @pytest.mark.integration
-def test_rollup_job_runs_in_a_real_worker(live_worker, settings):
-    settings.CELERY_TASK_ALWAYS_EAGER = False  # as in production: the job folds, not the request
+def test_the_fold_runs_in_a_real_worker_when_the_ingest_asks_for_it(pipeline_worker):
+    """As in production: the request stores the event and asks for a fold; the worker folds
+    it (the request itself writes no rollup)."""
     Tenant.objects.create(slug="t1", name="T1")
     make_deployment(model="m1")
     _ingest(_items([("t1", "m1", 5, 100, 40, False, None)]))
-    assert not HourlyUsage.objects.exists()
-    assert RollupPending.objects.count() == 1
 
-    live_worker.send_task("metering.rollup_pending")  # ignore_result: poll the database
     deadline = time.monotonic() + 60
     while not HourlyUsage.objects.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
 
     assert HourlyUsage.objects.get().output_tokens == 40
-    assert not RollupPending.objects.exists()
+    assert not FoldPending.objects.exists()
 
 
 def test_a_version_that_changes_the_slo_from_a_past_hour_folds_that_usage_again(db):
@@ -197,7 +204,7 @@ def test_a_version_that_changes_the_slo_from_a_past_hour_folds_that_usage_again(
             for day in (0, 2, 4)
         ]
     )  # fmt: skip
-    rollup_pending()
+    usage_fold()
     assert _compliant_by_day() == {1: 1, 3: 1, 5: 1}
 
     deployment_version_add(
@@ -206,8 +213,8 @@ def test_a_version_that_changes_the_slo_from_a_past_hour_folds_that_usage_again(
         spec=VersionSpec(r_ref=Decimal(1000), slo_ttft_ms=1000),
         by=None,
     )
-    assert RollupPending.objects.count() == 1  # the 3 March hour
-    rollup_pending()
+    assert RefoldPending.objects.count() == 1  # 2 March on, up to the 5 March version
+    usage_fold()
 
     assert _compliant_by_day() == {1: 1, 3: 0, 5: 1}
     assert list(
@@ -215,9 +222,9 @@ def test_a_version_that_changes_the_slo_from_a_past_hour_folds_that_usage_again(
     ) == [20, 0, 20]
 
 
-def test_the_embedded_default_folds_a_past_slo_change_as_the_version_commits(transactional_db):
-    """No broker: the version and the usage it folds again commit together, and the fold
-    runs after that commit, so the rollups read right as soon as the write has answered."""
+def test_a_past_slo_change_is_folded_by_the_stage_its_version_asks_for(transactional_db):
+    """The version and the refold it queues commit together; the fold it asks for runs once
+    they have committed (eagerly here), and folds those hours again."""
     Tenant.objects.create(slug="t1", name="t1")
     deployment = make_deployment(model="m1", ttft=2000)
     _ingest(
@@ -238,8 +245,89 @@ def test_the_embedded_default_folds_a_past_slo_change_as_the_version_commits(tra
     )
 
     assert _compliant_by_day() == {1: 1, 3: 0}
-    assert not RollupPending.objects.exists()
+    assert not RefoldPending.objects.exists()
 
 
 def _compliant_by_day() -> dict[int, int]:
     return {row.day.day: row.compliant_requests for row in DailyUsage.objects.order_by("day")}
+
+
+def test_a_late_event_adds_to_an_hour_kept_only_as_rollups(db):
+    """The fold adds: an hour whose usage exists only as a rollup row (loaded, or its raw
+    events archived) keeps it, and a late event of that hour adds exactly its own figures
+    (architecture.md "The pipeline"); the change is logged for billing and the KPIs."""
+    tenant = Tenant.objects.create(slug="t1", name="t1")
+    deployment = make_deployment(model="m1", ttft=2000)
+    hour = BASE + timedelta(days=2, hours=13)
+    HourlyUsage.objects.create(
+        tenant=tenant, deployment=deployment, hour=hour, requests=1_152_770, errors=70,
+        input_tokens=9_000_000, cached_tokens=4_000_000, output_tokens=3_000_000,
+        ok_input_tokens=8_999_000, ok_cached_tokens=4_000_000, ok_output_tokens=2_999_000,
+        compliant_requests=1_100_000, compliant_input_tokens=8_000_000,
+        compliant_cached_tokens=3_500_000, compliant_output_tokens=2_700_000,
+        latency_ms_sum=1_152_770 * 800.0, latency_count=1_152_770,
+        latency_histogram=[0, 0, 0, 1_152_770] + [0] * 12, is_demo=True,
+    )  # fmt: skip
+    rollup_service.rollup_days({(tenant.pk, deployment.pk, hour.date())})
+    UsageChange.objects.all().delete()
+
+    _ingest(
+        [{"id": "late-1", "tenant": "t1", "model": "m1", "time": (hour + timedelta(minutes=30)).isoformat(),
+          "input_tokens": 0, "output_tokens": 1, "ttft_ms": 300, "latency_ms": 600}]
+    )  # fmt: skip
+    assert usage_fold() == 1
+
+    row = HourlyUsage.objects.get()
+    assert (row.requests, row.output_tokens, row.ok_output_tokens) == (
+        1_152_771,
+        3_000_001,
+        2_999_001,
+    )
+    assert (row.compliant_requests, row.compliant_output_tokens) == (1_100_001, 2_700_001)
+    assert (row.latency_count, row.latency_ms_sum) == (1_152_771, 1_152_770 * 800.0 + 600)
+    assert row.latency_histogram == [0, 0, 0, 1_152_771] + [0] * 12
+    assert (row.ttft_count, row.ttft_ms_sum) == (1, 300)
+    assert row.is_demo  # still the loaded row, one event richer
+    day = DailyUsage.objects.get()
+    assert (day.requests, day.output_tokens) == (1_152_771, 3_000_001)
+    change = UsageChange.objects.get()
+    assert (change.kind, change.tenant_id, change.pool_id) == (
+        "usage",
+        tenant.pk,
+        deployment.pool_id,
+    )
+    assert (change.start, change.end) == (hour, hour + timedelta(hours=1))
+    assert usage_fold() == 0  # folded once
+    assert HourlyUsage.objects.get().requests == 1_152_771
+
+
+def test_a_new_slo_over_a_month_kept_as_rollups_is_refused_naming_effective_from(db):
+    """Only hours of months whose raw events are complete may be folded again: a version
+    that would need the refold of a month loaded as rollups is refused, nothing stored."""
+    from metering.models import DeploymentVersion
+    from metering.services.usage.changes import raw_months_incomplete_mark
+    from portal.errors import FieldError
+
+    Tenant.objects.create(slug="t1", name="t1")
+    deployment = make_deployment(model="m1", ttft=2000)
+    raw_months_incomplete_mark(
+        pools=[deployment.pool], months=[BASE], reason=IncompleteRawMonth.Reason.LOADED
+    )
+    with pytest.raises(FieldError) as refused:
+        deployment_version_add(
+            deployment=deployment,
+            effective_from=BASE + timedelta(days=1),
+            spec=VersionSpec(r_ref=Decimal(1000), slo_ttft_ms=1000),
+            by=None,
+        )
+    assert refused.value.field == "effective_from"
+    assert "2026-03" in refused.value.message and "2026-04-01T00:00Z" in refused.value.message
+    assert DeploymentVersion.objects.filter(deployment=deployment).count() == 1
+    assert not RefoldPending.objects.exists()
+    # From the first complete month on, it is accepted.
+    deployment_version_add(
+        deployment=deployment,
+        effective_from=datetime(2026, 4, 1, tzinfo=UTC),
+        spec=VersionSpec(r_ref=Decimal(1000), slo_ttft_ms=1000),
+        by=None,
+    )

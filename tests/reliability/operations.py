@@ -28,7 +28,7 @@ from metering.domain.usage.validation import validate_events
 from metering.models import Pool, ScrapeTarget, ServedModel
 from metering.services.sla.maintenance import maintenance_window_create
 from metering.services.usage.ingest import usage_ingest
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from portal import clock
 from portal.models import Tenant
 from tests.reliability.world import World
@@ -124,7 +124,7 @@ def _usage_month(world: World, n: int) -> datetime:
     events, errors = validate_events(items=items, now=clock.now())
     assert not errors, errors
     usage_ingest(events=events, received_at=clock.now())
-    rollup_pending()
+    usage_fold()
     return month
 
 

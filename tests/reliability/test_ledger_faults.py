@@ -63,7 +63,7 @@ from metering.domain.usage.validation import validate_events
 from metering.models import Deployment, EventKey, UsageEvent
 from metering.services.sla.incidents import incident_create
 from metering.services.usage.ingest import usage_ingest
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from portal.models import AuditEntry, Tenant
 from portal.periods import next_month
 from tests.billing.factories import make_contract, make_priced_model
@@ -341,7 +341,7 @@ def _apply(h: Harness, op: Op, target) -> str:
         events, errors = validate_events(items=list(op.items), now=NOW)
         assert not errors, h.say(f"invalid events planned: {errors}")
         result = usage_ingest(events=events, received_at=NOW)
-        rollup_pending()
+        usage_fold()
         return f"accepted {result.accepted}, duplicates {result.duplicates}"
     if op.kind == "run":
         run = invoice_run(month_start=op.month, now=NOW)

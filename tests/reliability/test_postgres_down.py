@@ -105,9 +105,9 @@ def world() -> dict:
         tenant = Tenant.objects.create(slug=f"t{i:02}", name=f"T{i:02}")
         make_contract(tenant)
         usage_ingest_march(tenant.slug, 2)
-    from metering.services.usage.rollup import rollup_pending
+    from metering.services.usage.rollup import usage_fold
 
-    rollup_pending()
+    usage_fold()
     for tenant in Tenant.objects.order_by("slug"):
         invoice, _ = invoice_draft(tenant=tenant, month_start=MARCH)
         drafts.append(invoice.pk)

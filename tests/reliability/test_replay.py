@@ -17,7 +17,7 @@ from django.db.models import Count, Sum
 from rest_framework.test import APIClient
 
 from metering.models import EventKey, UsageEvent
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from tests.concurrency import run_together
 from tests.metering.factories import make_deployment
 from tests.reliability.world import bearer, world_build
@@ -81,7 +81,7 @@ def _stored() -> dict:
 def _usage_api_totals(raw: str) -> dict:
     """Totals of March through GET /api/v1/usage, from the daily and from the hourly rollups
     (after folding the queue); they must agree."""
-    rollup_pending()
+    usage_fold()
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
     keys = ("requests", "errors", "input_tokens", "output_tokens")

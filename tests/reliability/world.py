@@ -21,7 +21,7 @@ from metering.models import Deployment, Incident, MaintenanceWindow, Pool, Scrap
 from metering.services.sla.incidents import incident_create
 from metering.services.sla.maintenance import maintenance_window_create
 from metering.services.usage.ingest import usage_ingest
-from metering.services.usage.rollup import rollup_pending
+from metering.services.usage.rollup import usage_fold
 from portal import clock
 from portal.models import ApiToken, Role, Tenant
 from portal.services import TOKEN_PREFIX, token_create, token_digest, user_ensure
@@ -99,7 +99,7 @@ def world_build() -> World:
     promotion_b = make_promotion(tenant_b, "2", description="promo for B")
     usage_ingest_march("tenant-a", 3)
     usage_ingest_march("tenant-b", 5)
-    rollup_pending()
+    usage_fold()
     invoices = {}
     for tenant in (tenant_a, tenant_b):
         invoice, _ = invoice_draft(tenant=tenant, month_start=MARCH)

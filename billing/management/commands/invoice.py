@@ -3,9 +3,9 @@ from datetime import UTC, datetime, timedelta
 from django.core.management.base import BaseCommand, CommandError
 
 from billing.services.invoices import InvoiceError, invoice_run
-from metering.services.usage.rollup import rollup_pending
 from portal import clock
 from portal.periods import month_start
+from portal.pipeline import MEASURE, stages_run
 
 
 def _month(value: str) -> datetime:
@@ -23,14 +23,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, month=None, **options):
         month = month or month_start(month_start(clock.now()) - timedelta(days=1))
-        folded = rollup_pending()
+        stages_run(before=MEASURE)  # the fold and the rating, in this process
         try:
             run = invoice_run(month_start=month)
         except InvoiceError as error:
             raise CommandError(str(error)) from None
         self.stdout.write(
-            f"{month:%Y-%m}: folded {folded} pending rollup cells; "
-            f"{len(run.issued)} invoices issued, {len(run.existing)} already issued, "
+            f"{month:%Y-%m}: {len(run.issued)} invoices issued, {len(run.existing)} already issued, "
             f"{len(run.nothing_due)} tenants with nothing due."
         )
         for invoice in run.issued:

@@ -3,8 +3,8 @@ from django.core.management.base import BaseCommand, CommandError
 from flywheel.domain.loop.factors import LABELS, SYMBOLS
 from flywheel.management.period import period_arguments, period_option
 from flywheel.services.loop.cycles import cycle_run
-from metering.services.usage.rollup import rollup_pending
 from portal.errors import FieldError
+from portal.pipeline import stages_run
 
 
 class Command(BaseCommand):
@@ -21,7 +21,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         period = period_option(options)
-        rollup_pending()
+        stages_run()  # every stage in order, in this process: exact figures
         try:
             cycle = cycle_run(start=period and period.start, end=period and period.end)
         except FieldError as error:

@@ -3,7 +3,8 @@
 PostgreSQL: keys are staged with COPY and inserted with `INSERT … ON CONFLICT DO NOTHING`
 into the unpartitioned key table (the unique index serialises concurrent replays), then
 only the new events are copied into the monthly partitions. Other databases use the ORM.
-Both paths write the rollup work queue in the same transaction.
+Both paths queue every new event for the fold (FoldPending) in the same transaction, and ask
+for a fold once it commits: the request itself never folds.
 """
 
 from collections.abc import Sequence
@@ -15,11 +16,9 @@ from django.db import IntegrityError, ProgrammingError, connection, transaction
 
 from metering.domain.usage.dedupe import dedupe_within_batch
 from metering.domain.usage.fields import EventError, EventIn, EventRef
-from metering.models import Deployment, EventKey, ModelAlias, RollupPending, ServedModel, UsageEvent
-from portal import clock
-from portal.embedded import jobs_after_commit
+from metering.models import Deployment, EventKey, FoldPending, ModelAlias, ServedModel, UsageEvent
 from portal.models import Tenant
-from portal.periods import hour_floor
+from portal.pipeline import FOLD, stage_schedule
 
 
 @dataclass(frozen=True)
@@ -81,7 +80,8 @@ def usage_ingest(*, events: Sequence[EventIn], received_at: datetime) -> IngestR
         try:
             with transaction.atomic():
                 accepted, replayed = store(unique_rows, events, received_at)
-                jobs_after_commit()
+                if accepted:
+                    stage_schedule(FOLD)
             break
         except IntegrityError:
             # Another writer stored some of these keys between our check and insert (ORM
@@ -185,10 +185,6 @@ def _deployment_for(
     )
 
 
-def _pending_cells(rows: Sequence[_Row]) -> set[tuple[int, int, datetime]]:
-    return {(r.tenant_id, r.deployment_id, hour_floor(r.event.time)) for r in rows}
-
-
 def _conflict_indexes(events: Sequence[EventIn], stored: dict[tuple[str, str], str]) -> list[int]:
     return [
         index
@@ -229,7 +225,13 @@ def _store_orm(
     UsageEvent.objects.bulk_create(
         [_event_model(key.pk, r) for key, r in zip(created, new_rows, strict=True)], batch_size=1000
     )
-    _queue_cells(new_rows)
+    FoldPending.objects.bulk_create(
+        [
+            FoldPending(event_id=key.pk, time=r.event.time, queued_at=received_at)
+            for key, r in zip(created, new_rows, strict=True)
+        ],
+        batch_size=1000,
+    )
     return len(new_rows), len(rows) - len(new_rows)
 
 
@@ -248,12 +250,6 @@ def _event_model(pk: int, row: _Row) -> UsageEvent:
         latency_ms=e.latency_ms,
         is_error=e.status == "error",
         requests=e.requests,
-    )
-
-
-def _queue_cells(rows: Sequence[_Row]) -> None:
-    RollupPending.objects.bulk_create(
-        [RollupPending(tenant_id=t, deployment_id=d, hour=h) for t, d, h in _pending_cells(rows)]
     )
 
 
@@ -319,17 +315,14 @@ def _store_postgresql(
                         e.requests,
                     )
                 )
-        cells = _pending_cells(new_rows)
-        if cells:
-            # COPY: one round trip whatever the number of cells (executemany sends one each).
-            queued_at = clock.now()
-            with raw.copy(
-                "COPY metering_rolluppending (tenant_id, deployment_id, hour, queued_at) "
-                "FROM STDIN (FORMAT BINARY)"
-            ) as copy:
-                copy.set_types(["int8", "int8", "timestamptz", "timestamptz"])
-                for cell in cells:
-                    copy.write_row((*cell, queued_at))
+        with raw.copy(
+            "COPY metering_foldpending (event_id, time, queued_at) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(["int8", "timestamptz", "timestamptz"])
+            write_row = copy.write_row
+            for r in new_rows:
+                e = r.event
+                write_row((new[(e.source, e.id)], e.time, received_at))
     return len(new_rows), len(rows) - len(new_rows)
 
 

@@ -1,279 +1,363 @@
-"""Rollups: hourly and daily sums per tenant and deployment, recomputed from raw events for
-every queued (tenant, deployment, hour). Claim and recompute happen in one transaction, so a
-run killed midway leaves the queue as it was, and running twice gives the same rows.
+"""The fold (architecture.md "The pipeline"): metering's stage. Accepted usage events are
+added to the hourly rollups of their hours, once each: the fold claims them from its work
+queue (FoldPending) and adds their sums in the same transaction, so a run killed midway
+leaves the queue as it was. It never recomputes an hour from the raw events it can see,
+which may be archived or may never have been loaded (the demo loads rollups), except for
+hours queued for a refold (a new SLO over hours already folded), which are only ever queued
+for months whose raw events are complete. Days are the sums of their hours. Every changed
+(tenant, pool, hour) is appended to metering's change log in the same transaction.
 
-On PostgreSQL the cells are staged with COPY and each level is one `INSERT … SELECT …
-ON CONFLICT DO UPDATE` (the sums never leave the database); other databases use the ORM.
-Both compute the same figures."""
+On PostgreSQL each step is one statement (the sums never leave the database); other
+databases fold through the ORM with the domain rule (metering.domain.usage.rollup). Tests
+hold both equal.
+"""
 
-from bisect import bisect_right
+from __future__ import annotations
+
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
 from django.db import connection, transaction
-from django.db.models import BigIntegerField, F, FloatField, Q, Sum, Value
-from django.db.models.functions import Coalesce, TruncHour
 
-from metering.models import (
+from metering.domain.usage.rollup import (
+    HISTOGRAM_SIZE,
     LATENCY_BUCKETS_MS,
+    SUM_FIELDS,
+    TOKEN_FIELDS,
+    Slo,
+    empty_sums,
+    event_add,
+    rows_sum,
+)
+from metering.models import (
     DailyUsage,
+    Deployment,
     DeploymentVersion,
     FoldMark,
+    FoldPending,
     HourlyUsage,
-    RollupPending,
+    RefoldPending,
+    UsageChange,
     UsageEvent,
 )
 from metering.services.factory import pools_in_service_store
-from metering.services.usage.changes import changed_hours_store
 from portal import clock
+from portal.effective import InForce, in_force_by
+from portal.periods import hour_floor
+from portal.pipeline import log_append, log_prune
 
 Cell = tuple[int, int, datetime]  # tenant_id, deployment_id, hour
 
-SUM_FIELDS = [
-    "requests",
-    "errors",
-    "input_tokens",
-    "cached_tokens",
-    "output_tokens",
-    "ok_input_tokens",
-    "ok_cached_tokens",
-    "ok_output_tokens",
-    "compliant_requests",
-    "compliant_input_tokens",
-    "compliant_cached_tokens",
-    "compliant_output_tokens",
-    "ttft_ms_sum",
-    "ttft_count",
-    "tpot_ms_sum",
-    "tpot_count",
-    "latency_ms_sum",
-    "latency_count",
-]
-# Every column of a rollup row besides its key: an upsert (ORM or SQL) overwrites them all.
+# Every column of a rollup row besides its key.
 ROLLUP_COLUMNS = [*SUM_FIELDS, "latency_histogram", "is_demo"]
 
 HOUR = timedelta(hours=1)
 
-# Folds run one at a time on PostgreSQL: two folds of the same cell at once (each ingest
-# request folds its batch after commit) would each recompute from a snapshot that misses
-# the other's events and the later write would lose them; overlapping cells also deadlock.
+# Folds run one at a time on PostgreSQL: two at once would add to the same rows in two
+# transactions (safe) but refolds must not overlap an add, and overlapping cells deadlock.
 ROLLUP_LOCK = 0x526F6C6C  # pg_advisory_xact_lock key, "Roll"
 
+_EVENT_FIELDS = (
+    "tenant_id", "deployment_id", "time", *TOKEN_FIELDS,
+    "ttft_ms", "tpot_ms", "latency_ms", "is_error", "requests",
+)  # fmt: skip
 
-def rollup_pending(*, batch: int = 20_000) -> int:
-    """Fold every queued cell into the rollups; returns the number of cells recomputed."""
-    total = 0
+
+def usage_fold(*, batch: int = 20_000) -> int:
+    """The fold: hours queued for a refold folded again, then every accepted event not yet
+    folded added to its hour, `batch` events a transaction; the changed hours appended to
+    metering's change log. Returns the events folded."""
+    refold_apply()
+    folded = 0
     while True:
         with transaction.atomic():
-            if connection.vendor == "postgresql":
-                with connection.cursor() as cursor:
-                    cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ROLLUP_LOCK])
-            cells = _claim(batch)
-            if not cells:
-                if total:
-                    pools_in_service_store()
-                fold_mark_store()
-                return total
-            rollup_cells(cells=cells)
-            total += len(cells)
+            _lock()
+            claimed, cells = (
+                _add_postgresql(batch) if connection.vendor == "postgresql" else _add_orm(batch)
+            )
+            if not claimed:
+                break
+            rollup_days({(t, d, h.astimezone(UTC).date()) for t, d, h in cells})
+            _changes_append(cells)
+            folded += claimed
+    if folded:
+        pools_in_service_store()
+    fold_mark_store()
+    log_prune(UsageChange, log="metering.usage")
+    return folded
 
 
-def _claim(limit: int) -> set[Cell]:
+def _lock() -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(
-                "DELETE FROM metering_rolluppending WHERE id IN (SELECT id FROM "
-                "metering_rolluppending ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) "
-                "RETURNING tenant_id, deployment_id, hour",
-                [limit],
-            )
-            return {(t, d, h) for t, d, h in cursor.fetchall()}
-    rows = list(
-        RollupPending.objects.order_by("id").values_list(
-            "id", "tenant_id", "deployment_id", "hour"
-        )[:limit]
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ROLLUP_LOCK])
+
+
+def _changes_append(cells: Iterable[Cell]) -> None:
+    """Append (tenant, pool, hour) of the changed cells to metering's change log."""
+    pools = dict(Deployment.objects.values_list("pk", "pool_id"))
+    changed = {(t, pools[d], hour_floor(h)) for t, d, h in cells}
+    log_append(
+        UsageChange,
+        (
+            UsageChange(kind=UsageChange.Kind.USAGE, tenant_id=t, pool_id=p, start=h, end=h + HOUR)
+            for t, p, h in sorted(changed)
+        ),
+        log="metering.usage",
     )
-    RollupPending.objects.filter(id__in=[r[0] for r in rows]).delete()
-    return {(t, d, h) for _, t, d, h in rows}
 
 
-def rollup_cells(*, cells: Iterable[Cell]) -> None:
-    """Recompute the hourly rows of `cells` from raw events, then the days they fall in; their
-    hours are queued as changed (metering.models.ChangedHour)."""
-    cells = set(cells)
-    changed_hours_store(hours={hour for _, _, hour in cells})
-    if connection.vendor == "postgresql":
-        _rollup_hours_postgresql(cells)
-        rollup_days({(t, d, h.astimezone(UTC).date()) for t, d, h in cells})
-        return
-    by_deployment: dict[int, set[Cell]] = defaultdict(set)
-    for cell in cells:
-        by_deployment[cell[1]].add(cell)
-    hourly: list[HourlyUsage] = []
-    for deployment_id, dep_cells in by_deployment.items():
-        for version, version_cells in _split_by_version(deployment_id, dep_cells):
-            hourly += _aggregate(deployment_id, version, version_cells)
-    if hourly:
-        HourlyUsage.objects.bulk_create(
-            hourly,
-            batch_size=1000,
-            update_conflicts=True,
-            unique_fields=["tenant", "deployment", "hour"],
-            update_fields=ROLLUP_COLUMNS,
-        )
-    rollup_days({(t, d, h.date()) for t, d, h in (c for cs in by_deployment.values() for c in cs)})
+def slo_in_force() -> dict[int, InForce]:
+    """Each deployment's versions, for the SLO in force at an event's time."""
+    return in_force_by(DeploymentVersion.objects.all(), series=lambda v: v.deployment_id)
 
 
-def _split_by_version(deployment_id: int, cells: set[Cell]):
-    """Cells grouped by the deployment version in force at their hour (None: no version)."""
-    versions = list(
-        DeploymentVersion.objects.filter(deployment_id=deployment_id).order_by("effective_from")
+def _slo(versions: dict[int, InForce], deployment_id: int, moment: datetime) -> Slo:
+    series = versions.get(deployment_id)
+    version = series.at(moment) if series is not None else None
+    return Slo() if version is None else Slo(version.slo_ttft_ms, version.slo_tpot_ms)
+
+
+# --- adding accepted events (SQLite and others: the ORM with the domain rule) ---
+
+
+def _add_orm(batch: int) -> tuple[int, set[Cell]]:
+    pending = list(
+        FoldPending.objects.order_by("event_id").values_list("event_id", flat=True)[:batch]
     )
-    groups: dict[int | None, set[Cell]] = defaultdict(set)
-    for cell in cells:
-        in_force = None
-        for version in versions:
-            if version.effective_from <= cell[2]:
-                in_force = version
-        groups[in_force.pk if in_force else None].add(cell)
-    by_pk = {v.pk: v for v in versions}
-    for pk, group in groups.items():
-        yield by_pk.get(pk), group
+    if not pending:
+        return 0, set()
+    FoldPending.objects.filter(event_id__in=pending).delete()
+    events = _events_of(pending)
+    sums = _cell_sums(events)
+    _hourly_add(sums)
+    return len(pending), set(sums)
 
 
-def _big_sum(field: str, condition: Q | None = None):
-    return Coalesce(Sum(field, filter=condition), Value(0), output_field=BigIntegerField())
+def _events_of(ids: list[int]) -> list[dict]:
+    events = []
+    for start in range(0, len(ids), 900):  # SQLite takes at most 999 parameters
+        chunk = ids[start : start + 900]
+        events += UsageEvent.objects.filter(id__in=chunk).values(*_EVENT_FIELDS)
+    return events
 
 
-def _float_sum(field: str):
-    return Coalesce(Sum(field), Value(0.0), output_field=FloatField())
+def _cell_sums(events: Iterable[dict]) -> dict[Cell, dict]:
+    """Events summed per (tenant, deployment, hour), each under the SLO in force at its time."""
+    versions = slo_in_force()
+    cells: dict[Cell, dict] = {}
+    for event in events:
+        time = event["time"].astimezone(UTC)
+        key = (event["tenant_id"], event["deployment_id"], hour_floor(time))
+        sums = cells.get(key)
+        if sums is None:
+            sums = cells[key] = empty_sums()
+        event_add(sums, event, slo=_slo(versions, event["deployment_id"], time))
+    return cells
 
 
-def _aggregates(version: DeploymentVersion | None) -> dict:
-    # SLO compliance as metering.domain.usage.compliance.is_slo_compliant defines it (here
-    # as a filter, below in SQL; tests/metering/test_usage_compliance.py holds all three equal).
-    ok = Q(is_error=False)
-    compliant = ok
-    if version is not None and version.slo_ttft_ms is not None:
-        compliant &= Q(ttft_ms__isnull=True) | Q(ttft_ms__lte=version.slo_ttft_ms)
-    if version is not None and version.slo_tpot_ms is not None:
-        compliant &= Q(tpot_ms__isnull=True) | Q(tpot_ms__lte=version.slo_tpot_ms)
-    aggregates = {
-        "all_requests": _big_sum("requests"),  # renamed below, as the tokens
-        "errors": _big_sum("requests", Q(is_error=True)),
-        "compliant_requests": _big_sum("requests", compliant),
-    }
-    for name in ("ttft_ms", "tpot_ms", "latency_ms"):
-        # An event standing for n requests carries their mean: it weighs n.
-        aggregates[f"{name}_sum"] = Coalesce(
-            Sum(F(name) * F("requests"), output_field=FloatField()),
-            Value(0.0),
-            output_field=FloatField(),
-        )
-        aggregates[name.replace("_ms", "_count")] = _big_sum(
-            "requests", Q(**{f"{name}__isnull": False})
-        )
-    for name in ("input_tokens", "cached_tokens", "output_tokens"):
-        aggregates[f"all_{name}"] = _big_sum(name)  # renamed below: names must not shadow fields
-        aggregates[f"ok_{name}"] = _big_sum(name, ok)
-        aggregates[f"compliant_{name}"] = _big_sum(name, compliant)
-    for index, edge in enumerate(LATENCY_BUCKETS_MS):
-        aggregates[f"latency_le_{index}"] = _big_sum("requests", Q(latency_ms__lte=edge))
-    return aggregates
-
-
-def _aggregate(deployment_id: int, version, cells: set[Cell]) -> list[HourlyUsage]:
-    tenants = {c[0] for c in cells}
-    start = min(c[2] for c in cells)
-    end = max(c[2] for c in cells) + HOUR
-    rows = (
-        UsageEvent.objects.filter(
-            deployment_id=deployment_id, tenant_id__in=tenants, time__gte=start, time__lt=end
-        )
-        .annotate(hour=TruncHour("time"))
-        .values("tenant_id", "hour")
-        .annotate(**_aggregates(version))
-    )
-    result = []
-    for row in rows:
-        if (row["tenant_id"], deployment_id, row["hour"]) not in cells:
-            continue
-        for name in ("requests", "input_tokens", "cached_tokens", "output_tokens"):
-            row[name] = row.pop(f"all_{name}")
-        cumulative = [row.pop(f"latency_le_{i}") for i in range(len(LATENCY_BUCKETS_MS))]
-        cumulative.append(row["latency_count"])
-        histogram = [cumulative[0]] + [b - a for a, b in pairwise(cumulative)]
-        result.append(
+def _hourly_add(cells: dict[Cell, dict]) -> None:
+    """Add the sums to the cells' hourly rows (created when missing)."""
+    existing = _hourly_rows(cells)
+    rows = []
+    for (tenant_id, deployment_id, hour), sums in cells.items():
+        row = existing.get((tenant_id, deployment_id, hour))
+        if row is not None:
+            total = rows_sum([_row_sums(row), sums])
+            is_demo = row.is_demo
+        else:
+            total, is_demo = sums, False
+        rows.append(
             HourlyUsage(
-                deployment_id=deployment_id, latency_histogram=histogram, is_demo=False, **row
+                tenant_id=tenant_id,
+                deployment_id=deployment_id,
+                hour=hour,
+                is_demo=is_demo,
+                **total,
             )
         )
-    return result
+    HourlyUsage.objects.bulk_create(
+        rows,
+        batch_size=500,
+        update_conflicts=True,
+        unique_fields=["tenant", "deployment", "hour"],
+        update_fields=ROLLUP_COLUMNS,
+    )
+
+
+def _hourly_rows(cells: Iterable[Cell]) -> dict[Cell, HourlyUsage]:
+    by_deployment: dict[int, set[datetime]] = defaultdict(set)
+    for _, deployment_id, hour in cells:
+        by_deployment[deployment_id].add(hour)
+    rows = {}
+    for deployment_id, hours in by_deployment.items():
+        for row in HourlyUsage.objects.filter(
+            deployment_id=deployment_id, hour__gte=min(hours), hour__lte=max(hours)
+        ):
+            rows[(row.tenant_id, row.deployment_id, row.hour.astimezone(UTC))] = row
+    return rows
+
+
+def _row_sums(row) -> dict:
+    return {
+        **{name: getattr(row, name) for name in SUM_FIELDS},
+        "latency_histogram": row.latency_histogram,
+    }
+
+
+# --- adding accepted events (PostgreSQL: two statements) ---
+
+
+def _add_postgresql(batch: int) -> tuple[int, set[Cell]]:
+    """Claim up to `batch` pending events into a transaction-local table, then add their sums
+    to their hours in one INSERT … ON CONFLICT DO UPDATE that adds."""
+    with connection.cursor() as cursor:
+        _slo_stage(cursor)
+        cursor.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS fold_claimed (event_id bigint, time timestamptz) "
+            "ON COMMIT DELETE ROWS"
+        )
+        cursor.execute(
+            "WITH claimed AS (DELETE FROM metering_foldpending WHERE event_id IN ("
+            "SELECT event_id FROM metering_foldpending ORDER BY event_id LIMIT %s "
+            "FOR UPDATE SKIP LOCKED) RETURNING event_id, time), "
+            "staged AS (INSERT INTO fold_claimed SELECT event_id, time FROM claimed RETURNING 1) "
+            "SELECT count(*) FROM staged",
+            [batch],
+        )
+        claimed = cursor.fetchone()[0]
+        if not claimed:
+            return 0, set()
+        cursor.execute("ANALYZE fold_claimed")
+        cursor.execute(_add_sql())
+        cells = {(t, d, h.astimezone(UTC)) for t, d, h in cursor.fetchall()}
+    return claimed, cells
+
+
+def _slo_stage(cursor) -> None:
+    """Each deployment version's span and SLO thresholds, in a transaction-local table."""
+    cursor.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS fold_slo (deployment_id bigint, start timestamptz, "
+        "finish timestamptz, slo_ttft_ms integer, slo_tpot_ms integer) ON COMMIT DELETE ROWS"
+    )
+    cursor.execute("DELETE FROM fold_slo")
+    rows = [
+        (deployment_id, start, end, version.slo_ttft_ms, version.slo_tpot_ms)
+        for deployment_id, series in slo_in_force().items()
+        for start, end, version in series.spans()
+    ]
+    if rows:
+        with cursor.cursor.copy("COPY fold_slo FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int8", "timestamptz", "timestamptz", "int4", "int4"])
+            for row in rows:
+                copy.write_row(row)
+
+
+def _sums_sql() -> list[str]:
+    """The SUM_FIELDS of events `e` under their version's thresholds `v`, in SQL: the twin of
+    metering.domain.usage.rollup.event_add, then the histogram as a JSON array."""
+    ok = "NOT e.is_error"
+    compliant = (
+        "NOT e.is_error"
+        " AND (v.slo_ttft_ms IS NULL OR e.ttft_ms IS NULL OR e.ttft_ms <= v.slo_ttft_ms)"
+        " AND (v.slo_tpot_ms IS NULL OR e.tpot_ms IS NULL OR e.tpot_ms <= v.slo_tpot_ms)"
+    )
+    n = "COALESCE(sum(e.requests){}, 0)"
+    sums = {
+        "requests": n.format(""),
+        "errors": n.format(" FILTER (WHERE e.is_error)"),
+        "compliant_requests": n.format(f" FILTER (WHERE {compliant})"),
+    }
+    for name in TOKEN_FIELDS:
+        sums[name] = f"COALESCE(sum(e.{name}), 0)"
+        sums[f"ok_{name}"] = f"COALESCE(sum(e.{name}) FILTER (WHERE {ok}), 0)"
+        sums[f"compliant_{name}"] = f"COALESCE(sum(e.{name}) FILTER (WHERE {compliant}), 0)"
+    for name in ("ttft_ms", "tpot_ms", "latency_ms"):
+        sums[f"{name}_sum"] = f"COALESCE(sum(e.{name} * e.requests), 0)"
+        sums[name.replace("_ms", "_count")] = n.format(f" FILTER (WHERE e.{name} IS NOT NULL)")
+    edges = [None, *LATENCY_BUCKETS_MS, None]
+    buckets = []
+    for lower, upper in pairwise(edges):
+        terms = [f"e.latency_ms > {lower}" if lower is not None else "e.latency_ms IS NOT NULL"]
+        if upper is not None:
+            terms.append(f"e.latency_ms <= {upper}")
+        buckets.append(n.format(f" FILTER (WHERE {' AND '.join(terms)})"))
+    return [sums[name] for name in SUM_FIELDS] + [f"jsonb_build_array({', '.join(buckets)})"]
+
+
+_COLUMNS = ", ".join(ROLLUP_COLUMNS)
+_SLO_JOIN = (
+    "LEFT JOIN fold_slo v ON v.deployment_id = e.deployment_id AND e.time >= v.start "
+    "AND (v.finish IS NULL OR e.time < v.finish) "
+)
+
+
+def _histogram_add(table: str) -> str:
+    return "jsonb_build_array({})".format(
+        ", ".join(
+            f"COALESCE(({table}.latency_histogram ->> {i})::bigint, 0) "
+            f"+ COALESCE((EXCLUDED.latency_histogram ->> {i})::bigint, 0)"
+            for i in range(HISTOGRAM_SIZE)
+        )
+    )
+
+
+def _add_sql() -> str:
+    table = "metering_hourlyusage"
+    adds = [f"{name} = {table}.{name} + EXCLUDED.{name}" for name in SUM_FIELDS]
+    adds.append(f"latency_histogram = {_histogram_add(table)}")
+    return (
+        f"INSERT INTO {table} (tenant_id, deployment_id, hour, {_COLUMNS}) "  # noqa: S608
+        f"SELECT e.tenant_id, e.deployment_id, date_trunc('hour', e.time, 'UTC'), "
+        f"{', '.join(_sums_sql())}, false "
+        "FROM fold_claimed p JOIN metering_usageevent e ON e.id = p.event_id AND e.time = p.time "
+        f"{_SLO_JOIN}"
+        "GROUP BY 1, 2, 3 "
+        f"ON CONFLICT (tenant_id, deployment_id, hour) DO UPDATE SET {', '.join(adds)} "
+        "RETURNING tenant_id, deployment_id, hour"
+    )
+
+
+# --- days: the sums of their hours ---
 
 
 def rollup_days(day_cells: set[tuple[int, int, object]]) -> None:
-    """Daily rows = the sum of their hourly rows."""
+    """Daily rows = the sum of their hourly rows (tenant id, deployment id, UTC date)."""
     if not day_cells:
         return
     if connection.vendor == "postgresql":
         _rollup_days_postgresql(day_cells)
         return
-    tenants = {t for t, _, _ in day_cells}
-    deployments = {d for _, d, _ in day_cells}
+    by_day: dict[tuple[int, int, object], list] = defaultdict(list)
     days = {day for _, _, day in day_cells}
     hours = HourlyUsage.objects.filter(
-        tenant_id__in=tenants,
-        deployment_id__in=deployments,
+        tenant_id__in={t for t, _, _ in day_cells},
+        deployment_id__in={d for _, d, _ in day_cells},
         hour__gte=datetime.combine(min(days), datetime.min.time(), tzinfo=UTC),
         hour__lt=datetime.combine(max(days), datetime.min.time(), tzinfo=UTC) + timedelta(days=1),
     )
-    totals: dict[tuple[int, int, object], DailyUsage] = {}
     for h in hours.iterator(chunk_size=2000):
-        key = (h.tenant_id, h.deployment_id, h.hour.date())
-        if key not in day_cells:
-            continue
-        day = totals.get(key)
-        if day is None:
-            day = totals[key] = DailyUsage(
-                tenant_id=key[0],
-                deployment_id=key[1],
-                day=key[2],
-                latency_histogram=[0] * (len(LATENCY_BUCKETS_MS) + 1),
-                is_demo=h.is_demo,
-            )
-        for name in SUM_FIELDS:
-            setattr(day, name, getattr(day, name) + getattr(h, name))
-        for i, count in enumerate(h.latency_histogram or []):
-            day.latency_histogram[i] += count
-        day.is_demo = day.is_demo and h.is_demo
+        key = (h.tenant_id, h.deployment_id, h.hour.astimezone(UTC).date())
+        if key in day_cells:
+            by_day[key].append(h)
     DailyUsage.objects.bulk_create(
-        list(totals.values()),
-        batch_size=1000,
+        [
+            DailyUsage(
+                tenant_id=t,
+                deployment_id=d,
+                day=day,
+                is_demo=all(h.is_demo for h in rows),
+                **rows_sum(_row_sums(h) for h in rows),
+            )
+            for (t, d, day), rows in by_day.items()
+        ],
+        batch_size=500,
         update_conflicts=True,
         unique_fields=["tenant", "deployment", "day"],
         update_fields=ROLLUP_COLUMNS,
     )
-
-
-def _slo_thresholds(cells: set[Cell]) -> dict[Cell, tuple[int | None, int | None]]:
-    """(SLO TTFT ms, SLO TPOT ms) of the deployment version in force at each cell's hour
-    (None, None without a version), as _split_by_version decides it."""
-    versions: dict[int, list[DeploymentVersion]] = defaultdict(list)
-    for version in DeploymentVersion.objects.filter(
-        deployment_id__in={d for _, d, _ in cells}
-    ).order_by("deployment_id", "effective_from"):
-        versions[version.deployment_id].append(version)
-    starts = {d: [v.effective_from for v in vs] for d, vs in versions.items()}
-    thresholds = {}
-    for cell in cells:
-        index = bisect_right(starts.get(cell[1], []), cell[2])
-        version = versions[cell[1]][index - 1] if index else None
-        thresholds[cell] = (
-            (version.slo_ttft_ms, version.slo_tpot_ms) if version is not None else (None, None)
-        )
-    return thresholds
 
 
 def _stage(cursor, table: str, columns: str, types: list[str], rows: Iterable[tuple]) -> None:
@@ -288,83 +372,14 @@ def _stage(cursor, table: str, columns: str, types: list[str], rows: Iterable[tu
     cursor.execute(f"ANALYZE {table}")
 
 
-# The SQL upserts' column list and their ON CONFLICT assignments.
-_COLUMNS = ", ".join(ROLLUP_COLUMNS)
 _OVERWRITE = ", ".join(f"{name} = EXCLUDED.{name}" for name in ROLLUP_COLUMNS)
-
-
-def _hourly_sql() -> str:
-    ok = "NOT e.is_error"
-    compliant = (
-        "NOT e.is_error"
-        " AND (c.slo_ttft_ms IS NULL OR e.ttft_ms IS NULL OR e.ttft_ms <= c.slo_ttft_ms)"
-        " AND (c.slo_tpot_ms IS NULL OR e.tpot_ms IS NULL OR e.tpot_ms <= c.slo_tpot_ms)"
-    )
-    # An event stands for e.requests requests (its latencies are their means): counts weigh it.
-    n = "COALESCE(sum(e.requests){}, 0)"
-    sums = [n.format(""), n.format(" FILTER (WHERE e.is_error)")]
-    sums += [f"sum(e.{name})" for name in ("input_tokens", "cached_tokens", "output_tokens")]
-    for condition in (ok, compliant):
-        if condition == compliant:
-            sums.append(n.format(f" FILTER (WHERE {condition})"))
-        sums += [
-            f"COALESCE(sum(e.{name}) FILTER (WHERE {condition}), 0)"
-            for name in ("input_tokens", "cached_tokens", "output_tokens")
-        ]
-    for name in ("ttft_ms", "tpot_ms", "latency_ms"):
-        sums += [
-            f"COALESCE(sum(e.{name} * e.requests), 0)",
-            n.format(f" FILTER (WHERE e.{name} IS NOT NULL)"),
-        ]
-    # Non-cumulative bucket counts, +Inf last (as _aggregate derives them from cumulative ones).
-    edges = [None, *LATENCY_BUCKETS_MS, None]
-    buckets = []
-    for lower, upper in pairwise(edges):
-        terms = [f"e.latency_ms > {lower}" if lower is not None else "e.latency_ms IS NOT NULL"]
-        if upper is not None:
-            terms.append(f"e.latency_ms <= {upper}")
-        buckets.append(n.format(f" FILTER (WHERE {' AND '.join(terms)})"))
-    return (
-        f"INSERT INTO metering_hourlyusage (tenant_id, deployment_id, hour, {_COLUMNS}) "  # noqa: S608
-        f"SELECT c.tenant_id, c.deployment_id, c.hour, {', '.join(sums)}, "
-        f"jsonb_build_array({', '.join(buckets)}), false "
-        "FROM rollup_cells_stage c JOIN metering_usageevent e "
-        "ON e.tenant_id = c.tenant_id AND e.deployment_id = c.deployment_id "
-        "AND e.time >= c.hour AND e.time < c.hour + interval '1 hour' "
-        "AND date_trunc('hour', e.time AT TIME ZONE 'UTC') = c.hour AT TIME ZONE 'UTC' "
-        "WHERE e.time >= %(start)s AND e.time < %(end)s "
-        "GROUP BY c.tenant_id, c.deployment_id, c.hour "
-        f"ON CONFLICT (tenant_id, deployment_id, hour) DO UPDATE SET {_OVERWRITE}"
-    )
-
-
-def _rollup_hours_postgresql(cells: set[Cell]) -> None:
-    """One INSERT … SELECT over the staged cells: each cell's events, summed in the database
-    with the SLO of the version in force at its hour (cells without events are left as is)."""
-    if not cells:
-        return
-    thresholds = _slo_thresholds(cells)
-    with transaction.atomic(), connection.cursor() as cursor:
-        _stage(
-            cursor,
-            "rollup_cells_stage",
-            "tenant_id bigint, deployment_id bigint, hour timestamptz, "
-            "slo_ttft_ms integer, slo_tpot_ms integer",
-            ["int8", "int8", "timestamptz", "int4", "int4"],
-            ((t, d, h, *thresholds[(t, d, h)]) for t, d, h in cells),
-        )
-        cursor.execute(
-            _hourly_sql(),
-            {"start": min(h for _, _, h in cells), "end": max(h for _, _, h in cells) + HOUR},
-        )
 
 
 def _daily_sql() -> str:
     sums = ", ".join(f"sum(h.{name})" for name in SUM_FIELDS)
     # Element i of the day's histogram is the sum of the hours' element i (missing: 0).
     histogram = ", ".join(
-        f"COALESCE(sum((h.latency_histogram ->> {i})::bigint), 0)"
-        for i in range(len(LATENCY_BUCKETS_MS) + 1)
+        f"COALESCE(sum((h.latency_histogram ->> {i})::bigint), 0)" for i in range(HISTOGRAM_SIZE)
     )
     return (
         f"INSERT INTO metering_dailyusage (tenant_id, deployment_id, day, {_COLUMNS}) "  # noqa: S608
@@ -392,27 +407,104 @@ def _rollup_days_postgresql(day_cells: set[tuple[int, int, object]]) -> None:
         cursor.execute(_daily_sql())
 
 
-def rollup_rebuild() -> int:
-    """Recompute every rollup from raw events (a repair tool; the queue is the normal path)."""
-    cells = {
-        (t, d, h)
-        for t, d, h in UsageEvent.objects.annotate(hour=TruncHour("time"))
-        .values_list("tenant_id", "deployment_id", "hour")
-        .distinct()
-    }
+# --- refolds: hours of complete months folded again from raw events ---
+
+
+def refold_apply() -> int:
+    """Fold again, from raw events, the hours queued for a refold (their SLO changed): each
+    hour's row replaced by the sums of its events that were already folded. Events still
+    waiting for the fold are left out (the fold adds them next), so nothing counts twice.
+    Returns the hours folded again."""
     with transaction.atomic():
-        HourlyUsage.objects.filter(is_demo=False).delete()
-        DailyUsage.objects.filter(is_demo=False).delete()
-        if cells:
-            rollup_cells(cells=cells)
-    pools_in_service_store()
-    if not RollupPending.objects.exists():
-        fold_mark_store()
-    return len(cells)
+        _lock()
+        queued = list(RefoldPending.objects.order_by("pk"))
+        if not queued:
+            return 0
+        RefoldPending.objects.filter(pk__in=[q.pk for q in queued]).delete()
+        cells: set[Cell] = set()
+        for refold in queued:
+            cells |= _refold_cells(refold)
+        if not cells:
+            return 0
+        _hourly_delete(cells)
+        if connection.vendor == "postgresql":
+            _refold_postgresql(cells)
+        else:
+            _hourly_add(_cell_sums(_folded_events(cells)))
+        rollup_days({(t, d, h.date()) for t, d, h in cells})
+        _changes_append(cells)
+        return len(cells)
+
+
+def _refold_cells(refold: RefoldPending) -> set[Cell]:
+    """The (tenant, hour) cells of a refold's deployment and span: every hour with a rollup
+    row (and, in complete months, the events behind it)."""
+    rows = HourlyUsage.objects.filter(deployment_id=refold.deployment_id, hour__gte=refold.start)
+    if refold.end is not None:
+        rows = rows.filter(hour__lt=refold.end)
+    return {
+        (t, refold.deployment_id, h.astimezone(UTC))
+        for t, h in rows.values_list("tenant_id", "hour")
+    }
+
+
+def _hourly_delete(cells: set[Cell]) -> None:
+    hours: dict[tuple[int, int], list[datetime]] = defaultdict(list)
+    for tenant_id, deployment_id, hour in cells:
+        hours[(tenant_id, deployment_id)].append(hour)
+    for (tenant_id, deployment_id), group in hours.items():
+        for start in range(0, len(group), 500):
+            HourlyUsage.objects.filter(
+                tenant_id=tenant_id,
+                deployment_id=deployment_id,
+                hour__in=group[start : start + 500],
+            ).delete()
+
+
+def _folded_events(cells: set[Cell]) -> list[dict]:
+    """The events of the cells that are not waiting for the fold."""
+    events = []
+    for tenant_id, deployment_id, hour in sorted(cells):
+        events += UsageEvent.objects.filter(
+            tenant_id=tenant_id, deployment_id=deployment_id, time__gte=hour, time__lt=hour + HOUR
+        ).values(*_EVENT_FIELDS, "id")
+    pending = set(
+        FoldPending.objects.filter(event_id__in=[e["id"] for e in events]).values_list(
+            "event_id", flat=True
+        )
+    )
+    return [e for e in events if e["id"] not in pending]
+
+
+def _refold_postgresql(cells: set[Cell]) -> None:
+    """The cells' rows from their already folded events, in one INSERT … SELECT (one
+    statement: the events it sees and the queue it excludes are of one snapshot)."""
+    with connection.cursor() as cursor:
+        _slo_stage(cursor)
+        _stage(
+            cursor,
+            "refold_cells",
+            "tenant_id bigint, deployment_id bigint, hour timestamptz",
+            ["int8", "int8", "timestamptz"],
+            cells,
+        )
+        cursor.execute(
+            f"INSERT INTO metering_hourlyusage (tenant_id, deployment_id, hour, {_COLUMNS}) "  # noqa: S608
+            f"SELECT c.tenant_id, c.deployment_id, c.hour, {', '.join(_sums_sql())}, false "
+            "FROM refold_cells c JOIN metering_usageevent e "
+            "ON e.tenant_id = c.tenant_id AND e.deployment_id = c.deployment_id "
+            "AND e.time >= c.hour AND e.time < c.hour + interval '1 hour' "
+            f"{_SLO_JOIN}"
+            "WHERE e.time >= %(start)s AND e.time < %(end)s AND NOT EXISTS "
+            "(SELECT 1 FROM metering_foldpending p WHERE p.event_id = e.id) "
+            "GROUP BY c.tenant_id, c.deployment_id, c.hour",
+            {"start": min(h for *_, h in cells), "end": max(h for *_, h in cells) + HOUR},
+        )
 
 
 def fold_mark_store() -> None:
-    """Record that the fold completed with nothing pending, now (data_until)."""
+    """Record that the fold completed, now: with nothing waiting for it, usage is metered
+    until then (kpis.md section 0, data_until)."""
     FoldMark.objects.bulk_create(
         [FoldMark(pk=1, completed_at=clock.now())],
         update_conflicts=True,

@@ -1,0 +1,90 @@
+"""`manage.py serve`: the embedded default on the database at hand (architecture.md
+"Runtime"): Django's web server and one Celery worker with the beat, serving every queue,
+on the broker of settings (in the embedded default, files in var/broker/). Ctrl-C (or
+SIGTERM) stops both, and everything they started, before it returns."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+STOP_GRACE_S = 15  # a running job gets this long to finish before it is killed
+
+
+class Command(BaseCommand):
+    help = (
+        "Serve the portal with Django's web server and one Celery worker with beat (every "
+        "queue), until Ctrl-C: the embedded default's runtime, on an existing database."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT") or 8000))
+
+    def handle(self, *args, host: str, port: int, **options):
+        root = Path(settings.BASE_DIR)
+        python = sys.executable
+        web = [python, "manage.py", "runserver", "--noreload", f"{host}:{port}"]
+        worker = [python, "-m", "celery", "-A", "portal", "worker", "--beat"]
+        worker += ["--queues", ",".join(settings.WORKER_QUEUES), "--concurrency", "1"]
+        worker += ["--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME, "--loglevel", "INFO"]
+        worker += ["--without-gossip", "--without-mingle", "--without-heartbeat"]
+        # Each in a session of its own: a stop reaches every process it started (the
+        # worker's pool and beat), whatever the terminal sends.
+        names = {"worker": worker, "web server": web}
+        children = [
+            subprocess.Popen(command, cwd=root, start_new_session=True)
+            for command in names.values()
+        ]
+        stopping = []
+
+        def stop(signum, frame):
+            stopping.append(signum)
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        self.stdout.write(
+            f"Serving on http://{host}:{port} with a worker and beat (Ctrl-C to stop)"
+        )
+        try:
+            while not stopping and all(child.poll() is None for child in children):
+                time.sleep(0.2)
+        finally:
+            status = _stop(children)
+        failed = [
+            name
+            for name, child in zip(names, children, strict=True)
+            if child.returncode not in (0, None)
+        ]
+        if not stopping and failed:
+            self.stderr.write(f"stopped: the {' and '.join(failed)} exited ({status})")
+            sys.exit(1)
+
+
+def _stop(children: list[subprocess.Popen]) -> str:
+    """Stop every child's process group: SIGTERM (a warm shutdown for the worker), then
+    SIGKILL after the grace period. Returns the children's exit codes."""
+    for child in children:
+        _signal_group(child, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for child in children:
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for child in children:
+        _signal_group(child, signal.SIGKILL)  # leftovers of the group, or the child itself
+        child.wait()
+    return ", ".join(str(child.returncode) for child in children)
+
+
+def _signal_group(child: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(child.pid, signum)
+    except ProcessLookupError:
+        pass

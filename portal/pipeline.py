@@ -1,0 +1,152 @@
+"""The pipeline (architecture.md "The pipeline: one owner per read model"): its stages in
+order, declared once; how a write or a stage asks for the next run of a stage; the change
+logs between stages and each consumer's cursor over them.
+
+    usage events, capacity ──fold──▶ rollups ──rate──▶ rated usage ──measure──▶ KPI snapshots
+
+Each stage is a Celery task named here, owned by one app, writing only its own tables. A
+stage that changed its read model appends what changed to its app's change log in the same
+transaction (`log_append`); the log's consumers are asked to run once it commits. A request
+asks a stage to run (`stage_schedule`) and never runs one. Asking is debounced: at most one
+run of a stage is pending, and one asked for while a run is in progress runs after it. The
+beat runs every stage on its cadence too, as the safety net (settings.CELERY_BEAT_SCHEDULE).
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Iterable
+
+from django.db import connection, models, transaction
+
+from portal import clock
+from portal.models import Cursor, StageRequest
+
+log = logging.getLogger(__name__)
+
+FOLD = "metering.fold"
+RATE = "billing.rate"
+MEASURE = "flywheel.measure"
+
+# The stages in the order each reads the one before (task names).
+STAGES = (FOLD, RATE, MEASURE)
+
+# The stages that read each change log, in stage order.
+LOG_CONSUMERS = {
+    "metering.usage": (RATE, MEASURE),  # rollups, capacity and deployment versions changed
+    "billing.rated": (MEASURE,),  # rated usage changed
+}
+
+
+def stage_schedule(name: str) -> None:
+    """Ask for a run of the stage `name` once the caller's transaction commits (at once
+    outside one). Debounced: nothing is sent while a run is already pending. A failure to
+    reach the broker never fails the caller's write: the beat runs the stage anyway."""
+    if name not in STAGES:
+        raise ValueError(f"unknown stage {name!r}: one of {', '.join(STAGES)}")
+    from celery import current_app
+
+    # Eager (unit tests only): a failing stage fails the test that asked for it.
+    robust = not current_app.conf.task_always_eager
+    transaction.on_commit(lambda: _request(name), robust=robust)
+
+
+def _request(name: str) -> None:
+    from celery import current_app
+
+    with transaction.atomic():
+        asked = StageRequest.objects.filter(name=name, pending=False).update(
+            pending=True, requested_at=clock.now()
+        )
+        if not asked:
+            _, asked = StageRequest.objects.get_or_create(
+                name=name, defaults={"pending": True, "requested_at": clock.now()}
+            )
+    if not asked:
+        return  # a run is pending already: it will see this change
+    try:
+        _task(name).apply_async()
+    except Exception:
+        StageRequest.objects.filter(name=name).update(pending=False)
+        if current_app.conf.task_always_eager:
+            raise
+        log.exception("could not ask for a run of %s (the beat runs it)", name)
+
+
+def stage_begin(name: str) -> None:
+    """A run of the stage starts: a change committed from now on asks for another run."""
+    StageRequest.objects.filter(name=name, pending=True).update(pending=False)
+
+
+def stages_run(*, before: str | None = None) -> None:
+    """Run, in this process and in the declared order, every stage (every stage before
+    `before`): what a command that must read exact figures does first (`measure`,
+    `close`). By task name, as the worker would run them."""
+    for name in STAGES:
+        if name == before:
+            return
+        _task(name).apply(throw=True)
+
+
+def _task(name: str):
+    """The registered task of a stage (the apps' task modules are imported on first use)."""
+    from celery import current_app
+
+    if name not in current_app.tasks:
+        current_app.loader.import_default_modules()
+    return current_app.tasks[name]
+
+
+def log_append(model: type[models.Model], entries: Iterable[models.Model], *, log: str) -> int:
+    """Append `entries` to the change log `log` (table `model`) in the caller's transaction
+    and ask its consumers to run once it commits. Appends are serialised until commit, so
+    entry ids are in commit order and a consumer reading past its cursor never skips one
+    that commits late."""
+    entries = list(entries)
+    if not entries:
+        return 0
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_lock_key(model)])
+    model.objects.bulk_create(entries)
+    for name in LOG_CONSUMERS[log]:
+        stage_schedule(name)
+    return len(entries)
+
+
+def _lock_key(model: type[models.Model]) -> int:
+    return zlib.crc32(model._meta.db_table.encode())
+
+
+def log_read(
+    model: type[models.Model], *, consumer: str, log: str, limit: int | None = None
+) -> tuple[list, Cursor]:
+    """The entries of `log` past the cursor of `consumer` (oldest first, at most `limit`),
+    and the cursor, locked until the caller's transaction ends: call it inside the
+    transaction that acts on them and then `cursor_advance`, so a run that fails consumes
+    nothing and two runs never consume the same entries."""
+    if consumer not in LOG_CONSUMERS[log]:
+        raise ValueError(f"{consumer} does not read {log}")
+    name = f"{consumer}:{log}"
+    Cursor.objects.get_or_create(name=name)
+    cursor = Cursor.objects.select_for_update().get(name=name)
+    entries = model.objects.filter(id__gt=cursor.position).order_by("id")
+    return list(entries[:limit] if limit else entries), cursor
+
+
+def cursor_advance(cursor: Cursor, entries: list) -> None:
+    """Move the cursor past `entries` (read with `log_read`) in the caller's transaction."""
+    if entries:
+        cursor.position = entries[-1].id
+        cursor.save(update_fields=["position"])
+
+
+def log_prune(model: type[models.Model], *, log: str) -> int:
+    """Drop the entries of `log` every consumer has read (the log's owner calls it)."""
+    names = [f"{consumer}:{log}" for consumer in LOG_CONSUMERS[log]]
+    positions = dict(Cursor.objects.filter(name__in=names).values_list("name", "position"))
+    if len(positions) < len(names):
+        return 0  # a consumer that never ran has read nothing
+    deleted, _ = model.objects.filter(id__lte=min(positions.values())).delete()
+    return deleted
