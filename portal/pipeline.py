@@ -45,15 +45,15 @@ def stage_schedule(name: str) -> None:
     reach the broker never fails the caller's write: the beat runs the stage anyway."""
     if name not in STAGES:
         raise ValueError(f"unknown stage {name!r}: one of {', '.join(STAGES)}")
-    from celery import current_app
+    from portal.celery import app
 
     # Eager (unit tests only): a failing stage fails the test that asked for it.
-    robust = not current_app.conf.task_always_eager
+    robust = not app.conf.task_always_eager
     transaction.on_commit(lambda: _request(name), robust=robust)
 
 
 def _request(name: str) -> None:
-    from celery import current_app
+    from portal.celery import app
 
     with transaction.atomic():
         asked = StageRequest.objects.filter(name=name, pending=False).update(
@@ -69,7 +69,7 @@ def _request(name: str) -> None:
         _task(name).apply_async()
     except Exception:
         StageRequest.objects.filter(name=name).update(pending=False)
-        if current_app.conf.task_always_eager:
+        if app.conf.task_always_eager:
             raise
         log.exception("could not ask for a run of %s (the beat runs it)", name)
 
@@ -90,12 +90,13 @@ def stages_run(*, before: str | None = None) -> None:
 
 
 def _task(name: str):
-    """The registered task of a stage (the apps' task modules are imported on first use)."""
-    from celery import current_app
+    """The registered task of a stage (the apps' task modules are imported on first use), of
+    the portal's Celery app whatever thread asks."""
+    from portal.celery import app
 
-    if name not in current_app.tasks:
-        current_app.loader.import_default_modules()
-    return current_app.tasks[name]
+    if name not in app.tasks:
+        app.loader.import_default_modules()
+    return app.tasks[name]
 
 
 def log_append(model: type[models.Model], entries: Iterable[models.Model], *, log: str) -> int:

@@ -314,8 +314,8 @@ FACTORY_ADDRESS = os.environ.get("FACTORY_ADDRESS", "").replace("\\n", "\n")
 # (no server; beside the SQLite file, so two instances with two databases never share a
 # queue; README "The embedded default" says why not the SQLAlchemy transport). Eager
 # execution exists only inside unit tests (tests/conftest.py), never as a way to run jobs.
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "") or "filesystem://"
-if CELERY_BROKER_URL == "filesystem://":
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "") or "filesystem://localhost/"
+if CELERY_BROKER_URL.startswith("filesystem://"):
     BROKER_DIR = VAR_DIR / "broker"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),

@@ -169,6 +169,7 @@ def celery_worker(now: datetime, log_name: str, *, include=(), env=None):
     from pathlib import Path
 
     from celery import Celery, current_app
+    from django.conf import settings
     from django.db import connection
 
     broker = os.environ.get("TEST_BROKER_URL")
@@ -191,9 +192,12 @@ def celery_worker(now: datetime, log_name: str, *, include=(), env=None):
     previous = current_app._get_current_object()  # the portal's app, eager as configured
     app = Celery("test-client", broker=broker, backend=broker)
     app.conf.task_serializer = "json"
+    app.conf.task_routes = settings.CELERY_TASK_ROUTES  # the portal's queues
+    app.conf.task_default_queue = settings.CELERY_TASK_DEFAULT_QUEUE
     app.control.purge()  # nothing left over from an earlier test
     command = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=prefork"]
     command += ["--concurrency=1", "--without-gossip", "--without-mingle"]
+    command += ["--queues", ",".join(settings.WORKER_QUEUES)]
     command += [f"--include={module}" for module in include]
     with open(log_path, "w") as log:
         process = subprocess.Popen(

@@ -26,6 +26,7 @@ from metering.services.usage import rollup as rollup_service
 from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import usage_fold
 from portal.models import Tenant
+from tests.conftest import broker_mode
 from tests.metering.factories import make_deployment
 
 pytestmark = pytest.mark.both_backends
@@ -331,3 +332,64 @@ def test_a_new_slo_over_a_month_kept_as_rollups_is_refused_naming_effective_from
         spec=VersionSpec(r_ref=Decimal(1000), slo_ttft_ms=1000),
         by=None,
     )
+
+
+@pytest.mark.postgres_only
+def test_data_until_keeps_moving_while_events_arrive_during_the_fold(transactional_db, now):
+    """kpis.md section 0: data_until is the receipt of the oldest event still waiting for the
+    fold (the fold's last completion when none waits), so under continuous ingestion it
+    keeps moving instead of staying at the last idle moment. One thread ingests a batch a
+    minute (test time) while another folds in small batches; a third reads data_until."""
+    import threading
+
+    from metering.models import FoldMark
+    from metering.selectors.usage import usage_metered_until
+    from portal.clock import clock_set
+    from tests.concurrency import run_together
+
+    Tenant.objects.create(slug="t1", name="T1")
+    make_deployment(model="m1")
+    start = now - timedelta(hours=1)
+    FoldMark.objects.create(pk=1, completed_at=start - timedelta(hours=3))  # idle long ago
+    clock_set(start)
+    batches, ingesting = 40, threading.Event()
+    ingesting.set()
+    samples: list[tuple[datetime, datetime, int]] = []
+
+    def ingest():
+        for batch in range(batches):
+            clock_set(start + timedelta(minutes=batch))
+            items = [
+                {"id": f"c{batch}-{i}", "tenant": "t1", "model": "m1",
+                 "time": (start - timedelta(minutes=30)).isoformat(),
+                 "input_tokens": 10, "output_tokens": 5}
+                for i in range(25)
+            ]  # fmt: skip
+            events, errors = validate_events(items=items, now=now)
+            assert not errors
+            usage_ingest(events=events, received_at=start + timedelta(minutes=batch))
+            time.sleep(0.02)
+        ingesting.clear()
+
+    def fold():
+        while ingesting.is_set():
+            usage_fold(batch=10)
+
+    def watch():
+        while ingesting.is_set():
+            pending = FoldPending.objects.count()
+            samples.append((rollup_service.clock.now(), usage_metered_until(), pending))
+            time.sleep(0.01)
+
+    work = {"ingest": ingest, "fold": fold, "watch": watch}
+    with broker_mode("memory://"):  # the request asks for a fold; the thread above folds
+        _, errors = run_together(lambda name: work[name](), list(work), timeout=120)
+    assert errors == []
+    usage_fold()
+
+    waiting = [until for _, until, pending in samples if pending]
+    assert len(set(waiting)) >= 5, samples  # it moved while events were waiting
+    assert min(waiting) >= start  # never the idle mark of three hours before
+    assert max(waiting) >= start + timedelta(minutes=batches // 2)
+    assert usage_metered_until() == rollup_service.clock.now()  # caught up: the fold's mark
+    assert HourlyUsage.objects.get().requests == batches * 25

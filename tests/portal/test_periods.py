@@ -161,17 +161,12 @@ def test_window_resolve_stops_where_usage_is_metered(db, now, tenant_a):
     hour, and says so, instead of counting hours not yet metered as idle GPUs."""
     from datetime import timedelta
 
-    from metering.models import RollupPending
+    from metering.models import FoldPending
     from metering.selectors.usage import window_resolve
-    from tests.metering.factories import make_deployment
 
-    deployment = make_deployment()
     assert window_resolve({"period": "this_month"}).to == _at("2026-12-16T10:00")
-    RollupPending.objects.create(
-        tenant=tenant_a,
-        deployment=deployment,
-        hour=_at("2026-12-16T07:00"),
-        queued_at=now - timedelta(hours=2, minutes=50),
+    FoldPending.objects.create(
+        event_id=1, time=_at("2026-12-16T07:10"), queued_at=now - timedelta(hours=2, minutes=50)
     )
 
     window = window_resolve({"period": "this_month"})
@@ -183,3 +178,22 @@ def test_window_resolve_stops_where_usage_is_metered(db, now, tenant_a):
     )
     assert window.is_lagging and not last_month.is_lagging
     assert last_month.to == _at("2026-12-01")  # a finished month is whole
+
+
+def test_data_until_keeps_moving_while_events_keep_arriving(db, now):
+    """Under continuous ingestion something always waits for the fold; data_until is the
+    receipt of the oldest event still waiting (kpis.md section 0), not the fold's last idle
+    moment, so it moves as the fold catches up."""
+    from datetime import timedelta
+
+    from metering.models import FoldMark, FoldPending
+    from metering.selectors.usage import usage_metered_until
+
+    FoldMark.objects.create(pk=1, completed_at=now - timedelta(hours=5))  # never idle since
+    for event_id, minutes in ((1, 30), (2, 20), (3, 5)):
+        FoldPending.objects.create(
+            event_id=event_id, time=now, queued_at=now - timedelta(minutes=minutes)
+        )
+    assert usage_metered_until(now=now) == now - timedelta(minutes=30)
+    FoldPending.objects.filter(event_id=1).delete()  # the fold took the oldest
+    assert usage_metered_until(now=now) == now - timedelta(minutes=20)

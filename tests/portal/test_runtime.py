@@ -7,6 +7,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from portal.pipeline import STAGES
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -26,11 +28,16 @@ def test_celery_beat_schedule_loads_every_job_with_a_registered_task():
 
     app.loader.import_default_modules()
     schedule = settings.CELERY_BEAT_SCHEDULE
-    assert set(schedule) == {"scrape", "rollup", "measure", "rate", "invoice", "flywheel"}
+    assert set(schedule) == {"scrape", "fold", "measure", "rate", "invoice", "flywheel"}
     for entry in schedule.values():
         assert entry["task"] in app.tasks, entry["task"]
     assert schedule["scrape"]["schedule"] == 30.0
-    assert schedule["rollup"]["schedule"] == 60.0
+    assert schedule["fold"]["schedule"] == 60.0
+    # Every stage of the pipeline runs on the beat too (the safety net), routed to its queue.
+    assert {entry["task"] for entry in schedule.values()} >= set(STAGES)
+    queues = {name: app.amqp.router.route({}, name)["queue"].name for name in STAGES}
+    assert queues == {"metering.fold": "ingest", "billing.rate": "billing",
+                      "flywheel.measure": "measure"}  # fmt: skip
     assert app.conf.task_acks_late is True
     assert app.conf.task_reject_on_worker_lost is True
 

@@ -52,15 +52,15 @@ class Worker:
     app: object  # a Celery client app bound to the same broker and result backend
     process: subprocess.Popen
     log_path: Path
-    fault_dir: Path  # the measure job's fault point (tests/reliability/tasks.py)
+    fault_dir: Path  # the stages' fault points (tests/reliability/tasks.py)
 
-    def order_fault(self, order: str) -> None:
-        """`count` or `kill K` for the next run of the measure job."""
-        (self.fault_dir / "count").unlink(missing_ok=True)
-        (self.fault_dir / "order").write_text(order)
+    def order_fault(self, task: str, order: str) -> None:
+        """`count` or `kill K` for the next run of the stage `task`."""
+        (self.fault_dir / f"count.{task}").unlink(missing_ok=True)
+        (self.fault_dir / f"order.{task}").write_text(order)
 
-    def statements_counted(self) -> int:
-        return int((self.fault_dir / "count").read_text())
+    def statements_counted(self, task: str) -> int:
+        return int((self.fault_dir / f"count.{task}").read_text())
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -27,27 +27,30 @@ def always_fails_task(self, key: str) -> None:
     raise self.retry(exc=RuntimeError("always fails"), countdown=0.2)
 
 
-# --- A fault point for the measure job ---------------------------------------------------
-# The test writes an order into FAULT_FILE before it sends `flywheel.measure`; the worker's
-# child reads (and removes) it as the task starts, so a redelivered run goes unharmed:
-# "count"  count the SQL statements the run makes, and write the count into COUNT_FILE;
-# "kill k" SIGKILL the child just before its k-th statement: inside the job by construction.
+# --- A fault point in the pipeline's stages ------------------------------------------
+# Before a pipeline pass the test writes an order per stage into FAULT_DIR (order.<task>); the
+# worker's child reads (and removes) it as that stage's task starts, so a redelivered run goes
+# unharmed: "count" counts the SQL statements the run makes into count.<task>; "kill k"
+# SIGKILLs the child just before its k-th statement: inside the stage by construction.
 
-FAULT_TASK = "flywheel.measure"
+FAULT_TASKS = ("metering.fold", "billing.rate", "flywheel.measure")
 
 
-def _fault_paths() -> tuple[Path, Path] | None:
+def _fault_dir() -> Path | None:
     folder = os.environ.get("RELIABILITY_FAULT_DIR")
-    return (Path(folder) / "order", Path(folder) / "count") if folder else None
+    return Path(folder) if folder else None
 
 
 @task_prerun.connect
 def _arm_fault(task=None, **_) -> None:
-    paths = _fault_paths()
-    if task is None or task.name != FAULT_TASK or paths is None or not paths[0].exists():
+    folder = _fault_dir()
+    if task is None or task.name not in FAULT_TASKS or folder is None:
         return
-    order = paths[0].read_text().split()
-    paths[0].unlink()
+    order_path = folder / f"order.{task.name}"
+    if not order_path.exists():
+        return
+    order = order_path.read_text().split()
+    order_path.unlink()
     statements = itertools.count(1)
     kill_at = int(order[1]) if order[0] == "kill" else None
 
@@ -62,9 +65,9 @@ def _arm_fault(task=None, **_) -> None:
 
 @task_postrun.connect
 def _disarm_fault(task=None, **_) -> None:
-    paths = _fault_paths()
-    if task is None or task.name != FAULT_TASK or paths is None:
+    folder = _fault_dir()
+    if task is None or task.name not in FAULT_TASKS or folder is None:
         return
     for wrapper in [w for w in connection.execute_wrappers if hasattr(w, "statements")]:
         connection.execute_wrappers.remove(wrapper)
-        paths[1].write_text(str(next(wrapper.statements) - 1))
+        (folder / f"count.{task.name}").write_text(str(next(wrapper.statements) - 1))

@@ -1,11 +1,14 @@
 """Celery and Redis under faults.
 
-(a) The measure job (`flywheel.measure`: fold pending rollups, then upsert the KPI
-snapshots) is killed with SIGKILL in its worker child (prefork, concurrency 1) just before a
-random one of the SQL statements a clean run makes (a fault point in tests/reliability/tasks.py,
-so every kill lands inside the job), 3 times in CI (10 in soak; RELIABILITY_SEED fixes the
-points); acks_late + reject_on_worker_lost redeliver it, and the rerun leaves KpiSnapshot
-rows (all but measured_at) and rollups identical to a clean run's, one row per key.
+(a) The pipeline (fold → rate → measure, each stage asking for the next) runs in a worker
+from raw events alone, and one stage is killed with SIGKILL in its worker child (prefork,
+concurrency 1) just before a random one of the SQL statements its clean run makes (a fault
+point in tests/reliability/tasks.py, so every kill lands inside the stage): the fold (between
+the ingest and the rating), the rating (between the fold and the measurement) and the
+measurement in turn, 3 times in CI (10 in soak; RELIABILITY_SEED fixes the points);
+acks_late + reject_on_worker_lost redeliver it, the test then runs every stage once as the
+beat would, and the rollups, rated usage and KPI snapshots (all but measured_at) equal a
+clean run's: nothing counted twice, nothing lost.
 (b) A test-only task (tests/reliability/tasks.py) that always fails is retried
 MAX_RETRIES times, then stops, and is FAILURE in the result backend and the worker log.
 (c) A private redis-server, the cache behind the API quotas, is stopped during ingestion
@@ -16,6 +19,7 @@ timeouts), and every batch is stored exactly once (rows counted).
 
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -37,9 +41,9 @@ from metering.models import (
     CapacitySample,
     DailyUsage,
     EventKey,
+    FoldPending,
     HourlyUsage,
     Pool,
-    RollupPending,
     UsageEvent,
 )
 from metering.services.usage.ingest import usage_ingest
@@ -113,20 +117,60 @@ def _this_month_factory() -> None:
         usage_ingest(events=events, received_at=clock.now())
 
 
-def _requeue_rollups() -> None:
-    """Empty the rollups and queue every hour again, so the job starts by folding them."""
-    HourlyUsage.objects.all().delete()
-    DailyUsage.objects.all().delete()
+STAGES = ("metering.fold", "billing.rate", "flywheel.measure")
+RATED_FIELDS = ["tenant_id", "deployment_id", "hour", "sale", "output_tokens", "list_value",
+                "realized", "promotions"]  # fmt: skip
+
+
+def _from_raw_events() -> None:
+    """Drop everything the pipeline derived and queue every event for the fold again, every
+    cursor at the start: the next pass computes it all from the raw events."""
+    from billing.models import RatedChange, RatedTenantMonth, RatedUsage
+    from metering.models import UsageChange
+    from portal.models import Cursor, StageRequest
+
+    for model in (KpiSnapshot, RatedUsage, RatedTenantMonth, RatedChange, UsageChange, Cursor,
+                  StageRequest, HourlyUsage, DailyUsage, FoldPending):  # fmt: skip
+        model.objects.all().delete()
     with connection.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO metering_rolluppending (tenant_id, deployment_id, hour, queued_at) "
-            "SELECT DISTINCT tenant_id, deployment_id, date_trunc('hour', time), %s "
-            "FROM metering_usageevent",
+            "INSERT INTO metering_foldpending (event_id, time, queued_at) "
+            "SELECT id, time, %s FROM metering_usageevent",
             [clock.now()],
         )
 
 
+def _settled() -> bool:
+    """Every event folded, every change log read by each of its consumers, no run asked for."""
+    from billing.models import RatedChange
+    from metering.models import UsageChange
+    from portal.models import Cursor, StageRequest
+
+    if FoldPending.objects.exists() or StageRequest.objects.filter(pending=True).exists():
+        return False
+    cursors = dict(Cursor.objects.values_list("name", "position"))
+    heads = {
+        "metering.usage": UsageChange.objects.order_by("-id").values_list("id", flat=True).first(),
+        "billing.rated": RatedChange.objects.order_by("-id").values_list("id", flat=True).first(),
+    }
+    readers = (("billing.rate", "metering.usage"), ("flywheel.measure", "metering.usage"),
+               ("flywheel.measure", "billing.rated"))  # fmt: skip
+    return all(
+        heads[log] is None or cursors.get(f"{consumer}:{log}", 0) >= heads[log]
+        for consumer, log in readers
+    )
+
+
+def _wait_settled(timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while not _settled():
+        assert time.monotonic() < deadline, "the pipeline did not settle"
+        time.sleep(0.2)
+
+
 def _state() -> dict:
+    from billing.models import RatedUsage
+
     snapshots = list(KpiSnapshot.objects.order_by(*SNAPSHOT_FIELDS[:3]).values(*SNAPSHOT_FIELDS))
     return {
         "snapshots": snapshots,
@@ -141,50 +185,61 @@ def _state() -> dict:
         "daily": list(
             DailyUsage.objects.order_by("tenant", "deployment", "day").values(*ROLLUP_FIELDS, "day")
         ),
-        "pending": RollupPending.objects.count(),
+        "rated": list(RatedUsage.objects.order_by(*RATED_FIELDS[:4]).values(*RATED_FIELDS)),
+        "pending": FoldPending.objects.count(),
     }
 
 
-def _measure(worker, *, kill_at: int | None = None) -> tuple[dict, bool]:
-    """Run the measure job on the worker from the same start (no snapshot, every rollup
-    queued). `kill_at`: SIGKILL its child just before the job's k-th SQL statement (else the
-    statements are counted); returns the database state once a run has succeeded and
-    whether a kill hit the running task (the pool then reports its child lost)."""
-    KpiSnapshot.objects.all().delete()
-    _requeue_rollups()
-    worker.order_fault("count" if kill_at is None else f"kill {kill_at}")
+def _pipeline(worker, *, kill: tuple[str, int] | None = None) -> tuple[dict, bool]:
+    """One pass of the pipeline on the worker from raw events: the fold asked for, each
+    stage asking for the next. `kill` (stage, k): SIGKILL its child just before that stage's
+    k-th SQL statement (else every stage's statements are counted); once the killed stage
+    has run again, every stage is asked for once, as the beat's safety net would. Returns
+    the database state once settled, and whether the kill hit the running stage."""
+    _from_raw_events()
+    for task in STAGES:
+        if kill is None:
+            worker.order_fault(task, "count")
+        elif kill[0] == task:
+            worker.order_fault(task, f"kill {kill[1]}")
     offset = len(worker.log())
-    task_id = str(uuid.uuid4())
-    worker.app.send_task("flywheel.measure", task_id=task_id)
-    started = worker.wait_for_log(rf"Task flywheel\.measure\[{task_id}\] received", after=offset)
-    done = worker.wait_for_log(
-        rf"Task flywheel\.measure\[{task_id}\] succeeded in ([0-9.]+)s",
-        after=started.end(),
-        timeout=120,
-    )
-    killed = "WorkerLostError" in worker.log()[started.end() : done.start()]
+    worker.app.send_task("metering.fold")
+    killed = False
+    if kill is not None:
+        name = re.escape(kill[0])
+        lost = worker.wait_for_log(r"WorkerLostError", after=offset, timeout=120)
+        worker.wait_for_log(rf"Task {name}\[[^]]+\] succeeded", after=lost.end(), timeout=120)
+        killed = True
+        for task in STAGES:  # the beat's safety net
+            worker.app.send_task(task)
+    _wait_settled()
     return _state(), killed
 
 
 @pytest.mark.integration
 @pytest.mark.postgres_only
-def test_measure_job_killed_at_a_random_point_reruns_to_identical_snapshots(
+def test_a_stage_killed_at_a_random_point_reruns_to_the_figures_of_a_clean_run(
     reliability_worker,
 ):
     _this_month_factory()
-    clean, _ = _measure(reliability_worker)
-    statements = reliability_worker.statements_counted()
-    assert clean["snapshots"], "the job measured nothing"
+    clean, _ = _pipeline(reliability_worker)
+    counted = {task: reliability_worker.statements_counted(task) for task in STAGES}
+    assert clean["snapshots"], "the pipeline measured nothing"
     assert clean["keys"] == len(clean["snapshots"])
-    assert clean["pending"] == 0 and clean["hourly"]
-    assert statements > 10, statements
+    assert clean["pending"] == 0 and clean["hourly"] and clean["rated"]
+    assert all(n > 5 for n in counted.values()), counted
     rng = random.Random(os.environ.get("RELIABILITY_SEED"))
     for run in range(KILL_RUNS):
-        kill_at = rng.randint(1, statements)
-        after, killed = _measure(reliability_worker, kill_at=kill_at)
-        print(f"run {run}: killed before statement {kill_at} of {statements}")
-        assert killed, f"run {run}: the kill before statement {kill_at} did not stop the job"
-        assert after == clean, f"run {run}: killed before statement {kill_at} of {statements}"
+        stage = STAGES[run % len(STAGES)]
+        kill_at = rng.randint(1, counted[stage])
+        after, killed = _pipeline(reliability_worker, kill=(stage, kill_at))
+        print(f"run {run}: {stage} killed before statement {kill_at} of {counted[stage]}")
+        assert killed, f"run {run}: the kill of {stage} before statement {kill_at} missed"
+        for part in ("hourly", "daily", "rated", "snapshots"):
+            assert after[part] == clean[part], (
+                f"run {run}: {part} differ after {stage} was killed before statement "
+                f"{kill_at} of {counted[stage]}"
+            )
 
 
 # --- (b) a task that always fails ----------------------------------------------------

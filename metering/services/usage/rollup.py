@@ -217,7 +217,8 @@ def _add_postgresql(batch: int) -> tuple[int, set[Cell]]:
         _slo_stage(cursor)
         cursor.execute(
             "CREATE TEMP TABLE IF NOT EXISTS fold_claimed (event_id bigint, time timestamptz) "
-            "ON COMMIT DELETE ROWS"
+            "ON COMMIT DELETE ROWS; "
+            "DELETE FROM fold_claimed"  # left by an earlier batch of an enclosing transaction
         )
         cursor.execute(
             "WITH claimed AS (DELETE FROM metering_foldpending WHERE event_id IN ("

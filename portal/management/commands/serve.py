@@ -3,6 +3,7 @@
 on the broker of settings (in the embedded default, files in var/broker/). Ctrl-C (or
 SIGTERM) stops both, and everything they started, before it returns."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -38,7 +39,7 @@ class Command(BaseCommand):
         # worker's pool and beat), whatever the terminal sends.
         names = {"worker": worker, "web server": web}
         children = [
-            subprocess.Popen(command, cwd=root, start_new_session=True)
+            subprocess.Popen(command, cwd=root, start_new_session=True)  # noqa: S603 (our argv)
             for command in names.values()
         ]
         stopping = []
@@ -67,16 +68,16 @@ class Command(BaseCommand):
 
 
 def _stop(children: list[subprocess.Popen]) -> str:
-    """Stop every child's process group: SIGTERM (a warm shutdown for the worker), then
-    SIGKILL after the grace period. Returns the children's exit codes."""
+    """Stop every child: SIGTERM (the worker's warm shutdown stops its pool and beat), then
+    SIGKILL to its whole process group, for whatever is left after the grace period.
+    Returns the children's exit codes."""
     for child in children:
-        _signal_group(child, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + STOP_GRACE_S
     for child in children:
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            pass
     for child in children:
         _signal_group(child, signal.SIGKILL)  # leftovers of the group, or the child itself
         child.wait()
@@ -84,7 +85,5 @@ def _stop(children: list[subprocess.Popen]) -> str:
 
 
 def _signal_group(child: subprocess.Popen, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(child.pid, signum)
-    except ProcessLookupError:
-        pass
