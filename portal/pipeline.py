@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from django.db import connection, models, transaction
 
 from portal import clock
+from portal.celery import app as celery_app
 from portal.models import Cursor, StageRequest
 
 log = logging.getLogger(__name__)
@@ -45,31 +46,24 @@ def stage_schedule(name: str) -> None:
     reach the broker never fails the caller's write: the beat runs the stage anyway."""
     if name not in STAGES:
         raise ValueError(f"unknown stage {name!r}: one of {', '.join(STAGES)}")
-    from portal.celery import app
-
     # Eager (unit tests only): a failing stage fails the test that asked for it.
-    robust = not app.conf.task_always_eager
+    robust = not celery_app.conf.task_always_eager
     transaction.on_commit(lambda: _request(name), robust=robust)
 
 
 def _request(name: str) -> None:
-    from portal.celery import app
-
     with transaction.atomic():
+        StageRequest.objects.bulk_create([StageRequest(name=name)], ignore_conflicts=True)
         asked = StageRequest.objects.filter(name=name, pending=False).update(
             pending=True, requested_at=clock.now()
         )
-        if not asked:
-            _, asked = StageRequest.objects.get_or_create(
-                name=name, defaults={"pending": True, "requested_at": clock.now()}
-            )
     if not asked:
         return  # a run is pending already: it will see this change
     try:
         _task(name).apply_async()
     except Exception:
         StageRequest.objects.filter(name=name).update(pending=False)
-        if app.conf.task_always_eager:
+        if celery_app.conf.task_always_eager:
             raise
         log.exception("could not ask for a run of %s (the beat runs it)", name)
 
@@ -92,11 +86,9 @@ def stages_run(*, before: str | None = None) -> None:
 def _task(name: str):
     """The registered task of a stage (the apps' task modules are imported on first use), of
     the portal's Celery app whatever thread asks."""
-    from portal.celery import app
-
-    if name not in app.tasks:
-        app.loader.import_default_modules()
-    return app.tasks[name]
+    if name not in celery_app.tasks:
+        celery_app.loader.import_default_modules()
+    return celery_app.tasks[name]
 
 
 def log_append(model: type[models.Model], entries: Iterable[models.Model], *, log: str) -> int:

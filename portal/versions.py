@@ -7,12 +7,14 @@ the version through `version_create` and tells the pipeline stage that reads it 
 contract: billing's rating queue; a deployment version: metering's change log). Which
 version is in force at an instant is portal.effective's answer."""
 
+from collections.abc import Callable, Hashable
 from datetime import datetime
 
 from django.db import IntegrityError, models, transaction
 
 from portal import clock
 from portal.closing import month_closed_check
+from portal.effective import InForce, in_force_by
 from portal.errors import FieldError
 from portal.services import audit_object, object_delete
 
@@ -57,3 +59,18 @@ def version_delete(*, version: models.Model, by=None) -> None:
             "effective_from", "in force: add a new version instead of deleting this one"
         )
     object_delete(obj=locked, actor=by, object_type=object_type, action=f"{object_type}.delete")
+
+
+def version_in_force(versions: models.QuerySet, *, at: datetime) -> models.Model | None:
+    """The version of one series (the rows of `versions`) in force at `at`, or None before
+    its first: portal.effective's answer, for the database's records."""
+    return InForce(versions.filter(effective_from__lte=at)).at(at)
+
+
+def versions_in_force(
+    versions: models.QuerySet, *, at: datetime, series: Callable[[models.Model], Hashable]
+) -> dict:
+    """The version in force at `at` of each series among `versions` (keyed by `series`,
+    e.g. the pool of a cost model); series not started by then are absent."""
+    started = in_force_by(versions.filter(effective_from__lte=at), series=series)
+    return {key: each.at(at) for key, each in started.items()}

@@ -9,6 +9,7 @@ from django.db.models import Count, Max, QuerySet
 
 from billing.models import Contract, Price, PromotionalCredit
 from portal.access import tenant_scoped
+from portal.effective import in_force_by
 
 
 @dataclass
@@ -23,10 +24,7 @@ class PriceBook:
 
 def _states(versions, key, at):
     """Mark each effective-dated version in force, scheduled or superseded at `at`."""
-    in_force = {}
-    for version in versions:
-        if version.effective_from <= at:
-            in_force[key(version)] = version  # ordered by effective_from: the last wins
+    in_force = {k: series.at(at) for k, series in in_force_by(versions, series=key).items()}
     return [
         {
             "version": version,

@@ -29,6 +29,7 @@ from portal import clock
 from portal.formatting import decimal_plain, money_text
 from portal.models import Tenant
 from portal.periods import next_month
+from portal.versions import version_in_force
 
 ZERO = Decimal(0)
 
@@ -55,8 +56,7 @@ def _contract(tenant: Tenant, month_start: datetime) -> Contract | None:
     """The contract whose SLA applies: in force at the month's start, else the first of it."""
     contracts = Contract.objects.filter(tenant=tenant, effective_from__lt=next_month(month_start))
     return (
-        contracts.filter(effective_from__lte=month_start).order_by("-effective_from").first()
-        or contracts.order_by("effective_from").first()
+        version_in_force(contracts, at=month_start) or contracts.order_by("effective_from").first()
     )
 
 

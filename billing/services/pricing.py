@@ -15,7 +15,7 @@ from portal.errors import FieldError
 from portal.models import Tenant
 from portal.money import CURRENCY_EXPONENTS
 from portal.services import audit_object
-from portal.versions import effective_from_check, version_create
+from portal.versions import effective_from_check, version_create, version_in_force
 
 
 def _check_currency(currency: str) -> None:
@@ -176,8 +176,4 @@ def promotion_grant(
 
 
 def contract_in_force(*, tenant: Tenant, when: datetime) -> Contract | None:
-    return (
-        Contract.objects.filter(tenant=tenant, effective_from__lte=when)
-        .order_by("-effective_from")
-        .first()
-    )
+    return version_in_force(Contract.objects.filter(tenant=tenant), at=when)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
+from operator import attrgetter
 
 from django.conf import settings
 from django.db import transaction
@@ -16,7 +17,12 @@ from django.db.models import Model
 
 from flywheel.models import CostModel, FactoryCosts
 from portal.errors import FieldError
-from portal.versions import effective_from_check, version_create
+from portal.versions import (
+    effective_from_check,
+    version_create,
+    version_in_force,
+    versions_in_force,
+)
 
 
 def _check_currency(currency: str) -> None:
@@ -121,17 +127,12 @@ def cost_models_in_force(
     *, at: datetime, pool_ids: Iterable[int] | None = None
 ) -> dict[int, CostModel]:
     """The cost model version in force at `at` per pool id (pools without one are absent)."""
-    versions = CostModel.objects.filter(effective_from__lte=at).order_by(
-        "pool_id", "effective_from"
-    )
+    versions = CostModel.objects.all()
     if pool_ids is not None:
         versions = versions.filter(pool_id__in=list(pool_ids))
-    in_force: dict[int, CostModel] = {}
-    for version in versions:
-        in_force[version.pool_id] = version  # the latest wins
-    return in_force
+    return versions_in_force(versions, at=at, series=attrgetter("pool_id"))
 
 
 def factory_costs_in_force(*, at: datetime) -> FactoryCosts | None:
     """The factory costs version in force at `at`, if any was ever recorded by then."""
-    return FactoryCosts.objects.filter(effective_from__lte=at).order_by("-effective_from").first()
+    return version_in_force(FactoryCosts.objects.all(), at=at)

@@ -4,8 +4,6 @@ The lists are QuerySets for the caller to refine (values, annotate, select_relat
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
 
@@ -19,6 +17,7 @@ from metering.models import (
     Pool,
     ServedModel,
 )
+from portal.effective import InForce, in_force_by
 from portal.periods import filter_within, hour_floor
 
 
@@ -85,23 +84,25 @@ def pool_service_lives(*, pools: list[Pool]) -> dict[int, tuple[datetime | None,
 
 class DeploymentVersions:
     """Every deployment version, loaded once: the one in force at an instant (R_ref, w_in,
-    SLO) for any deployment, in one query however many are asked."""
+    SLO) for any deployment, in one query however many are asked (portal.effective)."""
 
     def __init__(self) -> None:
-        self._by_deployment: dict[int, list[DeploymentVersion]] = defaultdict(list)
-        for version in DeploymentVersion.objects.order_by("deployment_id", "effective_from"):
-            self._by_deployment[version.deployment_id].append(version)
-        self._starts = {
-            d: [v.effective_from for v in versions] for d, versions in self._by_deployment.items()
-        }
+        self._series = in_force_by(DeploymentVersion.objects.all(), series=_deployment_of)
 
     def at(self, deployment_id: int, when: datetime) -> DeploymentVersion | None:
         """The version of the deployment in force at `when`, or None before its first."""
-        index = bisect_right(self._starts.get(deployment_id, []), when)
-        return self._by_deployment[deployment_id][index - 1] if index else None
+        series = self._series.get(deployment_id)
+        return series.at(when) if series is not None else None
+
+    def series(self, deployment_id: int) -> InForce[DeploymentVersion]:
+        """The deployment's versions in order (none: an empty series)."""
+        return self._series.get(deployment_id) or InForce([])
 
     def latest_r_refs(self, deployment_ids) -> tuple[Decimal, ...]:
         """The R_ref of each deployment's latest version (deployments with one)."""
-        return tuple(
-            self._by_deployment[d][-1].r_ref for d in deployment_ids if self._by_deployment[d]
-        )
+        latest = (self.series(d).latest() for d in deployment_ids)
+        return tuple(version.r_ref for version in latest if version is not None)
+
+
+def _deployment_of(version: DeploymentVersion) -> int:
+    return version.deployment_id

@@ -28,6 +28,7 @@ from metering.models import (
     TelemetryKind,
 )
 from portal import clock
+from portal.effective import InForce
 
 DEFAULT_TOLERANCE_RATIO = Decimal("0.01")
 
@@ -273,19 +274,15 @@ def slo_attainment_from_engine(
 ) -> EngineSloAttainment:
     """TTFT and TPOT attainment over [start, end), each hour against the SLO of the
     deployment version in force at that hour."""
-    versions = list(
-        DeploymentVersion.objects.filter(deployment=deployment, effective_from__lt=end)
-        .order_by("effective_from")
-        .values_list("effective_from", "slo_ttft_ms", "slo_tpot_ms")
-    )
+    versions = InForce(DeploymentVersion.objects.filter(deployment=deployment))
     totals = {"ttft": [0.0, 0.0], "tpot": [0.0, 0.0]}  # [requests, within]
     families: set[str] = set()
     hours = EngineHourly.objects.filter(deployment=deployment, hour__gte=start, hour__lt=end)
     for row in hours.order_by("hour"):
-        in_force = [v for v in versions if v[0] <= row.hour]
-        if not in_force:
+        version = versions.at(row.hour)
+        if version is None:
             continue
-        _, slo_ttft_ms, slo_tpot_ms = in_force[-1]
+        slo_ttft_ms, slo_tpot_ms = version.slo_ttft_ms, version.slo_tpot_ms
         for name, threshold_ms, data in (
             ("ttft", slo_ttft_ms, row.ttft_histogram),
             ("tpot", slo_tpot_ms, row.tpot_histogram),

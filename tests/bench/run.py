@@ -12,6 +12,8 @@ small and the large dataset (config.sizes()), then measures:
   4. incremental rollup of one hour of new events vs a full rollup rebuild
   5. FactoryData(...).kpis(...) of the month vs the equivalent SQL on raw rows
   6. peak RSS of a web worker ingesting 10,000-event batches
+  7. HTTP batch ingestion in the embedded default (manage.py serve: SQLite, the filesystem
+     broker, a worker folding alongside) vs production settings (gunicorn, PostgreSQL, Redis)
 
 Prints the ratio table and writes every figure to var/bench/*.json (docs/performance.md
 explains the method).
@@ -44,6 +46,7 @@ INGEST_SEQ = 1_000_000_000  # sequence numbers of ingestion events (never in a d
 ROLLUP_SEQ = 2_000_000_000
 MEMORY_SEQ = 3_000_000_000
 PROFILE_SEQ = 4_000_000_000
+EMBEDDED_SEQ = 5_000_000_000
 
 
 def log(message: str) -> None:
@@ -563,6 +566,69 @@ class Bench:
         (config.OUT_DIR / "profile-ingest.txt").write_text(profile.pop("profile"))
         self.results["ingestion"]["in_process_profile"] = profile
 
+    def embedded(self) -> None:
+        """Goal 7: ingestion in the embedded default vs production settings, interleaved
+        rounds of fresh events (1,000 per request, 4 client threads, each side its own)."""
+        log("goal 7: ingestion, embedded default (SQLite, filesystem broker) vs production")
+        var = self.tmp / "embedded"
+        var.mkdir()
+        env = web.embedded_env(var_dir=var)
+        if manage(env, "migrate", "--noinput", "--skip-checks").wait() != 0:
+            raise RuntimeError("migrate of the embedded database failed")
+        agent = Agent("embedded", env)
+        token = agent.call("setup", events=self.sizes.small)["token"]
+        agent.close()
+        embedded = web.Embedded(env=env, log=self.tmp / "serve-embedded.log")
+        production = self.server("large", "production-vs-embedded")
+        generator = EventGenerator()
+        encoder = msgspec.json.Encoder()
+        per_round = min(self.sizes.ingest_events, 20_000)
+        arms: dict[str, list[float]] = {"embedded": [], "production": []}
+
+        def bodies(seq0: int, r: int) -> list[bytes]:
+            hour = config.INGEST_START + timedelta(days=2, hours=r)
+            rows = sorted(
+                generator.rows(seq0=seq0, count=per_round, start=hour, days=1, hours=1),
+                key=lambda x: x.time,
+            )
+            return [
+                encoder.encode([generator.item(x) for x in rows[i : i + 1000]])
+                for i in range(0, per_round, 1000)
+            ]
+
+        targets = {
+            "embedded": (embedded.port, token),
+            "production": (production.port, self.ids["large"]["token"]),
+        }
+        try:
+            for r in range(self.sizes.rounds):
+                for side, (port, side_token) in targets.items():
+                    seq0 = EMBEDDED_SEQ + (2 * r + (side == "production")) * per_round
+                    posted = web.post_batches(
+                        port=port, token=side_token, bodies=bodies(seq0, r), threads=4,
+                        expect="accepted",
+                    )  # fmt: skip
+                    arms[side].append(per_round / posted["seconds"])
+                log(
+                    f"  round {r + 1}: embedded {arms['embedded'][-1]:,.0f}/s, "
+                    f"production {arms['production'][-1]:,.0f}/s"
+                )
+        finally:
+            embedded.stop()
+            production.stop()
+        med = {side: statistics.median(values) for side, values in arms.items()}
+        self.results["embedded"] = {"events_per_round": per_round, "events_per_second": arms}
+        ratio = med["embedded"] / med["production"]
+        self.add(
+            "7",
+            "API ingestion, embedded default vs production settings (events/s)",
+            f"{med['embedded']:,.0f}/s",
+            f"{med['production']:,.0f}/s",
+            ratio,
+            "≥ 0.5",
+            verdict(ratio, 0.5, True),
+        )
+
     def memory(self) -> None:
         """Goal 6: peak RSS of a fresh web worker ingesting 10,000-event batches."""
         log("goal 6: peak RSS of gunicorn workers ingesting 10,000-event batches")
@@ -655,7 +721,7 @@ class Bench:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-STAGES = ("kpis", "reads", "widest", "rollups", "ingestion", "memory")
+STAGES = ("kpis", "reads", "widest", "rollups", "ingestion", "embedded", "memory")
 
 
 def main() -> int:

@@ -117,6 +117,44 @@ def server_env(*, database_url: str, var_dir: Path) -> dict:
     return env
 
 
+def embedded_env(*, var_dir: Path) -> dict:
+    """The embedded default (`make serve`): no database, broker or cache configured, so
+    SQLite and the filesystem broker in `var_dir`; DEBUG on, as `make demo` runs it."""
+    unset = {"DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "REDIS_URL", "DEBUG"}
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env.update(VAR_DIR=str(var_dir), PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
+class Embedded:
+    """`manage.py serve` (runserver, and a Celery worker with beat) on a free port."""
+
+    def __init__(self, *, env: dict, log: Path) -> None:
+        self.port = free_port()
+        self.log = open(log, "w")  # noqa: SIM115 (closed by stop)
+        self.process = subprocess.Popen(
+            [str(config.ROOT / ".venv" / "bin" / "python"), "manage.py", "serve",
+             "--port", str(self.port)],
+            cwd=config.ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"manage.py serve did not start: see {log}") from None
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        """Ctrl-C: the web server and the worker stop with it."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            self.process.wait(timeout=60)
+        self.log.close()
+
+
 def post_batches(*, port: int, token: str, bodies: list[bytes], threads: int, expect: str) -> dict:
     """POST every body to /api/v1/usage/events from `threads` keep-alive connections.
     `expect` is "accepted" or "duplicates": every event of every body must be counted there.

@@ -14,16 +14,17 @@ def test_tenant_usage_page_shows_a_filled_chart_of_own_usage(demo, page):
     page.goto("/usage/")
     page.wait_for_selector("#usage-chart .main-svg")
 
-    # The last 30 days hold 29 demo days (today has no data yet), three models each.
-    assert chart_points(page, "#usage-chart") == 29 * 3
+    # The last 30 days: 29 whole demo days and today up to its last whole hour (the window
+    # of kpis.md section 0, as every other page reads), three models each.
+    assert chart_points(page, "#usage-chart") == 30 * 3
     assert page.get_by_label("Tenant").count() == 0  # a member sees no tenant picker
-    assert page.get_by_role("link", name="Download CSV (87 rows)").is_visible()
+    assert page.get_by_role("link", name="Download CSV (90 rows)").is_visible()
     assert page.get_by_text("Page 1 of 2").is_visible()
     screenshot(page, "usage-tenant")
 
     page.get_by_role("link", name="Next →").click()
     page.wait_for_selector("#usage-chart .main-svg")
-    assert page.get_by_text("Rows 51–87 of 87").is_visible()
+    assert page.get_by_text("Rows 51–90 of 90").is_visible()
     screenshot(page, "usage-tenant-page-2")
 
 

@@ -5,6 +5,7 @@ last whole hour reaches the KPIs and the usage page within seconds through the w
 request writes no figure), a scrape target is scraped by the beat within a minute, and a
 stop leaves no process behind."""
 
+import contextlib
 import http.cookiejar
 import json
 import os
@@ -117,9 +118,21 @@ def embedded(tmp_path, now):
     try:
         yield portal
     finally:
-        if serve.poll() is None:
-            os.killpg(serve.pid, signal.SIGKILL)
+        _stop(serve)
         log.close()
+
+
+def _stop(serve: subprocess.Popen) -> None:
+    """Stop `serve` as Ctrl-C does; whatever survives it (a failed test's) is killed."""
+    processes = _descendants(serve.pid) | {serve.pid}
+    if serve.poll() is None:
+        serve.send_signal(signal.SIGINT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            serve.wait(timeout=40)
+    for pid in _alive(processes | _descendants(serve.pid)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    serve.poll()
 
 
 def _descendants(pid: int) -> set[int]:

@@ -1,9 +1,10 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from flywheel.domain.loop.factors import LABELS, SYMBOLS
-from flywheel.management.period import period_arguments, period_option
 from flywheel.services.loop.cycles import cycle_run
+from metering.selectors.usage import window_resolve
 from portal.errors import FieldError
+from portal.management.period import period_arguments, period_option
 from portal.pipeline import stages_run
 
 
@@ -20,7 +21,8 @@ class Command(BaseCommand):
         period_arguments(parser)
 
     def handle(self, *args, **options):
-        period = period_option(options)
+        window = period_option(options, resolve=window_resolve)
+        period = window.period if window else None
         stages_run()  # every stage in order, in this process: exact figures
         try:
             cycle = cycle_run(start=period and period.start, end=period and period.end)

@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand
 
-from flywheel.management.period import period_arguments, period_option
 from flywheel.services.kpis import snapshots_measure
 from metering.selectors.usage import window_resolve
+from portal.management.period import period_arguments, period_option
 from portal.pipeline import MEASURE, stages_run
 
 
@@ -19,7 +19,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         stages_run(before=MEASURE)
-        period = period_option(options) or window_resolve({}).period
+        window = period_option(options, resolve=window_resolve)
+        period = (window or window_resolve({})).period
         rows = snapshots_measure(start=period.start, end=period.end)
         days = len({r.period_start for r in rows if r.period_kind == "day"})
         months = len({r.period_start for r in rows if r.period_kind == "month"})

@@ -5,19 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
+from operator import attrgetter
 
 from flywheel.domain.loop.diagnosis import targets_merge
 from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.loop.goals import GoalSpec
 from flywheel.domain.loop.levers import LeverEffect, LeverSpec
 from flywheel.models import Goal, Lever, LeverApplication
+from portal.versions import version_in_force, versions_in_force
 
 
 def levers_in_force(*, at: datetime, include_retired: bool = False) -> list[Lever]:
     """The version of each lever in force at `at` (retired ones only when asked), by slug."""
-    latest: dict[str, Lever] = {}
-    for lever in Lever.objects.filter(effective_from__lte=at).order_by("slug", "effective_from"):
-        latest[lever.slug] = lever
+    latest = versions_in_force(Lever.objects.all(), at=at, series=attrgetter("slug"))
     return [lever for slug, lever in sorted(latest.items()) if include_retired or lever.is_active]
 
 
@@ -54,7 +54,7 @@ def applied_lever_slugs() -> set[str]:
 
 
 def goal_in_force(*, at: datetime) -> Goal | None:
-    return Goal.objects.filter(effective_from__lte=at).order_by("-effective_from").first()
+    return version_in_force(Goal.objects.all(), at=at)
 
 
 def goal_spec(goal: Goal | None) -> GoalSpec:

@@ -62,6 +62,20 @@ def usage_refold_queue(*, deployment: Deployment, start: datetime, end: datetime
     stage_schedule(FOLD)
 
 
+def usage_refold(*, start: datetime, end: datetime | None = None) -> int:
+    """An explicit rebuild: every deployment's rollups of [start, end) queued to be folded
+    again from raw events (the fold does it next). Refused naming `from` when a month of the
+    span lacks raw events, before anything is queued. Returns the deployments queued."""
+    deployments = list(Deployment.objects.select_related("pool"))
+    for deployment in deployments:
+        raw_months_complete_check(pool=deployment.pool, start=start, end=end, field="from")
+    RefoldPending.objects.bulk_create(
+        RefoldPending(deployment=deployment, start=start, end=end) for deployment in deployments
+    )
+    stage_schedule(FOLD)
+    return len(deployments)
+
+
 def version_change_append(*, deployment: Deployment, start: datetime, end: datetime | None):
     """A deployment version (R_ref, w_in, SLO) in force over [start, end): the figures of its
     pool from `start` change (for the measurement; a new SLO also refolds)."""

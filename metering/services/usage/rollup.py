@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
 from django.db import connection, transaction
+from django.db.models.functions import TruncHour
 
 from metering.domain.usage.rollup import (
     HISTOGRAM_SIZE,
@@ -34,7 +35,6 @@ from metering.domain.usage.rollup import (
 from metering.models import (
     DailyUsage,
     Deployment,
-    DeploymentVersion,
     FoldMark,
     FoldPending,
     HourlyUsage,
@@ -42,9 +42,9 @@ from metering.models import (
     UsageChange,
     UsageEvent,
 )
+from metering.selectors.factory import DeploymentVersions
 from metering.services.factory import pools_in_service_store
 from portal import clock
-from portal.effective import InForce, in_force_by
 from portal.periods import hour_floor
 from portal.pipeline import log_append, log_prune
 
@@ -109,14 +109,9 @@ def _changes_append(cells: Iterable[Cell]) -> None:
     )
 
 
-def slo_in_force() -> dict[int, InForce]:
-    """Each deployment's versions, for the SLO in force at an event's time."""
-    return in_force_by(DeploymentVersion.objects.all(), series=lambda v: v.deployment_id)
-
-
-def _slo(versions: dict[int, InForce], deployment_id: int, moment: datetime) -> Slo:
-    series = versions.get(deployment_id)
-    version = series.at(moment) if series is not None else None
+def _slo(versions: DeploymentVersions, deployment_id: int, moment: datetime) -> Slo:
+    """The SLO of the deployment version in force at an event's time."""
+    version = versions.at(deployment_id, moment)
     return Slo() if version is None else Slo(version.slo_ttft_ms, version.slo_tpot_ms)
 
 
@@ -146,7 +141,7 @@ def _events_of(ids: list[int]) -> list[dict]:
 
 def _cell_sums(events: Iterable[dict]) -> dict[Cell, dict]:
     """Events summed per (tenant, deployment, hour), each under the SLO in force at its time."""
-    versions = slo_in_force()
+    versions = DeploymentVersions()
     cells: dict[Cell, dict] = {}
     for event in events:
         time = event["time"].astimezone(UTC)
@@ -244,10 +239,11 @@ def _slo_stage(cursor) -> None:
         "finish timestamptz, slo_ttft_ms integer, slo_tpot_ms integer) ON COMMIT DELETE ROWS"
     )
     cursor.execute("DELETE FROM fold_slo")
+    versions = DeploymentVersions()
     rows = [
         (deployment_id, start, end, version.slo_ttft_ms, version.slo_tpot_ms)
-        for deployment_id, series in slo_in_force().items()
-        for start, end, version in series.spans()
+        for deployment_id in Deployment.objects.values_list("pk", flat=True)
+        for start, end, version in versions.series(deployment_id).spans()
     ]
     if rows:
         with cursor.cursor.copy("COPY fold_slo FROM STDIN (FORMAT BINARY)") as copy:
@@ -439,13 +435,18 @@ def refold_apply() -> int:
 
 def _refold_cells(refold: RefoldPending) -> set[Cell]:
     """The (tenant, hour) cells of a refold's deployment and span: every hour with a rollup
-    row (and, in complete months, the events behind it)."""
+    row or with raw events (complete months only are ever queued: both agree there)."""
     rows = HourlyUsage.objects.filter(deployment_id=refold.deployment_id, hour__gte=refold.start)
+    events = UsageEvent.objects.filter(deployment_id=refold.deployment_id, time__gte=refold.start)
     if refold.end is not None:
         rows = rows.filter(hour__lt=refold.end)
+        events = events.filter(time__lt=refold.end)
+    hours = events.annotate(cell_hour=TruncHour("time", tzinfo=UTC)).values_list(
+        "tenant_id", "cell_hour"
+    )
     return {
         (t, refold.deployment_id, h.astimezone(UTC))
-        for t, h in rows.values_list("tenant_id", "hour")
+        for t, h in {*rows.values_list("tenant_id", "hour"), *hours.distinct()}
     }
 
 

@@ -4,6 +4,8 @@ on the broker of settings (in the embedded default, files in var/broker/). Ctrl-
 SIGTERM) stops both, and everything they started, before it returns."""
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import signal
 import subprocess
@@ -15,6 +17,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 STOP_GRACE_S = 15  # a running job gets this long to finish before it is killed
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 class Command(BaseCommand):
@@ -39,7 +42,9 @@ class Command(BaseCommand):
         # worker's pool and beat), whatever the terminal sends.
         names = {"worker": worker, "web server": web}
         children = [
-            subprocess.Popen(command, cwd=root, start_new_session=True)  # noqa: S603 (our argv)
+            subprocess.Popen(  # noqa: S603 (our own argv)
+                command, cwd=root, start_new_session=True, preexec_fn=_stop_with_parent
+            )
             for command in names.values()
         ]
         stopping = []
@@ -65,6 +70,16 @@ class Command(BaseCommand):
         if not stopping and failed:
             self.stderr.write(f"stopped: the {' and '.join(failed)} exited ({status})")
             sys.exit(1)
+
+
+def _stop_with_parent() -> None:
+    """In the child, before it runs: SIGTERM it if this command dies without stopping it
+    (killed with SIGKILL), so nothing outlives `serve` (Linux; elsewhere a no-op)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
 
 
 def _stop(children: list[subprocess.Popen]) -> str:
