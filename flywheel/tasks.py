@@ -5,6 +5,7 @@ import logging
 from celery import shared_task
 
 from flywheel.services.kpis import snapshots_update
+from portal.clock import parse_instant
 from portal.pipeline import MEASURE, stage_begin, stages_run
 
 log = logging.getLogger(__name__)
@@ -36,15 +37,18 @@ def measure_task() -> None:
     max_retries=0,
     ignore_result=True,
 )
-def cycle_task() -> None:
-    """Measure, diagnose, check the goal, propose levers, after running every stage of the
-    pipeline in this process. Idempotent: the cycle is upserted on its period (the last 7
-    whole UTC days) and a lever application is measured once. No retries: a failed run is
-    retried by hand (manage.py flywheel) or by next week's beat."""
+def cycle_task(start: str | None = None, end: str | None = None) -> None:
+    """Measure, diagnose, check the goal, propose levers for [start, end) (RFC 3339; default
+    the last 7 whole UTC days), after running every stage of the pipeline in this process.
+    Idempotent: the cycle is upserted on its period and a lever application is measured
+    once. No retries: a failed run is retried by hand (manage.py flywheel) or by next
+    week's beat."""
     from flywheel.services.loop.cycles import cycle_run
 
     stages_run()
-    cycle = cycle_run()
+    cycle = cycle_run(
+        start=parse_instant(start) if start else None, end=parse_instant(end) if end else None
+    )
     log.info(
         "flywheel: cycle %s: bottleneck %s, goal met %s",
         cycle,

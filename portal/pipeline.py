@@ -52,11 +52,14 @@ def stage_schedule(name: str) -> None:
 
 
 def _request(name: str) -> None:
-    with transaction.atomic():
-        StageRequest.objects.bulk_create([StageRequest(name=name)], ignore_conflicts=True)
-        asked = StageRequest.objects.filter(name=name, pending=False).update(
-            pending=True, requested_at=clock.now()
-        )
+    now = clock.now()
+    asked = StageRequest.objects.filter(name=name, pending=False).update(
+        pending=True, requested_at=now
+    )
+    if not asked and not StageRequest.objects.filter(name=name).exists():  # the first ask
+        row = StageRequest(name=name, pending=True, requested_at=now)
+        StageRequest.objects.bulk_create([row], ignore_conflicts=True)
+        asked = True  # two first asks at once send twice, once
     if not asked:
         return  # a run is pending already: it will see this change
     try:

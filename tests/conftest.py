@@ -235,21 +235,24 @@ def live_worker(transactional_db, now):
 
 @contextmanager
 def broker_mode(broker: str):
-    """The portal's Celery app in this process sends to `broker` instead of running tasks
-    eagerly (as in production), then back."""
-    from celery import current_app
+    """The portal's Celery app sends to `broker` instead of running tasks eagerly (as in
+    production), then back. Its connection pool is dropped on both sides (kombu keeps pools
+    per broker URL, so a pool is never closed here, only let go)."""
+    from portal.celery import app
 
-    app = current_app._get_current_object()
     conf = app.conf
     saved = conf.task_always_eager, conf.broker_url, conf.broker_transport_options
+
+    def let_go():
+        app._pool = None
+        app.amqp._producer_pool = None
+
+    let_go()
     conf.task_always_eager, conf.broker_url, conf.broker_transport_options = False, broker, {}
     try:
         yield app
     finally:
-        if app._pool is not None:
-            app._pool.force_close_all()
-            app._pool = None
-        app.amqp._producer_pool = None
+        let_go()
         conf.task_always_eager, conf.broker_url, conf.broker_transport_options = saved
 
 

@@ -148,7 +148,7 @@ def test_investor_reads_kpis_and_tenant_cannot(users, client, db):
 
 @on_every_clock
 def test_metrics_carry_the_same_values_as_the_api(
-    now, api, tenant_a, django_capture_on_commit_callbacks
+    now, api, users, session_client, tenant_a, django_capture_on_commit_callbacks
 ):
     """/metrics reads this month through the one KPI read, over the window GET /api/v1/kpis
     measures (kpis.md section 0), with an event in the hour in progress: the same TEF and
@@ -173,9 +173,11 @@ def test_metrics_carry_the_same_values_as_the_api(
         assert now.day == 1 and now.hour == 0
         assert all(not family.samples for family in families.values())
         return
+    overview = session_client(users["operator"]).get("/?period=this_month").context["kpis"]
     for name in ("tef", "tfi", "occupancy", "sla_delivery", "sell_through"):
         gauges = {s.labels["scope"]: s.value for s in families[f"tokenfactory_{name}"].samples}
         assert gauges == {"factory": kpis[name], "p1": kpis[name]}, name
+        assert overview[name] == kpis[name], name
     for name in ("availability", "occupancy", "sla_delivery", "sell_through"):
         assert 0 <= kpis[name] <= 1, name
     assert kpis["to"] == rfc3339(hour_floor(now))  # the hour in progress is not counted
