@@ -322,9 +322,12 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_out": str(BROKER_DIR / "queue"),
         "control_folder": str(BROKER_DIR / "control"),
         "processed_folder": str(BROKER_DIR / "processed"),
+        # How often the worker lists the folder: a stage asked for starts within it
+        # (docs/performance.md, "The embedded default's broker": 0.2 % of a core at idle).
+        "polling_interval": 0.2,
     }
-    for folder in CELERY_BROKER_TRANSPORT_OPTIONS.values():
-        Path(folder).mkdir(parents=True, exist_ok=True)
+    for folder in ("queue", "control", "processed"):
+        (BROKER_DIR / folder).mkdir(parents=True, exist_ok=True)
     # No fanout control messages on files: the worker's remote control stays off.
     CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
     CELERY_BROKER_POOL_LIMIT = 0
