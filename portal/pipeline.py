@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import zlib
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from django.db import connection, models, transaction
 
@@ -115,27 +116,41 @@ def _lock_key(model: type[models.Model]) -> int:
     return zlib.crc32(model._meta.db_table.encode())
 
 
-def log_read(
-    model: type[models.Model], *, consumer: str, log: str, limit: int | None = None
-) -> tuple[list, Cursor]:
-    """The entries of `log` past the cursor of `consumer` (oldest first, at most `limit`),
-    and the cursor, locked until the caller's transaction ends: call it inside the
-    transaction that acts on them and then `cursor_advance`, so a run that fails consumes
-    nothing and two runs never consume the same entries."""
+@dataclass(frozen=True)
+class LogRead:
+    """What one consumer read of a change log: the entries past its cursor, and where its
+    cursor stood when it read them."""
+
+    name: str  # the cursor's name, "<consumer>:<log>"
+    position: int
+    entries: list
+
+
+def log_read(model: type[models.Model], *, consumer: str, log: str) -> LogRead:
+    """The entries of `log` past the cursor of `consumer`, oldest first. Read before the
+    stage writes anything: a stage plans its work from them outside a write transaction
+    (on SQLite a write transaction stops every other writer, ingestion included), then
+    writes in a short one that consumes them (`log_consume`)."""
     if consumer not in LOG_CONSUMERS[log]:
         raise ValueError(f"{consumer} does not read {log}")
     name = f"{consumer}:{log}"
-    Cursor.objects.get_or_create(name=name)
-    cursor = Cursor.objects.select_for_update().get(name=name)
-    entries = model.objects.filter(id__gt=cursor.position).order_by("id")
-    return list(entries[:limit] if limit else entries), cursor
+    position = Cursor.objects.filter(name=name).values_list("position", flat=True).first()
+    if position is None:
+        Cursor.objects.bulk_create([Cursor(name=name)], ignore_conflicts=True)
+        position = 0
+    entries = list(model.objects.filter(id__gt=position).order_by("id"))
+    return LogRead(name=name, position=position, entries=entries)
 
 
-def cursor_advance(cursor: Cursor, entries: list) -> None:
-    """Move the cursor past `entries` (read with `log_read`) in the caller's transaction."""
-    if entries:
-        cursor.position = entries[-1].id
-        cursor.save(update_fields=["position"])
+def log_consume(read: LogRead) -> bool:
+    """In the transaction that writes what the entries of `read` caused: move the cursor
+    past them, if it still stands where it stood when they were read. False when another
+    run of the stage has consumed them meanwhile: the caller rolls back and reads again.
+    The cursor's row stays locked until the transaction ends, so two runs never both
+    consume the same entries, and a killed run consumes nothing."""
+    position = read.entries[-1].id if read.entries else read.position
+    moved = Cursor.objects.filter(name=read.name, position=read.position).update(position=position)
+    return moved == 1
 
 
 def log_prune(model: type[models.Model], *, log: str) -> int:

@@ -19,9 +19,9 @@ from django.db.models import F, Q, QuerySet, Sum
 from billing.domain.rating.types import RatingError
 from billing.models import RatedChange, RatedTenantMonth, RatedUsage
 from portal.access import tenant_scoped
-from portal.models import Cursor, Tenant
+from portal.models import Tenant
 from portal.periods import Period, month_start, next_month
-from portal.pipeline import log_read
+from portal.pipeline import LogRead, log_read
 
 ZERO = Decimal(0)
 
@@ -204,7 +204,7 @@ def realization_get(*, period: Period, user) -> Realization:
     )
 
 
-def rated_changes_read(*, consumer: str) -> tuple[list[RatedChange], Cursor]:
-    """The entries of billing's change log past `consumer`'s cursor, oldest first, and the
-    cursor, locked: call it in the transaction that consumes them (portal.pipeline)."""
+def rated_changes_read(*, consumer: str) -> LogRead:
+    """The entries of billing's change log past `consumer`'s cursor, oldest first; the
+    stage consumes them with portal.pipeline.log_consume in the transaction that acts."""
     return log_read(RatedChange, consumer=consumer, log="billing.rated")

@@ -2,10 +2,10 @@
 the rate stage (portal.pipeline). The stage reads what changed past its own cursors:
 metering's change log (a tenant's usage of an hour) and billing's own queue (a price,
 contract or promotion from an hour on, an invoice that spent promotions); it rates those
-tenant-months again, hour by hour in one `month_rate` per month, replaces their rated usage
-(RatedUsage: per tenant, deployment, hour and sale) and totals (RatedTenantMonth), appends
-the first hour whose rated usage changed per tenant to billing's change log, and advances
-its cursor, all in one transaction. The measurement, TFOM revenue, price realization and
+tenant-months again, hour by hour in one `month_rate` per month; then, in one short
+transaction, it replaces their rated usage (RatedUsage: per tenant, deployment, hour and
+sale) and totals (RatedTenantMonth), appends the first hour whose rated usage changed per
+tenant to billing's change log, and consumes what it read. The measurement, TFOM revenue, price realization and
 SLA credits read the stored rows and never run the rating.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, time
 from decimal import Decimal, localcontext
 
@@ -34,7 +35,7 @@ from portal.models import Tenant
 from portal.money import EXACT
 from portal.periods import hour_floor
 from portal.periods import month_start as month_floor
-from portal.pipeline import RATE, cursor_advance, log_append, log_prune, stage_schedule
+from portal.pipeline import RATE, log_append, log_consume, log_prune, stage_schedule
 
 ZERO = Decimal(0)
 HUNDRED = Decimal(100)
@@ -42,10 +43,6 @@ HUNDRED = Decimal(100)
 _TOKENS = ("input_tokens", "cached_tokens", "output_tokens")
 _COMPLIANT = tuple(f"compliant_{name}" for name in _TOKENS)
 _MONEY = ("list_value", "contract_discount", "tier_discount", "realized", "promotions")
-
-# The rate stage runs one at a time (beat, a write's request, a command): two at once would
-# rate the same tenant-months from the same changes.
-RATED_LOCK = 0x52617465  # pg_advisory_xact_lock key, "Rate"
 
 
 def rating_queue(*, start: datetime, tenant: Tenant | None = None) -> None:
@@ -58,23 +55,26 @@ def rating_queue(*, start: datetime, tenant: Tenant | None = None) -> None:
 
 def rated_usage_update() -> int:
     """The rate stage: every tenant-month that metering's change log (past this stage's
-    cursor) or billing's queue names rated again with its rated usage, and the changes
-    appended to billing's change log, in one transaction behind a lock. Returns the
-    tenant-months rated."""
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [RATED_LOCK])
-        changes, cursor = usage_changes_read(consumer=RATE)
-        stale = _usage_months(changes)
-        for month, tenant_ids in _queued_months().items():
+    cursor) or billing's queue names is rated again, then its rated usage and totals are
+    replaced and the changes appended to billing's change log in one short transaction
+    that consumes what was read (the rating itself runs before it: on SQLite a write
+    transaction holds back ingestion). Returns the tenant-months rated."""
+    while True:
+        changes = usage_changes_read(consumer=RATE)
+        queued = list(RatingPending.objects.values_list("pk", "tenant_id", "start"))
+        stale = _usage_months(changes.entries)
+        for month, tenant_ids in _queued_months(queued).items():
             stale[month] |= tenant_ids
-        rated = 0
-        for month, tenant_ids in sorted(stale.items()):
-            rated += _rate_and_store(month_start=month, tenant_ids=sorted(tenant_ids))
-        cursor_advance(cursor, changes)
-    log_prune(RatedChange, log="billing.rated")
-    return rated
+        ratings = [_rate(month, sorted(ids)) for month, ids in sorted(stale.items())]
+        with transaction.atomic():
+            claimed, _ = RatingPending.objects.filter(pk__in=[q[0] for q in queued]).delete()
+            if not log_consume(changes) or claimed != len(queued):
+                transaction.set_rollback(True)  # another run took them meanwhile: again
+                continue
+            for rating in ratings:
+                _store(rating)
+        log_prune(RatedChange, log="billing.rated")
+        return sum(len(rating.months) for rating in ratings)
 
 
 def _usage_months(changes) -> dict[datetime, set[int]]:
@@ -86,12 +86,10 @@ def _usage_months(changes) -> dict[datetime, set[int]]:
     return months
 
 
-def _queued_months() -> dict[datetime, set[int]]:
-    """The tenant-months with usage that billing's queue names, the queue claimed."""
-    queued = list(RatingPending.objects.values_list("pk", "tenant_id", "start"))
+def _queued_months(queued: list[tuple]) -> dict[datetime, set[int]]:
+    """The tenant-months with usage that billing's queue (pk, tenant id, start) names."""
     if not queued:
         return {}
-    RatingPending.objects.filter(pk__in=[pk for pk, _, _ in queued]).delete()
     months: dict[datetime, set[int]] = defaultdict(set)
     first = min(month_floor(start) for _, _, start in queued)
     usage = (
@@ -127,9 +125,18 @@ def tenant_month_totals(
     return rated_month_totals(month_start=month_start, tenants=tenants)
 
 
-def _rate_and_store(*, month_start: datetime, tenant_ids: list[int]) -> int:
-    """Rate the tenants' month, replace their rated usage and totals, and append to billing's
-    change log the first hour each tenant's rated usage changed from."""
+@dataclass(frozen=True)
+class _Rated:
+    """One month's rating of some tenants, ready to store."""
+
+    month_start: datetime
+    tenant_ids: list[int]
+    months: list[RatedTenantMonth]  # the tenant-months' totals
+    usage: list[tuple]  # rated usage rows of _FIELDS
+
+
+def _rate(month_start: datetime, tenant_ids: list[int]) -> _Rated:
+    """Rate the tenants' month (reads only)."""
     rating = month_rate(
         month_start=month_start, tenants=list(Tenant.objects.filter(pk__in=tenant_ids))
     )
@@ -147,19 +154,25 @@ def _rate_and_store(*, month_start: datetime, tenant_ids: list[int]) -> int:
             )
             row.minimum_shortfall = rated.minimum_shortfall
         rows.append(row)
-    stored = RatedUsage.objects.filter(month_start=month_start, tenant_id__in=tenant_ids)
+    return _Rated(month_start, tenant_ids, rows, _rated_usage(rating))
+
+
+def _store(rated: _Rated) -> None:
+    """Replace the tenant-months' rated usage and totals, and append to billing's change log
+    the first hour each tenant's rated usage changed from."""
+    ids = rated.tenant_ids
+    stored = RatedUsage.objects.filter(month_start=rated.month_start, tenant_id__in=ids)
     before = _cells(stored)
     stored.delete()
-    rows_insert(RatedUsage._meta.db_table, _FIELDS, _rated_usage(rating))
+    rows_insert(RatedUsage._meta.db_table, _FIELDS, rated.usage)
     RatedTenantMonth.objects.bulk_create(
-        rows,
+        rated.months,
         update_conflicts=True,
         unique_fields=["tenant", "month_start"],
         update_fields=["currency", "usage_amount", "minimum_shortfall", "error", "rated_at"],
     )
-    after = _cells(RatedUsage.objects.filter(month_start=month_start, tenant_id__in=tenant_ids))
+    after = _cells(RatedUsage.objects.filter(month_start=rated.month_start, tenant_id__in=ids))
     log_append(RatedChange, _first_changes(before, after), log="billing.rated")
-    return len(rows)
 
 
 def _cells(rows) -> dict[tuple[int, int, datetime, str], tuple]:

@@ -5,7 +5,7 @@ The measure stage reads what changed past its own cursors (metering's change log
 capacity and deployment versions; billing's change log: rated usage) and measures again the
 days and months the changes fall in, the open day and month up to the window a read uses
 (kpis.md section 0: to the fold's mark, floored to the hour), and closes each day and month
-that ended, all in one transaction with its cursors. `snapshots_measure` measures any range.
+that ended; it writes them in one short transaction that consumes what it read. `snapshots_measure` measures any range.
 Every write is an upsert on (scope, period_kind, period_start) computed from the published
 read models alone, so a rerun after a crash leaves one identical row per key.
 """
@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 
 from billing.selectors.rated import rated_changes_read
 from flywheel.domain.kpis import Kpis
@@ -30,10 +30,7 @@ from metering.selectors.usage import usage_metered_until
 from portal import clock
 from portal.money import money_str
 from portal.periods import day_floor, hour_floor, month_start, months_before, next_month
-from portal.pipeline import MEASURE, cursor_advance
-
-# The measure stage runs one at a time: two at once would measure the same changes.
-MEASURE_LOCK = 0x4D656173  # pg_advisory_xact_lock key, "Meas"
+from portal.pipeline import MEASURE, log_consume
 
 Span = tuple[datetime, datetime]  # [start, end)
 
@@ -73,36 +70,31 @@ def snapshots_measure(
     *, start: datetime, end: datetime, now: datetime | None = None
 ) -> list[KpiSnapshot]:
     """Measure every scope for each day and month that [start, end) touches and upsert the
-    snapshots: `_measure` of those days (and their months)."""
+    snapshots (`_measured`). Returns the rows upserted."""
     now = now or clock.now()
-    return _measure(days=_days(start, min(end, now)), now=now)
+    rows = _measured(days=_days(start, min(end, now)), now=now)
+    with transaction.atomic():
+        _upsert(rows)
+    return rows
 
 
-def _measure(*, days: Iterable[datetime], now: datetime) -> list[KpiSnapshot]:
-    """Measure the days, then the months holding them, each up to the read window's end
-    (`measured_until`) and closed once it ends before it. Days are measured live from the
-    published read models, a month's days in one load; a month is then read from its closed
-    day snapshots and the live rest, as a read of it would be. Returns the rows upserted."""
+def _measured(*, days: Iterable[datetime], now: datetime) -> list[KpiSnapshot]:
+    """The snapshots of the days and of the months holding them (reads only), each up to
+    the read window's end (`measured_until`) and closed once it ends before it: measured
+    from the published read models, each month in one load."""
     to = measured_until(now=now)
     by_month: dict[datetime, list[datetime]] = {}
     for day in sorted({day for day in days if day < to}):
         by_month.setdefault(month_start(day), []).append(day)
     rows: list[KpiSnapshot] = []
     for month, month_days in by_month.items():
-        live = FactoryData(start=month_days[0], end=min(month_days[-1] + DAY, to), snapshots=False)
-        day_rows = [
-            _snapshot(live, scope, KpiSnapshot.PeriodKind.DAY, day, min(day + DAY, to), now)
-            for day in month_days
-            for scope in live.scopes()
-        ]
-        _upsert(day_rows)
-        data = FactoryData(start=month, end=min(next_month(month), to))
-        month_rows = [
-            _snapshot(data, scope, KpiSnapshot.PeriodKind.MONTH, month, data.end, now)
-            for scope in data.scopes()
-        ]
-        _upsert(month_rows)
-        rows += day_rows + month_rows
+        live = FactoryData(start=month, end=min(next_month(month), to), snapshots=False)
+        for scope in live.scopes():
+            rows += [
+                _snapshot(live, scope, KpiSnapshot.PeriodKind.DAY, day, min(day + DAY, to), now)
+                for day in month_days
+            ]
+            rows.append(_snapshot(live, scope, KpiSnapshot.PeriodKind.MONTH, month, live.end, now))
     return rows
 
 
@@ -143,26 +135,28 @@ def _upsert(rows: list[KpiSnapshot]) -> None:
 
 def snapshots_update(*, now: datetime | None = None) -> int:
     """The measure stage: measure again the days (and months) that metering's and billing's
-    change logs name past this stage's cursors, every day since the last closed one (the
-    open day up to the read window's end, and days that ended since the last run), and
-    advance both cursors, in one transaction. Returns the snapshots written."""
+    change logs name past this stage's cursors, and every day since the last closed one
+    whose snapshot does not reach the read window's end (the open day, days that ended);
+    then upsert them in one short transaction that consumes both logs' entries. Returns
+    the snapshots written."""
     now = now or clock.now()
-    with transaction.atomic():
-        if connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [MEASURE_LOCK])
-        usage, usage_cursor = usage_changes_read(consumer=MEASURE)
-        rated, rated_cursor = rated_changes_read(consumer=MEASURE)
+    while True:
+        usage = usage_changes_read(consumer=MEASURE)
+        rated = rated_changes_read(consumer=MEASURE)
         first = _first_in_service()
         days: set[datetime] = set()
         if first is not None:
-            for span_start, span_end in [*_usage_spans(usage), *_rated_spans(rated)]:
+            spans = [*_usage_spans(usage.entries), *_rated_spans(rated.entries)]
+            for span_start, span_end in spans:
                 days.update(_days(max(span_start, first), min(span_end, now)))
             days.update(_stale_open_days(since=_open_since(first, now), now=now))
-        written = len(_measure(days=days, now=now))
-        cursor_advance(usage_cursor, usage)
-        cursor_advance(rated_cursor, rated)
-    return written
+        rows = _measured(days=days, now=now)
+        with transaction.atomic():
+            if not (log_consume(usage) and log_consume(rated)):
+                transaction.set_rollback(True)  # another run measured them meanwhile: again
+                continue
+            _upsert(rows)
+        return len(rows)
 
 
 def _first_in_service() -> datetime | None:

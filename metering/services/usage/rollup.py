@@ -70,23 +70,21 @@ def usage_fold(*, batch: int = 20_000) -> int:
     folded added to its hour, `batch` events a transaction; the changed hours appended to
     metering's change log. Returns the events folded."""
     refold_apply()
+    add = _add_postgresql if connection.vendor == "postgresql" else _add_orm
     folded = 0
-    while True:
-        with transaction.atomic():
-            _lock()
-            claimed, cells = (
-                _add_postgresql(batch) if connection.vendor == "postgresql" else _add_orm(batch)
-            )
-            if not claimed:
-                break
-            rollup_days({(t, d, h.astimezone(UTC).date()) for t, d, h in cells})
-            _changes_append(cells)
-            folded += claimed
+    while claimed := add(batch):
+        folded += claimed
     if folded:
         pools_in_service_store()
     fold_mark_store()
     log_prune(UsageChange, log="metering.usage")
     return folded
+
+
+def _folded(cells: set[Cell]) -> None:
+    """After adding to the cells' hours, in the same transaction: their days, and the log."""
+    rollup_days({(t, d, h.astimezone(UTC).date()) for t, d, h in cells})
+    _changes_append(cells)
 
 
 def _lock() -> None:
@@ -118,17 +116,25 @@ def _slo(versions: DeploymentVersions, deployment_id: int, moment: datetime) -> 
 # --- adding accepted events (SQLite and others: the ORM with the domain rule) ---
 
 
-def _add_orm(batch: int) -> tuple[int, set[Cell]]:
-    pending = list(
-        FoldPending.objects.order_by("event_id").values_list("event_id", flat=True)[:batch]
-    )
-    if not pending:
-        return 0, set()
-    FoldPending.objects.filter(event_id__in=pending).delete()
-    events = _events_of(pending)
-    sums = _cell_sums(events)
-    _hourly_add(sums)
-    return len(pending), set(sums)
+def _add_orm(batch: int) -> int:
+    """Up to `batch` pending events summed first (reads only), then claimed and added in
+    one short transaction (on SQLite a write transaction holds ingestion back). Returns
+    the events folded."""
+    while True:
+        pending = list(
+            FoldPending.objects.order_by("event_id").values_list("event_id", flat=True)[:batch]
+        )
+        if not pending:
+            return 0
+        sums = _cell_sums(_events_of(pending))
+        with transaction.atomic():
+            claimed, _ = FoldPending.objects.filter(event_id__in=pending).delete()
+            if claimed != len(pending):
+                transaction.set_rollback(True)  # another fold took some meanwhile: again
+                continue
+            _hourly_add(sums)
+            _folded(set(sums))
+        return claimed
 
 
 def _events_of(ids: list[int]) -> list[dict]:
@@ -205,10 +211,12 @@ def _row_sums(row) -> dict:
 # --- adding accepted events (PostgreSQL: two statements) ---
 
 
-def _add_postgresql(batch: int) -> tuple[int, set[Cell]]:
+def _add_postgresql(batch: int) -> int:
     """Claim up to `batch` pending events into a transaction-local table, then add their sums
-    to their hours in one INSERT … ON CONFLICT DO UPDATE that adds."""
-    with connection.cursor() as cursor:
+    to their hours in one INSERT … ON CONFLICT DO UPDATE that adds, in one transaction.
+    Returns the events folded."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        _lock()
         _slo_stage(cursor)
         cursor.execute(
             "CREATE TEMP TABLE IF NOT EXISTS fold_claimed (event_id bigint, time timestamptz) "
@@ -225,11 +233,11 @@ def _add_postgresql(batch: int) -> tuple[int, set[Cell]]:
         )
         claimed = cursor.fetchone()[0]
         if not claimed:
-            return 0, set()
+            return 0
         cursor.execute("ANALYZE fold_claimed")
         cursor.execute(_add_sql())
-        cells = {(t, d, h.astimezone(UTC)) for t, d, h in cursor.fetchall()}
-    return claimed, cells
+        _folded({(t, d, h.astimezone(UTC)) for t, d, h in cursor.fetchall()})
+    return claimed
 
 
 def _slo_stage(cursor) -> None:
@@ -428,8 +436,7 @@ def refold_apply() -> int:
             _refold_postgresql(cells)
         else:
             _hourly_add(_cell_sums(_folded_events(cells)))
-        rollup_days({(t, d, h.date()) for t, d, h in cells})
-        _changes_append(cells)
+        _folded(cells)
         return len(cells)
 
 
