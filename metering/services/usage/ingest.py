@@ -212,7 +212,8 @@ def _store_sqlite(
             [EventKey._meta.db_table],
         )
         first = cursor.fetchone()[0] + 1
-        received = _sqlite_instant(received_at)
+        instant = connection.ops.adapt_datetimefield_value  # as Django stores it: naive UTC
+        received = instant(received_at)
         numbered = list(enumerate(new_rows, start=first))
         cursor.executemany(
             "INSERT INTO metering_eventkey (id, source, event_id, payload_hash, received_at) "
@@ -226,11 +227,11 @@ def _store_sqlite(
             "INSERT INTO metering_usageevent (id, time, tenant_id, deployment_id, input_tokens, "
             "cached_tokens, output_tokens, ttft_ms, tpot_ms, latency_ms, is_error, requests) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            [(pk, _sqlite_instant(r.event.time), *_event_values(r)) for pk, r in numbered],
+            [(pk, instant(r.event.time), *_event_values(r)) for pk, r in numbered],
         )
         cursor.executemany(
             "INSERT INTO metering_foldpending (event_id, time, queued_at) VALUES (%s, %s, %s)",
-            [(pk, _sqlite_instant(r.event.time), received) for pk, r in numbered],
+            [(pk, instant(r.event.time), received) for pk, r in numbered],
         )
     return len(new_rows), len(rows) - len(new_rows)
 
@@ -248,11 +249,6 @@ def _stored_digests(rows: Sequence[_Row]) -> dict[tuple[str, str], str]:
             if (source, event_id) in keys:
                 stored[(source, event_id)] = digest
     return stored
-
-
-def _sqlite_instant(moment: datetime) -> str:
-    """A time as Django stores it in SQLite: naive UTC text."""
-    return str(moment.astimezone(UTC).replace(tzinfo=None))
 
 
 def _event_values(row: _Row) -> tuple:

@@ -7,16 +7,17 @@ hours queued for a refold (a new SLO over hours already folded), which are only 
 for months whose raw events are complete. Days are the sums of their hours. Every changed
 (tenant, pool, hour) is appended to metering's change log in the same transaction.
 
-On PostgreSQL each step is one statement (the sums never leave the database); other
-databases fold through the ORM with the domain rule (metering.domain.usage.rollup). Tests
-hold both equal.
+Each step is one SQL statement on both databases (the sums never leave the database: on
+SQLite, the embedded default, the fold then holds the write lock for milliseconds, not the
+seconds summing in Python took); the few spellings that differ are chosen in one place
+(`_dialect`). Tests hold the rollups equal to a direct aggregation of the raw events.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from itertools import pairwise
 
 from django.db import connection, transaction
@@ -27,16 +28,10 @@ from metering.domain.usage.rollup import (
     LATENCY_BUCKETS_MS,
     SUM_FIELDS,
     TOKEN_FIELDS,
-    Slo,
-    empty_sums,
-    event_add,
-    rows_sum,
 )
 from metering.models import (
-    DailyUsage,
     Deployment,
     FoldMark,
-    FoldPending,
     HourlyUsage,
     RefoldPending,
     UsageChange,
@@ -59,20 +54,14 @@ HOUR = timedelta(hours=1)
 # transactions (safe) but refolds must not overlap an add, and overlapping cells deadlock.
 ROLLUP_LOCK = 0x526F6C6C  # pg_advisory_xact_lock key, "Roll"
 
-_EVENT_FIELDS = (
-    "tenant_id", "deployment_id", "time", *TOKEN_FIELDS,
-    "ttft_ms", "tpot_ms", "latency_ms", "is_error", "requests",
-)  # fmt: skip
-
 
 def usage_fold(*, batch: int = 20_000) -> int:
     """The fold: hours queued for a refold folded again, then every accepted event not yet
     folded added to its hour, `batch` events a transaction; the changed hours appended to
     metering's change log. Returns the events folded."""
     refold_apply()
-    add = _add_postgresql if connection.vendor == "postgresql" else _add_orm
     folded = 0
-    while claimed := add(batch):
+    while claimed := _add(batch):
         folded += claimed
     if folded:
         pools_in_service_store()
@@ -107,121 +96,86 @@ def _changes_append(cells: Iterable[Cell]) -> None:
     )
 
 
-def _slo(versions: DeploymentVersions, deployment_id: int, moment: datetime) -> Slo:
-    """The SLO of the deployment version in force at an event's time."""
-    version = versions.at(deployment_id, moment)
-    return Slo() if version is None else Slo(version.slo_ttft_ms, version.slo_tpot_ms)
+# --- the few spellings PostgreSQL and SQLite do not share ---
 
 
-# --- adding accepted events (SQLite and others: the ORM with the domain rule) ---
+def _dialect(postgresql: str, sqlite: str) -> str:
+    return postgresql if connection.vendor == "postgresql" else sqlite
 
 
-def _add_orm(batch: int) -> int:
-    """Up to `batch` pending events summed first (reads only), then claimed and added in
-    one short transaction (on SQLite a write transaction holds ingestion back). Returns
-    the events folded."""
-    while True:
-        pending = list(
-            FoldPending.objects.order_by("event_id").values_list("event_id", flat=True)[:batch]
-        )
-        if not pending:
-            return 0
-        sums = _cell_sums(_events_of(pending))
-        with transaction.atomic():
-            claimed, _ = FoldPending.objects.filter(event_id__in=pending).delete()
-            if claimed != len(pending):
-                transaction.set_rollback(True)  # another fold took some meanwhile: again
-                continue
-            _hourly_add(sums)
-            _folded(set(sums))
-        return claimed
-
-
-def _events_of(ids: list[int]) -> list[dict]:
-    events = []
-    for start in range(0, len(ids), 900):  # SQLite takes at most 999 parameters
-        chunk = ids[start : start + 900]
-        events += UsageEvent.objects.filter(id__in=chunk).values(*_EVENT_FIELDS)
-    return events
-
-
-def _cell_sums(events: Iterable[dict]) -> dict[Cell, dict]:
-    """Events summed per (tenant, deployment, hour), each under the SLO in force at its time."""
-    versions = DeploymentVersions()
-    cells: dict[Cell, dict] = {}
-    for event in events:
-        time = event["time"].astimezone(UTC)
-        key = (event["tenant_id"], event["deployment_id"], hour_floor(time))
-        sums = cells.get(key)
-        if sums is None:
-            sums = cells[key] = empty_sums()
-        event_add(sums, event, slo=_slo(versions, event["deployment_id"], time))
-    return cells
-
-
-def _hourly_add(cells: dict[Cell, dict]) -> None:
-    """Add the sums to the cells' hourly rows (created when missing)."""
-    existing = _hourly_rows(cells)
-    rows = []
-    for (tenant_id, deployment_id, hour), sums in cells.items():
-        row = existing.get((tenant_id, deployment_id, hour))
-        if row is not None:
-            total = rows_sum([_row_sums(row), sums])
-            is_demo = row.is_demo
-        else:
-            total, is_demo = sums, False
-        rows.append(
-            HourlyUsage(
-                tenant_id=tenant_id,
-                deployment_id=deployment_id,
-                hour=hour,
-                is_demo=is_demo,
-                **total,
-            )
-        )
-    HourlyUsage.objects.bulk_create(
-        rows,
-        batch_size=500,
-        update_conflicts=True,
-        unique_fields=["tenant", "deployment", "hour"],
-        update_fields=ROLLUP_COLUMNS,
+def _hour_sql(column: str) -> str:
+    """The UTC hour of a timestamp column (SQLite stores naive UTC text)."""
+    return _dialect(
+        f"date_trunc('hour', {column}, 'UTC')", f"strftime('%Y-%m-%d %H:00:00', {column})"
     )
 
 
-def _hourly_rows(cells: Iterable[Cell]) -> dict[Cell, HourlyUsage]:
-    by_deployment: dict[int, set[datetime]] = defaultdict(set)
-    for _, deployment_id, hour in cells:
-        by_deployment[deployment_id].add(hour)
-    rows = {}
-    for deployment_id, hours in by_deployment.items():
-        for row in HourlyUsage.objects.filter(
-            deployment_id=deployment_id, hour__gte=min(hours), hour__lte=max(hours)
-        ):
-            rows[(row.tenant_id, row.deployment_id, row.hour.astimezone(UTC))] = row
-    return rows
+def _array_sql(items: Iterable[str]) -> str:
+    return "{}({})".format(_dialect("jsonb_build_array", "json_array"), ", ".join(items))
 
 
-def _row_sums(row) -> dict:
-    return {
-        **{name: getattr(row, name) for name in SUM_FIELDS},
-        "latency_histogram": row.latency_histogram,
-    }
+def _instant(value: str | datetime) -> datetime:
+    """A timestamp read back from SQL, in UTC."""
+    if isinstance(value, str):  # SQLite
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-# --- adding accepted events (PostgreSQL: two statements) ---
+def _stage(cursor, table: str, columns: str, types: list[str], rows: Iterable[tuple]) -> None:
+    """Fill a temporary table of this connection (emptied first: an earlier batch of an
+    enclosing transaction may have left rows) with `rows`."""
+    temp = _dialect(f"{table} ({columns}) ON COMMIT DELETE ROWS", f"{table} ({columns})")
+    cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {temp}")
+    # Table names and SQL below are constants of this module, never input.
+    cursor.execute(f"DELETE FROM {table}")  # noqa: S608
+    if connection.vendor == "postgresql":
+        with cursor.cursor.copy(f"COPY {table} FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(types)
+            for row in rows:
+                copy.write_row(row)
+        cursor.execute(f"ANALYZE {table}")
+        return
+    cursor.executemany(
+        f"INSERT INTO {table} VALUES ({', '.join(['%s'] * len(types))})",  # noqa: S608
+        [tuple(_value(v) for v in row) for row in rows],
+    )
 
 
-def _add_postgresql(batch: int) -> int:
-    """Claim up to `batch` pending events into a transaction-local table, then add their sums
-    to their hours in one INSERT … ON CONFLICT DO UPDATE that adds, in one transaction.
+def _value(value):
+    """A query parameter as the database stores it (SQLite: timestamps as naive UTC text)."""
+    if connection.vendor == "postgresql":
+        return value
+    if isinstance(value, datetime):
+        return connection.ops.adapt_datetimefield_value(value)
+    if isinstance(value, date):
+        return connection.ops.adapt_datefield_value(value)
+    return value
+
+
+# --- adding accepted events ---
+
+
+def _add(batch: int) -> int:
+    """Claim up to `batch` pending events into a temporary table, then add their sums to
+    their hours in one INSERT … ON CONFLICT DO UPDATE that adds, in one transaction.
     Returns the events folded."""
     with transaction.atomic(), connection.cursor() as cursor:
         _lock()
         _slo_stage(cursor)
+        claimed = _claim(cursor, batch)
+        if not claimed:
+            return 0
+        cursor.execute(_add_sql())
+        _folded({(t, d, _instant(h)) for t, d, h in cursor.fetchall()})
+    return claimed
+
+
+def _claim(cursor, batch: int) -> int:
+    """Move up to `batch` events from the fold's queue into `fold_claimed`; their number."""
+    if connection.vendor == "postgresql":
         cursor.execute(
             "CREATE TEMP TABLE IF NOT EXISTS fold_claimed (event_id bigint, time timestamptz) "
-            "ON COMMIT DELETE ROWS; "
-            "DELETE FROM fold_claimed"  # left by an earlier batch of an enclosing transaction
+            "ON COMMIT DELETE ROWS; DELETE FROM fold_claimed"
         )
         cursor.execute(
             "WITH claimed AS (DELETE FROM metering_foldpending WHERE event_id IN ("
@@ -232,37 +186,49 @@ def _add_postgresql(batch: int) -> int:
             [batch],
         )
         claimed = cursor.fetchone()[0]
-        if not claimed:
-            return 0
-        cursor.execute("ANALYZE fold_claimed")
-        cursor.execute(_add_sql())
-        _folded({(t, d, h.astimezone(UTC)) for t, d, h in cursor.fetchall()})
-    return claimed
+        if claimed:
+            cursor.execute("ANALYZE fold_claimed")
+        return claimed
+    # SQLite: the transaction holds the database's write lock from its start (IMMEDIATE,
+    # portal.settings), so no other fold can claim the same events.
+    cursor.execute(
+        "CREATE TEMP TABLE IF NOT EXISTS fold_claimed (event_id integer PRIMARY KEY, time text)"
+    )
+    cursor.execute("DELETE FROM fold_claimed")
+    cursor.execute(
+        "INSERT INTO fold_claimed SELECT event_id, time FROM metering_foldpending "
+        "ORDER BY event_id LIMIT %s",
+        [batch],
+    )
+    cursor.execute(
+        "DELETE FROM metering_foldpending WHERE event_id IN (SELECT event_id FROM fold_claimed)"
+    )
+    return cursor.rowcount
 
 
 def _slo_stage(cursor) -> None:
-    """Each deployment version's span and SLO thresholds, in a transaction-local table."""
-    cursor.execute(
-        "CREATE TEMP TABLE IF NOT EXISTS fold_slo (deployment_id bigint, start timestamptz, "
-        "finish timestamptz, slo_ttft_ms integer, slo_tpot_ms integer) ON COMMIT DELETE ROWS"
-    )
-    cursor.execute("DELETE FROM fold_slo")
+    """Each deployment version's span and SLO thresholds, in a temporary table (`fold_slo`)."""
     versions = DeploymentVersions()
-    rows = [
-        (deployment_id, start, end, version.slo_ttft_ms, version.slo_tpot_ms)
-        for deployment_id in Deployment.objects.values_list("pk", flat=True)
-        for start, end, version in versions.series(deployment_id).spans()
-    ]
-    if rows:
-        with cursor.cursor.copy("COPY fold_slo FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["int8", "timestamptz", "timestamptz", "int4", "int4"])
-            for row in rows:
-                copy.write_row(row)
+    _stage(
+        cursor,
+        "fold_slo",
+        "deployment_id bigint, start timestamptz, finish timestamptz, slo_ttft_ms integer, "
+        "slo_tpot_ms integer",
+        ["int8", "timestamptz", "timestamptz", "int4", "int4"],
+        [
+            (deployment_id, start, end, version.slo_ttft_ms, version.slo_tpot_ms)
+            for deployment_id in Deployment.objects.values_list("pk", flat=True)
+            for start, end, version in versions.series(deployment_id).spans()
+        ],
+    )
 
 
 def _sums_sql() -> list[str]:
-    """The SUM_FIELDS of events `e` under their version's thresholds `v`, in SQL: the twin of
-    metering.domain.usage.rollup.event_add, then the histogram as a JSON array."""
+    """What a rollup row holds (metering.domain.usage.rollup) of events `e` under their
+    version's thresholds `v`: the SUM_FIELDS, then the latency histogram. An event stands
+    for `requests` requests: its tokens are their totals, its latencies their means, so the
+    counts and latency sums weigh it `requests` times; a request is compliant when it did
+    not fail and meets each threshold set (metering.domain.usage.compliance)."""
     ok = "NOT e.is_error"
     compliant = (
         "NOT e.is_error"
@@ -289,7 +255,7 @@ def _sums_sql() -> list[str]:
         if upper is not None:
             terms.append(f"e.latency_ms <= {upper}")
         buckets.append(n.format(f" FILTER (WHERE {' AND '.join(terms)})"))
-    return [sums[name] for name in SUM_FIELDS] + [f"jsonb_build_array({', '.join(buckets)})"]
+    return [sums[name] for name in SUM_FIELDS] + [_array_sql(buckets)]
 
 
 _COLUMNS = ", ".join(ROLLUP_COLUMNS)
@@ -299,26 +265,25 @@ _SLO_JOIN = (
 )
 
 
-def _histogram_add(table: str) -> str:
-    return "jsonb_build_array({})".format(
-        ", ".join(
-            f"COALESCE(({table}.latency_histogram ->> {i})::bigint, 0) "
-            f"+ COALESCE((EXCLUDED.latency_histogram ->> {i})::bigint, 0)"
-            for i in range(HISTOGRAM_SIZE)
-        )
-    )
+def _bucket(table: str, index: int) -> str:
+    return f"CAST({table}.latency_histogram ->> {index} AS bigint)"
 
 
 def _add_sql() -> str:
     table = "metering_hourlyusage"
     adds = [f"{name} = {table}.{name} + EXCLUDED.{name}" for name in SUM_FIELDS]
-    adds.append(f"latency_histogram = {_histogram_add(table)}")
+    histogram = (
+        f"COALESCE({_bucket(table, i)}, 0) + COALESCE({_bucket('EXCLUDED', i)}, 0)"
+        for i in range(HISTOGRAM_SIZE)
+    )
+    adds.append(f"latency_histogram = {_array_sql(histogram)}")
     return (
         f"INSERT INTO {table} (tenant_id, deployment_id, hour, {_COLUMNS}) "  # noqa: S608
-        f"SELECT e.tenant_id, e.deployment_id, date_trunc('hour', e.time, 'UTC'), "
+        f"SELECT e.tenant_id, e.deployment_id, {_hour_sql('e.time')}, "
         f"{', '.join(_sums_sql())}, false "
         "FROM fold_claimed p JOIN metering_usageevent e ON e.id = p.event_id AND e.time = p.time "
         f"{_SLO_JOIN}"
+        "WHERE true "  # SQLite: an upsert's SELECT needs a WHERE to parse its ON CONFLICT
         "GROUP BY 1, 2, 3 "
         f"ON CONFLICT (tenant_id, deployment_id, hour) DO UPDATE SET {', '.join(adds)} "
         "RETURNING tenant_id, deployment_id, hour"
@@ -329,78 +294,10 @@ def _add_sql() -> str:
 
 
 def rollup_days(day_cells: set[tuple[int, int, object]]) -> None:
-    """Daily rows = the sum of their hourly rows (tenant id, deployment id, UTC date)."""
+    """Daily rows = the sum of their hourly rows (tenant id, deployment id, UTC date), in
+    one INSERT … SELECT."""
     if not day_cells:
         return
-    if connection.vendor == "postgresql":
-        _rollup_days_postgresql(day_cells)
-        return
-    by_day: dict[tuple[int, int, object], list] = defaultdict(list)
-    days = {day for _, _, day in day_cells}
-    hours = HourlyUsage.objects.filter(
-        tenant_id__in={t for t, _, _ in day_cells},
-        deployment_id__in={d for _, d, _ in day_cells},
-        hour__gte=datetime.combine(min(days), datetime.min.time(), tzinfo=UTC),
-        hour__lt=datetime.combine(max(days), datetime.min.time(), tzinfo=UTC) + timedelta(days=1),
-    )
-    for h in hours.iterator(chunk_size=2000):
-        key = (h.tenant_id, h.deployment_id, h.hour.astimezone(UTC).date())
-        if key in day_cells:
-            by_day[key].append(h)
-    DailyUsage.objects.bulk_create(
-        [
-            DailyUsage(
-                tenant_id=t,
-                deployment_id=d,
-                day=day,
-                is_demo=all(h.is_demo for h in rows),
-                **rows_sum(_row_sums(h) for h in rows),
-            )
-            for (t, d, day), rows in by_day.items()
-        ],
-        batch_size=500,
-        update_conflicts=True,
-        unique_fields=["tenant", "deployment", "day"],
-        update_fields=ROLLUP_COLUMNS,
-    )
-
-
-def _stage(cursor, table: str, columns: str, types: list[str], rows: Iterable[tuple]) -> None:
-    """Fill a transaction-local temporary table with COPY, and give the planner its size."""
-    cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {table} ({columns}) ON COMMIT DELETE ROWS")
-    # Table names and SQL below are constants of this module, never input.
-    cursor.execute(f"DELETE FROM {table}")  # noqa: S608 (left by an earlier call in this transaction)
-    with cursor.cursor.copy(f"COPY {table} FROM STDIN (FORMAT BINARY)") as copy:
-        copy.set_types(types)
-        for row in rows:
-            copy.write_row(row)
-    cursor.execute(f"ANALYZE {table}")
-
-
-_OVERWRITE = ", ".join(f"{name} = EXCLUDED.{name}" for name in ROLLUP_COLUMNS)
-
-
-def _daily_sql() -> str:
-    sums = ", ".join(f"sum(h.{name})" for name in SUM_FIELDS)
-    # Element i of the day's histogram is the sum of the hours' element i (missing: 0).
-    histogram = ", ".join(
-        f"COALESCE(sum((h.latency_histogram ->> {i})::bigint), 0)" for i in range(HISTOGRAM_SIZE)
-    )
-    return (
-        f"INSERT INTO metering_dailyusage (tenant_id, deployment_id, day, {_COLUMNS}) "  # noqa: S608
-        f"SELECT c.tenant_id, c.deployment_id, c.day, {sums}, jsonb_build_array({histogram}), "
-        "bool_and(h.is_demo) "
-        "FROM rollup_days_stage c JOIN metering_hourlyusage h "
-        "ON h.tenant_id = c.tenant_id AND h.deployment_id = c.deployment_id "
-        "AND h.hour >= c.day::timestamp AT TIME ZONE 'UTC' "
-        "AND h.hour < (c.day + 1)::timestamp AT TIME ZONE 'UTC' "
-        "GROUP BY c.tenant_id, c.deployment_id, c.day "
-        f"ON CONFLICT (tenant_id, deployment_id, day) DO UPDATE SET {_OVERWRITE}"
-    )
-
-
-def _rollup_days_postgresql(day_cells: set[tuple[int, int, object]]) -> None:
-    """Daily rows = the sum of their hourly rows, in one INSERT … SELECT."""
     with transaction.atomic(), connection.cursor() as cursor:
         _stage(
             cursor,
@@ -410,6 +307,30 @@ def _rollup_days_postgresql(day_cells: set[tuple[int, int, object]]) -> None:
             day_cells,
         )
         cursor.execute(_daily_sql())
+
+
+_OVERWRITE = ", ".join(f"{name} = EXCLUDED.{name}" for name in ROLLUP_COLUMNS)
+
+
+def _daily_sql() -> str:
+    sums = ", ".join(f"sum(h.{name})" for name in SUM_FIELDS)
+    # Element i of the day's histogram is the sum of the hours' element i (missing: 0).
+    histogram = (f"COALESCE(sum({_bucket('h', i)}), 0)" for i in range(HISTOGRAM_SIZE))
+    day_end = _dialect(
+        "h.hour >= c.day::timestamp AT TIME ZONE 'UTC' "
+        "AND h.hour < (c.day + 1)::timestamp AT TIME ZONE 'UTC' ",
+        "h.hour >= c.day AND h.hour < date(c.day, '+1 day') ",  # text: naive UTC
+    )
+    return (
+        f"INSERT INTO metering_dailyusage (tenant_id, deployment_id, day, {_COLUMNS}) "  # noqa: S608
+        f"SELECT c.tenant_id, c.deployment_id, c.day, {sums}, {_array_sql(histogram)}, "
+        f"{_dialect('bool_and(h.is_demo)', 'min(h.is_demo)')} "
+        "FROM rollup_days_stage c JOIN metering_hourlyusage h "
+        f"ON h.tenant_id = c.tenant_id AND h.deployment_id = c.deployment_id AND {day_end}"
+        "WHERE true "
+        "GROUP BY c.tenant_id, c.deployment_id, c.day "
+        f"ON CONFLICT (tenant_id, deployment_id, day) DO UPDATE SET {_OVERWRITE}"
+    )
 
 
 # --- refolds: hours of complete months folded again from raw events ---
@@ -432,10 +353,7 @@ def refold_apply() -> int:
         if not cells:
             return 0
         _hourly_delete(cells)
-        if connection.vendor == "postgresql":
-            _refold_postgresql(cells)
-        else:
-            _hourly_add(_cell_sums(_folded_events(cells)))
+        _refold(cells)
         _folded(cells)
         return len(cells)
 
@@ -470,24 +388,10 @@ def _hourly_delete(cells: set[Cell]) -> None:
             ).delete()
 
 
-def _folded_events(cells: set[Cell]) -> list[dict]:
-    """The events of the cells that are not waiting for the fold."""
-    events = []
-    for tenant_id, deployment_id, hour in sorted(cells):
-        events += UsageEvent.objects.filter(
-            tenant_id=tenant_id, deployment_id=deployment_id, time__gte=hour, time__lt=hour + HOUR
-        ).values(*_EVENT_FIELDS, "id")
-    pending = set(
-        FoldPending.objects.filter(event_id__in=[e["id"] for e in events]).values_list(
-            "event_id", flat=True
-        )
-    )
-    return [e for e in events if e["id"] not in pending]
-
-
-def _refold_postgresql(cells: set[Cell]) -> None:
+def _refold(cells: set[Cell]) -> None:
     """The cells' rows from their already folded events, in one INSERT … SELECT (one
     statement: the events it sees and the queue it excludes are of one snapshot)."""
+    hour_end = _dialect("c.hour + interval '1 hour'", "datetime(c.hour, '+1 hour')")
     with connection.cursor() as cursor:
         _slo_stage(cursor)
         _stage(
@@ -502,12 +406,12 @@ def _refold_postgresql(cells: set[Cell]) -> None:
             f"SELECT c.tenant_id, c.deployment_id, c.hour, {', '.join(_sums_sql())}, false "
             "FROM refold_cells c JOIN metering_usageevent e "
             "ON e.tenant_id = c.tenant_id AND e.deployment_id = c.deployment_id "
-            "AND e.time >= c.hour AND e.time < c.hour + interval '1 hour' "
+            f"AND e.time >= c.hour AND e.time < {hour_end} "
             f"{_SLO_JOIN}"
-            "WHERE e.time >= %(start)s AND e.time < %(end)s AND NOT EXISTS "
+            "WHERE e.time >= %s AND e.time < %s AND NOT EXISTS "
             "(SELECT 1 FROM metering_foldpending p WHERE p.event_id = e.id) "
             "GROUP BY c.tenant_id, c.deployment_id, c.hour",
-            {"start": min(h for *_, h in cells), "end": max(h for *_, h in cells) + HOUR},
+            [_value(min(h for *_, h in cells)), _value(max(h for *_, h in cells) + HOUR)],
         )
 
 
