@@ -1,5 +1,6 @@
-"""SLO compliance of one request (kpis.md, σ): the one definition. The rollups compute it in
-SQL and through the ORM (metering.services.usage.rollup); tests hold both equal to this."""
+"""SLO compliance of one request (kpis.md, σ): the one definition. The fold computes it in SQL
+on both databases (metering.services.usage.rollup, `_sums_sql`); tests hold the rollups equal
+to this."""
 
 
 def is_slo_compliant(
