@@ -87,8 +87,11 @@ class RatingPending(models.Model):
 
 class RatedChange(models.Model):
     """Billing's change log (portal.pipeline, "billing.rated"): a tenant's rated usage changed
-    from the hour `start` to its month's end. Appended by the rate stage in the transaction
-    that stored the rated usage; read by the measurement past its own cursor."""
+    in the hours [start, end), from the first hour that changed to the last (a late event
+    moves the allowance and tiers of every later hour of its month that has usage). Appended
+    by the rate stage in the transaction that stored the rated usage; read by the
+    measurement past its own cursor."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_constraint=False)
     start = models.DateTimeField()  # a whole UTC hour
+    end = models.DateTimeField()  # a whole UTC hour, in start's month or its end

@@ -4,9 +4,9 @@ metering's change log (a tenant's usage of an hour) and billing's own queue (a p
 contract or promotion from an hour on, an invoice that spent promotions); it rates those
 tenant-months again, hour by hour in one `month_rate` per month; then, in one short
 transaction, it replaces their rated usage (RatedUsage: per tenant, deployment, hour and
-sale) and totals (RatedTenantMonth), appends the first hour whose rated usage changed per
-tenant to billing's change log, and consumes what it read. The measurement, TFOM revenue, price realization and
-SLA credits read the stored rows and never run the rating.
+sale) and totals (RatedTenantMonth), appends the hours whose rated usage changed per
+tenant to billing's change log, and consumes what it read. The measurement, TFOM revenue,
+price realization and SLA credits read the stored rows and never run the rating.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, time
+from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal, localcontext
 
 from django.db import connection, transaction
@@ -38,6 +38,7 @@ from portal.periods import month_start as month_floor
 from portal.pipeline import RATE, log_append, log_consume, log_prune, stage_schedule
 
 ZERO = Decimal(0)
+HOUR = timedelta(hours=1)
 HUNDRED = Decimal(100)
 
 _TOKENS = ("input_tokens", "cached_tokens", "output_tokens")
@@ -159,7 +160,7 @@ def _rate(month_start: datetime, tenant_ids: list[int]) -> _Rated:
 
 def _store(rated: _Rated) -> None:
     """Replace the tenant-months' rated usage and totals, and append to billing's change log
-    the first hour each tenant's rated usage changed from."""
+    the hours each tenant's rated usage changed in."""
     ids = rated.tenant_ids
     stored = RatedUsage.objects.filter(month_start=rated.month_start, tenant_id__in=ids)
     before = _cells(stored)
@@ -172,7 +173,7 @@ def _store(rated: _Rated) -> None:
         update_fields=["currency", "usage_amount", "minimum_shortfall", "error", "rated_at"],
     )
     after = _cells(RatedUsage.objects.filter(month_start=rated.month_start, tenant_id__in=ids))
-    log_append(RatedChange, _first_changes(before, after), log="billing.rated")
+    log_append(RatedChange, _changed_spans(before, after), log="billing.rated")
 
 
 def _cells(rows) -> dict[tuple[int, int, datetime, str], tuple]:
@@ -186,14 +187,18 @@ def _cells(rows) -> dict[tuple[int, int, datetime, str], tuple]:
     }
 
 
-def _first_changes(before: dict, after: dict) -> list[RatedChange]:
-    """Per tenant, the first hour whose rated usage differs (the rest of its month follows)."""
-    first: dict[int, datetime] = {}
+def _changed_spans(before: dict, after: dict) -> list[RatedChange]:
+    """Per tenant, the hours from the first to the last whose rated usage differs."""
+    spans: dict[int, tuple[datetime, datetime]] = {}
     for key in before.keys() | after.keys():
         if before.get(key) != after.get(key):
             tenant_id, _, hour, _ = key
-            first[tenant_id] = min(first.get(tenant_id, hour), hour)
-    return [RatedChange(tenant_id=pk, start=hour) for pk, hour in sorted(first.items())]
+            first, last = spans.get(tenant_id, (hour, hour))
+            spans[tenant_id] = (min(first, hour), max(last, hour))
+    return [
+        RatedChange(tenant_id=pk, start=first, end=last + HOUR)
+        for pk, (first, last) in sorted(spans.items())
+    ]
 
 
 _FIELDS = (

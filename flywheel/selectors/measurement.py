@@ -181,9 +181,18 @@ def hour_production(row: dict, version: Model) -> tuple[Decimal, Decimal]:
 
 class FactoryData:
     """Everything the KPIs of any period inside [start, end) need, loaded once. With
-    `snapshots=False` (the measure job, which writes them) every day is measured live."""
+    `snapshots=False` every day is measured live; the measure stage, which writes the day
+    snapshots, names the days it measures again in `remeasure` (measured live, the rest of
+    the range read as any read would)."""
 
-    def __init__(self, *, start: datetime, end: datetime, snapshots: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        start: datetime,
+        end: datetime,
+        snapshots: bool = True,
+        remeasure: frozenset[datetime] = frozenset(),
+    ) -> None:
         self.start, self.end = start, end
         self.pools = {p.pk: p for p in pool_list()}
         self.slugs = {p.slug: p.pk for p in self.pools.values()}
@@ -202,15 +211,15 @@ class FactoryData:
         self.days: dict[datetime, dict[int, PoolSums]] = {}  # closed days read from snapshots
         self.measured_at: datetime | None = None  # the oldest of those snapshots
         if snapshots:
-            self._load_snapshots()
+            self._load_snapshots(skip=remeasure)
         self.live = self._live_spans()
         self._load_production()
         self._load_capacity()
         self._load_sales()
 
-    def _load_snapshots(self) -> None:
+    def _load_snapshots(self, *, skip: frozenset[datetime]) -> None:
         """The closed factory snapshots of the whole days inside the range that hold every
-        pool's sums."""
+        pool's sums, but the days in `skip`."""
         rows = KpiSnapshot.objects.filter(
             scope=FACTORY,
             period_kind=KpiSnapshot.PeriodKind.DAY,
@@ -221,7 +230,7 @@ class FactoryData:
         for row in rows:
             begin, finish = row.period_start.astimezone(UTC), row.period_end.astimezone(UTC)
             whole = finish == begin + DAY and self.start <= begin and finish <= self.end
-            if whole and self.slugs.keys() <= row.sums.keys():
+            if whole and begin not in skip and self.slugs.keys() <= row.sums.keys():
                 self.days[begin] = {
                     pk: PoolSums.from_json(row.sums[slug]) for slug, pk in self.slugs.items()
                 }

@@ -80,21 +80,24 @@ def snapshots_measure(
 
 def _measured(*, days: Iterable[datetime], now: datetime) -> list[KpiSnapshot]:
     """The snapshots of the days and of the months holding them (reads only), each up to
-    the read window's end (`measured_until`) and closed once it ends before it: measured
-    from the published read models, each month in one load."""
+    the read window's end (`measured_until`) and closed once it ends before it: the days
+    measured again from the published read models, the rest of each month read from its
+    closed day snapshots as any read of it is, each month in one load."""
     to = measured_until(now=now)
     by_month: dict[datetime, list[datetime]] = {}
     for day in sorted({day for day in days if day < to}):
         by_month.setdefault(month_start(day), []).append(day)
     rows: list[KpiSnapshot] = []
     for month, month_days in by_month.items():
-        live = FactoryData(start=month, end=min(next_month(month), to), snapshots=False)
-        for scope in live.scopes():
+        data = FactoryData(
+            start=month, end=min(next_month(month), to), remeasure=frozenset(month_days)
+        )
+        for scope in data.scopes():
             rows += [
-                _snapshot(live, scope, KpiSnapshot.PeriodKind.DAY, day, min(day + DAY, to), now)
+                _snapshot(data, scope, KpiSnapshot.PeriodKind.DAY, day, min(day + DAY, to), now)
                 for day in month_days
             ]
-            rows.append(_snapshot(live, scope, KpiSnapshot.PeriodKind.MONTH, month, live.end, now))
+            rows.append(_snapshot(data, scope, KpiSnapshot.PeriodKind.MONTH, month, data.end, now))
     return rows
 
 
@@ -201,5 +204,5 @@ def _usage_spans(changes) -> list[Span]:
 
 
 def _rated_spans(changes) -> list[Span]:
-    """Billing's changes: a tenant's rated usage from an hour to its month's end."""
-    return [(change.start, next_month(change.start)) for change in changes]
+    """Billing's changes: the hours a tenant's rated usage changed in."""
+    return [(change.start, change.end) for change in changes]

@@ -221,12 +221,16 @@ def test_a_closed_month_is_read_from_snapshots_and_rated_months_without_rating(f
 def test_a_rated_month_is_rated_again_when_its_usage_changes_and_only_that_tenant(factory):
     """The rate stage rates again the tenant-months metering's change log names: late usage
     of one tenant rates that tenant's month again, not the other's, and billing's change
-    log says from which hour its rated usage changed."""
-    from billing.models import RatedChange
+    log says in which hours its rated usage changed."""
+    from billing.models import RatedChange, RatedUsage
     from billing.services.rated import rated_usage_update, tenant_month_totals
+
+    def rated_hours():
+        return set(RatedUsage.objects.values_list("tenant_id", "hour", "sale", "realized"))
 
     march = datetime(2026, 3, 1, tzinfo=UTC)
     first = tenant_month_totals(month_start=march)
+    rated_before = rated_hours()
     paid, trial = (Tenant.objects.get(slug=slug).pk for slug in ("paid", "trial"))
     assert first[paid].usage_amount > 0 and first[trial].usage_amount == 0
     RatedChange.objects.all().delete()
@@ -247,17 +251,23 @@ def test_a_rated_month_is_rated_again_when_its_usage_changes_and_only_that_tenan
     assert second[trial] == first[trial]
     assert [t.pk for t in rating.call_args.kwargs["tenants"]] == [paid]  # the changed one only
     (change,) = RatedChange.objects.all()
-    assert (change.tenant_id, change.start) == (paid, D + DAY + timedelta(hours=7))
+    changed = sorted(hour for _, hour, _, _ in rated_before ^ rated_hours())
+    assert changed[0] == D + DAY + timedelta(hours=7)  # the late event's hour
+    assert (change.tenant_id, change.start, change.end) == (
+        paid,
+        changed[0],
+        changed[-1] + timedelta(hours=1),
+    )
 
     with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
         assert rated_usage_update() == 0  # nothing changed
     assert not rating.called
 
 
-def test_a_rated_change_measures_again_the_days_from_its_hour_to_its_month_end(db):
-    """Usage rated again from 3 March 17:00 moves the free allowance of every later day of
-    March, so the measure stage measures those days and March again; February and April
-    stay as they were."""
+def test_a_rated_change_measures_again_the_days_of_its_hours_and_their_month(db):
+    """Usage rated again from 3 March 17:00 to 10 March 05:00 (a late event moved the free
+    allowance of the later hours with usage): the measure stage measures those days and
+    March again; the rest of March, February and April stay as they were."""
     from billing.models import RatedChange
     from flywheel.services.kpis import snapshots_update
     from metering.models import Pool
@@ -278,7 +288,13 @@ def test_a_rated_change_measures_again_the_days_from_its_hour_to_its_month_end(d
     snapshots_update(now=then)  # the stage's cursors start past nothing
     log_append(
         RatedChange,
-        [RatedChange(tenant=tenant, start=datetime(2026, 3, 3, 17, tzinfo=UTC))],
+        [
+            RatedChange(
+                tenant=tenant,
+                start=datetime(2026, 3, 3, 17, tzinfo=UTC),
+                end=datetime(2026, 3, 10, 5, tzinfo=UTC),
+            )
+        ],
         log="billing.rated",
     )
 
@@ -289,8 +305,8 @@ def test_a_rated_change_measures_again_the_days_from_its_hour_to_its_month_end(d
             scope="factory", period_kind="day", measured_at=then
         ).values_list("period_start", flat=True)
     )
-    march_from_3rd = {day for day in days if day.month == 3 and day.day >= 3}
-    assert {day.astimezone(UTC) for day in measured} == march_from_3rd
+    march_3_to_10 = {day for day in days if day.month == 3 and 3 <= day.day <= 10}
+    assert {day.astimezone(UTC) for day in measured} == march_3_to_10
     month = KpiSnapshot.objects.get(scope="factory", period_kind="month")
     assert (month.period_start, month.measured_at, month.is_closed) == (
         datetime(2026, 3, 1, tzinfo=UTC),
