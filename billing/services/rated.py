@@ -134,10 +134,15 @@ class _Rated:
     tenant_ids: list[int]
     months: list[RatedTenantMonth]  # the tenant-months' totals
     usage: list[tuple]  # rated usage rows of _FIELDS
+    before: dict  # the stored rated usage it replaces (`_cells`)
 
 
 def _rate(month_start: datetime, tenant_ids: list[int]) -> _Rated:
-    """Rate the tenants' month (reads only)."""
+    """Rate the tenants' month, and read the rated usage it replaces (reads only: if another
+    run stores these tenant-months first, it consumed what this run read, and this run's
+    `log_consume` or queue claim fails: it reads again)."""
+    stored = RatedUsage.objects.filter(month_start=month_start, tenant_id__in=tenant_ids)
+    before = _cells(stored)
     rating = month_rate(
         month_start=month_start, tenants=list(Tenant.objects.filter(pk__in=tenant_ids))
     )
@@ -155,16 +160,14 @@ def _rate(month_start: datetime, tenant_ids: list[int]) -> _Rated:
             )
             row.minimum_shortfall = rated.minimum_shortfall
         rows.append(row)
-    return _Rated(month_start, tenant_ids, rows, _rated_usage(rating))
+    return _Rated(month_start, tenant_ids, rows, _rated_usage(rating), before)
 
 
 def _store(rated: _Rated) -> None:
     """Replace the tenant-months' rated usage and totals, and append to billing's change log
     the hours each tenant's rated usage changed in."""
     ids = rated.tenant_ids
-    stored = RatedUsage.objects.filter(month_start=rated.month_start, tenant_id__in=ids)
-    before = _cells(stored)
-    stored.delete()
+    RatedUsage.objects.filter(month_start=rated.month_start, tenant_id__in=ids).delete()
     rows_insert(RatedUsage._meta.db_table, _FIELDS, rated.usage)
     RatedTenantMonth.objects.bulk_create(
         rated.months,
@@ -173,7 +176,7 @@ def _store(rated: _Rated) -> None:
         update_fields=["currency", "usage_amount", "minimum_shortfall", "error", "rated_at"],
     )
     after = _cells(RatedUsage.objects.filter(month_start=rated.month_start, tenant_id__in=ids))
-    log_append(RatedChange, _changed_spans(before, after), log="billing.rated")
+    log_append(RatedChange, _changed_spans(rated.before, after), log="billing.rated")
 
 
 def _cells(rows) -> dict[tuple[int, int, datetime, str], tuple]:
