@@ -9,29 +9,41 @@ rounded lines.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, localcontext
+from fractions import Fraction
 
 from billing.domain.rating.types import (
+    ContractKind,
+    ContractVersion,
     InvoiceLine,
     LineKind,
     PromotionalCredit,
+    PromotionApplication,
     RatedItem,
+    RatingError,
     TokenClass,
     month_bounds,
     total_discount_pct,
 )
 from portal.formatting import decimal_plain, tokens_short
-from portal.money import EXACT, MILLION, is_rounded, round_money
+from portal.money import EXACT, MILLION, fraction_to_decimal, is_rounded, round_money
 
 ZERO = Decimal(0)
 
 _CLASS_ORDER = {token_class: index for index, token_class in enumerate(TokenClass)}
 
 
-def usage_lines(*, items: Iterable[RatedItem], currency: str) -> list[InvoiceLine]:
-    """One usage line per (model, token class, list unit price, combined discount %)."""
-    quantities: dict[tuple, int] = {}
+LineKey = tuple  # (model, token class, list unit price, (contract %, tier %, tier from))
+
+
+def line_quantities(
+    *, items: Iterable[RatedItem], into: dict[LineKey, int] | None = None
+) -> dict[LineKey, int]:
+    """The paid quantities of the items per usage line: (model, token class, list unit
+    price, (contract discount %, tier discount %, the tier's threshold)), added to `into`."""
+    quantities: dict[LineKey, int] = {} if into is None else into
     for rated in items:
         if not rated.is_paid:
             continue
@@ -39,6 +51,16 @@ def usage_lines(*, items: Iterable[RatedItem], currency: str) -> list[InvoiceLin
         for charge in rated.charges:
             key = (rated.item.model, charge.token_class, charge.list_unit_price, discounts)
             quantities[key] = quantities.get(key, 0) + charge.quantity
+    return quantities
+
+
+def usage_lines(*, items: Iterable[RatedItem], currency: str) -> list[InvoiceLine]:
+    """One usage line per (model, token class, list unit price, combined discount %)."""
+    return quantity_lines(quantities=line_quantities(items=items), currency=currency)
+
+
+def quantity_lines(*, quantities: dict[LineKey, int], currency: str) -> list[InvoiceLine]:
+    """The usage lines of paid quantities per line key (line_quantities), in invoice order."""
     lines = []
     for (model, token_class, unit_price, discounts), quantity in sorted(
         quantities.items(),
@@ -107,6 +129,65 @@ def promotion_lines(
             )
         )
     return lines, billed
+
+
+@dataclass(frozen=True)
+class MonthLines:
+    """A month's lines once its usage lines and the credits it applied are known."""
+
+    lines: tuple[InvoiceLine, ...]  # usage, then promotion, then minimum
+    promotions: tuple[PromotionApplication, ...]
+    promoted: Fraction  # the credits applied, exact
+    minimum_shortfall: Decimal  # rounded
+    usage_amount: Decimal  # the usage lines' total
+    total: Decimal  # every line's
+
+
+def month_lines(
+    *,
+    usage: Sequence[InvoiceLine],
+    applied: Sequence[tuple[PromotionalCredit, Fraction]],
+    opening: ContractVersion | None,
+    currency: str,
+) -> MonthLines:
+    """The month's usage lines, then a promotion line per credit applied (`applied`, exact
+    amounts), then the shortfall of the committed minimum of the contract in force at the
+    month's start (paid contracts only)."""
+    usage_total = invoice_total(lines=usage)
+    promo_lines, billed = promotion_lines(
+        applied=[(credit, fraction_to_decimal(amount)) for credit, amount in applied],
+        usage_total=usage_total,
+        currency=currency,
+    )
+    lines = [*usage, *promo_lines]
+    minimum = None
+    if opening is not None and opening.kind == ContractKind.PAID and opening.committed_minimum > 0:
+        if opening.currency != currency:
+            raise RatingError(
+                f"committed minimum is in {opening.currency}, the invoice in {currency}"
+            )
+        minimum = minimum_line(
+            committed_minimum=opening.committed_minimum, usage_total=usage_total, currency=currency
+        )
+    if minimum is not None:
+        lines.append(minimum)
+    return MonthLines(
+        lines=tuple(lines),
+        promotions=tuple(
+            PromotionApplication(
+                credit_id=credit.id,
+                applied_amount=fraction_to_decimal(amount),
+                billed_amount=bill,
+            )
+            for (credit, amount), bill in zip(applied, billed, strict=True)
+        ),
+        promoted=sum((amount for _, amount in applied), Fraction(0)),
+        minimum_shortfall=(
+            minimum.amount if minimum is not None else round_money(amount=ZERO, currency=currency)
+        ),
+        usage_amount=usage_total,
+        total=round_money(amount=invoice_total(lines=lines), currency=currency),
+    )
 
 
 def minimum_line(

@@ -1,7 +1,13 @@
 from billing.models.invoices import Invoice, InvoiceCounter, InvoiceLine, PromotionUse, SlaCredit
 from billing.models.ledger import Account, AppendOnlyModel, LedgerTransaction, Posting
 from billing.models.pricing import DEFAULT_CREDIT_TIERS, Contract, Price, PromotionalCredit
-from billing.models.rated import RatedChange, RatedTenantMonth, RatedUsage, RatingPending
+from billing.models.rated import (
+    RatedChange,
+    RatedHour,
+    RatedTenantMonth,
+    RatedUsage,
+    RatingPending,
+)
 
 __all__ = [
     "DEFAULT_CREDIT_TIERS",
@@ -17,6 +23,7 @@ __all__ = [
     "PromotionUse",
     "PromotionalCredit",
     "RatedChange",
+    "RatedHour",
     "RatedTenantMonth",
     "RatedUsage",
     "RatingPending",

@@ -14,6 +14,14 @@ class RatedTenantMonth(models.Model):
     # Usage lines after discounts and tiers, before promotions (rounded per line).
     usage_amount = models.DecimalField(max_digits=20, decimal_places=4, default=0)
     minimum_shortfall = models.DecimalField(max_digits=20, decimal_places=4, default=0)
+    # Unrounded: the month's realized amounts before promotions, the credits applied to
+    # them, and their ratio, which gives every hour of rated usage its share when read.
+    realized = models.DecimalField(max_digits=40, decimal_places=20, default=0)
+    promotions = models.DecimalField(max_digits=40, decimal_places=20, default=0)
+    promotion_rate = models.DecimalField(max_digits=40, decimal_places=30, default=0)
+    # The month's invoice lines and credits applied as rated: what a draft invoice bills.
+    lines = models.JSONField(default=list)
+    credits_applied = models.JSONField(default=list)  # [credit id, applied, billed]
     error = models.TextField(blank=True)  # the RatingError when it cannot be rated
     rated_at = models.DateTimeField()
 
@@ -30,9 +38,10 @@ class RatedUsage(models.Model):
     """Billing's published read model of rated usage: one tenant's usage of one deployment in
     one hour as its month rated, paid or unsold for one reason (a split hour, where the free
     allowance runs out, holds both). Paid rows carry tokens by class, the paid tokens that
-    met the deployment's SLO, and the money: list value, contract and tier discounts, the
-    realized amount before promotions and the promotions' share. Written only with its
-    tenant-month's RatedTenantMonth (billing.services.rated), so it is as fresh as that."""
+    met the deployment's SLO, and the money: list value, contract and tier discounts and the
+    realized amount before promotions (a row's promotions are its realized amount times its
+    tenant-month's promotion rate). Written only with its tenant-month's RatedTenantMonth
+    and RatedHour (billing.services.rated), so it is as fresh as they are."""
 
     class Sale(models.TextChoices):
         PAID = "paid"
@@ -42,6 +51,9 @@ class RatedUsage(models.Model):
         NO_CONTRACT = "no_contract"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    tenant_month = models.ForeignKey(
+        RatedTenantMonth, on_delete=models.CASCADE, related_name="usage"
+    )
     deployment = models.ForeignKey("metering.Deployment", on_delete=models.CASCADE)
     hour = models.DateTimeField()
     month_start = models.DateTimeField()
@@ -58,7 +70,6 @@ class RatedUsage(models.Model):
     contract_discount = models.DecimalField(max_digits=30, decimal_places=12, default=0)
     tier_discount = models.DecimalField(max_digits=30, decimal_places=12, default=0)
     realized = models.DecimalField(max_digits=30, decimal_places=12, default=0)
-    promotions = models.DecimalField(max_digits=30, decimal_places=12, default=0)
 
     class Meta:
         constraints = [
@@ -73,6 +84,29 @@ class RatedUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id} {self.deployment_id} {self.hour:%Y-%m-%d %H}:00 {self.sale}"
+
+
+class RatedHour(models.Model):
+    """Where a tenant's month's rating stands at the end of an hour with usage
+    (billing.domain.rating.hours): the free allowance's and the volume tiers' running
+    totals, the realized amount so far before promotions, the paid quantities so far per
+    usage line, and the realized amount before each credit expiry inside the hour. Written
+    with the hour's rated usage; the rating of a later hour resumes from it."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    month_start = models.DateTimeField()
+    hour = models.DateTimeField()
+    consumed = models.BigIntegerField()  # the allowance's running total, every ok item
+    paid_tokens = models.BigIntegerField()  # the tiers' running total, paid items
+    realized = models.DecimalField(max_digits=40, decimal_places=20)
+    quantities = models.JSONField()  # [[model, class, price, contract %, tier %, from, qty]]
+    cuts = models.JSONField(default=dict)  # {instant: realized before it}
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tenant", "hour"], name="rated_hour")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id} {self.hour:%Y-%m-%d %H}:00"
 
 
 class RatingPending(models.Model):

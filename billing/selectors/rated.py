@@ -14,7 +14,7 @@ from functools import reduce
 from operator import or_
 
 from django.conf import settings
-from django.db.models import F, Q, QuerySet, Sum
+from django.db.models import DecimalField, F, Q, QuerySet, Sum
 
 from billing.domain.rating.types import RatingError
 from billing.models import RatedChange, RatedTenantMonth, RatedUsage
@@ -33,6 +33,15 @@ PAID_SUMS = (
     "compliant_input_tokens", "compliant_cached_tokens", "compliant_output_tokens",
     "list_value", "contract_discount", "tier_discount", "realized", "promotions",
 )  # fmt: skip
+
+
+def _paid_sums() -> dict:
+    """The sums of PAID_SUMS: stored, but for the promotions, which are each row's realized
+    amount times its tenant-month's promotion rate (a period takes its pro-rata share of
+    the month's credits)."""
+    promotions = Sum(F("realized") * F("tenant_month__promotion_rate"), output_field=DecimalField())
+    # First: the sums after it are named as the columns they sum.
+    return {"promotions": promotions} | {name: Sum(name) for name in PAID_SUMS[:-1]}
 
 
 @dataclass(frozen=True)
@@ -85,7 +94,7 @@ def paid_by_hour(*, spans: Iterable[Period]) -> list[dict]:
         rated_usage_list(spans=spans)
         .filter(sale=RatedUsage.Sale.PAID)
         .values("deployment_id", "hour")
-        .annotate(**{name: Sum(name) for name in PAID_SUMS})
+        .annotate(**_paid_sums())
         .order_by()
     )
 
@@ -165,7 +174,7 @@ def sales_by_tenant(*, period: Period, tenants: Iterable[Tenant] | None = None) 
             tenant_name=F("tenant__name"),
             model=F("deployment__model__slug"),
         )
-        .annotate(**{name: Sum(name) for name in PAID_SUMS})
+        .annotate(**_paid_sums())
         .order_by("tenant_slug", "model", "sale")
     )
 

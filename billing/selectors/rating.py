@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -12,12 +12,17 @@ from django.conf import settings
 from django.db.models import Q
 
 from billing.domain.rating.books import ContractBook
-from billing.domain.rating.engine import rate_month
+from billing.domain.rating.engine import START, rate_month
 from billing.domain.rating.types import (
     ContractVersion,
+    InvoiceLine,
+    LineKind,
     PriceVersion,
+    PromotionApplication,
     RatedMonth,
     RatingError,
+    Running,
+    TokenClass,
     UsageItem,
     VolumeTier,
     month_bounds,
@@ -29,6 +34,8 @@ from billing.models import (
     Price,
     PromotionalCredit,
     PromotionUse,
+    RatedTenantMonth,
+    RatingPending,
 )
 from billing.selectors.usage_rows import (
     hour_items,
@@ -37,7 +44,9 @@ from billing.selectors.usage_rows import (
     split_events,
     split_hours,
 )
+from metering.selectors.changes import usage_changes_read
 from portal.models import Tenant
+from portal.pipeline import RATE
 
 ZERO = Decimal(0)
 
@@ -129,7 +138,8 @@ def promotions_available(*, tenant: Tenant, month_start: datetime) -> list[Credi
 
 @dataclass
 class MonthRating:
-    """Every tenant's rating of one UTC month, and the rows it was built from."""
+    """Every tenant's rating of one UTC month (or of its hours from some hour on), and the
+    rows it was built from."""
 
     month_start: datetime
     tenants: dict[int, Tenant]
@@ -137,20 +147,31 @@ class MonthRating:
     errors: dict[int, RatingError] = field(default_factory=dict)  # tenant id -> why not
     rows: dict[int, dict[datetime, list[dict]]] = field(default_factory=dict)  # rollup rows
     events: dict[tuple[str, str], dict] = field(default_factory=dict)  # (source, id) -> event
+    promotions: dict[int, list[CreditIn]] = field(default_factory=dict)  # the month may apply
+    openings: dict[int, ContractVersion | None] = field(default_factory=dict)  # at its start
 
 
 def month_rate(
     *,
     month_start: datetime,
     tenants: Iterable[Tenant] | None = None,
+    resume: Mapping[int, tuple[datetime, Running]] | None = None,
 ) -> MonthRating:
     """Rate the month of every tenant with usage in it (or of `tenants`) hour by hour, in a
-    fixed number of queries; a tenant that cannot be rated gets its RatingError instead."""
+    fixed number of queries; a tenant that cannot be rated gets its RatingError instead.
+    With `resume` (tenant id -> (hour, the running totals before it), for every tenant
+    rated), each tenant's hours from that hour on are rated, before promotions: the rate
+    stage applies the month's promotions to what it stores (billing.domain.rating.hours)."""
     start, end = month_bounds(month_start=month_start)
     ids = None if tenants is None else [t.pk for t in tenants]
-    by_tenant = hourly_rows(start, end, ids)
+    since = {pk: hour for pk, (hour, _) in (resume or {}).items()}
+    first = min(since.values(), default=start)
+    by_tenant = hourly_rows(first, end, ids)
     if ids is None:
         ids = list(by_tenant)
+    for tenant_id, hours in by_tenant.items():
+        for hour in [h for h in hours if h < since.get(tenant_id, start)]:
+            del hours[hour]
     tenant_map = {t.pk: t for t in Tenant.objects.filter(pk__in=ids)}
     contracts: dict[int, list[ContractVersion]] = defaultdict(list)
     for contract in Contract.objects.filter(tenant_id__in=ids):
@@ -158,17 +179,24 @@ def month_rate(
     promotions = _promotions(month_start=start, tenant_ids=ids)
     prices = price_versions()
     split: dict[int, set[datetime]] = {}
+    openings: dict[int, Running] = {pk: running for pk, (_, running) in (resume or {}).items()}
+    result = MonthRating(
+        month_start=start,
+        tenants=tenant_map,
+        rows=dict(by_tenant),
+        promotions={pk: promotions.get(pk, []) for pk in ids},
+    )
     for tenant_id in ids:
         book = ContractBook(contracts[tenant_id])
-        opening = book.at(when=start)
+        opening = result.openings[tenant_id] = book.at(when=start)
         split[tenant_id] = split_hours(
             by_tenant.get(tenant_id, {}),
             contracts=book,
             allowance=opening.free_tokens_per_month if opening is not None else 0,
             promotions=promotions.get(tenant_id, []),
+            opening=openings.get(tenant_id, START),
         )
     events = split_events({(t, h) for t, hours in split.items() for h in hours})
-    result = MonthRating(month_start=start, tenants=tenant_map, rows=dict(by_tenant))
     for tenant_id in ids:
         items: list[UsageItem] = []
         for hour, rows in by_tenant.get(tenant_id, {}).items():
@@ -184,8 +212,9 @@ def month_rate(
                 items=items,
                 contracts=contracts[tenant_id],
                 prices=prices,
-                promotions=promotions.get(tenant_id, []),
+                promotions=() if resume is not None else promotions.get(tenant_id, []),
                 currency=settings.FACTORY_CURRENCY,
+                opening=openings.get(tenant_id, START),
             )
         except RatingError as error:
             result.errors[tenant_id] = error
@@ -199,3 +228,58 @@ def tenant_month_rate(*, tenant: Tenant, month_start: datetime) -> RatedMonth:
     if tenant.pk in rating.errors:
         raise rating.errors[tenant.pk]
     return rating.rated[tenant.pk]
+
+
+@dataclass(frozen=True)
+class BilledMonth:
+    """A tenant-month's lines and credits applied as its invoice bills them."""
+
+    currency: str
+    lines: tuple[InvoiceLine, ...]
+    promotions: tuple[PromotionApplication, ...]
+
+
+def month_billed(*, tenant: Tenant, month_start: datetime) -> RatedMonth | BilledMonth:
+    """The tenant's month as an invoice bills it: the lines the rate stage stored with
+    rated usage when it is current (nothing for the tenant-month waits in metering's change
+    log or billing's queue), else the month rated now (RatingError names what is missing)."""
+    start, end = month_bounds(month_start=month_start)
+    stored = RatedTenantMonth.objects.filter(tenant=tenant, month_start=start).first()
+    waiting = RatingPending.objects.filter(
+        Q(tenant=tenant) | Q(tenant__isnull=True), start__lt=end
+    ).exists() or any(
+        change.tenant_id == tenant.pk and start <= change.start < end
+        for change in usage_changes_read(consumer=RATE).entries
+    )
+    if stored is None or waiting:
+        return tenant_month_rate(tenant=tenant, month_start=start)
+    if stored.error:
+        raise RatingError(stored.error)
+    return BilledMonth(
+        currency=stored.currency,
+        lines=tuple(_line_of(line) for line in stored.lines),
+        promotions=tuple(
+            PromotionApplication(
+                credit_id=credit_id,
+                applied_amount=Decimal(applied),
+                billed_amount=Decimal(billed),
+            )
+            for credit_id, applied, billed in stored.credits_applied
+        ),
+    )
+
+
+def _line_of(line: dict) -> InvoiceLine:
+    price = line["list_unit_price"]
+    return InvoiceLine(
+        kind=LineKind(line["kind"]),
+        model=line["model"],
+        token_class=TokenClass(line["token_class"]) if line["token_class"] else None,
+        quantity=line["quantity"],
+        list_unit_price=None if price is None else Decimal(price),
+        list_amount=Decimal(line["list_amount"]),
+        discount=Decimal(line["discount"]),
+        amount=Decimal(line["amount"]),
+        discount_pct=Decimal(line["discount_pct"]),
+        description=line["description"],
+    )

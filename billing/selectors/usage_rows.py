@@ -12,8 +12,9 @@ from operator import or_
 from django.db.models import F, Q
 
 from billing.domain.rating.books import ContractBook
+from billing.domain.rating.engine import START
 from billing.domain.rating.types import PromotionalCredit as CreditIn
-from billing.domain.rating.types import UsageItem
+from billing.domain.rating.types import Running, UsageItem
 from metering.selectors.usage import (
     event_key_list,
     hourly_usage_list,
@@ -67,8 +68,10 @@ def split_hours(
     contracts: ContractBook,
     allowance: int,
     promotions: list[CreditIn],
+    opening: Running = START,
 ) -> set[datetime]:
-    """Hours inside which the allowance runs out, a tier is reached or a credit expires.
+    """Hours inside which the allowance runs out, a tier is reached or a credit expires,
+    the running totals before the first hour being `opening`'s.
 
     Paid tokens before an hour are known as a range once an hour was split (its paid
     share is only known event by event), so the tier test is conservative."""
@@ -77,8 +80,8 @@ def split_hours(
         for c in promotions
         if c.expires_at is not None and c.expires_at.astimezone(UTC).timestamp() % 3600
     }
-    consumed = 0
-    paid_low = paid_high = 0
+    consumed = opening.consumed
+    paid_low = paid_high = opening.paid_tokens
     for hour in sorted(by_hour):
         tokens = sum(row["input_tokens"] + row["output_tokens"] for row in by_hour[hour])
         contract = contracts.at(when=hour)

@@ -23,7 +23,7 @@ from billing.models import (
     PromotionUse,
     SlaCredit,
 )
-from billing.selectors.rating import tenant_month_rate
+from billing.selectors.rating import month_billed
 from billing.services.credits import sla_month_close
 from billing.services.ledger import (
     Leg,
@@ -100,7 +100,7 @@ def _adjustments(*, tenant: Tenant, month_start: datetime) -> list[tuple[LineIn,
                 for_month=invoice.period_start,
             )
         )
-        rerated = tenant_month_rate(tenant=tenant, month_start=invoice.period_start)
+        rerated = month_billed(tenant=tenant, month_start=invoice.period_start)
         line = adjustment_line(
             month_start=invoice.period_start,
             invoiced_lines=[_line_in(line) for line in billed],
@@ -160,7 +160,7 @@ def invoice_draft(*, tenant: Tenant, month_start: datetime) -> tuple[Invoice | N
     )
     if invoice := existing.first():
         return invoice, False
-    rated = tenant_month_rate(tenant=tenant, month_start=start)
+    rated = month_billed(tenant=tenant, month_start=start)
     lines = [(line, start) for line in rated.lines]
     lines += _adjustments(tenant=tenant, month_start=start)
     sla = _sla_lines(tenant=tenant, month_start=start)

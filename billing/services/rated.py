@@ -2,11 +2,14 @@
 the rate stage (portal.pipeline). The stage reads what changed past its own cursors:
 metering's change log (a tenant's usage of an hour) and billing's own queue (a price,
 contract or promotion from an hour on, an invoice that spent promotions); it rates those
-tenant-months again, hour by hour in one `month_rate` per month; then, in one short
-transaction, it replaces their rated usage (RatedUsage: per tenant, deployment, hour and
-sale) and totals (RatedTenantMonth), appends the hours whose rated usage changed per
-tenant to billing's change log, and consumes what it read. The measurement, TFOM revenue,
-price realization and SLA credits read the stored rows and never run the rating.
+tenant-months again from their first changed hour, resuming from the state stored with the
+hour before (RatedHour: the allowance and tier running totals, billing.domain.rating.hours),
+in one `month_rate` per month; then, in one short transaction, it replaces their rated
+usage from that hour (RatedUsage: per tenant, deployment, hour and sale, before
+promotions), the hours' states and the month's totals, lines and promotions
+(RatedTenantMonth), appends the hours whose rated usage changed per tenant to billing's
+change log, and consumes what it read. The measurement, TFOM revenue, price realization,
+SLA credits and draft invoices read the stored rows and never run the rating.
 """
 
 from __future__ import annotations
@@ -15,14 +18,25 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
-from decimal import Decimal, localcontext
+from decimal import ROUND_DOWN, Decimal, localcontext
+from functools import reduce
+from operator import or_
 
+from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import OuterRef, Q, Subquery
 from django.db.models.functions import TruncMonth
 
-from billing.domain.invoices import LineKind
-from billing.domain.rating.types import RatedItem
-from billing.models import RatedChange, RatedTenantMonth, RatedUsage, RatingPending
+from billing.domain.rating.engine import START
+from billing.domain.rating.hours import (
+    HourState,
+    MissingCut,
+    hour_states,
+    month_summary,
+    realized_before,
+)
+from billing.domain.rating.types import InvoiceLine, RatedItem, Running, TokenClass, month_bounds
+from billing.models import RatedChange, RatedHour, RatedTenantMonth, RatedUsage, RatingPending
 from billing.selectors.rated import TenantMonthTotals, rated_month_totals
 from billing.selectors.rating import MonthRating, month_rate
 from metering.domain.usage.compliance import is_slo_compliant
@@ -32,7 +46,7 @@ from metering.selectors.usage import daily_usage_list
 from portal import clock
 from portal.bulk import rows_insert
 from portal.models import Tenant
-from portal.money import EXACT
+from portal.money import EXACT, PRO_RATA, fraction_to_decimal
 from portal.periods import hour_floor
 from portal.periods import month_start as month_floor
 from portal.pipeline import RATE, log_append, log_consume, log_prune, stage_schedule
@@ -43,7 +57,12 @@ HUNDRED = Decimal(100)
 
 _TOKENS = ("input_tokens", "cached_tokens", "output_tokens")
 _COMPLIANT = tuple(f"compliant_{name}" for name in _TOKENS)
-_MONEY = ("list_value", "contract_discount", "tier_discount", "realized", "promotions")
+_MONEY = ("list_value", "contract_discount", "tier_discount", "realized")
+_TOTALS = (
+    "currency", "usage_amount", "minimum_shortfall", "realized", "promotions",
+    "promotion_rate", "lines", "credits_applied", "error", "rated_at",
+)  # fmt: skip
+RATE_QUANTUM = Decimal(10) ** -30  # the promotion rate's precision (RatedTenantMonth)
 
 
 def rating_queue(*, start: datetime, tenant: Tenant | None = None) -> None:
@@ -56,17 +75,20 @@ def rating_queue(*, start: datetime, tenant: Tenant | None = None) -> None:
 
 def rated_usage_update() -> int:
     """The rate stage: every tenant-month that metering's change log (past this stage's
-    cursor) or billing's queue names is rated again, then its rated usage and totals are
-    replaced and the changes appended to billing's change log in one short transaction
-    that consumes what was read (the rating itself runs before it: on SQLite a write
-    transaction holds back ingestion). Returns the tenant-months rated."""
+    cursor) or billing's queue names is rated again from its first changed hour, resuming
+    from the state stored with the hour before; then its rated usage from that hour, its
+    hours' states and its totals are replaced and the changes appended to billing's change
+    log in one short transaction that consumes what was read (the rating itself runs
+    before it: on SQLite a write transaction holds back ingestion). Returns the
+    tenant-months rated."""
     while True:
         changes = usage_changes_read(consumer=RATE)
         queued = list(RatingPending.objects.values_list("pk", "tenant_id", "start"))
         stale = _usage_months(changes.entries)
-        for month, tenant_ids in _queued_months(queued).items():
-            stale[month] |= tenant_ids
-        ratings = [_rate(month, sorted(ids)) for month, ids in sorted(stale.items())]
+        for month, since in _queued_months(queued).items():
+            for tenant_id, hour in since.items():
+                stale[month][tenant_id] = min(hour, stale[month].get(tenant_id, hour))
+        ratings = [_rate(month, since) for month, since in sorted(stale.items())]
         with transaction.atomic():
             claimed, _ = RatingPending.objects.filter(pk__in=[q[0] for q in queued]).delete()
             if not log_consume(changes) or claimed != len(queued):
@@ -78,20 +100,23 @@ def rated_usage_update() -> int:
         return sum(len(rating.months) for rating in ratings)
 
 
-def _usage_months(changes) -> dict[datetime, set[int]]:
-    """The tenant-months whose usage metering changed."""
-    months: dict[datetime, set[int]] = defaultdict(set)
+def _usage_months(changes) -> dict[datetime, dict[int, datetime]]:
+    """Per month, the tenants whose usage metering changed and the first hour it changed."""
+    months: dict[datetime, dict[int, datetime]] = defaultdict(dict)
     for change in changes:
         if change.tenant_id is not None:
-            months[month_floor(change.start)].add(change.tenant_id)
+            hour = hour_floor(change.start)
+            since = months[month_floor(hour)]
+            since[change.tenant_id] = min(hour, since.get(change.tenant_id, hour))
     return months
 
 
-def _queued_months(queued: list[tuple]) -> dict[datetime, set[int]]:
-    """The tenant-months with usage that billing's queue (pk, tenant id, start) names."""
+def _queued_months(queued: list[tuple]) -> dict[datetime, dict[int, datetime]]:
+    """The tenant-months with usage that billing's queue (pk, tenant id, start) names, and
+    the hour from which each rates differently."""
     if not queued:
         return {}
-    months: dict[datetime, set[int]] = defaultdict(set)
+    months: dict[datetime, dict[int, datetime]] = defaultdict(dict)
     first = min(month_floor(start) for _, _, start in queued)
     usage = (
         daily_usage_list(start=first, end=datetime(2101, 1, 1, tzinfo=UTC))
@@ -101,11 +126,13 @@ def _queued_months(queued: list[tuple]) -> dict[datetime, set[int]]:
     )
     for month, tenant_id in usage:
         month = _month_of(month)
-        if any(
-            (pk is None or pk == tenant_id) and month >= month_floor(start)
+        hours = [
+            max(month, hour_floor(start))
             for _, pk, start in queued
-        ):
-            months[month].add(tenant_id)
+            if (pk is None or pk == tenant_id) and month >= month_floor(start)
+        ]
+        if hours:
+            months[month][tenant_id] = min(hours)
     return months
 
 
@@ -128,55 +155,179 @@ def tenant_month_totals(
 
 @dataclass(frozen=True)
 class _Rated:
-    """One month's rating of some tenants, ready to store."""
+    """One month's rating of some tenants from their first changed hours, ready to store."""
 
     month_start: datetime
-    tenant_ids: list[int]
+    since: dict[int, datetime]  # tenant id -> the first hour rated again
     months: list[RatedTenantMonth]  # the tenant-months' totals
-    usage: list[tuple]  # rated usage rows of _FIELDS
+    usage: list[tuple]  # rated usage rows of _FIELDS, without the tenant-month
+    hours: list[RatedHour]  # the states of the hours rated
     before: dict  # the stored rated usage it replaces (`_cells`)
+    promotions_moved: set[int]  # tenants whose month's promotion rate changed
 
 
-def _rate(month_start: datetime, tenant_ids: list[int]) -> _Rated:
-    """Rate the tenants' month, and read the rated usage it replaces (reads only: if another
-    run stores these tenant-months first, it consumed what this run read, and this run's
-    `log_consume` or queue claim fails: it reads again)."""
-    stored = RatedUsage.objects.filter(month_start=month_start, tenant_id__in=tenant_ids)
-    before = _cells(stored)
-    rating = month_rate(
-        month_start=month_start, tenants=list(Tenant.objects.filter(pk__in=tenant_ids))
+def _rate(month_start: datetime, since: dict[int, datetime]) -> _Rated:
+    """Rate the tenants' month from their hours in `since` on (a tenant-month never rated,
+    or that could not be, from its start), and read the rated usage it replaces (reads
+    only: if another run stores these tenant-months first, it consumed what this run read,
+    and this run's `log_consume` or queue claim fails: it reads again)."""
+    stored = dict(
+        RatedTenantMonth.objects.filter(
+            month_start=month_start, tenant_id__in=since, error=""
+        ).values_list("tenant_id", "promotion_rate")
     )
-    now = clock.now()
-    rows = []
-    for pk in tenant_ids:
-        row = RatedTenantMonth(tenant_id=pk, month_start=month_start, rated_at=now)
+    since = {pk: hour if pk in stored else month_start for pk, hour in since.items()}
+    openings = _openings(month_start, since)
+    rating = month_rate(
+        month_start=month_start,
+        tenants=list(Tenant.objects.filter(pk__in=since)),
+        resume={
+            pk: (hour, openings[pk].running if pk in openings else START)
+            for pk, hour in since.items()
+        },
+    )
+    rows, hours = [], []
+    for pk in sorted(since):
+        row = RatedTenantMonth(tenant_id=pk, month_start=month_start, rated_at=clock.now())
         if pk in rating.errors:
             row.error = str(rating.errors[pk])
-        elif pk in rating.rated:
-            rated = rating.rated[pk]
-            row.currency = rated.currency
-            row.usage_amount = sum(
-                (line.amount for line in rated.lines if line.kind == LineKind.USAGE), ZERO
-            )
-            row.minimum_shortfall = rated.minimum_shortfall
+        else:
+            try:
+                states = _month_close(row, rating, since[pk], openings.get(pk))
+            except MissingCut:  # a credit's expiry unknown when its hour was rated
+                return _rate(month_start, {**since, pk: month_start})
+            hours.extend(_hour_row(pk, month_start, state) for state in states)
         rows.append(row)
-    return _Rated(month_start, tenant_ids, rows, _rated_usage(rating), before)
+    moved = {row.tenant_id for row in rows if stored.get(row.tenant_id) != row.promotion_rate}
+    before = _cells(RatedUsage.objects.filter(_from_hours(since), month_start=month_start))
+    return _Rated(month_start, since, rows, _rated_usage(rating), hours, before, moved)
+
+
+def _openings(month_start: datetime, since: dict[int, datetime]) -> dict[int, HourState]:
+    """Per tenant rated from an hour after its month's start, the stored state of its last
+    hour with usage before that hour (none: no usage before it)."""
+    by_hour: dict[datetime, list[int]] = defaultdict(list)
+    for pk, hour in since.items():
+        if hour > month_start:
+            by_hour[hour].append(pk)
+    openings = {}
+    for hour, ids in by_hour.items():
+        last = (
+            RatedHour.objects.filter(
+                tenant_id=OuterRef("tenant_id"), hour__gte=month_start, hour__lt=hour
+            )
+            .order_by("-hour")
+            .values("hour")[:1]
+        )
+        for row in RatedHour.objects.filter(tenant_id__in=ids, hour=Subquery(last)):
+            openings[row.tenant_id] = _state_of(row)
+    return openings
+
+
+def _month_close(
+    row: RatedTenantMonth, rating: MonthRating, since: datetime, opening: HourState | None
+) -> list[HourState]:
+    """The states of the hours rated, and the tenant-month's totals and lines in `row`, from
+    the last state and the realized amounts before the credits' expiries."""
+    pk, month_start = row.tenant_id, rating.month_start
+    promotions = rating.promotions[pk]
+    _, end = month_bounds(month_start=month_start)
+    instants = sorted({c.expires_at for c in promotions if c.expires_at})
+    instants = [instant for instant in instants if month_start < instant < end]
+    states = hour_states(items=rating.rated[pk].items, opening=opening, instants=instants)
+    known = [opening] if opening else []
+    for instant in instants:
+        if instant < since:
+            earlier = (
+                RatedHour.objects.filter(tenant_id=pk, hour__gte=month_start, hour__lt=instant)
+                .order_by("-hour")
+                .first()
+            )
+            known += [_state_of(earlier)] if earlier else []
+    known = sorted({state.hour: state for state in [*known, *states]}.values(), key=_hour_of)
+    pools = {instant: realized_before(instant, known) for instant in instants}
+    last = states[-1] if states else opening
+    closing = month_summary(
+        month_start=month_start,
+        last=last,
+        pools=pools,
+        promotions=promotions,
+        opening=rating.openings[pk],
+        currency=settings.FACTORY_CURRENCY,
+    )
+    realized = last.realized if last else ZERO
+    promoted = fraction_to_decimal(closing.promoted)
+    row.currency = settings.FACTORY_CURRENCY
+    row.usage_amount = closing.usage_amount
+    row.minimum_shortfall = closing.minimum_shortfall
+    row.realized = realized
+    row.promotions = promoted
+    row.promotion_rate = (
+        PRO_RATA.divide(promoted, realized).quantize(
+            RATE_QUANTUM, rounding=ROUND_DOWN, context=PRO_RATA
+        )
+        if realized
+        else ZERO
+    )
+    row.lines = [_line_json(line) for line in closing.lines]
+    row.credits_applied = [
+        [use.credit_id, str(use.applied_amount), str(use.billed_amount)]
+        for use in closing.promotions
+    ]
+    return states
+
+
+def _hour_of(state: HourState) -> datetime:
+    return state.hour
+
+
+def _from_hours(since: dict[int, datetime]) -> Q:
+    """Rows of each tenant from its hour on."""
+    by_hour: dict[datetime, list[int]] = defaultdict(list)
+    for pk, hour in since.items():
+        by_hour[hour].append(pk)
+    return reduce(
+        or_, (Q(tenant_id__in=ids, hour__gte=hour) for hour, ids in sorted(by_hour.items()))
+    )
 
 
 def _store(rated: _Rated) -> None:
-    """Replace the tenant-months' rated usage and totals, and append to billing's change log
-    the hours each tenant's rated usage changed in."""
-    ids = rated.tenant_ids
-    RatedUsage.objects.filter(month_start=rated.month_start, tenant_id__in=ids).delete()
-    rows_insert(RatedUsage._meta.db_table, _FIELDS, rated.usage)
+    """Replace the tenant-months' rated usage and hour states from their first hour rated,
+    and their totals; append to billing's change log the hours each tenant's rated usage
+    changed in (the whole month where the month's promotion rate moved: every hour's share
+    of it did)."""
+    month = rated.month_start
+    if not rated.since:
+        return
+    hours = _from_hours(rated.since)
+    RatedUsage.objects.filter(hours, month_start=month).delete()
+    RatedHour.objects.filter(hours, month_start=month).delete()
     RatedTenantMonth.objects.bulk_create(
         rated.months,
         update_conflicts=True,
         unique_fields=["tenant", "month_start"],
-        update_fields=["currency", "usage_amount", "minimum_shortfall", "error", "rated_at"],
+        update_fields=_TOTALS,
     )
-    after = _cells(RatedUsage.objects.filter(month_start=rated.month_start, tenant_id__in=ids))
-    log_append(RatedChange, _changed_spans(rated.before, after), log="billing.rated")
+    ids = dict(
+        RatedTenantMonth.objects.filter(month_start=month, tenant_id__in=rated.since).values_list(
+            "tenant_id", "pk"
+        )
+    )
+    rows_insert(
+        RatedUsage._meta.db_table,
+        (*_FIELDS, "tenant_month_id"),
+        ((*row, ids[row[0]]) for row in rated.usage),
+    )
+    RatedHour.objects.bulk_create(rated.hours)
+    after = _cells(RatedUsage.objects.filter(hours, month_start=month))
+    changes = _changed_spans(rated.before, after)
+    if rated.promotions_moved:
+        _, end = month_bounds(month_start=month)
+        changes = [c for c in changes if c.tenant_id not in rated.promotions_moved]
+        changes += [
+            RatedChange(tenant_id=pk, start=month, end=end) for pk in sorted(rated.promotions_moved)
+        ]
+    log_append(RatedChange, changes, log="billing.rated")
 
 
 def _cells(rows) -> dict[tuple[int, int, datetime, str], tuple]:
@@ -202,6 +353,55 @@ def _changed_spans(before: dict, after: dict) -> list[RatedChange]:
         RatedChange(tenant_id=pk, start=first, end=last + HOUR)
         for pk, (first, last) in sorted(spans.items())
     ]
+
+
+def _hour_row(tenant_id: int, month_start: datetime, state: HourState) -> RatedHour:
+    """A state as billing stores it."""
+    return RatedHour(
+        tenant_id=tenant_id,
+        month_start=month_start,
+        hour=state.hour,
+        consumed=state.running.consumed,
+        paid_tokens=state.running.paid_tokens,
+        realized=state.realized,
+        quantities=[
+            [model, str(token_class), str(price), str(contract), str(tier), tier_from, quantity]
+            for (model, token_class, price, (contract, tier, tier_from)), quantity in sorted(
+                state.quantities.items(), key=str
+            )
+        ],
+        cuts={instant.isoformat(): str(realized) for instant, realized in state.cuts.items()},
+    )
+
+
+def _state_of(row: RatedHour) -> HourState:
+    """A stored state as the rating resumes from it."""
+    return HourState(
+        hour=row.hour.astimezone(UTC),
+        running=Running(consumed=row.consumed, paid_tokens=row.paid_tokens),
+        realized=Decimal(row.realized),
+        quantities={
+            (model, TokenClass(token_class), Decimal(price), (Decimal(c), Decimal(t), tier_from)): q
+            for model, token_class, price, c, t, tier_from, q in row.quantities
+        },
+        cuts={datetime.fromisoformat(k): Decimal(v) for k, v in row.cuts.items()},
+    )
+
+
+def _line_json(line: InvoiceLine) -> dict:
+    """An invoice line as the tenant-month keeps it (billing.selectors.rated reads it)."""
+    return {
+        "kind": str(line.kind),
+        "model": line.model,
+        "token_class": str(line.token_class or ""),
+        "quantity": line.quantity,
+        "list_unit_price": None if line.list_unit_price is None else str(line.list_unit_price),
+        "list_amount": str(line.list_amount),
+        "discount": str(line.discount),
+        "amount": str(line.amount),
+        "discount_pct": str(line.discount_pct),
+        "description": line.description,
+    }
 
 
 _FIELDS = (
@@ -236,7 +436,7 @@ def _rated_usage(rating: MonthRating) -> list[tuple]:
                 key = (tenant_id, deployment_id, hour, rating.month_start, str(sale))
                 sums = cells.get(key)
                 if sums is None:
-                    sums = cells[key] = [0] * 6 + [ZERO] * 5
+                    sums = cells[key] = [0] * 6 + [ZERO] * 4
                 sums[0] += usage.input_tokens
                 sums[1] += usage.cached_tokens
                 sums[2] += usage.output_tokens
@@ -257,11 +457,11 @@ def _rated_usage(rating: MonthRating) -> list[tuple]:
 
 
 def _amounts(item: RatedItem) -> tuple[Decimal, ...]:
-    """(list value, contract discount, tier discount, realized, promotions) of a paid item:
-    the contract discount comes off the list value first, the tier discount off the rest."""
+    """(list value, contract discount, tier discount, realized) of a paid item: the
+    contract discount comes off the list value first, the tier discount off the rest."""
     contract = item.list_value * item.contract_discount_pct / HUNDRED
     tier = (item.list_value - contract) * item.tier_discount_pct / HUNDRED
-    return item.list_value, contract, tier, item.realized_amount, item.promotion_amount
+    return item.list_value, contract, tier, item.realized_amount
 
 
 def _compliant_tokens(item: RatedItem, *, event, row, version) -> tuple[int, int, int]:

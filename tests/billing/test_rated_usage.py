@@ -13,8 +13,17 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from billing.models import RatedTenantMonth, RatedUsage
-from billing.selectors.rating import month_rate
+from billing.models import (
+    Contract,
+    Price,
+    PromotionalCredit,
+    RatedHour,
+    RatedTenantMonth,
+    RatedUsage,
+    RatingPending,
+)
+from billing.selectors.rating import month_billed, month_rate
+from billing.selectors.usage_rows import hourly_rows
 from billing.services.pricing import contract_create, price_create, promotion_grant
 from billing.services.rated import rated_usage_update
 from flywheel.selectors.kpis import period_measure
@@ -170,7 +179,6 @@ def _fresh(month: datetime) -> dict[tuple, dict]:
                 cell[name] += getattr(usage, name)
             cell["list_value"] += item.list_value
             cell["realized"] += item.realized_amount
-            cell["promotions"] += item.promotion_amount
             if item.is_paid:
                 key = (tenant_id, slugs[usage.deployment], hour)
                 (paid_events.add((usage.source, usage.id)) if usage.id else paid_hours.add(key))
@@ -188,31 +196,68 @@ def _fresh(month: datetime) -> dict[tuple, dict]:
     return cells
 
 
-usage_strategy = st.lists(
-    st.tuples(
-        st.integers(0, 4),  # tenant
-        st.integers(0, 30 * 24 - 1),  # hour of March
-        st.integers(0, 59),  # minute
-        st.booleans(),  # model
-        st.integers(0, 20_000),  # input
-        st.integers(0, 9_000),  # output
-        st.integers(100, 900),  # ttft
-    ),
+event_strategy = st.tuples(
+    st.integers(0, 4),  # tenant
+    st.integers(0, 30 * 24 - 1),  # hour of March
+    st.integers(0, 59),  # minute
+    st.booleans(),  # model
+    st.integers(0, 20_000),  # input
+    st.integers(0, 9_000),  # output
+    st.integers(100, 900),  # ttft
+)
+change_strategy = st.one_of(
+    st.none(),
+    st.tuples(st.just("price"), st.integers(1, 30 * 24 - 1), st.sampled_from(["1.1", "3.0"])),
+    st.tuples(st.just("contract"), st.integers(1, 30 * 24 - 1), st.integers(0, 4)),
+    st.tuples(st.just("promotion"), st.integers(1, 30 * 24 * 60 - 1), st.integers(1, 40)),
+)
+batches_strategy = st.lists(
+    st.tuples(st.lists(event_strategy, min_size=1, max_size=15), change_strategy),
     min_size=1,
-    max_size=40,
+    max_size=4,
 )
 
 
-@given(usage=usage_strategy, promotion=st.integers(0, 30))
+def _change(change, tenants: list[Tenant]) -> None:
+    """A version or a credit that takes effect inside March, written between two ratings."""
+    match change:
+        case ("price", hour, price):
+            small = ServedModel.objects.get(slug="small")
+            start = MARCH + timedelta(hours=hour)
+            if not Price.objects.filter(
+                model=small, token_class="output", effective_from=start
+            ).exists():
+                price_create(model=small, token_class="output", per_million=Decimal(price),
+                             currency="USD", effective_from=start)  # fmt: skip
+        case ("contract", hour, index):
+            tenant = tenants[index]
+            if not Contract.objects.filter(
+                tenant=tenant, effective_from=MARCH + timedelta(hours=hour)
+            ).exists():
+                contract_create(tenant=tenant, currency="USD", effective_from=MARCH + timedelta(hours=hour),
+                                kind="paid", discount_pct=Decimal(5),
+                                volume_tiers=[{"from_tokens": 30_000, "discount_pct": "10"}])  # fmt: skip
+        case ("promotion", minute, amount):
+            promotion_grant(tenant=tenants[minute % 3], amount=Decimal(amount) / 10, currency="USD",
+                            effective_from=MARCH, expires_at=MARCH + timedelta(minutes=minute))  # fmt: skip
+
+
+@given(batches=batches_strategy, promotion=st.integers(0, 30))
 @settings(
-    max_examples=15,
+    max_examples=25,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-def test_the_rated_usage_equals_a_fresh_rating_of_the_month(db, usage, promotion):
-    for model in (RatedUsage, RatedTenantMonth, UsageEvent, EventKey, HourlyUsage, DailyUsage,
-                  FoldPending):  # fmt: skip
+def test_incremental_rating_equals_a_whole_month_rating(db, batches, promotion):
+    """Usage arrives in batches (late events among them), prices, contracts and credits
+    (some expiring mid-hour) change in between, and each batch is rated incrementally from
+    its first changed hour: the stored rated usage equals a whole-month rating per hour
+    before promotions, and the month's promotions, lines and totals equal it per month."""
+    for model in (RatedUsage, RatedHour, RatedTenantMonth, RatingPending, UsageEvent, EventKey,
+                  HourlyUsage, DailyUsage, FoldPending, PromotionalCredit):  # fmt: skip
         model.objects.all().delete()
+    Price.objects.filter(effective_from__gte=MARCH).delete()
+    Contract.objects.filter(effective_from__gte=MARCH).delete()
     if not Tenant.objects.exists():
         _pricing()
         _tenants(["paid", "allowance", "tiers", "trial", "none"])
@@ -220,21 +265,25 @@ def test_the_rated_usage_equals_a_fresh_rating_of_the_month(db, usage, promotion
     if promotion:
         promotion_grant(tenant=tenants[0], amount=Decimal(promotion) / 10, currency="USD",
                         effective_from=MARCH)  # fmt: skip
-    events = [
-        {
-            "id": f"e{i}",
-            "tenant": tenants[tenant].slug,
-            "model": "small" if small else "llama-70b",
-            "time": (MARCH + timedelta(hours=hour, minutes=minute)).isoformat(),
-            "input_tokens": input_tokens,
-            "cached_tokens": input_tokens // 4,
-            "output_tokens": output,
-            "ttft_ms": ttft,
-        }
-        for i, (tenant, hour, minute, small, input_tokens, output, ttft) in enumerate(usage)
-    ]
-    _ingest(events)
-    rated_usage_update()
+    number = 0
+    for usage, change in batches:
+        events = []
+        for tenant, hour, minute, small, input_tokens, output, ttft in usage:
+            number += 1
+            events.append({
+                "id": f"e{number}",
+                "tenant": tenants[tenant].slug,
+                "model": "small" if small else "llama-70b",
+                "time": (MARCH + timedelta(hours=hour, minutes=minute)).isoformat(),
+                "input_tokens": input_tokens,
+                "cached_tokens": input_tokens // 4,
+                "output_tokens": output,
+                "ttft_ms": ttft,
+            })  # fmt: skip
+        _ingest(events)
+        rated_usage_update()
+        _change(change, tenants)
+        rated_usage_update()
 
     fresh = _fresh(MARCH)
     stored = {
@@ -248,8 +297,30 @@ def test_the_rated_usage_equals_a_fresh_rating_of_the_month(db, usage, promotion
         for name in ("input_tokens", "cached_tokens", "output_tokens", "compliant_input_tokens",
                      "compliant_cached_tokens", "compliant_output_tokens"):  # fmt: skip
             assert getattr(row, name) == cell[name], (key, name)
-        for name in ("list_value", "realized", "promotions"):
+        for name in ("list_value", "realized"):
             assert abs(getattr(row, name) - cell[name]) < tolerance, (key, name)
+
+    whole = month_rate(month_start=MARCH)
+    months = {row.tenant_id: row for row in RatedTenantMonth.objects.filter(month_start=MARCH)}
+    assert set(whole.rated) | set(whole.errors) <= set(months)  # and tenants of no tokens
+    for tenant_id, rated in whole.rated.items():
+        month = months[tenant_id]
+        assert month.error == ""
+        assert abs(month.promotions - rated.promotion_amount) < tolerance
+        assert month.usage_amount == sum(
+            (line.amount for line in rated.lines if line.kind == "usage"), Decimal(0)
+        )
+        assert month.minimum_shortfall == rated.minimum_shortfall
+        billed = month_billed(tenant=Tenant.objects.get(pk=tenant_id), month_start=MARCH)
+        assert billed.lines == rated.lines  # to the cent, line by line
+        assert [(p.credit_id, p.billed_amount) for p in billed.promotions] == [
+            (p.credit_id, p.billed_amount) for p in rated.promotions
+        ]
+        paid = [row for row in stored.values() if row.tenant_id == tenant_id and row.sale == "paid"]
+        after = sum((r.realized for r in paid), Decimal(0)) - sum(
+            (r.realized * month.promotion_rate for r in paid), Decimal(0)
+        )
+        assert abs(after - rated.realized_after_promotions) < Decimal("0.000001")
     with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
         rated_usage_update()  # nothing changed: nothing is rated again
     assert not rating.called
@@ -300,13 +371,45 @@ def test_a_pricing_write_asks_for_the_rate_stage_which_rates_it_in_once_it_commi
         price_create(model=ServedModel.objects.get(slug="small"), token_class="output",
                      per_million=Decimal("3.0"), currency="USD", effective_from=MARCH)  # fmt: skip
     assert _sum("list_value") - before == Decimal(603) * Decimal("0.5") / 1_000_000
-    assert _sum("promotions") == 0
+    assert RatedTenantMonth.objects.get().promotions == 0
 
     with django_capture_on_commit_callbacks(execute=True):
         promotion_grant(tenant=tenant, amount=Decimal("0.0001"), currency="USD",
                         effective_from=MARCH)  # fmt: skip
-    assert abs(_sum("promotions") - Decimal("0.0001")) < Decimal("1e-11")
+    assert abs(RatedTenantMonth.objects.get().promotions - Decimal("0.0001")) < Decimal("1e-11")
 
 
 def _sum(name: str) -> Decimal:
     return sum(RatedUsage.objects.values_list(name, flat=True), Decimal(0))
+
+
+@pytest.mark.both_backends
+def test_new_usage_in_an_hour_rates_that_hour_resuming_from_the_hour_before(db):
+    """30 events of March 1–3 stay within the 60,000-token allowance (39,480 tokens). One
+    more in the last hour with usage (30,000 tokens) crosses it: only that hour is read and
+    rated again, from the running totals stored with the hour before, and it is paid whole
+    (small: 24,900 input at 0.6, 100 cached at 0.15, 5,000 output at 2.5 per million)."""
+    _pricing()
+    (tenant,) = _tenants(["allowance"])
+    _ingest(_events([tenant], 30))
+    rated_usage_update()
+    states = list(RatedHour.objects.order_by("hour").values_list("hour", "consumed", "paid_tokens"))
+    last_hour = states[-1][0].astimezone(UTC)
+    assert states[-1][1:] == (39_480, 0)
+
+    late = {"id": "late", "tenant": tenant.slug, "model": "small", "input_tokens": 25_000,
+            "cached_tokens": 100, "output_tokens": 5_000,
+            "time": (last_hour + timedelta(minutes=59)).isoformat()}  # fmt: skip
+    _ingest([late])
+    with patch("billing.selectors.rating.hourly_rows", wraps=hourly_rows) as rows:
+        assert rated_usage_update() == 1
+    assert rows.call_args.args[0] == last_hour  # the hour, not the month
+    after = list(RatedHour.objects.order_by("hour").values_list("hour", "consumed", "paid_tokens"))
+    assert after[:-1] == states[:-1]
+    assert after[-1] == (states[-1][0], 69_480, 30_000)
+    month = RatedTenantMonth.objects.get()
+    assert month.realized == Decimal("0.027455")
+    assert month.usage_amount == Decimal("0.02")  # lines of 0.01494, 0.000015, 0.0125: 0.01 + 0 + 0.01
+    assert sum(RatedUsage.objects.filter(sale="paid").values_list("realized", flat=True)) == (
+        Decimal("0.027455")
+    )

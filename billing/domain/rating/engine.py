@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
-from billing.domain.invoices import invoice_total, minimum_line, promotion_lines, usage_lines
+from billing.domain.invoices import month_lines, usage_lines
 from billing.domain.rating.books import ContractBook, PriceBook
 from billing.domain.rating.types import (
     ClassCharge,
@@ -37,19 +37,20 @@ from billing.domain.rating.types import (
     ContractVersion,
     PriceVersion,
     PromotionalCredit,
-    PromotionApplication,
     RatedItem,
     RatedMonth,
     RatingError,
+    Running,
     TokenClass,
     UnsoldReason,
     UsageItem,
     VolumeTier,
     month_bounds,
 )
-from portal.money import EXACT, MILLION, fraction_to_decimal, minor_unit, round_money
+from portal.money import EXACT, MILLION, fraction_to_decimal, minor_unit
 
 ZERO = Decimal(0)
+START = Running()  # a month rated from its first hour
 
 HUNDRED = Decimal(100)
 
@@ -125,23 +126,26 @@ def _charges(item: UsageItem, prices: PriceBook, currency: str) -> tuple[ClassCh
     return tuple(charges)
 
 
-def _allocate_promotions(
+def allocate_promotions(
     *,
-    items: list[RatedItem],
+    paid: Sequence[tuple[datetime, Decimal]],
     promotions: Sequence[PromotionalCredit],
     month_start: datetime,
     currency: str,
 ) -> tuple[list[Fraction], list[tuple[PromotionalCredit, Fraction]]]:
-    """Per-item promotion shares and the amount applied from each credit, exact.
+    """Promotion shares of paid amounts (time, realized amount before promotions), and the
+    amount applied from each credit, exact.
 
     Fractions keep every pool exact, so the credits applied never exceed the realized
-    amounts even when a later credit's eligible items differ from an earlier one's.
+    amounts even when a later credit's eligible items differ from an earlier one's. Items
+    that every credit treats alike (no expiry between them) may be given summed: the
+    amounts applied are the same.
     """
-    shares = [Fraction(0)] * len(items)
+    shares = [Fraction(0)] * len(paid)
     applied: list[tuple[PromotionalCredit, Fraction]] = []
     if not promotions:
         return shares, applied
-    remaining = [Fraction(rated.realized_amount) for rated in items]
+    remaining = [Fraction(realized) for _, realized in paid]
     ordered = sorted(
         promotions,
         key=lambda c: (c.expires_at is None, c.expires_at or month_start, c.id),
@@ -151,8 +155,8 @@ def _allocate_promotions(
             raise RatingError(f"promotional credit {credit.id!r} is in {credit.currency}")
         eligible = [
             index
-            for index, rated in enumerate(items)
-            if rated.is_paid and (credit.expires_at is None or rated.item.time < credit.expires_at)
+            for index, (time, _) in enumerate(paid)
+            if credit.expires_at is None or time < credit.expires_at
         ]
         pool = sum((remaining[index] for index in eligible), Fraction(0))
         amount = min(Fraction(credit.amount), pool)
@@ -174,8 +178,12 @@ def rate_month(
     prices: Sequence[PriceVersion],
     promotions: Sequence[PromotionalCredit] = (),
     currency: str = "USD",
+    opening: Running = START,
 ) -> RatedMonth:
-    """Rate one tenant's ok usage of one UTC month; RatingError for a paid item without price."""
+    """Rate one tenant's ok usage of one UTC month; RatingError for a paid item without
+    price. Given where the month's rating stood before its items (`opening`: the items of
+    the hours before them rated already), it rates the rest of the month: its items are
+    exactly what a whole-month rating gives those items, and its totals and lines theirs."""
     start, end = month_bounds(month_start=month_start)
     minor_unit(currency=currency)  # unknown currencies fail before any work
     contract_book = ContractBook(contracts)
@@ -187,11 +195,12 @@ def rate_month(
                 f"item at {item.time.isoformat()} lies outside the month {start:%Y-%m}"
             )
 
-    opening = contract_book.at(when=start)
-    allowance = opening.free_tokens_per_month if opening is not None else 0
+    opening_contract = contract_book.at(when=start)
+    allowance = opening_contract.free_tokens_per_month if opening_contract is not None else 0
     unsold = dict.fromkeys(UnsoldReason, 0)
-    consumed = 0  # allowance running total, every item
-    paid_tokens = 0  # tier running total, paid items only
+    consumed = opening.consumed  # allowance running total, every item
+    paid_tokens = opening.paid_tokens  # tier running total, paid items only
+    paid_here = 0
     is_beyond = False
     drafts: list[RatedItem] = []
     with localcontext(EXACT):
@@ -214,6 +223,7 @@ def rate_month(
                     time=item.time,
                 )
             paid_tokens += tokens
+            paid_here += tokens
             tier = tier_reached(tiers=contract.volume_tiers, running_tokens=paid_tokens)
             tier_pct = tier.discount_pct if tier is not None else ZERO
             charges = _charges(item, price_book, currency)
@@ -234,59 +244,42 @@ def rate_month(
                 )
             )
 
-    shares, exact_applied = _allocate_promotions(
-        items=drafts, promotions=promotions, month_start=start, currency=currency
+    paid = [index for index, rated in enumerate(drafts) if rated.is_paid]
+    shares, exact_applied = allocate_promotions(
+        paid=[(drafts[index].item.time, drafts[index].realized_amount) for index in paid],
+        promotions=promotions,
+        month_start=start,
+        currency=currency,
     )
-    rated = tuple(
-        _with_promotion(rated_item, fraction_to_decimal(share)) if share else rated_item
-        for rated_item, share in zip(drafts, shares, strict=True)
-    )
-    applied = [(credit, fraction_to_decimal(amount)) for credit, amount in exact_applied]
+    for index, share in zip(paid, shares, strict=True):
+        if share:
+            drafts[index] = replace(drafts[index], promotion_amount=fraction_to_decimal(share))
     with localcontext(EXACT):
-        list_value = sum((r.list_value for r in rated), ZERO)
-        realized = sum((r.realized_amount for r in rated), ZERO)
-    exact_promoted = sum((amount for _, amount in exact_applied), Fraction(0))
-    promoted = fraction_to_decimal(exact_promoted)
-    realized_after = fraction_to_decimal(Fraction(realized) - exact_promoted)
-
-    money_zero = round_money(amount=ZERO, currency=currency)
-    lines = list(usage_lines(items=rated, currency=currency))
-    usage_total = invoice_total(lines=lines)
-    promo_lines, billed = promotion_lines(
-        applied=applied, usage_total=usage_total, currency=currency
+        list_value = sum((r.list_value for r in drafts), ZERO)
+        realized = sum((r.realized_amount for r in drafts), ZERO)
+    closing = month_lines(
+        usage=usage_lines(items=drafts, currency=currency),
+        applied=exact_applied,
+        opening=opening_contract,
+        currency=currency,
     )
-    lines.extend(promo_lines)
-    minimum = None
-    if opening is not None and opening.kind == ContractKind.PAID and opening.committed_minimum > 0:
-        if opening.currency != currency:
-            raise RatingError(
-                f"committed minimum is in {opening.currency}, the invoice in {currency}"
-            )
-        minimum = minimum_line(
-            committed_minimum=opening.committed_minimum, usage_total=usage_total, currency=currency
-        )
-    if minimum is not None:
-        lines.append(minimum)
-
     return RatedMonth(
         month_start=start,
         month_end=end,
         currency=currency,
-        items=rated,
+        items=tuple(drafts),
         allowance_tokens=allowance,
-        paid_tokens=paid_tokens,
+        paid_tokens=paid_here,
         unsold_tokens=unsold,
         list_value=list_value,
         realized_amount=realized,
-        promotion_amount=promoted,
-        realized_after_promotions=realized_after,
-        minimum_shortfall=minimum.amount if minimum is not None else money_zero,
-        promotions=tuple(
-            PromotionApplication(credit_id=credit.id, applied_amount=amount, billed_amount=bill)
-            for (credit, amount), bill in zip(applied, billed, strict=True)
-        ),
-        lines=tuple(lines),
-        total=round_money(amount=invoice_total(lines=lines), currency=currency),
+        promotion_amount=fraction_to_decimal(closing.promoted),
+        realized_after_promotions=fraction_to_decimal(Fraction(realized) - closing.promoted),
+        minimum_shortfall=closing.minimum_shortfall,
+        promotions=closing.promotions,
+        lines=closing.lines,
+        total=closing.total,
+        running=Running(consumed=consumed, paid_tokens=paid_tokens),
     )
 
 
@@ -302,7 +295,3 @@ def _unsold_item(item: UsageItem, reason: UnsoldReason) -> RatedItem:
         realized_amount=ZERO,
         promotion_amount=ZERO,
     )
-
-
-def _with_promotion(rated: RatedItem, share: Decimal) -> RatedItem:
-    return replace(rated, promotion_amount=share)

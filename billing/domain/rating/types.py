@@ -141,6 +141,16 @@ class UsageItem:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Running:
+    """Where a tenant-month's rating stands after its first hours: the free allowance's
+    running total (every ok item's input + output) and the volume tiers' (paid items'
+    only). Rating the rest of the month resumes from it."""
+
+    consumed: int = 0
+    paid_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class VolumeTier:
     """A graduated tier: paid items whose month running total reaches from_tokens."""
 
@@ -299,6 +309,7 @@ class RatedMonth:
     promotions: tuple[PromotionApplication, ...]
     lines: tuple[InvoiceLine, ...]  # usage, then promotion, then minimum
     total: Decimal  # sum of the rounded lines
+    running: Running = Running()  # where the month's rating stands after its last item
 
 
 def total_discount_pct(*, contract: Decimal, tier: Decimal) -> Decimal:

@@ -1,0 +1,145 @@
+"""A tenant-month's rating hour by hour (architecture.md "The pipeline": rating is
+incremental). With each hour of rated usage the month's rating keeps where it stands at
+the hour's end: the allowance and tier running totals, the realized amount so far (before
+promotions), the paid quantities so far per usage line, and the realized amount before
+each credit expiry inside the hour. Rating again from an hour resumes from the state of
+the hour before it; the month's lines and promotions follow from its last state and the
+realized amounts before the credits' expiries, as a whole-month rating gives them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal, localcontext
+
+from billing.domain.invoices import (
+    LineKey,
+    MonthLines,
+    line_quantities,
+    month_lines,
+    quantity_lines,
+)
+from billing.domain.rating.engine import allocate_promotions
+from billing.domain.rating.types import (
+    ContractVersion,
+    PromotionalCredit,
+    RatedItem,
+    Running,
+    month_bounds,
+)
+from portal.money import EXACT
+
+ZERO = Decimal(0)
+HOUR = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class HourState:
+    """Where a tenant-month's rating stands at the end of one hour with usage."""
+
+    hour: datetime
+    running: Running
+    realized: Decimal = ZERO  # the month's realized amounts so far, before promotions, exact
+    quantities: dict[LineKey, int] = field(default_factory=dict)  # paid, so far, per line
+    cuts: dict[datetime, Decimal] = field(default_factory=dict)  # realized before an instant
+
+
+def hour_states(
+    *,
+    items: Sequence[RatedItem],
+    opening: HourState | None,
+    instants: Iterable[datetime] = (),
+) -> list[HourState]:
+    """The state at the end of each hour that has items (in rating order, the month's items
+    from some hour on), resuming from `opening`, the state of an earlier hour (None: the
+    month's start). `instants` (credit expiries) inside an hour with items get a cut: the
+    realized amount of the paid items before them."""
+    consumed = opening.running.consumed if opening else 0
+    paid = opening.running.paid_tokens if opening else 0
+    realized = opening.realized if opening else ZERO
+    quantities = dict(opening.quantities) if opening else {}
+    pending = sorted(set(instants))
+    states: list[HourState] = []
+    hour = None
+    cuts: dict[datetime, Decimal] = {}
+
+    def close() -> None:
+        while pending and pending[0] < hour + HOUR:
+            cuts[pending.pop(0)] = realized
+        running = Running(consumed=consumed, paid_tokens=paid)
+        states.append(HourState(hour, running, realized, dict(quantities), dict(cuts)))
+
+    with localcontext(EXACT):
+        for rated in items:
+            time = rated.item.time
+            start = time.replace(minute=0, second=0, microsecond=0)
+            if start != hour:
+                if hour is not None:
+                    close()
+                hour, cuts = start, {}
+                while pending and pending[0] < hour:
+                    pending.pop(0)  # in an hour without items: the hour before tells
+            while pending and pending[0] <= time:
+                cuts[pending.pop(0)] = realized
+            tokens = rated.item.total_tokens
+            consumed += tokens
+            if not rated.is_paid:
+                continue
+            paid += tokens
+            realized += rated.realized_amount
+            line_quantities(items=(rated,), into=quantities)
+        if hour is not None:
+            close()
+    return states
+
+
+class MissingCut(Exception):
+    """A credit expires inside an hour whose stored state has no cut for it: the month is
+    rated again from its start."""
+
+
+def realized_before(instant: datetime, states: Sequence[HourState]) -> Decimal:
+    """The month's realized amount before `instant`, from states of its hours (in hour
+    order; any subset that holds the instant's hour, if it has one, and the latest hour
+    with usage before it)."""
+    start = instant.replace(minute=0, second=0, microsecond=0)
+    before = ZERO
+    for state in states:
+        if state.hour < start:
+            before = state.realized
+        elif state.hour == start and instant != start:
+            if instant not in state.cuts:
+                raise MissingCut(instant)
+            return state.cuts[instant]
+    return before
+
+
+def month_summary(
+    *,
+    month_start: datetime,
+    last: HourState | None,
+    pools: dict[datetime, Decimal],
+    promotions: Sequence[PromotionalCredit],
+    opening: ContractVersion | None,
+    currency: str,
+) -> MonthLines:
+    """The month's lines from its last state: usage lines from the paid quantities, the
+    credits applied to the realized amounts (each credit to those before its expiry:
+    `pools` holds the realized amount before every expiry inside the month), the minimum."""
+    start, end = month_bounds(month_start=month_start)
+    total = last.realized if last else ZERO
+    segments = []  # realized amounts between expiries, each at its segment's start
+    at, before = start, ZERO
+    with localcontext(EXACT):
+        for instant in sorted({c.expires_at for c in promotions if c.expires_at}):
+            if start < instant < end:
+                segments.append((at, pools[instant] - before))
+                at, before = instant, pools[instant]
+        segments.append((at, total - before))
+    _, applied = allocate_promotions(
+        paid=segments, promotions=promotions, month_start=start, currency=currency
+    )
+    usage = quantity_lines(quantities=last.quantities if last else {}, currency=currency)
+    return month_lines(usage=usage, applied=applied, opening=opening, currency=currency)
