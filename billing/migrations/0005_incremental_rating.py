@@ -36,6 +36,11 @@ class Migration(migrations.Migration):
         ),
         migrations.AddField(
             model_name="ratedtenantmonth",
+            name="quantities",
+            field=models.JSONField(default=list),
+        ),
+        migrations.AddField(
+            model_name="ratedtenantmonth",
             name="lines",
             field=models.JSONField(default=list),
         ),

@@ -19,7 +19,9 @@ class RatedTenantMonth(models.Model):
     realized = models.DecimalField(max_digits=40, decimal_places=20, default=0)
     promotions = models.DecimalField(max_digits=40, decimal_places=20, default=0)
     promotion_rate = models.DecimalField(max_digits=40, decimal_places=30, default=0)
-    # The month's invoice lines and credits applied as rated: what a draft invoice bills.
+    # The month's paid quantities per usage line (as RatedHour's), its invoice lines and the
+    # credits applied as rated: what a draft invoice bills.
+    quantities = models.JSONField(default=list)
     lines = models.JSONField(default=list)
     credits_applied = models.JSONField(default=list)  # [credit id, applied, billed]
     error = models.TextField(blank=True)  # the RatingError when it cannot be rated
@@ -89,9 +91,9 @@ class RatedUsage(models.Model):
 class RatedHour(models.Model):
     """Where a tenant's month's rating stands at the end of an hour with usage
     (billing.domain.rating.hours): the free allowance's and the volume tiers' running
-    totals, the realized amount so far before promotions, the paid quantities so far per
-    usage line, and the realized amount before each credit expiry inside the hour. Written
-    with the hour's rated usage; the rating of a later hour resumes from it."""
+    totals, the realized amount so far before promotions, the hour's paid quantities per
+    usage line, and the realized amount before each credit expiry inside the
+    hour. Written with the hour's rated usage; the rating of a later hour resumes from it."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
     month_start = models.DateTimeField()

@@ -33,6 +33,7 @@ from billing.domain.rating.hours import (
     MissingCut,
     hour_states,
     month_summary,
+    quantities_add,
     realized_before,
 )
 from billing.domain.rating.types import InvoiceLine, RatedItem, Running, TokenClass, month_bounds
@@ -60,7 +61,7 @@ _COMPLIANT = tuple(f"compliant_{name}" for name in _TOKENS)
 _MONEY = ("list_value", "contract_discount", "tier_discount", "realized")
 _TOTALS = (
     "currency", "usage_amount", "minimum_shortfall", "realized", "promotions",
-    "promotion_rate", "lines", "credits_applied", "error", "rated_at",
+    "promotion_rate", "quantities", "lines", "credits_applied", "error", "rated_at",
 )  # fmt: skip
 RATE_QUANTUM = Decimal(10) ** -30  # the promotion rate's precision (RatedTenantMonth)
 
@@ -171,13 +172,19 @@ def _rate(month_start: datetime, since: dict[int, datetime]) -> _Rated:
     or that could not be, from its start), and read the rated usage it replaces (reads
     only: if another run stores these tenant-months first, it consumed what this run read,
     and this run's `log_consume` or queue claim fails: it reads again)."""
-    stored = dict(
-        RatedTenantMonth.objects.filter(
+    stored = {
+        pk: (rate, _quantities_of(quantities))
+        for pk, rate, quantities in RatedTenantMonth.objects.filter(
             month_start=month_start, tenant_id__in=since, error=""
-        ).values_list("tenant_id", "promotion_rate")
-    )
+        ).values_list("tenant_id", "promotion_rate", "quantities")
+    }
     since = {pk: hour if pk in stored else month_start for pk, hour in since.items()}
     openings = _openings(month_start, since)
+    replaced: dict[int, list[dict]] = defaultdict(list)  # the hours' quantities rated again
+    for pk, quantities in RatedHour.objects.filter(
+        _from_hours(since), month_start=month_start
+    ).values_list("tenant_id", "quantities"):
+        replaced[pk].append(_quantities_of(quantities))
     rating = month_rate(
         month_start=month_start,
         tenants=list(Tenant.objects.filter(pk__in=since)),
@@ -192,13 +199,18 @@ def _rate(month_start: datetime, since: dict[int, datetime]) -> _Rated:
         if pk in rating.errors:
             row.error = str(rating.errors[pk])
         else:
+            kept = {}
+            if pk in stored and since[pk] > month_start:
+                kept = quantities_add(stored[pk][1], replaced[pk], sign=-1)
             try:
-                states = _month_close(row, rating, since[pk], openings.get(pk))
+                states = _month_close(row, rating, since[pk], openings.get(pk), kept)
             except MissingCut:  # a credit's expiry unknown when its hour was rated
                 return _rate(month_start, {**since, pk: month_start})
             hours.extend(_hour_row(pk, month_start, state) for state in states)
         rows.append(row)
-    moved = {row.tenant_id for row in rows if stored.get(row.tenant_id) != row.promotion_rate}
+    moved = {
+        row.tenant_id for row in rows if stored.get(row.tenant_id, (None,))[0] != row.promotion_rate
+    }
     before = _cells(RatedUsage.objects.filter(_from_hours(since), month_start=month_start))
     return _Rated(month_start, since, rows, _rated_usage(rating), hours, before, moved)
 
@@ -225,10 +237,15 @@ def _openings(month_start: datetime, since: dict[int, datetime]) -> dict[int, Ho
 
 
 def _month_close(
-    row: RatedTenantMonth, rating: MonthRating, since: datetime, opening: HourState | None
+    row: RatedTenantMonth,
+    rating: MonthRating,
+    since: datetime,
+    opening: HourState | None,
+    kept: dict,
 ) -> list[HourState]:
-    """The states of the hours rated, and the tenant-month's totals and lines in `row`, from
-    the last state and the realized amounts before the credits' expiries."""
+    """The states of the hours rated, and the tenant-month's totals and lines in `row`: its
+    paid quantities are those of the hours before `since` (`kept`) and of the hours rated,
+    its realized amount the last state's."""
     pk, month_start = row.tenant_id, rating.month_start
     promotions = rating.promotions[pk]
     _, end = month_bounds(month_start=month_start)
@@ -247,15 +264,17 @@ def _month_close(
     known = sorted({state.hour: state for state in [*known, *states]}.values(), key=_hour_of)
     pools = {instant: realized_before(instant, known) for instant in instants}
     last = states[-1] if states else opening
+    realized = last.realized if last else ZERO
+    quantities = quantities_add(kept, (state.quantities for state in states))
     closing = month_summary(
         month_start=month_start,
-        last=last,
+        quantities=quantities,
+        realized=realized,
         pools=pools,
         promotions=promotions,
         opening=rating.openings[pk],
         currency=settings.FACTORY_CURRENCY,
     )
-    realized = last.realized if last else ZERO
     promoted = fraction_to_decimal(closing.promoted)
     row.currency = settings.FACTORY_CURRENCY
     row.usage_amount = closing.usage_amount
@@ -269,6 +288,7 @@ def _month_close(
         if realized
         else ZERO
     )
+    row.quantities = _quantities_json(quantities)
     row.lines = [_line_json(line) for line in closing.lines]
     row.credits_applied = [
         [use.credit_id, str(use.applied_amount), str(use.billed_amount)]
@@ -364,12 +384,7 @@ def _hour_row(tenant_id: int, month_start: datetime, state: HourState) -> RatedH
         consumed=state.running.consumed,
         paid_tokens=state.running.paid_tokens,
         realized=state.realized,
-        quantities=[
-            [model, str(token_class), str(price), str(contract), str(tier), tier_from, quantity]
-            for (model, token_class, price, (contract, tier, tier_from)), quantity in sorted(
-                state.quantities.items(), key=str
-            )
-        ],
+        quantities=_quantities_json(state.quantities),
         cuts={instant.isoformat(): str(realized) for instant, realized in state.cuts.items()},
     )
 
@@ -380,12 +395,27 @@ def _state_of(row: RatedHour) -> HourState:
         hour=row.hour.astimezone(UTC),
         running=Running(consumed=row.consumed, paid_tokens=row.paid_tokens),
         realized=Decimal(row.realized),
-        quantities={
-            (model, TokenClass(token_class), Decimal(price), (Decimal(c), Decimal(t), tier_from)): q
-            for model, token_class, price, c, t, tier_from, q in row.quantities
-        },
+        quantities=_quantities_of(row.quantities),
         cuts={datetime.fromisoformat(k): Decimal(v) for k, v in row.cuts.items()},
     )
+
+
+def _quantities_json(quantities: dict) -> list[list]:
+    """Paid quantities per usage line as billing stores them."""
+    return [
+        [model, str(token_class), str(price), str(contract), str(tier), tier_from, quantity]
+        for (model, token_class, price, (contract, tier, tier_from)), quantity in sorted(
+            quantities.items(), key=str
+        )
+    ]
+
+
+def _quantities_of(stored: list[list]) -> dict:
+    """Stored paid quantities per usage line (`_quantities_json`) as the rating keys them."""
+    return {
+        (model, TokenClass(token_class), Decimal(price), (Decimal(c), Decimal(t), tier_from)): q
+        for model, token_class, price, c, t, tier_from, q in stored
+    }
 
 
 def _line_json(line: InvoiceLine) -> dict:

@@ -16,7 +16,7 @@ from django.contrib.sessions.backends.db import SessionStore
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from billing.models import Contract, Price, PromotionalCredit, RatedTenantMonth
+from billing.models import Contract, Price, PromotionalCredit, RatedTenantMonth, RatingPending
 from billing.services.rated import rated_usage_update
 from flywheel.selectors.measurement import FactoryData
 from flywheel.services.kpis import snapshots_measure
@@ -220,6 +220,33 @@ def incremental_rollup(*, seq0: int, hour: str, per_hour: int) -> dict:
         "rated_tenant_months": rated,
         "tenant_months": RatedTenantMonth.objects.count(),
     }
+
+
+def rating_after_hour(*, seq0: int, hour: str, per_hour: int) -> dict:
+    """One busy hour's new events in the month's last hour (ingested and folded, untimed),
+    then the rate stage timed: it rates the tenant-months they changed from that hour."""
+    start = _parse(hour)
+    generator = EventGenerator()
+    rows = list(generator.rows(seq0=seq0, count=per_hour, start=start, days=1, hours=1))
+    items = [generator.item(r) for r in rows]
+    now = clock.now()
+    for i in range(0, len(items), 1000):
+        events, errors = validate_events(items=items[i : i + 1000], now=now)
+        assert not errors, errors[:3]
+        usage_ingest(events=events, received_at=now)
+    usage_fold()
+    started = time.perf_counter()
+    rated = rated_usage_update()
+    return {"seconds": time.perf_counter() - started, "tenant_months": rated}
+
+
+def rating_whole_month(*, month: str) -> dict:
+    """The rate stage timed rating every tenant-month of the month from its start (what a
+    price from the month's start asks for)."""
+    RatingPending.objects.create(tenant=None, start=_parse(month))
+    started = time.perf_counter()
+    rated = rated_usage_update()
+    return {"seconds": time.perf_counter() - started, "tenant_months": rated}
 
 
 def measure(*, start: str, end: str) -> dict:

@@ -47,6 +47,7 @@ ROLLUP_SEQ = 2_000_000_000
 MEMORY_SEQ = 3_000_000_000
 PROFILE_SEQ = 4_000_000_000
 EMBEDDED_SEQ = 5_000_000_000
+RATING_SEQ = 6_000_000_000
 
 
 def log(message: str) -> None:
@@ -457,6 +458,47 @@ class Bench:
             "info",
         )
 
+    def rating(self) -> None:
+        """Goal 8: the rate stage after one busy hour of new events in the month's last hour
+        (the current hour of a live month) vs rating the whole month (large)."""
+        log("goal 8: rating after one busy hour vs rating the whole month (interleaved)")
+        agent = self.agents["large"]
+        per_hour = max(1000, 2 * self.sizes.large // (config.DAYS * 24))  # twice the mean
+        hour = config.MONTH_END - timedelta(hours=1)
+        rounds = max(2, self.sizes.rounds // 2)
+        after_hour, whole = [], []
+        for r in range(rounds):
+            figures = agent.call(
+                "rating_after_hour",
+                seq0=RATING_SEQ + r * per_hour,
+                hour=hour.isoformat(),
+                per_hour=per_hour,
+            )
+            after_hour.append(figures["seconds"])
+            month = agent.call("rating_whole_month", month=config.MONTH_START.isoformat())
+            whole.append(month["seconds"])
+            log(
+                f"  round {r + 1}: after the hour {after_hour[-1] * 1000:.0f} ms"
+                f" ({figures['tenant_months']} tenant-months), whole month {whole[-1]:.1f} s"
+                f" ({month['tenant_months']} tenant-months)"
+            )
+        ratio = statistics.median(after_hour) / statistics.median(whole)
+        self.results["rating"] = {
+            "events_per_hour": per_hour,
+            "after_hour_seconds": after_hour,
+            "whole_month_seconds": whole,
+            "ratio_median": ratio,
+        }
+        self.add(
+            "8",
+            f"rating after one busy hour ({per_hour:,} events) vs the whole month",
+            f"{statistics.median(after_hour) * 1000:.0f} ms",
+            f"{statistics.median(whole):.1f} s",
+            ratio,
+            "≤ 0.02",
+            verdict(ratio, 0.02, False),
+        )
+
     def ingestion(self) -> None:
         """Goals 1 and 2: API batches vs raw dedup COPY of the same events; replay vs fresh."""
         log("goals 1-2: ingestion, API vs raw dedup COPY vs raw binary COPY; replay vs fresh")
@@ -585,16 +627,27 @@ class Bench:
         per_round = min(self.sizes.ingest_events, 20_000)
         arms: dict[str, list[float]] = {"embedded": [], "production": []}
 
-        def bodies(seq0: int, r: int) -> list[bytes]:
+        def bodies(seq0: int, r: int) -> tuple[list[bytes], list[int]]:
+            """A round's requests, and the output tokens of each."""
             hour = config.INGEST_START + timedelta(days=2, hours=r)
             rows = sorted(
                 generator.rows(seq0=seq0, count=per_round, start=hour, days=1, hours=1),
                 key=lambda x: x.time,
             )
-            return [
-                encoder.encode([generator.item(x) for x in rows[i : i + 1000]])
-                for i in range(0, per_round, 1000)
+            items = [generator.item(x) for x in rows]
+            chunks = [items[i : i + 1000] for i in range(0, per_round, 1000)]
+            return [encoder.encode(c) for c in chunks], [
+                sum(e["output_tokens"] for e in c) for c in chunks
             ]
+
+        # How long an accepted event takes to reach the KPIs (fold, rate, measure by the one
+        # worker): the day's output tokens from GET /api/v1/kpis, polled while it ingests.
+        day = config.INGEST_START + timedelta(days=2)
+        kpi_path = (
+            f"/api/v1/kpis?from={day:%Y-%m-%dT%H:%M:%SZ}"
+            f"&to={day + timedelta(days=1):%Y-%m-%dT%H:%M:%SZ}"
+        )
+        to_kpis: list[float | None] = []
 
         targets = {
             "embedded": (embedded.port, token),
@@ -602,22 +655,42 @@ class Bench:
         }
         try:
             for r in range(self.sizes.rounds):
+                watch = web.KpiWatch(port=embedded.port, token=token, path=kpi_path)
+                baseline = watch.read()
+                accepted: list[tuple[float, int]] = []
                 for side, (port, side_token) in targets.items():
                     seq0 = EMBEDDED_SEQ + (2 * r + (side == "production")) * per_round
+                    round_bodies, outputs = bodies(seq0, r)
+                    if side == "embedded":
+                        expected = baseline + sum(outputs)
+                        watch.start(target=lambda expected=expected: expected, timeout=300)
                     posted = web.post_batches(
-                        port=port, token=side_token, bodies=bodies(seq0, r), threads=4,
-                        expect="accepted",
+                        port=port, token=side_token, bodies=round_bodies, threads=4,
+                        expect="accepted", accepted=accepted if side == "embedded" else None,
                     )  # fmt: skip
                     arms[side].append(per_round / posted["seconds"])
+                    if side == "embedded":
+                        watch.done.set()  # it stops once the KPIs hold the round
+                        round_outputs = outputs
+                watch.join()  # after the production side's round, as the worker ran on
+                waits = watch.latencies(accepted=accepted, outputs=round_outputs, baseline=baseline)
+                to_kpis.extend(waits)
+                slowest = max((w for w in waits if w is not None), default=float("nan"))
                 log(
                     f"  round {r + 1}: embedded {arms['embedded'][-1]:,.0f}/s, "
-                    f"production {arms['production'][-1]:,.0f}/s"
+                    f"production {arms['production'][-1]:,.0f}/s; accepted → KPIs: slowest"
+                    f" {slowest:.1f} s, {sum(w is None for w in waits)} of {len(waits)} not in"
+                    " the KPIs after 300 s"
                 )
         finally:
             embedded.stop()
             production.stop()
         med = {side: statistics.median(values) for side, values in arms.items()}
-        self.results["embedded"] = {"events_per_round": per_round, "events_per_second": arms}
+        self.results["embedded"] = {
+            "events_per_round": per_round,
+            "events_per_second": arms,
+            "seconds_to_kpis": to_kpis,
+        }
         ratio = med["embedded"] / med["production"]
         self.add(
             "7",
@@ -627,6 +700,16 @@ class Bench:
             ratio,
             "≥ 0.5",
             verdict(ratio, 0.5, True),
+        )
+        waits = [300.0 if w is None else w for w in to_kpis]
+        self.add(
+            "9",
+            "accepted event → KPI snapshot, embedded default, one worker: p95",
+            f"{p95(waits):.1f} s",
+            "60 s",
+            p95(waits) / 60,
+            "≤ 1",
+            verdict(p95(waits) / 60, 1, False),
         )
 
     def memory(self) -> None:
@@ -721,7 +804,7 @@ class Bench:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-STAGES = ("kpis", "reads", "widest", "rollups", "ingestion", "embedded", "memory")
+STAGES = ("kpis", "reads", "widest", "rollups", "rating", "ingestion", "embedded", "memory")
 
 
 def main() -> int:

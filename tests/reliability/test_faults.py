@@ -119,18 +119,21 @@ def _this_month_factory() -> None:
 
 STAGES = ("metering.fold", "billing.rate", "flywheel.measure")
 RATED_FIELDS = ["tenant_id", "deployment_id", "hour", "sale", "output_tokens", "list_value",
-                "realized", "promotions"]  # fmt: skip
+                "realized"]  # fmt: skip
+MONTH_FIELDS = ["tenant_id", "month_start", "usage_amount", "realized", "promotions",
+                "promotion_rate", "quantities", "lines"]  # fmt: skip
+HOUR_FIELDS = ["tenant_id", "hour", "consumed", "paid_tokens", "realized", "quantities"]
 
 
 def _from_raw_events() -> None:
     """Drop everything the pipeline derived and queue every event for the fold again, every
     cursor at the start: the next pass computes it all from the raw events."""
-    from billing.models import RatedChange, RatedTenantMonth, RatedUsage
+    from billing.models import RatedChange, RatedHour, RatedTenantMonth, RatedUsage
     from metering.models import UsageChange
     from portal.models import Cursor, StageRequest
 
-    for model in (KpiSnapshot, RatedUsage, RatedTenantMonth, RatedChange, UsageChange, Cursor,
-                  StageRequest, HourlyUsage, DailyUsage, FoldPending):  # fmt: skip
+    for model in (KpiSnapshot, RatedUsage, RatedHour, RatedTenantMonth, RatedChange, UsageChange,
+                  Cursor, StageRequest, HourlyUsage, DailyUsage, FoldPending):  # fmt: skip
         model.objects.all().delete()
     with connection.cursor() as cursor:
         cursor.execute(
@@ -169,7 +172,7 @@ def _wait_settled(timeout: float = 180) -> None:
 
 
 def _state() -> dict:
-    from billing.models import RatedUsage
+    from billing.models import RatedHour, RatedTenantMonth, RatedUsage
 
     snapshots = list(KpiSnapshot.objects.order_by(*SNAPSHOT_FIELDS[:3]).values(*SNAPSHOT_FIELDS))
     return {
@@ -186,6 +189,8 @@ def _state() -> dict:
             DailyUsage.objects.order_by("tenant", "deployment", "day").values(*ROLLUP_FIELDS, "day")
         ),
         "rated": list(RatedUsage.objects.order_by(*RATED_FIELDS[:4]).values(*RATED_FIELDS)),
+        "months": list(RatedTenantMonth.objects.order_by(*MONTH_FIELDS[:2]).values(*MONTH_FIELDS)),
+        "hours": list(RatedHour.objects.order_by(*HOUR_FIELDS[:2]).values(*HOUR_FIELDS)),
         "pending": FoldPending.objects.count(),
     }
 

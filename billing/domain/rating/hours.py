@@ -1,10 +1,11 @@
 """A tenant-month's rating hour by hour (architecture.md "The pipeline": rating is
 incremental). With each hour of rated usage the month's rating keeps where it stands at
 the hour's end: the allowance and tier running totals, the realized amount so far (before
-promotions), the paid quantities so far per usage line, and the realized amount before
-each credit expiry inside the hour. Rating again from an hour resumes from the state of
-the hour before it; the month's lines and promotions follow from its last state and the
-realized amounts before the credits' expiries, as a whole-month rating gives them.
+promotions), the realized amount before each credit expiry inside the hour, and the hour's
+own paid quantities per usage line. Rating again from an hour resumes from the state of
+the hour before it; the month's lines and promotions follow from its paid quantities, its
+realized amount and the realized amounts before the credits' expiries, as a whole-month
+rating gives them.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class HourState:
     hour: datetime
     running: Running
     realized: Decimal = ZERO  # the month's realized amounts so far, before promotions, exact
-    quantities: dict[LineKey, int] = field(default_factory=dict)  # paid, so far, per line
+    quantities: dict[LineKey, int] = field(default_factory=dict)  # the hour's paid, per line
     cuts: dict[datetime, Decimal] = field(default_factory=dict)  # realized before an instant
 
 
@@ -59,7 +60,7 @@ def hour_states(
     consumed = opening.running.consumed if opening else 0
     paid = opening.running.paid_tokens if opening else 0
     realized = opening.realized if opening else ZERO
-    quantities = dict(opening.quantities) if opening else {}
+    quantities: dict[LineKey, int] = {}
     pending = sorted(set(instants))
     states: list[HourState] = []
     hour = None
@@ -69,7 +70,7 @@ def hour_states(
         while pending and pending[0] < hour + HOUR:
             cuts[pending.pop(0)] = realized
         running = Running(consumed=consumed, paid_tokens=paid)
-        states.append(HourState(hour, running, realized, dict(quantities), dict(cuts)))
+        states.append(HourState(hour, running, realized, quantities, cuts))
 
     with localcontext(EXACT):
         for rated in items:
@@ -78,7 +79,7 @@ def hour_states(
             if start != hour:
                 if hour is not None:
                     close()
-                hour, cuts = start, {}
+                hour, cuts, quantities = start, {}, {}
                 while pending and pending[0] < hour:
                     pending.pop(0)  # in an hour without items: the hour before tells
             while pending and pending[0] <= time:
@@ -116,20 +117,33 @@ def realized_before(instant: datetime, states: Sequence[HourState]) -> Decimal:
     return before
 
 
+def quantities_add(
+    total: dict[LineKey, int], hours: Iterable[dict[LineKey, int]], *, sign: int = 1
+) -> dict[LineKey, int]:
+    """`total` with the hours' paid quantities added (sign -1: taken away); lines left
+    with no quantity dropped."""
+    result = dict(total)
+    for quantities in hours:
+        for key, quantity in quantities.items():
+            result[key] = result.get(key, 0) + sign * quantity
+    return {key: quantity for key, quantity in result.items() if quantity}
+
+
 def month_summary(
     *,
     month_start: datetime,
-    last: HourState | None,
+    quantities: dict[LineKey, int],
+    realized: Decimal,
     pools: dict[datetime, Decimal],
     promotions: Sequence[PromotionalCredit],
     opening: ContractVersion | None,
     currency: str,
 ) -> MonthLines:
-    """The month's lines from its last state: usage lines from the paid quantities, the
-    credits applied to the realized amounts (each credit to those before its expiry:
-    `pools` holds the realized amount before every expiry inside the month), the minimum."""
+    """The month's lines: usage lines from its paid quantities, the credits applied to its
+    realized amount (each credit to what was realized before its expiry: `pools` holds it
+    for every expiry inside the month), the minimum."""
     start, end = month_bounds(month_start=month_start)
-    total = last.realized if last else ZERO
+    total = realized
     segments = []  # realized amounts between expiries, each at its segment's start
     at, before = start, ZERO
     with localcontext(EXACT):
@@ -141,5 +155,5 @@ def month_summary(
     _, applied = allocate_promotions(
         paid=segments, promotions=promotions, month_start=start, currency=currency
     )
-    usage = quantity_lines(quantities=last.quantities if last else {}, currency=currency)
+    usage = quantity_lines(quantities=quantities, currency=currency)
     return month_lines(usage=usage, applied=applied, opening=opening, currency=currency)
