@@ -409,7 +409,9 @@ def test_new_usage_in_an_hour_rates_that_hour_resuming_from_the_hour_before(db):
     assert after[-1] == (states[-1][0], 69_480, 30_000)
     month = RatedTenantMonth.objects.get()
     assert month.realized == Decimal("0.027455")
-    assert month.usage_amount == Decimal("0.02")  # lines of 0.01494, 0.000015, 0.0125: 0.01 + 0 + 0.01
+    assert month.usage_amount == Decimal(
+        "0.02"
+    )  # lines of 0.01494, 0.000015, 0.0125: 0.01 + 0 + 0.01
     assert sum(RatedUsage.objects.filter(sale="paid").values_list("realized", flat=True)) == (
         Decimal("0.027455")
     )
