@@ -35,6 +35,11 @@ class Migration(migrations.Migration):
             field=models.JSONField(default=list),
         ),
         migrations.AddField(
+            model_name="ratingpending",
+            name="hours",
+            field=models.BooleanField(default=True),
+        ),
+        migrations.AddField(
             model_name="ratedtenantmonth",
             name="quantities",
             field=models.JSONField(default=list),

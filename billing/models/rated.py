@@ -119,6 +119,9 @@ class RatingPending(models.Model):
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, null=True)
     start = models.DateTimeField()
+    # False: only what the months' promotions apply changed, which no hour's rated usage
+    # holds: the months' totals are worked out again, no hour is rated again.
+    hours = models.BooleanField(default=True)
 
 
 class RatedChange(models.Model):

@@ -339,7 +339,7 @@ def _promotions_spent(tenant: Tenant) -> None:
     other months: billing's rate stage rates them again (from the first grant)."""
     first = PromotionalCredit.objects.filter(tenant=tenant).aggregate(first=Min("effective_from"))
     if first["first"] is not None:
-        rating_queue(tenant=tenant, start=first["first"])
+        rating_queue(tenant=tenant, start=first["first"], hours=False)
 
 
 def _tenants_to_invoice(month_start: datetime) -> list[Tenant]:

@@ -171,7 +171,7 @@ def promotion_grant(
         action=f"{PromotionalCredit.audit_type}.grant",
         object_type=PromotionalCredit.audit_type,
     )
-    rating_queue(tenant=tenant, start=effective_from)
+    rating_queue(tenant=tenant, start=effective_from, hours=False)
     return credit
 
 

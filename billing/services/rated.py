@@ -66,11 +66,12 @@ _TOTALS = (
 RATE_QUANTUM = Decimal(10) ** -30  # the promotion rate's precision (RatedTenantMonth)
 
 
-def rating_queue(*, start: datetime, tenant: Tenant | None = None) -> None:
+def rating_queue(*, start: datetime, tenant: Tenant | None = None, hours: bool = True) -> None:
     """Ask the rate stage to rate again the usage of `tenant` (None: every tenant) from
-    `start` on: a price, contract or promotion from then, or an invoice that spent
-    promotions. In the caller's transaction."""
-    RatingPending.objects.create(tenant=tenant, start=start)
+    `start` on: a price or contract from then. `hours=False` when only the promotions the
+    months from then apply changed (a credit granted, an invoice that spent credits): no
+    hour is rated again, the months' totals are. In the caller's transaction."""
+    RatingPending.objects.create(tenant=tenant, start=start, hours=hours)
     stage_schedule(RATE)
 
 
@@ -84,7 +85,7 @@ def rated_usage_update() -> int:
     tenant-months rated."""
     while True:
         changes = usage_changes_read(consumer=RATE)
-        queued = list(RatingPending.objects.values_list("pk", "tenant_id", "start"))
+        queued = list(RatingPending.objects.values_list("pk", "tenant_id", "start", "hours"))
         stale = _usage_months(changes.entries)
         for month, since in _queued_months(queued).items():
             for tenant_id, hour in since.items():
@@ -113,12 +114,13 @@ def _usage_months(changes) -> dict[datetime, dict[int, datetime]]:
 
 
 def _queued_months(queued: list[tuple]) -> dict[datetime, dict[int, datetime]]:
-    """The tenant-months with usage that billing's queue (pk, tenant id, start) names, and
-    the hour from which each rates differently."""
+    """The tenant-months with usage that billing's queue (pk, tenant id, start, hours) names,
+    and the hour from which each rates differently (for promotions alone, the month's last
+    hour: its totals are worked out again from the hour before)."""
     if not queued:
         return {}
     months: dict[datetime, dict[int, datetime]] = defaultdict(dict)
-    first = min(month_floor(start) for _, _, start in queued)
+    first = min(month_floor(start) for _, _, start, _ in queued)
     usage = (
         daily_usage_list(start=first, end=datetime(2101, 1, 1, tzinfo=UTC))
         .annotate(month=TruncMonth("day"))
@@ -127,13 +129,14 @@ def _queued_months(queued: list[tuple]) -> dict[datetime, dict[int, datetime]]:
     )
     for month, tenant_id in usage:
         month = _month_of(month)
-        hours = [
-            max(month, hour_floor(start))
-            for _, pk, start in queued
+        _, end = month_bounds(month_start=month)
+        since = [
+            max(month, hour_floor(start)) if hours else end - HOUR
+            for _, pk, start, hours in queued
             if (pk is None or pk == tenant_id) and month >= month_floor(start)
         ]
-        if hours:
-            months[month][tenant_id] = min(hours)
+        if since:
+            months[month][tenant_id] = min(since)
     return months
 
 

@@ -415,3 +415,20 @@ def test_new_usage_in_an_hour_rates_that_hour_resuming_from_the_hour_before(db):
     assert sum(RatedUsage.objects.filter(sale="paid").values_list("realized", flat=True)) == (
         Decimal("0.027455")
     )
+
+    # A credit rates no hour again: the month's last hour is read (none there), and the
+    # month's promotions are worked out from the state of the hour before.
+    with patch("billing.selectors.rating.hourly_rows", wraps=hourly_rows) as rows:
+        promotion_grant(tenant=tenant, amount=Decimal("0.01"), currency="USD",
+                        effective_from=MARCH)  # fmt: skip
+        assert rated_usage_update() == 1
+    assert rows.call_args.args[0] == APRIL - timedelta(hours=1)
+    assert (
+        list(RatedHour.objects.order_by("hour").values_list("hour", "consumed", "paid_tokens"))
+        == after
+    )
+    month = RatedTenantMonth.objects.get()
+    assert month.promotions == Decimal("0.01")
+    rate = Decimal("0.364232380258604989983609542888")  # 0.01 / 0.027455 (SQLite: a float)
+    assert abs(month.promotion_rate - rate) < Decimal("1e-15")
+    assert [line["amount"] for line in month.lines] == ["0.01", "0.00", "0.01", "-0.01"]
