@@ -9,9 +9,13 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 
-def _rate_again(apps, schema_editor):
+def _clear(apps, schema_editor):
     apps.get_model("billing", "RatedUsage").objects.all().delete()
     apps.get_model("billing", "RatedTenantMonth").objects.all().delete()
+
+
+def _rate_again(apps, schema_editor):
+    """Last: PostgreSQL alters no table with a row's constraint checks still pending."""
     apps.get_model("billing", "RatingPending").objects.create(
         tenant=None, start=datetime(1970, 1, 1, tzinfo=UTC)
     )
@@ -24,7 +28,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(_rate_again, migrations.RunPython.noop),
+        migrations.RunPython(_clear, migrations.RunPython.noop),
         migrations.RemoveField(
             model_name="ratedusage",
             name="promotions",
@@ -112,4 +116,5 @@ class Migration(migrations.Migration):
                 ],
             },
         ),
+        migrations.RunPython(_rate_again, migrations.RunPython.noop),
     ]

@@ -14,12 +14,13 @@ SLA credits and draft invoices read the stored rows and never run the rating.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from decimal import ROUND_DOWN, Decimal, localcontext
-from functools import reduce
+from functools import lru_cache, reduce
 from operator import or_
 
 from django.conf import settings
@@ -165,7 +166,7 @@ class _Rated:
     since: dict[int, datetime]  # tenant id -> the first hour rated again
     months: list[RatedTenantMonth]  # the tenant-months' totals
     usage: list[tuple]  # rated usage rows of _FIELDS, without the tenant-month
-    hours: list[RatedHour]  # the states of the hours rated
+    hours: list[tuple]  # the states of the hours rated, rows of _HOUR_FIELDS
     before: dict  # the stored rated usage it replaces (`_cells`)
     promotions_moved: set[int]  # tenants whose month's promotion rate changed
 
@@ -341,7 +342,7 @@ def _store(rated: _Rated) -> None:
         (*_FIELDS, "tenant_month_id"),
         ((*row, ids[row[0]]) for row in rated.usage),
     )
-    RatedHour.objects.bulk_create(rated.hours)
+    rows_insert(RatedHour._meta.db_table, _HOUR_FIELDS, rated.hours)
     after = _cells(RatedUsage.objects.filter(hours, month_start=month))
     changes = _changed_spans(rated.before, after)
     if rated.promotions_moved:
@@ -378,17 +379,32 @@ def _changed_spans(before: dict, after: dict) -> list[RatedChange]:
     ]
 
 
-def _hour_row(tenant_id: int, month_start: datetime, state: HourState) -> RatedHour:
-    """A state as billing stores it."""
-    return RatedHour(
-        tenant_id=tenant_id,
-        month_start=month_start,
-        hour=state.hour,
-        consumed=state.running.consumed,
-        paid_tokens=state.running.paid_tokens,
-        realized=state.realized,
-        quantities=_quantities_json(state.quantities),
-        cuts={instant.isoformat(): str(realized) for instant, realized in state.cuts.items()},
+@lru_cache(maxsize=8192)
+def _stored_time(moment: datetime):
+    """A datetime as the ORM stores it (SQLite: text), for rows written without the ORM; the
+    same hours come back for every tenant, so they are converted once."""
+    return connection.ops.adapt_datetimefield_value(moment)
+
+
+_HOUR_FIELDS = (
+    "tenant_id", "month_start", "hour", "consumed", "paid_tokens", "realized", "quantities",
+    "cuts",
+)  # fmt: skip
+
+
+def _hour_row(tenant_id: int, month_start: datetime, state: HourState) -> tuple:
+    """A state as billing stores it: a row of _HOUR_FIELDS."""
+    when = _stored_time
+    cuts = {instant.isoformat(): str(realized) for instant, realized in state.cuts.items()}
+    return (
+        tenant_id,
+        when(month_start),
+        when(state.hour),
+        state.running.consumed,
+        state.running.paid_tokens,
+        state.realized,
+        json.dumps(_quantities_json(state.quantities)),
+        json.dumps(cuts),
     )
 
 
@@ -482,7 +498,7 @@ def _rated_usage(rating: MonthRating) -> list[tuple]:
                     )
                     for index, value in enumerate((*compliant, *_amounts(item)), start=3):
                         sums[index] += value
-    when = connection.ops.adapt_datetimefield_value  # as the ORM stores it (SQLite: text)
+    when = _stored_time
     return [
         (tenant_id, deployment_id, when(hour), when(month), sale, *sums)
         for (tenant_id, deployment_id, hour, month, sale), sums in cells.items()

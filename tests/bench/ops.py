@@ -222,9 +222,10 @@ def incremental_rollup(*, seq0: int, hour: str, per_hour: int) -> dict:
     }
 
 
-def rating_after_hour(*, seq0: int, hour: str, per_hour: int) -> dict:
+def rating_after_hour(*, seq0: int, hour: str, per_hour: int, profile: bool = False) -> dict:
     """One busy hour's new events in the month's last hour (ingested and folded, untimed),
-    then the rate stage timed: it rates the tenant-months they changed from that hour."""
+    then the rate stage timed (and profiled): it rates the tenant-months they changed from
+    that hour."""
     start = _parse(hour)
     generator = EventGenerator()
     rows = list(generator.rows(seq0=seq0, count=per_hour, start=start, days=1, hours=1))
@@ -235,9 +236,17 @@ def rating_after_hour(*, seq0: int, hour: str, per_hour: int) -> dict:
         assert not errors, errors[:3]
         usage_ingest(events=events, received_at=now)
     usage_fold()
+    profiler = cProfile.Profile() if profile else None
     started = time.perf_counter()
+    if profiler:
+        profiler.enable()
     rated = rated_usage_update()
-    return {"seconds": time.perf_counter() - started, "tenant_months": rated}
+    if profiler:
+        profiler.disable()
+    figures = {"seconds": time.perf_counter() - started, "tenant_months": rated}
+    if profiler:
+        figures["profile"] = _profile_text(profiler, limit=40)
+    return figures
 
 
 def rating_whole_month(*, month: str) -> dict:

@@ -467,16 +467,24 @@ class Bench:
         hour = config.MONTH_END - timedelta(hours=1)
         rounds = max(2, self.sizes.rounds // 2)
         after_hour, whole = [], []
-        for r in range(rounds):
+        for r in range(rounds + 1):  # the whole month first: every month rated before
+            if r < rounds:
+                month = agent.call("rating_whole_month", month=config.MONTH_START.isoformat())
             figures = agent.call(
                 "rating_after_hour",
                 seq0=RATING_SEQ + r * per_hour,
                 hour=hour.isoformat(),
                 per_hour=per_hour,
+                profile=r == rounds,
             )
-            after_hour.append(figures["seconds"])
-            month = agent.call("rating_whole_month", month=config.MONTH_START.isoformat())
+            if r == rounds:  # one more, profiled: where the time goes
+                (config.OUT_DIR / "profile-rating-hour.txt").write_text(
+                    f"rate stage after {per_hour:,} events in {hour:%Y-%m-%d %H}:00\n"
+                    f"{figures['profile']}"
+                )
+                break
             whole.append(month["seconds"])
+            after_hour.append(figures["seconds"])
             log(
                 f"  round {r + 1}: after the hour {after_hour[-1] * 1000:.0f} ms"
                 f" ({figures['tenant_months']} tenant-months), whole month {whole[-1]:.1f} s"

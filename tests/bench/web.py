@@ -238,7 +238,7 @@ class KpiWatch:
     (perf_counter, output_tokens) of each answer, until the figure reaches `target` or
     `timeout` seconds pass: how long accepted events take to reach the KPIs."""
 
-    def __init__(self, *, port: int, token: str, path: str, every: float = 0.5) -> None:
+    def __init__(self, *, port: int, token: str, path: str, every: float = 1.0) -> None:
         self.port, self.path, self.every = port, path, every
         self.headers = {"Authorization": f"Bearer {token}"}
         self.readings: list[tuple[float, int]] = []
