@@ -269,17 +269,28 @@ def month_billed(*, tenant: Tenant, month_start: datetime) -> RatedMonth | Bille
     )
 
 
-def _line_of(line: dict) -> InvoiceLine:
-    price = line["list_unit_price"]
+def line_row(line: InvoiceLine) -> list:
+    """An invoice line as a rated tenant-month keeps it (RatedTenantMonth.lines): a list,
+    money and prices as decimal strings."""
+    price = line.list_unit_price
+    return [
+        str(line.kind), line.model, str(line.token_class or ""), line.quantity,
+        None if price is None else str(price), str(line.list_amount), str(line.discount),
+        str(line.amount), str(line.discount_pct), line.description,
+    ]  # fmt: skip
+
+
+def _line_of(row: list) -> InvoiceLine:
+    kind, model, token_class, quantity, price, list_amount, discount, amount, pct, text = row
     return InvoiceLine(
-        kind=LineKind(line["kind"]),
-        model=line["model"],
-        token_class=TokenClass(line["token_class"]) if line["token_class"] else None,
-        quantity=line["quantity"],
+        kind=LineKind(kind),
+        model=model,
+        token_class=TokenClass(token_class) if token_class else None,
+        quantity=quantity,
         list_unit_price=None if price is None else Decimal(price),
-        list_amount=Decimal(line["list_amount"]),
-        discount=Decimal(line["discount"]),
-        amount=Decimal(line["amount"]),
-        discount_pct=Decimal(line["discount_pct"]),
-        description=line["description"],
+        list_amount=Decimal(list_amount),
+        discount=Decimal(discount),
+        amount=Decimal(amount),
+        discount_pct=Decimal(pct),
+        description=text,
     )

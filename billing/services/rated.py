@@ -25,7 +25,7 @@ from operator import or_
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import OuterRef, Q, Subquery
+from django.db.models import Max, Q
 from django.db.models.functions import TruncMonth
 
 from billing.domain.rating.engine import START
@@ -37,10 +37,10 @@ from billing.domain.rating.hours import (
     quantities_add,
     realized_before,
 )
-from billing.domain.rating.types import InvoiceLine, RatedItem, Running, TokenClass, month_bounds
+from billing.domain.rating.types import RatedItem, Running, TokenClass, month_bounds
 from billing.models import RatedChange, RatedHour, RatedTenantMonth, RatedUsage, RatingPending
 from billing.selectors.rated import TenantMonthTotals, rated_month_totals
-from billing.selectors.rating import MonthRating, month_rate
+from billing.selectors.rating import MonthRating, line_row, month_rate
 from metering.domain.usage.compliance import is_slo_compliant
 from metering.selectors.changes import usage_changes_read
 from metering.selectors.factory import DeploymentVersions, deployment_list
@@ -185,10 +185,12 @@ def _rate(month_start: datetime, since: dict[int, datetime]) -> _Rated:
     since = {pk: hour if pk in stored else month_start for pk, hour in since.items()}
     openings = _openings(month_start, since)
     replaced: dict[int, list[dict]] = defaultdict(list)  # the hours' quantities rated again
-    for pk, quantities in RatedHour.objects.filter(
-        _from_hours(since), month_start=month_start
-    ).values_list("tenant_id", "quantities"):
-        replaced[pk].append(_quantities_of(quantities))
+    later = {pk: hour for pk, hour in since.items() if hour > month_start}
+    if later:
+        for pk, quantities in RatedHour.objects.filter(
+            _hours(later), month_start=month_start
+        ).values_list("tenant_id", "quantities"):
+            replaced[pk].append(_quantities_of(quantities))
     rating = month_rate(
         month_start=month_start,
         tenants=list(Tenant.objects.filter(pk__in=since)),
@@ -215,29 +217,27 @@ def _rate(month_start: datetime, since: dict[int, datetime]) -> _Rated:
     moved = {
         row.tenant_id for row in rows if stored.get(row.tenant_id, (None,))[0] != row.promotion_rate
     }
-    before = _cells(RatedUsage.objects.filter(_from_hours(since), month_start=month_start))
+    before = _cells(RatedUsage.objects.filter(_hours(since), month_start=month_start))
     return _Rated(month_start, since, rows, _rated_usage(rating), hours, before, moved)
 
 
 def _openings(month_start: datetime, since: dict[int, datetime]) -> dict[int, HourState]:
     """Per tenant rated from an hour after its month's start, the stored state of its last
     hour with usage before that hour (none: no usage before it)."""
-    by_hour: dict[datetime, list[int]] = defaultdict(list)
-    for pk, hour in since.items():
-        if hour > month_start:
-            by_hour[hour].append(pk)
-    openings = {}
-    for hour, ids in by_hour.items():
-        last = (
-            RatedHour.objects.filter(
-                tenant_id=OuterRef("tenant_id"), hour__gte=month_start, hour__lt=hour
-            )
-            .order_by("-hour")
-            .values("hour")[:1]
-        )
-        for row in RatedHour.objects.filter(tenant_id__in=ids, hour=Subquery(last)):
-            openings[row.tenant_id] = _state_of(row)
-    return openings
+    later = {pk: hour for pk, hour in since.items() if hour > month_start}
+    if not later:
+        return {}
+    lasts = dict(
+        RatedHour.objects.filter(_hours(later, lookup="lt"), hour__gte=month_start)
+        .values("tenant_id")
+        .annotate(last=Max("hour"))
+        .values_list("tenant_id", "last")
+    )
+    return {
+        row.tenant_id: _state_of(row)
+        for row in RatedHour.objects.filter(tenant_id__in=lasts, hour__in=set(lasts.values()))
+        if row.hour == lasts[row.tenant_id]
+    }
 
 
 def _month_close(
@@ -293,7 +293,7 @@ def _month_close(
         else ZERO
     )
     row.quantities = _quantities_json(quantities)
-    row.lines = [_line_json(line) for line in closing.lines]
+    row.lines = [line_row(line) for line in closing.lines]
     row.credits_applied = [
         [use.credit_id, str(use.applied_amount), str(use.billed_amount)]
         for use in closing.promotions
@@ -305,13 +305,17 @@ def _hour_of(state: HourState) -> datetime:
     return state.hour
 
 
-def _from_hours(since: dict[int, datetime]) -> Q:
-    """Rows of each tenant from its hour on."""
+def _hours(since: dict[int, datetime], *, lookup: str = "gte") -> Q:
+    """Rows of each tenant from its hour on (lookup "lt": before it)."""
     by_hour: dict[datetime, list[int]] = defaultdict(list)
     for pk, hour in since.items():
         by_hour[hour].append(pk)
     return reduce(
-        or_, (Q(tenant_id__in=ids, hour__gte=hour) for hour, ids in sorted(by_hour.items()))
+        or_,
+        (
+            Q(tenant_id__in=ids, **{f"hour__{lookup}": hour})
+            for hour, ids in sorted(by_hour.items())
+        ),
     )
 
 
@@ -323,7 +327,7 @@ def _store(rated: _Rated) -> None:
     month = rated.month_start
     if not rated.since:
         return
-    hours = _from_hours(rated.since)
+    hours = _hours(rated.since)
     RatedUsage.objects.filter(hours, month_start=month).delete()
     RatedHour.objects.filter(hours, month_start=month).delete()
     RatedTenantMonth.objects.bulk_create(
@@ -434,22 +438,6 @@ def _quantities_of(stored: list[list]) -> dict:
     return {
         (model, TokenClass(token_class), Decimal(price), (Decimal(c), Decimal(t), tier_from)): q
         for model, token_class, price, c, t, tier_from, q in stored
-    }
-
-
-def _line_json(line: InvoiceLine) -> dict:
-    """An invoice line as the tenant-month keeps it (billing.selectors.rated reads it)."""
-    return {
-        "kind": str(line.kind),
-        "model": line.model,
-        "token_class": str(line.token_class or ""),
-        "quantity": line.quantity,
-        "list_unit_price": None if line.list_unit_price is None else str(line.list_unit_price),
-        "list_amount": str(line.list_amount),
-        "discount": str(line.discount),
-        "amount": str(line.amount),
-        "discount_pct": str(line.discount_pct),
-        "description": line.description,
     }
 
 

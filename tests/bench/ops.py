@@ -236,6 +236,17 @@ def rating_after_hour(*, seq0: int, hour: str, per_hour: int, profile: bool = Fa
         assert not errors, errors[:3]
         usage_ingest(events=events, received_at=now)
     usage_fold()
+    return _rating_timed(profile=profile)
+
+
+def rating_whole_month(*, month: str, profile: bool = False) -> dict:
+    """The rate stage timed (and profiled) rating every tenant-month of the month from its
+    start (what a price from the month's start asks for)."""
+    RatingPending.objects.create(tenant=None, start=_parse(month))
+    return _rating_timed(profile=profile)
+
+
+def _rating_timed(*, profile: bool) -> dict:
     profiler = cProfile.Profile() if profile else None
     started = time.perf_counter()
     if profiler:
@@ -247,15 +258,6 @@ def rating_after_hour(*, seq0: int, hour: str, per_hour: int, profile: bool = Fa
     if profiler:
         figures["profile"] = _profile_text(profiler, limit=40)
     return figures
-
-
-def rating_whole_month(*, month: str) -> dict:
-    """The rate stage timed rating every tenant-month of the month from its start (what a
-    price from the month's start asks for)."""
-    RatingPending.objects.create(tenant=None, start=_parse(month))
-    started = time.perf_counter()
-    rated = rated_usage_update()
-    return {"seconds": time.perf_counter() - started, "tenant_months": rated}
 
 
 def measure(*, start: str, end: str) -> dict:

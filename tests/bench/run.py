@@ -477,10 +477,16 @@ class Bench:
                 per_hour=per_hour,
                 profile=r == rounds,
             )
-            if r == rounds:  # one more, profiled: where the time goes
+            if r == rounds:  # one more of each, profiled: where the time goes
+                month = agent.call(
+                    "rating_whole_month", month=config.MONTH_START.isoformat(), profile=True
+                )
                 (config.OUT_DIR / "profile-rating-hour.txt").write_text(
                     f"rate stage after {per_hour:,} events in {hour:%Y-%m-%d %H}:00\n"
                     f"{figures['profile']}"
+                )
+                (config.OUT_DIR / "profile-rating-month.txt").write_text(
+                    f"rate stage rating the whole month\n{month['profile']}"
                 )
                 break
             whole.append(month["seconds"])

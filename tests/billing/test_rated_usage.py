@@ -431,4 +431,4 @@ def test_new_usage_in_an_hour_rates_that_hour_resuming_from_the_hour_before(db):
     assert month.promotions == Decimal("0.01")
     rate = Decimal("0.364232380258604989983609542888")  # 0.01 / 0.027455 (SQLite: a float)
     assert abs(month.promotion_rate - rate) < Decimal("1e-15")
-    assert [line["amount"] for line in month.lines] == ["0.01", "0.00", "0.01", "-0.01"]
+    assert [line[7] for line in month.lines] == ["0.01", "0.00", "0.01", "-0.01"]  # amounts
