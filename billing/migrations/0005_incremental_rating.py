@@ -73,6 +73,7 @@ class Migration(migrations.Migration):
             name="tenant_month",
             field=models.ForeignKey(
                 null=True,
+                db_constraint=False,
                 on_delete=django.db.models.deletion.CASCADE,
                 related_name="usage",
                 to="billing.ratedtenantmonth",
@@ -82,6 +83,7 @@ class Migration(migrations.Migration):
             model_name="ratedusage",
             name="tenant_month",
             field=models.ForeignKey(
+                db_constraint=False,
                 on_delete=django.db.models.deletion.CASCADE,
                 related_name="usage",
                 to="billing.ratedtenantmonth",
@@ -106,7 +108,9 @@ class Migration(migrations.Migration):
                 (
                     "tenant",
                     models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE, to="portal.tenant"
+                        db_constraint=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        to="portal.tenant",
                     ),
                 ),
             ],

@@ -53,8 +53,10 @@ class RatedUsage(models.Model):
         NO_CONTRACT = "no_contract"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    # Set by the rate stage from the tenant-month it upserts with these rows: no constraint
+    # check at commit for each of a month's 300,000 rows.
     tenant_month = models.ForeignKey(
-        RatedTenantMonth, on_delete=models.CASCADE, related_name="usage"
+        RatedTenantMonth, on_delete=models.CASCADE, related_name="usage", db_constraint=False
     )
     deployment = models.ForeignKey("metering.Deployment", on_delete=models.CASCADE)
     hour = models.DateTimeField()
@@ -95,7 +97,7 @@ class RatedHour(models.Model):
     usage line, and the realized amount before each credit expiry inside the
     hour. Written with the hour's rated usage; the rating of a later hour resumes from it."""
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_constraint=False)
     month_start = models.DateTimeField()
     hour = models.DateTimeField()
     consumed = models.BigIntegerField()  # the allowance's running total, every ok item
