@@ -53,8 +53,9 @@ def invoice_month_task(month: str | None = None) -> None:
     ignore_result=True,
 )
 def rate_task() -> None:
-    """The rate stage: rate again the tenant-months metering's change log and billing's
-    queue name (billing.services.rated.rated_usage_update), in one transaction with the
+    """The rate stage: rate again, from their first changed hour, the tenant-months
+    metering's change log and billing's queue name
+    (billing.services.rated.rated_usage_update), in one transaction with the
     cursor it advances: a killed run rates them again, never twice. No retries: the beat
     runs it every 5 minutes."""
     stage_begin(RATE)

@@ -341,6 +341,31 @@ def profile_read(*, path: str, token: str) -> dict:
     return {"seconds": seconds, "status": response.status_code, "profile": _profile_text(profiler)}
 
 
+def profile_page(*, path: str, username: str = "bench-operator") -> dict:
+    """cProfile of one page served in-process to a signed-in user, with its queries."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    client = Client(HTTP_HOST="127.0.0.1")
+    client.force_login(get_user_model().objects.get(username=username))
+    assert client.get(path).status_code == 200, path  # warm
+    profiler = cProfile.Profile()
+    with CaptureQueriesContext(connection) as queries:
+        started = time.perf_counter()
+        profiler.enable()
+        response = client.get(path)
+        profiler.disable()
+        seconds = time.perf_counter() - started
+    slowest = sorted(queries.captured_queries, key=lambda q: -float(q["time"]))[:8]
+    text = "\n".join(f"{q['time']} s  {q['sql'][:300]}" for q in slowest)
+    return {
+        "seconds": seconds,
+        "status": response.status_code,
+        "queries": len(queries),
+        "profile": f"{len(queries)} queries; the slowest:\n{text}\n\n{_profile_text(profiler)}",
+    }
+
+
 def _profile_text(profiler: cProfile.Profile, limit: int = 25) -> str:
     out = io.StringIO()
     stats = pstats.Stats(profiler, stream=out)

@@ -329,6 +329,12 @@ class Bench:
             if i % raw_every == 0:
                 times["raw_usage_large"].append(raw_reads.usage())
         raw_reads.close()
+        for which in ("small", "large"):  # where the dashboard's time goes, in-process
+            profile = self.agents[which].call("profile_page", path=paths["dashboard"])
+            (config.OUT_DIR / f"profile-dashboard-{which}.txt").write_text(
+                f"GET {paths['dashboard']} ({which}): {profile['seconds'] * 1000:.0f} ms\n"
+                f"{profile['profile']}"
+            )
         raw_kpis = self.results.get("kpis", {}).get("seconds", {}).get("raw_large") or [
             float("nan")
         ]
