@@ -17,12 +17,14 @@ from metering.models import (
     FoldPending,
     HourlyUsage,
     IncompleteRawMonth,
+    Pool,
     RefoldPending,
     UsageChange,
     UsageEvent,
 )
 from metering.services.factory import VersionSpec, deployment_version_add
 from metering.services.usage import rollup as rollup_service
+from metering.services.usage.changes import usage_refold
 from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import usage_fold
 from portal.models import Tenant
@@ -393,3 +395,19 @@ def test_data_until_keeps_moving_while_events_arrive_during_the_fold(transaction
     assert max(waiting) >= start + timedelta(minutes=batches // 2)
     assert usage_metered_until() == rollup_service.clock.now()  # caught up: the fold's mark
     assert HourlyUsage.objects.get().requests == batches * 25
+
+
+def test_a_rebuild_from_raw_events_alone_puts_a_pool_in_service_from_its_first_hour(db):
+    """A database whose pools never got their `in_service_from` (events and rollups loaded by
+    COPY, as the bench does), every hour then folded again from raw events (`manage.py
+    refold`): the pool is in service from its first event's hour, as the fold stores it, so
+    no read derives it from every rollup row."""
+    Tenant.objects.create(slug="t1", name="t1")
+    make_deployment(model="m1", pool="p1")
+    _ingest(_items([("t1", "m1", 130, 100, 10, False, None), ("t1", "m1", 900, 5, 1, False, None)]))
+    usage_fold()
+    Pool.objects.update(in_service_from=None)
+    usage_refold(start=BASE)
+    assert rollup_service.refold_apply() == 2
+    assert Pool.objects.get(slug="p1").in_service_from == BASE + timedelta(hours=2)
+    assert HourlyUsage.objects.count() == 2

@@ -340,7 +340,8 @@ def refold_apply() -> int:
     """Fold again, from raw events, the hours queued for a refold (their SLO changed): each
     hour's row replaced by the sums of its events that were already folded. Events still
     waiting for the fold are left out (the fold adds them next), so nothing counts twice.
-    Returns the hours folded again."""
+    A pool never seen before gets its `in_service_from`, as the fold gives it. Returns the
+    hours folded again."""
     with transaction.atomic():
         _lock()
         queued = list(RefoldPending.objects.order_by("pk"))
@@ -355,6 +356,7 @@ def refold_apply() -> int:
         _hourly_delete(cells)
         _refold(cells)
         _folded(cells)
+        pools_in_service_store()  # rollups rebuilt from raw events alone are a sign of life too
         return len(cells)
 
 
