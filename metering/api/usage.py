@@ -17,7 +17,7 @@ from metering.domain.usage.formats import cloudevents_to_items, merge_errors, op
 from metering.domain.usage.json_batch import validate_json_batch
 from metering.domain.usage.validation import event_references, validate_events
 from metering.models import Pool
-from metering.selectors.usage import usage_list, window_resolve
+from metering.selectors.usage import USAGE_SUMS, usage_list, window_resolve
 from metering.services.factory import CapacityIn, capacity_upsert
 from metering.services.usage.ingest import IngestRejected, usage_ingest, usage_reference_errors
 from portal import clock
@@ -39,8 +39,31 @@ class UsageEventDoc(serializers.Serializer):
     model = serializers.CharField(help_text="Served model slug or alias")
     pool = serializers.SlugField(required=False)
     input_tokens = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
-    cached_tokens = serializers.IntegerField(min_value=0, max_value=2**31 - 1, required=False)
+    cached_tokens = serializers.IntegerField(
+        min_value=0,
+        max_value=2**31 - 1,
+        required=False,
+        help_text="Of input_tokens: read from the prompt cache",
+    )
+    cache_write_tokens = serializers.IntegerField(
+        min_value=0,
+        max_value=2**31 - 1,
+        required=False,
+        help_text=(
+            "Of input_tokens - cached_tokens: written to the prompt cache (priced as its own "
+            "class when a cache_write price exists, else as input)"
+        ),
+    )
     output_tokens = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
+    reasoning_tokens = serializers.IntegerField(
+        min_value=0,
+        max_value=2**31 - 1,
+        required=False,
+        help_text=(
+            "Of output_tokens: the reasoning part (priced as its own class when a "
+            "reasoning price exists, else as output)"
+        ),
+    )
     ttft_ms = serializers.FloatField(min_value=0, required=False)
     tpot_ms = serializers.FloatField(min_value=0, required=False)
     latency_ms = serializers.FloatField(min_value=0, required=False)
@@ -79,9 +102,11 @@ class UsageRowSerializer(serializers.Serializer):
     pool = serializers.CharField()
     requests = serializers.IntegerField()
     errors = serializers.IntegerField()
-    input_tokens = serializers.IntegerField()
+    input_tokens = serializers.IntegerField(help_text="Cached and cache-write included")
     cached_tokens = serializers.IntegerField()
-    output_tokens = serializers.IntegerField()
+    cache_write_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField(help_text="Reasoning included")
+    reasoning_tokens = serializers.IntegerField()
 
 
 IngestPermission = capability_permission(
@@ -337,8 +362,5 @@ def _usage_row(row: dict) -> dict:
         "tenant": row["tenant__slug"],
         "model": row["deployment__model__slug"],
         "pool": row["deployment__pool__slug"],
-        **{
-            k: row[k]
-            for k in ("requests", "errors", "input_tokens", "cached_tokens", "output_tokens")
-        },
+        **{name: row[name] for name in USAGE_SUMS},
     }

@@ -38,9 +38,13 @@ class UsageEvent(models.Model):
     deployment = models.ForeignKey(
         Deployment, on_delete=models.PROTECT, db_constraint=False, db_index=False
     )
-    input_tokens = models.BigIntegerField()
+    input_tokens = models.BigIntegerField()  # cached and cache-write included
     cached_tokens = models.BigIntegerField()
-    output_tokens = models.BigIntegerField()
+    output_tokens = models.BigIntegerField()  # reasoning included
+    # Token classes inside the counts above (kpis.md section 3); 0 in the database too, for
+    # the events stored before they were metered.
+    cache_write_tokens = models.BigIntegerField(default=0, db_default=0)
+    reasoning_tokens = models.BigIntegerField(default=0, db_default=0)
     ttft_ms = models.FloatField(null=True)
     tpot_ms = models.FloatField(null=True)
     latency_ms = models.FloatField(null=True)
@@ -129,11 +133,16 @@ class UsageRollup(models.Model):
     errors = models.BigIntegerField(default=0)
     input_tokens = models.BigIntegerField(default=0)  # all requests (production counts them)
     cached_tokens = models.BigIntegerField(default=0)
+    cache_write_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)
+    reasoning_tokens = models.BigIntegerField(default=0)
     ok_input_tokens = models.BigIntegerField(default=0)  # status ok only (billable)
     ok_cached_tokens = models.BigIntegerField(default=0)
+    ok_cache_write_tokens = models.BigIntegerField(default=0)
     ok_output_tokens = models.BigIntegerField(default=0)
-    compliant_requests = models.BigIntegerField(default=0)  # ok and within the SLO in force
+    ok_reasoning_tokens = models.BigIntegerField(default=0)
+    # ok and within the SLO in force: what production (tok) weighs, so no finer classes
+    compliant_requests = models.BigIntegerField(default=0)
     compliant_input_tokens = models.BigIntegerField(default=0)
     compliant_cached_tokens = models.BigIntegerField(default=0)
     compliant_output_tokens = models.BigIntegerField(default=0)

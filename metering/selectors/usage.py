@@ -8,7 +8,7 @@ from operator import or_
 from django.db.models import F, Min, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate, TruncDay, TruncMonth
 
-from metering.domain.usage.rollup import LATENCY_BUCKETS_MS
+from metering.domain.usage.rollup import LATENCY_BUCKETS_MS, TOKEN_FIELDS
 from metering.models import (
     CapacitySample,
     DailyUsage,
@@ -30,7 +30,8 @@ from portal.periods import (
     period_resolve,
 )
 
-USAGE_SUMS = ["requests", "errors", "input_tokens", "cached_tokens", "output_tokens"]
+# What usage reads show per row: requests, failures and the token counts (their classes too).
+USAGE_SUMS = ["requests", "errors", *TOKEN_FIELDS]
 
 
 def _is_midnight(moment) -> bool:

@@ -2,7 +2,7 @@
 
 from django.shortcuts import render
 
-from metering.selectors.usage import usage_daily_by_model, window_resolve
+from metering.selectors.usage import USAGE_SUMS, usage_daily_by_model, window_resolve
 from portal.access import user_role
 from portal.charts import figure_json, usage_by_model_chart
 from portal.decorators import role_required
@@ -17,7 +17,9 @@ CSV_FIELDS = [
     "errors",
     "input_tokens",
     "cached_tokens",
+    "cache_write_tokens",
     "output_tokens",
+    "reasoning_tokens",
     "p50_ms",
     "p95_ms",
 ]
@@ -38,9 +40,7 @@ def usage(request):
             header=CSV_FIELDS,
             rows=([row[f] for f in CSV_FIELDS] for row in rows),
         )
-    totals = {
-        k: sum(r[k] for r in rows) for k in ("requests", "errors", "input_tokens", "output_tokens")
-    }
+    totals = {name: sum(r[name] for r in rows) for name in USAGE_SUMS}
     return render(
         request,
         "metering/usage/usage.html",

@@ -19,6 +19,7 @@ from metering.domain.usage.dedupe import dedupe_within_batch
 from metering.domain.usage.fields import (
     BAD_LATENCY,
     MAX_TOKENS,
+    NULL_TOKENS,
     EventError,
     EventIn,
     TimeWindow,
@@ -571,6 +572,8 @@ def test_payload_hash_ignores_representation():
         {"status": "error"},
         {"source": "gateway"},
         {"requests": 2},
+        {"cache_write_tokens": 1},
+        {"reasoning_tokens": 1},
     ],
 )
 def test_payload_hash_changes_with_any_field(change):
@@ -587,8 +590,54 @@ def test_payload_hash_is_the_fields_alone():
 
 
 def test_payload_hash_is_stable_across_releases():
-    # A stored hash decides duplicate vs conflict on replays months later: pin it.
+    # A stored hash decides duplicate vs conflict on replays months later: pin it. Explicit
+    # zero token classes are an event without them: the hash it had before they existed.
     assert _one().payload_hash == "3caed8fe939956c95d632cbc3324177f"
+    assert _one(cache_write_tokens=0, reasoning_tokens=0).payload_hash == (
+        "3caed8fe939956c95d632cbc3324177f"
+    )
+
+
+def test_a_replay_with_token_classes_the_stored_event_lacks_is_a_duplicate_not_the_reverse():
+    stored = _one()  # stored before the classes were metered (or without them)
+    richer = _one(reasoning_tokens=7, cache_write_tokens=3)
+    other = _one(reasoning_tokens=7, output_tokens=251)  # also another output count
+
+    assert richer.payload_hash != stored.payload_hash
+    assert richer.is_replay_of(stored.payload_hash)
+    assert not stored.is_replay_of(richer.payload_hash)  # the stored one has classes
+    assert not other.is_replay_of(stored.payload_hash)
+    assert richer.is_replay_of(richer.payload_hash)
+    assert not _one(reasoning_tokens=8).is_replay_of(richer.payload_hash)
+
+    unique, duplicates, conflicts = dedupe_within_batch(events=[stored, richer])
+    assert (unique, duplicates, conflicts) == ([stored], 1, [])
+    unique, duplicates, conflicts = dedupe_within_batch(events=[richer, stored])
+    assert (unique, duplicates, conflicts) == ([richer], 0, [1])
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "message"),
+    [
+        ({"reasoning_tokens": 251}, "reasoning_tokens", "must not exceed output_tokens (250)"),
+        (
+            {"cached_tokens": 400, "cache_write_tokens": 601},
+            "cache_write_tokens",
+            "must not exceed input_tokens - cached_tokens (600)",
+        ),
+        ({"reasoning_tokens": None}, "reasoning_tokens", NULL_TOKENS),
+        ({"cache_write_tokens": -1}, "cache_write_tokens", "must be a non-negative integer"),
+        ({"cache_write_tokens": 1.0}, "cache_write_tokens", "must be a non-negative integer"),
+        ({"reasoning_tokens": 2**31}, "reasoning_tokens", f"must be at most {MAX_TOKENS}"),
+    ],
+)
+def test_token_class_counts_outside_their_parent_are_refused_naming_the_field(
+    changes, field, message
+):
+    events, errors = validate_events(items=[{**_event(), **changes}], now=NOW)
+
+    assert events == []
+    assert errors == [EventError(0, field, message)]
 
 
 def test_dedupe_within_batch_counts_duplicates_and_lists_conflicts():
@@ -786,6 +835,8 @@ _valid_items = st.fixed_dictionaries(
     },
     optional={
         "cached_tokens": st.integers(min_value=0, max_value=2000),
+        "cache_write_tokens": st.integers(min_value=0, max_value=2000),
+        "reasoning_tokens": st.integers(min_value=0, max_value=10**6),
         "ttft_ms": st.floats(min_value=0, max_value=1e6),
         "status": st.sampled_from(["ok", "error"]),
         "source": st.sampled_from(["gw-1", "gw-2"]),
@@ -802,6 +853,8 @@ _ODD = {  # per field: values near or past what the full path accepts
     "input_tokens": st.sampled_from([-1, MAX_TOKENS + 1, 1.5, "10", True]),
     "output_tokens": st.sampled_from([-1, MAX_TOKENS + 1, 2.0, "10"]),
     "cached_tokens": st.sampled_from([-1, MAX_TOKENS, 3.5, None]),
+    "cache_write_tokens": st.sampled_from([-1, MAX_TOKENS, 1.0, None, True]),
+    "reasoning_tokens": st.sampled_from([-1, 10**6 + 1, MAX_TOKENS, 2.5, None, "7"]),
     "ttft_ms": st.sampled_from([-1.0, "fast", True]),
     "status": st.sampled_from(["OK", "failed", 1]),
     "source": st.sampled_from(["", "x" * 200, 5]),
@@ -832,6 +885,10 @@ _GOOD = {"id": "a", "time": "2026-03-01T11:00:00Z", "tenant": "acme", "model": "
 @example(items=[{**_GOOD, "input_tokens": MAX_TOKENS + 1}])
 @example(items=[{**_GOOD, "time": "2025-01-31T23:59:59Z"}])
 @example(items=[{**_GOOD, "cached_tokens": None}])
+@example(items=[{**_GOOD, "cached_tokens": 1500, "cache_write_tokens": 501}])
+@example(items=[{**_GOOD, "cached_tokens": 1500, "cache_write_tokens": 500}])
+@example(items=[{**_GOOD, "reasoning_tokens": 2}])
+@example(items=[{**_GOOD, "reasoning_tokens": 1}])
 def test_validate_json_batch_agrees_with_the_full_path(items):
     body = json.dumps(items).encode()
     fast = validate_json_batch(data=body, now=NOW, max_events=10_000)

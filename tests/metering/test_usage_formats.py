@@ -71,6 +71,7 @@ def test_openai_batch_to_items_reads_gpt_4o_mini_output():
         "input_tokens": 20,
         "cached_tokens": 0,
         "output_tokens": 10,
+        "reasoning_tokens": 0,  # completion_tokens_details says so
     }
     events, errors = validate_events(items=items, now=GPT_NOW)
     assert errors == []
@@ -178,20 +179,51 @@ def _gpt_lines() -> list[dict[str, Any]]:
     return _sample_lines("openai_batch_output_gpt-4o-mini.jsonl")
 
 
-def test_openai_batch_to_items_takes_cached_tokens_and_ignores_reasoning():
+def _classes(item: dict[str, Any]) -> tuple[int, ...]:
+    names = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens")
+    return (*(item.get(name, 0) for name in names), item.get("reasoning_tokens", 0))
+
+
+def test_openai_batch_to_items_takes_the_details_as_parts_of_their_counts():
     lines = _gpt_lines()
     usage = lines[0]["response"]["body"]["usage"]
-    usage["prompt_tokens_details"]["cached_tokens"] = 16
+    usage["prompt_tokens_details"]["cached_tokens"] = 12
+    usage["prompt_tokens_details"]["cache_write_tokens"] = 5
     usage["completion_tokens_details"]["reasoning_tokens"] = 7
 
     items, errors = openai_batch_to_items(body=_jsonl(lines), tenant="acme", pool=None)
 
     assert errors == []
-    assert (items[0]["input_tokens"], items[0]["cached_tokens"], items[0]["output_tokens"]) == (
-        20,
-        16,
-        10,
-    )
+    # input 20 holds cached 12 and cache-write 5; output 10 holds reasoning 7: never added
+    assert _classes(items[0]) == (20, 12, 5, 10, 7)
+    events, errors = validate_events(items=items, now=GPT_NOW)
+    assert errors == []
+    assert (events[0].cache_write_tokens, events[0].reasoning_tokens) == (5, 7)
+
+
+def test_openai_batch_to_items_reads_vllm_created_cache_tokens_as_cache_writes():
+    lines = _gpt_lines()
+    usage = lines[0]["response"]["body"]["usage"]
+    usage["prompt_tokens_details"] = {"cached_tokens": 4, "created_cache_tokens": 9}
+    usage["completion_tokens_details"] = None
+
+    items, errors = openai_batch_to_items(body=_jsonl(lines), tenant="acme", pool=None)
+
+    assert errors == []
+    assert _classes(items[0]) == (20, 4, 9, 10, 0)
+
+
+def test_openai_batch_reasoning_beyond_completion_is_refused_naming_the_field():
+    lines = _gpt_lines()
+    lines[1]["response"]["body"]["usage"]["completion_tokens_details"]["reasoning_tokens"] = 11
+
+    items, conversion = openai_batch_to_items(body=_jsonl(lines), tenant="acme", pool=None)
+    _, validation = validate_events(items=items, now=GPT_NOW)
+
+    assert conversion == []
+    assert validation == [
+        EventError(1, "reasoning_tokens", "must not exceed output_tokens (10)")
+    ]
 
 
 def test_openai_batch_to_items_defaults_missing_details_and_completion_to_zero():

@@ -607,3 +607,122 @@ def test_nul_in_a_slug_is_refused_naming_the_field(ingest):
     ]
     assert openai.json()["errors"] == [{"index": 0, "field": "tenant", "message": BAD_SLUG}]
     assert _stored_nothing()
+
+
+# --- token classes: parts of the counts, counted once on every path ---------------------
+
+# The anchors' double-count cases (kpis.md section 3, data-formats.md sections 4 and 5):
+# cached inside input; reasoning inside output; an Anthropic-style count (input 200
+# excluding cache reads 500 and writes 300) that a gateway normalised to input 1000.
+CLASS_CASES = [
+    {"input_tokens": 1000, "cached_tokens": 600, "output_tokens": 100},
+    {"input_tokens": 200, "output_tokens": 500, "reasoning_tokens": 300},
+    {"input_tokens": 1000, "cached_tokens": 500, "cache_write_tokens": 300, "output_tokens": 100},
+]
+CLASS_TOTALS = {
+    "requests": 3,
+    "input_tokens": 2200,
+    "cached_tokens": 1100,
+    "cache_write_tokens": 300,
+    "output_tokens": 700,
+    "reasoning_tokens": 300,
+}
+CLASS_TIME = 1772360100  # 2026-03-01T10:15:00Z
+
+
+def _class_events(cases):
+    return [{**event(i), "cached_tokens": 0, **case} for i, case in enumerate(cases)], {}
+
+
+def _class_cloudevents(cases):
+    return [_cloudevent(i, **{"cached_tokens": 0, **case}) for i, case in enumerate(cases)], {
+        "path": "/api/v1/usage/cloudevents",
+        "content_type": CE,
+    }
+
+
+def _class_openai_batch(cases):
+    lines = []
+    for i, case in enumerate(cases):
+        usage = {
+            "prompt_tokens": case["input_tokens"],
+            "completion_tokens": case["output_tokens"],
+            "total_tokens": case["input_tokens"] + case["output_tokens"],
+            "prompt_tokens_details": {
+                "cached_tokens": case.get("cached_tokens", 0),
+                "cache_write_tokens": case.get("cache_write_tokens", 0),
+            },
+            "completion_tokens_details": {"reasoning_tokens": case.get("reasoning_tokens", 0)},
+        }
+        body = {"created": CLASS_TIME, "model": "llama-70b", "usage": usage}
+        response = {"status_code": 200, "request_id": f"q{i}", "body": body}
+        line = {"id": f"batch_req_{i}", "custom_id": f"r{i}", "error": None, "response": response}
+        lines.append(json.dumps(line))
+    return "\n".join(lines), {
+        "path": "/api/v1/usage/openai-batch?tenant=tenant-a",
+        "content_type": "application/jsonl",
+    }
+
+
+@pytest.mark.parametrize("encode", [_class_events, _class_cloudevents, _class_openai_batch])
+def test_token_classes_are_counted_once_on_every_path_and_replays_are_duplicates(ingest, encode):
+    body, where = encode(CLASS_CASES)
+
+    assert ingest(body, **where).json() == {"accepted": 3, "duplicates": 0}
+    assert ingest(body, **where).json() == {"accepted": 0, "duplicates": 3}
+    usage_fold()
+
+    [row] = ingest.api.get("/api/v1/usage?from=2026-03-01&to=2026-03-02").json()["results"]
+    assert {name: row[name] for name in CLASS_TOTALS} == CLASS_TOTALS
+    stored = UsageEvent.objects.values_list(
+        "input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens"
+    )
+    assert sorted(stored) == sorted(
+        tuple(case.get(name, 0) for name in list(CLASS_TOTALS)[1:]) for case in CLASS_CASES
+    )
+
+
+@pytest.mark.parametrize("encode", [_class_events, _class_cloudevents, _class_openai_batch])
+def test_a_replay_adding_classes_to_a_stored_event_is_a_duplicate_and_changes_nothing(
+    ingest, encode
+):
+    """An event stored without classes (an older version ignored reasoning tokens) replayed
+    with them: a duplicate, the stored event unchanged; another count still conflicts."""
+    plain = [{k: v for k, v in case.items() if not k.startswith(("reasoning", "cache_w"))}
+             for case in CLASS_CASES]  # fmt: skip
+    body, where = encode(plain)
+    assert ingest(body, **where).json() == {"accepted": 3, "duplicates": 0}
+
+    body, where = encode(CLASS_CASES)
+    assert ingest(body, **where).json() == {"accepted": 0, "duplicates": 3}
+    assert UsageEvent.objects.filter(reasoning_tokens=0, cache_write_tokens=0).count() == 3
+
+    body, where = encode([CLASS_CASES[0], {**CLASS_CASES[1], "output_tokens": 501}])
+    response = ingest(body, **where)
+    assert response.status_code == 409
+    assert [e["index"] for e in response.json()["errors"]] == [1]
+
+
+@pytest.mark.parametrize(
+    ("case", "field", "message"),
+    [
+        ({"reasoning_tokens": 51}, "reasoning_tokens", "must not exceed output_tokens (50)"),
+        (
+            {"cached_tokens": 60, "cache_write_tokens": 41},
+            "cache_write_tokens",
+            "must not exceed input_tokens - cached_tokens (40)",
+        ),
+    ],
+)
+@pytest.mark.parametrize("encode", [_class_events, _class_cloudevents, _class_openai_batch])
+def test_a_class_beyond_its_parent_refuses_the_whole_batch_naming_it(
+    ingest, encode, case, field, message
+):
+    good = {"input_tokens": 100, "output_tokens": 50}
+    body, where = encode([good, {**good, **case}, good])
+
+    response = ingest(body, **where)
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == [{"index": 1, "field": field, "message": message}]
+    assert _stored_nothing()

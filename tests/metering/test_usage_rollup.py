@@ -59,7 +59,9 @@ def _items(raw, offset=0):
             "time": (BASE + timedelta(minutes=minute)).isoformat(),
             "input_tokens": tokens_in,
             "cached_tokens": tokens_in // 3,
+            "cache_write_tokens": tokens_in // 5,  # of the uncached two thirds
             "output_tokens": tokens_out,
+            "reasoning_tokens": tokens_out // 2 if model == "m2" else 0,
             "status": "error" if failed else "ok",
             **({"ttft_ms": ttft} if ttft else {}),
         }
@@ -84,8 +86,12 @@ def _direct():
             e=Count("id", filter=Q(is_error=True)),
             i=Sum("input_tokens"),
             c=Sum("cached_tokens"),
+            w=Sum("cache_write_tokens"),
             o=Sum("output_tokens"),
+            r=Sum("reasoning_tokens"),
             oo=Sum("output_tokens", filter=ok),
+            ow=Sum("cache_write_tokens", filter=ok),
+            orr=Sum("reasoning_tokens", filter=ok),
             co=Sum("output_tokens", filter=compliant),
             cr=Count("id", filter=compliant),
         )
@@ -96,8 +102,12 @@ def _direct():
             r["e"],
             r["i"],
             r["c"],
+            r["w"],
             r["o"],
+            r["r"],
             r["oo"] or 0,
+            r["ow"] or 0,
+            r["orr"] or 0,
             r["co"] or 0,
             r["cr"],
         )
@@ -112,8 +122,12 @@ def _rolled():
             h.errors,
             h.input_tokens,
             h.cached_tokens,
+            h.cache_write_tokens,
             h.output_tokens,
+            h.reasoning_tokens,
             h.ok_output_tokens,
+            h.ok_cache_write_tokens,
+            h.ok_reasoning_tokens,
             h.compliant_output_tokens,
             h.compliant_requests,
         )
@@ -166,7 +180,7 @@ def test_rollups_equal_direct_aggregation_with_late_events_and_interruptions(
     }
     expected_daily = {}
     for (t, d, h), values in _direct().items():
-        expected_daily[(t, d, h.date())] = expected_daily.get((t, d, h.date()), 0) + values[4]
+        expected_daily[(t, d, h.date())] = expected_daily.get((t, d, h.date()), 0) + values[5]
     assert daily == expected_daily
     assert not FoldPending.objects.exists()
 

@@ -10,9 +10,10 @@ from metering.domain.usage.fields import EventIn
 def dedupe_within_batch(*, events: Sequence[EventIn]) -> tuple[list[EventIn], int, list[int]]:
     """Split repeats of a (source, id) inside one valid batch.
 
-    Returns (first occurrences in order, number of later repeats with the same payload
-    hash, indexes of later repeats with a different hash). Indexes are positions in
-    ``events``, which are batch indexes when validate_events reported no error.
+    Returns (first occurrences in order, number of later repeats of the first
+    (``EventIn.is_replay_of``: the same payload, or the same but for token classes the
+    first lacks), indexes of the other repeats). Indexes are positions in ``events``,
+    which are batch indexes when validate_events reported no error.
     """
     seen: dict[tuple[str, str], str] = {}
     unique: list[EventIn] = []
@@ -24,7 +25,7 @@ def dedupe_within_batch(*, events: Sequence[EventIn]) -> tuple[list[EventIn], in
         if first_hash is None:
             seen[key] = event.payload_hash
             unique.append(event)
-        elif first_hash == event.payload_hash:
+        elif event.is_replay_of(first_hash):
             duplicates += 1
         else:
             conflicts.append(index)

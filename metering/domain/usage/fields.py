@@ -8,7 +8,7 @@ from typing import Any, Final, Literal, NamedTuple
 
 import msgspec
 
-from metering.domain.usage.hashing import fields_hash
+from metering.domain.usage.hashing import classes_hash, fields_hash
 
 MAX_TOKENS: Final = 2**31 - 1
 
@@ -30,6 +30,8 @@ EVENT_FIELDS: Final = frozenset(
         "source",
         "pool",
         "cached_tokens",
+        "cache_write_tokens",
+        "reasoning_tokens",
         "ttft_ms",
         "tpot_ms",
         "latency_ms",
@@ -127,9 +129,9 @@ class EventIn(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     tenant: str
     model: str
     pool: str | None
-    input_tokens: int  # cached ones included
-    cached_tokens: int  # subset of input_tokens
-    output_tokens: int
+    input_tokens: int  # cached and cache-write ones included
+    cached_tokens: int  # subset of input_tokens, read from the prompt cache
+    output_tokens: int  # reasoning ones included
     ttft_ms: float | None
     tpot_ms: float | None
     latency_ms: float | None
@@ -139,28 +141,40 @@ class EventIn(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # How many requests of the same outcome the event stands for (a pre-aggregated or
     # sampled record): its tokens are their totals, its latencies their means.
     requests: int = 1
+    # Token classes inside the counts above (kpis.md section 3, "Token classes").
+    cache_write_tokens: int = 0  # of input_tokens - cached_tokens: written to the prompt cache
+    reasoning_tokens: int = 0  # of output_tokens
+    # With token classes, the hash without them ("" without: payload_hash is it): a stored
+    # event that lacks them matches a replay that carries them (``is_replay_of``).
+    base_hash: str = ""
 
     def __post_init__(self) -> None:
-        msgspec.structs.force_setattr(
-            self,
-            "payload_hash",
-            fields_hash(
-                self.source,
-                self.id,
-                self.time,
-                self.tenant,
-                self.model,
-                self.pool,
-                self.input_tokens,
-                self.cached_tokens,
-                self.output_tokens,
-                self.ttft_ms,
-                self.tpot_ms,
-                self.latency_ms,
-                self.status,
-                self.requests,
-            ),
+        base = fields_hash(
+            self.source,
+            self.id,
+            self.time,
+            self.tenant,
+            self.model,
+            self.pool,
+            self.input_tokens,
+            self.cached_tokens,
+            self.output_tokens,
+            self.ttft_ms,
+            self.tpot_ms,
+            self.latency_ms,
+            self.status,
+            self.requests,
         )
+        if self.cache_write_tokens or self.reasoning_tokens:
+            msgspec.structs.force_setattr(self, "base_hash", base)
+            base = classes_hash(base, self.cache_write_tokens, self.reasoning_tokens)
+        msgspec.structs.force_setattr(self, "payload_hash", base)
+
+    def is_replay_of(self, stored_hash: str) -> bool:
+        """Whether this event repeats one stored with `stored_hash`: the same payload, or the
+        same but for token classes the stored event lacks (an older version ignored them;
+        architecture.md "Ingestion"). Anything else under the same (source, id) conflicts."""
+        return stored_hash == self.payload_hash or stored_hash == (self.base_hash or None)
 
 
 class EventRef(NamedTuple):

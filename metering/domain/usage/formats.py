@@ -62,8 +62,10 @@ def openai_batch_to_items(
     Event: source "openai-batch", id = the line's ``id``, time = body ``created`` (Unix
     seconds), model = body ``model`` (an alias, resolved by the caller), input =
     ``prompt_tokens``, cached = ``prompt_tokens_details.cached_tokens`` (null or missing
-    -> 0), output = ``completion_tokens`` (null or missing -> 0; reasoning tokens are part
-    of it). A line with a non-null ``error``, a status_code >= 400 or a null response is
+    -> 0), cache-write = ``prompt_tokens_details.cache_write_tokens`` (vLLM:
+    ``created_cache_tokens``), output = ``completion_tokens`` (null or missing -> 0),
+    reasoning = ``completion_tokens_details.reasoning_tokens``: the details are parts of
+    the counts they detail, never added to them (data-formats.md section 4). A line with a non-null ``error``, a status_code >= 400 or a null response is
     an error event with zero tokens; when its body has no ``created`` (or ``model``) it
     takes the latest ``created`` (the only ``model``) of the file's other lines, and is an
     error naming ``response.body.created`` (``.model``) when there is none.
@@ -216,8 +218,19 @@ def _batch_item(
         item["cached_tokens"] = 0
     elif type(details) is dict:
         item["cached_tokens"] = _zero_if_null(details.get("cached_tokens"))
+        written = details.get("cache_write_tokens")
+        if written is None:  # vLLM's name for the same count
+            written = details.get("created_cache_tokens")
+        if written is not None:
+            item["cache_write_tokens"] = written
     else:
         problems.append((f"{path}.usage.prompt_tokens_details", "must be an object or null"))
+    details = usage.get("completion_tokens_details")
+    if type(details) is dict:
+        if details.get("reasoning_tokens") is not None:
+            item["reasoning_tokens"] = details["reasoning_tokens"]
+    elif details is not None:
+        problems.append((f"{path}.usage.completion_tokens_details", "must be an object or null"))
     return item
 
 

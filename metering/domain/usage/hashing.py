@@ -55,3 +55,11 @@ def fields_hash(
         )
     )
     return blake2b(canonical.encode(), digest_size=16, person=b"usage-event-v1").hexdigest()
+
+
+def classes_hash(base: str, cache_write_tokens: int, reasoning_tokens: int) -> str:
+    """The hash of an event with token classes (kpis.md section 3): its ``fields_hash``
+    (``base``) extended by them. An event without classes keeps ``base``, so the hashes of
+    events stored before the classes existed still match their replays."""
+    canonical = "\x1f".join(("v1", base, str(cache_write_tokens), str(reasoning_tokens)))
+    return blake2b(canonical.encode(), digest_size=16, person=b"usage-classes-v1").hexdigest()

@@ -45,6 +45,8 @@ class _JsonEvent(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     source: _AsciiId | None = None
     pool: _Slug | None = None
     cached_tokens: _Tokens | msgspec.UnsetType = msgspec.UNSET  # null is refused
+    cache_write_tokens: _Tokens | msgspec.UnsetType = msgspec.UNSET
+    reasoning_tokens: _Tokens | msgspec.UnsetType = msgspec.UNSET
     ttft_ms: _Latency | None = None
     tpot_ms: _Latency | None = None
     latency_ms: _Latency | None = None
@@ -91,6 +93,16 @@ def validate_json_batch(
         cached_tokens = 0 if item.cached_tokens is msgspec.UNSET else item.cached_tokens
         if cached_tokens > item.input_tokens:
             return None
+        cache_write_tokens = item.cache_write_tokens
+        if cache_write_tokens is msgspec.UNSET:
+            cache_write_tokens = 0
+        elif cache_write_tokens > item.input_tokens - cached_tokens:
+            return None
+        reasoning_tokens = item.reasoning_tokens
+        if reasoning_tokens is msgspec.UNSET:
+            reasoning_tokens = 0
+        elif reasoning_tokens > item.output_tokens:
+            return None
         ttft_ms, tpot_ms, latency_ms = item.ttft_ms, item.tpot_ms, item.latency_ms
         for value in (ttft_ms, tpot_ms, latency_ms):
             # -0.0 (from "-0" or "-0.0": validate_events tells them apart) and huge values
@@ -116,6 +128,8 @@ def validate_json_batch(
                 latency_ms=latency_ms,
                 status=status,
                 requests=requests,
+                cache_write_tokens=cache_write_tokens,
+                reasoning_tokens=reasoning_tokens,
             )
         )
     return events

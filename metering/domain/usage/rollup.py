@@ -8,7 +8,13 @@ LATENCY_BUCKETS_MS = (
 )  # fmt: skip
 HISTOGRAM_SIZE = len(LATENCY_BUCKETS_MS) + 1
 
-TOKEN_FIELDS = ("input_tokens", "cached_tokens", "output_tokens")
+# The token counts of an event: cached and cache-write are parts of input, reasoning a part
+# of output (kpis.md section 3, "Token classes").
+TOKEN_FIELDS = (
+    "input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens",
+)  # fmt: skip
+# The counts production weighs (tok = output + w_in × (input − cached), kpis.md section 1).
+PRODUCTION_FIELDS = ("input_tokens", "cached_tokens", "output_tokens")
 # Every additive figure of a rollup row (the histogram aside).
 SUM_FIELDS = (
     "requests",  # every request, failed ones included
@@ -16,7 +22,7 @@ SUM_FIELDS = (
     *TOKEN_FIELDS,  # of every request (production counts them)
     *(f"ok_{name}" for name in TOKEN_FIELDS),  # status ok only (billable)
     "compliant_requests",  # ok and within the SLO in force
-    *(f"compliant_{name}" for name in TOKEN_FIELDS),
+    *(f"compliant_{name}" for name in PRODUCTION_FIELDS),
     "ttft_ms_sum",  # Σ mean × requests, over the requests that report it
     "ttft_count",
     "tpot_ms_sum",

@@ -45,7 +45,9 @@ def validate_events(
     object; an unknown key is refused with an error naming that key). ``null`` counts as
     absent: required fields then get "is required", optional ones their default
     (source ``default_source``, pool None, latencies None, status "ok", requests 1), except
-    ``cached_tokens``: absent is 0, null is refused (a count, not "unknown").
+    the token counts ``cached_tokens``, ``cache_write_tokens`` and ``reasoning_tokens``:
+    absent is 0, null is refused (a count, not "unknown"); each is part of another count
+    (cached ≤ input, cache-write ≤ input − cached, reasoning ≤ output).
     Integers exclude booleans and floats; latencies (ms) are finite non-negative numbers;
     ``time`` is RFC 3339 with a zone (or an aware datetime) inside ``time_window(now=now)``:
     not before the retention window, at most 5 minutes after ``now``. The batch is
@@ -149,8 +151,26 @@ def _validate_item(
         errors.append(EventError(index, "cached_tokens", message))
 
     output_tokens = get("output_tokens")
-    if not (type(output_tokens) is int and 0 <= output_tokens <= MAX_TOKENS):
+    output_ok = type(output_tokens) is int and 0 <= output_tokens <= MAX_TOKENS
+    if not output_ok:
         errors.append(EventError(index, "output_tokens", _token_problem(output_tokens)))
+
+    # Token classes inside the counts (kpis.md section 3): absent is 0, null is refused.
+    cache_write_tokens = get("cache_write_tokens", 0)
+    if type(cache_write_tokens) is not int or cache_write_tokens:
+        uncached = None
+        if input_ok and type(cached_tokens) is int and cached_tokens <= input_tokens:
+            uncached = input_tokens - cached_tokens
+        problem = _class_problem(cache_write_tokens, uncached, "input_tokens - cached_tokens")
+        if problem:
+            errors.append(EventError(index, "cache_write_tokens", problem))
+    reasoning_tokens = get("reasoning_tokens", 0)
+    if type(reasoning_tokens) is not int or reasoning_tokens:
+        problem = _class_problem(
+            reasoning_tokens, output_tokens if output_ok else None, "output_tokens"
+        )
+        if problem:
+            errors.append(EventError(index, "reasoning_tokens", problem))
 
     ttft_ms = get("ttft_ms")
     if ttft_ms is not None:
@@ -196,6 +216,8 @@ def _validate_item(
         latency_ms=latency_ms,
         status=status,
         requests=requests,
+        cache_write_tokens=cache_write_tokens,
+        reasoning_tokens=reasoning_tokens,
     )
 
 
@@ -219,6 +241,18 @@ def _token_problem(value: Any) -> str:
     if type(value) is not int or value < 0:  # type() also refuses bool
         return BAD_TOKENS
     return TOO_MANY_TOKENS
+
+
+def _class_problem(value: Any, whole: int | None, whole_name: str) -> str | None:
+    """Why a token class count is refused: not a count, or more than the count it is part
+    of (`whole`, None when that count is itself refused)."""
+    if value is None:
+        return NULL_TOKENS
+    if not (type(value) is int and 0 <= value <= MAX_TOKENS):
+        return _token_problem(value)
+    if whole is not None and value > whole:
+        return f"must not exceed {whole_name} ({whole})"
+    return None
 
 
 def _latency(value: Any, index: int, field: str, errors: list[EventError]) -> float | None:

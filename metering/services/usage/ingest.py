@@ -190,7 +190,7 @@ def _conflict_indexes(events: Sequence[EventIn], stored: dict[tuple[str, str], s
     return [
         index
         for index, e in enumerate(events)
-        if (e.source, e.id) in stored and stored[(e.source, e.id)] != e.payload_hash
+        if (e.source, e.id) in stored and not e.is_replay_of(stored[(e.source, e.id)])
     ]
 
 
@@ -225,8 +225,9 @@ def _store_sqlite(
         )
         cursor.executemany(
             "INSERT INTO metering_usageevent (id, time, tenant_id, deployment_id, input_tokens, "
-            "cached_tokens, output_tokens, ttft_ms, tpot_ms, latency_ms, is_error, requests) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            "cached_tokens, output_tokens, ttft_ms, tpot_ms, latency_ms, is_error, requests, "
+            "cache_write_tokens, reasoning_tokens) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
             [(pk, instant(r.event.time), *_event_values(r)) for pk, r in numbered],
         )
         cursor.executemany(
@@ -265,6 +266,8 @@ def _event_values(row: _Row) -> tuple:
         e.latency_ms,
         e.status == "error",
         e.requests,
+        e.cache_write_tokens,
+        e.reasoning_tokens,
     )
 
 
@@ -307,8 +310,8 @@ def _store_postgresql(
         new_rows = [r for r in rows if (r.event.source, r.event.id) in new]
         with raw.copy(
             "COPY metering_usageevent (id, time, tenant_id, deployment_id, input_tokens, "
-            "cached_tokens, output_tokens, ttft_ms, tpot_ms, latency_ms, is_error, requests) "
-            "FROM STDIN (FORMAT BINARY)"
+            "cached_tokens, output_tokens, ttft_ms, tpot_ms, latency_ms, is_error, requests, "
+            "cache_write_tokens, reasoning_tokens) FROM STDIN (FORMAT BINARY)"
         ) as copy:
             copy.set_types(_EVENT_TYPES)
             write_row = copy.write_row
@@ -328,7 +331,7 @@ def _store_postgresql(
 
 _EVENT_TYPES = [
     "int8", "timestamptz", "int8", "int8", "int8", "int8", "int8",
-    "float8", "float8", "float8", "bool", "int4",
+    "float8", "float8", "float8", "bool", "int4", "int8", "int8",
 ]  # fmt: skip
 
 

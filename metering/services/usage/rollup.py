@@ -26,6 +26,7 @@ from django.db.models.functions import TruncHour
 from metering.domain.usage.rollup import (
     HISTOGRAM_SIZE,
     LATENCY_BUCKETS_MS,
+    PRODUCTION_FIELDS,
     SUM_FIELDS,
     TOKEN_FIELDS,
 )
@@ -244,6 +245,7 @@ def _sums_sql() -> list[str]:
     for name in TOKEN_FIELDS:
         sums[name] = f"COALESCE(sum(e.{name}), 0)"
         sums[f"ok_{name}"] = f"COALESCE(sum(e.{name}) FILTER (WHERE {ok}), 0)"
+    for name in PRODUCTION_FIELDS:
         sums[f"compliant_{name}"] = f"COALESCE(sum(e.{name}) FILTER (WHERE {compliant}), 0)"
     for name in ("ttft_ms", "tpot_ms", "latency_ms"):
         sums[f"{name}_sum"] = f"COALESCE(sum(e.{name} * e.requests), 0)"
