@@ -16,9 +16,11 @@ class InvoiceLineSerializer(serializers.ModelSerializer):
     class Meta:
         model = InvoiceLine
         fields = [
+            "id",
             "kind",
             "model",
             "token_class",
+            "price_class",
             "quantity",
             "list_unit_price",
             "list_amount",

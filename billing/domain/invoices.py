@@ -1,7 +1,7 @@
 """Invoice lines of a rated month (kpis.md section 3, "Invoices").
 
-A usage line sums paid quantities per (model, token class, list unit price, combined
-discount %); its list_amount and amount are computed exactly from the quantity and
+A usage line sums paid quantities per (model, token class, price class, list unit price,
+combined discount %); its list_amount and amount are computed exactly from the quantity and
 rounded once, half-up; discount = list_amount - amount. The total is the sum of the
 rounded lines.
 """
@@ -35,36 +35,47 @@ ZERO = Decimal(0)
 _CLASS_ORDER = {token_class: index for index, token_class in enumerate(TokenClass)}
 
 
-LineKey = tuple  # (model, token class, list unit price, (contract %, tier %, tier from))
+# (model, token class, price class, list unit price, (contract %, tier %, tier from))
+LineKey = tuple
 
 
 def line_quantities(
     *, items: Iterable[RatedItem], into: dict[LineKey, int] | None = None
 ) -> dict[LineKey, int]:
-    """The paid quantities of the items per usage line: (model, token class, list unit
-    price, (contract discount %, tier discount %, the tier's threshold)), added to `into`."""
+    """The paid quantities of the items per usage line: (model, token class, the class whose
+    price was used, list unit price, (contract discount %, tier discount %, the tier's
+    threshold)), added to `into`."""
     quantities: dict[LineKey, int] = {} if into is None else into
     for rated in items:
         if not rated.is_paid:
             continue
         discounts = (rated.contract_discount_pct, rated.tier_discount_pct, rated.tier_from_tokens)
+        model = rated.item.model
         for charge in rated.charges:
-            key = (rated.item.model, charge.token_class, charge.list_unit_price, discounts)
+            key = (model, charge.token_class, charge.price_class, charge.list_unit_price, discounts)
             quantities[key] = quantities.get(key, 0) + charge.quantity
     return quantities
 
 
 def usage_lines(*, items: Iterable[RatedItem], currency: str) -> list[InvoiceLine]:
-    """One usage line per (model, token class, list unit price, combined discount %)."""
+    """One usage line per (model, token class, price class, list unit price, combined
+    discount %)."""
     return quantity_lines(quantities=line_quantities(items=items), currency=currency)
+
+
+def _line_order(entry: tuple[LineKey, int]) -> tuple:
+    model, token_class, price_class, unit_price, (contract_pct, tier_pct, _) = entry[0]
+    return (
+        model, _CLASS_ORDER[token_class], _CLASS_ORDER[price_class], unit_price, tier_pct,
+        contract_pct,
+    )  # fmt: skip
 
 
 def quantity_lines(*, quantities: dict[LineKey, int], currency: str) -> list[InvoiceLine]:
     """The usage lines of paid quantities per line key (line_quantities), in invoice order."""
     lines = []
-    for (model, token_class, unit_price, discounts), quantity in sorted(
-        quantities.items(),
-        key=lambda kv: (kv[0][0], _CLASS_ORDER[kv[0][1]], kv[0][2], kv[0][3][1], kv[0][3][0]),
+    for (model, token_class, price_class, unit_price, discounts), quantity in sorted(
+        quantities.items(), key=_line_order
     ):
         contract_pct, tier_pct, tier_from = discounts
         pct = total_discount_pct(contract=contract_pct, tier=tier_pct)
@@ -74,6 +85,8 @@ def quantity_lines(*, quantities: dict[LineKey, int], currency: str) -> list[Inv
         list_amount = round_money(amount=list_exact, currency=currency)
         amount = round_money(amount=amount_exact, currency=currency)
         description = f"{model} {token_class} tokens at {decimal_plain(unit_price)} per million"
+        if price_class != token_class:
+            description += f" (priced at {price_class})"
         if contract_pct:
             description += f", contract discount {decimal_plain(contract_pct)}%"
         if tier_pct:
@@ -87,6 +100,7 @@ def quantity_lines(*, quantities: dict[LineKey, int], currency: str) -> list[Inv
                 kind=LineKind.USAGE,
                 model=model,
                 token_class=token_class,
+                price_class=price_class,
                 quantity=quantity,
                 list_unit_price=unit_price,
                 list_amount=list_amount,

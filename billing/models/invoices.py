@@ -73,6 +73,13 @@ class InvoiceLine(AppendOnlyModel):
         blank=True,
         choices=[(c.value, c.value.replace("_", " ")) for c in TokenClass],
     )
+    # The class whose list price the line used: its token class, or that class's parent
+    # when it had no price of its own in force (kpis.md section 3).
+    price_class = models.CharField(
+        max_length=16,
+        blank=True,
+        choices=[(c.value, c.value.replace("_", " ")) for c in TokenClass],
+    )
     quantity = models.BigIntegerField(default=0)  # tokens
     list_unit_price = models.DecimalField(
         max_digits=20, decimal_places=10, null=True, blank=True

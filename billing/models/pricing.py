@@ -25,7 +25,7 @@ class Price(EffectiveDated):
     model = models.ForeignKey(
         "metering.ServedModel", on_delete=models.PROTECT, related_name="prices"
     )
-    token_class = models.CharField(max_length=16, choices=[(c, c) for c in TokenClass])
+    token_class = models.CharField(max_length=16, choices=[(c.value, c.value) for c in TokenClass])
     per_million = models.DecimalField(max_digits=20, decimal_places=10)  # money per 10^6 tokens
     currency = models.CharField(max_length=3)
 

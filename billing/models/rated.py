@@ -62,9 +62,11 @@ class RatedUsage(models.Model):
     hour = models.DateTimeField()
     month_start = models.DateTimeField()
     sale = models.CharField(max_length=16, choices=Sale.choices)
-    input_tokens = models.BigIntegerField(default=0)  # includes cached_tokens
+    input_tokens = models.BigIntegerField(default=0)  # includes cached and cache-write
     cached_tokens = models.BigIntegerField(default=0)
-    output_tokens = models.BigIntegerField(default=0)
+    cache_write_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)  # includes reasoning
+    reasoning_tokens = models.BigIntegerField(default=0)
     # Of those (paid rows), the tokens of requests within the SLO.
     compliant_input_tokens = models.BigIntegerField(default=0)
     compliant_cached_tokens = models.BigIntegerField(default=0)
@@ -103,7 +105,8 @@ class RatedHour(models.Model):
     consumed = models.BigIntegerField()  # the allowance's running total, every ok item
     paid_tokens = models.BigIntegerField()  # the tiers' running total, paid items
     realized = models.DecimalField(max_digits=40, decimal_places=20)
-    quantities = models.JSONField()  # [[model, class, price, contract %, tier %, from, qty]]
+    # [[model, class, price class, price, contract %, tier %, tier from, quantity]]
+    quantities = models.JSONField()
     cuts = models.JSONField(default=dict)  # {instant: realized before it}
 
     class Meta:

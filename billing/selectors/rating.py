@@ -274,18 +274,19 @@ def line_row(line: InvoiceLine) -> list:
     money and prices as decimal strings."""
     price = line.list_unit_price
     return [
-        str(line.kind), line.model, str(line.token_class or ""), line.quantity,
-        None if price is None else str(price), str(line.list_amount), str(line.discount),
-        str(line.amount), str(line.discount_pct), line.description,
+        str(line.kind), line.model, str(line.token_class or ""), str(line.price_class or ""),
+        line.quantity, None if price is None else str(price), str(line.list_amount),
+        str(line.discount), str(line.amount), str(line.discount_pct), line.description,
     ]  # fmt: skip
 
 
 def _line_of(row: list) -> InvoiceLine:
-    kind, model, token_class, quantity, price, list_amount, discount, amount, pct, text = row
+    kind, model, token, priced, quantity, price, list_amount, discount, amount, pct, text = row
     return InvoiceLine(
         kind=LineKind(kind),
         model=model,
-        token_class=TokenClass(token_class) if token_class else None,
+        token_class=TokenClass(token) if token else None,
+        price_class=TokenClass(priced) if priced else None,
         quantity=quantity,
         list_unit_price=None if price is None else Decimal(price),
         list_amount=Decimal(list_amount),

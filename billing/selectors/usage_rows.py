@@ -5,6 +5,7 @@ source, id)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from functools import reduce
 from operator import or_
@@ -15,6 +16,7 @@ from billing.domain.rating.books import ContractBook
 from billing.domain.rating.engine import START
 from billing.domain.rating.types import PromotionalCredit as CreditIn
 from billing.domain.rating.types import Running, UsageItem
+from metering.domain.usage.rollup import TOKEN_FIELDS
 from metering.selectors.usage import (
     event_key_list,
     hourly_usage_list,
@@ -48,7 +50,9 @@ def hourly_rows(
         .annotate(
             input_tokens=F("ok_input_tokens"),
             cached_tokens=F("ok_cached_tokens"),
+            cache_write_tokens=F("ok_cache_write_tokens"),
             output_tokens=F("ok_output_tokens"),
+            reasoning_tokens=F("ok_reasoning_tokens"),
             model=F("deployment__model__slug"),
             pool=F("deployment__pool__slug"),
             deployment=F("deployment__slug"),
@@ -115,9 +119,7 @@ def split_events(cells: set[tuple[int, datetime]]) -> dict[tuple[int, datetime],
             "time",
             "tenant_id",
             "deployment_id",
-            "input_tokens",
-            "cached_tokens",
-            "output_tokens",
+            *TOKEN_FIELDS,
             "ttft_ms",
             "tpot_ms",
             "requests",
@@ -138,20 +140,18 @@ def split_events(cells: set[tuple[int, datetime]]) -> dict[tuple[int, datetime],
     return by_cell
 
 
-def _row_totals(row: dict) -> tuple[int, int, int, int]:
-    ok_requests = row["requests"] - row["errors"]
-    return row["input_tokens"], row["cached_tokens"], row["output_tokens"], ok_requests
+def _row_totals(row: dict) -> tuple[int, ...]:
+    """The row's ok token counts (TOKEN_FIELDS) and ok requests."""
+    return (*(row[name] for name in TOKEN_FIELDS), row["requests"] - row["errors"])
 
 
-def _item(time, row, input_tokens, cached_tokens, output_tokens, **extra) -> UsageItem:
+def _item(time, row, tokens: Iterable[int], **extra) -> UsageItem:
     return UsageItem(
         time=time,
         model=row["model"],
         pool=row["pool"],
         deployment=row["deployment"],
-        input_tokens=input_tokens,
-        cached_tokens=cached_tokens,
-        output_tokens=output_tokens,
+        **dict(zip(TOKEN_FIELDS, tokens, strict=True)),
         **extra,
     )
 
@@ -160,17 +160,17 @@ def hour_items(hour: datetime, rows: list[dict], events: list[dict]) -> list[Usa
     """A split hour: its events as items, plus what the rollups hold beyond them."""
     names = {row["deployment_id"]: row for row in rows}
     items = []
-    explained: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # in, cached, out, n
+    explained: dict[int, list[int]] = defaultdict(lambda: [0] * (len(TOKEN_FIELDS) + 1))  # + n
     for event in events:
         row = names.get(event["deployment_id"])
         if row is None:  # not rolled up yet: the caller folds pending events first
             continue
-        tokens = (event["input_tokens"], event["cached_tokens"], event["output_tokens"])
+        tokens = tuple(event[name] for name in TOKEN_FIELDS)
         items.append(
             _item(
                 event["time"],
                 row,
-                *tokens,
+                tokens,
                 requests=event["requests"],
                 source=event["source"],
                 id=event["event_id"],
@@ -184,13 +184,17 @@ def hour_items(hour: datetime, rows: list[dict], events: list[dict]) -> list[Usa
             max(total - seen, 0)
             for total, seen in zip(_row_totals(row), explained[row["deployment_id"]], strict=True)
         ]
-        if rest[0] or rest[2]:
-            rest[1] = min(rest[1], rest[0])
-            items.append(_item(hour, row, *rest[:3], requests=rest[3]))
+        input_tokens, cached, written, output_tokens, reasoning, requests = rest
+        if input_tokens or output_tokens:
+            cached = min(cached, input_tokens)
+            written = min(written, input_tokens - cached)
+            reasoning = min(reasoning, output_tokens)
+            tokens = (input_tokens, cached, written, output_tokens, reasoning)
+            items.append(_item(hour, row, tokens, requests=requests))
     return items
 
 
 def row_item(hour: datetime, row: dict) -> UsageItem:
     """A rollup row as one aggregate item of its hour (or day)."""
     *tokens, requests = _row_totals(row)
-    return _item(hour, row, *tokens, requests=requests)
+    return _item(hour, row, tokens, requests=requests)

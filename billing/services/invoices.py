@@ -198,6 +198,7 @@ def _line_row(invoice: Invoice, position: int, line: LineIn, for_month: datetime
         kind=line.kind,
         model=line.model,
         token_class=line.token_class or "",
+        price_class=line.price_class or "",
         quantity=line.quantity,
         list_unit_price=line.list_unit_price,
         list_amount=line.list_amount,

@@ -42,6 +42,7 @@ from billing.models import RatedChange, RatedHour, RatedTenantMonth, RatedUsage,
 from billing.selectors.rated import TenantMonthTotals, rated_month_totals
 from billing.selectors.rating import MonthRating, line_row, month_rate
 from metering.domain.usage.compliance import is_slo_compliant
+from metering.domain.usage.rollup import PRODUCTION_FIELDS, TOKEN_FIELDS
 from metering.selectors.changes import usage_changes_read
 from metering.selectors.factory import DeploymentVersions, deployment_list
 from metering.selectors.usage import daily_usage_list
@@ -57,8 +58,8 @@ ZERO = Decimal(0)
 HOUR = timedelta(hours=1)
 HUNDRED = Decimal(100)
 
-_TOKENS = ("input_tokens", "cached_tokens", "output_tokens")
-_COMPLIANT = tuple(f"compliant_{name}" for name in _TOKENS)
+_TOKENS = TOKEN_FIELDS
+_COMPLIANT = tuple(f"compliant_{name}" for name in PRODUCTION_FIELDS)
 _MONEY = ("list_value", "contract_discount", "tier_discount", "realized")
 _TOTALS = (
     "currency", "usage_amount", "minimum_shortfall", "realized", "promotions",
@@ -426,8 +427,8 @@ def _state_of(row: RatedHour) -> HourState:
 def _quantities_json(quantities: dict) -> list[list]:
     """Paid quantities per usage line as billing stores them."""
     return [
-        [model, str(token_class), str(price), str(contract), str(tier), tier_from, quantity]
-        for (model, token_class, price, (contract, tier, tier_from)), quantity in sorted(
+        [model, str(token), str(priced), str(price), str(contract), str(tier), tier_from, quantity]
+        for (model, token, priced, price, (contract, tier, tier_from)), quantity in sorted(
             quantities.items(), key=str
         )
     ]
@@ -436,9 +437,12 @@ def _quantities_json(quantities: dict) -> list[list]:
 def _quantities_of(stored: list[list]) -> dict:
     """Stored paid quantities per usage line (`_quantities_json`) as the rating keys them."""
     return {
-        (model, TokenClass(token_class), Decimal(price), (Decimal(c), Decimal(t), tier_from)): q
-        for model, token_class, price, c, t, tier_from, q in stored
-    }
+        (
+            model, TokenClass(token), TokenClass(priced), Decimal(price),
+            (Decimal(c), Decimal(t), tier_from),
+        ): q
+        for model, token, priced, price, c, t, tier_from, q in stored
+    }  # fmt: skip
 
 
 _FIELDS = (
@@ -473,10 +477,9 @@ def _rated_usage(rating: MonthRating) -> list[tuple]:
                 key = (tenant_id, deployment_id, hour, rating.month_start, str(sale))
                 sums = cells.get(key)
                 if sums is None:
-                    sums = cells[key] = [0] * 6 + [ZERO] * 4
-                sums[0] += usage.input_tokens
-                sums[1] += usage.cached_tokens
-                sums[2] += usage.output_tokens
+                    sums = cells[key] = [0] * (len(_TOKENS) + len(_COMPLIANT)) + [ZERO] * 4
+                for index, name in enumerate(_TOKENS):
+                    sums[index] += getattr(usage, name)
                 if item.is_paid:
                     compliant = _compliant_tokens(
                         item,
@@ -484,7 +487,8 @@ def _rated_usage(rating: MonthRating) -> list[tuple]:
                         row=rows.get((hour, usage.deployment)),
                         version=versions.at(deployment_id, usage.time),
                     )
-                    for index, value in enumerate((*compliant, *_amounts(item)), start=3):
+                    values = (*compliant, *_amounts(item))
+                    for index, value in enumerate(values, start=len(_TOKENS)):
                         sums[index] += value
     when = _stored_time
     return [

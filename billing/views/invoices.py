@@ -19,8 +19,8 @@ from portal.models import Role, Tenant
 from portal.pager import pager_page
 
 INVOICE_CSV_HEADER = [
-    "invoice", "kind", "description", "model", "token_class", "quantity", "list_unit_price",
-    "list_amount", "discount", "amount", "currency",
+    "invoice", "kind", "description", "model", "token_class", "price_class", "quantity",
+    "list_unit_price", "list_amount", "discount", "amount", "currency",
 ]  # fmt: skip
 
 
@@ -135,6 +135,7 @@ def invoice_csv(request, pk: int):
                 line.description,
                 line.model,
                 line.token_class,
+                line.price_class,
                 line.quantity,
                 line.list_unit_price if line.list_unit_price is not None else "",
                 line.list_amount,

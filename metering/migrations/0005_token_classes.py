@@ -4,60 +4,59 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('metering', '0004_fold_adds'),
+        ("metering", "0004_fold_adds"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='dailyusage',
-            name='cache_write_tokens',
+            model_name="dailyusage",
+            name="cache_write_tokens",
             field=models.BigIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='dailyusage',
-            name='ok_cache_write_tokens',
+            model_name="dailyusage",
+            name="ok_cache_write_tokens",
             field=models.BigIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='dailyusage',
-            name='ok_reasoning_tokens',
+            model_name="dailyusage",
+            name="ok_reasoning_tokens",
             field=models.BigIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='dailyusage',
-            name='reasoning_tokens',
+            model_name="dailyusage",
+            name="reasoning_tokens",
             field=models.BigIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='hourlyusage',
-            name='cache_write_tokens',
+            model_name="hourlyusage",
+            name="cache_write_tokens",
             field=models.BigIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='hourlyusage',
-            name='ok_cache_write_tokens',
+            model_name="hourlyusage",
+            name="ok_cache_write_tokens",
             field=models.BigIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='hourlyusage',
-            name='ok_reasoning_tokens',
+            model_name="hourlyusage",
+            name="ok_reasoning_tokens",
             field=models.BigIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='hourlyusage',
-            name='reasoning_tokens',
+            model_name="hourlyusage",
+            name="reasoning_tokens",
             field=models.BigIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='usageevent',
-            name='cache_write_tokens',
+            model_name="usageevent",
+            name="cache_write_tokens",
             field=models.BigIntegerField(db_default=0, default=0),
         ),
         migrations.AddField(
-            model_name='usageevent',
-            name='reasoning_tokens',
+            model_name="usageevent",
+            name="reasoning_tokens",
             field=models.BigIntegerField(db_default=0, default=0),
         ),
     ]

@@ -317,3 +317,48 @@ def test_an_invoice_says_who_pays_whom_by_when_and_why_a_line_is_cheaper(
         assert shown in page, shown
     assert rows[0].endswith(",issued_at,due_at,paid_at,is_overdue")
     assert rows[1].endswith(f"{invoice.due_at.isoformat()},,false")  # not paid, not due yet
+
+
+def test_an_invoice_prices_reasoning_at_output_until_it_has_its_own_price(
+    users, token_client, tenant_a, client
+):
+    """Ingested usage with token classes, hand-computed: cache writes at their own 1.10;
+    reasoning at output's 0.88 until reasoning gets 1.76 from 16 March, then at its own."""
+    model = make_priced_model()  # input 0.88, cached input 0.44, output 0.88
+    for token_class, price, start in (
+        ("cache_write", "1.10", MARCH),
+        ("reasoning", "1.76", datetime(2026, 3, 16, tzinfo=UTC)),
+    ):
+        price_create(model=model, token_class=token_class, per_million=Decimal(price),
+                     currency="USD", effective_from=start)  # fmt: skip
+    make_contract(tenant_a)
+    api = token_client(users["operator"], scopes=["ingest", "read"])
+    post_usage(api, [
+        {"id": "e1", "time": "2026-03-05T10:00:00Z", "input_tokens": 2 * M,
+         "cached_tokens": M // 2, "cache_write_tokens": M, "output_tokens": M,
+         "reasoning_tokens": 400_000},
+        {"id": "e2", "time": "2026-03-20T10:00:00Z", "input_tokens": 0,
+         "output_tokens": M // 2, "reasoning_tokens": M // 2},
+    ])  # fmt: skip
+
+    [invoice] = invoice_run(month_start=MARCH).issued
+
+    body = api.get(f"/api/v1/invoices/{invoice.pk}").json()
+    assert [
+        (line["token_class"], line["price_class"], line["quantity"], line["amount"])
+        for line in body["lines"]
+    ] == [
+        ("input", "input", 500_000, "0.4400"),
+        ("cached_input", "cached_input", 500_000, "0.2200"),
+        ("cache_write", "cache_write", 1_000_000, "1.1000"),
+        ("output", "output", 600_000, "0.5300"),  # 0.528
+        ("reasoning", "output", 400_000, "0.3500"),  # 0.352, at output's price
+        ("reasoning", "reasoning", 500_000, "0.8800"),
+    ]
+    assert body["total"] == "3.5200"
+    assert "(priced at output)" in body["lines"][4]["description"]
+    client.force_login(users["finance"])
+    assert (
+        "reasoning tokens at 0.88 per million (priced at output)"
+        in client.get(f"/billing/invoices/{invoice.pk}/").content.decode()
+    )

@@ -42,7 +42,7 @@ def test_price_create_is_audited_and_listed(admin_api):
     ("body", "field"),
     [
         ({"per_million": "-1"}, "per_million"),
-        ({"token_class": "reasoning"}, "token_class"),
+        ({"token_class": "thinking"}, "token_class"),
         ({"model": "nope"}, "model"),
         ({"effective_from": "2026-12-01T00:30:00Z"}, "effective_from"),
         ({"effective_from": "2026-01-01T00:00:00Z"}, "effective_from"),  # version exists

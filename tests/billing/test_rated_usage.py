@@ -175,7 +175,8 @@ def _fresh(month: datetime) -> dict[tuple, dict]:
             hour = usage.time.replace(minute=0, second=0, microsecond=0)
             sale = "paid" if item.is_paid else item.unsold_reason.value
             cell = cells[(tenant_id, slugs[usage.deployment], hour, sale)]
-            for name in ("input_tokens", "cached_tokens", "output_tokens"):
+            for name in ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens",
+                         "reasoning_tokens"):  # fmt: skip
                 cell[name] += getattr(usage, name)
             cell["list_value"] += item.list_value
             cell["realized"] += item.realized_amount
@@ -204,10 +205,15 @@ event_strategy = st.tuples(
     st.integers(0, 20_000),  # input
     st.integers(0, 9_000),  # output
     st.integers(100, 900),  # ttft
+    st.integers(0, 3),  # quarters of the uncached input written to the prompt cache
+    st.integers(0, 4),  # quarters of the output that were reasoning
 )
 change_strategy = st.one_of(
     st.none(),
     st.tuples(st.just("price"), st.integers(1, 30 * 24 - 1), st.sampled_from(["1.1", "3.0"])),
+    # classes gaining a price of their own mid-month: two lines for the class from then
+    st.tuples(st.just("reasoning"), st.integers(1, 30 * 24 - 1), st.sampled_from(["2.7", "4"])),
+    st.tuples(st.just("cache_write"), st.integers(1, 30 * 24 - 1), st.sampled_from(["0.75"])),
     st.tuples(st.just("contract"), st.integers(1, 30 * 24 - 1), st.integers(0, 4)),
     st.tuples(st.just("promotion"), st.integers(1, 30 * 24 * 60 - 1), st.integers(1, 40)),
 )
@@ -221,13 +227,14 @@ batches_strategy = st.lists(
 def _change(change, tenants: list[Tenant]) -> None:
     """A version or a credit that takes effect inside March, written between two ratings."""
     match change:
-        case ("price", hour, price):
+        case ("price" | "reasoning" | "cache_write" as kind, hour, price):
             small = ServedModel.objects.get(slug="small")
             start = MARCH + timedelta(hours=hour)
+            token_class = "output" if kind == "price" else kind
             if not Price.objects.filter(
-                model=small, token_class="output", effective_from=start
+                model=small, token_class=token_class, effective_from=start
             ).exists():
-                price_create(model=small, token_class="output", per_million=Decimal(price),
+                price_create(model=small, token_class=token_class, per_million=Decimal(price),
                              currency="USD", effective_from=start)  # fmt: skip
         case ("contract", hour, index):
             tenant = tenants[index]
@@ -268,7 +275,7 @@ def test_incremental_rating_equals_a_whole_month_rating(db, batches, promotion):
     number = 0
     for usage, change in batches:
         events = []
-        for tenant, hour, minute, small, input_tokens, output, ttft in usage:
+        for tenant, hour, minute, small, input_tokens, output, ttft, written, thought in usage:
             number += 1
             events.append({
                 "id": f"e{number}",
@@ -277,7 +284,9 @@ def test_incremental_rating_equals_a_whole_month_rating(db, batches, promotion):
                 "time": (MARCH + timedelta(hours=hour, minutes=minute)).isoformat(),
                 "input_tokens": input_tokens,
                 "cached_tokens": input_tokens // 4,
+                "cache_write_tokens": (input_tokens - input_tokens // 4) * written // 4,
                 "output_tokens": output,
+                "reasoning_tokens": output * thought // 4,
                 "ttft_ms": ttft,
             })  # fmt: skip
         _ingest(events)
@@ -294,8 +303,9 @@ def test_incremental_rating_equals_a_whole_month_rating(db, batches, promotion):
     tolerance = Decimal("1e-11")
     for key, cell in fresh.items():
         row = stored[key]
-        for name in ("input_tokens", "cached_tokens", "output_tokens", "compliant_input_tokens",
-                     "compliant_cached_tokens", "compliant_output_tokens"):  # fmt: skip
+        for name in ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens",
+                     "reasoning_tokens", "compliant_input_tokens", "compliant_cached_tokens",
+                     "compliant_output_tokens"):  # fmt: skip
             assert getattr(row, name) == cell[name], (key, name)
         for name in ("list_value", "realized"):
             assert abs(getattr(row, name) - cell[name]) < tolerance, (key, name)
@@ -431,4 +441,4 @@ def test_new_usage_in_an_hour_rates_that_hour_resuming_from_the_hour_before(db):
     assert month.promotions == Decimal("0.01")
     rate = Decimal("0.364232380258604989983609542888")  # 0.01 / 0.027455 (SQLite: a float)
     assert abs(month.promotion_rate - rate) < Decimal("1e-15")
-    assert [line[7] for line in month.lines] == ["0.01", "0.00", "0.01", "-0.01"]  # amounts
+    assert [line[8] for line in month.lines] == ["0.01", "0.00", "0.01", "-0.01"]  # amounts

@@ -73,6 +73,8 @@ def item(
     cached: int = 0,
     model: str = "llama",
     id_: str = "",
+    cache_write: int = 0,
+    reasoning: int = 0,
 ) -> UsageItem:
     return UsageItem(
         time=when,
@@ -82,6 +84,8 @@ def item(
         output_tokens=output,
         source="default",
         id=id_ or when.isoformat(),
+        cache_write_tokens=cache_write,
+        reasoning_tokens=reasoning,
     )
 
 
@@ -107,14 +111,21 @@ def amounts(line) -> tuple:
     return (line.kind, line.list_amount, line.discount, line.amount)
 
 
-def test_token_classes_splits_cached_from_input():
-    assert token_classes(input_tokens=100, cached_tokens=30, output_tokens=50) == {
-        TokenClass.INPUT: 70,
+def test_token_classes_put_each_token_in_exactly_one_class():
+    # input 100 = 30 cached + 20 written to the cache + 50 uncached; output 50 = 15 reasoning
+    # + 35 answer: the classes sum to the counts, nothing counted twice.
+    usage = item(at(3), input_=100, cached=30, output=50, cache_write=20, reasoning=15)
+    assert token_classes(usage) == {
+        TokenClass.INPUT: 50,
         TokenClass.CACHED_INPUT: 30,
-        TokenClass.OUTPUT: 50,
+        TokenClass.CACHE_WRITE: 20,
+        TokenClass.OUTPUT: 35,
+        TokenClass.REASONING: 15,
     }
     with pytest.raises(ValueError, match="cached_tokens"):
-        token_classes(input_tokens=10, cached_tokens=11, output_tokens=0)
+        item(at(3), input_=10, cached=6, output=0, cache_write=5)
+    with pytest.raises(ValueError, match="reasoning_tokens"):
+        item(at(3), input_=10, cached=0, output=4, reasoning=5)
 
 
 def test_rate_month_applies_contract_discount_to_every_class():
@@ -678,3 +689,68 @@ def test_rate_month_total_is_sum_of_rounded_lines_and_realized_within_list(month
     random.Random(seed).shuffle(shuffled)
     again = rate_january(shuffled, contracts=contracts, book=book, promotions=promotions)
     assert again.lines == rated.lines
+
+
+def test_classes_without_a_price_of_their_own_take_their_parents_on_a_hand_computed_invoice():
+    """kpis.md section 3, "Token classes": llama has a cache-write price, and a reasoning
+    price from Jan 16 only; r1 has a reasoning price and no cache-write price. Each line
+    says the class whose price it used; a month in which reasoning gains its own price has
+    two reasoning lines. 10% contract discount; every line rounded once, half-up."""
+    book = [
+        *prices(),
+        PriceVersion(model="llama", token_class="cache_write", per_million=D("1.25"),
+                     effective_from=JAN),
+        PriceVersion(model="llama", token_class="reasoning", per_million=D("2.50"),
+                     effective_from=at(16)),
+        *prices("r1", input_="0.55", cached="0.14", output="2.19"),
+        PriceVersion(model="r1", token_class="reasoning", per_million=D("2.40"),
+                     effective_from=JAN),
+    ]  # fmt: skip
+    items = [
+        item(at(3), input_=1_000_000, cached=200_000, cache_write=300_000, output=400_000,
+             reasoning=100_000),
+        item(at(20), output=1_000_000, reasoning=600_000),
+        item(at(5), model="r1", input_=2_000_000, cached=500_000, cache_write=500_000,
+             output=3_000_000, reasoning=2_000_000),
+    ]  # fmt: skip
+
+    rated = rate_january(items, contracts=[paid(discount_pct=D(10))], book=book)
+
+    lines = [line for line in rated.lines if line.kind == LineKind.USAGE]
+    assert [
+        (line.model, line.token_class, line.price_class, line.quantity, line.list_unit_price,
+         line.list_amount, line.amount)
+        for line in lines
+    ] == [
+        ("llama", "input", "input", 500_000, D("1.00"), D("0.50"), D("0.45")),
+        ("llama", "cached_input", "cached_input", 200_000, D("0.50"), D("0.10"), D("0.09")),
+        # 0.375 and 0.3375, each rounded once
+        ("llama", "cache_write", "cache_write", 300_000, D("1.25"), D("0.38"), D("0.34")),
+        ("llama", "output", "output", 700_000, D("2.00"), D("1.40"), D("1.26")),
+        ("llama", "reasoning", "output", 100_000, D("2.00"), D("0.20"), D("0.18")),
+        ("llama", "reasoning", "reasoning", 600_000, D("2.50"), D("1.50"), D("1.35")),
+        ("r1", "input", "input", 1_000_000, D("0.55"), D("0.55"), D("0.50")),  # 0.495
+        ("r1", "cached_input", "cached_input", 500_000, D("0.14"), D("0.07"), D("0.06")),
+        ("r1", "cache_write", "input", 500_000, D("0.55"), D("0.28"), D("0.25")),  # 0.275
+        ("r1", "output", "output", 1_000_000, D("2.19"), D("2.19"), D("1.97")),  # 1.971
+        ("r1", "reasoning", "reasoning", 2_000_000, D("2.40"), D("4.80"), D("4.32")),
+    ]  # fmt: skip
+    assert rated.total == D("10.77")
+    assert rated.list_value == D("11.96")  # 4.075 + 7.885, unrounded
+    assert rated.realized_amount == D("10.764")
+    assert "reasoning tokens at 2 per million (priced at output)" in lines[4].description
+    assert "priced at" not in lines[5].description
+    assert "cache_write tokens at 0.55 per million (priced at input)" in lines[8].description
+    # The allowance and tiers count tokens as before: input + output, classes inside them.
+    assert rated.paid_tokens == 1_400_000 + 1_000_000 + 5_000_000
+
+
+def test_a_class_without_its_own_price_nor_a_parent_is_a_rating_error_naming_it():
+    book = [p for p in prices() if p.token_class != TokenClass.CACHED_INPUT]
+    with pytest.raises(RatingError, match="no cached_input list price") as caught:
+        rate_january([item(at(3), input_=10, cached=5, output=1)], book=book)
+    assert caught.value.token_class == TokenClass.CACHED_INPUT
+    without_output = [p for p in prices() if p.token_class != TokenClass.OUTPUT]
+    with pytest.raises(RatingError, match="no reasoning list price") as caught:
+        rate_january([item(at(3), input_=10, output=4, reasoning=4)], book=without_output)
+    assert caught.value.token_class == TokenClass.REASONING

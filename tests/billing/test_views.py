@@ -43,13 +43,13 @@ def test_invoice_csv_escapes_formula_text_and_writes_numbers_as_numbers(
     rows = _csv(client.get(f"/billing/invoices/{march_invoice.pk}/csv/"))
     promotion = next(row for row in rows if row[1] == "promotion")
     assert promotion[2] == '\'=HYPERLINK("http://evil")'
-    assert promotion[9] == "-1.0000"  # a number, negatives included: read as a number
-    assert Decimal(promotion[9]) == Decimal(-1)
+    assert promotion[10] == "-1.0000"  # a number, negatives included: read as a number
+    assert Decimal(promotion[10]) == Decimal(-1)
     usage = [row for row in rows if row[1] == "usage"]
     # 10 M input and 10 M output at 0.88, 25% off: 6.60 each.
-    assert [(row[4], row[5], row[9]) for row in usage] == [
-        ("input", "10000000", "6.6000"),
-        ("output", "10000000", "6.6000"),
+    assert [(row[4], row[5], row[6], row[10]) for row in usage] == [
+        ("input", "input", "10000000", "6.6000"),
+        ("output", "output", "10000000", "6.6000"),
     ]
 
 

@@ -221,9 +221,7 @@ def test_openai_batch_reasoning_beyond_completion_is_refused_naming_the_field():
     _, validation = validate_events(items=items, now=GPT_NOW)
 
     assert conversion == []
-    assert validation == [
-        EventError(1, "reasoning_tokens", "must not exceed output_tokens (10)")
-    ]
+    assert validation == [EventError(1, "reasoning_tokens", "must not exceed output_tokens (10)")]
 
 
 def test_openai_batch_to_items_defaults_missing_details_and_completion_to_zero():

@@ -12,8 +12,9 @@ Decisions where kpis.md is silent:
 - The committed minimum is that of the contract in force at the month's start when
   it is ``paid``; it is measured against the usage lines (after discounts and tiers,
   before promotions, as the SLA credit base in section 3b).
-- A price is required for every token class with a non-zero quantity, and the model
-  must have some list price in force; otherwise ``RatingError``.
+- A price is required for every token class with a non-zero quantity (a class with a
+  parent takes its parent's when it has none of its own in force), and the model must
+  have some list price in force; otherwise ``RatingError``.
 - Promotional credits are consumed earliest expiry first (no expiry last, then by
   id). A credit reduces the paid items before its expiry, pro rata to what remains of
   their realized amounts, up to that remainder. Shares are computed as exact
@@ -32,6 +33,7 @@ from fractions import Fraction
 from billing.domain.invoices import month_lines, usage_lines
 from billing.domain.rating.books import ContractBook, PriceBook
 from billing.domain.rating.types import (
+    PARENT_CLASS,
     ClassCharge,
     ContractKind,
     ContractVersion,
@@ -55,16 +57,15 @@ START = Running()  # a month rated from its first hour
 HUNDRED = Decimal(100)
 
 
-def token_classes(
-    *, input_tokens: int, cached_tokens: int, output_tokens: int
-) -> dict[TokenClass, int]:
-    """Split an item's counts into priced classes: uncached input, cached input, output."""
-    if cached_tokens > input_tokens:
-        raise ValueError("cached_tokens must not exceed input_tokens")
+def token_classes(item: UsageItem) -> dict[TokenClass, int]:
+    """Split an item's counts into priced classes, each token in exactly one (kpis.md
+    section 3): uncached input, cached input, cache writes, output, reasoning."""
     return {
-        TokenClass.INPUT: input_tokens - cached_tokens,
-        TokenClass.CACHED_INPUT: cached_tokens,
-        TokenClass.OUTPUT: output_tokens,
+        TokenClass.INPUT: item.input_tokens - item.cached_tokens - item.cache_write_tokens,
+        TokenClass.CACHED_INPUT: item.cached_tokens,
+        TokenClass.CACHE_WRITE: item.cache_write_tokens,
+        TokenClass.OUTPUT: item.output_tokens - item.reasoning_tokens,
+        TokenClass.REASONING: item.reasoning_tokens,
     }
 
 
@@ -92,16 +93,13 @@ def _charges(item: UsageItem, prices: PriceBook, currency: str) -> tuple[ClassCh
             model=item.model,
             time=when,
         )
-    quantities = token_classes(
-        input_tokens=item.input_tokens,
-        cached_tokens=item.cached_tokens,
-        output_tokens=item.output_tokens,
-    )
     charges = []
-    for token_class, quantity in quantities.items():
+    for token_class, quantity in token_classes(item).items():
         if quantity == 0:
             continue
         price = prices.at(model=item.model, token_class=token_class, when=when)
+        if price is None and token_class in PARENT_CLASS:
+            price = prices.at(model=item.model, token_class=PARENT_CLASS[token_class], when=when)
         if price is None:
             raise RatingError(
                 f"no {token_class} list price in force for model {item.model!r} "
@@ -120,7 +118,10 @@ def _charges(item: UsageItem, prices: PriceBook, currency: str) -> tuple[ClassCh
             )
         charges.append(
             ClassCharge(
-                token_class=token_class, quantity=quantity, list_unit_price=price.per_million
+                token_class=token_class,
+                quantity=quantity,
+                list_unit_price=price.per_million,
+                price_class=price.token_class,
             )
         )
     return tuple(charges)

@@ -17,11 +17,21 @@ from portal.money import EXACT
 
 
 class TokenClass(StrEnum):
-    """Priced token classes, in invoice order."""
+    """Priced token classes, in invoice order (kpis.md section 3: each token in exactly one)."""
 
-    INPUT = "input"  # input_tokens - cached_tokens
+    INPUT = "input"  # input_tokens - cached_tokens - cache_write_tokens
     CACHED_INPUT = "cached_input"  # cached_tokens
-    OUTPUT = "output"  # output_tokens
+    CACHE_WRITE = "cache_write"  # cache_write_tokens
+    OUTPUT = "output"  # output_tokens - reasoning_tokens
+    REASONING = "reasoning"  # reasoning_tokens
+
+
+# The class whose price a class takes when it has no list price of its own in force;
+# a class without a parent (input, cached input, output) must have its own.
+PARENT_CLASS: Mapping[TokenClass, TokenClass] = {
+    TokenClass.CACHE_WRITE: TokenClass.INPUT,
+    TokenClass.REASONING: TokenClass.OUTPUT,
+}
 
 
 class ContractKind(StrEnum):
@@ -105,23 +115,30 @@ class UsageItem:
 
     time: datetime  # event time (request end) or the aggregate's hour start
     model: str
-    input_tokens: int  # includes cached_tokens
+    input_tokens: int  # includes cached_tokens and cache_write_tokens
     cached_tokens: int
-    output_tokens: int
+    output_tokens: int  # includes reasoning_tokens
     source: str = ""
     id: str = ""
     pool: str = ""
     deployment: str = ""
     requests: int = 1  # ok requests in this item
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
     def __post_init__(self) -> None:
         _require_aware("time", self.time)
-        for name in ("input_tokens", "cached_tokens", "output_tokens", "requests"):
+        for name in (
+            "input_tokens", "cached_tokens", "output_tokens", "requests",
+            "cache_write_tokens", "reasoning_tokens",
+        ):  # fmt: skip
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-        if self.cached_tokens > self.input_tokens:
-            raise ValueError("cached_tokens must not exceed input_tokens")
+        if self.cached_tokens + self.cache_write_tokens > self.input_tokens:
+            raise ValueError("cached_tokens + cache_write_tokens must not exceed input_tokens")
+        if self.reasoning_tokens > self.output_tokens:
+            raise ValueError("reasoning_tokens must not exceed output_tokens")
 
     @property
     def total_tokens(self) -> int:
@@ -226,11 +243,13 @@ class PromotionalCredit:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClassCharge:
-    """One token class of a paid item at its list unit price."""
+    """One token class of a paid item at its list unit price: that of `price_class`, the
+    class itself or, without a price of its own in force, its parent (PARENT_CLASS)."""
 
     token_class: TokenClass
     quantity: int  # tokens
     list_unit_price: Decimal  # per million tokens
+    price_class: TokenClass
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -264,8 +283,9 @@ class InvoiceLine:
     """One invoice line; amounts rounded to the currency's minor unit.
 
     Every line satisfies ``discount == list_amount - amount``. Usage lines carry the
-    model, token class, quantity and list unit price (per million tokens); the other
-    kinds leave them empty (``""``, ``None``, 0, ``None``). A promotion line has
+    model, token class, the class whose price was used, quantity and list unit price (per
+    million tokens); the other kinds leave them empty (``""``, ``None``, ``None``, 0,
+    ``None``). A promotion line has
     list_amount 0 and a negative amount; a minimum line charges the shortfall.
     """
 
@@ -276,6 +296,7 @@ class InvoiceLine:
     description: str
     model: str = ""
     token_class: TokenClass | None = None
+    price_class: TokenClass | None = None  # the class whose list price was used
     quantity: int = 0  # tokens
     list_unit_price: Decimal | None = None  # per million tokens
     discount_pct: Decimal = Decimal(0)  # combined percent of a usage line
