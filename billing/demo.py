@@ -25,6 +25,10 @@ LIST_PRICES = {
     "qwen3-235b-a22b": ("0.35", "0.175", "1.40"),
     "deepseek-r1": ("0.55", "0.14", "2.19"),
 }
+# Classes with a price of their own besides those (demo-factory.md): DeepSeek-R1's reasoning
+# at its output price. Reasoning elsewhere bills at output, cache writes at input, as their
+# parents' (kpis.md section 3), so invoices show a class priced on its own and one not.
+OWN_CLASS_PRICES = {"deepseek-r1": {"reasoning": "2.19"}}
 B = 1_000_000_000
 # Negotiated terms of the paid tenants: discount %, free tokens a month, volume tiers.
 # Large accounts buy at deep discounts (the factory is weak at selling: ρ near 0.70).
@@ -57,9 +61,8 @@ def demo_billing(*, stdout: TextIO) -> None:
         model = served_model_get(slug=slug)
         if model is None or Price.objects.filter(model=model).exists():
             continue
-        for token_class, per_million in zip(
-            ("input", "cached_input", "output"), prices, strict=True
-        ):
+        classes = dict(zip(("input", "cached_input", "output"), prices, strict=True))
+        for token_class, per_million in (classes | OWN_CLASS_PRICES.get(slug, {})).items():
             price_create(
                 model=model,
                 token_class=token_class,

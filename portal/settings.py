@@ -276,6 +276,7 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "TenantStatusEnum": "portal.models.Tenant.Status",
         "InvoiceStatusEnum": "billing.models.invoices.Invoice.Status",
+        "TokenClassEnum": "billing.models.pricing.TOKEN_CLASS_CHOICES",
     },
 }
 

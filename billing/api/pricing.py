@@ -5,9 +5,9 @@ from decimal import Decimal
 from django.conf import settings
 from rest_framework import serializers
 
-from billing.domain.rating.types import TokenClass
 from billing.filters import ContractFilterSet, PriceFilterSet, PromotionFilterSet
 from billing.models import Contract, Invoice, Price, PromotionalCredit
+from billing.models.pricing import TOKEN_CLASS_CHOICES
 from billing.selectors.pricing import contract_list, promotion_list
 from billing.services.pricing import contract_create, price_create, promotion_grant
 from metering.selectors.factory import served_model_list
@@ -23,7 +23,7 @@ CURRENCIES = sorted(CURRENCY_EXPONENTS)
 
 class PriceSerializer(ModelSerializer):
     model = serializers.SlugRelatedField(slug_field="slug", queryset=served_model_list())
-    token_class = serializers.ChoiceField(choices=[c.value for c in TokenClass])
+    token_class = serializers.ChoiceField(choices=TOKEN_CLASS_CHOICES)
     per_million = serializers.DecimalField(
         max_digits=20, decimal_places=10, min_value=Decimal(0), help_text="money per 10^6 tokens"
     )

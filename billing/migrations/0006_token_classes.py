@@ -49,8 +49,8 @@ class Migration(migrations.Migration):
                 blank=True,
                 choices=[
                     ("input", "input"),
-                    ("cached_input", "cached input"),
-                    ("cache_write", "cache write"),
+                    ("cached_input", "cached_input"),
+                    ("cache_write", "cache_write"),
                     ("output", "output"),
                     ("reasoning", "reasoning"),
                 ],
@@ -74,8 +74,8 @@ class Migration(migrations.Migration):
                 blank=True,
                 choices=[
                     ("input", "input"),
-                    ("cached_input", "cached input"),
-                    ("cache_write", "cache write"),
+                    ("cached_input", "cached_input"),
+                    ("cache_write", "cache_write"),
                     ("output", "output"),
                     ("reasoning", "reasoning"),
                 ],

@@ -2,9 +2,9 @@ from datetime import timedelta
 
 from django.db import models
 
-from billing.domain.rating.types import LineKind, TokenClass
+from billing.domain.rating.types import LineKind
 from billing.models.ledger import AppendOnlyModel, LedgerTransaction
-from billing.models.pricing import PromotionalCredit
+from billing.models.pricing import TOKEN_CLASS_CHOICES, PromotionalCredit
 from portal.models import Tenant
 
 
@@ -68,18 +68,10 @@ class InvoiceLine(AppendOnlyModel):
     position = models.PositiveSmallIntegerField()
     kind = models.CharField(max_length=16, choices=Kind.choices)
     model = models.CharField(max_length=100, blank=True)  # served model slug
-    token_class = models.CharField(
-        max_length=16,
-        blank=True,
-        choices=[(c.value, c.value.replace("_", " ")) for c in TokenClass],
-    )
+    token_class = models.CharField(max_length=16, blank=True, choices=TOKEN_CLASS_CHOICES)
     # The class whose list price the line used: its token class, or that class's parent
     # when it had no price of its own in force (kpis.md section 3).
-    price_class = models.CharField(
-        max_length=16,
-        blank=True,
-        choices=[(c.value, c.value.replace("_", " ")) for c in TokenClass],
-    )
+    price_class = models.CharField(max_length=16, blank=True, choices=TOKEN_CLASS_CHOICES)
     quantity = models.BigIntegerField(default=0)  # tokens
     list_unit_price = models.DecimalField(
         max_digits=20, decimal_places=10, null=True, blank=True

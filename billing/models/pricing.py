@@ -12,6 +12,11 @@ from portal.models import EffectiveDated, Tenant
 DEFAULT_CREDIT_TIERS = [[str(threshold), str(pct)] for threshold, pct in CREDIT_TIERS]
 
 
+# The token classes as every field that names one stores them (one choice set: one enum in
+# the API schema, TokenClassEnum).
+TOKEN_CLASS_CHOICES = [(c.value, c.value) for c in TokenClass]
+
+
 def default_credit_tiers() -> list[list[str]]:
     return [list(tier) for tier in DEFAULT_CREDIT_TIERS]
 
@@ -25,7 +30,7 @@ class Price(EffectiveDated):
     model = models.ForeignKey(
         "metering.ServedModel", on_delete=models.PROTECT, related_name="prices"
     )
-    token_class = models.CharField(max_length=16, choices=[(c.value, c.value) for c in TokenClass])
+    token_class = models.CharField(max_length=16, choices=TOKEN_CLASS_CHOICES)
     per_million = models.DecimalField(max_digits=20, decimal_places=10)  # money per 10^6 tokens
     currency = models.CharField(max_length=3)
 

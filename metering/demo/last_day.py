@@ -11,6 +11,7 @@ from metering.demo.parameters import (
     INPUT_PER_OUTPUT,
     POOLS,
     REQUEST_SCALE,
+    demo_token_classes,
     hour_output,
 )
 from metering.demo.progress import Progress
@@ -57,6 +58,11 @@ def demo_last_day(rng, end, weights, stdout) -> None:
                 for k, request in enumerate(drawn):
                     each_output = request.output_tokens * output_unit / REQUEST_SCALE
                     inputs = int((request.input_tokens + 1) * input_unit)
+                    tokens = {
+                        "input_tokens": inputs,
+                        "cached_tokens": inputs // 2,
+                        "output_tokens": int(request.output_tokens * output_unit),
+                    }
                     items.append(
                         {
                             "id": f"{day:%Y%m%d}-{slug}-{tenant_slug}-{h:02d}-{k}",
@@ -65,9 +71,8 @@ def demo_last_day(rng, end, weights, stdout) -> None:
                             "tenant": tenant_slug,
                             "model": model,
                             "requests": REQUEST_SCALE,
-                            "input_tokens": inputs,
-                            "cached_tokens": inputs // 2,
-                            "output_tokens": int(request.output_tokens * output_unit),
+                            **tokens,
+                            **demo_token_classes(model=model, tenant=tenant_slug, **tokens),
                             **latency.draw(rng, each_output),
                         }
                     )

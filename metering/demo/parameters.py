@@ -60,6 +60,24 @@ TRACES = {
 }
 INPUT_PER_OUTPUT = 3  # input:output tokens ≈ 3:1, half of the input from the prefix cache
 
+# Token classes (kpis.md section 3). DeepSeek-R1 thinks before it answers: most of its output
+# is reasoning; Qwen3 thinks on part of its traffic (its hybrid thinking mode). A few tenants
+# send long, stable prompt prefixes and write part of their uncached input to the prompt cache.
+REASONING_SHARE = {"deepseek-r1": 0.62, "qwen3-235b-a22b": 0.18}  # of the output
+CACHE_WRITE_SHARE = {"acme": 0.3, "initech": 0.25, "wayne": 0.2}  # of the uncached input
+
+
+def demo_token_classes(
+    *, model: str, tenant: str, input_tokens: int, cached_tokens: int, output_tokens: int
+) -> dict[str, int]:
+    """The cache-write and reasoning tokens inside a demo request's (or hour's) counts."""
+    uncached = input_tokens - cached_tokens
+    return {
+        "cache_write_tokens": int(uncached * CACHE_WRITE_SHARE.get(tenant, 0)),
+        "reasoning_tokens": int(output_tokens * REASONING_SHARE.get(model, 0)),
+    }
+
+
 # Volume. A factory this size serves ~10^8 requests a day, far more than a demo should store
 # as events. So each of the last day's events stands for REQUEST_SCALE requests of one size
 # (its `requests` field): its tokens are their totals. The past days' rollups count the

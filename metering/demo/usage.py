@@ -17,6 +17,7 @@ from metering.demo.parameters import (
     OCCUPANCY,
     POOLS,
     SEED,
+    demo_token_classes,
     demo_window,
     hour_output,
 )
@@ -127,6 +128,14 @@ def _demo_rollup(tenant, deployment, hour, output_tokens, latency: LatencyModel,
     inputs = output * INPUT_PER_OUTPUT
     cached = inputs // 2
     requests = max(1, round(output / mean_output(latency.model_slug)))
+    classes = demo_token_classes(
+        model=latency.model_slug,
+        tenant=tenant.slug,
+        input_tokens=inputs,
+        cached_tokens=cached,
+        output_tokens=output,
+    )
+    written, reasoning = classes["cache_write_tokens"], classes["reasoning_tokens"]
     errors = min(requests, int(requests * ERROR_RATE + rng.random()))
     compliant = min(requests - errors, int(requests * latency.within_slo + rng.random()))
     ok_share, compliant_share = (requests - errors) / requests, compliant / requests
@@ -144,10 +153,14 @@ def _demo_rollup(tenant, deployment, hour, output_tokens, latency: LatencyModel,
         "errors": errors,
         "input_tokens": inputs,
         "cached_tokens": cached,
+        "cache_write_tokens": written,
         "output_tokens": output,
+        "reasoning_tokens": reasoning,
         "ok_input_tokens": int(inputs * ok_share),
         "ok_cached_tokens": int(cached * ok_share),
+        "ok_cache_write_tokens": int(written * ok_share),
         "ok_output_tokens": int(output * ok_share),
+        "ok_reasoning_tokens": int(reasoning * ok_share),
         "compliant_requests": compliant,
         "compliant_input_tokens": int(inputs * compliant_share),
         "compliant_cached_tokens": int(cached * compliant_share),

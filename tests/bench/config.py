@@ -4,6 +4,8 @@ BENCH_EVENTS  comma-separated dataset sizes, small first (default "1000000,10000
               BENCH_QUICK=1 makes it "100000,1000000").
 BENCH_ROUNDS  A/B rounds per comparison (default 6; quick 4).
 BENCH_INGEST  events per side per ingestion round (default 50,000).
+BENCH_BASELINE the git revision the A/B of ingestion compares this tree with (default
+              BASELINE).
 """
 
 from __future__ import annotations
@@ -15,6 +17,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT_DIR = ROOT / "var" / "bench"
+
+# The revision ingestion is compared with, served from its own tree on the same database:
+# the last commit before usage events carried token classes (reasoning, cache writes).
+BASELINE = "acc5020"
+
+
+def baseline() -> str:
+    return os.environ.get("BENCH_BASELINE", BASELINE)
+
 
 SEED = 20260901
 # The dataset month: 30 days, in the past (events more than 5 minutes ahead are refused).

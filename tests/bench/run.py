@@ -14,6 +14,10 @@ small and the large dataset (config.sizes()), then measures:
   6. peak RSS of a web worker ingesting 10,000-event batches
   7. HTTP batch ingestion in the embedded default (manage.py serve: SQLite, the filesystem
      broker, a worker folding alongside) vs production settings (gunicorn, PostgreSQL, Redis)
+  8. rating one more hour vs rating the whole month (the rate stage)
+  9. /api/v1/kpis answers within seconds of the events it counts, under goal 7's feed
+ 10. HTTP batch ingestion of this tree vs a baseline revision (BENCH_BASELINE) served from
+     its own tree on the same database
 
 Prints the ratio table and writes every figure to var/bench/*.json (docs/performance.md
 explains the method).
@@ -48,6 +52,7 @@ MEMORY_SEQ = 3_000_000_000
 PROFILE_SEQ = 4_000_000_000
 EMBEDDED_SEQ = 5_000_000_000
 RATING_SEQ = 6_000_000_000
+BASELINE_SEQ = 7_000_000_000
 
 
 def log(message: str) -> None:
@@ -628,6 +633,99 @@ class Bench:
         (config.OUT_DIR / "profile-ingest.txt").write_text(profile.pop("profile"))
         self.results["ingestion"]["in_process_profile"] = profile
 
+    def baseline(self) -> None:
+        """Goal 10: API ingestion of this tree vs the baseline revision (config.baseline()),
+        each served by its own gunicorn from its own tree on the same database, in
+        interleaved rounds of fresh events (the order alternating each round); events
+        without token classes, which both accept. An arm of this tree with events that
+        carry classes is reported beside it (info)."""
+        revision = config.baseline()
+        log(f"goal 10: ingestion, this tree vs {revision} (interleaved)")
+        tree = self.tmp / "baseline"
+        tree.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(config.ROOT), "archive", revision], capture_output=True, check=True
+        )
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+        ids = self.ids["large"]
+        servers = {
+            "this": self.server("large", "this"),
+            "baseline": web.Server(
+                env=self.env("large"), log=self.tmp / "gunicorn-baseline.log", root=tree
+            ),
+        }
+        servers["classes"] = servers["this"]
+        self.servers.append(servers["baseline"])
+        generator = EventGenerator()
+        per_round = self.sizes.ingest_events
+        encoder = msgspec.json.Encoder()
+        arms: dict[str, list[float]] = {arm: [] for arm in ("this", "baseline", "classes")}
+
+        def bodies(slot: int, *, classes: bool) -> list[bytes]:
+            hour = config.INGEST_START + timedelta(days=10, hours=slot)
+            rows = sorted(
+                generator.rows(
+                    seq0=BASELINE_SEQ + slot * per_round, count=per_round, start=hour, days=1,
+                    hours=1,
+                ),
+                key=lambda row: row.time,
+            )  # fmt: skip
+            items = [generator.item(row) for row in rows]
+            if classes:  # half the uncached input written to the cache, a third reasoning
+                for item in items:
+                    uncached = item["input_tokens"] - item["cached_tokens"]
+                    item["cache_write_tokens"] = uncached // 2
+                    item["reasoning_tokens"] = item["output_tokens"] // 3
+            return [encoder.encode(items[i : i + 1000]) for i in range(0, per_round, 1000)]
+
+        for arm in ("this", "baseline"):  # warm-up, not measured
+            web.post_batches(port=servers[arm].port, token=ids["token"],
+                             bodies=bodies(len(arms) * self.sizes.rounds + (arm == "this"),
+                                           classes=False),
+                             threads=4, expect="accepted")  # fmt: skip
+        for r in range(self.sizes.rounds):
+            order = (
+                ("this", "baseline", "classes") if r % 2 == 0 else ("classes", "baseline", "this")
+            )
+            for arm in order:
+                slot = r * len(arms) + order.index(arm)
+                sent = bodies(slot, classes=arm == "classes")
+                result = web.post_batches(
+                    port=servers[arm].port, token=ids["token"], bodies=sent, threads=4,
+                    expect="accepted",
+                )  # fmt: skip
+                arms[arm].append(per_round / result["seconds"])
+            log("  round {}: this {:,.0f}/s, {} {:,.0f}/s, this with classes {:,.0f}/s".format(
+                r + 1, arms["this"][-1], revision, arms["baseline"][-1], arms["classes"][-1]))  # fmt: skip
+        servers["this"].stop()
+        servers["baseline"].stop()
+        med = {arm: statistics.median(values) for arm, values in arms.items()}
+        self.results["baseline"] = {
+            "revision": revision,
+            "events_per_round": per_round,
+            "events_per_second": arms,
+            "median": med,
+        }
+        ratio = med["this"] / med["baseline"]
+        self.add(
+            "10",
+            f"API ingestion, this tree vs {revision} (events/s, interleaved)",
+            f"{med['this']:,.0f}/s",
+            f"{med['baseline']:,.0f}/s",
+            ratio,
+            "≥ 0.9",
+            verdict(ratio, 0.9, True),
+        )
+        self.add(
+            "-",
+            "API ingestion, events with token classes vs without (info)",
+            f"{med['classes']:,.0f}/s",
+            f"{med['this']:,.0f}/s",
+            med["classes"] / med["this"],
+            "-",
+            "info",
+        )
+
     def embedded(self) -> None:
         """Goal 7: ingestion in the embedded default vs production settings, interleaved
         rounds of fresh events (1,000 per request, 4 client threads, each side its own)."""
@@ -806,7 +904,7 @@ class Bench:
             for row in self.rows
         ]
         self.results["total_seconds"] = time.perf_counter() - STARTED
-        for key in ("kpis", "reads", "rollup", "ingestion", "memory"):
+        for key in ("kpis", "reads", "rollup", "ingestion", "baseline", "memory"):
             if key in self.results:
                 (config.OUT_DIR / f"{key}.json").write_text(
                     json.dumps(self.results[key], indent=1, default=str)
@@ -824,7 +922,9 @@ class Bench:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-STAGES = ("kpis", "reads", "widest", "rollups", "rating", "ingestion", "embedded", "memory")
+STAGES = (
+    "kpis", "reads", "widest", "rollups", "rating", "ingestion", "baseline", "embedded", "memory",
+)  # fmt: skip
 
 
 def main() -> int:

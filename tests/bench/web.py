@@ -24,10 +24,17 @@ def free_port() -> int:
 
 
 class Server:
-    """`gunicorn portal.wsgi` with 2 workers (gthread: keep-alive) on a free loopback port."""
+    """`gunicorn portal.wsgi` of `root` with 2 workers (gthread: keep-alive) on a free
+    loopback port."""
 
     def __init__(
-        self, *, env: dict, log: Path, workers: int = 2, threads: int | None = None
+        self,
+        *,
+        env: dict,
+        log: Path,
+        workers: int = 2,
+        threads: int | None = None,
+        root: Path = config.ROOT,
     ) -> None:
         threads = threads or int(os.environ.get("BENCH_WEB_THREADS", "2"))
         self.port = free_port()
@@ -51,7 +58,7 @@ class Server:
                 "--error-logfile",
                 str(log),
             ],
-            cwd=config.ROOT,
+            cwd=root,  # the tree it serves (another revision's for an A/B)
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,

@@ -22,6 +22,15 @@ def test_finance_reads_ledger_invoices_and_realization(demo, page):
     page.wait_for_load_state("networkidle")
     total = f"{first.total.quantize(Decimal('0.01')):,.2f} USD"
     assert page.get_by_role("row", name=f"Total due {total}").is_visible()
+    # Token classes: DeepSeek-R1's reasoning at its own price, Qwen3's at output's, the
+    # tenant's cache writes at input's (kpis.md section 3; the demo's price book).
+    for text in (
+        "deepseek-r1 reasoning tokens at 2.19 per million",
+        "qwen3-235b-a22b reasoning tokens at 1.4 per million (priced at output)",
+        "cache_write tokens at 0.88 per million (priced at input)",
+    ):
+        assert page.get_by_text(text).first.is_visible(), text
+    assert page.get_by_text("deepseek-r1 reasoning tokens at 2.19 per million (priced").count() == 0
     screenshot(page, "billing-invoice")
 
     pdf = page.request.get(f"/billing/invoices/{first.pk}/pdf/")

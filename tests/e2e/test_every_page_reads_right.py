@@ -108,8 +108,9 @@ def test_every_export_writes_numbers_as_numbers_and_no_formula(demo, page):
 
 
 NUMERIC = {
-    "requests", "errors", "input_tokens", "cached_tokens", "output_tokens", "total", "amount",
-    "quantity", "list_amount", "discount", "list_unit_price", "value",
+    "requests", "errors", "input_tokens", "cached_tokens", "cache_write_tokens",
+    "output_tokens", "reasoning_tokens", "total", "amount", "quantity", "list_amount",
+    "discount", "list_unit_price", "value",
 }  # fmt: skip
 
 

@@ -95,3 +95,33 @@ def test_query_count_does_not_grow_with_events_or_tenants(db):
 
     assert large == small
     assert small < 25
+
+
+def test_a_cache_write_counts_as_uncached_input_in_production(db):
+    """kpis.md section 3: tok(e) is unchanged by the token classes. On `small` (w_in 0.2,
+    R_ref 2,500 tok/s per GPU) a request of input 1,000 (400 cached, 300 written to the
+    cache) and output 200 (150 reasoning) makes 200 + 0.2 × (1,000 − 400) = 320 tok: the
+    cache write is uncached input, the reasoning output. 320 / 2,500 = 0.128 std GPU-s."""
+    make_deployment(model="small", pool="l40s", gpus=4, r_ref="2500", w_in="0.2")
+    Tenant.objects.create(slug="t", name="T")
+    base = {"tenant": "t", "model": "small", "input_tokens": 1000, "cached_tokens": 400,
+            "output_tokens": 200}  # fmt: skip
+    items = [
+        {**base, "id": "plain", "time": "2026-03-02T10:10:00Z"},
+        {**base, "id": "classes", "time": "2026-03-02T11:10:00Z", "cache_write_tokens": 300,
+         "reasoning_tokens": 150},
+    ]  # fmt: skip
+    events, errors = validate_events(items=items, now=DAY + timedelta(days=1))
+    assert errors == []
+    usage_ingest(events=events, received_at=DAY + timedelta(days=1))
+    usage_fold()
+
+    hour = timedelta(hours=1)
+    plain, classes = (
+        FactoryData(start=start, end=start + hour).kpis(
+            scope="factory", start=start, end=start + hour
+        )
+        for start in (DAY + 10 * hour, DAY + 11 * hour)
+    )
+    assert plain.std_gpu_seconds == classes.std_gpu_seconds == Decimal("0.128")
+    assert plain.output_tokens == classes.output_tokens == 200

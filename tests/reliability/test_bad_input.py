@@ -295,7 +295,9 @@ OPENAI_BATCH = ("POST", "/api/v1/usage/openai-batch")
 PROMETHEUS = ("POST", "/api/v1/telemetry/prometheus")
 # The token counts of an event (a CloudEvent carries them in `data`, which the schema leaves
 # open), else the integer fields the schema documents.
-EVENT_COUNTS = ["cached_tokens", "input_tokens", "output_tokens"]
+EVENT_COUNTS = [
+    "cache_write_tokens", "cached_tokens", "input_tokens", "output_tokens", "reasoning_tokens",
+]  # fmt: skip
 # The world's clock is the suite's (2026-12-16T10:00Z): the window starts on 2025-11-01.
 OUTSIDE_WINDOW = {
     "1900-01-01T00:00:00Z": "older than the retention window",

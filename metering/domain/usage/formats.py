@@ -65,10 +65,11 @@ def openai_batch_to_items(
     -> 0), cache-write = ``prompt_tokens_details.cache_write_tokens`` (vLLM:
     ``created_cache_tokens``), output = ``completion_tokens`` (null or missing -> 0),
     reasoning = ``completion_tokens_details.reasoning_tokens``: the details are parts of
-    the counts they detail, never added to them (data-formats.md section 4). A line with a non-null ``error``, a status_code >= 400 or a null response is
-    an error event with zero tokens; when its body has no ``created`` (or ``model``) it
-    takes the latest ``created`` (the only ``model``) of the file's other lines, and is an
-    error naming ``response.body.created`` (``.model``) when there is none.
+    the counts they detail, never added to them (data-formats.md section 4). A line with
+    a non-null ``error``, a status_code >= 400 or a null response is an error event with
+    zero tokens; when its body has no ``created`` (or ``model``) it takes the latest
+    ``created`` (the only ``model``) of the file's other lines, and is an error naming
+    ``response.body.created`` (``.model``) when there is none.
     Raises PayloadTooLarge past max_events lines.
     """
     raw = body.encode() if isinstance(body, str) else body
