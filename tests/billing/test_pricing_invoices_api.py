@@ -38,6 +38,19 @@ def test_price_create_is_audited_and_listed(admin_api):
     assert [p["per_million"] for p in listed["results"]] == ["2.0000000000", "2.1900000000"]
 
 
+@pytest.mark.parametrize("token_class", ["reasoning", "cache_write"])
+def test_reasoning_and_cache_write_take_a_price_of_their_own(admin_api, token_class):
+    make_priced_model()
+    body = {"model": "llama-70b", "token_class": token_class, "per_million": "3.10",
+            "currency": "USD", "effective_from": "2026-12-01T00:00:00Z"}  # fmt: skip
+
+    response = admin_api.post("/api/v1/prices", body)
+
+    assert response.status_code == 201, response.json()
+    listed = admin_api.get(f"/api/v1/prices?model=llama-70b&token_class={token_class}").json()
+    assert [p["per_million"] for p in listed["results"]] == ["3.1000000000"]
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
