@@ -82,6 +82,15 @@ class ApiToken(models.Model):
     prefix = models.CharField(max_length=16, help_text="First characters, to recognise a token.")
     digest = models.CharField(max_length=64, unique=True)
     scopes = models.JSONField(default=list)
+    # An ingest token bound to one tenant (a tenant's own gateway): what it sends is metered
+    # to that tenant only, and spans without a tenant attribute are that tenant's.
+    bound_tenant = models.ForeignKey(
+        "portal.Tenant",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="bound_tokens",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

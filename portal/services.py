@@ -14,7 +14,7 @@ from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from portal.access import TOKEN_SCOPES, acting_user, user_refusal, user_role, user_tenant
-from portal.models import ApiToken, AuditEntry, Membership, Role, Tenant
+from portal.models import ApiToken, AuditEntry, Membership, Role, Scope, Tenant
 
 TOKEN_PREFIX = "tfp_"  # noqa: S105 (a marker, not a secret)
 
@@ -122,9 +122,12 @@ def user_ensure(
 
 
 @transaction.atomic
-def token_create(*, user: User, name: str, scopes: Iterable[str]) -> tuple[ApiToken, str]:
-    """Issue a token for `user` with `scopes` (limited by the user's role); returns the row and
-    the clear token, which is shown once and never stored."""
+def token_create(
+    *, user: User, name: str, scopes: Iterable[str], bound_tenant: Tenant | None = None
+) -> tuple[ApiToken, str]:
+    """Issue a token for `user` with `scopes` (limited by the user's role), an ingest token
+    optionally bound to one tenant (`bound_tenant`: what it sends is metered to that tenant
+    only); returns the row and the clear token, which is shown once and never stored."""
     if refusal := user_refusal(user):
         raise ValidationError({"user": refusal})
     wanted = sorted(set(scopes))
@@ -140,6 +143,13 @@ def token_create(*, user: User, name: str, scopes: Iterable[str]) -> tuple[ApiTo
                 f"tokens with scope {', '.join(refused)}."
             }
         )
+    if bound_tenant is not None:
+        if Scope.INGEST not in wanted:
+            raise ValidationError(
+                {"bound_tenant": "Only an ingest token can be bound to a tenant."}
+            )
+        if bound_tenant.status == Tenant.Status.CLOSED:
+            raise ValidationError({"bound_tenant": f"Tenant {bound_tenant.slug!r} is closed."})
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user,
@@ -147,6 +157,7 @@ def token_create(*, user: User, name: str, scopes: Iterable[str]) -> tuple[ApiTo
         prefix=raw[:12],
         digest=token_digest(raw),
         scopes=wanted,
+        bound_tenant=bound_tenant,
     )
     tenant = user_tenant(user)
     audit_record(
@@ -159,6 +170,7 @@ def token_create(*, user: User, name: str, scopes: Iterable[str]) -> tuple[ApiTo
             "scopes": wanted,
             "user": user.username,
             "tenant": tenant.slug if tenant else None,
+            "bound_tenant": bound_tenant.slug if bound_tenant else None,
         },
     )
     return token, raw

@@ -307,6 +307,10 @@ DEMO_STEPS = [
 
 # The issuer named on invoices and reports.
 FACTORY_NAME = os.environ.get("FACTORY_NAME", "Token Factory")
+# The span (or resource) attributes OTLP ingestion reads the tenant and the pool from
+# (data-formats.md section 6b).
+OTLP_TENANT_ATTRIBUTE = os.environ.get("OTLP_TENANT_ATTRIBUTE", "tenant.id")
+OTLP_POOL_ATTRIBUTE = os.environ.get("OTLP_POOL_ATTRIBUTE", "tokenfactory.pool")
 # The issuer's postal address on invoices, lines separated by "\n" in the variable.
 FACTORY_ADDRESS = os.environ.get("FACTORY_ADDRESS", "").replace("\\n", "\n")
 

@@ -85,6 +85,7 @@ def tokens(request):
                 user=request.user,
                 name=form.cleaned_data["name"],
                 scopes=form.cleaned_data["scopes"],
+                bound_tenant=form.cleaned_data.get("bound_tenant"),
             )
         except ValidationError as exc:
             for field, errs in exc.message_dict.items():
@@ -98,7 +99,7 @@ def tokens(request):
             "title": "API tokens",
             "form": form,
             "created": created,
-            "tokens": ApiToken.objects.filter(user=request.user),
+            "tokens": ApiToken.objects.filter(user=request.user).select_related("bound_tenant"),
         },
     )
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from metering.api import factory, sla, telemetry, usage
+from metering.api import factory, otlp, sla, telemetry, usage
 from portal.api.routers import Router
 
 router = Router()
@@ -18,6 +18,7 @@ urlpatterns = [
     path("usage/cloudevents", usage.CloudEventsView.as_view(), name="usage-cloudevents"),
     path("usage/openai-batch", usage.OpenAIBatchView.as_view(), name="usage-openai-batch"),
     path("usage", usage.UsageListView.as_view(), name="usage-list"),
+    path("otlp/v1/traces", otlp.OtlpTracesView.as_view(), name="otlp-traces"),
     path("capacity", usage.CapacityView.as_view(), name="capacity"),
     path(
         "telemetry/prometheus",

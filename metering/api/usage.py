@@ -12,7 +12,7 @@ from metering.domain.usage.body import (
     decode_batch,
     decompress_body,
 )
-from metering.domain.usage.fields import EventError, time_window
+from metering.domain.usage.fields import EventError, bound_tenant_errors, time_window
 from metering.domain.usage.formats import cloudevents_to_items, merge_errors, openai_batch_to_items
 from metering.domain.usage.json_batch import validate_json_batch
 from metering.domain.usage.validation import event_references, validate_events
@@ -116,22 +116,38 @@ IngestPermission = capability_permission(
 ERROR_RESPONSES = {400: ErrorsSerializer, 403: ErrorsSerializer, 413: ErrorsSerializer}
 
 
-def ingest_items(items: list, conversion_errors: list[EventError] | None = None) -> Response:
+def bound_tenant(request) -> str | None:
+    """The tenant the request's ingest token is bound to (None: not bound, or a session)."""
+    token = request.auth
+    bound = getattr(token, "bound_tenant", None)
+    return bound.slug if bound is not None else None
+
+
+def ingest_items(
+    items: list, conversion_errors: list[EventError] | None = None, *, bound: str | None = None
+) -> Response:
     """Validate raw event dicts and store them all or nothing. A refused batch is answered
-    with every error of every kind at once: its field errors and its unknown tenants,
-    models and deployments."""
+    with every error of every kind at once: its field errors, its unknown tenants, models
+    and deployments, and the tenants a bound token may not meter."""
     now = clock.now()
     events, errors = validate_events(items=items, now=now)
     if conversion_errors is not None:
         errors = merge_errors(conversion=conversion_errors, validation=errors)
+    if bound is not None:
+        tenants = ((i, item.get("tenant")) for i, item in enumerate(items) if type(item) is dict)
+        errors += bound_tenant_errors(tenants=tenants, bound=bound)
     if errors:
         references = usage_reference_errors(refs=event_references(items=items))
         raise IngestRejected(sorted([*errors, *references], key=lambda error: error.index))
     return ingest_events(events, now)
 
 
-def ingest_events(events: list, now) -> Response:
+def ingest_events(events: list, now, *, bound: str | None = None) -> Response:
     """Store validated events all or nothing (received at `now`) and answer."""
+    if bound is not None:
+        tenants = ((i, event.tenant) for i, event in enumerate(events))
+        if errors := bound_tenant_errors(tenants=tenants, bound=bound):
+            raise IngestRejected(errors)
     result = usage_ingest(events=events, received_at=now)
     return Response({"accepted": result.accepted, "duplicates": result.duplicates})
 
@@ -194,9 +210,10 @@ class UsageEventsView(IngestView):
         # any other batch takes the general path, which reports every error.
         now = clock.now()
         events = validate_json_batch(data=data, now=now, max_events=MAX_EVENTS)
+        bound = bound_tenant(request)
         if events is not None:
-            return ingest_events(events, now)
-        return ingest_items(decode_batch(body=data, content_encoding=None))
+            return ingest_events(events, now, bound=bound)
+        return ingest_items(decode_batch(body=data, content_encoding=None), bound=bound)
 
 
 class CloudEventsView(IngestView):
@@ -212,7 +229,7 @@ class CloudEventsView(IngestView):
         )
         items = self._decoded(request)
         converted, errors = cloudevents_to_items(items=items)
-        return ingest_items(converted, errors)
+        return ingest_items(converted, errors, bound=bound_tenant(request))
 
 
 class OpenAIBatchView(IngestView):
@@ -220,18 +237,24 @@ class OpenAIBatchView(IngestView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("tenant", str, required=True),
+            OpenApiParameter(
+                "tenant", str, description="Required unless the token is bound to a tenant"
+            ),
             OpenApiParameter("pool", str, required=False),
         ],
         request={"application/jsonl": OpenApiTypes.STR},
         responses={200: IngestResultSerializer, 409: ErrorsSerializer, **ERROR_RESPONSES},
     )
     def post(self, request):
-        tenant = request.query_params.get("tenant")
+        bound = bound_tenant(request)
+        tenant = request.query_params.get("tenant") or bound
         if not tenant:
             return errors_response(
                 [{"field": "tenant", "message": "query parameter is required"}], 400
             )
+        if bound is not None and tenant != bound:
+            [error] = bound_tenant_errors(tenants=[(0, tenant)], bound=bound)
+            return errors_response([{"field": "tenant", "message": error.message}], 400)
         encoding = request.headers.get("Content-Encoding")
         text = decompress_body(body=request.body, content_encoding=encoding)
         converted, errors = openai_batch_to_items(

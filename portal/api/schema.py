@@ -69,6 +69,7 @@ SUMMARIES = {
     ("post", "/api/v1/usage/events"): "Ingest a batch of usage events (JSON)",
     ("post", "/api/v1/usage/cloudevents"): "Ingest a batch of CloudEvents",
     ("post", "/api/v1/usage/openai-batch"): "Ingest an OpenAI Batch output file",
+    ("post", "/api/v1/otlp/v1/traces"): "Ingest an OTLP/HTTP trace export (GenAI spans)",
     ("get", "/metrics"): "This month's KPIs in Prometheus text format",
 }
 

@@ -12,6 +12,7 @@ from metering.domain.usage.fields import BAD_SLUG
 from metering.domain.usage.formats import trace_events
 from metering.models import CapacitySample, EventKey, UsageEvent
 from metering.services.usage.rollup import usage_fold
+from portal.services import token_create
 from tests.concurrency import run_together
 from tests.metering.factories import event, make_deployment
 
@@ -726,3 +727,57 @@ def test_a_class_beyond_its_parent_refuses_the_whole_batch_naming_it(
     assert response.status_code == 400
     assert response.json()["errors"] == [{"index": 1, "field": field, "message": message}]
     assert _stored_nothing()
+
+
+# --- tokens bound to a tenant: they meter that tenant only, on every ingestion path -----
+
+BOUND = "this token is bound to tenant 'tenant-a': it meters that tenant only"
+
+
+@pytest.fixture
+def bound_ingest(ingest, users, tenant_a, tenant_b):
+    _, raw = token_create(
+        user=users["operator"], name="gateway", scopes=["ingest"], bound_tenant=tenant_a
+    )
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+
+    def post(items, path="/api/v1/usage/events", **kwargs):
+        kwargs.setdefault("content_type", "application/json")
+        body = items if isinstance(items, bytes | str) else json.dumps(items)
+        return api.generic("POST", path, body, **kwargs)
+
+    return post
+
+
+def test_a_bound_token_refuses_events_of_another_tenant_on_every_path(bound_ingest):
+    own, other = event(1), event(2, tenant="tenant-b")
+    for response in (
+        bound_ingest([own, other]),  # the fast path
+        bound_ingest([own, {**other, "ttft_ms": "x"}]),  # the full validator
+        bound_ingest([_cloudevent(1), _cloudevent(2, tenant="tenant-b")],
+                     path="/api/v1/usage/cloudevents", content_type=CE),
+    ):  # fmt: skip
+        assert response.status_code == 400
+        assert {"index": 1, "field": "tenant", "message": BOUND} in response.json()["errors"]
+    openai = bound_ingest(_openai_line(1, created=1773000000),
+                          path="/api/v1/usage/openai-batch?tenant=tenant-b",
+                          content_type="application/jsonl")  # fmt: skip
+    assert openai.status_code == 400
+    assert openai.json()["errors"] == [{"field": "tenant", "message": BOUND}]
+    assert _stored_nothing()
+
+    # Its own tenant's events are metered; an OpenAI Batch file needs no ?tenant=.
+    assert bound_ingest([own]).json() == {"accepted": 1, "duplicates": 0}
+    response = bound_ingest(_openai_line(2, created=1773000000),
+                            path="/api/v1/usage/openai-batch",
+                            content_type="application/jsonl")  # fmt: skip
+    assert response.json() == {"accepted": 1, "duplicates": 0}
+    assert set(UsageEvent.objects.values_list("tenant__slug", flat=True)) == {"tenant-a"}
+
+
+def test_only_an_ingest_token_can_be_bound(users, tenant_a):
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError, match="Only an ingest token can be bound"):
+        token_create(user=users["operator"], name="x", scopes=["read"], bound_tenant=tenant_a)

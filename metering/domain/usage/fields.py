@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, NamedTuple
 
@@ -229,3 +230,14 @@ def parse_time(value: Any) -> tuple[datetime | None, str | None]:
         return parsed.astimezone(UTC), None
     except OverflowError:
         return None, INVALID_TIME
+
+
+def bound_tenant_errors(*, tenants: Iterable[tuple[int, Any]], bound: str) -> list[EventError]:
+    """Errors naming `tenant` for each (index, tenant) that is not `bound`: a token bound to
+    a tenant meters that tenant only, on every ingestion path (architecture.md, roles)."""
+    message = f"this token is bound to tenant {bound!r}: it meters that tenant only"
+    return [
+        EventError(index, "tenant", message)
+        for index, tenant in tenants
+        if tenant is not None and tenant != bound
+    ]

@@ -21,11 +21,16 @@ from metering.models import Deployment, EventKey, ModelAlias, ServedModel
 from portal.models import Tenant
 from portal.pipeline import FOLD, stage_schedule
 
+CONFLICT = "this (source, id) is already stored with a different payload"
+
 
 @dataclass(frozen=True)
 class IngestResult:
     accepted: int
     duplicates: int
+    # Under the partial rule (OTLP): the events left out, each error naming its position in
+    # the batch and the field (`id` for a changed payload of a known (source, id)).
+    rejected: tuple[EventError, ...] = ()
 
 
 class IngestRejected(Exception):
@@ -51,8 +56,7 @@ class IngestConflict(Exception):
         self.indexes = indexes
 
     def api_errors(self) -> list[dict]:
-        message = "this (source, id) is already stored with a different payload"
-        return [{"index": i, "field": "id", "message": message} for i in self.indexes]
+        return [{"index": i, "field": "id", "message": CONFLICT} for i in self.indexes]
 
 
 class _Row(NamedTuple):  # a tuple: built for every event of every batch
@@ -61,35 +65,67 @@ class _Row(NamedTuple):  # a tuple: built for every event of every batch
     deployment_id: int
 
 
-def usage_ingest(*, events: Sequence[EventIn], received_at: datetime) -> IngestResult:
+def usage_ingest(
+    *, events: Sequence[EventIn], received_at: datetime, partial: bool = False
+) -> IngestResult:
     """Store a validated batch all or nothing; replays of a stored (source, id) with the same
-    payload are counted as duplicates, with another payload they are a conflict (409)."""
+    payload are counted as duplicates, with another payload they are a conflict (409).
+    `partial` (OTLP's rule, architecture.md "Ingestion"): the events that cannot be stored
+    (an unknown tenant, model or deployment; a changed payload for a known id) are left out
+    and reported in the result's `rejected`, every other event is stored."""
     rows, errors = _resolve(events)
-    if errors:
+    if errors and not partial:
         raise IngestRejected(errors)
-    unique, duplicates, conflicts = dedupe_within_batch(events=events)
-    if conflicts:
+    refused = {error.index for error in errors}
+    positions = [i for i in range(len(events)) if i not in refused]  # of the events kept
+    kept = [events[i] for i in positions]
+    unique, duplicates, conflicts = dedupe_within_batch(events=kept)
+    if conflicts and not partial:
         raise IngestConflict(conflicts)
+    rejected = [*errors, *(EventError(positions[i], "id", CONFLICT) for i in conflicts)]
     by_key = {(row.event.source, row.event.id): row for row in rows}
     unique_rows = [by_key[(e.source, e.id)] for e in unique]
-    if not unique_rows:
-        return IngestResult(accepted=0, duplicates=duplicates)
+    accepted = replayed = 0
+    while unique_rows:
+        try:
+            accepted, replayed = _store(unique_rows, kept, received_at)
+            break
+        except IngestConflict as conflict:
+            if not partial:
+                raise
+            # Left out, and the rest stored without them (nothing of the first try was).
+            seen = {error.index for error in rejected}
+            new = [i for i in conflict.indexes if positions[i] not in seen]
+            keys = {(kept[i].source, kept[i].id) for i in new}
+            rejected += [EventError(positions[i], "id", CONFLICT) for i in new]
+            duplicates -= len(new) - len(keys)  # their repeats in the batch: refused too
+            unique_rows = [r for r in unique_rows if (r.event.source, r.event.id) not in keys]
+    return IngestResult(
+        accepted=accepted,
+        duplicates=duplicates + replayed,
+        rejected=tuple(sorted(rejected, key=lambda error: error.index)),
+    )
+
+
+def _store(rows: Sequence[_Row], events: Sequence[EventIn], received_at: datetime):
+    """Store the rows (the first occurrence of each key of `events`) in one transaction;
+    returns (accepted, replays of stored events)."""
     store = _store_postgresql if connection.vendor == "postgresql" else _store_sqlite
     if connection.vendor == "postgresql":
-        usage_partitions_ensure(times=[r.event.time for r in unique_rows])
+        usage_partitions_ensure(times=[r.event.time for r in rows])
     for attempt in range(2):
         try:
             with transaction.atomic():
-                accepted, replayed = store(unique_rows, events, received_at)
+                accepted, replayed = store(rows, events, received_at)
                 if accepted:
                     stage_schedule(FOLD)
-            break
+            return accepted, replayed
         except IntegrityError:
             # Another writer stored some of these keys or ids between our check and insert
             # (SQLite without IMMEDIATE transactions); the second pass sees them.
             if attempt:
                 raise
-    return IngestResult(accepted=accepted, duplicates=duplicates + replayed)
+    raise AssertionError("unreachable")
 
 
 def usage_reference_errors(*, refs: Sequence[EventRef]) -> list[EventError]:

@@ -16,6 +16,11 @@ class Command(BaseCommand):
         parser.add_argument("--role", required=True, choices=[r.value for r in Role])
         parser.add_argument("--scopes", required=True, help="Comma-separated: read,ingest,admin")
         parser.add_argument("--tenant", help="Tenant slug (required for --role tenant)")
+        parser.add_argument(
+            "--bind-tenant",
+            help="Bind an ingest token to this tenant: it meters that tenant only (a gateway "
+            "of the tenant's own), and OTLP spans without a tenant attribute are that tenant's",
+        )
         parser.add_argument("--name", default="cli")
 
     def handle(self, *args, **options):
@@ -25,15 +30,24 @@ class Command(BaseCommand):
             tenant = Tenant.objects.filter(slug=options["tenant"]).first()
             if tenant is None:
                 raise CommandError(f"No tenant {options['tenant']!r}.")
+        bound = None
+        if options["bind_tenant"]:
+            bound = Tenant.objects.filter(slug=options["bind_tenant"]).first()
+            if bound is None:
+                raise CommandError(f"No tenant {options['bind_tenant']!r}.")
         scopes = [s.strip() for s in options["scopes"].split(",") if s.strip()]
         try:
             user = user_ensure(username=options["user"], role=role, tenant=tenant)
-            token, raw = token_create(user=user, name=options["name"], scopes=scopes)
+            token, raw = token_create(
+                user=user, name=options["name"], scopes=scopes, bound_tenant=bound
+            )
         except ValidationError as exc:
             raise CommandError(
                 "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
             ) from exc
+        bound_to = f", bound to tenant {bound.slug}" if bound else ""
         self.stderr.write(
-            f"Token {token.prefix}… for {user.username} ({role.value}) scopes {','.join(token.scopes)}"
+            f"Token {token.prefix}… for {user.username} ({role.value}) scopes "
+            f"{','.join(token.scopes)}{bound_to}"
         )
         self.stdout.write(raw)

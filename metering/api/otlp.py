@@ -1,0 +1,97 @@
+"""OTLP/HTTP ingestion: an OpenTelemetry SDK or collector exports to `<portal>/api/v1/otlp`
+(architecture.md "Ingestion"). OTLP's rule holds here, unlike the native all-or-nothing
+batches: a request that cannot be decoded, is not authorized or is too large is refused
+whole; otherwise every valid span is stored and every invalid one is counted in
+`partial_success`, its message naming the span's index and field."""
+
+from django.conf import settings
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+
+from metering.api.usage import ERROR_RESPONSES, IngestView, bound_tenant
+from metering.domain.usage.body import decompress_body
+from metering.domain.usage.fields import EventError, bound_tenant_errors
+from metering.domain.usage.otlp import (
+    JSON,
+    PROTOBUF,
+    spans_to_items,
+    traces_decode,
+    traces_response,
+)
+from metering.domain.usage.validation import validate_events
+from metering.services.usage.ingest import usage_ingest
+from portal import clock
+from portal.api.errors import content_type_check
+
+MESSAGES_SHOWN = 10  # errors spelled out in partial_success.error_message
+
+
+class OtlpTracesView(IngestView):
+    """GenAI spans as usage events (data-formats.md 6b), protobuf or JSON, gzip accepted."""
+
+    @extend_schema(
+        request={PROTOBUF: OpenApiTypes.BINARY, JSON: OpenApiTypes.OBJECT},
+        responses={
+            (200, PROTOBUF): OpenApiTypes.BINARY,
+            (200, JSON): OpenApiTypes.OBJECT,
+            **ERROR_RESPONSES,
+        },
+    )
+    def post(self, request):
+        content_type_check(request=request, allowed=(PROTOBUF, JSON))
+        content_type = request.content_type.split(";")[0].strip().lower()
+        body = decompress_body(
+            body=request.body, content_encoding=request.headers.get("Content-Encoding")
+        )
+        export = traces_decode(body=body, content_type=content_type)
+        bound = bound_tenant(request)
+        spans = spans_to_items(
+            request=export,
+            tenant_attribute=settings.OTLP_TENANT_ATTRIBUTE,
+            pool_attribute=settings.OTLP_POOL_ATTRIBUTE,
+            bound_tenant=bound,
+        )
+        rejected = _store(spans.items, spans.errors, bound)
+        return HttpResponse(
+            traces_response(
+                rejected=len({error.index for error in rejected}),
+                message=_message(rejected, spans.ignored),
+                content_type=content_type,
+            ),
+            content_type=content_type,
+        )
+
+
+def _store(items: list, errors: list[EventError], bound: str | None) -> list[EventError]:
+    """Validate the spans' events, store the valid ones (OTLP's partial rule) and return
+    every error, each naming its span's index."""
+    now = clock.now()
+    present = [(index, item) for index, item in enumerate(items) if item is not None]
+    events, problems = validate_events(items=[item for _, item in present], now=now)
+    rejected = [*errors, *(EventError(present[e.index][0], e.field, e.message) for e in problems)]
+    refused = {error.index for error in problems}
+    indexes = [index for k, (index, _) in enumerate(present) if k not in refused]
+    if bound is not None:  # a bound token meters its tenant only
+        foreign = bound_tenant_errors(
+            tenants=((index, e.tenant) for index, e in zip(indexes, events, strict=True)),
+            bound=bound,
+        )
+        rejected += foreign
+        refused_spans = {error.index for error in foreign}
+        kept = [(i, e) for i, e in zip(indexes, events, strict=True) if i not in refused_spans]
+        indexes, events = [i for i, _ in kept], [e for _, e in kept]
+    result = usage_ingest(events=events, received_at=now, partial=True)
+    rejected += [EventError(indexes[e.index], e.field, e.message) for e in result.rejected]
+    return sorted(rejected, key=lambda error: error.index)
+
+
+def _message(rejected: list[EventError], ignored: int) -> str:
+    """partial_success.error_message: the first errors, each naming its span and field, and
+    how many spans carried no GenAI usage (ignored, not errors)."""
+    parts = [f"span {e.index}: {e.field} {e.message}" for e in rejected[:MESSAGES_SHOWN]]
+    if len(rejected) > MESSAGES_SHOWN:
+        parts.append(f"and {len(rejected) - MESSAGES_SHOWN} more errors")
+    if ignored:
+        parts.append(f"{ignored} span{'s' if ignored != 1 else ''} without GenAI usage ignored")
+    return "; ".join(parts)
