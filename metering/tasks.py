@@ -5,6 +5,7 @@ import logging
 from celery import shared_task
 
 from metering.services.telemetry.scrape import scrape_all
+from metering.services.usage.rejections import rejections_purge
 from metering.services.usage.rollup import usage_fold
 from portal import clock
 from portal.pipeline import FOLD, stage_begin
@@ -48,3 +49,20 @@ def fold_task() -> None:
     folded = usage_fold()
     if folded:
         log.info("fold: %d events", folded)
+
+
+@shared_task(
+    name="metering.retention",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    time_limit=600,
+    max_retries=0,
+    ignore_result=True,
+)
+def retention_task() -> None:
+    """The daily retention job (architecture.md, jobs): the ingestion debugger's rejections
+    older than 7 days are purged (archiving raw events of months past retention comes with
+    it later). Running twice purges nothing more."""
+    purged = rejections_purge(now=clock.now())
+    if purged:
+        log.info("retention: %d rejections purged", purged)

@@ -29,6 +29,7 @@ class Capability(StrEnum):
     READ_CONFIGURATION = "read_configuration"
     READ_AGGREGATES = "read_aggregates"  # factory-wide totals without tenant detail
     READ_AUDIT = "read_audit"
+    READ_INGESTION = "read_ingestion"  # the ingestion debugger: rejected batches, sources
     MANAGE_TOKENS = "manage_tokens"
 
 
@@ -40,6 +41,7 @@ CAPABILITIES: dict[Capability, frozenset[Role]] = {
     Capability.READ_CONFIGURATION: frozenset({Role.OPERATOR, Role.FINANCE}),
     Capability.READ_AGGREGATES: frozenset({Role.OPERATOR, Role.FINANCE, Role.INVESTOR}),
     Capability.READ_AUDIT: frozenset({Role.OPERATOR}),
+    Capability.READ_INGESTION: frozenset({Role.OPERATOR}),
     Capability.MANAGE_TOKENS: frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
 }
 

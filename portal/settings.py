@@ -374,6 +374,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "billing.invoice_month",
         "schedule": crontab(minute=0, hour=2, day_of_month=1),
     },
+    # Retention: purge the ingestion debugger's rejections older than 7 days.
+    "retention": {"task": "metering.retention", "schedule": crontab(minute=30, hour=3)},
     # Measure, diagnose, check the goal and propose levers, once a week.
     "flywheel": {
         "task": "flywheel.cycle",

@@ -21,6 +21,7 @@ from metering.domain.usage.otlp import (
 )
 from metering.domain.usage.validation import validate_events
 from metering.services.usage.ingest import usage_ingest
+from metering.services.usage.rejections import rejection_record
 from portal import clock
 from portal.api.errors import content_type_check
 
@@ -53,6 +54,16 @@ class OtlpTracesView(IngestView):
             bound_tenant=bound,
         )
         rejected = _store(spans.items, spans.errors, bound)
+        if rejected:
+            rejection_record(
+                at=clock.now(),
+                path=request.path,
+                token_prefix=getattr(request.auth, "prefix", ""),
+                source=", ".join(sorted(spans.sources)),
+                status=200,
+                received=len(spans.items),
+                errors=[error.as_dict() for error in rejected],
+            )
         return HttpResponse(
             traces_response(
                 rejected=len({error.index for error in rejected}),

@@ -17,6 +17,7 @@ urlpatterns = [
     path("usage/events", usage.UsageEventsView.as_view(), name="usage-events"),
     path("usage/cloudevents", usage.CloudEventsView.as_view(), name="usage-cloudevents"),
     path("usage/openai-batch", usage.OpenAIBatchView.as_view(), name="usage-openai-batch"),
+    path("usage/rejections", usage.RejectionListView.as_view(), name="usage-rejections"),
     path("usage", usage.UsageListView.as_view(), name="usage-list"),
     path("otlp/v1/traces", otlp.OtlpTracesView.as_view(), name="otlp-traces"),
     path("capacity", usage.CapacityView.as_view(), name="capacity"),

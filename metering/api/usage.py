@@ -9,6 +9,8 @@ from rest_framework.views import APIView
 from metering.api.factory import CapacitySampleSerializer
 from metering.domain.usage.body import (
     MAX_EVENTS,
+    BatchError,
+    PayloadTooLarge,
     decode_batch,
     decompress_body,
 )
@@ -16,13 +18,25 @@ from metering.domain.usage.fields import EventError, bound_tenant_errors, time_w
 from metering.domain.usage.formats import cloudevents_to_items, merge_errors, openai_batch_to_items
 from metering.domain.usage.json_batch import validate_json_batch
 from metering.domain.usage.validation import event_references, validate_events
-from metering.models import Pool
+from metering.models import IngestRejection, Pool
+from metering.selectors.ingestion import rejection_list
 from metering.selectors.usage import USAGE_SUMS, usage_list, window_resolve
 from metering.services.factory import CapacityIn, capacity_upsert
-from metering.services.usage.ingest import IngestRejected, usage_ingest, usage_reference_errors
+from metering.services.usage.ingest import (
+    IngestConflict,
+    IngestRejected,
+    usage_ingest,
+    usage_reference_errors,
+)
+from metering.services.usage.rejections import rejection_record
 from portal import clock
 from portal.access import Capability
-from portal.api.errors import content_type_check, errors_response, flatten
+from portal.api.errors import (
+    UnsupportedContentType,
+    content_type_check,
+    errors_response,
+    flatten,
+)
 from portal.api.pagination import Pagination
 from portal.api.periods import PERIOD_PARAMETERS
 from portal.models import Scope
@@ -109,6 +123,9 @@ class UsageRowSerializer(serializers.Serializer):
     reasoning_tokens = serializers.IntegerField()
 
 
+# What refuses a batch whole: kept for the ingestion debugger.
+REFUSALS = (IngestRejected, IngestConflict, BatchError, PayloadTooLarge, UnsupportedContentType)
+
 IngestPermission = capability_permission(
     read=Capability.READ_FACTORY, write=Capability.WRITE_FACTORY
 )
@@ -138,7 +155,8 @@ def ingest_items(
         errors += bound_tenant_errors(tenants=tenants, bound=bound)
     if errors:
         references = usage_reference_errors(refs=event_references(items=items))
-        raise IngestRejected(sorted([*errors, *references], key=lambda error: error.index))
+        errors = sorted([*errors, *references], key=lambda error: error.index)
+        raise IngestRejected(errors, received=len(items))
     return ingest_events(events, now)
 
 
@@ -147,7 +165,7 @@ def ingest_events(events: list, now, *, bound: str | None = None) -> Response:
     if bound is not None:
         tenants = ((i, event.tenant) for i, event in enumerate(events))
         if errors := bound_tenant_errors(tenants=tenants, bound=bound):
-            raise IngestRejected(errors)
+            raise IngestRejected(errors, received=len(events))
     result = usage_ingest(events=events, received_at=now)
     return Response({"accepted": result.accepted, "duplicates": result.duplicates})
 
@@ -156,6 +174,22 @@ class IngestView(APIView):
     write_scope = Scope.INGEST
     permission_classes = [IngestPermission]
     throttle_scope = "ingest"
+
+    def handle_exception(self, exc):
+        """A batch refused whole is kept for the ingestion debugger (no payload), then
+        answered as every API error is."""
+        response = super().handle_exception(exc)
+        if isinstance(exc, REFUSALS) and self.request.user.is_authenticated:
+            rejection_record(
+                at=clock.now(),
+                path=self.request.path,
+                token_prefix=getattr(self.request.auth, "prefix", ""),
+                source="",
+                status=response.status_code,
+                received=getattr(exc, "received", 0),
+                errors=exc.api_errors(),
+            )
+        return response
 
     def _decoded(self, request):
         encoding = request.headers.get("Content-Encoding")
@@ -387,3 +421,24 @@ def _usage_row(row: dict) -> dict:
         "pool": row["deployment__pool__slug"],
         **{name: row[name] for name in USAGE_SUMS},
     }
+
+
+class RejectionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = IngestRejection
+        fields = ["id", "at", "path", "token_prefix", "source", "status", "received", "rejected",
+                  "errors"]  # fmt: skip
+
+
+class RejectionListView(APIView):
+    """The ingestion debugger: batches refused whole and OTLP exports with rejected spans,
+    kept 7 days (no payload), newest first (operators)."""
+
+    permission_classes = [capability_permission(read=Capability.READ_INGESTION)]
+    pagination_class = Pagination
+
+    @extend_schema(responses={200: RejectionSerializer(many=True)})
+    def get(self, request):
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(rejection_list(), request, view=self)
+        return paginator.get_paginated_response(RejectionSerializer(page, many=True).data)

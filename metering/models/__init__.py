@@ -6,6 +6,7 @@ from metering.models.factory import (
     Pool,
     ServedModel,
 )
+from metering.models.ingestion import IngestRejection, SourceSeen
 from metering.models.sla import (
     Incident,
     IncidentImpact,
@@ -45,11 +46,13 @@ __all__ = [
     "GpuHourly",
     "HourlyUsage",
     "IncompleteRawMonth",
+    "IngestRejection",
     "ModelAlias",
     "Pool",
     "RefoldPending",
     "ScrapeTarget",
     "ServedModel",
+    "SourceSeen",
     "TelemetryKind",
     "TelemetryPushState",
     "UsageChange",

@@ -5,6 +5,7 @@ from django.shortcuts import render
 from metering.charts import capacity_chart
 from metering.models import Pool
 from metering.selectors.factory import pool_service_lives
+from metering.selectors.ingestion import rejection_list, source_list
 from metering.selectors.telemetry import (
     reconciliation_by_deployment,
     reconciliation_list,
@@ -12,18 +13,22 @@ from metering.selectors.telemetry import (
     scrape_target_health,
 )
 from metering.selectors.usage import capacity_series, usage_by_pool, window_resolve
+from portal import clock
 from portal.charts import figure_json
 from portal.decorators import role_required
 from portal.models import Role
 from portal.pager import pager_page
 
 FLAGS_PAGE_SIZE = 25  # flagged deployment-hours per page of the metering page
+REJECTIONS_SHOWN = 20  # the newest; every one kept is at GET /api/v1/usage/rejections
 
 
 @role_required(Role.OPERATOR)
 def metering(request):
     """The operator's metering page: usage by pool, capacity timelines, reconciliation of
-    engine against metered tokens, scrape target health."""
+    engine against metered tokens, scrape target health, and the ingestion debugger
+    (sources and rejected batches)."""
+    now = clock.now()
     window = window_resolve(request.GET, default="last_30_days")
     period = window.period
     pools = list(Pool.objects.all())
@@ -58,5 +63,8 @@ def metering(request):
             "tolerance_pct": tolerance_ratio * 100,
             "tolerance_tokens": tolerance_tokens,
             "targets": scrape_target_health(),
+            "now": now,
+            "sources": source_list(now=now),
+            "rejections": rejection_list()[:REJECTIONS_SHOWN],
         },
     )

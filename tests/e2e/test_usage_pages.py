@@ -101,3 +101,48 @@ def test_operator_metering_page_shows_scrape_target_health(demo, page):
         ("http://vllm-1.h200-a.internal:8000/metrics", "Disabled"),
     ]
     screenshot(page, "metering-scrape-targets")
+
+
+def test_operator_metering_page_shows_the_ingestion_debugger(demo, page, now):
+    """A misconfigured gateway found in a minute: its refused batch (no payload) and a
+    source gone silent while its deployment's engine keeps generating."""
+    import json
+
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    from metering.models import EngineHourly, SourceSeen
+    from portal.periods import hour_floor
+    from portal.services import token_create
+
+    operator = get_user_model().objects.get(username="operator")
+    _, raw = token_create(user=operator, name="gateway-eu",
+                          scopes=["ingest"])  # fmt: skip
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    bad = [{"id": "r1", "source": "gateway-eu", "time": now.isoformat(), "tenant": "acme",
+            "model": "llama-3.3-70b", "input_tokens": 10, "output_tokens": 5,
+            "reasoning_tokens": 6}]  # fmt: skip
+    response = api.post("/api/v1/usage/events", json.dumps(bad), content_type="application/json")
+    assert response.status_code == 400
+    deployment = Deployment.objects.get(model__slug="llama-3.3-70b")
+    SourceSeen.objects.create(source="gateway-eu", deployment=deployment,
+                              last_event_at=now - timedelta(minutes=41),
+                              last_received_at=now - timedelta(minutes=40))  # fmt: skip
+    EngineHourly.objects.update_or_create(
+        deployment=deployment, hour=hour_floor(now),
+        defaults={"generation_tokens": 9_000_000, "intervals": 4,
+                  "last_observed_at": now - timedelta(minutes=1)},
+    )  # fmt: skip
+
+    login(page, "operator", "operator-demo")
+    page.goto("/metering/#ingestion")
+    sources = page.get_by_role("table", name="Ingestion sources")
+    silent = sources.get_by_role("row").filter(has_text="gateway-eu")
+    assert silent.locator(".badge").inner_text() == "Silent"
+    rejected = page.get_by_role("table", name="Rejected batches").get_by_role("row").nth(1)
+    assert "/api/v1/usage/events" in rejected.inner_text()
+    assert "reasoning_tokens" in rejected.inner_text()
+    assert "must not exceed output_tokens (5)" in rejected.inner_text()
+    page.locator("#ingestion").scroll_into_view_if_needed()
+    screenshot(page, "metering-ingestion")

@@ -61,11 +61,13 @@ NO_TENANT = (
 
 class Spans(NamedTuple):
     """What a trace export holds: per span index the raw event (None: not a usage event,
-    or one that could not be converted), the conversion errors, and the spans ignored."""
+    or one that could not be converted), the conversion errors, the spans ignored, and the
+    sources of its usage spans."""
 
     items: list[dict[str, Any] | None]
     errors: list[EventError]
     ignored: int
+    sources: set[str]
 
 
 def traces_decode(*, body: bytes, content_type: str) -> ExportTraceServiceRequest:
@@ -145,6 +147,7 @@ def spans_to_items(
     items: list[dict[str, Any] | None] = []
     errors: list[EventError] = []
     ignored = 0
+    sources: set[str] = set()
     for index, (resource, span) in enumerate(_spans(request)):
         attributes = _attributes(span.attributes)
         is_error = span.status.code == Status.STATUS_CODE_ERROR
@@ -158,7 +161,8 @@ def spans_to_items(
         )
         errors.extend(EventError(index, field, message) for field, message in problems)
         items.append(None if problems else item)
-    return Spans(items, errors, ignored)
+        sources.add(item["source"])
+    return Spans(items, errors, ignored, sources)
 
 
 def _spans(request: ExportTraceServiceRequest) -> Iterator[tuple[dict[str, Any], Span]]:

@@ -18,6 +18,7 @@ from django.db import IntegrityError, ProgrammingError, connection, transaction
 from metering.domain.usage.dedupe import dedupe_within_batch
 from metering.domain.usage.fields import EventError, EventIn, EventRef
 from metering.models import Deployment, EventKey, ModelAlias, ServedModel
+from metering.services.usage.sources import sources_seen_store
 from portal.models import Tenant
 from portal.pipeline import FOLD, stage_schedule
 
@@ -34,13 +35,15 @@ class IngestResult:
 
 
 class IngestRejected(Exception):
-    """The batch is invalid: nothing was stored. `errors` name each event's index and field."""
+    """The batch is invalid: nothing was stored. `errors` name each event's index and field;
+    `received`: the events the batch held (0: not known)."""
 
     http_status = 400
 
-    def __init__(self, errors: list[EventError]):
+    def __init__(self, errors: list[EventError], *, received: int = 0):
         super().__init__(f"{len(errors)} invalid event(s)")
         self.errors = errors
+        self.received = received
 
     def api_errors(self) -> list[dict]:
         return [e.as_dict() for e in self.errors]
@@ -51,9 +54,10 @@ class IngestConflict(Exception):
 
     http_status = 409
 
-    def __init__(self, indexes: list[int]):
+    def __init__(self, indexes: list[int], *, received: int = 0):
         super().__init__(f"{len(indexes)} conflicting event(s)")
         self.indexes = indexes
+        self.received = received
 
     def api_errors(self) -> list[dict]:
         return [{"index": i, "field": "id", "message": CONFLICT} for i in self.indexes]
@@ -75,13 +79,13 @@ def usage_ingest(
     and reported in the result's `rejected`, every other event is stored."""
     rows, errors = _resolve(events)
     if errors and not partial:
-        raise IngestRejected(errors)
+        raise IngestRejected(errors, received=len(events))
     refused = {error.index for error in errors}
     positions = [i for i in range(len(events)) if i not in refused]  # of the events kept
     kept = [events[i] for i in positions]
     unique, duplicates, conflicts = dedupe_within_batch(events=kept)
     if conflicts and not partial:
-        raise IngestConflict(conflicts)
+        raise IngestConflict(conflicts, received=len(events))
     rejected = [*errors, *(EventError(positions[i], "id", CONFLICT) for i in conflicts)]
     by_key = {(row.event.source, row.event.id): row for row in rows}
     unique_rows = [by_key[(e.source, e.id)] for e in unique]
@@ -92,7 +96,7 @@ def usage_ingest(
             break
         except IngestConflict as conflict:
             if not partial:
-                raise
+                raise IngestConflict(conflict.indexes, received=len(events)) from None
             # Left out, and the rest stored without them (nothing of the first try was).
             seen = {error.index for error in rejected}
             new = [i for i in conflict.indexes if positions[i] not in seen]
@@ -100,6 +104,11 @@ def usage_ingest(
             rejected += [EventError(positions[i], "id", CONFLICT) for i in new]
             duplicates -= len(new) - len(keys)  # their repeats in the batch: refused too
             unique_rows = [r for r in unique_rows if (r.event.source, r.event.id) not in keys]
+    newest: dict[tuple[str, int], datetime] = {}
+    for row in unique_rows:
+        key = (row.event.source, row.deployment_id)
+        newest[key] = max(row.event.time, newest.get(key, row.event.time))
+    sources_seen_store(seen=[(*key, time) for key, time in newest.items()], received_at=received_at)
     return IngestResult(
         accepted=accepted,
         duplicates=duplicates + replayed,

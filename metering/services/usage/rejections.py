@@ -1,0 +1,43 @@
+"""The ingestion debugger's record (IngestRejection): every batch refused whole and every
+OTLP export with rejected spans, kept 7 days, without payload; purged by the retention job."""
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from metering.models import IngestRejection
+
+KEPT = timedelta(days=7)
+ERRORS_KEPT = 10  # the first errors of a batch; their count is kept whole
+
+
+def rejection_record(
+    *,
+    at: datetime,
+    path: str,
+    token_prefix: str,
+    source: str,
+    status: int,
+    received: int,
+    errors: Sequence[dict],
+) -> IngestRejection:
+    """Keep what a refused (or partly refused) request was answered: its path, the token's
+    prefix, its source when the body named one, the events or spans it held, how many were
+    rejected (the distinct indexes errors name; a whole batch when no error names one) and
+    the first ERRORS_KEPT errors."""
+    indexes = {error["index"] for error in errors if error.get("index") is not None}
+    return IngestRejection.objects.create(
+        at=at,
+        path=path[:100],
+        token_prefix=token_prefix,
+        source=source[:128],
+        status=status,
+        received=received,
+        rejected=len(indexes) if indexes else received,
+        errors=[dict(error) for error in errors[:ERRORS_KEPT]],
+    )
+
+
+def rejections_purge(*, now: datetime) -> int:
+    """Delete the rejections older than KEPT; returns how many."""
+    deleted, _ = IngestRejection.objects.filter(at__lt=now - KEPT).delete()
+    return deleted

@@ -1,0 +1,113 @@
+"""The ingestion debugger (architecture.md "Ingestion"): refused batches and OTLP partial
+successes kept 7 days without payload, each source's last batch, and the silent rule of
+kpis.md section 3c."""
+
+import json
+from datetime import timedelta
+
+import pytest
+from rest_framework.test import APIClient
+
+from metering.domain.usage.sources import SourceState, source_state
+from metering.models import Deployment, EngineHourly, IngestRejection
+from metering.selectors.ingestion import source_list
+from metering.tasks import retention_task
+from portal import clock
+from portal.periods import hour_floor
+from portal.services import token_create
+from tests.metering.factories import event, make_deployment
+
+pytestmark = pytest.mark.both_backends
+
+
+@pytest.fixture
+def gateway(users, tenant_a):
+    make_deployment()
+    token, raw = token_create(user=users["operator"], name="gw", scopes=["ingest", "read"])
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    api.token = token
+    return api
+
+
+def _post(api, items, path="/api/v1/usage/events"):
+    return api.generic("POST", path, json.dumps(items), content_type="application/json")
+
+
+def test_a_refused_batch_is_kept_without_its_payload_and_listed_for_operators(
+    gateway, users, token_client, now
+):
+    items = [event(i, time=(now - timedelta(hours=1)).isoformat()) for i in range(12)]
+    for i in range(11):
+        items[i + 1]["output_tokens"] = -1  # eleven bad events: ten errors kept, all counted
+    assert _post(gateway, items).status_code == 400
+
+    [kept] = IngestRejection.objects.all()
+    assert (kept.path, kept.token_prefix, kept.status, kept.received, kept.rejected) == (
+        "/api/v1/usage/events", gateway.token.prefix, 400, 12, 11,
+    )  # fmt: skip
+    assert kept.errors[0] == {
+        "index": 1, "field": "output_tokens", "message": "must be a non-negative integer",
+    }  # fmt: skip
+    assert len(kept.errors) == 10
+    assert "ev-1" not in json.dumps(kept.errors)  # no payload
+
+    listed = token_client(users["operator"]).get("/api/v1/usage/rejections").json()
+    assert [(r["path"], r["rejected"], r["received"]) for r in listed["results"]] == [
+        ("/api/v1/usage/events", 11, 12)
+    ]
+    for role in ("finance", "tenant"):
+        client = token_client(users[role])
+        assert client.get("/api/v1/usage/rejections").status_code == 403, role
+    investor = APIClient()
+    investor.force_login(users["investor"])  # investors hold no tokens: their session
+    assert investor.get("/api/v1/usage/rejections").status_code == 403
+
+
+def test_an_accepted_batch_leaves_no_rejection_and_updates_its_source(gateway, now):
+    first = now - timedelta(hours=2)
+    assert _post(gateway, [event(1, time=first.isoformat(), source="gw-eu")]).status_code == 200
+    late = event(2, time=(first - timedelta(hours=5)).isoformat(), source="gw-eu")
+    assert _post(gateway, [late]).status_code == 200  # an older event: the newest stays
+
+    assert not IngestRejection.objects.exists()
+    [row] = source_list(now=now)
+    assert (row.source, row.deployments, row.last_event_at, row.last_received_at) == (
+        "gw-eu", ["llama-70b@h100-a"], first, now,
+    )  # fmt: skip
+    assert row.state == SourceState.ACTIVE
+
+
+def test_a_quiet_source_is_silent_only_while_its_engines_keep_generating(gateway, now):
+    assert _post(gateway, [event(1, time=now.isoformat(), source="gw-eu")]).status_code == 200
+    later = now + timedelta(minutes=20)
+    [row] = source_list(now=later)
+    assert row.state == SourceState.IDLE  # quiet, and no engine counted anything since
+
+    EngineHourly.objects.create(
+        deployment=Deployment.objects.get(), hour=hour_floor(later), intervals=2,
+        generation_tokens=50_000, last_observed_at=later - timedelta(minutes=1),
+    )  # fmt: skip
+    [row] = source_list(now=later)
+    assert row.state == SourceState.SILENT
+    [row] = source_list(now=now + timedelta(minutes=14))
+    assert row.state == SourceState.ACTIVE  # under 15 minutes: not quiet yet
+    [row] = source_list(now=now + timedelta(hours=25))
+    assert row.state == SourceState.IDLE  # nothing for a day: no longer expected to send
+
+
+@pytest.mark.parametrize(
+    ("quiet_minutes", "engines_grew", "state"),
+    [(14, True, "active"), (15, True, "silent"), (15, False, "idle"), (24 * 60 + 1, True, "idle")],
+)
+def test_source_state_boundaries(now, quiet_minutes, engines_grew, state):
+    last = now - timedelta(minutes=quiet_minutes)
+    assert source_state(last_received_at=last, now=now, engines_grew=engines_grew) == state
+
+
+def test_the_retention_job_purges_rejections_older_than_seven_days(gateway, now):
+    for age in (timedelta(days=8), timedelta(days=7, seconds=1), timedelta(days=6)):
+        IngestRejection.objects.create(at=now - age, path="/x", status=400)
+    retention_task()
+    assert list(IngestRejection.objects.values_list("at", flat=True)) == [now - timedelta(days=6)]
+    assert clock.now() == now
