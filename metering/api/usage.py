@@ -25,6 +25,7 @@ from metering.services.factory import CapacityIn, capacity_upsert
 from metering.services.usage.ingest import (
     IngestConflict,
     IngestRejected,
+    batch_sources,
     usage_ingest,
     usage_reference_errors,
 )
@@ -156,7 +157,7 @@ def ingest_items(
     if errors:
         references = usage_reference_errors(refs=event_references(items=items))
         errors = sorted([*errors, *references], key=lambda error: error.index)
-        raise IngestRejected(errors, received=len(items))
+        raise IngestRejected(errors, received=len(items), source=batch_sources(items))
     return ingest_events(events, now)
 
 
@@ -165,7 +166,7 @@ def ingest_events(events: list, now, *, bound: str | None = None) -> Response:
     if bound is not None:
         tenants = ((i, event.tenant) for i, event in enumerate(events))
         if errors := bound_tenant_errors(tenants=tenants, bound=bound):
-            raise IngestRejected(errors, received=len(events))
+            raise IngestRejected(errors, received=len(events), source=batch_sources(events))
     result = usage_ingest(events=events, received_at=now)
     return Response({"accepted": result.accepted, "duplicates": result.duplicates})
 
@@ -184,7 +185,7 @@ class IngestView(APIView):
                 at=clock.now(),
                 path=self.request.path,
                 token_prefix=getattr(self.request.auth, "prefix", ""),
-                source="",
+                source=getattr(exc, "source", ""),
                 status=response.status_code,
                 received=getattr(exc, "received", 0),
                 errors=exc.api_errors(),

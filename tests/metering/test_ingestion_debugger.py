@@ -37,15 +37,16 @@ def _post(api, items, path="/api/v1/usage/events"):
 def test_a_refused_batch_is_kept_without_its_payload_and_listed_for_operators(
     gateway, users, token_client, now
 ):
-    items = [event(i, time=(now - timedelta(hours=1)).isoformat()) for i in range(12)]
+    items = [
+        event(i, time=(now - timedelta(hours=1)).isoformat(), source="gw-eu") for i in range(12)
+    ]
     for i in range(11):
         items[i + 1]["output_tokens"] = -1  # eleven bad events: ten errors kept, all counted
     assert _post(gateway, items).status_code == 400
 
     [kept] = IngestRejection.objects.all()
-    assert (kept.path, kept.token_prefix, kept.status, kept.received, kept.rejected) == (
-        "/api/v1/usage/events", gateway.token.prefix, 400, 12, 11,
-    )  # fmt: skip
+    assert (kept.path, kept.token_prefix, kept.source, kept.status, kept.received,
+            kept.rejected) == ("/api/v1/usage/events", gateway.token.prefix, "gw-eu", 400, 12, 11)  # fmt: skip
     assert kept.errors[0] == {
         "index": 1, "field": "output_tokens", "message": "must be a non-negative integer",
     }  # fmt: skip

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from metering.models import UsageEvent
+from metering.models import IngestRejection, UsageEvent
 from metering.services.usage.rollup import usage_fold
 from portal.services import token_create
 from tests.metering.factories import make_deployment
@@ -157,6 +157,11 @@ def test_an_invalid_span_is_reported_and_its_neighbours_are_stored(portal, now):
         "span 2: tenant unknown tenant 'ghost'"
     )
     assert sorted(UsageEvent.objects.values_list("input_tokens", flat=True)) == [400, 1000]
+    [kept] = IngestRejection.objects.all()  # for the ingestion debugger
+    assert (kept.status, kept.source, kept.received, kept.rejected) == (
+        200, "otlp:gateway-a", 4, 2,
+    )  # fmt: skip
+    assert [error["index"] for error in kept.errors] == [1, 2]
 
 
 def test_a_bound_token_meters_spans_without_a_tenant_to_its_tenant(

@@ -40,10 +40,11 @@ class IngestRejected(Exception):
 
     http_status = 400
 
-    def __init__(self, errors: list[EventError], *, received: int = 0):
+    def __init__(self, errors: list[EventError], *, received: int = 0, source: str = ""):
         super().__init__(f"{len(errors)} invalid event(s)")
         self.errors = errors
         self.received = received
+        self.source = source  # the batch's sources, for the ingestion debugger
 
     def api_errors(self) -> list[dict]:
         return [e.as_dict() for e in self.errors]
@@ -54,10 +55,11 @@ class IngestConflict(Exception):
 
     http_status = 409
 
-    def __init__(self, indexes: list[int], *, received: int = 0):
+    def __init__(self, indexes: list[int], *, received: int = 0, source: str = ""):
         super().__init__(f"{len(indexes)} conflicting event(s)")
         self.indexes = indexes
         self.received = received
+        self.source = source
 
     def api_errors(self) -> list[dict]:
         return [{"index": i, "field": "id", "message": CONFLICT} for i in self.indexes]
@@ -79,13 +81,13 @@ def usage_ingest(
     and reported in the result's `rejected`, every other event is stored."""
     rows, errors = _resolve(events)
     if errors and not partial:
-        raise IngestRejected(errors, received=len(events))
+        raise IngestRejected(errors, received=len(events), source=batch_sources(events))
     refused = {error.index for error in errors}
     positions = [i for i in range(len(events)) if i not in refused]  # of the events kept
     kept = [events[i] for i in positions]
     unique, duplicates, conflicts = dedupe_within_batch(events=kept)
     if conflicts and not partial:
-        raise IngestConflict(conflicts, received=len(events))
+        raise IngestConflict(conflicts, received=len(events), source=batch_sources(events))
     rejected = [*errors, *(EventError(positions[i], "id", CONFLICT) for i in conflicts)]
     by_key = {(row.event.source, row.event.id): row for row in rows}
     unique_rows = [by_key[(e.source, e.id)] for e in unique]
@@ -96,7 +98,9 @@ def usage_ingest(
             break
         except IngestConflict as conflict:
             if not partial:
-                raise IngestConflict(conflict.indexes, received=len(events)) from None
+                raise IngestConflict(
+                    conflict.indexes, received=len(events), source=batch_sources(events)
+                ) from None
             # Left out, and the rest stored without them (nothing of the first try was).
             seen = {error.index for error in rejected}
             new = [i for i in conflict.indexes if positions[i] not in seen]
@@ -114,6 +118,17 @@ def usage_ingest(
         duplicates=duplicates + replayed,
         rejected=tuple(sorted(rejected, key=lambda error: error.index)),
     )
+
+
+def batch_sources(events: Sequence) -> str:
+    """The distinct sources of a batch (events, or raw items whose source is well-formed),
+    as the ingestion debugger names them."""
+    names = set()
+    for event in events:
+        source = event.get("source", "default") if type(event) is dict else event.source
+        if type(source) is str:
+            names.add(source)
+    return ", ".join(sorted(names))[:128]
 
 
 def _store(rows: Sequence[_Row], events: Sequence[EventIn], received_at: datetime):
