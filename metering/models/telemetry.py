@@ -34,6 +34,7 @@ class TelemetryKind(models.TextChoices):
 
     VLLM = "vllm", "vLLM"
     SGLANG = "sglang", "SGLang"
+    DYNAMO = "dynamo", "Dynamo"
     DCGM = "dcgm", "dcgm-exporter"
 
 

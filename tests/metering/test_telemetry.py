@@ -732,3 +732,55 @@ def test_soft_time_limit_drops_the_fetches_not_started(db):
     # Two workers, 0.2 s a fetch: all 40 would take 4 s.
     assert time.monotonic() - began < 1.5
     assert len(fetched) <= 6
+
+
+# --- NVIDIA Dynamo's frontend (data-formats.md 6c): an engine kind beside vLLM and SGLang ---
+
+
+def test_dynamo_frontend_metrics_parse_as_an_engine():
+    scrape = parse_scrape(text=_fixture("dynamo_frontend_synthetic.prom"), kind="dynamo")
+
+    assert scrape.skipped == ()
+    [engine] = scrape.engines
+    assert engine.model_name == "llama-3.3-70b"
+    # token counters: the sums of the sequence-length histograms
+    assert (engine.prompt_tokens, engine.generation_tokens) == (1_500_000, 300_000)
+    assert (engine.requests_total, engine.requests_aborted) == (1200, 10)
+    assert (engine.running_requests, engine.waiting_requests) == (42, 3)
+    assert engine.kv_cache_usage == 0.37  # a 0-1 ratio despite "percent"
+    assert (engine.ttft.count, engine.ttft.sum) == (1190, 380.5)
+    assert engine.tpot_family == "dynamo_frontend_inter_token_latency_seconds"
+
+
+def _dynamo_second_scrape(series: str) -> float | None:
+    """200 more requests: 250,000 input and 60,000 output tokens, 4 of them failed."""
+    bumps = {
+        'dynamo_frontend_requests_total{endpoint="chat_completions",model="llama-3.3-70b",'
+        'request_type="stream",status="success"}': 196,
+        'dynamo_frontend_requests_total{endpoint="chat_completions",model="llama-3.3-70b",'
+        'request_type="stream",status="error"}': 4,
+        'dynamo_frontend_input_sequence_tokens_sum{model="llama-3.3-70b"}': 250_000,
+        'dynamo_frontend_output_sequence_tokens_sum{model="llama-3.3-70b"}': 60_000,
+    }
+    return bumps.get(series)
+
+
+def test_dynamo_pushes_store_exact_deltas_and_reconcile_with_usage(db, tenant_a):
+    deployment = make_deployment(model="llama-3.3-70b", pool="h100-a")
+    first = _fixture("dynamo_frontend_synthetic.prom")
+    telemetry_ingest(text=first, kind="dynamo", pool=deployment.pool, now=_at(15))
+    telemetry_ingest(
+        text=_bumped(first, _dynamo_second_scrape), kind="dynamo", pool=deployment.pool,
+        now=_at(16),
+    )  # fmt: skip
+
+    row = EngineHourly.objects.get()
+    assert (row.prompt_tokens, row.generation_tokens, row.requests, row.aborted_requests) == (
+        250_000, 60_000, 200, 4,
+    )  # fmt: skip
+    assert (row.running_requests, row.kv_cache_usage) == (42, 0.37)
+    _usage(tenant_a, deployment, HOUR, 60_000)
+    [hour] = reconciliation_list(start=HOUR, end=_at(0, hour=11))
+    assert (hour.engine_output_tokens, hour.metered_output_tokens, hour.is_flagged) == (
+        60_000, 60_000, False,
+    )  # fmt: skip

@@ -1,4 +1,5 @@
-"""vLLM and SGLang `/metrics`, normalised per model (and per replica for reset handling).
+"""vLLM, SGLang and NVIDIA Dynamo `/metrics`, normalised per model (and per replica for reset
+handling).
 
 Both generations of names are read (vLLM V0/V1, old/new SGLang). A replica is the
 unit that restarts and resets its counters: the vLLM `engine` label, the SGLang
@@ -21,7 +22,7 @@ from metering.domain.telemetry.counters import counter_delta
 from metering.domain.telemetry.exposition import Family, Labels, family_histograms, family_values
 from metering.domain.telemetry.histograms import Histogram, histogram_delta, histogram_sum
 
-EngineKind = Literal["vllm", "sglang"]
+EngineKind = Literal["vllm", "sglang", "dynamo"]
 
 _Key = tuple[str, str]  # (model_name, replica)
 
@@ -59,14 +60,32 @@ _NAMES: Mapping[EngineKind, Mapping[str, tuple[str, ...]]] = {
         ),
         "e2e_latency": ("sglang:e2e_request_latency_seconds",),
     },
+    # Dynamo's frontend (data-formats.md 6c): its token counts are the sums of the
+    # per-request sequence-length histograms (DYNAMO_TOKENS); the KV gauge is a 0-1 ratio.
+    "dynamo": {
+        "requests_total": ("dynamo_frontend_requests",),  # ..._total: the family drops it
+        "running_requests": ("dynamo_frontend_inflight_requests",),
+        "waiting_requests": ("dynamo_frontend_queued_requests",),
+        "kv_cache_usage": ("dynamo_component_kvstats_gpu_cache_usage_percent",),
+        "ttft": ("dynamo_frontend_time_to_first_token_seconds",),
+        "tpot": ("dynamo_frontend_inter_token_latency_seconds",),
+    },
 }
 
-_REPLICA_LABEL: Mapping[EngineKind, str] = {"vllm": "engine", "sglang": "dp_rank"}
+# Dynamo counts tokens per request in histograms: their sums are the token counters.
+DYNAMO_TOKENS: Mapping[str, str] = {
+    "prompt_tokens": "dynamo_frontend_input_sequence_tokens",
+    "generation_tokens": "dynamo_frontend_output_sequence_tokens",
+}
+
+# Dynamo's frontend is one process per model service: no replica label ("").
+_REPLICA_LABEL: Mapping[EngineKind, str] = {"vllm": "engine", "sglang": "dp_rank", "dynamo": ""}
 
 # Very old SGLang labelled the model `name=`; vLLM's `name` is never a model.
 _MODEL_LABELS: Mapping[EngineKind, tuple[str, ...]] = {
     "vllm": ("model_name",),
     "sglang": ("model_name", "name"),
+    "dynamo": ("model",),
 }
 
 
@@ -115,6 +134,13 @@ def engine_replica_stats(
         by_reason = reader.sums_by(families.get("vllm:request_success"), label="finished_reason")
         sums["requests_total"] = {k: math.fsum(v.values()) for k, v in by_reason.items()}
         sums["requests_aborted"] = {k: v.get("abort", 0.0) for k, v in by_reason.items()}
+    elif kind == "dynamo":
+        for name, family in DYNAMO_TOKENS.items():
+            per_key = reader.histograms(families.get(family))
+            sums[name] = {key: histogram.sum for key, histogram in per_key.items()}
+        requests = first("requests_total")
+        sums["requests_total"] = reader.sums(requests)
+        sums["requests_aborted"] = reader.sums(requests, label="status", value="error")
     else:
         sums["requests_total"] = reader.sums(first("requests_total"))
         sums["requests_aborted"] = reader.sums(first("requests_aborted"))
@@ -269,6 +295,8 @@ class _Reader:
 def _cached_prompt_tokens(
     families: Mapping[str, Family], *, kind: EngineKind, reader: _Reader
 ) -> dict[_Key, float]:
+    if kind == "dynamo":
+        return {}  # its frontend does not count prefix-cache hits
     if kind == "vllm":
         by_source = families.get("vllm:prompt_tokens_by_source")
         if by_source is not None:

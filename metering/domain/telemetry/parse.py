@@ -1,4 +1,5 @@
-"""One `/metrics` scrape of an engine (vLLM, SGLang) or of dcgm-exporter, normalised.
+"""One `/metrics` scrape of an engine (vLLM, SGLang, Dynamo's frontend) or of dcgm-exporter,
+normalised.
 
 Pure: no Django. The contract is data-formats.md §0-§3 and §8.
 """
@@ -13,7 +14,7 @@ from metering.domain.telemetry.dcgm import DCGM_KNOWN_FIELD_TYPES, GpuStats, gpu
 from metering.domain.telemetry.engines import EngineStats, engine_replica_stats, engine_stats_sum
 from metering.domain.telemetry.exposition import Family, parse_families
 
-ScrapeKind = Literal["vllm", "sglang", "dcgm"]
+ScrapeKind = Literal["vllm", "sglang", "dynamo", "dcgm"]
 
 
 @dataclass(frozen=True, slots=True)
