@@ -145,6 +145,59 @@ class EventGenerator:
             item["pool"] = pool
         return item
 
+    def otlp_body(self, rows: list[Row]) -> bytes:
+        """The rows as one OTLP/HTTP protobuf trace export of GenAI spans (data-formats.md
+        6b, current attribute names), one resource per source, as a gateway's exporter
+        sends them: trace and span ids from the sequence number, times in nanoseconds."""
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+        from opentelemetry.proto.trace.v1.trace_pb2 import Status
+
+        request = ExportTraceServiceRequest()
+        by_source: dict[str, list] = {}
+        for row in rows:
+            by_source.setdefault(row.source, []).append(row)
+        for source, group in by_source.items():
+            resource = request.resource_spans.add()
+            _attribute(resource.resource.attributes, "service.name", source)
+            spans = resource.scope_spans.add().spans
+            for row in group:
+                model, pool = self.deployments[row.deployment]
+                span = spans.add()
+                span.trace_id = row.seq.to_bytes(16, "big")
+                span.span_id = ((row.seq * _MIX) & _MASK).to_bytes(8, "big")
+                span.name = f"chat {model}"
+                end = int(row.time.timestamp() * 1_000_000) * 1000
+                span.end_time_unix_nano = end
+                span.start_time_unix_nano = end - int(row.latency_ms * 1_000_000)
+                attributes = span.attributes
+                _attribute(attributes, "gen_ai.operation.name", "chat")
+                _attribute(attributes, "gen_ai.request.model", model)
+                _attribute(attributes, "tenant.id", tenant_slug(row.tenant))
+                if model in self.multi_pool:
+                    _attribute(attributes, "tokenfactory.pool", pool)
+                if row.is_error:
+                    span.status.code = Status.STATUS_CODE_ERROR
+                    continue
+                _attribute(attributes, "gen_ai.usage.input_tokens", row.input_tokens)
+                _attribute(attributes, "gen_ai.usage.cache_read.input_tokens", row.cached_tokens)
+                _attribute(attributes, "gen_ai.usage.output_tokens", row.output_tokens)
+                _attribute(attributes, "gen_ai.server.time_to_first_token", row.ttft_ms / 1000)
+                _attribute(attributes, "gen_ai.server.time_per_output_token", row.tpot_ms / 1000)
+        return request.SerializeToString()
+
+
+def _attribute(attributes, key: str, value) -> None:
+    pair = attributes.add()
+    pair.key = key
+    if isinstance(value, str):
+        pair.value.string_value = value
+    elif isinstance(value, int):
+        pair.value.int_value = value
+    else:
+        pair.value.double_value = value
+
 
 def expected_tokens_per_event() -> float:
     """Mean input + output tokens of an event (for allowances sized to the data)."""

@@ -18,6 +18,8 @@ small and the large dataset (config.sizes()), then measures:
   9. /api/v1/kpis answers within seconds of the events it counts, under goal 7's feed
  10. HTTP batch ingestion of this tree vs a baseline revision (BENCH_BASELINE) served from
      its own tree on the same database
+ 11. OTLP/HTTP protobuf trace exports (GenAI spans) vs native JSON batches, 1,000 a request
+ 12. peak RSS of a web worker ingesting 10,000-span OTLP exports
 
 Prints the ratio table and writes every figure to var/bench/*.json (docs/performance.md
 explains the method).
@@ -53,6 +55,7 @@ PROFILE_SEQ = 4_000_000_000
 EMBEDDED_SEQ = 5_000_000_000
 RATING_SEQ = 6_000_000_000
 BASELINE_SEQ = 7_000_000_000
+OTLP_SEQ = 8_000_000_000
 
 
 def log(message: str) -> None:
@@ -726,6 +729,83 @@ class Bench:
             "info",
         )
 
+    def otlp(self) -> None:
+        """Goals 11 and 12: OTLP/HTTP protobuf exports of 1,000 GenAI spans per request vs
+        native JSON batches of 1,000 events, interleaved rounds of fresh events (4 client
+        threads); then the peak RSS of a fresh web worker ingesting 10,000-span exports."""
+        log("goals 11-12: OTLP protobuf spans vs native JSON events; RSS at 10,000 spans")
+        ids = self.ids["large"]
+        server = self.server("large", "otlp")
+        generator = EventGenerator()
+        per_round = self.sizes.ingest_events
+        encoder = msgspec.json.Encoder()
+        arms: dict[str, list[float]] = {"otlp": [], "json": []}
+
+        def rows(slot: int, count: int) -> list:
+            hour = config.INGEST_START + timedelta(days=14, hours=slot)
+            generated = generator.rows(
+                seq0=OTLP_SEQ + slot * per_round, count=count, start=hour, days=1, hours=1
+            )
+            return sorted(generated, key=lambda row: row.time)
+
+        def bodies(arm: str, slot: int) -> list[bytes]:
+            events = rows(slot, per_round)
+            chunks = [events[i : i + 1000] for i in range(0, per_round, 1000)]
+            if arm == "otlp":
+                return [generator.otlp_body(chunk) for chunk in chunks]
+            return [encoder.encode([generator.item(row) for row in chunk]) for chunk in chunks]
+
+        def post(arm: str, sent: list[bytes]) -> dict:
+            path = web.OTLP_TRACES if arm == "otlp" else "/api/v1/usage/events"
+            return web.post_batches(port=server.port, token=ids["token"], bodies=sent,
+                                    threads=4, expect="accepted", path=path)  # fmt: skip
+
+        slots = iter(range(1000))
+        for arm in arms:  # warm-up, not measured
+            post(arm, bodies(arm, next(slots)))
+        for r in range(self.sizes.rounds):
+            for arm in ("otlp", "json") if r % 2 == 0 else ("json", "otlp"):
+                result = post(arm, bodies(arm, next(slots)))
+                arms[arm].append(per_round / result["seconds"])
+            log(f"  round {r + 1}: OTLP {arms['otlp'][-1]:,.0f}/s, JSON {arms['json'][-1]:,.0f}/s")
+        server.stop()
+        med = {arm: statistics.median(values) for arm, values in arms.items()}
+        ratio = med["otlp"] / med["json"]
+        self.add(
+            "11",
+            "OTLP protobuf spans vs native JSON events, 1,000 a request (events/s)",
+            f"{med['otlp']:,.0f}/s",
+            f"{med['json']:,.0f}/s",
+            ratio,
+            "≥ 0.5",
+            verdict(ratio, 0.5, True),
+        )
+
+        fresh = self.server("large", "otlp-memory")
+        batches = 6 if self.sizes.quick else 20
+        exports = [generator.otlp_body(rows(next(slots), 10_000)) for _ in range(batches)]
+        pids = fresh.worker_pids()
+        web.post_batches(port=fresh.port, token=ids["token"], bodies=exports, threads=2,
+                         expect="accepted", path=web.OTLP_TRACES)  # fmt: skip
+        peak_mb = max(web.memory_kib(pid)["VmHWM"] for pid in pids) / 1024
+        fresh.stop()
+        self.results["otlp"] = {
+            "events_per_round": per_round,
+            "events_per_second": arms,
+            "median": med,
+            "memory": {"batches": batches, "spans_per_batch": 10_000,
+                       "body_bytes": len(exports[0]), "peak_mb": peak_mb},
+        }  # fmt: skip
+        self.add(
+            "12",
+            "peak RSS of a web worker, 10,000-span OTLP exports (VmHWM)",
+            f"{peak_mb:.0f} MB",
+            "300 MB",
+            peak_mb / 300,
+            "< 1.0",
+            "pass" if peak_mb < 300 else "MISS",
+        )
+
     def embedded(self) -> None:
         """Goal 7: ingestion in the embedded default vs production settings, interleaved
         rounds of fresh events (1,000 per request, 4 client threads, each side its own)."""
@@ -904,7 +984,7 @@ class Bench:
             for row in self.rows
         ]
         self.results["total_seconds"] = time.perf_counter() - STARTED
-        for key in ("kpis", "reads", "rollup", "ingestion", "baseline", "memory"):
+        for key in ("kpis", "reads", "rollup", "ingestion", "baseline", "otlp", "memory"):
             if key in self.results:
                 (config.OUT_DIR / f"{key}.json").write_text(
                     json.dumps(self.results[key], indent=1, default=str)
@@ -923,7 +1003,8 @@ class Bench:
 
 
 STAGES = (
-    "kpis", "reads", "widest", "rollups", "rating", "ingestion", "baseline", "embedded", "memory",
+    "kpis", "reads", "widest", "rollups", "rating", "ingestion", "baseline", "otlp", "embedded",
+    "memory",
 )  # fmt: skip
 
 
