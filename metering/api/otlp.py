@@ -10,6 +10,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 
 from metering.api.usage import ERROR_RESPONSES, IngestView, bound_tenant
+from metering.domain.telemetry.otlp_metrics import (
+    metrics_decode,
+    metrics_response,
+    token_points,
+)
 from metering.domain.usage.body import decompress_body
 from metering.domain.usage.fields import EventError, bound_tenant_errors
 from metering.domain.usage.otlp import (
@@ -20,6 +25,7 @@ from metering.domain.usage.otlp import (
     traces_response,
 )
 from metering.domain.usage.validation import validate_events
+from metering.services.telemetry.otlp import otlp_metrics_ingest
 from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rejections import rejection_record
 from portal import clock
@@ -106,3 +112,27 @@ def _message(rejected: list[EventError], ignored: int) -> str:
     if ignored:
         parts.append(f"{ignored} span{'s' if ignored != 1 else ''} without GenAI usage ignored")
     return "; ".join(parts)
+
+
+class OtlpMetricsView(IngestView):
+    """GenAI token-usage metrics (data-formats.md 6b, "Metrics"): their own telemetry kind
+    per source, for reconciliation; billing never reads them."""
+
+    @extend_schema(
+        request={PROTOBUF: OpenApiTypes.BINARY, JSON: OpenApiTypes.OBJECT},
+        responses={
+            (200, PROTOBUF): OpenApiTypes.BINARY,
+            (200, JSON): OpenApiTypes.OBJECT,
+            **ERROR_RESPONSES,
+        },
+    )
+    def post(self, request):
+        content_type_check(request=request, allowed=(PROTOBUF, JSON))
+        content_type = request.content_type.split(";")[0].strip().lower()
+        body = decompress_body(
+            body=request.body, content_encoding=request.headers.get("Content-Encoding")
+        )
+        export = metrics_decode(body=body, content_type=content_type)
+        points = token_points(request=export, pool_attribute=settings.OTLP_POOL_ATTRIBUTE)
+        otlp_metrics_ingest(points=points, now=clock.now())
+        return HttpResponse(metrics_response(content_type=content_type), content_type=content_type)

@@ -20,6 +20,7 @@ urlpatterns = [
     path("usage/rejections", usage.RejectionListView.as_view(), name="usage-rejections"),
     path("usage", usage.UsageListView.as_view(), name="usage-list"),
     path("otlp/v1/traces", otlp.OtlpTracesView.as_view(), name="otlp-traces"),
+    path("otlp/v1/metrics", otlp.OtlpMetricsView.as_view(), name="otlp-metrics"),
     path("capacity", usage.CapacityView.as_view(), name="capacity"),
     path(
         "telemetry/prometheus",

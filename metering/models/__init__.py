@@ -18,6 +18,8 @@ from metering.models.sla import (
 from metering.models.telemetry import (
     EngineHourly,
     GpuHourly,
+    OtlpHourly,
+    OtlpMetricState,
     ScrapeTarget,
     TelemetryKind,
     TelemetryPushState,
@@ -48,6 +50,8 @@ __all__ = [
     "IncompleteRawMonth",
     "IngestRejection",
     "ModelAlias",
+    "OtlpHourly",
+    "OtlpMetricState",
     "Pool",
     "RefoldPending",
     "ScrapeTarget",

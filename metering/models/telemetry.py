@@ -209,3 +209,33 @@ class GpuHourly(models.Model):
     @property
     def power_w_mean(self) -> float | None:
         return self.power_w_sum / self.power_samples if self.power_samples else None
+
+
+class OtlpHourly(models.Model):
+    """The GenAI token-usage metrics a source exported over OTLP for a deployment in one UTC
+    hour (data-formats.md 6b, "Metrics"): their own telemetry kind, per source, never summed
+    with scraped engine counters; reconciliation shows them beside those, or in their place
+    where a deployment has no scraped counters."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="otlp_hours")
+    hour = models.DateTimeField()
+    source = models.CharField(max_length=128)  # "otlp:" + service.name
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    points = models.PositiveIntegerField(default=0)  # data points counted (baselines excluded)
+    last_observed_at = models.DateTimeField(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["deployment", "hour", "source"], name="otlp_hourly_unique"
+            )
+        ]
+
+
+class OtlpMetricState(models.Model):
+    """The last value of each cumulative OTLP series of a source, to take increases from;
+    locked while an export of the source is stored."""
+
+    source = models.CharField(max_length=128, unique=True)
+    state = models.JSONField(default=dict)

@@ -23,6 +23,7 @@ from metering.models import (
     EngineHourly,
     GpuHourly,
     HourlyUsage,
+    OtlpHourly,
     Pool,
     ScrapeTarget,
     TelemetryKind,
@@ -51,6 +52,10 @@ class ReconciliationRow:
     metered_output_tokens: int  # Σ HourlyUsage.output_tokens over tenants
     difference: int  # engine − metered
     is_flagged: bool  # |difference| beyond max(ratio × larger total, tokens)
+    # OTLP token-usage metrics of the hour (output, summed over sources; None: none), shown
+    # beside the scraped counters; the engine figure itself where nothing was scraped.
+    otlp_output_tokens: int | None = None
+    engine_from: str = "scrape"  # "scrape" | "otlp": where engine_output_tokens comes from
 
     @property
     def difference_pct(self) -> float | None:
@@ -69,6 +74,7 @@ class ReconciliationByDeployment:
     flagged_hours: int
     engine_output_tokens: int
     metered_output_tokens: int
+    otlp_output_tokens: int | None = None  # the OTLP metrics' output (None: none exported)
 
     @property
     def difference(self) -> int:
@@ -104,25 +110,33 @@ def reconciliation_list(
     pool: Pool | None = None,
 ) -> list[ReconciliationRow]:
     """One row per deployment-hour in [start, end) that has engine data (at least one
-    counted scrape interval), ordered by hour then deployment. Tolerances default to the
-    settings (reconciliation_tolerance)."""
+    counted scrape interval, or OTLP token-usage metrics), ordered by hour then deployment.
+    Scraped counters are the engine figure where both exist, the OTLP figures shown beside
+    them; never summed. Tolerances default to the settings (reconciliation_tolerance)."""
     default_ratio, default_tokens = reconciliation_tolerance()
     ratio = default_ratio if tolerance_ratio is None else tolerance_ratio
     tokens = default_tokens if tolerance_tokens is None else tolerance_tokens
     engine_rows = EngineHourly.objects.filter(hour__gte=start, hour__lt=end, intervals__gt=0)
+    otlp_rows = OtlpHourly.objects.filter(hour__gte=start, hour__lt=end)
     if pool is not None:
         engine_rows = engine_rows.filter(deployment__pool=pool)
-    engine = list(
-        engine_rows.values_list(
-            "deployment_id",
-            "deployment__slug",
-            "deployment__pool__slug",
-            "deployment__model__slug",
-            "hour",
-            "intervals",
-            "generation_tokens",
-        ).order_by("hour", "deployment__slug")
-    )
+        otlp_rows = otlp_rows.filter(deployment__pool=pool)
+    names = ("deployment_id", "deployment__slug", "deployment__pool__slug",
+             "deployment__model__slug", "hour")  # fmt: skip
+    scraped = {
+        tuple(row[:5]): row[5:]
+        for row in engine_rows.values_list(*names, "intervals", "generation_tokens")
+    }
+    otlp = {
+        tuple(row[:5]): row[5]
+        for row in otlp_rows.values(*names)
+        .annotate(output=Sum("output_tokens"))
+        .values_list(*names, "output")
+    }
+    engine = []
+    for key in sorted(scraped.keys() | otlp.keys(), key=lambda k: (k[4], k[1])):
+        intervals, generated = scraped.get(key, (0, None))
+        engine.append((*key, intervals, generated, otlp.get(key)))
     if not engine:
         return []
     metered = {
@@ -134,8 +148,9 @@ def reconciliation_list(
         .annotate(output_tokens=Sum("output_tokens"))
     }
     rows = []
-    for deployment_id, slug, pool_slug, model_slug, hour, intervals, generation_tokens in engine:
+    for deployment_id, slug, pool_slug, model_slug, hour, intervals, generated, beside in engine:
         used = int(metered.get((deployment_id, hour), 0))
+        figure = generated if generated is not None else int(beside)
         rows.append(
             ReconciliationRow(
                 deployment=slug,
@@ -143,15 +158,17 @@ def reconciliation_list(
                 model=model_slug,
                 hour=hour,
                 intervals=intervals,
-                engine_output_tokens=generation_tokens,
+                engine_output_tokens=figure,
                 metered_output_tokens=used,
-                difference=generation_tokens - used,
+                difference=figure - used,
                 is_flagged=reconciliation_flag(
-                    engine_output_tokens=generation_tokens,
+                    engine_output_tokens=figure,
                     metered_output_tokens=used,
                     tolerance_ratio=float(ratio),
                     tolerance_tokens=tokens,
                 ),
+                otlp_output_tokens=None if beside is None else int(beside),
+                engine_from="scrape" if generated is not None else "otlp",
             )
         )
     return rows
@@ -163,11 +180,13 @@ def reconciliation_by_deployment(
     """Rows of reconciliation_list summed per deployment, ordered by deployment slug."""
     sums: dict[str, list] = {}
     for row in rows:
-        entry = sums.setdefault(row.deployment, [row.pool, row.model, 0, 0, 0, 0])
+        entry = sums.setdefault(row.deployment, [row.pool, row.model, 0, 0, 0, 0, None])
         entry[2] += 1
         entry[3] += row.is_flagged
         entry[4] += row.engine_output_tokens
         entry[5] += row.metered_output_tokens
+        if row.otlp_output_tokens is not None:
+            entry[6] = (entry[6] or 0) + row.otlp_output_tokens
     return [
         ReconciliationByDeployment(
             deployment=slug,
@@ -177,8 +196,9 @@ def reconciliation_by_deployment(
             flagged_hours=flagged,
             engine_output_tokens=engine,
             metered_output_tokens=metered,
+            otlp_output_tokens=otlp,
         )
-        for slug, (pool, model, hours, flagged, engine, metered) in sorted(sums.items())
+        for slug, (pool, model, hours, flagged, engine, metered, otlp) in sorted(sums.items())
     ]
 
 

@@ -70,6 +70,7 @@ SUMMARIES = {
     ("post", "/api/v1/usage/cloudevents"): "Ingest a batch of CloudEvents",
     ("post", "/api/v1/usage/openai-batch"): "Ingest an OpenAI Batch output file",
     ("post", "/api/v1/otlp/v1/traces"): "Ingest an OTLP/HTTP trace export (GenAI spans)",
+    ("post", "/api/v1/otlp/v1/metrics"): "Ingest an OTLP/HTTP metric export (GenAI token usage)",
     ("get", "/api/v1/usage/rejections"): "List rejected batches and partial successes (7 days)",
     ("get", "/metrics"): "This month's KPIs in Prometheus text format",
 }

@@ -210,3 +210,76 @@ def test_an_undecodable_or_oversized_export_is_refused_whole(portal):
     status, _ = _post(url, "tfp_wrong", b"", "application/x-protobuf")
     assert status == 401
     assert not UsageEvent.objects.exists()
+
+
+# --- OTLP metrics: their own telemetry kind, beside the scraped counters ----------------
+
+METRICS = "/api/v1/otlp/v1/metrics"
+
+
+def _meter(temporality):
+    """An SDK meter provider whose reader collects `gen_ai.client.token.usage` with the
+    given temporality, as a gateway's SDK exports it."""
+    from opentelemetry.sdk.metrics import Histogram, MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader(preferred_temporality={Histogram: temporality})
+    provider = MeterProvider(
+        metric_readers=[reader], resource=Resource({"service.name": "gateway-a"})
+    )
+    usage = provider.get_meter("gateway").create_histogram("gen_ai.client.token.usage", "{token}")
+    return reader, usage
+
+
+def _export(url, token, reader) -> int:
+    from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
+
+    body = encode_metrics(reader.get_metrics_data()).SerializeToString()
+    request = urllib.request.Request(
+        url + METRICS, data=body, method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/x-protobuf"},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return response.status
+
+
+@pytest.mark.parametrize("temporality", ["cumulative", "delta"])
+def test_an_otlp_metrics_export_reconciles_beside_usage_and_bills_nothing(portal, temporality):
+    from opentelemetry.sdk.metrics.export import AggregationTemporality
+
+    from metering.models import HourlyUsage, OtlpHourly
+    from metering.selectors.telemetry import reconciliation_list
+
+    url, token = portal
+    kind = getattr(AggregationTemporality, temporality.upper())
+    reader, usage = _meter(kind)
+    model = {"gen_ai.request.model": "llama-70b"}
+    usage.record(1000, {**model, "gen_ai.token.type": "input"})
+    usage.record(200, {**model, "gen_ai.token.type": "output"})
+    assert _export(url, token, reader) == 200
+    usage.record(300, {**model, "gen_ai.token.type": "output"})
+    assert _export(url, token, reader) == 200
+
+    # Cumulative: the first export is a baseline, the second adds the increase (300);
+    # delta: each export is an increase (200, then 300).
+    expected = {"cumulative": (0, 300), "delta": (1000, 500)}[temporality]
+    [row] = OtlpHourly.objects.all()
+    assert (row.source, row.input_tokens, row.output_tokens) == ("otlp:gateway-a", *expected)
+    [hour] = reconciliation_list(start=row.hour, end=row.hour + timedelta(hours=1))
+    assert (hour.engine_from, hour.otlp_output_tokens, hour.metered_output_tokens) == (
+        "otlp", expected[1], 0,
+    )  # fmt: skip
+    assert not UsageEvent.objects.exists() and not HourlyUsage.objects.exists()  # no billing
+
+
+def test_a_cumulative_series_that_drops_is_a_reset_counting_its_new_value():
+    from metering.domain.telemetry.otlp_metrics import TokenPoint, point_increase
+
+    def point(value, start=1, cumulative=True):
+        return TokenPoint("otlp:g", "s", "m", None, "output", start, 10, value, cumulative)
+
+    assert point_increase(point(500), None) == (0.0, {"start": 1, "value": 500})  # baseline
+    assert point_increase(point(800), {"start": 1, "value": 500})[0] == 300
+    assert point_increase(point(120), {"start": 1, "value": 800})[0] == 120  # lower: a reset
+    assert point_increase(point(900, start=2), {"start": 1, "value": 800})[0] == 900  # restart
+    assert point_increase(point(70, cumulative=False), {"start": 1, "value": 800}) == (70, None)

@@ -149,7 +149,7 @@ def spans_to_items(
     ignored = 0
     sources: set[str] = set()
     for index, (resource, span) in enumerate(_spans(request)):
-        attributes = _attributes(span.attributes)
+        attributes = attributes_of(span.attributes)
         is_error = span.status.code == Status.STATUS_CODE_ERROR
         has_usage = any(key.startswith(USAGE_PREFIX) for key in attributes)
         if not has_usage and not (is_error and OPERATION_ATTRIBUTE in attributes):
@@ -167,13 +167,13 @@ def spans_to_items(
 
 def _spans(request: ExportTraceServiceRequest) -> Iterator[tuple[dict[str, Any], Span]]:
     for resource_spans in request.resource_spans:
-        resource = _attributes(resource_spans.resource.attributes)
+        resource = attributes_of(resource_spans.resource.attributes)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 yield resource, span
 
 
-def _attributes(pairs: list[KeyValue]) -> dict[str, Any]:
+def attributes_of(pairs: list[KeyValue]) -> dict[str, Any]:
     return {pair.key: _value(pair.value) for pair in pairs}
 
 

@@ -1,0 +1,95 @@
+"""Store OTLP metric exports (GenAI token usage) per deployment, hour and source (OtlpHourly):
+their own telemetry kind, diffed per source and never summed with scraped engine counters."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.db import transaction
+from django.db.models import F
+
+from metering.domain.telemetry.otlp_metrics import TokenPoint, point_increase
+from metering.models import Deployment, ModelAlias, OtlpHourly, OtlpMetricState, ServedModel
+from portal.periods import hour_floor
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class OtlpMetricsResult:
+    points: int  # token-usage points read
+    counted: int  # points that added tokens (baselines and unknown models excluded)
+    unknown_models: tuple[str, ...]  # models (with pool) no deployment serves
+    deployments: tuple[str, ...]  # slugs whose hours were written
+
+
+def otlp_metrics_ingest(*, points: list[TokenPoint], now: datetime) -> OtlpMetricsResult:
+    """Add each point's increase to its deployment's hour (the point's time), per source;
+    cumulative series keep their last value per source, locked while it is stored. A point
+    of an unknown model keeps its series' baseline, so an alias added later does not count
+    its whole history."""
+    placed = _deployments({(p.model, p.pool) for p in points})
+    added: dict[tuple[int, datetime, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    unknown: set[str] = set()
+    counted = 0
+    with transaction.atomic():
+        for source in sorted({p.source for p in points}):
+            OtlpMetricState.objects.get_or_create(source=source)
+            holder = OtlpMetricState.objects.select_for_update().get(source=source)
+            state = dict(holder.state)
+            for point in (p for p in points if p.source == source):
+                increase, kept = point_increase(point, state.get(point.series))
+                if kept is not None:
+                    state[point.series] = kept
+                deployment = placed.get((point.model, point.pool))
+                if deployment is None:
+                    unknown.add(
+                        point.model if point.pool is None else f"{point.model}@{point.pool}"
+                    )
+                    continue
+                if not increase:
+                    continue
+                counted += 1
+                hour = hour_floor(_EPOCH + timedelta(microseconds=point.time_ns // 1000))
+                sums = added[(deployment.pk, hour, source)]
+                sums[0 if point.direction == "input" else 1] += increase
+                sums[2] += 1
+            OtlpMetricState.objects.filter(pk=holder.pk).update(state=state)
+        for (deployment_id, hour, source), (inputs, outputs, count) in sorted(added.items()):
+            OtlpHourly.objects.get_or_create(deployment_id=deployment_id, hour=hour, source=source)
+            OtlpHourly.objects.filter(deployment_id=deployment_id, hour=hour, source=source).update(
+                input_tokens=F("input_tokens") + round(inputs),
+                output_tokens=F("output_tokens") + round(outputs),
+                points=F("points") + count,
+                last_observed_at=now,
+            )
+    slugs = {d.pk: d.slug for d in placed.values()}
+    return OtlpMetricsResult(
+        points=len(points),
+        counted=counted,
+        unknown_models=tuple(sorted(unknown)),
+        deployments=tuple(sorted({slugs[d] for d, _, _ in added})),
+    )
+
+
+def _deployments(keys: set[tuple[str, str | None]]) -> dict[tuple[str, str | None], Deployment]:
+    """(model name or alias, pool slug or None) -> the deployment: on the named pool, or the
+    model's only deployment."""
+    names = {name for name, _ in keys}
+    model_ids = dict(ServedModel.objects.filter(slug__in=names).values_list("slug", "id"))
+    model_ids.update(ModelAlias.objects.filter(alias__in=names).values_list("alias", "model_id"))
+    by_model: dict[int, dict[str, Deployment]] = defaultdict(dict)
+    for deployment in Deployment.objects.filter(
+        model_id__in=set(model_ids.values())
+    ).select_related("pool"):
+        by_model[deployment.model_id][deployment.pool.slug] = deployment
+    placed = {}
+    for name, pool in keys:
+        pools = by_model.get(model_ids.get(name, -1), {})
+        if pool is not None and pool in pools:
+            placed[(name, pool)] = pools[pool]
+        elif pool is None and len(pools) == 1:
+            placed[(name, pool)] = next(iter(pools.values()))
+    return placed
