@@ -225,3 +225,27 @@ def test_create_token_command_prints_the_token_alone_on_its_last_line(db, capsys
     assert raw.startswith("tfp_")
     assert token.digest == hashlib.sha256(raw.encode()).hexdigest()
     assert token.scopes == ["ingest", "read"]
+
+
+def test_an_operator_binds_an_ingest_token_to_a_tenant_on_the_page_and_the_command(
+    users, client, tenant_a, capsys
+):
+    from django.core.management import call_command
+
+    client.force_login(users["operator"])
+    refused = client.post(
+        "/tokens/", {"name": "gw", "scopes": ["read"], "bound_tenant": "tenant-a"}
+    )
+    assert "Only an ingest token can be bound" in str(refused.context["form"].errors)
+    response = client.post(
+        "/tokens/", {"name": "acme gateway", "scopes": ["ingest"], "bound_tenant": "tenant-a"}
+    )
+    assert response.context["created"]
+    assert ApiToken.objects.get(name="acme gateway").bound_tenant == tenant_a
+    assert "bound to tenant-a" in response.content.decode()
+
+    call_command("create_token", user="gw", role="operator", scopes="ingest",
+                 bind_tenant="tenant-a")  # fmt: skip
+    assert ApiToken.objects.get(user__username="gw").bound_tenant == tenant_a
+    client.force_login(users["finance"])  # no ingest scope: no binding offered
+    assert "bound_tenant" not in client.get("/tokens/").context["form"].fields
