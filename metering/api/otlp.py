@@ -11,6 +11,7 @@ from drf_spectacular.utils import extend_schema
 
 from metering.api.usage import ERROR_RESPONSES, IngestView, bound_tenant
 from metering.domain.telemetry.otlp_metrics import (
+    latency_points,
     metrics_decode,
     metrics_response,
     token_points,
@@ -133,6 +134,10 @@ class OtlpMetricsView(IngestView):
             body=request.body, content_encoding=request.headers.get("Content-Encoding")
         )
         export = metrics_decode(body=body, content_type=content_type)
-        points = token_points(request=export, pool_attribute=settings.OTLP_POOL_ATTRIBUTE)
-        otlp_metrics_ingest(points=points, now=clock.now())
+        pool_attribute = settings.OTLP_POOL_ATTRIBUTE
+        otlp_metrics_ingest(
+            points=token_points(request=export, pool_attribute=pool_attribute),
+            latencies=latency_points(request=export, pool_attribute=pool_attribute),
+            now=clock.now(),
+        )
         return HttpResponse(metrics_response(content_type=content_type), content_type=content_type)

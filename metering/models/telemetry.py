@@ -223,6 +223,9 @@ class OtlpHourly(models.Model):
     input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)
     points = models.PositiveIntegerField(default=0)  # data points counted (baselines excluded)
+    # Server latency histograms exported with them (s, the form EngineHourly keeps).
+    ttft_histogram = models.JSONField(default=dict)
+    tpot_histogram = models.JSONField(default=dict)
     last_observed_at = models.DateTimeField(null=True)
 
     class Meta:

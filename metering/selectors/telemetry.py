@@ -16,7 +16,12 @@ from django.db.models import Case, Count, F, FloatField, Q, QuerySet, Sum, When
 
 from metering.domain.telemetry.counters import reconciliation_flag
 from metering.domain.telemetry.histogram_json import histogram_from_json
-from metering.domain.telemetry.histograms import Histogram, quantile, share_within
+from metering.domain.telemetry.histograms import (
+    Histogram,
+    histogram_sum,
+    quantile,
+    share_within,
+)
 from metering.models import (
     Deployment,
     DeploymentVersion,
@@ -351,24 +356,47 @@ def engine_latency_list(
     end: datetime,
     quantiles: tuple[float, ...] = (0.5, 0.95, 0.99),
 ) -> list[EngineLatencyHour]:
-    """Per hour: TTFT and TPOT quantiles estimated from the stored histograms."""
+    """Per hour: TTFT and TPOT quantiles estimated from the stored histograms: the scraped
+    engine's, else those exported over OTLP (summed over sources; requests: their count)."""
 
     def estimate(histogram: Histogram | None) -> dict[float, float | None]:
         return {
             q: None if histogram is None else quantile(histogram=histogram, q=q) for q in quantiles
         }
 
+    hours = {
+        row.hour: (
+            row.requests,
+            histogram_from_json(row.ttft_histogram),
+            histogram_from_json(row.tpot_histogram),
+        )
+        for row in EngineHourly.objects.filter(deployment=deployment, hour__gte=start, hour__lt=end)
+    }
+    exported: dict[datetime, list[list[Histogram]]] = {}
+    for row in OtlpHourly.objects.filter(deployment=deployment, hour__gte=start, hour__lt=end):
+        if row.hour not in hours:
+            sums = exported.setdefault(row.hour, [[], []])
+            for index, data in enumerate((row.ttft_histogram, row.tpot_histogram)):
+                histogram = histogram_from_json(data)
+                if histogram is not None:
+                    sums[index].append(histogram)
+    for hour, (ttft, tpot) in exported.items():
+        merged = [histogram_sum(histograms=h) if _same_edges(h) else None for h in (ttft, tpot)]
+        hours[hour] = (int(merged[0].count) if merged[0] else 0, *merged)
     return [
         EngineLatencyHour(
-            hour=row.hour,
-            requests=row.requests,
-            ttft_quantiles=estimate(histogram_from_json(row.ttft_histogram)),
-            tpot_quantiles=estimate(histogram_from_json(row.tpot_histogram)),
+            hour=hour,
+            requests=requests,
+            ttft_quantiles=estimate(ttft),
+            tpot_quantiles=estimate(tpot),
         )
-        for row in EngineHourly.objects.filter(
-            deployment=deployment, hour__gte=start, hour__lt=end
-        ).order_by("hour")
+        for hour, (requests, ttft, tpot) in sorted(hours.items())
     ]
+
+
+def _same_edges(histograms: list[Histogram]) -> bool:
+    """Histograms that can be summed: some, all with the same bucket edges."""
+    return bool(histograms) and len({h.edges for h in histograms}) == 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -283,3 +283,41 @@ def test_a_cumulative_series_that_drops_is_a_reset_counting_its_new_value():
     assert point_increase(point(120), {"start": 1, "value": 800})[0] == 120  # lower: a reset
     assert point_increase(point(900, start=2), {"start": 1, "value": 800})[0] == 900  # restart
     assert point_increase(point(70, cumulative=False), {"start": 1, "value": 800}) == (70, None)
+
+
+def test_server_latency_histograms_exported_over_otlp_feed_the_latency_read(portal):
+    """gen_ai.server.time_to_first_token, cumulative: the first export is a baseline, the
+    second adds its requests; the latency read takes them where nothing was scraped."""
+    from opentelemetry.sdk.metrics import Histogram, MeterProvider
+    from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
+    from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
+
+    from metering.models import Deployment, OtlpHourly
+    from metering.selectors.telemetry import engine_latency_list
+
+    url, token = portal
+    reader = InMemoryMetricReader(
+        preferred_temporality={Histogram: AggregationTemporality.CUMULATIVE}
+    )
+    buckets = ExplicitBucketHistogramAggregation(boundaries=[0.1, 0.25, 0.5, 1.0])
+    provider = MeterProvider(
+        metric_readers=[reader],
+        resource=Resource({"service.name": "gateway-a"}),
+        views=[View(instrument_name="gen_ai.server.*", aggregation=buckets)],
+    )
+    ttft = provider.get_meter("gateway").create_histogram("gen_ai.server.time_to_first_token", "s")
+    model = {"gen_ai.request.model": "llama-70b"}
+    ttft.record(0.2, model)
+    assert _export(url, token, reader) == 200  # a baseline
+    for seconds in (0.05, 0.2, 0.2, 0.4):
+        ttft.record(seconds, model)
+    assert _export(url, token, reader) == 200
+
+    [row] = OtlpHourly.objects.all()
+    assert row.ttft_histogram["cumulative"] == [1, 3, 4, 4, 4]  # ≤0.1, ≤0.25, ≤0.5, ≤1, +Inf
+    assert row.ttft_histogram["count"] == 4
+    [hour] = engine_latency_list(
+        deployment=Deployment.objects.get(), start=row.hour, end=row.hour + timedelta(hours=1)
+    )
+    assert hour.requests == 4
+    assert hour.ttft_quantiles[0.5] == pytest.approx(0.175)  # inside (0.1, 0.25]: 1 + 2 × 0.5

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from metering.domain.telemetry.histograms import Histogram
+from metering.domain.telemetry.histograms import Histogram, histogram_sum
 
 
 def _le(edge: float) -> str:
@@ -40,3 +40,16 @@ def histogram_from_json(data: Mapping[str, Any] | None) -> Histogram | None:
         sum=float(data["sum"]),
         count=float(data["count"]),
     )
+
+
+def histogram_merge(*, stored: Mapping[str, Any], increase: Histogram | None) -> dict[str, Any]:
+    """A stored hour's histogram (JSON) with an increase added: the increase alone over an
+    empty hour; an empty increase never coarsens the stored edges."""
+    before = histogram_from_json(stored)
+    if increase is None:
+        return dict(stored)
+    if before is None or before.count <= 0:
+        return histogram_to_json(increase)
+    if increase.count <= 0 and increase.edges != before.edges:
+        return dict(stored)
+    return histogram_to_json(histogram_sum(histograms=[before, increase]))

@@ -12,8 +12,12 @@ from typing import Any
 from django.db.models import F
 
 from metering.domain.telemetry.engines import EngineStats, engine_deltas, engine_stats_sum
-from metering.domain.telemetry.histogram_json import histogram_from_json, histogram_to_json
-from metering.domain.telemetry.histograms import Histogram, histogram_sum
+from metering.domain.telemetry.histogram_json import (
+    histogram_from_json,
+    histogram_merge,
+    histogram_to_json,
+)
+from metering.domain.telemetry.histograms import Histogram
 from metering.models import Deployment, EngineHourly, ModelAlias, Pool, ServedModel
 
 # The per-request TPOT histogram; the ITL families are fallbacks (data-formats.md §8.6).
@@ -144,7 +148,7 @@ def _add_engine_increase(
         requests=F("requests") + _tokens(increase.requests_total),
         aborted_requests=F("aborted_requests") + _tokens(increase.requests_aborted),
         requests_by_reason=by_reason,
-        ttft_histogram=_merge_histogram(stored=row.ttft_histogram, increase=increase.ttft),
+        ttft_histogram=histogram_merge(stored=row.ttft_histogram, increase=increase.ttft),
         tpot_histogram=tpot_json,
         tpot_family=tpot_family,
         gauges=gauges,
@@ -153,17 +157,6 @@ def _add_engine_increase(
         kv_cache_usage=_gauge_mean(gauges, "kv_cache_usage"),
         last_observed_at=now,
     )
-
-
-def _merge_histogram(*, stored: Mapping[str, Any], increase: Histogram | None) -> dict[str, Any]:
-    before = histogram_from_json(stored)
-    if increase is None:
-        return dict(stored)
-    if before is None or before.count <= 0:
-        return histogram_to_json(increase)
-    if increase.count <= 0 and increase.edges != before.edges:
-        return dict(stored)  # an empty increase must not coarsen the stored edges
-    return histogram_to_json(histogram_sum(histograms=[before, increase]))
 
 
 def _merge_tpot(
@@ -175,7 +168,7 @@ def _merge_tpot(
     if increase is None:
         return dict(stored), stored_family
     if before is None or before.count <= 0 or not stored_family or stored_family == family:
-        return _merge_histogram(stored=stored, increase=increase), family
+        return histogram_merge(stored=stored, increase=increase), family
     if _PER_REQUEST_TPOT in family and _PER_REQUEST_TPOT not in stored_family:
         return histogram_to_json(increase), family
     return dict(stored), stored_family

@@ -10,7 +10,13 @@ from datetime import UTC, datetime, timedelta
 from django.db import transaction
 from django.db.models import F
 
-from metering.domain.telemetry.otlp_metrics import TokenPoint, point_increase
+from metering.domain.telemetry.histogram_json import histogram_merge
+from metering.domain.telemetry.otlp_metrics import (
+    LatencyPoint,
+    TokenPoint,
+    latency_increase,
+    point_increase,
+)
 from metering.models import Deployment, ModelAlias, OtlpHourly, OtlpMetricState, ServedModel
 from portal.periods import hour_floor
 
@@ -25,49 +31,67 @@ class OtlpMetricsResult:
     deployments: tuple[str, ...]  # slugs whose hours were written
 
 
-def otlp_metrics_ingest(*, points: list[TokenPoint], now: datetime) -> OtlpMetricsResult:
+def otlp_metrics_ingest(
+    *, points: list[TokenPoint], latencies: list[LatencyPoint], now: datetime
+) -> OtlpMetricsResult:
     """Add each point's increase to its deployment's hour (the point's time), per source;
     cumulative series keep their last value per source, locked while it is stored. A point
     of an unknown model keeps its series' baseline, so an alias added later does not count
     its whole history."""
-    placed = _deployments({(p.model, p.pool) for p in points})
-    added: dict[tuple[int, datetime, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    every = [*points, *latencies]
+    placed = _deployments({(p.model, p.pool) for p in every})
+    added: dict[tuple[int, datetime, str], list] = defaultdict(lambda: [0.0, 0.0, 0, {}])
     unknown: set[str] = set()
     counted = 0
     with transaction.atomic():
-        for source in sorted({p.source for p in points}):
+        for source in sorted({p.source for p in every}):
             OtlpMetricState.objects.get_or_create(source=source)
             holder = OtlpMetricState.objects.select_for_update().get(source=source)
             state = dict(holder.state)
-            for point in (p for p in points if p.source == source):
-                increase, kept = point_increase(point, state.get(point.series))
+            for point in (p for p in every if p.source == source):
+                if isinstance(point, LatencyPoint):
+                    increase, kept = latency_increase(point, state.get(point.series))
+                else:
+                    increase, kept = point_increase(point, state.get(point.series))
                 if kept is not None:
                     state[point.series] = kept
                 deployment = placed.get((point.model, point.pool))
                 if deployment is None:
-                    unknown.add(
-                        point.model if point.pool is None else f"{point.model}@{point.pool}"
-                    )
+                    name = point.model if point.pool is None else f"{point.model}@{point.pool}"
+                    unknown.add(name)
                     continue
-                if not increase:
-                    continue
-                counted += 1
                 hour = hour_floor(_EPOCH + timedelta(microseconds=point.time_ns // 1000))
                 sums = added[(deployment.pk, hour, source)]
-                sums[0 if point.direction == "input" else 1] += increase
-                sums[2] += 1
+                if isinstance(point, LatencyPoint):
+                    if increase.count > 0:
+                        sums[3][point.name] = increase
+                        counted += 1
+                elif increase:
+                    sums[0 if point.direction == "input" else 1] += increase
+                    sums[2] += 1
+                    counted += 1
             OtlpMetricState.objects.filter(pk=holder.pk).update(state=state)
-        for (deployment_id, hour, source), (inputs, outputs, count) in sorted(added.items()):
-            OtlpHourly.objects.get_or_create(deployment_id=deployment_id, hour=hour, source=source)
-            OtlpHourly.objects.filter(deployment_id=deployment_id, hour=hour, source=source).update(
+        for (deployment_id, hour, source), (inputs, outputs, count, latency) in sorted(
+            added.items(), key=lambda item: item[0]
+        ):
+            row, _ = OtlpHourly.objects.select_for_update().get_or_create(
+                deployment_id=deployment_id, hour=hour, source=source
+            )
+            OtlpHourly.objects.filter(pk=row.pk).update(
                 input_tokens=F("input_tokens") + round(inputs),
                 output_tokens=F("output_tokens") + round(outputs),
                 points=F("points") + count,
+                ttft_histogram=histogram_merge(
+                    stored=row.ttft_histogram, increase=latency.get("ttft")
+                ),
+                tpot_histogram=histogram_merge(
+                    stored=row.tpot_histogram, increase=latency.get("tpot")
+                ),
                 last_observed_at=now,
             )
     slugs = {d.pk: d.slug for d in placed.values()}
     return OtlpMetricsResult(
-        points=len(points),
+        points=len(every),
         counted=counted,
         unknown_models=tuple(sorted(unknown)),
         deployments=tuple(sorted({slugs[d] for d, _, _ in added})),
