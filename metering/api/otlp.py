@@ -47,11 +47,7 @@ class OtlpTracesView(IngestView):
         },
     )
     def post(self, request):
-        content_type_check(request=request, allowed=(PROTOBUF, JSON))
-        content_type = request.content_type.split(";")[0].strip().lower()
-        body = decompress_body(
-            body=request.body, content_encoding=request.headers.get("Content-Encoding")
-        )
+        content_type, body = _body(request)
         export = traces_decode(body=body, content_type=content_type)
         bound = bound_tenant(request)
         spans = spans_to_items(
@@ -79,6 +75,14 @@ class OtlpTracesView(IngestView):
             ),
             content_type=content_type,
         )
+
+
+def _body(request) -> tuple[str, bytes]:
+    """The export's media type (protobuf or JSON) and its decompressed bytes."""
+    content_type_check(request=request, allowed=(PROTOBUF, JSON))
+    content_type = request.content_type.split(";")[0].strip().lower()
+    encoding = request.headers.get("Content-Encoding")
+    return content_type, decompress_body(body=request.body, content_encoding=encoding)
 
 
 def _store(items: list, errors: list[EventError], bound: str | None) -> list[EventError]:
@@ -128,11 +132,7 @@ class OtlpMetricsView(IngestView):
         },
     )
     def post(self, request):
-        content_type_check(request=request, allowed=(PROTOBUF, JSON))
-        content_type = request.content_type.split(";")[0].strip().lower()
-        body = decompress_body(
-            body=request.body, content_encoding=request.headers.get("Content-Encoding")
-        )
+        content_type, body = _body(request)
         export = metrics_decode(body=body, content_type=content_type)
         pool_attribute = settings.OTLP_POOL_ATTRIBUTE
         otlp_metrics_ingest(
