@@ -43,6 +43,7 @@ API_LISTS = {
     "/api/v1/tenants": CONFIGURATION,
     "/api/v1/audit": {"operator"},
     "/api/v1/usage": TENANT_DATA,
+    "/api/v1/usage/rejections": {"operator"},  # the ingestion debugger
     "/api/v1/pools": FACTORY_READ,
     "/api/v1/models": FACTORY_READ,
     "/api/v1/deployments": FACTORY_READ,

@@ -28,7 +28,9 @@ def test_celery_beat_schedule_loads_every_job_with_a_registered_task():
 
     app.loader.import_default_modules()
     schedule = settings.CELERY_BEAT_SCHEDULE
-    assert set(schedule) == {"scrape", "fold", "measure", "rate", "invoice", "flywheel"}
+    assert set(schedule) == {
+        "scrape", "fold", "measure", "rate", "invoice", "flywheel", "retention",
+    }  # fmt: skip
     for entry in schedule.values():
         assert entry["task"] in app.tasks, entry["task"]
     assert schedule["scrape"]["schedule"] == 30.0

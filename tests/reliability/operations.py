@@ -192,6 +192,37 @@ def _cloudevent(n: int) -> dict:
     }
 
 
+def _otlp_spans(n: int) -> dict:
+    """An OTLP/JSON trace export of one GenAI span (ids in hex, as OTLP/JSON writes them)."""
+    end = 1772445600 * 10**9  # 2026-03-02T10:00:00Z
+    attributes = [
+        {"key": "tenant.id", "value": {"stringValue": "tenant-a"}},
+        {"key": "gen_ai.request.model", "value": {"stringValue": "llama-70b"}},
+        {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "10"}},
+        {"key": "gen_ai.usage.output_tokens", "value": {"intValue": "5"}},
+    ]
+    span = {"traceId": f"{n:032x}", "spanId": f"{n:016x}", "name": "chat",
+            "startTimeUnixNano": str(end - 10**9), "endTimeUnixNano": str(end),
+            "attributes": attributes}  # fmt: skip
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "fuzz"}}]}
+    return {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": [span]}]}]}
+
+
+def _otlp_metrics(n: int) -> dict:
+    """An OTLP/JSON metric export: one delta point of gen_ai.client.token.usage."""
+    point = {
+        "attributes": [
+            {"key": "gen_ai.request.model", "value": {"stringValue": "llama-70b"}},
+            {"key": "gen_ai.token.type", "value": {"stringValue": "output"}},
+        ],
+        "startTimeUnixNano": "1772445000000000000", "timeUnixNano": "1772445600000000000",
+        "count": "1", "sum": 5 + n, "bucketCounts": ["1"], "explicitBounds": [],
+    }  # fmt: skip
+    metric = {"name": "gen_ai.client.token.usage", "unit": "{token}",
+              "histogram": {"dataPoints": [point], "aggregationTemporality": 1}}  # fmt: skip
+    return {"resourceMetrics": [{"scopeMetrics": [{"metrics": [metric]}]}]}
+
+
 def _openai_line(n: int) -> str:
     return json.dumps(
         {
@@ -427,6 +458,12 @@ WRITES: dict[tuple[str, str], Write] = {
         ),
         scope="ingest",
     ),
+    ("POST", "/api/v1/otlp/v1/traces"): Write(
+        OPERATOR, lambda w, n: Req(body=_otlp_spans(n)), scope="ingest"
+    ),
+    ("POST", "/api/v1/otlp/v1/metrics"): Write(
+        OPERATOR, lambda w, n: Req(body=_otlp_metrics(n)), scope="ingest"
+    ),
     **_dated(
         "/api/v1/contracts/",
         COMMERCIAL,
@@ -533,17 +570,21 @@ WRITES: dict[tuple[str, str], Write] = {
 }
 
 
+UNFINGERPRINTED = {"portal.ApiToken", "metering.IngestRejection"}
+
+
 def database_fingerprint() -> dict[str, str]:
     """A digest of every row of the project's tables (PostgreSQL): equal fingerprints show
     that a refused request changed nothing. Token rows are left out: authenticating touches
-    their last use."""
+    their last use; so is the ingestion debugger's record of refused batches, whose whole
+    point is to keep that a batch was refused (never its payload)."""
     digests = {}
     with connection.cursor() as cursor:
         for model in apps.get_models():
             meta = model._meta
             if meta.app_label not in ("auth", "portal", "metering", "billing", "flywheel"):
                 continue
-            if meta.proxy or not meta.managed or meta.label == "portal.ApiToken":
+            if meta.proxy or not meta.managed or meta.label in UNFINGERPRINTED:
                 continue
             cursor.execute(
                 f"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) "  # noqa: S608

@@ -170,6 +170,9 @@ API_CASES: dict[tuple[str, str], Reach | Listing] = {
     ("POST", "/api/v1/usage/cloudevents"): FORBIDDEN,
     ("POST", "/api/v1/usage/events"): FORBIDDEN,
     ("POST", "/api/v1/usage/openai-batch"): FORBIDDEN,
+    ("GET", "/api/v1/usage/rejections"): FORBIDDEN_LIST,
+    ("POST", "/api/v1/otlp/v1/traces"): FORBIDDEN,
+    ("POST", "/api/v1/otlp/v1/metrics"): FORBIDDEN,
     ("GET", "/metrics"): FORBIDDEN_LIST,
 }
 

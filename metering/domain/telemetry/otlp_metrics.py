@@ -16,7 +16,6 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, NamedTuple
 
-import msgspec
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -34,6 +33,7 @@ from metering.domain.usage.otlp import (
     SOURCE_PREFIX,
     UNKNOWN_SERVICE,
     attributes_of,
+    json_object,
 )
 
 # Metric and attribute names (not secrets).
@@ -94,12 +94,7 @@ def metrics_decode(*, body: bytes, content_type: str) -> ExportMetricsServiceReq
         except DecodeError as exc:
             raise BatchError(f"is not an OTLP protobuf ExportMetricsServiceRequest: {exc}") from exc
         return request
-    try:
-        decoded = msgspec.json.decode(body)
-    except msgspec.DecodeError as exc:
-        raise BatchError(f"is not valid JSON: {exc}") from exc
-    if type(decoded) is not dict:
-        raise BatchError("must be a JSON object (an ExportMetricsServiceRequest)")
+    decoded = json_object(body, message="ExportMetricsServiceRequest")
     try:
         json_format.ParseDict(decoded, request, ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError) as exc:

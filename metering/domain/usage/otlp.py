@@ -27,7 +27,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from metering.domain.usage.body import MAX_EVENTS, BatchError, PayloadTooLarge
+from metering.domain.usage.body import MAX_EVENTS, BatchError, PayloadTooLarge, json_decode
 from metering.domain.usage.fields import REQUIRED, EventError
 
 PROTOBUF: Final = "application/x-protobuf"
@@ -80,12 +80,7 @@ def traces_decode(*, body: bytes, content_type: str) -> ExportTraceServiceReques
         except DecodeError as exc:
             raise BatchError(f"is not an OTLP protobuf ExportTraceServiceRequest: {exc}") from exc
     else:
-        try:
-            decoded = msgspec.json.decode(body)
-        except msgspec.DecodeError as exc:
-            raise BatchError(f"is not valid JSON: {exc}") from exc
-        if type(decoded) is not dict:
-            raise BatchError("must be a JSON object (an ExportTraceServiceRequest)")
+        decoded = json_object(body, message="ExportTraceServiceRequest")
         try:
             json_format.ParseDict(_ids_as_base64(decoded), request, ignore_unknown_fields=True)
         except (json_format.ParseError, ValueError, TypeError) as exc:
@@ -94,6 +89,19 @@ def traces_decode(*, body: bytes, content_type: str) -> ExportTraceServiceReques
     if count > MAX_EVENTS:
         raise PayloadTooLarge(f"an export holds at most {MAX_EVENTS} spans; this one has {count}")
     return request
+
+
+def json_object(body: bytes, *, message: str) -> dict:
+    """An OTLP/JSON body decoded (BatchError when it is not a JSON object)."""
+    try:
+        decoded = json_decode(body)
+    except msgspec.DecodeError as exc:
+        raise BatchError(f"is not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise BatchError("is not valid JSON: it is nested too deeply") from None
+    if type(decoded) is not dict:
+        raise BatchError(f"must be a JSON object (an {message})")
+    return decoded
 
 
 def _ids_as_base64(decoded: dict) -> dict:

@@ -125,7 +125,10 @@ def batch_sources(events: Sequence) -> str:
     as the ingestion debugger names them."""
     names = set()
     for event in events:
-        source = event.get("source", "default") if type(event) is dict else event.source
+        if type(event) is dict:
+            source = event.get("source", "default")
+        else:  # an EventIn, or None for a record that could not be converted
+            source = getattr(event, "source", None)
         if type(source) is str:
             names.add(source)
     return ", ".join(sorted(names))[:128]
