@@ -103,7 +103,7 @@ def test_metering_page_flags_the_hour_beyond_tolerance_only(
     assert response.status_code == 200
     tables = _tables(response)
     assert tables["Reconciliation by deployment"] == [
-        ["llama-70b@h100-a", "h100-a", "2", "1 flagged", "2.1 M", "2.0 M", "2.7%"]
+        ["llama-70b@h100-a", "h100-a", "2", "1 flagged", "2.1 M", "—", "2.0 M", "2.7%"]
     ]
     assert tables["Flagged deployment-hours"] == [
         [
@@ -135,6 +135,7 @@ def test_metering_page_shows_no_flag_within_tolerance(session_client, users, ten
             "1",
             "none: all within tolerance",
             "510.0 k",
+            "—",  # no OTLP metrics exported
             "500.0 k",
             "2.0%",
         ]
