@@ -1,5 +1,6 @@
-"""Demo billing: list prices from demo-factory.md, a contract per tenant, promotions, and the
-invoices of every complete month in the data, paid over their terms (one late, one open)."""
+"""Demo billing: list prices from demo-factory.md, a contract per tenant, promotions, and every
+complete month of the data closed by the month-end close, its invoices paid over their terms
+(one late, one open and overdue), and one disputed invoice credited after payment."""
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -8,8 +9,11 @@ from typing import TextIO
 from django.conf import settings
 from django.db.models import Min
 
-from billing.models import Contract, Invoice, Price, PromotionalCredit
-from billing.services.invoices import invoice_pay, invoice_run
+from billing.domain.rating.types import LineKind
+from billing.models import Contract, CreditNote, Invoice, Price, PromotionalCredit
+from billing.services.close import close_run
+from billing.services.credit_notes import credit_note_issue
+from billing.services.invoices import invoice_pay
 from billing.services.pricing import contract_create, price_create, promotion_grant
 from metering.selectors.factory import served_model_get
 from metering.selectors.usage import hourly_usage_list
@@ -52,6 +56,11 @@ PAYMENT_TERMS = {"initech": 15, "umbrella": 15, "stark": 15, "soylent": 15, "dun
 PAYS_AFTER_DAYS = {"acme": 9, "initech": 6, "umbrella": 23, "stark": 14, "hooli": 27}
 NEVER_PAYS_OLDEST = "soylent"
 INVOICE_RUN_HOUR = timedelta(hours=2)  # the month-end close runs at 02:00 UTC on the 1st
+# Acme disputes part of its first invoice after paying it: two lines credited 5% each, on the
+# 20th of the next month, settled to its credit balance, which its next invoice draws.
+DISPUTING = "acme"
+DISPUTE_SHARE = Decimal("0.05")
+DISPUTE_DAY = timedelta(days=19, hours=10)
 
 
 @demo_step("billing: price book, contracts, promotions, the closed months' invoices and payments")
@@ -100,9 +109,9 @@ def demo_billing(*, stdout: TextIO) -> None:
 
 
 def _invoice_closed_months(*, now, stdout: TextIO) -> None:
-    """Invoice every month of the data that is over, oldest first, as the month-end close
+    """Close every month of the data that is over, oldest first, as the month-end close
     would have at 02:00 on the 1st (or now, if that is still ahead); record each payment
-    made by now, before the next month closes, as the books would have it."""
+    made by now, and the dispute, before the next month closes, as the books would have it."""
     data = hourly_usage_list(end=month_start(now)).aggregate(first=Min("hour"))["first"]
     if data is None:
         return
@@ -120,7 +129,9 @@ def _invoice_closed_months(*, now, stdout: TextIO) -> None:
             if paid_at <= issued_at:
                 invoice_pay(invoice=invoice, paid_at=paid_at)
         payments = [(t, i) for t, i in payments if t > issued_at]
-        run = invoice_run(month_start=month, now=issued_at)
+        if index == 1 and month + DISPUTE_DAY <= now:
+            _dispute(month=months[0], at=month + DISPUTE_DAY, stdout=stdout)
+        run = close_run(month_start=month, now=issued_at)
         for invoice in run.issued:
             slug = invoice.tenant.slug
             if invoice.status != Invoice.Status.ISSUED:
@@ -135,8 +146,32 @@ def _invoice_closed_months(*, now, stdout: TextIO) -> None:
             )
             if paid_at <= now:
                 payments.append((paid_at, invoice))
-        stdout.write(f"  {len(run.issued)} invoices for {month:%Y-%m}\n")
+        stdout.write(f"  {month:%Y-%m} closed: {len(run.issued)} invoices\n")
         for slug, message in run.errors.items():
-            stdout.write(f"  {slug}: not invoiced: {message}\n")
+            stdout.write(f"  {slug}: not billed: {message}\n")
     for paid_at, invoice in sorted(payments, key=lambda p: p[0]):
         invoice_pay(invoice=invoice, paid_at=paid_at)
+
+
+def _dispute(*, month, at, stdout: TextIO) -> None:
+    """The disputing tenant's invoice for `month`, paid, credited on two lines."""
+    invoice = Invoice.objects.filter(
+        tenant__slug=DISPUTING, period_start=month, status=Invoice.Status.PAID
+    ).first()
+    if invoice is None or CreditNote.objects.filter(invoice=invoice).exists():
+        return
+    lines = sorted(
+        invoice.lines.filter(kind=LineKind.USAGE, amount__gt=0), key=lambda line: -line.amount
+    )[:2]
+    note = credit_note_issue(
+        invoice=invoice,
+        reason=CreditNote.Reason.DISPUTE,
+        settle=CreditNote.Settle.BALANCE,
+        lines=[
+            {"line": line.pk, "amount": (line.amount * DISPUTE_SHARE).quantize(Decimal("0.01"))}
+            for line in lines
+        ],
+        memo="Disputed throughput during the maintenance of the first week",
+        now=at,
+    )
+    stdout.write(f"  {note.number}: {invoice.number} credited {note.total} (dispute)\n")

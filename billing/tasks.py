@@ -5,40 +5,39 @@ from datetime import UTC, datetime, timedelta
 
 from celery import shared_task
 
-from billing.services.invoices import invoice_run
+from billing.services.close import close_run
 from billing.services.rated import rated_usage_update
 from portal import clock
 from portal.periods import month_start
-from portal.pipeline import MEASURE, RATE, stage_begin, stages_run
+from portal.pipeline import RATE, stage_begin
 
 log = logging.getLogger(__name__)
 
 
 @shared_task(
-    name="billing.invoice_month",
+    name="billing.close",
     acks_late=True,
     reject_on_worker_lost=True,
     time_limit=3600,
     max_retries=0,
     ignore_result=True,
 )
-def invoice_month_task(month: str | None = None) -> None:
-    """Rate last month (or `month`, YYYY-MM), post it to the ledger and issue invoices, after
-    running the stages before the measurement (the fold and the rating) in this process.
-    Idempotent: a tenant-month already invoiced is skipped, so a redelivery issues nothing."""
+def close_task(month: str | None = None) -> None:
+    """The month-end close of last month (or `month`, YYYY-MM), or its resumption
+    (billing.services.close): a redelivery after a killed worker resumes it at the step it
+    was in."""
     start = (
         datetime.strptime(month, "%Y-%m").replace(tzinfo=UTC)
         if month
         else month_start(month_start(clock.now()) - timedelta(days=1))
     )
-    stages_run(before=MEASURE)
-    run = invoice_run(month_start=start)
+    run = close_run(month_start=start)
     log.info(
-        "invoice %s: %d issued, %d existing, %d nothing due, %d errors %s",
+        "close %s: steps %s, %d invoices issued, %d credit notes, %d errors %s",
         f"{start:%Y-%m}",
+        ",".join(run.steps) or "none left",
         len(run.issued),
-        len(run.existing),
-        len(run.nothing_due),
+        len(run.credit_notes),
         len(run.errors),
         run.errors or "",
     )

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from billing.views import credits, invoices, ledger, pricing, rating
+from billing.views import close, credits, invoices, ledger, pricing, rating
 
 urlpatterns = [
     path("prices/", pricing.price_book, name="price-book"),
@@ -23,6 +23,15 @@ urlpatterns = [
         {"action": "void"},
         name="invoice-page-void",
     ),
+    path("invoices/<int:pk>/credit/", close.invoice_credit, name="invoice-page-credit"),
+    path("close/", close.close_index, name="close-page"),
+    path("close/<str:month>/", close.close_month, name="close-month-page"),
+    path("close/<str:month>/pdf/", close.close_pdf, name="close-month-pdf"),
+    path("receivables/", close.receivables, name="receivables-page"),
+    path("credit-notes/", close.credit_notes, name="credit-notes-page"),
+    path("credit-notes/<int:pk>/", close.credit_note_detail, name="credit-note-page"),
+    path("credit-notes/<int:pk>/pdf/", close.credit_note_pdf, name="credit-note-pdf"),
+    path("credit-notes/<int:pk>/csv/", close.credit_note_csv, name="credit-note-csv"),
     path("realization/", rating.realization, name="realization"),
     path("sla/", credits.sla, name="sla-page"),
 ]

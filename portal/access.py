@@ -30,6 +30,7 @@ class Capability(StrEnum):
     READ_AGGREGATES = "read_aggregates"  # factory-wide totals without tenant detail
     READ_AUDIT = "read_audit"
     READ_INGESTION = "read_ingestion"  # the ingestion debugger: rejected batches, sources
+    READ_BOOKS = "read_books"  # the month-end close, aged receivables: every tenant's books
     MANAGE_TOKENS = "manage_tokens"
 
 
@@ -42,6 +43,7 @@ CAPABILITIES: dict[Capability, frozenset[Role]] = {
     Capability.READ_AGGREGATES: frozenset({Role.OPERATOR, Role.FINANCE, Role.INVESTOR}),
     Capability.READ_AUDIT: frozenset({Role.OPERATOR}),
     Capability.READ_INGESTION: frozenset({Role.OPERATOR}),
+    Capability.READ_BOOKS: frozenset({Role.OPERATOR, Role.FINANCE}),
     Capability.MANAGE_TOKENS: frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
 }
 

@@ -147,12 +147,14 @@ class AuditEntry(models.Model):
 
 
 class ClosedMonth(models.Model):
-    """A UTC month whose invoice run has issued its invoices (and closed its SLA): nothing
-    may take effect inside it afterwards (kpis.md, Closed months). Written by billing's
-    invoice run through portal.closing, read by every write that could move its figures."""
+    """A UTC month locked by the first step of its month-end close: nothing may take effect
+    inside it afterwards (kpis.md, Closed months) but the close's own postings, while it
+    runs (`closing`). Written by billing's close through portal.closing, read by every
+    write that could move its figures."""
 
     month = models.DateTimeField(unique=True)  # first instant of the UTC month
     closed_at = models.DateTimeField()
+    closing = models.BooleanField(default=False)  # its close is still issuing and posting
 
     class Meta:
         ordering = ["month"]

@@ -27,6 +27,14 @@ NAV: list[NavItem] = [
     NavItem(
         "Invoices", "invoices", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Billing"
     ),
+    NavItem(
+        "Credit notes",
+        "credit-notes-page",
+        frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
+        "Billing",
+    ),
+    NavItem("Month-end close", "close-page", frozenset({Role.OPERATOR, Role.FINANCE}), "Billing"),
+    NavItem("Receivables", "receivables-page", frozenset({Role.OPERATOR, Role.FINANCE}), "Billing"),
     NavItem("Ledger", "ledger", frozenset({Role.FINANCE}), "Billing"),
     NavItem("Price realization", "realization", frozenset({Role.FINANCE}), "Billing"),
     NavItem("Price book", "price-book", frozenset({Role.OPERATOR, Role.FINANCE}), "Billing"),

@@ -256,3 +256,16 @@ def picker_keys(*, now: datetime | None = None) -> dict[str, list[str]]:
         if key not in quarters:
             quarters.append(key)
     return {"Months": [f"{m:%Y-%m}" for m in months], "Quarters": quarters[:5]}
+
+
+def day_parse(value: str, *, field: str):
+    """A YYYY-MM-DD day within the years the portal takes; a 400 naming `field` otherwise."""
+    try:
+        day = parse_date(value.strip())
+    except (ValueError, OverflowError):
+        raise FieldError(field, "is not a possible date") from None
+    if day is None:
+        raise FieldError(field, "must be a day, YYYY-MM-DD")
+    if not FIRST_YEAR <= day.year <= LAST_YEAR:
+        raise FieldError(field, f"must be within the years {FIRST_YEAR}–{LAST_YEAR}")
+    return day

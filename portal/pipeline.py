@@ -87,6 +87,13 @@ def stages_run(*, before: str | None = None) -> None:
         _task(name).apply(throw=True)
 
 
+def stage_run(name: str) -> None:
+    """Run the stage `name` once, in this process, by task name (the close's own rate)."""
+    if name not in STAGES:
+        raise ValueError(f"unknown stage {name!r}: one of {', '.join(STAGES)}")
+    _task(name).apply(throw=True)
+
+
 def _task(name: str):
     """The registered task of a stage (the apps' task modules are imported on first use), of
     the portal's Celery app whatever thread asks."""

@@ -369,9 +369,10 @@ CELERY_BEAT_SCHEDULE = {
     # KPI snapshots of the changed days and months; the open day and month to the window's
     # end; closes the days and months that ended.
     "measure": {"task": "flywheel.measure", "schedule": crontab(minute="*/15")},
-    # Rate last month, post it to the ledger, issue invoices and close its SLA.
-    "invoice": {
-        "task": "billing.invoice_month",
+    # The month-end close of last month: lock it, run the stages before billing's, rate,
+    # close its SLA, issue invoices and credit notes (billing.services.close).
+    "close": {
+        "task": "billing.close",
         "schedule": crontab(minute=0, hour=2, day_of_month=1),
     },
     # Retention: purge the ingestion debugger's rejections older than 7 days.

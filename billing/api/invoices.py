@@ -1,5 +1,7 @@
 """Invoices: list, read, finalize, pay and void."""
 
+from decimal import Decimal
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
@@ -8,8 +10,16 @@ from rest_framework.response import Response
 from billing.api.pricing import CommercialRead
 from billing.filters import InvoiceFilterSet
 from billing.models import Invoice, InvoiceLine
-from billing.services.invoices import invoice_finalize, invoice_pay, invoice_void
+from billing.selectors.receivables import days_overdue
+from billing.services.invoices import (
+    invoice_finalize,
+    invoice_outstanding,
+    invoice_pay,
+    invoice_void,
+)
+from portal import clock
 from portal.access import tenant_scoped
+from portal.money import money_str
 
 
 class InvoiceLineSerializer(serializers.ModelSerializer):
@@ -35,6 +45,27 @@ class InvoiceLineSerializer(serializers.ModelSerializer):
 class InvoiceSerializer(serializers.ModelSerializer):
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     lines = InvoiceLineSerializer(many=True, read_only=True)
+    credited = serializers.SerializerMethodField(help_text="the sum of its credit notes")
+    outstanding = serializers.SerializerMethodField(
+        help_text="total − payment − what credit notes reduced"
+    )
+    days_overdue = serializers.SerializerMethodField(
+        help_text="whole UTC days past the due day while something is outstanding"
+    )
+
+    def get_credited(self, invoice) -> str:
+        credited = sum((note.total for note in invoice.credit_notes.all()), Decimal(0))
+        return money_str(amount=credited, currency=invoice.currency)
+
+    def get_outstanding(self, invoice) -> str:
+        return money_str(amount=invoice_outstanding(invoice=invoice), currency=invoice.currency)
+
+    def get_days_overdue(self, invoice) -> int:
+        return days_overdue(
+            invoice=invoice,
+            outstanding=invoice_outstanding(invoice=invoice),
+            today=clock.now().date(),
+        )
 
     class Meta:
         model = Invoice
@@ -48,8 +79,12 @@ class InvoiceSerializer(serializers.ModelSerializer):
             "currency",
             "total",
             "issued_at",
+            "due_at",
             "paid_at",
             "voided_at",
+            "days_overdue",
+            "credited",
+            "outstanding",
             "lines",
         ]
 
@@ -67,7 +102,7 @@ class InvoiceViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_queryset(self):
         return tenant_scoped(
-            Invoice.objects.select_related("tenant").prefetch_related("lines"),
+            Invoice.objects.select_related("tenant").prefetch_related("lines", "credit_notes"),
             user=self.request.user,
         )
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from billing.api import credits, invoices, ledger, pricing
+from billing.api import close, credit_notes, credits, invoices, ledger, pricing
 from portal.api.routers import Router
 
 router = Router()
@@ -11,5 +11,12 @@ router.register("contracts", pricing.ContractViewSet, basename="contract")
 router.register("promotions", pricing.PromotionViewSet, basename="promotion")
 router.register("invoices", invoices.InvoiceViewSet, basename="invoice")
 router.register("ledger", ledger.LedgerViewSet, basename="ledger")
+router.register("credit-notes", credit_notes.CreditNoteViewSet, basename="credit-note")
 
-urlpatterns = [path("sla", credits.SlaView.as_view(), name="sla"), *router.urls]
+urlpatterns = [
+    path("sla", credits.SlaView.as_view(), name="sla"),
+    path("close", close.CloseView.as_view(), name="close"),
+    path("close/<str:month>", close.CloseReportView.as_view(), name="close-report"),
+    path("receivables", close.ReceivablesView.as_view(), name="receivables"),
+    *router.urls,
+]

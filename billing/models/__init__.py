@@ -1,4 +1,12 @@
-from billing.models.invoices import Invoice, InvoiceCounter, InvoiceLine, PromotionUse, SlaCredit
+from billing.models.close import CloseStep, MonthClose
+from billing.models.credit_notes import CreditNote, CreditNoteLine
+from billing.models.invoices import (
+    DocumentCounter,
+    Invoice,
+    InvoiceLine,
+    PromotionUse,
+    SlaCredit,
+)
 from billing.models.ledger import Account, AppendOnlyModel, LedgerTransaction, Posting
 from billing.models.pricing import DEFAULT_CREDIT_TIERS, Contract, Price, PromotionalCredit
 from billing.models.rated import (
@@ -13,11 +21,15 @@ __all__ = [
     "DEFAULT_CREDIT_TIERS",
     "Account",
     "AppendOnlyModel",
+    "CloseStep",
     "Contract",
+    "CreditNote",
+    "CreditNoteLine",
+    "DocumentCounter",
     "Invoice",
-    "InvoiceCounter",
     "InvoiceLine",
     "LedgerTransaction",
+    "MonthClose",
     "Posting",
     "Price",
     "PromotionUse",

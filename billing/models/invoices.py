@@ -30,6 +30,8 @@ class Invoice(models.Model):
     issued_at = models.DateTimeField(null=True, blank=True)
     due_at = models.DateTimeField(null=True, blank=True)  # issued + the contract's terms
     paid_at = models.DateTimeField(null=True, blank=True)
+    # The cash its payment brought: the total less what credit notes had reduced by then.
+    paid_amount = models.DecimalField(max_digits=20, decimal_places=4, null=True, blank=True)
     voided_at = models.DateTimeField(null=True, blank=True)
     issue_transaction = models.OneToOneField(
         LedgerTransaction, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
@@ -94,22 +96,35 @@ class InvoiceLine(AppendOnlyModel):
         return self.description
 
 
-class InvoiceCounter(models.Model):
-    """The last invoice number issued in a UTC year; locked by the finalizing transaction so
-    numbers are gapless (a database sequence would leave gaps on rollback)."""
+class DocumentCounter(models.Model):
+    """The last number issued in one series (`INV` invoices, `CN` credit notes) and UTC year;
+    locked by the issuing transaction so numbers are gapless (a database sequence would
+    leave gaps on rollback)."""
 
-    year = models.PositiveIntegerField(primary_key=True)
+    series = models.CharField(max_length=4)
+    year = models.PositiveIntegerField()
     last = models.PositiveIntegerField(default=0)
 
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["series", "year"], name="document_counter_series_year")
+        ]
+
     def __str__(self) -> str:
-        return f"{self.year}: {self.last}"
+        return f"{self.series}-{self.year}: {self.last}"
 
 
 class PromotionUse(AppendOnlyModel):
-    """What one invoice consumed of one promotional credit (the rounded, billed amount)."""
+    """What one month's document consumed of one promotional credit (the rounded, billed
+    amount): its invoice, or the credit note of a month that netted below zero."""
 
     credit = models.ForeignKey(PromotionalCredit, on_delete=models.PROTECT, related_name="uses")
-    invoice = models.ForeignKey(Invoice, on_delete=models.PROTECT, related_name="promotion_uses")
+    invoice = models.ForeignKey(
+        Invoice, null=True, on_delete=models.PROTECT, related_name="promotion_uses"
+    )
+    credit_note = models.ForeignKey(
+        "billing.CreditNote", null=True, on_delete=models.PROTECT, related_name="promotion_uses"
+    )
     amount = models.DecimalField(max_digits=20, decimal_places=4)
 
     class Meta:
@@ -137,6 +152,10 @@ class SlaCredit(models.Model):
     )
     invoice = models.ForeignKey(
         Invoice, null=True, blank=True, on_delete=models.PROTECT, related_name="sla_credits"
+    )
+    # Billed instead by the credit note of a month that netted below zero.
+    credit_note = models.ForeignKey(
+        "billing.CreditNote", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

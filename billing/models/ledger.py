@@ -39,9 +39,9 @@ class Account(models.Model):
 
     class Kind(models.TextChoices):
         ASSET = "asset"  # cash, receivables
-        LIABILITY = "liability"  # SLA credits owed to a tenant
+        LIABILITY = "liability"  # SLA credits owed to a tenant, its credit balance
         REVENUE = "revenue"  # list value per model, minimums, adjustments
-        CONTRA_REVENUE = "contra_revenue"  # discounts, SLA credits
+        CONTRA_REVENUE = "contra_revenue"  # discounts, SLA credits, credit notes
         EXPENSE = "expense"  # promotional credits
 
     code = models.CharField(max_length=200, unique=True)  # e.g. "receivable:acme"
@@ -67,6 +67,7 @@ class LedgerTransaction(AppendOnlyModel):
         INVOICE = "invoice"
         PAYMENT = "payment"
         SLA_CREDIT = "sla_credit"
+        CREDIT_NOTE = "credit_note"
         REVERSAL = "reversal"
         MANUAL = "manual"
 

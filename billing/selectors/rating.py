@@ -30,6 +30,7 @@ from billing.domain.rating.types import (
 from billing.domain.rating.types import PromotionalCredit as CreditIn
 from billing.models import (
     Contract,
+    CreditNote,
     Invoice,
     Price,
     PromotionalCredit,
@@ -45,6 +46,7 @@ from billing.selectors.usage_rows import (
     split_hours,
 )
 from metering.selectors.changes import usage_changes_read
+from portal.closing import month_is_closed
 from portal.models import Tenant
 from portal.pipeline import RATE
 
@@ -94,7 +96,8 @@ def _promotions(*, month_start: datetime, tenant_ids=None) -> dict[int, list[Cre
     with late usage, the month bills that usage without credits, so a credit is never
     spent twice nor past its amount. Otherwise: credits in effect before the month ends,
     not expired at its start, less what live invoices of other months consumed (months
-    can be invoiced out of order, and a voided month invoiced again)."""
+    can be invoiced out of order, and a voided month invoiced again). Once the month's close
+    is done, a tenant without a document for it gets none: its late usage bills in full."""
     start, end = month_bounds(month_start=month_start)
     invoices = Invoice.objects.filter(period_start=start).exclude(status=Invoice.Status.VOID)
     credits = PromotionalCredit.objects.filter(effective_from__lt=end).filter(
@@ -103,15 +106,24 @@ def _promotions(*, month_start: datetime, tenant_ids=None) -> dict[int, list[Cre
     if tenant_ids is not None:
         invoices = invoices.filter(tenant_id__in=tenant_ids)
         credits = credits.filter(tenant_id__in=tenant_ids)
+    # A month that netted below zero is billed by the close's credit note instead.
+    netted = CreditNote.objects.filter(period_start=start, invoice__isnull=True)
+    if tenant_ids is not None:
+        netted = netted.filter(tenant_id__in=tenant_ids)
     invoiced = set(invoices.values_list("tenant_id", flat=True))
+    invoiced |= set(netted.values_list("tenant_id", flat=True))
+    if month_is_closed(start, by_close=True):  # closed: what its documents applied, no more
+        invoiced |= {credit.tenant_id for credit in credits}
     available: dict[int, list[CreditIn]] = defaultdict(list)
-    for use in PromotionUse.objects.filter(invoice__in=invoices).select_related("credit"):
+    for use in PromotionUse.objects.filter(
+        Q(invoice__in=invoices) | Q(credit_note__in=netted)
+    ).select_related("credit"):
         available[use.credit.tenant_id].append(_credit_in(use.credit, use.amount))
     credits = [credit for credit in credits if credit.tenant_id not in invoiced]
     used: dict[int, Decimal] = defaultdict(Decimal)  # summed here: SQLite sums floats
     for credit_id, amount in (
         PromotionUse.objects.filter(credit__in=credits)
-        .exclude(invoice__status=Invoice.Status.VOID)
+        .filter(Q(invoice__isnull=True) | ~Q(invoice__status=Invoice.Status.VOID))
         .values_list("credit_id", "amount")
     ):
         used[credit_id] += amount
@@ -257,7 +269,7 @@ def month_billed(*, tenant: Tenant, month_start: datetime) -> RatedMonth | Bille
         raise RatingError(stored.error)
     return BilledMonth(
         currency=stored.currency,
-        lines=tuple(_line_of(line) for line in stored.lines),
+        lines=tuple(line_of(line) for line in stored.lines),
         promotions=tuple(
             PromotionApplication(
                 credit_id=credit_id,
@@ -280,7 +292,8 @@ def line_row(line: InvoiceLine) -> list:
     ]  # fmt: skip
 
 
-def _line_of(row: list) -> InvoiceLine:
+def line_of(row: list) -> InvoiceLine:
+    """A line as RatedTenantMonth.lines keeps it (line_row), read back."""
     kind, model, token, priced, quantity, price, list_amount, discount, amount, pct, text = row
     return InvoiceLine(
         kind=LineKind(kind),

@@ -129,10 +129,11 @@ def _as_decimal(value: Fraction | None) -> Decimal | None:
 
 
 def sla_month_close(
-    *, month_start: datetime, by=None, now: datetime | None = None
+    *, month_start: datetime, by=None, now: datetime | None = None, by_close: bool = False
 ) -> list[SlaCredit]:
     """Record every paid tenant's SLA of a finished month and post its credit, once: a
-    second run finds the rows and posts nothing. Returns the credits created now."""
+    second run finds the rows and posts nothing. Returns the credits created now. The
+    month's close posts them on the month's last day (`by_close`)."""
     created = []
     for figures in sla_figures_list(month_start=month_start, exact=True):
         sla = figures.sla
@@ -170,10 +171,11 @@ def sla_month_close(
                         period_start=month_start,
                         occurred_at=now,
                         accounting_date=accrual_date(
-                            month=month_start, occurred_at=now or clock.now()
+                            month=month_start, occurred_at=now or clock.now(), by_close=by_close
                         ),
                         idempotency_key=f"sla-credit:{sla.tenant.slug}:{sla.month}",
                         by=by,
+                        by_close=by_close,
                     )
                     credit.save(update_fields=["transaction"])
         except IntegrityError:  # a concurrent close recorded it first

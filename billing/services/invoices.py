@@ -1,32 +1,37 @@
-"""Invoices: draft from the rating, issue with a gapless number and a ledger transaction,
-pay, void by reversal; the monthly run that does it for every tenant."""
+"""Invoices: draft a tenant's month from the rating (its late-usage adjustments, SLA credits
+and credit balance drawn), issue it with a gapless number and a ledger transaction, pay it,
+void it by reversal. The month-end close (billing.services.close) does it for every tenant."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Min, Q
 
 from billing.domain.invoices import adjustment_line, invoice_total
 from billing.domain.rating.types import InvoiceLine as LineIn
-from billing.domain.rating.types import LineKind, RatingError, month_bounds
+from billing.domain.rating.types import LineKind, month_bounds
+from billing.domain.receivables import outstanding_amount
 from billing.models import (
+    CreditNote,
+    CreditNoteLine,
     Invoice,
-    InvoiceCounter,
     InvoiceLine,
     LedgerTransaction,
     PromotionalCredit,
     PromotionUse,
+    RatedTenantMonth,
     SlaCredit,
 )
+from billing.selectors.balances import credit_balance
 from billing.selectors.rating import month_billed
-from billing.services.credits import sla_month_close
 from billing.services.ledger import (
     Leg,
+    account_credit_balance,
     account_named,
     account_receivable,
     account_revenue,
@@ -35,16 +40,15 @@ from billing.services.ledger import (
     ledger_post,
     ledger_reverse,
 )
+from billing.services.numbering import document_number
 from billing.services.pricing import contract_in_force
 from billing.services.rated import rating_queue
-from metering.selectors.usage import hourly_usage_list
 from portal import clock
-from portal.closing import month_close
+from portal.closing import closed_months, month_is_closed
 from portal.formatting import decimal_plain, money_text
 from portal.models import Tenant
 from portal.money import round_money
-from portal.periods import month_start as month_of
-from portal.periods import months_before, next_month
+from portal.periods import months_before
 from portal.services import audit_record
 
 ADJUSTMENT_MONTHS = 12  # how far back late usage re-rates invoiced months
@@ -69,50 +73,66 @@ class InvoiceConflict(InvoiceError):
     http_status = 409
 
 
-@dataclass
-class InvoiceRun:
-    """What one run of the monthly job did, per tenant."""
+BILLED_KINDS = (LineKind.USAGE, LineKind.PROMOTION, LineKind.MINIMUM)
 
-    month_start: datetime
-    issued: list[Invoice] = field(default_factory=list)
-    existing: list[Invoice] = field(default_factory=list)
-    nothing_due: list[str] = field(default_factory=list)  # tenant slugs
-    errors: dict[str, str] = field(default_factory=dict)  # tenant slug -> message
-    sla_credits: list[SlaCredit] = field(default_factory=list)  # posted by the month's close
+
+def _billed_months(*, tenant: Tenant, month_start: datetime) -> list[datetime]:
+    """The earlier months late usage may have changed for the tenant (within
+    ADJUSTMENT_MONTHS): those billed by a live invoice or a netted month's credit note, and
+    the closed months it was rated in without a document (all its usage came late)."""
+    since = months_before(month_start, ADJUSTMENT_MONTHS)
+    within = {"period_start__gte": since, "period_start__lt": month_start}
+    months = set(
+        Invoice.objects.filter(tenant=tenant, status__in=LIVE, **within).values_list(
+            "period_start", flat=True
+        )
+    )
+    months |= set(
+        CreditNote.objects.filter(tenant=tenant, invoice=None, **within).values_list(
+            "period_start", flat=True
+        )
+    )
+    rated = RatedTenantMonth.objects.filter(
+        tenant=tenant, month_start__gte=since, month_start__lt=month_start
+    ).values_list("month_start", flat=True)
+    months |= set(rated) & closed_months(start=since, end=month_start)
+    return sorted(months)
+
+
+def _billed_lines(*, tenant: Tenant, month: datetime) -> list[LineIn]:
+    """Every line billed for the month so far: its document's usage, promotion and minimum
+    lines, and the adjustments for it on later invoices."""
+    lines = InvoiceLine.objects.filter(
+        Q(invoice__tenant=tenant, invoice__status__in=LIVE, invoice__period_start=month,
+          kind__in=BILLED_KINDS)
+        | Q(invoice__tenant=tenant, invoice__status__in=LIVE, kind=LineKind.ADJUSTMENT,
+            for_month=month)
+    )  # fmt: skip
+    netted = CreditNoteLine.objects.filter(
+        Q(kind__in=BILLED_KINDS, for_month=month) | Q(kind=LineKind.ADJUSTMENT, for_month=month),
+        credit_note__tenant=tenant,
+        credit_note__invoice=None,
+    )
+    return [_line_in(line) for line in (*lines, *netted)]
 
 
 def _adjustments(*, tenant: Tenant, month_start: datetime) -> list[tuple[LineIn, datetime]]:
-    """Late usage of invoiced months: each re-rated against everything billed for it."""
+    """Late usage of earlier months: each re-rated against everything billed for it."""
     lines = []
-    earlier = Invoice.objects.filter(
-        tenant=tenant,
-        status__in=LIVE,
-        period_start__gte=months_before(month_start, ADJUSTMENT_MONTHS),
-        period_start__lt=month_start,
-    ).order_by("period_start")
-    for invoice in earlier:
-        billed = InvoiceLine.objects.filter(
-            Q(invoice=invoice, kind__in=[LineKind.USAGE, LineKind.PROMOTION, LineKind.MINIMUM])
-            | Q(
-                invoice__tenant=tenant,
-                invoice__status__in=LIVE,
-                kind=LineKind.ADJUSTMENT,
-                for_month=invoice.period_start,
-            )
-        )
-        rerated = month_billed(tenant=tenant, month_start=invoice.period_start)
+    for month in _billed_months(tenant=tenant, month_start=month_start):
+        rerated = month_billed(tenant=tenant, month_start=month)
         line = adjustment_line(
-            month_start=invoice.period_start,
-            invoiced_lines=[_line_in(line) for line in billed],
+            month_start=month,
+            invoiced_lines=_billed_lines(tenant=tenant, month=month),
             rerated_lines=rerated.lines,
-            currency=invoice.currency,
+            currency=rerated.currency or settings.FACTORY_CURRENCY,
         )
         if line is not None:
-            lines.append((line, invoice.period_start))
+            lines.append((line, month))
     return lines
 
 
-def _line_in(line: InvoiceLine) -> LineIn:
+def _line_in(line: InvoiceLine | CreditNoteLine) -> LineIn:
     return LineIn(
         kind=LineKind(line.kind),
         list_amount=line.list_amount,
@@ -124,7 +144,11 @@ def _line_in(line: InvoiceLine) -> LineIn:
 
 def _sla_lines(*, tenant: Tenant, month_start: datetime) -> list[tuple[LineIn, SlaCredit]]:
     credits = SlaCredit.objects.filter(
-        tenant=tenant, invoice__isnull=True, month_start__lt=month_start, amount__gt=0
+        tenant=tenant,
+        invoice__isnull=True,
+        credit_note__isnull=True,
+        month_start__lt=month_start,
+        amount__gt=0,
     ).order_by("month_start")
     zero = round_money(amount=Decimal(0), currency=settings.FACTORY_CURRENCY)
     return [
@@ -150,33 +174,102 @@ def _pct(ratio: Decimal | None) -> str:
     return "n/a" if ratio is None else f"{ratio * 100:.3f}%"
 
 
-@transaction.atomic
-def invoice_draft(*, tenant: Tenant, month_start: datetime) -> tuple[Invoice | None, bool]:
-    """The tenant's invoice for the month as a draft: (invoice, created). Returns the live
-    invoice when one exists, and (None, False) when nothing is due (RatingError propagates)."""
-    start, end = month_bounds(month_start=month_start)
-    existing = Invoice.objects.filter(tenant=tenant, period_start=start).exclude(
-        status=Invoice.Status.VOID
-    )
-    if invoice := existing.first():
-        return invoice, False
+@dataclass
+class MonthLines:
+    """What a tenant's month bills, before its balances are drawn: the rated lines, late
+    usage adjustments and SLA credits waiting, each with the month it refers to."""
+
+    currency: str
+    lines: list[tuple[LineIn, datetime]]
+    sla: list[SlaCredit]
+    promotions: tuple  # the rating's PromotionApplication per credit used
+
+    @property
+    def total(self) -> Decimal:
+        return invoice_total(lines=[line for line, _ in self.lines])
+
+    @property
+    def is_empty(self) -> bool:
+        """Nothing due and nothing to record. Usage that a promotion covered, or late usage
+        and credits that net to zero, still make a document: the ledger must see the revenue
+        and what covered it, and a promotion must not be spent twice."""
+        return self.total == 0 and not any(
+            line.list_amount or line.amount for line, _ in self.lines
+        )
+
+
+def month_lines(*, tenant: Tenant, month_start: datetime) -> MonthLines:
+    """The tenant's month as its document bills it now (RatingError names what is missing)."""
+    start, _ = month_bounds(month_start=month_start)
     rated = month_billed(tenant=tenant, month_start=start)
     lines = [(line, start) for line in rated.lines]
     lines += _adjustments(tenant=tenant, month_start=start)
     sla = _sla_lines(tenant=tenant, month_start=start)
     lines += [(line, credit.month_start) for line, credit in sla]
-    total = invoice_total(lines=[line for line, _ in lines])
-    # Nothing due and nothing to record. Usage that a promotion covered, or late usage and
-    # credits that net to zero, still make an invoice: the ledger must see the revenue and
-    # what covered it, and a promotion must not be spent twice.
-    if total == 0 and not any(line.list_amount or line.amount for line, _ in lines):
+    return MonthLines(
+        currency=rated.currency,
+        lines=lines,
+        sla=[credit for _, credit in sla],
+        promotions=tuple(rated.promotions),
+    )
+
+
+def _balance_line(*, tenant: Tenant, total: Decimal, currency: str) -> LineIn | None:
+    """The `credit` line drawing the tenant's credit balance, up to the amount due."""
+    drawn = min(credit_balance(tenant=tenant), total)
+    if drawn <= 0:
+        return None
+    zero = round_money(amount=Decimal(0), currency=currency)
+    return LineIn(
+        kind=LineKind.CREDIT,
+        list_amount=zero,
+        discount=drawn,
+        amount=-drawn,
+        description=f"Drawn from the credit balance ({money_text(amount=drawn, currency=currency)})",
+    )
+
+
+def _is_current(draft: Invoice, billed: MonthLines) -> bool:
+    """Whether a draft still bills what the month bills now (its balance line aside)."""
+    kept = [
+        (line.kind, line.model, line.token_class, line.quantity, line.amount, line.for_month)
+        for line in draft.lines.exclude(kind=LineKind.CREDIT).order_by("position")
+    ]
+    now = [
+        (str(line.kind), line.model or "", str(line.token_class or ""), line.quantity,
+         line.amount, for_month)
+        for line, for_month in billed.lines
+    ]  # fmt: skip
+    return kept == now
+
+
+@transaction.atomic
+def invoice_draft(*, tenant: Tenant, month_start: datetime) -> tuple[Invoice | None, bool]:
+    """The tenant's invoice for the month as a draft: (invoice, created). Returns the live
+    invoice when one exists; a draft left by an earlier run is discarded (voided, unnumbered)
+    and drafted again when what the month bills has changed since. (None, False) when
+    nothing is due or the month nets below zero (the close credits it instead). RatingError
+    propagates."""
+    start, end = month_bounds(month_start=month_start)
+    billed = month_lines(tenant=tenant, month_start=start)
+    existing = Invoice.objects.select_for_update().filter(tenant=tenant, period_start=start)
+    if invoice := existing.exclude(status=Invoice.Status.VOID).first():
+        if invoice.status != Invoice.Status.DRAFT or _is_current(invoice, billed):
+            return invoice, False
+        invoice.status, invoice.voided_at = Invoice.Status.VOID, clock.now()
+        invoice.save(update_fields=["status", "voided_at"])
+        SlaCredit.objects.filter(invoice=invoice).update(invoice=None)
+    if billed.is_empty or billed.total < 0:
         return None, False
+    lines = list(billed.lines)
+    if balance := _balance_line(tenant=tenant, total=billed.total, currency=billed.currency):
+        lines.append((balance, start))
     invoice = Invoice.objects.create(
         tenant=tenant,
         period_start=start,
         period_end=end,
-        currency=rated.currency,
-        total=total,
+        currency=billed.currency,
+        total=invoice_total(lines=[line for line, _ in lines]),
     )
     InvoiceLine.objects.bulk_create(
         _line_row(invoice, position, line, for_month)
@@ -184,10 +277,10 @@ def invoice_draft(*, tenant: Tenant, month_start: datetime) -> tuple[Invoice | N
     )
     PromotionUse.objects.bulk_create(
         PromotionUse(credit_id=int(use.credit_id), invoice=invoice, amount=use.billed_amount)
-        for use in rated.promotions
+        for use in billed.promotions
         if use.billed_amount > 0
     )
-    SlaCredit.objects.filter(pk__in=[credit.pk for _, credit in sla]).update(invoice=invoice)
+    SlaCredit.objects.filter(pk__in=[credit.pk for credit in billed.sla]).update(invoice=invoice)
     return invoice, True
 
 
@@ -210,46 +303,58 @@ def _line_row(invoice: Invoice, position: int, line: LineIn, for_month: datetime
     )
 
 
+def line_legs(*, tenant: Tenant, kind: str, model: str, list_amount, discount, amount) -> list[Leg]:
+    """The ledger legs of one billed line, beside the receivable (or credit balance) its
+    document settles: revenue at list per model, discounts, promotions, the minimum,
+    adjustments and SLA credits each on their account, the credit balance drawn."""
+    if kind == LineKind.USAGE:
+        return [
+            Leg(account_revenue(model_slug=model), -list_amount),
+            Leg(account_named("contra:discounts"), discount),
+        ]
+    if kind == LineKind.ADJUSTMENT:
+        return [
+            Leg(account_named("revenue:adjustments"), -list_amount),
+            Leg(account_named("contra:discounts"), discount),
+        ]
+    account = {
+        LineKind.PROMOTION: lambda: account_named("expense:promotions"),
+        LineKind.MINIMUM: lambda: account_named("revenue:minimum"),
+        LineKind.SLA_CREDIT: lambda: account_sla_payable(tenant=tenant),
+        LineKind.CREDIT: lambda: account_credit_balance(tenant=tenant),
+    }[LineKind(kind)]()
+    return [Leg(account, -amount)]
+
+
 def _invoice_legs(invoice: Invoice) -> list[Leg]:
-    """Receivable = total; revenue at list per model; discounts, promotions, minimum,
-    adjustments and SLA credits each on their account."""
+    """Receivable = total, and each line's legs (line_legs)."""
     legs = [Leg(account_receivable(tenant=invoice.tenant), invoice.total)]
     for line in invoice.lines.all():
-        if line.kind == LineKind.USAGE:
-            legs.append(Leg(account_revenue(model_slug=line.model), -line.list_amount))
-            legs.append(Leg(account_named("contra:discounts"), line.discount))
-        elif line.kind == LineKind.ADJUSTMENT:
-            legs.append(Leg(account_named("revenue:adjustments"), -line.list_amount))
-            legs.append(Leg(account_named("contra:discounts"), line.discount))
-        elif line.kind == LineKind.PROMOTION:
-            legs.append(Leg(account_named("expense:promotions"), -line.amount))
-        elif line.kind == LineKind.MINIMUM:
-            legs.append(Leg(account_named("revenue:minimum"), -line.amount))
-        elif line.kind == LineKind.SLA_CREDIT:
-            legs.append(Leg(account_sla_payable(tenant=invoice.tenant), -line.amount))
+        legs += line_legs(
+            tenant=invoice.tenant,
+            kind=line.kind,
+            model=line.model,
+            list_amount=line.list_amount,
+            discount=line.discount,
+            amount=line.amount,
+        )
     return legs
 
 
-def _next_number(year: int) -> str:
-    """Lock the year's counter row and take the next number: gapless, because a rollback
-    of the finalizing transaction rolls the counter back too."""
-    InvoiceCounter.objects.bulk_create([InvoiceCounter(year=year)], ignore_conflicts=True)
-    counter = InvoiceCounter.objects.select_for_update().get(year=year)
-    counter.last += 1
-    counter.save(update_fields=["last"])
-    return f"INV-{year}-{counter.last:06d}"
-
-
 @transaction.atomic
-def invoice_finalize(*, invoice: Invoice, by=None, now: datetime | None = None) -> Invoice:
+def invoice_finalize(
+    *, invoice: Invoice, by=None, now: datetime | None = None, by_close: bool = False
+) -> Invoice:
     """Issue a draft: number it (INV-YYYY-NNNNNN by the UTC year of issue, gapless) and post
-    it to the ledger, in one transaction; one totalling 0.00 is paid at once (no payment
-    moves money). An invoice past draft (issued, paid or void) is refused naming its state."""
+    it to the ledger, in one transaction, accounted on its month's last day while the month
+    is open or its own close issues it (`by_close`), else on the day of issue; one totalling
+    0.00 is paid at once (no payment moves money). An invoice past draft (issued, paid or
+    void) is refused naming its state."""
     invoice = Invoice.objects.select_for_update().get(pk=invoice.pk)
     if invoice.status != Invoice.Status.DRAFT:
         raise InvoiceConflict(f"invoice {invoice} is {invoice.status}; only a draft is finalized")
     now = now or clock.now()
-    invoice.number = _next_number(now.year)
+    invoice.number = document_number(series="INV", issued_at=now)
     invoice.issue_transaction = ledger_post(
         kind=LedgerTransaction.Kind.INVOICE,
         memo=f"Invoice {invoice.number}, {invoice.tenant.name}, {invoice.period_start:%Y-%m}",
@@ -258,19 +363,25 @@ def invoice_finalize(*, invoice: Invoice, by=None, now: datetime | None = None) 
         tenant=invoice.tenant,
         period_start=invoice.period_start,
         occurred_at=now,
-        accounting_date=accrual_date(month=invoice.period_start, occurred_at=now),
+        accounting_date=accrual_date(
+            month=invoice.period_start, occurred_at=now, by_close=by_close
+        ),
         idempotency_key=f"invoice:{invoice.pk}",
         by=by,
+        by_close=by_close,
     )
     invoice.status = Invoice.Status.ISSUED
     invoice.issued_at = now
     terms = contract_in_force(tenant=invoice.tenant, when=invoice.period_end - timedelta(hours=1))
     invoice.due_at = now + timedelta(days=terms.payment_terms_days if terms else 30)
     if invoice.total == 0:  # nothing due (a promotion covered it): settled when issued
-        invoice.status, invoice.paid_at = Invoice.Status.PAID, now
+        invoice.status, invoice.paid_at, invoice.paid_amount = Invoice.Status.PAID, now, 0
     invoice.save(
-        update_fields=["number", "issue_transaction", "status", "issued_at", "due_at", "paid_at"]
-    )
+        update_fields=[
+            "number", "issue_transaction", "status", "issued_at", "due_at", "paid_at",
+            "paid_amount",
+        ]
+    )  # fmt: skip
     audit_record(actor=by, action="invoice.issue", object_type="invoice", object_id=invoice.number)
     _promotions_spent(invoice.tenant)
     return invoice
@@ -278,30 +389,47 @@ def invoice_finalize(*, invoice: Invoice, by=None, now: datetime | None = None) 
 
 @transaction.atomic
 def invoice_pay(*, invoice: Invoice, by=None, paid_at: datetime | None = None) -> Invoice:
-    """Record the payment of an issued invoice: cash in, receivable settled."""
+    """Record the payment of an issued invoice: what is outstanding on it (its total less
+    what credit notes reduced) comes in as cash and settles its receivable. A payment dated
+    in a closed month is accounted on the first day of the next open one."""
     invoice = Invoice.objects.select_for_update().get(pk=invoice.pk)
     if invoice.status != Invoice.Status.ISSUED:
         raise InvoiceError(f"invoice {invoice} is {invoice.status}; only issued invoices are paid")
     paid_at = paid_at or clock.now()
-    ledger_post(
-        kind=LedgerTransaction.Kind.PAYMENT,
-        memo=f"Payment of {invoice.number}",
-        legs=[
-            Leg(account_named("cash"), invoice.total),
-            Leg(account_receivable(tenant=invoice.tenant), -invoice.total),
-        ],
-        currency=invoice.currency,
-        tenant=invoice.tenant,
-        period_start=invoice.period_start,
-        occurred_at=paid_at,
-        idempotency_key=f"payment:{invoice.pk}",
-        by=by,
-    )
+    amount = invoice_outstanding(invoice=invoice)
+    if amount > 0:
+        ledger_post(
+            kind=LedgerTransaction.Kind.PAYMENT,
+            memo=f"Payment of {invoice.number}",
+            legs=[
+                Leg(account_named("cash"), amount),
+                Leg(account_receivable(tenant=invoice.tenant), -amount),
+            ],
+            currency=invoice.currency,
+            tenant=invoice.tenant,
+            period_start=invoice.period_start,
+            occurred_at=paid_at,
+            idempotency_key=f"payment:{invoice.pk}",
+            by=by,
+        )
     invoice.status = Invoice.Status.PAID
     invoice.paid_at = paid_at
-    invoice.save(update_fields=["status", "paid_at"])
+    invoice.paid_amount = amount
+    invoice.save(update_fields=["status", "paid_at", "paid_amount"])
     audit_record(actor=by, action="invoice.pay", object_type="invoice", object_id=invoice.number)
     return invoice
+
+
+def invoice_outstanding(*, invoice: Invoice) -> Decimal:
+    """What is still due on an issued invoice: its total less its payment and what its
+    credit notes reduced (never below 0); nothing on a draft or a void one."""
+    if invoice.status not in LIVE:
+        return Decimal(0)
+    return outstanding_amount(
+        total=invoice.total,
+        paid=invoice.paid_amount or Decimal(0),
+        reduced=sum((note.reduced for note in invoice.credit_notes.all()), Decimal(0)),
+    )
 
 
 @transaction.atomic
@@ -315,6 +443,13 @@ def invoice_void(
         raise InvoiceError(
             f"invoice {invoice} is {invoice.status}; only issued invoices are voided"
         )
+    if month_is_closed(invoice.period_start):
+        raise InvoiceError(
+            f"{invoice.period_start:%Y-%m} is closed: {invoice} is not voided; "
+            "correct it with a credit note"
+        )
+    if invoice.credit_notes.exists():
+        raise InvoiceError(f"{invoice} has credit notes; correct it with another credit note")
     ledger_reverse(
         entry=invoice.issue_transaction,
         memo=f"Void of {invoice.number}" + (f": {reason}" if reason else ""),
@@ -341,54 +476,3 @@ def _promotions_spent(tenant: Tenant) -> None:
     first = PromotionalCredit.objects.filter(tenant=tenant).aggregate(first=Min("effective_from"))
     if first["first"] is not None:
         rating_queue(tenant=tenant, start=first["first"], hours=False)
-
-
-def _tenants_to_invoice(month_start: datetime) -> list[Tenant]:
-    start, end = month_bounds(month_start=month_start)
-    ids = set(
-        hourly_usage_list(start=start, end=end).values_list("tenant_id", flat=True).distinct()
-    )
-    ids |= set(
-        Invoice.objects.filter(
-            status__in=LIVE, period_start__gte=months_before(start, ADJUSTMENT_MONTHS)
-        ).values_list("tenant_id", flat=True)
-    )
-    ids |= set(SlaCredit.objects.filter(invoice__isnull=True).values_list("tenant_id", flat=True))
-    return list(Tenant.objects.filter(pk__in=ids).order_by("slug"))
-
-
-def invoice_run(*, month_start: datetime, by=None, now: datetime | None = None) -> InvoiceRun:
-    """Rate the month, issue one invoice per tenant with a non-zero amount due, then close
-    the month's SLA and, when every tenant was rated, the month itself (portal.closing). Safe to run twice or concurrently: a tenant-month already invoiced is
-    left as it is, and a credit is posted once. A month not over yet is refused: its
-    usage and its SLA are not final."""
-    start = month_of(month_start)
-    now = now or clock.now()
-    if next_month(start) > now:
-        raise InvoiceError(f"{start:%Y-%m} is not over yet; a month is invoiced once it ends")
-    run = InvoiceRun(month_start=start)
-    for tenant in _tenants_to_invoice(start):
-        try:
-            invoice, _ = invoice_draft(tenant=tenant, month_start=start)
-        except RatingError as error:
-            run.errors[tenant.slug] = str(error)
-            continue
-        except IntegrityError:  # a concurrent run drafted it first
-            invoice = Invoice.objects.exclude(status=Invoice.Status.VOID).get(
-                tenant=tenant, period_start=start
-            )
-        if invoice is None:
-            run.nothing_due.append(tenant.slug)
-            continue
-        if invoice.status != Invoice.Status.DRAFT:
-            run.existing.append(invoice)
-            continue
-        try:
-            run.issued.append(invoice_finalize(invoice=invoice, by=by, now=now))
-        except InvoiceConflict:  # a concurrent run issued it first
-            run.existing.append(Invoice.objects.get(pk=invoice.pk))
-    # Close the month's SLA: its credits go onto the next month's invoices.
-    run.sla_credits = sla_month_close(month_start=start, by=by, now=now)
-    if not run.errors:  # every invoice issued: the month is closed (a failed one stays open
-        month_close(month=start, by=by, now=now)  # so that a missing price can be added)
-    return run

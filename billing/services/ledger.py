@@ -14,7 +14,7 @@ from django.db.models import Sum
 from billing.models import Account, LedgerTransaction, Posting
 from metering.selectors.factory import served_model_get
 from portal import clock
-from portal.closing import month_closed_check, month_is_closed
+from portal.closing import first_open_day, month_closed_check, month_is_closed
 from portal.models import Tenant
 from portal.periods import month_last_day
 
@@ -60,12 +60,24 @@ def account_sla_payable(*, tenant: Tenant) -> Account:
     )
 
 
+def account_credit_balance(*, tenant: Tenant) -> Account:
+    """What the factory owes a tenant from credit notes settled to its balance: drawn by
+    its next invoices (a `credit` line)."""
+    return _account(
+        f"liability:credit-balance:{tenant.slug}",
+        f"Credit balance — {tenant.name}",
+        "liability",
+        tenant=tenant,
+    )
+
+
 FACTORY_ACCOUNTS = {
     "cash": ("Cash", "asset"),
     "revenue:minimum": ("Committed minimum shortfall", "revenue"),
     "revenue:adjustments": ("Late usage adjustments", "revenue"),
     "contra:discounts": ("Discounts (contract and volume tiers)", "contra_revenue"),
     "contra:sla-credits": ("SLA credits", "contra_revenue"),
+    "contra:credit-notes": ("Credit notes", "contra_revenue"),
     "expense:promotions": ("Promotional credits", "expense"),
 }
 
@@ -95,11 +107,12 @@ def _combined(legs: Iterable[Leg]) -> list[tuple[Account, Decimal]]:
 
 
 @transaction.atomic
-def accrual_date(*, month: datetime, occurred_at: datetime) -> date:
+def accrual_date(*, month: datetime, occurred_at: datetime, by_close: bool = False) -> date:
     """The accounting date of what a month earned (its invoice, its SLA credits): the month's
-    last day while it is open; once it is closed, a late correction counts when it is made
-    (kpis.md: a closed month accepts no new posting dated in it)."""
-    if month_is_closed(month):
+    last day while it is open or its own close posts it (`by_close`); once it is closed, a
+    late correction counts when it is made (kpis.md: a closed month accepts no new posting
+    dated in it)."""
+    if month_is_closed(month, by_close=by_close):
         return occurred_at.astimezone(UTC).date()
     return month_last_day(month)
 
@@ -117,10 +130,13 @@ def ledger_post(
     by=None,
     reverses: LedgerTransaction | None = None,
     accounting_date: date | None = None,
+    by_close: bool = False,
 ) -> LedgerTransaction:
     """Post one balanced transaction (Σ legs = 0); LedgerError when it is not. It counts on
-    `accounting_date` (default: the UTC day it occurs), which may not fall in a closed
-    month (a 400 naming accounting_date)."""
+    `accounting_date`, which may not fall in a closed month (a 400 naming accounting_date)
+    unless the month's own running close posts it (`by_close`). By default it is the UTC
+    day it occurs, or, when that day is in a closed month (a payment recorded late), the
+    first day of the next open month (kpis.md, Closed months)."""
     combined = _combined(legs)
     if not combined:
         raise LedgerError("a transaction needs at least one non-zero posting")
@@ -132,9 +148,13 @@ def ledger_post(
     ):  # the unique key still guards a concurrent post; this names the earlier one
         raise LedgerError(f"{idempotency_key!r} is already posted as transaction #{posted.pk}")
     occurred_at = occurred_at or clock.now()
-    accounting_date = accounting_date or occurred_at.astimezone(UTC).date()
+    if accounting_date is None:
+        day = occurred_at.astimezone(UTC).date()
+        accounting_date = max(day, first_open_day(occurred_at).date())
     month_closed_check(
-        moment=datetime.combine(accounting_date, time.min, tzinfo=UTC), field="accounting_date"
+        moment=datetime.combine(accounting_date, time.min, tzinfo=UTC),
+        field="accounting_date",
+        by_close=by_close,
     )
     entry = LedgerTransaction.objects.create(
         kind=kind,

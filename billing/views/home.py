@@ -1,10 +1,8 @@
 """The tenant member's home: usage, SLA and invoices of their tenant."""
 
-from decimal import Decimal
-
 from django.shortcuts import render
 
-from billing.models import Invoice
+from billing.selectors.balances import credit_balance, open_balance
 from billing.selectors.invoices import invoice_list
 from billing.services.credits import sla_figures_list
 from metering.selectors.sla.incidents import peak_impact
@@ -20,7 +18,7 @@ from portal.periods import month_start, months_before
 @role_required(Role.TENANT)
 def tenant_home(request):
     """A member's front page: usage by model and day, SLA attainment against target, the
-    incidents that touched them, their invoices and API tokens."""
+    incidents that touched them, their invoices, open and credit balances, API tokens."""
     tenant = user_tenant(request.user)
     period = window_resolve({}, default="last_30_days").period
     rows = usage_daily_by_model(user=request.user, period=period)
@@ -48,14 +46,7 @@ def tenant_home(request):
                 for i in sorted(incidents.values(), key=lambda i: i.started_at, reverse=True)
             ],
             "invoices": invoice_list(user=request.user)[:6],
-            "open_total": sum(
-                (
-                    i.total
-                    for i in invoice_list(
-                        user=request.user, filters={"status": Invoice.Status.ISSUED}
-                    )
-                ),
-                Decimal(0),
-            ),
+            "open_total": open_balance(tenant=tenant),
+            "credit_total": credit_balance(tenant=tenant),
         },
     )

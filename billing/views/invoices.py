@@ -7,9 +7,15 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
-from billing.models import Invoice
+from billing.models import CreditNote, Invoice
 from billing.selectors.invoices import invoice_get, invoice_list
-from billing.services.invoices import InvoiceError, invoice_pay, invoice_void
+from billing.selectors.receivables import days_overdue
+from billing.services.invoices import (
+    InvoiceError,
+    invoice_outstanding,
+    invoice_pay,
+    invoice_void,
+)
 from billing.services.pricing import contract_in_force
 from portal import clock
 from portal.access import Capability, user_may, user_role
@@ -97,12 +103,22 @@ def _document_context(invoice: Invoice) -> dict:
 @role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
 def invoice_detail(request, pk: int):
     invoice = invoice_get(user=request.user, pk=pk)
+    notes = list(invoice.credit_notes.order_by("issued_at"))
+    outstanding = invoice_outstanding(invoice=invoice)
     return render(
         request,
         "billing/invoices/invoice.html",
         {
             "title": f"Invoice {invoice.number or '(draft)'}",
             "may_act": user_may(request.user, Capability.WRITE_COMMERCIAL),
+            "credit_notes": notes,
+            "credited": sum((note.total for note in notes), 0),
+            "outstanding": outstanding,
+            "days_overdue": days_overdue(
+                invoice=invoice, outstanding=outstanding, today=clock.now().date()
+            ),
+            "reasons": CreditNote.Reason.choices,
+            "settlements": CreditNote.Settle.choices,
             **_document_context(invoice),
         },
     )

@@ -82,6 +82,22 @@ def money_rate(value) -> str:
 
 
 @register.filter
+def get_item(mapping, key):
+    """A mapping's value by a key held in a variable (a bucket of aged receivables)."""
+    return mapping.get(key) if mapping else None
+
+
+@register.filter
+def money_fine(value) -> str:
+    """An unrounded amount shown beside rounded ones (a rating before line rounding): six
+    decimals, thousands separated (1,234.567891)."""
+    amount = _decimal(value)
+    if amount is None:
+        return "—"
+    return format(amount.quantize(Decimal("0.000001")), ",.6f")
+
+
+@register.filter
 def pct_plain(value) -> str:
     """A percentage held as a number of percent (10 → 10%, 12.5 → 12.5%)."""
     amount = _decimal(value)

@@ -9,7 +9,7 @@ import pytest
 
 from billing.models import Contract, Invoice, Price, PromotionalCredit
 from billing.selectors.rating import tenant_month_rate
-from billing.services.invoices import invoice_run
+from billing.services.close import close_run
 from metering.models import DeploymentVersion, HourlyUsage, Incident, MaintenanceWindow
 from portal.closing import month_closed_check
 from portal.errors import FieldError
@@ -68,7 +68,7 @@ def march_closed(api, tenant_a):
     make_contract(tenant_a, discount_pct=Decimal(10))
     usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
     post_usage(api, [{"id": "a1", **usage}])
-    run = invoice_run(month_start=MARCH)
+    run = close_run(month_start=MARCH)
     assert [i.tenant.slug for i in run.issued] == ["tenant-a"]
     return run.issued[0]
 
@@ -82,7 +82,7 @@ def _march_figures(tenant):
 
 def test_invoice_run_closes_its_month_once(march_closed):
     assert list(ClosedMonth.objects.values_list("month", flat=True)) == [MARCH]
-    invoice_run(month_start=MARCH)  # a second run: still one record, one audit entry
+    close_run(month_start=MARCH)  # a second run: still one record, one audit entry
     assert ClosedMonth.objects.count() == 1
     entry = AuditEntry.objects.get(action="month.close")
     assert (entry.object_type, entry.object_id) == ("closed_month", "2026-03")
@@ -99,7 +99,7 @@ def test_invoice_run_that_could_not_rate_a_tenant_leaves_the_month_open(api, ten
     usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
     post_usage(api, [{"id": "a1", **usage}])
 
-    run = invoice_run(month_start=MARCH)
+    run = close_run(month_start=MARCH)
 
     assert list(run.errors) == ["tenant-a"]
     assert ClosedMonth.objects.count() == 0  # a price may still be added to fix March

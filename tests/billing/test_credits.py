@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 
 from billing.models import LedgerTransaction, SlaCredit
-from billing.services.invoices import invoice_run
+from billing.services.close import close_run
 from billing.services.ledger import account_balances
 from metering.models import Deployment
 from metering.services.sla.incidents import incident_create
@@ -52,8 +52,8 @@ def _outage(seconds: int):
 def test_credit_is_posted_once_and_billed_next_month(march):
     _outage(3000)  # 1 - 3000/2678400 = 0.99888 < 0.999: 10%
 
-    invoice_run(month_start=MARCH)
-    invoice_run(month_start=MARCH)
+    close_run(month_start=MARCH)
+    close_run(month_start=MARCH)
 
     [credit] = SlaCredit.objects.all()
     assert (credit.credit_pct, credit.base_amount, credit.amount) == (
@@ -67,7 +67,7 @@ def test_credit_is_posted_once_and_billed_next_month(march):
     assert balances[("liability:sla-credits:tenant-a", "USD")] == Decimal("-1.76")
 
     post_usage(march, [usage_event("s2", "2026-04-02T00:00:00Z", 10 * M)])
-    [april] = invoice_run(month_start=APRIL).issued
+    [april] = close_run(month_start=APRIL).issued
 
     assert line_amounts(april) == [
         ("usage", Decimal("8.80")),
@@ -83,7 +83,7 @@ def test_credit_is_posted_once_and_billed_next_month(march):
 def test_uptime_at_the_target_earns_no_credit(march):
     _outage(2678)  # 1 - 2678/2678400 = 0.99900015 ≥ 0.999
 
-    invoice_run(month_start=MARCH)
+    close_run(month_start=MARCH)
 
     [credit] = SlaCredit.objects.all()
     assert (credit.credit_pct, credit.amount, credit.transaction) == (Decimal(0), Decimal(0), None)
@@ -98,7 +98,7 @@ def test_contract_credit_tiers_apply(march, tenant_a):
     )
     _outage(3000)  # below both thresholds: the highest matching percent wins
 
-    invoice_run(month_start=MARCH)
+    close_run(month_start=MARCH)
 
     assert SlaCredit.objects.get().amount == Decimal("8.80")  # 50% of 17.60
 
@@ -112,7 +112,7 @@ def test_sla_api_reports_uptime_and_credit(march, users, make_user, tenant_b):
     url = "/api/v1/sla?from=2026-03-01&to=2026-04-01"
 
     estimate = client.get(url).json()["results"]
-    invoice_run(month_start=MARCH)
+    close_run(month_start=MARCH)
     posted = client.get(url).json()["results"]
 
     assert [row["tenant"] for row in posted] == ["tenant-a"]  # a member sees their own
@@ -151,7 +151,7 @@ def test_sla_reads_show_the_base_as_last_rated_and_the_close_posts_it_exact(marc
         estimate = client.get(url).json()["results"]
         page = client.get("/billing/sla/?month=2026-03")
     with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
-        invoice_run(month_start=MARCH)
+        close_run(month_start=MARCH)
 
     assert estimate[0]["credit_amount"] == "1.76"  # 10% of the 17.60 last rated
     assert page.status_code == 200 and "1.76 USD" in page.content.decode()
@@ -163,7 +163,7 @@ def test_sla_reads_show_the_base_as_last_rated_and_the_close_posts_it_exact(marc
 
 def test_sla_page_shows_missed_target_and_the_incident(march, client, users):
     _outage(3000)
-    invoice_run(month_start=MARCH)
+    close_run(month_start=MARCH)
     client.force_login(users["finance"])
     body = client.get("/billing/sla/?month=2026-03").content.decode()
     assert "99.888%" in body

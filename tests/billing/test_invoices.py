@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from billing.models import Invoice, InvoiceLine, Posting
-from billing.services.invoices import invoice_run
+from billing.services.close import close_run
 from billing.services.ledger import account_balances
 from billing.services.pricing import price_create
 from portal import clock
@@ -94,7 +94,7 @@ def _usage_lines(invoice):
 def test_invoice_matches_the_hand_computed_month(admin_api, tenant_a, march_terms):
     post_usage(admin_api, MARCH_EVENTS)
 
-    run = invoice_run(month_start=MARCH)
+    run = close_run(month_start=MARCH)
 
     [invoice] = run.issued
     assert invoice.number == f"INV-{clock.now().year}-000001"
@@ -109,7 +109,7 @@ def test_invoice_matches_the_hand_computed_month(admin_api, tenant_a, march_term
 
 def test_invoice_posts_a_balanced_transaction(admin_api, tenant_a, march_terms):
     post_usage(admin_api, MARCH_EVENTS)
-    invoice_run(month_start=MARCH)
+    close_run(month_start=MARCH)
 
     balances = account_balances()
     assert balances[("receivable:tenant-a", "USD")] == Decimal("266.80")
@@ -119,21 +119,22 @@ def test_invoice_posts_a_balanced_transaction(admin_api, tenant_a, march_terms):
     assert sum(balances.values()) == 0
 
 
-def test_invoice_run_twice_issues_one_invoice(admin_api, tenant_a, march_terms):
+def test_close_run_twice_issues_one_invoice(admin_api, tenant_a, march_terms):
     post_usage(admin_api, MARCH_EVENTS)
 
-    first = invoice_run(month_start=MARCH)
-    second = invoice_run(month_start=MARCH)
+    first = close_run(month_start=MARCH)
+    second = close_run(month_start=MARCH)
 
-    assert [i.number for i in first.issued] == [i.number for i in second.existing]
-    assert second.issued == []
+    assert first.steps == ["lock", "stages", "rate", "sla", "issue", "closed"]
+    assert [i.number for i in first.issued] == ["INV-2026-000001"]
+    assert (second.steps, second.issued) == ([], [])  # nothing left to do
     assert Invoice.objects.count() == 1
     assert Posting.objects.count() == 4
 
 
 def test_late_usage_goes_onto_the_next_invoice(admin_api, tenant_a, march_terms):
     post_usage(admin_api, MARCH_EVENTS)
-    [march] = invoice_run(month_start=MARCH).issued
+    [march] = close_run(month_start=MARCH).issued
     march_lines = list(march.lines.values_list("amount", flat=True))
 
     # Late: 10 M input at 0.88 and 10 M output at 1.10, both at 28%; April's own usage is
@@ -141,7 +142,7 @@ def test_late_usage_goes_onto_the_next_invoice(admin_api, tenant_a, march_terms)
     late = usage_event("e5", "2026-03-25T10:00:00Z", 10 * M, 10 * M)
     april = usage_event("e6", "2026-04-05T08:00:00Z", 10 * M)
     post_usage(admin_api, [late, april])
-    [april_invoice] = invoice_run(month_start=APRIL).issued
+    [april_invoice] = close_run(month_start=APRIL).issued
 
     # Re-rated March: input 0.88 at 28% on 160 M → 101.38 (was 95.04), output 1.10 at 28%
     # on 60 M → 47.52 (was 39.60): +14.26 billed, +19.80 at list.
@@ -158,7 +159,7 @@ def test_late_usage_goes_onto_the_next_invoice(admin_api, tenant_a, march_terms)
     assert march.total == Decimal("266.80")
     assert list(march.lines.values_list("amount", flat=True)) == march_lines
     # A second April run re-rates nothing new.
-    assert invoice_run(month_start=APRIL).issued == []
+    assert close_run(month_start=APRIL).issued == []
 
 
 def test_usage_a_promotion_covers_is_invoiced_at_zero_and_spends_it_once(admin_api, tenant_a):
@@ -169,7 +170,7 @@ def test_usage_a_promotion_covers_is_invoiced_at_zero_and_spends_it_once(admin_a
 
     # 8.80 + 4.40 of usage, all of it covered by the credit: nothing due, but the ledger
     # must record the revenue and the credit spent.
-    [march] = invoice_run(month_start=MARCH).issued
+    [march] = close_run(month_start=MARCH).issued
     assert line_amounts(march) == [
         ("usage", Decimal("8.80")),
         ("usage", Decimal("4.40")),
@@ -183,7 +184,7 @@ def test_usage_a_promotion_covers_is_invoiced_at_zero_and_spends_it_once(admin_a
 
     # April: the 6.80 left of the credit, not 20.00 again.
     post_usage(admin_api, [usage_event("p2", "2026-04-03T00:00:00Z", 10 * M)])
-    [april] = invoice_run(month_start=APRIL).issued
+    [april] = close_run(month_start=APRIL).issued
     assert line_amounts(april) == [
         ("usage", Decimal("8.80")),
         ("promotion", Decimal("-6.80")),
@@ -196,13 +197,13 @@ def test_late_usage_is_billed_without_credits_so_none_is_spent_past_its_amount(a
     make_contract(tenant_a)
     credit = make_promotion(tenant_a, "12.00")
     post_usage(admin_api, [usage_event("c1", "2026-03-03T00:00:00Z", 10 * M)])
-    [march] = invoice_run(month_start=MARCH).issued  # 8.80 of usage, all of it credited
+    [march] = close_run(month_start=MARCH).issued  # 8.80 of usage, all of it credited
     assert march.total == Decimal("0.00")
 
     # Late March usage (4.40) and April usage (8.80): the credit has 3.20 left.
     late = usage_event("c2", "2026-03-20T00:00:00Z", 5 * M)
     post_usage(admin_api, [late, usage_event("c3", "2026-04-03T00:00:00Z", 10 * M)])
-    [april] = invoice_run(month_start=APRIL).issued
+    [april] = close_run(month_start=APRIL).issued
 
     assert line_amounts(april) == [
         ("usage", Decimal("8.80")),
@@ -217,7 +218,7 @@ def test_committed_minimum_bills_the_shortfall(admin_api, tenant_a):
     make_priced_model()
     make_march_usage(admin_api, tenant_a, "m1", committed_minimum=Decimal("100.00"))
 
-    [invoice] = invoice_run(month_start=MARCH).issued
+    [invoice] = close_run(month_start=MARCH).issued
 
     # 8.80 + 8.80 of usage; the shortfall to 100.00 is 82.40.
     assert line_amounts(invoice) == [
@@ -233,7 +234,7 @@ def test_trial_internal_and_free_tenants_get_no_invoice(admin_api, tenant_a, ten
     make_march_usage(admin_api, tenant_a, "t1", kind="trial")
     make_march_usage(admin_api, tenant_b, "t2", free_tokens_per_month=100 * M)
 
-    run = invoice_run(month_start=MARCH)
+    run = close_run(month_start=MARCH)
 
     assert run.issued == []
     assert sorted(run.nothing_due) == ["tenant-a", "tenant-b"]
@@ -252,7 +253,7 @@ def test_missing_price_is_an_error_naming_the_model(admin_api, tenant_a):
         model="qwen-32b",
     )
 
-    run = invoice_run(month_start=MARCH)
+    run = close_run(month_start=MARCH)
 
     assert run.issued == []
     assert "qwen-32b" in run.errors["tenant-a"]
@@ -298,7 +299,7 @@ def test_an_invoice_says_who_pays_whom_by_when_and_why_a_line_is_cheaper(
                   volume_tiers=[{"from_tokens": 300 * M, "discount_pct": "20"}])  # fmt: skip
     post_usage(admin_api, MARCH_EVENTS)
 
-    [invoice] = invoice_run(month_start=MARCH).issued
+    [invoice] = close_run(month_start=MARCH).issued
     client.force_login(users["finance"])
     page = client.get(f"/billing/invoices/{invoice.pk}/").content.decode()
     rows = client.get("/billing/invoices/?format=csv").content.decode().splitlines()
@@ -341,7 +342,7 @@ def test_an_invoice_prices_reasoning_at_output_until_it_has_its_own_price(
          "output_tokens": M // 2, "reasoning_tokens": M // 2},
     ])  # fmt: skip
 
-    [invoice] = invoice_run(month_start=MARCH).issued
+    [invoice] = close_run(month_start=MARCH).issued
 
     body = api.get(f"/api/v1/invoices/{invoice.pk}").json()
     assert [

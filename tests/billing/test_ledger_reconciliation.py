@@ -18,7 +18,7 @@ from billing.selectors.rating import (
     promotions_available,
     tenant_month_rate,
 )
-from billing.services.invoices import invoice_run
+from billing.services.close import close_run
 from metering.domain.usage.validation import validate_events
 from metering.models import EventKey, UsageEvent
 from metering.services.usage.ingest import usage_ingest
@@ -128,7 +128,7 @@ def test_ledger_revenue_equals_rated_usage(priced, raw, terms):
         assert rated.paid_tokens == by_event.paid_tokens
         assert rated.unsold_tokens == by_event.unsold_tokens
 
-        run = invoice_run(month_start=MARCH)
+        run = close_run(month_start=MARCH)
         usage = sum((line.amount for line in rated.lines), Decimal(0))
         if not any(line.list_amount or line.amount for line in rated.lines):
             assert run.issued == []  # nothing used, or all of it free or unsold

@@ -6,18 +6,12 @@ import pytest
 from rest_framework.test import APIClient
 
 from billing.models import Contract, Invoice, Posting, Price
-from billing.services.invoices import invoice_run
+from billing.services.close import close_run
+from billing.services.invoices import invoice_draft, invoice_finalize
 from portal.models import AuditEntry
 from tests.billing.factories import MARCH, make_march_usage, make_priced_model
 
 pytestmark = pytest.mark.both_backends
-
-
-@pytest.fixture
-def finance(users):
-    client = APIClient()
-    client.force_login(users["finance"])
-    return client
 
 
 def test_price_create_is_audited_and_listed(admin_api):
@@ -132,7 +126,20 @@ def invoices(admin_api, tenant_a, tenant_b):
     make_priced_model()
     make_march_usage(admin_api, tenant_a, "a1")
     make_march_usage(admin_api, tenant_b, "b1")
-    return {i.tenant.slug: i for i in invoice_run(month_start=MARCH).issued}
+    return {i.tenant.slug: i for i in close_run(month_start=MARCH).issued}
+
+
+@pytest.fixture
+def open_invoices(admin_api, tenant_a, tenant_b):
+    """March's invoices issued by finance before March is closed (so they may be voided)."""
+    make_priced_model()
+    make_march_usage(admin_api, tenant_a, "a1")
+    make_march_usage(admin_api, tenant_b, "b1")
+    issued = {}
+    for tenant in (tenant_a, tenant_b):
+        draft, _ = invoice_draft(tenant=tenant, month_start=MARCH)
+        issued[tenant.slug] = invoice_finalize(invoice=draft)
+    return issued
 
 
 def test_tenant_sees_only_its_own_invoices(users, invoices):
@@ -147,8 +154,8 @@ def test_tenant_sees_only_its_own_invoices(users, invoices):
     assert member.post(f"/api/v1/invoices/{invoices['tenant-a'].pk}/pay").status_code == 403
 
 
-def test_finance_pays_and_voids(finance, invoices):
-    a, b = invoices["tenant-a"], invoices["tenant-b"]
+def test_finance_pays_and_voids(finance, open_invoices):
+    a, b = open_invoices["tenant-a"], open_invoices["tenant-b"]
     paid = finance.post(f"/api/v1/invoices/{a.pk}/pay")
     assert paid.status_code == 200
     assert paid.json()["status"] == "paid"
@@ -162,9 +169,33 @@ def test_finance_pays_and_voids(finance, invoices):
     assert Invoice.objects.get(pk=b.pk).status == "void"
 
 
-@pytest.mark.parametrize("state", ["issued", "paid", "void"])
-def test_finalize_of_an_invoice_past_draft_is_a_conflict_naming_its_state(finance, invoices, state):
+def test_an_invoice_of_a_closed_month_is_not_voided_but_credited(finance, invoices):
     invoice = invoices["tenant-a"]
+    before = Posting.objects.count()
+
+    response = finance.post(f"/api/v1/invoices/{invoice.pk}/void", {"reason": "duplicate"})
+
+    assert response.status_code == 400
+    assert response.json() == {
+        "errors": [
+            {
+                "field": "status",
+                "message": f"2026-03 is closed: {invoice.number} is not voided; "
+                "correct it with a credit note",
+            }
+        ]
+    }
+    assert (Invoice.objects.get(pk=invoice.pk).status, Posting.objects.count()) == (
+        "issued",
+        before,
+    )
+
+
+@pytest.mark.parametrize("state", ["issued", "paid", "void"])
+def test_finalize_of_an_invoice_past_draft_is_a_conflict_naming_its_state(
+    finance, open_invoices, state
+):
+    invoice = open_invoices["tenant-a"]
     if state != "issued":
         finance.post(f"/api/v1/invoices/{invoice.pk}/{'pay' if state == 'paid' else 'void'}")
     before = (

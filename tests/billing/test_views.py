@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from billing.models import Invoice, LedgerTransaction
-from billing.services.invoices import invoice_run
+from billing.services.close import close_run
 from tests.billing.factories import MARCH, make_march_usage, make_priced_model, make_promotion
 
 pytestmark = pytest.mark.both_backends
@@ -20,7 +20,7 @@ def march_invoice(admin_api, tenant_a):
     make_priced_model()
     make_march_usage(admin_api, tenant_a, "v1", discount_pct=Decimal(25))
     make_promotion(tenant_a, "1.00", description='=HYPERLINK("http://evil")')
-    [invoice] = invoice_run(month_start=MARCH).issued
+    [invoice] = close_run(month_start=MARCH).issued
     return invoice
 
 

@@ -6,7 +6,7 @@ from decimal import Decimal
 import pytest
 from rest_framework.test import APIClient
 
-from billing.services.invoices import invoice_run
+from billing.services.close import close_run
 from flywheel.models import CostModel, FactoryCosts
 from metering.models import Pool
 from portal import clock
@@ -198,7 +198,7 @@ def april_closed(users, token_client):
     admin = token_client(users["operator"], scopes=["admin", "read"])
     build_factory(admin, token_client(users["operator"], scopes=["ingest"]))
     post_april_usage(token_client(users["operator"], scopes=["ingest"]))
-    assert len(invoice_run(month_start=APRIL_START).issued) == 1
+    assert len(close_run(month_start=APRIL_START).issued) == 1
     investor = APIClient()
     investor.force_login(users["investor"])
     return admin, investor

@@ -13,7 +13,10 @@ POLICY = (
 )
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
 # Rendered into PDFs by WeasyPrint, never served to a browser.
-PDF_DOCUMENTS = {"invoice_document.html", "tfom_report_document.html"}
+PDF_DOCUMENTS = {
+    "invoice_document.html", "tfom_report_document.html", "_document_style.html",
+    "report_document.html", "credit_note_document.html",
+}  # fmt: skip
 INLINE = re.compile(
     r"<script(?![^>]*\bsrc=)(?![^>]*application/json)[^>]*>|<style\b|\sstyle=|\son[a-z]+=",
     re.IGNORECASE,

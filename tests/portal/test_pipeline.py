@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from billing.models import Invoice, LedgerTransaction, Posting, RatedUsage
-from billing.services.invoices import invoice_run
+from billing.services.close import close_run
 from flywheel.models import KpiSnapshot
 from metering.models import FoldPending, HourlyUsage, IncompleteRawMonth, Pool
 from metering.services.usage.changes import raw_months_incomplete_mark
@@ -148,7 +148,7 @@ def test_a_late_event_for_a_closed_month_kept_as_rollups_moves_it_by_exactly_tha
     Pool.objects.update(in_service_from=OCTOBER)
     _october_as_rollups(tenant_a, deployment)
     stages_run()
-    [october_invoice] = invoice_run(month_start=OCTOBER).issued
+    [october_invoice] = close_run(month_start=OCTOBER).issued
     stages_run()  # nothing new: the figures as October closed
     before, books = _october_figures(), _books()
     assert before["hour"] == (1_152_770, 40 * M, 20 * M, 20 * M)
@@ -169,7 +169,7 @@ def test_a_late_event_for_a_closed_month_kept_as_rollups_moves_it_by_exactly_tha
     assert after["is_closed"]
     assert _books() == books  # October's invoice and the ledger unchanged
 
-    [november_invoice] = invoice_run(month_start=NOVEMBER).issued
+    [november_invoice] = close_run(month_start=NOVEMBER).issued
     [adjustment] = november_invoice.lines.all()
     assert (adjustment.kind, adjustment.for_month, adjustment.amount) == (
         "adjustment",

@@ -53,6 +53,7 @@ class LineKind(StrEnum):
     MINIMUM = "minimum"
     SLA_CREDIT = "sla_credit"  # posted by the SLA close, never by rating
     ADJUSTMENT = "adjustment"
+    CREDIT = "credit"  # drawn from the tenant's credit balance (credit notes settled to it)
 
 
 class RatingError(Exception):

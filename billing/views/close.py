@@ -1,0 +1,266 @@
+"""Month-end close pages (finance and operators): the months and their close, a month's
+close report (page and PDF), aged receivables; credit notes (page, PDF, CSV; tenants their
+own) and issuing one from an invoice's page."""
+
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_POST
+
+from billing.domain.receivables import BUCKETS
+from billing.selectors.close import close_months, close_report
+from billing.selectors.credit_notes import credit_note_list
+from billing.selectors.invoices import invoice_get
+from billing.selectors.receivables import aged_receivables
+from billing.services.credit_notes import credit_note_issue
+from billing.tasks import close_task
+from portal import clock
+from portal.access import Capability, user_may
+from portal.decorators import role_required
+from portal.errors import FieldError
+from portal.exports import csv_response
+from portal.models import Role
+from portal.money import money_str
+from portal.pager import pager_page
+from portal.periods import day_parse, months_before, next_month
+from portal.periods import month_start as month_of
+
+BOOKS = (Role.OPERATOR, Role.FINANCE)
+BUCKET_LABELS = {
+    "current": "Current",
+    "days_1_30": "1–30 days",
+    "days_31_60": "31–60 days",
+    "days_61_90": "61–90 days",
+    "days_over_90": "Over 90 days",
+}
+CREDIT_NOTE_CSV_HEADER = [
+    "credit_note", "invoice", "tenant", "month", "reason", "settle", "line", "kind",
+    "description", "amount", "currency", "issued_at",
+]  # fmt: skip
+
+
+def _money(amount) -> str:
+    return money_str(amount=amount, currency=settings.FACTORY_CURRENCY)
+
+
+def _month(value: str) -> datetime:
+    try:
+        return datetime.strptime(value, "%Y-%m").replace(tzinfo=UTC)
+    except ValueError:
+        raise Http404("No such month.") from None
+
+
+@role_required(*BOOKS)
+def close_index(request):
+    """Every month with a close or invoices, with its status; close a month from here (POST)."""
+    if request.method == "POST":
+        return _close_start(request)
+    last = months_before(month_of(clock.now()), 1)
+    return render(
+        request,
+        "billing/close/index.html",
+        {
+            "title": "Month-end close",
+            "months": close_months(),
+            "last_month": last,
+            "may_close": user_may(request.user, Capability.WRITE_COMMERCIAL),
+        },
+    )
+
+
+def _close_start(request):
+    """Queue the close of a month that is over (or resume it); the close job does the work."""
+    if not user_may(request.user, Capability.WRITE_COMMERCIAL):
+        raise PermissionDenied("Your role may not close a month.")
+    month = _month(request.POST.get("month", ""))
+    if next_month(month) > clock.now():
+        messages.error(request, f"{month:%Y-%m} is not over yet; a month is closed once it ends.")
+        return redirect("close-page")
+    close_task.apply_async(kwargs={"month": f"{month:%Y-%m}"})
+    messages.success(request, f"The close of {month:%Y-%m} is queued; this page shows its steps.")
+    return redirect("close-month-page", month=f"{month:%Y-%m}")
+
+
+def _report_context(month: datetime) -> dict:
+    report = close_report(month=month)
+    return {
+        "report": report,
+        "currency": settings.FACTORY_CURRENCY,
+        "issuer": {"name": settings.FACTORY_NAME, "address": settings.FACTORY_ADDRESS},
+        "debits": sum((d for _, d, _ in report.trial_balance), 0),
+        "credits": sum((c for _, _, c in report.trial_balance), 0),
+        "revenue_rows": [
+            (
+                code,
+                report.ledger_revenue.get(code, 0),
+                report.document_revenue.get(code, 0),
+                report.revenue_difference.get(code),
+            )
+            for code in sorted(set(report.ledger_revenue) | set(report.document_revenue))
+        ],
+        "ledger_total": sum(report.ledger_revenue.values(), 0),
+        "document_total": sum(report.document_revenue.values(), 0),
+    }
+
+
+@role_required(*BOOKS)
+def close_month(request, month: str):
+    start = _month(month)
+    return render(
+        request,
+        "billing/close/month.html",
+        {"title": f"Close of {start:%B %Y}", **_report_context(start)},
+    )
+
+
+@role_required(*BOOKS)
+def close_pdf(request, month: str):
+    from weasyprint import HTML
+
+    start = _month(month)
+    html = render_to_string("billing/close/report_document.html", _report_context(start))
+    pdf = HTML(string=html, base_url=request.build_absolute_uri("/")).write_pdf()
+    response = HttpResponse(pdf, content_type="application/pdf")
+    response["Content-Disposition"] = f'inline; filename="close-{start:%Y-%m}.pdf"'
+    return response
+
+
+@role_required(*BOOKS)
+def receivables(request):
+    """Aged receivables as of a day (default today)."""
+    value = request.GET.get("as_of", "")
+    try:
+        as_of = day_parse(value, field="as_of") if value else clock.now().date()
+    except FieldError as error:
+        messages.error(request, str(error))
+        as_of = clock.now().date()
+    rows = aged_receivables(user=request.user, as_of=as_of)
+    totals = {b: sum((row.buckets[b] for row in rows), 0) for b in BUCKETS}
+    if request.GET.get("format") == "csv":
+        return csv_response(
+            filename=f"receivables-{as_of}.csv",
+            header=["tenant", *BUCKETS, "total", "currency"],
+            rows=(
+                (
+                    row.tenant.slug,
+                    *(_money(row.buckets[b]) for b in BUCKETS),
+                    _money(row.total),
+                    settings.FACTORY_CURRENCY,
+                )
+                for row in rows
+            ),
+        )
+    return render(
+        request,
+        "billing/close/receivables.html",
+        {
+            "title": "Aged receivables",
+            "as_of": as_of,
+            "rows": rows,
+            "buckets": [(b, BUCKET_LABELS[b]) for b in BUCKETS],
+            "bucket_labels": BUCKET_LABELS,
+            "totals": totals,
+            "grand_total": sum(totals.values(), 0),
+            "currency": settings.FACTORY_CURRENCY,
+        },
+    )
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def credit_notes(request):
+    notes = credit_note_list(user=request.user)
+    return render(
+        request,
+        "billing/close/credit_notes.html",
+        {"title": "Credit notes", "page": pager_page(request, notes)},
+    )
+
+
+def _note(request, pk: int):
+    note = credit_note_list(user=request.user).filter(pk=pk).first()
+    if note is None:
+        raise Http404("No such credit note.")
+    return note
+
+
+def _note_context(note) -> dict:
+    return {
+        "note": note,
+        "lines": list(note.lines.all()),
+        "issuer": {"name": settings.FACTORY_NAME, "address": settings.FACTORY_ADDRESS},
+    }
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def credit_note_detail(request, pk: int):
+    note = _note(request, pk)
+    return render(
+        request,
+        "billing/close/credit_note.html",
+        {"title": f"Credit note {note.number}", **_note_context(note)},
+    )
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def credit_note_pdf(request, pk: int):
+    from weasyprint import HTML
+
+    note = _note(request, pk)
+    html = render_to_string("billing/close/credit_note_document.html", _note_context(note))
+    pdf = HTML(string=html, base_url=request.build_absolute_uri("/")).write_pdf()
+    response = HttpResponse(pdf, content_type="application/pdf")
+    response["Content-Disposition"] = f'inline; filename="{note.number}.pdf"'
+    return response
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def credit_note_csv(request, pk: int):
+    note = _note(request, pk)
+    lines = list(note.lines.all()) or [None]
+    return csv_response(
+        filename=f"{note.number}.csv",
+        header=CREDIT_NOTE_CSV_HEADER,
+        rows=(
+            (
+                note.number,
+                note.invoice.number if note.invoice else "",
+                note.tenant.slug,
+                f"{note.period_start:%Y-%m}",
+                note.reason,
+                note.settle,
+                line.invoice_line_id if line and line.invoice_line_id else "",
+                line.kind if line else "",
+                line.description if line else "Credit",
+                line.amount if line else note.total,
+                note.currency,
+                note.issued_at.isoformat(),
+            )
+            for line in lines
+        ),
+    )
+
+
+@require_POST
+@role_required(Role.OPERATOR, Role.FINANCE)
+def invoice_credit(request, pk: int):
+    """Credit an invoice for an amount from its page (parts of lines: the API)."""
+    invoice = invoice_get(user=request.user, pk=pk)
+    try:
+        note = credit_note_issue(
+            invoice=invoice,
+            reason=request.POST.get("reason", ""),
+            settle=request.POST.get("settle", ""),
+            amount=request.POST.get("amount", ""),
+            memo=request.POST.get("memo", ""),
+            by=request.user,
+        )
+    except FieldError as error:
+        messages.error(request, str(error))
+        return redirect("invoice-page", pk=invoice.pk)
+    messages.success(request, f"{note.number} issued on {invoice.number}.")
+    return redirect("credit-note-page", pk=note.pk)

@@ -1,0 +1,255 @@
+"""The month-end close (billing.services.close): its steps, resumed after a kill at each of
+them with usage arriving meanwhile; the close report; what a closed month refuses."""
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+from django.core.management import call_command
+
+from billing.models import CloseStep, CreditNote, Invoice, InvoiceLine, MonthClose
+from billing.selectors.close import close_report
+from billing.services import close as close_service
+from billing.services.close import STEPS, close_run
+from portal.models import ClosedMonth
+from tests.billing.factories import APRIL, MARCH, M, make_contract, make_priced_model, post_usage
+
+pytestmark = pytest.mark.both_backends
+
+MAY = datetime(2026, 5, 1, tzinfo=UTC)
+
+
+class Killed(BaseException):
+    """The worker dies: nothing after this point of the step runs."""
+
+
+@pytest.fixture
+def march(admin_api, tenant_a, tenant_b):
+    """Two paid tenants with March usage: tenant-a 10 M in + 10 M out (17.60 at list, 10%
+    off: 15.84), tenant-b 5 M in + 5 M out (8.80, no discount)."""
+    make_priced_model()
+    make_contract(tenant_a, discount_pct=Decimal(10))
+    make_contract(tenant_b)
+    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
+    post_usage(admin_api, [{"id": "a1", **usage}])
+    half = {"time": "2026-03-04T00:00:00Z", "input_tokens": 5 * M, "output_tokens": 5 * M}
+    post_usage(admin_api, [{"id": "b1", **half}], tenant="tenant-b")
+
+
+def _late(admin_api, event_id: str) -> None:
+    """1 M in + 1 M out for tenant-a on 20 March (1.76 at list, 1.584 after 10%)."""
+    late = {"time": "2026-03-20T00:00:00Z", "input_tokens": M, "output_tokens": M}
+    post_usage(admin_api, [{"id": event_id, **late}])
+
+
+def test_a_close_runs_its_steps_in_order_and_records_them(march):
+    run = close_run(month_start=MARCH)
+
+    assert run.steps == list(STEPS) == ["lock", "stages", "rate", "sla", "issue", "closed"]
+    assert [i.number for i in run.issued] == ["INV-2026-000001", "INV-2026-000002"]
+    assert {i.tenant.slug: i.total for i in run.issued} == {
+        "tenant-a": Decimal("15.84"),
+        "tenant-b": Decimal("8.80"),
+    }
+    close = MonthClose.objects.get(month=MARCH)
+    assert close.finished_at is not None and close.error == ""
+    assert list(close.steps.values_list("name", flat=True)) == list(STEPS)
+    assert ClosedMonth.objects.get(month=MARCH).closing is False
+    report = close_report(month=MARCH)
+    assert report.status == "closed"
+    assert (report.invoiced, report.carried, report.uncarried) == (
+        Decimal("24.64"),
+        Decimal("0"),
+        Decimal("0"),
+    )
+    assert report.rated == Decimal("24.64") and report.rounding == 0
+    assert (
+        report.ledger_revenue
+        == report.document_revenue
+        == {
+            "contra:discounts": Decimal("-1.76"),
+            "revenue:llama-70b": Decimal("26.40"),
+        }
+    )
+    assert report.is_balanced
+
+
+@pytest.mark.parametrize("killed_at", [*STEPS, "issue:second-tenant"])
+def test_a_close_killed_at_any_step_resumes_to_one_set_of_documents(
+    admin_api, march, monkeypatch, killed_at
+):
+    """Late usage arrives during the close; the worker dies at one step (after its work,
+    before its record; or between the two tenants' invoices); the next run resumes. One
+    invoice per tenant, gapless numbers, the report balanced, late usage invoiced or carried."""
+    record = close_service._record
+    finalize = close_service.invoice_finalize
+    name = killed_at.partition(":")[0]
+    step = close_service._STEP[name]
+    killed = []
+
+    def arriving(**kwargs):  # late usage, from another process, just before the step
+        _late(admin_api, "late-during-close")
+        return step(**kwargs)
+
+    def dying_record(close, name, **kwargs):
+        if name == killed_at and not killed:
+            killed.append(name)
+            raise Killed(name)
+        return record(close, name, **kwargs)
+
+    def dying_finalize(*, invoice, **kwargs):
+        if Invoice.objects.exclude(number=None).exists() and not killed:
+            killed.append("issue")
+            raise Killed("issue")
+        return finalize(invoice=invoice, **kwargs)
+
+    monkeypatch.setitem(close_service._STEP, name, arriving)
+    if killed_at == "issue:second-tenant":
+        monkeypatch.setattr(close_service, "invoice_finalize", dying_finalize)
+    else:
+        monkeypatch.setattr(close_service, "_record", dying_record)
+    with pytest.raises(Killed):
+        close_run(month_start=MARCH)
+    assert killed
+    monkeypatch.undo()
+
+    close_run(month_start=MARCH)
+    close_run(month_start=MARCH)  # a third run finds nothing to do
+
+    march_invoices = Invoice.objects.filter(period_start=MARCH).exclude(status="void")
+    assert sorted(march_invoices.values_list("tenant__slug", flat=True)) == [
+        "tenant-a",
+        "tenant-b",
+    ]
+    assert sorted(Invoice.objects.exclude(number=None).values_list("number", flat=True)) == [
+        "INV-2026-000001",
+        "INV-2026-000002",
+    ]
+    assert not CreditNote.objects.exists()
+    assert list(CloseStep.objects.values_list("name", flat=True)) == list(STEPS)
+    report = close_report(month=MARCH)
+    assert report.status == "closed" and report.is_balanced
+    # The late 1.584 is on March's invoice (when it arrived before the issue step) or waits
+    # for April's: rated = invoiced + carried + not yet carried, to the cent.
+    assert report.rated == Decimal("26.224")
+    assert report.invoiced + report.uncarried == Decimal("26.22")
+    assert report.carried == 0 and report.rounding == Decimal("0.004")
+    if report.uncarried:
+        close_run(month_start=APRIL)
+        april = close_report(month=MARCH)
+        assert (april.carried, april.uncarried) == (Decimal("1.58"), Decimal("0"))
+        adjustment = InvoiceLine.objects.get(kind="adjustment")
+        assert (adjustment.for_month, adjustment.amount) == (MARCH, Decimal("1.58"))
+        assert close_report(month=APRIL).is_balanced
+
+
+def test_a_month_that_cannot_be_rated_is_not_locked(admin_api, tenant_a):
+    make_contract(tenant_a)
+    make_priced_model(prices=("0.88", "0.44", "0.88"))
+    from billing.models import Price
+
+    Price.objects.filter(token_class="output").delete()
+    post_usage(admin_api, [{"id": "a1", "time": "2026-03-03T00:00:00Z", "input_tokens": M,
+                            "output_tokens": M}])  # fmt: skip
+
+    run = close_run(month_start=MARCH)
+
+    assert list(run.errors) == ["tenant-a"] and run.steps == []
+    assert not ClosedMonth.objects.exists()
+    assert MonthClose.objects.get(month=MARCH).error == (
+        "tenant-a: no output list price in force for model 'llama-70b' at 2026-03-03T00:00:00+00:00"
+    )
+    assert close_report(month=MARCH).status == "open"
+
+
+def test_a_month_not_over_is_refused(now):
+    from billing.services.close import CloseError
+
+    with pytest.raises(CloseError, match="is not over yet"):
+        close_run(month_start=now)
+
+
+def test_the_close_command_and_its_invoice_alias(march, capsys):
+    call_command("close", "--month", "2026-03")
+    out = capsys.readouterr().out
+    assert "steps done now: lock, stages, rate, sla, issue, closed" in out
+    assert "INV-2026-000001  tenant-a" in out
+    call_command("invoice", "--month", "2026-03")
+    assert "none left: already closed" in capsys.readouterr().out
+
+
+def test_close_api_queues_and_reports(march, users, token_client):
+    from rest_framework.test import APIClient
+
+    finance = APIClient()
+    finance.force_login(users["finance"])
+    queued = finance.post("/api/v1/close", {"month": "2026-03"}, format="json")
+    assert queued.status_code == 202, queued.json()
+    assert queued.json() == {"month": "2026-03", "url": "/api/v1/close/2026-03"}
+    report = finance.get("/api/v1/close/2026-03").json()  # the eager job closed it
+    assert report["status"] == "closed"
+    assert [step["name"] for step in report["steps"]] == list(STEPS)
+    assert (report["rated"], report["invoiced"], report["carried"], report["rounding"]) == (
+        "24.64", "24.64", "0.00", "0",
+    )  # fmt: skip
+    assert report["ledger_revenue"] == report["document_revenue"]
+    assert report["revenue_difference"] == {} and report["is_balanced"] is True
+    debits = sum(Decimal(row["debit"]) for row in report["trial_balance"])
+    credits = sum(Decimal(row["credit"]) for row in report["trial_balance"])
+    assert debits == credits == Decimal("26.40")
+    bad = finance.post("/api/v1/close", {"month": "2026-13"}, format="json")
+    assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "month"
+    investor = APIClient()
+    investor.force_login(users["investor"])
+    assert investor.get("/api/v1/close/2026-03").status_code == 403
+    member = APIClient()
+    member.force_login(users["tenant"])
+    assert member.post("/api/v1/close", {"month": "2026-03"}, format="json").status_code == 403
+
+
+def test_a_closed_month_refuses_postings_and_dates_a_late_payment_in_the_next_open_month(march):
+    from billing.services.invoices import invoice_pay
+    from billing.services.ledger import Leg, account_named, ledger_post
+    from portal.errors import FieldError
+
+    [invoice, _] = close_run(month_start=MARCH).issued
+    with pytest.raises(FieldError) as refused:
+        ledger_post(
+            kind="manual",
+            memo="a correction dated in March",
+            legs=[
+                Leg(account_named("revenue:minimum"), Decimal(-1)),
+                Leg(account_named("contra:discounts"), Decimal(1)),
+            ],
+            currency="USD",
+            accounting_date=datetime(2026, 3, 31, tzinfo=UTC).date(),
+        )
+    assert refused.value.field == "accounting_date"
+    paid = invoice_pay(invoice=invoice, paid_at=datetime(2026, 3, 31, 12, tzinfo=UTC))
+    payment = paid.tenant.ledgertransaction_set.get(kind="payment")
+    assert payment.accounting_date.isoformat() == "2026-04-01"  # its own date kept beside it
+    assert payment.occurred_at == datetime(2026, 3, 31, 12, tzinfo=UTC)
+
+
+def test_close_pages_and_documents(march, users, client):
+    close_run(month_start=MARCH)
+    client.force_login(users["finance"])
+    for url in (
+        "/billing/close/",
+        "/billing/close/2026-03/",
+        "/billing/receivables/",
+        "/billing/credit-notes/",
+    ):
+        assert client.get(url).status_code == 200, url  # fmt: skip
+    page = client.get("/billing/close/2026-03/").content.decode()
+    assert "They agree to the cent." in page and "26,400.00" not in page
+    pdf = client.get("/billing/close/2026-03/pdf/")
+    assert pdf["Content-Type"] == "application/pdf" and pdf.content.startswith(b"%PDF")
+    csv = client.get("/billing/receivables/?as_of=2026-12-16&format=csv").content.decode()
+    assert csv.splitlines()[1:] == [
+        "tenant-a,15.84,0.00,0.00,0.00,0.00,15.84,USD",
+        "tenant-b,8.80,0.00,0.00,0.00,0.00,8.80,USD",
+    ]
+    client.force_login(users["tenant"])
+    assert client.get("/billing/close/").status_code == 403
+    assert client.get("/billing/close/2026-03/pdf/").status_code == 403
