@@ -77,6 +77,45 @@ def test_the_demo_closes_two_months_paid_over_their_terms(demo):
     assert {i.issued_at for i in oldest} == {months[1] + timedelta(hours=2)}
 
 
+def test_the_demo_months_are_closed_by_the_close_with_a_disputed_invoice_credited(demo):
+    """Each closed month went through every step of the close and its report balances; Acme
+    disputed part of its first, paid invoice: a credit note on two of its lines, settled to
+    its balance, which its next invoice drew; the aged table holds the open invoices, Soylent's
+    overdue, and Umbrella's paid-late one was past due before it was paid."""
+    from django.contrib.auth import get_user_model
+
+    from billing.models import CreditNote, MonthClose
+    from billing.selectors.close import close_report
+    from billing.selectors.receivables import aged_receivables
+    from billing.services.close import STEPS
+
+    now = clock.now()
+    months = [months_before(month_start(now), 2), months_before(month_start(now), 1)]
+    for close in MonthClose.objects.order_by("month"):
+        assert [s.name for s in close.steps.order_by("done_at", "id")] == list(STEPS)
+    assert list(MonthClose.objects.order_by("month").values_list("month", flat=True)) == months
+    for month in months:
+        report = close_report(month=month)
+        assert report.status == "closed" and report.is_balanced, month
+        assert abs(report.rounding) < Decimal("0.05"), month
+    [note] = CreditNote.objects.all()
+    assert (note.tenant.slug, note.reason, note.settle) == ("acme", "dispute", "balance")
+    assert note.invoice.status == "paid" and note.invoice.period_start == months[0]
+    assert note.lines.count() == 2 and note.reduced == 0 and note.settled == note.total
+    drawn = Invoice.objects.get(tenant__slug="acme", period_start=months[1]).lines.get(
+        kind="credit"
+    )
+    assert drawn.amount == -note.total
+    finance = get_user_model().objects.get(username="finance")
+    today = {row.tenant.slug: row for row in aged_receivables(user=finance, as_of=now.date())}
+    assert today["soylent"].total > 0
+    assert any(bucket != "current" for _, _, bucket in today["soylent"].invoices)
+    umbrella = Invoice.objects.get(tenant__slug="umbrella", period_start=months[0])
+    before_paid = aged_receivables(user=finance, as_of=umbrella.paid_at.date() - timedelta(days=1))
+    [row] = [row for row in before_paid if row.tenant.slug == "umbrella"]
+    assert [(i.number, bucket) for i, _, bucket in row.invoices] == [(umbrella.number, "days_1_30")]
+
+
 def test_the_lever_applied_two_weeks_ago_is_measured_against_its_projection(demo, page):
     from tests.e2e.conftest import login, screenshot
 
