@@ -10,10 +10,11 @@ from django.conf import settings
 from django.db.models import Min
 
 from billing.domain.rating.types import LineKind
-from billing.models import Contract, CreditNote, Invoice, Price, PromotionalCredit
+from billing.models import Contract, CreditNote, Invoice, PrepaidBalance, Price, PromotionalCredit
 from billing.services.close import close_run
 from billing.services.credit_notes import credit_note_issue
 from billing.services.invoices import invoice_pay
+from billing.services.prepaid import prepaid_purchase
 from billing.services.pricing import contract_create, price_create, promotion_grant
 from metering.selectors.factory import served_model_get
 from metering.selectors.usage import hourly_usage_list
@@ -61,6 +62,9 @@ INVOICE_RUN_HOUR = timedelta(hours=2)  # the month-end close runs at 02:00 UTC o
 DISPUTING = "acme"
 DISPUTE_SHARE = Decimal("0.05")
 DISPUTE_DAY = timedelta(days=19, hours=10)
+# Vandelay prepays 500,000.00 on the first day of the data's first month, usable through the
+# end of the next: the closes of both months draw it.
+PREPAYING, PREPAID_AMOUNT = "vandelay", Decimal("500000.00")
 
 
 @demo_step("billing: price book, contracts, promotions, the closed months' invoices and payments")
@@ -129,6 +133,8 @@ def _invoice_closed_months(*, now, stdout: TextIO) -> None:
             if paid_at <= issued_at:
                 invoice_pay(invoice=invoice, paid_at=paid_at)
         payments = [(t, i) for t, i in payments if t > issued_at]
+        if index == 0 and not PrepaidBalance.objects.exists():
+            _prepay(month=month, stdout=stdout)
         if index == 1 and month + DISPUTE_DAY <= now:
             _dispute(month=months[0], at=month + DISPUTE_DAY, stdout=stdout)
         run = close_run(month_start=month, now=issued_at)
@@ -175,3 +181,18 @@ def _dispute(*, month, at, stdout: TextIO) -> None:
         now=at,
     )
     stdout.write(f"  {note.number}: {invoice.number} credited {note.total} (dispute)\n")
+
+
+def _prepay(*, month, stdout: TextIO) -> None:
+    """The prepaying tenant's purchase, on the month's first morning, paid a week later."""
+    tenant = Tenant.objects.filter(slug=PREPAYING).first()
+    if tenant is None:
+        return
+    balance = prepaid_purchase(
+        tenant=tenant,
+        amount=PREPAID_AMOUNT,
+        expires_at=next_month(next_month(month)) - timedelta(days=1),
+        now=month + timedelta(hours=9),
+    )
+    invoice_pay(invoice=balance.invoice, paid_at=month + timedelta(days=7, hours=11))
+    stdout.write(f"  {balance.invoice.number}: {PREPAYING} prepaid {balance.amount}\n")

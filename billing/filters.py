@@ -2,7 +2,15 @@
 
 import django_filters
 
-from billing.models import Contract, Invoice, LedgerTransaction, Posting, Price, PromotionalCredit
+from billing.models import (
+    Contract,
+    CreditNote,
+    Invoice,
+    LedgerTransaction,
+    Posting,
+    Price,
+    PromotionalCredit,
+)
 from portal.filters import PortalFilterSet, TenantFilter
 
 
@@ -36,6 +44,14 @@ class InvoiceFilterSet(PortalFilterSet):
     class Meta:
         model = Invoice
         fields = ["tenant", "status", "number"]
+
+
+class CreditNoteFilterSet(PortalFilterSet):
+    tenant = TenantFilter()
+
+    class Meta:
+        model = CreditNote
+        fields = ["tenant", "reason", "number"]
 
 
 class PostingFilterSet(PortalFilterSet):

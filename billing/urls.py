@@ -28,6 +28,7 @@ urlpatterns = [
     path("close/<str:month>/", close.close_month, name="close-month-page"),
     path("close/<str:month>/pdf/", close.close_pdf, name="close-month-pdf"),
     path("receivables/", close.receivables, name="receivables-page"),
+    path("balances/", close.balances, name="balances-page"),
     path("credit-notes/", close.credit_notes, name="credit-notes-page"),
     path("credit-notes/<int:pk>/", close.credit_note_detail, name="credit-note-page"),
     path("credit-notes/<int:pk>/pdf/", close.credit_note_pdf, name="credit-note-pdf"),

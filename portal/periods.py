@@ -166,7 +166,7 @@ def _year_check(moment: datetime, field: str) -> datetime:
     return moment
 
 
-def _instant_parse(value: str, field: str) -> datetime:
+def instant_parse(value: str, field: str) -> datetime:
     """A bound: a YYYY-MM-DD date (its midnight) or an RFC 3339 date-time with a zone, on a
     whole UTC hour."""
     value = value.strip()
@@ -231,8 +231,8 @@ def period_resolve(
     if custom and params.get("period"):
         raise FieldError("period", "give either period or from/to, not both")
     if custom:
-        start = _instant_parse(params["from"], "from") if params.get("from") else month_start(now)
-        end = _instant_parse(params["to"], "to") if params.get("to") else hour_ceil(now)
+        start = instant_parse(params["from"], "from") if params.get("from") else month_start(now)
+        end = instant_parse(params["to"], "to") if params.get("to") else hour_ceil(now)
         if end <= start:
             raise FieldError("to", "must be after from")
         key, label = "custom", f"{start:%Y-%m-%d %H:%M} → {end:%Y-%m-%d %H:%M} UTC"

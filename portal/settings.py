@@ -277,6 +277,7 @@ SPECTACULAR_SETTINGS = {
         "TenantStatusEnum": "portal.models.Tenant.Status",
         "InvoiceStatusEnum": "billing.models.invoices.Invoice.Status",
         "TokenClassEnum": "billing.models.pricing.TOKEN_CLASS_CHOICES",
+        "LineKindEnum": "billing.models.invoices.InvoiceLine.Kind",
     },
 }
 

@@ -6,6 +6,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
 
 from billing.api.pricing import CommercialRead
+from billing.filters import CreditNoteFilterSet
 from billing.models import CreditNote, CreditNoteLine, Invoice
 from billing.selectors.credit_notes import credit_note_list
 from billing.services.credit_notes import credit_note_issue
@@ -29,7 +30,7 @@ class CreditNoteLineSerializer(serializers.ModelSerializer):
 class CreditNoteSerializer(serializers.ModelSerializer):
     invoice = serializers.CharField(source="invoice.number", allow_null=True, default=None)
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    month = serializers.DateTimeField(source="period_start", format="%Y-%m")
+    month = serializers.SerializerMethodField(help_text="the month it credits, YYYY-MM")
     total = serializers.SerializerMethodField()
     reduced = serializers.SerializerMethodField(help_text="off what was outstanding on the invoice")
     settled = serializers.SerializerMethodField(help_text="refunded or credited to the balance")
@@ -41,6 +42,9 @@ class CreditNoteSerializer(serializers.ModelSerializer):
             "id", "number", "invoice", "tenant", "month", "reason", "settle", "currency",
             "total", "reduced", "settled", "memo", "issued_at", "lines",
         ]  # fmt: skip
+
+    def get_month(self, note) -> str:
+        return f"{note.period_start:%Y-%m}"
 
     def get_total(self, note) -> str:
         return money_str(amount=note.total, currency=note.currency)
@@ -76,6 +80,7 @@ class CreditNoteViewSet(
 
     serializer_class = CreditNoteSerializer
     permission_classes = [CommercialRead]
+    filterset_class = CreditNoteFilterSet
 
     def get_queryset(self):
         return credit_note_list(user=self.request.user)

@@ -2,7 +2,16 @@
 
 from django.urls import path
 
-from billing.api import close, credit_notes, credits, invoices, ledger, pricing
+from billing.api import (
+    close,
+    credit_notes,
+    credits,
+    exports,
+    invoices,
+    ledger,
+    prepaid,
+    pricing,
+)
 from portal.api.routers import Router
 
 router = Router()
@@ -18,5 +27,8 @@ urlpatterns = [
     path("close", close.CloseView.as_view(), name="close"),
     path("close/<str:month>", close.CloseReportView.as_view(), name="close-report"),
     path("receivables", close.ReceivablesView.as_view(), name="receivables"),
+    path("prepaid", prepaid.PrepaidView.as_view(), name="prepaid"),
+    path("exports/focus", exports.FocusExportView.as_view(), name="focus-export"),
+    path("tenants/<slug:slug>/balances", prepaid.BalancesView.as_view(), name="tenant-balances"),
     *router.urls,
 ]

@@ -8,6 +8,7 @@ from billing.models.invoices import (
     SlaCredit,
 )
 from billing.models.ledger import Account, AppendOnlyModel, LedgerTransaction, Posting
+from billing.models.prepaid import PrepaidBalance, PrepaidBreakage, PrepaidDraw
 from billing.models.pricing import DEFAULT_CREDIT_TIERS, Contract, Price, PromotionalCredit
 from billing.models.rated import (
     RatedChange,
@@ -31,6 +32,9 @@ __all__ = [
     "LedgerTransaction",
     "MonthClose",
     "Posting",
+    "PrepaidBalance",
+    "PrepaidBreakage",
+    "PrepaidDraw",
     "Price",
     "PromotionUse",
     "PromotionalCredit",

@@ -13,6 +13,10 @@ class Invoice(models.Model):
     when issued; an issued invoice never changes (a trigger guards it on PostgreSQL), it is
     paid, or voided by a reversal."""
 
+    class Kind(models.TextChoices):
+        USAGE = "usage"  # a tenant's month
+        PURCHASE = "purchase"  # a prepaid purchase, invoiced at once, its period its issue day
+
     class Status(models.TextChoices):
         DRAFT = "draft"
         ISSUED = "issued"
@@ -20,7 +24,8 @@ class Invoice(models.Model):
         VOID = "void"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="invoices")
-    period_start = models.DateTimeField()  # first instant of the UTC month
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.USAGE)
+    period_start = models.DateTimeField()  # first instant of the UTC month (purchase: day)
     period_end = models.DateTimeField()
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.DRAFT)
     number = models.CharField(max_length=20, unique=True, null=True, blank=True)
@@ -43,7 +48,7 @@ class Invoice(models.Model):
             # One live invoice per tenant-month: the job running twice finds it.
             models.UniqueConstraint(
                 fields=["tenant", "period_start"],
-                condition=~models.Q(status="void"),
+                condition=~models.Q(status="void") & models.Q(kind="usage"),
                 name="invoice_one_per_tenant_month",
             ),
         ]

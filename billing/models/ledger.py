@@ -68,6 +68,7 @@ class LedgerTransaction(AppendOnlyModel):
         PAYMENT = "payment"
         SLA_CREDIT = "sla_credit"
         CREDIT_NOTE = "credit_note"
+        BREAKAGE = "breakage"
         REVERSAL = "reversal"
         MANUAL = "manual"
 

@@ -1,13 +1,17 @@
-"""A tenant's balances as the ledger holds them: its credit balance (credit notes settled to
-it, less what invoices drew) and its receivable."""
+"""A tenant's balances: its credit balance (credit notes settled to it, less what invoices
+drew) and receivable as the ledger holds them; its prepaid balances and what is left of
+each; every movement of both."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 
-from billing.models import Posting
+from billing.models import CreditNote, Invoice, InvoiceLine, Posting, PrepaidBalance
 from billing.services.ledger import account_balances
 from portal.models import Tenant
+from portal.periods import next_month
 
 
 def _balance(code: str) -> Decimal:
@@ -24,3 +28,63 @@ def credit_balance(*, tenant: Tenant) -> Decimal:
 def open_balance(*, tenant: Tenant) -> Decimal:
     """What the tenant owes on issued invoices: its receivable account's debit."""
     return _balance(f"receivable:{tenant.slug}")
+
+
+def prepaid_remaining(balance: PrepaidBalance) -> Decimal:
+    """Face value less what live invoices drew and the breakage booked."""
+    drawn = sum(
+        balance.draws.exclude(invoice__status=Invoice.Status.VOID).values_list("amount", flat=True),
+        Decimal(0),
+    )
+    broken = balance.breakage.amount if hasattr(balance, "breakage") else Decimal(0)
+    return balance.amount - drawn - broken
+
+
+def prepaid_usable(
+    *, tenant: Tenant, month_start: datetime
+) -> list[tuple[PrepaidBalance, Decimal]]:
+    """The tenant's prepaid balances usable on some day of the month, with what is left of
+    each, earliest expiry first (the order they are drawn)."""
+    balances = PrepaidBalance.objects.filter(
+        tenant=tenant,
+        starts_at__lt=next_month(month_start),
+        expires_at__gte=month_start,
+        invoice__status__in=(Invoice.Status.ISSUED, Invoice.Status.PAID),
+    ).order_by("expires_at", "id")
+    usable = [(balance, prepaid_remaining(balance)) for balance in balances]
+    return [(balance, left) for balance, left in usable if left > 0]
+
+
+@dataclass(frozen=True)
+class Movement:
+    time: datetime
+    kind: str  # purchase | draw | breakage | credit_note
+    balance: str  # credit | prepaid
+    amount: Decimal  # + into the balance, − out of it
+    document: str
+
+
+def balance_movements(*, tenant: Tenant) -> list[Movement]:
+    """Every movement of the tenant's credit and prepaid balances, oldest first."""
+    moves = []
+    for balance in PrepaidBalance.objects.filter(tenant=tenant).select_related("invoice"):
+        moves.append(Movement(balance.invoice.issued_at, "purchase", "prepaid", balance.amount,
+                              balance.invoice.number or ""))  # fmt: skip
+        for draw in balance.draws.exclude(invoice__status=Invoice.Status.VOID).select_related(
+            "invoice"
+        ):
+            moves.append(Movement(draw.invoice.issued_at or draw.invoice.created_at, "draw",
+                                  "prepaid", -draw.amount, draw.invoice.number or "draft"))  # fmt: skip
+        if hasattr(balance, "breakage"):
+            moves.append(Movement(balance.breakage.transaction.occurred_at, "breakage", "prepaid",
+                                  -balance.breakage.amount, ""))  # fmt: skip
+    for note in CreditNote.objects.filter(
+        tenant=tenant, settled__gt=0, settle=CreditNote.Settle.BALANCE
+    ):
+        moves.append(Movement(note.issued_at, "credit_note", "credit", note.settled, note.number))
+    for line in InvoiceLine.objects.filter(
+        invoice__tenant=tenant, kind="credit", invoice__status__in=("issued", "paid")
+    ).select_related("invoice"):
+        moves.append(Movement(line.invoice.issued_at, "draw", "credit", line.amount,
+                              line.invoice.number))  # fmt: skip
+    return sorted(moves, key=lambda m: (m.time, m.kind))

@@ -23,6 +23,7 @@ from billing.models import (
     LedgerTransaction,
     MonthClose,
     Posting,
+    PrepaidBreakage,
     RatedTenantMonth,
     SlaCredit,
 )
@@ -97,7 +98,10 @@ def _billed(month: datetime) -> tuple[Decimal, Decimal]:
     """(what the month's documents billed of its rating; adjustments carried for it)."""
     invoiced = _sum(
         InvoiceLine.objects.filter(
-            invoice__status__in=LIVE, invoice__period_start=month, kind__in=BILLED_KINDS
+            invoice__status__in=LIVE,
+            invoice__kind=Invoice.Kind.USAGE,
+            invoice__period_start=month,
+            kind__in=BILLED_KINDS,
         ).values_list("amount", flat=True)
     ) + _sum(
         CreditNoteLine.objects.filter(
@@ -140,7 +144,7 @@ def _dated(entries, first: date, last: date):
 def _document_revenue(first: date, last: date) -> dict[str, Decimal]:
     """Revenue by account built from the documents dated in the month: invoice lines (less
     the lines of invoices voided in it), netted months' credit notes, the SLA credits it
-    earned, credit notes issued in it."""
+    earned, credit notes issued in it, breakage of prepaid balances expiring in it."""
     revenue: dict[str, Decimal] = defaultdict(lambda: ZERO)
     kinds = set(REVENUE_KINDS)
 
@@ -169,6 +173,10 @@ def _document_revenue(first: date, last: date) -> dict[str, Decimal]:
             add(note.tenant, note.lines.all(), 1)
         else:
             revenue["contra:credit-notes"] -= note.total
+    for amount in PrepaidBreakage.objects.filter(
+        transaction__accounting_date__gte=first, transaction__accounting_date__lte=last
+    ).values_list("amount", flat=True):
+        revenue["revenue:breakage"] += amount
     for amount in SlaCredit.objects.filter(
         transaction__accounting_date__gte=first, transaction__accounting_date__lte=last
     ).values_list("amount", flat=True):
@@ -214,7 +222,11 @@ def close_report(*, month: datetime) -> CloseReport:
 def close_months(*, limit: int = 24) -> list[tuple[datetime, str]]:
     """The months with a close or invoices, newest first, with their status."""
     months = set(MonthClose.objects.values_list("month", flat=True))
-    months |= set(Invoice.objects.values_list("period_start", flat=True).distinct())
+    months |= set(
+        Invoice.objects.filter(kind=Invoice.Kind.USAGE)
+        .values_list("period_start", flat=True)
+        .distinct()
+    )
     closes = {c.month: c for c in MonthClose.objects.all()}
     return [
         (month, _status(month, closes.get(month))) for month in sorted(months, reverse=True)[:limit]

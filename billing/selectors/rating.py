@@ -99,7 +99,9 @@ def _promotions(*, month_start: datetime, tenant_ids=None) -> dict[int, list[Cre
     can be invoiced out of order, and a voided month invoiced again). Once the month's close
     is done, a tenant without a document for it gets none: its late usage bills in full."""
     start, end = month_bounds(month_start=month_start)
-    invoices = Invoice.objects.filter(period_start=start).exclude(status=Invoice.Status.VOID)
+    invoices = Invoice.objects.filter(period_start=start, kind=Invoice.Kind.USAGE).exclude(
+        status=Invoice.Status.VOID
+    )
     credits = PromotionalCredit.objects.filter(effective_from__lt=end).filter(
         Q(expires_at__isnull=True) | Q(expires_at__gt=start)
     )

@@ -10,6 +10,8 @@ job and the finance page. Its steps, in order, each recorded when done:
     issue   per tenant, in one transaction each: its invoice drafted (a draft left by a killed
             run is drafted again if what the month bills changed), numbered and posted, or
             the credit note of a month that netted below zero
+    breakage  what is left of the prepaid balances expiring in the month, booked as revenue on
+            each one's expiry day (after the month's invoices drew them)
     closed  the close's own postings end: from now on nothing is dated in the month
 
 Every step is idempotent: a run killed at any point is resumed by the next run (the beat's,
@@ -28,6 +30,7 @@ from billing.models import (
     CreditNote,
     Invoice,
     MonthClose,
+    PrepaidBreakage,
     RatedTenantMonth,
     SlaCredit,
 )
@@ -41,6 +44,7 @@ from billing.services.invoices import (
     invoice_finalize,
     month_lines,
 )
+from billing.services.prepaid import prepaid_breakage_book
 from metering.selectors.usage import hourly_usage_list
 from portal import clock
 from portal.closing import month_close, month_close_finish
@@ -49,7 +53,7 @@ from portal.periods import month_start as month_of
 from portal.periods import months_before, next_month
 from portal.pipeline import MEASURE, RATE, stage_run, stages_run
 
-STEPS = ("lock", "stages", "rate", "sla", "issue", "closed")
+STEPS = ("lock", "stages", "rate", "sla", "issue", "breakage", "closed")
 
 
 class CloseError(Exception):
@@ -73,6 +77,7 @@ class CloseRun:
     nothing_due: list[str] = field(default_factory=list)  # tenant slugs
     errors: dict[str, str] = field(default_factory=dict)  # tenant slug -> message
     sla_credits: list[SlaCredit] = field(default_factory=list)
+    breakage: list[PrepaidBreakage] = field(default_factory=list)
     steps: list[str] = field(default_factory=list)  # the steps this run did
     at: datetime | None = None  # the close's given time (the demo's history), else the clock
 
@@ -89,9 +94,9 @@ def tenants_to_bill(month_start: datetime) -> list[Tenant]:
     )
     since = months_before(start, ADJUSTMENT_MONTHS)
     ids |= set(
-        Invoice.objects.filter(status__in=LIVE, period_start__gte=since).values_list(
-            "tenant_id", flat=True
-        )
+        Invoice.objects.filter(
+            kind=Invoice.Kind.USAGE, status__in=LIVE, period_start__gte=since
+        ).values_list("tenant_id", flat=True)
     )
     ids |= set(  # rated in an earlier month: late usage there is adjusted now
         RatedTenantMonth.objects.filter(month_start__gte=since, month_start__lt=start)
@@ -218,6 +223,12 @@ def _bill(*, tenant: Tenant, month_start: datetime, run: CloseRun, by, now: date
     run.issued.append(invoice_finalize(invoice=invoice, by=by, now=now, by_close=True))
 
 
+def _breakage(*, close, run, by, now) -> bool:
+    run.breakage = prepaid_breakage_book(month_start=close.month, by=by)
+    _record(close, "breakage", run=run, balances=len(run.breakage))
+    return True
+
+
 def _closed(*, close, run, by, now) -> bool:
     with transaction.atomic():
         month_close_finish(month=close.month)
@@ -232,5 +243,6 @@ _STEP = {
     "rate": _rate,
     "sla": _sla,
     "issue": _issue,
+    "breakage": _breakage,
     "closed": _closed,
 }

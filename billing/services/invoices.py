@@ -22,16 +22,18 @@ from billing.models import (
     Invoice,
     InvoiceLine,
     LedgerTransaction,
+    PrepaidDraw,
     PromotionalCredit,
     PromotionUse,
     RatedTenantMonth,
     SlaCredit,
 )
-from billing.selectors.balances import credit_balance
+from billing.selectors.balances import credit_balance, prepaid_usable
 from billing.selectors.rating import month_billed
 from billing.services.ledger import (
     Leg,
     account_credit_balance,
+    account_deferred_revenue,
     account_named,
     account_receivable,
     account_revenue,
@@ -74,6 +76,7 @@ class InvoiceConflict(InvoiceError):
 
 
 BILLED_KINDS = (LineKind.USAGE, LineKind.PROMOTION, LineKind.MINIMUM)
+BALANCE_KINDS = (LineKind.CREDIT, LineKind.PREPAID)  # how an amount due is paid, not what
 
 
 def _billed_months(*, tenant: Tenant, month_start: datetime) -> list[datetime]:
@@ -83,9 +86,9 @@ def _billed_months(*, tenant: Tenant, month_start: datetime) -> list[datetime]:
     since = months_before(month_start, ADJUSTMENT_MONTHS)
     within = {"period_start__gte": since, "period_start__lt": month_start}
     months = set(
-        Invoice.objects.filter(tenant=tenant, status__in=LIVE, **within).values_list(
-            "period_start", flat=True
-        )
+        Invoice.objects.filter(
+            tenant=tenant, kind=Invoice.Kind.USAGE, status__in=LIVE, **within
+        ).values_list("period_start", flat=True)
     )
     months |= set(
         CreditNote.objects.filter(tenant=tenant, invoice=None, **within).values_list(
@@ -104,7 +107,7 @@ def _billed_lines(*, tenant: Tenant, month: datetime) -> list[LineIn]:
     lines, and the adjustments for it on later invoices."""
     lines = InvoiceLine.objects.filter(
         Q(invoice__tenant=tenant, invoice__status__in=LIVE, invoice__period_start=month,
-          kind__in=BILLED_KINDS)
+          invoice__kind=Invoice.Kind.USAGE, kind__in=BILLED_KINDS)
         | Q(invoice__tenant=tenant, invoice__status__in=LIVE, kind=LineKind.ADJUSTMENT,
             for_month=month)
     )  # fmt: skip
@@ -230,10 +233,10 @@ def _balance_line(*, tenant: Tenant, total: Decimal, currency: str) -> LineIn | 
 
 
 def _is_current(draft: Invoice, billed: MonthLines) -> bool:
-    """Whether a draft still bills what the month bills now (its balance line aside)."""
+    """Whether a draft still bills what the month bills now (its balance lines aside)."""
     kept = [
         (line.kind, line.model, line.token_class, line.quantity, line.amount, line.for_month)
-        for line in draft.lines.exclude(kind=LineKind.CREDIT).order_by("position")
+        for line in draft.lines.exclude(kind__in=BALANCE_KINDS).order_by("position")
     ]
     now = [
         (str(line.kind), line.model or "", str(line.token_class or ""), line.quantity,
@@ -252,7 +255,9 @@ def invoice_draft(*, tenant: Tenant, month_start: datetime) -> tuple[Invoice | N
     propagates."""
     start, end = month_bounds(month_start=month_start)
     billed = month_lines(tenant=tenant, month_start=start)
-    existing = Invoice.objects.select_for_update().filter(tenant=tenant, period_start=start)
+    existing = Invoice.objects.select_for_update().filter(
+        tenant=tenant, period_start=start, kind=Invoice.Kind.USAGE
+    )
     if invoice := existing.exclude(status=Invoice.Status.VOID).first():
         if invoice.status != Invoice.Status.DRAFT or _is_current(invoice, billed):
             return invoice, False
@@ -264,6 +269,12 @@ def invoice_draft(*, tenant: Tenant, month_start: datetime) -> tuple[Invoice | N
     lines = list(billed.lines)
     if balance := _balance_line(tenant=tenant, total=billed.total, currency=billed.currency):
         lines.append((balance, start))
+    due = invoice_total(lines=[line for line, _ in lines])
+    prepaid, draws = _prepaid_line(
+        tenant=tenant, month_start=start, due=due, currency=billed.currency
+    )
+    if prepaid:
+        lines.append((prepaid, start))
     invoice = Invoice.objects.create(
         tenant=tenant,
         period_start=start,
@@ -281,7 +292,36 @@ def invoice_draft(*, tenant: Tenant, month_start: datetime) -> tuple[Invoice | N
         if use.billed_amount > 0
     )
     SlaCredit.objects.filter(pk__in=[credit.pk for credit in billed.sla]).update(invoice=invoice)
+    PrepaidDraw.objects.bulk_create(
+        PrepaidDraw(balance=balance, invoice=invoice, amount=amount) for balance, amount in draws
+    )
     return invoice, True
+
+
+def _prepaid_line(
+    *, tenant: Tenant, month_start: datetime, due: Decimal, currency: str
+) -> tuple[LineIn | None, list]:
+    """The `prepaid` line drawing what is still due from the tenant's prepaid balances usable
+    in the month, earliest expiry first, and the draw from each."""
+    draws, left = [], due
+    for balance, remaining in prepaid_usable(tenant=tenant, month_start=month_start):
+        if left <= 0:
+            break
+        amount = min(remaining, left)
+        draws.append((balance, amount))
+        left -= amount
+    drawn = due - left
+    if drawn <= 0:
+        return None, []
+    zero = round_money(amount=Decimal(0), currency=currency)
+    line = LineIn(
+        kind=LineKind.PREPAID,
+        list_amount=zero,
+        discount=drawn,
+        amount=-drawn,
+        description=f"Drawn from prepaid balances ({money_text(amount=drawn, currency=currency)})",
+    )
+    return line, draws
 
 
 def _line_row(invoice: Invoice, position: int, line: LineIn, for_month: datetime) -> InvoiceLine:
@@ -306,7 +346,8 @@ def _line_row(invoice: Invoice, position: int, line: LineIn, for_month: datetime
 def line_legs(*, tenant: Tenant, kind: str, model: str, list_amount, discount, amount) -> list[Leg]:
     """The ledger legs of one billed line, beside the receivable (or credit balance) its
     document settles: revenue at list per model, discounts, promotions, the minimum,
-    adjustments and SLA credits each on their account, the credit balance drawn."""
+    adjustments and SLA credits each on their account, the credit balance drawn; a prepaid
+    purchase to deferred revenue, its draws from it (the usage lines are the revenue)."""
     if kind == LineKind.USAGE:
         return [
             Leg(account_revenue(model_slug=model), -list_amount),
@@ -322,6 +363,8 @@ def line_legs(*, tenant: Tenant, kind: str, model: str, list_amount, discount, a
         LineKind.MINIMUM: lambda: account_named("revenue:minimum"),
         LineKind.SLA_CREDIT: lambda: account_sla_payable(tenant=tenant),
         LineKind.CREDIT: lambda: account_credit_balance(tenant=tenant),
+        LineKind.PREPAID: lambda: account_deferred_revenue(tenant=tenant),
+        LineKind.PURCHASE: lambda: account_deferred_revenue(tenant=tenant),
     }[LineKind(kind)]()
     return [Leg(account, -amount)]
 
@@ -363,8 +406,10 @@ def invoice_finalize(
         tenant=invoice.tenant,
         period_start=invoice.period_start,
         occurred_at=now,
-        accounting_date=accrual_date(
-            month=invoice.period_start, occurred_at=now, by_close=by_close
+        accounting_date=(
+            accrual_date(month=invoice.period_start, occurred_at=now, by_close=by_close)
+            if invoice.kind == Invoice.Kind.USAGE
+            else None  # a purchase counts on its issue day
         ),
         idempotency_key=f"invoice:{invoice.pk}",
         by=by,
@@ -450,6 +495,12 @@ def invoice_void(
         )
     if invoice.credit_notes.exists():
         raise InvoiceError(f"{invoice} has credit notes; correct it with another credit note")
+    if (
+        PrepaidDraw.objects.filter(balance__invoice=invoice)
+        .exclude(invoice__status=Invoice.Status.VOID)
+        .exists()
+    ):
+        raise InvoiceError(f"{invoice} bought a prepaid balance that invoices have drawn")
     ledger_reverse(
         entry=invoice.issue_transaction,
         memo=f"Void of {invoice.number}" + (f": {reason}" if reason else ""),

@@ -71,10 +71,21 @@ def account_credit_balance(*, tenant: Tenant) -> Account:
     )
 
 
+def account_deferred_revenue(*, tenant: Tenant) -> Account:
+    """The tenant's prepaid balances not yet used: deferred revenue, recognized as drawn."""
+    return _account(
+        f"liability:deferred-revenue:{tenant.slug}",
+        f"Deferred revenue (prepaid) — {tenant.name}",
+        "liability",
+        tenant=tenant,
+    )
+
+
 FACTORY_ACCOUNTS = {
     "cash": ("Cash", "asset"),
     "revenue:minimum": ("Committed minimum shortfall", "revenue"),
     "revenue:adjustments": ("Late usage adjustments", "revenue"),
+    "revenue:breakage": ("Breakage of expired prepaid balances", "revenue"),
     "contra:discounts": ("Discounts (contract and volume tiers)", "contra_revenue"),
     "contra:sla-credits": ("SLA credits", "contra_revenue"),
     "contra:credit-notes": ("Credit notes", "contra_revenue"),

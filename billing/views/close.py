@@ -1,6 +1,6 @@
 """Month-end close pages (finance and operators): the months and their close, a month's
 close report (page and PDF), aged receivables; credit notes (page, PDF, CSV; tenants their
-own) and issuing one from an invoice's page."""
+own) and issuing one from an invoice's page; a tenant's credit and prepaid balances."""
 
 from datetime import UTC, datetime
 
@@ -13,21 +13,23 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
 from billing.domain.receivables import BUCKETS
+from billing.selectors.balances import balance_movements, credit_balance, prepaid_remaining
 from billing.selectors.close import close_months, close_report
 from billing.selectors.credit_notes import credit_note_list
 from billing.selectors.invoices import invoice_get
 from billing.selectors.receivables import aged_receivables
 from billing.services.credit_notes import credit_note_issue
+from billing.services.prepaid import prepaid_purchase
 from billing.tasks import close_task
 from portal import clock
-from portal.access import Capability, user_may
+from portal.access import Capability, tenant_get, user_may, user_role, user_tenant
 from portal.decorators import role_required
 from portal.errors import FieldError
 from portal.exports import csv_response
-from portal.models import Role
+from portal.models import Role, Tenant
 from portal.money import money_str
 from portal.pager import pager_page
-from portal.periods import day_parse, months_before, next_month
+from portal.periods import day_parse, instant_parse, months_before, next_month
 from portal.periods import month_start as month_of
 
 BOOKS = (Role.OPERATOR, Role.FINANCE)
@@ -264,3 +266,46 @@ def invoice_credit(request, pk: int):
         return redirect("invoice-page", pk=invoice.pk)
     messages.success(request, f"{note.number} issued on {invoice.number}.")
     return redirect("credit-note-page", pk=note.pk)
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def balances(request):
+    """A tenant's credit and prepaid balances with their movements; finance records a
+    prepaid purchase here."""
+    is_member = user_role(request.user) is Role.TENANT
+    slug = request.GET.get("tenant", "")
+    tenant = user_tenant(request.user) if is_member else None
+    if not is_member and slug:
+        tenant = tenant_get(user=request.user, slug=slug)
+    if request.method == "POST" and tenant and user_may(request.user, Capability.WRITE_COMMERCIAL):
+        try:
+            balance = prepaid_purchase(
+                tenant=tenant,
+                amount=request.POST.get("amount", ""),
+                expires_at=instant_parse(request.POST.get("expires_at", ""), "expires_at"),
+                by=request.user,
+            )
+            messages.success(request, f"Prepaid purchase invoiced as {balance.invoice.number}.")
+        except FieldError as error:
+            messages.error(request, str(error))
+        return redirect(f"{request.path}?tenant={tenant.slug}")
+    return render(
+        request,
+        "billing/close/balances.html",
+        {
+            "title": "Balances",
+            "tenant": tenant,
+            "is_member": is_member,
+            "tenants": [] if is_member else Tenant.objects.order_by("name"),
+            "credit": credit_balance(tenant=tenant) if tenant else None,
+            "prepaid": [
+                (balance, prepaid_remaining(balance))
+                for balance in tenant.prepaid.select_related("invoice")
+            ]
+            if tenant
+            else [],
+            "movements": balance_movements(tenant=tenant) if tenant else [],
+            "may_buy": user_may(request.user, Capability.WRITE_COMMERCIAL),
+            "currency": settings.FACTORY_CURRENCY,
+        },
+    )

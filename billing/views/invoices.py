@@ -23,6 +23,7 @@ from portal.decorators import role_required
 from portal.exports import csv_response, export_query
 from portal.models import Role, Tenant
 from portal.pager import pager_page
+from portal.periods import month_start, months_before
 
 INVOICE_CSV_HEADER = [
     "invoice", "kind", "description", "model", "token_class", "price_class", "quantity",
@@ -78,6 +79,7 @@ def invoices(request):
             "is_member": is_member,
             "tenants": [] if is_member else Tenant.objects.order_by("name"),
             "csv_query": export_query(request),
+            "focus_month": months_before(month_start(now), 1),
         },
     )
 

@@ -45,7 +45,9 @@ def _late(admin_api, event_id: str) -> None:
 def test_a_close_runs_its_steps_in_order_and_records_them(march):
     run = close_run(month_start=MARCH)
 
-    assert run.steps == list(STEPS) == ["lock", "stages", "rate", "sla", "issue", "closed"]
+    assert (
+        run.steps == list(STEPS) == ["lock", "stages", "rate", "sla", "issue", "breakage", "closed"]
+    )
     assert [i.number for i in run.issued] == ["INV-2026-000001", "INV-2026-000002"]
     assert {i.tenant.slug: i.total for i in run.issued} == {
         "tenant-a": Decimal("15.84"),
@@ -172,7 +174,7 @@ def test_a_month_not_over_is_refused(now):
 def test_the_close_command_and_its_invoice_alias(march, capsys):
     call_command("close", "--month", "2026-03")
     out = capsys.readouterr().out
-    assert "steps done now: lock, stages, rate, sla, issue, closed" in out
+    assert "steps done now: lock, stages, rate, sla, issue, breakage, closed" in out
     assert "INV-2026-000001  tenant-a" in out
     call_command("invoice", "--month", "2026-03")
     assert "none left: already closed" in capsys.readouterr().out

@@ -125,7 +125,7 @@ def test_close_run_twice_issues_one_invoice(admin_api, tenant_a, march_terms):
     first = close_run(month_start=MARCH)
     second = close_run(month_start=MARCH)
 
-    assert first.steps == ["lock", "stages", "rate", "sla", "issue", "closed"]
+    assert first.steps == ["lock", "stages", "rate", "sla", "issue", "breakage", "closed"]
     assert [i.number for i in first.issued] == ["INV-2026-000001"]
     assert (second.steps, second.issued) == ([], [])  # nothing left to do
     assert Invoice.objects.count() == 1

@@ -131,3 +131,30 @@ def test_the_lever_applied_two_weeks_ago_is_measured_against_its_projection(demo
     table.wait_for()
     assert "Speculative decoding" in table.inner_text()
     screenshot(page, "flywheel-cycles-demo")
+
+
+def test_the_focus_export_of_the_last_closed_month_ties_to_its_documents(demo):
+    """BilledCost of the demo's last closed month sums to the invoices that bill it, the
+    purchases and credit notes issued in it, to the cent, per tenant and in all."""
+    from django.contrib.auth import get_user_model
+
+    from billing.models import CreditNote
+    from billing.selectors.focus import focus_rows
+    from portal.periods import next_month
+
+    month = months_before(month_start(clock.now()), 1)
+    finance = get_user_model().objects.get(username="finance")
+    rows = list(focus_rows(user=finance, month=month))
+    billed: dict[str, Decimal] = {}
+    for row in rows:
+        billed[row["BillingAccountId"]] = billed.get(row["BillingAccountId"], 0) + row["BilledCost"]
+    documents: dict[str, Decimal] = {}
+    live = Invoice.objects.filter(status__in=("issued", "paid"))
+    issued_in = {"issued_at__gte": month, "issued_at__lt": next_month(month)}
+    for invoice in [*live.filter(kind="usage", period_start=month),
+                    *live.filter(kind="purchase", **issued_in)]:  # fmt: skip
+        documents[invoice.tenant.slug] = documents.get(invoice.tenant.slug, 0) + invoice.total
+    for note in CreditNote.objects.filter(**issued_in):
+        documents[note.tenant.slug] = documents.get(note.tenant.slug, 0) - note.total
+    assert billed == documents
+    assert sum(billed.values()) == sum(documents.values()) > 0

@@ -112,3 +112,19 @@ def test_the_retention_job_purges_rejections_older_than_seven_days(gateway, now)
     retention_task()
     assert list(IngestRejection.objects.values_list("at", flat=True)) == [now - timedelta(days=6)]
     assert clock.now() == now
+
+
+def test_a_refusal_naming_unstorable_text_is_kept_readable(db, now):
+    """A fuzzed body may name a field with NUL or a lone surrogate: PostgreSQL refuses both in
+    text and JSON, so the record keeps them replaced instead of failing the request."""
+    from metering.services.usage.rejections import rejection_record
+
+    record = rejection_record(
+        at=now, path="/api/v1/usage/events", token_prefix="tf_abc", source="s\x00rc\ud99f",
+        status=400, received=1,
+        errors=[{"index": 0, "field": "in\x00put\ud99f", "message": "unknown field"}],
+    )  # fmt: skip
+
+    record.refresh_from_db()
+    assert record.source == "s\ufffdrc?"
+    assert record.errors == [{"index": 0, "field": "in\ufffdput?", "message": "unknown field"}]

@@ -410,6 +410,22 @@ WRITES: dict[tuple[str, str], Write] = {
         COMMERCIAL,
         lambda w, n: Req(params={"id": _issued(w, n).pk}, body={"reason": "typo"}),
     ),
+    ("POST", "/api/v1/credit-notes/"): Write(
+        COMMERCIAL,
+        lambda w, n: Req(
+            body={"invoice": _issued(w, n).number, "reason": "goodwill", "amount": "0.01"}
+        ),
+        creates="billing.CreditNote",
+    ),
+    # A month without data: its close locks it and bills nothing (the world's March stays
+    # open for the other writes).
+    ("POST", "/api/v1/close"): Write(COMMERCIAL, lambda w, n: Req(body={"month": "2025-06"})),
+    ("POST", "/api/v1/prepaid"): Write(
+        COMMERCIAL,
+        lambda w, n: Req(
+            body={"tenant": "tenant-a", "amount": f"{n}.00", "expires_at": "2027-06-30"}
+        ),
+    ),
     ("POST", "/api/v1/maintenance/"): Write(
         OPERATOR,
         lambda w, n: Req(

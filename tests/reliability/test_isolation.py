@@ -116,6 +116,19 @@ API_CASES: dict[tuple[str, str], Reach | Listing] = {
     ("POST", "/api/v1/invoices/{id}/finalize/"): Reach(403, _id("invoice_b")),
     ("POST", "/api/v1/invoices/{id}/pay/"): Reach(403, _id("invoice_b")),
     ("POST", "/api/v1/invoices/{id}/void/"): Reach(403, _id("invoice_b")),
+    ("GET", "/api/v1/credit-notes/"): Listing(200, own=1, foreign="tenant=tenant-b"),
+    ("POST", "/api/v1/credit-notes/"): FORBIDDEN,
+    ("GET", "/api/v1/credit-notes/{id}/"): Reach(
+        404, _id("credit_note_b"), own=_id("credit_note_a")
+    ),
+    ("POST", "/api/v1/close"): FORBIDDEN,
+    ("GET", "/api/v1/close/{month}"): Reach(403, lambda w: {"month": "2026-03"}),
+    ("GET", "/api/v1/receivables"): FORBIDDEN_LIST,
+    ("POST", "/api/v1/prepaid"): FORBIDDEN,
+    ("GET", "/api/v1/tenants/{slug}/balances"): Reach(
+        404, _slug("tenant-b"), own=_slug("tenant-a")
+    ),
+    ("GET", "/api/v1/exports/focus"): Reach(200, lambda w: {}),
     ("GET", "/api/v1/kpis"): FORBIDDEN_LIST,
     ("GET", "/api/v1/lever-applications/"): FORBIDDEN_LIST,
     ("POST", "/api/v1/lever-applications/"): FORBIDDEN,
@@ -125,7 +138,8 @@ API_CASES: dict[tuple[str, str], Reach | Listing] = {
     ("POST", "/api/v1/levers/"): FORBIDDEN,
     ("GET", "/api/v1/levers/{id}/"): Reach(403, _id_missing),
     ("DELETE", "/api/v1/levers/{id}/"): Reach(403, _id_missing),
-    ("GET", "/api/v1/ledger/"): Listing(200, own=3, foreign="tenant=tenant-b"),
+    # A's invoice (3 postings) and its credit note (2).
+    ("GET", "/api/v1/ledger/"): Listing(200, own=5, foreign="tenant=tenant-b"),
     ("GET", "/api/v1/maintenance/"): FORBIDDEN_LIST,
     ("POST", "/api/v1/maintenance/"): FORBIDDEN,
     ("GET", "/api/v1/maintenance/{id}/"): Reach(403, _id("maintenance")),
@@ -186,6 +200,10 @@ TENANT_FACING = {
     ("GET", "/api/v1/incidents/{id}/"),
     ("GET", "/api/v1/invoices/"),
     ("GET", "/api/v1/invoices/{id}/"),
+    ("GET", "/api/v1/credit-notes/"),
+    ("GET", "/api/v1/credit-notes/{id}/"),
+    ("GET", "/api/v1/tenants/{slug}/balances"),
+    ("GET", "/api/v1/exports/focus"),
     ("GET", "/api/v1/ledger/"),
     ("GET", "/api/v1/sla"),
     ("GET", "/api/v1/usage"),
@@ -218,6 +236,18 @@ PAGE_CASES: dict[str, Page] = {
     "billing/invoices/<int:pk>/csv/": Page("GET", 404, _pk("invoice_b"), own=_pk("invoice_a")),
     "billing/invoices/<int:pk>/pay/": Page("POST", 403, _pk("invoice_b")),
     "billing/invoices/<int:pk>/void/": Page("POST", 403, _pk("invoice_b")),
+    "billing/invoices/<int:pk>/credit/": Page("POST", 403, _pk("invoice_b")),
+    "billing/credit-notes/<int:pk>/": Page(
+        "GET", 404, _pk("credit_note_b"), own=_pk("credit_note_a")
+    ),
+    "billing/credit-notes/<int:pk>/pdf/": Page(
+        "GET", 404, _pk("credit_note_b"), own=_pk("credit_note_a")
+    ),
+    "billing/credit-notes/<int:pk>/csv/": Page(
+        "GET", 404, _pk("credit_note_b"), own=_pk("credit_note_a")
+    ),
+    "billing/close/<str:month>/": Page("GET", 403, lambda w: {"month": "2026-03"}),
+    "billing/close/<str:month>/pdf/": Page("GET", 403, lambda w: {"month": "2026-03"}),
 }
 
 # Pages and exports a member may open, plain and filtered by tenant B: none of B's data, and
@@ -256,7 +286,8 @@ def _routes(resolver=None, prefix=""):
 def _page_url(route: str, params: dict[str, Any]) -> str:
     path = "/" + route
     for name, value in params.items():
-        path = path.replace(f"<int:{name}>", str(value)).replace(f"<{name}>", str(value))
+        for spelled in (f"<int:{name}>", f"<str:{name}>", f"<{name}>"):
+            path = path.replace(spelled, str(value))
     assert "<" not in path, path
     return path
 

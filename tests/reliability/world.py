@@ -12,7 +12,8 @@ from decimal import Decimal
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
-from billing.models import Contract, Invoice, Price, PromotionalCredit
+from billing.models import Contract, CreditNote, Invoice, Price, PromotionalCredit
+from billing.services.credit_notes import credit_note_issue
 from billing.services.invoices import invoice_draft, invoice_finalize
 from flywheel.models import CostModel, FactoryCosts
 from flywheel.services.tfom import factory_costs_create
@@ -49,6 +50,8 @@ class World:
     promotion_b: PromotionalCredit
     invoice_a: Invoice
     invoice_b: Invoice
+    credit_note_a: CreditNote
+    credit_note_b: CreditNote
     incident_a: Incident
     incident_b: Incident
     maintenance: MaintenanceWindow
@@ -104,6 +107,10 @@ def world_build() -> World:
     for tenant in (tenant_a, tenant_b):
         invoice, _ = invoice_draft(tenant=tenant, month_start=MARCH)
         invoices[tenant.slug] = invoice_finalize(invoice=invoice, by=None)
+    notes = {
+        slug: credit_note_issue(invoice=invoice, reason="goodwill", settle="balance", amount="0.01")
+        for slug, invoice in invoices.items()
+    }
     started = datetime(2026, 3, 5, 10, tzinfo=UTC)
     incidents = {
         slug: incident_create(
@@ -159,6 +166,8 @@ def world_build() -> World:
         promotion_b=promotion_b,
         invoice_a=invoices["tenant-a"],
         invoice_b=invoices["tenant-b"],
+        credit_note_a=notes["tenant-a"],
+        credit_note_b=notes["tenant-b"],
         incident_a=incidents["a"],
         incident_b=incidents["b"],
         maintenance=maintenance,

@@ -54,6 +54,8 @@ class LineKind(StrEnum):
     SLA_CREDIT = "sla_credit"  # posted by the SLA close, never by rating
     ADJUSTMENT = "adjustment"
     CREDIT = "credit"  # drawn from the tenant's credit balance (credit notes settled to it)
+    PREPAID = "prepaid"  # drawn from the tenant's prepaid balances
+    PURCHASE = "purchase"  # a prepaid purchase, on its own invoice
 
 
 class RatingError(Exception):

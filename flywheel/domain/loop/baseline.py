@@ -28,6 +28,9 @@ class Baseline:
     factory_costs: FactoryCosts
     minimum_shortfall: Decimal = ZERO  # money over the period, held in projections
     sla_credits: Decimal = ZERO  # money over the period, held in projections
+    # The ledger's revenue minus the rating's over the closed months in it (credit notes,
+    # breakage, line rounding; kpis.md Tie-out), held in projections.
+    revenue_tie_out: Decimal = ZERO
     baseline_tef: Decimal = DEFAULT_BASELINE_TEF
     scope: str = "factory"
 
@@ -63,4 +66,5 @@ def baseline_tfom(
         minimum_shortfall=baseline.minimum_shortfall,
         sla_credits=baseline.sla_credits,
         baseline_tef=baseline.baseline_tef,
+        revenue_tie_out=baseline.revenue_tie_out,
     )

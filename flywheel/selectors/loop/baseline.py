@@ -13,7 +13,7 @@ from flywheel.domain.kpis import ratio_of
 from flywheel.domain.loop.baseline import Baseline
 from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, FactoryCosts, PoolTfomInputs
 from flywheel.selectors.measurement import FactoryData
-from flywheel.selectors.tfom import engine_cost_model, measured_energy
+from flywheel.selectors.tfom import engine_cost_model, measured_energy, revenue_tie_out
 from flywheel.services.tfom import cost_models_in_force, factory_costs_in_force
 from portal.errors import FieldError
 
@@ -29,7 +29,7 @@ def baseline_get(
 ) -> Baseline:
     """The factory's measured period as the scenario engine needs it: each pool's KPI sums
     with its cost model in force at `start` and its DCGM energy, the factory costs, minimum
-    shortfalls and SLA credits (the same inputs as `tfom_measure`). Raises FieldError naming
+    shortfalls, SLA credits and the ledger's tie-out (the same inputs as `tfom_measure`). Raises FieldError naming
     the pool when one has no cost model in force."""
     data = data if data is not None else FactoryData(start=start, end=end)
     ids = sorted(data.pools)
@@ -70,6 +70,7 @@ def baseline_get(
         minimum_shortfall=shortfall,
         sla_credits=credits,
         baseline_tef=baseline_tef,
+        revenue_tie_out=revenue_tie_out(data=data, start=start, end=end),
     )
 
 

@@ -10,6 +10,19 @@ KEPT = timedelta(days=7)
 ERRORS_KEPT = 10  # the first errors of a batch; their count is kept whole
 
 
+def _storable(value):
+    """A value as text and JSON columns keep it: strings without NUL (PostgreSQL refuses it)
+    and with lone surrogates replaced (not valid UTF-8), inside lists and dicts too. A refused
+    body may hold anything; what it was answered is kept, readable."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_storable(key): _storable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable(item) for item in value]
+    return value
+
+
 def rejection_record(
     *,
     at: datetime,
@@ -27,13 +40,13 @@ def rejection_record(
     indexes = {error["index"] for error in errors if error.get("index") is not None}
     return IngestRejection.objects.create(
         at=at,
-        path=path[:100],
+        path=_storable(path)[:100],
         token_prefix=token_prefix,
-        source=source[:128],
+        source=_storable(source)[:128],
         status=status,
         received=received,
         rejected=len(indexes) if indexes else received,
-        errors=[dict(error) for error in errors[:ERRORS_KEPT]],
+        errors=[_storable(dict(error)) for error in errors[:ERRORS_KEPT]],
     )
 
 

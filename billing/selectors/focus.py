@@ -1,0 +1,169 @@
+"""The FOCUS 1.2 rows of a month (billing.domain.focus; architecture.md "Finance"): the lines
+of the invoices that bill the month, the purchases and the credit notes issued in it (a credit
+note in the month of its issue day), so BilledCost sums to the month's invoices less its credit
+notes, to the cent, per tenant. Tenants see their own rows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from decimal import Decimal
+
+from django.conf import settings
+
+from billing.domain.focus import (
+    CONSUMED_UNIT,
+    PRICING_UNIT,
+    SERVICE_CATEGORY,
+    SERVICE_SUBCATEGORY,
+    focus_time,
+)
+from billing.domain.rating.types import LineKind
+from billing.models import CreditNote, Invoice
+from portal.access import tenant_scoped
+from portal.periods import next_month
+
+MILLION = Decimal(1_000_000)
+LIVE = (Invoice.Status.ISSUED, Invoice.Status.PAID)
+SERVICE_NAME = "LLM inference"
+# Lines that draw a balance: their EffectiveCost is counted where the balance came from.
+DRAWS = {LineKind.CREDIT, LineKind.PREPAID}
+
+
+def _base(tenant, month: datetime) -> dict:
+    issuer = settings.FACTORY_NAME
+    return {
+        "BillingAccountId": tenant.slug,
+        "BillingAccountName": tenant.name,
+        "BillingCurrency": settings.FACTORY_CURRENCY,
+        "BillingPeriodStart": focus_time(month),
+        "BillingPeriodEnd": focus_time(next_month(month)),
+        "InvoiceIssuerName": issuer,
+        "ProviderName": issuer,
+        "PublisherName": issuer,
+        "ServiceCategory": SERVICE_CATEGORY,
+        "ServiceSubcategory": SERVICE_SUBCATEGORY,
+        "ServiceName": SERVICE_NAME,
+        "ChargeClass": None,
+        "ConsumedQuantity": None,
+        "ConsumedUnit": None,
+        "ContractedUnitPrice": None,
+        "ListUnitPrice": None,
+        "PricingCategory": None,
+        "SkuId": None,
+        "SkuPriceId": None,
+    }
+
+
+def _flat(amount: Decimal) -> dict:
+    """A charge without a unit price: every cost is what was billed."""
+    return {"ListCost": amount, "ContractedCost": amount, "EffectiveCost": amount,
+            "BilledCost": amount}  # fmt: skip
+
+
+def _line_row(base: dict, line, *, document: str, correction: bool) -> dict:
+    """One billed line (an invoice's, or a netted month's credit note's)."""
+    start = line.for_month
+    row = {
+        **base,
+        "InvoiceId": document,
+        "ChargeDescription": line.description,
+        "ChargePeriodStart": focus_time(start),
+        "ChargePeriodEnd": focus_time(next_month(start)),
+        "PricingQuantity": None,
+        "PricingUnit": None,
+        **_flat(line.amount),
+    }
+    kind = LineKind(line.kind)
+    if kind == LineKind.USAGE:
+        quantity = Decimal(line.quantity)
+        row.update(
+            ChargeCategory="Usage",
+            ChargeFrequency="Usage-Based",
+            PricingQuantity=quantity / MILLION,
+            PricingUnit=PRICING_UNIT,
+            ConsumedQuantity=quantity,
+            ConsumedUnit=CONSUMED_UNIT,
+            ListUnitPrice=line.list_unit_price,
+            ContractedUnitPrice=line.list_unit_price * (100 - line.discount_pct) / 100,
+            PricingCategory="Standard",
+            SkuId=f"{line.model}/{line.token_class}",
+            SkuPriceId=f"{line.model}/{line.price_class}/{line.list_unit_price.normalize()}",
+            ListCost=line.list_amount,
+        )
+    elif kind == LineKind.MINIMUM:
+        row.update(ChargeCategory="Usage", ChargeFrequency="Recurring", PricingQuantity=Decimal(1),
+                   PricingUnit="Months", ListUnitPrice=line.amount, ContractedUnitPrice=line.amount)  # fmt: skip
+    elif kind == LineKind.ADJUSTMENT:
+        row.update(ChargeCategory="Adjustment", ChargeClass="Correction",
+                   ChargeFrequency="Usage-Based", ListCost=line.list_amount)  # fmt: skip
+    else:  # promotion, sla_credit, credit, prepaid
+        row.update(ChargeCategory="Credit", ChargeFrequency="One-Time")
+        if kind in DRAWS:
+            row["EffectiveCost"] = Decimal(0)
+    if correction:
+        row["ChargeClass"] = "Correction"
+    return row
+
+
+def focus_rows(*, user, month: datetime, tenant=None) -> Iterator[dict]:
+    """The month's FOCUS rows the user may see (of `tenant` when given), by tenant."""
+    end = next_month(month)
+    invoices = tenant_scoped(Invoice.objects.select_related("tenant"), user=user).filter(
+        status__in=LIVE
+    )
+    notes = tenant_scoped(CreditNote.objects.select_related("tenant", "invoice"), user=user)
+    if tenant is not None:
+        invoices, notes = invoices.filter(tenant=tenant), notes.filter(tenant=tenant)
+    usage = invoices.filter(kind=Invoice.Kind.USAGE, period_start=month)
+    purchases = invoices.filter(kind=Invoice.Kind.PURCHASE, issued_at__gte=month, issued_at__lt=end)
+    for invoice in usage.order_by("tenant__slug", "number").prefetch_related("lines"):
+        base = _base(invoice.tenant, month)
+        for line in invoice.lines.all():
+            yield _line_row(base, line, document=invoice.number, correction=False)
+    for invoice in purchases.order_by("tenant__slug", "number").prefetch_related("lines"):
+        base = _base(invoice.tenant, month)
+        for line in invoice.lines.all():
+            yield {
+                **base,
+                "InvoiceId": invoice.number,
+                "ChargeCategory": "Purchase",
+                "ChargeFrequency": "One-Time",
+                "ChargeDescription": line.description,
+                "ChargePeriodStart": focus_time(invoice.period_start),
+                "ChargePeriodEnd": focus_time(invoice.period_end),
+                "PricingQuantity": Decimal(1),
+                "PricingUnit": "Purchases",
+                "ListUnitPrice": line.amount,
+                "ContractedUnitPrice": line.amount,
+                **_flat(line.amount),
+                "EffectiveCost": Decimal(0),  # it covers future charges (effectivecost.md)
+            }
+    for note in (
+        notes.filter(issued_at__gte=month, issued_at__lt=end)
+        .order_by("tenant__slug", "number")
+        .prefetch_related("lines")
+    ):
+        base = _base(note.tenant, month)
+        if note.invoice is None:  # a netted month: its lines as billed
+            for line in note.lines.all():
+                yield _line_row(base, line, document=note.number, correction=False)
+            continue
+        period = note.invoice.period_start
+        parts = [(line.description, line.amount) for line in note.lines.all()] or [
+            (f"Credit on {note.invoice.number}: {note.get_reason_display().lower()}", note.total)
+        ]
+        for description, amount in parts:
+            yield {
+                **base,
+                "InvoiceId": note.number,
+                "ChargeCategory": "Credit",
+                "ChargeClass": "Correction",  # it corrects an invoiced billing period
+                "ChargeFrequency": "One-Time",
+                "ChargeDescription": description,
+                "ChargePeriodStart": focus_time(period),
+                "ChargePeriodEnd": focus_time(note.invoice.period_end),
+                "PricingQuantity": None,
+                "PricingUnit": None,
+                **_flat(-amount),
+            }
