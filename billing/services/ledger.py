@@ -51,34 +51,27 @@ def account_named(code: str) -> Account:
     return _account(code, name, kind)
 
 
-def account_sla_payable(*, tenant: Tenant) -> Account:
+def _owed(tenant: Tenant, what: str, name: str) -> Account:
+    """A liability the factory holds for one tenant."""
     return _account(
-        f"liability:sla-credits:{tenant.slug}",
-        f"SLA credits owed — {tenant.name}",
-        "liability",
-        tenant=tenant,
+        f"liability:{what}:{tenant.slug}", f"{name} — {tenant.name}", "liability", tenant=tenant
     )
+
+
+def account_sla_payable(*, tenant: Tenant) -> Account:
+    """SLA credits posted at a month's close, owed until the next invoice bills them."""
+    return _owed(tenant, "sla-credits", "SLA credits owed")
 
 
 def account_credit_balance(*, tenant: Tenant) -> Account:
     """What the factory owes a tenant from credit notes settled to its balance: drawn by
     its next invoices (a `credit` line)."""
-    return _account(
-        f"liability:credit-balance:{tenant.slug}",
-        f"Credit balance — {tenant.name}",
-        "liability",
-        tenant=tenant,
-    )
+    return _owed(tenant, "credit-balance", "Credit balance")
 
 
 def account_deferred_revenue(*, tenant: Tenant) -> Account:
     """The tenant's prepaid balances not yet used: deferred revenue, recognized as drawn."""
-    return _account(
-        f"liability:deferred-revenue:{tenant.slug}",
-        f"Deferred revenue (prepaid) — {tenant.name}",
-        "liability",
-        tenant=tenant,
-    )
+    return _owed(tenant, "deferred-revenue", "Deferred revenue (prepaid)")
 
 
 FACTORY_ACCOUNTS = {
