@@ -36,7 +36,10 @@ NAV: list[NavItem] = [
     NavItem("Month-end close", "close-page", frozenset({Role.OPERATOR, Role.FINANCE}), "Billing"),
     NavItem("Receivables", "receivables-page", frozenset({Role.OPERATOR, Role.FINANCE}), "Billing"),
     NavItem(
-        "Balances", "balances-page", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Billing"
+        "Balances",
+        "balances-page",
+        frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
+        "Billing",
     ),
     NavItem("Ledger", "ledger", frozenset({Role.FINANCE}), "Billing"),
     NavItem("Price realization", "realization", frozenset({Role.FINANCE}), "Billing"),

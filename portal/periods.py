@@ -160,6 +160,24 @@ class Window:
         return f"{self.label} (to {end:%d %b %H:00} UTC)" if self.is_to_date else self.label
 
 
+def _year_bound(year: int, field: str) -> int:
+    """A year the portal takes (checked before a date is built: year 0 cannot be)."""
+    if not FIRST_YEAR <= year <= LAST_YEAR:
+        raise FieldError(field, f"must be within the years {FIRST_YEAR}–{LAST_YEAR}")
+    return year
+
+
+def month_parse(value: str | None, *, field: str = "month") -> datetime:
+    """A month, YYYY-MM, within the years the portal takes: its first instant (UTC)."""
+    match = _MONTH.match((value or "").strip())
+    if match is None:
+        raise FieldError(field, "must be a month, YYYY-MM")
+    year, month = _year_bound(int(match[1]), field), int(match[2])
+    if not 1 <= month <= 12:
+        raise FieldError(field, "the month must be 01 to 12")
+    return datetime(year, month, 1, tzinfo=UTC)
+
+
 def _year_check(moment: datetime, field: str) -> datetime:
     if not FIRST_YEAR <= moment.year <= LAST_YEAR:
         raise FieldError(field, f"must be within the years {FIRST_YEAR}–{LAST_YEAR}")
@@ -203,15 +221,12 @@ def _named(key: str, now: datetime) -> tuple[datetime, datetime, str]:
         return months_before(now, 1), month_start(now), PRESETS[key]
     if key in days:
         return today - timedelta(days=days[key] - 1), today + timedelta(days=1), PRESETS[key]
-    if match := _MONTH.match(key):
-        year, month = int(match[1]), int(match[2])
-        if not 1 <= month <= 12:
-            raise FieldError("period", "the month must be 01 to 12")
-        start = _year_check(datetime(year, month, 1, tzinfo=UTC), "period")
+    if _MONTH.match(key):
+        start = month_parse(key, field="period")
         return start, next_month(start), start.strftime("%B %Y")
     if match := _QUARTER.match(key):
-        year, quarter = int(match[1]), int(match[2])
-        start = _year_check(datetime(year, 3 * quarter - 2, 1, tzinfo=UTC), "period")
+        year, quarter = _year_bound(int(match[1]), "period"), int(match[2])
+        start = datetime(year, 3 * quarter - 2, 1, tzinfo=UTC)
         return start, months_after(start, 3), f"Q{quarter} {year}"
     raise FieldError(
         "period", f"must be one of {', '.join(PRESETS)}, a month YYYY-MM or a quarter YYYY-Qn"

@@ -1,6 +1,5 @@
 """The month-end close: queue (or resume) it, read its report; aged receivables."""
 
-from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.conf import settings
@@ -17,19 +16,11 @@ from billing.services.close import CloseError
 from billing.tasks import close_task
 from portal import clock
 from portal.access import Capability
-from portal.errors import FieldError
 from portal.money import money_str
-from portal.periods import day_parse, next_month
+from portal.periods import day_parse, month_parse, next_month
 from portal.permissions import capability_permission
 
 Books = capability_permission(read=Capability.READ_BOOKS, write=Capability.WRITE_COMMERCIAL)
-
-
-def month_parse(value: str | None, *, field: str = "month") -> datetime:
-    try:
-        return datetime.strptime(value or "", "%Y-%m").replace(tzinfo=UTC)
-    except ValueError:
-        raise FieldError(field, "must be a month, YYYY-MM") from None
 
 
 class CloseIn(serializers.Serializer):

@@ -9,14 +9,13 @@ from rest_framework import renderers
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.views import APIView
 
-from billing.api.close import month_parse
 from billing.api.pricing import CommercialRead
 from billing.domain.focus import COLUMNS, NAMES, arrow_table, csv_value
 from billing.selectors.focus import focus_rows
 from portal import clock
 from portal.access import tenant_get
 from portal.errors import FieldError
-from portal.periods import month_start, months_before
+from portal.periods import month_parse, month_start, months_before
 
 
 def focus_response(*, rows: list[dict], name: str, format: str) -> HttpResponse:

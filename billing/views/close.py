@@ -2,7 +2,7 @@
 close report (page and PDF), aged receivables; credit notes (page, PDF, CSV; tenants their
 own) and issuing one from an invoice's page; a tenant's credit and prepaid balances."""
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django.conf import settings
 from django.contrib import messages
@@ -29,7 +29,7 @@ from portal.exports import csv_response
 from portal.models import Role, Tenant
 from portal.money import money_str
 from portal.pager import pager_page
-from portal.periods import day_parse, instant_parse, months_before, next_month
+from portal.periods import day_parse, instant_parse, month_parse, months_before, next_month
 from portal.periods import month_start as month_of
 
 BOOKS = (Role.OPERATOR, Role.FINANCE)
@@ -52,8 +52,8 @@ def _money(amount) -> str:
 
 def _month(value: str) -> datetime:
     try:
-        return datetime.strptime(value, "%Y-%m").replace(tzinfo=UTC)
-    except ValueError:
+        return month_parse(value)
+    except FieldError:
         raise Http404("No such month.") from None
 
 

@@ -1,7 +1,5 @@
 """The SLA page: attainment and credits per tenant-month."""
 
-from datetime import UTC, datetime
-
 from django.shortcuts import render
 
 from billing.charts import sla_history_chart
@@ -12,8 +10,9 @@ from portal import clock
 from portal.access import tenant_get, user_role, user_tenant
 from portal.charts import figure_json
 from portal.decorators import role_required
+from portal.errors import FieldError
 from portal.models import Role, Tenant
-from portal.periods import Period, month_start, months_before, next_month
+from portal.periods import Period, month_parse, month_start, months_before, next_month
 
 SLA_MONTHS = 6  # months of history on the SLA page
 
@@ -61,7 +60,8 @@ def sla(request):
 
 
 def _month_param(value: str | None, *, default):
+    """The month asked for (YYYY-MM, within the years the portal takes), else `default`."""
     try:
-        return datetime.strptime(value or "", "%Y-%m").replace(tzinfo=UTC)
-    except ValueError:
+        return month_parse(value)
+    except FieldError:
         return default

@@ -111,6 +111,9 @@ def test_period_resolve_months_quarters_and_custom_bounds(now):
         ({"period": "2026-13"}, "period"),
         ({"period": "1999-12"}, "period"),
         ({"period": "2026-Q5"}, "period"),
+        ({"period": "0000-01"}, "period"),  # year 0: no date can be built
+        ({"period": "0000-Q1"}, "period"),
+        ({"period": "9999-12"}, "period"),
     ],
 )
 def test_period_resolve_refuses_naming_the_parameter(params, field):
@@ -197,3 +200,20 @@ def test_data_until_keeps_moving_while_events_keep_arriving(db, now):
     assert usage_metered_until(now=now) == now - timedelta(minutes=30)
     FoldPending.objects.filter(event_id=1).delete()  # the fold took the oldest
     assert usage_metered_until(now=now) == now - timedelta(minutes=20)
+
+
+@pytest.mark.parametrize("value", ["0000-01", "9999-12", "2026-00", "2026-1", "", None])
+def test_month_parse_refuses_naming_the_field(value):
+    from portal.periods import month_parse
+
+    with pytest.raises(FieldError) as refused:
+        month_parse(value, field="month")
+    assert refused.value.field == "month"
+
+
+def test_pages_and_apis_taking_a_month_answer_bad_years_without_an_error(db, users, client):
+    client.force_login(users["operator"])
+    assert client.get("/billing/sla/?month=9999-12").status_code == 200
+    assert client.get("/billing/sla/?month=0000-01").status_code == 200
+    assert client.get("/api/v1/kpis?period=0000-01").status_code == 400
+    assert client.get("/api/v1/close/0000-01").status_code == 400
