@@ -9,6 +9,7 @@ import hashlib
 import logging
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.core.cache import caches
 from django.utils.connection import ConnectionProxy
 from rest_framework.throttling import SimpleRateThrottle
@@ -25,7 +26,15 @@ IP_LIMIT_FACTOR = 4
 
 
 def _key(prefix: str, value: str) -> str:
-    return f"{prefix}:{hashlib.sha256(value.lower().encode()).hexdigest()[:32]}"
+    return f"{prefix}:{hashlib.sha256(value.encode()).hexdigest()[:32]}"
+
+
+def _account(username: str) -> str:
+    """The account a sign-in names, as authentication reads it: surrounding whitespace
+    stripped, NFKC-normalized (AbstractBaseUser.normalize_username), case kept (a case-folded
+    counter would let one account's failures lock another): one counter per account,
+    whatever the spelling."""
+    return AbstractBaseUser.normalize_username(username.strip())
 
 
 def _safely(default, fn, *args):
@@ -41,7 +50,7 @@ def login_locked_for(*, username: str, ip: str) -> int:
     may fail IP_LIMIT_FACTOR times more often than one username: offices share addresses."""
     limit = settings.LOGIN_FAILURE_LIMIT
     for key, most in (
-        (_key("login-fail-user", username), limit),
+        (_key("login-fail-user", _account(username)), limit),
         (_key("login-fail-ip", ip), limit * IP_LIMIT_FACTOR),
     ):
         failures = _safely(0, cache.get, key) or 0
@@ -53,13 +62,13 @@ def login_locked_for(*, username: str, ip: str) -> int:
 
 def login_failed(*, username: str, ip: str) -> None:
     """Count a failure against the username and the address (window: the lockout time)."""
-    for key in (_key("login-fail-user", username), _key("login-fail-ip", ip)):
+    for key in (_key("login-fail-user", _account(username)), _key("login-fail-ip", ip)):
         _safely(None, cache.add, key, 0, settings.LOGIN_LOCKOUT_SECONDS)
         _safely(None, cache.incr, key)
 
 
 def login_succeeded(*, username: str) -> None:
-    _safely(None, cache.delete, _key("login-fail-user", username))
+    _safely(None, cache.delete, _key("login-fail-user", _account(username)))
 
 
 class QuotaThrottle(SimpleRateThrottle):

@@ -42,6 +42,23 @@ def test_five_failures_lock_the_account_out(client, users, settings):
 
 
 @pytest.mark.both_backends
+def test_the_lockout_counts_one_account_whatever_its_spelling(client, users, settings):
+    """Surrounding spaces and compatibility forms name the same account (authentication
+    reads them so), hence the same counter; another case is another account."""
+    settings.LOGIN_FAILURE_LIMIT = 5
+    for spelling in ("operator-user", " operator-user", "operator-user ", "ｏperator-user",
+                     "\toperator-user"):  # fmt: skip
+        assert _sign_in(client, spelling, "wrong").status_code == 200
+    for spelling in (" operator-user", "operator-user ", "ｏperator-user"):
+        assert _sign_in(client, spelling, PASSWORD).status_code == 429, spelling
+    assert "_auth_user_id" not in client.session
+    for _ in range(5):
+        _sign_in(client, "OPERATOR-USER", "wrong")  # another account's counter (none such)
+    settings.LOGIN_FAILURE_LIMIT = 6
+    assert _sign_in(client, "operator-user", PASSWORD).status_code == 302
+
+
+@pytest.mark.both_backends
 def test_a_success_before_the_limit_resets_the_count(client, users):
     for _ in range(4):
         _sign_in(client, "finance-user", "wrong")
