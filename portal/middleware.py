@@ -10,6 +10,7 @@ from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, resolve_url
 from django.template.loader import render_to_string
+from django.utils.cache import add_never_cache_headers, patch_cache_control
 
 from portal.access import user_refusal
 from portal.errors import FieldError
@@ -59,6 +60,27 @@ class SessionAbsoluteTimeoutMiddleware:
                     return self.get_response(request)  # answered as unauthenticated
                 return redirect(f"{resolve_url(settings.LOGIN_URL)}?next={request.path}")
         return self.get_response(request)
+
+
+class PrivateResponseMiddleware:
+    """Nothing answered to a signed-in user is kept by a browser or a shared cache
+    (`Cache-Control: no-store, private`): invoices, usage and tokens stay off disk after
+    sign-out and out of proxies."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        user = getattr(request, "user", None)
+        try:
+            signed_in = bool(user and user.is_authenticated)
+        except (OperationalError, InterfaceError):
+            signed_in = False
+        if signed_in:
+            add_never_cache_headers(response)
+            patch_cache_control(response, private=True)
+        return response
 
 
 class TenantStatusMiddleware:

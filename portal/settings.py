@@ -84,6 +84,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "portal.middleware.SessionAbsoluteTimeoutMiddleware",
+    "portal.middleware.PrivateResponseMiddleware",
     "portal.middleware.TenantStatusMiddleware",
     "portal.middleware.DatabaseUnavailableMiddleware",
     "portal.middleware.BadInputMiddleware",

@@ -69,8 +69,9 @@ class InvoiceError(Exception):
 
 
 class InvoiceConflict(InvoiceError):
-    """Finalizing an invoice that is no longer a draft: a 409, so a retried request learns
-    the invoice's state instead of being told it succeeded."""
+    """A transition the invoice's state no longer allows (finalizing past draft, paying or
+    voiding what is not issued): a 409, so a retried request learns the invoice's state
+    instead of being told it succeeded."""
 
     http_status = 409
 
@@ -439,7 +440,9 @@ def invoice_pay(*, invoice: Invoice, by=None, paid_at: datetime | None = None) -
     in a closed month is accounted on the first day of the next open one."""
     invoice = Invoice.objects.select_for_update().get(pk=invoice.pk)
     if invoice.status != Invoice.Status.ISSUED:
-        raise InvoiceError(f"invoice {invoice} is {invoice.status}; only issued invoices are paid")
+        raise InvoiceConflict(
+            f"invoice {invoice} is {invoice.status}; only issued invoices are paid"
+        )
     paid_at = paid_at or clock.now()
     amount = invoice_outstanding(invoice=invoice)
     if amount > 0:
@@ -485,7 +488,7 @@ def invoice_void(
     to wait for the next invoice. The month can then be invoiced again."""
     invoice = Invoice.objects.select_for_update().get(pk=invoice.pk)
     if invoice.status != Invoice.Status.ISSUED:
-        raise InvoiceError(
+        raise InvoiceConflict(
             f"invoice {invoice} is {invoice.status}; only issued invoices are voided"
         )
     if month_is_closed(invoice.period_start):

@@ -162,7 +162,12 @@ def test_finance_pays_and_voids(finance, open_invoices):
     voided = finance.post(f"/api/v1/invoices/{b.pk}/void", {"reason": "duplicate"})
     assert voided.json()["status"] == "void"
     again = finance.post(f"/api/v1/invoices/{b.pk}/void", {})
-    assert again.status_code == 400
+    assert again.status_code == 409  # a state conflict, as for finalize
+    paid_again = finance.post(f"/api/v1/invoices/{a.pk}/pay")
+    assert paid_again.status_code == 409
+    assert paid_again.json()["errors"] == [
+        {"field": "status", "message": f"invoice {a.number} is paid; only issued invoices are paid"}
+    ]
     assert again.json()["errors"][0]["field"] == "status"
     cash = finance.get("/api/v1/ledger?account=cash").json()["results"]
     assert [(row["amount"], row["kind"]) for row in cash] == [("17.6000", "payment")]

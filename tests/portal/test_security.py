@@ -250,3 +250,13 @@ def test_deploy_check_is_quiet_with_redis_and_outside_deploy(settings):
     }
     deploy = checks.run_checks(include_deployment_checks=True)
     assert [m.id for m in deploy if m.id == "portal.W001"] == []
+
+
+@pytest.mark.both_backends
+def test_signed_in_answers_are_never_cached(client, users):
+    client.force_login(users["finance"])
+    for url in ("/", "/billing/invoices/", "/api/v1/invoices"):
+        control = client.get(url)["Cache-Control"]
+        assert "no-store" in control and "private" in control, (url, control)
+    client.logout()
+    assert "no-store" not in client.get("/status/").get("Cache-Control", "")
