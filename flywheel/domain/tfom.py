@@ -16,17 +16,20 @@ from portal.errors import FieldError
 DEFAULT_BASELINE_TEF = Decimal("0.30")  # industry TEF, kpis.md section 5
 
 
+MIN_BASELINE_TEF = Decimal("0.01")
+
+
 def baseline_tef_parse(value: str | None) -> Decimal:
-    """`baseline_tef` as a request gives it: a number in (0, 1] (kpis.md section 5), the
-    default when absent; FieldError otherwise."""
+    """`baseline_tef` as a request gives it: a number in [0.01, 1] (kpis.md section 5: the
+    smaller ones overflow equivalent GPUs), the default when absent; FieldError otherwise."""
     if not value:
         return DEFAULT_BASELINE_TEF
     try:
         baseline = Decimal(value)
     except ArithmeticError:
         baseline = None
-    if baseline is None or not baseline.is_finite() or not 0 < baseline <= 1:
-        raise FieldError("baseline_tef", "must be a number in (0, 1], e.g. 0.30")
+    if baseline is None or not baseline.is_finite() or not MIN_BASELINE_TEF <= baseline <= 1:
+        raise FieldError("baseline_tef", "must be a number in [0.01, 1], e.g. 0.30")
     return baseline
 
 

@@ -370,7 +370,7 @@ def test_tfom_measure_raises_for_a_pool_without_cost_model(db):
     assert "bare" in caught.value.message
 
 
-@pytest.mark.parametrize("value", ["0", "-0.3", "2", "1e309", "nan", "abc"])
+@pytest.mark.parametrize("value", ["0", "-0.3", "2", "1e309", "nan", "abc", "1e-300", "0.009"])
 def test_baseline_tef_outside_zero_to_one_is_a_400_naming_it(users, token_client, value):
     response = token_client(users["finance"]).get(f"/api/v1/tfom?baseline_tef={value}")
 
@@ -382,7 +382,9 @@ def test_baseline_tef_on_the_investor_page_is_the_same_rule(users, session_clien
     investor = session_client(users["investor"])
 
     assert investor.get("/investor/?baseline_tef=2").status_code == 400
+    assert investor.get("/investor/?baseline_tef=1e-300").status_code == 400
     assert investor.get("/investor/?baseline_tef=1").status_code == 200
+    assert investor.get("/investor/?baseline_tef=0.01").status_code == 200
 
 
 def test_a_pool_counts_capacity_and_costs_only_while_in_service(april):
