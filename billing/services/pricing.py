@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Model
 
@@ -19,8 +20,15 @@ from portal.versions import effective_from_check, version_create, version_in_for
 
 
 def _check_currency(currency: str) -> None:
+    """Prices, contracts and promotions are in the ledger's one currency (kpis.md: money is in
+    FACTORY_CURRENCY); another, known or not, is refused naming `currency`."""
     if currency not in CURRENCY_EXPONENTS:
         raise FieldError("currency", f"unknown currency {currency!r}")
+    if currency != settings.FACTORY_CURRENCY:
+        raise FieldError(
+            "currency",
+            f"must be {settings.FACTORY_CURRENCY}, the ledger's currency (FACTORY_CURRENCY)",
+        )
 
 
 @transaction.atomic

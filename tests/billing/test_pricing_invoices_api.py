@@ -244,3 +244,17 @@ def test_finance_token_with_read_scope_cannot_post(users, token_client, invoices
     pay = api.post(f"/api/v1/invoices/{invoices['tenant-a'].pk}/pay")
     assert pay.status_code == 403
     assert Decimal(api.get("/api/v1/invoices").json()["results"][0]["total"]) == Decimal("17.60")
+
+
+@pytest.mark.parametrize("currency", ["EUR", "XYZ"])
+def test_a_price_in_another_currency_than_the_ledgers_is_refused(admin_api, currency):
+    model = make_priced_model(prices=("1", "0.5", "2"))
+    response = admin_api.post(
+        "/api/v1/prices",
+        {"model": model.slug, "token_class": "output", "per_million": "2.19",
+         "currency": currency, "effective_from": "2027-01-01T00:00:00Z"},
+        format="json",
+    )  # fmt: skip
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "currency"
+    assert Price.objects.filter(currency=currency).count() == 0
