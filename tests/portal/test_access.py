@@ -29,6 +29,7 @@ PAGES = {
     "/billing/close/": {"operator", "finance"},
     "/billing/receivables/": {"operator", "finance"},
     "/billing/credit-notes/": TENANT_DATA,
+    "/billing/balances/": TENANT_DATA,
     "/billing/realization/": {"finance"},
     "/billing/prices/": CONFIGURATION,
     "/billing/sla/": TENANT_DATA,

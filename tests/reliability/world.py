@@ -107,8 +107,14 @@ def world_build() -> World:
     for tenant in (tenant_a, tenant_b):
         invoice, _ = invoice_draft(tenant=tenant, month_start=MARCH)
         invoices[tenant.slug] = invoice_finalize(invoice=invoice, by=None)
-    notes = {
-        slug: credit_note_issue(invoice=invoice, reason="goodwill", settle="balance", amount="0.01")
+    notes = {  # dated in March, as everything of the world is
+        slug: credit_note_issue(
+            invoice=invoice,
+            reason="goodwill",
+            settle="balance",
+            amount="0.01",
+            now=datetime(2026, 3, 31, 12, tzinfo=UTC),
+        )
         for slug, invoice in invoices.items()
     }
     started = datetime(2026, 3, 5, 10, tzinfo=UTC)
