@@ -13,7 +13,7 @@ from django.db import transaction
 from portal import clock
 from portal.errors import FieldError
 from portal.models import ClosedMonth
-from portal.periods import month_start, next_month
+from portal.periods import month_start, months_before, next_month
 from portal.services import audit_record
 
 
@@ -54,6 +54,40 @@ def month_closed_check(*, moment: datetime, field: str, by_close: bool = False) 
             field,
             f"{month_start(moment):%Y-%m} is closed: its invoices are issued, so nothing may "
             "take effect inside it (correct it with a credit note)",
+        )
+
+
+def closed_through() -> datetime | None:
+    """The end of the last closed month (None while none is closed)."""
+    last = ClosedMonth.objects.order_by("-month").values_list("month", flat=True).first()
+    return next_month(last) if last is not None else None
+
+
+def version_closed_check(*, moment: datetime, field: str = "effective_from") -> None:
+    """Refuse, naming `field`, a version in force from `moment` on when that is before the end
+    of the last closed month: it would be in force inside a closed month, whatever its date
+    (kpis.md, Closed months)."""
+    end = closed_through()
+    if end is not None and moment < end:
+        raise FieldError(
+            field,
+            f"is before the end of the last closed month ({months_before(end, 1):%Y-%m}): "
+            "a version from then would be in force inside it; start it at "
+            f"{end:%Y-%m-%dT%H:%M:%SZ} or later",
+        )
+
+
+def span_closed_check(*, start: datetime, end: datetime | None, field: str) -> None:
+    """Refuse, naming `field`, a record in force over [start, end) (`end` None: still open)
+    that overlaps a closed month: a maintenance window, an incident."""
+    months = ClosedMonth.objects.filter(month__gte=month_start(start))
+    if end is not None:
+        months = months.filter(month__lt=end)
+    if first := months.order_by("month").values_list("month", flat=True).first():
+        raise FieldError(
+            field,
+            f"{first:%Y-%m} is closed: its invoices are issued, so nothing may take effect "
+            "inside it (correct it with a credit note)",
         )
 
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from django.db import IntegrityError, models, transaction
 
 from portal import clock
-from portal.closing import month_closed_check
+from portal.closing import version_closed_check
 from portal.effective import InForce, in_force_by
 from portal.errors import FieldError
 from portal.services import audit_object, object_delete
@@ -21,12 +21,13 @@ from portal.services import audit_object, object_delete
 
 def effective_from_check(moment: datetime, *, in_figures: bool = True) -> None:
     """A version starts on a whole UTC hour. One that feeds a month's figures (a price,
-    contract, cost model, factory cost or deployment version: `in_figures`) may not take
-    effect inside a closed month; levers and goals are plans, not figures."""
+    contract, cost model, factory cost or deployment version: `in_figures`) may not start
+    before the end of the last closed month (it would be in force inside it); levers and
+    goals are plans, not figures."""
     if moment.minute or moment.second or moment.microsecond:
         raise FieldError("effective_from", "must be a whole UTC hour (minutes and seconds 0)")
     if in_figures:
-        month_closed_check(moment=moment, field="effective_from")
+        version_closed_check(moment=moment, field="effective_from")
 
 
 def version_create(version: models.Model, *, series: dict, conflict: str, by=None) -> models.Model:

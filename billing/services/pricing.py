@@ -11,7 +11,7 @@ from django.db.models import Model
 
 from billing.models import Contract, Price, PromotionalCredit
 from billing.services.rated import rating_queue
-from portal.closing import month_closed_check
+from portal.closing import version_closed_check
 from portal.errors import FieldError
 from portal.models import Tenant
 from portal.money import CURRENCY_EXPONENTS
@@ -158,9 +158,9 @@ def promotion_grant(
     by=None,
 ) -> PromotionalCredit:
     """Grant a promotional credit; it pays for paid usage before cash until it expires. It
-    may not take effect inside a closed month (its invoices are issued)."""
+    may not take effect before the end of the last closed month (its invoices are issued)."""
     _check_currency(currency)
-    month_closed_check(moment=effective_from, field="effective_from")
+    version_closed_check(moment=effective_from, field="effective_from")
     if amount <= 0:
         raise FieldError("amount", "must be positive")
     if expires_at is not None and expires_at <= effective_from:

@@ -26,11 +26,13 @@ from metering.services.usage.changes import (
     version_change_append,
 )
 from portal import clock
+from portal.closing import closed_through
 from portal.effective import InForce
 from portal.services import audit_record, audit_snapshot
 from portal.versions import effective_from_check, version_create
 
-# A deployment's first version is in force "from the start of time".
+# A deployment's first version is in force "from the start of time" while no month is
+# closed, else from the end of the last closed month (architecture.md).
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -72,11 +74,13 @@ class VersionSpec:
 def deployment_create(
     *, slug: str, model: ServedModel, pool: Pool, spec: VersionSpec, by: User | None
 ) -> Deployment:
-    """Create a deployment with its first version, in force from the start of time."""
+    """Create a deployment with its first version, in force from the start of time (from the
+    end of the last closed month once one is closed)."""
     if Deployment.objects.filter(model=model, pool=pool).exists():
         raise ValidationError({"model": f"{model.slug} is already deployed on {pool.slug}"})
     deployment = Deployment.objects.create(slug=slug, model=model, pool=pool)
-    deployment_version_add(deployment=deployment, effective_from=EPOCH, spec=spec, by=by)
+    first = closed_through() or EPOCH  # never in force inside a closed month
+    deployment_version_add(deployment=deployment, effective_from=first, spec=spec, by=by)
     audit_record(
         actor=by,
         action="create",

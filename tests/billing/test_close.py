@@ -255,3 +255,61 @@ def test_close_pages_and_documents(march, users, client):
     client.force_login(users["tenant"])
     assert client.get("/billing/close/").status_code == 403
     assert client.get("/billing/close/2026-03/pdf/").status_code == 403
+
+
+def test_a_closed_month_is_not_rewritten_from_before_it(admin_api, march):
+    """Versions dated before the end of the last closed month would govern it: refused naming
+    effective_from, the month's invoices and rating unchanged; an incident or a window
+    spanning it refused naming its start; a new deployment starts after it."""
+    from billing.models import Price
+    from metering.models import DeploymentVersion
+
+    close_run(month_start=MARCH)
+    before = (
+        list(Invoice.objects.values_list("number", "total")),
+        close_report(month=MARCH).rated,
+        Price.objects.count(),
+    )
+    feb = "2026-02-01T00:00:00Z"
+    writes = {
+        "/api/v1/prices": {"model": "llama-70b", "token_class": "output", "per_million": "9",
+                           "currency": "USD", "effective_from": feb},
+        "/api/v1/contracts": {"tenant": "tenant-a", "kind": "paid", "discount_pct": "90",
+                              "effective_from": feb},
+        "/api/v1/factory-costs": {"staff_per_month": "1", "sga_per_month": "0",
+                                  "effective_from": feb},
+    }  # fmt: skip
+    for path, body in writes.items():
+        response = admin_api.post(path, body, format="json")
+        assert response.status_code == 400, (path, response.json())
+        [error] = response.json()["errors"]
+        assert error["field"] == "effective_from"
+        assert error["message"].startswith("is before the end of the last closed month (2026-03)")
+    spanning = {
+        "/api/v1/incidents": ({"title": "Long outage", "severity": "sev1",
+                               "impact": "major_outage", "started_at": "2026-02-20T00:00:00Z"},
+                              "started_at"),
+        "/api/v1/maintenance": ({"title": "Long window", "starts_at": "2026-02-27T00:00:00Z",
+                                 "ends_at": "2026-04-02T00:00:00Z",
+                                 "announced_at": "2026-02-01T00:00:00Z"}, "starts_at"),
+    }  # fmt: skip
+    for path, (body, field) in spanning.items():
+        response = admin_api.post(path, body, format="json")
+        assert response.status_code == 400, (path, response.json())
+        assert [e["field"] for e in response.json()["errors"]] == [field]
+    after = (
+        list(Invoice.objects.values_list("number", "total")),
+        close_report(month=MARCH).rated,
+        Price.objects.count(),
+    )
+    assert after == before
+    admin_api.post("/api/v1/models", {"slug": "qwen-8b", "name": "Qwen 8B"}, format="json")
+    created = admin_api.post(
+        "/api/v1/deployments",
+        {"slug": "qwen-8b@h100-a", "model": "qwen-8b", "pool": "h100-a", "r_ref": "1000",
+         "w_in": "0", "slo_ttft_ms": 2000, "slo_tpot_ms": 50},
+        format="json",
+    )  # fmt: skip
+    assert created.status_code == 201, created.json()
+    first = DeploymentVersion.objects.get(deployment__slug="qwen-8b@h100-a")
+    assert first.effective_from == APRIL

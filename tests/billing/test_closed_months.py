@@ -119,8 +119,9 @@ def test_version_inside_a_closed_month_is_refused_naming_effective_from(
         "errors": [
             {
                 "field": "effective_from",
-                "message": "2026-03 is closed: its invoices are issued, so nothing may take "
-                "effect inside it (correct it with a credit note)",
+                "message": "is before the end of the last closed month (2026-03): a version "
+                "from then would be in force inside it; start it at 2026-04-01T00:00:00Z or "
+                "later",
             }
         ]
     }

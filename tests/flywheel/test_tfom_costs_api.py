@@ -218,8 +218,9 @@ def test_cost_version_inside_a_closed_month_is_refused_and_its_tfom_unchanged(ap
     assert response.json()["errors"] == [
         {
             "field": "effective_from",
-            "message": "2026-04 is closed: its invoices are issued, so nothing may take "
-            "effect inside it (correct it with a credit note)",
+            "message": "is before the end of the last closed month (2026-04): a version "
+            "from then would be in force inside it; start it at 2026-05-01T00:00:00Z or "
+            "later",
         }
     ]
     after = (investor.get(tfom).json(), model.objects.count(), AuditEntry.objects.count())

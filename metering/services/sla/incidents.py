@@ -18,7 +18,7 @@ from metering.models import (
 from metering.services.sla.scope import UNSET, check_title, raise_if_any, set_scope
 from portal import clock
 from portal.access import acting_user
-from portal.closing import month_closed_check
+from portal.closing import span_closed_check
 from portal.errors import FieldError
 from portal.models import Tenant
 from portal.services import audit_object, audit_record, audit_snapshot
@@ -34,9 +34,10 @@ def _not_future(field: str, value: datetime, now: datetime, errors: dict) -> Non
         errors.setdefault(field, "must not be in the future")
 
 
-def _not_in_closed_month(field: str, value: datetime, errors: dict) -> None:
+def _not_in_closed_month(field: str, start: datetime, end: datetime | None, errors: dict) -> None:
+    """An incident over [start, end) (end None: still open) may not overlap a closed month."""
     try:
-        month_closed_check(moment=value, field=field)
+        span_closed_check(start=start, end=end, field=field)
     except FieldError as error:
         errors.setdefault(error.field, error.message)
 
@@ -73,7 +74,7 @@ def incident_create(
     _check_choice("impact", impact, IncidentImpact, errors)
     _check_choice("status", status, IncidentStatus, errors)
     _not_future("started_at", started_at, now, errors)
-    _not_in_closed_month("started_at", started_at, errors)
+    _not_in_closed_month("started_at", started_at, resolved_at, errors)
     if resolved_at is not None:
         _not_future("resolved_at", resolved_at, now, errors)
         if resolved_at < started_at:
@@ -214,7 +215,7 @@ def incident_edit(
     if started_at is not UNSET:
         _not_future("started_at", started_at, now, errors)
         if started_at != incident.started_at:
-            _not_in_closed_month("started_at", started_at, errors)
+            _not_in_closed_month("started_at", started_at, incident.resolved_at, errors)
         first, *later = incident.updates.order_by("time", "id")
         if later and started_at > later[0].time:
             errors.setdefault(
@@ -235,6 +236,9 @@ def incident_edit(
             errors.setdefault("resolved_at", "a resolved incident stays resolved")
         elif resolved_at is not None and resolved_at != incident.resolved_at:
             _not_future("resolved_at", resolved_at, now, errors)
+            # What moves is the span between the two ends: none of it in a closed month.
+            moved = sorted((resolved_at, incident.resolved_at))
+            _not_in_closed_month("resolved_at", moved[0], moved[1], errors)
             _move_resolution(incident, resolved_at, errors)
             incident.resolved_at = resolved_at
     if incident.resolved_at is not None and incident.resolved_at < incident.started_at:

@@ -12,7 +12,7 @@ from metering.models import Deployment, MaintenanceWindow, Pool
 from metering.services.sla.scope import UNSET, check_title, raise_if_any, set_scope
 from portal import clock
 from portal.access import acting_user
-from portal.closing import month_closed_check
+from portal.closing import span_closed_check
 from portal.errors import FieldError
 from portal.services import audit_object, audit_snapshot, object_delete
 
@@ -42,7 +42,7 @@ def _check_window(
     if ends_at <= starts_at:
         errors.setdefault("ends_at", "must be after starts_at")
     try:
-        month_closed_check(moment=starts_at, field="starts_at")
+        span_closed_check(start=starts_at, end=ends_at, field="starts_at")
     except FieldError as error:
         errors.setdefault(error.field, error.message)
 
