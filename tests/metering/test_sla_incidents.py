@@ -622,6 +622,46 @@ def test_api_maintenance_and_incident_in_a_closed_month_are_400s_naming_the_fiel
     assert not AuditEntry.objects.filter(object_type__in=["incident", "maintenance_window"])
 
 
+def test_a_closed_month_is_not_changed_by_a_record_spanning_it_or_an_edit_of_one_inside(
+    operator_api, llama, tenant_a
+):
+    """An incident left open from before a closed month, or a window spanning it, would
+    change its uptime: refused naming the start; an incident inside it keeps its impact,
+    scope and times, while its cause and remediation stay editable."""
+    october = operator_api.post(
+        "/api/v1/incidents",
+        {"title": "Llama slow", "severity": "sev2", "impact": "degraded",
+         "started_at": "2026-10-10T10:00:00Z", "resolved_at": "2026-10-10T12:00:00Z"},
+    ).json()  # fmt: skip
+    month_close(month=datetime(2026, 10, 1, tzinfo=UTC))
+    open_from_before = operator_api.post(
+        "/api/v1/incidents",
+        {"title": "Long outage", "severity": "sev1", "impact": "major_outage",
+         "started_at": "2026-09-28T00:00:00Z"},
+    )  # fmt: skip
+    spanning = operator_api.post(
+        "/api/v1/maintenance",
+        {"title": "Long window", "starts_at": "2026-09-30T22:00:00Z",
+         "ends_at": "2026-11-01T02:00:00Z", "announced_at": "2026-09-01T00:00:00Z"},
+    )  # fmt: skip
+    assert [r.status_code for r in (open_from_before, spanning)] == [400, 400]
+    assert open_from_before.json()["errors"][0]["field"] == "started_at"
+    assert spanning.json()["errors"][0]["field"] == "starts_at"
+    path = f"/api/v1/incidents/{october['id']}"
+    for body, field in (
+        ({"impact": "major_outage"}, "impact"),
+        ({"tenants": ["tenant-a"]}, "tenants"),
+        ({"resolved_at": "2026-10-10T18:00:00Z"}, "resolved_at"),
+    ):
+        refused = operator_api.patch(path, body, format="json")
+        assert refused.status_code == 400, (body, refused.json())
+        [error] = refused.json()["errors"]
+        assert (error["field"], error["message"][:17]) == (field, "2026-10 is closed"), body
+    assert Incident.objects.get(pk=october["id"]).impact == "degraded"
+    edited = operator_api.patch(path, {"cause": "a bad driver"}, format="json")
+    assert edited.status_code == 200, edited.json()
+
+
 # ---------------------------------------------------------------- pages
 
 

@@ -246,6 +246,16 @@ def incident_edit(
     for field, value in (("cause", cause), ("remediation", remediation)):
         if value is not UNSET:
             setattr(incident, field, (value or "").strip())
+    # Its impact and scope are figures of every month it spans: none of them closed
+    # (cause, remediation, title and updates' messages stay editable).
+    changed = {"impact": impact != before.get("impact")} if impact is not UNSET else {}
+    for field, value in (("deployments", deployments), ("pools", pools), ("tenants", tenants)):
+        if value is not UNSET:
+            now_ids = set(getattr(incident, field).values_list("pk", flat=True))
+            changed[field] = {item.pk for item in value} != now_ids
+    for field, is_changed in changed.items():
+        if is_changed:
+            _not_in_closed_month(field, incident.started_at, incident.resolved_at, errors)
     raise_if_any(errors)
     incident.save()
     set_scope(incident, deployments=deployments, pools=pools, tenants=tenants)
