@@ -80,7 +80,7 @@ def _march_figures(tenant):
     return lines, invoices
 
 
-def test_invoice_run_closes_its_month_once(march_closed):
+def test_the_close_locks_its_month_once(march_closed):
     assert list(ClosedMonth.objects.values_list("month", flat=True)) == [MARCH]
     close_run(month_start=MARCH)  # a second run: still one record, one audit entry
     assert ClosedMonth.objects.count() == 1
@@ -92,7 +92,7 @@ def test_invoice_run_closes_its_month_once(march_closed):
     month_closed_check(moment=APRIL, field="time")  # the next instant is in an open month
 
 
-def test_invoice_run_that_could_not_rate_a_tenant_leaves_the_month_open(api, tenant_a):
+def test_a_close_that_could_not_rate_a_tenant_leaves_the_month_open(api, tenant_a):
     make_contract(tenant_a)
     make_priced_model(prices=("0.88", "0.44", "0.88"))
     Price.objects.filter(token_class="output").delete()  # nothing to rate output with
