@@ -26,8 +26,9 @@ from metering.services.usage.changes import (
     version_change_append,
 )
 from portal import clock
-from portal.closing import closed_through
+from portal.closing import closed_months, closed_through
 from portal.effective import InForce
+from portal.periods import month_start, next_month
 from portal.services import audit_record, audit_snapshot
 from portal.versions import effective_from_check, version_create
 
@@ -133,10 +134,37 @@ class CapacityIn:
     power_w: Decimal | None = None  # W
 
 
+class CapacityRejected(Exception):
+    """A batch of capacity samples refused whole: every sample timed in a closed month, each
+    named by its index and `time` (kpis.md, Closed months)."""
+
+    http_status = 400
+
+    def __init__(self, errors: list[dict]) -> None:
+        super().__init__(f"{len(errors)} sample(s) in a closed month")
+        self.errors = errors
+
+    def api_errors(self) -> list[dict]:
+        return self.errors
+
+
 @transaction.atomic
 def capacity_upsert(*, samples: Sequence[CapacityIn]) -> tuple[int, int]:
     """Store samples keyed by (pool, time); a sample posted again replaces the stored one.
-    Returns (created, replaced)."""
+    Returns (created, replaced). A batch with a sample timed in a closed month is refused
+    whole (CapacityRejected), nothing stored."""
+    if samples:
+        first = min(s.time for s in samples)
+        last = max(s.time for s in samples)
+        closed = closed_months(start=month_start(first), end=next_month(month_start(last)))
+        errors = [
+            {"index": index, "field": "time",
+             "message": f"{month_start(s.time):%Y-%m} is closed: nothing may take effect inside it"}
+            for index, s in enumerate(samples)
+            if month_start(s.time) in closed
+        ]  # fmt: skip
+        if errors:
+            raise CapacityRejected(errors)
     existing = set()
     for sample in samples:
         if CapacitySample.objects.filter(pool=sample.pool, time=sample.time).exists():

@@ -427,6 +427,33 @@ def test_capacity_sample_outside_the_window_is_refused_naming_time(
     assert not CapacitySample.objects.exists()
 
 
+def test_capacity_samples_in_a_closed_month_are_refused_naming_time(users, token_client):
+    """kpis.md, Closed months: a capacity sample timed in one would change its figures."""
+    from datetime import UTC, datetime
+
+    from portal.closing import month_close
+
+    make_deployment()
+    month_close(month=datetime(2026, 11, 1, tzinfo=UTC))
+    api = token_client(users["operator"], scopes=["ingest"])
+    samples = [
+        {**CAPACITY, "time": "2026-12-01T00:00:00Z"},
+        {**CAPACITY, "time": "2026-11-01T00:00:00Z"},
+        {**CAPACITY, "time": "2026-11-30T23:45:00Z"},
+    ]
+
+    response = api.post("/api/v1/capacity", samples)
+
+    assert response.status_code == 400
+    message = "2026-11 is closed: nothing may take effect inside it"
+    assert response.json()["errors"] == [
+        {"index": 1, "field": "time", "message": message},
+        {"index": 2, "field": "time", "message": message},
+    ]
+    assert not CapacitySample.objects.exists()
+    assert api.post("/api/v1/capacity", samples[:1]).json() == {"created": 1, "replaced": 0}
+
+
 def test_capacity_samples_on_the_window_bounds_are_stored(users, token_client):
     make_deployment()
     api = token_client(users["operator"], scopes=["ingest"])
