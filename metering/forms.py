@@ -11,6 +11,7 @@ from metering.models import (
     Pool,
 )
 from portal.models import Tenant
+from portal.periods import validate_years
 
 UTC_HELP = "UTC, e.g. 2026-05-01 14:30."
 
@@ -42,6 +43,7 @@ def _when(
         label=label,
         required=required,
         help_text=help_text,
+        validators=[validate_years],
         widget=forms.DateTimeInput(
             attrs=attrs, format="%Y-%m-%dT%H:%M:%S" if seconds else "%Y-%m-%dT%H:%M"
         ),

@@ -16,6 +16,7 @@ from portal.errors import FieldError
 
 # Requests are bounded (kpis.md section 0): bounds within these years, at most this long.
 FIRST_YEAR, LAST_YEAR = 2000, 2100
+YEARS_MESSAGE = f"must be within the years {FIRST_YEAR}–{LAST_YEAR}"
 LONGEST = timedelta(days=3 * 365 + 1)
 
 
@@ -52,6 +53,12 @@ def validate_whole_hour(value) -> None:
     """Effective-dated versions start on a whole UTC hour (minutes and seconds zero)."""
     if value.minute or value.second or value.microsecond:
         raise ValidationError("must be a whole UTC hour (minutes and seconds zero)")
+
+
+def validate_years(value) -> None:
+    """A date within the years the portal takes (kpis.md section 0)."""
+    if not FIRST_YEAR <= value.year <= LAST_YEAR:
+        raise ValidationError(YEARS_MESSAGE)
 
 
 def hour_floor(moment: datetime) -> datetime:
@@ -163,7 +170,7 @@ class Window:
 def _year_bound(year: int, field: str) -> int:
     """A year the portal takes (checked before a date is built: year 0 cannot be)."""
     if not FIRST_YEAR <= year <= LAST_YEAR:
-        raise FieldError(field, f"must be within the years {FIRST_YEAR}–{LAST_YEAR}")
+        raise FieldError(field, YEARS_MESSAGE)
     return year
 
 
@@ -179,8 +186,7 @@ def month_parse(value: str | None, *, field: str = "month") -> datetime:
 
 
 def _year_check(moment: datetime, field: str) -> datetime:
-    if not FIRST_YEAR <= moment.year <= LAST_YEAR:
-        raise FieldError(field, f"must be within the years {FIRST_YEAR}–{LAST_YEAR}")
+    _year_bound(moment.year, field)
     return moment
 
 
@@ -281,6 +287,5 @@ def day_parse(value: str, *, field: str):
         raise FieldError(field, "is not a possible date") from None
     if day is None:
         raise FieldError(field, "must be a day, YYYY-MM-DD")
-    if not FIRST_YEAR <= day.year <= LAST_YEAR:
-        raise FieldError(field, f"must be within the years {FIRST_YEAR}–{LAST_YEAR}")
+    _year_bound(day.year, field)
     return day

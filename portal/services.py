@@ -14,6 +14,7 @@ from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from portal.access import TOKEN_SCOPES, acting_user, user_refusal, user_role, user_tenant
+from portal.errors import FieldError
 from portal.models import ApiToken, AuditEntry, Membership, Role, Scope, Tenant
 
 TOKEN_PREFIX = "tfp_"  # noqa: S105 (a marker, not a secret)
@@ -69,6 +70,21 @@ def audit_object(
         before=before,
         after=audit_snapshot(obj),
     )
+
+
+def slug_change_check(*, obj: Model, slug: str) -> None:
+    """A slug is a name others hold (usage events, engines, URLs, exports): once any record
+    refers to `obj`, its slug cannot change (a 400 naming `slug`)."""
+    if slug == obj.slug:
+        return
+    for relation in obj._meta.related_objects:
+        rows = relation.related_model._default_manager.filter(**{relation.field.name: obj})
+        if rows.exists():
+            raise FieldError(
+                "slug",
+                f"cannot change: {relation.related_model._meta.verbose_name_plural} refer to "
+                f"{obj.slug!r}; create a new one instead",
+            )
 
 
 def object_delete(

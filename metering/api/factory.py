@@ -12,9 +12,9 @@ from metering.services.factory import (
     VersionSpec,
     deployment_create,
     deployment_version_add,
+    pool_save,
     served_model_aliases_set,
 )
-from metering.services.usage.changes import pool_change_append
 from portal.access import Capability
 from portal.api.fields import AwareDateTimeField, ModelSerializer
 from portal.api.views import AuditedModelViewSet
@@ -160,12 +160,14 @@ class PoolViewSet(AuditedModelViewSet):
     audit_type = "pool"
     permission_classes = [FactoryPermission]
 
-    def perform_update(self, serializer):
-        pool = serializer.instance
-        before = (pool.gpu_count, pool.in_service_from, pool.retired_at)
-        with transaction.atomic():
-            super().perform_update(serializer)
-            pool_change_append(pool=serializer.instance, before=before)
+    def object_save(self, serializer):
+        stored = serializer.instance
+        before = stored and (stored.gpu_count, stored.in_service_from, stored.retired_at)
+        pool = stored or Pool()
+        for field, value in serializer.validated_data.items():
+            setattr(pool, field, value)
+        serializer.instance = pool_save(pool=pool, before=before)
+        return pool
 
 
 class ServedModelViewSet(AuditedModelViewSet):

@@ -1,6 +1,7 @@
 from django.db import models
 
 from portal.models import EffectiveDated
+from portal.periods import validate_whole_hour
 
 
 class Pool(models.Model):
@@ -16,8 +17,9 @@ class Pool(models.Model):
     # Service life (kpis.md section 0): the pool counts calendar time, capacity and costs
     # only in [in_service_from, retired_at). Unset, in_service_from is derived from the
     # pool's first sign of life (its earliest capacity sample or rollup hour) and stored.
-    in_service_from = models.DateTimeField(null=True, blank=True)
-    retired_at = models.DateTimeField(null=True, blank=True)
+    # Whole hours, as the rollups it is measured by.
+    in_service_from = models.DateTimeField(null=True, blank=True, validators=[validate_whole_hour])
+    retired_at = models.DateTimeField(null=True, blank=True, validators=[validate_whole_hour])
 
     class Meta:
         ordering = ["slug"]

@@ -22,11 +22,12 @@ from metering.models import (
 from metering.selectors.factory import pool_first_signs_of_life
 from metering.services.usage.changes import (
     capacity_change_append,
+    pool_change_append,
     usage_refold_queue,
     version_change_append,
 )
 from portal import clock
-from portal.closing import closed_months, closed_through
+from portal.closing import closed_months, closed_through, span_closed_check
 from portal.effective import InForce
 from portal.periods import month_start, next_month
 from portal.services import audit_record, audit_snapshot
@@ -58,6 +59,48 @@ def served_model_aliases_set(
             before={"aliases": before},
             after={"aliases": sorted(aliases)},
         )
+
+
+def _earliest(*moments: datetime | None) -> datetime | None:
+    """The earliest of the set instants (None: none is set)."""
+    return min((m for m in moments if m is not None), default=None)
+
+
+def _latest_end(*moments: datetime | None) -> datetime | None:
+    """The latest of these ends, None (never) when one of them is."""
+    return None if None in moments else max(moments)
+
+
+def pool_closed_check(*, pool: Pool, before: tuple | None) -> None:
+    """Refuse a change of `pool` that reaches into a closed month (kpis.md, Closed months),
+    naming the field: its service life's start or end moved across one, or its `gpu_count`
+    changed while its life, before or after, overlaps one. `before`: its `gpu_count`,
+    `in_service_from` and `retired_at` as stored (None: a new pool, never in service)."""
+    count, since, until = before if before is not None else (None, None, None)
+    if pool.in_service_from != since:
+        # Unset is "not in service": a start set from nothing reaches to the end of time.
+        moved = (pool.in_service_from, since)
+        end = None if None in moved else max(moved)
+        span_closed_check(start=_earliest(*moved), end=end, field="in_service_from")
+    if pool.retired_at != until and (since or pool.in_service_from) is not None:
+        start = min(t for t in (pool.retired_at, until) if t is not None)
+        span_closed_check(start=start, end=_latest_end(pool.retired_at, until), field="retired_at")
+    start = _earliest(pool.in_service_from, since)
+    if before is not None and pool.gpu_count != count and start is not None:
+        end = _latest_end(pool.retired_at, until)
+        span_closed_check(start=start, end=end, field="gpu_count")
+
+
+@transaction.atomic
+def pool_save(*, pool: Pool, before: tuple | None) -> Pool:
+    """Store `pool`, new (`before` None) or changed from `before` (its stored `gpu_count`,
+    `in_service_from`, `retired_at`): refused when that reaches into a closed month; a
+    change is logged for the fold from the earliest instant it touches."""
+    pool_closed_check(pool=pool, before=before)
+    pool.save()
+    if before is not None:
+        pool_change_append(pool=pool, before=before)
+    return pool
 
 
 @dataclass(frozen=True)

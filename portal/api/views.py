@@ -6,7 +6,7 @@ from portal.api.serializers import AuditEntrySerializer, TenantSerializer
 from portal.filters import AuditEntryFilterSet, TenantFilterSet
 from portal.models import AuditEntry, Tenant
 from portal.permissions import capability_permission
-from portal.services import audit_object, audit_snapshot, object_delete
+from portal.services import audit_object, audit_snapshot, object_delete, slug_change_check
 from portal.versions import version_delete
 
 
@@ -39,19 +39,26 @@ class EffectiveDatedViewSet(
 
 
 class AuditedModelViewSet(viewsets.ModelViewSet):
-    """CRUD whose every write leaves an audit entry with the object before and after."""
+    """CRUD whose every write leaves an audit entry with the object before and after; a
+    slug, once referred to, never changes."""
 
     audit_type = ""
 
+    def object_save(self, serializer):
+        """Store the object (a subclass calls its app's service) and return it."""
+        return serializer.save()
+
     @transaction.atomic
     def perform_create(self, serializer):
-        obj = serializer.save()
+        obj = self.object_save(serializer)
         audit_object(obj=obj, actor=self.request.user, action="create", object_type=self.audit_type)
 
     @transaction.atomic
     def perform_update(self, serializer):
+        if "slug" in serializer.validated_data:
+            slug_change_check(obj=serializer.instance, slug=serializer.validated_data["slug"])
         before = audit_snapshot(serializer.instance)
-        obj = serializer.save()
+        obj = self.object_save(serializer)
         audit_object(
             obj=obj,
             actor=self.request.user,

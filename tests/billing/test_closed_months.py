@@ -10,7 +10,7 @@ import pytest
 from billing.models import Contract, Invoice, Price, PromotionalCredit
 from billing.selectors.rating import tenant_month_rate
 from billing.services.close import close_run
-from metering.models import DeploymentVersion, HourlyUsage, Incident, MaintenanceWindow
+from metering.models import DeploymentVersion, HourlyUsage, Incident, MaintenanceWindow, Pool
 from portal.closing import month_closed_check
 from portal.errors import FieldError
 from portal.models import AuditEntry, ClosedMonth
@@ -178,3 +178,65 @@ def test_maintenance_and_incidents_in_the_month_the_run_closed_are_refused(api, 
     in_april = {"starts_at": "2026-04-20T02:00:00Z", "ends_at": "2026-04-20T04:00:00Z"}
     accepted = api.post("/api/v1/maintenance", {**window, **in_april})
     assert accepted.status_code == 201, accepted.json()
+
+
+def _pools():
+    return list(Pool.objects.values_list("slug", "gpu_count", "in_service_from", "retired_at"))
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"gpu_count": 16}, "gpu_count"),  # its life overlaps March
+        ({"in_service_from": "2026-02-01T00:00:00Z"}, "in_service_from"),  # earlier
+        ({"in_service_from": "2026-04-02T00:00:00Z"}, "in_service_from"),  # out of March
+        ({"retired_at": "2026-03-20T00:00:00Z"}, "retired_at"),
+        ({"retired_at": "2026-04-01T00:00:00Z", "gpu_count": 4}, "gpu_count"),
+    ],
+)
+def test_a_pool_change_reaching_into_a_closed_month_is_refused_naming_the_field(
+    api, march_closed, change, field
+):
+    # The fold put h100-a in service at its first usage hour, 2026-03-03T00:00Z.
+    before = (_pools(), AuditEntry.objects.count(), _march_figures(march_closed.tenant))
+
+    response = api.patch("/api/v1/pools/h100-a", change)
+
+    assert response.status_code == 400, response.json()
+    assert [e["field"] for e in response.json()["errors"]] == [field]
+    assert "2026-03 is closed" in response.json()["errors"][0]["message"]
+    assert (_pools(), AuditEntry.objects.count(), _march_figures(march_closed.tenant)) == before
+
+
+def test_a_pool_change_after_the_closed_month_is_accepted(api, march_closed):
+    assert (
+        api.patch("/api/v1/pools/h100-a", {"retired_at": "2026-04-01T00:00:00Z"}).json()[
+            "retired_at"
+        ]
+        == "2026-04-01T00:00:00Z"
+    )
+    assert api.patch("/api/v1/pools/h100-a", {"retired_at": None}, format="json").status_code == 200
+    assert api.patch("/api/v1/pools/h100-a", {"name": "Renamed"}).status_code == 200
+    new = {"slug": "b200", "name": "B200", "gpu_type": "B200", "gpu_count": 8}
+    refused = api.post("/api/v1/pools", {**new, "in_service_from": "2026-03-31T23:00:00Z"})
+    assert [e["field"] for e in refused.json()["errors"]] == ["in_service_from"]
+    created = api.post("/api/v1/pools", {**new, "in_service_from": "2026-04-01T00:00:00Z"})
+    assert created.status_code == 201, created.json()
+    assert api.patch("/api/v1/pools/b200", {"gpu_count": 16}).json()["gpu_count"] == 16
+
+
+def test_a_referenced_slug_cannot_change(api, march_closed):
+    renames = {
+        "/api/v1/models/llama-70b": "deployments",
+        "/api/v1/pools/h100-a": "deployments",
+        "/api/v1/tenants/tenant-a": "memberships",
+    }
+    for path, holders in renames.items():
+        response = api.patch(path, {"slug": "renamed"})
+        assert response.status_code == 400, (path, response.json())
+        [error] = response.json()["errors"]
+        assert error["field"] == "slug" and holders in error["message"], (path, error)
+    assert api.post(
+        "/api/v1/pools", {"slug": "spare", "name": "S", "gpu_type": "L4", "gpu_count": 1}
+    )
+    assert api.patch("/api/v1/pools/spare", {"slug": "spare-l4"}).json()["slug"] == "spare-l4"

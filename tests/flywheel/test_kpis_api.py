@@ -341,6 +341,19 @@ def test_the_measure_command_measures_the_period_named_as_the_api_names_it(api, 
     assert str(refused.value) == "--period: give either period or from/to, not both"
 
 
+def test_a_pools_service_life_is_bounded_by_whole_hours(api):
+    """Its time is measured by hourly rollups: a start or end inside an hour is refused."""
+    _factory(api, pool="h100-a", gpus=8)
+    for field in ("in_service_from", "retired_at"):
+        refused = api.patch("/api/v1/pools/h100-a", {field: "2026-12-01T00:30:00Z"})
+        assert refused.json() == {
+            "errors": [
+                {"field": field, "message": "must be a whole UTC hour (minutes and seconds zero)"}
+            ]
+        }
+    assert api.get("/api/v1/pools/h100-a").json()["in_service_from"] is None
+
+
 @pytest.mark.parametrize("now", [datetime(2027, 1, 1, 0, 30, tzinfo=UTC)], indirect=True)
 def test_kpis_and_tfom_of_an_empty_window_are_null_with_a_reason(api, now):
     """At 00:30 on the 1st no hour of the month is over: nothing is measured, nothing is

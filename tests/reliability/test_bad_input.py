@@ -226,6 +226,26 @@ def test_timestamp_without_zone_is_refused_naming_the_field(world, api, method, 
             _refused(response, field=name, words=("zone", "offset"))
 
 
+# Outside the years 2000-2100 (kpis.md section 0); year 1 at +01:00 has no UTC instant.
+OUT_OF_YEARS = (
+    "0001-01-01T00:00:00Z",
+    "0001-01-01T00:00:00+01:00",
+    "1999-12-31T23:00:00Z",
+    "2101-01-01T00:00:00Z",
+    "9999-12-31T23:00:00Z",
+)
+
+
+@pytest.mark.parametrize(("method", "path"), JSON_BODIES, ids=_ids(JSON_BODIES))
+def test_timestamp_outside_the_portals_years_is_refused_naming_the_field(world, api, method, path):
+    fields = _fields(method, path, lambda p: p.get("format") == "date-time")
+    for name, value in itertools.product(fields, OUT_OF_YEARS):
+        req = WRITES[(method, path)].make(world, next(COUNTER))
+        response = _send(api, method, path, req, payload=json.dumps(_set(req.body, name, value)))
+        with _case(f"{name}={value}"):
+            _refused(response, status=400, field=name)
+
+
 @pytest.mark.parametrize(("method", "path"), JSON_BODIES, ids=_ids(JSON_BODIES))
 def test_unknown_fields_are_ignored_or_refused_never_assigned(world, api, method, path):
     """Mass assignment: `id`, `tenant`, `price`, `is_staff` and server-kept fields sent with
