@@ -459,3 +459,77 @@ def test_prometheus_sample_that_is_not_finite_is_skipped_and_listed(world, api, 
     assert all(value in item["reason"] for item in body["skipped"]), body["skipped"]
     assert body["families"] == 1  # vllm:num_requests_running, stored:
     assert list(EngineHourly.objects.values_list("running_requests", flat=True)) == [3]
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("1", "9.3e18"), ("9.3e18", "1.9e19"), ("1", "1e300")],
+    ids=["increase", "value", "far"],
+)
+def test_prometheus_value_beyond_int64_is_skipped_and_listed(world, api, first, second):
+    """A counter (or histogram count) beyond 2^63 - 1 cannot be counted: its family is
+    skipped and listed, the rest of the push is stored, and the counter's last good value
+    stays its baseline."""
+    req = WRITES[PROMETHEUS].make(world, next(COUNTER))
+
+    def push(prompt: str, running: int):
+        text = (
+            "# TYPE vllm:num_requests_running gauge\n"
+            f'vllm:num_requests_running{{model_name="llama-70b"}} {running}\n'
+            "# TYPE vllm:prompt_tokens_total counter\n"
+            f'vllm:prompt_tokens_total{{model_name="llama-70b"}} {prompt}\n'
+            "# TYPE vllm:e2e_request_latency_seconds histogram\n"
+            f'vllm:e2e_request_latency_seconds_bucket{{model_name="llama-70b",le="+Inf"}} {prompt}\n'
+            f'vllm:e2e_request_latency_seconds_count{{model_name="llama-70b"}} {prompt}\n'
+            'vllm:e2e_request_latency_seconds_sum{model_name="llama-70b"} 4\n'
+        )
+        return _send(api, *PROMETHEUS, req, payload=text)
+
+    assert push(first, 2).status_code == 200
+    response = push(second, 3)
+
+    assert response.status_code == 200, response.content[:300]
+    body = response.json()
+    assert [item["family"] for item in body["skipped"]] == [
+        "vllm:prompt_tokens",
+        "vllm:e2e_request_latency_seconds",
+    ]
+    assert all("64-bit" in item["reason"] for item in body["skipped"]), body["skipped"]
+    assert body["families"] == 1
+    assert list(EngineHourly.objects.values_list("running_requests", flat=True)) == [3]
+    assert push("11", 3).status_code == 200  # counted from the last value that was kept
+    if first == "1":
+        assert list(EngineHourly.objects.values_list("prompt_tokens", flat=True)) == [10]
+
+
+def test_openmetrics_text_is_accepted(world, api):
+    """OpenMetrics: a counter family named without `_total`, its `_created`, exemplars,
+    a UNIT line and the closing `# EOF`."""
+    req = WRITES[PROMETHEUS].make(world, next(COUNTER))
+
+    def push(prompt: int):
+        text = (
+            "# HELP vllm:prompt_tokens Number of prefill tokens processed.\n"
+            "# TYPE vllm:prompt_tokens counter\n"
+            f'vllm:prompt_tokens_total{{model_name="llama-70b"}} {prompt}.0 '
+            '# {trace_id="4bf92f3577b34da6"} 1.0 1700000000.0\n'
+            'vllm:prompt_tokens_created{model_name="llama-70b"} 1.7e9\n'
+            "# TYPE vllm:e2e_request_latency_seconds histogram\n"
+            "# UNIT vllm:e2e_request_latency_seconds seconds\n"
+            'vllm:e2e_request_latency_seconds_bucket{model_name="llama-70b",le="1.0"} 1\n'
+            'vllm:e2e_request_latency_seconds_bucket{model_name="llama-70b",le="+Inf"} 2\n'
+            'vllm:e2e_request_latency_seconds_count{model_name="llama-70b"} 2\n'
+            'vllm:e2e_request_latency_seconds_sum{model_name="llama-70b"} 2.5\n'
+            "# TYPE vllm:num_requests_running gauge\n"
+            'vllm:num_requests_running{model_name="llama-70b"} 4\n'
+            "# EOF\n"
+        )
+        return _send(api, *PROMETHEUS, req, payload=text)
+
+    assert push(100).json()["skipped"] == []
+    body = push(150).json()
+
+    assert (body["families"], body["skipped"]) == (3, [])
+    assert list(EngineHourly.objects.values_list("prompt_tokens", "running_requests")) == [
+        (50, 4.0)
+    ]

@@ -1,9 +1,10 @@
 """Prometheus text exposition, parsed and validated one metric family at a time.
 
-The format itself is parsed by `prometheus_client.parser`; this module only cuts the
-text into family blocks first, so that one malformed family (a bad line, an unknown
-type, a truncated histogram) is skipped and reported instead of losing the scrape
-(data-formats.md §8.7). Pure: no Django.
+The format itself is parsed by `prometheus_client`'s parsers (OpenMetrics when the text
+ends with `# EOF`); this module only cuts the text into family blocks first, so that one
+malformed family (a bad line, an unknown type, a truncated histogram, a count beyond
+64 bits) is skipped and reported instead of losing the scrape (data-formats.md §8.7).
+Pure: no Django.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal, cast
 
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 from metering.domain.telemetry.histograms import INF, Histogram
@@ -29,6 +33,9 @@ _SUPPORTED_TYPES: frozenset[str] = frozenset({"counter", "gauge", "histogram"})
 _SERIES_SUFFIXES = ("_total", "_created", "_bucket", "_sum", "_count", "_gsum", "_gcount", "_info")
 
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+# Counts are stored as 64-bit integers: a counter or histogram count beyond cannot be.
+INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,16 +64,19 @@ def parse_families(
     A family without a TYPE line takes its type from `untyped_types` (the DCGM CSV);
     otherwise it is skipped, like any family of another type than counter, gauge or
     histogram, or one that does not validate: a counter or histogram value that is not a
-    finite number (a `_sum` of +Inf, a NaN count) skips its family, whose previous values
-    then stay the baseline. Gauges may be NaN or infinite; their readers drop such values.
+    finite number (a `_sum` of +Inf, a NaN count) or is beyond 64 bits skips its family,
+    whose previous values then stay the baseline. Gauges may be NaN or infinite; their
+    readers drop such values. OpenMetrics text (ending with `# EOF`) is read by its own
+    parser, a family it refuses by the Prometheus text parser.
     """
     types = untyped_types or {}
     merged: dict[str, tuple[str, list[Sample]]] = {}
     skipped: list[tuple[str, str]] = []
+    openmetrics = _is_openmetrics(text)
     for block_name, block in _family_blocks(text):
         try:
-            parsed = list(text_string_to_metric_families(block))
-        except Exception as error:  # the parser raises assorted types on malformed input
+            parsed = _parse_block(block, openmetrics=openmetrics)
+        except Exception as error:  # the parsers raise assorted types on malformed input
             skipped.append((block_name, f"unparseable: {error!r}"))
             continue
         for metric in parsed:
@@ -104,6 +114,27 @@ def parse_families(
     return tuple(families), tuple(skipped)
 
 
+def _is_openmetrics(text: str) -> bool:
+    """OpenMetrics text ends with `# EOF` (the Prometheus text format never does)."""
+    tail = text.rstrip()
+    return tail == "# EOF" or tail.endswith("\n# EOF")
+
+
+def _parse_block(block: str, *, openmetrics: bool) -> list:
+    """One family block's metrics; OpenMetrics by its parser, which needs the `# EOF`, or
+    by the text parser when it refuses the block (Prometheus names in an OpenMetrics
+    response: `# TYPE x_total counter`)."""
+    if openmetrics:
+        try:
+            return list(openmetrics_families(block + "# EOF\n"))
+        except Exception as error:
+            try:
+                return list(text_string_to_metric_families(block))
+            except Exception:
+                raise error from None
+    return list(text_string_to_metric_families(block))
+
+
 def family_values(*, family: Family) -> Iterator[tuple[Labels, float]]:
     """The value samples of a counter or gauge family (no `_created`)."""
     names = {family.name} | ({f"{family.name}_total"} if family.type == "counter" else set())
@@ -124,6 +155,11 @@ def family_histograms(*, family: Family) -> tuple[tuple[Labels, Histogram], ...]
         parts = series.setdefault(key, _SeriesParts())
         if not math.isfinite(sample.value):  # a +Inf _sum, a NaN count...
             raise ValueError(f"series {_show(key)}: {sample.name} is {_number(sample.value)}")
+        if sample.value > INT64_MAX and sample.name != f"{family.name}_sum":
+            raise ValueError(
+                f"series {_show(key)}: {sample.name} {_number(sample.value)} is beyond the "
+                "64-bit range of a count"
+            )
         if sample.name == f"{family.name}_bucket":
             edge = float(sample.labels.get("le", "nan"))
             if math.isnan(edge) or edge in parts.buckets:
@@ -174,9 +210,11 @@ def _validation_problem(family: Family) -> str:
             return str(error)
     elif family.type == "counter":
         for labels, value in family_values(family=family):
+            where = _show(tuple(sorted(labels.items())))
             if not math.isfinite(value) or value < 0:
-                where = _show(tuple(sorted(labels.items())))
                 return f"series {where}: counter value {_number(value)}"
+            if value > INT64_MAX:
+                return f"series {where}: counter value {_number(value)} is beyond the 64-bit range"
     return ""
 
 
