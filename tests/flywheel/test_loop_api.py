@@ -117,6 +117,8 @@ def test_scenario_checks_a_goal_and_proposes_levers(factory, users):
         ({"targets": {"speed": "0.5"}}, "targets"),
         ({"levers": ["unknown"]}, "levers"),
         ({"estimate": "optimistic"}, "estimate"),
+        ({"baseline": "bogus"}, "baseline"),  # not a key the page was given
+        ({"baseline": "x" * 23}, "baseline"),
     ],
 )
 def test_scenario_refuses_invalid_input(factory, users, payload, field):
@@ -172,6 +174,52 @@ def test_lever_effects_are_checked(db, users, token_client, effects, field):
     assert response.status_code == 400
     assert response.json()["errors"][0]["field"] == field
     assert not Lever.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("effects", "field"),
+    [
+        ({"occupancy": {"low": "1e-300", "typical": "1", "high": "1"}}, "effects.occupancy.low"),
+        ({"occupancy": {"low": "1", "typical": "1", "high": "1e300"}}, "effects.occupancy.high"),
+        ({"occupancy": {"low": "1.0000001", "typical": "2", "high": "2"}}, "effects.occupancy.low"),
+        ({"occupancy": {"low": [1], "typical": "2", "high": "2"}}, "effects.occupancy.low"),
+        ({"occupancy": {"low": True, "typical": "2", "high": "2"}}, "effects.occupancy.low"),
+        ({"occupancy": "1.2"}, "effects.occupancy"),
+        (["occupancy"], "effects"),
+    ],
+)
+def test_lever_multipliers_that_would_underflow_or_overflow_are_refused(
+    db, users, token_client, effects, field
+):
+    admin = token_client(users["operator"], scopes=["admin"])
+
+    response = admin.post("/api/v1/levers", {**LEVER, "effects": effects}, format="json")
+
+    assert response.status_code == 400, response.json()
+    assert [e["field"] for e in response.json()["errors"]] == [field]
+    assert not Lever.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("targets", "field"),
+    [
+        ("0.8", "factor_targets"),
+        (0.8, "factor_targets"),
+        (["occupancy"], "factor_targets"),
+        ({"occupancy": "1e-300"}, "factor_targets.occupancy"),
+        ({"efficiency": "1e300"}, "factor_targets.efficiency"),
+        ({"occupancy": {"value": "0.8"}}, "factor_targets.occupancy"),
+    ],
+)
+def test_goal_factor_targets_are_checked_by_type_and_range(db, users, targets, field):
+    api = _session(users["operator"])
+    body = {"min_tfi": "0.3", "factor_targets": targets, "effective_from": "2026-12-01T00:00:00Z"}
+
+    response = api.post("/api/v1/goals", body, format="json")
+
+    assert response.status_code == 400, response.json()
+    assert [e["field"] for e in response.json()["errors"]] == [field]
+    assert not Goal.objects.exists()
 
 
 def test_only_operators_write_levers_and_goals(db, users):

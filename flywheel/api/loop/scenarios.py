@@ -15,6 +15,7 @@ from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.loop.goals import GoalSpec
 from flywheel.domain.loop.levers import ESTIMATES
 from flywheel.selectors.kpis import empty_reason_of
+from flywheel.selectors.loop.baseline import BASELINE_KEY
 from flywheel.selectors.loop.scenarios import scenario_get
 from flywheel.selectors.loop.shapes import rfc3339
 from flywheel.selectors.measurement import FACTORY
@@ -58,10 +59,14 @@ class ScenarioSerializer(serializers.Serializer):
     )
     estimate = serializers.ChoiceField(choices=ESTIMATES, default="typical")
     goal = GoalInSerializer(required=False, allow_null=True, help_text="default: the goal in force")
-    baseline = serializers.CharField(
+    baseline = serializers.RegexField(
+        BASELINE_KEY,
         required=False,
         allow_blank=True,
         help_text="an opaque key the flywheel page passes to reuse its measured period",
+        error_messages={
+            "invalid": "not a key the flywheel page issued; leave it out to measure the period"
+        },
     )
 
     def validate_targets(self, value):

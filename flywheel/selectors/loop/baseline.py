@@ -80,12 +80,12 @@ BASELINE_TTL = 3600  # seconds a page's measured period is kept for its slider m
 def baseline_remember(baseline: Baseline) -> str:
     """Keep a measured period for an hour under a random key (the flywheel page passes it
     with each scenario, so moving a slider does not measure the period again)."""
-    key = secrets.token_urlsafe(16)
+    key = secrets.token_urlsafe(16)  # 22 characters, as BASELINE_KEY says
     cache.set(f"flywheel:baseline:{key}", baseline, BASELINE_TTL)
     return key
 
 
-BASELINE_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+BASELINE_KEY = re.compile(r"^[A-Za-z0-9_-]{22}\Z")  # what baseline_remember issues
 
 
 def baseline_recall(*, key: str, start: datetime, end: datetime) -> Baseline | None:

@@ -25,13 +25,25 @@ def _check_currency(currency: str) -> None:
         )
 
 
+# Multipliers and targets as a scenario takes them: 6 decimal places, below a million.
+SMALLEST, LARGEST = Decimal("0.000001"), Decimal(10**6)
+
+
 def _decimal(value, field: str) -> Decimal:
+    """A multiplier or target: a number (JSON number or string) in the scenario's range,
+    so that none underflows or overflows the projection."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        raise FieldError(field, "must be a number")
     try:
         number = Decimal(str(value))
     except ArithmeticError:
         raise FieldError(field, "must be a number") from None
     if not number.is_finite():
         raise FieldError(field, "must be a finite number")
+    if number and not SMALLEST <= abs(number) < LARGEST:
+        raise FieldError(field, "must be between 0.000001 and 999999.999999")
+    if number.normalize().as_tuple().exponent < -6:
+        raise FieldError(field, "at most 6 decimal places")
     return number
 
 
@@ -131,6 +143,8 @@ def goal_create(
         raise FieldError("min_gross_margin", "a ratio at most 1 (0.55 = 55%)")
     if min_tfi is not None and not 0 <= min_tfi <= 1:
         raise FieldError("min_tfi", "a ratio between 0 and 1 (0.35 = 35%)")
+    if factor_targets is not None and not isinstance(factor_targets, dict):
+        raise FieldError("factor_targets", 'an object: factor → target, e.g. {"occupancy": "0.8"}')
     targets = {}
     for factor, value in (factor_targets or {}).items():
         if factor not in FACTORS:
