@@ -1,3 +1,4 @@
+from collections.abc import Callable
 from datetime import UTC, date, datetime, time
 
 from drf_spectacular.types import OpenApiTypes
@@ -15,7 +16,12 @@ from metering.domain.usage.body import (
     decompress_body,
 )
 from metering.domain.usage.fields import EventError, bound_tenant_errors, time_window
-from metering.domain.usage.formats import cloudevents_to_items, merge_errors, openai_batch_to_items
+from metering.domain.usage.formats import (
+    cloudevents_to_items,
+    merge_errors,
+    openai_batch_error_names,
+    openai_batch_to_items,
+)
 from metering.domain.usage.json_batch import validate_json_batch
 from metering.domain.usage.validation import event_references, validate_events
 from metering.models import IngestRejection, Pool
@@ -26,6 +32,7 @@ from metering.services.usage.ingest import (
     IngestConflict,
     IngestRejected,
     batch_sources,
+    usage_conflict_errors,
     usage_ingest,
     usage_reference_errors,
 )
@@ -142,13 +149,20 @@ def bound_tenant(request) -> str | None:
 
 
 def ingest_items(
-    items: list, conversion_errors: list[EventError] | None = None, *, bound: str | None = None
+    items: list,
+    conversion_errors: list[EventError] | None = None,
+    *,
+    bound: str | None = None,
+    named: Callable[[list[EventError]], list[EventError]] | None = None,
 ) -> Response:
     """Validate raw event dicts and store them all or nothing. A refused batch is answered
     with every error of every kind at once: its field errors, its unknown tenants, models
-    and deployments, and the tenants a bound token may not meter."""
+    and deployments, the tenants a bound token may not meter and its payload conflicts;
+    `named` names them as the format does."""
     now = clock.now()
     events, errors = validate_events(items=items, now=now)
+    invalid = {error.index for error in errors}
+    positions = [i for i in range(len(items)) if i not in invalid]  # of `events`
     if conversion_errors is not None:
         errors = merge_errors(conversion=conversion_errors, validation=errors)
     if bound is not None:
@@ -156,9 +170,21 @@ def ingest_items(
         errors += bound_tenant_errors(tenants=tenants, bound=bound)
     if errors:
         references = usage_reference_errors(refs=event_references(items=items))
-        errors = sorted([*errors, *references], key=lambda error: error.index)
+        refused = {error.index for error in [*errors, *references]}
+        fine = [(i, e) for i, e in zip(positions, events, strict=True) if i not in refused]
+        conflicts = usage_conflict_errors(events=[e for _, e in fine], indexes=[i for i, _ in fine])
+        errors = sorted([*errors, *references, *conflicts], key=lambda error: error.index)
+        if named is not None:
+            errors = named(errors)
         raise IngestRejected(errors, received=len(items), source=batch_sources(items))
-    return ingest_events(events, now)
+    try:
+        return ingest_events(events, now)
+    except IngestRejected as rejected:
+        if named is None:
+            raise
+        raise IngestRejected(
+            named(list(rejected.errors)), received=rejected.received, source=rejected.source
+        ) from None
 
 
 def ingest_events(events: list, now, *, bound: str | None = None) -> Response:
@@ -295,7 +321,11 @@ class OpenAIBatchView(IngestView):
         converted, errors = openai_batch_to_items(
             body=text, tenant=tenant, pool=request.query_params.get("pool") or None
         )
-        return ingest_items(converted, errors)
+        return ingest_items(
+            converted,
+            errors,
+            named=lambda errors: openai_batch_error_names(body=text, errors=errors),
+        )
 
 
 class _PoolSlugField(serializers.SlugRelatedField):

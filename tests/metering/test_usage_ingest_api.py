@@ -355,9 +355,13 @@ def test_event_outside_the_window_is_refused_naming_time_in_every_format(ingest,
         content_type="application/jsonl",
     )
 
-    for response, expected in ((events, message), (cloudevents, message), (openai, line_message)):
+    for response, field, expected in (
+        (events, "time", message),
+        (cloudevents, "time", message),
+        (openai, "response.body.created", line_message),  # where the line dates itself
+    ):
         assert response.status_code == 400, response.content
-        assert response.json()["errors"] == [{"index": 1, "field": "time", "message": expected}]
+        assert response.json()["errors"] == [{"index": 1, "field": field, "message": expected}]
     assert _stored_nothing()
 
 
@@ -402,14 +406,15 @@ def test_batch_dated_1900_to_1904_is_refused_whole_and_creates_no_partition(inge
 
 
 CAPACITY = {"pool": "h100-a", "gpus_installed": 8, "gpus_healthy": 8, "gpus_busy": 4}
+YEARS = "must be within the years 2000–2100"
 
 
 @pytest.mark.parametrize(
     ("time", "message"),
     [
-        ("9999-12-31T00:00:00Z", FUTURE),
+        ("9999-12-31T00:00:00Z", YEARS),  # as every timestamp the API reads
         ("2026-12-16T10:05:01Z", FUTURE),
-        ("0999-12-31T00:00:00Z", OLD),
+        ("0999-12-31T00:00:00Z", YEARS),
         ("2025-10-31T23:59:59Z", OLD),
     ],
 )
@@ -470,7 +475,7 @@ def test_capacity_samples_on_the_window_bounds_are_stored(users, token_client):
 def test_capacity_batch_names_every_error_in_one_answer(users, token_client):
     make_deployment()
     api = token_client(users["operator"], scopes=["ingest"])
-    bad = {**CAPACITY, "pool": "nowhere", "time": "9999-12-31T00:00:00Z", "gpus_busy": -1}
+    bad = {**CAPACITY, "pool": "nowhere", "time": "2026-12-16T10:05:01Z", "gpus_busy": -1}
 
     response = api.post("/api/v1/capacity", [bad])
 
@@ -537,12 +542,52 @@ def test_cloudevents_and_openai_batch_name_unknown_references_with_field_errors(
         {"index": 0, "field": "tenant", "message": "unknown tenant 'ghost'"},
         {"index": 1, "field": "input_tokens", "message": "must be a non-negative integer"},
     ]
-    assert openai.json()["errors"] == [
+    assert openai.json()["errors"] == [  # named as the file names them
         {"index": 0, "field": "tenant", "message": "unknown tenant 'ghost'"},
-        {"index": 1, "field": "input_tokens", "message": "must be a non-negative integer"},
+        {
+            "index": 1,
+            "field": "response.body.usage.prompt_tokens",
+            "message": "must be a non-negative integer",
+        },
         {"index": 1, "field": "tenant", "message": "unknown tenant 'ghost'"},
     ]
     assert _stored_nothing()
+
+
+def test_payload_conflicts_come_with_field_and_reference_errors_in_one_answer(ingest):
+    """A stored event sent again changed, beside a bad count and an unknown model: one 400
+    lists all three, the conflict named on `id`; nothing more is stored."""
+    conflict = "this (source, id) is already stored with a different payload"
+    assert ingest([event(0), event(1)]).status_code == 200
+    events = ingest([event(0, output_tokens=999), event(2, input_tokens=-1), event(3, model="x")])
+    openai = ingest(
+        _openai_line(0, created=1_796_000_000)
+        + _openai_line(0, created=1_796_000_000, prompt_tokens="21")  # the same id, changed
+        + _openai_line(2, created=1_796_000_000, prompt_tokens="-1"),
+        path="/api/v1/usage/openai-batch?tenant=tenant-a",
+        content_type="application/jsonl",
+    )
+    references = ingest([event(1, output_tokens=7), event(4, tenant="ghost")])  # fast path
+
+    assert events.status_code == 400
+    assert events.json()["errors"] == [
+        {"index": 0, "field": "id", "message": conflict},
+        {"index": 1, "field": "input_tokens", "message": "must be a non-negative integer"},
+        {"index": 2, "field": "model", "message": "unknown model 'x'"},
+    ]
+    assert openai.json()["errors"] == [
+        {"index": 1, "field": "id", "message": conflict},
+        {
+            "index": 2,
+            "field": "response.body.usage.prompt_tokens",
+            "message": "must be a non-negative integer",
+        },
+    ]
+    assert references.json()["errors"] == [
+        {"index": 0, "field": "id", "message": conflict},
+        {"index": 1, "field": "tenant", "message": "unknown tenant 'ghost'"},
+    ]
+    assert (UsageEvent.objects.count(), EventKey.objects.count()) == (2, 2)
 
 
 def test_null_cached_tokens_is_refused_naming_it(ingest):
@@ -594,7 +639,11 @@ def test_openai_batch_prompt_tokens_1e309_is_refused_naming_the_field(ingest):
 
     assert response.status_code == 400
     assert response.json()["errors"] == [
-        {"index": 0, "field": "input_tokens", "message": "must be a non-negative integer"}
+        {
+            "index": 0,
+            "field": "response.body.usage.prompt_tokens",
+            "message": "must be a non-negative integer",
+        }
     ]
     assert _stored_nothing()
 
@@ -751,9 +800,18 @@ def test_a_class_beyond_its_parent_refuses_the_whole_batch_naming_it(
 
     response = ingest(body, **where)
 
+    if encode is _class_openai_batch:  # named as the file names them
+        field, message = BATCH_NAMES[field], message.replace("input_", "prompt_")
+        message = message.replace("output_", "completion_")
     assert response.status_code == 400
     assert response.json()["errors"] == [{"index": 1, "field": field, "message": message}]
     assert _stored_nothing()
+
+
+BATCH_NAMES = {
+    "reasoning_tokens": "response.body.usage.completion_tokens_details.reasoning_tokens",
+    "cache_write_tokens": "response.body.usage.prompt_tokens_details.cache_write_tokens",
+}
 
 
 # --- tokens bound to a tenant: they meter that tenant only, on every ingestion path -----

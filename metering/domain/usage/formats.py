@@ -14,6 +14,7 @@ all is ``None`` in items and has errors naming the source field (``response.body
 from __future__ import annotations
 
 import csv
+import re
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -100,6 +101,48 @@ def openai_batch_to_items(
         items.append(None if problems else item)
     errors.sort(key=lambda error: error.index)
     return items, errors
+
+
+# Where a line's ChatCompletion holds each event field it became.
+_BATCH_FIELDS: Final = {
+    "input_tokens": "usage.prompt_tokens",
+    "output_tokens": "usage.completion_tokens",
+    "cached_tokens": "usage.prompt_tokens_details.cached_tokens",
+    "cache_write_tokens": "usage.prompt_tokens_details.cache_write_tokens",
+    "reasoning_tokens": "usage.completion_tokens_details.reasoning_tokens",
+    "time": "created",
+    "model": "model",
+}
+
+
+# The counts as a ChatCompletion's usage names them, in messages comparing them.
+_BATCH_NAMES: Final = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens"}
+_BATCH_WORDS: Final = re.compile(r"\b(input_tokens|output_tokens)\b")
+
+
+def openai_batch_error_names(
+    *, body: bytes | str, errors: Sequence[EventError]
+) -> list[EventError]:
+    """`errors` of the events of an OpenAI Batch file named as its lines name the values:
+    `input_tokens` as `response.body.usage.prompt_tokens`, `time` as its `created`
+    (vLLM's `created_cache_tokens` as itself). Other fields (`id`, the `tenant` of the
+    query) and the conversion's errors, already named so, are kept."""
+    raw = body.encode() if isinstance(body, str) else body
+    lines = [line for line in raw.split(b"\n") if line.strip()]
+    named = []
+    for error in errors:
+        inner = _BATCH_FIELDS.get(error.field)
+        if inner is not None and error.index < len(lines):
+            line = _parse_batch_line(error.index, lines[error.index], [])
+            if line is not None:  # converted: its usage and details are objects
+                usage = (line.body or {}).get("usage") or {}
+                details = usage.get("prompt_tokens_details") or {}
+                if error.field == "cache_write_tokens" and "cache_write_tokens" not in details:
+                    inner = "usage.prompt_tokens_details.created_cache_tokens"
+                message = _BATCH_WORDS.sub(lambda m: _BATCH_NAMES[m[0]], error.message)
+                error = EventError(error.index, f"{line.path}.{inner}", message)
+        named.append(error)
+    return named
 
 
 class _BatchLine(msgspec.Struct):

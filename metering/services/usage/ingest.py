@@ -81,6 +81,10 @@ def usage_ingest(
     and reported in the result's `rejected`, every other event is stored."""
     rows, errors = _resolve(events)
     if errors and not partial:
+        refused = {error.index for error in errors}
+        fine = [i for i in range(len(events)) if i not in refused]
+        conflicts = usage_conflict_errors(events=[events[i] for i in fine], indexes=fine)
+        errors = sorted([*errors, *conflicts], key=lambda error: error.index)
         raise IngestRejected(errors, received=len(events), source=batch_sources(events))
     refused = {error.index for error in errors}
     positions = [i for i in range(len(events)) if i not in refused]  # of the events kept
@@ -160,6 +164,15 @@ def usage_reference_errors(*, refs: Sequence[EventRef]) -> list[EventError]:
     model or a model without a deployment on the pool (stores nothing). For a batch refused
     for its field errors, so one answer lists every error of every kind."""
     return _check_references(refs)[1]
+
+
+def usage_conflict_errors(*, events: Sequence[EventIn], indexes: Sequence[int]) -> list[EventError]:
+    """Errors naming `id` for each of `events` (at `indexes` of its batch) whose (source, id)
+    is stored, or earlier in the batch, with another payload (stores nothing). For a batch
+    refused for other errors, so one answer lists every error of every kind."""
+    _, _, repeats = dedupe_within_batch(events=events)
+    stored = _conflict_indexes(events, _stored_digests(events))
+    return [EventError(indexes[i], "id", CONFLICT) for i in sorted({*repeats, *stored})]
 
 
 def _resolve(events: Sequence[EventIn]) -> tuple[list[_Row], list[EventError]]:
@@ -263,7 +276,7 @@ def _store_sqlite(
     """Keys, events and the fold's queue with one `executemany` each (the ORM's bulk_create
     spent four fifths of the time building statements). The transaction holds SQLite's write
     lock from its start (IMMEDIATE, portal.settings), so this writer alone numbers the keys."""
-    stored = _stored_digests(rows)
+    stored = _stored_digests([r.event for r in rows])
     conflicts = _conflict_indexes(events, stored)
     if conflicts:
         raise IngestConflict(conflicts)
@@ -300,15 +313,15 @@ def _store_sqlite(
     return len(new_rows), len(rows) - len(new_rows)
 
 
-def _stored_digests(rows: Sequence[_Row]) -> dict[tuple[str, str], str]:
-    """The payload hash of each (source, id) of `rows` already stored."""
-    keys = {(r.event.source, r.event.id) for r in rows}
+def _stored_digests(events: Sequence[EventIn]) -> dict[tuple[str, str], str]:
+    """The payload hash of each (source, id) of `events` already stored."""
+    keys = {(e.source, e.id) for e in events}
     stored: dict[tuple[str, str], str] = {}
     sources = {s for s, _ in keys}
-    for chunk_start in range(0, len(rows), 500):
-        chunk = rows[chunk_start : chunk_start + 500]
+    for chunk_start in range(0, len(events), 500):
+        chunk = events[chunk_start : chunk_start + 500]
         for source, event_id, digest in EventKey.objects.filter(
-            source__in=sources, event_id__in=[r.event.id for r in chunk]
+            source__in=sources, event_id__in=[e.id for e in chunk]
         ).values_list("source", "event_id", "payload_hash"):
             if (source, event_id) in keys:
                 stored[(source, event_id)] = digest
