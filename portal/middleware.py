@@ -1,4 +1,5 @@
-"""Content-Security-Policy, session absolute timeout, tenant status, a clear 400 and 503."""
+"""Content-Security-Policy, the URL length limit, session absolute timeout, tenant status, a
+clear 400 and 503."""
 
 import time
 
@@ -7,7 +8,7 @@ from django.contrib import messages
 from django.contrib.auth import logout
 from django.core.exceptions import ValidationError
 from django.db import InterfaceError, OperationalError
-from django.http import HttpResponse, HttpResponseBadRequest
+from django.http import HttpResponse, HttpResponseBadRequest, JsonResponse
 from django.shortcuts import redirect, resolve_url
 from django.template.loader import render_to_string
 from django.utils.cache import add_never_cache_headers, patch_cache_control
@@ -35,6 +36,27 @@ class ContentSecurityPolicyMiddleware:
         )
         response.headers.setdefault("Content-Security-Policy", policy)
         return response
+
+
+class RequestLimitsMiddleware:
+    """A URL longer than settings.MAX_URL_BYTES answers 414 before anything reads it: JSON
+    under /api/, a page elsewhere. The server's own limit on the request line is above it
+    (gunicorn.conf.py), so the portal, not the server, answers whatever a client sends."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        length = len(request.get_full_path().encode())
+        if length <= settings.MAX_URL_BYTES:
+            return self.get_response(request)
+        message = (
+            f"the URL is {length} bytes, longer than the {settings.MAX_URL_BYTES} this portal "
+            "reads; narrow the query or send the values in a request body"
+        )
+        if request.path.startswith("/api/"):
+            return JsonResponse({"errors": [{"field": "", "message": message}]}, status=414)
+        return HttpResponse(render_to_string("414.html", {"message": message}), status=414)
 
 
 class SessionAbsoluteTimeoutMiddleware:

@@ -75,6 +75,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "portal.middleware.ContentSecurityPolicyMiddleware",  # first: on every response
+    "portal.middleware.RequestLimitsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -90,6 +91,10 @@ MIDDLEWARE = [
     "portal.middleware.BadInputMiddleware",
     "portal.middleware.ExportAuditMiddleware",
 ]
+
+# The longest URL (path and query) the portal reads; the server's request-line limit is
+# above it (gunicorn.conf.py), so the 414 is the portal's, in the API's shape under /api/.
+MAX_URL_BYTES = 4096
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"

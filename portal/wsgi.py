@@ -5,6 +5,8 @@ from importlib import import_module
 from django.conf import settings
 from django.core.wsgi import get_wsgi_application
 
+from portal.pdf import pdf_warm
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 application = get_wsgi_application()
 
@@ -13,4 +15,5 @@ application = get_wsgi_application()
 # walks the ~150,000 objects of Django, DRF and Plotly, which added ~70 ms to whichever
 # request it fell in (docs/performance.md). A forked worker also shares those pages longer.
 import_module(settings.ROOT_URLCONF)
+pdf_warm()  # WeasyPrint's fonts, loaded here rather than by a worker's first PDF (~1 s)
 gc.freeze()

@@ -29,6 +29,7 @@ from portal.exports import csv_response
 from portal.models import Role, Tenant
 from portal.money import money_str
 from portal.pager import pager_page
+from portal.pdf import pdf_render
 from portal.periods import day_parse, instant_parse, month_parse, months_before, next_month
 from portal.periods import month_start as month_of
 
@@ -122,11 +123,9 @@ def close_month(request, month: str):
 
 @role_required(*BOOKS)
 def close_pdf(request, month: str):
-    from weasyprint import HTML
-
     start = _month(month)
     html = render_to_string("billing/close/report_document.html", _report_context(start))
-    pdf = HTML(string=html, base_url=request.build_absolute_uri("/")).write_pdf()
+    pdf = pdf_render(html=html, base_url=request.build_absolute_uri("/"))
     response = HttpResponse(pdf, content_type="application/pdf")
     response["Content-Disposition"] = f'inline; filename="close-{start:%Y-%m}.pdf"'
     return response
@@ -210,11 +209,9 @@ def credit_note_detail(request, pk: int):
 
 @role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
 def credit_note_pdf(request, pk: int):
-    from weasyprint import HTML
-
     note = _note(request, pk)
     html = render_to_string("billing/close/credit_note_document.html", _note_context(note))
-    pdf = HTML(string=html, base_url=request.build_absolute_uri("/")).write_pdf()
+    pdf = pdf_render(html=html, base_url=request.build_absolute_uri("/"))
     response = HttpResponse(pdf, content_type="application/pdf")
     response["Content-Disposition"] = f'inline; filename="{note.number}.pdf"'
     return response

@@ -23,6 +23,7 @@ from portal.decorators import role_required
 from portal.exports import csv_response, export_query
 from portal.models import Role, Tenant
 from portal.pager import pager_page
+from portal.pdf import pdf_render
 from portal.periods import month_start, months_before
 
 INVOICE_CSV_HEADER = [
@@ -129,11 +130,9 @@ def invoice_detail(request, pk: int):
 @role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
 def invoice_pdf(request, pk: int):
     """The invoice as PDF, rendered by WeasyPrint from the same HTML document."""
-    from weasyprint import HTML
-
     invoice = invoice_get(user=request.user, pk=pk)
     html = render_to_string("billing/invoices/invoice_document.html", _document_context(invoice))
-    pdf = HTML(string=html, base_url=request.build_absolute_uri("/")).write_pdf()
+    pdf = pdf_render(html=html, base_url=request.build_absolute_uri("/"))
     response = HttpResponse(pdf, content_type="application/pdf")
     name = invoice.number or f"draft-{invoice.pk}"
     response["Content-Disposition"] = f'inline; filename="{name}.pdf"'

@@ -28,6 +28,7 @@ from portal.decorators import role_required
 from portal.errors import FieldError
 from portal.exports import csv_response, export_query
 from portal.models import Role
+from portal.pdf import pdf_render
 
 TREND_MONTHS = 12
 
@@ -219,10 +220,8 @@ def pnl_chart(report: TfomReport) -> dict:
 
 def report_pdf(report: TfomReport, *, base_url: str) -> bytes:
     """The report as PDF, rendered by WeasyPrint from its HTML document."""
-    from weasyprint import HTML
-
     html = render_to_string(
         "flywheel/tfom/tfom_report_document.html",
         {"report": report, "chart": pnl_chart(report), "issuer": settings.FACTORY_NAME},
     )
-    return HTML(string=html, base_url=base_url).write_pdf()
+    return pdf_render(html=html, base_url=base_url)

@@ -1,0 +1,28 @@
+"""gunicorn's settings for the portal, read from the directory gunicorn starts in.
+
+The portal answers a URL that is too long itself (portal.middleware.RequestLimitsMiddleware,
+settings.MAX_URL_BYTES = 4096), in the API's JSON shape under /api/: gunicorn's own limit
+on the request line is set above it, to the most gunicorn allows. What gunicorn still
+refuses before the portal sees it (a line beyond that, a malformed request, headers too
+large) is answered in the API's JSON shape too, instead of gunicorn's HTML: such a request
+never reached a page, and API clients read the shape.
+"""
+
+import json
+
+from gunicorn import util
+
+limit_request_line = 8190  # the most gunicorn allows; the portal's limit is below
+limit_request_field_size = 8190
+
+
+def _write_json_error(sock, status_int, reason, mesg):
+    body = json.dumps({"errors": [{"field": "", "message": mesg or reason}]}).encode()
+    head = (
+        f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    util.write_nonblock(sock, head.encode("latin-1") + body)
+
+
+util.write_error = _write_json_error  # the workers' refusals, as gunicorn writes them
