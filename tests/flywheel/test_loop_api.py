@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 
 from flywheel.models import Goal, Lever, LeverApplication
 from flywheel.services.loop.versions import lever_create
+from metering.models import CapacitySample, Pool
 from portal import clock
 from tests.flywheel.test_loop_diagnosis import DAY, JAN, build_factory
 
@@ -60,6 +61,40 @@ def test_diagnosis_ranks_the_factors_with_evidence(factory, users):
     assert first["evidence"]["rows"][0]["idle_gpu_hours"] == 120.0
     assert [f["ebitda_gain_per_month"] for f in body["factors"][1:]] == ["0.00"] * 5
     assert body["measured"]["occupancy"] == 0.5
+
+
+def test_a_pool_without_a_cost_model_is_left_out_and_named_the_rest_computed(factory, users):
+    """A new pool in service without a cost model: diagnosis, scenarios and the page
+    compute the other pools, as before it came, and name it; a pool not in service in the
+    period needs none."""
+    api = _session(users["operator"])
+    before = (
+        api.get("/api/v1/flywheel/diagnosis", PERIOD).json(),
+        api.post("/api/v1/flywheel/scenarios", PERIOD).json(),
+    )
+    new = Pool.objects.create(slug="b200", name="B200", gpu_type="B200", gpu_count=8,
+                              in_service_from=DAY)  # fmt: skip
+    CapacitySample.objects.create(pool=new, time=DAY, gpus_installed=8, gpus_healthy=8,
+                                  gpus_busy=0)  # fmt: skip
+    Pool.objects.create(slug="later", name="Later", gpu_type="B200", gpu_count=8,
+                        in_service_from=DAY + timedelta(days=30))  # fmt: skip
+
+    diagnosis = api.get("/api/v1/flywheel/diagnosis", PERIOD).json()
+    scenario = api.post("/api/v1/flywheel/scenarios", PERIOD).json()
+    page = api.get("/flywheel/", PERIOD)
+
+    uncosted = {
+        "pools": ["b200"],
+        "message": "pool b200 has no cost model in force at 2026-03-02 00:00 UTC: add one "
+        "(POST /api/v1/cost-models); until then every figure here covers the other pools only",
+    }
+    assert diagnosis["uncosted"] == scenario["uncosted"] == uncosted
+    assert before[0]["uncosted"] is None and before[1]["uncosted"] is None
+    assert diagnosis["measured"] == before[0]["measured"]
+    assert diagnosis["bottleneck"] == "occupancy"
+    assert scenario["figures"] == before[1]["figures"]
+    assert page.status_code == 200
+    assert "Pool b200 has no cost model" in page.content.decode()
 
 
 def test_diagnosis_takes_targets_and_refuses_bad_ones(factory, users, token_client):

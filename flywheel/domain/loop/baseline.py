@@ -33,6 +33,9 @@ class Baseline:
     revenue_tie_out: Decimal = ZERO
     baseline_tef: Decimal = DEFAULT_BASELINE_TEF
     scope: str = "factory"
+    # Pools in service left out for want of a cost model (their slugs): the figures cover
+    # the others, and say so.
+    uncosted: tuple[str, ...] = ()
 
 
 def per_month(amount: Decimal, *, start: datetime, end: datetime) -> Decimal:

@@ -88,6 +88,7 @@ class Diagnosis:
     ebitda_per_month: Decimal
     factors: tuple[FactorDiagnosis, ...]  # ranked, largest gain first
     targets: Mapping[str, Decimal] = field(default_factory=dict)
+    uncosted: tuple[str, ...] = ()  # pools left out for want of a cost model (Baseline)
 
     @property
     def bottleneck(self) -> FactorDiagnosis | None:
@@ -153,4 +154,5 @@ def diagnose(
         ebitda_per_month=per_month(measured.ebitda, start=start, end=end),
         factors=tuple(ranked),
         targets=goals,
+        uncosted=baseline.uncosted,
     )

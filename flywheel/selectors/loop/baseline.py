@@ -29,18 +29,20 @@ def baseline_get(
 ) -> Baseline:
     """The factory's measured period as the scenario engine needs it: each pool's KPI sums
     with its cost model in force at `start` and its DCGM energy, the factory costs, minimum
-    shortfalls, SLA credits and the ledger's tie-out (the same inputs as `tfom_measure`). Raises FieldError naming
-    the pool when one has no cost model in force."""
+    shortfalls, SLA credits and the ledger's tie-out (the same inputs as `tfom_measure`).
+    A pool in service without a cost model is left out and named in `uncosted`, the rest
+    computed; FieldError naming `cost_model` when no pool in service has one."""
     data = data if data is not None else FactoryData(start=start, end=end)
-    ids = sorted(data.pools)
-    cost_models = cost_models_in_force(at=start, pool_ids=ids)
-    missing = [data.pools[i].slug for i in ids if i not in cost_models]
-    if missing:
-        raise FieldError(
-            "cost_model",
-            f"pool {', '.join(missing)} has no cost model in force at "
-            f"{start.astimezone(UTC):%Y-%m-%d %H:%M} UTC: add one (POST /api/v1/cost-models)",
-        )
+    cost_models = cost_models_in_force(at=start, pool_ids=sorted(data.pools))
+    ids = [i for i in sorted(data.pools) if i in cost_models]
+    # Without one, a pool out of service all period adds nothing: only one in service is.
+    uncosted = tuple(
+        data.pools[i].slug
+        for i in sorted(data.pools)
+        if i not in cost_models and data.in_service(i, start, end)
+    )
+    if uncosted and not any(data.in_service(i, start, end) for i in ids):
+        raise FieldError("cost_model", _uncosted_message(uncosted, start))
     energy = measured_energy(pool_ids=ids, start=start, end=end)
     pools = []
     for pool_id in ids:
@@ -71,7 +73,27 @@ def baseline_get(
         sla_credits=credits,
         baseline_tef=baseline_tef,
         revenue_tie_out=revenue_tie_out(data=data, start=start, end=end),
+        uncosted=uncosted,
     )
+
+
+def _uncosted_message(slugs: tuple[str, ...], at: datetime) -> str:
+    return (
+        f"pool {', '.join(slugs)} has no cost model in force at "
+        f"{at.astimezone(UTC):%Y-%m-%d %H:%M} UTC: add one (POST /api/v1/cost-models)"
+    )
+
+
+def uncosted_json(*, pools: tuple[str, ...], start: datetime) -> dict | None:
+    """What a diagnosis or scenario says of the pools it left out for want of a cost model
+    in force at `start`: their slugs and why (None when every pool in service is costed)."""
+    if not pools:
+        return None
+    return {
+        "pools": list(pools),
+        "message": _uncosted_message(pools, start)
+        + "; until then every figure here covers the other pools only",
+    }
 
 
 BASELINE_TTL = 3600  # seconds a page's measured period is kept for its slider moves

@@ -11,7 +11,7 @@ from flywheel.domain.loop.baseline import Baseline, measured_tfom
 from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.loop.goals import GoalSpec, cheapest_lever_set, goal_check
 from flywheel.domain.loop.projection import Projection, project
-from flywheel.selectors.loop.baseline import baseline_get, baseline_recall
+from flywheel.selectors.loop.baseline import baseline_get, baseline_recall, uncosted_json
 from flywheel.selectors.loop.levers import (
     goal_in_force,
     goal_spec,
@@ -45,7 +45,8 @@ def scenario_get(
     """POST /api/v1/flywheel/scenarios: the projection of [start, end) with the levers in
     force at `now` named by `lever_slugs` and the factor `targets`, its low-high range, the
     goal check (typical multipliers) and, when unmet, the cheapest lever set that meets it.
-    Raises FieldError for a pool without a cost model, FieldError for an unknown lever."""
+    A pool in service without a cost model is left out and named (`uncosted`). Raises
+    FieldError when no pool has one, or for an unknown lever."""
     baseline = baseline_recall(key=baseline_key, start=start, end=end)
     if baseline is None:
         baseline = baseline_get(start=start, end=end)
@@ -107,6 +108,7 @@ def scenario_get(
             None if check is None else {"is_met": check.is_met, "criteria": goal_check_json(check)}
         ),
         "proposal": proposal_json(proposal) if proposal is not None else None,
+        "uncosted": uncosted_json(pools=baseline.uncosted, start=start),
     }
 
 

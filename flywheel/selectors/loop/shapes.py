@@ -10,6 +10,7 @@ from django.conf import settings
 from flywheel.domain.loop.diagnosis import Diagnosis, Evidence
 from flywheel.domain.loop.goals import GoalCheck, Proposal
 from flywheel.domain.loop.projection import Projection
+from flywheel.selectors.loop.baseline import uncosted_json
 from flywheel.selectors.tfom import tfom_json
 from portal.money import money_str
 
@@ -126,6 +127,7 @@ def diagnosis_response(diagnosis: Diagnosis, *, rating_errors: dict | None = Non
         "factors": diagnosis_json(diagnosis),
         "measured": tfom_json(diagnosis.measured),
         "rating_errors": rating_errors or {},
+        "uncosted": uncosted_json(pools=diagnosis.uncosted, start=diagnosis.start),
     }
 
 
