@@ -20,10 +20,12 @@ import pytest
 import schemathesis
 from django.core.signals import got_request_exception, request_finished, request_started
 from django.db import close_old_connections
+from django.test import Client
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
 from schemathesis.generation import GenerationMode
+from rest_framework.test import APIClient
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from portal.wsgi import application
@@ -122,3 +124,108 @@ def test_operation_has_no_server_error_or_schema_violation(world, in_process_wsg
                 operation, role=role, mode=mode, headers=headers, tracebacks=in_process_wsgi
             )
     assert not failures, f"{len(failures)} failing cases; first:\n" + "\n".join(failures[:3])
+
+
+# The corpus of the hardening round's classes, sent to every operation and page that takes
+# the parameter, as every role: periods and months outside the portal's years or
+# impossible, ratios that underflow or overflow, bounds that are not dates. None may be a
+# 5xx; under /api/ every refusal is JSON naming the parameter.
+HOSTILE = {
+    "period": ["0000-01", "0000-Q1", "9999-12", "2026-13", "2026-Q5", "1999-12", "2026-1",
+               "-2026-01", "2026-00", "x" * 300],
+    "month": ["0000-01", "9999-12", "2101-01", "2026-00", "2026-13", "0-1", "2026-1"],
+    "baseline_tef": ["1e-300", "0", "-1", "1.01", "1e309", "NaN", "inf", "", "0x1"],
+    "from": ["0000-01-01", "0001-01-01T00:00:00+01:00", "9999-12-31", "2026-02-30",
+             "2026-03-01T00:30:00Z"],
+    "to": ["0000-01-01", "9999-12-31T23:00:00Z", "2026-02-30"],
+    "as_of": ["0000-01-01", "9999-12-31", "2026-02-30", "yesterday"],
+}  # fmt: skip
+
+
+def _query_operations() -> list[tuple[str, str]]:
+    """(path, parameter) of every GET operation without path parameters taking one of the
+    HOSTILE parameters in its query."""
+    found = []
+    for path, item in schema()["paths"].items():
+        get = item.get("get")
+        if get is None or "{" in path:
+            continue
+        names = {p["name"] for p in get.get("parameters", []) if p.get("in") == "query"}
+        found += [(path, name) for name in sorted(names & set(HOSTILE))]
+    return found
+
+
+QUERY_OPERATIONS = _query_operations()
+PERIOD_PAGES = ["/", "/usage/", "/investor/", "/flywheel/", "/billing/sla/", "/billing/close/",
+                "/billing/receivables/", "/billing/realization/", "/reports/tfom/",
+                "/metering/"]  # fmt: skip
+
+
+def test_the_hostile_corpus_reaches_the_period_month_and_ratio_parameters():
+    names = {name for _, name in QUERY_OPERATIONS}
+    assert {"period", "month", "baseline_tef", "from", "to", "as_of"} <= names, names
+
+
+@pytest.mark.parametrize(
+    ("path", "name"), QUERY_OPERATIONS, ids=[f"{p}?{n}" for p, n in QUERY_OPERATIONS]
+)
+def test_hostile_query_values_are_a_json_4xx_naming_the_parameter(world, path, name):
+    failures = []
+    for role in ROLES:
+        client = APIClient()
+        token = bearer(world.users[role], SCOPES[role])
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        for value in HOSTILE[name]:
+            response = client.get(path, {name: value})
+            if response.status_code >= 500 or response["Content-Type"] != "application/json":
+                failures.append((role, value, response.status_code, response.content[:200]))
+            elif response.status_code == 400:
+                fields = {e["field"] for e in response.json()["errors"]}
+                if not fields & {name, "period"}:
+                    failures.append((role, value, 400, fields))
+    assert not failures, failures
+
+
+@pytest.mark.parametrize("path", PERIOD_PAGES)
+def test_hostile_period_values_on_pages_are_never_a_server_error(world, path):
+    failures = []
+    for role in ROLES:
+        client = Client()
+        client.force_login(world.users[role])
+        for name in ("period", "month", "baseline_tef", "from", "to", "as_of"):
+            for value in HOSTILE[name]:
+                response = client.get(path, {name: value})
+                if response.status_code >= 500:
+                    failures.append((role, name, value, response.status_code))
+    assert not failures, failures
+
+
+PROMETHEUS_VALUES = ["9223372036854775807", "9223372036854775808", "1e19", "1e308", "1e309",
+                     "-1", "NaN", "+Inf", "-Inf", "0x10", "1_000", "", "1e-400"]  # fmt: skip
+
+
+def test_hostile_metric_values_are_never_a_server_error(world):
+    """Every value twice (a counter's second push is an increase) in a counter, a gauge
+    and a histogram; OpenMetrics too: skipped and listed, or refused, never a 5xx."""
+    client = APIClient()
+    token = bearer(world.users["operator"], SCOPES["operator"])
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    path = "/api/v1/telemetry/prometheus?kind=vllm&pool=h100-a"
+    failures = []
+    for value in PROMETHEUS_VALUES:
+        for suffix in ("", "# EOF\n"):
+            text = (
+                "# TYPE vllm:prompt_tokens_total counter\n"
+                f'vllm:prompt_tokens_total{{model_name="llama-70b"}} {value}\n'
+                "# TYPE vllm:num_requests_running gauge\n"
+                f'vllm:num_requests_running{{model_name="llama-70b"}} {value}\n'
+                "# TYPE vllm:e2e_request_latency_seconds histogram\n"
+                f'vllm:e2e_request_latency_seconds_bucket{{model_name="llama-70b",le="+Inf"}} {value}\n'
+                f'vllm:e2e_request_latency_seconds_count{{model_name="llama-70b"}} {value}\n'
+                f'vllm:e2e_request_latency_seconds_sum{{model_name="llama-70b"}} {value}\n' + suffix
+            )
+            for _ in range(2):
+                response = client.generic("POST", path, text, content_type="text/plain")
+                if response.status_code >= 500:
+                    failures.append((value, suffix, response.status_code, response.content[:200]))
+    assert not failures, failures
