@@ -22,10 +22,10 @@ from django.core.signals import got_request_exception, request_finished, request
 from django.db import close_old_connections
 from django.test import Client
 from hypothesis import HealthCheck, Phase, given, settings
+from rest_framework.test import APIClient
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
 from schemathesis.generation import GenerationMode
-from rest_framework.test import APIClient
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from portal.wsgi import application
