@@ -703,6 +703,19 @@ def test_board_shows_service_errors_next_to_the_field(users, client, llama):
     assert not Incident.objects.exists()
 
 
+def test_board_refuses_a_start_outside_the_portals_years(users, client, llama):
+    client.force_login(users["operator"])
+
+    response = client.post(
+        "/incidents/",
+        {"title": "x", "severity": "sev2", "impact": "degraded", "started_at": "0001-01-01T00:00"},
+        HTTP_HX_REQUEST="true",
+    )
+
+    assert response.context["form"].errors == {"started_at": ["must be within the years 2000–2100"]}
+    assert not Incident.objects.exists()
+
+
 def test_board_update_returns_the_card_and_refuses_going_back(users, client, llama):
     incident = _open(now=clock.now())
     client.force_login(users["operator"])
