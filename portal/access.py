@@ -32,6 +32,9 @@ class Capability(StrEnum):
     READ_INGESTION = "read_ingestion"  # the ingestion debugger: rejected batches, sources
     READ_BOOKS = "read_books"  # the month-end close, aged receivables: every tenant's books
     MANAGE_TOKENS = "manage_tokens"
+    # Webhook endpoints and email opt-ins: the factory's (operators; finance for billing
+    # events) and any tenant's, or a member's own tenant's; the inbox of the events one may see.
+    NOTIFY = "notify"
 
 
 CAPABILITIES: dict[Capability, frozenset[Role]] = {
@@ -45,14 +48,15 @@ CAPABILITIES: dict[Capability, frozenset[Role]] = {
     Capability.READ_INGESTION: frozenset({Role.OPERATOR}),
     Capability.READ_BOOKS: frozenset({Role.OPERATOR, Role.FINANCE}),
     Capability.MANAGE_TOKENS: frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
+    Capability.NOTIFY: frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
 }
 
 # The scopes a role may put on an API token it creates.
 TOKEN_SCOPES: dict[Role, frozenset[str]] = {
-    Role.OPERATOR: frozenset({Scope.READ, Scope.INGEST, Scope.ADMIN}),
-    Role.FINANCE: frozenset({Scope.READ}),
+    Role.OPERATOR: frozenset({Scope.READ, Scope.INGEST, Scope.ADMIN, Scope.NOTIFY}),
+    Role.FINANCE: frozenset({Scope.READ, Scope.NOTIFY}),
     Role.INVESTOR: frozenset(),
-    Role.TENANT: frozenset({Scope.READ}),
+    Role.TENANT: frozenset({Scope.READ, Scope.NOTIFY}),
 }
 
 # When a user is in several groups, the most powerful role wins.

@@ -1,5 +1,6 @@
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from portal.periods import validate_whole_hour
 
@@ -19,6 +20,7 @@ class Scope(models.TextChoices):
     READ = "read", "read"
     INGEST = "ingest", "ingest"
     ADMIN = "admin", "admin"
+    NOTIFY = "notify", "notify"  # webhook endpoints (a tenant's own), alert rules, budget
 
 
 class EffectiveDated(models.Model):
@@ -184,3 +186,161 @@ class Cursor(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} @ {self.position}"
+
+
+# ---------------------------------------------------------------- alert delivery
+# Events are stored in the transaction that caused them (the outbox); the `deliver` job
+# sends each to the webhook endpoints and the email recipients it is addressed to
+# (portal.events, portal.delivery); the inbox shows them to the users who may see them.
+
+
+class WebhookEndpoint(models.Model):
+    """Where events are delivered, signed as Standard Webhooks says. A tenant's own endpoint
+    is bound to it and receives only its events; one without a tenant is the factory's."""
+
+    url = models.URLField(max_length=2000)
+    description = models.CharField(max_length=200, blank=True)
+    event_types = models.JSONField(default=list, blank=True)  # empty: every type
+    tenant = models.ForeignKey(
+        Tenant,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="webhook_endpoints",
+    )
+    enabled = models.BooleanField(default=True)
+    disabled_reason = models.CharField(max_length=200, blank=True)
+    # whsec_ + base64 of 32 random bytes: kept to sign, shown once at creation. After a
+    # rotation the previous secret signs beside it until `previous_secret_until`.
+    secret = models.CharField(max_length=64)
+    previous_secret = models.CharField(max_length=64, blank=True)
+    previous_secret_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return self.url
+
+
+class Event(models.Model):
+    """Something that happened, as delivered: `type` (invoice.issued…), the instant it
+    happened, a readable summary, a link to its page and its data (ids, amounts as decimal
+    strings, RFC 3339 times). Addressed to one tenant (`tenant`), to the factory
+    (`for_factory`: operators, and finance for billing types), or both."""
+
+    class Level(models.TextChoices):
+        INFO = "info", "Info"
+        WARNING = "warning", "Warning"
+        CRITICAL = "critical", "Critical"
+
+    webhook_id = models.CharField(max_length=40, unique=True)  # msg_…: the same on every retry
+    type = models.CharField(max_length=64)
+    level = models.CharField(max_length=8, choices=Level.choices, default=Level.INFO)
+    tenant = models.ForeignKey(
+        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="events"
+    )
+    for_factory = models.BooleanField(default=True)
+    occurred_at = models.DateTimeField()
+    summary = models.CharField(max_length=300)
+    link = models.CharField(max_length=500, blank=True)  # a path on the portal
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-pk"]
+        indexes = [models.Index(fields=["tenant", "-id"]), models.Index(fields=["type"])]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.webhook_id}"
+
+
+class Delivery(models.Model):
+    """One event to one webhook endpoint or one user's email, with its attempts. Due when
+    `next_attempt_at` (real clock) has passed; a claim moves it 60 s on, so a worker killed
+    while sending leaves it due again, to be sent with the same webhook-id."""
+
+    class Channel(models.TextChoices):
+        WEBHOOK = "webhook", "Webhook"
+        EMAIL = "email", "Email"
+
+    class State(models.TextChoices):
+        PENDING = "pending", "Pending"
+        DELIVERED = "delivered", "Delivered"
+        FAILED = "failed", "Failed"  # retries exhausted, or the endpoint disabled
+
+    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="deliveries")
+    channel = models.CharField(max_length=8, choices=Channel.choices)
+    endpoint = models.ForeignKey(
+        WebhookEndpoint, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="deliveries",
+    )
+    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-pk"]
+        indexes = [models.Index(fields=["state", "next_attempt_at"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["event", "endpoint"],
+                condition=models.Q(endpoint__isnull=False),
+                name="delivery_once_per_endpoint",
+            ),
+            models.UniqueConstraint(
+                fields=["event", "user"],
+                condition=models.Q(user__isnull=False),
+                name="delivery_once_per_user",
+            ),
+        ]
+
+
+class DeliveryAttempt(models.Model):
+    """One try of a delivery: when, the answer's status (None: no answer), how long it took
+    and the first KiB of the answer or why there was none."""
+
+    delivery = models.ForeignKey(Delivery, on_delete=models.CASCADE, related_name="attempt_log")
+    at = models.DateTimeField()
+    status_code = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(default=0)
+    response = models.TextField(blank=True)  # at most 1 KiB
+    error = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["pk"]
+
+
+class EmailSubscription(models.Model):
+    """A user's opt-in to email for one event type (of those the user may see)."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="email_subscriptions"
+    )
+    event_type = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "event_type"], name="email_subscription_once")
+        ]
+
+
+class InboxRead(models.Model):
+    """An event a user has read in the inbox."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="inbox_reads"
+    )
+    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="reads")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "event"], name="inbox_read_once")]

@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 FOLD = "metering.fold"
 RATE = "billing.rate"
 MEASURE = "flywheel.measure"
+# Not a stage of the pipeline, but asked for the same way, debounced: sending the events
+# raised (portal.delivery).
+DELIVER = "portal.deliver"
 
 # The stages in the order each reads the one before (task names).
 STAGES = (FOLD, RATE, MEASURE)
@@ -45,8 +48,8 @@ def stage_schedule(name: str) -> None:
     """Ask for a run of the stage `name` once the caller's transaction commits (at once
     outside one). Debounced: nothing is sent while a run is already pending. A failure to
     reach the broker never fails the caller's write: the beat runs the stage anyway."""
-    if name not in STAGES:
-        raise ValueError(f"unknown stage {name!r}: one of {', '.join(STAGES)}")
+    if name not in (*STAGES, DELIVER):
+        raise ValueError(f"unknown stage {name!r}: one of {', '.join((*STAGES, DELIVER))}")
     # Eager (unit tests only): a failing stage fails the test that asked for it.
     robust = not celery_app.conf.task_always_eager
     transaction.on_commit(lambda: _request(name), robust=robust)
@@ -89,8 +92,8 @@ def stages_run(*, before: str | None = None) -> None:
 
 def stage_run(name: str) -> None:
     """Run the stage `name` once, in this process, by task name (the close's own rate)."""
-    if name not in STAGES:
-        raise ValueError(f"unknown stage {name!r}: one of {', '.join(STAGES)}")
+    if name not in (*STAGES, DELIVER):
+        raise ValueError(f"unknown stage {name!r}: one of {', '.join((*STAGES, DELIVER))}")
     _task(name).apply(throw=True)
 
 

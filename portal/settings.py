@@ -386,6 +386,9 @@ CELERY_BEAT_SCHEDULE = {
     },
     # Retention: purge the ingestion debugger's rejections older than 7 days.
     "retention": {"task": "metering.retention", "schedule": crontab(minute=30, hour=3)},
+    # Send the due webhook and email deliveries (retries with backoff); also asked for when
+    # an event is raised.
+    "deliver": {"task": "portal.deliver", "schedule": 30.0},
     # Measure, diagnose, check the goal and propose levers, once a week.
     "flywheel": {
         "task": "flywheel.cycle",
@@ -401,3 +404,24 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.server": {"level": "WARNING"}},
 }
+
+# Alert delivery (architecture.md "Alerts and notifications"). Links in webhook bodies and
+# emails start with PORTAL_URL. Webhook URLs must be https; http to loopback only with
+# DEBUG or WEBHOOK_ALLOW_LOOPBACK=1 (a receiver on the same host).
+PORTAL_URL = os.environ.get("PORTAL_URL", "http://127.0.0.1:8000")
+WEBHOOK_ALLOW_LOOPBACK = env_bool("WEBHOOK_ALLOW_LOOPBACK", False)
+WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("WEBHOOK_TIMEOUT_SECONDS", "15"))
+# Email through Django's backend: SMTP from the environment (EMAIL_HOST, EMAIL_PORT,
+# EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS); without EMAIL_HOST, the console.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_BACKEND = (
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend"
+)
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = 15
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "portal@token-factory.invalid")

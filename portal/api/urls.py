@@ -1,7 +1,14 @@
+from django.urls import path
+
+from portal.api.notify import DeliveryReplayView, WebhookEndpointViewSet
 from portal.api.routers import Router
 from portal.api.views import AuditEntryViewSet, TenantViewSet
 
 router = Router()
 router.register("tenants", TenantViewSet, basename="tenant")
 router.register("audit", AuditEntryViewSet, basename="audit")
-urlpatterns = router.urls
+router.register("webhook-endpoints", WebhookEndpointViewSet, basename="webhook-endpoint")
+urlpatterns = [
+    *router.urls,
+    path("deliveries/<int:pk>/replay", DeliveryReplayView.as_view(), name="delivery-replay"),
+]

@@ -30,7 +30,8 @@ from metering.services.sla.maintenance import maintenance_window_create
 from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import usage_fold
 from portal import clock
-from portal.models import Tenant
+from portal.models import Tenant, WebhookEndpoint
+from portal.webhooks import secret_new
 from tests.reliability.world import World
 
 HTTP_METHODS = ("get", "post", "put", "patch", "delete")
@@ -102,6 +103,8 @@ class Write:
 
 OPERATOR = frozenset({"operator"})
 COMMERCIAL = frozenset({"operator", "finance"})
+NOTIFYING = frozenset({"operator", "finance", "tenant"})  # endpoints of tenant A
+HOOK = {"event_types": ["invoice.issued"], "tenant": "tenant-a"}
 LEVER_EFFECTS = {"occupancy": {"low": "1.05", "typical": "1.1", "high": "1.2"}}
 
 
@@ -135,6 +138,12 @@ def _draft(world: World, n: int):
 
 def _issued(world: World, n: int):
     return invoice_finalize(invoice=_draft(world, n), by=None)
+
+
+def _endpoint(world: World, n: int) -> WebhookEndpoint:
+    return WebhookEndpoint.objects.create(
+        url=f"https://hooks.example.com/spare-{n}", tenant=world.tenant_a, secret=secret_new()
+    )
 
 
 def _model(n: int) -> ServedModel:
@@ -409,6 +418,34 @@ WRITES: dict[tuple[str, str], Write] = {
     ("POST", "/api/v1/invoices/{id}/void/"): Write(
         COMMERCIAL,
         lambda w, n: Req(params={"id": _issued(w, n).pk}, body={"reason": "typo"}),
+    ),
+    ("POST", "/api/v1/webhook-endpoints/"): Write(
+        NOTIFYING,
+        lambda w, n: Req(body={"url": f"https://hooks.example.com/{n}", **HOOK}),
+        scope="notify",
+        creates="portal.WebhookEndpoint",
+    ),
+    ("PUT", "/api/v1/webhook-endpoints/{id}/"): Write(
+        NOTIFYING,
+        lambda w, n: Req(
+            params={"id": w.endpoint_a.pk},
+            body={"url": f"https://hooks.example.com/{n}", "enabled": True, **HOOK},
+        ),
+        scope="notify",
+    ),
+    ("PATCH", "/api/v1/webhook-endpoints/{id}/"): Write(
+        NOTIFYING,
+        lambda w, n: Req(params={"id": w.endpoint_a.pk}, body={"description": f"hook {n}"}),
+        scope="notify",
+    ),
+    ("DELETE", "/api/v1/webhook-endpoints/{id}/"): Write(
+        NOTIFYING, lambda w, n: Req(params={"id": _endpoint(w, n).pk}), scope="notify"
+    ),
+    ("POST", "/api/v1/webhook-endpoints/{id}/rotate/"): Write(
+        NOTIFYING, lambda w, n: Req(params={"id": w.endpoint_a.pk}), scope="notify"
+    ),
+    ("POST", "/api/v1/deliveries/{id}/replay"): Write(
+        NOTIFYING, lambda w, n: Req(params={"id": w.delivery_a.pk}), scope="notify"
     ),
     ("POST", "/api/v1/credit-notes/"): Write(
         COMMERCIAL,

@@ -91,7 +91,7 @@ def _set(body, name, value):
 def api(world):
     """The operator, through a token carrying every scope."""
     client = APIClient()
-    token = bearer(world.users["operator"], ["read", "ingest", "admin"])
+    token = bearer(world.users["operator"], ["read", "ingest", "admin", "notify"])
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     return client
 

@@ -39,10 +39,10 @@ SOAK = os.environ.get("RELIABILITY_SOAK") == "1"
 FUZZ_CASES = int(os.environ.get("FUZZ_CASES", 0)) or (125 if SOAK else 6)
 MODES = (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
 SCOPES = {
-    "operator": ["read", "ingest", "admin"],
-    "finance": ["read"],
-    "investor": ["read", "ingest", "admin"],
-    "tenant": ["read"],
+    "operator": ["read", "ingest", "admin", "notify"],
+    "finance": ["read", "notify"],
+    "investor": ["read", "ingest", "admin", "notify"],
+    "tenant": ["read", "notify"],
 }
 
 

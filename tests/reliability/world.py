@@ -24,8 +24,10 @@ from metering.services.sla.maintenance import maintenance_window_create
 from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import usage_fold
 from portal import clock
-from portal.models import ApiToken, Role, Tenant
+from portal.events import event_raise
+from portal.models import ApiToken, Delivery, Role, Tenant, WebhookEndpoint
 from portal.services import TOKEN_PREFIX, token_create, token_digest, user_ensure
+from portal.webhooks import secret_new
 from tests.billing.factories import MARCH, make_contract, make_priced_model, make_promotion
 from tests.flywheel.factories import make_cost_model
 
@@ -59,6 +61,10 @@ class World:
     cost_model: CostModel
     factory_costs: FactoryCosts
     token_b: ApiToken
+    endpoint_a: WebhookEndpoint
+    endpoint_b: WebhookEndpoint
+    delivery_a: Delivery
+    delivery_b: Delivery
 
 
 def usage_ingest_march(tenant: str, count: int) -> None:
@@ -158,6 +164,19 @@ def world_build() -> World:
         effective_from=datetime(2026, 1, 1, tzinfo=UTC),
     )
     token_b, _ = token_create(user=member_b, name="b's token", scopes=["read"])
+    endpoints, deliveries = {}, {}
+    for tenant in (tenant_a, tenant_b):  # nothing listens there: deliveries stay pending
+        endpoints[tenant.slug] = WebhookEndpoint.objects.create(
+            url=f"https://hooks.{tenant.slug}.invalid/portal", tenant=tenant, secret=secret_new()
+        )
+        event = event_raise(
+            type="invoice.issued",
+            summary=f"Invoice {invoices[tenant.slug].number} issued",
+            data={"invoice": invoices[tenant.slug].number},
+            tenant=tenant,
+            for_factory=False,
+        )
+        deliveries[tenant.slug] = event.deliveries.get()
     return World(
         tenant_a=tenant_a,
         tenant_b=tenant_b,
@@ -181,6 +200,10 @@ def world_build() -> World:
         cost_model=cost_model,
         factory_costs=factory_costs,
         token_b=token_b,
+        endpoint_a=endpoints["tenant-a"],
+        endpoint_b=endpoints["tenant-b"],
+        delivery_a=deliveries["tenant-a"],
+        delivery_b=deliveries["tenant-b"],
     )
 
 

@@ -1,0 +1,193 @@
+"""Events: what the apps tell people (architecture.md "Alerts and notifications"). An app
+raises an event through `event_raise` inside the transaction that caused it; the event and
+its deliveries (each webhook endpoint and each opted-in user it is addressed to) are
+stored with it, so a rollback raises nothing and a crash loses nothing; the `deliver` job
+sends them once that transaction commits. The inbox reads the same events.
+
+Who an event reaches: one addressed to a tenant reaches that tenant's endpoints and
+members; one for the factory reaches the factory's endpoints and staff: operators every
+type, finance the billing types. Investors receive none."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
+
+from portal import clock
+from portal.access import user_role, user_tenant
+from portal.models import (
+    Delivery,
+    EmailSubscription,
+    Event,
+    InboxRead,
+    Role,
+    Tenant,
+    WebhookEndpoint,
+)
+from portal.pipeline import DELIVER, stage_schedule
+
+# Every event type, what it says (the endpoint and email forms list these).
+EVENT_TYPES: dict[str, str] = {
+    "invoice.issued": "An invoice was issued",
+    "invoice.overdue": "An invoice is past due with an amount outstanding",
+    "payment.received": "A payment was recorded on an invoice",
+    "credit_note.issued": "A credit note was issued",
+    "incident.opened": "An incident was opened",
+    "incident.updated": "An incident was updated",
+    "incident.resolved": "An incident was resolved",
+    "usage.batch_rejected": "A usage batch was refused, or partly accepted",
+    "flywheel.proposal": "The weekly flywheel cycle proposed levers",
+}
+# The factory's billing events: the ones finance receives and may subscribe endpoints to.
+BILLING_EVENTS = frozenset(
+    {"invoice.issued", "invoice.overdue", "payment.received", "credit_note.issued"}
+)
+
+
+def event_raise(
+    *,
+    type: str,
+    summary: str,
+    data: Mapping[str, Any],
+    tenant: Tenant | None = None,
+    for_factory: bool = True,
+    level: str = Event.Level.INFO,
+    link: str = "",
+    at: datetime | None = None,
+) -> Event:
+    """Store an event and its deliveries in the caller's transaction, and ask for the
+    `deliver` job once it commits. `tenant`: the tenant it is addressed to (its endpoints
+    and members); `for_factory`: the factory's endpoints and staff too. `data` must hold
+    only what its audience may see (never another tenant's)."""
+    if type not in EVENT_TYPES:
+        raise ValueError(f"unknown event type {type!r}")
+    if tenant is None and not for_factory:
+        raise ValueError("an event needs an audience: a tenant, the factory or both")
+    with transaction.atomic():
+        event = Event.objects.create(
+            webhook_id=f"msg_{secrets.token_hex(12)}",
+            type=type,
+            level=level,
+            tenant=tenant,
+            for_factory=for_factory,
+            occurred_at=at or clock.now(),
+            summary=summary[:300],
+            link=link,
+            data=dict(data),
+        )
+        due = timezone.now()  # deliveries run on the real clock
+        rows = [
+            Delivery(
+                event=event,
+                channel=Delivery.Channel.WEBHOOK,
+                endpoint=endpoint,
+                next_attempt_at=due,
+            )
+            for endpoint in _endpoints_for(event)
+        ]
+        rows += [
+            Delivery(event=event, channel=Delivery.Channel.EMAIL, user=user, next_attempt_at=due)
+            for user in _email_recipients(event)
+        ]
+        Delivery.objects.bulk_create(rows)
+        if rows:
+            stage_schedule(DELIVER)
+    return event
+
+
+def _endpoints_for(event: Event) -> list[WebhookEndpoint]:
+    audience = Q(tenant=event.tenant) if event.tenant_id else Q(pk__in=[])
+    if event.for_factory:
+        audience |= Q(tenant__isnull=True)
+    endpoints = WebhookEndpoint.objects.filter(audience, enabled=True)
+    return [e for e in endpoints if not e.event_types or event.type in e.event_types]
+
+
+def _email_recipients(event: Event) -> list[User]:
+    subscribed = User.objects.filter(
+        is_active=True, email_subscriptions__event_type=event.type
+    ).exclude(email="")
+    return [user for user in subscribed if event_visible(event, user=user)]
+
+
+def _audience(user: AbstractBaseUser | AnonymousUser) -> Q | None:
+    """The events a user may see, as a filter (None: none)."""
+    role = user_role(user)
+    if role is Role.OPERATOR:
+        return Q(for_factory=True)
+    if role is Role.FINANCE:
+        return Q(for_factory=True, type__in=BILLING_EVENTS)
+    if role is Role.TENANT:
+        return Q(tenant=user_tenant(user))
+    return None
+
+
+def event_visible(event: Event, *, user: AbstractBaseUser) -> bool:
+    role = user_role(user)
+    if role is Role.OPERATOR:
+        return event.for_factory
+    if role is Role.FINANCE:
+        return event.for_factory and event.type in BILLING_EVENTS
+    if role is Role.TENANT:
+        tenant = user_tenant(user)
+        return tenant is not None and event.tenant_id == tenant.pk
+    return False
+
+
+def event_types_for(user: AbstractBaseUser) -> list[str]:
+    """The event types a user may receive (the email opt-in lists these)."""
+    role = user_role(user)
+    if role is Role.FINANCE:
+        return [t for t in EVENT_TYPES if t in BILLING_EVENTS]
+    if role is Role.TENANT:
+        return [t for t in EVENT_TYPES if t not in ("flywheel.proposal",)]
+    return list(EVENT_TYPES) if role is Role.OPERATOR else []
+
+
+# ---------------------------------------------------------------- the inbox
+
+
+def inbox_list(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Event]:
+    """The events the user may see, newest first, each with `is_read`."""
+    audience = _audience(user)
+    if audience is None:
+        return Event.objects.none()
+    read = InboxRead.objects.filter(user=user, event=OuterRef("pk"))
+    return Event.objects.filter(audience).annotate(is_read=Exists(read))
+
+
+def inbox_unread_count(*, user: AbstractBaseUser | AnonymousUser) -> int:
+    audience = _audience(user)
+    if audience is None:
+        return 0
+    return Event.objects.filter(audience).exclude(reads__user=user).count()
+
+
+def inbox_mark_read(*, user: User, event_ids: list[int] | None = None) -> int:
+    """Mark the given events (None: every one the user may see) read; returns how many
+    were unread."""
+    unread = inbox_list(user=user).filter(is_read=False)
+    if event_ids is not None:
+        unread = unread.filter(pk__in=event_ids)
+    rows = [InboxRead(user=user, event_id=pk) for pk in unread.values_list("pk", flat=True)]
+    InboxRead.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
+
+
+def email_subscriptions_set(*, user: User, event_types: list[str]) -> list[str]:
+    """The user's email opt-ins become `event_types` (those the user may receive)."""
+    allowed = set(event_types_for(user))
+    wanted = [t for t in dict.fromkeys(event_types) if t in allowed]
+    with transaction.atomic():
+        EmailSubscription.objects.filter(user=user).exclude(event_type__in=wanted).delete()
+        EmailSubscription.objects.bulk_create(
+            [EmailSubscription(user=user, event_type=t) for t in wanted], ignore_conflicts=True
+        )
+    return wanted

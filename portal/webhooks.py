@@ -1,0 +1,205 @@
+"""Webhook endpoints: who may hold which, the URL rule, secrets and their rotation, and the
+Standard Webhooks signature of a delivery (architecture.md "Alerts and notifications")."""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import json
+import secrets
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import transaction
+from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
+
+from portal.access import user_role, user_tenant
+from portal.errors import FieldError
+from portal.events import BILLING_EVENTS, EVENT_TYPES
+from portal.models import Event, Role, Tenant, WebhookEndpoint
+from portal.services import audit_object, audit_snapshot, object_delete
+
+ROTATION_OVERLAP = timedelta(hours=24)  # the old secret keeps signing beside the new one
+
+
+class EndpointForbidden(FieldError):
+    """The user's role may not hold this endpoint (403)."""
+
+    http_status = 403
+
+
+def secret_new() -> str:
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def url_check(url: str) -> str:
+    """https, or http to a loopback address when DEBUG or WEBHOOK_ALLOW_LOOPBACK is set;
+    no credentials in it. Returns the URL."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        raise FieldError("url", "must not carry credentials; the signature authenticates us")
+    if parts.scheme == "https" and parts.hostname:
+        return url
+    if parts.scheme == "http" and parts.hostname and _is_loopback(parts.hostname):
+        if settings.DEBUG or settings.WEBHOOK_ALLOW_LOOPBACK:
+            return url
+        raise FieldError(
+            "url", "http is accepted only to loopback with DEBUG or WEBHOOK_ALLOW_LOOPBACK=1"
+        )
+    raise FieldError("url", "must be an https URL")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _types_check(event_types: Sequence[str]) -> list[str]:
+    unknown = [t for t in event_types if t not in EVENT_TYPES]
+    if unknown:
+        raise FieldError("event_types", f"unknown event type {unknown[0]!r}")
+    return list(dict.fromkeys(event_types))
+
+
+def endpoint_access_check(*, user: User, tenant: Tenant | None, event_types: Sequence[str]):
+    """Refuse an endpoint the user may not hold: operators hold the factory's and any
+    tenant's; finance any tenant's and the factory's for billing events only; a tenant's
+    members their own tenant's; investors none."""
+    role = user_role(user)
+    if role is Role.OPERATOR:
+        return
+    if role is Role.FINANCE:
+        if tenant is not None or (event_types and set(event_types) <= BILLING_EVENTS):
+            return
+        raise EndpointForbidden(
+            "event_types",
+            "finance holds the factory's endpoints for billing events only: "
+            + ", ".join(sorted(BILLING_EVENTS)),
+        )
+    if role is Role.TENANT:
+        own = user_tenant(user)
+        if tenant is not None and own is not None and tenant.pk == own.pk:
+            return
+        raise EndpointForbidden("tenant", "a member holds endpoints of its own tenant only")
+    raise EndpointForbidden("", "your role may not hold webhook endpoints")
+
+
+@transaction.atomic
+def endpoint_create(
+    *,
+    url: str,
+    event_types: Sequence[str] = (),
+    tenant: Tenant | None = None,
+    description: str = "",
+    enabled: bool = True,
+    by: User,
+) -> WebhookEndpoint:
+    """A new endpoint with a new secret (shown once: the caller returns `secret`)."""
+    types = _types_check(event_types)
+    if user_role(by) is Role.TENANT and tenant is None:
+        tenant = user_tenant(by)  # a member's endpoint is its tenant's
+    endpoint_access_check(user=by, tenant=tenant, event_types=types)
+    endpoint = WebhookEndpoint.objects.create(
+        url=url_check(url),
+        event_types=types,
+        tenant=tenant,
+        description=description,
+        enabled=enabled,
+        secret=secret_new(),
+    )
+    audit_object(obj=endpoint, actor=by, action="create", object_type="webhook_endpoint")
+    return endpoint
+
+
+@transaction.atomic
+def endpoint_update(*, endpoint: WebhookEndpoint, changes: dict, by: User) -> WebhookEndpoint:
+    """Change url, event types, description or enabled (the tenant is fixed); enabling
+    again clears why it was disabled."""
+    before = audit_snapshot(endpoint)
+    if "url" in changes:
+        endpoint.url = url_check(changes["url"])
+    if "event_types" in changes:
+        endpoint.event_types = _types_check(changes["event_types"])
+    if "description" in changes:
+        endpoint.description = changes["description"]
+    if "enabled" in changes:
+        endpoint.enabled = changes["enabled"]
+        if endpoint.enabled:
+            endpoint.disabled_reason = ""
+    endpoint_access_check(user=by, tenant=endpoint.tenant, event_types=endpoint.event_types)
+    endpoint.save()
+    audit_object(
+        obj=endpoint, actor=by, action="update", object_type="webhook_endpoint", before=before
+    )
+    return endpoint
+
+
+@transaction.atomic
+def endpoint_rotate(*, endpoint: WebhookEndpoint, by: User) -> WebhookEndpoint:
+    """A new secret; the current one keeps signing beside it for 24 hours."""
+    before = audit_snapshot(endpoint)
+    endpoint.previous_secret = endpoint.secret
+    endpoint.previous_secret_until = timezone.now() + ROTATION_OVERLAP
+    endpoint.secret = secret_new()
+    endpoint.save()
+    audit_object(
+        obj=endpoint, actor=by, action="rotate", object_type="webhook_endpoint", before=before
+    )
+    return endpoint
+
+
+@transaction.atomic
+def endpoint_delete(*, endpoint: WebhookEndpoint, by: User) -> None:
+    object_delete(obj=endpoint, actor=by, object_type="webhook_endpoint")
+
+
+def endpoint_disable(*, endpoint: WebhookEndpoint, reason: str) -> None:
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(enabled=False, disabled_reason=reason)
+
+
+# ---------------------------------------------------------------- what is sent
+
+
+def event_body(event: Event) -> bytes:
+    """The body of every delivery of `event`: {"type", "timestamp" (the event's time),
+    "data"} with the event's link and id in data."""
+    data = {**event.data, "event_id": event.webhook_id}
+    if event.link:
+        data["link"] = settings.PORTAL_URL.rstrip("/") + event.link
+    body = {
+        "type": event.type,
+        "timestamp": event.occurred_at.isoformat().replace("+00:00", "Z"),
+        "data": data,
+    }
+    return json.dumps(body, cls=DjangoJSONEncoder, separators=(",", ":")).encode()
+
+
+def signed_headers(*, endpoint: WebhookEndpoint, event: Event, body: bytes, at: datetime) -> dict:
+    """The Standard Webhooks headers of one attempt at `at` (the real clock): one
+    signature per secret in force."""
+    keys = [endpoint.secret]
+    if (
+        endpoint.previous_secret
+        and endpoint.previous_secret_until
+        and at < endpoint.previous_secret_until
+    ):
+        keys.append(endpoint.previous_secret)
+    signatures = [
+        Webhook(key).sign(msg_id=event.webhook_id, timestamp=at, data=body) for key in keys
+    ]
+    return {
+        "webhook-id": event.webhook_id,
+        "webhook-timestamp": str(int(at.timestamp())),
+        "webhook-signature": " ".join(signatures),
+        "content-type": "application/json",
+        "user-agent": "token-factory-portal/1",
+    }
