@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from celery import shared_task
 
 from billing.services.close import close_run
+from billing.services.invoices import invoices_overdue_raise
 from billing.services.rated import rated_usage_update
 from portal import clock
 from portal.periods import month_start
@@ -61,3 +62,16 @@ def rate_task() -> None:
     rated = rated_usage_update()
     if rated:
         log.info("rate: %d tenant-months", rated)
+
+
+@shared_task(
+    name="billing.overdue",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    time_limit=600,
+    max_retries=0,
+    ignore_result=True,
+)
+def overdue_task() -> None:
+    """invoice.overdue for the invoices whose due day ended with something outstanding."""
+    invoices_overdue_raise(now=clock.now())

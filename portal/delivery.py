@@ -167,7 +167,14 @@ def _email(delivery: Delivery) -> Outcome:
     scope = event.tenant.name if event.tenant_id else settings.FACTORY_NAME
     subject = f"[{event.get_level_display()}] {scope}: {event.summary}"
     body = render_to_string(
-        "portal/notify/email.txt", {"event": event, "user": user, "link": link, "scope": scope}
+        "portal/notify/email.txt",
+        {
+            "event": event,
+            "user": user,
+            "link": link,
+            "scope": scope,
+            "settings_link": settings.PORTAL_URL.rstrip("/") + "/notifications/",
+        },
     )
     started = time.monotonic()
     try:

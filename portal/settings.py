@@ -384,6 +384,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "billing.close",
         "schedule": crontab(minute=0, hour=2, day_of_month=1),
     },
+    # invoice.overdue for the invoices whose due day ended with something outstanding.
+    "overdue": {"task": "billing.overdue", "schedule": crontab(minute=10)},
     # Retention: purge the ingestion debugger's rejections older than 7 days.
     "retention": {"task": "metering.retention", "schedule": crontab(minute=30, hour=3)},
     # Send the due webhook and email deliveries (retries with backoff); also asked for when

@@ -38,6 +38,8 @@ class Invoice(models.Model):
     # The cash its payment brought: the total less what credit notes had reduced by then.
     paid_amount = models.DecimalField(max_digits=20, decimal_places=4, null=True, blank=True)
     voided_at = models.DateTimeField(null=True, blank=True)
+    # When invoice.overdue was raised for it (once: portal.events).
+    overdue_raised_at = models.DateTimeField(null=True, blank=True)
     issue_transaction = models.OneToOneField(
         LedgerTransaction, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )

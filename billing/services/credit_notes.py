@@ -23,6 +23,7 @@ from billing.models import (
     PromotionUse,
     SlaCredit,
 )
+from billing.services.events import credit_note_issued_raise
 from billing.services.invoices import LIVE, MonthLines, invoice_outstanding, line_legs
 from billing.services.ledger import (
     Leg,
@@ -191,6 +192,7 @@ def credit_note_issue(
         actor=by, action="credit_note.issue", object_type="credit_note", object_id=number,
         after={"invoice": invoice.number, "reason": reason, "settle": settle, "total": str(total)},
     )  # fmt: skip
+    credit_note_issued_raise(note)
     return note
 
 

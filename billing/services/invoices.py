@@ -30,6 +30,11 @@ from billing.models import (
 )
 from billing.selectors.balances import credit_balance, prepaid_usable
 from billing.selectors.rating import month_billed
+from billing.services.events import (
+    invoice_issued_raise,
+    invoice_overdue_raise,
+    payment_received_raise,
+)
 from billing.services.ledger import (
     Leg,
     account_credit_balance,
@@ -50,7 +55,7 @@ from portal.closing import closed_months, month_is_closed
 from portal.formatting import decimal_plain, money_text
 from portal.models import Tenant
 from portal.money import round_money
-from portal.periods import months_before
+from portal.periods import day_floor, months_before
 from portal.services import audit_record
 
 ADJUSTMENT_MONTHS = 12  # how far back late usage re-rates invoiced months
@@ -430,6 +435,7 @@ def invoice_finalize(
     )  # fmt: skip
     audit_record(actor=by, action="invoice.issue", object_type="invoice", object_id=invoice.number)
     _promotions_spent(invoice.tenant)
+    invoice_issued_raise(invoice)
     return invoice
 
 
@@ -465,7 +471,31 @@ def invoice_pay(*, invoice: Invoice, by=None, paid_at: datetime | None = None) -
     invoice.paid_amount = amount
     invoice.save(update_fields=["status", "paid_at", "paid_amount"])
     audit_record(actor=by, action="invoice.pay", object_type="invoice", object_id=invoice.number)
+    payment_received_raise(invoice)
     return invoice
+
+
+def invoices_overdue_raise(*, now: datetime) -> int:
+    """invoice.overdue, once per invoice: on the first run after its due day (UTC) has
+    ended while something is outstanding on it. Returns how many were raised."""
+    raised = 0
+    candidates = Invoice.objects.filter(
+        status=Invoice.Status.ISSUED,
+        due_at__lt=day_floor(now),  # its due day is over
+        overdue_raised_at__isnull=True,
+    ).select_related("tenant")
+    for invoice in candidates:
+        outstanding = invoice_outstanding(invoice=invoice)
+        if outstanding <= 0:
+            continue
+        with transaction.atomic():
+            if not Invoice.objects.filter(pk=invoice.pk, overdue_raised_at__isnull=True).update(
+                overdue_raised_at=now
+            ):
+                continue  # another run took it
+            invoice_overdue_raise(invoice, outstanding=outstanding, at=now)
+        raised += 1
+    return raised
 
 
 def invoice_outstanding(*, invoice: Invoice) -> Decimal:

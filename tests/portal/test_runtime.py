@@ -29,12 +29,15 @@ def test_celery_beat_schedule_loads_every_job_with_a_registered_task():
     app.loader.import_default_modules()
     schedule = settings.CELERY_BEAT_SCHEDULE
     assert set(schedule) == {
-        "scrape", "fold", "measure", "rate", "close", "flywheel", "retention",
+        "scrape", "fold", "measure", "rate", "close", "flywheel", "retention", "deliver",
+        "overdue",
     }  # fmt: skip
     for entry in schedule.values():
         assert entry["task"] in app.tasks, entry["task"]
     assert schedule["scrape"]["schedule"] == 30.0
     assert schedule["fold"]["schedule"] == 60.0
+    assert schedule["deliver"]["schedule"] == 30.0  # and on raise
+    assert app.amqp.router.route({}, schedule["deliver"]["task"])["queue"].name == "notify"
     assert app.amqp.router.route({}, schedule["close"]["task"])["queue"].name == "billing"
     # Every stage of the pipeline runs on the beat too (the safety net), routed to its queue.
     assert {entry["task"] for entry in schedule.values()} >= set(STAGES)

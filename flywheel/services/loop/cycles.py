@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal, localcontext
 
 from django.db import transaction
+from django.urls import reverse
 
 from flywheel.domain.kpis import KPI_CONTEXT
 from flywheel.domain.loop.baseline import measured_tfom
@@ -17,12 +18,18 @@ from flywheel.selectors.loop.baseline import baseline_get
 from flywheel.selectors.loop.cycles import last_full_week
 from flywheel.selectors.loop.diagnosis import diagnosis_get, goal_status_get
 from flywheel.selectors.loop.levers import goal_in_force, levers_in_force
-from flywheel.selectors.loop.shapes import diagnosis_json, goal_check_json, proposal_json
+from flywheel.selectors.loop.shapes import (
+    diagnosis_json,
+    goal_check_json,
+    proposal_json,
+    rfc3339,
+)
 from flywheel.selectors.measurement import FactoryData
 from flywheel.selectors.tfom import tfom_json
 from flywheel.services.loop.versions import lever_create
 from portal import clock
 from portal.errors import FieldError
+from portal.events import event_raise
 from portal.periods import hour_floor
 from portal.services import audit_record
 
@@ -150,6 +157,33 @@ def _applications_evaluate(*, cycle: Cycle, measured, now: datetime, by=None) ->
     return len(pending)
 
 
+def _proposal_raise(cycle: Cycle, *, now: datetime) -> None:
+    """flywheel.proposal, to the operators: what the cycle proposes to meet the goal."""
+    proposal = cycle.proposal
+    levers = ", ".join(proposal["levers"]) or "none"
+    summary = (
+        f"The flywheel proposes {levers} to meet the goal"
+        if proposal["is_found"]
+        else "No lever set in the catalogue meets the goal"
+    )
+    event_raise(
+        type="flywheel.proposal",
+        summary=summary,
+        data={
+            "cycle_id": cycle.pk,
+            "period_start": rfc3339(cycle.period_start),
+            "period_end": rfc3339(cycle.period_end),
+            "bottleneck": cycle.bottleneck or None,
+            "is_goal_met": cycle.is_goal_met,
+            "levers": proposal["levers"],
+            "cost": proposal["cost"],
+            "message": proposal["message"],
+        },
+        link=reverse("flywheel"),
+        at=now,
+    )
+
+
 def cycle_run(
     *,
     start: datetime | None = None,
@@ -183,6 +217,7 @@ def cycle_run(
     measured = measured_tfom(baseline)
     diagnosis = diagnosis_get(start=start, end=end, data=data, baseline=baseline, at=now)
     with transaction.atomic():
+        previous = Cycle.objects.filter(period_start=start, period_end=end).first()
         cycle, _ = Cycle.objects.update_or_create(
             period_start=start,
             period_end=end,
@@ -198,6 +233,8 @@ def cycle_run(
         cycle.is_goal_met = status.check.is_met if status.check else None
         cycle.proposal = proposal_json(status.proposal) if status.proposal else None
         cycle.save()
+        if cycle.proposal and (previous is None or previous.proposal != cycle.proposal):
+            _proposal_raise(cycle, now=now)
         audit_record(
             actor=by,
             action="flywheel.cycle",

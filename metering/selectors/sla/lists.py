@@ -64,6 +64,44 @@ def _touching_ids(incidents: list[Incident], tenant: Tenant, now: datetime) -> s
     return touched
 
 
+def incident_touched_tenants(*, incident: Incident, now: datetime) -> list[Tenant]:
+    """Every tenant the incident touched in a month it spans (kpis.md 3b's rule): the one
+    read of who an incident's events are addressed to."""
+    end = max(incident.resolved_at or now, incident.started_at + timedelta(microseconds=1))
+    named = list(incident.tenants.all())
+    deployments = deployment_slugs(incident)
+    used: dict[int, dict[datetime, set[str]]] = defaultdict(lambda: defaultdict(set))
+    rows = (
+        HourlyUsage.objects.filter(
+            hour__gte=month_start(incident.started_at), hour__lt=next_month(end), requests__gt=0
+        )
+        .annotate(month=TruncMonth("hour", tzinfo=UTC))
+        .values_list("tenant_id", "month", "deployment__slug")
+        .distinct()
+    )
+    for tenant_id, month, slug in rows:
+        used[tenant_id][month_start(month)].add(slug)
+    if named:
+        candidates = named
+    elif not deployments:
+        candidates = list(Tenant.objects.exclude(status=Tenant.Status.CLOSED))
+    else:
+        candidates = list(Tenant.objects.filter(pk__in=list(used)))
+    return [
+        tenant
+        for tenant in sorted(candidates, key=lambda t: t.slug)
+        if any(
+            incident_touches(
+                incident_tenants=[t.slug for t in named],
+                incident_deployments=deployments,
+                tenant=tenant.slug,
+                deployments_used=used[tenant.pk][month],
+            )
+            for month in _months(incident.started_at, end)
+        )
+    ]
+
+
 def incident_list(
     *,
     user: AbstractBaseUser | AnonymousUser,

@@ -15,6 +15,7 @@ from metering.models import (
     IncidentUpdate,
     Pool,
 )
+from metering.services.sla.events import incident_event_raise
 from metering.services.sla.scope import UNSET, check_title, raise_if_any, set_scope
 from portal import clock
 from portal.access import acting_user
@@ -112,6 +113,7 @@ def incident_create(
             created_by=incident.created_by,
         )
     audit_object(obj=incident, actor=by, action="create", object_type="incident")
+    incident_event_raise(incident=incident, message=message.strip(), now=now)
     return incident
 
 
@@ -177,6 +179,7 @@ def incident_update_add(
             "update": {"time": time.isoformat(), "status": status, "impact": impact},
         },
     )
+    incident_event_raise(incident=incident, message=update.message, now=now)
     return update
 
 

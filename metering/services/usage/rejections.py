@@ -4,9 +4,14 @@ OTLP export with rejected spans, kept 7 days, without payload; purged by the ret
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from django.urls import reverse
+
 from metering.models import IngestRejection
+from portal.events import event_raise
+from portal.models import Event
 
 KEPT = timedelta(days=7)
+QUIET = timedelta(minutes=15)  # between two events for the same path and source
 ERRORS_KEPT = 10  # the first errors of a batch; their count is kept whole
 
 
@@ -38,7 +43,7 @@ def rejection_record(
     rejected (the distinct indexes errors name; a whole batch when no error names one) and
     the first ERRORS_KEPT errors."""
     indexes = {error["index"] for error in errors if error.get("index") is not None}
-    return IngestRejection.objects.create(
+    rejection = IngestRejection.objects.create(
         at=at,
         path=_storable(path)[:100],
         token_prefix=token_prefix,
@@ -47,6 +52,45 @@ def rejection_record(
         received=received,
         rejected=len(indexes) if indexes else received,
         errors=[_storable(dict(error)) for error in errors[:ERRORS_KEPT]],
+    )
+    _rejected_raise(rejection)
+    return rejection
+
+
+def _rejected_raise(rejection: IngestRejection) -> None:
+    """usage.batch_rejected, to the factory's operators (no payload: its path, source,
+    counts and first errors); one per path and source each QUIET, however many batches a
+    misconfigured gateway sends meanwhile (the debugger keeps every one)."""
+    recent = Event.objects.filter(
+        type="usage.batch_rejected",
+        occurred_at__gt=rejection.at - QUIET,
+        data__path=rejection.path,
+        data__source=rejection.source,
+    )
+    if recent.exists():
+        return
+    partly = rejection.rejected < rejection.received
+    what = (
+        f"{rejection.rejected} of {rejection.received} events refused"
+        if partly
+        else f"a batch of {rejection.received} refused"
+    )
+    event_raise(
+        type="usage.batch_rejected",
+        summary=f"Usage ingestion: {what} ({rejection.source or rejection.path})",
+        data={
+            "rejection_id": rejection.pk,
+            "path": rejection.path,
+            "source": rejection.source,
+            "token_prefix": rejection.token_prefix,
+            "status": rejection.status,
+            "received": rejection.received,
+            "rejected": rejection.rejected,
+            "errors": rejection.errors[:5],
+        },
+        level=Event.Level.WARNING,
+        link=reverse("metering"),
+        at=rejection.at,
     )
 
 
