@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from portal.models import Delivery, DeliveryAttempt, Event, WebhookEndpoint
 from portal.pipeline import DELIVER, stage_schedule
-from portal.webhooks import endpoint_disable, event_body, signed_headers
+from portal.webhooks import endpoint_access_check, endpoint_disable, event_body, signed_headers
 
 log = logging.getLogger(__name__)
 
@@ -218,8 +218,12 @@ def _record(delivery: Delivery, outcome: Outcome) -> None:
 
 
 @transaction.atomic
-def delivery_replay(*, delivery: Delivery, at: datetime | None = None) -> Delivery:
-    """Send again, with the same webhook-id, as soon as the job runs (retries anew)."""
+def delivery_replay(*, delivery: Delivery, by, at: datetime | None = None) -> Delivery:
+    """Send again, with the same webhook-id, as soon as the job runs (retries anew); by a
+    user who may hold its endpoint."""
+    endpoint = delivery.endpoint
+    if endpoint is not None:
+        endpoint_access_check(user=by, tenant=endpoint.tenant, event_types=endpoint.event_types)
     Delivery.objects.filter(pk=delivery.pk).update(
         state=Delivery.State.PENDING, attempts=0, next_attempt_at=at or timezone.now()
     )

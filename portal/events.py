@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
@@ -117,15 +117,19 @@ def _email_recipients(event: Event) -> list[User]:
     return [user for user in subscribed if event_visible(event, user=user)]
 
 
+INBOX_DAYS = 90  # how far back the inbox reaches
+
+
 def _audience(user: AbstractBaseUser | AnonymousUser) -> Q | None:
-    """The events a user may see, as a filter (None: none)."""
+    """The events of the last INBOX_DAYS a user may see, as a filter (None: none)."""
     role = user_role(user)
+    recent = Q(created_at__gte=timezone.now() - timedelta(days=INBOX_DAYS))
     if role is Role.OPERATOR:
-        return Q(for_factory=True)
+        return recent & Q(for_factory=True)
     if role is Role.FINANCE:
-        return Q(for_factory=True, type__in=BILLING_EVENTS)
+        return recent & Q(for_factory=True, type__in=BILLING_EVENTS)
     if role is Role.TENANT:
-        return Q(tenant=user_tenant(user))
+        return recent & Q(tenant=user_tenant(user))
     return None
 
 

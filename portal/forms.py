@@ -22,3 +22,47 @@ class TokenForm(forms.Form):
         self.fields["scopes"].choices = [c for c in Scope.choices if c[0] in allowed]
         if Scope.INGEST not in allowed:
             del self.fields["bound_tenant"]
+
+
+def _event_type_choices(types: list[str]) -> list[tuple[str, str]]:
+    from portal.events import EVENT_TYPES
+
+    return [(t, f"{t}: {EVENT_TYPES[t]}") for t in types]
+
+
+class EndpointForm(forms.Form):
+    """A new webhook endpoint (the service checks the URL and who may hold it)."""
+
+    url = forms.CharField(max_length=2000, label="URL", help_text="https://…, where we POST")
+    description = forms.CharField(max_length=200, required=False, label="Description")
+    event_types = forms.MultipleChoiceField(
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        label="Event types",
+        help_text="None ticked: every type.",
+    )
+    tenant = forms.ModelChoiceField(
+        queryset=Tenant.objects.exclude(status=Tenant.Status.CLOSED).order_by("name"),
+        required=False,
+        to_field_name="slug",
+        label="For",
+        empty_label="the factory",
+    )
+
+    def __init__(self, *args, event_types: list[str], staff: bool, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["event_types"].choices = _event_type_choices(event_types)
+        if not staff:
+            del self.fields["tenant"]  # a member's endpoint is its tenant's
+
+
+class EmailForm(forms.Form):
+    """The event types a user receives by email."""
+
+    event_types = forms.MultipleChoiceField(
+        widget=forms.CheckboxSelectMultiple, required=False, label="Email me on"
+    )
+
+    def __init__(self, *args, event_types: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["event_types"].choices = _event_type_choices(event_types)

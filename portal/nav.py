@@ -47,6 +47,13 @@ NAV: list[NavItem] = [
     NavItem("Flywheel", "flywheel", frozenset({Role.OPERATOR, Role.FINANCE}), "Economics"),
     NavItem("Investor view", "investor", STAFF, "Economics"),
     NavItem("TFOM reports", "tfom-reports", frozenset({Role.FINANCE, Role.INVESTOR}), "Economics"),
+    NavItem("Inbox", "inbox", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Account"),
+    NavItem(
+        "Notifications",
+        "notifications",
+        frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
+        "Account",
+    ),
     NavItem(
         "API tokens", "tokens", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Account"
     ),
@@ -66,7 +73,15 @@ def nav_for(role: Role | None, current_path: str = "") -> list[dict]:
         except NoReverseMatch:
             continue  # an app whose pages are not mounted yet
         active = current_path == url or (url != "/" and current_path.startswith(url))
-        items.append({"label": item.label, "url": url, "section": item.section, "active": active})
+        items.append(
+            {
+                "label": item.label,
+                "url_name": item.url_name,
+                "url": url,
+                "section": item.section,
+                "active": active,
+            }
+        )
     return items
 
 

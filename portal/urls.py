@@ -3,7 +3,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from portal import views
+from portal.views import notify, shell
 
 api_v1 = [
     path("", include("portal.api.urls")),
@@ -13,12 +13,21 @@ api_v1 = [
 ]
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("login/", views.LoginView.as_view(), name="login"),
+    path("", shell.home, name="home"),
+    path("login/", shell.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("tokens/", views.tokens, name="tokens"),
-    path("tokens/<int:pk>/revoke/", views.token_revoke_view, name="token-revoke"),
-    path("audit/", views.audit, name="audit"),
+    path("tokens/", shell.tokens, name="tokens"),
+    path("tokens/<int:pk>/revoke/", shell.token_revoke_view, name="token-revoke"),
+    path("audit/", shell.audit, name="audit"),
+    path("inbox/", notify.inbox, name="inbox"),
+    path("inbox/<int:pk>/open/", notify.inbox_open, name="inbox-open"),
+    path("notifications/", notify.notifications, name="notifications"),
+    path(
+        "notifications/endpoints/<int:pk>/",
+        notify.endpoint_deliveries,
+        name="endpoint-deliveries",
+    ),
+    path("notifications/deliveries/<int:pk>/replay/", notify.replay, name="delivery-replay-page"),
     path("", include("metering.urls")),
     path("billing/", include("billing.urls")),
     path("", include("flywheel.urls")),
@@ -31,6 +40,6 @@ urlpatterns = [
     ),
 ]
 
-handler403 = "portal.views.permission_denied"
-handler404 = "portal.views.page_not_found"
-handler500 = "portal.views.server_error"
+handler403 = "portal.views.shell.permission_denied"
+handler404 = "portal.views.shell.page_not_found"
+handler500 = "portal.views.shell.server_error"

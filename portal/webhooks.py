@@ -18,10 +18,10 @@ from django.db import transaction
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
-from portal.access import user_role, user_tenant
+from portal.access import tenant_scoped, user_role, user_tenant
 from portal.errors import FieldError
 from portal.events import BILLING_EVENTS, EVENT_TYPES
-from portal.models import Event, Role, Tenant, WebhookEndpoint
+from portal.models import Delivery, Event, Role, Tenant, WebhookEndpoint
 from portal.services import audit_object, audit_snapshot, object_delete
 
 ROTATION_OVERLAP = timedelta(hours=24)  # the old secret keeps signing beside the new one
@@ -31,6 +31,20 @@ class EndpointForbidden(FieldError):
     """The user's role may not hold this endpoint (403)."""
 
     http_status = 403
+
+
+def endpoint_list(*, user: User):
+    """The endpoints a user may see: every one for staff, its tenant's for a member."""
+    return tenant_scoped(WebhookEndpoint.objects.select_related("tenant"), user=user)
+
+
+def deliveries_of(*, endpoint: WebhookEndpoint):
+    """An endpoint's deliveries, newest first, with their event and attempts."""
+    return (
+        Delivery.objects.filter(endpoint=endpoint)
+        .select_related("event")
+        .prefetch_related("attempt_log")
+    )
 
 
 def secret_new() -> str:
@@ -146,6 +160,7 @@ def endpoint_update(*, endpoint: WebhookEndpoint, changes: dict, by: User) -> We
 @transaction.atomic
 def endpoint_rotate(*, endpoint: WebhookEndpoint, by: User) -> WebhookEndpoint:
     """A new secret; the current one keeps signing beside it for 24 hours."""
+    endpoint_access_check(user=by, tenant=endpoint.tenant, event_types=endpoint.event_types)
     before = audit_snapshot(endpoint)
     endpoint.previous_secret = endpoint.secret
     endpoint.previous_secret_until = timezone.now() + ROTATION_OVERLAP
@@ -159,6 +174,7 @@ def endpoint_rotate(*, endpoint: WebhookEndpoint, by: User) -> WebhookEndpoint:
 
 @transaction.atomic
 def endpoint_delete(*, endpoint: WebhookEndpoint, by: User) -> None:
+    endpoint_access_check(user=by, tenant=endpoint.tenant, event_types=endpoint.event_types)
     object_delete(obj=endpoint, actor=by, object_type="webhook_endpoint")
 
 

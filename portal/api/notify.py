@@ -9,7 +9,7 @@ from rest_framework.generics import get_object_or_404
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.access import Capability, tenant_scoped, user_may, user_role, user_tenant
+from portal.access import Capability, user_may, user_role, user_tenant
 from portal.delivery import delivery_replay
 from portal.events import EVENT_TYPES
 from portal.models import (
@@ -23,9 +23,10 @@ from portal.models import (
 )
 from portal.webhooks import (
     EndpointForbidden,
-    endpoint_access_check,
+    deliveries_of,
     endpoint_create,
     endpoint_delete,
+    endpoint_list,
     endpoint_rotate,
     endpoint_update,
 )
@@ -124,11 +125,6 @@ class DeliverySerializer(serializers.ModelSerializer):
         ]
 
 
-def endpoint_list(*, user):
-    """The endpoints a user may see: every one for staff, its tenant's for a member."""
-    return tenant_scoped(WebhookEndpoint.objects.select_related("tenant"), user=user)
-
-
 class WebhookEndpointViewSet(viewsets.ModelViewSet):
     """Webhook endpoints; the secret is in the creation's answer only; `rotate` makes a new
     one, the old signing beside it for 24 h."""
@@ -168,33 +164,20 @@ class WebhookEndpointViewSet(viewsets.ModelViewSet):
         )
 
     def perform_destroy(self, instance):
-        endpoint_access_check(
-            user=self.request.user, tenant=instance.tenant, event_types=instance.event_types
-        )
         endpoint_delete(endpoint=instance, by=self.request.user)
 
     @extend_schema(request=None, responses={200: WebhookEndpointCreatedSerializer})
     @action(detail=True, methods=["post"])
     def rotate(self, request, pk=None):
         """A new secret, in this answer only; the old one keeps signing for 24 h."""
-        endpoint = self.get_object()
-        endpoint_access_check(
-            user=request.user, tenant=endpoint.tenant, event_types=endpoint.event_types
-        )
-        endpoint = endpoint_rotate(endpoint=endpoint, by=request.user)
+        endpoint = endpoint_rotate(endpoint=self.get_object(), by=request.user)
         return Response(WebhookEndpointCreatedSerializer(endpoint).data)
 
     @extend_schema(responses={200: DeliverySerializer(many=True)})
     @action(detail=True, methods=["get"])
     def deliveries(self, request, pk=None):
         """The endpoint's deliveries, newest first, each with its attempts."""
-        endpoint = self.get_object()
-        rows = (
-            Delivery.objects.filter(endpoint=endpoint)
-            .select_related("event")
-            .prefetch_related("attempt_log")
-        )
-        page = self.paginate_queryset(rows)
+        page = self.paginate_queryset(deliveries_of(endpoint=self.get_object()))
         return self.get_paginated_response(DeliverySerializer(page, many=True).data)
 
 
@@ -210,9 +193,5 @@ class DeliveryReplayView(APIView):
         delivery = get_object_or_404(
             Delivery.objects.select_related("event", "endpoint"), pk=pk, endpoint__in=endpoints
         )
-        endpoint = delivery.endpoint
-        endpoint_access_check(
-            user=request.user, tenant=endpoint.tenant, event_types=endpoint.event_types
-        )
-        delivery = delivery_replay(delivery=delivery)
+        delivery = delivery_replay(delivery=delivery, by=request.user)
         return Response(DeliverySerializer(delivery).data, status=status.HTTP_202_ACCEPTED)

@@ -19,6 +19,8 @@ CONFIGURATION = {"operator", "finance"}  # never a tenant's, nor an investor's
 PAGES = {
     "/": set(ROLES),
     "/tokens/": {"operator", "finance", "tenant"},  # their own tokens; an investor has none
+    "/inbox/": {"operator", "finance", "tenant"},  # the events each may see
+    "/notifications/": {"operator", "finance", "tenant"},  # endpoints and email opt-ins
     "/audit/": {"operator"},
     "/usage/": TENANT_DATA,
     "/metering/": {"operator"},

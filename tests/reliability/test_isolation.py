@@ -249,6 +249,9 @@ def _pk(name: str) -> Callable[[World], dict[str, Any]]:
 
 # Route (as the URL resolver spells it) → what tenant A gets.
 PAGE_CASES: dict[str, Page] = {
+    "inbox/<int:pk>/open/": Page("GET", 404, lambda w: {"pk": w.delivery_b.event_id}),
+    "notifications/endpoints/<int:pk>/": Page("GET", 404, _pk("endpoint_b"), own=_pk("endpoint_a")),
+    "notifications/deliveries/<int:pk>/replay/": Page("POST", 404, _pk("delivery_b")),
     "tokens/<int:pk>/revoke/": Page("POST", 404, _pk("token_b")),
     "incidents/<int:pk>/": Page("GET", 403, _pk("incident_b")),  # operators only
     "incidents/<int:pk>/updates/": Page("POST", 403, _pk("incident_b")),

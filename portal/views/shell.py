@@ -1,3 +1,6 @@
+"""The shell's pages: sign-in, the home of each role, API tokens, the audit log and the
+error pages."""
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
