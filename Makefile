@@ -17,6 +17,8 @@ $(STAMP): requirements.lock
 # The embedded default: SQLite in var/, a Celery worker and beat on a broker in var/broker/
 # (files, no server), nothing to install. `make demo PORT=8001` picks the port.
 PORT ?= 8000
+# The demo's webhook receiver (its factory endpoint points there: portal.demo).
+RECEIVER_PORT ?= 8009
 MIGRATE = $(BIN)/python manage.py migrate --noinput
 
 demo: install
@@ -27,10 +29,10 @@ demo: install
 	  mv var/portal.sqlite3 var/portal.sqlite3.old && \
 	  echo "var/portal.sqlite3 predates the current migrations: moved to var/portal.sqlite3.old" && \
 	  $(MIGRATE); }
-	$(BIN)/python manage.py demo
+	RECEIVER_PORT=$(RECEIVER_PORT) $(BIN)/python manage.py demo
 	FACTORY_NAME="$${FACTORY_NAME:-Token Factory}" \
 	FACTORY_ADDRESS="$${FACTORY_ADDRESS:-1 Foundry Way\\nReno, NV 89501\\nUnited States}" \
-	$(BIN)/python manage.py serve --port $(PORT)
+	$(BIN)/python manage.py serve --port $(PORT) --receiver $(RECEIVER_PORT)
 
 # The embedded default on the database at hand (no demo loaded): web server, worker and beat.
 serve: install

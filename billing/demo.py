@@ -13,7 +13,7 @@ from billing.domain.rating.types import LineKind
 from billing.models import Contract, CreditNote, Invoice, PrepaidBalance, Price, PromotionalCredit
 from billing.services.close import close_run
 from billing.services.credit_notes import credit_note_issue
-from billing.services.invoices import invoice_pay
+from billing.services.invoices import invoice_pay, invoices_overdue_raise
 from billing.services.prepaid import prepaid_purchase
 from billing.services.pricing import contract_create, price_create, promotion_grant
 from metering.selectors.factory import served_model_get
@@ -110,6 +110,8 @@ def demo_billing(*, stdout: TextIO) -> None:
             description="Startup programme credit",
         )
     _invoice_closed_months(now=now, stdout=stdout)
+    overdue = invoices_overdue_raise(now=now)  # as the hourly job would have by now
+    stdout.write(f"  {overdue} invoices overdue\n")
 
 
 def _invoice_closed_months(*, now, stdout: TextIO) -> None:

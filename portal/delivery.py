@@ -1,8 +1,8 @@
 """The `deliver` job: send the due deliveries of raised events (portal.events) to webhook
 endpoints and email recipients, on the real clock, each attempt logged.
 
-A run claims the due deliveries (a lease of `LEASE`: a worker killed while sending leaves
-them due again, and the retry carries the same webhook-id) and sends each endpoint's in a
+A run claims the due deliveries (a lease of WEBHOOK_LEASE_SECONDS, above the timeout: a
+worker killed while sending leaves them due again, and the retry carries the same webhook-id) and sends each endpoint's in a
 thread of its own; an endpoint that does not answer holds only its own thread, for at most
 the timeout, and the run waits `RUN_WAIT` for the others before it returns, so a dead
 endpoint never delays another's deliveries nor the next run. Outcomes: a 2xx is delivered;
@@ -34,7 +34,6 @@ from portal.webhooks import endpoint_access_check, endpoint_disable, event_body,
 
 log = logging.getLogger(__name__)
 
-LEASE = timedelta(seconds=60)  # a claimed delivery is due again after this (above the timeout)
 FIRST_RETRY = 30  # seconds; doubles at each failure
 MAX_ATTEMPTS = 14  # 30 s × (2^13 − 1) ≈ 2.8 days of retries
 JITTER = 0.2  # ± share of each delay
@@ -99,7 +98,8 @@ def _claim(*, busy: set[str]) -> list[Delivery]:
             .order_by("next_attempt_at", "pk")
         )
         claimed = [d for d in due[:BATCH] if _lane(d) not in busy]
-        Delivery.objects.filter(pk__in=[d.pk for d in claimed]).update(next_attempt_at=now + LEASE)
+        lease = timedelta(seconds=settings.WEBHOOK_LEASE_SECONDS)
+        Delivery.objects.filter(pk__in=[d.pk for d in claimed]).update(next_attempt_at=now + lease)
     return claimed
 
 

@@ -11,11 +11,14 @@ from datetime import datetime, timedelta
 from typing import TextIO
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.utils.module_loading import import_string
 
-from portal.models import Role, Tenant
+from portal.events import email_subscriptions_set
+from portal.models import Role, Tenant, WebhookEndpoint
 from portal.periods import day_floor
 from portal.services import user_ensure
+from portal.webhooks import secret_new
 
 
 @dataclass(frozen=True)
@@ -107,3 +110,41 @@ def demo_tenants_and_users(*, stdout: TextIO) -> None:
     for username, password, role, tenant_slug in DEMO_LOGINS:
         tenant = Tenant.objects.get(slug=tenant_slug) if tenant_slug else None
         user_ensure(username=username, role=role, tenant=tenant, password=password)
+
+
+# The demo's webhook endpoints: the factory's, at the receiver `make demo` starts (every
+# event, verified there); finance's ERP, which does not exist (its deliveries retry); Acme's
+# own for its invoices and incidents.
+DEMO_ENDPOINTS = [
+    (None, "Factory operations log (make demo's receiver)", []),
+    ("https://erp.factory.invalid/hooks/billing", "Finance ERP (unreachable)",
+     ["invoice.issued", "payment.received", "credit_note.issued", "invoice.overdue"]),
+    ("https://hooks.acme.invalid/token-factory", "Acme on-call",
+     ["invoice.issued", "invoice.overdue", "incident.opened", "incident.resolved"]),
+]  # fmt: skip
+# Who gets email (the console backend prints them in the demo).
+DEMO_EMAILS = {
+    "operator": ("ops@factory.example", ["incident.opened", "usage.batch_rejected"]),
+    "finance": ("finance@factory.example", ["invoice.overdue", "payment.received"]),
+    "acme": ("platform@acme.example", ["invoice.issued", "incident.opened"]),
+}
+
+
+@demo_step("portal: webhook endpoints and email opt-ins")
+def demo_notifications(*, stdout: TextIO) -> None:
+    acme = Tenant.objects.get(slug="acme")
+    for url, description, types in DEMO_ENDPOINTS:
+        WebhookEndpoint.objects.get_or_create(
+            url=url or settings.DEMO_WEBHOOK_RECEIVER,
+            defaults={
+                "description": description,
+                "event_types": types,
+                "tenant": acme if url and "acme" in url else None,
+                "secret": secret_new(),
+            },
+        )
+    for username, (address, types) in DEMO_EMAILS.items():
+        user = User.objects.get(username=username)
+        user.email = address
+        user.save(update_fields=["email"])
+        email_subscriptions_set(user=user, event_types=types)

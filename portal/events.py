@@ -164,7 +164,8 @@ def inbox_list(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Event]:
     if audience is None:
         return Event.objects.none()
     read = InboxRead.objects.filter(user=user, event=OuterRef("pk"))
-    return Event.objects.filter(audience).annotate(is_read=Exists(read))
+    events = Event.objects.filter(audience).annotate(is_read=Exists(read))
+    return events.order_by("-occurred_at", "-pk")
 
 
 def inbox_unread_count(*, user: AbstractBaseUser | AnonymousUser) -> int:

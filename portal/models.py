@@ -258,8 +258,8 @@ class Event(models.Model):
 
 class Delivery(models.Model):
     """One event to one webhook endpoint or one user's email, with its attempts. Due when
-    `next_attempt_at` (real clock) has passed; a claim moves it 60 s on, so a worker killed
-    while sending leaves it due again, to be sent with the same webhook-id."""
+    `next_attempt_at` (real clock) has passed; a claim moves it a lease on (60 s), so a worker
+    killed while sending leaves it due again, to be sent with the same webhook-id."""
 
     class Channel(models.TextChoices):
         WEBHOOK = "webhook", "Webhook"

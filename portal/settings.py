@@ -302,6 +302,8 @@ PORTAL_HOME_VIEWS = {
 # `manage.py demo`: its steps, in order (portal.demo).
 DEMO_STEPS = [
     "portal.demo.demo_tenants_and_users",
+    # Before the steps that raise events (invoices, incidents…): their deliveries are made.
+    "portal.demo.demo_notifications",
     "metering.demo.factory.demo_factory",
     "metering.demo.usage.demo_usage",
     "metering.demo.sla.demo_incidents",
@@ -413,6 +415,10 @@ LOGGING = {
 PORTAL_URL = os.environ.get("PORTAL_URL", "http://127.0.0.1:8000")
 WEBHOOK_ALLOW_LOOPBACK = env_bool("WEBHOOK_ALLOW_LOOPBACK", False)
 WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("WEBHOOK_TIMEOUT_SECONDS", "15"))
+# A claimed delivery is due again after this (a worker killed while sending it).
+WEBHOOK_LEASE_SECONDS = float(os.environ.get("WEBHOOK_LEASE_SECONDS", "60"))
+# The demo's factory endpoint: `manage.py webhook_receiver`, which `make demo` starts.
+DEMO_WEBHOOK_RECEIVER = f"http://127.0.0.1:{os.environ.get('RECEIVER_PORT', '8009')}/hooks"
 # Email through Django's backend: SMTP from the environment (EMAIL_HOST, EMAIL_PORT,
 # EMAIL_HOST_USER, EMAIL_HOST_PASSWORD, EMAIL_USE_TLS); without EMAIL_HOST, the console.
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "")

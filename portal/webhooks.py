@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
@@ -36,6 +37,15 @@ class EndpointForbidden(FieldError):
 def endpoint_list(*, user: User):
     """The endpoints a user may see: every one for staff, its tenant's for a member."""
     return tenant_scoped(WebhookEndpoint.objects.select_related("tenant"), user=user)
+
+
+def endpoint_summaries(*, user: User):
+    """The endpoints a user may see with their deliveries counted by state."""
+    by_state = {
+        state: Count("deliveries", filter=Q(deliveries__state=state))
+        for state in Delivery.State.values
+    }
+    return endpoint_list(user=user).annotate(**by_state).order_by("tenant__name", "pk")
 
 
 def deliveries_of(*, endpoint: WebhookEndpoint):

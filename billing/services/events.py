@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from billing.models import CreditNote, Invoice
 from portal.events import event_raise
+from portal.formatting import money_text
 from portal.models import Event
 from portal.money import money_str
 
@@ -40,10 +41,10 @@ def _link(invoice: Invoice) -> str:
 
 
 def invoice_issued_raise(invoice: Invoice) -> Event:
-    total = money_str(amount=invoice.total, currency=invoice.currency)
+    total = money_text(amount=invoice.total, currency=invoice.currency)
     return event_raise(
         type="invoice.issued",
-        summary=f"Invoice {invoice.number} issued: {total} {invoice.currency}",
+        summary=f"Invoice {invoice.number} issued: {total}",
         data=_invoice_data(invoice),
         tenant=invoice.tenant,
         link=_link(invoice),
@@ -52,11 +53,14 @@ def invoice_issued_raise(invoice: Invoice) -> Event:
 
 
 def invoice_overdue_raise(invoice: Invoice, *, outstanding, at: datetime) -> Event:
-    due = money_str(amount=outstanding, currency=invoice.currency)
+    due = money_text(amount=outstanding, currency=invoice.currency)
     return event_raise(
         type="invoice.overdue",
-        summary=f"Invoice {invoice.number} is overdue: {due} {invoice.currency} outstanding",
-        data={**_invoice_data(invoice), "outstanding": due},
+        summary=f"Invoice {invoice.number} is overdue: {due} outstanding",
+        data={
+            **_invoice_data(invoice),
+            "outstanding": money_str(amount=outstanding, currency=invoice.currency),
+        },
         tenant=invoice.tenant,
         level=Event.Level.WARNING,
         link=_link(invoice),
@@ -66,9 +70,10 @@ def invoice_overdue_raise(invoice: Invoice, *, outstanding, at: datetime) -> Eve
 
 def payment_received_raise(invoice: Invoice) -> Event:
     paid = money_str(amount=invoice.paid_amount, currency=invoice.currency)
+    text = money_text(amount=invoice.paid_amount, currency=invoice.currency)
     return event_raise(
         type="payment.received",
-        summary=f"Payment of {paid} {invoice.currency} received on {invoice.number}",
+        summary=f"Payment of {text} received on {invoice.number}",
         data={**_invoice_data(invoice), "amount": paid, "paid_at": _rfc3339(invoice.paid_at)},
         tenant=invoice.tenant,
         link=_link(invoice),
@@ -80,7 +85,8 @@ def credit_note_issued_raise(note: CreditNote) -> Event:
     total = money_str(amount=note.total, currency=note.currency)
     return event_raise(
         type="credit_note.issued",
-        summary=f"Credit note {note.number} issued: {total} {note.currency}",
+        summary=f"Credit note {note.number} issued: "
+        f"{money_text(amount=note.total, currency=note.currency)}",
         data={
             "credit_note_id": note.pk,
             "number": note.number,

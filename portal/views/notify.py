@@ -24,6 +24,7 @@ from portal.webhooks import (
     endpoint_delete,
     endpoint_list,
     endpoint_rotate,
+    endpoint_summaries,
     endpoint_update,
 )
 
@@ -87,7 +88,7 @@ def notifications(request):
             else:
                 secret = endpoint.secret
                 endpoint_form = EndpointForm(event_types=types, staff=staff)
-    endpoints = endpoint_list(user=request.user).order_by("tenant__name", "pk")
+    endpoints = endpoint_summaries(user=request.user)
     return render(
         request,
         "portal/notify/notifications.html",

@@ -5,8 +5,8 @@ delivery log with its attempts and a replay, email opt-ins."""
 import re
 
 import pytest
-from django.utils import timezone
 
+from portal import clock
 from portal.events import event_raise
 from portal.models import Delivery, DeliveryAttempt, EmailSubscription, WebhookEndpoint
 
@@ -75,7 +75,7 @@ def test_the_delivery_log_shows_each_attempt_and_replays(users, session_client, 
     event = _raise(tenant_a)
     delivery = Delivery.objects.get(endpoint=endpoint)
     DeliveryAttempt.objects.create(
-        delivery=delivery, at=timezone.now(), status_code=503, latency_ms=41, response="busy"
+        delivery=delivery, at=clock.now(), status_code=503, latency_ms=41, response="busy"
     )
     Delivery.objects.filter(pk=delivery.pk).update(state="failed", attempts=14)
 

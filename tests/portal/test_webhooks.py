@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -280,3 +281,60 @@ def test_who_may_hold_which_endpoint(users, token_client, tenant_a, tenant_b):
     listed = member.get("/api/v1/webhook-endpoints").json()["results"]
     assert [e["tenant"] for e in listed] == ["tenant-a"]  # its own only
     assert investor.get("/api/v1/webhook-endpoints").status_code == 403
+
+
+class Hanging(Receiver):
+    """A receiver that answers nothing for `hold` seconds (then 200), or until released;
+    `arrived` lists the webhook-id of every request as it arrives (`requests`, as it is
+    answered)."""
+
+    def __init__(self, hold: float):
+        self.released = threading.Event()
+        self.hold = hold
+        self.arrived: list[str] = []
+        super().__init__([200])
+
+    def close(self):
+        self.released.set()
+        super().close()
+
+
+def _hanging(hold: float) -> Hanging:
+    receiver = Hanging(hold)
+    handler = receiver.server.RequestHandlerClass
+    answer = handler.do_POST
+
+    def do_post(self):
+        receiver.arrived.append(self.headers["webhook-id"])
+        receiver.released.wait(receiver.hold)
+        answer(self)
+
+    handler.do_POST = do_post
+    return receiver
+
+
+def test_an_endpoint_that_never_answers_delays_no_other(
+    users, token_client, tenant_a, receiver_of, settings
+):
+    """The hanging endpoint holds its own lane for the timeout (10 s here); the other
+    endpoint's deliveries of two events raised meanwhile arrive at once."""
+    settings.WEBHOOK_TIMEOUT_SECONDS = 10
+    dead = _hanging(hold=30)
+    fast = receiver_of([200])
+    operator = token_client(users["operator"], scopes=["notify"])
+    _create(operator, url=dead.url)
+    _create(operator, url=fast.url)
+    started = time.monotonic()
+    try:
+        _raise(tenant_a)  # the job runs on commit, waits 2 s at most, returns
+        _raise(tenant_a, number="INV-2026-000002")  # the dead lane is busy: skipped
+        elapsed = time.monotonic() - started
+
+        assert [r["body"]["data"]["invoice"] for r in fast.requests] == [
+            "INV-2026-000001",
+            "INV-2026-000002",
+        ]
+        assert elapsed < 8  # two runs, neither waiting for the 10 s timeout
+        assert len(dead.arrived) == 1  # one attempt in flight, the second not started
+    finally:
+        dead.close()

@@ -21,9 +21,11 @@ def _rfc3339(moment: datetime | None) -> str | None:
     return moment.isoformat().replace("+00:00", "Z") if moment else None
 
 
-def incident_event_raise(*, incident: Incident, message: str, now: datetime) -> list[Event]:
-    """incident.opened, .updated or .resolved (by the incident's state now), to the factory
-    and to every tenant it touched."""
+def incident_event_raise(
+    *, incident: Incident, message: str, at: datetime, now: datetime
+) -> list[Event]:
+    """incident.opened, .updated or .resolved (by the incident's state now), happened `at`
+    (its start, the update's time), to the factory and to every tenant it touched."""
     if incident.status == IncidentStatus.RESOLVED:
         kind, level, verb = "incident.resolved", Event.Level.INFO, "resolved"
     else:
@@ -52,7 +54,7 @@ def incident_event_raise(*, incident: Incident, message: str, now: datetime) -> 
             data={**data, "tenants": [t.slug for t in tenants]},
             level=level,
             link=link,
-            at=now,
+            at=at,
         )
     ]
     for tenant in tenants:  # each tenant's own: no other tenant named
@@ -65,7 +67,7 @@ def incident_event_raise(*, incident: Incident, message: str, now: datetime) -> 
                 for_factory=False,
                 level=level,
                 link=reverse("sla-page"),
-                at=now,
+                at=at,
             )
         )
     return events

@@ -113,7 +113,9 @@ def incident_create(
             created_by=incident.created_by,
         )
     audit_object(obj=incident, actor=by, action="create", object_type="incident")
-    incident_event_raise(incident=incident, message=message.strip(), now=now)
+    incident_event_raise(
+        incident=incident, message=message.strip(), at=resolved_at or started_at, now=now
+    )
     return incident
 
 
@@ -179,7 +181,7 @@ def incident_update_add(
             "update": {"time": time.isoformat(), "status": status, "impact": impact},
         },
     )
-    incident_event_raise(incident=incident, message=update.message, now=now)
+    incident_event_raise(incident=incident, message=update.message, at=time, now=now)
     return update
 
 

@@ -29,8 +29,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT") or 8000))
+        parser.add_argument(
+            "--receiver",
+            type=int,
+            default=None,
+            metavar="PORT",
+            help="also run the webhook receiver on this port (manage.py webhook_receiver)",
+        )
 
-    def handle(self, *args, host: str, port: int, **options):
+    def handle(self, *args, host: str, port: int, receiver: int | None, **options):
         root = Path(settings.BASE_DIR)
         python = sys.executable
         web = [python, "manage.py", "runserver", "--noreload", f"{host}:{port}"]
@@ -41,6 +48,14 @@ class Command(BaseCommand):
         # Each in a session of its own: a stop reaches every process it started (the
         # worker's pool and beat), whatever the terminal sends.
         names = {"worker": worker, "web server": web}
+        if receiver is not None:
+            names["webhook receiver"] = [
+                python,
+                "manage.py",
+                "webhook_receiver",
+                "--port",
+                str(receiver),
+            ]
         children = [
             subprocess.Popen(  # noqa: S603 (our own argv)
                 command, cwd=root, start_new_session=True, preexec_fn=_stop_with_parent
