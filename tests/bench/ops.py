@@ -373,3 +373,54 @@ def _profile_text(profiler: cProfile.Profile, limit: int = 25) -> str:
     out.write("\n--- by own time ---\n")
     stats.sort_stats("tottime").print_stats(limit)
     return out.getvalue()
+
+
+# --- goal 13: webhook delivery under a burst -------------------------------------------
+
+
+def hooks_setup(*, urls: list[str]) -> dict:
+    """Factory endpoints at `urls` (every event type) and an operator's browser session."""
+    from portal.models import WebhookEndpoint
+    from portal.webhooks import secret_new
+
+    endpoints = [WebhookEndpoint.objects.create(url=url, secret=secret_new()) for url in urls]
+    operator = user_ensure(username="bench-hooks", role=Role.OPERATOR, password="bench-pw-123456")
+    session = SessionStore()
+    session[SESSION_KEY] = str(operator.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = operator.get_session_auth_hash()
+    session.set_expiry(7 * 24 * 3600)
+    session.create()
+    return {"endpoints": [e.pk for e in endpoints], "session": session.session_key}
+
+
+def raise_events(*, count: int, batch: int) -> dict:
+    """`count` invoice.issued events for the factory, `batch` to a transaction, as fast as
+    they can be raised (each asks for the deliver job when it commits)."""
+    from django.db import transaction
+
+    from portal.events import event_raise
+
+    started = time.perf_counter()
+    for first in range(0, count, batch):
+        with transaction.atomic():
+            for n in range(first, min(count, first + batch)):
+                event_raise(
+                    type="invoice.issued",
+                    summary=f"Invoice INV-2026-{n:06d} issued: 12.50 USD",
+                    data={"number": f"INV-2026-{n:06d}", "total": "12.50"},
+                )
+    return {"seconds": time.perf_counter() - started}
+
+
+def delivery_figures(*, endpoint_ids: list[int]) -> dict:
+    """For the deliveries to `endpoint_ids`: how many were delivered, and the seconds from
+    each event's creation to its successful attempt."""
+    from portal.models import Delivery
+
+    rows = Delivery.objects.filter(endpoint_id__in=endpoint_ids, state="delivered").values_list(
+        "event__created_at", "delivered_at"
+    )
+    waits = sorted((done - made).total_seconds() for made, done in rows)
+    total = Delivery.objects.filter(endpoint_id__in=endpoint_ids).count()
+    return {"delivered": len(waits), "total": total, "waits": waits}

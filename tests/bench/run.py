@@ -20,6 +20,8 @@ small and the large dataset (config.sizes()), then measures:
      its own tree on the same database
  11. OTLP/HTTP protobuf trace exports (GenAI spans) vs native JSON batches, 1,000 a request
  12. peak RSS of a web worker ingesting 10,000-span OTLP exports
+ 13. webhook delivery: 10,000 events to 10 endpoints, one hanging: the others' p95, and a
+     page's p95 during the burst against at rest
 
 Prints the ratio table and writes every figure to var/bench/*.json (docs/performance.md
 explains the method).
@@ -36,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -44,7 +47,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 import psycopg
 
-from tests.bench import config, raw, web
+from tests.bench import config, hooks, raw, web
 from tests.bench.events import EventGenerator
 
 STARTED = time.perf_counter()
@@ -958,6 +961,97 @@ class Bench:
             "pass" if peak_mb < 300 else "MISS",
         )
 
+    def delivery(self) -> None:
+        """Goal 13: 10,000 events raised in a burst to 10 webhook endpoints, one of which
+        never answers: the 9 others' delivery times (event created → 2xx), p95 ≤ 5 s; a
+        page's p95 during the burst within 1.5 × at rest. On a database of its own, with
+        gunicorn and one Celery worker on the notify queue (production settings)."""
+        log("goal 13: webhook deliveries under a burst, one endpoint hanging")
+        name = "bench_notify"
+        with psycopg.connect(self.base, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute(f"CREATE DATABASE {name}")
+        (self.tmp / "var").mkdir(exist_ok=True)
+        env = web.server_env(database_url=database_url(self.base, name), var_dir=self.tmp / "var")
+        env.update(WEBHOOK_ALLOW_LOOPBACK="1", WEBHOOK_TIMEOUT_SECONDS="15")
+        for args in (("migrate", "--noinput", "--skip-checks"), ("collectstatic", "--noinput")):
+            if manage(env, *args).wait() != 0:
+                raise RuntimeError(f"{args[0]} failed")
+        receivers = [hooks.Receiver(hang=(i == 0)) for i in range(10)]
+        agent = Agent("notify", env)
+        self.agents["notify"] = agent
+        ids = agent.call("hooks_setup", urls=[r.url for r in receivers])
+        live = ids["endpoints"][1:]
+        server = web.Server(env=env, log=self.tmp / "gunicorn-notify.log")
+        self.servers.append(server)
+        worker = hooks.Worker(env=env, log=self.tmp / "worker-notify.log")
+        events = 1_000 if self.sizes.quick else 10_000
+        page = "/"  # the operator's dashboard
+        getter = web.Getter(server.port, {"Cookie": f"sessionid={ids['session']}"})
+        try:
+            for _ in range(5):
+                getter.get(page)  # warm
+            rest = [getter.get(page) for _ in range(40)]
+            burst: list[float] = []
+            raised: dict = {}
+            raiser = threading.Thread(
+                target=lambda: raised.update(agent.call("raise_events", count=events, batch=100))
+            )
+            started = time.monotonic()
+            raiser.start()
+            expected = events * len(live)
+            count = (
+                "SELECT count(*) FROM portal_delivery WHERE state = 'delivered' "
+                "AND endpoint_id = ANY(%s)"
+            )
+            with psycopg.connect(database_url(self.base, name), autocommit=True) as conn:
+                while True:  # the agent is busy raising: the count is read here
+                    burst.append(getter.get(page))
+                    delivered = conn.execute(count, [live]).fetchone()[0]
+                    if delivered >= expected or time.monotonic() - started > 900:
+                        break
+            raiser.join()
+            done = agent.call("delivery_figures", endpoint_ids=live)
+        finally:
+            worker.stop()
+            for receiver in receivers:
+                receiver.close()
+        waits = done["waits"]
+        wait95 = p95(waits) if waits else float("nan")
+        self.results["delivery"] = {
+            "events": events,
+            "endpoints": len(receivers),
+            "delivered": done["delivered"],
+            "expected": expected,
+            "raise_seconds": raised.get("seconds"),
+            "wait_p50": statistics.median(waits) if waits else None,
+            "wait_p95": wait95,
+            "wait_max": max(waits) if waits else None,
+            "page_rest_p95": p95(rest),
+            "page_burst_p95": p95(burst),
+            "page_burst_samples": len(burst),
+        }
+        complete = done["delivered"] == expected
+        self.add(
+            "13",
+            f"webhook delivery, {events:,} events x 9 live endpoints + 1 hanging: p95",
+            f"{wait95:.2f} s",
+            f"{done['delivered']:,}/{expected:,}",
+            float("nan"),
+            "<= 5 s",
+            "pass" if complete and wait95 <= 5 else "MISS",
+        )
+        ratio = p95(burst) / p95(rest)
+        self.add(
+            "13",
+            "operator dashboard p95 during the burst vs at rest",
+            f"{p95(burst) * 1000:.0f} ms",
+            f"{p95(rest) * 1000:.0f} ms",
+            ratio,
+            "<= 1.5",
+            verdict(ratio, 1.5, at_least=False),
+        )
+
     # -- report -----------------------------------------------------------------------
 
     def report(self) -> str:
@@ -984,7 +1078,9 @@ class Bench:
             for row in self.rows
         ]
         self.results["total_seconds"] = time.perf_counter() - STARTED
-        for key in ("kpis", "reads", "rollup", "ingestion", "baseline", "otlp", "memory"):
+        for key in (
+            "kpis", "reads", "rollup", "ingestion", "baseline", "otlp", "memory", "delivery",
+        ):  # fmt: skip
             if key in self.results:
                 (config.OUT_DIR / f"{key}.json").write_text(
                     json.dumps(self.results[key], indent=1, default=str)
@@ -1004,8 +1100,10 @@ class Bench:
 
 STAGES = (
     "kpis", "reads", "widest", "rollups", "rating", "ingestion", "baseline", "otlp", "embedded",
-    "memory",
+    "memory", "delivery",
 )  # fmt: skip
+# Stages on a database of their own: BENCH_ONLY naming only these loads no dataset.
+STANDALONE = {"delivery"}
 
 
 def main() -> int:
@@ -1017,8 +1115,9 @@ def main() -> int:
     bench = Bench()
     config.OUT_DIR.mkdir(parents=True, exist_ok=True)
     try:
-        bench.prepare()
-        bench.start_servers()
+        if not set(only) <= STANDALONE:
+            bench.prepare()
+            bench.start_servers()
         for stage in STAGES:
             if stage in only:
                 getattr(bench, stage)()
