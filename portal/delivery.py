@@ -18,13 +18,14 @@ import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db import connections, transaction
+from django.db.models import F
 from django.template.loader import render_to_string
 from django.utils import timezone
 
@@ -40,6 +41,8 @@ JITTER = 0.2  # ± share of each delay
 RUN_WAIT = 2.0  # seconds a run waits for its sends before it returns
 BATCH = 2000  # deliveries claimed per run
 EXCERPT = 1024  # bytes of an answer kept
+RECORD_EVERY, RECORD_SECONDS = 50, 0.5  # a lane records its attempts in batches this size
+DISABLED = "the endpoint is disabled"
 
 _pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="deliver")
 _in_flight: set[str] = set()  # lanes (an endpoint, the mail server) this process is sending to
@@ -58,6 +61,7 @@ class Outcome:
     latency_ms: int
     response: str = ""
     error: str = ""
+    at: datetime | None = None  # when the attempt began
 
     @property
     def is_delivered(self) -> bool:
@@ -110,25 +114,33 @@ def _claim(*, busy: set[str]) -> list[Delivery]:
 
 
 def _send_lane(lane: str, deliveries: list[Delivery]) -> None:
-    """Send a lane's deliveries in order; after a failure the rest wait for the retry (the
-    endpoint is down: no point sending them now). Runs in a pool thread."""
+    """Send a lane's deliveries in order, recording them in batches (RECORD_EVERY, or every
+    RECORD_SECONDS); after a failure the rest wait for the retry (the endpoint is down: no
+    point sending them now). Runs in a pool thread."""
+    sent: list[tuple[Delivery, Outcome]] = []
+    flushed = time.monotonic()
     try:
         for index, delivery in enumerate(deliveries):
             outcome = _attempt(delivery)
-            _record(delivery, outcome)
+            sent.append((delivery, outcome))
             if not outcome.is_delivered:
+                _record(sent)
                 later = timezone.now() + timedelta(seconds=FIRST_RETRY)
                 rest = [d.pk for d in deliveries[index + 1 :]]
                 Delivery.objects.filter(pk__in=rest).update(next_attempt_at=later)
-                break
-        else:  # the lane answers: more of it due now is sent by the next run, at once
-            due = Delivery.objects.filter(
-                state=Delivery.State.PENDING,
-                next_attempt_at__lte=timezone.now(),
-                **_lane_filter(deliveries[0]),
-            )
-            if due.exists():
-                stage_schedule(DELIVER)
+                return
+            if len(sent) >= RECORD_EVERY or time.monotonic() - flushed > RECORD_SECONDS:
+                _record(sent)
+                sent, flushed = [], time.monotonic()
+        _record(sent)
+        # The lane answers: more of it due now is sent by the next run, at once.
+        due = Delivery.objects.filter(
+            state=Delivery.State.PENDING,
+            next_attempt_at__lte=timezone.now(),
+            **_lane_filter(deliveries[0]),
+        )
+        if due.exists():
+            stage_schedule(DELIVER)
     except Exception:
         log.exception("deliveries of %s failed", lane)
     finally:
@@ -138,12 +150,13 @@ def _send_lane(lane: str, deliveries: list[Delivery]) -> None:
 
 
 def _attempt(delivery: Delivery) -> Outcome:
+    at = timezone.now()
     if delivery.channel == Delivery.Channel.EMAIL:
-        return _email(delivery)
+        return replace(_email(delivery), at=at)
     endpoint = WebhookEndpoint.objects.filter(pk=delivery.endpoint_id).first()
     if endpoint is None or not endpoint.enabled:
-        return Outcome(None, 0, error="the endpoint is disabled")
-    return _post(endpoint, delivery.event)
+        return Outcome(None, 0, error=DISABLED, at=at)
+    return replace(_post(endpoint, delivery.event), at=at)
 
 
 def _post(endpoint: WebhookEndpoint, event: Event) -> Outcome:
@@ -202,33 +215,47 @@ def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
-def _record(delivery: Delivery, outcome: Outcome) -> None:
+def _record(sent: list[tuple[Delivery, Outcome]]) -> None:
+    """Log each attempt and move each delivery on, in one transaction: delivered, failed
+    for good (410 disables its endpoint; attempts exhausted), or due again after the wait."""
+    if not sent:
+        return
     now = timezone.now()
     with transaction.atomic():
-        DeliveryAttempt.objects.create(
-            delivery=delivery,
-            at=now,
-            status_code=outcome.status_code,
-            latency_ms=outcome.latency_ms,
-            response=outcome.response[:EXCERPT],
-            error=outcome.error,
+        DeliveryAttempt.objects.bulk_create(
+            DeliveryAttempt(
+                delivery=delivery,
+                at=outcome.at or now,
+                status_code=outcome.status_code,
+                latency_ms=outcome.latency_ms,
+                response=outcome.response[:EXCERPT],
+                error=outcome.error,
+            )
+            for delivery, outcome in sent
         )
-        attempts = delivery.attempts + 1
-        fields: dict = {"attempts": attempts}
-        if outcome.is_delivered:
-            fields |= {
-                "state": Delivery.State.DELIVERED,
-                "delivered_at": now,
-                "next_attempt_at": None,
-            }
-        elif outcome.status_code == 410:
-            endpoint_disable(endpoint=delivery.endpoint, reason="it answered 410 Gone")
-            fields |= {"state": Delivery.State.FAILED, "next_attempt_at": None}
-        elif outcome.error == "the endpoint is disabled" or attempts >= MAX_ATTEMPTS:
-            fields |= {"state": Delivery.State.FAILED, "next_attempt_at": None}
-        else:
-            fields["next_attempt_at"] = now + retry_delay(attempts)
-        Delivery.objects.filter(pk=delivery.pk).update(**fields)
+        delivered = [d.pk for d, outcome in sent if outcome.is_delivered]
+        Delivery.objects.filter(pk__in=delivered).update(
+            state=Delivery.State.DELIVERED,
+            delivered_at=now,
+            next_attempt_at=None,
+            attempts=F("attempts") + 1,
+        )
+        for delivery, outcome in sent:
+            if not outcome.is_delivered:
+                _record_failure(delivery, outcome, now=now)
+
+
+def _record_failure(delivery: Delivery, outcome: Outcome, *, now: datetime) -> None:
+    attempts = delivery.attempts + 1
+    fields: dict = {"attempts": attempts}
+    if outcome.status_code == 410:
+        endpoint_disable(endpoint=delivery.endpoint, reason="it answered 410 Gone")
+        fields |= {"state": Delivery.State.FAILED, "next_attempt_at": None}
+    elif outcome.error == DISABLED or attempts >= MAX_ATTEMPTS:
+        fields |= {"state": Delivery.State.FAILED, "next_attempt_at": None}
+    else:
+        fields["next_attempt_at"] = now + retry_delay(attempts)
+    Delivery.objects.filter(pk=delivery.pk).update(**fields)
 
 
 @transaction.atomic

@@ -39,7 +39,7 @@ class EndpointForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
         required=False,
         label="Event types",
-        help_text="None ticked: every type.",
+        help_text="Nothing ticked: every type.",
     )
     tenant = forms.ModelChoiceField(
         queryset=Tenant.objects.exclude(status=Tenant.Status.CLOSED).order_by("name"),

@@ -50,9 +50,20 @@ def stage_schedule(name: str) -> None:
     reach the broker never fails the caller's write: the beat runs the stage anyway."""
     if name not in (*STAGES, DELIVER):
         raise ValueError(f"unknown stage {name!r}: one of {', '.join((*STAGES, DELIVER))}")
+    # Asked once per transaction however many writes in it ask (a batch of events): an ask
+    # already queued at this savepoint or an outer one commits, or rolls back, with ours.
+    here = set(connection.savepoint_ids)
+    for savepoints, callback, _ in connection.run_on_commit:
+        if getattr(callback, "stage", None) == name and savepoints <= here:
+            return
+
+    def ask() -> None:
+        _request(name)
+
+    ask.stage = name
     # Eager (unit tests only): a failing stage fails the test that asked for it.
     robust = not celery_app.conf.task_always_eager
-    transaction.on_commit(lambda: _request(name), robust=robust)
+    transaction.on_commit(ask, robust=robust)
 
 
 def _request(name: str) -> None:
