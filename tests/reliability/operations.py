@@ -630,8 +630,9 @@ REJECTED = "SELECT id FROM portal_event WHERE type = 'usage.batch_rejected'"
 FINGERPRINT_WHERE = {
     "portal.Event": "t.type <> 'usage.batch_rejected'",
     "portal.Delivery": f"t.event_id NOT IN ({REJECTED})",
-    "portal.DeliveryAttempt": "t.delivery_id NOT IN (SELECT id FROM portal_delivery "
-    f"WHERE event_id IN ({REJECTED}))",
+    "portal.DeliveryAttempt": (
+        f"t.delivery_id NOT IN (SELECT id FROM portal_delivery WHERE event_id IN ({REJECTED}))"  # noqa: S608
+    ),
     "portal.InboxRead": f"t.event_id NOT IN ({REJECTED})",
 }
 
