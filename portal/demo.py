@@ -112,15 +112,16 @@ def demo_tenants_and_users(*, stdout: TextIO) -> None:
         user_ensure(username=username, role=role, tenant=tenant, password=password)
 
 
-# The demo's webhook endpoints: the factory's, at the receiver `make demo` starts (every
-# event, verified there); finance's ERP, which does not exist (its deliveries retry); Acme's
-# own for its invoices and incidents.
+# The demo's webhook endpoints: the factory's and Acme's at the receiver `make demo` starts
+# (each signature verified there), and finance's ERP, down (nothing listens on port 9 of
+# loopback: its deliveries fail at once and retry). No name to resolve, nothing leaves the
+# machine.
 DEMO_ENDPOINTS = [
-    (None, "Factory operations log (make demo's receiver)", []),
-    ("https://erp.factory.invalid/hooks/billing", "Finance ERP (unreachable)",
-     ["invoice.issued", "payment.received", "credit_note.issued", "invoice.overdue"]),
-    ("https://hooks.acme.invalid/token-factory", "Acme on-call",
-     ["invoice.issued", "invoice.overdue", "incident.opened", "incident.resolved"]),
+    ("", "Factory operations log (make demo's receiver)", [], None),
+    ("https://127.0.0.1:9/erp/hooks", "Finance ERP (down)",
+     ["invoice.issued", "payment.received", "credit_note.issued", "invoice.overdue"], None),
+    ("/acme", "Acme on-call (make demo's receiver)",
+     ["invoice.issued", "invoice.overdue", "incident.opened", "incident.resolved"], "acme"),
 ]  # fmt: skip
 # Who gets email (the console backend prints them in the demo).
 DEMO_EMAILS = {
@@ -132,14 +133,13 @@ DEMO_EMAILS = {
 
 @demo_step("portal: webhook endpoints and email opt-ins")
 def demo_notifications(*, stdout: TextIO) -> None:
-    acme = Tenant.objects.get(slug="acme")
-    for url, description, types in DEMO_ENDPOINTS:
+    for url, description, types, tenant in DEMO_ENDPOINTS:
         WebhookEndpoint.objects.get_or_create(
-            url=url or settings.DEMO_WEBHOOK_RECEIVER,
+            url=url if url.startswith("https:") else settings.DEMO_WEBHOOK_RECEIVER + url,
             defaults={
                 "description": description,
                 "event_types": types,
-                "tenant": acme if url and "acme" in url else None,
+                "tenant": Tenant.objects.get(slug=tenant) if tenant else None,
                 "secret": secret_new(),
             },
         )
