@@ -2,10 +2,12 @@
 endpoints and email recipients, on the real clock, each attempt logged.
 
 A run claims the due deliveries (a lease of WEBHOOK_LEASE_SECONDS, above the timeout: a
-worker killed while sending leaves them due again, and the retry carries the same webhook-id) and sends each endpoint's in a
-thread of its own; an endpoint that does not answer holds only its own thread, for at most
-the timeout, and the run waits `RUN_WAIT` for the others before it returns, so a dead
-endpoint never delays another's deliveries nor the next run. Outcomes: a 2xx is delivered;
+worker killed while sending leaves them due again, and the retry carries the same
+webhook-id) and sends each lane's (an endpoint's, the mail server's) in a thread of its
+own, over one connection kept open; a lane then claims its next due deliveries until none
+is left. An endpoint that does not answer holds only its own thread, for at most the
+timeout, and the run waits `RUN_WAIT` for the others before it returns, so a dead endpoint
+never delays another's deliveries nor the next run. Outcomes: a 2xx is delivered;
 a 410 disables the endpoint; anything else, or no answer within WEBHOOK_TIMEOUT_SECONDS, is
 retried 30 s later, doubling, with jitter, `MAX_ATTEMPTS` times in all (about 3 days)."""
 
@@ -23,13 +25,13 @@ from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.mail import EmailMessage
+from django.core.mail import EmailMessage, get_connection
 from django.db import connections, transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from portal.models import Delivery, DeliveryAttempt, Event, WebhookEndpoint
+from portal.models import Delivery, DeliveryAttempt, WebhookEndpoint
 from portal.pipeline import DELIVER, stage_schedule
 from portal.webhooks import endpoint_access_check, endpoint_disable, event_body, signed_headers
 
@@ -40,12 +42,14 @@ MAX_ATTEMPTS = 14  # 30 s × (2^13 − 1) ≈ 2.8 days of retries
 JITTER = 0.2  # ± share of each delay
 RUN_WAIT = 2.0  # seconds a run waits for its sends before it returns
 BATCH = 2000  # deliveries claimed per run
+LANE_BATCH = 200  # deliveries a lane claims at a time once its first are sent
 EXCERPT = 1024  # bytes of an answer kept
 RECORD_EVERY, RECORD_SECONDS = 50, 0.5  # a lane records its attempts in batches this size
 DISABLED = "the endpoint is disabled"
 
 _pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="deliver")
-_in_flight: set[str] = set()  # lanes (an endpoint, the mail server) this process is sending to
+EMAIL = "email"  # the mail server's lane (an endpoint's is its id)
+_in_flight: set[int | str] = set()  # the lanes this process is sending to
 _in_flight_lock = threading.Lock()
 
 
@@ -70,7 +74,7 @@ class Outcome:
 
 def deliveries_send(*, wait_s: float = RUN_WAIT) -> int:
     """Claim the due deliveries and send them, one thread per lane; returns how many were
-    claimed. Lanes already being sent to by this process are left for a later run."""
+    claimed. Lanes already being sent to by this process are left to the thread sending them."""
     with _in_flight_lock:
         busy = set(_in_flight)
     claimed = _claim(busy=busy)
@@ -86,10 +90,11 @@ def deliveries_send(*, wait_s: float = RUN_WAIT) -> int:
     return len(claimed)
 
 
-def _lane(delivery: Delivery) -> str:
+def _lane(delivery: Delivery) -> int | str:
+    """A delivery's lane: its endpoint's id, or EMAIL (the mail server)."""
     if delivery.channel == Delivery.Channel.EMAIL:
-        return "email"
-    return f"endpoint:{delivery.endpoint_id}"
+        return EMAIL
+    return delivery.endpoint_id
 
 
 def _lane_filter(delivery: Delivery) -> dict:
@@ -98,130 +103,214 @@ def _lane_filter(delivery: Delivery) -> dict:
     return {"endpoint_id": delivery.endpoint_id}
 
 
-def _claim(*, busy: set[str]) -> list[Delivery]:
+def _claim(*, busy: set[int | str] = frozenset(), limit: int = BATCH, **lane) -> list[Delivery]:
+    """Lease up to `limit` due deliveries (of one lane, when `lane` filters), skipping those
+    another run holds and those of the lanes in `busy`."""
     now = timezone.now()
+    due = Delivery.objects.filter(state=Delivery.State.PENDING, next_attempt_at__lte=now, **lane)
+    if EMAIL in busy:
+        due = due.exclude(channel=Delivery.Channel.EMAIL)
+    if endpoints := [key for key in busy if key != EMAIL]:
+        due = due.exclude(endpoint_id__in=endpoints)
     with transaction.atomic():
-        due = (
-            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(state=Delivery.State.PENDING, next_attempt_at__lte=now)
+        claimed = list(
+            due.select_for_update(skip_locked=True, of=("self",))
             .select_related("event", "endpoint", "user")
-            .order_by("next_attempt_at", "pk")
+            .order_by("next_attempt_at", "pk")[:limit]
         )
-        claimed = [d for d in due[:BATCH] if _lane(d) not in busy]
         lease = timedelta(seconds=settings.WEBHOOK_LEASE_SECONDS)
         Delivery.objects.filter(pk__in=[d.pk for d in claimed]).update(next_attempt_at=now + lease)
     return claimed
 
 
-def _send_lane(lane: str, deliveries: list[Delivery]) -> None:
-    """Send a lane's deliveries in order, recording them in batches (RECORD_EVERY, or every
-    RECORD_SECONDS); after a failure the rest wait for the retry (the endpoint is down: no
-    point sending them now). Runs in a pool thread."""
-    sent: list[tuple[Delivery, Outcome]] = []
-    flushed = time.monotonic()
+def _send_lane(lane: int | str, deliveries: list[Delivery]) -> None:
+    """Send a lane's deliveries in order over one connection (kept open between requests),
+    then claim the lane's next due ones, until none is due or an attempt fails: the rest
+    then wait for the retry (the endpoint is down: no point sending them now). Runs in a
+    pool thread."""
+    first = deliveries[0]
+    sender = _Mail() if first.channel == Delivery.Channel.EMAIL else _Webhooks(first.endpoint)
+    drained = False
     try:
-        for index, delivery in enumerate(deliveries):
-            outcome = _attempt(delivery)
-            sent.append((delivery, outcome))
-            if not outcome.is_delivered:
-                _record(sent)
-                later = timezone.now() + timedelta(seconds=FIRST_RETRY)
-                rest = [d.pk for d in deliveries[index + 1 :]]
-                Delivery.objects.filter(pk__in=rest).update(next_attempt_at=later)
-                return
-            if len(sent) >= RECORD_EVERY or time.monotonic() - flushed > RECORD_SECONDS:
-                _record(sent)
-                sent, flushed = [], time.monotonic()
-        _record(sent)
-        # The lane answers: more of it due now is sent by the next run, at once.
-        due = Delivery.objects.filter(
-            state=Delivery.State.PENDING,
-            next_attempt_at__lte=timezone.now(),
-            **_lane_filter(deliveries[0]),
-        )
-        if due.exists():
-            stage_schedule(DELIVER)
+        while deliveries and _send_all(sender, deliveries):
+            deliveries = _claim(limit=LANE_BATCH, **_lane_filter(first))
+        drained = not deliveries
     except Exception:
-        log.exception("deliveries of %s failed", lane)
+        log.exception("deliveries of lane %s failed", lane)
     finally:
+        sender.close()
         with _in_flight_lock:
             _in_flight.discard(lane)
-        connections.close_all()  # this thread's: a pool thread may idle for long
+        try:
+            # Due while this lane was still in flight (a run skipped it): ask for a run.
+            if drained and _due(**_lane_filter(first)).exists():
+                stage_schedule(DELIVER)
+        finally:
+            connections.close_all()  # this thread's: a pool thread may idle for long
 
 
-def _attempt(delivery: Delivery) -> Outcome:
-    at = timezone.now()
-    if delivery.channel == Delivery.Channel.EMAIL:
-        return replace(_email(delivery), at=at)
-    endpoint = WebhookEndpoint.objects.filter(pk=delivery.endpoint_id).first()
-    if endpoint is None or not endpoint.enabled:
-        return Outcome(None, 0, error=DISABLED, at=at)
-    return replace(_post(endpoint, delivery.event), at=at)
-
-
-def _post(endpoint: WebhookEndpoint, event: Event) -> Outcome:
-    """POST the event once, following no redirect; the answer's status and first KiB."""
-    body = event_body(event)
-    at = timezone.now()
-    headers = signed_headers(endpoint=endpoint, event=event, body=body, at=at)
-    parts = urlsplit(endpoint.url)
-    connection_class = (
-        http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+def _due(**lane) -> QuerySet[Delivery]:
+    return Delivery.objects.filter(
+        state=Delivery.State.PENDING, next_attempt_at__lte=timezone.now(), **lane
     )
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    started = time.monotonic()
-    connection = connection_class(
-        parts.hostname, parts.port, timeout=settings.WEBHOOK_TIMEOUT_SECONDS
-    )
-    try:
-        connection.request("POST", target, body=body, headers=headers)
-        response = connection.getresponse()
-        excerpt = response.read(EXCERPT).decode("utf-8", "replace")
-        return Outcome(response.status, _ms(started), response=excerpt)
-    except TimeoutError:
-        return Outcome(None, _ms(started), error="no answer within the timeout")
-    except OSError as error:
-        return Outcome(None, _ms(started), error=f"could not connect: {error}"[:300])
-    except http.client.HTTPException as error:
-        return Outcome(None, _ms(started), error=f"bad answer: {error!r}"[:300])
-    finally:
-        connection.close()
 
 
-def _email(delivery: Delivery) -> Outcome:
-    event, user = delivery.event, delivery.user
-    link = settings.PORTAL_URL.rstrip("/") + event.link if event.link else settings.PORTAL_URL
-    scope = event.tenant.name if event.tenant_id else settings.FACTORY_NAME
-    subject = f"[{event.get_level_display()}] {scope}: {event.summary}"
-    body = render_to_string(
-        "portal/notify/email.txt",
-        {
-            "event": event,
-            "user": user,
-            "link": link,
-            "scope": scope,
-            "settings_link": settings.PORTAL_URL.rstrip("/") + "/notifications/",
-        },
-    )
-    started = time.monotonic()
-    try:
-        EmailMessage(subject=subject[:200], body=body, to=[user.email]).send()
-    except Exception as error:
-        return Outcome(None, _ms(started), error=f"mail server: {error!r}"[:300])
-    return Outcome(250, _ms(started), response="accepted by the mail server")
+def _send_all(sender: _Webhooks | _Mail, deliveries: list[Delivery]) -> bool:
+    """Send `deliveries` in order, recording them in batches (RECORD_EVERY, or every
+    RECORD_SECONDS); the lease of the rest is renewed when half of it has passed (a slow
+    endpoint). False after a failure, the rest then due at the first retry."""
+    lease = timedelta(seconds=settings.WEBHOOK_LEASE_SECONDS)
+    renew_at = timezone.now() + lease / 2
+    sent: list[tuple[Delivery, Outcome]] = []
+    flushed = time.monotonic()
+    for index, delivery in enumerate(deliveries):
+        outcome = sender.send(delivery)
+        sent.append((delivery, outcome))
+        if not outcome.is_delivered:
+            later = timezone.now() + timedelta(seconds=FIRST_RETRY)
+            _record(sent, rest=_pks(deliveries[index + 1 :]), rest_due=later)
+            return False
+        if len(sent) >= RECORD_EVERY or time.monotonic() - flushed > RECORD_SECONDS:
+            now = timezone.now()
+            if now < renew_at:
+                _record(sent)
+            else:
+                _record(sent, rest=_pks(deliveries[index + 1 :]), rest_due=now + lease)
+                renew_at = now + lease / 2
+            sent, flushed = [], time.monotonic()
+            sender.refresh()  # a rotation or a disabling, seen within a batch
+    _record(sent)
+    return True
+
+
+def _pks(deliveries: list[Delivery]) -> list[int]:
+    return [d.pk for d in deliveries]
+
+
+class _Webhooks:
+    """Posts to one endpoint over one HTTP connection, kept open while the endpoint keeps
+    it open, following no redirect."""
+
+    def __init__(self, endpoint: WebhookEndpoint) -> None:
+        self.endpoint: WebhookEndpoint | None = endpoint
+        self.http: http.client.HTTPConnection | None = None
+
+    def refresh(self) -> None:
+        if self.endpoint is not None:
+            self.endpoint = WebhookEndpoint.objects.filter(pk=self.endpoint.pk).first()
+
+    def send(self, delivery: Delivery) -> Outcome:
+        at = timezone.now()
+        endpoint = self.endpoint
+        if endpoint is None or not endpoint.enabled:
+            return Outcome(None, 0, error=DISABLED, at=at)
+        body = event_body(delivery.event)
+        headers = signed_headers(endpoint=endpoint, event=delivery.event, body=body, at=at)
+        return replace(self._post(endpoint.url, body, headers), at=at)
+
+    def _post(self, url: str, body: bytes, headers: dict) -> Outcome:
+        """POST once: the answer's status and first KiB. A connection the endpoint closed
+        while idle (it had no answer to give) is opened again and the request sent anew."""
+        parts = urlsplit(url)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        for reused in (self.http is not None, False):
+            if self.http is None:
+                https = parts.scheme == "https"
+                opener = http.client.HTTPSConnection if https else http.client.HTTPConnection
+                self.http = opener(
+                    parts.hostname, parts.port, timeout=settings.WEBHOOK_TIMEOUT_SECONDS
+                )
+            started = time.monotonic()
+            try:
+                self.http.request("POST", target, body=body, headers=headers)
+                response = self.http.getresponse()
+                excerpt = response.read(EXCERPT).decode("utf-8", "replace")
+                if not response.isclosed():  # more than we keep: not reusable
+                    self.close()
+                return Outcome(response.status, _ms(started), response=excerpt)
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as error:
+                self.close()
+                if not reused:
+                    return Outcome(None, _ms(started), error=f"connection lost: {error}"[:300])
+            except TimeoutError:
+                self.close()
+                return Outcome(None, _ms(started), error="no answer within the timeout")
+            except OSError as error:
+                self.close()
+                return Outcome(None, _ms(started), error=f"could not connect: {error}"[:300])
+            except http.client.HTTPException as error:
+                self.close()
+                return Outcome(None, _ms(started), error=f"bad answer: {error!r}"[:300])
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self.http is not None:
+            self.http.close()
+            self.http = None
+
+
+class _Mail:
+    """Sends through Django's email backend over one connection to the mail server."""
+
+    def __init__(self) -> None:
+        self.connection = get_connection()
+
+    def refresh(self) -> None:
+        pass
+
+    def send(self, delivery: Delivery) -> Outcome:
+        at = timezone.now()
+        event, user = delivery.event, delivery.user
+        link = settings.PORTAL_URL.rstrip("/") + event.link if event.link else settings.PORTAL_URL
+        scope = event.tenant.name if event.tenant_id else settings.FACTORY_NAME
+        subject = f"[{event.get_level_display()}] {scope}: {event.summary}"
+        body = render_to_string(
+            "portal/notify/email.txt",
+            {
+                "event": event,
+                "user": user,
+                "link": link,
+                "scope": scope,
+                "settings_link": settings.PORTAL_URL.rstrip("/") + "/notifications/",
+            },
+        )
+        started = time.monotonic()
+        try:
+            self.connection.open()
+            message = EmailMessage(subject=subject[:200], body=body, to=[user.email])
+            message.connection = self.connection
+            message.send()
+        except Exception as error:
+            self.close()
+            return Outcome(None, _ms(started), error=f"mail server: {error!r}"[:300], at=at)
+        return Outcome(250, _ms(started), response="accepted by the mail server", at=at)
+
+    def close(self) -> None:
+        try:
+            self.connection.close()
+        except Exception:
+            log.warning("closing the mail connection failed", exc_info=True)
 
 
 def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
-def _record(sent: list[tuple[Delivery, Outcome]]) -> None:
+def _record(
+    sent: list[tuple[Delivery, Outcome]],
+    *,
+    rest: list[int] = (),
+    rest_due: datetime | None = None,
+) -> None:
     """Log each attempt and move each delivery on, in one transaction: delivered, failed
-    for good (410 disables its endpoint; attempts exhausted), or due again after the wait."""
-    if not sent:
+    for good (410 disables its endpoint; attempts exhausted), or due again after the wait;
+    the lane's `rest` (claimed, not yet sent) due at `rest_due`."""
+    if not sent and not rest:
         return
     now = timezone.now()
     with transaction.atomic():
+        if rest:
+            Delivery.objects.filter(pk__in=rest).update(next_attempt_at=rest_due)
         DeliveryAttempt.objects.bulk_create(
             DeliveryAttempt(
                 delivery=delivery,

@@ -360,6 +360,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # have workers of its own in production (`celery -A portal worker -Q billing`); the embedded
 # default's one worker serves all of them.
 WORKER_QUEUES = ["ingest", "billing", "measure", "notify"]
+# A worker's CPU priority (nice 0–19, portal/celery.py): below the web server's, so a burst
+# of jobs or deliveries never slows a page.
+WORKER_NICE = int(os.environ.get("WORKER_NICE", "10"))
 CELERY_TASK_DEFAULT_QUEUE = "measure"
 CELERY_TASK_ROUTES = {
     "metering.*": {"queue": "ingest"},

@@ -396,11 +396,15 @@ def hooks_setup(*, urls: list[str]) -> dict:
 
 def raise_events(*, count: int, batch: int) -> dict:
     """`count` invoice.issued events for the factory, `batch` to a transaction, as fast as
-    they can be raised (each asks for the deliver job when it commits)."""
+    they can be raised (each asks for the deliver job when it commits). A burst of events
+    comes from a job (the close issuing invoices, the overdue run): this process runs at a
+    worker's priority, as that job would."""
     from django.db import transaction
 
+    from portal.celery import worker_priority
     from portal.events import event_raise
 
+    worker_priority()
     started = time.perf_counter()
     for first in range(0, count, batch):
         with transaction.atomic():

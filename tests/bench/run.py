@@ -985,13 +985,14 @@ class Bench:
         server = web.Server(env=env, log=self.tmp / "gunicorn-notify.log")
         self.servers.append(server)
         worker = hooks.Worker(env=env, log=self.tmp / "worker-notify.log")
+        worker.wait_ready()
         events = 1_000 if self.sizes.quick else 10_000
         page = "/"  # the operator's dashboard
         getter = web.Getter(server.port, {"Cookie": f"sessionid={ids['session']}"})
         try:
             for _ in range(5):
                 getter.get(page)  # warm
-            rest = [getter.get(page) for _ in range(40)]
+            rest = [getter.get(page) for _ in range(200)]
             burst: list[float] = []
             raised: dict = {}
             raiser = threading.Thread(
@@ -1004,10 +1005,16 @@ class Bench:
                 "SELECT count(*) FROM portal_delivery WHERE state = 'delivered' "
                 "AND endpoint_id = ANY(%s)"
             )
+            timeline: list[tuple[float, int, int]] = []  # (s, events raised, delivered)
+            raised_count = "SELECT count(*) FROM portal_event"
             with psycopg.connect(database_url(self.base, name), autocommit=True) as conn:
                 while True:  # the agent is busy raising: the count is read here
                     burst.append(getter.get(page))
                     delivered = conn.execute(count, [live]).fetchone()[0]
+                    elapsed = time.monotonic() - started
+                    if not timeline or elapsed - timeline[-1][0] >= 5:
+                        made = conn.execute(raised_count).fetchone()[0]
+                        timeline.append((round(elapsed, 1), made, delivered))
                     if delivered >= expected or time.monotonic() - started > 900:
                         break
             raiser.join()
@@ -1030,6 +1037,7 @@ class Bench:
             "page_rest_p95": p95(rest),
             "page_burst_p95": p95(burst),
             "page_burst_samples": len(burst),
+            "timeline": timeline,
         }
         complete = done["delivered"] == expected
         self.add(

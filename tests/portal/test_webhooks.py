@@ -21,23 +21,27 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from portal.delivery import MAX_ATTEMPTS, deliveries_send, retry_delay
 from portal.events import event_raise
-from portal.models import Delivery, Event, WebhookEndpoint
+from portal.models import Delivery, DeliveryAttempt, Event, WebhookEndpoint
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 class Receiver:
     """An HTTP server on a free loopback port answering each POST with the next status of
-    `answers` (then the last one for ever), keeping every request and whether it verified
-    against each of `secrets`."""
+    `answers` (then the last one for ever), keeping every request (and the client port it
+    came from) and whether it verified against each of `secrets`. `protocol` HTTP/1.1 keeps
+    connections open; `drop_idle` then closes each after its answer without saying so (as
+    a server whose idle timeout expired)."""
 
-    def __init__(self, answers: list[int]):
+    def __init__(self, answers: list[int], *, protocol="HTTP/1.0", drop_idle=False):
         self.answers = list(answers)
         self.requests: list[dict] = []
         self.secrets: list[str] = []
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = protocol
+
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 headers = {k.lower(): v for k, v in self.headers.items()}
@@ -49,15 +53,24 @@ class Receiver:
                     except WebhookVerificationError:
                         verified.append(False)
                 receiver.requests.append(
-                    {"headers": headers, "body": json.loads(body), "verified": verified}
+                    {
+                        "headers": headers,
+                        "body": json.loads(body),
+                        "verified": verified,
+                        "port": self.client_address[1],
+                    }
                 )
                 status = (
                     receiver.answers.pop(0) if len(receiver.answers) > 1 else receiver.answers[0]
                 )
+                answer = b"" if status == 204 else f"answered {status}".encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
-                self.wfile.write(f"answered {status}".encode())
+                self.wfile.write(answer)
+                if drop_idle:
+                    self.close_connection = True
 
             def log_message(self, *args):
                 pass
@@ -76,8 +89,8 @@ class Receiver:
 def receiver_of():
     made = []
 
-    def make(answers):
-        made.append(Receiver(answers))
+    def make(answers, **options):
+        made.append(Receiver(answers, **options))
         return made[-1]
 
     yield make
@@ -151,6 +164,32 @@ def test_an_event_is_retried_while_the_receiver_fails_then_delivered_once(
     assert replayed.status_code == 202, replayed.json()
     assert len(receiver.requests) == 4  # sent at once, on commit
     assert receiver.requests[-1]["headers"]["webhook-id"] == event.webhook_id
+
+
+def _raise_several(count: int) -> list[Event]:
+    with transaction.atomic():  # one commit: one run of the job, one lane
+        return [_raise(number=f"INV-2026-{n:06d}") for n in range(1, count + 1)]
+
+
+@pytest.mark.parametrize("drop_idle, connections", [(False, 1), (True, 5)])
+def test_a_lane_keeps_its_connection_open_while_the_endpoint_does(
+    users, token_client, receiver_of, drop_idle, connections
+):
+    """An endpoint's deliveries go out over one connection; one that drops each connection
+    after its answer without saying so (an idle timeout) gets each next request anew on a
+    new connection: delivered once each, every attempt a success."""
+    receiver = receiver_of([204], protocol="HTTP/1.1", drop_idle=drop_idle)
+    operator = token_client(users["operator"], scopes=["notify"])
+    _create(operator, url=receiver.url)
+
+    events = _raise_several(5)
+
+    assert [r["headers"]["webhook-id"] for r in receiver.requests] == [
+        e.webhook_id for e in events
+    ]
+    assert len({r["port"] for r in receiver.requests}) == connections
+    attempts = DeliveryAttempt.objects.order_by("pk")
+    assert [(a.status_code, a.error) for a in attempts] == [(204, "")] * 5
 
 
 def test_no_answer_is_retried_and_a_dead_receiver_runs_out_of_attempts(
