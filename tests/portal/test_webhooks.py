@@ -184,9 +184,7 @@ def test_a_lane_keeps_its_connection_open_while_the_endpoint_does(
 
     events = _raise_several(5)
 
-    assert [r["headers"]["webhook-id"] for r in receiver.requests] == [
-        e.webhook_id for e in events
-    ]
+    assert [r["headers"]["webhook-id"] for r in receiver.requests] == [e.webhook_id for e in events]
     assert len({r["port"] for r in receiver.requests}) == connections
     attempts = DeliveryAttempt.objects.order_by("pk")
     assert [(a.status_code, a.error) for a in attempts] == [(204, "")] * 5
