@@ -42,9 +42,9 @@ MAX_ATTEMPTS = 14  # 30 s × (2^13 − 1) ≈ 2.8 days of retries
 JITTER = 0.2  # ± share of each delay
 RUN_WAIT = 2.0  # seconds a run waits for its sends before it returns
 BATCH = 2000  # deliveries claimed per run
-LANE_BATCH = 200  # deliveries a lane claims at a time once its first are sent
+LANE_BATCH = 500  # deliveries a lane claims at a time once its first are sent
 EXCERPT = 1024  # bytes of an answer kept
-RECORD_EVERY, RECORD_SECONDS = 50, 0.5  # a lane records its attempts in batches this size
+RECORD_EVERY, RECORD_SECONDS = 200, 1.0  # a lane records its attempts in batches this size
 DISABLED = "the endpoint is disabled"
 
 _pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="deliver")

@@ -18,6 +18,8 @@ from portal.errors import FieldError
 from portal.services import audit_record
 
 SESSION_STARTED = "portal_session_started"
+SESSION_REFRESHED = "portal_session_refreshed"
+SESSION_REFRESH_SECONDS = 60  # the idle timeout restarts at most this often (one write)
 
 
 class ContentSecurityPolicyMiddleware:
@@ -59,9 +61,12 @@ class RequestLimitsMiddleware:
         return HttpResponse(render_to_string("414.html", {"message": message}), status=414)
 
 
-class SessionAbsoluteTimeoutMiddleware:
-    """Sign a user out once their session is older than SESSION_ABSOLUTE_SECONDS, however
-    active it was (the idle timeout is SESSION_COOKIE_AGE, refreshed on each request)."""
+class SessionTimeoutMiddleware:
+    """The two session timeouts. Idle (SESSION_COOKIE_AGE): restarted by activity, written
+    at most once per SESSION_REFRESH_SECONDS, so a page view reads the session without
+    writing it (the timeout then falls within that much of its length). Absolute
+    (SESSION_ABSOLUTE_SECONDS): a user is signed out once the session is that old, however
+    active."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -72,15 +77,16 @@ class SessionAbsoluteTimeoutMiddleware:
         except (OperationalError, InterfaceError):  # the view answers 503; nothing to check
             return self.get_response(request)
         if is_authenticated:
-            started = request.session.get(SESSION_STARTED)
+            session = request.session
             now = int(time.time())
-            if started is None:
-                request.session[SESSION_STARTED] = now
-            elif now - started > settings.SESSION_ABSOLUTE_SECONDS:
+            started = session.setdefault(SESSION_STARTED, now)
+            if now - started > settings.SESSION_ABSOLUTE_SECONDS:
                 logout(request)
                 if request.path.startswith("/api/"):
                     return self.get_response(request)  # answered as unauthenticated
                 return redirect(f"{resolve_url(settings.LOGIN_URL)}?next={request.path}")
+            if now - session.get(SESSION_REFRESHED, 0) >= SESSION_REFRESH_SECONDS:
+                session[SESSION_REFRESHED] = now  # saved, with the expiry moved on
         return self.get_response(request)
 
 

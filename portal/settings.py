@@ -84,7 +84,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "portal.middleware.SessionAbsoluteTimeoutMiddleware",
+    "portal.middleware.SessionTimeoutMiddleware",
     "portal.middleware.PrivateResponseMiddleware",
     "portal.middleware.TenantStatusMiddleware",
     "portal.middleware.DatabaseUnavailableMiddleware",
@@ -192,9 +192,9 @@ STORAGES = {
     },
 }
 
-# Sessions: idle timeout (refreshed on each request) and an absolute cap (portal.middleware).
+# Sessions: idle timeout (restarted by activity, at most once a minute) and an absolute cap
+# (portal.middleware.SessionTimeoutMiddleware).
 SESSION_COOKIE_AGE = int(os.environ.get("SESSION_IDLE_SECONDS", str(8 * 3600)))
-SESSION_SAVE_EVERY_REQUEST = True
 SESSION_ABSOLUTE_SECONDS = int(os.environ.get("SESSION_ABSOLUTE_SECONDS", str(24 * 3600)))
 # Sign-in lockout: this many failures for a username or from an address within the
 # lockout time lock both out for that time.

@@ -10,9 +10,10 @@ import pytest
 from django.core import checks
 from django.core.cache import cache
 from django.db import DatabaseError, OperationalError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from portal.middleware import SESSION_STARTED
+from portal.middleware import SESSION_REFRESHED, SESSION_STARTED
 from portal.models import AuditEntry
 from portal.security import QuotaThrottle, login_failed, login_locked_for
 from portal.services import audit_record
@@ -93,6 +94,24 @@ def test_session_absolute_timeout_signs_out_an_active_user(client, users, settin
     assert response.status_code == 302
     assert response["Location"].startswith("/login/")
     assert client.get("/api/v1/pools").status_code == 401  # signed out
+
+
+@pytest.mark.both_backends
+def test_page_views_restart_the_idle_timeout_at_most_once_a_minute(client, users):
+    """A page view reads the session; the idle timeout's restart (the session saved, its
+    cookie sent again with a new expiry) is written at most once a minute."""
+    client.force_login(users["operator"])
+    assert "sessionid" in client.get("/usage/").cookies  # the first view: the start written
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get("/usage/")
+    assert "sessionid" not in response.cookies
+    assert not [
+        q for q in queries if q["sql"].startswith("UPDATE") and "django_session" in q["sql"]
+    ]
+    session = client.session
+    session[SESSION_REFRESHED] -= 60
+    session.save()
+    assert "sessionid" in client.get("/usage/").cookies  # a minute on: the timeout restarted
 
 
 @pytest.mark.both_backends
