@@ -44,10 +44,19 @@ EVENT_TYPES: dict[str, str] = {
     "incident.resolved": "An incident was resolved",
     "usage.batch_rejected": "A usage batch was refused, or partly accepted",
     "flywheel.proposal": "The weekly flywheel cycle proposed levers",
+    "alert.fired": "An alert rule's condition holds",
+    "alert.resolved": "An alert's condition no longer holds",
+    "budget.threshold_reached": "A tenant's spend reached a threshold of its budget",
 }
 # The factory's billing events: the ones finance receives and may subscribe endpoints to.
 BILLING_EVENTS = frozenset(
-    {"invoice.issued", "invoice.overdue", "payment.received", "credit_note.issued"}
+    {
+        "invoice.issued",
+        "invoice.overdue",
+        "payment.received",
+        "credit_note.issued",
+        "budget.threshold_reached",
+    }
 )
 
 

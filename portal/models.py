@@ -344,3 +344,75 @@ class InboxRead(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "event"], name="inbox_read_once")]
+
+
+# ---------------------------------------------------------------- alert rules and alerts
+# A rule watches one kind of figure (kpis.md section 3c) on one scope; the `alerts` job
+# evaluates every enabled rule through the kind's owner app (portal.alerts) and keeps one
+# Alert per (rule, scope key, window start, threshold): fired once, resolved once.
+
+
+class AlertRule(models.Model):
+    class Kind(models.TextChoices):
+        BUDGET = "budget"
+        UPTIME_BELOW_TIER = "uptime_below_tier"
+        SLO_BURN = "slo_burn"
+        RECONCILIATION_DRIFT = "reconciliation_drift"
+        SOURCE_SILENT = "source_silent"
+        SCRAPE_DOWN = "scrape_down"
+        GPU_WASTE = "gpu_waste"
+        KPI_BELOW_BAND = "kpi_below_band"
+
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    # The scope: a tenant (its rules are its own), and for some kinds a pool, deployment,
+    # source or scrape target in `scope` ({"deployment": slug}…); neither: the factory.
+    tenant = models.ForeignKey(
+        Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="alert_rules"
+    )
+    scope = models.JSONField(default=dict, blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    level = models.CharField(max_length=8, choices=Event.Level.choices, default="warning")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant"], condition=models.Q(kind="budget"), name="one_budget_per_tenant"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} #{self.pk}"
+
+
+class Alert(models.Model):
+    class State(models.TextChoices):
+        FIRING = "firing"
+        RESOLVED = "resolved"
+
+    rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="alerts")
+    scope_key = models.CharField(max_length=200, blank=True)  # a source, a target…
+    window_start = models.DateTimeField()  # the month or day (calendar kinds), or onset
+    threshold = models.CharField(max_length=40, blank=True)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.FIRING)
+    level = models.CharField(max_length=8, choices=Event.Level.choices)
+    value = models.CharField(max_length=60)  # the figure that fired it, as shown
+    figures = models.JSONField(default=dict)  # every figure behind it (decimal strings)
+    summary = models.CharField(max_length=300)
+    link = models.CharField(max_length=500, blank=True)
+    fired_at = models.DateTimeField()
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-fired_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rule", "scope_key", "window_start", "threshold"], name="alert_key"
+            )
+        ]
+        indexes = [models.Index(fields=["state", "rule"])]
+
+    def __str__(self) -> str:
+        return f"{self.rule} {self.threshold} {self.state}"

@@ -396,6 +396,8 @@ CELERY_BEAT_SCHEDULE = {
     # Send the due webhook and email deliveries (retries with backoff); also asked for when
     # an event is raised.
     "deliver": {"task": "portal.deliver", "schedule": 30.0},
+    # Evaluate the alert rules from read models; fire and resolve alerts (portal.alerts).
+    "alerts": {"task": "portal.alerts", "schedule": 60.0},
     # Measure, diagnose, check the goal and propose levers, once a week.
     "flywheel": {
         "task": "flywheel.cycle",

@@ -2,6 +2,7 @@
 
 from celery import shared_task
 
+from portal.alerts import alerts_evaluate
 from portal.delivery import deliveries_send
 from portal.models import Tenant
 from portal.pipeline import DELIVER, stage_begin
@@ -18,3 +19,9 @@ def deliver_task() -> dict:
     """Send the due webhook and email deliveries (portal.delivery)."""
     stage_begin(DELIVER)
     return {"claimed": deliveries_send()}
+
+
+@shared_task(name="portal.alerts", acks_late=True, time_limit=120, expires=120)
+def alerts_task() -> dict:
+    """Evaluate every enabled alert rule; fire and resolve alerts (portal.alerts)."""
+    return alerts_evaluate()

@@ -3,6 +3,7 @@
 from django.urls import path
 
 from billing.api import (
+    budget,
     close,
     credit_notes,
     credits,
@@ -30,5 +31,6 @@ urlpatterns = [
     path("prepaid", prepaid.PrepaidView.as_view(), name="prepaid"),
     path("exports/focus", exports.FocusExportView.as_view(), name="focus-export"),
     path("tenants/<slug:slug>/balances", prepaid.BalancesView.as_view(), name="tenant-balances"),
+    path("tenants/<slug:slug>/budget", budget.BudgetView.as_view(), name="tenant-budget"),
     *router.urls,
 ]

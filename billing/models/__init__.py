@@ -13,6 +13,7 @@ from billing.models.pricing import DEFAULT_CREDIT_TIERS, Contract, Price, Promot
 from billing.models.rated import (
     RatedChange,
     RatedHour,
+    RatedMark,
     RatedTenantMonth,
     RatedUsage,
     RatingPending,
@@ -40,6 +41,7 @@ __all__ = [
     "PromotionalCredit",
     "RatedChange",
     "RatedHour",
+    "RatedMark",
     "RatedTenantMonth",
     "RatedUsage",
     "RatingPending",

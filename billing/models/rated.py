@@ -139,3 +139,11 @@ class RatedChange(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_constraint=False)
     start = models.DateTimeField()  # a whole UTC hour
     end = models.DateTimeField()  # a whole UTC hour, in start's month or its end
+
+
+class RatedMark(models.Model):
+    """How far rated usage is current: the time usage was metered until (kpis.md section 0,
+    data_until) when the last rate run read metering's change log; every usage folded by
+    then is rated. One row, upserted by the rate stage; budgets read their as-of from it."""
+
+    rated_until = models.DateTimeField()

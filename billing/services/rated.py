@@ -38,14 +38,21 @@ from billing.domain.rating.hours import (
     realized_before,
 )
 from billing.domain.rating.types import RatedItem, Running, TokenClass, month_bounds
-from billing.models import RatedChange, RatedHour, RatedTenantMonth, RatedUsage, RatingPending
+from billing.models import (
+    RatedChange,
+    RatedHour,
+    RatedMark,
+    RatedTenantMonth,
+    RatedUsage,
+    RatingPending,
+)
 from billing.selectors.rated import TenantMonthTotals, rated_month_totals
 from billing.selectors.rating import MonthRating, line_row, month_rate
 from metering.domain.usage.compliance import is_slo_compliant
 from metering.domain.usage.rollup import PRODUCTION_FIELDS, TOKEN_FIELDS
 from metering.selectors.changes import usage_changes_read
 from metering.selectors.factory import DeploymentVersions, deployment_list
-from metering.selectors.usage import daily_usage_list
+from metering.selectors.usage import daily_usage_list, usage_metered_until
 from portal import clock
 from portal.bulk import rows_insert
 from portal.models import Tenant
@@ -86,6 +93,7 @@ def rated_usage_update() -> int:
     before it: on SQLite a write transaction holds back ingestion). Returns the
     tenant-months rated."""
     while True:
+        metered_until = usage_metered_until()  # before the log: what it holds is folded
         changes = usage_changes_read(consumer=RATE)
         queued = list(RatingPending.objects.values_list("pk", "tenant_id", "start", "hours"))
         stale = _usage_months(changes.entries)
@@ -100,6 +108,7 @@ def rated_usage_update() -> int:
                 continue
             for rating in ratings:
                 _store(rating)
+            RatedMark.objects.update_or_create(pk=1, defaults={"rated_until": metered_until})
         log_prune(RatedChange, log="billing.rated")
         return sum(len(rating.months) for rating in ratings)
 

@@ -57,8 +57,19 @@ class TenantSlugField(serializers.SlugRelatedField):
         user = self.context["request"].user
         own = user_tenant(user)
         if user_role(user) is Role.TENANT and (own is None or data != own.slug):
-            raise EndpointForbidden("tenant", "a member holds endpoints of its own tenant only")
+            raise EndpointForbidden("tenant", "a member names its own tenant only")
         return super().to_internal_value(data)
+
+
+def tenant_slug_field(help_text: str) -> TenantSlugField:
+    """An optional tenant by slug (absent: the factory), checked as TenantSlugField says."""
+    return TenantSlugField(
+        slug_field="slug",
+        queryset=Tenant.objects.all(),
+        required=False,
+        allow_null=True,
+        help_text=help_text,
+    )
 
 
 class WebhookEndpointSerializer(serializers.ModelSerializer):
@@ -68,12 +79,8 @@ class WebhookEndpointSerializer(serializers.ModelSerializer):
         default=list,
         help_text="the event types delivered (empty: every type)",
     )
-    tenant = TenantSlugField(
-        slug_field="slug",
-        queryset=Tenant.objects.all(),
-        required=False,
-        allow_null=True,
-        help_text="a tenant's own endpoint (fixed once created); absent: the factory's",
+    tenant = tenant_slug_field(
+        "a tenant's own endpoint (fixed once created); absent: the factory's"
     )
 
     class Meta:

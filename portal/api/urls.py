@@ -1,5 +1,6 @@
 from django.urls import path
 
+from portal.api.alerts import AlertRuleViewSet, AlertViewSet
 from portal.api.notify import DeliveryReplayView, WebhookEndpointViewSet
 from portal.api.routers import Router
 from portal.api.views import AuditEntryViewSet, TenantViewSet
@@ -8,6 +9,8 @@ router = Router()
 router.register("tenants", TenantViewSet, basename="tenant")
 router.register("audit", AuditEntryViewSet, basename="audit")
 router.register("webhook-endpoints", WebhookEndpointViewSet, basename="webhook-endpoint")
+router.register("alert-rules", AlertRuleViewSet, basename="alert-rule")
+router.register("alerts", AlertViewSet, basename="alert")
 urlpatterns = [
     *router.urls,
     path("deliveries/<int:pk>/replay", DeliveryReplayView.as_view(), name="delivery-replay"),

@@ -101,6 +101,7 @@ def test_email_opt_ins_offer_the_types_a_role_may_receive(users, session_client)
         "invoice.overdue",
         "payment.received",
         "credit_note.issued",
+        "budget.threshold_reached",
     }
     assert list(EmailSubscription.objects.values_list("event_type", flat=True)) == [
         "invoice.overdue"

@@ -29,7 +29,7 @@ def test_celery_beat_schedule_loads_every_job_with_a_registered_task():
     app.loader.import_default_modules()
     schedule = settings.CELERY_BEAT_SCHEDULE
     assert set(schedule) == {
-        "scrape", "fold", "measure", "rate", "close", "flywheel", "retention", "deliver",
+        "scrape", "fold", "measure", "rate", "close", "flywheel", "retention", "deliver", "alerts",
         "overdue",
     }  # fmt: skip
     for entry in schedule.values():
@@ -38,6 +38,8 @@ def test_celery_beat_schedule_loads_every_job_with_a_registered_task():
     assert schedule["fold"]["schedule"] == 60.0
     assert schedule["deliver"]["schedule"] == 30.0  # and on raise
     assert app.amqp.router.route({}, schedule["deliver"]["task"])["queue"].name == "notify"
+    assert schedule["alerts"]["schedule"] == 60.0  # every minute, on the notify queue
+    assert app.amqp.router.route({}, schedule["alerts"]["task"])["queue"].name == "notify"
     assert app.amqp.router.route({}, schedule["close"]["task"])["queue"].name == "billing"
     # Every stage of the pipeline runs on the beat too (the safety net), routed to its queue.
     assert {entry["task"] for entry in schedule.values()} >= set(STAGES)

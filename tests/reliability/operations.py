@@ -30,7 +30,7 @@ from metering.services.sla.maintenance import maintenance_window_create
 from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import usage_fold
 from portal import clock
-from portal.models import Tenant, WebhookEndpoint
+from portal.models import AlertRule, Tenant, WebhookEndpoint
 from portal.webhooks import secret_new
 from tests.reliability.world import World
 
@@ -143,6 +143,20 @@ def _issued(world: World, n: int):
 def _endpoint(world: World, n: int) -> WebhookEndpoint:
     return WebhookEndpoint.objects.create(
         url=f"https://hooks.example.com/spare-{n}", tenant=world.tenant_a, secret=secret_new()
+    )
+
+
+def _budgets(world: World) -> dict:
+    """Tenant A holds one budget: a new one replaces its rule (the body names tenant A)."""
+    AlertRule.objects.filter(kind="budget", tenant=world.tenant_a).delete()
+    return {"tenant": "tenant-a"}
+
+
+def _budget_rule(world: World) -> AlertRule:
+    """Tenant A's budget rule: the world's, the one a POST replaced it with, or a new one."""
+    rule = AlertRule.objects.filter(kind="budget", tenant=world.tenant_a).first()
+    return rule or AlertRule.objects.create(
+        kind="budget", tenant=world.tenant_a, params={"amount": "1.00", "thresholds": [50]}
     )
 
 
@@ -446,6 +460,28 @@ WRITES: dict[tuple[str, str], Write] = {
     ),
     ("POST", "/api/v1/deliveries/{id}/replay"): Write(
         NOTIFYING, lambda w, n: Req(params={"id": w.delivery_a.pk}), scope="notify"
+    ),
+    ("POST", "/api/v1/alert-rules/"): Write(
+        NOTIFYING,
+        lambda w, n: Req(body={"kind": "budget", "params": {"amount": f"{n}.00"}, **_budgets(w)}),
+        scope="notify",
+        creates="portal.AlertRule",
+    ),
+    ("PUT", "/api/v1/alert-rules/{id}/"): Write(
+        NOTIFYING,
+        lambda w, n: Req(
+            params={"id": _budget_rule(w).pk},
+            body={"kind": "budget", "tenant": "tenant-a", "params": {"amount": f"{n}.00"}},
+        ),
+        scope="notify",
+    ),
+    ("PATCH", "/api/v1/alert-rules/{id}/"): Write(
+        NOTIFYING,
+        lambda w, n: Req(params={"id": _budget_rule(w).pk}, body={"level": "critical"}),
+        scope="notify",
+    ),
+    ("DELETE", "/api/v1/alert-rules/{id}/"): Write(
+        NOTIFYING, lambda w, n: Req(params={"id": _budget_rule(w).pk}), scope="notify"
     ),
     ("POST", "/api/v1/credit-notes/"): Write(
         COMMERCIAL,

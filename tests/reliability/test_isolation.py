@@ -207,6 +207,16 @@ API_CASES: dict[tuple[str, str], Reach | Listing] = {
         404, _id("endpoint_b"), own=_id("endpoint_a")
     ),
     ("POST", "/api/v1/deliveries/{id}/replay"): Reach(404, _id("delivery_b"), scope_status=403),
+    # Its own budget rule and its alert, never B's.
+    ("GET", "/api/v1/alert-rules/"): Listing(200, own=1),
+    ("POST", "/api/v1/alert-rules/"): FORBIDDEN,  # for tenant B
+    ("GET", "/api/v1/alert-rules/{id}/"): Reach(404, _id("rule_b"), own=_id("rule_a")),
+    ("PUT", "/api/v1/alert-rules/{id}/"): Reach(404, _id("rule_b"), scope_status=403),
+    ("PATCH", "/api/v1/alert-rules/{id}/"): Reach(404, _id("rule_b"), scope_status=403),
+    ("DELETE", "/api/v1/alert-rules/{id}/"): Reach(404, _id("rule_b"), scope_status=403),
+    ("GET", "/api/v1/alerts/"): Listing(200, own=1),
+    ("GET", "/api/v1/alerts/{id}/"): Reach(404, _id("alert_b"), own=_id("alert_a")),
+    ("GET", "/api/v1/tenants/{slug}/budget"): Reach(404, _slug("tenant-b"), own=_slug("tenant-a")),
 }
 
 
@@ -229,6 +239,11 @@ TENANT_FACING = {
     ("GET", "/api/v1/webhook-endpoints/"),
     ("GET", "/api/v1/webhook-endpoints/{id}/"),
     ("GET", "/api/v1/webhook-endpoints/{id}/deliveries/"),
+    ("GET", "/api/v1/alert-rules/"),
+    ("GET", "/api/v1/alert-rules/{id}/"),
+    ("GET", "/api/v1/alerts/"),
+    ("GET", "/api/v1/alerts/{id}/"),
+    ("GET", "/api/v1/tenants/{slug}/budget"),
 }
 
 

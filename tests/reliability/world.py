@@ -25,7 +25,7 @@ from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import usage_fold
 from portal import clock
 from portal.events import event_raise
-from portal.models import ApiToken, Delivery, Role, Tenant, WebhookEndpoint
+from portal.models import Alert, AlertRule, ApiToken, Delivery, Role, Tenant, WebhookEndpoint
 from portal.services import TOKEN_PREFIX, token_create, token_digest, user_ensure
 from portal.webhooks import secret_new
 from tests.billing.factories import MARCH, make_contract, make_priced_model, make_promotion
@@ -65,6 +65,10 @@ class World:
     endpoint_b: WebhookEndpoint
     delivery_a: Delivery
     delivery_b: Delivery
+    rule_a: AlertRule
+    rule_b: AlertRule
+    alert_a: Alert
+    alert_b: Alert
 
 
 def usage_ingest_march(tenant: str, count: int) -> None:
@@ -177,6 +181,20 @@ def world_build() -> World:
             for_factory=False,
         )
         deliveries[tenant.slug] = event.deliveries.get()
+    rules, alerts = {}, {}
+    for tenant in (tenant_a, tenant_b):  # each tenant's budget, and an alert it raised
+        rules[tenant.slug] = AlertRule.objects.create(
+            kind="budget", tenant=tenant, params={"amount": "100.00", "thresholds": [50]}
+        )
+        alerts[tenant.slug] = Alert.objects.create(
+            rule=rules[tenant.slug],
+            window_start=MARCH,
+            threshold="50",
+            level="warning",
+            value="50.0%",
+            summary=f"{tenant.name} reached 50% of its March 2026 budget",
+            fired_at=clock.now(),
+        )
     return World(
         tenant_a=tenant_a,
         tenant_b=tenant_b,
@@ -204,6 +222,10 @@ def world_build() -> World:
         endpoint_b=endpoints["tenant-b"],
         delivery_a=deliveries["tenant-a"],
         delivery_b=deliveries["tenant-b"],
+        rule_a=rules["tenant-a"],
+        rule_b=rules["tenant-b"],
+        alert_a=alerts["tenant-a"],
+        alert_b=alerts["tenant-b"],
     )
 
 

@@ -1,0 +1,78 @@
+"""A tenant's budget (kpis.md section 3c): its params, its state and its projection. Pure:
+the figures come from billing's read models (billing.selectors.budget)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
+
+from billing.domain.rating.types import month_bounds
+from portal.errors import FieldError
+
+DEFAULT_THRESHOLDS = (50, 80, 100)  # percents of the budget, each reached once a month
+STALE_AFTER = timedelta(minutes=15)  # rated usage further behind the fold: state unknown
+LEAST_ELAPSED = timedelta(hours=1)  # a projection never extrapolates less than this
+MAX_AMOUNT = Decimal("1e12")
+MAX_TOKENS = 10**18
+
+OK, WARNING, EXCEEDED, UNKNOWN, NONE = "ok", "warning", "exceeded", "unknown", "none"
+
+
+def budget_params_check(params: dict) -> dict:
+    """{"amount": "5000.00"} (money, whole cents) or {"tokens": 2000000000}, optionally
+    "thresholds": whole percents 1–1000 (default 50, 80, 100); errors name params.<x>."""
+    if unknown := sorted(set(params) - {"amount", "tokens", "thresholds"}):
+        raise FieldError(f"params.{unknown[0]}", "a budget takes amount or tokens, and thresholds")
+    amount, tokens = params.get("amount"), params.get("tokens")
+    if (amount is None) == (tokens is None):
+        raise FieldError("params.amount", "give amount (money) or tokens, one of them")
+    checked: dict = {}
+    if amount is not None:
+        checked["amount"] = str(_amount(amount))
+    else:
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 < tokens < MAX_TOKENS:
+            raise FieldError("params.tokens", "a whole number of tokens above 0")
+        checked["tokens"] = tokens
+    thresholds = params.get("thresholds", list(DEFAULT_THRESHOLDS))
+    if not isinstance(thresholds, list) or not thresholds:
+        raise FieldError("params.thresholds", "a list of whole percents, e.g. [50, 80, 100]")
+    for value in thresholds:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 1000:
+            raise FieldError("params.thresholds", "whole percents from 1 to 1000")
+    checked["thresholds"] = sorted(set(thresholds))
+    return checked
+
+
+def _amount(value) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise FieldError("params.amount", 'a decimal string of money, e.g. "5000.00"')
+    try:
+        amount = Decimal(value)
+    except InvalidOperation:
+        raise FieldError("params.amount", 'a decimal string of money, e.g. "5000.00"') from None
+    if not amount.is_finite() or not 0 < amount < MAX_AMOUNT:
+        raise FieldError("params.amount", "above 0 and below 10^12")
+    if amount != amount.quantize(Decimal("0.01")):
+        raise FieldError("params.amount", "whole cents")
+    return amount.quantize(Decimal("0.01"))
+
+
+def budget_projected(*, spent: Decimal, month: datetime, as_of: datetime) -> Decimal:
+    """The spend of the month starting at `month` at its pace so far: spent × seconds(month)
+    / seconds elapsed up to `as_of` (at least an hour)."""
+    start, end = month_bounds(month_start=month)
+    elapsed = max(as_of - start, LEAST_ELAPSED)
+    return spent * Decimal((end - start).total_seconds()) / Decimal(elapsed.total_seconds())
+
+
+def budget_state(*, spent: Decimal, budget: Decimal, thresholds: list[int]) -> str:
+    """exceeded from 100 %, warning from the highest threshold below 100, else ok."""
+    share = spent * 100 / budget
+    below = [t for t in thresholds if t < 100]
+    if share >= 100:
+        return EXCEEDED
+    return WARNING if below and share >= max(below) else OK
+
+
+def thresholds_reached(*, spent: Decimal, budget: Decimal, thresholds: list[int]) -> list[int]:
+    return [t for t in thresholds if spent * 100 >= budget * t]

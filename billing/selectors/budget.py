@@ -1,0 +1,191 @@
+"""Budgets (kpis.md section 3c): a tenant's month-to-date spend against its `budget` rule,
+from billing's read models only (the tenant-month's rated totals, rated usage, the rate
+stage's mark), in a query count that does not grow with tenants; and the `budget` alert
+kind evaluated from the same read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from django.conf import settings
+from django.db.models import F, Sum
+
+from billing.domain.budget import (
+    NONE,
+    STALE_AFTER,
+    UNKNOWN,
+    budget_projected,
+    budget_state,
+    thresholds_reached,
+)
+from billing.models import RatedMark, RatedTenantMonth, RatedUsage
+from metering.selectors.usage import usage_metered_until
+from portal import clock
+from portal.alerts import Evaluation, Finding
+from portal.models import AlertRule, Tenant
+from portal.money import money_str, round_money
+from portal.periods import month_start
+
+TOKENS = "tokens"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One tenant's budget this month: `unit` is its currency or "tokens"."""
+
+    state: str  # none | unknown | ok | warning | exceeded
+    unit: str
+    month: datetime
+    budget: Decimal | None = None
+    spent: Decimal | None = None
+    projected: Decimal | None = None
+    as_of: datetime | None = None
+    thresholds: tuple[int, ...] = ()
+    reached: tuple[int, ...] = ()
+    rule: AlertRule | None = None
+
+    @property
+    def remaining(self) -> Decimal | None:
+        return None if self.spent is None else self.budget - self.spent
+
+    def as_json(self) -> dict:
+        def shown(value: Decimal | None) -> str | int | None:
+            if value is None:
+                return None
+            if self.unit == TOKENS:
+                return int(value)
+            return money_str(amount=value, currency=self.unit)
+
+        return {
+            "state": self.state,
+            "unit": self.unit,
+            "month": self.month.strftime("%Y-%m"),
+            "budget": shown(self.budget),
+            "spent": shown(self.spent),
+            "remaining": shown(self.remaining),
+            "projected": shown(self.projected),
+            "as_of": self.as_of.isoformat().replace("+00:00", "Z") if self.as_of else None,
+            "thresholds": list(self.thresholds),
+            "reached": list(self.reached),
+        }
+
+
+def rated_as_of(*, now: datetime) -> datetime | None:
+    """How far rated usage is current, or None when it lags the fold by more than
+    STALE_AFTER (or was never rated): budgets then answer `unknown`, never `ok`."""
+    mark = RatedMark.objects.values_list("rated_until", flat=True).first()
+    if mark is None or usage_metered_until(now=now) - mark > STALE_AFTER:
+        return None
+    return min(mark, now)
+
+
+def budgets_read(rules: Iterable[AlertRule], *, now: datetime | None = None) -> list[Budget]:
+    """The budgets of `rules` (budget rules, each a tenant's) this month, in 4 queries
+    however many."""
+    now = now or clock.now()
+    month = month_start(now)
+    rules = list(rules)
+    as_of = rated_as_of(now=now)
+    if as_of is None:
+        return [_budget(rule, month=month, state=UNKNOWN) for rule in rules]
+    ids = [rule.tenant_id for rule in rules]
+    money = {
+        row.tenant_id: row
+        for row in RatedTenantMonth.objects.filter(tenant_id__in=ids, month_start=month)
+    }
+    token_ids = [rule.tenant_id for rule in rules if "tokens" in rule.params]
+    tokens = dict(
+        RatedUsage.objects.filter(tenant_id__in=token_ids, month_start=month)
+        .values("tenant_id")
+        .annotate(total=Sum(F("input_tokens") + F("output_tokens")))
+        .values_list("tenant_id", "total")
+    ) if token_ids else {}  # fmt: skip
+    budgets = []
+    for rule in rules:
+        if "tokens" in rule.params:
+            unit, budget = TOKENS, Decimal(rule.params["tokens"])
+            spent = Decimal(tokens.get(rule.tenant_id) or 0)
+            projected = budget_projected(spent=spent, month=month, as_of=as_of).to_integral()
+        else:
+            rated = money.get(rule.tenant_id)
+            unit = (rated and rated.currency) or settings.FACTORY_CURRENCY
+            budget = Decimal(rule.params["amount"])
+            exact = rated.usage_amount - rated.promotions if rated else Decimal(0)
+            spent = round_money(amount=exact, currency=unit)
+            projected = round_money(
+                amount=budget_projected(spent=exact, month=month, as_of=as_of), currency=unit
+            )
+        thresholds = rule.params["thresholds"]
+        budgets.append(
+            Budget(
+                state=budget_state(spent=spent, budget=budget, thresholds=thresholds),
+                unit=unit,
+                month=month,
+                budget=budget,
+                spent=spent,
+                projected=projected,
+                as_of=as_of,
+                thresholds=tuple(thresholds),
+                reached=tuple(
+                    thresholds_reached(spent=spent, budget=budget, thresholds=thresholds)
+                ),
+                rule=rule,
+            )
+        )
+    return budgets
+
+
+def _budget(rule: AlertRule, *, month: datetime, state: str) -> Budget:
+    unit = TOKENS if "tokens" in rule.params else settings.FACTORY_CURRENCY
+    budget = Decimal(rule.params.get("tokens") or rule.params["amount"])
+    return Budget(
+        state=state,
+        unit=unit,
+        month=month,
+        budget=budget,
+        thresholds=tuple(rule.params["thresholds"]),
+        rule=rule,
+    )
+
+
+def budget_get(*, tenant: Tenant, now: datetime | None = None) -> Budget:
+    """A tenant's budget this month; `none` without a budget rule (a disabled one too)."""
+    now = now or clock.now()
+    rule = AlertRule.objects.filter(kind=AlertRule.Kind.BUDGET, tenant=tenant, enabled=True)
+    rule = rule.select_related("tenant").first()
+    if rule is None:
+        return Budget(state=NONE, unit=settings.FACTORY_CURRENCY, month=month_start(now))
+    return budgets_read([rule], now=now)[0]
+
+
+def budget_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
+    """The `budget` kind: each threshold reached this month is a finding (keyed by the
+    month and the threshold, so each fires once a month); rules read as unknown are
+    skipped (stale figures neither fire nor resolve)."""
+    findings, skipped = [], set()
+    for budget in budgets_read(rules, now=now):
+        rule = budget.rule
+        if budget.state == UNKNOWN:
+            skipped.add(rule.pk)
+            continue
+        shown = budget.as_json()
+        for threshold in budget.reached:
+            findings.append(
+                Finding(
+                    rule=rule,
+                    window_start=budget.month,
+                    threshold=str(threshold),
+                    value=f"{budget.spent * 100 / budget.budget:.1f}%",
+                    summary=(
+                        f"{rule.tenant.name} reached {threshold}% of its {budget.month:%B %Y} "
+                        f"budget: {shown['spent']} of {shown['budget']} {budget.unit} spent, "
+                        f"{shown['projected']} projected"
+                    ),
+                    figures={k: shown[k] for k in ("budget", "spent", "projected", "as_of")},
+                    link="/",
+                )
+            )
+    return Evaluation(findings=findings, skipped=skipped)

@@ -1,0 +1,284 @@
+"""Alert rules and alerts (kpis.md section 3c; architecture.md "Alerts and notifications").
+
+A rule kind lives in the app that owns its data: the app registers it here
+(`kind_register`, from its AppConfig.ready) with how its params are checked, the scopes it
+takes, who may hold it and how it is evaluated from read models. The `alerts` job
+(`alerts_evaluate`) runs each kind's evaluation and keeps the alerts: a finding whose key
+(rule, scope key, window start, threshold) has no alert yet fires one; a firing alert whose
+rule was evaluated without finding it again resolves; a key fires at most once. Both are
+events (portal.events), delivered like every other: to the rule's tenant and the factory."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import Q, QuerySet
+
+from portal import clock
+from portal.access import tenant_scoped, user_role, user_tenant
+from portal.errors import FieldError
+from portal.events import event_raise
+from portal.models import Alert, AlertRule, Role, Tenant
+from portal.services import audit_object, audit_snapshot, object_delete
+
+
+class RuleForbidden(FieldError):
+    """The user's role may not hold this rule (403)."""
+
+    http_status = 403
+
+
+class RuleConflict(FieldError):
+    """A rule that may exist once already does (409)."""
+
+    http_status = 409
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A rule's condition holding: the key's parts, the figure shown and every figure
+    behind it (decimal strings), a readable summary and the page with the evidence."""
+
+    rule: AlertRule
+    window_start: datetime
+    threshold: str
+    value: str
+    summary: str
+    figures: dict
+    link: str = ""
+    scope_key: str = ""
+    level: str | None = None  # None: the rule's
+
+    @property
+    def key(self) -> tuple:
+        return (self.rule.pk, self.scope_key, self.window_start, self.threshold)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    findings: list[Finding]
+    # Rules whose figures could not be read (stale): their alerts stay as they are.
+    skipped: set[int] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    params_check: Callable[[dict], dict]  # normalized params; FieldError naming params.<x>
+    evaluate: Callable[[list[AlertRule], datetime], Evaluation]
+    holders: frozenset[Role]  # roles that may hold it, operators aside (they hold every kind)
+    tenant_required: bool = False
+    scope_keys: frozenset[str] = frozenset()  # what `scope` may name beside the tenant
+    fired_event: str = "alert.fired"
+
+
+KINDS: dict[str, Kind] = {}
+
+
+def kind_register(kind: Kind) -> None:
+    KINDS[kind.name] = kind
+
+
+def _kind(name: str) -> Kind:
+    kind = KINDS.get(name)
+    if kind is None:
+        raise FieldError("kind", f"one of {', '.join(sorted(KINDS))}")
+    return kind
+
+
+# ---------------------------------------------------------------- rules
+
+
+def rule_list(*, user: User) -> QuerySet[AlertRule]:
+    """The rules a user may see: every one for staff, its tenant's for a member."""
+    return tenant_scoped(AlertRule.objects.select_related("tenant"), user=user)
+
+
+def rule_access_check(*, user: User, kind: str, tenant: Tenant | None) -> None:
+    """Operators hold every kind on any scope; finance and members the kinds that name
+    them, finance on any tenant, a member on its own."""
+    role = user_role(user)
+    if role is Role.OPERATOR:
+        return
+    if role not in _kind(kind).holders:
+        raise RuleForbidden("kind", f"your role may not hold {kind} rules")
+    if role is Role.TENANT and (tenant is None or tenant != user_tenant(user)):
+        raise RuleForbidden("tenant", "a member holds rules on its own tenant only")
+    if tenant is None:
+        raise RuleForbidden("tenant", "your role holds rules on a tenant only")
+
+
+def _checked(kind: str, *, tenant: Tenant | None, scope: dict, params: dict) -> tuple[dict, dict]:
+    definition = _kind(kind)
+    if definition.tenant_required and tenant is None:
+        raise FieldError("tenant", f"a {kind} rule is a tenant's: name it")
+    if not isinstance(scope, dict):
+        raise FieldError("scope", "an object")
+    if unknown := sorted(set(scope) - definition.scope_keys):
+        allowed = ", ".join(sorted(definition.scope_keys)) or "nothing but the tenant"
+        raise FieldError(f"scope.{unknown[0]}", f"a {kind} rule's scope names {allowed}")
+    if not isinstance(params, dict):
+        raise FieldError("params", "an object")
+    return scope, definition.params_check(params)
+
+
+@transaction.atomic
+def rule_create(
+    *,
+    kind: str,
+    by: User,
+    tenant: Tenant | None = None,
+    scope: dict | None = None,
+    params: dict | None = None,
+    level: str = "warning",
+    enabled: bool = True,
+) -> AlertRule:
+    if user_role(by) is Role.TENANT and tenant is None:
+        tenant = user_tenant(by)  # a member's rule is its tenant's
+    rule_access_check(user=by, kind=kind, tenant=tenant)
+    scope, params = _checked(kind, tenant=tenant, scope=scope or {}, params=params or {})
+    if kind == AlertRule.Kind.BUDGET and AlertRule.objects.filter(kind=kind, tenant=tenant):
+        raise RuleConflict("tenant", f"{tenant.slug} has a budget already: change that one")
+    rule = AlertRule.objects.create(
+        kind=kind, tenant=tenant, scope=scope, params=params, level=level, enabled=enabled
+    )
+    audit_object(obj=rule, actor=by, action="create", object_type="alert_rule")
+    return rule
+
+
+@transaction.atomic
+def rule_update(*, rule: AlertRule, changes: dict, by: User) -> AlertRule:
+    """Change scope, params, level or enabled (the kind and the tenant are fixed)."""
+    rule_access_check(user=by, kind=rule.kind, tenant=rule.tenant)
+    before = audit_snapshot(rule)
+    scope, params = _checked(
+        rule.kind,
+        tenant=rule.tenant,
+        scope=changes.get("scope", rule.scope),
+        params=changes.get("params", rule.params),
+    )
+    rule.scope, rule.params = scope, params
+    rule.level = changes.get("level", rule.level)
+    rule.enabled = changes.get("enabled", rule.enabled)
+    rule.save()
+    audit_object(obj=rule, actor=by, action="update", object_type="alert_rule", before=before)
+    return rule
+
+
+@transaction.atomic
+def rule_delete(*, rule: AlertRule, by: User) -> None:
+    rule_access_check(user=by, kind=rule.kind, tenant=rule.tenant)
+    object_delete(obj=rule, actor=by, object_type="alert_rule")
+
+
+# ---------------------------------------------------------------- alerts
+
+
+def alert_list(*, user: User, state: str | None = None) -> QuerySet[Alert]:
+    """The alerts of the rules a user may see, newest first."""
+    alerts = Alert.objects.filter(rule__in=rule_list(user=user)).select_related("rule__tenant")
+    return alerts.filter(state=state) if state else alerts
+
+
+def alerts_evaluate(*, now: datetime | None = None) -> dict[str, int]:
+    """The `alerts` job: evaluate every enabled rule through its kind, fire the findings
+    no alert has the key of, resolve the firing alerts of evaluated rules found no more.
+    In one transaction holding the rules, so two runs never fire one key twice."""
+    now = now or clock.now()
+    with transaction.atomic():
+        rules = list(
+            AlertRule.objects.select_for_update(of=("self",))
+            .filter(enabled=True)
+            .select_related("tenant")
+        )
+        findings, evaluated = _evaluate(rules, now)
+        keys = {finding.key: finding for finding in findings}
+        known = _alerts(rules, findings)
+        fired = [finding for key, finding in keys.items() if key not in known]
+        for finding in fired:
+            _fire(finding, now=now)
+        resolved = [
+            alert
+            for key, alert in known.items()
+            if alert.state == Alert.State.FIRING and alert.rule_id in evaluated and key not in keys
+        ]
+        for alert in resolved:
+            _resolve(alert, now=now)
+    return {"rules": len(rules), "fired": len(fired), "resolved": len(resolved)}
+
+
+def _evaluate(rules: list[AlertRule], now: datetime) -> tuple[list[Finding], set[int]]:
+    by_kind: dict[str, list[AlertRule]] = defaultdict(list)
+    for rule in rules:
+        by_kind[rule.kind].append(rule)
+    findings: list[Finding] = []
+    evaluated: set[int] = set()
+    for name, of_kind in by_kind.items():
+        kind = KINDS.get(name)
+        if kind is None:
+            continue  # its app does not evaluate it
+        evaluation = kind.evaluate(of_kind, now)
+        findings += evaluation.findings
+        evaluated |= {rule.pk for rule in of_kind} - evaluation.skipped
+    return findings, evaluated
+
+
+def _alerts(rules: Iterable[AlertRule], findings: list[Finding]) -> dict[tuple, Alert]:
+    """The alerts of `rules` that are firing or have a finding's key (fired before)."""
+    starts = {finding.window_start for finding in findings}
+    alerts = Alert.objects.filter(rule__in=list(rules)).filter(
+        Q(state=Alert.State.FIRING) | Q(window_start__in=starts)
+    )
+    return {(a.rule_id, a.scope_key, a.window_start, a.threshold): a for a in alerts}
+
+
+def _fire(finding: Finding, *, now: datetime) -> Alert:
+    rule = finding.rule
+    alert = Alert.objects.create(
+        rule=rule,
+        scope_key=finding.scope_key,
+        window_start=finding.window_start,
+        threshold=finding.threshold,
+        level=finding.level or rule.level,
+        value=finding.value,
+        figures=finding.figures,
+        summary=finding.summary[:300],
+        link=finding.link,
+        fired_at=now,
+    )
+    _announce(alert, type=KINDS[rule.kind].fired_event, summary=alert.summary, at=now)
+    return alert
+
+
+def _resolve(alert: Alert, *, now: datetime) -> None:
+    alert.state, alert.resolved_at = Alert.State.RESOLVED, now
+    alert.save(update_fields=["state", "resolved_at"])
+    _announce(alert, type="alert.resolved", summary=f"Resolved: {alert.summary}", at=now)
+
+
+def _announce(alert: Alert, *, type: str, summary: str, at: datetime) -> None:
+    rule = alert.rule
+    event_raise(
+        type=type,
+        summary=summary,
+        data={
+            "alert": alert.pk,
+            "rule": rule.pk,
+            "kind": rule.kind,
+            "scope": {"tenant": rule.tenant.slug} | rule.scope if rule.tenant else rule.scope,
+            "threshold": alert.threshold,
+            "value": alert.value,
+            "window_start": alert.window_start.isoformat().replace("+00:00", "Z"),
+            "figures": alert.figures,
+            "state": alert.state,
+        },
+        tenant=rule.tenant,
+        level=alert.level,
+        link=alert.link,
+        at=at,
+    )

@@ -1,0 +1,177 @@
+"""Budgets (kpis.md section 3c): a tenant's `budget` rule through the API, its read for
+gateways (spent, projected and state by hand), `unknown` while rated usage lags the fold,
+and the thresholds firing once a month through the `alerts` job as events.
+
+The world: now is 16 December 2026 10:00 UTC; tenant-a used 10 M input and 10 M output
+tokens on 3 December at 0.88 per million, 10% off: spent 15.84 USD. The month is 744 h, of
+which 370 h have elapsed: projected = 15.84 × 744 / 370 = 31.8512… → 31.85."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from rest_framework.test import APIClient
+
+from billing.services.rated import rated_usage_update
+from metering.services.usage.rollup import usage_fold
+from portal import clock
+from portal.alerts import alerts_evaluate
+from portal.models import Alert, AlertRule, AuditEntry, Event
+from tests.billing.factories import M, make_contract, make_priced_model, post_usage
+
+pytestmark = pytest.mark.both_backends
+
+
+@pytest.fixture
+def spent(admin_api, tenant_a, now):
+    make_priced_model()
+    make_contract(tenant_a, discount_pct=Decimal(10))
+    usage = {"time": "2026-12-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
+    post_usage(admin_api, [{"id": "d1", **usage}])
+
+
+@pytest.fixture
+def member(users, token_client):
+    return token_client(users["tenant"], scopes=["read", "notify"])
+
+
+def _rule(client, **body):
+    response = client.post("/api/v1/alert-rules", body, format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def _budget(client, slug="tenant-a"):
+    response = client.get(f"/api/v1/tenants/{slug}/budget")
+    assert response.status_code == 200, response.json()
+    return response.json()
+
+
+def test_a_members_money_budget_reads_spent_projected_and_state_by_hand(spent, member):
+    rule = _rule(member, kind="budget", params={"amount": "19.00"})
+
+    assert (rule["tenant"], rule["params"]) == (
+        "tenant-a",
+        {"amount": "19.00", "thresholds": [50, 80, 100]},
+    )
+    assert _budget(member) == {
+        "state": "warning",  # 15.84 / 19.00 = 83.4 %: past 80, below 100
+        "unit": "USD",
+        "month": "2026-12",
+        "budget": "19.00",
+        "spent": "15.84",
+        "remaining": "3.16",
+        "projected": "31.85",
+        "as_of": "2026-12-16T10:00:00Z",
+        "thresholds": [50, 80, 100],
+        "reached": [50, 80],
+    }
+    assert AuditEntry.objects.filter(object_type="alert_rule", action="create").count() == 1
+
+
+def test_a_token_budget_counts_input_and_output_tokens(spent, member):
+    _rule(member, kind="budget", params={"tokens": 50 * M, "thresholds": [25, 90]})
+
+    budget = _budget(member)
+
+    # 20 M of 50 M: 40 %, past 25; projected 20 M × 744 / 370 = 40,216,216.2 → 40,216,216.
+    assert (budget["state"], budget["unit"], budget["spent"], budget["projected"]) == (
+        "ok",
+        "tokens",
+        20 * M,
+        40_216_216,
+    )
+    assert (budget["remaining"], budget["reached"]) == (30 * M, [25])
+
+
+def test_no_rule_reads_none_and_a_lagging_rating_reads_unknown(spent, member, now):
+    assert _budget(member)["state"] == "none"
+    _rule(member, kind="budget", params={"amount": "100.00"})
+    assert _budget(member)["state"] == "ok"
+
+    clock.clock_set(now + timedelta(minutes=16))
+    usage_fold()  # metered until 10:16; rated until 10:00: 16 minutes behind
+    lagging = _budget(member)
+    assert (lagging["state"], lagging["spent"], lagging["as_of"]) == ("unknown", None, None)
+
+    rated_usage_update()
+    assert _budget(member)["state"] == "ok"
+
+
+def test_thresholds_fire_once_a_month_as_events_and_resolve_with_the_month(
+    spent, member, admin_api, now
+):
+    _rule(member, kind="budget", params={"amount": "19.00"})
+
+    assert alerts_evaluate(now=now) == {"rules": 1, "fired": 2, "resolved": 0}
+    assert alerts_evaluate(now=now) == {"rules": 1, "fired": 0, "resolved": 0}  # once
+    reached = Event.objects.filter(type="budget.threshold_reached").order_by("pk")
+    assert [e.data["threshold"] for e in reached] == ["50", "80"]
+    event = reached[1]
+    assert (event.tenant.slug, event.for_factory) == ("tenant-a", True)
+    assert event.summary == (
+        "Tenant A reached 80% of its December 2026 budget: 15.84 of 19.00 USD spent, "
+        "31.85 projected"
+    )
+    assert event.data["figures"] == {
+        "budget": "19.00",
+        "spent": "15.84",
+        "projected": "31.85",
+        "as_of": "2026-12-16T10:00:00Z",
+    }
+    firing = member.get("/api/v1/alerts?state=firing").json()["results"]
+    assert [(a["kind"], a["threshold"], a["value"], a["scope"]) for a in firing] == [
+        ("budget", "80", "83.4%", {"tenant": "tenant-a"}),
+        ("budget", "50", "83.4%", {"tenant": "tenant-a"}),
+    ]
+    refused = member.get("/api/v1/alerts?state=on")
+    assert (refused.status_code, refused.json()["errors"][0]["field"]) == (400, "state")
+
+    # 5 M more output at 0.88 less 10 %: 3.96; 19.80 of 19.00 crosses 100 % only.
+    usage = {"time": "2026-12-15T00:00:00Z", "input_tokens": 0, "output_tokens": 5 * M}
+    post_usage(admin_api, [{"id": "d2", **usage}])
+    assert alerts_evaluate(now=now) == {"rules": 1, "fired": 1, "resolved": 0}
+    assert _budget(member)["state"] == "exceeded"
+
+    january = now.replace(year=2027, month=1, day=2)
+    clock.clock_set(january)
+    usage_fold()
+    rated_usage_update()
+    assert alerts_evaluate(now=january) == {"rules": 1, "fired": 0, "resolved": 3}
+    assert Alert.objects.filter(state="resolved").count() == 3
+    assert Event.objects.filter(type="alert.resolved").count() == 3
+
+
+def test_who_may_hold_a_budget_and_what_it_takes(users, token_client, member, finance, tenant_b):
+    investor = APIClient()
+    investor.force_login(users["investor"])
+    operator = token_client(users["operator"], scopes=["read", "notify"])
+    cases = [
+        (member, {"tenant": "tenant-b", "params": {"amount": "5.00"}}, 403, "tenant"),
+        (investor, {"tenant": "tenant-a", "params": {"amount": "5.00"}}, 403, ""),
+        (operator, {"params": {"amount": "5.00"}}, 400, "tenant"),
+        (member, {"params": {"amount": "5.001"}}, 400, "params.amount"),
+        (member, {"params": {"amount": "5.00", "tokens": 5}}, 400, "params.amount"),
+        (member, {"params": {"tokens": 0}}, 400, "params.tokens"),
+        (member, {"params": {"amount": "5", "thresholds": [0]}}, 400, "params.thresholds"),
+        (member, {"params": {"amount": "5", "every": 1}}, 400, "params.every"),
+        (member, {"params": {"amount": "5"}, "scope": {"pool": "p"}}, 400, "scope.pool"),
+        (member, {"kind": "nonsense", "params": {}}, 400, "kind"),
+    ]
+    for client, body, status, field in cases:
+        response = client.post("/api/v1/alert-rules", {"kind": "budget", **body}, format="json")
+        assert response.status_code == status, (body, response.json())
+        if field:
+            assert response.json()["errors"][0]["field"] == field, (body, response.json())
+
+    _rule(finance, kind="budget", tenant="tenant-b", params={"amount": "5.00"})
+    second = finance.post(
+        "/api/v1/alert-rules",
+        {"kind": "budget", "tenant": "tenant-b", "params": {"amount": "9.00"}},
+        format="json",
+    )
+    assert (second.status_code, second.json()["errors"][0]["field"]) == (409, "tenant")
+    assert member.get("/api/v1/tenants/tenant-b/budget").status_code == 404
+    assert _budget(finance, "tenant-b")["budget"] == "5.00"
+    assert member.get("/api/v1/alert-rules").json()["count"] == 0  # tenant-b's is not its own
+    assert AlertRule.objects.count() == 1
