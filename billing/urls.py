@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from billing.views import close, credits, invoices, ledger, pricing, rating
+from billing.views import close, credits, home, invoices, ledger, pricing, rating
 
 urlpatterns = [
     path("prices/", pricing.price_book, name="price-book"),
@@ -35,4 +35,5 @@ urlpatterns = [
     path("credit-notes/<int:pk>/csv/", close.credit_note_csv, name="credit-note-csv"),
     path("realization/", rating.realization, name="realization"),
     path("sla/", credits.sla, name="sla-page"),
+    path("budget/", home.budget_set, name="budget-set"),
 ]

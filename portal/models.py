@@ -386,6 +386,14 @@ class AlertRule(models.Model):
     def __str__(self) -> str:
         return f"{self.kind} #{self.pk}"
 
+    @property
+    def params_shown(self) -> str:
+        """The params as a reader sees them: "amount 19.00 · thresholds 50, 80, 100"."""
+        return " · ".join(
+            f"{key} {', '.join(map(str, value)) if isinstance(value, list) else value}"
+            for key, value in self.params.items()
+        )
+
 
 class Alert(models.Model):
     class State(models.TextChoices):

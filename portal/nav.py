@@ -48,6 +48,7 @@ NAV: list[NavItem] = [
     NavItem("Investor view", "investor", STAFF, "Economics"),
     NavItem("TFOM reports", "tfom-reports", frozenset({Role.FINANCE, Role.INVESTOR}), "Economics"),
     NavItem("Inbox", "inbox", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Account"),
+    NavItem("Alerts", "alerts", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Account"),
     NavItem(
         "Notifications",
         "notifications",

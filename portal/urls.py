@@ -3,7 +3,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from portal.views import notify, shell
+from portal.views import alerts, notify, shell
 
 api_v1 = [
     path("", include("portal.api.urls")),
@@ -21,6 +21,8 @@ urlpatterns = [
     path("audit/", shell.audit, name="audit"),
     path("inbox/", notify.inbox, name="inbox"),
     path("inbox/<int:pk>/open/", notify.inbox_open, name="inbox-open"),
+    path("alerts/", alerts.alerts, name="alerts"),
+    path("alerts/rules/<int:pk>/", alerts.rule_action, name="alert-rule"),
     path("notifications/", notify.notifications, name="notifications"),
     path(
         "notifications/endpoints/<int:pk>/",

@@ -161,6 +161,13 @@ def budget_get(*, tenant: Tenant, now: datetime | None = None) -> Budget:
     return budgets_read([rule], now=now)[0]
 
 
+def _text(budget: Budget, value: Decimal) -> str:
+    """A budget figure in a sentence: grouped, money to the cent (1,332,628.05)."""
+    if budget.unit == TOKENS:
+        return f"{int(value):,}"
+    return f"{round_money(amount=value, currency=budget.unit):,}"
+
+
 def budget_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
     """The `budget` kind: each threshold reached this month is a finding (keyed by the
     month and the threshold, so each fires once a month); rules read as unknown are
@@ -172,6 +179,9 @@ def budget_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
             skipped.add(rule.pk)
             continue
         shown = budget.as_json()
+        spent, of, projected = (
+            _text(budget, value) for value in (budget.spent, budget.budget, budget.projected)
+        )
         for threshold in budget.reached:
             findings.append(
                 Finding(
@@ -181,8 +191,7 @@ def budget_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
                     value=f"{budget.spent * 100 / budget.budget:.1f}%",
                     summary=(
                         f"{rule.tenant.name} reached {threshold}% of its {budget.month:%B %Y} "
-                        f"budget: {shown['spent']} of {shown['budget']} {budget.unit} spent, "
-                        f"{shown['projected']} projected"
+                        f"budget: {spent} of {of} {budget.unit} spent, {projected} projected"
                     ),
                     figures={k: shown[k] for k in ("budget", "spent", "projected", "as_of")},
                     link="/",

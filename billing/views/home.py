@@ -1,25 +1,48 @@
 """The tenant member's home: usage, SLA and invoices of their tenant."""
 
-from django.shortcuts import render
+from django.contrib import messages
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
 
+from billing.forms import BudgetForm
 from billing.selectors.balances import credit_balance, open_balance
+from billing.selectors.budget import budget_get
 from billing.selectors.invoices import invoice_list
 from billing.services.credits import sla_figures_list
 from metering.selectors.sla.incidents import peak_impact
 from metering.selectors.usage import usage_daily_by_model, window_resolve
 from portal import clock
 from portal.access import user_tenant
+from portal.alerts import rule_create, rule_update
 from portal.charts import figure_json, usage_by_model_chart
 from portal.decorators import role_required
+from portal.errors import FieldError
 from portal.models import Role
 from portal.periods import month_start, months_before
 
 
 @role_required(Role.TENANT)
 def tenant_home(request):
-    """A member's front page: usage by model and day, SLA attainment against target, the
-    incidents that touched them, their invoices, open and credit balances, API tokens."""
+    """A member's front page: its budget this month (set or changed from here), usage by
+    model and day, SLA attainment against target, the incidents that touched them, their
+    invoices, open and credit balances, API tokens."""
+    return _home(request, form=None)
+
+
+@require_POST
+@role_required(Role.TENANT)
+def budget_set(request):
+    """Set or change the member's budget; a refusal shows the home page with its errors."""
+    form = BudgetForm(request.POST)
+    if form.is_valid() and _budget_save(request, form):
+        return redirect("home")
+    return _home(request, form=form)
+
+
+def _home(request, *, form: BudgetForm | None):
     tenant = user_tenant(request.user)
+    budget = budget_get(tenant=tenant)
+    form = form or BudgetForm(initial=_initial(budget))
     period = window_resolve({}, default="last_30_days").period
     rows = usage_daily_by_model(user=request.user, period=period)
     this_month = month_start(clock.now())
@@ -48,5 +71,32 @@ def tenant_home(request):
             "invoices": invoice_list(user=request.user)[:6],
             "open_total": open_balance(tenant=tenant),
             "credit_total": credit_balance(tenant=tenant),
+            "budget": budget,
+            "budget_form": form,
         },
+        status=400 if form.errors else 200,
     )
+
+
+def _initial(budget) -> dict:
+    rule = budget.rule
+    if rule is None:
+        return {}
+    thresholds = ", ".join(map(str, rule.params["thresholds"]))
+    return {k: rule.params.get(k) for k in ("amount", "tokens")} | {"thresholds": thresholds}
+
+
+def _budget_save(request, form: BudgetForm) -> bool:
+    """Create the member's budget rule or change it; a refusal is the form's error."""
+    budget = budget_get(tenant=user_tenant(request.user))
+    try:
+        if budget.rule is None:
+            rule_create(kind="budget", params=form.params(), by=request.user)
+        else:
+            rule_update(rule=budget.rule, changes={"params": form.params()}, by=request.user)
+    except FieldError as error:
+        name = error.field.removeprefix("params.")
+        form.add_error(name if name in form.fields else None, error.message)
+        return False
+    messages.success(request, "Budget saved.")
+    return True

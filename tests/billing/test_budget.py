@@ -175,3 +175,38 @@ def test_who_may_hold_a_budget_and_what_it_takes(users, token_client, member, fi
     assert _budget(finance, "tenant-b")["budget"] == "5.00"
     assert member.get("/api/v1/alert-rules").json()["count"] == 0  # tenant-b's is not its own
     assert AlertRule.objects.count() == 1
+
+
+def test_a_member_sets_its_budget_on_its_home_and_reads_its_alerts(
+    spent, users, session_client, now
+):
+    client = session_client(users["tenant"])
+    home = client.get("/").content.decode()
+    assert "No budget" in home and "Set budget" in home
+
+    refused = client.post("/billing/budget/", {"amount": "19.00", "thresholds": "50, eighty"})
+    assert refused.status_code == 400
+    assert "whole percents" in refused.content.decode()
+    budget = {"amount": "19.00", "thresholds": "50, 80, 100"}
+    assert client.post("/billing/budget/", budget).status_code == 302
+    home = client.get("/").content.decode()
+    for shown in ("15.84", "19.00 USD", "31.85", "3.16", "warning", "reached 50%, 80%"):
+        assert shown in home, shown
+
+    alerts_evaluate(now=now)
+    page = client.get("/alerts/").content.decode()
+    assert "Tenant A reached 80% of its December 2026 budget" in page
+    assert "as of 16 Dec 2026 10:00 UTC" in page and "T10:00" not in page
+    rule = AlertRule.objects.get()
+    assert client.post(f"/alerts/rules/{rule.pk}/", {"action": "disable"}).status_code == 302
+    rule.refresh_from_db()
+    assert rule.enabled is False
+    assert "No budget" in client.get("/").content.decode()  # a disabled budget watches nothing
+
+
+def test_only_a_member_sets_a_budget_from_the_home_page(users, session_client):
+    for role in ("operator", "finance", "investor"):
+        client = session_client(users[role])
+        response = client.post("/billing/budget/", {"amount": "5.00", "thresholds": "50"})
+        assert response.status_code == 403, role
+    assert not AlertRule.objects.exists()

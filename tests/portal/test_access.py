@@ -21,6 +21,7 @@ PAGES = {
     "/tokens/": {"operator", "finance", "tenant"},  # their own tokens; an investor has none
     "/inbox/": {"operator", "finance", "tenant"},  # the events each may see
     "/notifications/": {"operator", "finance", "tenant"},  # endpoints and email opt-ins
+    "/alerts/": {"operator", "finance", "tenant"},  # the alerts of the rules each may see
     "/audit/": {"operator"},
     "/usage/": TENANT_DATA,
     "/metering/": {"operator"},
@@ -95,6 +96,7 @@ def test_matrix_covers_every_page_route():
         "logout/",
         "tokens/<int:pk>/revoke/",
         "metrics",  # an API endpoint (Prometheus text), in API_LISTS
+        "billing/budget/",  # the target of the tenant home's budget form (POST only)
     )
     pages = {
         "/" + route

@@ -267,6 +267,7 @@ PAGE_CASES: dict[str, Page] = {
     "inbox/<int:pk>/open/": Page("GET", 404, lambda w: {"pk": w.delivery_b.event_id}),
     "notifications/endpoints/<int:pk>/": Page("GET", 404, _pk("endpoint_b"), own=_pk("endpoint_a")),
     "notifications/deliveries/<int:pk>/replay/": Page("POST", 404, _pk("delivery_b")),
+    "alerts/rules/<int:pk>/": Page("POST", 404, _pk("rule_b")),
     "tokens/<int:pk>/revoke/": Page("POST", 404, _pk("token_b")),
     "incidents/<int:pk>/": Page("GET", 403, _pk("incident_b")),  # operators only
     "incidents/<int:pk>/updates/": Page("POST", 403, _pk("incident_b")),
