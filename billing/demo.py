@@ -7,20 +7,24 @@ from decimal import Decimal
 from typing import TextIO
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db.models import Min
 
 from billing.domain.rating.types import LineKind
 from billing.models import Contract, CreditNote, Invoice, PrepaidBalance, Price, PromotionalCredit
+from billing.selectors.budget import budgets_read
 from billing.services.close import close_run
 from billing.services.credit_notes import credit_note_issue
 from billing.services.invoices import invoice_pay, invoices_overdue_raise
 from billing.services.prepaid import prepaid_purchase
 from billing.services.pricing import contract_create, price_create, promotion_grant
+from billing.services.rated import rated_usage_update
 from metering.selectors.factory import served_model_get
 from metering.selectors.usage import hourly_usage_list
 from portal import clock
-from portal.demo import DEMO_TENANTS, demo_step
-from portal.models import Tenant
+from portal.alerts import alerts_evaluate, rule_create
+from portal.demo import DEMO_LOGINS, DEMO_TENANTS, demo_step
+from portal.models import AlertRule, Tenant
 from portal.periods import month_start, next_month
 
 PRICES_FROM = datetime(2026, 1, 1, tzinfo=UTC)
@@ -112,6 +116,27 @@ def demo_billing(*, stdout: TextIO) -> None:
     _invoice_closed_months(now=now, stdout=stdout)
     overdue = invoices_overdue_raise(now=now)  # as the hourly job would have by now
     stdout.write(f"  {overdue} invoices overdue\n")
+    _budget(now=now, stdout=stdout)
+
+
+def _budget(*, now, stdout: TextIO) -> None:
+    """Acme's budget for the month, set so that its spend so far is 86 % of it: the 50 and
+    80 % thresholds fire (as the alerts job would have), its home shows the month heading
+    past it."""
+    tenant = Tenant.objects.get(slug="acme")
+    if AlertRule.objects.filter(kind=AlertRule.Kind.BUDGET, tenant=tenant).exists():
+        return
+    rated_usage_update()  # the month so far, as the rate stage keeps it
+    params = {"amount": "1.00", "thresholds": [50, 80, 100]}
+    [spent] = budgets_read([AlertRule(kind="budget", tenant=tenant, params=params)], now=now)
+    if not spent.spent:
+        stdout.write(f"  no budget for acme: its month is not rated ({spent.state})\n")
+        return
+    amount = (spent.spent / Decimal("0.86")).quantize(Decimal(1))
+    operator = User.objects.get(username=DEMO_LOGINS[0][0])
+    rule_create(kind="budget", tenant=tenant, params={"amount": f"{amount}.00"}, by=operator)
+    fired = alerts_evaluate(now=now)["fired"]
+    stdout.write(f"  acme's budget {amount:,} {spent.unit}: {fired} thresholds reached\n")
 
 
 def _invoice_closed_months(*, now, stdout: TextIO) -> None:
