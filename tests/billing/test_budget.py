@@ -210,3 +210,25 @@ def test_only_a_member_sets_a_budget_from_the_home_page(users, session_client):
         response = client.post("/billing/budget/", {"amount": "5.00", "thresholds": "50"})
         assert response.status_code == 403, role
     assert not AlertRule.objects.exists()
+
+
+def test_evaluating_budgets_reads_as_many_queries_for_30_tenants_as_for_3(spent, now):
+    """The alerts job reads read models in a query count flat in tenants (and in events:
+    the tenant-months' rated totals, never raw usage)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from portal.models import Tenant
+
+    def evaluated(count: int) -> int:
+        AlertRule.objects.all().delete()
+        for n in range(count):
+            tenant, _ = Tenant.objects.get_or_create(slug=f"t{n}", defaults={"name": f"T{n}"})
+            params = {"amount": "5.00"} if n % 2 else {"tokens": 10 * M}
+            params["thresholds"] = [50]
+            AlertRule.objects.create(kind="budget", tenant=tenant, params=params)
+        with CaptureQueriesContext(connection) as queries:
+            alerts_evaluate(now=now)
+        return len(queries)
+
+    assert evaluated(3) == evaluated(30)
