@@ -183,9 +183,10 @@ def celery_worker(now: datetime, log_name: str, *, include=(), env=None):
         DATABASE_URL=f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
         CELERY_BROKER_URL=broker,
         CELERY_RESULT_BACKEND=broker,
+        WORKER_NICE="0",  # the test waits on it: at the suite's priority (a test sets its own)
         **clock_env(now),
-        **(env or {}),
     )
+    worker_env.update(env or {})
     root = Path(__file__).resolve().parents[1]
     log_path = root / "var" / f"{log_name}{XDIST_WORKER}.log"
     log_path.parent.mkdir(exist_ok=True)
@@ -223,14 +224,6 @@ def celery_worker(now: datetime, log_name: str, *, include=(), env=None):
             process.kill()
         app.close()
         previous.set_current()  # else later tests' task proxies resolve on the closed client
-
-
-@pytest.fixture
-def live_worker(transactional_db, now):
-    """A real Celery worker process, consuming from the test Redis and writing to the test
-    database. Yields a Celery client app bound to the same broker."""
-    with celery_worker(now, "test-worker") as (app, _, _):
-        yield app
 
 
 @contextmanager

@@ -92,7 +92,7 @@ class Worker:
 
 @pytest.fixture
 def reliability_worker(transactional_db, now, tmp_path):
-    """A real worker like tests/conftest.py's live_worker, that also imports the test-only
+    """A real worker like tests/conftest.py's celery_worker, that also imports the test-only
     tasks of tests/reliability/tasks.py and exposes its process and log."""
     with celery_worker(
         now,
