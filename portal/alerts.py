@@ -75,6 +75,11 @@ class Kind:
     tenant_required: bool = False
     scope_keys: frozenset[str] = frozenset()  # what `scope` may name beside the tenant
     fired_event: str = "alert.fired"
+    # A condition kind (burn, drift, silence…) keys its alerts by the time the condition
+    # began: while one is firing for a (rule, scope key, threshold), a finding of the same
+    # continues it, whatever onset it names. A calendar kind (budget…) keys by its month
+    # or day, so each threshold fires once in it.
+    condition: bool = False
 
 
 KINDS: dict[str, Kind] = {}
@@ -198,14 +203,23 @@ def alerts_evaluate(*, now: datetime | None = None) -> dict[str, int]:
         )
         findings, evaluated = _evaluate(rules, now)
         keys = {finding.key: finding for finding in findings}
+        holding = {_condition(*key) for key in keys}
         known = _alerts(rules, findings)
-        fired = [finding for key, finding in keys.items() if key not in known]
+        firing = {_condition(*key) for key, a in known.items() if a.state == Alert.State.FIRING}
+        fired = [
+            finding
+            for key, finding in keys.items()
+            if key not in known and not (_is_condition(finding.rule) and _condition(*key) in firing)
+        ]
         for finding in fired:
             _fire(finding, now=now)
         resolved = [
             alert
             for key, alert in known.items()
-            if alert.state == Alert.State.FIRING and alert.rule_id in evaluated and key not in keys
+            if alert.state == Alert.State.FIRING
+            and alert.rule_id in evaluated
+            and key not in keys
+            and not (_is_condition(alert.rule) and _condition(*key) in holding)
         ]
         for alert in resolved:
             _resolve(alert, now=now)
@@ -228,13 +242,28 @@ def _evaluate(rules: list[AlertRule], now: datetime) -> tuple[list[Finding], set
     return findings, evaluated
 
 
+def _is_condition(rule: AlertRule) -> bool:
+    return KINDS[rule.kind].condition
+
+
+def _condition(rule_id: int, scope_key: str, window_start: datetime, threshold: str) -> tuple:
+    """What a condition kind's alert is while it fires: its key but the onset."""
+    return (rule_id, scope_key, threshold)
+
+
 def _alerts(rules: Iterable[AlertRule], findings: list[Finding]) -> dict[tuple, Alert]:
-    """The alerts of `rules` that are firing or have a finding's key (fired before)."""
+    """The alerts of `rules` that are firing or have a finding's key (fired before), each
+    holding its rule (read once, above)."""
+    rules = {rule.pk: rule for rule in rules}
     starts = {finding.window_start for finding in findings}
     alerts = Alert.objects.filter(rule__in=list(rules)).filter(
         Q(state=Alert.State.FIRING) | Q(window_start__in=starts)
     )
-    return {(a.rule_id, a.scope_key, a.window_start, a.threshold): a for a in alerts}
+    known = {}
+    for alert in alerts:
+        alert.rule = rules[alert.rule_id]
+        known[(alert.rule_id, alert.scope_key, alert.window_start, alert.threshold)] = alert
+    return known
 
 
 def _fire(finding: Finding, *, now: datetime) -> Alert:
