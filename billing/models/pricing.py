@@ -70,6 +70,9 @@ class Contract(EffectiveDated):
     credit_tiers = models.JSONField(default=default_credit_tiers, blank=True)
     # An invoice is due this many days after it is issued.
     payment_terms_days = models.PositiveSmallIntegerField(default=30)
+    # The share of requests that must be compliant, for the tenant's SLO burn alerts
+    # (kpis.md 3c); None: each deployment version's.
+    slo_target = models.DecimalField(max_digits=6, decimal_places=5, null=True, blank=True)
 
     class Meta:
         ordering = ["tenant__slug", "effective_from"]

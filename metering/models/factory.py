@@ -1,3 +1,5 @@
+from decimal import Decimal
+
 from django.db import models
 
 from portal.models import EffectiveDated
@@ -89,6 +91,8 @@ class DeploymentVersion(EffectiveDated):
     slo_tpot_ms = models.PositiveIntegerField(null=True, blank=True)
     # Optional throughput floor: requests should stream at least this many tokens/s.
     slo_min_tokens_per_s = models.PositiveIntegerField(null=True, blank=True)
+    # The share of requests that must be compliant: the SLO burn rate's target (kpis.md 3c).
+    slo_target = models.DecimalField(max_digits=6, decimal_places=5, default=Decimal("0.99"))
 
     class Meta:
         ordering = ["deployment", "effective_from"]
@@ -98,6 +102,9 @@ class DeploymentVersion(EffectiveDated):
             ),
             models.CheckConstraint(condition=models.Q(r_ref__gt=0), name="r_ref_positive"),
             models.CheckConstraint(condition=models.Q(w_in__gte=0), name="w_in_non_negative"),
+            models.CheckConstraint(
+                condition=models.Q(slo_target__gt=0, slo_target__lt=1), name="slo_target_range"
+            ),
         ]
 
     def __str__(self) -> str:

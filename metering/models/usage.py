@@ -183,3 +183,24 @@ class DailyUsage(UsageRollup):
             models.UniqueConstraint(fields=["tenant", "deployment", "day"], name="daily_unique")
         ]
         indexes = [models.Index(fields=["day"], name="daily_day_idx")]
+
+
+class FiveMinuteUsage(models.Model):
+    """Requests of a tenant on a deployment in one 5-minute bucket (its start), for the SLO
+    burn rate (kpis.md section 3c): written by the fold beside the hourly rollups, from the
+    same events under the same SLO, and kept 8 days (FIVE_MINUTE_DAYS)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_constraint=False)
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, db_constraint=False)
+    bucket = models.DateTimeField()
+    requests = models.BigIntegerField(default=0)
+    compliant_requests = models.BigIntegerField(default=0)
+    errors = models.BigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "deployment", "bucket"], name="five_minute_unique"
+            )
+        ]
+        indexes = [models.Index(fields=["bucket"], name="five_minute_bucket_idx")]

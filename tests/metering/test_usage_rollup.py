@@ -1,5 +1,6 @@
 """Rollups equal a direct aggregation of the raw events, whatever the arrival order; the fold
-adds each event once and never rebuilds an hour from the events it can see."""
+adds each event once and never rebuilds an hour from the events it can see. The 5-minute
+buckets (the burn rate's data) sum to their hours, and are kept 8 days."""
 
 import time
 from datetime import UTC, datetime, timedelta
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from metering.domain.usage.validation import validate_events
 from metering.models import (
     DailyUsage,
+    FiveMinuteUsage,
     FoldPending,
     HourlyUsage,
     IncompleteRawMonth,
@@ -27,6 +29,7 @@ from metering.services.usage import rollup as rollup_service
 from metering.services.usage.changes import usage_refold
 from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import usage_fold
+from portal.clock import clock_set
 from portal.models import Tenant
 from tests.conftest import broker_mode
 from tests.metering.factories import make_deployment
@@ -143,15 +146,36 @@ def factory(db):
     make_deployment(model="m2", pool="h200-a", ttft=2000)
 
 
+def _five_minute_hours():
+    """The 5-minute buckets summed per hour: (requests, compliant, errors)."""
+    hours = {}
+    for row in FiveMinuteUsage.objects.all():
+        assert row.bucket.minute % 5 == 0 and row.bucket.second == 0
+        key = (row.tenant_id, row.deployment_id, row.bucket.replace(minute=0))
+        n, ok, err = hours.get(key, (0, 0, 0))
+        hours[key] = (n + row.requests, ok + row.compliant_requests, err + row.errors)
+    return hours
+
+
+def _hourly_requests():
+    return {
+        (h.tenant_id, h.deployment_id, h.hour): (h.requests, h.compliant_requests, h.errors)
+        for h in HourlyUsage.objects.all()
+    }
+
+
+# The clock 4 days after the events' first: every event is within the 5-minute horizon.
+@pytest.mark.parametrize("now", [BASE + timedelta(days=4)], indirect=True)
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(first=events_strategy, late=events_strategy, crash=st.booleans())
 def test_rollups_equal_direct_aggregation_with_late_events_and_interruptions(
-    factory, first, late, crash, monkeypatch
+    factory, now, first, late, crash, monkeypatch
 ):
     UsageEvent.objects.all().delete()
     HourlyUsage.objects.all().delete()
+    FiveMinuteUsage.objects.all().delete()
     DailyUsage.objects.all().delete()
     FoldPending.objects.all().delete()
     from metering.models import EventKey
@@ -175,6 +199,7 @@ def test_rollups_equal_direct_aggregation_with_late_events_and_interruptions(
     usage_fold()  # a second run changes nothing
 
     assert _rolled() == _direct()
+    assert _five_minute_hours() == _hourly_requests()
     daily = {
         (d.tenant_id, d.deployment_id, d.day): d.output_tokens for d in DailyUsage.objects.all()
     }
@@ -201,10 +226,11 @@ def test_the_fold_runs_in_a_real_worker_when_the_ingest_asks_for_it(pipeline_wor
     assert not FoldPending.objects.exists()
 
 
-def test_a_version_that_changes_the_slo_from_a_past_hour_folds_that_usage_again(db):
+@pytest.mark.parametrize("now", [BASE + timedelta(days=6)], indirect=True)
+def test_a_version_that_changes_the_slo_from_a_past_hour_folds_that_usage_again(db, now):
     """The version in force at an event's time applies to it (kpis.md): a tighter SLO from
     2 March makes the 3 March request late, not the 1 March one, nor the 5 March one that a
-    later version covers."""
+    later version covers. Their 5-minute buckets are counted again with their hours."""
     Tenant.objects.create(slug="t1", name="t1")
     deployment = make_deployment(model="m1", ttft=2000)
     deployment_version_add(
@@ -237,6 +263,10 @@ def test_a_version_that_changes_the_slo_from_a_past_hour_folds_that_usage_again(
     assert list(
         HourlyUsage.objects.order_by("hour").values_list("compliant_output_tokens", flat=True)
     ) == [20, 0, 20]
+    assert list(
+        FiveMinuteUsage.objects.order_by("bucket").values_list("requests", "compliant_requests")
+    ) == [(1, 1), (1, 0), (1, 1)]
+    assert _five_minute_hours() == _hourly_requests()
 
 
 def test_a_past_slo_change_is_folded_by_the_stage_its_version_asks_for(transactional_db):
@@ -425,3 +455,33 @@ def test_a_rebuild_from_raw_events_alone_puts_a_pool_in_service_from_its_first_h
     assert rollup_service.refold_apply() == 2
     assert Pool.objects.get(slug="p1").in_service_from == BASE + timedelta(hours=2)
     assert HourlyUsage.objects.count() == 2
+
+
+def test_five_minute_buckets_older_than_8_days_are_pruned_by_the_fold(db, now):
+    """Folded on 15 December 10:00 (horizon 7 December 10:00), every event has its bucket;
+    folded again on 16 December 10:00 (horizon 8 December 10:00), the 09:55 bucket is gone.
+    The hours keep everything."""
+    Tenant.objects.create(slug="t1", name="t1")
+    make_deployment(model="m1")
+    horizon = datetime(2026, 12, 8, 10, tzinfo=UTC)
+    items = [
+        {"id": f"p{i}", "tenant": "t1", "model": "m1", "input_tokens": 1, "output_tokens": 1,
+         "time": (horizon + timedelta(minutes=minutes)).isoformat()}
+        for i, minutes in enumerate((-5, -1, 0, 7))
+    ]  # fmt: skip
+    events, errors = validate_events(items=items, now=now)
+    assert not errors
+    usage_ingest(events=events, received_at=now)
+    clock_set(now - timedelta(days=1))
+    usage_fold()
+    def buckets():
+        return list(FiveMinuteUsage.objects.order_by("bucket").values_list("bucket", "requests"))
+
+    five = timedelta(minutes=5)
+    assert buckets() == [(horizon - five, 2), (horizon, 1), (horizon + five, 1)]
+
+    clock_set(now)
+    usage_fold()
+
+    assert buckets() == [(horizon, 1), (horizon + five, 1)]
+    assert HourlyUsage.objects.get(hour=horizon - timedelta(hours=1)).requests == 2
