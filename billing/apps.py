@@ -5,10 +5,13 @@ class BillingConfig(AppConfig):
     name = "billing"
 
     def ready(self) -> None:
-        """Billing's alert kinds (portal.alerts): a tenant's budget."""
+        """Billing's alert kinds (portal.alerts): a tenant's budget, its uptime below its
+        tier; and the contracts' SLO targets that tenants' burn rules fall back to."""
         from billing.domain.budget import budget_params_check
         from billing.selectors.budget import budget_evaluate
-        from portal.alerts import Kind, kind_register
+        from billing.selectors.pricing import contract_slo_targets
+        from billing.selectors.uptime import uptime_evaluate, uptime_params_check
+        from portal.alerts import Kind, kind_register, tenant_slo_targets_provide
         from portal.models import Role
 
         kind_register(
@@ -21,3 +24,13 @@ class BillingConfig(AppConfig):
                 fired_event="budget.threshold_reached",
             )
         )
+        kind_register(
+            Kind(
+                name="uptime_below_tier",
+                params_check=uptime_params_check,
+                evaluate=uptime_evaluate,
+                holders=frozenset({Role.FINANCE, Role.TENANT}),
+                tenant_required=True,
+            )
+        )
+        tenant_slo_targets_provide(contract_slo_targets)

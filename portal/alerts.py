@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -74,6 +75,8 @@ class Kind:
     holders: frozenset[Role]  # roles that may hold it, operators aside (they hold every kind)
     tenant_required: bool = False
     scope_keys: frozenset[str] = frozenset()  # what `scope` may name beside the tenant
+    # What the scope names exists (a pool…): the checked scope; FieldError naming scope.<x>.
+    scope_check: Callable[[dict], dict] | None = None
     fired_event: str = "alert.fired"
     # A condition kind (burn, drift, silence…) keys its alerts by the time the condition
     # began: while one is firing for a (rule, scope key, threshold), a finding of the same
@@ -87,6 +90,21 @@ KINDS: dict[str, Kind] = {}
 
 def kind_register(kind: Kind) -> None:
     KINDS[kind.name] = kind
+
+
+# A tenant's SLO target from its contract (kpis.md 3c: a tenant's burn rule falls back to
+# it): contracts live above the app whose kind reads it, which provides the read at start-up.
+TenantTargets = Callable[[list[int], datetime], dict[int, Decimal]]
+_tenant_targets: list[TenantTargets] = []
+
+
+def tenant_slo_targets_provide(read: TenantTargets) -> None:
+    _tenant_targets[:] = [read]
+
+
+def tenant_slo_targets(tenant_ids: list[int], at: datetime) -> dict[int, Decimal]:
+    """The contract SLO target in force at `at` of each tenant that has one."""
+    return _tenant_targets[0](tenant_ids, at) if _tenant_targets and tenant_ids else {}
 
 
 def _kind(name: str) -> Kind:
@@ -127,6 +145,8 @@ def _checked(kind: str, *, tenant: Tenant | None, scope: dict, params: dict) -> 
     if unknown := sorted(set(scope) - definition.scope_keys):
         allowed = ", ".join(sorted(definition.scope_keys)) or "nothing but the tenant"
         raise FieldError(f"scope.{unknown[0]}", f"a {kind} rule's scope names {allowed}")
+    if definition.scope_check is not None:
+        scope = definition.scope_check(scope)
     if not isinstance(params, dict):
         raise FieldError("params", "an object")
     return scope, definition.params_check(params)

@@ -74,6 +74,16 @@ class ContractSerializer(ModelSerializer):
         default=30,
         help_text="invoices are due this many days after issue",
     )
+    slo_target = serializers.DecimalField(
+        max_digits=6,
+        decimal_places=5,
+        min_value=Decimal("0.00001"),
+        max_value=Decimal("0.99999"),
+        required=False,
+        allow_null=True,
+        help_text="share of requests that must be compliant, for the tenant's SLO burn alerts "
+        "(0.995); null: each deployment version's",
+    )
 
     class Meta:
         model = Contract
@@ -88,6 +98,7 @@ class ContractSerializer(ModelSerializer):
             "currency",
             "credit_tiers",
             "payment_terms_days",
+            "slo_target",
             "effective_from",
         ]
         validators = []  # the service reports a duplicate version on effective_from

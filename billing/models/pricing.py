@@ -94,6 +94,11 @@ class Contract(EffectiveDated):
         return f"{self.tenant} {self.kind} from {self.effective_from:%Y-%m-%d %H:%M}"
 
     @property
+    def tiers(self) -> list[tuple[Decimal, Decimal]]:
+        """The credit tiers as decimals: [(uptime below, credit percent)]."""
+        return [(Decimal(below), Decimal(pct)) for below, pct in self.credit_tiers]
+
+    @property
     def sla_target(self) -> Decimal:
         """The availability target: the highest credit threshold (0.999 by default)."""
         return max((Decimal(below) for below, _ in self.credit_tiers), default=Decimal("0.999"))

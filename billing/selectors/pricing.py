@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from django.db.models import Count, Max, QuerySet
 
 from billing.models import Contract, Price, PromotionalCredit
 from portal.access import tenant_scoped
 from portal.effective import in_force_by
+from portal.periods import next_month
+from portal.versions import versions_in_force
 
 
 @dataclass
@@ -69,3 +72,31 @@ def pricing_digest() -> tuple:
         tuple(model.objects.aggregate(n=Count("id"), last=Max("id")).values())
         for model in (Price, Contract, PromotionalCredit)
     )
+
+
+def _tenant_of(contract: Contract) -> int:
+    return contract.tenant_id
+
+
+def month_contracts(*, tenant_ids: list[int], month_start: datetime) -> dict[int, Contract]:
+    """The contract whose SLA applies to each tenant's month: the one in force at the
+    month's start, else the first that starts in it; tenants with neither are absent. One
+    query however many tenants."""
+    contracts = Contract.objects.filter(
+        tenant_id__in=tenant_ids, effective_from__lt=next_month(month_start)
+    )
+    return {
+        tenant_id: series.at(month_start) or next(iter(series))
+        for tenant_id, series in in_force_by(contracts, series=_tenant_of).items()
+    }
+
+
+def contract_slo_targets(tenant_ids: list[int], at: datetime) -> dict[int, Decimal]:
+    """The SLO target of each tenant's contract in force at `at`, where it sets one
+    (kpis.md 3c: a tenant's burn rule falls back to it)."""
+    contracts = Contract.objects.filter(tenant_id__in=tenant_ids)
+    return {
+        tenant_id: contract.slo_target
+        for tenant_id, contract in versions_in_force(contracts, at=at, series=_tenant_of).items()
+        if contract.slo_target is not None
+    }

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from billing.domain.credits import credit_amount, credit_pct_for, target_of
 from billing.domain.rating.types import RatingError
 from billing.models import Contract, LedgerTransaction, SlaCredit
+from billing.selectors.pricing import month_contracts
 from billing.selectors.rated import TenantMonthTotals, rated_month_totals
 from billing.services.ledger import (
     Leg,
@@ -28,8 +29,6 @@ from metering.selectors.sla.months import SlaMonth, sla_month_list
 from portal import clock
 from portal.formatting import decimal_plain, money_text
 from portal.models import Tenant
-from portal.periods import next_month
-from portal.versions import version_in_force
 
 ZERO = Decimal(0)
 
@@ -44,20 +43,6 @@ class SlaFigures:
     credit_amount: Decimal | None  # None when the month cannot be rated
     currency: str
     is_posted: bool  # closed: the credit is in the ledger
-
-
-def _tiers(contract: Contract | None) -> list[tuple[Decimal, Decimal]]:
-    if contract is None:
-        return []
-    return [(Decimal(below), Decimal(pct)) for below, pct in contract.credit_tiers]
-
-
-def _contract(tenant: Tenant, month_start: datetime) -> Contract | None:
-    """The contract whose SLA applies: in force at the month's start, else the first of it."""
-    contracts = Contract.objects.filter(tenant=tenant, effective_from__lt=next_month(month_start))
-    return (
-        version_in_force(contracts, at=month_start) or contracts.order_by("effective_from").first()
-    )
 
 
 def _bases(totals: dict[int, TenantMonthTotals]) -> dict[int, tuple[Decimal, str] | RatingError]:
@@ -95,10 +80,11 @@ def sla_figures_list(
     amounts = (
         usage_amounts(tenants=unposted, month_start=month_start, exact=exact) if unposted else {}
     )
+    contracts = month_contracts(tenant_ids=[s.tenant.pk for s in slas], month_start=month_start)
     figures = []
     for sla in slas:
-        contract = _contract(sla.tenant, month_start)
-        tiers = _tiers(contract)
+        contract = contracts.get(sla.tenant.pk)
+        tiers = contract.tiers if contract else []
         if credit := posted.get(sla.tenant.pk):
             pct, amount, currency = credit.credit_pct, credit.amount, credit.currency
         else:
@@ -135,11 +121,15 @@ def sla_month_close(
     second run finds the rows and posts nothing. Returns the credits created now. The
     month's close posts them on the month's last day (`by_close`)."""
     created = []
-    for figures in sla_figures_list(month_start=month_start, exact=True):
+    every = sla_figures_list(month_start=month_start, exact=True)
+    contracts = month_contracts(
+        tenant_ids=[f.sla.tenant.pk for f in every], month_start=month_start
+    )
+    for figures in every:
         sla = figures.sla
         if figures.is_posted or figures.credit_amount is None:
             continue
-        contract = _contract(sla.tenant, month_start)
+        contract = contracts.get(sla.tenant.pk)
         if contract is None or contract.kind != Contract.Kind.PAID:
             continue
         base, _ = usage_amount(tenant=sla.tenant, month_start=month_start)

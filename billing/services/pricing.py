@@ -109,6 +109,7 @@ def contract_create(
     committed_minimum: Decimal = Decimal(0),
     credit_tiers: list | None = None,
     payment_terms_days: int = 30,
+    slo_target: Decimal | None = None,
     by=None,
 ) -> Contract:
     """Add a contract version for a tenant, in force from effective_from."""
@@ -124,6 +125,8 @@ def contract_create(
         raise FieldError("committed_minimum", "must not be negative")
     if not 0 <= payment_terms_days <= 365:
         raise FieldError("payment_terms_days", "must be between 0 and 365 days")
+    if slo_target is not None and not 0 < slo_target < 1:
+        raise FieldError("slo_target", "must be between 0 and 1, such as 0.995")
     contract = Contract(
         tenant=tenant,
         kind=kind,
@@ -133,6 +136,7 @@ def contract_create(
         committed_minimum=committed_minimum,
         currency=currency,
         payment_terms_days=payment_terms_days,
+        slo_target=slo_target,
         effective_from=effective_from,
     )
     if credit_tiers is not None:

@@ -86,7 +86,15 @@ class DeploymentVersionSerializer(ModelSerializer):
             "slo_ttft_ms",
             "slo_tpot_ms",
             "slo_min_tokens_per_s",
+            "slo_target",
         ]
+        extra_kwargs = {
+            "slo_target": {
+                "min_value": Decimal("0.00001"),
+                "max_value": Decimal("0.99999"),
+                "help_text": "share of requests that must be compliant (SLO burn alerts)",
+            }
+        }
 
 
 class DeploymentSerializer(serializers.ModelSerializer):

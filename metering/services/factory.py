@@ -112,6 +112,7 @@ class VersionSpec:
     slo_ttft_ms: int | None = None
     slo_tpot_ms: int | None = None
     slo_min_tokens_per_s: int | None = None
+    slo_target: Decimal = Decimal("0.99")
 
 
 @transaction.atomic

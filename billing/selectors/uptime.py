@@ -1,0 +1,71 @@
+"""The `uptime_below_tier` alert kind (kpis.md section 3c): a tenant's month-to-date uptime
+(section 3b) below its contract's highest credit threshold, the tier it was sold. Read from
+metering's SLA figures and the month's contracts, in a query count that does not grow with
+tenants."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from billing.domain.credits import target_of
+from billing.selectors.pricing import month_contracts
+from metering.selectors.sla.months import sla_month_list
+from portal.alerts import Evaluation, Finding
+from portal.errors import FieldError
+from portal.models import AlertRule
+from portal.periods import month_start
+
+
+def uptime_params_check(params: dict) -> dict:
+    """An uptime_below_tier rule takes no params: the contract names the tier."""
+    if params:
+        raise FieldError(f"params.{sorted(params)[0]}", "an uptime_below_tier rule takes none")
+    return {}
+
+
+def _percent(value: Decimal) -> str:
+    return f"{value * 100:.3f}%"
+
+
+def uptime_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
+    """A finding per rule whose tenant's month-to-date uptime is below its tier, keyed by
+    the month and the tier (once a month); tenants without a contract tier or without an
+    uptime figure yet never fire."""
+    month = month_start(now)
+    tenants = {rule.tenant_id: rule.tenant for rule in rules}
+    slas = {
+        sla.tenant.pk: sla
+        for sla in sla_month_list(month_start=month, tenants=tenants.values(), now=now)
+    }
+    contracts = month_contracts(tenant_ids=list(tenants), month_start=month)
+    findings = []
+    for rule in rules:
+        sla, contract = slas.get(rule.tenant_id), contracts.get(rule.tenant_id)
+        target = target_of(tiers=contract.tiers) if contract and contract.tiers else None
+        if sla is None or sla.uptime is None or target is None:
+            continue
+        uptime = Decimal(sla.uptime.numerator) / Decimal(sla.uptime.denominator)
+        if uptime >= target:
+            continue
+        findings.append(
+            Finding(
+                rule=rule,
+                window_start=month,
+                threshold=str(target),
+                value=_percent(uptime),
+                summary=(
+                    f"{rule.tenant.name}'s {month:%B %Y} uptime so far, {_percent(uptime)}, "
+                    f"is below its {_percent(target)} tier"
+                ),
+                figures={
+                    "uptime": str(uptime.quantize(Decimal("1e-10"))),
+                    "target": str(target),
+                    "downtime_seconds": str(sla.downtime_seconds),
+                    "maintenance_seconds": str(sla.maintenance_seconds),
+                    "period_end": sla.period_end.isoformat().replace("+00:00", "Z"),
+                },
+                link="/billing/sla/",
+            )
+        )
+    return Evaluation(findings=findings)
