@@ -3,3 +3,36 @@ from django.apps import AppConfig
 
 class FlywheelConfig(AppConfig):
     name = "flywheel"
+
+    def ready(self) -> None:
+        """The flywheel's alert kinds (portal.alerts), operators' only: a pool wasting
+        healthy GPUs, and a closed day's TEF or TFI below a threshold."""
+        from flywheel.domain.alerts import gpu_waste_params_check, kpi_below_band_params_check
+        from flywheel.selectors.alerts import (
+            gpu_waste_evaluate,
+            kpi_below_band_evaluate,
+            pool_scope_check,
+        )
+        from portal.alerts import Kind, kind_register
+
+        kind_register(
+            Kind(
+                name="gpu_waste",
+                params_check=gpu_waste_params_check,
+                evaluate=gpu_waste_evaluate,
+                holders=frozenset(),
+                scope_keys=frozenset({"pool"}),
+                scope_check=pool_scope_check,
+                condition=True,
+            )
+        )
+        kind_register(
+            Kind(
+                name="kpi_below_band",
+                params_check=kpi_below_band_params_check,
+                evaluate=kpi_below_band_evaluate,
+                holders=frozenset(),
+                scope_keys=frozenset({"pool"}),
+                scope_check=pool_scope_check,
+            )
+        )
