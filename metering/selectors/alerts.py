@@ -1,0 +1,287 @@
+"""Metering's alert kinds (kpis.md section 3c; architecture.md "Alerts and notifications"):
+reconciliation drift, a silent source, a scrape target down. Each evaluation reads
+metering's read models (the reconciled deployment-hours, the sources seen, the scrape
+targets' health), never raw usage events, in a number of queries that does not grow with
+rules, deployments, sources or targets. All three are condition kinds (portal.alerts):
+a finding names when its condition began and one alert fires while it holds. The scope
+checks refuse what does not exist, naming `scope.<x>`."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+from django.db.models import Max
+from django.urls import reverse
+
+from metering.domain.alerts import DRIFT_HOURS, SCRAPE_FAILURES, SILENT_MINUTES
+from metering.domain.usage.sources import RECENT, SourceState, source_state
+from metering.models import Deployment, EngineHourly, ScrapeTarget, SourceSeen
+from metering.selectors.telemetry import (
+    ReconciliationRow,
+    ScrapeTargetHealth,
+    reconciliation_list,
+    reconciliation_tolerance,
+    scrape_target_health,
+)
+from metering.selectors.usage import usage_metered_until
+from portal.alerts import Evaluation, Finding
+from portal.errors import FieldError
+from portal.models import AlertRule
+from portal.periods import hour_floor
+
+HOUR = timedelta(hours=1)
+# How far before a rule's N hours the start of a run of flagged hours is sought: a longer
+# run names the start of this look-back (its alert, already firing, continues all the same).
+RUN_LOOKBACK = timedelta(hours=24)
+SCRAPE_EVERY = timedelta(seconds=30)  # the beat's "scrape" cadence (settings)
+
+
+def _instant(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+# ---------------------------------------------------------------- reconciliation drift
+
+
+def reconciliation_drift_scope_check(scope: dict) -> dict:
+    """{} (every deployment) or {"deployment": slug} of an existing deployment."""
+    slug = scope.get("deployment")
+    if "deployment" in scope and (
+        not isinstance(slug, str) or not Deployment.objects.filter(slug=slug).exists()
+    ):
+        raise FieldError("scope.deployment", "the slug of a deployment")
+    return scope
+
+
+def reconciliation_drift_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
+    """`reconciliation_drift`: a deployment whose last N whole hours (default 2), ending at
+    the last whole hour the fold covers (usage_metered_until), are each flagged by
+    reconciliation_list (data-formats.md §8.8; an hour without engine data is not flagged)
+    is a finding of every rule watching it: scope {} every deployment (scope key: its slug),
+    or {"deployment": slug}. Threshold N; window start the first hour of its run of flagged
+    hours (sought RUN_LOOKBACK before the N at most); figures the N hours' engine and
+    metered output tokens and their difference. At most 5 queries: the fold's horizon (2)
+    and the reconciled hours (3), however many rules and deployments."""
+    end = hour_floor(usage_metered_until(now=now))
+    longest = max(rule.params.get("hours", DRIFT_HOURS) for rule in rules)
+    start = end - longest * HOUR - RUN_LOOKBACK
+    flagged: dict[str, dict[datetime, ReconciliationRow]] = defaultdict(dict)
+    for row in reconciliation_list(start=start, end=end):
+        if row.is_flagged:
+            flagged[row.deployment][row.hour] = row
+    ratio, tokens = reconciliation_tolerance()
+    tolerance = {"tolerance_ratio": str(ratio), "tolerance_tokens": tokens}
+    findings = []
+    for rule in rules:
+        hours = rule.params.get("hours", DRIFT_HOURS)
+        last = [end - n * HOUR for n in range(hours, 0, -1)]  # oldest first
+        slugs = [rule.scope["deployment"]] if "deployment" in rule.scope else sorted(flagged)
+        for slug in slugs:
+            rows = flagged.get(slug, {})
+            if not all(hour in rows for hour in last):
+                continue
+            onset = last[0]
+            while onset - HOUR in rows:
+                onset -= HOUR
+            findings.append(
+                _drift_finding(rule, slug, [rows[hour] for hour in last], onset, tolerance)
+            )
+    return Evaluation(findings=findings)
+
+
+def _drift_finding(
+    rule: AlertRule, slug: str, rows: list[ReconciliationRow], onset: datetime, tolerance: dict
+) -> Finding:
+    newest = rows[-1]
+    value = f"{newest.difference_pct:+.1f}%"
+    return Finding(
+        rule=rule,
+        scope_key=slug,
+        window_start=onset,
+        threshold=str(len(rows)),
+        value=value,
+        summary=(
+            f"{slug}: engine and metered output tokens disagree beyond tolerance in each of "
+            f"the last {len(rows)} whole hours (flagged since {onset:%d %b %H:%M} UTC); "
+            f"{newest.hour:%H:%M}: engine {newest.engine_output_tokens:,}, metered "
+            f"{newest.metered_output_tokens:,} ({value})"
+        ),
+        figures={
+            "hours": [
+                {
+                    "hour": _instant(row.hour),
+                    "engine_output_tokens": row.engine_output_tokens,
+                    "metered_output_tokens": row.metered_output_tokens,
+                    "difference": row.difference,
+                }
+                for row in rows
+            ],
+            **tolerance,
+        },
+        link=reverse("metering") + "#reconciliation",
+    )
+
+
+# ---------------------------------------------------------------- source silent
+
+
+def source_silent_scope_check(scope: dict) -> dict:
+    """{} (every source) or {"source": name} of a source that has sent usage."""
+    name = scope.get("source")
+    if "source" in scope and (
+        not isinstance(name, str) or not SourceSeen.objects.filter(source=name).exists()
+    ):
+        raise FieldError("scope.source", "the name of a source that has sent usage")
+    return scope
+
+
+def source_silent_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
+    """`source_silent`: a source that sent usage in the last 24 h and none for N minutes
+    (default 15) while the engine counters of its deployments grew (the one rule,
+    metering.domain.usage.sources.source_state, told N) is a finding of every rule watching
+    it: scope {} every source (scope key: its name), or {"source": name}. Threshold N;
+    window start its last batch received + N minutes, when it turned silent by the rule.
+
+    The engines grew, read as the metering page reads it (selectors.ingestion.source_list):
+    an engine hour (EngineHourly) of a deployment the source sent usage of, from the hour
+    of its last batch on, generated output tokens and was observed after that batch. Hours
+    keep no finer time, so tokens generated in that first hour before the batch count too.
+    2 queries however many rules and sources: the sources seen, the engines' newest
+    observation with output per deployment."""
+    recent = SourceSeen.objects.filter(last_received_at__gte=now - RECENT).values("source")
+    seen: dict[str, list[SourceSeen]] = defaultdict(list)
+    for row in SourceSeen.objects.filter(source__in=recent).select_related("deployment"):
+        seen[row.source].append(row)
+    if not seen:
+        return Evaluation(findings=[])
+    last = {name: max(row.last_received_at for row in rows) for name, rows in seen.items()}
+    grew = dict(
+        EngineHourly.objects.filter(
+            hour__gte=hour_floor(min(last.values())),
+            generation_tokens__gt=0,
+            last_observed_at__isnull=False,
+        )
+        .values("deployment_id")
+        .annotate(observed=Max("last_observed_at"))
+        .values_list("deployment_id", "observed")
+    )
+    findings = []
+    for rule in rules:
+        minutes = rule.params.get("minutes", SILENT_MINUTES)
+        names = [rule.scope["source"]] if "source" in rule.scope else sorted(seen)
+        for name in names:
+            rows = seen.get(name)
+            if not rows:
+                continue  # not sent anything for a day: no longer expected to send
+            grown = [
+                row
+                for row in rows
+                if grew.get(row.deployment_id) and grew[row.deployment_id] > last[name]
+            ]
+            state = source_state(
+                last_received_at=last[name],
+                now=now,
+                engines_grew=bool(grown),
+                quiet_for=timedelta(minutes=minutes),
+            )
+            if state is SourceState.SILENT:
+                findings.append(_silent_finding(rule, name, rows, grown, grew, minutes, now))
+    return Evaluation(findings=findings)
+
+
+def _silent_finding(
+    rule: AlertRule,
+    name: str,
+    rows: list[SourceSeen],
+    grown: list[SourceSeen],
+    grew: dict[int, datetime],
+    minutes: int,
+    now: datetime,
+) -> Finding:
+    received = max(row.last_received_at for row in rows)
+    quiet = int((now - received) / timedelta(minutes=1))
+    slugs = sorted(row.deployment.slug for row in grown)
+    return Finding(
+        rule=rule,
+        scope_key=name,
+        window_start=received + timedelta(minutes=minutes),
+        threshold=str(minutes),
+        value=f"{quiet} min",
+        summary=(
+            f"Source {name} has sent no usage for {quiet} minutes (last batch "
+            f"{received:%d %b %H:%M} UTC) while the engines of {', '.join(slugs)} keep "
+            "generating"
+        ),
+        figures={
+            "last_received_at": _instant(received),
+            "last_event_at": _instant(max(row.last_event_at for row in rows)),
+            "quiet_minutes": quiet,
+            "deployments": slugs,
+            "engine_observed_at": _instant(max(grew[row.deployment_id] for row in grown)),
+        },
+        link=reverse("metering") + "#ingestion",
+    )
+
+
+# ---------------------------------------------------------------- scrape down
+
+
+def scrape_down_scope_check(scope: dict) -> dict:
+    """{} (every enabled target) or {"scrape_target": id} of an existing target."""
+    target = scope.get("scrape_target")
+    if "scrape_target" in scope and (
+        isinstance(target, bool)
+        or not isinstance(target, int)
+        or not ScrapeTarget.objects.filter(pk=target).exists()
+    ):
+        raise FieldError("scope.scrape_target", "the id of a scrape target")
+    return scope
+
+
+def scrape_down_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
+    """`scrape_down`: an enabled target whose last N scrapes (default 4) or more failed
+    (ScrapeTarget.consecutive_failures, through scrape_target_health) is a finding of
+    every rule watching it: scope {} every enabled target (scope key: its id), or
+    {"scrape_target": id}. Threshold N. Window start when its failing began, estimated
+    (no time of a first failure is stored) as its last scrape less one scrape interval
+    (SCRAPE_EVERY) for each failure before it. 1 query however many rules and targets."""
+    targets = sorted(
+        (row for row in scrape_target_health(now=now) if row.enabled), key=lambda row: row.id
+    )
+    findings = []
+    for rule in rules:
+        failures = rule.params.get("failures", SCRAPE_FAILURES)
+        watched = targets
+        if "scrape_target" in rule.scope:
+            watched = [row for row in targets if row.id == rule.scope["scrape_target"]]
+        for target in watched:
+            if target.consecutive_failures >= failures and target.last_scraped_at:
+                findings.append(_scrape_finding(rule, target, failures))
+    return Evaluation(findings=findings)
+
+
+def _scrape_finding(rule: AlertRule, target: ScrapeTargetHealth, failures: int) -> Finding:
+    count = target.consecutive_failures
+    began = target.last_scraped_at - (count - 1) * SCRAPE_EVERY
+    return Finding(
+        rule=rule,
+        scope_key=str(target.id),
+        window_start=began,
+        threshold=str(failures),
+        value=f"{count} failures",
+        summary=(
+            f"Scrape target {target.url} ({target.kind_label}, pool {target.pool}) failed its "
+            f"last {count} scrapes (failing since about {began:%d %b %H:%M:%S} UTC): "
+            f"{target.last_error}"
+        ),
+        figures={
+            "url": target.url,
+            "kind": target.kind,
+            "pool": target.pool,
+            "consecutive_failures": count,
+            "last_scraped_at": _instant(target.last_scraped_at),
+            "last_error": target.last_error[:500],
+        },
+        link=reverse("metering") + "#scrape-targets",
+    )
