@@ -20,7 +20,7 @@ class BillingConfig(AppConfig):
                 params_check=budget_params_check,
                 evaluate=budget_evaluate,
                 holders=frozenset({Role.FINANCE, Role.TENANT}),
-                tenant_required=True,
+                tenant="required",
                 fired_event="budget.threshold_reached",
             )
         )
@@ -30,7 +30,7 @@ class BillingConfig(AppConfig):
                 params_check=uptime_params_check,
                 evaluate=uptime_evaluate,
                 holders=frozenset({Role.FINANCE, Role.TENANT}),
-                tenant_required=True,
+                tenant="required",
             )
         )
         tenant_slo_targets_provide(contract_slo_targets)

@@ -74,6 +74,7 @@ def alert_kinds_register() -> None:
             scope_check=reconciliation_drift_scope_check,
             evaluate=slo_burn_evaluate,
             holders=frozenset({Role.TENANT}),
+            tenant="optional",
             scope_keys=frozenset({"deployment"}),
             condition=True,
         )

@@ -73,7 +73,9 @@ class Kind:
     params_check: Callable[[dict], dict]  # normalized params; FieldError naming params.<x>
     evaluate: Callable[[list[AlertRule], datetime], Evaluation]
     holders: frozenset[Role]  # roles that may hold it, operators aside (they hold every kind)
-    tenant_required: bool = False
+    # Whether a rule of the kind names a tenant: "required" (a tenant's budget), "optional"
+    # (a burn rate: the factory's or a tenant's) or "never" (the factory's plumbing).
+    tenant: str = "never"
     scope_keys: frozenset[str] = frozenset()  # what `scope` may name beside the tenant
     # What the scope names exists (a pool…): the checked scope; FieldError naming scope.<x>.
     scope_check: Callable[[dict], dict] | None = None
@@ -138,8 +140,10 @@ def rule_access_check(*, user: User, kind: str, tenant: Tenant | None) -> None:
 
 def _checked(kind: str, *, tenant: Tenant | None, scope: dict, params: dict) -> tuple[dict, dict]:
     definition = _kind(kind)
-    if definition.tenant_required and tenant is None:
+    if definition.tenant == "required" and tenant is None:
         raise FieldError("tenant", f"a {kind} rule is a tenant's: name it")
+    if definition.tenant == "never" and tenant is not None:
+        raise FieldError("tenant", f"a {kind} rule watches the factory: it names no tenant")
     if not isinstance(scope, dict):
         raise FieldError("scope", "an object")
     if unknown := sorted(set(scope) - definition.scope_keys):

@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections import defaultdict
 from datetime import datetime, timedelta
 
-from django.db.models import Max
+from django.conf import settings
 from django.urls import reverse
 
 from metering.domain.alerts import DRIFT_HOURS, SCRAPE_FAILURES, SILENT_MINUTES
 from metering.domain.usage.sources import RECENT, SourceState, source_state
-from metering.models import Deployment, EngineHourly, ScrapeTarget, SourceSeen
+from metering.models import Deployment, ScrapeTarget, SourceSeen
+from metering.selectors.ingestion import SourceRow, source_list
 from metering.selectors.telemetry import (
     ReconciliationRow,
     ScrapeTargetHealth,
@@ -34,7 +35,11 @@ HOUR = timedelta(hours=1)
 # How far before a rule's N hours the start of a run of flagged hours is sought: a longer
 # run names the start of this look-back (its alert, already firing, continues all the same).
 RUN_LOOKBACK = timedelta(hours=24)
-SCRAPE_EVERY = timedelta(seconds=30)  # the beat's "scrape" cadence (settings)
+
+
+def _scrape_every() -> timedelta:
+    """The beat's "scrape" cadence (settings.CELERY_BEAT_SCHEDULE)."""
+    return timedelta(seconds=settings.CELERY_BEAT_SCHEDULE["scrape"]["schedule"])
 
 
 def _instant(moment: datetime) -> str:
@@ -139,86 +144,51 @@ def source_silent_scope_check(scope: dict) -> dict:
 def source_silent_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
     """`source_silent`: a source that sent usage in the last 24 h and none for N minutes
     (default 15) while the engine counters of its deployments grew (the one rule,
-    metering.domain.usage.sources.source_state, told N) is a finding of every rule watching
-    it: scope {} every source (scope key: its name), or {"source": name}. Threshold N;
-    window start its last batch received + N minutes, when it turned silent by the rule.
-
-    The engines grew, read as the metering page reads it (selectors.ingestion.source_list):
-    an engine hour (EngineHourly) of a deployment the source sent usage of, from the hour
-    of its last batch on, generated output tokens and was observed after that batch. Hours
-    keep no finer time, so tokens generated in that first hour before the batch count too.
-    2 queries however many rules and sources: the sources seen, the engines' newest
-    observation with output per deployment."""
-    recent = SourceSeen.objects.filter(last_received_at__gte=now - RECENT).values("source")
-    seen: dict[str, list[SourceSeen]] = defaultdict(list)
-    for row in SourceSeen.objects.filter(source__in=recent).select_related("deployment"):
-        seen[row.source].append(row)
-    if not seen:
-        return Evaluation(findings=[])
-    last = {name: max(row.last_received_at for row in rows) for name, rows in seen.items()}
-    grew = dict(
-        EngineHourly.objects.filter(
-            hour__gte=hour_floor(min(last.values())),
-            generation_tokens__gt=0,
-            last_observed_at__isnull=False,
-        )
-        .values("deployment_id")
-        .annotate(observed=Max("last_observed_at"))
-        .values_list("deployment_id", "observed")
-    )
+    metering.domain.usage.sources.source_state, told N; the growth as the metering page
+    reads it, selectors.ingestion.source_list) is a finding of every rule watching it:
+    scope {} every source (scope key: its name), or {"source": name}. Threshold N; window
+    start its last batch received + N minutes, when it turned silent by the rule. 2
+    queries however many rules and sources."""
+    sources = {row.source: row for row in source_list(now=now, since=now - RECENT)}
     findings = []
     for rule in rules:
         minutes = rule.params.get("minutes", SILENT_MINUTES)
-        names = [rule.scope["source"]] if "source" in rule.scope else sorted(seen)
+        names = [rule.scope["source"]] if "source" in rule.scope else sorted(sources)
         for name in names:
-            rows = seen.get(name)
-            if not rows:
+            row = sources.get(name)
+            if row is None:
                 continue  # not sent anything for a day: no longer expected to send
-            grown = [
-                row
-                for row in rows
-                if grew.get(row.deployment_id) and grew[row.deployment_id] > last[name]
-            ]
             state = source_state(
-                last_received_at=last[name],
+                last_received_at=row.last_received_at,
                 now=now,
-                engines_grew=bool(grown),
+                engines_grew=bool(row.grown),
                 quiet_for=timedelta(minutes=minutes),
             )
             if state is SourceState.SILENT:
-                findings.append(_silent_finding(rule, name, rows, grown, grew, minutes, now))
+                findings.append(_silent_finding(rule, row, minutes, now))
     return Evaluation(findings=findings)
 
 
-def _silent_finding(
-    rule: AlertRule,
-    name: str,
-    rows: list[SourceSeen],
-    grown: list[SourceSeen],
-    grew: dict[int, datetime],
-    minutes: int,
-    now: datetime,
-) -> Finding:
-    received = max(row.last_received_at for row in rows)
+def _silent_finding(rule: AlertRule, row: SourceRow, minutes: int, now: datetime) -> Finding:
+    received = row.last_received_at
     quiet = int((now - received) / timedelta(minutes=1))
-    slugs = sorted(row.deployment.slug for row in grown)
     return Finding(
         rule=rule,
-        scope_key=name,
+        scope_key=row.source,
         window_start=received + timedelta(minutes=minutes),
         threshold=str(minutes),
         value=f"{quiet} min",
         summary=(
-            f"Source {name} has sent no usage for {quiet} minutes (last batch "
-            f"{received:%d %b %H:%M} UTC) while the engines of {', '.join(slugs)} keep "
+            f"Source {row.source} has sent no usage for {quiet} minutes (last batch "
+            f"{received:%d %b %H:%M} UTC) while the engines of {', '.join(row.grown)} keep "
             "generating"
         ),
         figures={
             "last_received_at": _instant(received),
-            "last_event_at": _instant(max(row.last_event_at for row in rows)),
+            "last_event_at": _instant(row.last_event_at),
             "quiet_minutes": quiet,
-            "deployments": slugs,
-            "engine_observed_at": _instant(max(grew[row.deployment_id] for row in grown)),
+            "deployments": row.grown,
+            "engine_observed_at": _instant(row.engine_observed_at),
         },
         link=reverse("metering") + "#ingestion",
     )
@@ -245,7 +215,7 @@ def scrape_down_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
     every rule watching it: scope {} every enabled target (scope key: its id), or
     {"scrape_target": id}. Threshold N. Window start when its failing began, estimated
     (no time of a first failure is stored) as its last scrape less one scrape interval
-    (SCRAPE_EVERY) for each failure before it. 1 query however many rules and targets."""
+    (the scrape cadence) for each failure before it. 1 query however many rules and targets."""
     targets = sorted(
         (row for row in scrape_target_health(now=now) if row.enabled), key=lambda row: row.id
     )
@@ -263,7 +233,7 @@ def scrape_down_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
 
 def _scrape_finding(rule: AlertRule, target: ScrapeTargetHealth, failures: int) -> Finding:
     count = target.consecutive_failures
-    began = target.last_scraped_at - (count - 1) * SCRAPE_EVERY
+    began = target.last_scraped_at - (count - 1) * _scrape_every()
     return Finding(
         rule=rule,
         scope_key=str(target.id),

@@ -5,7 +5,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import QuerySet
+from django.db.models import Max, QuerySet
 
 from metering.domain.usage.sources import SourceState, source_state
 from metering.models import EngineHourly, IngestRejection, SourceSeen
@@ -24,37 +24,50 @@ class SourceRow:
     last_event_at: datetime
     last_received_at: datetime
     state: SourceState
+    grown: list[str]  # its deployments whose engines generated after its last batch
+    engine_observed_at: datetime | None  # the newest such engine observation
 
 
-def source_list(*, now: datetime) -> list[SourceRow]:
-    """Every source that ever sent usage: the deployments it meters, its newest event and
-    last batch, and its state: silent when the engine counters of its deployments grew
-    after its last batch (an engine scrape observed after it, with generated tokens)."""
+def source_list(*, now: datetime, since: datetime | None = None) -> list[SourceRow]:
+    """Every source that ever sent usage (or since `since`): the deployments it meters, its
+    newest event and last batch, and its state: silent when the engine counters of its
+    deployments grew after its last batch (an engine scrape observed after it, with
+    generated tokens). Hours keep no finer time, so tokens generated in the batch's hour
+    before it count too. 2 queries however many sources."""
+    rows = SourceSeen.objects.select_related("deployment").order_by("source")
+    if since is not None:
+        rows = rows.filter(
+            source__in=SourceSeen.objects.filter(last_received_at__gte=since).values("source")
+        )
     seen: dict[str, list[SourceSeen]] = defaultdict(list)
-    for row in SourceSeen.objects.select_related("deployment").order_by("source"):
+    for row in rows:
         seen[row.source].append(row)
     if not seen:
         return []
-    since = min(row.last_received_at for rows in seen.values() for row in rows)
-    grew: dict[int, datetime] = {}  # deployment id -> the last engine observation with output
-    for deployment_id, observed in EngineHourly.objects.filter(
-        hour__gte=hour_floor(since), generation_tokens__gt=0, last_observed_at__isnull=False
-    ).values_list("deployment_id", "last_observed_at"):
-        grew[deployment_id] = max(observed, grew.get(deployment_id, observed))
+    first = min(row.last_received_at for rows in seen.values() for row in rows)
+    grew = dict(
+        EngineHourly.objects.filter(
+            hour__gte=hour_floor(first), generation_tokens__gt=0, last_observed_at__isnull=False
+        )
+        .values("deployment_id")
+        .annotate(observed=Max("last_observed_at"))
+        .values_list("deployment_id", "observed")
+    )
     result = []
     for source, rows in seen.items():
         last = max(row.last_received_at for row in rows)
-        engines_grew = any(
-            grew.get(row.deployment_id) is not None and grew[row.deployment_id] > last
-            for row in rows
-        )
+        grown = [
+            row for row in rows if grew.get(row.deployment_id) and grew[row.deployment_id] > last
+        ]
         result.append(
             SourceRow(
                 source=source,
                 deployments=sorted(row.deployment.slug for row in rows),
                 last_event_at=max(row.last_event_at for row in rows),
                 last_received_at=last,
-                state=source_state(last_received_at=last, now=now, engines_grew=engines_grew),
+                state=source_state(last_received_at=last, now=now, engines_grew=bool(grown)),
+                grown=sorted(row.deployment.slug for row in grown),
+                engine_observed_at=max((grew[row.deployment_id] for row in grown), default=None),
             )
         )
     return sorted(result, key=lambda row: row.last_received_at, reverse=True)

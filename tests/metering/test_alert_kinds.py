@@ -348,6 +348,8 @@ def test_only_operators_hold_these_kinds_and_bad_params_or_scopes_name_their_fie
         ("scrape_down", {"scope": {"scrape_target": target.pk + 1}}, "scope.scrape_target"),
         ("scrape_down", {"scope": {"scrape_target": str(target.pk)}}, "scope.scrape_target"),
         ("scrape_down", {"scope": {"pool": "h100-a"}}, "scope.pool"),
+        ("scrape_down", {"tenant": "tenant-a"}, "tenant"),  # the factory's plumbing
+        ("source_silent", {"tenant": "tenant-a"}, "tenant"),
     ]
     for kind, body, field in cases:
         response = operator.post("/api/v1/alert-rules", {"kind": kind, **body}, format="json")
