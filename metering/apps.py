@@ -17,8 +17,8 @@ def alert_kinds_register() -> None:
         source_silent_params_check,
     )
     from metering.selectors.alerts import (
+        deployment_scope_check,
         reconciliation_drift_evaluate,
-        reconciliation_drift_scope_check,
         scrape_down_evaluate,
         scrape_down_scope_check,
         source_silent_evaluate,
@@ -32,7 +32,7 @@ def alert_kinds_register() -> None:
         Kind(
             name="reconciliation_drift",
             params_check=reconciliation_drift_params_check,
-            scope_check=reconciliation_drift_scope_check,
+            scope_check=deployment_scope_check,
             evaluate=reconciliation_drift_evaluate,
             holders=frozenset(),
             scope_keys=frozenset({"deployment"}),
@@ -63,7 +63,7 @@ def alert_kinds_register() -> None:
     )
     # slo_burn (held by tenants too, on their own scope) registers here.
     from metering.domain.burn import slo_burn_params_check
-    from metering.selectors.alerts import reconciliation_drift_scope_check
+    from metering.selectors.alerts import deployment_scope_check
     from metering.selectors.burn import slo_burn_evaluate
     from portal.models import Role
 
@@ -71,7 +71,7 @@ def alert_kinds_register() -> None:
         Kind(
             name="slo_burn",
             params_check=slo_burn_params_check,
-            scope_check=reconciliation_drift_scope_check,
+            scope_check=deployment_scope_check,
             evaluate=slo_burn_evaluate,
             holders=frozenset({Role.TENANT}),
             tenant="optional",

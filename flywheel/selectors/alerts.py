@@ -11,13 +11,11 @@ with the rules or the pools:
 
 from __future__ import annotations
 
-from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from functools import reduce
-from operator import attrgetter, or_
+from operator import attrgetter
 
-from django.db.models import OuterRef, Q, Subquery
+from django.db.models import Subquery
 from django.urls import reverse
 
 from flywheel.domain.alerts import (
@@ -26,19 +24,17 @@ from flywheel.domain.alerts import (
     idle_cost_per_gpu_hour,
     kpi_is_below,
 )
-from flywheel.domain.kpis import CapacitySample, integrate_capacity
+from flywheel.domain.kpis import integrate_capacity
 from flywheel.models import CostModel, KpiSnapshot
-from flywheel.selectors.measurement import FACTORY
+from flywheel.selectors.measurement import FACTORY, capacity_samples_read, service_part
 from flywheel.selectors.tfom import engine_cost_model
 from flywheel.services.kpis import measured_until
 from metering.selectors.factory import pool_list, pool_service_lives
-from metering.selectors.usage import capacity_sample_list
 from portal.alerts import Evaluation, Finding
 from portal.effective import in_force_by
 from portal.errors import FieldError
 from portal.models import AlertRule
 from portal.money import money_str, round_half_up
-from portal.periods import Period
 
 RATE_PLACES = Decimal("1e-10")  # money per idle GPU-hour, shown to ten decimals
 HOUR_PLACES = Decimal("0.01")  # GPU-hours shown
@@ -65,43 +61,6 @@ def _shown(value: Decimal, places: Decimal) -> str:
 # ---------------------------------------------------------------- gpu_waste
 
 
-def _pools_with_samples(*, start: datetime, end: datetime) -> tuple[list, dict[int, list]]:
-    """Every pool, and each one's capacity samples in [start, end) with the last before
-    `start` (it carries into the window, as the KPIs read it): two queries, however many."""
-    before = (
-        capacity_sample_list()
-        .filter(pool_id=OuterRef("pk"), time__lt=start)
-        .order_by("-time")
-        .values("time")[:1]
-    )
-    pools = list(pool_list().annotate(carried_from=Subquery(before)).order_by("slug"))
-    condition = Q(time__gte=start, time__lt=end)
-    carried = [Q(pool_id=p.pk, time=p.carried_from) for p in pools if p.carried_from]
-    if carried:
-        condition |= reduce(or_, carried)
-    samples: dict[int, list[CapacitySample]] = defaultdict(list)
-    for row in capacity_sample_list().filter(condition).order_by("pool_id", "time"):
-        samples[row.pool_id].append(
-            CapacitySample(
-                time=row.time,
-                interval_s=row.interval_s,
-                installed=row.gpus_installed,
-                healthy=row.gpus_healthy,
-                busy=row.gpus_busy,
-            )
-        )
-    return pools, samples
-
-
-def _in_service(life: tuple[datetime | None, datetime | None], start, end) -> Period | None:
-    """The part of [start, end) a pool is in service (kpis.md section 0), or None."""
-    since, until = life
-    if since is None:
-        return None
-    part = Period(max(start, since), min(end, until) if until else end)
-    return part if part.start < part.end else None
-
-
 def gpu_waste_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
     """The `gpu_waste` kind: a finding per rule and pool in service whose healthy idle
     GPU-hours over the window are above the threshold share of its healthy GPU-hours,
@@ -120,7 +79,8 @@ def gpu_waste_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
         return Evaluation(findings=[])
     end = measured_until(now=now)
     starts = {rule.pk: end - timedelta(hours=rule.params["window_hours"]) for rule in rules}
-    pools, samples = _pools_with_samples(start=min(starts.values()), end=end)
+    pools = list(pool_list().order_by("slug"))
+    samples = capacity_samples_read(start=min(starts.values()), end=end)
     lives = pool_service_lives(pools=pools)
     cost_models = in_force_by(CostModel.objects.all(), series=attrgetter("pool_id"))
     findings = []
@@ -129,7 +89,7 @@ def gpu_waste_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
         slug = rule.scope.get("pool")
         # A pool gone since the rule named it is ignored (the scope is checked on writes).
         for pool in pools if slug is None else [p for p in pools if p.slug == slug]:
-            part = _in_service(lives[pool.pk], start, end)
+            part = service_part(lives[pool.pk], start, end)
             if part is None:
                 continue
             capacity = integrate_capacity(

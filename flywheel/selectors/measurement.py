@@ -166,6 +166,42 @@ class PoolSums:
         )
 
 
+def capacity_samples_read(*, start: datetime, end: datetime) -> dict[int, list[CapacitySample]]:
+    """Each pool's capacity samples in [start, end), with the last before `start` (it holds
+    into the window, kpis.md section 1), in time order: two queries however many pools."""
+    carried = (
+        capacity_sample_list().filter(time__lt=start).values("pool_id").annotate(last=Max("time"))
+    )
+    condition = Q(time__gte=start, time__lt=end)
+    previous = [Q(pool_id=row["pool_id"], time=row["last"]) for row in carried]
+    if previous:
+        condition |= reduce(or_, previous)
+    samples: dict[int, list[CapacitySample]] = defaultdict(list)
+    for row in capacity_sample_list().filter(condition).order_by("pool_id", "time"):
+        samples[row.pool_id].append(
+            CapacitySample(
+                time=row.time,
+                interval_s=row.interval_s,
+                installed=row.gpus_installed,
+                healthy=row.gpus_healthy,
+                busy=row.gpus_busy,
+            )
+        )
+    return samples
+
+
+def service_part(
+    life: tuple[datetime | None, datetime | None], start: datetime, end: datetime
+) -> Period | None:
+    """The part of [start, end) a pool whose service life is `life` is in service (kpis.md
+    section 0), or None."""
+    since, until = life
+    if since is None:
+        return None
+    clipped = Period(max(start, since), min(end, until) if until else end)
+    return clipped if clipped.start < clipped.end else None
+
+
 def _tok(version: Model, output: int, input_: int, cached: int) -> Decimal:
     return production_tokens(
         output_tokens=output, input_tokens=input_, cached_tokens=cached, w_in=version.w_in
@@ -273,27 +309,7 @@ class FactoryData:
     def _load_capacity(self) -> None:
         if not self.live:
             return
-        first, last = self.live[0].start, self.live[-1].end
-        carried = (
-            capacity_sample_list()
-            .filter(time__lt=first)
-            .values("pool_id")
-            .annotate(last=Max("time"))
-        )
-        condition = Q(time__gte=first, time__lt=last)
-        previous = [Q(pool_id=row["pool_id"], time=row["last"]) for row in carried]
-        if previous:
-            condition |= reduce(or_, previous)
-        for row in capacity_sample_list().filter(condition).order_by("pool_id", "time"):
-            self.samples[row.pool_id].append(
-                CapacitySample(
-                    time=row.time,
-                    interval_s=row.interval_s,
-                    installed=row.gpus_installed,
-                    healthy=row.gpus_healthy,
-                    busy=row.gpus_busy,
-                )
-            )
+        self.samples.update(capacity_samples_read(start=self.live[0].start, end=self.live[-1].end))
 
     def _load_sales(self) -> None:
         """The paid usage of the live spans from billing's rated usage, per pool and hour."""
@@ -409,11 +425,7 @@ class FactoryData:
 
     def in_service(self, pool_id: int, start: datetime, end: datetime) -> Period | None:
         """The part of [start, end) the pool is in service (kpis.md section 0), or None."""
-        since, until = self.service[pool_id]
-        if since is None:
-            return None
-        clipped = Period(max(start, since), min(end, until) if until else end)
-        return clipped if clipped.start < clipped.end else None
+        return service_part(self.service[pool_id], start, end)
 
     def r_refs(self, pool_id: int) -> tuple[Decimal, ...]:
         deployments = [d for d, p in self.pool_of_deployment.items() if p == pool_id]

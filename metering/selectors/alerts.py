@@ -49,7 +49,7 @@ def _instant(moment: datetime) -> str:
 # ---------------------------------------------------------------- reconciliation drift
 
 
-def reconciliation_drift_scope_check(scope: dict) -> dict:
+def deployment_scope_check(scope: dict) -> dict:
     """{} (every deployment) or {"deployment": slug} of an existing deployment."""
     slug = scope.get("deployment")
     if "deployment" in scope and (
