@@ -11,7 +11,7 @@ class BillingConfig(AppConfig):
         from billing.selectors.budget import budget_evaluate
         from billing.selectors.pricing import contract_slo_targets
         from billing.selectors.uptime import uptime_evaluate, uptime_params_check
-        from portal.alerts import Kind, kind_register, tenant_slo_targets_provide
+        from portal.alerts import Kind, Param, kind_register, tenant_slo_targets_provide
         from portal.models import Role
 
         kind_register(
@@ -22,6 +22,12 @@ class BillingConfig(AppConfig):
                 holders=frozenset({Role.FINANCE, Role.TENANT}),
                 tenant="required",
                 fired_event="budget.threshold_reached",
+                params=(
+                    Param("amount", "Amount", "decimal", "a month, in the tenant's currency"),
+                    Param("tokens", "or tokens", help="a month, input and output"),
+                    Param("thresholds", "Thresholds (%)", "percents", "default 50, 80, 100"),
+                ),
+                summary="month-to-date spend reaching each threshold of the tenant's budget",
             )
         )
         kind_register(
@@ -31,6 +37,8 @@ class BillingConfig(AppConfig):
                 evaluate=uptime_evaluate,
                 holders=frozenset({Role.FINANCE, Role.TENANT}),
                 tenant="required",
+                summary="month-to-date uptime below the highest credit threshold of the "
+                "tenant's contract",
             )
         )
         tenant_slo_targets_provide(contract_slo_targets)

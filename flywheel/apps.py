@@ -11,9 +11,10 @@ class FlywheelConfig(AppConfig):
         from flywheel.selectors.alerts import (
             gpu_waste_evaluate,
             kpi_below_band_evaluate,
+            pool_options,
             pool_scope_check,
         )
-        from portal.alerts import Kind, kind_register
+        from portal.alerts import Kind, Param, kind_register
 
         kind_register(
             Kind(
@@ -24,6 +25,18 @@ class FlywheelConfig(AppConfig):
                 scope_keys=frozenset({"pool"}),
                 scope_check=pool_scope_check,
                 condition=True,
+                params=(
+                    Param("window_hours", "Window (hours)", help="default 3"),
+                    Param(
+                        "threshold_pct",
+                        "Threshold (%)",
+                        "decimal",
+                        "of the pool's healthy GPU-hours idle; default 10",
+                    ),
+                ),
+                scope_options=pool_options,
+                summary="leaves healthy GPUs idle: idle GPU-hours over the window above a "
+                "share of its healthy GPU-hours, with what they cost",
             )
         )
         kind_register(
@@ -34,5 +47,11 @@ class FlywheelConfig(AppConfig):
                 holders=frozenset(),
                 scope_keys=frozenset({"pool"}),
                 scope_check=pool_scope_check,
+                params=(
+                    Param("kpi", "KPI", "choice", choices=("tef", "tfi")),
+                    Param("threshold", "Threshold", "decimal", "fires below it, such as 0.6"),
+                ),
+                scope_options=pool_options,
+                summary="a closed day's TEF or TFI below a threshold",
             )
         )

@@ -18,15 +18,18 @@ def alert_kinds_register() -> None:
     )
     from metering.domain.burn import slo_burn_params_check
     from metering.selectors.alerts import (
+        deployment_options,
         deployment_scope_check,
         reconciliation_drift_evaluate,
         scrape_down_evaluate,
         scrape_down_scope_check,
+        scrape_target_options,
+        source_options,
         source_silent_evaluate,
         source_silent_scope_check,
     )
     from metering.selectors.burn import slo_burn_evaluate
-    from portal.alerts import Kind, kind_register
+    from portal.alerts import Kind, Param, kind_register
     from portal.models import Role
 
     # A burn rate: the factory's or a tenant's (its members hold it on their own scope).
@@ -40,33 +43,43 @@ def alert_kinds_register() -> None:
             tenant="optional",
             scope_keys=frozenset({"deployment"}),
             condition=True,
+            params=(
+                Param(
+                    "target",
+                    "Target",
+                    "decimal",
+                    "share of requests that must be compliant, "
+                    "such as 0.995; blank: the contract's, else the deployment version's",
+                ),
+                Param(
+                    "min_requests",
+                    "Minimum requests",
+                    help="a long window with fewer never fires; default 100",
+                ),
+            ),
+            scope_options=deployment_options,
+            summary="burns its error budget too fast: both windows of a pair above the "
+            "pair's factor (1 h and 5 min 14.4, 6 h and 30 min 6, 3 d and 6 h 1)",
         )
     )
     # The factory's plumbing: operators only (they hold every kind), per deployment,
     # source or scrape target.
-    for name, params_check, scope_check, evaluate, scope_key in (
-        (
-            "reconciliation_drift",
-            reconciliation_drift_params_check,
-            deployment_scope_check,
-            reconciliation_drift_evaluate,
-            "deployment",
-        ),
-        (
-            "source_silent",
-            source_silent_params_check,
-            source_silent_scope_check,
-            source_silent_evaluate,
-            "source",
-        ),
-        (
-            "scrape_down",
-            scrape_down_params_check,
-            scrape_down_scope_check,
-            scrape_down_evaluate,
-            "scrape_target",
-        ),
-    ):
+    plumbing = (
+        ("reconciliation_drift", reconciliation_drift_params_check, deployment_scope_check,
+         reconciliation_drift_evaluate, "deployment", deployment_options,
+         Param("hours", "Hours", help="consecutive flagged whole hours; default 2"),
+         "meters tokens its engines did not generate, or misses tokens they did, hour after "
+         "hour (beyond 1% of the engine's, at least 10,000)"),
+        ("source_silent", source_silent_params_check, source_silent_scope_check,
+         source_silent_evaluate, "source", source_options,
+         Param("minutes", "Minutes", help="without a batch; default 15"),
+         "sent usage in the last day, then none for N minutes while its engines generate"),
+        ("scrape_down", scrape_down_params_check, scrape_down_scope_check,
+         scrape_down_evaluate, "scrape_target", scrape_target_options,
+         Param("failures", "Failures", help="consecutive failed scrapes; default 4"),
+         "a /metrics target failing scrape after scrape"),
+    )  # fmt: skip
+    for name, params_check, scope_check, evaluate, key, options, param, summary in plumbing:
         kind_register(
             Kind(
                 name=name,
@@ -74,7 +87,10 @@ def alert_kinds_register() -> None:
                 scope_check=scope_check,
                 evaluate=evaluate,
                 holders=frozenset(),
-                scope_keys=frozenset({scope_key}),
+                scope_keys=frozenset({key}),
                 condition=True,
+                params=(param,),
+                scope_options=options,
+                summary=summary,
             )
         )

@@ -68,6 +68,18 @@ class Evaluation:
 
 
 @dataclass(frozen=True)
+class Param:
+    """A rule param as the browser's form asks for it: `int`, `decimal` (kept as text),
+    `choice` (one of `choices`) or `percents` (whole percents, comma-separated)."""
+
+    name: str
+    label: str
+    type: str = "int"
+    help: str = ""
+    choices: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Kind:
     name: str
     params_check: Callable[[dict], dict]  # normalized params; FieldError naming params.<x>
@@ -79,6 +91,10 @@ class Kind:
     scope_keys: frozenset[str] = frozenset()  # what `scope` may name beside the tenant
     # What the scope names exists (a pool…): the checked scope; FieldError naming scope.<x>.
     scope_check: Callable[[dict], dict] | None = None
+    # The browser's form: the params asked for, and what the scope may name (value, label).
+    params: tuple[Param, ...] = ()
+    scope_options: Callable[[], list[tuple[object, str]]] | None = None
+    summary: str = ""  # what it watches, in a sentence
     fired_event: str = "alert.fired"
     # A condition kind (burn, drift, silence…) keys its alerts by the time the condition
     # began: while one is firing for a (rule, scope key, threshold), a finding of the same
@@ -107,6 +123,51 @@ def tenant_slo_targets_provide(read: TenantTargets) -> None:
 def tenant_slo_targets(tenant_ids: list[int], at: datetime) -> dict[int, Decimal]:
     """The contract SLO target in force at `at` of each tenant that has one."""
     return _tenant_targets[0](tenant_ids, at) if _tenant_targets and tenant_ids else {}
+
+
+def kinds_held(user: User) -> list[Kind]:
+    """The kinds a user may hold rules of, by name."""
+    role = user_role(user)
+    return [
+        KINDS[name]
+        for name in sorted(KINDS)
+        if role is Role.OPERATOR or role in KINDS[name].holders
+    ]
+
+
+def params_from_form(kind: Kind, data) -> dict:
+    """A rule's params from a form's `params.<name>` fields (blank: the default); a value
+    that is not of its type is a FieldError naming it."""
+    params: dict = {}
+    for param in kind.params:
+        field_name = f"params.{param.name}"
+        value = (data.get(field_name) or "").strip()
+        if not value:
+            continue
+        try:
+            if param.type == "int":
+                params[param.name] = int(value.replace(",", "").replace("_", ""))
+            elif param.type == "percents":
+                params[param.name] = [int(part) for part in value.replace(" ", "").split(",")]
+            else:
+                params[param.name] = value
+        except ValueError:
+            wanted = (
+                "whole numbers, comma-separated" if param.type == "percents" else "a whole number"
+            )
+            raise FieldError(field_name, wanted) from None
+    return params
+
+
+def scope_from_form(kind: Kind, value: str) -> dict:
+    """The scope a form names: its one key's value (an option's, typed as the option is),
+    or {} for the whole of the rule's tenant or factory."""
+    value = (value or "").strip()
+    if not value or not kind.scope_keys:
+        return {}
+    key = next(iter(kind.scope_keys))
+    options = kind.scope_options() if kind.scope_options else []
+    return {key: next((option for option, _ in options if str(option) == value), value)}
 
 
 def _kind(name: str) -> Kind:

@@ -22,6 +22,7 @@ urlpatterns = [
     path("inbox/", notify.inbox, name="inbox"),
     path("inbox/<int:pk>/open/", notify.inbox_open, name="inbox-open"),
     path("alerts/", alerts.alerts, name="alerts"),
+    path("alerts/rules/", alerts.rule_new, name="alert-rule-new"),
     path("alerts/rules/<int:pk>/", alerts.rule_action, name="alert-rule"),
     path("notifications/", notify.notifications, name="notifications"),
     path(

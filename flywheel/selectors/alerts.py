@@ -228,3 +228,8 @@ def _kpi_value(stored) -> Decimal | None:
     except ArithmeticError:
         return None
     return value if value.is_finite() else None
+
+
+def pool_options() -> list[tuple[object, str]]:
+    """What a flywheel rule's scope may name: a pool."""
+    return [(pool.slug, f"{pool.slug} ({pool.name})") for pool in pool_list().order_by("slug")]

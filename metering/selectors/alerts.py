@@ -255,3 +255,24 @@ def _scrape_finding(rule: AlertRule, target: ScrapeTargetHealth, failures: int) 
         },
         link=reverse("metering") + "#scrape-targets",
     )
+
+
+# ---------------------------------------------------------------- what a rule's scope may name
+
+
+def deployment_options() -> list[tuple[object, str]]:
+    return [
+        (slug, slug) for slug in Deployment.objects.order_by("slug").values_list("slug", flat=True)
+    ]
+
+
+def source_options() -> list[tuple[object, str]]:
+    names = SourceSeen.objects.order_by("source").values_list("source", flat=True).distinct()
+    return [(name, name) for name in names]
+
+
+def scrape_target_options() -> list[tuple[object, str]]:
+    return [
+        (pk, f"#{pk} {url}")
+        for pk, url in ScrapeTarget.objects.order_by("pk").values_list("pk", "url")
+    ]

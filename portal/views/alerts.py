@@ -9,17 +9,34 @@ from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from portal.alerts import alert_list, rule_delete, rule_list, rule_update
+from portal.access import user_role
+from portal.alerts import (
+    KINDS,
+    alert_list,
+    kinds_held,
+    params_from_form,
+    rule_create,
+    rule_delete,
+    rule_list,
+    rule_update,
+    scope_from_form,
+)
 from portal.decorators import role_required
 from portal.errors import FieldError
-from portal.models import Alert, Role
+from portal.models import Alert, Event, Role, Tenant
 from portal.pager import pager_page
 
 NOTIFYING = (Role.OPERATOR, Role.FINANCE, Role.TENANT)
+SCOPE_LABELS = {
+    "deployment": "Deployment",
+    "pool": "Pool",
+    "source": "Source",
+    "scrape_target": "Scrape target",
+}
 
 
 @role_required(*NOTIFYING)
-def alerts(request):
+def alerts(request, *, posted=None, error: FieldError | None = None, status: int = 200):
     firing = list(alert_list(user=request.user, state=Alert.State.FIRING))
     resolved = pager_page(request, alert_list(user=request.user, state=Alert.State.RESOLVED))
     for alert in [*firing, *resolved]:
@@ -34,8 +51,90 @@ def alerts(request):
             "firing": firing,
             "page": resolved,
             "rules": rule_list(user=request.user),
+            **_rule_form(request.user, posted or {}, error),
         },
+        status=status,
     )
+
+
+def _rule_form(user, posted, error: FieldError | None) -> dict:
+    """The new-rule form: per kind the user may hold, its scope's options and its params,
+    with what was posted and the error naming a field."""
+    chosen = posted.get("kind", "")
+    kinds = []
+    for kind in kinds_held(user):
+        prefix = f"{kind.name}:"
+        key = next(iter(kind.scope_keys), None)
+        kinds.append(
+            {
+                "name": kind.name,
+                "summary": kind.summary,
+                "tenant": kind.tenant,
+                "scope_key": key,
+                "scope_label": SCOPE_LABELS.get(key, key),
+                "scope_value": posted.get(f"{prefix}scope", ""),
+                "scope_options": kind.scope_options() if key and kind.scope_options else [],
+                "params": [
+                    {
+                        "param": param,
+                        "input": f"{prefix}params.{param.name}",
+                        "value": posted.get(f"{prefix}params.{param.name}", ""),
+                        "error": error.message
+                        if error and kind.name == chosen and error.field == f"params.{param.name}"
+                        else "",
+                    }
+                    for param in kind.params
+                ],
+            }
+        )
+    if not chosen and kinds:
+        chosen = kinds[0]["name"]
+    staff = user_role(user) is not Role.TENANT
+    return {
+        "rule_kinds": kinds,
+        "rule_kind": chosen,
+        "rule_tenants": Tenant.objects.order_by("name") if staff else None,
+        "rule_posted": posted,
+        "rule_levels": Event.Level.choices,
+        "rule_error": error,
+        "rule_error_field": error.field if error else "",
+    }
+
+
+@require_POST
+@role_required(*NOTIFYING)
+def rule_new(request):
+    """Create a rule from the form: the chosen kind's scope and params (fields prefixed by
+    the kind); errors re-show the form with the field named."""
+    posted = request.POST
+    name = posted.get("kind", "")
+    kind = KINDS.get(name)
+    try:
+        if kind is None or kind not in kinds_held(request.user):
+            raise FieldError("kind", "choose a kind of rule you may hold")
+        prefix = f"{name}:"
+        fields = {k[len(prefix) :]: v for k, v in posted.items() if k.startswith(prefix)}
+        tenant = None  # a member's rule is its own tenant's (rule_create)
+        staff = user_role(request.user) is not Role.TENANT
+        if staff and kind.tenant != "never" and posted.get("tenant"):
+            tenant = Tenant.objects.filter(slug=posted["tenant"]).first()
+            if tenant is None:
+                raise FieldError("tenant", "choose a tenant")
+        level = posted.get("level") or "warning"
+        if level not in Event.Level.values:
+            raise FieldError("level", f"one of {', '.join(Event.Level.values)}")
+        rule = rule_create(
+            kind=name,
+            by=request.user,
+            tenant=tenant,
+            scope=scope_from_form(kind, fields.get("scope", "")),
+            params=params_from_form(kind, fields),
+            level=level,
+        )
+    except FieldError as error:
+        return alerts(request, posted=posted, error=error, status=error.http_status)
+    messages.success(request, f"The {rule.kind} rule #{rule.pk} is watching.")
+    return redirect("alerts")
 
 
 def _shown(value) -> str:
