@@ -7,6 +7,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncHour
 from hypothesis import HealthCheck, given, settings
@@ -473,7 +475,9 @@ def test_five_minute_buckets_older_than_8_days_are_pruned_by_the_fold(db, now):
     assert not errors
     usage_ingest(events=events, received_at=now)
     clock_set(now - timedelta(days=1))
-    usage_fold()
+    with CaptureQueriesContext(connection):  # statements logged as DEBUG logs them
+        usage_fold()
+
     def buckets():
         return list(FiveMinuteUsage.objects.order_by("bucket").values_list("bucket", "requests"))
 

@@ -122,8 +122,9 @@ def _five_minute_sql(column: str) -> str:
     """The start of a timestamp's UTC 5-minute bucket."""
     return _dialect(
         f"date_bin('5 minutes', {column}, TIMESTAMPTZ '2000-01-01 00:00:00+00')",
-        f"strftime('%Y-%m-%d %H:', {column}) || "
-        f"printf('%02d', CAST(strftime('%M', {column}) AS integer) / 5 * 5) || ':00'",
+        # The statements it is in take parameters: a literal % is written %%.
+        f"strftime('%%Y-%%m-%%d %%H:', {column}) || "
+        f"printf('%%02d', CAST(strftime('%%M', {column}) AS integer) / 5 * 5) || ':00'",
     )
 
 
