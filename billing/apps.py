@@ -22,6 +22,7 @@ class BillingConfig(AppConfig):
                 holders=frozenset({Role.FINANCE, Role.TENANT}),
                 tenant="required",
                 fired_event="budget.threshold_reached",
+                threshold_shown="{}%",
                 params=(
                     Param("amount", "Amount", "decimal", "a month, in the tenant's currency"),
                     Param("tokens", "or tokens", help="a month, input and output"),

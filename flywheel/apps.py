@@ -35,6 +35,7 @@ class FlywheelConfig(AppConfig):
                     ),
                 ),
                 scope_options=pool_options,
+                threshold_shown="{}%",
                 summary="leaves healthy GPUs idle: idle GPU-hours over the window above a "
                 "share of its healthy GPU-hours, with what they cost",
             )

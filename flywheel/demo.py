@@ -7,10 +7,11 @@ depreciation, PUE 1.30, electricity 0.083 per kWh; staff 129,000 a month (0.10 p
 GPU-hour for 1,768 GPUs) and SG&A 1,300,000 a month (about 15% of expected revenue).
 """
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TextIO
 
+from django.contrib.auth.models import User
 from django.db.models import Min
 
 from flywheel.domain.loop.factors import SYMBOLS
@@ -22,8 +23,10 @@ from flywheel.services.tfom import cost_model_create, factory_costs_create
 from metering.selectors.factory import pool_list
 from metering.selectors.usage import hourly_usage_list
 from portal import clock
+from portal.alerts import alerts_evaluate, rule_create
 from portal.demo import APPLIED_LEVER, demo_lever_applied_at, demo_step
-from portal.periods import day_floor
+from portal.models import AlertRule
+from portal.periods import day_floor, hour_floor
 from portal.pipeline import stages_run
 
 COSTS_FROM = datetime(2026, 1, 1, tzinfo=UTC)
@@ -259,4 +262,44 @@ def demo_flywheel(*, stdout: TextIO) -> None:
     stdout.write(
         f"  cycle {cycle.period_start:%Y-%m-%d} – {cycle.period_end:%Y-%m-%d}: "
         f"bottleneck {cycle.bottleneck or 'none'}, goal {goal}\n"
+    )
+
+
+# The operators' and Acme's alert rules; the last day replayed every ALERT_REPLAY so that
+# what the `alerts` job would have fired and resolved during it is there (the day's
+# degraded stretch of b200-a, h100-a's idle GPUs at night).
+ALERT_RULES = (
+    ("operator", {"kind": "slo_burn", "level": "critical"}),
+    ("operator", {"kind": "gpu_waste", "scope": {"pool": "h100-a"},
+                  "params": {"window_hours": 3, "threshold_pct": "58"}}),
+    ("operator", {"kind": "reconciliation_drift"}),
+    ("operator", {"kind": "source_silent"}),
+    ("operator", {"kind": "scrape_down", "level": "critical"}),
+    ("acme", {"kind": "slo_burn"}),
+    ("acme", {"kind": "uptime_below_tier"}),
+)  # fmt: skip
+ALERT_REPLAY = timedelta(minutes=10)
+REPLAYED_KINDS = ("slo_burn", "gpu_waste", "reconciliation_drift")  # read as of any instant
+
+
+@demo_step("alerts: the operators' and Acme's rules, and what they fired the last day")
+def demo_alerts(*, stdout: TextIO) -> None:
+    if AlertRule.objects.exclude(kind=AlertRule.Kind.BUDGET).exists():
+        stdout.write("  alert rules already set\n")
+        return
+    users = {name: User.objects.get(username=name) for name in {name for name, _ in ALERT_RULES}}
+    for name, rule in ALERT_RULES:
+        rule_create(by=users[name], **rule)
+    now = clock.now()
+    fired = resolved = 0
+    # From 6 hours into the events' day: each burn window pair has its short window whole.
+    moment = hour_floor(now) - timedelta(days=1) + timedelta(hours=6)
+    while moment < now:
+        counts = alerts_evaluate(now=moment, kinds=REPLAYED_KINDS)
+        fired, resolved = fired + counts["fired"], resolved + counts["resolved"]
+        moment += ALERT_REPLAY
+    counts = alerts_evaluate(now=now)
+    stdout.write(
+        f"  {len(ALERT_RULES)} rules; the last day: {fired + counts['fired']} alerts fired, "
+        f"{resolved + counts['resolved']} resolved\n"
     )

@@ -67,19 +67,20 @@ def alert_kinds_register() -> None:
     plumbing = (
         ("reconciliation_drift", reconciliation_drift_params_check, deployment_scope_check,
          reconciliation_drift_evaluate, "deployment", deployment_options,
-         Param("hours", "Hours", help="consecutive flagged whole hours; default 2"),
+         Param("hours", "Hours", help="consecutive flagged whole hours; default 2"), "{} h",
          "meters tokens its engines did not generate, or misses tokens they did, hour after "
          "hour (beyond 1% of the engine's, at least 10,000)"),
         ("source_silent", source_silent_params_check, source_silent_scope_check,
          source_silent_evaluate, "source", source_options,
-         Param("minutes", "Minutes", help="without a batch; default 15"),
+         Param("minutes", "Minutes", help="without a batch; default 15"), "{} min",
          "sent usage in the last day, then none for N minutes while its engines generate"),
         ("scrape_down", scrape_down_params_check, scrape_down_scope_check,
          scrape_down_evaluate, "scrape_target", scrape_target_options,
          Param("failures", "Failures", help="consecutive failed scrapes; default 4"),
+         "{} failures",
          "a /metrics target failing scrape after scrape"),
     )  # fmt: skip
-    for name, params_check, scope_check, evaluate, key, options, param, summary in plumbing:
+    for name, params_check, scope_check, evaluate, key, options, param, shown, summary in plumbing:
         kind_register(
             Kind(
                 name=name,
@@ -91,6 +92,7 @@ def alert_kinds_register() -> None:
                 condition=True,
                 params=(param,),
                 scope_options=options,
+                threshold_shown=shown,
                 summary=summary,
             )
         )

@@ -95,6 +95,7 @@ class Kind:
     params: tuple[Param, ...] = ()
     scope_options: Callable[[], list[tuple[object, str]]] | None = None
     summary: str = ""  # what it watches, in a sentence
+    threshold_shown: str = "{}"  # an alert's threshold as read: "{}%", "{} min"
     fired_event: str = "alert.fired"
     # A condition kind (burn, drift, silence…) keys its alerts by the time the condition
     # began: while one is firing for a (rule, scope key, threshold), a finding of the same
@@ -275,17 +276,19 @@ def alert_list(*, user: User, state: str | None = None) -> QuerySet[Alert]:
     return alerts.filter(state=state) if state else alerts
 
 
-def alerts_evaluate(*, now: datetime | None = None) -> dict[str, int]:
-    """The `alerts` job: evaluate every enabled rule through its kind, fire the findings
-    no alert has the key of, resolve the firing alerts of evaluated rules found no more.
-    In one transaction holding the rules, so two runs never fire one key twice."""
+def alerts_evaluate(
+    *, now: datetime | None = None, kinds: Iterable[str] | None = None
+) -> dict[str, int]:
+    """The `alerts` job: evaluate every enabled rule (of `kinds`, when given) through its
+    kind, fire the findings no alert has the key of, resolve the firing alerts of evaluated
+    rules found no more. In one transaction holding the rules, so two runs never fire one
+    key twice."""
     now = now or clock.now()
     with transaction.atomic():
-        rules = list(
-            AlertRule.objects.select_for_update(of=("self",))
-            .filter(enabled=True)
-            .select_related("tenant")
-        )
+        rules = AlertRule.objects.select_for_update(of=("self",)).filter(enabled=True)
+        if kinds is not None:
+            rules = rules.filter(kind__in=list(kinds))
+        rules = list(rules.select_related("tenant"))
         findings, evaluated = _evaluate(rules, now)
         keys = {finding.key: finding for finding in findings}
         holding = {_condition(*key) for key in keys}

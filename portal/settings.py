@@ -314,6 +314,7 @@ DEMO_STEPS = [
     "metering.demo.telemetry.demo_engine_telemetry",
     "flywheel.demo.demo_snapshots",
     "flywheel.demo.demo_flywheel",
+    "flywheel.demo.demo_alerts",
 ]
 
 # The issuer named on invoices and reports.

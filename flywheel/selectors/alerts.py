@@ -142,14 +142,15 @@ def _waste_finding(rule, pool, waste, version, *, start, end, telemetry) -> Find
             "idle_cost": amount,
             "currency": version.currency,
         }
-        cost = f"costing {amount} {version.currency}"
+        cost = f"costing {Decimal(amount):,} {version.currency}"
     return Finding(
         rule=rule,
         window_start=start,
         threshold=threshold,
         value=f"{share}%",
         summary=(
-            f"{pool.name}: {idle_hours} of {healthy_hours} healthy GPU-hours idle in the last "
+            f"{pool.name}: {Decimal(idle_hours):,} of {Decimal(healthy_hours):,} healthy "
+            "GPU-hours idle in the last "
             f"{rule.params['window_hours']} h ({share}%, above {threshold}%), {cost}"
         ),
         figures=figures,

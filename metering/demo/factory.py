@@ -2,7 +2,7 @@
 
 from decimal import Decimal
 
-from metering.demo.parameters import POOLS
+from metering.demo.parameters import POOLS, SLO_TARGET
 from metering.models import Deployment, Pool, ServedModel
 from metering.services.factory import VersionSpec, deployment_create, served_model_aliases_set
 from portal.demo import demo_step
@@ -25,5 +25,7 @@ def demo_factory(*, stdout) -> None:
                 model=model,
                 pool=pool,
                 by=None,
-                spec=VersionSpec(r_ref=Decimal(r_ref), slo_ttft_ms=ttft, slo_tpot_ms=tpot),
+                spec=VersionSpec(
+                    r_ref=Decimal(r_ref), slo_ttft_ms=ttft, slo_tpot_ms=tpot, slo_target=SLO_TARGET
+                ),
             )

@@ -1,16 +1,19 @@
 """The demo's last day at request level: each event stands for REQUEST_SCALE requests whose
 size is drawn from its model's real trace and whose latencies from the hour's load."""
 
+import random
 from datetime import timedelta
 
 from django.db import transaction
 
 from metering.demo.database import analyze
 from metering.demo.parameters import (
+    DEGRADED,
     EVENT_CHUNK,
     INPUT_PER_OUTPUT,
     POOLS,
     REQUEST_SCALE,
+    SEED,
     demo_token_classes,
     hour_output,
 )
@@ -28,6 +31,7 @@ def demo_last_day(rng, end, weights, stdout) -> None:
     as events of REQUEST_SCALE requests each, sized and timed by the model's trace."""
     day = end - timedelta(days=1)
     items = []
+    late = random.Random(SEED + 1)  # the degraded stretch draws apart: the rest is unchanged
     for slug, *_rest, r_ref, slo_ttft, slo_tpot in POOLS:
         pool = Pool.objects.get(slug=slug)
         model = pool.deployments.get().model.slug
@@ -76,6 +80,7 @@ def demo_last_day(rng, end, weights, stdout) -> None:
                             **latency.draw(rng, each_output),
                         }
                     )
+                    _degrade(items[-1], slug=slug, day=day, slo_ttft_ms=slo_ttft, rng=late)
     progress = Progress(stdout=stdout, label=f"{day:%Y-%m-%d} request by request", total=len(items))
     now = clock.now()
     with transaction.atomic():  # the day whole or not at all, folded once
@@ -88,3 +93,15 @@ def demo_last_day(rng, end, weights, stdout) -> None:
         analyze(UsageEvent)
         usage_fold()
     progress.finish(f"{len(items):,} request-level events")
+
+
+def _degrade(item: dict, *, slug: str, day, slo_ttft_ms: int, rng) -> None:
+    """A request of the DEGRADED stretch comes late on its first token at that stretch's
+    share: 1.5 to 3 times the TTFT threshold, its latency with it."""
+    pool, since, length, share = DEGRADED
+    start = day + since
+    if slug != pool or not start <= item["time"] < start + length or rng.random() >= share:
+        return
+    late = slo_ttft_ms * rng.uniform(1.5, 3)
+    item["latency_ms"] += late - item["ttft_ms"]
+    item["ttft_ms"] = late

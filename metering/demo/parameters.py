@@ -1,6 +1,7 @@
 """The demo factory's parameters: pools, volume, per-request distributions, and shared helpers."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 
 from portal import clock
@@ -48,6 +49,14 @@ POOLS = [
     ),
 ]
 AVAILABILITY, OCCUPANCY, EFFICIENCY = 0.97, 0.55, 0.80
+# The share of requests each deployment version promises within its SLO (the burn rate's
+# target, kpis.md 3c): the demo's requests meet their thresholds about 97.7 % of the time
+# (ERROR_RATE, TPOT_MISS_RATE and the TTFT tail below).
+SLO_TARGET = Decimal("0.97")
+# One stretch of the last day where a pool's requests came late (a KV-cache eviction storm
+# nobody opened an incident for): the pool, its start after the day's start, its length,
+# and the share of requests over the TTFT threshold. The burn-rate alert catches it.
+DEGRADED = ("b200-a", timedelta(hours=6, minutes=10), timedelta(minutes=50), 0.6)
 _TRACES = Path(__file__).resolve().parents[3] / "shared" / "samples" / "traces"
 # Each model's request sizes come from a real trace: chat on Llama (Azure conversations),
 # ChatGPT-style traffic on Qwen (BurstGPT), long-context conversations on DeepSeek-R1

@@ -40,9 +40,11 @@ def alerts(request, *, posted=None, error: FieldError | None = None, status: int
     firing = list(alert_list(user=request.user, state=Alert.State.FIRING))
     resolved = pager_page(request, alert_list(user=request.user, state=Alert.State.RESOLVED))
     for alert in [*firing, *resolved]:
-        alert.figures_shown = [
-            (key.replace("_", " "), _shown(value)) for key, value in alert.figures.items()
-        ]
+        alert.figures_shown = _figures(alert.figures)
+        kind = KINDS.get(alert.rule.kind)
+        alert.threshold_shown = (
+            kind.threshold_shown.format(alert.threshold) if kind else alert.threshold
+        )
     return render(
         request,
         "portal/alerts.html",
@@ -135,6 +137,20 @@ def rule_new(request):
         return alerts(request, posted=posted, error=error, status=error.http_status)
     messages.success(request, f"The {rule.kind} rule #{rule.pk} is watching.")
     return redirect("alerts")
+
+
+def _figures(figures: dict, prefix: str = "") -> list[tuple[str, str]]:
+    """An alert's figures as (label, text), nested ones under their parent's name."""
+    shown = []
+    for key, value in figures.items():
+        label = f"{prefix}{key.replace('_', ' ')}"
+        if isinstance(value, dict):
+            shown += _figures(value, prefix=f"{label} ")
+        elif isinstance(value, list):
+            shown.append((label, ", ".join(_shown(v) for v in value)))
+        else:
+            shown.append((label, _shown(value)))
+    return shown
 
 
 def _shown(value) -> str:
