@@ -97,6 +97,7 @@ def test_matrix_covers_every_page_route():
         "tokens/<int:pk>/revoke/",
         "metrics",  # an API endpoint (Prometheus text), in API_LISTS
         "billing/budget/",  # the target of the tenant home's budget form (POST only)
+        "alerts/rules/",  # the target of the alerts page's new-rule form (POST only)
     )
     pages = {
         "/" + route
