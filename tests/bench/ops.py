@@ -428,3 +428,88 @@ def delivery_figures(*, endpoint_ids: list[int]) -> dict:
     waits = sorted((done - made).total_seconds() for made, done in rows)
     total = Delivery.objects.filter(endpoint_id__in=endpoint_ids).count()
     return {"delivered": len(waits), "total": total, "waits": waits}
+
+
+# -- alerts (goal 14) --------------------------------------------------------------------
+
+ALERTS_AT = config.MONTH_END - timedelta(minutes=1)  # the dataset month's last minute
+
+
+def alerts_prepare() -> dict:
+    """The 5-minute buckets of the dataset month's last 8 days (the fold writes them within
+    8 days of now: the month is folded again with the clock at its end), the month rated,
+    and a tenant member's read token for the budget read."""
+    from billing.services.rated import rated_usage_update
+
+    clock.clock_set(config.MONTH_END)
+    try:
+        started = time.perf_counter()
+        usage_refold(start=config.MONTH_END - timedelta(days=8))
+        refold_apply()
+        refolded = time.perf_counter() - started
+        started = time.perf_counter()
+        rated_usage_update()
+        rated = time.perf_counter() - started
+    finally:
+        clock.clock_set(None)
+    from metering.models import FiveMinuteUsage
+
+    tenant = Tenant.objects.get(slug=tenant_slug(0))
+    member = user_ensure(
+        username="bench-member", role=Role.TENANT, tenant=tenant, password="bench-pw-123456"
+    )
+    _, token = token_create(user=member, name="bench", scopes=["read"])
+    return {
+        "refold_seconds": refolded,
+        "rate_seconds": rated,
+        "five_minute_rows": FiveMinuteUsage.objects.count(),
+        "tenant": tenant.slug,
+        "token": token,
+    }
+
+
+def alerts_rules(*, tenants: int) -> dict:
+    """Rules for the first `tenants` tenants (a money budget, an SLO burn, uptime below
+    tier each) and the factory's rules of every other kind, once."""
+    from django.contrib.auth.models import User
+
+    from portal.alerts import rule_create
+    from portal.models import AlertRule
+
+    operator = User.objects.get(username="bench-operator")
+    if not AlertRule.objects.filter(tenant__isnull=True).exists():
+        for kind, params in (
+            ("slo_burn", {}),
+            ("reconciliation_drift", {}),
+            ("source_silent", {}),
+            ("scrape_down", {}),
+            ("gpu_waste", {}),
+            ("kpi_below_band", {"kpi": "tef", "threshold": "0.5"}),
+        ):
+            rule_create(kind=kind, params=params, by=operator)
+    held = set(AlertRule.objects.filter(kind="budget").values_list("tenant__slug", flat=True))
+    for rank in range(tenants):
+        slug = tenant_slug(rank)
+        if slug in held:
+            continue
+        tenant = Tenant.objects.get(slug=slug)
+        rule_create(kind="budget", tenant=tenant, params={"amount": "5000.00"}, by=operator)
+        rule_create(kind="slo_burn", tenant=tenant, by=operator)
+        rule_create(kind="uptime_below_tier", tenant=tenant, by=operator)
+    return {"rules": AlertRule.objects.count()}
+
+
+def alerts_evaluate_timed() -> dict:
+    """One run of the alerts job at the dataset month's last minute: seconds, queries, and
+    what it fired (a first run fires; the next ones evaluate the same and fire nothing)."""
+    from portal.alerts import alerts_evaluate
+
+    clock.clock_set(ALERTS_AT)
+    try:
+        with CaptureQueriesContext(connection) as queries:
+            started = time.perf_counter()
+            counts = alerts_evaluate(now=ALERTS_AT)
+            seconds = time.perf_counter() - started
+    finally:
+        clock.clock_set(None)
+    return {"seconds": seconds, "queries": len(queries), **counts}

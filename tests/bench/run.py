@@ -22,6 +22,8 @@ small and the large dataset (config.sizes()), then measures:
  12. peak RSS of a web worker ingesting 10,000-span OTLP exports
  13. webhook delivery: 10,000 events to 10 endpoints, one hanging: the others' p95, and a
      page's p95 during the burst against at rest
+ 14. the budget read's p95 over HTTP; the alerts job over every rule of 200 tenants, and
+     its query count against 20 tenants'
 
 Prints the ratio table and writes every figure to var/bench/*.json (docs/performance.md
 explains the method).
@@ -1065,6 +1067,70 @@ class Bench:
             verdict(ratio, 1.5, at_least=False),
         )
 
+    def alerts(self) -> None:
+        """Goal 14, on the large dataset: the budget read a gateway calls per request (GET
+        /api/v1/tenants/<slug>/budget over HTTP), p95 ≤ 20 ms; one run of the alerts job
+        evaluating every rule of 200 tenants (a budget, an SLO burn and uptime below tier
+        each) and the factory's (one of every other kind) ≤ 5 s, in as many queries as for
+        20 tenants."""
+        log("goal 14: the budget read, and the alerts job for 20 and 200 tenants' rules")
+        agent = self.agents["large"]
+        prepared = agent.call("alerts_prepare")
+        log(
+            f"  5-minute buckets of the month's last 8 days: {prepared['five_minute_rows']:,} "
+            f"rows (refold {prepared['refold_seconds']:.0f} s, rate {prepared['rate_seconds']:.0f} s)"
+        )
+        runs: dict[int, dict] = {}
+        for tenants in (20, config.TENANTS):
+            rules = agent.call("alerts_rules", tenants=tenants)["rules"]
+            first = agent.call("alerts_evaluate_timed")
+            steady = [agent.call("alerts_evaluate_timed") for _ in range(5)]
+            runs[tenants] = {"rules": rules, "first": first, "steady": steady}
+            log(
+                f"  {tenants} tenants, {rules} rules: first run {first['seconds']:.2f} s "
+                f"({first['fired']} fired, {first['queries']} queries), then "
+                f"{max(r['seconds'] for r in steady):.2f} s at most ({steady[0]['queries']} queries)"
+            )
+        getter = web.Getter(
+            self.web["large"].port, {"Authorization": f"Bearer {prepared['token']}"}
+        )
+        path = f"/api/v1/tenants/{prepared['tenant']}/budget"
+        for _ in range(10):
+            getter.get(path)  # warm both workers
+        reads = [getter.get(path) for _ in range(200)]
+        self.results["alerts"] = {"prepared": prepared, "runs": runs, "budget_read": reads}
+        read95 = p95(reads)
+        self.add(
+            "14",
+            "GET /api/v1/tenants/<slug>/budget p95 (200 reads)",
+            f"{read95 * 1000:.1f} ms",
+            f"p50 {statistics.median(reads) * 1000:.1f} ms",
+            float("nan"),
+            "<= 20 ms",
+            "pass" if read95 <= 0.020 else "MISS",
+        )
+        big, small = runs[config.TENANTS], runs[20]
+        slowest = max(r["seconds"] for r in [big["first"], *big["steady"]])
+        self.add(
+            "14",
+            f"alerts job, every rule of {config.TENANTS} tenants ({big['rules']} rules): slowest run",
+            f"{slowest:.2f} s",
+            f"first {big['first']['seconds']:.2f} s",
+            float("nan"),
+            "<= 5 s",
+            "pass" if slowest <= 5 else "MISS",
+        )
+        queries = big["steady"][0]["queries"] / small["steady"][0]["queries"]
+        self.add(
+            "14",
+            f"alerts job queries: {config.TENANTS} tenants' rules vs 20 tenants'",
+            str(big["steady"][0]["queries"]),
+            str(small["steady"][0]["queries"]),
+            queries,
+            "= 1",
+            "pass" if queries == 1 else "MISS",
+        )
+
     # -- report -----------------------------------------------------------------------
 
     def report(self) -> str:
@@ -1113,7 +1179,7 @@ class Bench:
 
 STAGES = (
     "kpis", "reads", "widest", "rollups", "rating", "ingestion", "baseline", "otlp", "embedded",
-    "memory", "delivery",
+    "memory", "delivery", "alerts",
 )  # fmt: skip
 # Stages on a database of their own: BENCH_ONLY naming only these loads no dataset.
 STANDALONE = {"delivery"}
