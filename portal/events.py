@@ -127,6 +127,15 @@ def _email_recipients(event: Event) -> list[User]:
 
 
 INBOX_DAYS = 90  # how far back the inbox reaches
+ALERT_EVENTS = ("alert.fired", "alert.resolved")
+
+
+def _finance_kinds() -> list[str]:
+    """The alert kinds finance holds rules of (a tenant's budget, its uptime below tier):
+    their alerts reach finance's inbox and email beside the billing events."""
+    from portal.alerts import KINDS  # the rules raise their alerts through this module
+
+    return sorted(name for name, kind in KINDS.items() if Role.FINANCE in kind.holders)
 
 
 def _audience(user: AbstractBaseUser | AnonymousUser) -> Q | None:
@@ -136,7 +145,8 @@ def _audience(user: AbstractBaseUser | AnonymousUser) -> Q | None:
     if role is Role.OPERATOR:
         return recent & Q(for_factory=True)
     if role is Role.FINANCE:
-        return recent & Q(for_factory=True, type__in=BILLING_EVENTS)
+        alerts = Q(type__in=ALERT_EVENTS, data__kind__in=_finance_kinds())
+        return recent & Q(for_factory=True) & (Q(type__in=BILLING_EVENTS) | alerts)
     if role is Role.TENANT:
         return recent & Q(tenant=user_tenant(user))
     return None
@@ -147,7 +157,10 @@ def event_visible(event: Event, *, user: AbstractBaseUser) -> bool:
     if role is Role.OPERATOR:
         return event.for_factory
     if role is Role.FINANCE:
-        return event.for_factory and event.type in BILLING_EVENTS
+        return event.for_factory and (
+            event.type in BILLING_EVENTS
+            or (event.type in ALERT_EVENTS and event.data.get("kind") in _finance_kinds())
+        )
     if role is Role.TENANT:
         tenant = user_tenant(user)
         return tenant is not None and event.tenant_id == tenant.pk

@@ -14,6 +14,7 @@ from rest_framework.test import APIClient
 from metering.models import Deployment
 from metering.services.sla.incidents import incident_create
 from portal.alerts import alerts_evaluate
+from portal.events import inbox_list
 from portal.models import Alert, Event
 from tests.billing.factories import make_contract, make_priced_model, post_usage
 
@@ -59,7 +60,7 @@ def _rule(client, status=201, **body):
     return response.json()
 
 
-def test_uptime_below_the_tier_fires_once_a_month(december, finance):
+def test_uptime_below_the_tier_fires_once_a_month(december, finance, users):
     _rule(finance, tenant="tenant-a")
     _rule(finance, tenant="tenant-b")
 
@@ -80,6 +81,8 @@ def test_uptime_below_the_tier_fires_once_a_month(december, finance):
     )
     [event] = Event.objects.filter(type="alert.fired")
     assert event.tenant.slug == "tenant-a"
+    # Finance holds these rules: their alerts reach its inbox (a burn alert would not).
+    assert list(inbox_list(user=users["finance"])) == [event]
 
 
 def test_members_hold_their_own_finance_any_tenants_and_params_are_refused(

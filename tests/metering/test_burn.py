@@ -25,6 +25,7 @@ from django.test.utils import CaptureQueriesContext
 
 from metering.services.usage.rollup import usage_fold
 from portal.alerts import alerts_evaluate
+from portal.events import inbox_list
 from portal.clock import clock_set
 from portal.models import Alert, Event
 from tests.billing.factories import make_contract
@@ -90,7 +91,7 @@ def _firing():
     )
 
 
-def test_the_burn_of_every_window_pair_by_hand(traffic, admin_api):
+def test_the_burn_of_every_window_pair_by_hand(traffic, admin_api, users):
     _rule(admin_api, kind="slo_burn", level="info")
 
     assert alerts_evaluate(now=NOW) == {"rules": 1, "fired": 2, "resolved": 0}
@@ -117,6 +118,9 @@ def test_the_burn_of_every_window_pair_by_hand(traffic, admin_api):
     # Firing twice sends once.
     assert alerts_evaluate(now=NOW)["fired"] == 0
     assert Event.objects.filter(type="alert.fired").count() == 2
+    # The operators' inbox has them; finance's does not (it holds no burn rule).
+    assert inbox_list(user=users["operator"]).count() == 2
+    assert not inbox_list(user=users["finance"]).exists()
 
 
 def test_a_long_window_under_min_requests_never_fires_until_the_rule_lowers_it(traffic, admin_api):
