@@ -1,8 +1,12 @@
 """Plotly figures of billing data (from selector output)."""
 
+from datetime import datetime, timedelta
+from decimal import Decimal
+
 import plotly.graph_objects as go
 
 from portal.charts import base_layout
+from portal.periods import next_month
 
 UNSOLD_COLOURS = {
     "trial": "#7048e8",
@@ -89,4 +93,36 @@ def sla_history_chart(history) -> go.Figure:
             mode="lines",
             line={"color": "#1b1f24", "dash": "dash"},
         )
+    return fig
+
+
+def budget_burn_chart(days: list[tuple[datetime, Decimal]], budget) -> go.Figure:
+    """A budget's month: what was spent by the end of each day so far, the budget, and the
+    month's projection at the pace so far (from `as_of` to the month's end)."""
+    unit = "tokens" if budget.unit == "tokens" else budget.unit
+    layout = base_layout(y_title=f"Spent ({unit})", x_title="Day (UTC)")
+    fig = go.Figure(layout=layout)
+    ends = [min(day + timedelta(days=1), budget.as_of) for day, _ in days]  # today: so far
+    fig.add_scatter(
+        x=[budget.month, *ends],
+        y=[0, *(float(spent) for _, spent in days)],
+        name="Spent",
+        mode="lines+markers",
+        line={"color": "#1f6feb", "width": 3},
+    )
+    month_end = next_month(budget.month)
+    fig.add_scatter(
+        x=[budget.as_of, month_end],
+        y=[float(budget.spent), float(budget.projected)],
+        name="Projected",
+        mode="lines",
+        line={"color": "#1f6feb", "dash": "dot"},
+    )
+    fig.add_scatter(
+        x=[budget.month, month_end],
+        y=[float(budget.budget)] * 2,
+        name="Budget",
+        mode="lines",
+        line={"color": "#c92a2a", "dash": "dash"},
+    )
     return fig

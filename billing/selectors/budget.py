@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import F, Sum
+from django.db.models import F, Q, Sum
+from django.db.models.functions import TruncDay
 
 from billing.domain.budget import (
     NONE,
@@ -149,6 +150,35 @@ def _budget(rule: AlertRule, *, month: datetime, state: str) -> Budget:
         thresholds=tuple(rule.params["thresholds"]),
         rule=rule,
     )
+
+
+def budget_days(budget: Budget) -> list[tuple[datetime, Decimal]]:
+    """A budget's month so far, day by day: (day, spent up to its end), the last equal to
+    `spent`. Each day's share of the month's spend is its share of the rated amounts (of
+    the tokens, for a token budget): one query on the tenant-month's rated usage."""
+    if budget.rule is None or not budget.spent:
+        return []
+    rows = RatedUsage.objects.filter(tenant_id=budget.rule.tenant_id, month_start=budget.month)
+    measure = (
+        Sum(F("input_tokens") + F("output_tokens"))
+        if budget.unit == TOKENS
+        else Sum("realized", filter=Q(sale=RatedUsage.Sale.PAID))
+    )
+    daily = list(
+        rows.annotate(day=TruncDay("hour", tzinfo=UTC))
+        .values("day")
+        .annotate(amount=measure)
+        .order_by("day")
+        .values_list("day", "amount")
+    )
+    total = sum((amount or 0 for _, amount in daily), Decimal(0))
+    if not total:
+        return []
+    days, running = [], Decimal(0)
+    for day, amount in daily:
+        running += amount or 0
+        days.append((day, budget.spent * running / total))
+    return days
 
 
 def budget_get(*, tenant: Tenant, now: datetime | None = None) -> Budget:

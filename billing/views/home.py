@@ -4,9 +4,10 @@ from django.contrib import messages
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from billing.charts import budget_burn_chart
 from billing.forms import BudgetForm
 from billing.selectors.balances import credit_balance, open_balance
-from billing.selectors.budget import budget_get
+from billing.selectors.budget import budget_days, budget_get
 from billing.selectors.invoices import invoice_list
 from billing.services.credits import sla_figures_list
 from metering.selectors.sla.incidents import peak_impact
@@ -72,10 +73,17 @@ def _home(request, *, form: BudgetForm | None):
             "open_total": open_balance(tenant=tenant),
             "credit_total": credit_balance(tenant=tenant),
             "budget": budget,
+            "budget_chart": _burn(budget),
             "budget_form": form,
         },
         status=400 if form.errors else 200,
     )
+
+
+def _burn(budget) -> str | None:
+    """The budget's month so far against it, when something was spent."""
+    days = budget_days(budget)
+    return figure_json(budget_burn_chart(days, budget)) if days else None
 
 
 def _initial(budget) -> dict:

@@ -6,17 +6,18 @@ The world: now is 16 December 2026 10:00 UTC; tenant-a used 10 M input and 10 M 
 tokens on 3 December at 0.88 per million, 10% off: spent 15.84 USD. The month is 744 h, of
 which 370 h have elapsed: projected = 15.84 × 744 / 370 = 31.8512… → 31.85."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 from rest_framework.test import APIClient
 
+from billing.selectors.budget import budget_days, budget_get
 from billing.services.rated import rated_usage_update
 from metering.services.usage.rollup import usage_fold
 from portal import clock
 from portal.alerts import alerts_evaluate
-from portal.models import Alert, AlertRule, AuditEntry, Event
+from portal.models import Alert, AlertRule, AuditEntry, Event, Tenant
 from tests.billing.factories import M, make_contract, make_priced_model, post_usage
 
 pytestmark = pytest.mark.both_backends
@@ -67,6 +68,9 @@ def test_a_members_money_budget_reads_spent_projected_and_state_by_hand(spent, m
         "reached": [50, 80],
     }
     assert AuditEntry.objects.filter(object_type="alert_rule", action="create").count() == 1
+    # Its burn on the home page: spent by the end of 3 December, all of it.
+    budget = budget_get(tenant=Tenant.objects.get(slug="tenant-a"))
+    assert budget_days(budget) == [(datetime(2026, 12, 3, tzinfo=UTC), Decimal("15.84"))]
 
 
 def test_a_token_budget_counts_input_and_output_tokens(spent, member):
@@ -183,6 +187,7 @@ def test_a_member_sets_its_budget_on_its_home_and_reads_its_alerts(
     client = session_client(users["tenant"])
     home = client.get("/").content.decode()
     assert "No budget" in home and "Set budget" in home
+    assert 'id="budget-chart"' not in home
 
     refused = client.post("/billing/budget/", {"amount": "19.00", "thresholds": "50, eighty"})
     assert refused.status_code == 400
@@ -192,6 +197,7 @@ def test_a_member_sets_its_budget_on_its_home_and_reads_its_alerts(
     home = client.get("/").content.decode()
     for shown in ("15.84", "19.00 USD", "31.85", "3.16", "warning", "reached 50%, 80%"):
         assert shown in home, shown
+    assert 'id="budget-chart"' in home  # its burn: spent by day, the budget, the projection
 
     alerts_evaluate(now=now)
     page = client.get("/alerts/").content.decode()
