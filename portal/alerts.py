@@ -136,41 +136,6 @@ def kinds_held(user: User) -> list[Kind]:
     ]
 
 
-def params_from_form(kind: Kind, data) -> dict:
-    """A rule's params from a form's `params.<name>` fields (blank: the default); a value
-    that is not of its type is a FieldError naming it."""
-    params: dict = {}
-    for param in kind.params:
-        field_name = f"params.{param.name}"
-        value = (data.get(field_name) or "").strip()
-        if not value:
-            continue
-        try:
-            if param.type == "int":
-                params[param.name] = int(value.replace(",", "").replace("_", ""))
-            elif param.type == "percents":
-                params[param.name] = [int(part) for part in value.replace(" ", "").split(",")]
-            else:
-                params[param.name] = value
-        except ValueError:
-            wanted = (
-                "whole numbers, comma-separated" if param.type == "percents" else "a whole number"
-            )
-            raise FieldError(field_name, wanted) from None
-    return params
-
-
-def scope_from_form(kind: Kind, value: str) -> dict:
-    """The scope a form names: its one key's value (an option's, typed as the option is),
-    or {} for the whole of the rule's tenant or factory."""
-    value = (value or "").strip()
-    if not value or not kind.scope_keys:
-        return {}
-    key = next(iter(kind.scope_keys))
-    options = kind.scope_options() if kind.scope_options else []
-    return {key: next((option for option, _ in options if str(option) == value), value)}
-
-
 def _kind(name: str) -> Kind:
     kind = KINDS.get(name)
     if kind is None:

@@ -1,5 +1,7 @@
 from django import forms
 
+from portal.alerts import Kind
+from portal.errors import FieldError
 from portal.models import Scope, Tenant
 
 
@@ -66,3 +68,41 @@ class EmailForm(forms.Form):
     def __init__(self, *args, event_types: list[str], **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["event_types"].choices = _event_type_choices(event_types)
+
+
+# The alerts page's new-rule form: its fields are the chosen kind's (portal.alerts.Kind).
+
+
+def rule_params(kind: Kind, data) -> dict:
+    """A rule's params from a form's `params.<name>` fields (blank: the default); a value
+    that is not of its type is a FieldError naming it."""
+    params: dict = {}
+    for param in kind.params:
+        field_name = f"params.{param.name}"
+        value = (data.get(field_name) or "").strip()
+        if not value:
+            continue
+        try:
+            if param.type == "int":
+                params[param.name] = int(value.replace(",", "").replace("_", ""))
+            elif param.type == "percents":
+                params[param.name] = [int(part) for part in value.replace(" ", "").split(",")]
+            else:
+                params[param.name] = value
+        except ValueError:
+            wanted = (
+                "whole numbers, comma-separated" if param.type == "percents" else "a whole number"
+            )
+            raise FieldError(field_name, wanted) from None
+    return params
+
+
+def rule_scope(kind: Kind, value: str) -> dict:
+    """The scope a form names: its one key's value (an option's, typed as the option is),
+    or {} for the whole of the rule's tenant or factory."""
+    value = (value or "").strip()
+    if not value or not kind.scope_keys:
+        return {}
+    key = next(iter(kind.scope_keys))
+    options = kind.scope_options() if kind.scope_options else []
+    return {key: next((option for option, _ in options if str(option) == value), value)}

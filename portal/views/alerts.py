@@ -14,15 +14,14 @@ from portal.alerts import (
     KINDS,
     alert_list,
     kinds_held,
-    params_from_form,
     rule_create,
     rule_delete,
     rule_list,
     rule_update,
-    scope_from_form,
 )
 from portal.decorators import role_required
 from portal.errors import FieldError
+from portal.forms import rule_params, rule_scope
 from portal.models import Alert, Event, Role, Tenant
 from portal.pager import pager_page
 
@@ -129,8 +128,8 @@ def rule_new(request):
             kind=name,
             by=request.user,
             tenant=tenant,
-            scope=scope_from_form(kind, fields.get("scope", "")),
-            params=params_from_form(kind, fields),
+            scope=rule_scope(kind, fields.get("scope", "")),
+            params=rule_params(kind, fields),
             level=level,
         )
     except FieldError as error:
