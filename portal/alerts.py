@@ -24,6 +24,7 @@ from portal import clock
 from portal.access import tenant_scoped, user_role, user_tenant
 from portal.errors import FieldError
 from portal.events import event_raise
+from portal.formatting import rfc3339
 from portal.models import Alert, AlertRule, Role, Tenant
 from portal.services import audit_object, audit_snapshot, object_delete
 
@@ -355,7 +356,7 @@ def _announce(alert: Alert, *, type: str, summary: str, at: datetime) -> None:
             "scope": {"tenant": rule.tenant.slug} | rule.scope if rule.tenant else rule.scope,
             "threshold": alert.threshold,
             "value": alert.value,
-            "window_start": alert.window_start.isoformat().replace("+00:00", "Z"),
+            "window_start": rfc3339(alert.window_start),
             "figures": alert.figures,
             "state": alert.state,
         },

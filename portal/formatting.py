@@ -4,6 +4,7 @@ Python: the domains may import it (portal.templatetags wraps it for templates)."
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from portal.money import round_money
@@ -31,3 +32,9 @@ def decimal_plain(value: Decimal) -> str:
 def money_text(*, amount: Decimal, currency: str) -> str:
     """An amount as people read it in a memo or a line: 595,823.32 USD."""
     return f"{round_money(amount=amount, currency=currency):,} {currency}"
+
+
+def rfc3339(moment: datetime) -> str:
+    """An instant as RFC 3339 text in UTC, as every API shape and event writes one:
+    2026-12-16T10:00:00Z."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

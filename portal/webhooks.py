@@ -22,6 +22,7 @@ from standardwebhooks.webhooks import Webhook
 from portal.access import tenant_scoped, user_role, user_tenant
 from portal.errors import FieldError
 from portal.events import BILLING_EVENTS, EVENT_TYPES
+from portal.formatting import rfc3339
 from portal.models import Delivery, Event, Role, Tenant, WebhookEndpoint
 from portal.services import audit_object, audit_snapshot, object_delete
 
@@ -203,7 +204,7 @@ def event_body(event: Event) -> bytes:
         data["link"] = settings.PORTAL_URL.rstrip("/") + event.link
     body = {
         "type": event.type,
-        "timestamp": event.occurred_at.isoformat().replace("+00:00", "Z"),
+        "timestamp": rfc3339(event.occurred_at),
         "data": data,
     }
     return json.dumps(body, cls=DjangoJSONEncoder, separators=(",", ":")).encode()

@@ -26,6 +26,7 @@ from billing.models import RatedMark, RatedTenantMonth, RatedUsage
 from metering.selectors.usage import usage_metered_until
 from portal import clock
 from portal.alerts import Evaluation, Finding
+from portal.formatting import rfc3339
 from portal.models import AlertRule, Tenant
 from portal.money import money_str, round_money
 from portal.periods import month_start
@@ -68,7 +69,7 @@ class Budget:
             "spent": shown(self.spent),
             "remaining": shown(self.remaining),
             "projected": shown(self.projected),
-            "as_of": self.as_of.isoformat().replace("+00:00", "Z") if self.as_of else None,
+            "as_of": rfc3339(self.as_of) if self.as_of else None,
             "thresholds": list(self.thresholds),
             "reached": list(self.reached),
         }

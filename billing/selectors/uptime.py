@@ -13,6 +13,7 @@ from billing.selectors.pricing import month_contracts
 from metering.selectors.sla.months import sla_month_list
 from portal.alerts import Evaluation, Finding
 from portal.errors import FieldError
+from portal.formatting import rfc3339
 from portal.models import AlertRule
 from portal.periods import month_start
 
@@ -63,7 +64,7 @@ def uptime_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
                     "target": str(target),
                     "downtime_seconds": str(sla.downtime_seconds),
                     "maintenance_seconds": str(sla.maintenance_seconds),
-                    "period_end": sla.period_end.isoformat().replace("+00:00", "Z"),
+                    "period_end": rfc3339(sla.period_end),
                 },
                 link="/billing/sla/",
             )

@@ -11,13 +11,13 @@ from django.urls import reverse
 
 from billing.models import CreditNote, Invoice
 from portal.events import event_raise
-from portal.formatting import money_text
+from portal.formatting import money_text, rfc3339
 from portal.models import Event
 from portal.money import money_str
 
 
 def _rfc3339(moment: datetime | None) -> str | None:
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
+    return rfc3339(moment) if moment else None
 
 
 def _invoice_data(invoice: Invoice) -> dict:

@@ -33,6 +33,7 @@ from metering.selectors.factory import pool_list, pool_service_lives
 from portal.alerts import Evaluation, Finding
 from portal.effective import in_force_by
 from portal.errors import FieldError
+from portal.formatting import rfc3339
 from portal.models import AlertRule
 from portal.money import money_str, round_half_up
 
@@ -48,10 +49,6 @@ def pool_scope_check(scope: dict) -> dict:
         if not isinstance(slug, str) or not pool_list().filter(slug=slug).exists():
             raise FieldError("scope.pool", "the slug of one of the factory's pools")
     return scope
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _shown(value: Decimal, places: Decimal) -> str:
@@ -122,8 +119,8 @@ def _waste_finding(rule, pool, waste, version, *, start, end, telemetry) -> Find
     share = _shown(waste.idle_pct, PCT_PLACES)
     figures = {
         "pool": pool.slug,
-        "window_start": _iso(start),
-        "window_end": _iso(end),
+        "window_start": rfc3339(start),
+        "window_end": rfc3339(end),
         "healthy_gpu_hours": healthy_hours,
         "busy_gpu_hours": _shown(waste.busy_gpu_hours, HOUR_PLACES),
         "idle_gpu_hours": idle_hours,
@@ -212,7 +209,7 @@ def kpi_below_band_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation
                     "value": str(value),
                     "threshold": threshold,
                     "telemetry": snapshot.telemetry,
-                    "measured_at": _iso(snapshot.measured_at),
+                    "measured_at": rfc3339(snapshot.measured_at),
                 },
                 link=f"{reverse('home')}?from={start:%Y-%m-%d}&to={following:%Y-%m-%d}",
             )

@@ -28,6 +28,7 @@ from metering.selectors.changes import usage_changes_read
 from metering.selectors.factory import pool_list, pool_service_lives
 from metering.selectors.usage import usage_metered_until
 from portal import clock
+from portal.formatting import rfc3339
 from portal.money import money_str
 from portal.periods import day_floor, hour_floor, month_start, months_before, next_month
 from portal.pipeline import MEASURE, log_consume
@@ -41,7 +42,7 @@ def kpis_json(kpis: Kpis) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in kpis.as_dict().items():
         if isinstance(value, datetime):
-            out[key] = value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+            out[key] = rfc3339(value)
         elif key in ("list_value", "realized_revenue"):
             out[key] = money_str(amount=value, currency=settings.FACTORY_CURRENCY)
         elif isinstance(value, Decimal):

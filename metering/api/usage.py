@@ -47,6 +47,7 @@ from portal.api.errors import (
 )
 from portal.api.pagination import Pagination
 from portal.api.periods import PERIOD_PARAMETERS
+from portal.formatting import rfc3339
 from portal.models import Scope
 from portal.permissions import capability_permission
 
@@ -446,7 +447,7 @@ def _usage_row(row: dict) -> dict:
     if isinstance(start, date) and not isinstance(start, datetime):
         start = datetime.combine(start, time.min, tzinfo=UTC)
     return {
-        "period_start": start.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "period_start": rfc3339(start),
         "tenant": row["tenant__slug"],
         "model": row["deployment__model__slug"],
         "pool": row["deployment__pool__slug"],

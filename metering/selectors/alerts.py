@@ -28,6 +28,7 @@ from metering.selectors.telemetry import (
 from metering.selectors.usage import usage_metered_until
 from portal.alerts import Evaluation, Finding
 from portal.errors import FieldError
+from portal.formatting import rfc3339
 from portal.models import AlertRule
 from portal.periods import hour_floor
 
@@ -40,10 +41,6 @@ RUN_LOOKBACK = timedelta(hours=24)
 def _scrape_every() -> timedelta:
     """The beat's "scrape" cadence (settings.CELERY_BEAT_SCHEDULE)."""
     return timedelta(seconds=settings.CELERY_BEAT_SCHEDULE["scrape"]["schedule"])
-
-
-def _instant(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 # ---------------------------------------------------------------- reconciliation drift
@@ -115,7 +112,7 @@ def _drift_finding(
         figures={
             "hours": [
                 {
-                    "hour": _instant(row.hour),
+                    "hour": rfc3339(row.hour),
                     "engine_output_tokens": row.engine_output_tokens,
                     "metered_output_tokens": row.metered_output_tokens,
                     "difference": row.difference,
@@ -184,11 +181,11 @@ def _silent_finding(rule: AlertRule, row: SourceRow, minutes: int, now: datetime
             "generating"
         ),
         figures={
-            "last_received_at": _instant(received),
-            "last_event_at": _instant(row.last_event_at),
+            "last_received_at": rfc3339(received),
+            "last_event_at": rfc3339(row.last_event_at),
             "quiet_minutes": quiet,
             "deployments": row.grown,
-            "engine_observed_at": _instant(row.engine_observed_at),
+            "engine_observed_at": rfc3339(row.engine_observed_at),
         },
         link=reverse("metering") + "#ingestion",
     )
@@ -250,7 +247,7 @@ def _scrape_finding(rule: AlertRule, target: ScrapeTargetHealth, failures: int) 
             "kind": target.kind,
             "pool": target.pool,
             "consecutive_failures": count,
-            "last_scraped_at": _instant(target.last_scraped_at),
+            "last_scraped_at": rfc3339(target.last_scraped_at),
             "last_error": target.last_error[:500],
         },
         link=reverse("metering") + "#scrape-targets",

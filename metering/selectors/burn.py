@@ -27,7 +27,7 @@ from metering.models import Deployment, FiveMinuteUsage
 from metering.selectors.factory import DeploymentVersions
 from metering.selectors.usage import usage_metered_until
 from portal.alerts import Evaluation, Finding, tenant_slo_targets
-from portal.formatting import decimal_plain
+from portal.formatting import decimal_plain, rfc3339
 from portal.models import AlertRule
 
 EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
@@ -124,7 +124,7 @@ def _finding(
             "deployment": deployment,
             "target": decimal_plain(target),
             "factor": str(pair.factor),
-            "window_end": end.isoformat().replace("+00:00", "Z"),
+            "window_end": rfc3339(end),
             "long": _figures(burning.long, burning.long_burn),
             "short": _figures(burning.short, burning.short_burn),
         },

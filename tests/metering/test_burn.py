@@ -25,8 +25,8 @@ from django.test.utils import CaptureQueriesContext
 
 from metering.services.usage.rollup import usage_fold
 from portal.alerts import alerts_evaluate
-from portal.events import inbox_list
 from portal.clock import clock_set
+from portal.events import inbox_list
 from portal.models import Alert, Event
 from tests.billing.factories import make_contract
 from tests.metering.factories import make_deployment

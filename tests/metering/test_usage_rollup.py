@@ -8,9 +8,9 @@ from decimal import Decimal
 
 import pytest
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncHour
+from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.conf import settings
@@ -12,6 +11,7 @@ from flywheel.domain.loop.goals import GoalCheck, Proposal
 from flywheel.domain.loop.projection import Projection
 from flywheel.selectors.loop.baseline import uncosted_json
 from flywheel.selectors.tfom import tfom_json
+from portal.formatting import rfc3339
 from portal.money import money_str
 
 
@@ -129,7 +129,3 @@ def diagnosis_response(diagnosis: Diagnosis, *, rating_errors: dict | None = Non
         "rating_errors": rating_errors or {},
         "uncosted": uncosted_json(pools=diagnosis.uncosted, start=diagnosis.start),
     }
-
-
-def rfc3339(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -10,6 +10,7 @@ from typing import Any, Final, Literal, NamedTuple
 import msgspec
 
 from metering.domain.usage.hashing import classes_hash, fields_hash
+from portal.formatting import rfc3339
 
 MAX_TOKENS: Final = 2**31 - 1
 
@@ -100,7 +101,7 @@ class TimeWindow(msgspec.Struct, frozen=True):
         if time > self.latest:
             return FUTURE_TIME
         if time < self.earliest:
-            return OLD_TIME.format(_rfc3339(self.earliest))
+            return OLD_TIME.format(rfc3339(self.earliest))
         return None
 
 
@@ -114,10 +115,6 @@ def time_window(*, now: datetime) -> TimeWindow:
     index = month.year * 12 + month.month - 1 - RETENTION_MONTHS
     earliest = datetime(index // 12, index % 12 + 1, 1, tzinfo=UTC)
     return TimeWindow(earliest=earliest, latest=now + FUTURE_TOLERANCE)
-
-
-def _rfc3339(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
 
 
 class EventIn(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -24,6 +24,7 @@ import msgspec
 
 from metering.domain.usage.body import MAX_EVENTS, PayloadTooLarge, json_decode
 from metering.domain.usage.fields import REQUIRED, EventError
+from portal.formatting import rfc3339
 
 OPENAI_BATCH_SOURCE: Final = "openai-batch"
 
@@ -86,7 +87,7 @@ def openai_batch_to_items(
         parsed.append(_parse_batch_line(index, line, errors))
 
     created_values = [p.created for p in parsed if p is not None and p.created is not None]
-    fallback_time = _unix_to_rfc3339(max(created_values)) if created_values else None
+    fallback_time = _unix_torfc3339(max(created_values)) if created_values else None
     models = {p.model for p in parsed if p is not None and type(p.model) is str}
     fallback_model = next(iter(models)) if len(models) == 1 else None
 
@@ -195,7 +196,7 @@ def _parse_batch_line(index: int, line: bytes, errors: list[EventError]) -> _Bat
         body=body,
         path=path,
         is_error=is_error,
-        created=created if _unix_to_rfc3339(created) else None,
+        created=created if _unix_torfc3339(created) else None,
         model=body.get("model") if body is not None else None,
     )
 
@@ -221,7 +222,7 @@ def _batch_item(
 
     raw_created = body.get("created")
     if raw_created is not None:
-        time = _unix_to_rfc3339(raw_created)
+        time = _unix_torfc3339(raw_created)
         if time is None:
             problems.append((f"{path}.created", "must be Unix seconds from 0 to year 9999"))
     elif line.is_error and fallback_time is not None:
@@ -282,16 +283,12 @@ def _zero_if_null(value: Any) -> Any:
     return 0 if value is None else value
 
 
-def _unix_to_rfc3339(value: Any) -> str | None:
+def _unix_torfc3339(value: Any) -> str | None:
     """RFC 3339 UTC text for Unix seconds, or None when value is not such a number."""
     # Comparisons also refuse NaN and infinities; type() refuses booleans.
     if type(value) not in (int, float) or not 0 <= value <= _MAX_UNIX_SECONDS:
         return None
-    return _rfc3339(datetime.fromtimestamp(value, UTC))
-
-
-def _rfc3339(moment: datetime) -> str:
-    return moment.isoformat().replace("+00:00", "Z")
+    return rfc3339(datetime.fromtimestamp(value, UTC))
 
 
 # --- CloudEvents 1.0 batch ----------------------------------------------------------
@@ -403,7 +400,7 @@ def _trace_event(
     return {
         "source": TRACE_SOURCE,
         "id": f"{name}:{row}",
-        "time": _rfc3339(moment),
+        "time": rfc3339(moment),
         "tenant": tenant,
         "model": model,
         "input_tokens": input_tokens,

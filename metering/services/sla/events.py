@@ -12,13 +12,14 @@ from metering.models import Incident, IncidentSeverity, IncidentStatus
 from metering.selectors.sla.incidents import deployment_slugs
 from metering.selectors.sla.lists import incident_touched_tenants
 from portal.events import event_raise
+from portal.formatting import rfc3339
 from portal.models import Event
 
 LEVELS = {IncidentSeverity.SEV1: Event.Level.CRITICAL, IncidentSeverity.SEV2: Event.Level.WARNING}
 
 
 def _rfc3339(moment: datetime | None) -> str | None:
-    return moment.isoformat().replace("+00:00", "Z") if moment else None
+    return rfc3339(moment) if moment else None
 
 
 def incident_event_raise(
