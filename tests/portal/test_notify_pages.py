@@ -7,7 +7,7 @@ import re
 import pytest
 
 from portal import clock
-from portal.events import event_raise
+from portal.events import event_raise, inbox_unread_count
 from portal.models import Delivery, DeliveryAttempt, EmailSubscription, WebhookEndpoint
 
 pytestmark = pytest.mark.both_backends
@@ -39,6 +39,25 @@ def test_the_inbox_counts_unread_events_in_the_navigation(users, session_client,
     assert 'aria-label="2 unread"' in client.get("/inbox/").content.decode()
     client.post("/inbox/")
     assert 'class="count"' not in client.get("/inbox/").content.decode()
+
+
+def test_the_unread_count_stops_at_99_plus(
+    users, session_client, tenant_a, django_assert_max_num_queries
+):
+    """Counted up to 100, in one query, however many events a burst raised."""
+    client = session_client(users["tenant"])
+    for n in range(99):
+        _raise(tenant_a, n)
+    assert 'aria-label="99 unread">99</span>' in client.get("/billing/invoices/").content.decode()
+    _raise(tenant_a, 100)
+
+    page = client.get("/billing/invoices/").content.decode()
+
+    assert '<span class="count" aria-label="more than 99 unread">99+</span>' in page
+    assert inbox_unread_count(user=users["tenant"]) == 100
+    for n in range(150):
+        _raise(tenant_a, 200 + n)
+    assert inbox_unread_count(user=users["tenant"]) == 100
 
 
 def test_an_endpoint_is_made_in_the_browser_and_its_secret_shown_once(users, session_client):
