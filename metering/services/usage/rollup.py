@@ -471,7 +471,8 @@ def _refold(cells: set[Cell]) -> None:
             "GROUP BY c.tenant_id, c.deployment_id, c.hour",
             [_value(min(h for *_, h in cells)), _value(max(h for *_, h in cells) + HOUR)],
         )
-        _five_minute_refold(cursor, hour_end)
+        if max(hour for *_, hour in cells) + HOUR > _five_minute_horizon():
+            _five_minute_refold(cursor, hour_end)
 
 
 def _five_minute_refold(cursor, hour_end: str) -> None:
