@@ -23,7 +23,7 @@ from django.db.models import Q, QuerySet
 from portal import clock
 from portal.access import tenant_scoped, user_role, user_tenant
 from portal.errors import FieldError
-from portal.events import event_raise
+from portal.events import EventIn, events_raise
 from portal.formatting import rfc3339
 from portal.models import Alert, AlertRule, Role, Tenant
 from portal.services import audit_object, audit_snapshot, object_delete
@@ -265,8 +265,7 @@ def alerts_evaluate(
             for key, finding in keys.items()
             if key not in known and not (_is_condition(finding.rule) and _condition(*key) in firing)
         ]
-        for finding in fired:
-            _fire(finding, now=now)
+        _fire(fired, now=now)
         resolved = [
             alert
             for key, alert in known.items()
@@ -275,8 +274,7 @@ def alerts_evaluate(
             and key not in keys
             and not (_is_condition(alert.rule) and _condition(*key) in holding)
         ]
-        for alert in resolved:
-            _resolve(alert, now=now)
+        _resolve(resolved, now=now)
     return {"rules": len(rules), "fired": len(fired), "resolved": len(resolved)}
 
 
@@ -320,33 +318,46 @@ def _alerts(rules: Iterable[AlertRule], findings: list[Finding]) -> dict[tuple, 
     return known
 
 
-def _fire(finding: Finding, *, now: datetime) -> Alert:
-    rule = finding.rule
-    alert = Alert.objects.create(
-        rule=rule,
-        scope_key=finding.scope_key,
-        window_start=finding.window_start,
-        threshold=finding.threshold,
-        level=finding.level or rule.level,
-        value=finding.value,
-        figures=finding.figures,
-        summary=finding.summary[:300],
-        link=finding.link,
-        fired_at=now,
+def _fire(findings: list[Finding], *, now: datetime) -> None:
+    """The findings' alerts and their events, in a few statements however many."""
+    alerts = Alert.objects.bulk_create(
+        Alert(
+            rule=finding.rule,
+            scope_key=finding.scope_key,
+            window_start=finding.window_start,
+            threshold=finding.threshold,
+            level=finding.level or finding.rule.level,
+            value=finding.value,
+            figures=finding.figures,
+            summary=finding.summary[:300],
+            link=finding.link,
+            fired_at=now,
+        )
+        for finding in findings
     )
-    _announce(alert, type=KINDS[rule.kind].fired_event, summary=alert.summary, at=now)
-    return alert
+    events_raise(
+        [
+            _announced(a, type=KINDS[a.rule.kind].fired_event, summary=a.summary, at=now)
+            for a in alerts
+        ]
+    )
 
 
-def _resolve(alert: Alert, *, now: datetime) -> None:
-    alert.state, alert.resolved_at = Alert.State.RESOLVED, now
-    alert.save(update_fields=["state", "resolved_at"])
-    _announce(alert, type="alert.resolved", summary=f"Resolved: {alert.summary}", at=now)
+def _resolve(alerts: list[Alert], *, now: datetime) -> None:
+    for alert in alerts:
+        alert.state, alert.resolved_at = Alert.State.RESOLVED, now
+    Alert.objects.bulk_update(alerts, ["state", "resolved_at"])
+    events_raise(
+        [
+            _announced(a, type="alert.resolved", summary=f"Resolved: {a.summary}", at=now)
+            for a in alerts
+        ]
+    )
 
 
-def _announce(alert: Alert, *, type: str, summary: str, at: datetime) -> None:
+def _announced(alert: Alert, *, type: str, summary: str, at: datetime) -> EventIn:
     rule = alert.rule
-    event_raise(
+    return EventIn(
         type=type,
         summary=summary,
         data={

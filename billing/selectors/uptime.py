@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from billing.domain.credits import target_of
 from billing.selectors.pricing import month_contracts
-from metering.selectors.sla.months import sla_month_list
+from metering.selectors.sla.months import uptime_month_list
 from portal.alerts import Evaluation, Finding
 from portal.errors import FieldError
 from portal.formatting import rfc3339
@@ -36,8 +36,8 @@ def uptime_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
     month = month_start(now)
     tenants = {rule.tenant_id: rule.tenant for rule in rules}
     slas = {
-        sla.tenant.pk: sla
-        for sla in sla_month_list(month_start=month, tenants=tenants.values(), now=now)
+        up.tenant.pk: up.figures
+        for up in uptime_month_list(month_start=month, tenants=list(tenants.values()), now=now)
     }
     contracts = month_contracts(tenant_ids=list(tenants), month_start=month)
     findings = []

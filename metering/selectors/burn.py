@@ -72,18 +72,22 @@ def slo_burn_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
     ids = {slug: pk for pk, slug in slugs.items()}
     versions = DeploymentVersions()
     contract = tenant_slo_targets(sorted({r.tenant_id for r in rules if r.tenant_id}), end)
+    by_tenant: dict[int, dict[int, dict[timedelta, Counts]]] = defaultdict(dict)
+    factory: dict[int, dict[timedelta, Counts]] = defaultdict(
+        lambda: dict.fromkeys(WINDOWS, Counts())
+    )
+    for (tenant_id, deployment_id), counts in cells.items():
+        by_tenant[tenant_id][deployment_id] = counts
+        summed = factory[deployment_id]
+        for window in WINDOWS:
+            summed[window] += counts[window]
+    factory = dict(factory)  # every deployment with traffic
     findings = []
     for rule in rules:
-        windows: dict[int, dict[timedelta, Counts]] = defaultdict(
-            lambda: dict.fromkeys(WINDOWS, Counts())
-        )
-        wanted = ids.get(rule.scope.get("deployment"), -1) if "deployment" in rule.scope else None
-        for (tenant_id, deployment_id), counts in cells.items():
-            if rule.tenant_id not in (None, tenant_id) or wanted not in (None, deployment_id):
-                continue
-            summed = windows[deployment_id]
-            for window in WINDOWS:
-                summed[window] += counts[window]
+        windows = factory if rule.tenant_id is None else by_tenant.get(rule.tenant_id, {})
+        if "deployment" in rule.scope:
+            wanted = ids.get(rule.scope["deployment"])
+            windows = {wanted: windows[wanted]} if wanted in windows else {}
         for deployment_id, counts in sorted(windows.items()):
             target = _target(rule, contract, versions.at(deployment_id, end - BUCKET))
             for burning in burning_pairs(

@@ -499,17 +499,28 @@ def alerts_rules(*, tenants: int) -> dict:
     return {"rules": AlertRule.objects.count()}
 
 
-def alerts_evaluate_timed() -> dict:
+def alerts_evaluate_timed(*, profile: bool = False) -> dict:
     """One run of the alerts job at the dataset month's last minute: seconds, queries, and
-    what it fired (a first run fires; the next ones evaluate the same and fire nothing)."""
+    what it fired (a first run fires; the next ones evaluate the same and fire nothing);
+    with `profile`, where its time went."""
     from portal.alerts import alerts_evaluate
 
     clock.clock_set(ALERTS_AT)
+    profiler = cProfile.Profile() if profile else None
     try:
         with CaptureQueriesContext(connection) as queries:
             started = time.perf_counter()
+            if profiler:
+                profiler.enable()
             counts = alerts_evaluate(now=ALERTS_AT)
+            if profiler:
+                profiler.disable()
             seconds = time.perf_counter() - started
     finally:
         clock.clock_set(None)
-    return {"seconds": seconds, "queries": len(queries), **counts}
+    slowest = sorted(queries.captured_queries, key=lambda q: -float(q["time"]))[:5]
+    figures = {"seconds": seconds, "queries": len(queries), **counts}
+    if profiler:
+        figures["profile"] = _profile_text(profiler, limit=30)
+        figures["slowest_queries"] = [f"{q['time']} s {q['sql'][:300]}" for q in slowest]
+    return figures

@@ -1086,6 +1086,13 @@ class Bench:
             first = agent.call("alerts_evaluate_timed")
             steady = [agent.call("alerts_evaluate_timed") for _ in range(5)]
             runs[tenants] = {"rules": rules, "first": first, "steady": steady}
+            profiled = agent.call("alerts_evaluate_timed", profile=True)
+            (config.OUT_DIR / f"profile-alerts-{tenants}.txt").write_text(
+                f"alerts job, {tenants} tenants' rules: {profiled['seconds']:.2f} s, "
+                f"{profiled['queries']} queries\n\nslowest queries:\n"
+                + "\n".join(profiled["slowest_queries"])
+                + f"\n\n{profiled['profile']}"
+            )
             log(
                 f"  {tenants} tenants, {rules} rules: first run {first['seconds']:.2f} s "
                 f"({first['fired']} fired, {first['queries']} queries), then "

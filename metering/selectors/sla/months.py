@@ -12,7 +12,12 @@ from fractions import Fraction
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Sum
 
-from metering.domain.sla import incident_touches, maintenance_touches, uptime_compute
+from metering.domain.sla import (
+    UptimeResult,
+    incident_touches,
+    maintenance_touches,
+    uptime_compute,
+)
 from metering.domain.usage.production import production_tokens
 from metering.models import DeploymentVersion, HourlyUsage, Incident, MaintenanceWindow
 from metering.selectors.sla.incidents import (
@@ -128,38 +133,35 @@ def _check_month_start(value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
-def sla_month_list(
-    *,
-    month_start: datetime,
-    tenants: Iterable[Tenant] | None = None,
-    user: AbstractBaseUser | AnonymousUser | None = None,
-    now: datetime | None = None,
-) -> list[SlaMonth]:
-    """SLA figures of a UTC month for `tenants` (default: every tenant; with `user`, only
-    those the user may see), ordered by tenant slug. A month not yet over is counted up
-    to `now` (default: the current time)."""
+@dataclass(frozen=True)
+class TenantUptime:
+    """A tenant's uptime of a month (month-to-date up to `now`) and what made it."""
+
+    tenant: Tenant
+    figures: UptimeResult
+    deployments_used: frozenset[str]
+    incidents: tuple[Incident, ...]  # those that touched the tenant, by start
+    maintenance_windows: tuple[MaintenanceWindow, ...]  # those excluded for the tenant
+
+
+def uptime_month_list(
+    *, month_start: datetime, tenants: list[Tenant], now: datetime | None = None
+) -> list[TenantUptime]:
+    """Each tenant's uptime of a UTC month (kpis.md 3b) and the incidents and maintenance
+    behind it, in a number of queries that does not grow with tenants: the deployments
+    each used, the month's incidents and maintenance windows."""
     start = _check_month_start(month_start)
     month_end = next_month(start)
     now = now or clock.now()
     end = min(max(now, start), month_end)
-    chosen = (
-        Tenant.objects.all()
-        if tenants is None
-        else Tenant.objects.filter(pk__in=[t.pk for t in tenants])
-    )
-    if user is not None:
-        chosen = tenant_scoped(chosen, user=user, field=None)
-    tenant_list = list(chosen.order_by("slug"))
-    ids = [t.pk for t in tenant_list]
-    used = _used_deployments(ids, start, end)
-    production = _production(ids, start, end)
+    used = _used_deployments([t.pk for t in tenants], start, end)
     incidents, windows = outages_overlapping(
         incident_queryset().order_by("started_at", "id"), start, end
     )
     incident_tenants = {i.pk: {t.slug for t in i.tenants.all()} for i in incidents}
     timelines = {i.pk: timeline_of(i) for i in incidents}
     result = []
-    for tenant in tenant_list:
+    for tenant in tenants:
         tenant_used = used.get(tenant.pk, set())
         touching = tuple(
             i
@@ -184,10 +186,38 @@ def sla_month_list(
             incidents=[timelines[i.pk] for i in touching],
             maintenance_windows=[maintenance_interval(w) for w in excluded],
         )
-        made = production[tenant.pk]
+        result.append(TenantUptime(tenant, figures, frozenset(tenant_used), touching, excluded))
+    return result
+
+
+def sla_month_list(
+    *,
+    month_start: datetime,
+    tenants: Iterable[Tenant] | None = None,
+    user: AbstractBaseUser | AnonymousUser | None = None,
+    now: datetime | None = None,
+) -> list[SlaMonth]:
+    """SLA figures of a UTC month for `tenants` (default: every tenant; with `user`, only
+    those the user may see), ordered by tenant slug. A month not yet over is counted up
+    to `now` (default: the current time)."""
+    start = _check_month_start(month_start)
+    now = now or clock.now()
+    end = min(max(now, start), next_month(start))
+    chosen = (
+        Tenant.objects.all()
+        if tenants is None
+        else Tenant.objects.filter(pk__in=[t.pk for t in tenants])
+    )
+    if user is not None:
+        chosen = tenant_scoped(chosen, user=user, field=None)
+    tenant_list = list(chosen.order_by("slug"))
+    production = _production([t.pk for t in tenant_list], start, end)
+    result = []
+    for up in uptime_month_list(month_start=start, tenants=tenant_list, now=now):
+        figures, made = up.figures, production[up.tenant.pk]
         result.append(
             SlaMonth(
-                tenant=tenant,
+                tenant=up.tenant,
                 month=f"{start:%Y-%m}",
                 month_start=start,
                 period_end=figures.period_end,
@@ -206,9 +236,9 @@ def sla_month_list(
                 std_gpu_seconds=made["std"],
                 compliant_std_gpu_seconds=made["ok_std"],
                 sla_delivery=made["ok_std"] / made["std"] if made["std"] else None,
-                deployments_used=frozenset(tenant_used),
-                incidents=touching,
-                maintenance_windows=excluded,
+                deployments_used=up.deployments_used,
+                incidents=up.incidents,
+                maintenance_windows=up.maintenance_windows,
             )
         )
     return result
