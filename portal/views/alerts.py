@@ -51,11 +51,20 @@ def alerts(request, *, posted=None, error: FieldError | None = None, status: int
             "title": "Alerts",
             "firing": firing,
             "page": resolved,
-            "rules": rule_list(user=request.user),
+            "rules": _rules(request.user),
             **_rule_form(request.user, posted or {}, error),
         },
         status=status,
     )
+
+
+def _rules(user) -> list:
+    """The rules the user may see, each saying whether the user may change it."""
+    held = {kind.name for kind in kinds_held(user)}
+    rules = list(rule_list(user=user))
+    for rule in rules:
+        rule.held = rule.kind in held
+    return rules
 
 
 def _rule_form(user, posted, error: FieldError | None) -> dict:

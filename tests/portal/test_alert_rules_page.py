@@ -95,3 +95,18 @@ def test_a_bad_value_names_its_field_and_creates_nothing(users, session_client):
         and "choose a kind of rule you may hold" in refused.content.decode()
     )
     assert not AlertRule.objects.exists()
+
+
+def test_finance_sees_the_operators_rules_without_their_buttons(users, session_client):
+    make_deployment(model="m1")
+    operator = session_client(users["operator"])
+    operator.post("/alerts/rules/", {"kind": "scrape_down"})
+    operator.post(
+        "/alerts/rules/", {"kind": "budget", "tenant": "tenant-a", "budget:params.amount": "10"}
+    )
+    scrape, budget = AlertRule.objects.order_by("kind")[1], AlertRule.objects.order_by("kind")[0]
+
+    page = session_client(users["finance"]).get("/alerts/").content.decode()
+
+    assert f'action="/alerts/rules/{budget.pk}/"' in page
+    assert f'action="/alerts/rules/{scrape.pk}/"' not in page and "operators'" in page
