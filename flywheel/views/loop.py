@@ -11,7 +11,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
 from django.shortcuts import render
 
-from flywheel.domain.loop.baseline import measured_tfom, per_month
+from flywheel.domain.loop.baseline import measured_tfom
+from flywheel.domain.loop.demand import per_month
 from flywheel.domain.loop.factors import CAPPED, FACTORS, LABELS, SYMBOLS
 from flywheel.forms import flywheel_form_post
 from flywheel.models import Lever

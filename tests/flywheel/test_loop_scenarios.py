@@ -2,7 +2,8 @@
 caps, lever multipliers, goal checks, the cheapest lever set against a brute force, and the
 learning rule of lever multipliers.
 
-The April pool: 10 GPUs through April 2026 (30 days, 2,592,000 s; months(P) = 72/73):
+The April pool: 10 GPUs through April 2026 (30 days, 2,592,000 s; one calendar month, so
+its figures are its monthly figures):
 C = 25,920,000 GPU-s, α 0.9, β 0.5, η 0.8, σ 0.95, s 0.7, list value 10,000 and ρ 0.7
 (TFI = 0.16758); 1.2 kW per GPU, PUE 1.25, 0.10 per kWh, idle draw 30%.
 """
@@ -15,7 +16,8 @@ from fractions import Fraction
 import pytest
 
 from flywheel.domain.kpis import PoolInputs
-from flywheel.domain.loop.baseline import Baseline, measured_tfom, per_month
+from flywheel.domain.loop.baseline import Baseline, measured_tfom
+from flywheel.domain.loop.demand import MEASURED, UNLIMITED, per_month
 from flywheel.domain.loop.goals import GoalSpec, cheapest_lever_set, goal_check
 from flywheel.domain.loop.levers import (
     LeverEffect,
@@ -103,7 +105,7 @@ def test_project_occupancy_target_moves_energy_and_revenue_by_hand():
     baseline = baseline_of()
     measured = measured_tfom(baseline)
 
-    projection = project(baseline=baseline, targets={"occupancy": D("0.75")})
+    projection = project(baseline=baseline, targets={"occupancy": D("0.75")}, demand=UNLIMITED)
 
     t = projection.tfom
     assert t.occupancy == D("0.75")
@@ -119,8 +121,8 @@ def test_project_occupancy_target_moves_energy_and_revenue_by_hand():
     assert _close(t.revenue, 10_500)
     # Energy: 1.2 kW x 1.25 x (B + 0.3 (A - B)) / 3600 at 0.10: 6,318 kWh -> 8,019 kWh.
     assert _close(measured.energy_kwh, 6318) and _close(t.energy_kwh, 8019)
-    # EBITDA +3,500 - 170.10 over 30 days = 3,329.90, x 73/72 per month.
-    assert _close(projection.ebitda_gain_per_month, Fraction("3329.90") * 73 / 72)
+    # EBITDA +3,500 - 170.10 over April = 3,329.90 in the month.
+    assert _close(projection.ebitda_gain_per_month, Fraction("3329.90"))
 
 
 def test_project_lever_multipliers_multiply_and_cap_at_one():
@@ -131,8 +133,8 @@ def test_project_lever_multipliers_multiply_and_cap_at_one():
         _lever("c", efficiency="1.5", occupancy="1.5"),
     ]
 
-    two = project(baseline=baseline, levers=levers[:2])
-    three = project(baseline=baseline, levers=levers)
+    two = project(baseline=baseline, levers=levers[:2], demand=UNLIMITED)
+    three = project(baseline=baseline, levers=levers, demand=UNLIMITED)
 
     assert lever_multipliers(levers[:2])["occupancy"] == D("1.8")
     assert _close(two.tfom.occupancy, Fraction("0.9"))  # 0.5 x 1.2 x 1.5
@@ -172,9 +174,10 @@ def test_project_lever_monthly_cost_is_opex_and_one_time_cost_is_apart():
         baseline=baseline, levers=[_lever("people", cost="5000", monthly="730", sell_through="1")]
     )
 
-    # 730 a month over 30 days = 720 more opex; nothing else moves.
+    # 730 a month over 30 days = 720 more opex (TFOM's months(P)); nothing else moves. April
+    # is a calendar month: its monthly figure is the month's, -720.
     assert _close(projection.tfom.opex - measured.opex, 720)
-    assert _close(projection.ebitda_gain_per_month, -730)
+    assert _close(projection.ebitda_gain_per_month, -720)
     assert projection.one_time_cost == 5000 and projection.cost == 5000 + 12 * 730
 
 
@@ -184,8 +187,12 @@ def test_project_spreads_a_factor_over_pools_within_zero_and_one():
     baseline = baseline_of(strong, weak)
     measured = measured_tfom(baseline)
 
-    raised = project(baseline=baseline, targets={"occupancy": D("0.9"), "availability": D("0.97")})
-    lowered = project(baseline=baseline, targets={"occupancy": D("0.2")})
+    raised = project(
+        baseline=baseline,
+        targets={"occupancy": D("0.9"), "availability": D("0.97")},
+        demand=UNLIMITED,
+    )
+    lowered = project(baseline=baseline, targets={"occupancy": D("0.2")}, demand=UNLIMITED)
 
     t = raised.tfom
     assert _close(t.availability, Fraction("0.97")) and _close(t.occupancy, Fraction("0.9"))
@@ -245,11 +252,11 @@ def _big_baseline() -> Baseline:
     return baseline_of(pool_inputs(gpus=2000, list_value="10000000"), staff="100000", sga="1000000")
 
 
-def _brute_force(baseline, goal, levers):
+def _brute_force(baseline, goal, levers, demand=UNLIMITED):
     best = None
     for size in range(len(levers) + 1):
         for subset in itertools.combinations(levers, size):
-            projection = project(baseline=baseline, levers=subset)
+            projection = project(baseline=baseline, levers=subset, demand=demand)
             if not goal_check(goal=goal, tfom=projection.tfom, start=APRIL, end=MAY).is_met:
                 continue
             key = (
@@ -262,15 +269,19 @@ def _brute_force(baseline, goal, levers):
     return best
 
 
-@pytest.mark.parametrize("gain", ["1.05", "1.2", "1.4", "1.6"])
-def test_cheapest_lever_set_is_the_cheapest_of_every_subset(gain):
+@pytest.mark.parametrize(
+    ("gain", "demand"),
+    [("1.05", UNLIMITED), ("1.2", UNLIMITED), ("1.4", UNLIMITED), ("1.6", UNLIMITED),
+     ("1.05", MEASURED), ("1.2", MEASURED)],
+)  # fmt: skip
+def test_cheapest_lever_set_is_the_cheapest_of_every_subset(gain, demand):
     baseline = _big_baseline()
     measured = per_month(measured_tfom(baseline).ebitda, start=APRIL, end=MAY)
     goal = GoalSpec(min_ebitda_per_month=measured * D(gain))
 
-    proposal = cheapest_lever_set(baseline=baseline, goal=goal, levers=CATALOGUE)
+    proposal = cheapest_lever_set(baseline=baseline, goal=goal, levers=CATALOGUE, demand=demand)
 
-    best = _brute_force(baseline, goal, CATALOGUE)
+    best = _brute_force(baseline, goal, CATALOGUE, demand)
     assert best is not None
     assert (proposal.cost, len(proposal.levers), sorted(proposal.levers)) == best
     assert proposal.is_found and proposal.is_exhaustive
@@ -281,7 +292,7 @@ def test_cheapest_lever_set_says_when_no_set_meets_the_goal():
     baseline = _big_baseline()
 
     proposal = cheapest_lever_set(
-        baseline=baseline, goal=GoalSpec(min_tfi=D("0.9")), levers=CATALOGUE
+        baseline=baseline, goal=GoalSpec(min_tfi=D("0.9")), levers=CATALOGUE, demand=UNLIMITED
     )
 
     assert not proposal.is_found and proposal.levers == ()

@@ -1,16 +1,15 @@
-"""The measured period a scenario starts from, its measured TFOM, and amounts per month."""
+"""The measured period a scenario starts from, and its measured TFOM."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal, localcontext
+from decimal import Decimal
 
-from flywheel.domain.kpis import KPI_CONTEXT, ZERO, PoolInputs, kpis_compute, period_seconds
+from flywheel.domain.kpis import ZERO, PoolInputs, kpis_compute
 from flywheel.domain.tfom import (
     DEFAULT_BASELINE_TEF,
-    SECONDS_PER_MONTH,
     FactoryCosts,
     PoolTfomInputs,
     Tfom,
@@ -36,12 +35,6 @@ class Baseline:
     # Pools in service left out for want of a cost model (their slugs): the figures cover
     # the others, and say so.
     uncosted: tuple[str, ...] = ()
-
-
-def per_month(amount: Decimal, *, start: datetime, end: datetime) -> Decimal:
-    """An amount over [start, end) expressed per month (365/12 days)."""
-    with localcontext(KPI_CONTEXT):
-        return amount * SECONDS_PER_MONTH / period_seconds(start=start, end=end)
 
 
 def measured_tfom(baseline: Baseline) -> Tfom:

@@ -1,9 +1,10 @@
 """Diagnosis: which factor holds the factory back most, in money (kpis.md section 6, step 2).
 
 For each factor f of α, β, η, σ, s, ρ: the monthly EBITDA gained if f alone rose to its
-target, the others fixed at their measured factory values, projected by
-`flywheel.scenarios.project` (revenue scales with TFI; energy follows the projected A and B
-through the energy formula). A factor at or above its target gains nothing. Factors are
+target, the others fixed at their measured factory values, projected under unlimited
+demand (revenue scales with TFI; energy follows the projected A and B through the energy
+formula): the opportunity if demand follows. Beside it, the same target under the measured
+demand. A factor at or above its target gains nothing. Factors are
 ranked by that gain (ties in the chain's order); the first with a positive gain is the
 bottleneck. Evidence (tables built from the data by the selectors) travels with each factor.
 
@@ -20,7 +21,8 @@ from typing import Any
 
 from flywheel.domain.bands import TARGETS
 from flywheel.domain.kpis import ZERO
-from flywheel.domain.loop.baseline import Baseline, measured_tfom, per_month
+from flywheel.domain.loop.baseline import Baseline, measured_tfom
+from flywheel.domain.loop.demand import MEASURED, UNLIMITED, per_month
 from flywheel.domain.loop.factors import FACTORS, LABELS, SYMBOLS
 from flywheel.domain.loop.projection import Projection, project
 from flywheel.domain.tfom import Tfom
@@ -56,9 +58,13 @@ class FactorDiagnosis:
     value: Decimal | None
     target: Decimal
     projection: Projection | None  # None when at target or not measurable
-    ebitda_gain_per_month: Decimal  # money per month, 0 at or above target
+    ebitda_gain_per_month: Decimal  # money per month, 0 at or above target (if demand follows)
     revenue_gain_per_month: Decimal
     energy_cost_change_per_month: Decimal
+    # The same target under the measured demand: the energy η saves serving the same
+    # tokens, nothing for β (or what idle power α adds), as much as the opportunity for
+    # σ, s and ρ (they sell what is already made).
+    measured_demand_gain_per_month: Decimal = ZERO
     evidence: Evidence | None = None
 
     @property
@@ -117,7 +123,8 @@ def diagnose(
     evidence: Mapping[str, Evidence] | None = None,
     measured: Tfom | None = None,
 ) -> Diagnosis:
-    """Rank α, β, η, σ, s, ρ by the monthly EBITDA each gains alone at its target."""
+    """Rank α, β, η, σ, s, ρ by the monthly EBITDA each gains alone at its target if demand
+    follows (the opportunity), each with its gain under the measured demand beside it."""
     goals = targets_merge(targets)
     evidence = evidence or {}
     measured = measured if measured is not None else measured_tfom(baseline)
@@ -127,12 +134,17 @@ def diagnose(
         value = getattr(measured, factor)
         target = goals[factor]
         projection = None
-        gain = revenue = energy = ZERO
+        gain = revenue = energy = under_measured = ZERO
         if value is not None and value < target:
-            projection = project(baseline=baseline, targets={factor: target}, measured=measured)
+            projection = project(
+                baseline=baseline, targets={factor: target}, measured=measured, demand=UNLIMITED
+            )
             gain = projection.ebitda_gain_per_month
             revenue = projection.per_month(projection.tfom.revenue - measured.revenue)
             energy = projection.per_month(projection.tfom.energy_cost - measured.energy_cost)
+            under_measured = project(
+                baseline=baseline, targets={factor: target}, measured=measured, demand=MEASURED
+            ).ebitda_gain_per_month
         results.append(
             FactorDiagnosis(
                 factor=factor,
@@ -142,6 +154,7 @@ def diagnose(
                 ebitda_gain_per_month=gain,
                 revenue_gain_per_month=revenue,
                 energy_cost_change_per_month=energy,
+                measured_demand_gain_per_month=under_measured,
                 evidence=evidence.get(factor),
             )
         )

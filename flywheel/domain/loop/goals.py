@@ -9,7 +9,8 @@ from datetime import datetime
 from decimal import Decimal
 
 from flywheel.domain.kpis import ZERO
-from flywheel.domain.loop.baseline import Baseline, measured_tfom, per_month
+from flywheel.domain.loop.baseline import Baseline, measured_tfom
+from flywheel.domain.loop.demand import MEASURED, Demand, per_month
 from flywheel.domain.loop.levers import LeverSpec
 from flywheel.domain.loop.projection import Projection, project
 from flywheel.domain.tfom import Tfom
@@ -63,6 +64,7 @@ class Proposal:
     subsets_checked: int
     is_exhaustive: bool  # False: the search stopped at its limit before trying every set
     message: str
+    demand: Demand = MEASURED  # the demand every set was projected under
 
 
 def goal_check(*, goal: GoalSpec, tfom: Tfom, start: datetime, end: datetime) -> GoalCheck:
@@ -101,16 +103,18 @@ def cheapest_lever_set(
     levers: Sequence[LeverSpec],
     targets: Mapping[str, Decimal] | None = None,
     measured: Tfom | None = None,
+    demand: Demand = MEASURED,
     limit: int = SEARCH_LIMIT,
 ) -> Proposal:
     """The lever set of least cost (one-time + 12 × monthly; ties: fewer levers, then slugs)
-    whose projection at typical multipliers meets `goal`, or a message saying none does.
+    whose projection at typical multipliers under `demand` (growth: its month 12) meets
+    `goal`, or a message saying none does.
 
     Best-first search: levers sorted by cost, subsets grown only with costlier levers, so
     subsets leave the heap in order of cost and the first one that meets the goal is the
     cheapest. At most `limit` subsets are projected."""
     if goal.is_empty:
-        return _not_found(checked=0, is_exhaustive=True, message="no goal is set")
+        return _not_found(checked=0, is_exhaustive=True, message="no goal is set", demand=demand)
     measured = measured if measured is not None else measured_tfom(baseline)
     ordered = sorted(levers, key=lambda lever: (lever.cost, lever.slug))
     if len({lever.slug for lever in ordered}) != len(ordered):
@@ -124,10 +128,13 @@ def cheapest_lever_set(
                 is_exhaustive=False,
                 message=f"no lever set met the goal within the first {limit:,} sets tried "
                 "(cheapest first); narrow the catalogue or relax the goal",
+                demand=demand,
             )
         cost, _, slugs, indices = heapq.heappop(heap)
         chosen = [ordered[i] for i in indices]
-        projection = project(baseline=baseline, levers=chosen, targets=targets, measured=measured)
+        projection = project(
+            baseline=baseline, levers=chosen, targets=targets, measured=measured, demand=demand
+        )
         checked += 1
         if goal_check(
             goal=goal, tfom=projection.tfom, start=baseline.start, end=baseline.end
@@ -141,6 +148,7 @@ def cheapest_lever_set(
                 subsets_checked=checked,
                 is_exhaustive=True,
                 message=f"cheapest set meeting the goal: {names}",
+                demand=demand,
             )
         for j in range((indices[-1] + 1) if indices else 0, len(ordered)):
             grown = (*indices, j)
@@ -157,10 +165,11 @@ def cheapest_lever_set(
         checked=checked,
         is_exhaustive=True,
         message="no set of the available levers meets the goal, even all of them together",
+        demand=demand,
     )
 
 
-def _not_found(*, checked: int, is_exhaustive: bool, message: str) -> Proposal:
+def _not_found(*, checked: int, is_exhaustive: bool, message: str, demand: Demand) -> Proposal:
     """A proposal of no lever set, after `checked` subsets were projected."""
     return Proposal(
         is_found=False,
@@ -170,4 +179,5 @@ def _not_found(*, checked: int, is_exhaustive: bool, message: str) -> Proposal:
         subsets_checked=checked,
         is_exhaustive=is_exhaustive,
         message=message,
+        demand=demand,
     )

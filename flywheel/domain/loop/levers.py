@@ -40,13 +40,32 @@ class LeverEffect:
 
 @dataclass(frozen=True, kw_only=True)
 class LeverSpec:
-    """A lever as the engine sees it: the factors it moves and what it costs."""
+    """A lever as the engine sees it: the factors it moves, where, the GPUs it takes out
+    of service, and what it costs.
+
+    `pool` None: the lever moves the factory's factors (spread over the pools). A pool:
+    it moves that pool's own ratios, by `share` of each multiplier's step (a lever scoped
+    to a deployment reaches the deployment's share of its pool's production:
+    1 + share × (m − 1)). `gpus_withdrawn` GPUs of its pool leave service: calendar,
+    available and busy GPU-seconds fall with them, and so do depreciation, hosting and
+    idle power through the section-5 formulas."""
 
     slug: str
     name: str = ""
     effects: tuple[LeverEffect, ...] = ()
     one_time_cost: Decimal = ZERO  # money
     monthly_cost: Decimal = ZERO  # money per month
+    pool: str | None = None  # slug of the pool it is scoped to
+    share: Decimal = ONE  # the part of the pool it reaches (a deployment's share)
+    gpus_withdrawn: int = 0  # GPUs of `pool` taken out of service
+
+    def __post_init__(self) -> None:
+        if not ZERO < self.share <= ONE:
+            raise ValueError(f"{self.slug}: share must be in (0, 1]")
+        if self.gpus_withdrawn < 0:
+            raise ValueError(f"{self.slug}: gpus_withdrawn must not be negative")
+        if self.gpus_withdrawn and self.pool is None:
+            raise ValueError(f"{self.slug}: GPUs are withdrawn from a pool: name it")
 
     @property
     def cost(self) -> Decimal:
@@ -55,21 +74,43 @@ class LeverSpec:
 
     @property
     def moves_nothing(self) -> bool:
-        """No factor rises at its typical multiplier: already in place for this factory (its
-        realized effect was 1), so never proposed."""
-        return all(effect.typical <= 1 for effect in self.effects)
+        """No factor rises at its typical multiplier and no GPU leaves service: already in
+        place for this factory (its realized effect was 1), so never proposed."""
+        return not self.gpus_withdrawn and all(effect.typical <= 1 for effect in self.effects)
 
 
 def lever_multipliers(levers: Sequence[LeverSpec], estimate: str = "typical") -> dict[str, Decimal]:
-    """Per factor, the product of the multipliers of every lever that moves it."""
-    product: dict[str, Decimal] = {}
+    """Per factor, the product of the multipliers of every factory-wide lever that moves it."""
+    return _product([lever for lever in levers if lever.pool is None], estimate).get(None, {})
+
+
+def pool_multipliers(
+    levers: Sequence[LeverSpec], estimate: str = "typical"
+) -> dict[str, dict[str, Decimal]]:
+    """Per pool and factor, the product of the multipliers of the levers scoped to it, each
+    reaching its share: 1 + share × (m − 1)."""
+    scoped = [lever for lever in levers if lever.pool is not None]
+    return {pool: factors for pool, factors in _product(scoped, estimate).items() if pool}
+
+
+def _product(levers: Sequence[LeverSpec], estimate: str) -> dict[str | None, dict[str, Decimal]]:
+    product: dict[str | None, dict[str, Decimal]] = {}
     with localcontext(KPI_CONTEXT):
         for lever in levers:
+            factors = product.setdefault(lever.pool, {})
             for effect in lever.effects:
-                product[effect.factor] = product.get(effect.factor, ONE) * effect.multiplier(
-                    estimate
-                )
+                step = ONE + lever.share * (effect.multiplier(estimate) - ONE)
+                factors[effect.factor] = factors.get(effect.factor, ONE) * step
     return product
+
+
+def gpus_withdrawn(levers: Sequence[LeverSpec]) -> dict[str, int]:
+    """Per pool, the GPUs the levers take out of service."""
+    withdrawn: dict[str, int] = {}
+    for lever in levers:
+        if lever.gpus_withdrawn:
+            withdrawn[lever.pool] = withdrawn.get(lever.pool, 0) + lever.gpus_withdrawn
+    return withdrawn
 
 
 def multiplier_blend(*, prior: Decimal, realized: Decimal, observations: int) -> Decimal:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from decimal import Decimal, localcontext
 
 from flywheel.domain.kpis import KPI_CONTEXT, ZERO, PoolInputs, ratio_of
@@ -13,6 +13,23 @@ from flywheel.domain.tfom import Tfom
 
 
 def _move(
+    weights: Sequence[Decimal],
+    ratios: Sequence[Decimal | None],
+    level: Decimal | None,
+    capped: bool,
+    steps: Sequence[Decimal | None],
+) -> list[Decimal]:
+    """Pool ratios whose weighted mean is `level` (None: the ratios as they are), each then
+    multiplied by its pool's step (None: none; capped at 1 where the ratio is)."""
+    moved = _spread(weights, ratios, level, capped)
+    with localcontext(KPI_CONTEXT):
+        return [
+            r if step is None else (min(r * step, ONE) if capped else r * step)
+            for r, step in zip(moved, steps, strict=True)
+        ]
+
+
+def _spread(
     weights: Sequence[Decimal],
     ratios: Sequence[Decimal | None],
     level: Decimal | None,
@@ -39,11 +56,20 @@ def _move(
 
 
 def project_pools(
-    baseline: Baseline, moved: Mapping[str, Decimal | None], measured: Tfom
+    baseline: Baseline,
+    moved: Mapping[str, Decimal | None],
+    measured: Tfom,
+    scoped: Mapping[str, Mapping[str, Decimal]] | None = None,
 ) -> list[PoolInputs]:
     """Each pool's sums with the `moved` factors at their level and every other factor at
-    its measured factory value (see the module docstring)."""
+    its measured factory value, then the `scoped` multipliers (pool → factor → m) applied
+    to those pools' own ratios (see the module docstring)."""
     pools = [item.pool for item in baseline.pools]
+    scoped = scoped or {}
+
+    def steps(factor: str) -> list[Decimal | None]:
+        return [scoped.get(p.pool, {}).get(factor) for p in pools]
+
     levels: dict[str, Decimal | None] = {}
     is_upstream_moved = False
     for factor in FACTORS:
@@ -62,6 +88,7 @@ def project_pools(
             [ratio_of(p.available_gpu_seconds, p.calendar_gpu_seconds) for p in pools],
             levels["availability"],
             capped=True,
+            steps=steps("availability"),
         )
         available = [
             _keep(p.available_gpu_seconds, c * a, ratio_of(p.available_gpu_seconds, c), a)
@@ -74,9 +101,16 @@ def project_pools(
             "available_gpu_seconds",
             levels["occupancy"],
             capped=True,
+            steps=steps("occupancy"),
         )
         std = _step(
-            pools, busy, "std_gpu_seconds", "busy_gpu_seconds", levels["efficiency"], capped=False
+            pools,
+            busy,
+            "std_gpu_seconds",
+            "busy_gpu_seconds",
+            levels["efficiency"],
+            capped=False,
+            steps=steps("efficiency"),
         )
         compliant = _step(
             pools,
@@ -85,6 +119,7 @@ def project_pools(
             "std_gpu_seconds",
             levels["sla_delivery"],
             capped=True,
+            steps=steps("sla_delivery"),
         )
         paid = _step(
             pools,
@@ -93,6 +128,7 @@ def project_pools(
             "compliant_std_gpu_seconds",
             levels["sell_through"],
             capped=True,
+            steps=steps("sell_through"),
         )
         # List value per compliant paid std GPU-second: the pool's own, else the factory's.
         factory_price = ratio_of(
@@ -113,6 +149,7 @@ def project_pools(
             "list_value",
             levels["price_realization"],
             capped=True,
+            steps=steps("price_realization"),
         )
         return [
             _pool_inputs(
@@ -129,14 +166,17 @@ def _step(
     denominator: str,
     level: Decimal | None,
     capped: bool,
+    steps: Sequence[Decimal | None],
 ) -> list[Decimal]:
     """Each pool's projected `numerator` sum: its projected `base` (the projected
-    `denominator` sum) times the pool's ratio numerator / denominator moved to `level`."""
+    `denominator` sum) times the pool's ratio numerator / denominator moved to `level`,
+    then multiplied by the pool's own step."""
     ratios = _move(
         base,
         [ratio_of(getattr(p, numerator), getattr(p, denominator)) for p in pools],
         level,
         capped,
+        steps,
     )
     return [
         _same(getattr(p, numerator), getattr(p, denominator), b, r, b * r)
@@ -221,3 +261,129 @@ def _pool_inputs(
         list_value=list_value,
         realized_revenue=min(realized, list_value),
     )
+
+
+def pools_withdraw(
+    pools: Sequence[PoolInputs], withdrawn: Mapping[str, int], seconds: Decimal
+) -> list[PoolInputs]:
+    """Each pool with `withdrawn[pool]` GPUs out of service over the period's `seconds`:
+    its calendar GPU-seconds fall by theirs (never below none), and its available and busy
+    GPU-seconds and what they produced and sold in proportion (the GPUs withdrawn had the
+    pool's availability and occupancy; under a bounded demand `demand_serve` then puts
+    the remaining GPUs to work)."""
+    result = []
+    for pool in pools:
+        count = withdrawn.get(pool.pool, 0)
+        if not count or pool.calendar_gpu_seconds == 0:
+            result.append(pool)
+            continue
+        with localcontext(KPI_CONTEXT):
+            calendar = max(ZERO, pool.calendar_gpu_seconds - count * seconds)
+            keep = calendar / pool.calendar_gpu_seconds
+            result.append(
+                _scaled(
+                    pool,
+                    keep,
+                    calendar_gpu_seconds=calendar,
+                    available_gpu_seconds=pool.available_gpu_seconds * keep,
+                )
+            )
+    return result
+
+
+def demand_serve(
+    measured: Sequence[PoolInputs], projected: Sequence[PoolInputs], scale: Decimal
+) -> list[PoolInputs]:
+    """Each projected pool producing its demand, the measured production × `scale`, up to
+    its capacity: what its available GPU-seconds produce all busy at the projected
+    efficiency (A' × η'). Busy GPU-seconds are what serving it takes (served / η'), and
+    what the busy time sold follows in proportion (the projected σ, s, ρ and prices).
+    A projected pool that produced nothing has nothing to scale from and stays."""
+    result = []
+    for before, pool in zip(measured, projected, strict=True):
+        if pool.std_gpu_seconds == 0:
+            result.append(pool)
+            continue
+        with localcontext(KPI_CONTEXT):
+            demand = before.std_gpu_seconds * scale
+            efficiency = pool.std_gpu_seconds / pool.busy_gpu_seconds
+            served = min(demand, pool.available_gpu_seconds * efficiency)
+            if served == pool.std_gpu_seconds:
+                result.append(pool)
+                continue
+            result.append(_scaled(pool, served / pool.std_gpu_seconds))
+    return result
+
+
+def _scaled(pool: PoolInputs, factor: Decimal, **fixed: Decimal) -> PoolInputs:
+    """The pool's busy time and everything it produced and sold × `factor` (ratios from
+    busy on unchanged), with the `fixed` sums set; busy never above available."""
+    with localcontext(KPI_CONTEXT):
+        sums = {
+            name: getattr(pool, name) * factor
+            for name in (
+                "busy_gpu_seconds",
+                "std_gpu_seconds",
+                "production_tokens",
+                "compliant_std_gpu_seconds",
+                "compliant_paid_std_gpu_seconds",
+                "list_value",
+                "realized_revenue",
+            )
+        }
+        output = int((pool.output_tokens * factor).to_integral_value())
+        paid_output = int((pool.paid_output_tokens * factor).to_integral_value())
+    sums.update(fixed)
+    available = sums.get("available_gpu_seconds", pool.available_gpu_seconds)
+    sums["busy_gpu_seconds"] = min(sums["busy_gpu_seconds"], available)
+    sums["realized_revenue"] = min(sums["realized_revenue"], sums["list_value"])
+    return replace(pool, output_tokens=output, paid_output_tokens=min(paid_output, output), **sums)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolCapacity:
+    """One pool's GPUs, measured and projected (time-weighted averages over the period):
+    installed, busy, headroom (available and idle) and released (no longer needed to
+    serve the demand at the pool's measured occupancy, still installed)."""
+
+    pool: str
+    installed: Decimal
+    projected_installed: Decimal
+    busy: Decimal
+    projected_busy: Decimal
+    headroom: Decimal
+    projected_headroom: Decimal
+    released: Decimal
+    withdrawn: int
+
+
+def pool_capacity(
+    *,
+    measured: PoolInputs,
+    projected: PoolInputs,
+    seconds: Decimal,
+    withdrawn: int = 0,
+    is_bounded: bool = True,
+) -> PoolCapacity:
+    """The GPUs of one pool before and after a projection over `seconds`. Released GPUs:
+    the installed GPUs beyond those the projected busy time needs at the measured
+    occupancy (installed × B' / B), none under an unbounded demand (it uses them all)."""
+    with localcontext(KPI_CONTEXT):
+        installed = measured.calendar_gpu_seconds / seconds
+        projected_installed = projected.calendar_gpu_seconds / seconds
+        released = ZERO
+        if is_bounded and measured.busy_gpu_seconds > 0:
+            needed = installed * projected.busy_gpu_seconds / measured.busy_gpu_seconds
+            released = max(ZERO, projected_installed - needed)
+        return PoolCapacity(
+            pool=measured.pool,
+            installed=installed,
+            projected_installed=projected_installed,
+            busy=measured.busy_gpu_seconds / seconds,
+            projected_busy=projected.busy_gpu_seconds / seconds,
+            headroom=(measured.available_gpu_seconds - measured.busy_gpu_seconds) / seconds,
+            projected_headroom=(projected.available_gpu_seconds - projected.busy_gpu_seconds)
+            / seconds,
+            released=released,
+            withdrawn=withdrawn,
+        )

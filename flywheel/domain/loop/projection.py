@@ -1,4 +1,5 @@
-"""Projecting a measured period with lever multipliers and direct factor targets."""
+"""Projecting a measured period with lever multipliers and direct factor targets, under
+the demand a scenario states (kpis.md section 6, step 3)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,24 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal, localcontext
 
-from flywheel.domain.kpis import KPI_CONTEXT, ZERO, PoolInputs
-from flywheel.domain.loop.baseline import Baseline, baseline_tfom, measured_tfom, per_month
+from flywheel.domain.kpis import KPI_CONTEXT, ZERO, PoolInputs, period_seconds
+from flywheel.domain.loop.baseline import Baseline, baseline_tfom, measured_tfom
+from flywheel.domain.loop.demand import MEASURED, Demand, per_month
 from flywheel.domain.loop.factors import CAPPED, FACTORS, ONE
-from flywheel.domain.loop.levers import MONTHS_OF_COST, LeverSpec, lever_multipliers
-from flywheel.domain.loop.pools import project_pools
+from flywheel.domain.loop.levers import (
+    MONTHS_OF_COST,
+    LeverSpec,
+    gpus_withdrawn,
+    lever_multipliers,
+    pool_multipliers,
+)
+from flywheel.domain.loop.pools import (
+    PoolCapacity,
+    demand_serve,
+    pool_capacity,
+    pools_withdraw,
+    project_pools,
+)
 from flywheel.domain.tfom import PoolTfomInputs, Tfom, pool_energy_kwh
 
 
@@ -29,12 +43,32 @@ class Projection:
     one_time_cost: Decimal = ZERO
     monthly_cost: Decimal = ZERO
     pools: tuple[PoolInputs, ...] = ()  # each pool's projected sums
+    measured_pools: tuple[PoolInputs, ...] = ()  # each pool's measured sums, in that order
+    demand: Demand = MEASURED
+    demand_scale: Decimal | None = ONE  # the demand served, × the measured production
+    withdrawn: Mapping[str, int] = field(default_factory=dict)  # pool → GPUs out of service
+
+    @property
+    def capacity(self) -> tuple[PoolCapacity, ...]:
+        """Each pool's GPUs before and after (installed, busy, headroom, released)."""
+        seconds = period_seconds(start=self.start, end=self.end)
+        return tuple(
+            pool_capacity(
+                measured=before,
+                projected=after,
+                seconds=seconds,
+                withdrawn=self.withdrawn.get(before.pool, 0),
+                is_bounded=self.demand.is_bounded,
+            )
+            for before, after in zip(self.measured_pools, self.pools, strict=True)
+        )
 
     @property
     def cost(self) -> Decimal:
         return self.one_time_cost + MONTHS_OF_COST * self.monthly_cost
 
     def per_month(self, amount: Decimal) -> Decimal:
+        """`amount` per month: the period's when it is a calendar month (demand.per_month)."""
         return per_month(amount, start=self.start, end=self.end)
 
     @property
@@ -53,9 +87,15 @@ def project(
     targets: Mapping[str, Decimal] | None = None,
     estimate: str = "typical",
     measured: Tfom | None = None,
+    demand: Demand = MEASURED,
+    month: int | None = None,
 ) -> Projection:
     """Project the period with `targets` (factor → value, replacing the measured value)
-    and `levers` (multiplying it), each multiplier at `estimate`; see the module docstring."""
+    and `levers` (multiplying it, factory-wide or in their pool; withdrawing GPUs), each
+    multiplier at `estimate`, under `demand`: bounded (measured, growth in `month`, by
+    default the last of the series), production is the demand served up to capacity and
+    occupancy follows from it (a β target or multiplier has nothing to act on until demand
+    grows); unlimited, production follows the factors."""
     targets = dict(targets or {})
     for factor, value in targets.items():
         if factor not in FACTORS:
@@ -66,18 +106,31 @@ def project(
             raise ValueError(f"{factor}: a target must not be negative")
     measured = measured if measured is not None else measured_tfom(baseline)
     multipliers = lever_multipliers(levers, estimate)
+    scoped = pool_multipliers(levers, estimate)
+    moving = dict(targets)
+    if demand.is_bounded:  # occupancy is what serving the demand takes
+        moving.pop("occupancy", None)
+        multipliers.pop("occupancy", None)
+        scoped = {pool: _without(factors, "occupancy") for pool, factors in scoped.items()}
     levels: dict[str, Decimal | None] = {}  # the factors moved, at their projected level
     with localcontext(KPI_CONTEXT):
         for factor in FACTORS:
-            if factor not in targets and factor not in multipliers:
+            if factor not in moving and factor not in multipliers:
                 continue
-            level = targets.get(factor, getattr(measured, factor))
+            level = moving.get(factor, getattr(measured, factor))
             if level is not None and factor in multipliers:
                 level = level * multipliers[factor]
                 if factor in CAPPED:
                     level = min(level, ONE)
             levels[factor] = level
-    pools = project_pools(baseline, levels, measured)
+    withdrawn = gpus_withdrawn(levers)
+    seconds = period_seconds(start=baseline.start, end=baseline.end)
+    pools = project_pools(baseline, levels, measured, scoped)
+    pools = pools_withdraw(pools, withdrawn, seconds)
+    scale = demand.scale() if month is None else demand.scale(month)
+    measured_pools = tuple(item.pool for item in baseline.pools)
+    if scale is not None:
+        pools = demand_serve(measured_pools, pools, scale)
     monthly = sum((lever.monthly_cost for lever in levers), ZERO)
     projected_inputs = [
         replace(
@@ -99,7 +152,15 @@ def project(
         one_time_cost=sum((lever.one_time_cost for lever in levers), ZERO),
         monthly_cost=monthly,
         pools=tuple(pools),
+        measured_pools=measured_pools,
+        demand=demand,
+        demand_scale=scale,
+        withdrawn=withdrawn,
     )
+
+
+def _without(factors: Mapping[str, Decimal], factor: str) -> dict[str, Decimal]:
+    return {name: value for name, value in factors.items() if name != factor}
 
 
 def _scaled_energy(item: PoolTfomInputs, projected: PoolInputs) -> Decimal | None:
