@@ -124,6 +124,9 @@ def flywheel_form_post(request, now: datetime) -> tuple[dict, str]:
                 monthly_cost=monthly if monthly is not None else current.monthly_cost,
                 effective_from=_free_hour(Lever, now, slug=slug),
                 observations=current.observations,
+                pool=current.pool,
+                deployment=current.deployment,
+                gpus_withdrawn=current.gpus_withdrawn,
                 by=request.user,
             )
             messages.success(

@@ -40,6 +40,16 @@ class Lever(EffectiveDated):
     monthly_cost = models.DecimalField(max_digits=20, decimal_places=4)  # money per month
     currency = models.CharField(max_length=3)
     is_active = models.BooleanField(default=True)
+    # Where it acts: the factory (neither set), one pool, or one deployment (its pool, by
+    # the deployment's share of the pool's production in the period a scenario projects).
+    pool = models.ForeignKey(
+        "metering.Pool", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    deployment = models.ForeignKey(
+        "metering.Deployment", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    # GPUs of its pool the lever takes out of service (retiring the lever is is_active).
+    gpus_withdrawn = models.PositiveIntegerField(default=0)
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.OPERATOR)
     # Realized multipliers folded into `typical` so far (the prior counts as one more).
     observations = models.PositiveIntegerField(default=0)
@@ -55,7 +65,16 @@ class Lever(EffectiveDated):
                 condition=Q(one_time_cost__gte=0) & Q(monthly_cost__gte=0),
                 name="lever_costs_not_negative",
             ),
+            models.CheckConstraint(
+                condition=Q(pool__isnull=True) | Q(deployment__isnull=True),
+                name="lever_one_scope",
+            ),
         ]
+
+    @property
+    def scope_pool(self):
+        """The pool it acts in (a deployment's), or None factory-wide."""
+        return self.deployment.pool if self.deployment_id else self.pool
 
     def __str__(self) -> str:
         return f"{self.slug} from {self.effective_from:%Y-%m-%d %H:00}"

@@ -18,6 +18,7 @@ midnight or at the range's own bounds, since day snapshots are whole days.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, localcontext
@@ -206,6 +207,35 @@ def _tok(version: Model, output: int, input_: int, cached: int) -> Decimal:
     return production_tokens(
         output_tokens=output, input_tokens=input_, cached_tokens=cached, w_in=version.w_in
     )
+
+
+def deployment_shares(
+    *, start: datetime, end: datetime, deployment_ids: Iterable[int]
+) -> dict[int, Decimal]:
+    """Each deployment's share of its pool's std GPU-seconds over [start, end), from the
+    hourly rollups (what a lever scoped to it reaches); 0 when the pool produced nothing.
+    One query, over the pools of the deployments named."""
+    wanted = set(deployment_ids)
+    if not wanted:
+        return {}
+    pool_of = {d.pk: d.pool_id for d in deployment_list()}
+    pools = {pool_of[i] for i in wanted if i in pool_of}
+    versions = DeploymentVersions()
+    std: dict[int, Decimal] = defaultdict(Decimal)
+    rollups = hourly_usage_list().filter(hour__gte=start, hour__lt=end, pool_id__in=pools)
+    with localcontext(KPI_CONTEXT):
+        for row in deployment_hour_sums(rollups):
+            version = versions.at(row["deployment_id"], row["hour"].astimezone(UTC))
+            if version is not None:
+                std[row["deployment_id"]] += hour_production(row, version)[0] / version.r_ref
+        totals: dict[int, Decimal] = defaultdict(Decimal)
+        for deployment, seconds in std.items():
+            totals[pool_of[deployment]] += seconds
+        return {
+            i: (std[i] / totals[pool_of[i]] if totals[pool_of[i]] else ZERO)
+            for i in wanted
+            if i in pool_of
+        }
 
 
 def hour_production(row: dict, version: Model) -> tuple[Decimal, Decimal]:

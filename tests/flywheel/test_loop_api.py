@@ -108,16 +108,77 @@ def test_diagnosis_takes_targets_and_refuses_bad_ones(factory, users, token_clie
     assert refused.json()["errors"][0]["field"] == "targets"
 
 
+def test_scenario_under_measured_demand_by_default_sells_nothing_more_for_occupancy(
+    factory, users, token_client
+):
+    api = token_client(users["operator"])
+
+    body = api.post(
+        "/api/v1/flywheel/scenarios",
+        {**PERIOD, "targets": {"occupancy": "0.6"}, "levers": ["pooled"]},
+    ).json()
+
+    assert body["demand"] == "measured" and "measured demand" in body["demand_label"]
+    assert body["factors"]["occupancy"] == {"measured": 0.5, "projected": 0.5}
+    assert body["projected"]["revenue_per_month"] == body["measured"]["revenue_per_month"]
+    # The lever's 20,000 a month is all it changes.
+    ebitda = D(body["projected"]["ebitda_per_month"]) - D(body["measured"]["ebitda_per_month"])
+    assert abs(ebitda + 20_000) <= D("0.01")  # each figure rounded to the cent
+    assert [p["pool"] for p in body["pools"]] == ["p1"]
+    assert body["pools"][0]["released_gpus"] == 0 and body["series"] is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "message"),
+    [
+        ({"demand": "forecast"}, "demand", "must be one of measured, growth, unlimited"),
+        ({"demand": "growth"}, "growth_pct_per_month", "needs its % per month"),
+        ({"demand": "growth", "growth_pct_per_month": "150"}, "growth_pct_per_month", "100"),
+        ({"growth_pct_per_month": "5"}, "growth_pct_per_month", "growth only"),
+    ],
+)
+def test_scenario_refuses_a_demand_it_does_not_know(factory, users, token_client, extra, field,
+                                                    message):  # fmt: skip
+    response = token_client(users["operator"]).post(
+        "/api/v1/flywheel/scenarios", {**PERIOD, **extra}
+    )
+
+    assert response.status_code == 400
+    error = response.json()["errors"][0]
+    assert error["field"] == field and message in error["message"]
+
+
+def test_scenario_under_growth_carries_twelve_months(factory, users, token_client):
+    body = (
+        token_client(users["operator"])
+        .post(
+            "/api/v1/flywheel/scenarios",
+            {**PERIOD, "demand": "growth", "growth_pct_per_month": "10"},
+        )
+        .json()
+    )
+
+    assert body["demand"] == "growth" and body["growth_pct_per_month"] == 10.0
+    months = body["series"]["months"]
+    assert [m["month"] for m in months] == list(range(1, 13))
+    # β 0.5: twice the measured demand fits; 1.1^8 = 2.14 does not.
+    assert body["series"]["first_month_over_capacity"] == 8
+    assert months[6]["served_tokens"] == months[6]["demand_tokens"]
+    assert months[7]["served_tokens"] < months[7]["demand_tokens"]
+    assert body["projected"]["tfi"] == months[11]["tfi"]  # the goal's month: the 12th
+
+
 def test_scenario_projects_targets_and_levers(factory, users, token_client):
     api = token_client(users["finance"])  # a read token may run scenarios
 
     response = api.post(
         "/api/v1/flywheel/scenarios",
-        {**PERIOD, "targets": {"occupancy": "0.6"}, "levers": ["pooled"]},
+        {**PERIOD, "targets": {"occupancy": "0.6"}, "levers": ["pooled"], "demand": "unlimited"},
     )
 
     assert response.status_code == 200, response.json()
     body = response.json()
+    assert body["demand"] == "unlimited" and "growth_pct_per_month" not in body
     assert body["factors"]["occupancy"] == {"measured": 0.5, "projected": pytest.approx(0.72)}
     assert body["projected"]["tfi"] == pytest.approx(0.72 * 0.9)
     # Revenue scales with TFI (x1.44); the lever's 20,000 a month is opex.
@@ -137,12 +198,17 @@ def test_scenario_projects_targets_and_levers(factory, users, token_client):
 def test_scenario_checks_a_goal_and_proposes_levers(factory, users):
     api = _session(users["operator"])
 
-    response = api.post("/api/v1/flywheel/scenarios", {**PERIOD, "goal": {"min_tfi": "0.5"}})
+    goal = {"goal": {"min_tfi": "0.5"}}
+    unlimited = api.post("/api/v1/flywheel/scenarios", {**PERIOD, **goal, "demand": "unlimited"})
+    measured = api.post("/api/v1/flywheel/scenarios", {**PERIOD, **goal})
 
-    body = response.json()
+    body = unlimited.json()
     assert body["goal"]["is_met"] is False  # TFI 0.45
     assert body["proposal"]["is_found"] and body["proposal"]["levers"] == ["pooled"]
-    assert body["proposal"]["cost"] == "420000.00"
+    assert body["proposal"]["cost"] == "420000.00" and body["proposal"]["demand"] == "unlimited"
+    # Under the measured demand a busier GPU sells nothing more: no set meets it.
+    assert measured.json()["proposal"]["demand"] == "measured"
+    assert not measured.json()["proposal"]["is_found"]
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import pytest
 from billing.services.pricing import contract_create, price_create
 from billing.services.rated import rated_usage_update
 from flywheel.domain.loop.baseline import measured_tfom
+from flywheel.domain.loop.demand import UNLIMITED
 from flywheel.domain.loop.diagnosis import DEFAULT_TARGETS, diagnose
 from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.loop.projection import project
@@ -131,7 +132,9 @@ def test_diagnose_ranks_by_monthly_ebitda_and_names_the_bottleneck():
     assert gains == sorted(gains, reverse=True) and all(g > 0 for g in gains)
     assert diagnosis.bottleneck is diagnosis.factors[0]
     occupancy = diagnosis.factor("occupancy")
-    expected = project(baseline=baseline, targets={"occupancy": DEFAULT_TARGETS["occupancy"]})
+    expected = project(
+        baseline=baseline, targets={"occupancy": DEFAULT_TARGETS["occupancy"]}, demand=UNLIMITED
+    )
     assert occupancy.ebitda_gain_per_month == expected.ebitda_gain_per_month
     assert occupancy.projected_tfi == expected.tfom.tfi
     assert occupancy.value == measured.occupancy and occupancy.target == D("0.75")

@@ -11,6 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from flywheel.api.loop.writes import ERRORS, RATIO
+from flywheel.domain.loop.demand import DEMANDS, GROWTH_MAX, GROWTH_MIN, Demand
 from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.loop.goals import GoalSpec
 from flywheel.domain.loop.levers import ESTIMATES
@@ -58,6 +59,22 @@ class ScenarioSerializer(serializers.Serializer):
         help_text="factor → value (α, β, σ, s, ρ in [0, 1]; η positive)",
     )
     estimate = serializers.ChoiceField(choices=ESTIMATES, default="typical")
+    demand = serializers.ChoiceField(
+        choices=DEMANDS,
+        default="measured",
+        help_text="measured: the period's production, served as measured; growth: a 12-month "
+        "series growing growth_pct_per_month; unlimited: every extra token sells",
+        error_messages={"invalid_choice": f"must be one of {', '.join(DEMANDS)}"},
+    )
+    growth_pct_per_month = serializers.DecimalField(
+        max_digits=6,
+        decimal_places=2,
+        min_value=GROWTH_MIN,
+        max_value=GROWTH_MAX,
+        required=False,
+        allow_null=True,
+        help_text="% per month on top of the measured demand (growth only), -50 to 100",
+    )
     goal = GoalInSerializer(required=False, allow_null=True, help_text="default: the goal in force")
     baseline = serializers.RegexField(
         BASELINE_KEY,
@@ -68,6 +85,18 @@ class ScenarioSerializer(serializers.Serializer):
             "invalid": "not a key the flywheel page issued; leave it out to measure the period"
         },
     )
+
+    def validate(self, attrs):
+        growth = attrs.get("growth_pct_per_month")
+        if attrs.get("demand") == "growth" and growth is None:
+            raise serializers.ValidationError(
+                {"growth_pct_per_month": "a growth demand needs its % per month"}
+            )
+        if attrs.get("demand") != "growth" and growth is not None:
+            raise serializers.ValidationError(
+                {"growth_pct_per_month": "applies to demand growth only"}
+            )
+        return attrs
 
     def validate_targets(self, value):
         for factor, target in value.items():
@@ -99,9 +128,11 @@ class ScenarioPermission(
 
 class ScenarioView(APIView):
     """Project every KPI and TFOM figure of a measured period with levers (multipliers of
-    several levers on one factor multiply; α, β, σ, s, ρ capped at 1) or direct factor
-    targets; check the goal (typical multipliers) and, when unmet, propose the cheapest
-    lever set (one-time + 12 × monthly cost) that meets it, or say none does."""
+    several levers on one factor multiply; α, β, σ, s, ρ capped at 1; GPUs withdrawn) or
+    direct factor targets, under a stated demand (measured by default, growth, unlimited;
+    echoed as `demand`); check the goal (typical multipliers) and, when unmet, propose the
+    cheapest lever set (one-time + 12 × monthly cost) that meets it under that demand, or
+    say none does."""
 
     permission_classes = [ScenarioPermission]
     write_scope = Scope.READ  # changes nothing
@@ -131,6 +162,9 @@ class ScenarioView(APIView):
             estimate=data["estimate"],
             goal=None if goal is None else GoalSpec(**goal),
             baseline_key=data.get("baseline") or "",
+            demand=Demand(
+                kind=data["demand"], growth_pct_per_month=data.get("growth_pct_per_month")
+            ),
             now=clock.now(),
         )
         return Response(result)

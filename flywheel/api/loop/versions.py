@@ -11,6 +11,7 @@ from flywheel.api.loop.writes import ERRORS, RATIO, FactoryWrite
 from flywheel.filters import LeverFilterSet
 from flywheel.models import Goal, Lever
 from flywheel.services.loop.versions import goal_create, lever_create
+from metering.selectors.factory import deployment_list, pool_list
 from portal.api.fields import AwareDateTimeField, ModelSerializer
 from portal.api.views import EffectiveDatedViewSet
 
@@ -28,6 +29,27 @@ class LeverSerializer(ModelSerializer):
     effective_from = AwareDateTimeField(help_text="a whole UTC hour")
     source = serializers.ChoiceField(choices=Lever.Source.choices, read_only=True)
     observations = serializers.IntegerField(read_only=True)
+    pool = serializers.SlugRelatedField(
+        slug_field="slug",
+        queryset=pool_list(),
+        required=False,
+        allow_null=True,
+        help_text="the pool it acts in (default: the whole factory)",
+    )
+    deployment = serializers.SlugRelatedField(
+        slug_field="slug",
+        queryset=deployment_list(),
+        required=False,
+        allow_null=True,
+        help_text="the deployment it acts in: its pool, by its share of the pool's production",
+    )
+    gpus_withdrawn = serializers.IntegerField(
+        min_value=0,
+        max_value=10**6,
+        default=0,
+        help_text="GPUs of its pool taken out of service (their depreciation, hosting and "
+        "idle power saved through the TFOM formulas)",
+    )
 
     class Meta:
         model = Lever
@@ -41,6 +63,9 @@ class LeverSerializer(ModelSerializer):
             "monthly_cost",
             "currency",
             "is_active",
+            "pool",
+            "deployment",
+            "gpus_withdrawn",
             "source",
             "observations",
             "effective_from",

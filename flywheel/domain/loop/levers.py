@@ -60,8 +60,8 @@ class LeverSpec:
     gpus_withdrawn: int = 0  # GPUs of `pool` taken out of service
 
     def __post_init__(self) -> None:
-        if not ZERO < self.share <= ONE:
-            raise ValueError(f"{self.slug}: share must be in (0, 1]")
+        if not ZERO <= self.share <= ONE:
+            raise ValueError(f"{self.slug}: share must be in [0, 1]")
         if self.gpus_withdrawn < 0:
             raise ValueError(f"{self.slug}: gpus_withdrawn must not be negative")
         if self.gpus_withdrawn and self.pool is None:

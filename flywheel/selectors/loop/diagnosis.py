@@ -7,6 +7,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from flywheel.domain.loop.baseline import Baseline, measured_tfom
+from flywheel.domain.loop.demand import MEASURED, Demand
 from flywheel.domain.loop.diagnosis import Diagnosis, diagnose
 from flywheel.domain.loop.goals import GoalCheck, Proposal, cheapest_lever_set, goal_check
 from flywheel.models import Goal
@@ -16,6 +17,7 @@ from flywheel.selectors.loop.levers import (
     goal_in_force,
     goal_spec,
     goal_targets,
+    lever_specs,
     levers_in_force,
     proposable_levers,
 )
@@ -52,25 +54,39 @@ class GoalStatus:
 
     goal: Goal | None
     check: GoalCheck | None  # None: no goal in force
-    proposal: Proposal | None  # only when the goal is not met
+    # Only when the goal is not met: the cheapest lever set under each demand asked for,
+    # the first under the measured demand (the proposal).
+    proposals: tuple[Proposal, ...] = ()
+
+    @property
+    def proposal(self) -> Proposal | None:
+        return self.proposals[0] if self.proposals else None
 
 
-def goal_status_get(*, baseline: Baseline, now: datetime, measured=None) -> GoalStatus:
+def goal_status_get(
+    *,
+    baseline: Baseline,
+    now: datetime,
+    measured=None,
+    demands: tuple[Demand, ...] = (MEASURED,),
+) -> GoalStatus:
     """Check the goal in force at `now` against the measured period; when unmet, the
     cheapest set of the levers in force and not yet applied that meets it (typical
-    multipliers), or why none does."""
+    multipliers) under each of `demands`, or why none does."""
     goal = goal_in_force(at=now)
     if goal is None:
-        return GoalStatus(goal=None, check=None, proposal=None)
+        return GoalStatus(goal=None, check=None)
     measured = measured if measured is not None else measured_tfom(baseline)
     spec = goal_spec(goal)
     check = goal_check(goal=spec, tfom=measured, start=baseline.start, end=baseline.end)
-    proposal = None
-    if not check.is_met:
-        proposal = cheapest_lever_set(
-            baseline=baseline,
-            goal=spec,
-            levers=proposable_levers(levers_in_force(at=now)),
-            measured=measured,
+    if check.is_met:
+        return GoalStatus(goal=goal, check=check)
+    specs = lever_specs(levers_in_force(at=now), start=baseline.start, end=baseline.end)
+    levers = proposable_levers(specs.values())
+    proposals = tuple(
+        cheapest_lever_set(
+            baseline=baseline, goal=spec, levers=levers, measured=measured, demand=demand
         )
-    return GoalStatus(goal=goal, check=check, proposal=proposal)
+        for demand in demands
+    )
+    return GoalStatus(goal=goal, check=check, proposals=proposals)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from decimal import Decimal
 from operator import attrgetter
@@ -12,17 +12,27 @@ from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.loop.goals import GoalSpec
 from flywheel.domain.loop.levers import LeverEffect, LeverSpec
 from flywheel.models import Goal, Lever, LeverApplication
+from flywheel.selectors.measurement import deployment_shares
 from portal.versions import version_in_force, versions_in_force
+
+ZERO = Decimal(0)
 
 
 def levers_in_force(*, at: datetime, include_retired: bool = False) -> list[Lever]:
     """The version of each lever in force at `at` (retired ones only when asked), by slug."""
-    latest = versions_in_force(Lever.objects.all(), at=at, series=attrgetter("slug"))
+    versions = Lever.objects.select_related("pool", "deployment__pool")
+    latest = versions_in_force(versions, at=at, series=attrgetter("slug"))
     return [lever for slug, lever in sorted(latest.items()) if include_retired or lever.is_active]
 
 
-def lever_spec(lever: Lever) -> LeverSpec:
-    """The engine's view of a lever version."""
+def lever_spec(lever: Lever, shares: Mapping[int, Decimal] | None = None) -> LeverSpec:
+    """The engine's view of a lever version; one scoped to a deployment reaches the
+    deployment's share of its pool's production (`shares`, by deployment id; all of it when
+    not given)."""
+    pool = lever.scope_pool
+    share = Decimal(1)
+    if lever.deployment_id is not None and shares is not None:
+        share = shares.get(lever.deployment_id, ZERO)
     return LeverSpec(
         slug=lever.slug,
         name=lever.name,
@@ -37,15 +47,27 @@ def lever_spec(lever: Lever) -> LeverSpec:
         ),
         one_time_cost=lever.one_time_cost,
         monthly_cost=lever.monthly_cost,
+        pool=None if pool is None else pool.slug,
+        share=share,
+        gpus_withdrawn=lever.gpus_withdrawn,
     )
 
 
-def proposable_levers(levers: Iterable[Lever]) -> list[LeverSpec]:
-    """The levers goal seeking may propose: not applied yet, and moving some factor (one
-    whose multipliers are all 1 is already in place here)."""
+def lever_specs(levers: Iterable[Lever], *, start: datetime, end: datetime) -> dict[str, LeverSpec]:
+    """The engine's view of `levers` over the period [start, end) projected (a deployment's
+    share of its pool measured over it), by slug."""
+    levers = list(levers)
+    shares = deployment_shares(
+        start=start, end=end, deployment_ids={v.deployment_id for v in levers if v.deployment_id}
+    )
+    return {lever.slug: lever_spec(lever, shares) for lever in levers}
+
+
+def proposable_levers(specs: Iterable[LeverSpec]) -> list[LeverSpec]:
+    """The levers goal seeking may propose: not applied yet, and moving some factor or
+    withdrawing GPUs (one whose multipliers are all 1 is already in place here)."""
     applied = applied_lever_slugs()
-    specs = [lever_spec(v) for v in levers if v.slug not in applied]
-    return [spec for spec in specs if not spec.moves_nothing]
+    return [spec for spec in specs if spec.slug not in applied and not spec.moves_nothing]
 
 
 def applied_lever_slugs() -> set[str]:

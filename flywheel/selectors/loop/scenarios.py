@@ -8,24 +8,28 @@ from decimal import Decimal
 from django.conf import settings
 
 from flywheel.domain.loop.baseline import Baseline, measured_tfom
+from flywheel.domain.loop.demand import MEASURED, Demand, month_basis
 from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.loop.goals import GoalSpec, cheapest_lever_set, goal_check
+from flywheel.domain.loop.growth import growth_series
 from flywheel.domain.loop.projection import Projection, project
 from flywheel.selectors.loop.baseline import baseline_get, baseline_recall, uncosted_json
 from flywheel.selectors.loop.levers import (
     goal_in_force,
     goal_spec,
-    lever_spec,
+    lever_specs,
     levers_in_force,
     proposable_levers,
 )
 from flywheel.selectors.loop.shapes import (
+    capacity_json,
     goal_check_json,
     money_json,
     number_json,
     projection_summary,
     proposal_json,
     rfc3339,
+    series_json,
 )
 from flywheel.selectors.tfom import tfom_json
 from portal.errors import FieldError
@@ -40,25 +44,33 @@ def scenario_get(
     estimate: str = "typical",
     goal: GoalSpec | None = None,
     baseline_key: str = "",
+    demand: Demand = MEASURED,
     now: datetime,
 ) -> dict:
-    """POST /api/v1/flywheel/scenarios: the projection of [start, end) with the levers in
-    force at `now` named by `lever_slugs` and the factor `targets`, its low-high range, the
-    goal check (typical multipliers) and, when unmet, the cheapest lever set that meets it.
-    A pool in service without a cost model is left out and named (`uncosted`). Raises
-    FieldError when no pool has one, or for an unknown lever."""
+    """POST /api/v1/flywheel/scenarios: the projection of [start, end) under `demand` with
+    the levers in force at `now` named by `lever_slugs` and the factor `targets`, its
+    low-high range, each pool's GPUs (headroom, released, withdrawn), a growth demand's
+    12 months, the goal check (typical multipliers; growth: month 12) and, when unmet, the
+    cheapest lever set that meets it under the same demand. A pool in service without a
+    cost model is left out and named (`uncosted`). Raises FieldError when no pool has one,
+    or for an unknown lever."""
     baseline = baseline_recall(key=baseline_key, start=start, end=end)
     if baseline is None:
         baseline = baseline_get(start=start, end=end)
     measured = measured_tfom(baseline)
-    catalogue = {lever.slug: lever for lever in levers_in_force(at=now)}
+    catalogue = lever_specs(levers_in_force(at=now), start=start, end=end)
     unknown = [slug for slug in lever_slugs if slug not in catalogue]
     if unknown:
         raise FieldError("levers", f"no active lever {', '.join(unknown)} in the catalogue")
-    chosen = [lever_spec(catalogue[slug]) for slug in dict.fromkeys(lever_slugs)]
+    chosen = [catalogue[slug] for slug in dict.fromkeys(lever_slugs)]
     projections = {
         name: project(
-            baseline=baseline, levers=chosen, targets=targets, estimate=name, measured=measured
+            baseline=baseline,
+            levers=chosen,
+            targets=targets,
+            estimate=name,
+            measured=measured,
+            demand=demand,
         )
         for name in {"low", "typical", "high", estimate}
     }
@@ -78,11 +90,27 @@ def scenario_get(
             levers=proposable_levers(catalogue.values()),
             targets=targets,
             measured=measured,
+            demand=demand,
+        )
+    series = None
+    if demand.kind == "growth":
+        series = growth_series(
+            baseline=baseline,
+            demand=demand,
+            levers=chosen,
+            targets=targets,
+            estimate=estimate,
+            measured=measured,
         )
     return {
         "from": rfc3339(start),
         "to": rfc3339(end),
         "currency": settings.FACTORY_CURRENCY,
+        **demand.as_json(),
+        "demand_label": demand.label,
+        # Money "per month": the period's own figure when it is a calendar month (TFOM's),
+        # else the period's over months(P); a growth demand's projection is its month 12.
+        "month_basis": month_basis(start=start, end=end),
         "estimate": estimate,
         "levers": [lever.slug for lever in chosen],
         "targets": {factor: float(value) for factor, value in targets.items()},
@@ -104,6 +132,8 @@ def scenario_get(
             "total": money_json(projection.cost),
         },
         "figures": tfom_json(projection.tfom),
+        "pools": capacity_json(projection),
+        "series": None if series is None else series_json(series),
         "goal": (
             None if check is None else {"is_met": check.is_met, "criteria": goal_check_json(check)}
         ),

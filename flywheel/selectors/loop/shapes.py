@@ -6,8 +6,10 @@ from decimal import Decimal
 
 from django.conf import settings
 
+from flywheel.domain.loop.demand import month_basis
 from flywheel.domain.loop.diagnosis import Diagnosis, Evidence
 from flywheel.domain.loop.goals import GoalCheck, Proposal
+from flywheel.domain.loop.growth import GrowthSeries
 from flywheel.domain.loop.projection import Projection
 from flywheel.selectors.loop.baseline import uncosted_json
 from flywheel.selectors.tfom import tfom_json
@@ -63,6 +65,7 @@ def diagnosis_json(diagnosis: Diagnosis) -> list[dict]:
             "ebitda_gain_per_month": money_json(f.ebitda_gain_per_month),
             "revenue_gain_per_month": money_json(f.revenue_gain_per_month),
             "energy_cost_change_per_month": money_json(f.energy_cost_change_per_month),
+            "measured_demand_gain_per_month": money_json(f.measured_demand_gain_per_month),
             "projected_tfi": number_json(f.projected_tfi),
             "evidence": evidence_json(f.evidence),
         }
@@ -103,6 +106,7 @@ def projection_summary(projection: Projection) -> dict:
 
 def proposal_json(proposal: Proposal) -> dict:
     return {
+        **proposal.demand.as_json(),
         "is_found": proposal.is_found,
         "levers": list(proposal.levers),
         "cost": money_json(proposal.cost),
@@ -110,6 +114,45 @@ def proposal_json(proposal: Proposal) -> dict:
         "subsets_checked": proposal.subsets_checked,
         "is_exhaustive": proposal.is_exhaustive,
         "projected": projection_summary(proposal.projection) if proposal.projection else None,
+    }
+
+
+def capacity_json(projection: Projection) -> list[dict]:
+    """Each pool's GPUs measured and projected (time-weighted averages over the period)."""
+    return [
+        {
+            "pool": c.pool,
+            "installed_gpus": number_json(c.installed),
+            "projected_installed_gpus": number_json(c.projected_installed),
+            "busy_gpus": number_json(c.busy),
+            "projected_busy_gpus": number_json(c.projected_busy),
+            "headroom_gpus": number_json(c.headroom),
+            "projected_headroom_gpus": number_json(c.projected_headroom),
+            "released_gpus": number_json(c.released),
+            "withdrawn_gpus": c.withdrawn,
+        }
+        for c in projection.capacity
+    ]
+
+
+def series_json(series: GrowthSeries) -> dict:
+    """A growth scenario's months: demand, capacity and served production (output-token
+    units per month), money per month, and the first month beyond today's capacity."""
+    return {
+        "first_month_over_capacity": series.first_month_over_capacity,
+        "pools_over_capacity": list(series.pools_over_capacity),
+        "months": [
+            {
+                "month": m.month,
+                "demand_tokens": int(m.demand_tokens),
+                "capacity_tokens": int(m.capacity_tokens),
+                "served_tokens": int(m.served_tokens),
+                "is_over_capacity": m.is_over_capacity,
+                **projection_summary(m.projection),
+                "occupancy": number_json(m.projection.tfom.occupancy),
+            }
+            for m in series.months
+        ],
     }
 
 
@@ -123,6 +166,7 @@ def diagnosis_response(diagnosis: Diagnosis, *, rating_errors: dict | None = Non
         "currency": settings.FACTORY_CURRENCY,
         "bottleneck": bottleneck.factor if bottleneck else None,
         "ebitda_per_month": money_json(diagnosis.ebitda_per_month),
+        "month_basis": month_basis(start=diagnosis.start, end=diagnosis.end),
         "targets": {factor: float(value) for factor, value in diagnosis.targets.items()},
         "factors": diagnosis_json(diagnosis),
         "measured": tfom_json(diagnosis.measured),

@@ -127,6 +127,9 @@ def _learned_version(lever: Lever, realized: dict[str, dict], now: datetime, by)
         source=Lever.Source.LEARNED,
         observations=lever.observations + 1,
         currency=lever.currency,
+        pool=lever.pool,
+        deployment=lever.deployment,
+        gpus_withdrawn=lever.gpus_withdrawn,
         by=by,
     )
 
@@ -162,9 +165,9 @@ def _proposal_raise(cycle: Cycle, *, now: datetime) -> None:
     proposal = cycle.proposal
     levers = ", ".join(proposal["levers"]) or "none"
     summary = (
-        f"The flywheel proposes {levers} to meet the goal"
+        f"The flywheel proposes {levers} to meet the goal under {proposal['demand']} demand"
         if proposal["is_found"]
-        else "No lever set in the catalogue meets the goal"
+        else f"No lever set in the catalogue meets the goal under {proposal['demand']} demand"
     )
     event_raise(
         type="flywheel.proposal",
@@ -175,6 +178,7 @@ def _proposal_raise(cycle: Cycle, *, now: datetime) -> None:
             "period_end": rfc3339(cycle.period_end),
             "bottleneck": cycle.bottleneck or None,
             "is_goal_met": cycle.is_goal_met,
+            "demand": proposal["demand"],
             "levers": proposal["levers"],
             "cost": proposal["cost"],
             "message": proposal["message"],

@@ -47,10 +47,11 @@ def _decimal(value, field: str) -> Decimal:
     return number
 
 
-def effects_clean(effects) -> dict[str, dict[str, str]]:
+def effects_clean(effects, *, may_be_empty: bool = False) -> dict[str, dict[str, str]]:
     """Validate a lever's effects: {factor: {"low", "typical", "high"}}, multipliers with
-    0 < low ≤ typical ≤ high; returned with the numbers as plain decimal strings."""
-    if not isinstance(effects, dict) or not effects:
+    0 < low ≤ typical ≤ high; returned with the numbers as plain decimal strings. None
+    at all only where `may_be_empty` (a lever that only withdraws GPUs)."""
+    if not isinstance(effects, dict) or (not effects and not may_be_empty):
         raise FieldError("effects", "name at least one factor and its multipliers")
     cleaned = {}
     for factor, values in effects.items():
@@ -67,6 +68,22 @@ def effects_clean(effects) -> dict[str, dict[str, str]]:
     return dict(sorted(cleaned.items(), key=lambda kv: FACTORS.index(kv[0])))
 
 
+def _scope_check(*, pool, deployment, gpus_withdrawn: int) -> None:
+    if pool is not None and deployment is not None:
+        raise FieldError("deployment", "a lever acts in one pool or one deployment, not both")
+    if gpus_withdrawn < 0:
+        raise FieldError("gpus_withdrawn", "must not be negative")
+    if not gpus_withdrawn:
+        return
+    where = deployment.pool if deployment is not None else pool
+    if where is None:
+        raise FieldError("gpus_withdrawn", "name the pool (or deployment) whose GPUs leave service")
+    if gpus_withdrawn > where.gpu_count:
+        raise FieldError(
+            "gpus_withdrawn", f"pool {where.slug} has {where.gpu_count:,} GPUs installed"
+        )
+
+
 @transaction.atomic
 def lever_create(
     *,
@@ -81,10 +98,15 @@ def lever_create(
     source: str = Lever.Source.OPERATOR,
     observations: int = 0,
     currency: str | None = None,
+    pool=None,
+    deployment=None,
+    gpus_withdrawn: int = 0,
     by=None,
 ) -> Lever:
     """Add a lever version (a new lever, a change, or a retirement with is_active False);
-    another version of the slug at the same instant is a conflict."""
+    another version of the slug at the same instant is a conflict. It acts factory-wide,
+    or in `pool`, or in `deployment` (its pool, by its share); it may take
+    `gpus_withdrawn` GPUs of that pool out of service."""
     currency = currency or settings.FACTORY_CURRENCY
     _check_currency(currency)
     effective_from_check(effective_from, in_figures=False)  # a plan: closed months allow it
@@ -96,7 +118,8 @@ def lever_create(
         raise FieldError(
             "description", "say how the lever works and where its multipliers come from"
         )
-    cleaned = effects_clean(effects)
+    _scope_check(pool=pool, deployment=deployment, gpus_withdrawn=gpus_withdrawn)
+    cleaned = effects_clean(effects, may_be_empty=gpus_withdrawn > 0)
     return version_create(
         Lever(
             slug=slug,
@@ -109,6 +132,9 @@ def lever_create(
             is_active=is_active,
             source=source,
             observations=observations,
+            pool=pool,
+            deployment=deployment,
+            gpus_withdrawn=gpus_withdrawn,
             effective_from=effective_from,
             created_by=acting_user(by),
         ),
