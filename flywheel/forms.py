@@ -61,6 +61,7 @@ def flywheel_form_post(request, now: datetime) -> tuple[dict, str]:
                 slug=request.POST.get("lever", ""),
                 applied_at=applied,
                 note=request.POST.get("note", "")[:200],
+                demand=request.POST.get("demand") or "measured",
                 by=request.user,
             )
             messages.success(

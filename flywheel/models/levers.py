@@ -159,6 +159,14 @@ class LeverApplication(models.Model):
     baseline_end = models.DateTimeField()
     baseline_factors = models.JSONField(default=dict)  # factor → measured before (string)
     projected = models.JSONField(default=dict)  # factor → typical multiplier applied (string)
+    # The demand the projection assumed: under the measured one, occupancy follows the
+    # busy time the same production needs (never learned from), an unlimited one sells
+    # every token the levers add.
+    demand = models.CharField(
+        max_length=16,
+        choices=[("measured", "measured demand"), ("unlimited", "unlimited demand")],
+        default="measured",
+    )
     evaluated_by = models.ForeignKey(
         Cycle, null=True, blank=True, on_delete=models.SET_NULL, related_name="evaluations"
     )

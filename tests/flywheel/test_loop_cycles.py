@@ -52,7 +52,8 @@ def two_weeks(db):
 
 def test_cycle_shows_realized_against_projected_and_updates_the_multiplier(two_weeks):
     _pooled()
-    application = lever_apply(slug="pooled", applied_at=WEEK2, now=NOW)
+    # Pooled scheduling bets on demand following the busier GPUs: projected unlimited.
+    application = lever_apply(slug="pooled", applied_at=WEEK2, now=NOW, demand="unlimited")
     assert application.baseline_factors["occupancy"] == "0.5"
     assert (application.baseline_start, application.baseline_end) == (WEEK1, WEEK2)
 
@@ -78,9 +79,33 @@ def test_cycle_shows_realized_against_projected_and_updates_the_multiplier(two_w
     assert cycle.bottleneck == "occupancy"  # 0.6 < 0.75, every other factor at target
 
 
+def test_under_measured_demand_occupancy_is_compared_with_what_the_busy_time_needs(two_weeks):
+    """A lever applied under the measured demand (the default): busier GPUs are not
+    projected to sell more, so occupancy is expected to move by 1 / (m_α × m_η), is shown
+    against what was realized, and never teaches the lever a multiplier."""
+    lever_create(slug="faster", name="Faster kernels", description="Measured here.",
+                 effects={"efficiency": {"low": "1", "typical": "1.25", "high": "1.5"},
+                          "occupancy": {"low": "1", "typical": "1.3", "high": "1.5"}},
+                 one_time_cost=D(1), monthly_cost=D(0), effective_from=JAN)  # fmt: skip
+    application = lever_apply(slug="faster", applied_at=WEEK2, now=NOW)
+
+    cycle_run(start=WEEK2, end=WEEK3, now=NOW)
+
+    application.refresh_from_db()
+    assert application.demand == "measured"
+    occupancy = application.realized["occupancy"]
+    # 0.5 × 1 / 1.25 = 0.4 expected; 0.6 measured (demand grew, the lever did not do it).
+    assert D(occupancy["projected_multiplier"]) == D("0.8")
+    assert (D(occupancy["projected"]), D(occupancy["after"])) == (D("0.4"), D("0.6"))
+    assert occupancy["follows_demand"] is True and "realized_multiplier" not in occupancy
+    learned = application.updated_lever
+    assert learned.effects["occupancy"]["typical"] == "1.3"  # unchanged: nothing learned
+    assert "realized_multiplier" in application.realized["efficiency"]
+
+
 def test_cycle_run_twice_rewrites_the_cycle_and_learns_once(two_weeks):
     _pooled()
-    lever_apply(slug="pooled", applied_at=WEEK2, now=NOW)
+    lever_apply(slug="pooled", applied_at=WEEK2, now=NOW, demand="unlimited")
 
     first = cycle_run(start=WEEK2, end=WEEK3, now=NOW)
     second = cycle_run(start=WEEK2, end=WEEK3, now=NOW + timedelta(hours=2))
@@ -93,7 +118,7 @@ def test_cycle_run_twice_rewrites_the_cycle_and_learns_once(two_weeks):
 def test_learning_blends_each_measurement_into_a_running_mean(two_weeks):
     lever = _pooled(typical="1.25", observations=1, source=Lever.Source.LEARNED)
     assert lever.observations == 1
-    lever_apply(slug="pooled", applied_at=WEEK2, now=NOW)
+    lever_apply(slug="pooled", applied_at=WEEK2, now=NOW, demand="unlimited")
 
     cycle_run(start=WEEK2, end=WEEK3, now=NOW)
 
@@ -195,7 +220,7 @@ def test_flywheel_command_refuses_a_period_naming_the_option_and_runs_nothing(tw
 
 def test_flywheel_page_shows_realized_against_projected(two_weeks, users, session_client):
     _pooled()
-    lever_apply(slug="pooled", applied_at=WEEK2, now=NOW)
+    lever_apply(slug="pooled", applied_at=WEEK2, now=NOW, demand="unlimited")
     cycle_run(start=WEEK2, end=WEEK3, now=NOW)
 
     response = session_client(users["finance"]).get(

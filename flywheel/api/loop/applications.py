@@ -32,6 +32,7 @@ class LeverApplicationSerializer(ModelSerializer):
             "baseline_end",
             "baseline_factors",
             "projected",
+            "demand",
             "evaluated_by",
             "realized",
             "updated_lever",
@@ -66,6 +67,7 @@ class LeverApplicationViewSet(
             slug=data["lever"]["slug"],
             applied_at=data["applied_at"],
             note=data.get("note", ""),
+            demand=data.get("demand", "measured"),
             by=self.request.user,
         )
 

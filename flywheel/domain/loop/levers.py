@@ -113,6 +113,23 @@ def gpus_withdrawn(levers: Sequence[LeverSpec]) -> dict[str, int]:
     return withdrawn
 
 
+def expected_moves(
+    multipliers: Mapping[str, Decimal], *, is_bounded: bool
+) -> dict[str, tuple[Decimal, bool]]:
+    """What an applied lever's multipliers were projected to do to each factor, and whether
+    the factor's realized change teaches the lever anything. Under a bounded (measured)
+    demand occupancy follows the busy time the same production needs: × 1 / (m_α × m_η),
+    never learned from; every other factor as its multiplier."""
+    moves = {factor: (m, True) for factor, m in multipliers.items()}
+    if is_bounded and {"availability", "efficiency", "occupancy"} & multipliers.keys():
+        with localcontext(KPI_CONTEXT):
+            moves["occupancy"] = (
+                ONE / (multipliers.get("availability", ONE) * multipliers.get("efficiency", ONE)),
+                False,
+            )
+    return moves
+
+
 def multiplier_blend(*, prior: Decimal, realized: Decimal, observations: int) -> Decimal:
     """The lever's new typical multiplier: the running mean of the published prior (weight
     PRIOR_WEIGHT = 1) and every realized multiplier so far. `prior` is the current typical,

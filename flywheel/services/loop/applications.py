@@ -18,6 +18,8 @@ from portal.services import audit_object, object_delete
 
 BASELINE_DAYS = 7  # an application's "before": the 7 days up to it
 
+APPLICATION_DEMANDS = ("measured", "unlimited")  # what a projection compared later assumed
+
 
 def _factor_strings(kpis) -> dict[str, str]:
     return {f: str(getattr(kpis, f)) for f in FACTORS if getattr(kpis, f) is not None}
@@ -28,14 +30,18 @@ def lever_apply(
     slug: str,
     applied_at: datetime,
     note: str = "",
+    demand: str = "measured",
     now: datetime | None = None,
     data: FactoryData | None = None,
     by=None,
 ) -> LeverApplication:
     """Record that lever `slug` went into service at `applied_at` (not in the future),
-    with the factors measured over the 7 days before it and the typical multipliers of the
-    version in force then: what the next cycle will compare against."""
+    with the factors measured over the 7 days before it, the typical multipliers of the
+    version in force then and the demand the projection assumed (measured or unlimited):
+    what the next cycle will compare against."""
     now = now or clock.now()
+    if demand not in APPLICATION_DEMANDS:
+        raise FieldError("demand", f"must be one of {', '.join(APPLICATION_DEMANDS)}")
     if applied_at.tzinfo is None:
         raise FieldError("applied_at", "must include a time zone")
     if applied_at > now:
@@ -61,6 +67,7 @@ def lever_apply(
             baseline_end=end,
             baseline_factors=_factor_strings(before),
             projected={factor: values["typical"] for factor, values in lever.effects.items()},
+            demand=demand,
             created_by=acting_user(by),
         )
         audit_object(

@@ -12,7 +12,7 @@ from django.urls import reverse
 from flywheel.domain.kpis import KPI_CONTEXT
 from flywheel.domain.loop.baseline import measured_tfom
 from flywheel.domain.loop.factors import CAPPED, FACTORS
-from flywheel.domain.loop.levers import multiplier_blend, realized_split
+from flywheel.domain.loop.levers import expected_moves, multiplier_blend, realized_split
 from flywheel.models import Cycle, Lever, LeverApplication
 from flywheel.selectors.loop.baseline import baseline_get
 from flywheel.selectors.loop.cycles import last_full_week
@@ -45,15 +45,21 @@ def _evaluate(
 ) -> dict[int, dict[str, dict]]:
     """Per application and factor: before, projected and realized (see the module
     docstring); `realized_multiplier` is what the lever's typical learns from."""
+    expected = {
+        a.pk: expected_moves(
+            {f: Decimal(m) for f, m in a.projected.items()}, is_bounded=a.demand != "unlimited"
+        )
+        for a in applications
+    }
     with localcontext(KPI_CONTEXT):
         moves: dict[str, dict[int, Decimal]] = {}  # factor → application id → multiplier
         for application in applications:
-            for factor, multiplier in application.projected.items():
-                moves.setdefault(factor, {})[application.pk] = Decimal(multiplier)
+            for factor, (multiplier, learns) in expected[application.pk].items():
+                if learns:
+                    moves.setdefault(factor, {})[application.pk] = multiplier
         result: dict[int, dict[str, dict]] = {a.pk: {} for a in applications}
         for application in applications:
-            for factor, text in application.projected.items():
-                m = Decimal(text)
+            for factor, (m, learns) in expected[application.pk].items():
                 before = application.baseline_factors.get(factor)
                 now_value = after.get(factor)
                 entry: dict = {"projected_multiplier": str(m)}
@@ -67,6 +73,17 @@ def _evaluate(
                 if is_capped:
                     projected = ONE
                 ratio = now_value / b
+                entry.update(
+                    before=str(b),
+                    projected=str(projected),
+                    after=str(now_value),
+                    projected_uplift=str(projected / b - ONE),
+                    realized_uplift=str(ratio - ONE),
+                    is_capped=is_capped,
+                )
+                if not learns:  # it follows the demand: compared, never learned from
+                    entry["follows_demand"] = True
+                    continue
                 group = moves[factor]
                 if is_capped and now_value >= ONE:
                     realized = m  # censored at the cap: nothing against the prior
@@ -76,16 +93,7 @@ def _evaluate(
                         multipliers={str(k): v for k, v in group.items()},
                     )
                     realized = split[str(application.pk)]
-                entry.update(
-                    before=str(b),
-                    projected=str(projected),
-                    after=str(now_value),
-                    projected_uplift=str(projected / b - ONE),
-                    realized_uplift=str(ratio - ONE),
-                    realized_multiplier=str(realized),
-                    is_capped=is_capped,
-                    shared_with=len(group) - 1,
-                )
+                entry.update(realized_multiplier=str(realized), shared_with=len(group) - 1)
         return result
 
 
