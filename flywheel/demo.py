@@ -217,6 +217,24 @@ LEVERS = [
     ),
 ]
 
+# Levers that take GPUs out of service (pool, GPUs), with the levers above' fields.
+WITHDRAWALS = [
+    (
+        "release-idle-h100",
+        "Release idle H100s",
+        "Take 96 of h100-a's 512 GPUs out of service (sold on the secondary market or handed "
+        "back at the end of their lease), since its measured demand keeps about 45% of the "
+        "pool idle. Saves their depreciation, colocation and idle power through the TFOM "
+        "formulas; sells nothing more. Operator-set: 40,000 for decommissioning and "
+        "logistics. Only under measured demand does it pay: if demand followed, those GPUs "
+        "would have sold tokens.",
+        "h100-a",
+        96,
+        D(40_000),
+        D(0),
+    ),
+]
+
 # The goal: keep a software-like gross margin while growing EBITDA; the demo month's
 # measured EBITDA is about 7.5 M per month, so the goal needs levers.
 GOAL = {"min_gross_margin": D("0.80"), "min_ebitda_per_month": D(9_000_000)}
@@ -242,6 +260,23 @@ def demo_flywheel(*, stdout: TextIO) -> None:
         )
         moves = ", ".join(f"{SYMBOLS[f]} x{e['typical']}" for f, e in effects.items())
         stdout.write(f"  lever {slug}: {moves}\n")
+    pools = {pool.slug: pool for pool in pool_list()}
+    for slug, name, description, pool, gpus, one_time, monthly in WITHDRAWALS:
+        if Lever.objects.filter(slug=slug).exists() or pool not in pools:
+            continue
+        lever_create(
+            slug=slug,
+            name=name,
+            description=description,
+            effects={},
+            one_time_cost=one_time,
+            monthly_cost=monthly,
+            effective_from=since,
+            source=Lever.Source.OPERATOR,
+            pool=pools[pool],
+            gpus_withdrawn=gpus,
+        )
+        stdout.write(f"  lever {slug}: {gpus} GPUs of {pool} out of service\n")
     if not Goal.objects.exists():
         goal_create(
             effective_from=since,

@@ -222,7 +222,10 @@ def deployment_shares(
     pools = {pool_of[i] for i in wanted if i in pool_of}
     versions = DeploymentVersions()
     std: dict[int, Decimal] = defaultdict(Decimal)
-    rollups = hourly_usage_list().filter(hour__gte=start, hour__lt=end, pool_id__in=pools)
+    neighbours = [d for d, pool in pool_of.items() if pool in pools]
+    rollups = hourly_usage_list().filter(
+        hour__gte=start, hour__lt=end, deployment_id__in=neighbours
+    )
     with localcontext(KPI_CONTEXT):
         for row in deployment_hour_sums(rollups):
             version = versions.at(row["deployment_id"], row["hour"].astimezone(UTC))

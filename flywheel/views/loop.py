@@ -12,8 +12,9 @@ from django.http import HttpResponseRedirect
 from django.shortcuts import render
 
 from flywheel.domain.loop.baseline import measured_tfom
-from flywheel.domain.loop.demand import per_month
+from flywheel.domain.loop.demand import MEASURED, UNLIMITED, month_basis, per_month
 from flywheel.domain.loop.factors import CAPPED, FACTORS, LABELS, SYMBOLS
+from flywheel.domain.loop.projection import project
 from flywheel.forms import flywheel_form_post
 from flywheel.models import Lever
 from flywheel.selectors.kpis import empty_reason_of
@@ -54,6 +55,10 @@ def flywheel(request):
     period = window.period
     context = {
         "title": "Flywheel",
+        # "per month": the period's own figure when it is a calendar month, as TFOM's.
+        "per_month_label": "per month"
+        if month_basis(start=period.start, end=period.end) == "calendar month"
+        else "per 30.4-day month",
         "period": period,
         "window": window,
         "form_errors": form_errors,
@@ -90,7 +95,9 @@ def flywheel(request):
     diagnosis = diagnosis_get(
         start=period.start, end=period.end, data=data, baseline=baseline, at=now
     )
-    status = goal_status_get(baseline=baseline, now=now, measured=measured)
+    status = goal_status_get(
+        baseline=baseline, now=now, measured=measured, demands=(MEASURED, UNLIMITED)
+    )
     currency = settings.FACTORY_CURRENCY
     gains = [f.ebitda_gain_per_month for f in diagnosis.factors]
     context.update(
@@ -127,13 +134,15 @@ def flywheel(request):
             for f in FACTORS
         ],
         goal_check=status.check,
-        proposal=status.proposal,
+        proposals=status.proposals,
+        capacity=project(baseline=baseline, measured=measured).capacity,
         simulator=json.dumps(
             {
                 "from": period.start.isoformat(),
                 "to": period.end.isoformat(),
                 "baseline": baseline_remember(baseline),
                 "currency": currency,
+                "perMonth": context["per_month_label"],
                 "factors": [
                     {
                         "key": f,
@@ -211,6 +220,13 @@ def _lever_rows(levers: list[Lever], applications) -> list[dict]:
                 ],
                 "cost": spec.cost,
                 "moves_nothing": spec.moves_nothing,
+                "scope": (
+                    f"deployment {lever.deployment.slug}"
+                    if lever.deployment_id
+                    else f"pool {lever.pool.slug}"
+                    if lever.pool_id
+                    else ""
+                ),
                 "application": by_slug.get(lever.slug),
             }
         )

@@ -59,14 +59,82 @@
     form.querySelectorAll("input[name=lever]:checked").forEach(function (box) {
       levers.push(box.value);
     });
-    return {
+    var shape = {
       from: config.from,
       to: config.to,
       baseline: config.baseline,
       targets: targets,
       levers: levers,
-      estimate: $("scenario-estimate").value
+      estimate: $("scenario-estimate").value,
+      demand: $("scenario-demand").value
     };
+    if (shape.demand === "growth") shape.growth_pct_per_month = $("scenario-growth").value;
+    return shape;
+  }
+
+  function gpus(value) {
+    return value === null || value === undefined ? "—" :
+      Math.round(value).toLocaleString("en-US");
+  }
+
+  function cell(row, text) {
+    var td = document.createElement("td");
+    td.className = "num";
+    td.textContent = text;
+    row.appendChild(td);
+  }
+
+  function renderPools(pools) {
+    var body = document.querySelector("#scenario-pools tbody");
+    if (!body) return;
+    body.textContent = "";
+    pools.forEach(function (p) {
+      var row = document.createElement("tr");
+      row.dataset.pool = p.pool;
+      var name = document.createElement("td");
+      name.textContent = p.pool;
+      row.appendChild(name);
+      var arrow = function (before, after) {
+        return Math.round(before) === Math.round(after) ? gpus(after) : gpus(before) + " → " + gpus(after);
+      };
+      cell(row, arrow(p.installed_gpus, p.projected_installed_gpus));
+      cell(row, arrow(p.busy_gpus, p.projected_busy_gpus));
+      cell(row, arrow(p.headroom_gpus, p.projected_headroom_gpus));
+      cell(row, gpus(p.released_gpus));
+      cell(row, gpus(p.withdrawn_gpus));
+      body.appendChild(row);
+    });
+  }
+
+  function renderSeries(data) {
+    var block = $("growth-block");
+    if (!block) return;
+    block.hidden = !data.series;
+    if (!data.series || !window.Plotly) return;
+    var months = data.series.months;
+    var x = months.map(function (m) { return "month " + m.month; });
+    var unit = 1e9;
+    var line = function (key, name, colour, dash) {
+      return {x: x, y: months.map(function (m) { return m[key] / unit; }), name: name,
+        type: "scatter", mode: "lines+markers", line: {color: colour, dash: dash || "solid"}};
+    };
+    window.Plotly.react("growth-chart", [
+      line("demand_tokens", "demand", "#868e96", "dot"),
+      line("capacity_tokens", "capacity (all available GPUs busy)", "#d9480f", "dash"),
+      line("served_tokens", "served", "#1f6feb")
+    ], {
+      margin: {l: 70, r: 10, t: 10, b: 40}, height: 260,
+      yaxis: {title: {text: "Billion tokens " + config.perMonth}, rangemode: "tozero"},
+      legend: {orientation: "h", y: -0.2}, font: {size: 12}
+    }, {displayModeBar: false, responsive: true});
+    var first = data.series.first_month_over_capacity;
+    var last = months[months.length - 1];
+    setText("growth-note", (first ?
+      "Demand first exceeds today's capacity (without the scenario's levers) in month " + first +
+      " (" + data.series.pools_over_capacity.join(", ") + "). " :
+      "Demand stays within today's capacity for all 12 months. ") +
+      "Month 12: revenue " + whole(last.revenue_per_month) + ", EBITDA " +
+      whole(last.ebitda_per_month) + " " + config.currency + "; the tiles show month 12.");
   }
 
   function renderGoal(data) {
@@ -94,11 +162,11 @@
       var proposal = document.createElement("p");
       proposal.id = "scenario-proposal";
       if (data.proposal.is_found) {
-        proposal.textContent = "Cheapest lever set that meets it: " +
+        proposal.textContent = "Cheapest lever set that meets it under this demand: " +
           (data.proposal.levers.length ? data.proposal.levers.join(", ") : "none needed") +
           " — cost " + whole(data.proposal.cost) + " " + config.currency +
           " (one-time + 12 × monthly); EBITDA " + whole(data.proposal.projected.ebitda_per_month) +
-          " per month.";
+          " " + config.perMonth + ".";
       } else {
         proposal.textContent = "No lever set meets it: " + data.proposal.message + ".";
       }
@@ -108,6 +176,9 @@
 
   function render(data) {
     var m = data.measured, p = data.projected;
+    setText("scenario-demand-label", "Demand: " + data.demand_label + ".");
+    renderPools(data.pools);
+    renderSeries(data);
     setText("projected-tfi", pct(p.tfi));
     setText("delta-tfi", "measured " + pct(m.tfi) + " · " + pointsDelta(p.tfi, m.tfi));
     setText("projected-tef", pct(p.tef));
@@ -185,8 +256,10 @@
       schedule();
     });
   });
-  form.querySelectorAll("input[name=lever], #scenario-estimate").forEach(function (el) {
-    el.addEventListener("change", schedule);
+  form.querySelectorAll("input[name=lever], #scenario-estimate, #scenario-demand, #scenario-growth")
+    .forEach(function (el) { el.addEventListener("change", schedule); });
+  $("scenario-demand").addEventListener("change", function () {
+    $("growth-field").hidden = $("scenario-demand").value !== "growth";
   });
   $("scenario-reset").addEventListener("click", function () {
     touched = {};
@@ -198,6 +271,8 @@
       box.checked = false;
     });
     $("scenario-estimate").value = "typical";
+    $("scenario-demand").value = "measured";
+    $("growth-field").hidden = true;
     schedule();
   });
 })();

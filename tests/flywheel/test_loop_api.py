@@ -396,3 +396,49 @@ def test_cycles_run_on_request_and_list(factory, users):
     with CaptureQueriesContext(connection) as three:
         assert reader.get("/api/v1/flywheel/cycles").json()["count"] == 3
     assert len(three) == len(one)  # the queries do not grow with the cycles listed
+
+
+def test_a_lever_acts_in_a_pool_or_a_deployment_and_may_withdraw_its_gpus(
+    factory, users, token_client
+):
+    admin = token_client(users["operator"], scopes=["admin", "read"])
+    kernels = {**LEVER, "slug": "kernels", "effects": {
+        "efficiency": {"low": "1.25", "typical": "1.25", "high": "1.25"}}}  # fmt: skip
+    release = {**LEVER, "slug": "release", "effects": {}, "one_time_cost": "1000",
+               "monthly_cost": "0"}  # fmt: skip
+
+    scoped = admin.post("/api/v1/levers", {**kernels, "deployment": "llama@p1"})
+    withdrawing = admin.post("/api/v1/levers", {**release, "pool": "p1", "gpus_withdrawn": 4})
+    both = admin.post("/api/v1/levers", {**kernels, "slug": "x", "pool": "p1",
+                                         "deployment": "llama@p1"})  # fmt: skip
+    nowhere = admin.post("/api/v1/levers", {**release, "slug": "y", "gpus_withdrawn": 4})
+    too_many = admin.post("/api/v1/levers", {**release, "slug": "z", "pool": "p1",
+                                             "gpus_withdrawn": 11})  # fmt: skip
+    nothing = admin.post("/api/v1/levers", {**release, "slug": "w", "pool": "p1"})
+
+    assert scoped.status_code == 201, scoped.json()
+    assert (scoped.json()["deployment"], scoped.json()["pool"]) == ("llama@p1", None)
+    assert withdrawing.status_code == 201 and withdrawing.json()["gpus_withdrawn"] == 4
+    for response, field, message in (
+        (both, "deployment", "not both"),
+        (nowhere, "gpus_withdrawn", "name the pool"),
+        (too_many, "gpus_withdrawn", "p1 has 10 GPUs installed"),
+        (nothing, "effects", "name at least one factor"),
+    ):
+        assert response.status_code == 400
+        error = response.json()["errors"][0]
+        assert error["field"] == field and message in error["message"], error
+
+    # llama@p1 makes all of p1's production: the lever reaches all of it. Under the measured
+    # demand η × 1.25 needs 1 / 1.25 of the busy time: 2 of p1's 10 GPUs are released.
+    faster = admin.post("/api/v1/flywheel/scenarios", {**PERIOD, "levers": ["kernels"]}).json()
+    (pool,) = faster["pools"]
+    assert (pool["installed_gpus"], pool["released_gpus"]) == (10.0, pytest.approx(2.0))
+    assert faster["projected"]["revenue_per_month"] == faster["measured"]["revenue_per_month"]
+    # Withdrawing 4 of them: 6 installed, the demand (5 busy) still served.
+    fewer = admin.post("/api/v1/flywheel/scenarios", {**PERIOD, "levers": ["release"]}).json()
+    (pool,) = fewer["pools"]
+    assert (pool["projected_installed_gpus"], pool["withdrawn_gpus"]) == (6.0, 4)
+    assert pool["projected_busy_gpus"] == pytest.approx(5.0)
+    assert fewer["projected"]["revenue_per_month"] == fewer["measured"]["revenue_per_month"]
+    assert D(fewer["figures"]["depreciation"]) < D(faster["figures"]["depreciation"])
