@@ -111,7 +111,11 @@ def flywheel(request):
             for i, f in enumerate(diagnosis.factors)
         ],
         diagnosis_chart=(
-            figure_json(diagnosis_chart(diagnosis.factors, currency=currency))
+            figure_json(
+                diagnosis_chart(
+                    diagnosis.factors, currency=currency, per_month=context["per_month_label"]
+                )
+            )
             if any(g > 0 for g in gains)
             else None
         ),
@@ -295,14 +299,18 @@ FACTOR_COLOUR = "#1f6feb"
 MEASURED_COLOUR = "#868e96"
 
 
-def diagnosis_chart(factors, *, currency: str) -> go.Figure:
-    """Monthly EBITDA each factor gains alone at its target, ranked (bottleneck first)."""
+def diagnosis_chart(factors, *, currency: str, per_month: str = "per month") -> go.Figure:
+    """Monthly EBITDA each factor gains alone at its target if demand follows, ranked
+    (bottleneck first)."""
     labels = [f"{f.symbol} {f.label}" for f in factors]
     gains = [float(f.ebitda_gain_per_month) for f in factors]
     colours = [
         BOTTLENECK_COLOUR if i == 0 and gains[0] > 0 else FACTOR_COLOUR for i in range(len(factors))
     ]
-    layout = base_layout(x_title=f"EBITDA gained per month at the target ({currency})", y_title="")
+    layout = base_layout(
+        x_title=f"EBITDA gained {per_month} at the target if demand follows ({currency})",
+        y_title="",
+    )
     layout["yaxis"] = {"autorange": "reversed", "automargin": True}
     layout["showlegend"] = False
     layout["margin"] = {"l": 150, "r": 30, "t": 20, "b": 60}
@@ -314,7 +322,7 @@ def diagnosis_chart(factors, *, currency: str) -> go.Figure:
         marker_color=colours,
         text=[f"{g:,.0f}" for g in gains],
         textposition="auto",
-        hovertemplate="%{y}: %{x:,.0f} " + currency + " per month<extra></extra>",
+        hovertemplate="%{y}: %{x:,.0f} " + currency + f" {per_month}<extra></extra>",
     )
     return fig
 

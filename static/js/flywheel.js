@@ -93,6 +93,7 @@
       row.dataset.pool = p.pool;
       var name = document.createElement("td");
       name.textContent = p.pool;
+      name.className = "nowrap";
       row.appendChild(name);
       var arrow = function (before, after) {
         return Math.round(before) === Math.round(after) ? gpus(after) : gpus(before) + " → " + gpus(after);
@@ -112,7 +113,7 @@
     block.hidden = !data.series;
     if (!data.series || !window.Plotly) return;
     var months = data.series.months;
-    var x = months.map(function (m) { return "month " + m.month; });
+    var x = months.map(function (m) { return m.month; });
     var unit = 1e9;
     var line = function (key, name, colour, dash) {
       return {x: x, y: months.map(function (m) { return m[key] / unit; }), name: name,
@@ -123,9 +124,10 @@
       line("capacity_tokens", "capacity (all available GPUs busy)", "#d9480f", "dash"),
       line("served_tokens", "served", "#1f6feb")
     ], {
-      margin: {l: 70, r: 10, t: 10, b: 40}, height: 260,
-      yaxis: {title: {text: "Billion tokens " + config.perMonth}, rangemode: "tozero"},
-      legend: {orientation: "h", y: -0.2}, font: {size: 12}
+      margin: {l: 60, r: 20, t: 10, b: 70},
+      xaxis: {title: {text: "Month after the measured period"}, dtick: 1},
+      yaxis: {title: {text: "Billion tokens"}, rangemode: "tozero"},
+      legend: {orientation: "h", y: -0.35}, font: {size: 12}
     }, {displayModeBar: false, responsive: true});
     var first = data.series.first_month_over_capacity;
     var last = months[months.length - 1];
@@ -133,7 +135,7 @@
       "Demand first exceeds today's capacity (without the scenario's levers) in month " + first +
       " (" + data.series.pools_over_capacity.join(", ") + "). " :
       "Demand stays within today's capacity for all 12 months. ") +
-      "Month 12: revenue " + whole(last.revenue_per_month) + ", EBITDA " +
+      "Tokens and money " + config.perMonth + ". Month 12: revenue " + whole(last.revenue_per_month) + ", EBITDA " +
       whole(last.ebitda_per_month) + " " + config.currency + "; the tiles show month 12.");
   }
 
@@ -206,7 +208,7 @@
     if (data.levers.length) {
       var low = data.range.low, high = data.range.high;
       setText("scenario-range", "Range of the levers' multipliers: TFI " + pct(low.tfi) + " – " +
-        pct(high.tfi) + ", EBITDA per month " + whole(low.ebitda_per_month) + " – " +
+        pct(high.tfi) + ", EBITDA " + config.perMonth + " " + whole(low.ebitda_per_month) + " – " +
         whole(high.ebitda_per_month) + ".");
     } else {
       setText("scenario-range", "No lever ticked: the projection moves only the factors you set.");
