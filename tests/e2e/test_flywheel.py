@@ -32,21 +32,30 @@ def test_moving_a_factor_slider_changes_the_projected_tfi_and_ebitda(demo, page)
     evidence = page.locator("details.evidence[open]").first
     assert evidence.get_by_role("table").get_by_role("row").count() >= 2
     assert page.get_by_role("table", name="Goal criteria").is_visible()
-    assert page.get_by_role("table", name="Levers").get_by_role("row").count() == 1 + 10
+    assert page.get_by_role("table", name="Levers").get_by_role("row").count() == 1 + 11
+    # The goal's cheapest lever sets under measured and unlimited demand differ.
+    measured_set = page.locator("#goal-proposal-measured .badge.target").all_inner_texts()
+    unlimited_set = page.locator("#goal-proposal-unlimited .badge.target").all_inner_texts()
+    assert measured_set and unlimited_set and measured_set != unlimited_set
 
     tfi_before = page.locator("#projected-tfi").inner_text()
     ebitda_before = page.locator("#projected-ebitda").inner_text()
     measured_occupancy = float(page.locator("#slider-occupancy").get_attribute("data-measured"))
     assert 40 < measured_occupancy < 70  # the demo sells about 55% of its healthy GPU time
 
+    # Under the measured demand (the default) a busier GPU sells nothing more.
     page.locator("#slider-occupancy").fill("75")
-    page.wait_for_function(
-        f"() => document.querySelector('#projected-tfi').textContent !== {tfi_before!r}"
-    )
     page.wait_for_function(
         "() => document.querySelector('#scenario-status').textContent.startsWith('Projected')"
     )
     assert page.locator("#value-occupancy").inner_text() == "75.0%"
+    assert page.locator("#projected-tfi").inner_text() == tfi_before
+    assert "measured demand" in page.locator("#scenario-demand-label").inner_text()
+    # If demand follows, it does.
+    page.select_option("#scenario-demand", "unlimited")
+    page.wait_for_function(
+        f"() => document.querySelector('#projected-tfi').textContent !== {tfi_before!r}"
+    )
     assert _number(page.locator("#projected-tfi").inner_text()) > _number(tfi_before)
     assert _number(page.locator("#projected-ebitda").inner_text()) > _number(ebitda_before)
     projected = page.evaluate("() => document.querySelector('#scenario-chart').data[1].y")
@@ -63,6 +72,16 @@ def test_moving_a_factor_slider_changes_the_projected_tfi_and_ebitda(demo, page)
     assert _number(page.locator("#projected-cost").inner_text()) == 190_000  # 10k + 12 × 15k
     assert page.locator("#scenario-goal").get_by_text(re.compile("goal (met|not met)")).is_visible()
     screenshot(page, "flywheel")
+
+    # Growing demand: twelve months charted, served never above demand nor capacity.
+    page.select_option("#scenario-demand", "growth")
+    page.wait_for_selector("#growth-chart .main-svg")
+    series = page.evaluate("() => document.querySelector('#growth-chart').data.map(t => t.y)")
+    demand, capacity, served = series
+    assert len(served) == 12 and all(s > 0 for s in served)
+    assert all(s <= min(d, c) * 1.000001 for s, d, c in zip(served, demand, capacity, strict=True))
+    assert "month" in page.locator("#growth-note").inner_text()
+    screenshot(page, "flywheel-growth")
 
 
 def test_finance_reads_the_flywheel_without_operator_forms(demo, page):

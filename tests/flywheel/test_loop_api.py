@@ -442,3 +442,21 @@ def test_a_lever_acts_in_a_pool_or_a_deployment_and_may_withdraw_its_gpus(
     assert pool["projected_busy_gpus"] == pytest.approx(5.0)
     assert fewer["projected"]["revenue_per_month"] == fewer["measured"]["revenue_per_month"]
     assert D(fewer["figures"]["depreciation"]) < D(faster["figures"]["depreciation"])
+
+
+def test_a_calendar_months_flywheel_figures_are_the_tfom_reports(factory, users):
+    """Per month over March is March's own figure, as GET /api/v1/tfom gives it; a week's
+    is labelled per 30.4-day month."""
+    api = _session(users["finance"])
+    march = {"from": "2026-03-01", "to": "2026-04-01"}
+
+    tfom = api.get("/api/v1/tfom", march).json()
+    diagnosis = api.get("/api/v1/flywheel/diagnosis", march).json()
+    scenario = api.post("/api/v1/flywheel/scenarios", march).json()
+    week = api.post("/api/v1/flywheel/scenarios", {"from": "2026-03-01", "to": "2026-03-08"})
+
+    assert diagnosis["ebitda_per_month"] == tfom["ebitda"]
+    assert scenario["measured"]["ebitda_per_month"] == tfom["ebitda"]
+    assert scenario["measured"]["revenue_per_month"] == tfom["revenue"]
+    assert scenario["month_basis"] == diagnosis["month_basis"] == "calendar month"
+    assert week.json()["month_basis"] == "30.4-day month"

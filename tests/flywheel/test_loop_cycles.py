@@ -328,3 +328,25 @@ def test_a_lever_that_moves_nothing_is_shown_in_place_and_never_proposed(
 
     assert proposable == ["pooled"]
     assert "already in place" in page.content.decode()
+
+
+def test_flywheel_page_shows_the_goals_lever_sets_under_both_demands(
+    two_weeks, users, session_client
+):
+    _pooled()
+    goal_create(effective_from=JAN, min_tfi=D("0.7"))
+
+    response = session_client(users["operator"]).get(
+        "/flywheel/", {"from": "2026-03-09", "to": "2026-03-16"}
+    )
+
+    page = response.content.decode()
+    measured, unlimited = response.context["proposals"]
+    assert (measured.demand.kind, measured.is_found) == ("measured", False)
+    assert (unlimited.demand.kind, unlimited.levers) == ("unlimited", ("pooled",))
+    unlimited_block = page.split('id="goal-proposal-unlimited"')[1].split("</div>")[0]
+    assert "pooled" in unlimited_block and "If demand follows (unlimited)" in unlimited_block
+    assert "Under measured demand" in page and "No lever set meets it" in page
+    assert "EBITDA gain under measured demand" in page
+    assert "EBITDA per 30.4-day month" in page  # a week: not a calendar month
+    assert 'id="scenario-demand"' in page
