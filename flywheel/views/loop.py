@@ -259,6 +259,7 @@ def _realized_rows(applications) -> list[dict]:
                     "prior_typical": entry.get("prior_typical"),
                     "updated_typical": entry.get("updated_typical"),
                     "is_capped": entry.get("is_capped"),
+                    "follows_demand": entry.get("follows_demand", False),
                     "cycle": application.evaluated_by,
                 }
             )
