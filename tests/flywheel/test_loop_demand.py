@@ -221,3 +221,83 @@ def test_monthly_figures_are_the_calendar_months_or_per_30_4_day_month():
 def test_a_demand_outside_the_three_is_refused(kind, pct, message):
     with pytest.raises(ValueError, match=message):
         Demand(kind=kind, growth_pct_per_month=pct)
+
+
+def _busy_factory():
+    """40 GPUs through April, all healthy, β 0.55, η 0.8: C = A = 103,680,000 GPU-s,
+    B = 57,024,000, std = 45,619,200; list value 10,000, revenue 7,000."""
+    return baseline_of(pool_inputs(gpus=40, alpha="1", beta="0.55"))
+
+
+def test_doubling_efficiency_under_measured_demand_halves_the_busy_time_exactly():
+    baseline = _busy_factory()
+    measured = measured_tfom(baseline)
+
+    projection = project(baseline=baseline, levers=[lever(efficiency="2")], demand=MEASURED)
+
+    t = projection.tfom
+    assert t.revenue == measured.revenue == 7_000
+    assert t.busy_gpu_seconds == 28_512_000 and t.occupancy == D("0.275")
+    # 1.2 kW × 1.25 × (B + 0.3 (A − B)) / 3600: 71,020,800 -> 51,062,400 GPU-s of draw.
+    assert measured.energy_kwh == 29_592 and t.energy_kwh == 21_276
+    assert _close(projection.ebitda_gain_per_month, "831.6")  # 8,316 kWh at 0.10
+    (pool,) = projection.capacity
+    assert pool.released == 20  # 40 × (1 − 28,512,000 / 57,024,000)
+
+
+def test_withdrawing_ten_gpus_saves_exactly_their_depreciation_hosting_and_idle_power():
+    baseline = _busy_factory()
+    measured = measured_tfom(baseline)
+
+    projection = project(
+        baseline=baseline, levers=[lever(pool="p1", gpus_withdrawn=10)], demand=MEASURED
+    )
+
+    t = projection.tfom
+    assert t.revenue == 7_000 and t.busy_gpu_seconds == 57_024_000  # β 0.55 -> 0.7333
+    assert measured.depreciation - t.depreciation == 10 * 730 * 72 / D(73)  # 7,200
+    assert measured.hosting - t.hosting == 10 * 146 * 72 / D(73)  # 1,440
+    # Their idle draw: 10 GPUs × 2,592,000 s × 30% × 1.2 kW × 1.25 / 3600 = 3,240 kWh.
+    assert measured.energy_kwh - t.energy_kwh == 3_240
+    assert _close(projection.ebitda_gain_per_month, 1_440 + 324)
+
+
+def test_under_growth_a_faster_engine_earns_only_once_demand_outgrows_the_old_capacity():
+    baseline = _busy_factory()
+    demand = Demand(kind="growth", growth_pct_per_month=D(20))
+
+    without = growth_series(baseline=baseline, demand=demand)
+    faster = growth_series(baseline=baseline, demand=demand, levers=[lever(efficiency="2")])
+
+    # Old capacity: A × η = 82,944,000 std GPU-s = 1 / 0.55 = 1.818 × today's demand;
+    # 1.2^3 = 1.728 fits, 1.2^4 = 2.0736 does not.
+    assert without.first_month_over_capacity == faster.first_month_over_capacity == 4
+    revenue = [(m.projection.tfom.revenue, f.projection.tfom.revenue)
+               for m, f in zip(without.months, faster.months, strict=True)]  # fmt: skip
+    assert [_close(a, b) for a, b in revenue[:3]] == [True] * 3
+    assert _close(revenue[0][0], 7_000 * Fraction("1.2"))
+    assert _close(revenue[3][0], Fraction(7_000) / Fraction("0.55"))  # capped at capacity
+    assert _close(revenue[3][1], 7_000 * Fraction("1.2") ** 4)  # the faster engine serves it
+    assert all(b > a for a, b in revenue[3:])
+
+
+def test_growth_splits_demand_across_pools_by_their_measured_production():
+    # p2 produces three times p1 and has no headroom to spare (β 1): it saturates at once.
+    baseline = baseline_of(
+        pool_inputs("p1", alpha="1", beta="0.25"),
+        pool_inputs("p2", gpus=30, alpha="1", beta="1", list_value="30000"),
+    )
+    demand = Demand(kind="growth", growth_pct_per_month=D(10))
+
+    series = growth_series(baseline=baseline, demand=demand)
+
+    first = series.months[0]
+    p1, p2 = first.projection.pools
+    assert _close(
+        p1.production_tokens, Fraction(baseline.pools[0].pool.production_tokens) * Fraction("1.1")
+    )
+    assert p2.production_tokens == baseline.pools[1].pool.production_tokens  # at capacity
+    assert series.first_month_over_capacity == 1 and series.pools_over_capacity == ("p2",)
+    assert _close(first.demand_tokens, Fraction(
+        baseline.pools[0].pool.production_tokens + baseline.pools[1].pool.production_tokens
+    ) * Fraction("1.1"))  # fmt: skip

@@ -264,13 +264,18 @@ def _pool_inputs(
 
 
 def pools_withdraw(
-    pools: Sequence[PoolInputs], withdrawn: Mapping[str, int], seconds: Decimal
+    pools: Sequence[PoolInputs],
+    withdrawn: Mapping[str, int],
+    seconds: Decimal,
+    *,
+    keeps_busy: bool,
 ) -> list[PoolInputs]:
     """Each pool with `withdrawn[pool]` GPUs out of service over the period's `seconds`:
-    its calendar GPU-seconds fall by theirs (never below none), and its available and busy
-    GPU-seconds and what they produced and sold in proportion (the GPUs withdrawn had the
-    pool's availability and occupancy; under a bounded demand `demand_serve` then puts
-    the remaining GPUs to work)."""
+    its calendar GPU-seconds fall by theirs (never below none) and its available ones in
+    proportion (they had the pool's availability). `keeps_busy` (a bounded demand): the
+    busy time stays while the rest can hold it, else it shrinks to them with what it
+    produced and sold; otherwise busy time and sales fall in proportion too (the
+    withdrawn GPUs had the pool's occupancy)."""
     result = []
     for pool in pools:
         count = withdrawn.get(pool.pool, 0)
@@ -280,14 +285,14 @@ def pools_withdraw(
         with localcontext(KPI_CONTEXT):
             calendar = max(ZERO, pool.calendar_gpu_seconds - count * seconds)
             keep = calendar / pool.calendar_gpu_seconds
-            result.append(
-                _scaled(
-                    pool,
-                    keep,
-                    calendar_gpu_seconds=calendar,
-                    available_gpu_seconds=pool.available_gpu_seconds * keep,
-                )
-            )
+            available = pool.available_gpu_seconds * keep
+            if keeps_busy:
+                busy = pool.busy_gpu_seconds
+                factor = ONE if busy <= available else available / busy
+            else:
+                factor = keep
+        fixed = {"calendar_gpu_seconds": calendar, "available_gpu_seconds": available}
+        result.append(replace(pool, **fixed) if factor == ONE else _scaled(pool, factor, **fixed))
     return result
 
 

@@ -126,7 +126,7 @@ def project(
     withdrawn = gpus_withdrawn(levers)
     seconds = period_seconds(start=baseline.start, end=baseline.end)
     pools = project_pools(baseline, levels, measured, scoped)
-    pools = pools_withdraw(pools, withdrawn, seconds)
+    pools = pools_withdraw(pools, withdrawn, seconds, keeps_busy=demand.is_bounded)
     scale = demand.scale() if month is None else demand.scale(month)
     measured_pools = tuple(item.pool for item in baseline.pools)
     if scale is not None:
