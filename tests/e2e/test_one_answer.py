@@ -1,7 +1,8 @@
 """One period, one answer (kpis.md section 0): for every kind of period, finance sees the same
 TEF, TFI and realized revenue on Overview, Investor, Flywheel and the TFOM report (HTML, CSV
 and XLSX) as GET /api/v1/kpis returns, and the same revenue and gross margin on Investor,
-the report and GET /api/v1/tfom, each to the precision it is displayed. On the 1st of a
+the report and GET /api/v1/tfom, each to the precision it is displayed (the flywheel's
+monthly revenue and EBITDA too, for a calendar month). On the 1st of a
 month at 08:37 and mid-month."""
 
 import csv
@@ -80,6 +81,9 @@ def test_every_page_and_export_gives_the_api_figures(now, preset, demo, page):
     page.goto(f"/flywheel/?{query}")
     assert _shown(page, "tef") == {tef} and _shown(page, "tfi") == {tfi}
     assert _shown(page, "gross_margin") == {_pct(tfom["gross_margin"])}
+    if preset == "last-month":  # a calendar month: the flywheel's monthly figures are its own
+        assert _shown(page, "ebitda_per_month") == {_whole(tfom["ebitda"])}
+        assert _shown(page, "revenue_per_month") == {_whole(tfom["revenue"])}
 
     page.goto(f"/reports/tfom/?{query}")
     assert _shown(page, "tef") == {tef} and _shown(page, "tfi") == {tfi}
