@@ -46,9 +46,9 @@ class LeverSpec:
     `pool` None: the lever moves the factory's factors (spread over the pools). A pool:
     it moves that pool's own ratios, by `share` of each multiplier's step (a lever scoped
     to a deployment reaches the deployment's share of its pool's production:
-    1 + share × (m − 1)). `gpus_withdrawn` GPUs of its pool leave service: calendar,
-    available and busy GPU-seconds fall with them, and so do depreciation, hosting and
-    idle power through the section-5 formulas."""
+    1 + share × (m − 1)). `gpus_withdrawn` GPUs of its pool leave service: calendar and
+    available GPU-seconds fall with them (busy time as the demand says: pools_withdraw),
+    and so do depreciation, hosting and idle power through the section-5 formulas."""
 
     slug: str
     name: str = ""
