@@ -2,7 +2,7 @@
 and cycles (on the constructed factory of test_diagnosis, weak at occupancy: 5 of 10 GPUs
 busy over 2 March 2026)."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from flywheel.models import Goal, Lever, LeverApplication
 from flywheel.services.loop.versions import lever_create
-from metering.models import CapacitySample, Pool
+from metering.models import CapacitySample, Deployment, HourlyUsage, Pool
 from portal import clock
 from tests.flywheel.test_loop_diagnosis import DAY, JAN, build_factory
 
@@ -460,3 +460,29 @@ def test_a_calendar_months_flywheel_figures_are_the_tfom_reports(factory, users)
     assert scenario["measured"]["revenue_per_month"] == tfom["revenue"]
     assert scenario["month_basis"] == diagnosis["month_basis"] == "calendar month"
     assert week.json()["month_basis"] == "30.4-day month"
+
+
+def test_a_deployments_share_of_its_pool_is_its_part_of_the_pools_production(factory):
+    """llama@p1 made 5 busy GPUs × 0.9 of a day's production (w_in 0, R_ref 1000 for
+    both); mistral@p1 a third of that again in one hour: a quarter of p1's."""
+    from flywheel.selectors.measurement import deployment_shares
+    from portal.models import Tenant
+    from tests.metering.factories import make_deployment, make_hourly_usage
+
+    llama = Deployment.objects.get(slug="llama@p1")
+    llama_output = sum(HourlyUsage.objects.filter(deployment=llama).values_list(
+        "output_tokens", flat=True))  # fmt: skip
+    mistral = make_deployment(model="mistral", pool="p1", r_ref="1000")
+    make_hourly_usage(Tenant.objects.get(slug="acme"), mistral,
+                      datetime(2026, 3, 2, 5, tzinfo=UTC), output_tokens=llama_output // 3,
+                      requests=10)  # fmt: skip
+
+    shares = deployment_shares(
+        start=datetime(2026, 3, 2, tzinfo=UTC),
+        end=datetime(2026, 3, 3, tzinfo=UTC),
+        deployment_ids=[llama.pk, mistral.pk],
+    )
+
+    assert shares[llama.pk] == D(llama_output) / (llama_output + llama_output // 3)
+    assert shares[mistral.pk] == D(llama_output // 3) / (llama_output + llama_output // 3)
+    assert shares[llama.pk] + shares[mistral.pk] == 1
