@@ -17,9 +17,16 @@ class SlaRowSerializer(serializers.Serializer):
     month = serializers.CharField(help_text="YYYY-MM")
     is_month_to_date = serializers.BooleanField()
     uptime = serializers.FloatField(allow_null=True, help_text="ratio in [0, 1]")
+    slo_target = serializers.FloatField(
+        allow_null=True,
+        help_text="the SLO attainment target: the contract's slo_target, else the "
+        "request-weighted slo_target of the deployments the tenant used",
+    )
     slo_attainment = serializers.FloatField(allow_null=True, help_text="ratio in [0, 1]")
     sla_delivery = serializers.FloatField(allow_null=True, help_text="σ, ratio in [0, 1]")
-    target = serializers.FloatField(allow_null=True, help_text="ratio in [0, 1]")
+    target = serializers.FloatField(
+        allow_null=True, help_text="the uptime target (the contract's highest credit threshold)"
+    )
     credit_pct = serializers.DecimalField(
         max_digits=7, decimal_places=4, help_text="a percentage: 10 means 10%"
     )
@@ -63,6 +70,7 @@ class SlaView(APIView):
                         "month": sla.month,
                         "is_month_to_date": sla.is_month_to_date,
                         "uptime": _json_ratio(sla.uptime),
+                        "slo_target": _json_ratio(figures.slo_target),
                         "slo_attainment": _json_ratio(sla.slo_attainment),
                         "sla_delivery": _json_ratio(sla.sla_delivery),
                         "target": _json_ratio(figures.target),

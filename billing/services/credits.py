@@ -38,11 +38,26 @@ class SlaFigures:
     """One tenant-month: the SLA measurement and what it is worth."""
 
     sla: SlaMonth
-    target: Decimal | None
+    target: Decimal | None  # the uptime target: the contract's highest credit threshold
+    # The SLO attainment target: the contract's slo_target, else the request-weighted
+    # target of the deployments the tenant used (SlaMonth.deployment_slo_target).
+    slo_target: Decimal | None
     credit_pct: Decimal
     credit_amount: Decimal | None  # None when the month cannot be rated
     currency: str
     is_posted: bool  # closed: the credit is in the ledger
+
+    @property
+    def is_uptime_met(self) -> bool | None:
+        if self.target is None or self.sla.uptime is None:
+            return None
+        return self.sla.uptime >= Fraction(self.target)
+
+    @property
+    def is_slo_met(self) -> bool | None:
+        if self.slo_target is None or self.sla.slo_attainment is None:
+            return None
+        return self.sla.slo_attainment >= Fraction(self.slo_target)
 
 
 def _bases(totals: dict[int, TenantMonthTotals]) -> dict[int, tuple[Decimal, str] | RatingError]:
@@ -99,6 +114,11 @@ def sla_figures_list(
             SlaFigures(
                 sla=sla,
                 target=target_of(tiers=tiers) if tiers else None,
+                slo_target=(
+                    contract.slo_target
+                    if contract is not None and contract.slo_target is not None
+                    else _as_decimal(sla.deployment_slo_target)
+                ),
                 credit_pct=pct,
                 credit_amount=amount,
                 currency=currency,

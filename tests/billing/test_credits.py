@@ -226,3 +226,28 @@ def test_a_tenants_months_without_usage_read_no_data_not_met(march, client, user
 
     assert body.count("no usage: no data") == 6
     assert ">met<" not in body
+
+
+def test_sla_compares_attainment_with_the_slo_target_and_uptime_with_its_own(
+    march, users, tenant_a
+):
+    """Without a contract target, the deployment's (0.99, the default); with one, the
+    contract's. Each comparison is labelled on the page: uptime against the uptime target,
+    SLO attainment against the SLO target."""
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_login(users["finance"])
+    url = "/api/v1/sla?from=2026-03-01&to=2026-04-01"
+
+    before = client.get(url).json()["results"][0]
+    make_contract(tenant_a, effective_from=datetime(2026, 2, 1, tzinfo=UTC),
+                  slo_target=Decimal("0.995"))  # fmt: skip
+    after = client.get(url).json()["results"][0]
+    page = client.get("/billing/sla/?month=2026-03").content.decode()
+
+    assert (before["slo_target"], after["slo_target"]) == (0.99, 0.995)
+    assert before["target"] == after["target"] == 0.999  # the uptime target
+    assert "Uptime target" in page and "SLO target" in page and "99.50%" in page
+    assert after["slo_attainment"] == 1.0 and "SLO met" in page  # no latency: compliant
+    assert "uptime met" in page

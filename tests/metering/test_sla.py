@@ -432,3 +432,23 @@ def test_sla_month_list_queries_do_not_grow_with_tenants(factory, django_assert_
         rows = sla_month_list(month_start=APRIL, now=AFTER)
 
     assert len(rows) == 13
+
+
+def test_a_tenants_deployment_slo_target_is_weighted_by_its_requests(factory):
+    """tenant-c: 300 requests on llama (0.99, the default), 1 on qwen on the 2nd (0.99)
+    and 100 on qwen on the 12th, under its version from the 10th that promises 0.95;
+    tenant-a, on llama alone: 0.99."""
+    deployment_version_add(
+        deployment=factory["qwen"],
+        spec=VersionSpec(r_ref=Decimal(2000), w_in=Decimal(0), slo_target=Decimal("0.95")),
+        effective_from=at(10),
+        by=None,
+    )
+    use(factory["tenant-c"], factory["llama"], at(3, 10), requests=299, compliant_requests=299)
+    use(factory["tenant-c"], factory["qwen"], at(12, 10), requests=100, compliant_requests=90)
+
+    rows = {s.tenant.slug: s for s in sla_month_list(month_start=APRIL, now=AFTER)}
+
+    # (300 × 0.99 + 1 × 0.99 + 100 × 0.95) / 401
+    assert rows["tenant-c"].deployment_slo_target == Fraction(300 * 99 + 99 + 100 * 95, 401 * 100)
+    assert rows["tenant-a"].deployment_slo_target == Fraction(99, 100)

@@ -49,6 +49,9 @@ class SlaMonth:
     requests: int
     compliant_requests: int
     slo_attainment: Fraction | None  # compliant requests / requests
+    # The deployments' SLO targets weighted by the tenant's requests on each (the target
+    # its attainment is held to when its contract sets none), None without requests.
+    deployment_slo_target: Fraction | None
     std_gpu_seconds: Fraction  # Σ std(e)
     compliant_std_gpu_seconds: Fraction  # Σ std(e) over compliant events
     sla_delivery: Fraction | None  # σ
@@ -81,9 +84,16 @@ _SUMS = [
 
 def _production(tenant_ids: list[int], start: datetime, end: datetime) -> dict[int, dict]:
     """Per tenant: requests, compliant requests, Σ std and compliant Σ std from the hourly
-    rollups; std = tok / R_ref of the version in force (metering.domain.usage.production)."""
+    rollups; std = tok / R_ref of the version in force (metering.domain.usage.production);
+    Σ requests × the version's slo_target."""
     totals: dict[int, dict] = defaultdict(
-        lambda: {"requests": 0, "compliant_requests": 0, "std": Fraction(0), "ok_std": Fraction(0)}
+        lambda: {
+            "requests": 0,
+            "compliant_requests": 0,
+            "std": Fraction(0),
+            "ok_std": Fraction(0),
+            "targeted": Fraction(0),  # Σ requests × the version's slo_target
+        }
     )
     rows = HourlyUsage.objects.filter(tenant_id__in=tenant_ids, hour__gte=start, hour__lt=end)
     deployment_ids = set(rows.values_list("deployment_id", flat=True).distinct())
@@ -101,6 +111,7 @@ def _production(tenant_ids: list[int], start: datetime, end: datetime) -> dict[i
             if lo >= hi:
                 continue
             r_ref, w_in = Fraction(version.r_ref), Fraction(version.w_in)
+            target = Fraction(version.slo_target)
             sums = (
                 rows.filter(deployment_id=deployment_id, hour__gte=lo, hour__lt=hi)
                 .values("tenant_id")
@@ -110,6 +121,7 @@ def _production(tenant_ids: list[int], start: datetime, end: datetime) -> dict[i
                 total = totals[s["tenant_id"]]
                 total["requests"] += s["s_requests"]
                 total["compliant_requests"] += s["s_compliant_requests"]
+                total["targeted"] += s["s_requests"] * target
                 made = production_tokens(
                     output_tokens=s["s_output_tokens"],
                     input_tokens=s["s_input_tokens"],
@@ -232,6 +244,9 @@ def sla_month_list(
                     Fraction(made["compliant_requests"], made["requests"])
                     if made["requests"]
                     else None
+                ),
+                deployment_slo_target=(
+                    made["targeted"] / made["requests"] if made["requests"] else None
                 ),
                 std_gpu_seconds=made["std"],
                 compliant_std_gpu_seconds=made["ok_std"],
