@@ -10,6 +10,7 @@ urlpatterns = [
     path("incidents/", sla.incidents, name="incidents"),
     path("incidents/<int:pk>/", sla.incident_detail, name="incident-page"),
     path("incidents/<int:pk>/updates/", sla.incident_update, name="incident-page-update"),
+    path("incidents/history/", sla.incident_history_page, name="incident-history"),
     path("incidents/maintenance/", sla.maintenance, name="maintenance"),
     path(
         "incidents/maintenance/<int:pk>/cancel/",

@@ -188,6 +188,15 @@ def _period(request):
                 enum=["open", *IncidentStatus.values],
                 description="`open`: unresolved",
             ),
+            OpenApiParameter(
+                "impact",
+                str,
+                enum=IncidentImpact.values,
+                description="Only those whose worst impact (opening or any update's) it is",
+            ),
+            OpenApiParameter(
+                "deployment", str, description="Only those naming the deployment or its pool"
+            ),
             *PERIOD_PARAMETERS,
             OpenApiParameter("tenant", str, description="Only incidents that touched it"),
             OpenApiParameter("page", int),
@@ -228,11 +237,18 @@ class IncidentViewSet(
             raise serializers.ValidationError(
                 {"status": f"must be open or one of {', '.join(IncidentStatus.values)}"}
             )
+        impact = params.get("impact")
+        if impact and impact not in IncidentImpact.values:
+            raise serializers.ValidationError(
+                {"impact": f"must be one of {', '.join(IncidentImpact.values)}"}
+            )
         return incident_list(
             user=self.request.user,
             status=status_filter,
             period=_period(self.request),
             tenant=params.get("tenant") or None,
+            impact=impact or None,
+            deployment=params.get("deployment") or None,
         )
 
     def _fresh(self, incident: Incident) -> Incident:

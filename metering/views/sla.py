@@ -6,17 +6,19 @@ from fractions import Fraction
 
 from django.contrib import messages
 from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
 from metering.forms import (
     IncidentEditForm,
     IncidentForm,
+    IncidentHistoryFilterForm,
     IncidentUpdateForm,
     MaintenanceForm,
     service_errors_to_form,
 )
-from metering.models import IncidentImpact, IncidentStatus, MaintenanceWindow
+from metering.models import Incident, IncidentImpact, IncidentStatus, MaintenanceWindow
 from metering.selectors.sla.incidents import (
     IMPACT_RANK,
     current_impact,
@@ -24,7 +26,11 @@ from metering.selectors.sla.incidents import (
     model_names,
     peak_impact,
 )
-from metering.selectors.sla.lists import incident_list, maintenance_list
+from metering.selectors.sla.lists import (
+    incident_list,
+    incident_visible_tenants,
+    maintenance_list,
+)
 from metering.selectors.sla.status import STATUS_DAYS, incident_history, status_overview
 from metering.services.sla.incidents import (
     STATUS_ORDER,
@@ -34,8 +40,9 @@ from metering.services.sla.incidents import (
 )
 from metering.services.sla.maintenance import maintenance_window_cancel, maintenance_window_create
 from portal import clock
+from portal.access import tenant_scoped, user_role
 from portal.decorators import role_required
-from portal.models import Role
+from portal.models import Role, Tenant
 from portal.periods import Period
 
 RECENT_DAYS = 14
@@ -88,6 +95,52 @@ def _board_context(request, *, form=None, created=None) -> dict:
         "maintenance": maintenance_list(upcoming_at=now)[:10],
         "now": now,
     }
+
+
+HISTORY_PAGE_SIZE = 25
+
+
+@role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
+def incident_history_page(request):
+    """Every incident the user may see, newest first, filtered by status, worst impact,
+    deployment, tenant (operators and finance) and month, 25 a page, each with its
+    timeline (members see those that touched their tenant)."""
+    is_member = user_role(request.user) is Role.TENANT
+    form = IncidentHistoryFilterForm(
+        request.GET,
+        tenants=None
+        if is_member
+        else tenant_scoped(Tenant.objects.all(), user=request.user, field=None),
+    )
+    incidents = (
+        incident_list(user=request.user, **form.list_kwargs())
+        if form.is_valid()
+        else Incident.objects.none()
+    )
+    page = Paginator(incidents, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    rows = [
+        {
+            "incident": incident,
+            "impact": peak_impact(incident),
+            "models": model_names(incident),
+            "deployments": sorted(deployment_slugs(incident)),
+            "tenants": incident_visible_tenants(incident=incident, user=request.user),
+            "updates": list(incident.updates.all()),
+        }
+        for incident in page
+    ]
+    return render(
+        request,
+        "metering/sla/incident_history.html",
+        {
+            "title": "Incident history",
+            "form": form,
+            "rows": rows,
+            "page": page,
+            "is_operator": user_role(request.user) is Role.OPERATOR,
+        },
+        status=200 if form.is_valid() else 400,
+    )
 
 
 @role_required(Role.OPERATOR)

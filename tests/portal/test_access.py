@@ -27,6 +27,7 @@ PAGES = {
     "/metering/": {"operator"},
     "/incidents/": {"operator"},
     "/incidents/maintenance/": {"operator"},
+    "/incidents/history/": TENANT_DATA,  # a tenant: those that touched it
     "/billing/invoices/": TENANT_DATA,
     "/billing/ledger/": {"finance"},
     "/billing/close/": {"operator", "finance"},

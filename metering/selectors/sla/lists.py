@@ -6,12 +6,19 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.db.models.functions import TruncMonth
 
 from metering.domain.sla import incident_touches
-from metering.models import HourlyUsage, Incident, IncidentStatus, MaintenanceWindow
+from metering.models import (
+    HourlyUsage,
+    Incident,
+    IncidentStatus,
+    IncidentUpdate,
+    MaintenanceWindow,
+)
 from metering.selectors.sla.incidents import (
+    IMPACT_RANK,
     deployment_slugs,
     incident_queryset,
     maintenance_queryset,
@@ -108,18 +115,28 @@ def incident_list(
     status: str | None = None,
     period: Period | None = None,
     tenant: str | None = None,
+    impact: str | None = None,
+    deployment: str | None = None,
     now: datetime | None = None,
 ) -> QuerySet[Incident]:
     """Incidents the user may see, newest first: every one for operators and finance (those
     that touched `tenant` when given), those that touched their own tenant for members,
     none for other roles. `status` is a lifecycle status or `open`; `period` keeps those
-    active during it. Another tenant's slug raises 404."""
+    active during it; `impact` those whose worst impact it is (`peak_impact`);
+    `deployment` those that name it or its pool. Another tenant's slug raises 404."""
     role = user_role(user)
     if role not in (Role.OPERATOR, Role.FINANCE, Role.TENANT):
         return Incident.objects.none()
     queryset = incident_queryset().order_by("-started_at", "-id")
     if period is not None:
         queryset = overlapping_period(queryset, period.start, period.end)
+    if impact:
+        queryset = _worst_impact(queryset, impact)
+    if deployment:
+        named = Incident.objects.filter(
+            Q(deployments__slug=deployment) | Q(pools__deployments__slug=deployment)
+        )
+        queryset = queryset.filter(pk__in=named.values("pk"))
     if status == "open":
         queryset = queryset.exclude(status=IncidentStatus.RESOLVED)
     elif status:
@@ -131,6 +148,17 @@ def incident_list(
         touched = _touching_ids(list(queryset), scope, now or clock.now())
         queryset = queryset.filter(pk__in=touched)
     return queryset
+
+
+def _worst_impact(queryset: QuerySet[Incident], impact: str) -> QuerySet[Incident]:
+    """Those whose worst impact, opening or any update's, is `impact` (peak_impact in SQL)."""
+    worse = [i for i, rank in IMPACT_RANK.items() if rank > IMPACT_RANK[impact]]
+    updates = IncidentUpdate.objects.filter(incident=OuterRef("pk"))
+    return (
+        queryset.filter(Q(impact=impact) | Exists(updates.filter(impact=impact)))
+        .exclude(impact__in=worse)
+        .exclude(Exists(updates.filter(impact__in=worse)))
+    )
 
 
 def incident_visible_tenants(*, incident: Incident, user) -> list[str]:
