@@ -36,7 +36,7 @@ def usage(request):
     rows = usage_daily_by_model(user=request.user, period=period, tenant=tenant)
     if request.GET.get("format") == "csv":
         return csv_response(
-            filename=f"usage-{period.start:%Y%m%d}.csv",
+            filename=f"usage-{period.start:%Y%m%d}-{period.end:%Y%m%d}.csv",  # end excluded
             header=CSV_FIELDS,
             rows=([row[f] for f in CSV_FIELDS] for row in rows),
         )

@@ -1,6 +1,7 @@
 """One period, one answer (kpis.md section 0): for every kind of period, finance sees the same
 TEF, TFI and realized revenue on Overview, Investor, Flywheel and the TFOM report (HTML, CSV
-and XLSX) as GET /api/v1/kpis returns, and the same revenue and gross margin on Investor,
+and XLSX) as GET /api/v1/kpis returns, the same output tokens on the usage page and in its
+CSV, and the same revenue and gross margin on Investor,
 the report and GET /api/v1/tfom, each to the precision it is displayed (the flywheel's
 monthly revenue and EBITDA too, for a calendar month). On the 1st of a
 month at 08:37 and mid-month."""
@@ -71,6 +72,12 @@ def test_every_page_and_export_gives_the_api_figures(now, preset, demo, page):
     assert _shown(page, "realized_revenue") == {_money(kpis["realized_revenue"])}
     if preset in ("this-month", "custom"):
         screenshot(page, f"one-answer-overview-{preset}-{now:%d}")
+
+    page.goto(f"/usage/?{query}")  # every tenant's tokens by day: the same window
+    output = page.locator('[data-kpi="output_tokens"]').get_attribute("title")
+    assert output == f"{kpis['output_tokens']:,}"
+    usage_csv = csv.DictReader(io.StringIO(page.request.get(f"/usage/?{query}&format=csv").text()))
+    assert sum(int(row["output_tokens"]) for row in usage_csv) == kpis["output_tokens"]
 
     page.goto(f"/investor/?{query}")
     assert _shown(page, "tef") == {tef} and _shown(page, "tfi") == {tfi}

@@ -280,6 +280,8 @@ def test_usage_table_has_a_second_page_and_the_csv_every_row(
     assert len(lines) == 61
     assert lines[1][:4] == ["2026-03-01", "llama-70b", "100", "0"]
     assert lines[60][:3] == ["2026-03-30", "qwen", "129"]
+    # The file names its period: from the 1st, to the 31st excluded.
+    assert 'filename="usage-20260301-20260331.csv"' in download["Content-Disposition"]
 
 
 # ---------------------------------------------------------------- public status page
