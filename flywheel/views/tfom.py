@@ -3,6 +3,8 @@ reports of finance (a month or a quarter as HTML, CSV, XLSX or PDF)."""
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.http import HttpResponse
 from django.shortcuts import render
@@ -29,6 +31,7 @@ from portal.errors import FieldError
 from portal.exports import csv_response, export_query
 from portal.models import Role
 from portal.pdf import pdf_render
+from portal.periods import month_start, next_month
 
 TREND_MONTHS = 12
 
@@ -100,6 +103,21 @@ def investor(request):
     return render(request, "flywheel/tfom/investor.html", context)
 
 
+QUARTER_KEY = re.compile(r"^\d{4}-Q[1-4]\Z")
+
+
+def _file_key(window) -> str:
+    """A report file's period in its name: the month (2026-11) or quarter (2026-Q4) it
+    covers, whatever preset named it, else its bounds to the hour (this month so far, the
+    last 30 days, custom)."""
+    start, end = window.period.start, window.period.end
+    if start == month_start(start) and end == next_month(start):
+        return f"{start:%Y-%m}"
+    if QUARTER_KEY.match(window.key or ""):
+        return window.key
+    return f"{start:%Y%m%dT%H}-{end:%Y%m%dT%H}"
+
+
 @require_safe
 @role_required(Role.FINANCE, Role.INVESTOR)
 def tfom_reports(request):
@@ -136,10 +154,7 @@ def tfom_reports(request):
             {"title": f"TFOM report · {period.caption}", "period": period, "error": error.message},
         )
     output = request.GET.get("format", "html")
-    key = (
-        period.key if period.key != "custom" else f"{period.start:%Y%m%dT%H}-{period.end:%Y%m%dT%H}"
-    )
-    filename = f"tfom-{key}"
+    filename = f"tfom-{_file_key(period)}"
     if output == "csv":
         return csv_response(
             filename=f"{filename}.csv", header=CSV_HEADER, rows=report_csv_rows(report)

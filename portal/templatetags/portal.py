@@ -112,7 +112,10 @@ def ratio_pct(value, digits: int = 1) -> str:
     amount = _decimal(value)
     if amount is None:
         return "—"
-    return f"{float(amount) * 100:.{int(digits)}f}%"
+    text = f"{float(amount) * 100:.{int(digits)}f}"
+    if text.startswith("-") and not text.strip("-0."):
+        text = text[1:]  # a small negative shown as 0.0, never -0.0
+    return f"{text}%"
 
 
 @register.filter

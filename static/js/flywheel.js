@@ -15,7 +15,9 @@
   function $(id) { return document.getElementById(id); }
 
   function pct(value) {
-    return value === null || value === undefined ? "—" : (value * 100).toFixed(1) + "%";
+    if (value === null || value === undefined) return "—";
+    var text = (value * 100).toFixed(1);
+    return (text === "-0.0" ? "0.0" : text) + "%";
   }
 
   function whole(value) {

@@ -180,3 +180,18 @@ def test_report_xlsx_writes_a_formula_looking_name_as_text(finance, users, token
 
     assert labels and all(cell.data_type == "s" for cell in labels)
     assert labels[0].value.startswith(name)
+
+
+@pytest.mark.parametrize(
+    ("query", "key"),
+    [
+        ({"period": "2026-04"}, "2026-04"),
+        ({"period": "last_month"}, "2026-10"),  # a preset names its month, not itself
+        ({"period": "2026-Q2"}, "2026-Q2"),
+        ({"from": "2026-11-20", "to": "2026-11-27"}, "20261120T00-20261127T00"),
+    ],
+)
+def test_a_report_file_is_named_by_the_dates_it_covers(db, query, key):
+    from flywheel.views.tfom import _file_key
+
+    assert _file_key(report_period_parse(query, now=NOW)) == key

@@ -45,3 +45,13 @@ def test_money_in_whole_units_rounds_the_cents_figure(value, shown):
     from portal.templatetags.portal import money_whole
 
     assert money_whole(value) == shown
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("-0.0004", "0.0%"), ("-0.0006", "-0.1%"), ("0", "0.0%"), ("0.4271", "42.7%"), (None, "—")],
+)
+def test_ratio_pct_never_shows_minus_zero(value, shown):
+    from portal.templatetags.portal import ratio_pct
+
+    assert ratio_pct(None if value is None else Decimal(value)) == shown

@@ -38,6 +38,7 @@ def test_production_serves_it_brotli_compressed_under_a_hashed_name_cached_for_g
     assert response.status_code == 200
     assert response["Content-Encoding"] == "br"
     assert int(response["Content-Length"]) < 400_000  # 351 KB; the full bundle: 1.13 MB
-    assert "immutable" in response["Cache-Control"] and "max-age=315360000" in response[
-        "Cache-Control"
-    ]
+    assert (
+        "immutable" in response["Cache-Control"]
+        and "max-age=315360000" in response["Cache-Control"]
+    )
