@@ -40,7 +40,7 @@ from metering.services.sla.incidents import (
 )
 from metering.services.sla.maintenance import maintenance_window_cancel, maintenance_window_create
 from portal import clock
-from portal.access import tenant_scoped, user_role
+from portal.access import tenant_scoped, user_role, user_tenant
 from portal.decorators import role_required
 from portal.models import Role, Tenant
 from portal.periods import Period
@@ -363,8 +363,10 @@ def status_page(request):
     """The public status page: current status per served model, 90 days of daily uptime,
     incident history and upcoming maintenance. No login; tenants are never named."""
     now = clock.now()
-    models = status_overview(now=now)
-    history = incident_history(now=now)
+    # A signed-in member also sees the incidents that named its tenant.
+    own = user_tenant(request.user) if user_role(request.user) is Role.TENANT else None
+    models = status_overview(now=now, tenant=own)
+    history = incident_history(now=now, tenant=own)
     worst = max(
         (m.status for m in models if m.status in IMPACT_RANK), default="", key=IMPACT_RANK.get
     )
@@ -377,6 +379,7 @@ def status_page(request):
         {
             "title": "Status",
             "now": now,
+            "tenant": own,
             "models": _status_rows(models),
             "overall": overall,
             "overall_label": OVERALL_LABELS[overall],

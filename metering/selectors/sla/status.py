@@ -21,6 +21,7 @@ from metering.selectors.sla.incidents import (
     timeline_of,
 )
 from portal import clock
+from portal.models import Tenant
 from portal.periods import day_floor
 
 STATUS_DAYS = 90
@@ -48,19 +49,25 @@ def _concerns(scope: frozenset[str], deployments: set[str]) -> bool:
     return not scope or not scope.isdisjoint(deployments)
 
 
-def public_incidents() -> QuerySet[Incident]:
-    """Incidents public to everyone: those scoped to no tenant. An incident scoped to some
-    tenants shows only to their members, on their pages, never on the public status page."""
-    return incident_queryset().filter(tenants__isnull=True)
+def public_incidents(tenant: Tenant | None = None) -> QuerySet[Incident]:
+    """Incidents public to everyone: those scoped to no tenant; with `tenant` (a signed-in
+    member's status view), those that name it too. An incident scoped to some tenants
+    shows only to their members, never on the public status page."""
+    scope = Q(tenants__isnull=True)
+    if tenant is not None:
+        scope |= Q(tenants=tenant)
+    return incident_queryset().filter(pk__in=Incident.objects.filter(scope).values("pk"))
 
 
-def status_overview(*, now: datetime | None = None, days: int = STATUS_DAYS) -> list[ModelStatus]:
+def status_overview(
+    *, now: datetime | None = None, days: int = STATUS_DAYS, tenant: Tenant | None = None
+) -> list[ModelStatus]:
     """Per served model: its current status and one uptime bar per UTC day over `days` days
     up to today. Every public incident on one of its deployments counts."""
     now = now or clock.now()
     today = day_floor(now)
     start, end = today - timedelta(days=days - 1), today + timedelta(days=1)
-    incidents, windows = outages_overlapping(public_incidents(), start, end)
+    incidents, windows = outages_overlapping(public_incidents(tenant), start, end)
     models = (
         ServedModel.objects.filter(deployments__isnull=False)
         .distinct()
@@ -138,12 +145,15 @@ def _served(model: ServedModel, lives: dict) -> tuple[datetime | None, datetime 
     return min(since for since, _ in spans), None if None in untils else max(untils)
 
 
-def incident_history(*, now: datetime | None = None, days: int = STATUS_DAYS) -> list[Incident]:
-    """Public incidents open now or started within `days` days, newest first."""
+def incident_history(
+    *, now: datetime | None = None, days: int = STATUS_DAYS, tenant: Tenant | None = None
+) -> list[Incident]:
+    """Public incidents (and `tenant`'s own) open now or started within `days` days, newest
+    first."""
     now = now or clock.now()
     since = now - timedelta(days=days)
     return list(
-        public_incidents()
+        public_incidents(tenant)
         .filter(Q(resolved_at__isnull=True) | Q(started_at__gte=since))
         .order_by("-started_at", "-id")
     )
