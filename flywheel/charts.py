@@ -116,12 +116,20 @@ def tps_chart(rows: list[dict]) -> go.Figure:
 
 
 def _month_label(point: TrendMonth) -> str:
+    """The month, and how much of it a partial one holds: "Dec 2026 (37 h)", "(20 d)"."""
     label = point.month.strftime("%b %Y")
-    return f"{label}*" if point.is_partial else label
+    if not point.is_partial:
+        return label
+    hours = (point.end - point.start).total_seconds() / 3600
+    return f"{label} ({hours:,.0f} h)" if hours < 7 * 24 else f"{label} ({hours / 24:,.0f} d)"
+
+
+PARTIAL_PATTERN = "/"  # a partial month's bars are hatched
 
 
 def trend_money_chart(points: list[TrendMonth], *, currency: str) -> go.Figure:
-    """Monthly revenue against COGS and opex (bars), EBITDA and EBIT (lines)."""
+    """Monthly revenue against COGS and opex (bars), EBITDA and EBIT (lines); a partial
+    month's bars hatched, its points open, its label saying how much of it there is."""
     points = [p for p in points if p.tfom is not None]
     x = [_month_label(p) for p in points]
     fig = go.Figure(layout=base_layout(y_title=f"{currency} per month", x_title="Month (UTC)"))
@@ -131,7 +139,13 @@ def trend_money_chart(points: list[TrendMonth], *, currency: str) -> go.Figure:
         ("opex", "Opex (staff, SG&A)", "#adb5bd"),
     ):
         fig.add_bar(
-            x=x, y=[float(getattr(p.tfom, key)) for p in points], name=name, marker_color=colour
+            x=x,
+            y=[float(getattr(p.tfom, key)) for p in points],
+            name=name,
+            marker={
+                "color": colour,
+                "pattern": {"shape": [PARTIAL_PATTERN if p.is_partial else "" for p in points]},
+            },
         )
     for key, name, colour in (("ebitda", "EBITDA", "#2b8a3e"), ("ebit", "EBIT", "#7048e8")):
         fig.add_scatter(
@@ -140,6 +154,7 @@ def trend_money_chart(points: list[TrendMonth], *, currency: str) -> go.Figure:
             name=name,
             mode="lines+markers",
             line={"color": colour, "width": 3},
+            marker={"symbol": ["circle-open" if p.is_partial else "circle" for p in points]},
         )
     fig.update_layout(barmode="group")
     return fig

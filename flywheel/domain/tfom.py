@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from datetime import datetime
 from decimal import Decimal, localcontext
 
 from flywheel.domain.kpis import KPI_CONTEXT, ZERO, Kpis, PoolInputs, period_seconds, ratio_of
@@ -48,6 +49,17 @@ SECONDS_PER_YEAR = 365 * _SECONDS_PER_DAY  # annualize(x) = x * 365 days / days(
 SECONDS_PER_MONTH = SECONDS_PER_YEAR // 12  # months(P) = days(P) / (365 / 12)
 
 _MILLION = 1_000_000
+
+ANNUALIZE_MIN_SECONDS = 7 * _SECONDS_PER_DAY  # ui.md: shorter periods are not annualized
+
+
+def annualized_withheld(*, start: datetime, end: datetime) -> str | None:
+    """Why the annualized figures (ROI, payback, asset turnover) of [start, end) are not
+    shown (ui.md: from less than 7 days of data they are withheld), or None."""
+    seconds = (end - start).total_seconds()
+    if seconds >= ANNUALIZE_MIN_SECONDS:
+        return None
+    return f"withheld: {seconds / 3600:,.0f} h of data are too few to annualize (7 days at least)"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -11,7 +11,7 @@ from flywheel.domain.bands import band_of
 from flywheel.domain.kpis import KPI_CONTEXT
 from flywheel.domain.reports.explain import EXPLAIN
 from flywheel.domain.reports.model import HOUR, Row, Section, TfomReport, period_whole_seconds
-from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, SECONDS_PER_MONTH
+from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, SECONDS_PER_MONTH, annualized_withheld
 from flywheel.selectors.measurement import FACTORY, FactoryData
 from flywheel.selectors.tfom import tfom_measure
 from flywheel.services.tfom import factory_costs_in_force
@@ -70,6 +70,18 @@ def tfom_report_build(
 
 def _row(key: str, label: str, value, unit: str, **extra) -> Row:
     return Row(key=key, label=label, value=value, unit=unit, note=EXPLAIN.get(key, ""), **extra)
+
+
+def _annualized(report: TfomReport, *rows: tuple) -> list[Row]:
+    """The annualized rows, withheld (no value, the reason as their note) for a period
+    under 7 days."""
+    reason = annualized_withheld(start=report.start, end=report.end)
+    if reason is None:
+        return [_row(*row) for row in rows]
+    return [
+        Row(key=key, label=label, value=None, unit=unit, note=reason)
+        for key, label, _value, unit in rows
+    ]
 
 
 def _sections(report: TfomReport) -> list[Section]:
@@ -154,9 +166,12 @@ def _sections(report: TfomReport) -> list[Section]:
                 _row("paid_output_tokens", "Output tokens sold", t.paid_output_tokens, "tokens"),
                 _row("installed_gpus", "Installed GPUs", report.installed_gpus, "GPUs"),
                 _row("capex_invested", "Capex invested", t.capex_invested, money),
-                _row("roi", "Return on investment (ROI, yearly)", t.roi, "ratio"),
-                _row("payback_years", "Payback", t.payback_years, "years"),
-                _row("asset_turnover", "Asset turnover (yearly)", t.asset_turnover, "ratio"),
+                *_annualized(
+                    report,
+                    ("roi", "Return on investment (ROI, yearly)", t.roi, "ratio"),
+                    ("payback_years", "Payback", t.payback_years, "years"),
+                    ("asset_turnover", "Asset turnover (yearly)", t.asset_turnover, "ratio"),
+                ),
                 _row(
                     "equivalent_gpus",
                     f"Equivalent GPUs at a baseline TEF of {_pct(t.baseline_tef)}",

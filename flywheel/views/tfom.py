@@ -18,7 +18,7 @@ from flywheel.domain.reports.explain import EXPLAIN, RENTAL_BAND
 from flywheel.domain.reports.formats import report_money
 from flywheel.domain.reports.model import TfomReport
 from flywheel.domain.reports.xlsx import report_xlsx
-from flywheel.domain.tfom import baseline_tef_parse
+from flywheel.domain.tfom import annualized_withheld, baseline_tef_parse
 from flywheel.selectors.kpis import empty_reason_of
 from flywheel.selectors.measurement import FACTORY, FactoryData
 from flywheel.selectors.report_periods import report_period_parse, report_periods
@@ -91,6 +91,7 @@ def investor(request):
             for key, label in BAND_KEYS
         ],
         ebitda_margin=(t.ebitda / t.revenue) if t.revenue else None,
+        annualized_withheld=annualized_withheld(start=period.start, end=period.end),
         extra_gpus=t.equivalent_gpus - report.installed_gpus,
         trend=points,
         partial_months=[p for p in measured if p.is_partial],

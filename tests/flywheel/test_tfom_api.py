@@ -6,6 +6,8 @@ tokens (η 0.6, TEF 0.36), sold to one paid tenant at 2.00 per million output to
 0.50 per million input tokens, 20% off.
 """
 
+import csv
+import io
 from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
@@ -429,3 +431,19 @@ def test_tfom_revenue_of_a_closed_month_is_the_ledgers_to_the_cent(april):
     assert after.revenue_tie_out == ledger - before.revenue
     assert abs(after.revenue_tie_out) < Decimal("0.01") * Invoice.objects.count() * 10
     assert after.realized_revenue == before.realized_revenue  # KPI keys: the rating
+
+
+def test_annualized_figures_of_less_than_seven_days_are_withheld_on_pages(april, users, client):
+    """ui.md: ROI, payback and asset turnover from under 7 days of data are not shown, the
+    reason said; the API keeps the kpis.md figures (as documented)."""
+    client.force_login(users["finance"])
+    short = client.get("/investor/?from=2026-04-01&to=2026-04-03").content.decode()
+    week = client.get("/investor/?from=2026-04-01&to=2026-04-08").content.decode()
+    report = client.get("/reports/tfom/?from=2026-04-01&to=2026-04-03&format=csv").content
+    api = april.get("/api/v1/tfom?from=2026-04-01&to=2026-04-03").json()
+
+    assert 'id="roi-withheld"' in short and "48 h of data are too few to annualize" in short
+    assert 'id="roi-withheld"' not in week
+    rows = {row["key"]: row for row in csv.DictReader(io.StringIO(report.decode()))}
+    assert rows["roi"]["value"] == "" and "too few to annualize" in rows["roi"]["note"]
+    assert api["roi"] is not None  # the API's figure stands
