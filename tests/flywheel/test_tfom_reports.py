@@ -195,3 +195,10 @@ def test_a_report_file_is_named_by_the_dates_it_covers(db, query, key):
     from flywheel.views.tfom import _file_key
 
     assert _file_key(report_period_parse(query, now=NOW)) == key
+
+
+def test_the_report_counts_gpus_without_cents(finance):
+    page = finance.get("/reports/tfom/?period=2026-04").content.decode()
+
+    cell = page.split('data-kpi="installed_gpus">')[1].split("<")[0]
+    assert cell == "10"  # not "10.00"
