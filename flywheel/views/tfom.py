@@ -130,6 +130,8 @@ def tfom_reports(request):
             "flywheel/tfom/reports.html",
             {
                 "title": "TFOM reports",
+                # The picker opens any period's report; it starts on the last whole month.
+                "window": window_resolve({}, default="last_month"),
                 "periods": report_periods(),
                 "formats": ("csv", "xlsx", "pdf"),
             },

@@ -202,3 +202,11 @@ def test_the_report_counts_gpus_without_cents(finance):
 
     cell = page.split('data-kpi="installed_gpus">')[1].split("<")[0]
     assert cell == "10"  # not "10.00"
+
+
+def test_the_reports_page_has_the_period_picker_of_every_page(finance):
+    index = finance.get("/reports/tfom/").content.decode()
+    picked = finance.get("/reports/tfom/", {"period": "last_30_days"})
+
+    assert 'class="period-picker"' in index and 'name="period"' in index
+    assert picked.status_code == 200 and "TFOM report" in picked.content.decode()
