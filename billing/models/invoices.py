@@ -93,6 +93,18 @@ class InvoiceLine(AppendOnlyModel):
     # The month an adjustment or SLA credit refers to (the invoice's own month otherwise).
     for_month = models.DateTimeField()
 
+    @property
+    def short_description(self) -> str:
+        """What the line is in a few words, for a printed document: a usage line's model
+        and token class in words (its price and combined discount are in their own
+        columns); any other line's description."""
+        if self.kind != "usage" or not self.model or not self.token_class:
+            return self.description
+        label = f"{self.model} · {self.token_class.replace('_', ' ')} tokens"
+        if self.price_class and self.price_class != self.token_class:
+            label += f" (priced as {self.price_class.replace('_', ' ')})"
+        return label
+
     class Meta:
         ordering = ["invoice_id", "position"]
         constraints = [

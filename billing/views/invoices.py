@@ -131,7 +131,9 @@ def invoice_detail(request, pk: int):
 def invoice_pdf(request, pk: int):
     """The invoice as PDF, rendered by WeasyPrint from the same HTML document."""
     invoice = invoice_get(user=request.user, pk=pk)
-    html = render_to_string("billing/invoices/invoice_document.html", _document_context(invoice))
+    html = render_to_string(
+        "billing/invoices/invoice_document.html", {**_document_context(invoice), "compact": True}
+    )
     pdf = pdf_render(html=html, base_url=request.build_absolute_uri("/"))
     response = HttpResponse(pdf, content_type="application/pdf")
     name = invoice.number or f"draft-{invoice.pk}"

@@ -99,3 +99,47 @@ def test_every_export_leaves_an_audit_entry(client, users, march_invoice):
         (users["finance"], "invoice-page-csv", f"{march_invoice.number}.csv"),
         (users["finance"], "invoices", "invoices.csv"),
     ]
+
+
+def test_an_invoice_of_twenty_lines_prints_on_one_page(client, users, march_invoice):
+    """ui.md: up to 20 lines on one page. The printed lines name the model and the token
+    class in words; the price and the combined discount have their own columns."""
+    from billing.models import InvoiceLine
+
+    existing = list(march_invoice.lines.all())
+    classes = ["input", "cached_input", "cache_write", "output", "reasoning"]
+    for n in range(20 - len(existing)):
+        InvoiceLine.objects.create(
+            invoice=march_invoice, position=100 + n, kind="usage", model="qwen3-235b-a22b",
+            token_class=classes[n % 5], price_class=classes[n % 5], quantity=123_456_789_012,
+            list_unit_price=Decimal("0.175"), list_amount=Decimal("21604.94"),
+            discount_pct=Decimal(46), discount=Decimal("9938.27"), amount=Decimal("11666.67"),
+            description="qwen3-235b-a22b cached_input tokens at 0.175 per million, contract "
+            "discount 40%, volume tier ≥ 2.0 T tokens: −10% (46% off in all)",
+            for_month=march_invoice.period_start,
+        )  # fmt: skip
+    client.force_login(users["finance"])
+
+    pdf = client.get(f"/billing/invoices/{march_invoice.pk}/pdf/").content
+    line = InvoiceLine.objects.filter(invoice=march_invoice, position=101).get()
+
+    assert march_invoice.lines.count() == 20
+    assert _pdf_pages(pdf) == 1
+    assert line.short_description == "qwen3-235b-a22b · cached input tokens"
+
+
+def _pdf_pages(pdf: bytes) -> int:
+    """The page count of a PDF: the /Count of its page tree, which WeasyPrint writes in
+    a compressed object stream."""
+    import re
+    import zlib
+
+    for stream in re.findall(rb"stream\r?\n(.*?)\r?\nendstream", pdf, re.S):
+        try:
+            text = zlib.decompress(stream)
+        except zlib.error:
+            continue
+        if found := re.search(rb"/Type /Pages.*?/Count (\d+)", text, re.S):
+            return int(found[1])
+    found = re.search(rb"/Type /Pages.*?/Count (\d+)", pdf, re.S)
+    return int(found[1]) if found else 0
