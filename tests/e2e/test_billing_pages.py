@@ -43,7 +43,9 @@ def test_finance_reads_ledger_invoices_and_realization(demo, page):
     assert first.number in pages[0]
     # The total closes the lines once, on the page they end on (never repeated per page).
     assert [total.replace(" USD", "") in text for text in pages].count(True) == 1
-    assert re.search(r"\(priced\s+at\s+output\)", "".join(pages))
+    text = "".join(pages)  # lines named in words: the model and its token class
+    assert re.search(r"\(priced\s+as\s+output\)", text) and "cached_input" not in text
+    assert re.search(r"cached\s+input\s+tokens", text)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     document[0].render(scale=2).to_pil().save(SCREENSHOTS / "billing-invoice-pdf.png")
 

@@ -36,6 +36,7 @@ from metering.models import (
     Deployment,
     FiveMinuteUsage,
     FoldMark,
+    FoldPending,
     HourlyUsage,
     RefoldPending,
     UsageChange,
@@ -179,8 +180,10 @@ def _value(value):
 
 def _add(batch: int) -> int:
     """Claim up to `batch` pending events into a temporary table, then add their sums to
-    their hours in one INSERT … ON CONFLICT DO UPDATE that adds, in one transaction.
-    Returns the events folded."""
+    their hours in one INSERT … ON CONFLICT DO UPDATE that adds, in one transaction; the
+    batch that empties the queue stores the fold mark in the same transaction (otherwise
+    data_until would read the previous, older mark until the run's end). Returns the
+    events folded."""
     with transaction.atomic(), connection.cursor() as cursor:
         _lock()
         _slo_stage(cursor)
@@ -190,6 +193,8 @@ def _add(batch: int) -> int:
         cursor.execute(_add_sql())
         _folded({(t, d, _instant(h)) for t, d, h in cursor.fetchall()})
         cursor.execute(_five_minute_add_sql(), [_value(_five_minute_horizon())])
+        if not FoldPending.objects.exists():
+            fold_mark_store()
     return claimed
 
 
