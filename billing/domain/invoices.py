@@ -84,9 +84,12 @@ def quantity_lines(*, quantities: dict[LineKey, int], currency: str) -> list[Inv
             amount_exact = list_exact * (Decimal(100) - pct) / Decimal(100)
         list_amount = round_money(amount=list_exact, currency=currency)
         amount = round_money(amount=amount_exact, currency=currency)
-        description = f"{model} {token_class} tokens at {decimal_plain(unit_price)} per million"
+        description = (
+            f"{model} {TokenClass(token_class).words} tokens at {decimal_plain(unit_price)}"
+            " per million"
+        )
         if price_class != token_class:
-            description += f" (priced at {price_class})"
+            description += f" (priced as {TokenClass(price_class).words})"
         if contract_pct:
             description += f", contract discount {decimal_plain(contract_pct)}%"
         if tier_pct:

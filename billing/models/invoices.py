@@ -2,7 +2,7 @@ from datetime import timedelta
 
 from django.db import models
 
-from billing.domain.rating.types import LineKind
+from billing.domain.rating.types import LineKind, TokenClass
 from billing.models.ledger import AppendOnlyModel, LedgerTransaction
 from billing.models.pricing import TOKEN_CLASS_CHOICES, PromotionalCredit
 from portal.models import Tenant
@@ -100,9 +100,9 @@ class InvoiceLine(AppendOnlyModel):
         columns); any other line's description."""
         if self.kind != "usage" or not self.model or not self.token_class:
             return self.description
-        label = f"{self.model} · {self.token_class.replace('_', ' ')} tokens"
+        label = f"{self.model} · {TokenClass(self.token_class).words} tokens"
         if self.price_class and self.price_class != self.token_class:
-            label += f" (priced as {self.price_class.replace('_', ' ')})"
+            label += f" (priced as {TokenClass(self.price_class).words})"
         return label
 
     class Meta:

@@ -23,6 +23,7 @@ from billing.domain.budget import (
     thresholds_reached,
 )
 from billing.models import RatedMark, RatedTenantMonth, RatedUsage
+from billing.selectors.month_to_date import month_spent
 from metering.selectors.usage import usage_metered_until
 from portal import clock
 from portal.alerts import Evaluation, Finding
@@ -116,7 +117,7 @@ def budgets_read(rules: Iterable[AlertRule], *, now: datetime | None = None) -> 
             unit = (rated and rated.currency) or settings.FACTORY_CURRENCY
             budget = Decimal(rule.params["amount"])
             exact = rated.usage_amount - rated.promotions if rated else Decimal(0)
-            spent = round_money(amount=exact, currency=unit)
+            spent = month_spent(rated, currency=unit)
             projected = round_money(
                 amount=budget_projected(spent=exact, month=month, as_of=as_of), currency=unit
             )

@@ -8,11 +8,13 @@ from decimal import Decimal
 
 from django.db.models import Count, Max, QuerySet
 
+from billing.domain.rating.types import TokenClass
 from billing.models import Contract, Price, PromotionalCredit
 from portal.access import tenant_scoped
 from portal.effective import in_force_by
+from portal.models import Tenant
 from portal.periods import next_month
-from portal.versions import versions_in_force
+from portal.versions import version_in_force, versions_in_force
 
 
 @dataclass
@@ -100,3 +102,40 @@ def contract_slo_targets(tenant_ids: list[int], at: datetime) -> dict[int, Decim
         for tenant_id, contract in versions_in_force(contracts, at=at, series=_tenant_of).items()
         if contract.slo_target is not None
     }
+
+
+def contract_in_force(*, tenant: Tenant, when: datetime) -> Contract | None:
+    return version_in_force(Contract.objects.filter(tenant=tenant), at=when)
+
+
+def prices_in_force(*, at: datetime) -> list[Price]:
+    """The list price of every model and token class in force at `at`, by model and the
+    classes' invoice order."""
+    versions = Price.objects.filter(effective_from__lte=at).select_related("model")
+    prices = versions_in_force(versions, at=at, series=lambda p: (p.model_id, p.token_class))
+    order = {token_class: n for n, token_class in enumerate(TokenClass)}
+    return sorted(prices.values(), key=lambda p: (p.model.slug, order[p.token_class]))
+
+
+@dataclass(frozen=True)
+class TenantPrice:
+    """A list price in force and what it is for one tenant after its contract's discount
+    (before volume tiers, which depend on the month's volume)."""
+
+    price: Price
+    contract_pct: Decimal
+
+    @property
+    def words(self) -> str:
+        return TokenClass(self.price.token_class).words
+
+    @property
+    def per_million(self) -> Decimal:
+        exact = self.price.per_million * (100 - self.contract_pct) / 100
+        return exact.quantize(Decimal("0.000001")).normalize()
+
+
+def tenant_prices(*, contract: Contract | None, at: datetime) -> list[TenantPrice]:
+    """Every list price in force at `at`, with the contract's discount (none without one)."""
+    pct = contract.discount_pct if contract and contract.kind == Contract.Kind.PAID else Decimal(0)
+    return [TenantPrice(price=price, contract_pct=pct) for price in prices_in_force(at=at)]

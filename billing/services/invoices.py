@@ -29,6 +29,7 @@ from billing.models import (
     SlaCredit,
 )
 from billing.selectors.balances import credit_balance, prepaid_usable
+from billing.selectors.pricing import contract_in_force
 from billing.selectors.rating import month_billed
 from billing.services.events import (
     invoice_issued_raise,
@@ -48,7 +49,6 @@ from billing.services.ledger import (
     ledger_reverse,
 )
 from billing.services.numbering import document_number
-from billing.services.pricing import contract_in_force
 from billing.services.rated import rating_queue
 from portal import clock
 from portal.closing import closed_months, month_is_closed

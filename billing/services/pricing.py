@@ -16,7 +16,7 @@ from portal.errors import FieldError
 from portal.models import Tenant
 from portal.money import CURRENCY_EXPONENTS
 from portal.services import audit_object
-from portal.versions import effective_from_check, version_create, version_in_force
+from portal.versions import effective_from_check, version_create
 
 
 def _check_currency(currency: str) -> None:
@@ -185,7 +185,3 @@ def promotion_grant(
     )
     rating_queue(tenant=tenant, start=effective_from, hours=False)
     return credit
-
-
-def contract_in_force(*, tenant: Tenant, when: datetime) -> Contract | None:
-    return version_in_force(Contract.objects.filter(tenant=tenant), at=when)

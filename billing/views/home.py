@@ -7,8 +7,10 @@ from django.views.decorators.http import require_POST
 from billing.charts import budget_burn_chart
 from billing.forms import BudgetForm
 from billing.selectors.balances import credit_balance, open_balance
-from billing.selectors.budget import budget_days, budget_get
+from billing.selectors.budget import budget_days, budget_get, rated_as_of
 from billing.selectors.invoices import invoice_list
+from billing.selectors.month_to_date import month_to_date
+from billing.selectors.pricing import contract_in_force, tenant_prices
 from billing.services.credits import sla_figures_list
 from metering.selectors.sla.incidents import peak_impact
 from metering.selectors.usage import usage_daily_by_model, window_resolve
@@ -25,7 +27,8 @@ from portal.periods import month_start, months_before
 @role_required(Role.TENANT)
 def tenant_home(request):
     """A member's front page: its budget this month (set or changed from here), usage by
-    model and day, SLA attainment against target, the incidents that touched them, their
+    model and day, the month to date (amount due so far, allowance used), the contract and
+    prices in force, SLA attainment against target, the incidents that touched them, their
     invoices, open and credit balances, API tokens."""
     return _home(request, form=None)
 
@@ -46,7 +49,9 @@ def _home(request, *, form: BudgetForm | None):
     form = form or BudgetForm(initial=_initial(budget))
     period = window_resolve({}, default="last_30_days").period
     rows = usage_daily_by_model(user=request.user, period=period)
-    this_month = month_start(clock.now())
+    now = clock.now()
+    this_month = month_start(now)
+    contract = contract_in_force(tenant=tenant, when=now)
     sla_rows = [
         sla_figures_list(month_start=months_before(this_month, n), tenants=[tenant])[0]
         for n in range(3)
@@ -69,6 +74,10 @@ def _home(request, *, form: BudgetForm | None):
                 {"incident": i, "impact": peak_impact(i)}
                 for i in sorted(incidents.values(), key=lambda i: i.started_at, reverse=True)
             ],
+            "month": month_to_date(tenant=tenant, month=this_month),
+            "rated_as_of": rated_as_of(now=now),
+            "contract": contract,
+            "prices": tenant_prices(contract=contract, at=now),
             "invoices": invoice_list(user=request.user)[:6],
             "open_total": open_balance(tenant=tenant),
             "credit_total": credit_balance(tenant=tenant),

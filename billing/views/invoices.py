@@ -9,6 +9,8 @@ from django.views.decorators.http import require_POST
 
 from billing.models import CreditNote, Invoice
 from billing.selectors.invoices import invoice_get, invoice_list
+from billing.selectors.month_to_date import allowance_used
+from billing.selectors.pricing import contract_in_force
 from billing.selectors.receivables import days_overdue
 from billing.services.invoices import (
     InvoiceError,
@@ -16,7 +18,6 @@ from billing.services.invoices import (
     invoice_pay,
     invoice_void,
 )
-from billing.services.pricing import contract_in_force
 from portal import clock
 from portal.access import Capability, user_may, user_role
 from portal.decorators import role_required
@@ -100,7 +101,19 @@ def _document_context(invoice: Invoice) -> dict:
         "issuer": {"name": settings.FACTORY_NAME, "address": settings.FACTORY_ADDRESS},
         "terms_days": terms_days,
         "is_overdue": invoice.is_overdue(now=clock.now()),
+        "allowance": _allowance(invoice),
     }
+
+
+def _allowance(invoice: Invoice) -> dict | None:
+    """The free allowance of a usage invoice's month and how much of it the month used."""
+    if invoice.kind != Invoice.Kind.USAGE:
+        return None
+    terms = contract_in_force(tenant=invoice.tenant, when=invoice.period_start)
+    if terms is None or not terms.free_tokens_per_month:
+        return None
+    used = allowance_used(tenant=invoice.tenant, month=invoice.period_start)
+    return {"tokens": terms.free_tokens_per_month, "used": used}
 
 
 @role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)

@@ -357,9 +357,9 @@ def test_an_invoice_prices_reasoning_at_output_until_it_has_its_own_price(
         ("reasoning", "reasoning", 500_000, "0.8800"),
     ]
     assert body["total"] == "3.5200"
-    assert "(priced at output)" in body["lines"][4]["description"]
+    assert "(priced as output)" in body["lines"][4]["description"]
     client.force_login(users["finance"])
     assert (
-        "reasoning tokens at 0.88 per million (priced at output)"
+        "reasoning tokens at 0.88 per million (priced as output)"
         in client.get(f"/billing/invoices/{invoice.pk}/").content.decode()
     )

@@ -738,9 +738,9 @@ def test_classes_without_a_price_of_their_own_take_their_parents_on_a_hand_compu
     assert rated.total == D("10.77")
     assert rated.list_value == D("11.96")  # 4.075 + 7.885, unrounded
     assert rated.realized_amount == D("10.764")
-    assert "reasoning tokens at 2 per million (priced at output)" in lines[4].description
-    assert "priced at" not in lines[5].description
-    assert "cache_write tokens at 0.55 per million (priced at input)" in lines[8].description
+    assert "reasoning tokens at 2 per million (priced as output)" in lines[4].description
+    assert "priced as" not in lines[5].description
+    assert "cache write tokens at 0.55 per million (priced as input)" in lines[8].description
     # The allowance and tiers count tokens as before: input + output, classes inside them.
     assert rated.paid_tokens == 1_400_000 + 1_000_000 + 5_000_000
 

@@ -114,7 +114,7 @@ def test_an_invoice_of_twenty_lines_prints_on_one_page(client, users, march_invo
             token_class=classes[n % 5], price_class=classes[n % 5], quantity=123_456_789_012,
             list_unit_price=Decimal("0.175"), list_amount=Decimal("21604.94"),
             discount_pct=Decimal(46), discount=Decimal("9938.27"), amount=Decimal("11666.67"),
-            description="qwen3-235b-a22b cached_input tokens at 0.175 per million, contract "
+            description="qwen3-235b-a22b cached input tokens at 0.175 per million, contract "
             "discount 40%, volume tier ≥ 2.0 T tokens: −10% (46% off in all)",
             for_month=march_invoice.period_start,
         )  # fmt: skip

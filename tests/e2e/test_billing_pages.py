@@ -27,8 +27,8 @@ def test_finance_reads_ledger_invoices_and_realization(demo, page):
     # tenant's cache writes at input's (kpis.md section 3; the demo's price book).
     for text in (
         "deepseek-r1 reasoning tokens at 2.19 per million",
-        "qwen3-235b-a22b reasoning tokens at 1.4 per million (priced at output)",
-        "cache_write tokens at 0.88 per million (priced at input)",
+        "qwen3-235b-a22b reasoning tokens at 1.4 per million (priced as output)",
+        "cache write tokens at 0.88 per million (priced as input)",
     ):
         assert page.get_by_text(text).first.is_visible(), text
     assert page.get_by_text("deepseek-r1 reasoning tokens at 2.19 per million (priced").count() == 0

@@ -25,6 +25,11 @@ class TokenClass(StrEnum):
     OUTPUT = "output"  # output_tokens - reasoning_tokens
     REASONING = "reasoning"  # reasoning_tokens
 
+    @property
+    def words(self) -> str:
+        """The class as a document or page names it: cached input, cache write."""
+        return self.value.replace("_", " ")
+
 
 # The class whose price a class takes when it has no list price of its own in force;
 # a class without a parent (input, cached input, output) must have its own.
