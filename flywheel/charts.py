@@ -3,7 +3,7 @@
 import plotly.graph_objects as go
 
 from flywheel.selectors.tfom import TrendMonth
-from portal.charts import LABEL_BACKGROUND, band_mark, base_layout, colour_of, level_mark
+from portal.charts import band_mark, base_layout, colour_of, level_mark
 
 FACTORS = [
     ("availability", "α availability"),
@@ -58,11 +58,15 @@ def waterfall_chart(values: dict) -> go.Figure:
     return fig
 
 
+MONTH_START, MONTH_START_NAME = "#868e96", "month start (free allowances used first)"
+INCIDENT = "#c92a2a"
+
+
 def trend_chart(rows: list[dict], *, incidents: list[tuple] = ()) -> go.Figure:
     """Daily TEF and TFI (percent) from the day snapshots, a day without a figure left as a
     gap, with the known causes of dips marked: each month's start (free allowances are used
     first, so little is sold) and the incidents, (start, end, title)."""
-    fig = go.Figure(layout=base_layout(y_title="Percent of calendar GPU time"))
+    fig = go.Figure(layout=base_layout(y_title="% of calendar GPU time"))
     for key, name, colour in (("tef", "TEF", "#1f6feb"), ("tfi", "TFI", "#d9480f")):
         fig.add_scatter(
             x=[r["day"] for r in rows],
@@ -71,32 +75,33 @@ def trend_chart(rows: list[dict], *, incidents: list[tuple] = ()) -> go.Figure:
             mode="lines+markers",
             line={"color": colour},
         )
-    # Marks and their labels as plain layout entries (portal.charts), incidents' labels
-    # staggered in three rows, so that neighbours' labels do not overlap.
+    # Marks as shapes explained by legend entries, incidents named on hover: no text on the
+    # plot to cover the lines or to be clipped at its edges (portal.charts' band label aside).
     band, band_label = band_mark(
         20, 35, colour="#adb5bd", opacity=0.15, label="typical TEF 20–35%", label_at="top"
     )
     shapes, notes = [band], [band_label]
-    for row in rows:
-        if row["day"].day == 1:
-            day = row["day"].isoformat()
-            shapes.append({"type": "line", "xref": "x", "x0": day, "x1": day, "yref": "y domain",
-                           "y0": 0, "y1": 1, "line": {"color": "#868e96", "dash": "dot"}})  # fmt: skip
-            notes.append({"text": "month starts:<br>free allowances used first", "xref": "x",
-                          "x": day, "xanchor": "left", "align": "left", "yref": "y domain",
-                          "y": 1, "yanchor": "top", "showarrow": False, "font": {"size": 11},
-                          "bgcolor": LABEL_BACKGROUND})  # fmt: skip
-    middle = rows[0]["day"] + (rows[-1]["day"] - rows[0]["day"]) / 2 if rows else None
-    for index, (start, end, title) in enumerate(incidents):
-        x0, x1 = start.isoformat(), end.isoformat()
-        shapes.append({"type": "rect", "xref": "x", "x0": x0, "x1": x1, "yref": "y domain",
-                       "y0": 0, "y1": 1, "fillcolor": "#c92a2a", "opacity": 0.12,
-                       "line": {"width": 0}})  # fmt: skip
-        late = middle is not None and start.date() > middle  # its label reads leftwards
-        notes.append({"text": f"incident: {title[:40]}", "xref": "x", "x": x1 if late else x0,
-                      "xanchor": "right" if late else "left", "yref": "y domain",
-                      "y": 0.07 * (index % 3), "yanchor": "bottom", "showarrow": False,
-                      "font": {"size": 11}, "bgcolor": LABEL_BACKGROUND})  # fmt: skip
+    starts = [row["day"].isoformat() for row in rows if row["day"].day == 1]
+    for day in starts:
+        shapes.append({"type": "line", "xref": "x", "x0": day, "x1": day, "yref": "y domain",
+                       "y0": 0, "y1": 1, "line": {"color": MONTH_START, "dash": "dot"}})  # fmt: skip
+    if starts:
+        fig.add_scatter(x=[None], y=[None], mode="lines", name=MONTH_START_NAME,
+                        line={"color": MONTH_START, "dash": "dot"})  # fmt: skip
+    for start, end, _title in incidents:
+        shapes.append({"type": "rect", "xref": "x", "x0": start.isoformat(),
+                       "x1": end.isoformat(), "yref": "y domain", "y0": 0, "y1": 1,
+                       "fillcolor": INCIDENT, "opacity": 0.12, "line": {"width": 0}})  # fmt: skip
+    if incidents:
+        fig.add_scatter(
+            x=[start for start, _end, _title in incidents],
+            y=[0] * len(incidents),
+            mode="markers",
+            name="incident (hover for its title)",
+            marker={"color": INCIDENT, "symbol": "triangle-up", "size": 10},
+            hovertext=[f"incident: {title}" for _start, _end, title in incidents],
+            hoverinfo="text+x",
+        )
     fig.update_layout(shapes=shapes, annotations=notes)
     if rows:  # the plotted days, not stretched by Plotly to fit the labels' text
         first, last = rows[0]["day"], rows[-1]["day"]

@@ -96,7 +96,8 @@ def usage_list(
 
 
 def _quantile(histogram: list[int], q: float) -> float | None:
-    """Latency at quantile q from bucket counts, interpolating inside the bucket (ms)."""
+    """Latency at quantile q from bucket counts, interpolating inside the bucket (ms, to
+    0.1 ms: an estimate from buckets has no finer digits)."""
     total = sum(histogram)
     if not total:
         return None
@@ -105,7 +106,7 @@ def _quantile(histogram: list[int], q: float) -> float | None:
         if seen + count >= rank and count:
             if upper is None:
                 return float(lower)
-            return lower + (upper - lower) * (rank - seen) / count
+            return round(lower + (upper - lower) * (rank - seen) / count, 1)
         seen += count
         lower = float(upper) if upper is not None else lower
     return lower

@@ -1,3 +1,4 @@
+import re
 from collections.abc import Callable
 from datetime import UTC
 from decimal import Decimal
@@ -167,4 +168,34 @@ def audit_value(value) -> str:
         return "; ".join(f"{key}: {audit_value(item)}" for key, item in value.items()) or "—"
     if isinstance(value, str) and (moment := parse_datetime(value)) is not None:
         return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if moment.tzinfo else value
+    if isinstance(value, int | float | Decimal) or (
+        isinstance(value, str) and _NUMBER.fullmatch(value)
+    ):
+        return _audit_number(Decimal(str(value)))
     return str(value)
+
+
+_NUMBER = re.compile(r"-?\d+\.\d+|-?\d{5,}")
+AUDIT_DECIMALS = 6
+
+
+def _audit_number(number: Decimal) -> str:
+    """A recorded number as people read it: grouped, without trailing zeros, at most six
+    decimals (60000.0000 → 60,000; 0.5502046290882828… → 0.550205); the exact value stays
+    in the record (GET /api/v1/audit)."""
+    if number.as_tuple().exponent < -AUDIT_DECIMALS:
+        number = number.quantize(Decimal(10) ** -AUDIT_DECIMALS)
+    return format(number.normalize(), ",f") if number else "0"  # never -0
+
+
+@register.filter
+def audit_object(entry) -> str:
+    """What an audit entry changed, by the name people know it by (its slug, name, number or
+    title, from the record), else by its type and id: "lever speculative-decoding"."""
+    kind = entry.object_type.replace("_", " ")
+    snapshot = entry.after if isinstance(entry.after, dict) else entry.before
+    if isinstance(snapshot, dict):
+        for key in ("slug", "number", "name", "title", "username"):
+            if snapshot.get(key):
+                return f"{kind} {snapshot[key]}"
+    return f"{kind} #{entry.object_id}"

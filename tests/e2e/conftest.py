@@ -2,6 +2,7 @@
 
 import io
 import os
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,6 +55,24 @@ def login(page, username: str, password: str) -> None:
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_load_state("networkidle")
+
+
+def role_pages(page, role) -> list[str]:
+    """The status page, the role's navigation and the detail pages its lists link to (two
+    invoices, two incidents): every page a person of that role opens."""
+    from portal.nav import nav_for
+
+    paths = [item["url"] for item in nav_for(role) if item["url"] != "/api/docs/"]
+    details = []
+    for listing, pattern in (("/billing/invoices/", r"^/billing/invoices/\d+/$"),
+                             ("/incidents/", r"^/incidents/\d+/$")):  # fmt: skip
+        if listing in paths:
+            page.goto(listing)
+            hrefs = page.eval_on_selector_all(
+                "a[href]", "els => els.map(e => e.getAttribute('href'))"
+            )
+            details += [h for h in hrefs if re.match(pattern, h)][:2]
+    return ["/status/", *paths, *details]
 
 
 def chart_points(page, selector: str) -> int:

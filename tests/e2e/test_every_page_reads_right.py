@@ -1,6 +1,6 @@
 """Every page of every role, and every export, reads as a person writes: no Python or
 machine spelling in the visible text (1E+1, 0E-10, None, NaN, inf, a dict, a raw ISO
-timestamp). CSV cells read back with the csv module as numbers where they are figures;
+timestamp, -0.0, more than 10 decimals, cached_input). CSV cells read back with the csv module as numbers where they are figures;
 XLSX figure cells are numbers, never formulas."""
 
 import csv
@@ -9,9 +9,9 @@ import re
 
 import pytest
 
+from billing.domain.rating.types import TokenClass
 from portal.demo import DEMO_LOGINS
-from portal.nav import nav_for
-from tests.e2e.conftest import login, screenshot
+from tests.e2e.conftest import login, role_pages, screenshot
 
 pytestmark = pytest.mark.e2e
 
@@ -22,6 +22,11 @@ MACHINE_TEXT = {
     "inf": re.compile(r"(?<![\w-])-?inf\b", re.IGNORECASE),
     "a dict": re.compile(r"\{'"),
     "a raw ISO timestamp": re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d"),
+    "a negative zero": re.compile(r"(?<![\w.])[-−]0(?:\.0+)?(?![\d.,])"),
+    "more than 10 decimals": re.compile(r"\d\.\d{11,}"),
+    "a raw token class name": re.compile(
+        "|".join(rf"\b{c.value}\b" for c in TokenClass if "_" in c.value)
+    ),
 }
 
 
@@ -33,27 +38,12 @@ def _machine_text(text: str) -> list[str]:
     return found
 
 
-def _pages(page, role) -> list[str]:
-    """The role's navigation, plus the detail pages its lists link to."""
-    paths = [item["url"] for item in nav_for(role) if item["url"] != "/api/docs/"]
-    details = []
-    for listing, pattern in (("/billing/invoices/", r"^/billing/invoices/\d+/$"),
-                             ("/incidents/", r"^/incidents/\d+/$")):  # fmt: skip
-        if listing in paths:
-            page.goto(listing)
-            hrefs = page.eval_on_selector_all(
-                "a[href]", "els => els.map(e => e.getAttribute('href'))"
-            )
-            details += [h for h in hrefs if re.match(pattern, h)][:2]
-    return ["/status/", *paths, *details]
-
-
 @pytest.mark.parametrize("login_name", [name for name, *_ in DEMO_LOGINS])
 def test_every_page_of_every_role_reads_as_people_write(login_name, demo, page):
     username, password, role, _ = next(d for d in DEMO_LOGINS if d[0] == login_name)
     login(page, username, password)
     problems = {}
-    for path in _pages(page, role):
+    for path in role_pages(page, role):
         response = page.goto(path)
         assert response.status == 200, path
         page.wait_for_load_state("networkidle")

@@ -489,3 +489,16 @@ def test_five_minute_buckets_older_than_8_days_are_pruned_by_the_fold(db, now):
 
     assert buckets() == [(horizon, 1), (horizon + five, 1)]
     assert HourlyUsage.objects.get(hour=horizon - timedelta(hours=1)).requests == 2
+
+
+def test_a_latency_quantile_is_interpolated_in_its_bucket_to_a_tenth_of_a_millisecond():
+    from metering.selectors.usage import _quantile
+
+    # 3 requests: one under 100 ms, two in (100, 250]: the median's rank 1.5 is half a
+    # request into that bucket of two: 100 + 150 × 0.5 / 2 = 137.5 ms; p90 (rank 2.7):
+    # 100 + 150 × 1.7 / 2 = 227.5 ms.
+    histogram = [1, 2] + [0] * 14
+    assert (_quantile(histogram, 0.5), _quantile(histogram, 0.9)) == (137.5, 227.5)
+    # Rank 1 of 3 requests under 100 ms: 0 + 100 × 1 / 3 = 33.33… → 33.3 ms.
+    assert _quantile([3] + [0] * 15, 1 / 3) == 33.3
+    assert _quantile([0] * 16, 0.5) is None

@@ -44,3 +44,30 @@ def test_audit_entries_show_each_changed_field_before_and_after(client, users):
     assert page.count(">acme<") == 0  # … is not a change
     for raw in ("None", "True", "False", "{'", "['", "2026-11-03T07"):
         assert raw not in page, raw
+
+
+def test_audit_numbers_and_objects_read_as_people_write_them(client, users):
+    audit_record(
+        actor=None,
+        action="lever.create",
+        object_type="lever",
+        object_id="4",
+        after={
+            "slug": "speculative-decoding",
+            "one_time_cost": "60000.0000",
+            "typical": "1.0500",
+            "baseline": {"occupancy": "0.5502046290882828352305946280565395"},
+            "gpus": 1000000,
+            "zero": "0.0000",
+            "small": -0.5,
+        },
+    )
+    audit_record(actor=None, action="token.revoke", object_type="api_token", object_id="9")
+    client.force_login(users["operator"])
+
+    page = client.get("/audit/").content.decode()
+
+    for shown in ("lever speculative-decoding", "60,000", "1.05", "occupancy: 0.550205",
+                  "1,000,000", ">0<", "-0.5", "api token #9"):  # fmt: skip
+        assert shown in page, shown
+    assert "60000.0000" not in page and "0.55020462" not in page
