@@ -135,6 +135,12 @@ class Window:
     to: datetime
     data_until: datetime
     now: datetime
+    data_from: datetime | None = None  # the factory's first instant in service, if known
+
+    @property
+    def is_before_service(self) -> bool:
+        """The whole period lies before the factory entered service."""
+        return self.data_from is not None and self.end <= self.data_from
 
     @property
     def period(self) -> Period:
@@ -240,12 +246,18 @@ def _named(key: str, now: datetime) -> tuple[datetime, datetime, str]:
 
 
 def period_resolve(
-    params, *, now: datetime | None = None, default: str = "this_month", data_until=None
+    params,
+    *,
+    now: datetime | None = None,
+    default: str = "this_month",
+    data_until=None,
+    data_from: datetime | None = None,
 ) -> Window:
     """The window a request means: `period=` (a preset, `YYYY-MM`, `YYYY-Qn`; default
     `default`) or custom `from`/`to` (whole UTC hours; both forms at once is a 400), bounded
     to the years 2000–2100 and 3 years. `data_until` (default now) is how far usage has been
-    metered; it never exceeds now."""
+    metered; it never exceeds now. `data_from`, the factory's first instant in service,
+    bounds what the picker offers (picker_keys)."""
     now = now or clock.now()
     data_until = min(now, data_until) if data_until is not None else now
     custom = bool(params.get("from") or params.get("to"))
@@ -263,14 +275,21 @@ def period_resolve(
     if end - start > LONGEST:
         raise FieldError("to" if custom else "period", "a period is at most 3 years long")
     to = max(hour_floor(min(end, data_until)), start) if end > data_until else end
-    return Window(key=key, label=label, start=start, end=end, to=to, data_until=data_until, now=now)
+    return Window(
+        key=key, label=label, start=start, end=end, to=to, data_until=data_until, now=now,
+        data_from=data_from,
+    )  # fmt: skip
 
 
-def picker_keys(*, now: datetime | None = None) -> dict[str, list[str]]:
+def picker_keys(
+    *, now: datetime | None = None, since: datetime | None = None
+) -> dict[str, list[str]]:
     """The months (13, as far back as events are kept) and quarters (5) the picker offers,
-    newest first."""
+    newest first; none that ends before `since` (the factory's first instant in service)."""
     now = now or clock.now()
     months = [months_before(now, n) for n in range(13)]
+    if since is not None:
+        months = [month for month in months if next_month(month) > since] or months[:1]
     quarters = []
     for month in months:
         key = f"{month.year}-Q{(month.month - 1) // 3 + 1}"

@@ -25,7 +25,7 @@ from flywheel.domain.kpis import Kpis
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.measurement import DAY, FACTORY, FactoryData
 from metering.selectors.changes import usage_changes_read
-from metering.selectors.factory import pool_list, pool_service_lives
+from metering.selectors.factory import factory_in_service_from
 from metering.selectors.usage import usage_metered_until
 from portal import clock
 from portal.formatting import rfc3339
@@ -147,7 +147,7 @@ def snapshots_update(*, now: datetime | None = None) -> int:
     while True:
         usage = usage_changes_read(consumer=MEASURE)
         rated = rated_changes_read(consumer=MEASURE)
-        first = _first_in_service()
+        first = factory_in_service_from()
         days: set[datetime] = set()
         if first is not None:
             spans = [*_usage_spans(usage.entries), *_rated_spans(rated.entries)]
@@ -161,12 +161,6 @@ def snapshots_update(*, now: datetime | None = None) -> int:
                 continue
             _upsert(rows)
         return len(rows)
-
-
-def _first_in_service() -> datetime | None:
-    """The first instant any pool is in service (nothing earlier has figures to measure)."""
-    starts = [since for since, _ in pool_service_lives(pools=list(pool_list())).values() if since]
-    return min(starts, default=None)
 
 
 def _open_since(first: datetime, now: datetime) -> datetime:

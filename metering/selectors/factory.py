@@ -82,6 +82,13 @@ def pool_service_lives(*, pools: list[Pool]) -> dict[int, tuple[datetime | None,
     return lives
 
 
+def factory_in_service_from() -> datetime | None:
+    """The first instant any pool is in service: nothing earlier has figures (kpis.md
+    section 0), so no page offers a period before it."""
+    starts = [since for since, _ in pool_service_lives(pools=list(pool_list())).values() if since]
+    return min(starts, default=None)
+
+
 class DeploymentVersions:
     """Every deployment version, loaded once: the one in force at an instant (R_ref, w_in,
     SLO) for any deployment, in one query however many are asked (portal.effective)."""

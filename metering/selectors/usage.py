@@ -19,6 +19,7 @@ from metering.models import (
     Pool,
     UsageEvent,
 )
+from metering.selectors.factory import factory_in_service_from
 from portal import clock
 from portal.access import tenant_get, tenant_scoped
 from portal.periods import (
@@ -216,10 +217,17 @@ def usage_metered_until(*, now: datetime | None = None) -> datetime:
 
 
 def window_resolve(params, *, default: str = "this_month", now: datetime | None = None) -> Window:
-    """The one period resolver (portal.periods) told how far usage is metered: every page,
-    API operation and export that measures a period asks this."""
+    """The one period resolver (portal.periods) told how far usage is metered and since when
+    the factory is in service: every page, API operation and export that measures a period
+    asks this."""
     now = now or clock.now()
-    return period_resolve(params, now=now, default=default, data_until=usage_metered_until(now=now))
+    return period_resolve(
+        params,
+        now=now,
+        default=default,
+        data_until=usage_metered_until(now=now),
+        data_from=factory_in_service_from(),
+    )
 
 
 # Factory-wide reads (not tenant-scoped) for rating and the KPIs: QuerySets the caller refines.

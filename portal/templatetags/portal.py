@@ -134,7 +134,7 @@ def period_picker(context):
     return {
         "window": window,
         "presets": PRESETS,
-        "choices": picker_keys(),
+        "choices": picker_keys(now=window.now, since=window.data_from),
         "kept": kept,
         "query": urlencode(kept),
     }
