@@ -13,6 +13,8 @@ from billing.services.ledger import account_balances
 from portal.access import tenant_scoped
 from portal.periods import Period, day_ceil
 
+ZERO = Decimal(0)
+
 
 def ledger_postings(*, user, filters=None, period: Period | None = None) -> QuerySet[Posting]:
     """The postings the user may see, newest first; `filters`: PostingFilterSet's query
@@ -35,13 +37,28 @@ def ledger_postings(*, user, filters=None, period: Period | None = None) -> Quer
     )
 
 
-def ledger_balances(*, postings: QuerySet[Posting]) -> list[dict]:
-    """Per account of the postings shown: debits, credits and the balance (debit positive)."""
-    balances = account_balances(postings=postings)
-    accounts = {a.code: a for a in Account.objects.filter(code__in={c for c, _ in balances})}
+def ledger_balances(*, postings: QuerySet[Posting], period: Period) -> list[dict]:
+    """Per account of `postings` (the filters' postings, every date): the balance before the
+    period's first day (opening), the period's movement and the balance after its last
+    (closing = opening + movement); debit positive. Accounts with neither are left out."""
+    first, after = period.start.date(), day_ceil(period.end).date()
+    opening = account_balances(postings=postings.filter(transaction__accounting_date__lt=first))
+    movement = account_balances(
+        postings=postings.filter(
+            transaction__accounting_date__gte=first, transaction__accounting_date__lt=after
+        )
+    )
+    keys = sorted(key for key in {*opening, *movement} if opening.get(key) or key in movement)
+    accounts = {a.code: a for a in Account.objects.filter(code__in={code for code, _ in keys})}
     return [
-        {"account": accounts[code], "currency": currency, "balance": total}
-        for (code, currency), total in sorted(balances.items())
+        {
+            "account": accounts[code],
+            "currency": currency,
+            "opening": opening.get((code, currency), ZERO),
+            "movement": movement.get((code, currency), ZERO),
+            "closing": opening.get((code, currency), ZERO) + movement.get((code, currency), ZERO),
+        }
+        for code, currency in keys
     ]
 
 

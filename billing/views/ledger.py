@@ -55,7 +55,9 @@ def ledger(request):
         {
             "title": "Ledger",
             "page": page,
-            "balances": ledger_balances(postings=postings),
+            "balances": ledger_balances(
+                postings=ledger_postings(user=request.user, filters=request.GET), period=period
+            ),
             "accounts": Account.objects.order_by("code"),
             "tenants": Tenant.objects.order_by("name"),
             "account": account,

@@ -1,11 +1,12 @@
 """The ledger: balanced, append-only, reversible only by a linked reversal, derived balances."""
 
 from collections import defaultdict
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pytest
 from django.db import DatabaseError, connection, transaction
+from django.utils.html import strip_tags
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
@@ -29,7 +30,7 @@ from billing.services.ledger import (
 )
 from portal import clock
 from portal.models import Tenant
-from tests.billing.factories import APRIL, MARCH
+from tests.billing.factories import APRIL, MARCH, make_priced_model
 from tests.concurrency import run_together
 
 CENTS = st.integers(min_value=1, max_value=10_000_00).map(lambda c: Decimal(c) / 100)
@@ -401,3 +402,40 @@ def test_a_closed_month_accepts_no_posting_dated_in_it(db):
         invoice=_draft(tenant, [("usage", Decimal(10), Decimal(1), Decimal(9))])
     )
     assert invoice.issue_transaction.accounting_date == clock.now().date()
+
+
+def test_the_ledger_page_shows_opening_movement_and_closing_balances(
+    tenant_a, users, session_client, now
+):
+    """Receivable of tenant-a: 100.00 invoiced on 31 October; in November 250.00 invoiced
+    and 100.00 paid: opening 100.00, movement 150.00, closing 250.00 (never the movement
+    read as the balance); revenue is credit-normal: −100.00, −250.00, −350.00."""
+    make_priced_model()
+    receivable, revenue = (
+        account_receivable(tenant=tenant_a),
+        account_revenue(model_slug="llama-70b"),
+    )
+    cash = account_named("cash")
+    for day, amount, debit, credit in (
+        (date(2026, 10, 31), Decimal("100.00"), receivable, revenue),
+        (date(2026, 11, 5), Decimal("250.00"), receivable, revenue),
+        (date(2026, 11, 20), Decimal("100.00"), cash, receivable),
+    ):
+        ledger_post(kind="invoice", memo=f"{day}", currency="USD", tenant=tenant_a,
+                    legs=[Leg(debit, amount), Leg(credit, -amount)], accounting_date=day)  # fmt: skip
+    client = session_client(users["finance"])
+
+    page = client.get("/billing/ledger/?period=2026-11").content.decode()
+
+    balances = page[page.index('aria-label="Balances"') : page.index('aria-label="Postings"')]
+    rows = {}
+    for row in balances.split("<tr>")[2:]:
+        cells = [strip_tags(cell).strip() for cell in row.split("</td>")[:-1]]
+        rows[cells[0]] = cells[3:]
+    assert rows == {
+        "receivable:tenant-a": ["100.00", "150.00", "250.00"],
+        "revenue:llama-70b": ["-100.00", "-250.00", "-350.00"],
+        "cash": ["0.00", "100.00", "100.00"],
+    }
+    # The postings listed are the period's; the balances count what came before.
+    assert page.count("2026-10-31") == 0
