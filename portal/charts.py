@@ -33,9 +33,16 @@ def base_layout(*, y_title: str, x_title: str = "Day (UTC)", barmode: str | None
         "plot_bgcolor": "#fff",
         "paper_bgcolor": "#fff",
     }
+    if x_title.startswith("Day"):
+        # A day axis never labels times of day: zoomed to one or two days, Plotly would
+        # tick "00:00:00", "12:00"; below a day between ticks, each tick is its date.
+        layout["xaxis"]["tickformatstops"] = [{"dtickrange": [None, DAY_MS], "value": "%b %-d, %Y"}]
     if barmode:
         layout["barmode"] = barmode
     return layout
+
+
+DAY_MS = 86_400_000
 
 
 LABEL_BACKGROUND = "rgba(255, 255, 255, 0.75)"  # a mark's label stays legible over the lines

@@ -152,7 +152,8 @@ def test_metering_page_empty_states_say_what_is_missing_and_how_to_fix_it(sessio
 
     text = _text(response)
     assert (
-        "No engine telemetry in this period, so there is nothing to reconcile: add a vLLM or "
+        "No engine token counters in this period, so there is nothing to reconcile (GPU capacity"
+        " telemetry, the busy GPUs above, is another source): add a vLLM or "
         "SGLang scrape target with POST /api/v1/scrape-targets , or push the engine's /metrics "
         "text to POST /api/v1/telemetry/prometheus ." in text
     )
