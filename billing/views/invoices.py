@@ -48,7 +48,7 @@ def invoices(request):
     now = clock.now()
     if request.GET.get("format") == "csv":
         return csv_response(
-            filename="invoices.csv",
+            filename=f"invoices-as-of-{now:%Y-%m-%d}.csv",
             header=INVOICES_CSV_HEADER,
             rows=(
                 (

@@ -86,7 +86,7 @@ def test_realization_page_shows_exact_ratio(client, users, march_invoice):
     assert "69.3%" in body
 
 
-def test_every_export_leaves_an_audit_entry(client, users, march_invoice):
+def test_every_export_leaves_an_audit_entry(client, users, march_invoice, now):
     from portal.models import AuditEntry
 
     client.force_login(users["finance"])
@@ -97,7 +97,7 @@ def test_every_export_leaves_an_audit_entry(client, users, march_invoice):
     exports = AuditEntry.objects.filter(action="export").order_by("id")
     assert [(e.actor, e.object_type, e.object_id) for e in exports] == [
         (users["finance"], "invoice-page-csv", f"{march_invoice.number}.csv"),
-        (users["finance"], "invoices", "invoices.csv"),
+        (users["finance"], "invoices", f"invoices-as-of-{now:%Y-%m-%d}.csv"),
     ]
 
 
