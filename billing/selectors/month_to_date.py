@@ -51,10 +51,15 @@ class MonthToDate:
     allowance_tokens: int  # the month's free allowance (contract in force at its start)
     allowance_used: int
     committed_minimum: Decimal
+    has_paid_usage: bool
     error: str = ""  # why the month cannot be rated (a missing price), else ""
 
     @property
     def allowance_left(self) -> int:
+        """What the allowance can still pay for: nothing once the month has paid usage (the
+        request that went beyond it was paid whole, and every later one is; kpis.md 3)."""
+        if self.has_paid_usage:
+            return 0
         return max(self.allowance_tokens - self.allowance_used, 0)
 
 
@@ -77,5 +82,6 @@ def month_to_date(*, tenant: Tenant, month: datetime) -> MonthToDate:
         allowance_tokens=contract.free_tokens_per_month if contract else 0,
         allowance_used=allowance_used(tenant=tenant, month=month),
         committed_minimum=contract.committed_minimum if contract else ZERO,
+        has_paid_usage=bool(usage),
         error=row.error if row else "",
     )

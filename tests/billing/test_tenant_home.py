@@ -59,6 +59,31 @@ def test_the_month_to_date_reads_the_rated_month_by_hand(december):
     assert (month.currency, month.committed_minimum, month.error) == ("USD", Decimal("100"), "")
 
 
+@pytest.mark.parametrize(
+    ("second_hour", "used", "left"),
+    [
+        (0, 4 * M, 1 * M),  # within the allowance: 1 M left
+        (2 * M, 4 * M, 0),  # 2 M more go beyond it, paid whole: the 1 M left lapses
+    ],
+)
+def test_the_allowance_left_lapses_once_a_request_goes_beyond_it(
+    admin_api, tenant_a, now, second_hour, used, left
+):
+    make_priced_model()
+    make_contract(tenant_a, free_tokens_per_month=5 * M)
+    events = [{"id": "a", "time": "2026-12-03T00:00:00Z", "input_tokens": 2 * M,
+               "output_tokens": 2 * M}]  # fmt: skip
+    if second_hour:
+        events.append({"id": "b", "time": "2026-12-03T01:00:00Z", "input_tokens": second_hour,
+                       "output_tokens": 0})  # fmt: skip
+    post_usage(admin_api, events)
+
+    month = month_to_date(tenant=tenant_a, month=DECEMBER)
+
+    assert (month.allowance_used, month.allowance_left) == (used, left)
+    assert month.list_value == (Decimal("1.76") if second_hour else 0)  # 2 M × 0.88
+
+
 def test_prices_in_force_carry_the_contracts_discount(december, now):
     prices = tenant_prices(contract=contract_in_force(tenant=december, when=now), at=now)
 
