@@ -198,4 +198,6 @@ def audit_object(entry) -> str:
         for key in ("slug", "number", "name", "title", "username"):
             if snapshot.get(key):
                 return f"{kind} {snapshot[key]}"
-    return f"{kind} #{entry.object_id}"
+    return (
+        f"{kind} #{entry.object_id}" if entry.object_id.isdigit() else f"{kind} {entry.object_id}"
+    )
