@@ -206,7 +206,9 @@ def account_balances(*, postings=None) -> dict[tuple[str, str], Decimal]:
     amounts are added as Decimal in Python."""
     postings = Posting.objects.all() if postings is None else postings
     if connection.vendor == "postgresql":
-        rows = postings.values("account__code", "currency").annotate(total=Sum("amount"))
+        # Without the caller's ordering: its fields would join the GROUP BY and split an
+        # account's total into rows that overwrite each other.
+        rows = postings.order_by().values("account__code", "currency").annotate(total=Sum("amount"))
         return {(row["account__code"], row["currency"]): row["total"] for row in rows}
     totals: dict[tuple[str, str], Decimal] = defaultdict(lambda: ZERO)
     for code, currency, amount in postings.values_list("account__code", "currency", "amount"):
