@@ -38,6 +38,10 @@ _CLASS_ORDER = {token_class: index for index, token_class in enumerate(TokenClas
 # (model, token class, price class, list unit price, (contract %, tier %, tier from))
 LineKey = tuple
 
+# The kinds of line a month's usage invoice bills from its rating (the others are
+# adjustments, credits and draws of balances).
+BILLED_KINDS = (LineKind.USAGE, LineKind.PROMOTION, LineKind.MINIMUM)
+
 
 def line_quantities(
     *, items: Iterable[RatedItem], into: dict[LineKey, int] | None = None

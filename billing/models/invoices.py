@@ -23,6 +23,9 @@ class Invoice(models.Model):
         PAID = "paid"
         VOID = "void"
 
+    # The statuses of an invoice that bills its lines (a draft not yet, a void no longer).
+    LIVE = (Status.ISSUED, Status.PAID)
+
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="invoices")
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.USAGE)
     period_start = models.DateTimeField()  # first instant of the UTC month (purchase: day)

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from billing.domain.accounts import CREDIT_BALANCE, liability_code, receivable_code
 from billing.models import CreditNote, Invoice, InvoiceLine, Posting, PrepaidBalance
-from billing.services.ledger import account_balances
+from billing.selectors.ledger import account_balances
 from portal.models import Tenant
 from portal.periods import next_month
 
@@ -22,12 +23,12 @@ def _balance(code: str) -> Decimal:
 def credit_balance(*, tenant: Tenant) -> Decimal:
     """What the factory owes the tenant on its credit balance (≥ 0): its liability account's
     credit."""
-    return -_balance(f"liability:credit-balance:{tenant.slug}")
+    return -_balance(liability_code(CREDIT_BALANCE, tenant.slug))
 
 
 def open_balance(*, tenant: Tenant) -> Decimal:
     """What the tenant owes on issued invoices: its receivable account's debit."""
-    return _balance(f"receivable:{tenant.slug}")
+    return _balance(receivable_code(tenant.slug))
 
 
 def prepaid_remaining(balance: PrepaidBalance) -> Decimal:

@@ -13,8 +13,11 @@ from decimal import Decimal
 
 from django.db.models import Q
 
+from billing.domain.accounts import line_leg_codes
+from billing.domain.invoices import BILLED_KINDS
 from billing.domain.rating.types import LineKind
 from billing.models import (
+    Account,
     CloseStep,
     CreditNote,
     CreditNoteLine,
@@ -27,10 +30,8 @@ from billing.models import (
     RatedTenantMonth,
     SlaCredit,
 )
-from billing.selectors.ledger import PROMOTIONS_ACCOUNT, REVENUE_KINDS
+from billing.selectors.ledger import PROMOTIONS_ACCOUNT, REVENUE_KINDS, account_balances
 from billing.selectors.rating import line_of
-from billing.services.invoices import BILLED_KINDS, LIVE, line_legs
-from billing.services.ledger import account_balances
 from portal.closing import month_is_closed
 from portal.periods import month_last_day
 
@@ -98,7 +99,7 @@ def _billed(month: datetime) -> tuple[Decimal, Decimal]:
     """(what the month's documents billed of its rating; adjustments carried for it)."""
     invoiced = _sum(
         InvoiceLine.objects.filter(
-            invoice__status__in=LIVE,
+            invoice__status__in=Invoice.LIVE,
             invoice__kind=Invoice.Kind.USAGE,
             invoice__period_start=month,
             kind__in=BILLED_KINDS,
@@ -110,7 +111,7 @@ def _billed(month: datetime) -> tuple[Decimal, Decimal]:
     )
     carried = _sum(
         InvoiceLine.objects.filter(
-            invoice__status__in=LIVE, kind=LineKind.ADJUSTMENT, for_month=month
+            invoice__status__in=Invoice.LIVE, kind=LineKind.ADJUSTMENT, for_month=month
         ).values_list("amount", flat=True)
     ) + _sum(
         CreditNoteLine.objects.filter(
@@ -146,16 +147,16 @@ def _document_revenue(first: date, last: date) -> dict[str, Decimal]:
     the lines of invoices voided in it), netted months' credit notes, the SLA credits it
     earned, credit notes issued in it, breakage of prepaid balances expiring in it."""
     revenue: dict[str, Decimal] = defaultdict(lambda: ZERO)
-    kinds = set(REVENUE_KINDS)
+    kinds = dict(Account.objects.values_list("code", "kind"))  # the accounts posted to exist
 
     def add(tenant, lines, sign: int) -> None:
         for line in lines:
-            for leg in line_legs(
-                tenant=tenant, kind=line.kind, model=line.model, list_amount=line.list_amount,
-                discount=line.discount, amount=line.amount,
+            for code, amount in line_leg_codes(
+                tenant_slug=tenant.slug, kind=line.kind, model=line.model,
+                list_amount=line.list_amount, discount=line.discount, amount=line.amount,
             ):  # fmt: skip
-                if leg.account.kind in kinds or leg.account.code == PROMOTIONS_ACCOUNT:
-                    revenue[leg.account.code] -= sign * leg.amount
+                if kinds.get(code) in REVENUE_KINDS or code == PROMOTIONS_ACCOUNT:
+                    revenue[code] -= sign * amount
 
     issued = _dated(LedgerTransaction.objects.filter(kind="invoice"), first, last)
     for invoice in Invoice.objects.filter(issue_transaction__in=issued).select_related("tenant"):

@@ -24,7 +24,6 @@ from portal.access import tenant_scoped
 from portal.periods import next_month
 
 MILLION = Decimal(1_000_000)
-LIVE = (Invoice.Status.ISSUED, Invoice.Status.PAID)
 SERVICE_NAME = "LLM inference"
 # Lines that draw a balance: their EffectiveCost is counted where the balance came from.
 DRAWS = {LineKind.CREDIT, LineKind.PREPAID}
@@ -110,7 +109,7 @@ def focus_rows(*, user, month: datetime, tenant=None) -> Iterator[dict]:
     """The month's FOCUS rows the user may see (of `tenant` when given), by tenant."""
     end = next_month(month)
     invoices = tenant_scoped(Invoice.objects.select_related("tenant"), user=user).filter(
-        status__in=LIVE
+        status__in=Invoice.LIVE
     )
     notes = tenant_scoped(CreditNote.objects.select_related("tenant", "invoice"), user=user)
     if tenant is not None:

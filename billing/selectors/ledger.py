@@ -2,18 +2,36 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import date
 from decimal import Decimal
 
+from django.db import connection
 from django.db.models import Q, QuerySet, Sum
 
 from billing.filters import PostingFilterSet
 from billing.models import Account, Posting
-from billing.services.ledger import account_balances
 from portal.access import tenant_scoped
 from portal.periods import Period, day_ceil
 
 ZERO = Decimal(0)
+
+
+def account_balances(*, postings=None) -> dict[tuple[str, str], Decimal]:
+    """Balance per (account code, currency) derived from postings (debit positive).
+
+    PostgreSQL sums NUMERIC exactly; SQLite would sum in floating point, so there the
+    amounts are added as Decimal in Python."""
+    postings = Posting.objects.all() if postings is None else postings
+    if connection.vendor == "postgresql":
+        # Without the caller's ordering: its fields would join the GROUP BY and split an
+        # account's total into rows that overwrite each other.
+        rows = postings.order_by().values("account__code", "currency").annotate(total=Sum("amount"))
+        return {(row["account__code"], row["currency"]): row["total"] for row in rows}
+    totals: dict[tuple[str, str], Decimal] = defaultdict(lambda: ZERO)
+    for code, currency, amount in postings.values_list("account__code", "currency", "amount"):
+        totals[(code, currency)] += amount
+    return dict(totals)
 
 
 def ledger_postings(*, user, filters=None, period: Period | None = None) -> QuerySet[Posting]:

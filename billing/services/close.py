@@ -39,7 +39,6 @@ from billing.services.credit_notes import credit_note_for_month
 from billing.services.credits import sla_month_close
 from billing.services.invoices import (
     ADJUSTMENT_MONTHS,
-    LIVE,
     invoice_draft,
     invoice_finalize,
     month_lines,
@@ -95,7 +94,7 @@ def tenants_to_bill(month_start: datetime) -> list[Tenant]:
     since = months_before(start, ADJUSTMENT_MONTHS)
     ids |= set(
         Invoice.objects.filter(
-            kind=Invoice.Kind.USAGE, status__in=LIVE, period_start__gte=since
+            kind=Invoice.Kind.USAGE, status__in=Invoice.LIVE, period_start__gte=since
         ).values_list("tenant_id", flat=True)
     )
     ids |= set(  # rated in an earlier month: late usage there is adjusted now

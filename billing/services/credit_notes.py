@@ -24,7 +24,7 @@ from billing.models import (
     SlaCredit,
 )
 from billing.services.events import credit_note_issued_raise
-from billing.services.invoices import LIVE, MonthLines, invoice_outstanding, line_legs
+from billing.services.invoices import MonthLines, invoice_outstanding, line_legs
 from billing.services.ledger import (
     Leg,
     account_credit_balance,
@@ -120,7 +120,7 @@ def credit_note_issue(
         raise FieldError("settle", f"must be one of {', '.join(CreditNote.Settle.values)}")
     Tenant.objects.select_for_update().filter(pk=invoice.tenant_id).first()  # one note at a time
     invoice = Invoice.objects.select_for_update().select_related("tenant").get(pk=invoice.pk)
-    if invoice.status not in LIVE:
+    if invoice.status not in Invoice.LIVE:
         raise FieldError(
             "invoice", f"{invoice} is {invoice.status}; only issued invoices are credited"
         )

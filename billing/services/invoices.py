@@ -12,7 +12,15 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Min, Q
 
-from billing.domain.invoices import adjustment_line, invoice_total
+from billing.domain.accounts import (
+    CREDIT_BALANCE,
+    DEFERRED_REVENUE,
+    SLA_PAYABLE,
+    liability_code,
+    line_leg_codes,
+    revenue_code,
+)
+from billing.domain.invoices import BILLED_KINDS, adjustment_line, invoice_total
 from billing.domain.rating.types import InvoiceLine as LineIn
 from billing.domain.rating.types import LineKind, month_bounds
 from billing.domain.receivables import outstanding_amount
@@ -60,8 +68,6 @@ from portal.services import audit_record
 
 ADJUSTMENT_MONTHS = 12  # how far back late usage re-rates invoiced months
 
-LIVE = (Invoice.Status.ISSUED, Invoice.Status.PAID)
-
 
 class InvoiceError(Exception):
     """An invoice operation that the invoice's state does not allow; the API answers it
@@ -81,7 +87,6 @@ class InvoiceConflict(InvoiceError):
     http_status = 409
 
 
-BILLED_KINDS = (LineKind.USAGE, LineKind.PROMOTION, LineKind.MINIMUM)
 BALANCE_KINDS = (LineKind.CREDIT, LineKind.PREPAID)  # how an amount due is paid, not what
 
 
@@ -93,7 +98,7 @@ def _billed_months(*, tenant: Tenant, month_start: datetime) -> list[datetime]:
     within = {"period_start__gte": since, "period_start__lt": month_start}
     months = set(
         Invoice.objects.filter(
-            tenant=tenant, kind=Invoice.Kind.USAGE, status__in=LIVE, **within
+            tenant=tenant, kind=Invoice.Kind.USAGE, status__in=Invoice.LIVE, **within
         ).values_list("period_start", flat=True)
     )
     months |= set(
@@ -112,9 +117,9 @@ def _billed_lines(*, tenant: Tenant, month: datetime) -> list[LineIn]:
     """Every line billed for the month so far: its document's usage, promotion and minimum
     lines, and the adjustments for it on later invoices."""
     lines = InvoiceLine.objects.filter(
-        Q(invoice__tenant=tenant, invoice__status__in=LIVE, invoice__period_start=month,
+        Q(invoice__tenant=tenant, invoice__status__in=Invoice.LIVE, invoice__period_start=month,
           invoice__kind=Invoice.Kind.USAGE, kind__in=BILLED_KINDS)
-        | Q(invoice__tenant=tenant, invoice__status__in=LIVE, kind=LineKind.ADJUSTMENT,
+        | Q(invoice__tenant=tenant, invoice__status__in=Invoice.LIVE, kind=LineKind.ADJUSTMENT,
             for_month=month)
     )  # fmt: skip
     netted = CreditNoteLine.objects.filter(
@@ -350,29 +355,24 @@ def _line_row(invoice: Invoice, position: int, line: LineIn, for_month: datetime
 
 
 def line_legs(*, tenant: Tenant, kind: str, model: str, list_amount, discount, amount) -> list[Leg]:
-    """The ledger legs of one billed line, beside the receivable (or credit balance) its
-    document settles: revenue at list per model, discounts, promotions, the minimum,
-    adjustments and SLA credits each on their account, the credit balance drawn; a prepaid
-    purchase to deferred revenue, its draws from it (the usage lines are the revenue)."""
-    if kind == LineKind.USAGE:
-        return [
-            Leg(account_revenue(model_slug=model), -list_amount),
-            Leg(account_named("contra:discounts"), discount),
-        ]
-    if kind == LineKind.ADJUSTMENT:
-        return [
-            Leg(account_named("revenue:adjustments"), -list_amount),
-            Leg(account_named("contra:discounts"), discount),
-        ]
-    account = {
-        LineKind.PROMOTION: lambda: account_named("expense:promotions"),
-        LineKind.MINIMUM: lambda: account_named("revenue:minimum"),
-        LineKind.SLA_CREDIT: lambda: account_sla_payable(tenant=tenant),
-        LineKind.CREDIT: lambda: account_credit_balance(tenant=tenant),
-        LineKind.PREPAID: lambda: account_deferred_revenue(tenant=tenant),
-        LineKind.PURCHASE: lambda: account_deferred_revenue(tenant=tenant),
-    }[LineKind(kind)]()
-    return [Leg(account, -amount)]
+    """The ledger legs of one billed line (billing.domain.accounts.line_leg_codes), each on
+    its account, created on first use."""
+    accounts = {
+        revenue_code(model): lambda: account_revenue(model_slug=model),
+        liability_code(SLA_PAYABLE, tenant.slug): lambda: account_sla_payable(tenant=tenant),
+        liability_code(CREDIT_BALANCE, tenant.slug): lambda: account_credit_balance(tenant=tenant),
+        liability_code(DEFERRED_REVENUE, tenant.slug): lambda: account_deferred_revenue(
+            tenant=tenant
+        ),
+    }
+    codes = line_leg_codes(
+        tenant_slug=tenant.slug, kind=kind, model=model, list_amount=list_amount,
+        discount=discount, amount=amount,
+    )  # fmt: skip
+    return [
+        Leg(accounts[code]() if code in accounts else account_named(code), leg_amount)
+        for code, leg_amount in codes
+    ]
 
 
 def _invoice_legs(invoice: Invoice) -> list[Leg]:
@@ -501,7 +501,7 @@ def invoices_overdue_raise(*, now: datetime) -> int:
 def invoice_outstanding(*, invoice: Invoice) -> Decimal:
     """What is still due on an issued invoice: its total less its payment and what its
     credit notes reduced (never below 0); nothing on a draft or a void one."""
-    if invoice.status not in LIVE:
+    if invoice.status not in Invoice.LIVE:
         return Decimal(0)
     return outstanding_amount(
         total=invoice.total,

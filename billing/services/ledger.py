@@ -8,9 +8,16 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from decimal import Decimal
 
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Sum
+from django.db import IntegrityError, transaction
 
+from billing.domain.accounts import (
+    CREDIT_BALANCE,
+    DEFERRED_REVENUE,
+    SLA_PAYABLE,
+    liability_code,
+    receivable_code,
+    revenue_code,
+)
 from billing.models import Account, LedgerTransaction, Posting
 from metering.selectors.factory import served_model_get
 from portal import clock
@@ -34,14 +41,14 @@ class Leg:
 # One place that names the accounts; codes are stable identifiers, names are for people.
 def account_receivable(*, tenant: Tenant) -> Account:
     return _account(
-        f"receivable:{tenant.slug}", f"Receivable — {tenant.name}", "asset", tenant=tenant
+        receivable_code(tenant.slug), f"Receivable — {tenant.name}", "asset", tenant=tenant
     )
 
 
 def account_revenue(*, model_slug: str) -> Account:
     model = served_model_get(slug=model_slug)
     return _account(
-        f"revenue:{model_slug}", f"Token revenue — {model_slug}", "revenue", model=model
+        revenue_code(model_slug), f"Token revenue — {model_slug}", "revenue", model=model
     )
 
 
@@ -54,24 +61,24 @@ def account_named(code: str) -> Account:
 def _owed(tenant: Tenant, what: str, name: str) -> Account:
     """A liability the factory holds for one tenant."""
     return _account(
-        f"liability:{what}:{tenant.slug}", f"{name} — {tenant.name}", "liability", tenant=tenant
+        liability_code(what, tenant.slug), f"{name} — {tenant.name}", "liability", tenant=tenant
     )
 
 
 def account_sla_payable(*, tenant: Tenant) -> Account:
     """SLA credits posted at a month's close, owed until the next invoice bills them."""
-    return _owed(tenant, "sla-credits", "SLA credits owed")
+    return _owed(tenant, SLA_PAYABLE, "SLA credits owed")
 
 
 def account_credit_balance(*, tenant: Tenant) -> Account:
     """What the factory owes a tenant from credit notes settled to its balance: drawn by
     its next invoices (a `credit` line)."""
-    return _owed(tenant, "credit-balance", "Credit balance")
+    return _owed(tenant, CREDIT_BALANCE, "Credit balance")
 
 
 def account_deferred_revenue(*, tenant: Tenant) -> Account:
     """The tenant's prepaid balances not yet used: deferred revenue, recognized as drawn."""
-    return _owed(tenant, "deferred-revenue", "Deferred revenue (prepaid)")
+    return _owed(tenant, DEFERRED_REVENUE, "Deferred revenue (prepaid)")
 
 
 FACTORY_ACCOUNTS = {
@@ -197,20 +204,3 @@ def ledger_reverse(*, entry: LedgerTransaction, memo: str, by=None) -> LedgerTra
         by=by,
         reverses=entry,
     )
-
-
-def account_balances(*, postings=None) -> dict[tuple[str, str], Decimal]:
-    """Balance per (account code, currency) derived from postings (debit positive).
-
-    PostgreSQL sums NUMERIC exactly; SQLite would sum in floating point, so there the
-    amounts are added as Decimal in Python."""
-    postings = Posting.objects.all() if postings is None else postings
-    if connection.vendor == "postgresql":
-        # Without the caller's ordering: its fields would join the GROUP BY and split an
-        # account's total into rows that overwrite each other.
-        rows = postings.order_by().values("account__code", "currency").annotate(total=Sum("amount"))
-        return {(row["account__code"], row["currency"]): row["total"] for row in rows}
-    totals: dict[tuple[str, str], Decimal] = defaultdict(lambda: ZERO)
-    for code, currency, amount in postings.values_list("account__code", "currency", "amount"):
-        totals[(code, currency)] += amount
-    return dict(totals)

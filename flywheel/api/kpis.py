@@ -6,10 +6,9 @@ from rest_framework import renderers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flywheel.selectors.kpis import KPI_FIGURES, kpis_get, period_measure, window_json
+from flywheel.selectors.kpis import KPI_FIGURES, kpis_get, kpis_json, period_measure, window_json
 from flywheel.selectors.loop.shapes import rfc3339
 from flywheel.selectors.measurement import FACTORY
-from flywheel.services.kpis import kpis_json
 from metering.selectors.usage import window_resolve
 from portal.access import Capability
 from portal.api.periods import PERIOD_PARAMETERS

@@ -26,9 +26,13 @@ from flywheel.domain.alerts import (
 )
 from flywheel.domain.kpis import integrate_capacity
 from flywheel.models import CostModel, KpiSnapshot
-from flywheel.selectors.measurement import FACTORY, capacity_samples_read, service_part
+from flywheel.selectors.measurement import (
+    FACTORY,
+    capacity_samples_read,
+    measured_until,
+    service_part,
+)
 from flywheel.selectors.tfom import engine_cost_model
-from flywheel.services.kpis import measured_until
 from metering.selectors.factory import pool_list, pool_service_lives
 from portal.alerts import Evaluation, Finding
 from portal.effective import in_force_by

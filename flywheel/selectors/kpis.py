@@ -6,7 +6,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models import Model
 
@@ -14,16 +16,32 @@ from flywheel.domain.bands import band_of
 from flywheel.domain.kpis import Kpis, PoolInputs, kpis_compute, period_seconds, pool_reference_rate
 from flywheel.domain.tfom import Tfom
 from flywheel.models import KpiSnapshot
-from flywheel.selectors.loop.shapes import rfc3339
 from flywheel.selectors.measurement import FACTORY, FactoryData
-from flywheel.services.kpis import kpis_json
 from metering.selectors.factory import pool_list, pool_service_lives
+from portal.formatting import rfc3339
+from portal.money import money_str
 from portal.periods import Period, Window
 
 FACTOR_KEYS = (
     "availability", "occupancy", "efficiency", "tef",
     "sla_delivery", "sell_through", "price_realization", "tfi",
 )  # fmt: skip
+
+
+def kpis_json(kpis: Kpis) -> dict[str, Any]:
+    """The figures as JSON: ratios and rates as numbers, money as decimal strings, token
+    counts as integers, times RFC 3339 (architecture.md, response shapes)."""
+    out: dict[str, Any] = {}
+    for key, value in kpis.as_dict().items():
+        if isinstance(value, datetime):
+            out[key] = rfc3339(value)
+        elif key in ("list_value", "realized_revenue"):
+            out[key] = money_str(amount=value, currency=settings.FACTORY_CURRENCY)
+        elif isinstance(value, Decimal):
+            out[key] = float(value)
+        else:
+            out[key] = value
+    return out
 
 
 @dataclass(frozen=True)

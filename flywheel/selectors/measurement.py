@@ -56,9 +56,10 @@ from metering.selectors.usage import (
     capacity_sample_list,
     deployment_hour_sums,
     hourly_usage_list,
+    usage_metered_until,
 )
 from portal import clock
-from portal.periods import Period, day_floor, month_start, next_month
+from portal.periods import Period, day_floor, hour_floor, month_start, next_month
 
 ZERO = Decimal(0)
 
@@ -485,3 +486,10 @@ class FactoryData:
 
     def scopes(self) -> list[str]:
         return [FACTORY, *sorted(self.slugs)]
+
+
+def measured_until(*, now: datetime) -> datetime:
+    """Where an open period's measurement ends: the window of kpis.md section 0 for a read
+    at `now`, `min(now, data_until)` floored to the hour, so a snapshot never counts an
+    hour's production before the hour is whole and folded."""
+    return hour_floor(min(now, usage_metered_until(now=now)))

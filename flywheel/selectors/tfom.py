@@ -23,9 +23,9 @@ from flywheel.domain import tfom as engine
 from flywheel.domain.kpis import KPI_CONTEXT, PoolInputs, kpis_compute
 from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, Tfom
 from flywheel.models import CostModel, KpiSnapshot
+from flywheel.selectors.costs import cost_models_in_force, factory_costs_in_force
+from flywheel.selectors.kpis import kpis_json
 from flywheel.selectors.measurement import FACTORY, FactoryData
-from flywheel.services.kpis import kpis_json
-from flywheel.services.tfom import cost_models_in_force, factory_costs_in_force
 from metering.selectors.telemetry import gpu_energy_hour_list
 from metering.selectors.usage import first_metered_hour
 from portal.closing import closed_months

@@ -14,49 +14,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from decimal import Decimal
-from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 
 from billing.selectors.rated import rated_changes_read
-from flywheel.domain.kpis import Kpis
 from flywheel.models import KpiSnapshot
-from flywheel.selectors.measurement import DAY, FACTORY, FactoryData
+from flywheel.selectors.kpis import kpis_json
+from flywheel.selectors.measurement import DAY, FACTORY, FactoryData, measured_until
 from metering.selectors.changes import usage_changes_read
 from metering.selectors.factory import factory_in_service_from
-from metering.selectors.usage import usage_metered_until
 from portal import clock
-from portal.formatting import rfc3339
-from portal.money import money_str
-from portal.periods import day_floor, hour_floor, month_start, months_before, next_month
+from portal.periods import day_floor, month_start, months_before, next_month
 from portal.pipeline import MEASURE, log_consume
 
 Span = tuple[datetime, datetime]  # [start, end)
-
-
-def kpis_json(kpis: Kpis) -> dict[str, Any]:
-    """The figures as JSON: ratios and rates as numbers, money as decimal strings, token
-    counts as integers, times RFC 3339 (architecture.md, response shapes)."""
-    out: dict[str, Any] = {}
-    for key, value in kpis.as_dict().items():
-        if isinstance(value, datetime):
-            out[key] = rfc3339(value)
-        elif key in ("list_value", "realized_revenue"):
-            out[key] = money_str(amount=value, currency=settings.FACTORY_CURRENCY)
-        elif isinstance(value, Decimal):
-            out[key] = float(value)
-        else:
-            out[key] = value
-    return out
-
-
-def measured_until(*, now: datetime) -> datetime:
-    """Where an open period's measurement ends: the window of kpis.md section 0 for a read
-    at `now`, `min(now, data_until)` floored to the hour, so a snapshot never counts an
-    hour's production before the hour is whole and folded."""
-    return hour_floor(min(now, usage_metered_until(now=now)))
 
 
 def _days(start: datetime, end: datetime) -> list[datetime]:

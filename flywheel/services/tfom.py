@@ -6,10 +6,8 @@ Every write and delete leaves an audit entry.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
-from operator import attrgetter
 
 from django.conf import settings
 from django.db import transaction
@@ -20,8 +18,6 @@ from portal.errors import FieldError
 from portal.versions import (
     effective_from_check,
     version_create,
-    version_in_force,
-    versions_in_force,
 )
 
 
@@ -121,18 +117,3 @@ def factory_costs_create(
         conflict="factory costs already have a version from that instant",
         by=by,
     )
-
-
-def cost_models_in_force(
-    *, at: datetime, pool_ids: Iterable[int] | None = None
-) -> dict[int, CostModel]:
-    """The cost model version in force at `at` per pool id (pools without one are absent)."""
-    versions = CostModel.objects.all()
-    if pool_ids is not None:
-        versions = versions.filter(pool_id__in=list(pool_ids))
-    return versions_in_force(versions, at=at, series=attrgetter("pool_id"))
-
-
-def factory_costs_in_force(*, at: datetime) -> FactoryCosts | None:
-    """The factory costs version in force at `at`, if any was ever recorded by then."""
-    return version_in_force(FactoryCosts.objects.all(), at=at)

@@ -10,11 +10,11 @@ from rest_framework.test import APIClient
 from billing.models import CreditNote, Invoice, InvoiceLine, Posting
 from billing.selectors.balances import credit_balance
 from billing.selectors.close import close_report
+from billing.selectors.ledger import account_balances
 from billing.selectors.receivables import aged_receivables
 from billing.services.close import close_run
 from billing.services.credit_notes import credit_note_issue
 from billing.services.invoices import invoice_finalize, invoice_pay
-from billing.services.ledger import account_balances
 from portal.errors import FieldError
 from portal.models import Tenant
 from tests.billing.factories import APRIL, MARCH, M, make_contract, make_priced_model, post_usage

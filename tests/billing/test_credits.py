@@ -6,8 +6,8 @@ from decimal import Decimal
 import pytest
 
 from billing.models import LedgerTransaction, SlaCredit
+from billing.selectors.ledger import account_balances
 from billing.services.close import close_run
-from billing.services.ledger import account_balances
 from metering.models import Deployment
 from metering.services.sla.incidents import incident_create
 from metering.services.usage.rollup import usage_fold

@@ -7,8 +7,8 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from billing.models import Invoice, InvoiceLine, Posting
+from billing.selectors.ledger import account_balances
 from billing.services.close import close_run
-from billing.services.ledger import account_balances
 from billing.services.pricing import price_create
 from portal import clock
 from tests.billing.factories import (

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
 from billing.models import Invoice, InvoiceLine, LedgerTransaction, Posting
+from billing.selectors.ledger import account_balances
 from billing.services.invoices import (
     InvoiceError,
     invoice_finalize,
@@ -21,7 +22,6 @@ from billing.services.invoices import (
 from billing.services.ledger import (
     LedgerError,
     Leg,
-    account_balances,
     account_named,
     account_receivable,
     account_revenue,

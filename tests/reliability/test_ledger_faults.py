@@ -40,6 +40,7 @@ from billing.models import (
     PromotionalCredit,
     SlaCredit,
 )
+from billing.selectors.ledger import account_balances
 from billing.selectors.rating import tenant_month_rate
 from billing.services.close import close_run
 from billing.services.invoices import (
@@ -52,7 +53,6 @@ from billing.services.invoices import (
 from billing.services.ledger import (
     LedgerError,
     Leg,
-    account_balances,
     account_named,
     account_sla_payable,
     ledger_post,
