@@ -4,7 +4,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.views import APIView
 
-from billing.services.credits import sla_figures_list
+from billing.selectors.credits import sla_figures_list
 from metering.selectors.usage import metered_months, window_resolve
 from portal.access import Capability, tenant_get
 from portal.api.pagination import Pagination

@@ -3,7 +3,7 @@
 from django.shortcuts import render
 
 from billing.charts import sla_history_chart
-from billing.services.credits import sla_figures_list
+from billing.selectors.credits import sla_figures_list
 from metering.selectors.sla.incidents import peak_impact
 from metering.selectors.usage import metered_months
 from portal import clock

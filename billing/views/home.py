@@ -8,10 +8,10 @@ from billing.charts import budget_burn_chart
 from billing.forms import BudgetForm
 from billing.selectors.balances import credit_balance, open_balance
 from billing.selectors.budget import budget_days, budget_get, rated_as_of
+from billing.selectors.credits import sla_figures_list
 from billing.selectors.invoices import invoice_list
 from billing.selectors.month_to_date import month_to_date
 from billing.selectors.pricing import contract_in_force, tenant_prices
-from billing.services.credits import sla_figures_list
 from metering.selectors.sla.incidents import peak_impact
 from metering.selectors.usage import usage_daily_by_model, window_resolve
 from portal import clock
