@@ -139,9 +139,15 @@ def tenant_scoped(
     return queryset.none()
 
 
+def tenant_list(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Tenant]:
+    """The tenants the user may see: every one for operators and finance, its own for a
+    member, none for investors."""
+    return tenant_scoped(Tenant.objects.all(), user=user, field=None)
+
+
 def tenant_get(*, user: AbstractBaseUser | AnonymousUser, slug: str) -> Tenant:
     """The tenant named `slug` if the user may see it; 404 otherwise (never 403, not to leak)."""
-    tenant = tenant_scoped(Tenant.objects.all(), user=user, field=None).filter(slug=slug).first()
+    tenant = tenant_list(user=user).filter(slug=slug).first()
     if tenant is None:
         raise Http404(f"No tenant {slug!r}.")
     return tenant

@@ -7,10 +7,10 @@ from rest_framework.response import Response
 
 from billing.api.pricing import CommercialRead
 from billing.filters import CreditNoteFilterSet
-from billing.models import CreditNote, CreditNoteLine, Invoice
+from billing.models import CreditNote, CreditNoteLine
 from billing.selectors.credit_notes import credit_note_list
+from billing.selectors.invoices import invoice_list
 from billing.services.credit_notes import credit_note_issue
-from portal.access import tenant_scoped
 from portal.errors import FieldError
 from portal.money import money_str
 
@@ -90,11 +90,7 @@ class CreditNoteViewSet(
         body = CreditNoteIn(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        invoice = (
-            tenant_scoped(Invoice.objects.all(), user=request.user)
-            .filter(number=data["invoice"])
-            .first()
-        )
+        invoice = invoice_list(user=request.user).filter(number=data["invoice"]).first()
         if invoice is None:
             raise FieldError("invoice", f"no issued invoice numbered {data['invoice']!r}")
         note = credit_note_issue(

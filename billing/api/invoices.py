@@ -10,6 +10,7 @@ from rest_framework.response import Response
 from billing.api.pricing import CommercialRead
 from billing.filters import InvoiceFilterSet
 from billing.models import Invoice, InvoiceLine
+from billing.selectors.invoices import invoice_list
 from billing.selectors.receivables import days_overdue
 from billing.services.invoices import (
     invoice_finalize,
@@ -18,7 +19,6 @@ from billing.services.invoices import (
     invoice_void,
 )
 from portal import clock
-from portal.access import tenant_scoped
 from portal.money import money_str
 
 
@@ -101,10 +101,7 @@ class InvoiceViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = InvoiceFilterSet
 
     def get_queryset(self):
-        return tenant_scoped(
-            Invoice.objects.select_related("tenant").prefetch_related("lines", "credit_notes"),
-            user=self.request.user,
-        )
+        return invoice_list(user=self.request.user).prefetch_related("lines", "credit_notes")
 
     def _act(self, operation, **kwargs):
         # A state that does not allow the operation is the service's InvoiceError, answered

@@ -7,8 +7,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing.api.pricing import CommercialRead
-from billing.models import PrepaidBalance
-from billing.selectors.balances import balance_movements, credit_balance, prepaid_remaining
+from billing.selectors.balances import (
+    balance_movements,
+    credit_balance,
+    prepaid_list,
+    prepaid_remaining,
+)
 from billing.services.prepaid import prepaid_purchase
 from portal.access import tenant_get
 from portal.money import money_str
@@ -27,7 +31,7 @@ class PrepaidIn(serializers.Serializer):
 
 
 def balances_json(tenant) -> dict:
-    prepaid = PrepaidBalance.objects.filter(tenant=tenant).select_related("invoice")
+    prepaid = prepaid_list(tenant=tenant)
     return {
         "tenant": tenant.slug,
         "currency": settings.FACTORY_CURRENCY,

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from django.db.models import QuerySet
+
 from billing.domain.accounts import CREDIT_BALANCE, liability_code, receivable_code
 from billing.models import CreditNote, Invoice, InvoiceLine, Posting, PrepaidBalance
 from billing.selectors.ledger import account_balances
@@ -29,6 +31,11 @@ def credit_balance(*, tenant: Tenant) -> Decimal:
 def open_balance(*, tenant: Tenant) -> Decimal:
     """What the tenant owes on issued invoices: its receivable account's debit."""
     return _balance(receivable_code(tenant.slug))
+
+
+def prepaid_list(*, tenant: Tenant) -> QuerySet[PrepaidBalance]:
+    """The tenant's prepaid balances, with the invoice that sold each."""
+    return PrepaidBalance.objects.filter(tenant=tenant).select_related("invoice")
 
 
 def prepaid_remaining(balance: PrepaidBalance) -> Decimal:

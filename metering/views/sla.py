@@ -40,9 +40,9 @@ from metering.services.sla.incidents import (
 )
 from metering.services.sla.maintenance import maintenance_window_cancel, maintenance_window_create
 from portal import clock
-from portal.access import tenant_scoped, user_role, user_tenant
+from portal.access import tenant_list, user_role, user_tenant
 from portal.decorators import role_required
-from portal.models import Role, Tenant
+from portal.models import Role
 from portal.periods import Period
 
 RECENT_DAYS = 14
@@ -108,9 +108,7 @@ def incident_history_page(request):
     is_member = user_role(request.user) is Role.TENANT
     form = IncidentHistoryFilterForm(
         request.GET,
-        tenants=None
-        if is_member
-        else tenant_scoped(Tenant.objects.all(), user=request.user, field=None),
+        tenants=None if is_member else tenant_list(user=request.user),
     )
     incidents = (
         incident_list(user=request.user, **form.list_kwargs())

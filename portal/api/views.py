@@ -1,10 +1,10 @@
 from django.db import transaction
 from rest_framework import mixins, viewsets
 
-from portal.access import Capability, tenant_scoped
+from portal.access import Capability, tenant_list
 from portal.api.serializers import AuditEntrySerializer, TenantSerializer
 from portal.filters import AuditEntryFilterSet, TenantFilterSet
-from portal.models import AuditEntry, Tenant
+from portal.models import AuditEntry
 from portal.permissions import capability_permission
 from portal.services import audit_object, audit_snapshot, object_delete, slug_change_check
 from portal.versions import version_delete
@@ -84,7 +84,7 @@ class TenantViewSet(AuditedModelViewSet):
     filterset_class = TenantFilterSet
 
     def get_queryset(self):
-        return tenant_scoped(Tenant.objects.all(), user=self.request.user, field=None)
+        return tenant_list(user=self.request.user)
 
 
 class AuditEntryViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):

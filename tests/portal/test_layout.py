@@ -72,3 +72,32 @@ def test_no_module_imports_another_modules_private_names():
                     if alias.name.startswith("_") and not alias.name.startswith("__")
                 ]
     assert found == []
+
+
+# What scoping rows to a tenant looks like: the kernel's rule, or a filter on a tenant field.
+SCOPING_CALLS = {"tenant_scoped"}
+TENANT_FIELD = re.compile(r"^tenant(_id|__.+)?$")
+
+
+def _is_view_or_api(path: Path) -> bool:
+    parts = path.relative_to(ROOT).parts
+    return "views" in parts or "api" in parts or path.stem in ("views", "api")
+
+
+def test_views_and_api_modules_never_scope_rows_by_tenant_themselves():
+    """Tenant scoping happens in selectors (style.md): a page, an API operation or an export
+    asks a selector for the user's rows, so all three give the same rows for the same user."""
+    found = []
+    for path in filter(_is_view_or_api, _modules()):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            if name in SCOPING_CALLS:
+                found.append(f"{where} {name}()")
+            elif name in ("filter", "exclude") and any(
+                k.arg and TENANT_FIELD.match(k.arg) for k in node.keywords
+            ):
+                found.append(f"{where} .{name}(tenant…)")
+    assert found == []
