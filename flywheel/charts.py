@@ -1,18 +1,14 @@
-"""Plotly figures of the KPI engine (from measured KPIs and snapshots)."""
+"""Plotly figures of the flywheel: the KPI engine (measured KPIs and snapshots), the
+diagnosis, the simulator's factors and the levers' realized uplift."""
 
 import plotly.graph_objects as go
 
+from flywheel.domain.loop.factors import FACTORS, LABELS, SYMBOLS
 from flywheel.selectors.tfom import TrendMonth
 from portal.charts import band_mark, base_layout, colour_of, level_mark
 
-FACTORS = [
-    ("availability", "α availability"),
-    ("occupancy", "β occupancy"),
-    ("efficiency", "η efficiency"),
-    ("sla_delivery", "σ SLA delivery"),
-    ("sell_through", "s sell-through"),
-    ("price_realization", "ρ price realization"),
-]
+# The six factors as the charts name them: "α availability" … "ρ price realization".
+FACTOR_NAMES = [(f, f"{SYMBOLS[f]} {LABELS[f]}") for f in FACTORS]
 
 
 def waterfall_chart(values: dict) -> go.Figure:
@@ -20,7 +16,7 @@ def waterfall_chart(values: dict) -> go.Figure:
     step multiplies the level by its factor; the bars multiply to the TFI shown."""
     x, y, measure, text = ["Calendar capacity"], [100.0], ["absolute"], ["100%"]
     level = 100.0
-    for key, label in FACTORS:
+    for key, label in FACTOR_NAMES:
         factor = values.get(key)
         factor = 0.0 if factor is None else float(factor)
         new_level = level * factor
@@ -185,4 +181,72 @@ def trend_factor_chart(points: list[TrendMonth]) -> go.Figure:
             line={"color": colour, "width": 3},
         )
     fig.update_yaxes(range=[0, 100])
+    return fig
+
+
+BOTTLENECK_COLOUR = "#d9480f"
+
+FACTOR_COLOUR = "#1f6feb"
+
+MEASURED_COLOUR = "#868e96"
+
+
+def diagnosis_chart(factors, *, currency: str, per_month: str = "per month") -> go.Figure:
+    """Monthly EBITDA each factor gains alone at its target if demand follows, ranked
+    (bottleneck first)."""
+    labels = [f"{f.symbol} {f.label}" for f in factors]
+    gains = [float(f.ebitda_gain_per_month) for f in factors]
+    colours = [
+        BOTTLENECK_COLOUR if i == 0 and gains[0] > 0 else FACTOR_COLOUR for i in range(len(factors))
+    ]
+    layout = base_layout(
+        x_title=f"EBITDA gained {per_month} at the target if demand follows ({currency})",
+        y_title="",
+    )
+    layout["yaxis"] = {"autorange": "reversed", "automargin": True}
+    layout["showlegend"] = False
+    layout["margin"] = {"l": 150, "r": 30, "t": 20, "b": 60}
+    fig = go.Figure(layout=layout)
+    fig.add_bar(
+        y=labels,
+        x=gains,
+        orientation="h",
+        marker_color=colours,
+        text=[f"{g:,.0f}" for g in gains],
+        textposition="auto",
+        hovertemplate="%{y}: %{x:,.0f} " + currency + f" {per_month}<extra></extra>",
+    )
+    return fig
+
+
+def factors_chart(measured) -> go.Figure:
+    """The six factors, measured against projected (the simulator redraws the second)."""
+    labels = [name for _, name in FACTOR_NAMES]
+    values = [
+        None if getattr(measured, f) is None else float(getattr(measured, f)) * 100 for f in FACTORS
+    ]
+    layout = base_layout(y_title="Percent", x_title="")
+    layout["barmode"] = "group"
+    layout["margin"] = {"l": 60, "r": 10, "t": 20, "b": 110}
+    fig = go.Figure(layout=layout)
+    fig.add_bar(x=labels, y=values, name="measured", marker_color=MEASURED_COLOUR)
+    fig.add_bar(x=labels, y=values, name="projected", marker_color=FACTOR_COLOUR)
+    return fig
+
+
+def realized_chart(rows: list[dict]) -> go.Figure:
+    """Projected against realized uplift per lever and factor, in percent."""
+    x = [f"{r['lever']} · {SYMBOLS.get(r['factor'], r['factor'])}" for r in rows]
+    layout = base_layout(y_title="Uplift of the factor (%)", x_title="Lever · factor")
+    layout["barmode"] = "group"
+    fig = go.Figure(layout=layout)
+    fig.add_bar(
+        x=x,
+        y=[r["projected_uplift"] * 100 for r in rows],
+        name="projected",
+        marker_color=MEASURED_COLOUR,
+    )
+    fig.add_bar(
+        x=x, y=[r["realized_uplift"] * 100 for r in rows], name="realized", marker_color="#2b8a3e"
+    )
     return fig
