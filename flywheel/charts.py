@@ -1,9 +1,12 @@
-"""Plotly figures of the flywheel: the KPI engine (measured KPIs and snapshots), the
-diagnosis, the simulator's factors and the levers' realized uplift."""
+"""The flywheel's charts: Plotly figures of the KPI engine (measured KPIs and snapshots),
+the diagnosis, the simulator's factors and the levers' realized uplift; the TFOM report's
+P&L as SVG geometry for its PDF."""
 
 import plotly.graph_objects as go
 
 from flywheel.domain.loop.factors import FACTORS, LABELS, SYMBOLS
+from flywheel.domain.reports.formats import report_money
+from flywheel.domain.reports.model import TfomReport
 from flywheel.selectors.tfom import TrendMonth
 from portal.charts import band_mark, base_layout, colour_of, level_mark
 
@@ -250,3 +253,56 @@ def realized_chart(rows: list[dict]) -> go.Figure:
         x=x, y=[r["realized_uplift"] * 100 for r in rows], name="realized", marker_color="#2b8a3e"
     )
     return fig
+
+
+CHART_WIDTH, CHART_LABEL_WIDTH, CHART_BAR_HEIGHT, CHART_GAP = 900, 120, 22, 8
+
+CHART_COLOURS = {"revenue": "#1f6feb", "cost": "#d9480f", "profit": "#2b8a3e", "loss": "#b3261e"}
+
+
+def pnl_chart(report: TfomReport) -> dict:
+    """A horizontal bar chart of the P&L (revenue, costs, EBITDA, EBIT), as SVG geometry the
+    PDF template draws: bars to the right of zero are positive, to the left negative."""
+    t = report.tfom
+    items = [
+        ("Revenue", t.revenue, "revenue"),
+        ("Depreciation", t.depreciation, "cost"),
+        ("Energy", t.energy_cost, "cost"),
+        ("Hosting", t.hosting, "cost"),
+        ("Opex", t.opex, "cost"),
+        ("EBITDA", t.ebitda, "profit" if t.ebitda >= 0 else "loss"),
+        ("EBIT", t.ebit, "profit" if t.ebit >= 0 else "loss"),
+    ]
+    values = [float(value) for _, value, _ in items]
+    low, high = min(0.0, *values), max(0.0, *values)
+    span = (high - low) or 1.0
+    plot = CHART_WIDTH - CHART_LABEL_WIDTH - 110  # room for the value text
+    zero_x = CHART_LABEL_WIDTH + plot * (-low / span)
+    bars = []
+    for index, ((label, value, kind), number) in enumerate(zip(items, values, strict=True)):
+        width = plot * abs(number) / span
+        x = zero_x if number >= 0 else zero_x - width
+        y = 10 + index * (CHART_BAR_HEIGHT + CHART_GAP)
+        bars.append(
+            {
+                "label": label,
+                "x": round(x, 1),
+                "y": y,
+                "width": round(max(width, 0.5), 1),
+                "height": CHART_BAR_HEIGHT,
+                "colour": CHART_COLOURS[kind],
+                "text": f"{report_money(value, currency=report.currency):,.0f}",
+                "text_x": round((x + width if number >= 0 else x) + 6, 1),
+                "text_y": y + CHART_BAR_HEIGHT / 2 + 4,
+                "label_y": y + CHART_BAR_HEIGHT / 2 + 4,
+            }
+        )
+    height = 20 + len(items) * (CHART_BAR_HEIGHT + CHART_GAP)
+    return {
+        "width": CHART_WIDTH,
+        "height": height,
+        "label_x": CHART_LABEL_WIDTH - 8,
+        "zero_x": round(zero_x, 1),
+        "bars": bars,
+        "title": f"P&L, {report.label} ({report.currency})",
+    }
