@@ -1,6 +1,6 @@
-from flywheel.models.costs import CostModel, FactoryCosts
-from flywheel.models.levers import Cycle, Factor, Goal, Lever, LeverApplication
-from flywheel.models.snapshots import KpiSnapshot
+from flywheel.models.kpis import KpiSnapshot
+from flywheel.models.loop import Cycle, Factor, Goal, Lever, LeverApplication
+from flywheel.models.tfom import CostModel, FactoryCosts
 
 __all__ = [
     "CostModel",

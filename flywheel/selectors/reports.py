@@ -12,9 +12,8 @@ from flywheel.domain.kpis import KPI_CONTEXT
 from flywheel.domain.reports.explain import EXPLAIN
 from flywheel.domain.reports.model import HOUR, Row, Section, TfomReport, period_whole_seconds
 from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, SECONDS_PER_MONTH, annualized_withheld
-from flywheel.selectors.costs import factory_costs_in_force
 from flywheel.selectors.measurement import FACTORY, FactoryData
-from flywheel.selectors.tfom import tfom_measure
+from flywheel.selectors.tfom import factory_costs_in_force, tfom_measure
 from portal import clock
 
 ZERO = Decimal(0)

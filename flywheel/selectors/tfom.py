@@ -10,9 +10,11 @@ calendar GPU-seconds, minimum shortfalls and SLA credits by realized revenue.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, localcontext
+from operator import attrgetter
 from typing import Any
 
 from django.conf import settings
@@ -22,8 +24,7 @@ from billing.selectors.ledger import ledger_revenue
 from flywheel.domain import tfom as engine
 from flywheel.domain.kpis import KPI_CONTEXT, PoolInputs, kpis_compute
 from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, Tfom
-from flywheel.models import CostModel, KpiSnapshot
-from flywheel.selectors.costs import cost_models_in_force, factory_costs_in_force
+from flywheel.models import CostModel, FactoryCosts, KpiSnapshot
 from flywheel.selectors.kpis import kpis_json
 from flywheel.selectors.measurement import FACTORY, FactoryData
 from metering.selectors.telemetry import gpu_energy_hour_list
@@ -32,6 +33,7 @@ from portal.closing import closed_months
 from portal.errors import FieldError
 from portal.money import money_str, round_half_up
 from portal.periods import month_start, months_before, next_month
+from portal.versions import version_in_force, versions_in_force
 
 ZERO = Decimal(0)
 
@@ -69,6 +71,21 @@ UNIT_PRICE_KEYS = (
     "revenue_per_million_tokens",
     "cost_per_million_paid_tokens",
 )
+
+
+def cost_models_in_force(
+    *, at: datetime, pool_ids: Iterable[int] | None = None
+) -> dict[int, CostModel]:
+    """The cost model version in force at `at` per pool id (pools without one are absent)."""
+    versions = CostModel.objects.all()
+    if pool_ids is not None:
+        versions = versions.filter(pool_id__in=list(pool_ids))
+    return versions_in_force(versions, at=at, series=attrgetter("pool_id"))
+
+
+def factory_costs_in_force(*, at: datetime) -> FactoryCosts | None:
+    """The factory costs version in force at `at`, if any was ever recorded by then."""
+    return version_in_force(FactoryCosts.objects.all(), at=at)
 
 
 def engine_cost_model(version: CostModel) -> engine.CostModel:

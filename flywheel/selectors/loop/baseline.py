@@ -12,9 +12,14 @@ from django.core.cache import cache
 from flywheel.domain.kpis import ratio_of
 from flywheel.domain.loop.baseline import Baseline
 from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, FactoryCosts, PoolTfomInputs
-from flywheel.selectors.costs import cost_models_in_force, factory_costs_in_force
 from flywheel.selectors.measurement import FactoryData
-from flywheel.selectors.tfom import engine_cost_model, measured_energy, revenue_tie_out
+from flywheel.selectors.tfom import (
+    cost_models_in_force,
+    engine_cost_model,
+    factory_costs_in_force,
+    measured_energy,
+    revenue_tie_out,
+)
 from portal.errors import FieldError
 
 ZERO = Decimal(0)
