@@ -44,6 +44,7 @@ serve: install
 # the fault tests stay together on one worker), then the both_backends tests on SQLite.
 test: install
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 	scripts/ensure-system-packages.sh
 	scripts/with-services.sh $(PYTEST) -p no:cacheprovider -n 2 --dist loadgroup --durations=25
 	$(MAKE) --no-print-directory test-sqlite
@@ -55,6 +56,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 format: install
 	$(BIN)/ruff format .

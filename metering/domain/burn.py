@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
+from typing import cast
 
 from portal.errors import FieldError
 
@@ -83,7 +84,9 @@ def burning_pairs(
         long, short = windows[pair.long], windows[pair.short]
         if long.requests < min_requests:
             continue
-        long_burn, short_burn = burn(long, target=target), burn(short, target=target)
+        # Not None: the long window holds min_requests (1 or more, slo_burn_params_check).
+        long_burn = cast(Decimal, burn(long, target=target))
+        short_burn = burn(short, target=target)
         if short_burn is not None and long_burn > pair.factor and short_burn > pair.factor:
             burning.append(Burning(pair, long, short, long_burn, short_burn))
     return burning

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal, localcontext
+from typing import cast
 
 from billing.domain.invoices import (
     LineKey,
@@ -63,14 +64,15 @@ def hour_states(
     quantities: dict[LineKey, int] = {}
     pending = sorted(set(instants))
     states: list[HourState] = []
-    hour = None
+    hour: datetime | None = None
     cuts: dict[datetime, Decimal] = {}
 
     def close() -> None:
-        while pending and pending[0] < hour + HOUR:
+        closing = cast(datetime, hour)  # called once an hour with items has begun
+        while pending and pending[0] < closing + HOUR:
             cuts[pending.pop(0)] = realized
         running = Running(consumed=consumed, paid_tokens=paid)
-        states.append(HourState(hour, running, realized, quantities, cuts))
+        states.append(HourState(closing, running, realized, quantities, cuts))
 
     with localcontext(EXACT):
         for rated in items:

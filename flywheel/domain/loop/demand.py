@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, localcontext
+from typing import cast
 
 from flywheel.domain.kpis import KPI_CONTEXT, period_seconds
 from flywheel.domain.tfom import SECONDS_PER_MONTH
@@ -60,13 +61,15 @@ class Demand:
             return None
         if self.kind == "measured":
             return ONE
+        growth = cast(Decimal, self.growth_pct_per_month)  # a growth demand has one
         with localcontext(KPI_CONTEXT):
-            return (ONE + self.growth_pct_per_month / 100) ** month
+            return (ONE + growth / 100) ** month
 
     @property
     def label(self) -> str:
         if self.kind == "growth":
-            return f"measured demand growing {self.growth_pct_per_month.normalize():f}% a month"
+            growth = cast(Decimal, self.growth_pct_per_month)  # a growth demand has one
+            return f"measured demand growing {growth.normalize():f}% a month"
         if self.kind == "unlimited":
             return "unlimited demand (the market takes every extra token)"
         return "measured demand (the period's production, served as measured)"
@@ -74,7 +77,8 @@ class Demand:
     def as_json(self) -> dict:
         shape: dict = {"demand": self.kind}
         if self.kind == "growth":
-            shape["growth_pct_per_month"] = float(self.growth_pct_per_month)
+            growth = cast(Decimal, self.growth_pct_per_month)  # a growth demand has one
+            shape["growth_pct_per_month"] = float(growth)
         return shape
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
+from typing import cast
 
 from flywheel.domain.kpis import KPI_CONTEXT, ZERO, PoolInputs
 from flywheel.domain.loop.baseline import Baseline
@@ -57,7 +58,8 @@ def growth_series(
     if demand.kind != "growth":
         raise ValueError("a series needs a growth demand")
     months = []
-    first, over = None, ()
+    first: int | None = None
+    over: tuple[str, ...] = ()
     for month in range(1, GROWTH_MONTHS + 1):
         projection = project(
             baseline=baseline,
@@ -68,12 +70,12 @@ def growth_series(
             demand=demand,
             month=month,
         )
+        scale = cast(Decimal, projection.demand_scale)  # a growth demand's scale is a number
         months.append(
             GrowthMonth(
                 month=month,
                 demand_tokens=projection.per_month(
-                    sum((p.production_tokens for p in projection.measured_pools), ZERO)
-                    * projection.demand_scale
+                    sum((p.production_tokens for p in projection.measured_pools), ZERO) * scale
                 ),
                 capacity_tokens=projection.per_month(_capacity_tokens(projection.pools)),
                 served_tokens=projection.per_month(
@@ -107,9 +109,10 @@ def _capacity_tokens(pools: Sequence[PoolInputs]) -> Decimal:
 
 def _over_capacity(projection: Projection) -> tuple[str, ...]:
     """The pools whose demand the projection could not serve in full."""
+    scale = cast(Decimal, projection.demand_scale)  # a growth demand's scale is a number
     with localcontext(KPI_CONTEXT):
         return tuple(
             before.pool
             for before, after in zip(projection.measured_pools, projection.pools, strict=True)
-            if after.std_gpu_seconds < before.std_gpu_seconds * projection.demand_scale
+            if after.std_gpu_seconds < before.std_gpu_seconds * scale
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, localcontext
+from typing import cast
 
 from flywheel.domain.kpis import KPI_CONTEXT, ZERO
 from flywheel.domain.loop.factors import FACTORS, ONE
@@ -109,7 +110,8 @@ def gpus_withdrawn(levers: Sequence[LeverSpec]) -> dict[str, int]:
     withdrawn: dict[str, int] = {}
     for lever in levers:
         if lever.gpus_withdrawn:
-            withdrawn[lever.pool] = withdrawn.get(lever.pool, 0) + lever.gpus_withdrawn
+            pool = cast(str, lever.pool)  # a lever that withdraws GPUs names its pool
+            withdrawn[pool] = withdrawn.get(pool, 0) + lever.gpus_withdrawn
     return withdrawn
 
 

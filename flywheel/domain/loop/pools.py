@@ -292,7 +292,12 @@ def pools_withdraw(
             else:
                 factor = keep
         fixed = {"calendar_gpu_seconds": calendar, "available_gpu_seconds": available}
-        result.append(replace(pool, **fixed) if factor == ONE else _scaled(pool, factor, **fixed))
+        if factor == ONE:  # keywords, not **fixed: mypy checks each against its field
+            result.append(
+                replace(pool, calendar_gpu_seconds=calendar, available_gpu_seconds=available)
+            )
+        else:
+            result.append(_scaled(pool, factor, **fixed))
     return result
 
 

@@ -152,8 +152,7 @@ def engine_replica_stats(
         "e2e_latency": reader.histograms(first("e2e_latency")),
     }
     keys: set[_Key] = set(by_reason) | set(kv_usage)
-    for per_key in (*sums.values(), *histograms.values()):
-        keys |= set(per_key)
+    keys.update(*sums.values(), *histograms.values())
     return tuple(
         EngineStats(
             model_name=key[0],

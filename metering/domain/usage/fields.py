@@ -182,7 +182,9 @@ class EventRef(NamedTuple):
     and model slugs, and ``pool`` (None: not given, or not a slug). ``is_placeable``: the
     model and the pool are both well-formed, so its deployment can be looked up."""
 
-    index: int
+    # A NamedTuple field named index shadows tuple.index, which mypy refuses; callers read
+    # ``ref.index``, so the name stays.
+    index: int  # type: ignore[assignment]
     tenant: str | None
     model: str | None
     pool: str | None

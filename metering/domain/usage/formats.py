@@ -92,12 +92,12 @@ def openai_batch_to_items(
     fallback_model = next(iter(models)) if len(models) == 1 else None
 
     items: list[dict[str, Any] | None] = []
-    for index, line in enumerate(parsed):
-        if line is None:
+    for index, batch_line in enumerate(parsed):
+        if batch_line is None:
             items.append(None)
             continue
         problems: list[tuple[str, str]] = []
-        item = _batch_item(line, tenant, pool, fallback_time, fallback_model, problems)
+        item = _batch_item(batch_line, tenant, pool, fallback_time, fallback_model, problems)
         errors.extend(EventError(index, field, message) for field, message in problems)
         items.append(None if problems else item)
     errors.sort(key=lambda error: error.index)

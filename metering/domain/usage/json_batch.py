@@ -82,7 +82,7 @@ def validate_json_batch(
     append = events.append
     for item in decoded:
         time, problem = parse_time(item.time)
-        if problem or not earliest <= time <= latest:
+        if problem or time is None or not earliest <= time <= latest:
             return None
         model = item.model
         if model not in models:

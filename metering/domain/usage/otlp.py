@@ -15,7 +15,7 @@ import base64
 import contextlib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeGuard
 
 import msgspec
 from google.protobuf import json_format
@@ -260,5 +260,5 @@ def _span_item(
     return item, problems
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[float]:  # an int or a float
     return type(value) in (int, float)

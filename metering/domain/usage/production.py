@@ -3,6 +3,19 @@ KPIs (flywheel) and the SLA's σ (metering) both weigh production by it."""
 
 from decimal import Decimal
 from fractions import Fraction
+from typing import overload
+
+
+@overload
+def production_tokens(
+    *, output_tokens: int, input_tokens: int, cached_tokens: int, w_in: Decimal
+) -> Decimal: ...
+
+
+@overload
+def production_tokens(
+    *, output_tokens: int, input_tokens: int, cached_tokens: int, w_in: Fraction
+) -> Fraction: ...
 
 
 def production_tokens(

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from metering.domain.usage.fields import (
     BAD_LATENCY,
@@ -99,7 +99,7 @@ def _validate_item(
     # Each check is a fast inline test for the valid case; the helper that words the
     # error runs only on failure (this loop runs for every event of every request).
     error_count = len(errors)
-    get = item.get
+    get: Callable[..., Any] = item.get  # decoded JSON values: Any, null included
 
     event_id = get("id")
     if not (
@@ -108,7 +108,8 @@ def _validate_item(
         and event_id.isascii()
         and event_id.isprintable()
     ):
-        errors.append(EventError(index, "id", _ascii_id_problem(event_id)))
+        # The test above failed, so there is a problem to name.
+        errors.append(EventError(index, "id", cast(str, _ascii_id_problem(event_id))))
 
     source = get("source")
     if source is None:
@@ -118,7 +119,8 @@ def _validate_item(
 
     time, problem = parse_time(get("time"))
     if time is not None and not window.earliest <= time <= window.latest:
-        time, problem = None, window.problem(time)
+        problem = window.problem(time)
+        time = None
     if problem:
         errors.append(EventError(index, "time", problem))
 
