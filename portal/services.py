@@ -2,7 +2,7 @@
 
 import hashlib
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.contrib.auth.models import Group, User
@@ -85,6 +85,35 @@ def slug_change_check(*, obj: Model, slug: str) -> None:
                 f"cannot change: {relation.related_model._meta.verbose_name_plural} refer to "
                 f"{obj.slug!r}; create a new one instead",
             )
+
+
+@transaction.atomic
+def audited_save(
+    *,
+    store: Callable[[], Model],
+    actor: User | None,
+    object_type: str,
+    before: Model | None = None,
+    slug: str | None = None,
+) -> Model:
+    """Create or change an object through `store` (the app's service, or the model's save;
+    it returns the object stored) and audit it: `before` is the row as stored before a
+    change (None: a creation), `slug` the slug it is given, refused when the old one is
+    already referred to (slug_change_check)."""
+    snapshot = None
+    if before is not None:
+        if slug is not None:
+            slug_change_check(obj=before, slug=slug)
+        snapshot = audit_snapshot(before)
+    obj = store()
+    audit_object(
+        obj=obj,
+        actor=actor,
+        action="create" if before is None else "update",
+        object_type=object_type,
+        before=snapshot,
+    )
+    return obj
 
 
 def object_delete(

@@ -57,6 +57,7 @@ if PORTAL_NOW is not None and not DEBUG:
     raise ImproperlyConfigured("PORTAL_NOW (a test clock) is refused when DEBUG is off.")
 
 INSTALLED_APPS = [
+    "django.contrib.admin",  # its modules found in each app; the site is portal.admin.site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

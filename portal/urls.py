@@ -3,6 +3,7 @@ from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from portal.admin import site as admin_site
 from portal.views import alerts, notify, shell
 
 api_v1 = [
@@ -34,6 +35,7 @@ urlpatterns = [
     path("", include("metering.urls")),
     path("billing/", include("billing.urls")),
     path("", include("flywheel.urls")),
+    path("admin/", admin_site.urls),
     path("api/v1/", include(api_v1)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path(

@@ -12,7 +12,7 @@ from metering.services.factory import (
     VersionSpec,
     deployment_create,
     deployment_version_add,
-    pool_save,
+    pool_write,
     served_model_aliases_set,
 )
 from portal.access import Capability
@@ -169,13 +169,9 @@ class PoolViewSet(AuditedModelViewSet):
     permission_classes = [FactoryPermission]
 
     def object_save(self, serializer):
-        stored = serializer.instance
-        before = stored and (stored.gpu_count, stored.in_service_from, stored.retired_at)
-        pool = stored or Pool()
-        for field, value in serializer.validated_data.items():
-            setattr(pool, field, value)
-        serializer.instance = pool_save(pool=pool, before=before)
-        return pool
+        fields = serializer.validated_data
+        serializer.instance = pool_write(stored=serializer.instance, fields=fields)
+        return serializer.instance
 
 
 class ServedModelViewSet(AuditedModelViewSet):

@@ -103,6 +103,29 @@ def pool_save(*, pool: Pool, before: tuple | None) -> Pool:
     return pool
 
 
+def _life(pool: Pool | None) -> tuple | None:
+    """What pool_closed_check compares: `gpu_count`, `in_service_from`, `retired_at`."""
+    return None if pool is None else (pool.gpu_count, pool.in_service_from, pool.retired_at)
+
+
+def _changed(stored: Pool | None, fields: dict) -> Pool:
+    pool = Pool() if stored is None else Pool.objects.get(pk=stored.pk)
+    for field, value in fields.items():
+        setattr(pool, field, value)
+    return pool
+
+
+def pool_check(*, stored: Pool | None, fields: dict) -> None:
+    """Refuse, naming the field, what pool_write would refuse (a closed month reached),
+    without writing: a form checks before it saves."""
+    pool_closed_check(pool=_changed(stored, fields), before=_life(stored))
+
+
+def pool_write(*, stored: Pool | None, fields: dict) -> Pool:
+    """Create a pool of `fields`, or change `stored` (the row as stored) to them."""
+    return pool_save(pool=_changed(stored, fields), before=_life(stored))
+
+
 @dataclass(frozen=True)
 class VersionSpec:
     """The fields of a deployment version besides its deployment and start, named as there."""

@@ -6,7 +6,7 @@ from portal.api.serializers import AuditEntrySerializer, TenantSerializer
 from portal.filters import AuditEntryFilterSet, TenantFilterSet
 from portal.models import AuditEntry
 from portal.permissions import capability_permission
-from portal.services import audit_object, audit_snapshot, object_delete, slug_change_check
+from portal.services import audited_save, object_delete
 from portal.versions import version_delete
 
 
@@ -48,23 +48,20 @@ class AuditedModelViewSet(viewsets.ModelViewSet):
         """Store the object (a subclass calls its app's service) and return it."""
         return serializer.save()
 
-    @transaction.atomic
     def perform_create(self, serializer):
-        obj = self.object_save(serializer)
-        audit_object(obj=obj, actor=self.request.user, action="create", object_type=self.audit_type)
-
-    @transaction.atomic
-    def perform_update(self, serializer):
-        if "slug" in serializer.validated_data:
-            slug_change_check(obj=serializer.instance, slug=serializer.validated_data["slug"])
-        before = audit_snapshot(serializer.instance)
-        obj = self.object_save(serializer)
-        audit_object(
-            obj=obj,
+        audited_save(
+            store=lambda: self.object_save(serializer),
             actor=self.request.user,
-            action="update",
             object_type=self.audit_type,
-            before=before,
+        )
+
+    def perform_update(self, serializer):
+        audited_save(
+            store=lambda: self.object_save(serializer),
+            actor=self.request.user,
+            object_type=self.audit_type,
+            before=serializer.instance,
+            slug=serializer.validated_data.get("slug"),
         )
 
     @transaction.atomic
