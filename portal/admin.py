@@ -7,6 +7,8 @@ checked by the API's serializer, the object is stored by the app's service and a
 contracts, deployment versions) and append-only ones are read-only here: a change is a
 new version, through the API or the page that owns it."""
 
+from functools import update_wrapper
+
 from django.contrib import admin
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
@@ -31,6 +33,18 @@ class PortalAdminSite(admin.AdminSite):
 
     def has_permission(self, request) -> bool:
         return request.user.is_active and user_may(request.user, Capability.READ_CONFIGURATION)
+
+    def admin_view(self, view, cacheable=False):
+        """Every admin page: a signed-in user whose role may not read configuration is
+        refused (403) there and then, never sent round the sign-in."""
+        inner = super().admin_view(view, cacheable)
+
+        def guarded(request, *args, **kwargs):
+            if request.user.is_authenticated and not self.has_permission(request):
+                raise PermissionDenied
+            return inner(request, *args, **kwargs)
+
+        return update_wrapper(guarded, inner)
 
     def login(self, request, extra_context=None):
         """The portal's own sign-in (its lockout and roles), then back to the page asked

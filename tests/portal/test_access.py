@@ -99,6 +99,7 @@ def test_matrix_covers_every_page_route():
         "metrics",  # an API endpoint (Prometheus text), in API_LISTS
         "billing/budget/",  # the target of the tenant home's budget form (POST only)
         "alerts/rules/",  # the target of the alerts page's new-rule form (POST only)
+        "admin/",  # the records' admin: its roles in tests/portal/test_admin.py
     )
     pages = {
         "/" + route
