@@ -53,12 +53,11 @@ def flywheel(request):
             return HttpResponseRedirect(request.get_full_path())
     window = window_resolve(request.GET, default="last_30_days", now=now)
     period = window.period
+    # "per month": the period's own figure when it is a calendar month, as TFOM's.
+    calendar = month_basis(start=period.start, end=period.end) == "calendar month"
     context = {
         "title": "Flywheel",
-        # "per month": the period's own figure when it is a calendar month, as TFOM's.
-        "per_month_label": "per month"
-        if month_basis(start=period.start, end=period.end) == "calendar month"
-        else "per 30.4-day month",
+        "per_month_label": "per month" if calendar else "per 30.4-day month",
         "period": period,
         "window": window,
         "form_errors": form_errors,
@@ -66,31 +65,39 @@ def flywheel(request):
         "posted": request.POST if form_errors else {},  # the user's input, kept on an error
         "may_write": user_may(request.user, Capability.WRITE_FACTORY),
         "factors": [{"key": f, "symbol": SYMBOLS[f], "label": LABELS[f]} for f in FACTORS],
+        **_loop_history(now),
     }
-    applications = list(application_list())
-    levers = levers_in_force(at=now)
-    context["levers"] = _lever_rows(levers, applications)
-    cycles = list(cycle_list()[:HISTORY])
-    context["cycle_rows"] = _cycle_rows(cycles)
-    realized = _realized_rows(applications)
-    context["realized"] = realized
-    context["realized_chart"] = figure_json(realized_chart(realized)) if realized else None
-    context["pending"] = [a for a in applications if a.evaluated_by_id is None]
-    goal = goal_in_force(at=now)
-    context["goal"] = goal
     if empty_reason := empty_reason_of(window=window, scope=FACTORY):
         context["empty_reason"] = empty_reason  # not enough data: no bottleneck, no loss
-        return render(
-            request, "flywheel/loop/flywheel.html", context, status=400 if form_errors else 200
-        )
+    else:
+        try:
+            context |= _measured(period, now=now, per_month_label=context["per_month_label"])
+        except FieldError as error:
+            context["error"] = error.message
+    return render(
+        request, "flywheel/loop/flywheel.html", context, status=400 if form_errors else 200
+    )
+
+
+def _loop_history(now) -> dict:
+    """The levers in force, the cycles run, what applied levers realized, the goal."""
+    applications = list(application_list())
+    realized = _realized_rows(applications)
+    return {
+        "levers": _lever_rows(levers_in_force(at=now), applications),
+        "cycle_rows": _cycle_rows(list(cycle_list()[:HISTORY])),
+        "realized": realized,
+        "realized_chart": figure_json(realized_chart(realized)) if realized else None,
+        "pending": [a for a in applications if a.evaluated_by_id is None],
+        "goal": goal_in_force(at=now),
+    }
+
+
+def _measured(period, *, now, per_month_label: str) -> dict:
+    """The period measured, diagnosed and checked against the goal, with its charts and
+    the simulator's starting point; FieldError when its baseline cannot be costed."""
     data = FactoryData(start=period.start, end=period.end)
-    try:
-        baseline = baseline_get(start=period.start, end=period.end, data=data)
-    except FieldError as error:
-        context["error"] = error.message
-        return render(
-            request, "flywheel/loop/flywheel.html", context, status=400 if form_errors else 200
-        )
+    baseline = baseline_get(start=period.start, end=period.end, data=data)
     measured = measured_tfom(baseline)
     diagnosis = diagnosis_get(
         start=period.start, end=period.end, data=data, baseline=baseline, at=now
@@ -100,74 +107,79 @@ def flywheel(request):
     )
     currency = settings.FACTORY_CURRENCY
     gains = [f.ebitda_gain_per_month for f in diagnosis.factors]
-    context.update(
-        measured=measured,
-        diagnosis=diagnosis,
-        rating_errors=data.rating_errors,
-        ebitda_per_month=diagnosis.ebitda_per_month,
-        revenue_per_month=per_month(measured.revenue, start=period.start, end=period.end),
-        diagnosis_rows=[
+    bounds = _factor_bounds(measured, diagnosis)
+    return {
+        "measured": measured,
+        "diagnosis": diagnosis,
+        "rating_errors": data.rating_errors,
+        "ebitda_per_month": diagnosis.ebitda_per_month,
+        "revenue_per_month": per_month(measured.revenue, start=period.start, end=period.end),
+        "diagnosis_rows": [
             {"factor": f, "evidence": _evidence_table(f.evidence), "rank": i + 1}
             for i, f in enumerate(diagnosis.factors)
         ],
-        diagnosis_chart=(
-            figure_json(
-                diagnosis_chart(
-                    diagnosis.factors, currency=currency, per_month=context["per_month_label"]
-                )
-            )
-            if any(g > 0 for g in gains)
-            else None
-        ),
-        factors_chart=(
-            figure_json(factors_chart(measured))
-            if any(getattr(measured, f) is not None for f in FACTORS)
-            else None
-        ),
-        sim_factors=[
+        "diagnosis_chart": figure_json(
+            diagnosis_chart(diagnosis.factors, currency=currency, per_month=per_month_label)
+        )
+        if any(g > 0 for g in gains)
+        else None,
+        "factors_chart": figure_json(factors_chart(measured))
+        if any(getattr(measured, f) is not None for f in FACTORS)
+        else None,
+        "sim_factors": [
             {
-                "key": f,
-                "symbol": SYMBOLS[f],
-                "label": LABELS[f],
-                "measured": _pct(getattr(measured, f)),
-                "target": _pct(diagnosis.targets[f]),
-                "max": "100"
-                if f in CAPPED
-                else _pct(max(Decimal("1.5"), (getattr(measured, f) or 0) * Decimal("1.5"))),
+                **b,
+                "measured": _pct(b["measured"]),
+                "target": _pct(b["target"]),
+                "max": "100" if b["max"] == 1 else _pct(b["max"]),
             }
-            for f in FACTORS
+            for b in bounds
         ],
-        goal_check=status.check,
-        proposals=status.proposals,
-        capacity=project(baseline=baseline, measured=measured).capacity,
-        simulator=json.dumps(
-            {
-                "from": period.start.isoformat(),
-                "to": period.end.isoformat(),
-                "baseline": baseline_remember(baseline),
-                "currency": currency,
-                "perMonth": context["per_month_label"],
-                "factors": [
-                    {
-                        "key": f,
-                        "symbol": SYMBOLS[f],
-                        "label": LABELS[f],
-                        "measured": None
-                        if getattr(measured, f) is None
-                        else float(getattr(measured, f)),
-                        "target": float(diagnosis.targets[f]),
-                        "max": 1.0
-                        if f in CAPPED
-                        else max(1.5, float(getattr(measured, f) or 0) * 1.5),
-                    }
-                    for f in FACTORS
-                ],
-            }
-        ),
+        "goal_check": status.check,
+        "proposals": status.proposals,
+        "capacity": project(baseline=baseline, measured=measured).capacity,
+        "simulator": _simulator_json(period, baseline, bounds, per_month_label),
+    }
+
+
+def _simulator_json(period, baseline, bounds: list[dict], per_month_label: str) -> str:
+    """The simulator's starting point: the period, its baseline, each factor's slider."""
+    return json.dumps(
+        {
+            "from": period.start.isoformat(),
+            "to": period.end.isoformat(),
+            "baseline": baseline_remember(baseline),
+            "currency": settings.FACTORY_CURRENCY,
+            "perMonth": per_month_label,
+            "factors": [
+                {
+                    **b,
+                    "measured": None if b["measured"] is None else float(b["measured"]),
+                    "target": float(b["target"]),
+                    "max": float(b["max"]),
+                }
+                for b in bounds
+            ],
+        }
     )
-    return render(
-        request, "flywheel/loop/flywheel.html", context, status=400 if form_errors else 200
-    )
+
+
+def _factor_bounds(measured, diagnosis) -> list[dict]:
+    """Each factor's slider: measured, target and the most it may be moved to (100% for a
+    capped factor, else 1.5 × the measured value, at least 150%)."""
+    return [
+        {
+            "key": f,
+            "symbol": SYMBOLS[f],
+            "label": LABELS[f],
+            "measured": getattr(measured, f),
+            "target": diagnosis.targets[f],
+            "max": Decimal(1)
+            if f in CAPPED
+            else max(Decimal("1.5"), (getattr(measured, f) or 0) * Decimal("1.5")),
+        }
+        for f in FACTORS
+    ]
 
 
 def _whole(value) -> str:
