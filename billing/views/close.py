@@ -174,7 +174,7 @@ def receivables(request):
 
 @role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
 def credit_notes(request):
-    notes = credit_note_list(user=request.user)
+    notes = credit_note_list(user=request.user, filters=request.GET)
     return render(
         request,
         "billing/close/credit_notes.html",

@@ -3,8 +3,8 @@ from rest_framework import mixins, viewsets
 
 from portal.access import Capability, tenant_list
 from portal.api.serializers import AuditEntrySerializer, TenantSerializer
+from portal.audit import audit_list
 from portal.filters import AuditEntryFilterSet, TenantFilterSet
-from portal.models import AuditEntry
 from portal.permissions import capability_permission
 from portal.services import audited_save, object_delete
 from portal.versions import version_delete
@@ -89,5 +89,7 @@ class AuditEntryViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
 
     serializer_class = AuditEntrySerializer
     permission_classes = [capability_permission(read=Capability.READ_AUDIT)]
-    queryset = AuditEntry.objects.select_related("actor")
     filterset_class = AuditEntryFilterSet
+
+    def get_queryset(self):
+        return audit_list(user=self.request.user)

@@ -14,9 +14,10 @@ from django.views.decorators.http import require_POST, require_safe
 
 from portal.access import TOKEN_SCOPES, user_refusal, user_role
 from portal.api.errors import api_not_found, api_server_error
+from portal.audit import audit_list
 from portal.decorators import role_required
 from portal.forms import TokenForm
-from portal.models import ApiToken, AuditEntry, Role
+from portal.models import ApiToken, Role
 from portal.pager import pager_page
 from portal.security import login_failed, login_locked_for, login_succeeded
 from portal.services import token_create, token_revoke
@@ -119,11 +120,7 @@ def token_revoke_view(request, pk: int):
 @role_required(Role.OPERATOR)
 def audit(request):
     """Who changed which configuration object, when, before and after."""
-    entries = AuditEntry.objects.select_related("actor")
-    for name in ("action", "object_type"):
-        if request.GET.get(name):
-            entries = entries.filter(**{name: request.GET[name]})
-    page = pager_page(request, entries)
+    page = pager_page(request, audit_list(user=request.user, filters=request.GET))
     return render(request, "portal/audit.html", {"title": "Audit log", "page": page})
 
 
