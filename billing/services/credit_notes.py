@@ -114,6 +114,51 @@ def credit_note_issue(
     amount and lines, an amount past what earlier notes left of the invoice (`amount`) or of
     a line. Posted in one transaction with its number: contra-revenue on its issue day,
     receivable reduced by what is outstanding, the rest to cash or the credit balance."""
+    invoice, parts, total = _credited(
+        invoice=invoice, reason=reason, settle=settle, amount=amount, lines=lines
+    )
+    now = now or clock.now()
+    outstanding = invoice_outstanding(invoice=invoice)
+    reduced = min(total, outstanding)
+    settled = total - reduced
+    tenant, currency = invoice.tenant, invoice.currency
+    number = document_number(series="CN", issued_at=now)
+    entry = _credit_post(
+        invoice=invoice, number=number, reason=reason, settle=settle, total=total,
+        reduced=reduced, now=now, by=by,
+    )  # fmt: skip
+    note = CreditNote.objects.create(
+        number=number, tenant=tenant, invoice=invoice, period_start=invoice.period_start,
+        reason=reason, settle=settle, currency=currency, total=total, reduced=reduced,
+        settled=settled, memo=memo[:300], issued_at=now, transaction=entry, created_by=by,
+    )  # fmt: skip
+    CreditNoteLine.objects.bulk_create(
+        CreditNoteLine(
+            credit_note=note,
+            position=position,
+            invoice_line=line,
+            kind=line.kind,
+            model=line.model,
+            amount=part,
+            description=f"Credit on: {line.description}"[:300],
+            for_month=line.for_month,
+        )
+        for position, (line, part) in enumerate(parts, start=1)
+    )
+    if invoice.status == Invoice.Status.ISSUED and reduced == outstanding:
+        invoice.status, invoice.paid_at, invoice.paid_amount = Invoice.Status.PAID, now, ZERO
+        invoice.save(update_fields=["status", "paid_at", "paid_amount"])
+    audit_record(
+        actor=by, action="credit_note.issue", object_type="credit_note", object_id=number,
+        after={"invoice": invoice.number, "reason": reason, "settle": settle, "total": str(total)},
+    )  # fmt: skip
+    credit_note_issued_raise(note)
+    return note
+
+
+def _credited(*, invoice: Invoice, reason: str, settle: str, amount, lines):
+    """The invoice (locked, with its tenant: one note at a time), the lines credited and
+    their parts, and the total; FieldError naming what is refused."""
     if reason not in CreditNote.Reason.values:
         raise FieldError("reason", f"must be one of {', '.join(CreditNote.Reason.values)}")
     if settle not in CreditNote.Settle.values:
@@ -142,58 +187,32 @@ def credit_note_issue(
             f"(total {money_text(amount=invoice.total, currency=currency)}, "
             f"{money_text(amount=earlier, currency=currency)} credited before)",
         )
-    now = now or clock.now()
-    outstanding = invoice_outstanding(invoice=invoice)
-    reduced = min(total, outstanding)
-    settled = total - reduced
+    return invoice, parts, total
+
+
+def _credit_post(*, invoice, number, reason, settle, total, reduced, now, by) -> LedgerTransaction:
+    """The note's ledger transaction: contra-revenue for its total; the receivable reduced
+    by what was outstanding, the rest refunded (cash) or credited to the tenant's balance."""
     tenant = invoice.tenant
     settle_account = (
         account_named("cash") if settle == CreditNote.Settle.REFUND
         else account_credit_balance(tenant=tenant)
     )  # fmt: skip
-    number = document_number(series="CN", issued_at=now)
-    entry = ledger_post(
+    return ledger_post(
         kind=LedgerTransaction.Kind.CREDIT_NOTE,
         memo=f"Credit note {number} on {invoice.number}, {tenant.name}: {reason}",
         legs=[
             Leg(account_named("contra:credit-notes"), total),
             Leg(account_receivable(tenant=tenant), -reduced),
-            Leg(settle_account, -settled),
+            Leg(settle_account, -(total - reduced)),
         ],
-        currency=currency,
+        currency=invoice.currency,
         tenant=tenant,
         period_start=invoice.period_start,
         occurred_at=now,
         idempotency_key=f"credit-note:{number}",
         by=by,
     )
-    note = CreditNote.objects.create(
-        number=number, tenant=tenant, invoice=invoice, period_start=invoice.period_start,
-        reason=reason, settle=settle, currency=currency, total=total, reduced=reduced,
-        settled=settled, memo=memo[:300], issued_at=now, transaction=entry, created_by=by,
-    )  # fmt: skip
-    CreditNoteLine.objects.bulk_create(
-        CreditNoteLine(
-            credit_note=note,
-            position=position,
-            invoice_line=line,
-            kind=line.kind,
-            model=line.model,
-            amount=part,
-            description=f"Credit on: {line.description}"[:300],
-            for_month=line.for_month,
-        )
-        for position, (line, part) in enumerate(parts, start=1)
-    )
-    if invoice.status == Invoice.Status.ISSUED and reduced == outstanding:
-        invoice.status, invoice.paid_at, invoice.paid_amount = Invoice.Status.PAID, now, ZERO
-        invoice.save(update_fields=["status", "paid_at", "paid_amount"])
-    audit_record(
-        actor=by, action="credit_note.issue", object_type="credit_note", object_id=number,
-        after={"invoice": invoice.number, "reason": reason, "settle": settle, "total": str(total)},
-    )  # fmt: skip
-    credit_note_issued_raise(note)
-    return note
 
 
 @transaction.atomic
