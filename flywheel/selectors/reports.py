@@ -84,122 +84,12 @@ def _annualized(report: TfomReport, *rows: tuple) -> list[Row]:
 
 
 def _sections(report: TfomReport) -> list[Section]:
-    t, money = report.tfom, report.currency
+    """The report's sections, in the order every format prints them."""
     return [
-        Section(
-            "pnl",
-            "P&L",
-            "Where the money came from and where it went.",
-            [
-                _row("realized_revenue", "Realized revenue", t.realized_revenue, money),
-                _row("minimum_shortfall", "Unused committed minimums", report.shortfall, money),
-                _row("sla_credits", "SLA credits", ZERO - report.sla_credits, money),
-                _row("revenue_tie_out", "Ledger tie-out (closed months)", t.revenue_tie_out, money),
-                _row("revenue", "Revenue", t.revenue, money, is_total=True),
-                _row("depreciation", "Depreciation of GPUs and servers", t.depreciation, money),
-                _row("energy_cost", "Energy", t.energy_cost, money),
-                _row("hosting", "Hosting, network and storage", t.hosting, money),
-                _row("cogs", "Cost of goods sold (COGS)", t.cogs, money, is_total=True),
-                _row("gross_profit", "Gross profit", t.gross_profit, money, is_total=True),
-                _row("gross_margin", "Gross margin", t.gross_margin, "ratio"),
-                _row("staff", "Staff", report.staff, money),
-                _row("sga", "Sales, general and administrative", report.sga, money),
-                _row("opex", "Operating expenses (opex)", t.opex, money, is_total=True),
-                _row("ebitda", "EBITDA", t.ebitda, money, is_total=True),
-                _row("ebit", "EBIT (operating profit)", t.ebit, money, is_total=True),
-                _row("total_cost", "Total cost (COGS + opex)", t.total_cost, money),
-            ],
-        ),
-        Section(
-            "tie_out",
-            "Tie-out to the ledger",
-            "Closed months take their revenue from the ledger (invoices rounded to the cent, "
-            "late-usage adjustments on the invoice that carries them, SLA credits of the month); "
-            "the rest of the period, and each pool's share below, is the unrounded rating.",
-            [
-                _row("revenue", "Revenue (ledger for closed months)", t.revenue, money),
-                _row(
-                    "revenue_rated", "Revenue per rating, before rounding", t.revenue_rated, money
-                ),
-                _row("revenue_tie_out", "Difference", t.revenue_tie_out, money, is_total=True),
-            ],
-        ),
-        Section(
-            "unit_economics",
-            "Unit economics",
-            "The same money per token, per GPU and per kWh; yearly figures at this period's pace.",
-            [
-                _row(
-                    "cost_per_million_tokens",
-                    "Cost per million output tokens",
-                    t.cost_per_million_tokens,
-                    f"{money}/M tokens",
-                ),
-                _row(
-                    "cost_per_million_paid_tokens",
-                    "Cost per million paid tokens",
-                    t.cost_per_million_paid_tokens,
-                    f"{money}/M tokens",
-                ),
-                _row(
-                    "revenue_per_million_tokens",
-                    "Revenue per million paid tokens",
-                    t.revenue_per_million_tokens,
-                    f"{money}/M tokens",
-                ),
-                _row(
-                    "daily_token_value_per_gpu",
-                    "Daily token value per GPU",
-                    t.daily_token_value_per_gpu,
-                    f"{money}/GPU-day",
-                ),
-                _row(
-                    "cost_per_gpu_hour",
-                    "Cost per GPU-hour",
-                    report.cost_per_gpu_hour,
-                    f"{money}/GPU-h",
-                ),
-                _row("tokens_per_kwh", "Output tokens per kWh", t.tokens_per_kwh, "tokens/kWh"),
-                _row("energy_kwh", "Energy used", t.energy_kwh, "kWh"),
-                _row("output_tokens", "Output tokens produced", t.output_tokens, "tokens"),
-                _row("paid_output_tokens", "Output tokens sold", t.paid_output_tokens, "tokens"),
-                _row("installed_gpus", "Installed GPUs", report.installed_gpus, "GPUs"),
-                _row("capex_invested", "Capex invested", t.capex_invested, money),
-                *_annualized(
-                    report,
-                    ("roi", "Return on investment (ROI, yearly)", t.roi, "ratio"),
-                    ("payback_years", "Payback", t.payback_years, "years"),
-                    ("asset_turnover", "Asset turnover (yearly)", t.asset_turnover, "ratio"),
-                ),
-                _row(
-                    "equivalent_gpus",
-                    f"Equivalent GPUs at a baseline TEF of {_pct(t.baseline_tef)}",
-                    t.equivalent_gpus,
-                    "GPUs",
-                ),
-                _row("avoided_capex", "Avoided capex", t.avoided_capex, money),
-            ],
-        ),
-        Section(
-            "kpis",
-            "KPIs",
-            "How well GPU time turned into sold tokens, beside the industry bands of kpis.md.",
-            [
-                _row(key, label, getattr(t, key), unit, band=band_of(key, getattr(t, key)))
-                for key, label, unit in (
-                    ("availability", "Availability α", "ratio"),
-                    ("occupancy", "Occupancy β", "ratio"),
-                    ("efficiency", "Efficiency η", "ratio"),
-                    ("tef", "TEF", "ratio"),
-                    ("sla_delivery", "SLA delivery σ", "ratio"),
-                    ("sell_through", "Sell-through s", "ratio"),
-                    ("price_realization", "Price realization ρ", "ratio"),
-                    ("tfi", "TFI", "ratio"),
-                    ("tps", "Output tokens per second", "tokens/s"),
-                    ("theoretical_tps", "Theoretical tokens per second", "tokens/s"),
-                )
-            ],
-        ),
+        _pnl(report),
+        _tie_out(report),
+        _unit_economics(report),
+        _kpis_section(report),
         Section(
             "mapping",
             "Technical → financial mapping",
@@ -208,24 +98,162 @@ def _sections(report: TfomReport) -> list[Section]:
             _mapping_rows(report),
             has_amount=True,
         ),
-        Section(
-            "pools",
-            "By pool",
-            "Each pool's share; opex, committed minimums and SLA credits are allocated so that "
-            "the pools add up to the factory.",
-            [
-                row
-                for slug, name, p in report.pools
-                for row in (
-                    Row(f"{slug}.tef", f"{name} · TEF", p.tef, "ratio", band=band_of("tef", p.tef)),
-                    Row(f"{slug}.revenue", f"{name} · Revenue", p.revenue, money),
-                    Row(f"{slug}.cogs", f"{name} · COGS", p.cogs, money),
-                    Row(f"{slug}.ebitda", f"{name} · EBITDA", p.ebitda, money),
-                    Row(f"{slug}.gross_margin", f"{name} · Gross margin", p.gross_margin, "ratio"),
-                )
-            ],
-        ),
+        _pools(report),
     ]
+
+
+def _pnl(report: TfomReport) -> Section:
+    """The P&L: revenue, costs, margins."""
+    t, money = report.tfom, report.currency
+    return Section(
+        "pnl",
+        "P&L",
+        "Where the money came from and where it went.",
+        [
+            _row("realized_revenue", "Realized revenue", t.realized_revenue, money),
+            _row("minimum_shortfall", "Unused committed minimums", report.shortfall, money),
+            _row("sla_credits", "SLA credits", ZERO - report.sla_credits, money),
+            _row("revenue_tie_out", "Ledger tie-out (closed months)", t.revenue_tie_out, money),
+            _row("revenue", "Revenue", t.revenue, money, is_total=True),
+            _row("depreciation", "Depreciation of GPUs and servers", t.depreciation, money),
+            _row("energy_cost", "Energy", t.energy_cost, money),
+            _row("hosting", "Hosting, network and storage", t.hosting, money),
+            _row("cogs", "Cost of goods sold (COGS)", t.cogs, money, is_total=True),
+            _row("gross_profit", "Gross profit", t.gross_profit, money, is_total=True),
+            _row("gross_margin", "Gross margin", t.gross_margin, "ratio"),
+            _row("staff", "Staff", report.staff, money),
+            _row("sga", "Sales, general and administrative", report.sga, money),
+            _row("opex", "Operating expenses (opex)", t.opex, money, is_total=True),
+            _row("ebitda", "EBITDA", t.ebitda, money, is_total=True),
+            _row("ebit", "EBIT (operating profit)", t.ebit, money, is_total=True),
+            _row("total_cost", "Total cost (COGS + opex)", t.total_cost, money),
+        ],
+    )
+
+
+def _tie_out(report: TfomReport) -> Section:
+    """Revenue against the ledger's, for closed months."""
+    t, money = report.tfom, report.currency
+    return Section(
+        "tie_out",
+        "Tie-out to the ledger",
+        "Closed months take their revenue from the ledger (invoices rounded to the cent, "
+        "late-usage adjustments on the invoice that carries them, SLA credits of the month); "
+        "the rest of the period, and each pool's share below, is the unrounded rating.",
+        [
+            _row("revenue", "Revenue (ledger for closed months)", t.revenue, money),
+            _row("revenue_rated", "Revenue per rating, before rounding", t.revenue_rated, money),
+            _row("revenue_tie_out", "Difference", t.revenue_tie_out, money, is_total=True),
+        ],
+    )
+
+
+def _unit_economics(report: TfomReport) -> Section:
+    """The money per token, GPU and kWh; yearly figures withheld under 7 days."""
+    t, money = report.tfom, report.currency
+    return Section(
+        "unit_economics",
+        "Unit economics",
+        "The same money per token, per GPU and per kWh; yearly figures at this period's pace.",
+        [
+            _row(
+                "cost_per_million_tokens",
+                "Cost per million output tokens",
+                t.cost_per_million_tokens,
+                f"{money}/M tokens",
+            ),
+            _row(
+                "cost_per_million_paid_tokens",
+                "Cost per million paid tokens",
+                t.cost_per_million_paid_tokens,
+                f"{money}/M tokens",
+            ),
+            _row(
+                "revenue_per_million_tokens",
+                "Revenue per million paid tokens",
+                t.revenue_per_million_tokens,
+                f"{money}/M tokens",
+            ),
+            _row(
+                "daily_token_value_per_gpu",
+                "Daily token value per GPU",
+                t.daily_token_value_per_gpu,
+                f"{money}/GPU-day",
+            ),
+            _row(
+                "cost_per_gpu_hour",
+                "Cost per GPU-hour",
+                report.cost_per_gpu_hour,
+                f"{money}/GPU-h",
+            ),
+            _row("tokens_per_kwh", "Output tokens per kWh", t.tokens_per_kwh, "tokens/kWh"),
+            _row("energy_kwh", "Energy used", t.energy_kwh, "kWh"),
+            _row("output_tokens", "Output tokens produced", t.output_tokens, "tokens"),
+            _row("paid_output_tokens", "Output tokens sold", t.paid_output_tokens, "tokens"),
+            _row("installed_gpus", "Installed GPUs", report.installed_gpus, "GPUs"),
+            _row("capex_invested", "Capex invested", t.capex_invested, money),
+            *_annualized(
+                report,
+                ("roi", "Return on investment (ROI, yearly)", t.roi, "ratio"),
+                ("payback_years", "Payback", t.payback_years, "years"),
+                ("asset_turnover", "Asset turnover (yearly)", t.asset_turnover, "ratio"),
+            ),
+            _row(
+                "equivalent_gpus",
+                f"Equivalent GPUs at a baseline TEF of {_pct(t.baseline_tef)}",
+                t.equivalent_gpus,
+                "GPUs",
+            ),
+            _row("avoided_capex", "Avoided capex", t.avoided_capex, money),
+        ],
+    )
+
+
+def _kpis_section(report: TfomReport) -> Section:
+    """The KPIs beside their bands."""
+    t = report.tfom
+    return Section(
+        "kpis",
+        "KPIs",
+        "How well GPU time turned into sold tokens, beside the industry bands of kpis.md.",
+        [
+            _row(key, label, getattr(t, key), unit, band=band_of(key, getattr(t, key)))
+            for key, label, unit in (
+                ("availability", "Availability α", "ratio"),
+                ("occupancy", "Occupancy β", "ratio"),
+                ("efficiency", "Efficiency η", "ratio"),
+                ("tef", "TEF", "ratio"),
+                ("sla_delivery", "SLA delivery σ", "ratio"),
+                ("sell_through", "Sell-through s", "ratio"),
+                ("price_realization", "Price realization ρ", "ratio"),
+                ("tfi", "TFI", "ratio"),
+                ("tps", "Output tokens per second", "tokens/s"),
+                ("theoretical_tps", "Theoretical tokens per second", "tokens/s"),
+            )
+        ],
+    )
+
+
+def _pools(report: TfomReport) -> Section:
+    """Each pool's share of the factory."""
+    money = report.currency
+    return Section(
+        "pools",
+        "By pool",
+        "Each pool's share; opex, committed minimums and SLA credits are allocated so that "
+        "the pools add up to the factory.",
+        [
+            row
+            for slug, name, p in report.pools
+            for row in (
+                Row(f"{slug}.tef", f"{name} · TEF", p.tef, "ratio", band=band_of("tef", p.tef)),
+                Row(f"{slug}.revenue", f"{name} · Revenue", p.revenue, money),
+                Row(f"{slug}.cogs", f"{name} · COGS", p.cogs, money),
+                Row(f"{slug}.ebitda", f"{name} · EBITDA", p.ebitda, money),
+                Row(f"{slug}.gross_margin", f"{name} · Gross margin", p.gross_margin, "ratio"),
+            )
+        ],
+    )
 
 
 def _mapping_rows(report: TfomReport) -> list[Row]:
