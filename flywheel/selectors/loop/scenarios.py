@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 
@@ -74,24 +76,11 @@ def scenario_get(
         )
         for name in {"low", "typical", "high", estimate}
     }
-    projection = projections[estimate]
-    typical = projections["typical"]
     goal_in = goal if goal is not None else goal_spec(goal_in_force(at=now))
-    check = (
-        None
-        if goal_in.is_empty
-        else goal_check(goal=goal_in, tfom=typical.tfom, start=start, end=end)
-    )
-    proposal = None
-    if check is not None and not check.is_met:
-        proposal = cheapest_lever_set(
-            baseline=baseline,
-            goal=goal_in,
-            levers=proposable_levers(catalogue.values()),
-            targets=targets,
-            measured=measured,
-            demand=demand,
-        )
+    check, proposal = _goal(
+        goal_in, typical=projections["typical"], baseline=baseline, measured=measured,
+        catalogue=catalogue, targets=targets, demand=demand, start=start, end=end,
+    )  # fmt: skip
     series = None
     if demand.kind == "growth":
         series = growth_series(
@@ -102,44 +91,96 @@ def scenario_get(
             estimate=estimate,
             measured=measured,
         )
-    return {
-        "from": rfc3339(start),
-        "to": rfc3339(end),
-        "currency": settings.FACTORY_CURRENCY,
-        **demand.as_json(),
-        "demand_label": demand.label,
-        # Money "per month": the period's own figure when it is a calendar month (TFOM's),
-        # else the period's over months(P); a growth demand's projection is its month 12.
-        "month_basis": month_basis(start=start, end=end),
-        "estimate": estimate,
-        "levers": [lever.slug for lever in chosen],
-        "targets": {factor: float(value) for factor, value in targets.items()},
-        "factors": {
-            factor: {
-                "measured": number_json(getattr(measured, factor)),
-                "projected": number_json(getattr(projection.tfom, factor)),
-            }
-            for factor in FACTORS
-        },
-        "measured": {**projection_summary(_identity(baseline, measured)), **_kpi_extra(measured)},
-        "projected": {**projection_summary(projection), **_kpi_extra(projection.tfom)},
-        "range": {
-            name: projection_summary(projections[name]) for name in ("low", "typical", "high")
-        },
-        "lever_costs": {
-            "one_time": money_json(projection.one_time_cost),
-            "monthly": money_json(projection.monthly_cost),
-            "total": money_json(projection.cost),
-        },
-        "figures": tfom_json(projection.tfom),
-        "pools": capacity_json(projection),
-        "series": None if series is None else series_json(series),
-        "goal": (
-            None if check is None else {"is_met": check.is_met, "criteria": goal_check_json(check)}
-        ),
-        "proposal": proposal_json(proposal) if proposal is not None else None,
-        "uncosted": uncosted_json(pools=baseline.uncosted, start=start),
-    }
+    return Scenario(
+        start=start, end=end, demand=demand, estimate=estimate, levers=chosen, targets=targets, baseline=baseline,
+        measured=measured, projections=projections, check=check, proposal=proposal,
+        series=series,
+    ).as_json()  # fmt: skip
+
+
+def _goal(goal: GoalSpec, *, typical: Projection, baseline, measured, catalogue, targets,
+          demand, start, end):  # fmt: skip
+    """The goal checked on the typical projection of [start, end) (None without a goal)
+    and, when unmet, the cheapest lever set that meets it under the same demand."""
+    if goal.is_empty:
+        return None, None
+    check = goal_check(goal=goal, tfom=typical.tfom, start=start, end=end)
+    if check.is_met:
+        return check, None
+    proposal = cheapest_lever_set(
+        baseline=baseline,
+        goal=goal,
+        levers=proposable_levers(catalogue.values()),
+        targets=targets,
+        measured=measured,
+        demand=demand,
+    )
+    return check, proposal
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A projected scenario and what it is checked against, as POST /api/v1/flywheel/
+    scenarios answers it."""
+
+    start: datetime
+    end: datetime
+    demand: Demand
+    estimate: str
+    levers: list
+    targets: dict[str, Decimal]
+    baseline: Baseline
+    measured: Any
+    projections: dict[str, Projection]  # low, typical, high and the estimate asked for
+    check: Any  # the goal check (None without a goal)
+    proposal: Any  # the cheapest lever set meeting an unmet goal
+    series: Any  # a growth demand's 12 months
+
+    def as_json(self) -> dict:
+        baseline, measured, start, end = self.baseline, self.measured, self.start, self.end
+        projection = self.projections[self.estimate]
+        return {
+            "from": rfc3339(start),
+            "to": rfc3339(end),
+            "currency": settings.FACTORY_CURRENCY,
+            **self.demand.as_json(),
+            "demand_label": self.demand.label,
+            # Money "per month": the period's own figure when it is a calendar month
+            # (TFOM's), else the period's over months(P); a growth demand's is its month 12.
+            "month_basis": month_basis(start=start, end=end),
+            "estimate": self.estimate,
+            "levers": [lever.slug for lever in self.levers],
+            "targets": {factor: float(value) for factor, value in self.targets.items()},
+            "factors": {
+                factor: {
+                    "measured": number_json(getattr(measured, factor)),
+                    "projected": number_json(getattr(projection.tfom, factor)),
+                }
+                for factor in FACTORS
+            },
+            "measured": {
+                **projection_summary(_identity(baseline, measured)),
+                **_kpi_extra(measured),
+            },
+            "projected": {**projection_summary(projection), **_kpi_extra(projection.tfom)},
+            "range": {
+                name: projection_summary(self.projections[name])
+                for name in ("low", "typical", "high")
+            },
+            "lever_costs": {
+                "one_time": money_json(projection.one_time_cost),
+                "monthly": money_json(projection.monthly_cost),
+                "total": money_json(projection.cost),
+            },
+            "figures": tfom_json(projection.tfom),
+            "pools": capacity_json(projection),
+            "series": None if self.series is None else series_json(self.series),
+            "goal": None
+            if self.check is None
+            else {"is_met": self.check.is_met, "criteria": goal_check_json(self.check)},
+            "proposal": proposal_json(self.proposal) if self.proposal is not None else None,
+            "uncosted": uncosted_json(pools=baseline.uncosted, start=start),
+        }
 
 
 def _identity(baseline: Baseline, measured) -> Projection:
