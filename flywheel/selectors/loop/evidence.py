@@ -177,6 +177,14 @@ def _deployment_evidence(
     baseline: Baseline, start: datetime, end: datetime, data: FactoryData
 ) -> tuple[Evidence, Evidence]:
     """η: production against R_ref by deployment; σ: incident minutes and SLO misses."""
+    eta_rows, sigma_rows = _deployment_rows(baseline, start, end, data)
+    return _efficiency_evidence(eta_rows), _sla_delivery_evidence(sigma_rows)
+
+
+def _deployment_rows(
+    baseline: Baseline, start: datetime, end: datetime, data: FactoryData
+) -> tuple[list[dict], list[dict]]:
+    """Per deployment of a costed pool: its η row and its σ row, worst first."""
     sums = _deployment_sums(start, end, data)
     deployments = {
         d.pk: d for d in deployment_list().select_related("pool", "model").order_by("slug")
@@ -225,50 +233,53 @@ def _deployment_evidence(
             )
     eta_rows.sort(key=lambda r: (-r["short_gpu_hours"], r["deployment"]))
     sigma_rows.sort(key=lambda r: (-r["missed_std_gpu_hours"], r["deployment"]))
+    return eta_rows, sigma_rows
+
+
+def _efficiency_evidence(eta_rows: list[dict]) -> Evidence:
+    """η's evidence: busy GPU-hours short of R_ref, per deployment."""
     short = sum((r["short_gpu_hours"] for r in eta_rows), ZERO)
+    return Evidence(
+        factor="efficiency",
+        summary=(
+            f"{short:,.0f} busy GPU-hours produced nothing at R_ref"
+            + (f", most on {eta_rows[0]['deployment']}" if short else "")
+        ),
+        columns=(
+            EvidenceColumn(key="deployment", label="Deployment"),
+            EvidenceColumn(key="r_ref", label="R_ref (tok/s/GPU)", unit="rate"),
+            EvidenceColumn(key="rate_per_busy_gpu", label="Made (tok/s per busy GPU)", unit="rate"),
+            EvidenceColumn(key="production_tokens", label="Production (tokens)", unit="tokens"),
+            EvidenceColumn(
+                key="short_gpu_hours", label="Busy GPU-h short of R_ref", unit=GPU_HOURS
+            ),
+            EvidenceColumn(key="efficiency", label="Efficiency", unit="ratio"),
+        ),
+        rows=tuple(eta_rows),
+    )
+
+
+def _sla_delivery_evidence(sigma_rows: list[dict]) -> Evidence:
+    """σ's evidence: incident minutes and SLO misses, per deployment."""
     missed = sum((r["missed_std_gpu_hours"] for r in sigma_rows), ZERO)
     misses = sum(r["slo_misses"] for r in sigma_rows)
     minutes = sum((r["incident_minutes"] for r in sigma_rows), ZERO)
-    return (
-        Evidence(
-            factor="efficiency",
-            summary=(
-                f"{short:,.0f} busy GPU-hours produced nothing at R_ref"
-                + (f", most on {eta_rows[0]['deployment']}" if short else "")
-            ),
-            columns=(
-                EvidenceColumn(key="deployment", label="Deployment"),
-                EvidenceColumn(key="r_ref", label="R_ref (tok/s/GPU)", unit="rate"),
-                EvidenceColumn(
-                    key="rate_per_busy_gpu", label="Made (tok/s per busy GPU)", unit="rate"
-                ),
-                EvidenceColumn(key="production_tokens", label="Production (tokens)", unit="tokens"),
-                EvidenceColumn(
-                    key="short_gpu_hours", label="Busy GPU-h short of R_ref", unit=GPU_HOURS
-                ),
-                EvidenceColumn(key="efficiency", label="Efficiency", unit="ratio"),
-            ),
-            rows=tuple(eta_rows),
+    return Evidence(
+        factor="sla_delivery",
+        summary=(
+            f"{misses:,} requests missed their SLO ({missed:,.0f} standard GPU-hours "
+            f"of production); incidents: {minutes:,.0f} deployment-minutes"
         ),
-        Evidence(
-            factor="sla_delivery",
-            summary=(
-                f"{misses:,} requests missed their SLO ({missed:,.0f} standard GPU-hours "
-                f"of production); incidents: {minutes:,.0f} deployment-minutes"
-            ),
-            columns=(
-                EvidenceColumn(key="deployment", label="Deployment"),
-                EvidenceColumn(key="incident_minutes", label="Incident minutes", unit="minutes"),
-                EvidenceColumn(key="worst_impact", label="Worst impact"),
-                EvidenceColumn(key="slo_misses", label="SLO misses (requests)", unit="count"),
-                EvidenceColumn(key="errors", label="of which errors", unit="count"),
-                EvidenceColumn(
-                    key="missed_std_gpu_hours", label="Missed std GPU-h", unit=GPU_HOURS
-                ),
-                EvidenceColumn(key="sla_delivery", label="SLA delivery", unit="ratio"),
-            ),
-            rows=tuple(sigma_rows),
+        columns=(
+            EvidenceColumn(key="deployment", label="Deployment"),
+            EvidenceColumn(key="incident_minutes", label="Incident minutes", unit="minutes"),
+            EvidenceColumn(key="worst_impact", label="Worst impact"),
+            EvidenceColumn(key="slo_misses", label="SLO misses (requests)", unit="count"),
+            EvidenceColumn(key="errors", label="of which errors", unit="count"),
+            EvidenceColumn(key="missed_std_gpu_hours", label="Missed std GPU-h", unit=GPU_HOURS),
+            EvidenceColumn(key="sla_delivery", label="SLA delivery", unit="ratio"),
         ),
+        rows=tuple(sigma_rows),
     )
 
 
