@@ -218,34 +218,9 @@ def incident_edit(
         _check_choice("impact", impact, IncidentImpact, errors)
         incident.impact = impact
     if started_at is not UNSET:
-        _not_future("started_at", started_at, now, errors)
-        if started_at != incident.started_at:
-            _not_in_closed_month("started_at", started_at, incident.resolved_at, errors)
-        first, *later = incident.updates.order_by("time", "id")
-        if later and started_at > later[0].time:
-            errors.setdefault(
-                "started_at",
-                f"must not be after the second update ({later[0].time:%Y-%m-%d %H:%M:%S} UTC)",
-            )
-        elif first.time == incident.started_at:
-            first.time = started_at  # the opening update moves with the start
-            first.save(update_fields=["time"])
-        incident.started_at = started_at
+        _start_move(incident, started_at, now=now, errors=errors)
     if resolved_at is not UNSET:
-        if incident.resolved_at is None and resolved_at is not None:
-            errors.setdefault(
-                "resolved_at",
-                'resolve an open incident by posting an update with status "resolved"',
-            )
-        elif resolved_at is None and incident.resolved_at is not None:
-            errors.setdefault("resolved_at", "a resolved incident stays resolved")
-        elif resolved_at is not None and resolved_at != incident.resolved_at:
-            _not_future("resolved_at", resolved_at, now, errors)
-            # What moves is the span between the two ends: none of it in a closed month.
-            moved = sorted((resolved_at, incident.resolved_at))
-            _not_in_closed_month("resolved_at", moved[0], moved[1], errors)
-            _move_resolution(incident, resolved_at, errors)
-            incident.resolved_at = resolved_at
+        _resolution_correct(incident, resolved_at, now=now, errors=errors)
     if incident.resolved_at is not None and incident.resolved_at < incident.started_at:
         errors.setdefault("resolved_at", "must not precede started_at")
     for field, value in (("cause", cause), ("remediation", remediation)):
@@ -267,6 +242,44 @@ def incident_edit(
     if audit_snapshot(incident) != before:  # a correction that changes nothing is not one
         audit_object(obj=incident, actor=by, action="update", object_type="incident", before=before)
     return incident
+
+
+def _start_move(incident: Incident, started_at: datetime, *, now, errors: dict) -> None:
+    """A corrected start: not in the future nor moved across a closed month, not after the
+    second update; the opening update moves with it."""
+    _not_future("started_at", started_at, now, errors)
+    if started_at != incident.started_at:
+        _not_in_closed_month("started_at", started_at, incident.resolved_at, errors)
+    first, *later = incident.updates.order_by("time", "id")
+    if later and started_at > later[0].time:
+        errors.setdefault(
+            "started_at",
+            f"must not be after the second update ({later[0].time:%Y-%m-%d %H:%M:%S} UTC)",
+        )
+    elif first.time == incident.started_at:
+        first.time = started_at  # the opening update moves with the start
+        first.save(update_fields=["time"])
+    incident.started_at = started_at
+
+
+def _resolution_correct(
+    incident: Incident, resolved_at: datetime | None, *, now, errors: dict
+) -> None:
+    """A corrected resolution time, of a resolved incident only (an open one is resolved
+    by an update); what moves, the span between the two ends, touches no closed month."""
+    if incident.resolved_at is None and resolved_at is not None:
+        errors.setdefault(
+            "resolved_at",
+            'resolve an open incident by posting an update with status "resolved"',
+        )
+    elif resolved_at is None and incident.resolved_at is not None:
+        errors.setdefault("resolved_at", "a resolved incident stays resolved")
+    elif resolved_at is not None and resolved_at != incident.resolved_at:
+        _not_future("resolved_at", resolved_at, now, errors)
+        moved = sorted((resolved_at, incident.resolved_at))
+        _not_in_closed_month("resolved_at", moved[0], moved[1], errors)
+        _move_resolution(incident, resolved_at, errors)
+        incident.resolved_at = resolved_at
 
 
 def _move_resolution(incident: Incident, resolved_at: datetime, errors: dict) -> None:
