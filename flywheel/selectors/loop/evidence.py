@@ -286,7 +286,12 @@ def _sla_delivery_evidence(sigma_rows: list[dict]) -> Evidence:
 def _sales_evidence(start: datetime, end: datetime) -> tuple[Evidence, Evidence]:
     """s: unsold tokens (trial, internal, allowance, no contract) by tenant; ρ: list value,
     discounts, tiers and promotions by tenant."""
-    period = Period(start, end)
+    unsold, money = _sales_by_tenant(Period(start, end))
+    return _sell_through_evidence(unsold), _price_realization_evidence(money)
+
+
+def _sales_by_tenant(period: Period) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Per tenant: its tokens paid and unsold by reason; the money of its paid ones."""
     unsold: dict[str, dict] = {}
     money: dict[str, dict] = {}
     with localcontext(KPI_CONTEXT):
@@ -314,64 +319,72 @@ def _sales_evidence(start: datetime, end: datetime) -> tuple[Evidence, Evidence]
             for name in ("list_value", "contract_discount", "tier_discount", "promotions"):
                 value[name] += sale[name]
             value["realized"] += sale["realized"] - sale["promotions"]
-    unsold_rows = []
+    return unsold, money
+
+
+TENANT = EvidenceColumn(key="tenant", label="Tenant")
+
+
+def _sell_through_evidence(unsold: dict[str, dict]) -> Evidence:
+    """s's evidence: the tenants served unsold tokens, most first."""
+    rows = []
     for row in unsold.values():
         row["unsold_tokens"] = sum(row[reason] for reason in UNSOLD_REASONS)
         row["unsold_share"] = ratio_of(
             row["unsold_tokens"], row["unsold_tokens"] + row["paid_tokens"]
         )
         if row["unsold_tokens"]:
-            unsold_rows.append(row)
-    unsold_rows.sort(key=lambda r: (-r["unsold_tokens"], r["tenant"]))
-    money_rows = []
-    for row in money.values():
-        row["forgone"] = row["list_value"] - row["realized"]
-        row["price_realization"] = ratio_of(row["realized"], row["list_value"])
-        if row["forgone"]:
-            money_rows.append(row)
-    money_rows.sort(key=lambda r: (-r["forgone"], r["tenant"]))
-    by_reason = {reason: sum(r[reason] for r in unsold_rows) for reason in UNSOLD_REASONS}
-    total_unsold = sum(by_reason.values())
-    forgone = sum((r["forgone"] for r in money_rows), ZERO)
-    tenant = EvidenceColumn(key="tenant", label="Tenant")
+            rows.append(row)
+    rows.sort(key=lambda r: (-r["unsold_tokens"], r["tenant"]))
+    by_reason = {reason: sum(r[reason] for r in rows) for reason in UNSOLD_REASONS}
     reasons = ", ".join(
         f"{reason.replace('_', ' ')} {_tokens_text(tokens)}"
         for reason, tokens in by_reason.items()
         if tokens
     )
-    return (
-        Evidence(
-            factor="sell_through",
-            summary=f"{_tokens_text(total_unsold)} tokens served unsold"
-            + (f" ({reasons})" if reasons else ""),
-            columns=(
-                tenant,
-                EvidenceColumn(key="trial", label="Trial", unit="tokens"),
-                EvidenceColumn(key="internal", label="Internal", unit="tokens"),
-                EvidenceColumn(key="allowance", label="Free allowance", unit="tokens"),
-                EvidenceColumn(key="no_contract", label="No contract", unit="tokens"),
-                EvidenceColumn(key="paid_tokens", label="Paid", unit="tokens"),
-                EvidenceColumn(key="unsold_share", label="Unsold share", unit="ratio"),
-            ),
-            rows=tuple(unsold_rows),
+    return Evidence(
+        factor="sell_through",
+        summary=f"{_tokens_text(sum(by_reason.values()))} tokens served unsold"
+        + (f" ({reasons})" if reasons else ""),
+        columns=(
+            TENANT,
+            EvidenceColumn(key="trial", label="Trial", unit="tokens"),
+            EvidenceColumn(key="internal", label="Internal", unit="tokens"),
+            EvidenceColumn(key="allowance", label="Free allowance", unit="tokens"),
+            EvidenceColumn(key="no_contract", label="No contract", unit="tokens"),
+            EvidenceColumn(key="paid_tokens", label="Paid", unit="tokens"),
+            EvidenceColumn(key="unsold_share", label="Unsold share", unit="ratio"),
         ),
-        Evidence(
-            factor="price_realization",
-            summary=(
-                f"{forgone:,.0f} of list value not collected"
-                + (f", most from {money_rows[0]['tenant']}" if money_rows else "")
-            ),
-            columns=(
-                tenant,
-                EvidenceColumn(key="list_value", label="List value", unit="money"),
-                EvidenceColumn(key="contract_discount", label="Contract discount", unit="money"),
-                EvidenceColumn(key="tier_discount", label="Volume tiers", unit="money"),
-                EvidenceColumn(key="promotions", label="Promotions", unit="money"),
-                EvidenceColumn(key="realized", label="Realized", unit="money"),
-                EvidenceColumn(key="price_realization", label="Price realization", unit="ratio"),
-            ),
-            rows=tuple(money_rows),
+        rows=tuple(rows),
+    )
+
+
+def _price_realization_evidence(money: dict[str, dict]) -> Evidence:
+    """ρ's evidence: the tenants whose list value was not all collected, most first."""
+    rows = []
+    for row in money.values():
+        row["forgone"] = row["list_value"] - row["realized"]
+        row["price_realization"] = ratio_of(row["realized"], row["list_value"])
+        if row["forgone"]:
+            rows.append(row)
+    rows.sort(key=lambda r: (-r["forgone"], r["tenant"]))
+    forgone = sum((r["forgone"] for r in rows), ZERO)
+    return Evidence(
+        factor="price_realization",
+        summary=(
+            f"{forgone:,.0f} of list value not collected"
+            + (f", most from {rows[0]['tenant']}" if rows else "")
         ),
+        columns=(
+            TENANT,
+            EvidenceColumn(key="list_value", label="List value", unit="money"),
+            EvidenceColumn(key="contract_discount", label="Contract discount", unit="money"),
+            EvidenceColumn(key="tier_discount", label="Volume tiers", unit="money"),
+            EvidenceColumn(key="promotions", label="Promotions", unit="money"),
+            EvidenceColumn(key="realized", label="Realized", unit="money"),
+            EvidenceColumn(key="price_realization", label="Price realization", unit="ratio"),
+        ),
+        rows=tuple(rows),
     )
 
 
