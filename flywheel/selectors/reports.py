@@ -259,12 +259,7 @@ def _pools(report: TfomReport) -> Section:
 def _mapping_rows(report: TfomReport) -> list[Row]:
     """Each factor's technical quantity beside the money it maps to (kpis.md sections 2-5)."""
     t = report.tfom
-    c, a, b, std = (
-        t.calendar_gpu_seconds,
-        t.available_gpu_seconds,
-        t.busy_gpu_seconds,
-        t.std_gpu_seconds,
-    )
+    c, std = t.calendar_gpu_seconds, t.std_gpu_seconds
     with localcontext(KPI_CONTEXT):
         gpu_second_cost = (t.depreciation + t.hosting) / c if c else ZERO
         sigma, sell, rho = t.sla_delivery, t.sell_through, t.price_realization
@@ -272,33 +267,8 @@ def _mapping_rows(report: TfomReport) -> list[Row]:
         sold = compliant * sell if sell is not None else ZERO
         list_per_sold = t.list_value / sold if sold else ZERO
         unsold_value = (compliant - sold) * list_per_sold
-        # GPU time paid for (depreciation, hosting) that produced nothing sold at rate.
-        paid_unproductive = [
-            Row(key, label, lost / HOUR, "GPU-h", note, amount=lost * gpu_second_cost)
-            for key, label, lost, note in (
-                (
-                    "unavailable",
-                    "GPU time broken or in maintenance (α)",
-                    c - a,
-                    "Paid for (depreciation, hosting) while it could not produce.",
-                ),
-                (
-                    "idle",
-                    "Healthy GPU time left idle (β)",
-                    a - b,
-                    "Paid for while no customer work was running on it.",
-                ),
-                (
-                    "below_rate",
-                    "Busy GPU time short of the rated speed (η)",
-                    b - std,
-                    "Working time that produced less than the GPUs' rated speed "
-                    "(negative: faster than rated).",
-                ),
-            )
-        ]
         return [
-            *paid_unproductive,
+            *_paid_unproductive(t, gpu_second_cost),
             Row(
                 "sla_misses",
                 "Production outside the SLA (σ)",
@@ -342,3 +312,38 @@ def _mapping_rows(report: TfomReport) -> list[Row]:
                 amount=t.avoided_capex,
             ),
         ]
+
+
+def _paid_unproductive(t, gpu_second_cost: Decimal) -> list[Row]:
+    """GPU time paid for (depreciation, hosting) that produced nothing sold at rate: broken
+    (α), idle (β), slower than rated (η)."""
+    c, a, b, std = (
+        t.calendar_gpu_seconds,
+        t.available_gpu_seconds,
+        t.busy_gpu_seconds,
+        t.std_gpu_seconds,
+    )
+    return [
+        Row(key, label, lost / HOUR, "GPU-h", note, amount=lost * gpu_second_cost)
+        for key, label, lost, note in (
+            (
+                "unavailable",
+                "GPU time broken or in maintenance (α)",
+                c - a,
+                "Paid for (depreciation, hosting) while it could not produce.",
+            ),
+            (
+                "idle",
+                "Healthy GPU time left idle (β)",
+                a - b,
+                "Paid for while no customer work was running on it.",
+            ),
+            (
+                "below_rate",
+                "Busy GPU time short of the rated speed (η)",
+                b - std,
+                "Working time that produced less than the GPUs' rated speed "
+                "(negative: faster than rated).",
+            ),
+        )
+    ]
