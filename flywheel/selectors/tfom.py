@@ -148,14 +148,38 @@ def tfom_measure(
     if not (data.start <= start < end <= data.end):
         raise ValueError("period outside the loaded range")
     all_ids = sorted(data.pools)
+    ids = _scope_ids(scope, data)
+    in_service, cost_models = _costed(data, ids, start, end)
+    inputs: dict[int, PoolInputs] = {i: data.pool_inputs(i, start, end) for i in all_ids}
+    pools = _pool_tfom_inputs(inputs, in_service, cost_models, start, end)
+    kpis = kpis_compute(scope=scope, start=start, end=end, pools=[inputs[i] for i in ids])
+    staff, sga, shortfall, credits = _allocated(scope, ids, inputs, data, start, end)
+    return engine.tfom_compute(
+        kpis=kpis,
+        pools=pools,
+        factory_costs=engine.FactoryCosts(staff_per_month=staff, sga_per_month=sga),
+        minimum_shortfall=shortfall,
+        sla_credits=credits,
+        baseline_tef=baseline_tef,
+        revenue_tie_out=revenue_tie_out(data=data, start=start, end=end)
+        if scope == FACTORY
+        else ZERO,
+    )
+
+
+def _scope_ids(scope: str, data: FactoryData) -> list[int]:
+    """The pools of a scope: every pool for the factory, else the one named."""
     if scope == FACTORY:
-        ids = all_ids
-    elif scope in data.slugs:
-        ids = [data.slugs[scope]]
-    else:
-        raise FieldError("scope", f"unknown scope {scope!r}: use 'factory' or a pool slug")
-    # A pool is costed only while in service (kpis.md section 0), from the cost model in
-    # force when its service in the period begins.
+        return sorted(data.pools)
+    if scope in data.slugs:
+        return [data.slugs[scope]]
+    raise FieldError("scope", f"unknown scope {scope!r}: use 'factory' or a pool slug")
+
+
+def _costed(data: FactoryData, ids: list[int], start: datetime, end: datetime):
+    """The scope's pools in service in the period (their spans) and the cost model in force
+    when each one's service in the period begins (kpis.md section 0); FieldError naming
+    the pools without one."""
     in_service = {i: span for i in ids if (span := data.in_service(i, start, end))}
     cost_models = {}
     for pool_id, span in in_service.items():
@@ -168,7 +192,12 @@ def tfom_measure(
             f"pool {', '.join(missing)} has no cost model in force at "
             f"{at.astimezone(UTC):%Y-%m-%d %H:%M} UTC: add one (POST /api/v1/cost-models)",
         )
-    inputs: dict[int, PoolInputs] = {i: data.pool_inputs(i, start, end) for i in all_ids}
+    return in_service, cost_models
+
+
+def _pool_tfom_inputs(inputs, in_service, cost_models, start, end) -> list:
+    """Each pool in service: its sums, its cost model, the GPU energy measured and the
+    share of its calendar that measurement covers."""
     energy = measured_energy(pool_ids=list(in_service), start=start, end=end)
     pools = []
     for pool_id in in_service:
@@ -185,31 +214,25 @@ def tfom_measure(
                 measured_energy_coverage=coverage,
             )
         )
-    kpis = kpis_compute(scope=scope, start=start, end=end, pools=[inputs[i] for i in ids])
+    return pools
+
+
+def _allocated(scope, ids, inputs, data, start, end) -> tuple[Decimal, ...]:
+    """Staff, SG&A, minimum shortfalls and SLA credits of the period: the factory's, or a
+    pool's share (opex by calendar GPU time, revenue items by realized revenue)."""
     shortfall, credits = data.revenue_adjustments(start=start, end=end)
     recorded = factory_costs_in_force(at=start)
     staff = recorded.staff_per_month if recorded else ZERO
     sga = recorded.sga_per_month if recorded else ZERO
-    if scope != FACTORY:
-        pool = inputs[ids[0]]
-        calendar = sum((p.calendar_gpu_seconds for p in inputs.values()), ZERO)
-        realized = sum((p.realized_revenue for p in inputs.values()), ZERO)
-        by_capacity = _share(pool.calendar_gpu_seconds, calendar)
-        by_revenue = _share(pool.realized_revenue, realized) if realized else by_capacity
-        with localcontext(KPI_CONTEXT):
-            staff, sga = staff * by_capacity, sga * by_capacity
-            shortfall, credits = shortfall * by_revenue, credits * by_revenue
-    return engine.tfom_compute(
-        kpis=kpis,
-        pools=pools,
-        factory_costs=engine.FactoryCosts(staff_per_month=staff, sga_per_month=sga),
-        minimum_shortfall=shortfall,
-        sla_credits=credits,
-        baseline_tef=baseline_tef,
-        revenue_tie_out=revenue_tie_out(data=data, start=start, end=end)
-        if scope == FACTORY
-        else ZERO,
-    )
+    if scope == FACTORY:
+        return staff, sga, shortfall, credits
+    pool = inputs[ids[0]]
+    calendar = sum((p.calendar_gpu_seconds for p in inputs.values()), ZERO)
+    realized = sum((p.realized_revenue for p in inputs.values()), ZERO)
+    by_capacity = _share(pool.calendar_gpu_seconds, calendar)
+    by_revenue = _share(pool.realized_revenue, realized) if realized else by_capacity
+    with localcontext(KPI_CONTEXT):
+        return staff * by_capacity, sga * by_capacity, shortfall * by_revenue, credits * by_revenue
 
 
 def revenue_tie_out(*, data: FactoryData, start: datetime, end: datetime) -> Decimal:
