@@ -88,31 +88,10 @@ def status_overview(
             for incident, timeline in zip(mine, timelines, strict=True)
             for a, b, impact in timeline.segments(until=now)
         ]
-        bars = []
-        for day, day_end in pairwise([*day_starts, end]):
-            if since is None or day_end <= since or (until is not None and day >= until):
-                bars.append(
-                    StatusDay(day=day, uptime=None, worst_impact="", has_maintenance=False,
-                              incidents=(), has_data=False)
-                )  # fmt: skip
-                continue
-            figures = uptime_compute(
-                month_start=day,
-                month_end=day_end,
-                now=now,
-                incidents=timelines,
-                maintenance_windows=intervals,
-            )
-            active = [p for p in pieces if p[0] < day_end and p[1] > day]
-            bars.append(
-                StatusDay(
-                    day=day,
-                    uptime=figures.uptime,
-                    worst_impact=max((p[2] for p in active), key=IMPACT_RANK.get, default=""),
-                    has_maintenance=figures.maintenance_seconds > 0,
-                    incidents=tuple(dict.fromkeys(p[3] for p in active)),
-                )
-            )
+        bars = _day_bars(
+            day_starts, end, served=(since, until), now=now, timelines=timelines,
+            intervals=intervals, pieces=pieces,
+        )  # fmt: skip
         served = max(start, since) if since is not None else end
         overall = (
             uptime_compute(
@@ -125,15 +104,52 @@ def status_overview(
             if served < end
             else None
         )
-        open_impacts = [current_impact(i) for i in mine if i.resolved_at is None]
-        if open_impacts:
-            status = max(open_impacts, key=IMPACT_RANK.get)
-        elif any(w.starts_at <= now < w.ends_at for w in maintenance):
-            status = "maintenance"
-        else:
-            status = "operational"
+        status = _current(mine, maintenance, now)
         result.append(ModelStatus(model=model, status=status, uptime=overall, days=tuple(bars)))
     return result
+
+
+def _day_bars(day_starts, end, *, served, now, timelines, intervals, pieces) -> list[StatusDay]:
+    """One bar per UTC day: its uptime as an SLA measures it, the worst impact and the
+    incidents active in it; a day the model was not served has no data."""
+    since, until = served
+    bars = []
+    for day, day_end in pairwise([*day_starts, end]):
+        if since is None or day_end <= since or (until is not None and day >= until):
+            bars.append(
+                StatusDay(day=day, uptime=None, worst_impact="", has_maintenance=False,
+                          incidents=(), has_data=False)
+            )  # fmt: skip
+            continue
+        figures = uptime_compute(
+            month_start=day,
+            month_end=day_end,
+            now=now,
+            incidents=timelines,
+            maintenance_windows=intervals,
+        )
+        active = [p for p in pieces if p[0] < day_end and p[1] > day]
+        bars.append(
+            StatusDay(
+                day=day,
+                uptime=figures.uptime,
+                worst_impact=max((p[2] for p in active), key=IMPACT_RANK.get, default=""),
+                has_maintenance=figures.maintenance_seconds > 0,
+                incidents=tuple(dict.fromkeys(p[3] for p in active)),
+            )
+        )
+    return bars
+
+
+def _current(incidents, maintenance, now) -> str:
+    """The worst impact of its open incidents, else maintenance in progress, else
+    operational."""
+    open_impacts = [current_impact(i) for i in incidents if i.resolved_at is None]
+    if open_impacts:
+        return max(open_impacts, key=IMPACT_RANK.get)
+    if any(w.starts_at <= now < w.ends_at for w in maintenance):
+        return "maintenance"
+    return "operational"
 
 
 def _served(model: ServedModel, lives: dict) -> tuple[datetime | None, datetime | None]:
