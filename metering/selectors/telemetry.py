@@ -106,21 +106,10 @@ def reconciliation_tolerance() -> tuple[Decimal, int]:
     return ratio, tokens
 
 
-def reconciliation_list(
-    *,
-    start: datetime,
-    end: datetime,
-    tolerance_ratio: Decimal | None = None,
-    tolerance_tokens: int | None = None,
-    pool: Pool | None = None,
-) -> list[ReconciliationRow]:
-    """One row per deployment-hour in [start, end) that has engine data (at least one
-    counted scrape interval, or OTLP token-usage metrics), ordered by hour then deployment.
-    Scraped counters are the engine figure where both exist, the OTLP figures shown beside
-    them; never summed. Tolerances default to the settings (reconciliation_tolerance)."""
-    default_ratio, default_tokens = reconciliation_tolerance()
-    ratio = default_ratio if tolerance_ratio is None else tolerance_ratio
-    tokens = default_tokens if tolerance_tokens is None else tolerance_tokens
+def _engine_hours(start: datetime, end: datetime, pool: Pool | None) -> list[tuple]:
+    """Per deployment-hour with engine data, by hour then deployment: (deployment id, slug,
+    pool slug, model slug, hour, scrape intervals, scraped tokens or None, OTLP tokens or
+    None)."""
     engine_rows = EngineHourly.objects.filter(hour__gte=start, hour__lt=end, intervals__gt=0)
     otlp_rows = OtlpHourly.objects.filter(hour__gte=start, hour__lt=end)
     if pool is not None:
@@ -142,6 +131,25 @@ def reconciliation_list(
     for key in sorted(scraped.keys() | otlp.keys(), key=lambda k: (k[4], k[1])):
         intervals, generated = scraped.get(key, (0, None))
         engine.append((*key, intervals, generated, otlp.get(key)))
+    return engine
+
+
+def reconciliation_list(
+    *,
+    start: datetime,
+    end: datetime,
+    tolerance_ratio: Decimal | None = None,
+    tolerance_tokens: int | None = None,
+    pool: Pool | None = None,
+) -> list[ReconciliationRow]:
+    """One row per deployment-hour in [start, end) that has engine data (at least one
+    counted scrape interval, or OTLP token-usage metrics), ordered by hour then deployment.
+    Scraped counters are the engine figure where both exist, the OTLP figures shown beside
+    them; never summed. Tolerances default to the settings (reconciliation_tolerance)."""
+    default_ratio, default_tokens = reconciliation_tolerance()
+    ratio = default_ratio if tolerance_ratio is None else tolerance_ratio
+    tokens = default_tokens if tolerance_tokens is None else tolerance_tokens
+    engine = _engine_hours(start, end, pool)
     if not engine:
         return []
     metered = {
