@@ -69,6 +69,33 @@ def incident_create(
     """Open an incident with its first public update (at `started_at`, carrying `message`).
     Giving `resolved_at` records a past incident: it is resolved by a second update then."""
     now = now or clock.now()
+    title, status, resolved_at = _create_checked(
+        title=title, severity=severity, impact=impact, status=status, started_at=started_at,
+        resolved_at=resolved_at, now=now,
+    )  # fmt: skip
+    incident = Incident.objects.create(
+        title=title,
+        severity=severity,
+        impact=impact,
+        status=status,
+        started_at=started_at,
+        resolved_at=resolved_at,
+        cause=cause.strip(),
+        remediation=remediation.strip(),
+        created_by=acting_user(by),
+    )
+    set_scope(incident, deployments=deployments, pools=pools, tenants=tenants)
+    _opening_updates(incident, status=status, message=message)
+    audit_object(obj=incident, actor=by, action="create", object_type="incident")
+    incident_event_raise(
+        incident=incident, message=message.strip(), at=resolved_at or started_at, now=now
+    )
+    return incident
+
+
+def _create_checked(*, title, severity, impact, status, started_at, resolved_at, now):
+    """A new incident's fields checked (every error named, then raised together): its
+    title, status and resolution time, a past incident's resolved."""
     errors: dict[str, str] = {}
     title = check_title(title, errors)
     _check_choice("severity", severity, IncidentSeverity, errors)
@@ -84,39 +111,26 @@ def incident_create(
     elif status == IncidentStatus.RESOLVED:
         resolved_at = max(now, started_at)
     raise_if_any(errors)
-    incident = Incident.objects.create(
-        title=title,
-        severity=severity,
-        impact=impact,
-        status=status,
-        started_at=started_at,
-        resolved_at=resolved_at,
-        cause=cause.strip(),
-        remediation=remediation.strip(),
-        created_by=acting_user(by),
-    )
-    set_scope(incident, deployments=deployments, pools=pools, tenants=tenants)
-    # The opening update holds from the start (the incident was under way before it was
-    # posted); a past incident recorded as resolved gets its resolution as a second update.
+    return title, status, resolved_at
+
+
+def _opening_updates(incident: Incident, *, status: str, message: str) -> None:
+    """The opening update holds from the start (the incident was under way before it was
+    posted); a past incident recorded as resolved gets its resolution as a second update."""
     IncidentUpdate.objects.create(
         incident=incident,
-        time=started_at,
+        time=incident.started_at,
         status=IncidentStatus.INVESTIGATING if status == IncidentStatus.RESOLVED else status,
         message=message.strip(),
         created_by=incident.created_by,
     )
-    if resolved_at is not None:
+    if incident.resolved_at is not None:
         IncidentUpdate.objects.create(
             incident=incident,
-            time=resolved_at,
+            time=incident.resolved_at,
             status=IncidentStatus.RESOLVED,
             created_by=incident.created_by,
         )
-    audit_object(obj=incident, actor=by, action="create", object_type="incident")
-    incident_event_raise(
-        incident=incident, message=message.strip(), at=resolved_at or started_at, now=now
-    )
-    return incident
 
 
 @transaction.atomic
