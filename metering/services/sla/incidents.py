@@ -133,22 +133,9 @@ def _opening_updates(incident: Incident, *, status: str, message: str) -> None:
         )
 
 
-@transaction.atomic
-def incident_update_add(
-    *,
-    incident: Incident,
-    status: str,
-    message: str = "",
-    impact: str = "",
-    time: datetime | None = None,
-    by: User | None,
-    now: datetime | None = None,
-) -> IncidentUpdate:
-    """Post a public update: the status from `time` (default now) on, and the impact too when
-    given. Status only moves forward; the update that resolves sets `resolved_at`."""
-    now = now or clock.now()
-    time = time or now
-    incident = Incident.objects.select_for_update().get(pk=incident.pk)
+def _update_check(incident: Incident, *, status: str, impact: str, time, now) -> None:
+    """An update's status, impact and time checked against the incident and its latest
+    update: never before them, status only forward, no impact once resolved."""
     errors: dict[str, str] = {}
     _check_choice("status", status, IncidentStatus, errors)
     if impact:
@@ -170,6 +157,25 @@ def incident_update_add(
     if impact and incident.status == IncidentStatus.RESOLVED:
         errors.setdefault("impact", "the incident is resolved: its impact no longer changes")
     raise_if_any(errors)
+
+
+@transaction.atomic
+def incident_update_add(
+    *,
+    incident: Incident,
+    status: str,
+    message: str = "",
+    impact: str = "",
+    time: datetime | None = None,
+    by: User | None,
+    now: datetime | None = None,
+) -> IncidentUpdate:
+    """Post a public update: the status from `time` (default now) on, and the impact too when
+    given. Status only moves forward; the update that resolves sets `resolved_at`."""
+    now = now or clock.now()
+    time = time or now
+    incident = Incident.objects.select_for_update().get(pk=incident.pk)
+    _update_check(incident, status=status, impact=impact, time=time, now=now)
     before = audit_snapshot(incident)
     update = IncidentUpdate.objects.create(
         incident=incident,
