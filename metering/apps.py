@@ -11,28 +11,18 @@ class MeteringConfig(AppConfig):
 def alert_kinds_register() -> None:
     """Metering's alert kinds (portal.alerts; kpis.md section 3c), each evaluated from
     metering's read models; all condition kinds (one alert firing while each holds)."""
-    from metering.domain.alerts import (
-        reconciliation_drift_params_check,
-        scrape_down_params_check,
-        source_silent_params_check,
-    )
+    _burn_kind_register()
+    _plumbing_kinds_register()
+
+
+def _burn_kind_register() -> None:
+    """A burn rate: the factory's or a tenant's (its members hold it on their own scope)."""
     from metering.domain.burn import slo_burn_params_check
-    from metering.selectors.alerts import (
-        deployment_options,
-        deployment_scope_check,
-        reconciliation_drift_evaluate,
-        scrape_down_evaluate,
-        scrape_down_scope_check,
-        scrape_target_options,
-        source_options,
-        source_silent_evaluate,
-        source_silent_scope_check,
-    )
+    from metering.selectors.alerts import deployment_options, deployment_scope_check
     from metering.selectors.burn import slo_burn_evaluate
     from portal.alerts import Kind, Param, kind_register
     from portal.models import Role
 
-    # A burn rate: the factory's or a tenant's (its members hold it on their own scope).
     kind_register(
         Kind(
             name="slo_burn",
@@ -62,8 +52,29 @@ def alert_kinds_register() -> None:
             "pair's factor (1 h and 5 min 14.4, 6 h and 30 min 6, 3 d and 6 h 1)",
         )
     )
-    # The factory's plumbing: operators only (they hold every kind), per deployment,
-    # source or scrape target.
+
+
+def _plumbing_kinds_register() -> None:
+    """The factory's plumbing: operators only (they hold every kind), per deployment,
+    source or scrape target."""
+    from metering.domain.alerts import (
+        reconciliation_drift_params_check,
+        scrape_down_params_check,
+        source_silent_params_check,
+    )
+    from metering.selectors.alerts import (
+        deployment_options,
+        deployment_scope_check,
+        reconciliation_drift_evaluate,
+        scrape_down_evaluate,
+        scrape_down_scope_check,
+        scrape_target_options,
+        source_options,
+        source_silent_evaluate,
+        source_silent_scope_check,
+    )
+    from portal.alerts import Kind, Param, kind_register
+
     plumbing = (
         ("reconciliation_drift", reconciliation_drift_params_check, deployment_scope_check,
          reconciliation_drift_evaluate, "deployment", deployment_options,
