@@ -120,6 +120,12 @@ def focus_rows(*, user, month: datetime, tenant=None) -> Iterator[dict]:
         base = _base(invoice.tenant, month)
         for line in invoice.lines.all():
             yield _line_row(base, line, document=invoice.number, correction=False)
+    yield from _purchase_rows(purchases, month)
+    yield from _credit_note_rows(notes.filter(issued_at__gte=month, issued_at__lt=end), month)
+
+
+def _purchase_rows(purchases, month: datetime) -> Iterator[dict]:
+    """A prepaid purchase's lines: one-time purchases, no effective cost of their own."""
     for invoice in purchases.order_by("tenant__slug", "number").prefetch_related("lines"):
         base = _base(invoice.tenant, month)
         for line in invoice.lines.all():
@@ -138,11 +144,12 @@ def focus_rows(*, user, month: datetime, tenant=None) -> Iterator[dict]:
                 **_flat(line.amount),
                 "EffectiveCost": Decimal(0),  # it covers future charges (effectivecost.md)
             }
-    for note in (
-        notes.filter(issued_at__gte=month, issued_at__lt=end)
-        .order_by("tenant__slug", "number")
-        .prefetch_related("lines")
-    ):
+
+
+def _credit_note_rows(notes, month: datetime) -> Iterator[dict]:
+    """A credit note's lines: a netted month's as billed, else corrections of the invoiced
+    period they credit."""
+    for note in notes.order_by("tenant__slug", "number").prefetch_related("lines"):
         base = _base(note.tenant, month)
         if note.invoice is None:  # a netted month: its lines as billed
             for line in note.lines.all():
