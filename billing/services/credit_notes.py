@@ -229,24 +229,8 @@ def credit_note_for_month(
         else CreditNote.Reason.BILLING_ERROR
     )
     number = document_number(series="CN", issued_at=now)
-    legs = [Leg(account_credit_balance(tenant=tenant), -total)]
-    for line, _ in billed.lines:
-        legs += line_legs(
-            tenant=tenant, kind=line.kind, model=line.model, list_amount=line.list_amount,
-            discount=line.discount, amount=line.amount,
-        )  # fmt: skip
-    entry = ledger_post(
-        kind=LedgerTransaction.Kind.CREDIT_NOTE,
-        memo=f"Credit note {number}, {tenant.name}, {month_start:%Y-%m}: the month nets below zero",
-        legs=legs,
-        currency=billed.currency,
-        tenant=tenant,
-        period_start=month_start,
-        occurred_at=now,
-        accounting_date=accrual_date(month=month_start, occurred_at=now, by_close=True),
-        idempotency_key=f"month-credit-note:{tenant.slug}:{month_start:%Y-%m}",
-        by=by,
-        by_close=True,
+    entry = _month_note_post(
+        tenant=tenant, month_start=month_start, billed=billed, number=number, by=by, now=now
     )
     note = CreditNote.objects.create(
         number=number, tenant=tenant, invoice=None, period_start=month_start, reason=reason,
@@ -279,3 +263,29 @@ def credit_note_for_month(
         after={"month": f"{month_start:%Y-%m}", "reason": reason, "total": str(total)},
     )  # fmt: skip
     return note
+
+
+def _month_note_post(*, tenant, month_start, billed: MonthLines, number, by, now):
+    """A netted month's ledger transaction, on the month's last day: its lines posted as
+    an invoice's would be, the net credited to the tenant's balance."""
+    total = -billed.total
+    legs = [Leg(account_credit_balance(tenant=tenant), -total)]
+    for line, _ in billed.lines:
+        legs += line_legs(
+            tenant=tenant, kind=line.kind, model=line.model, list_amount=line.list_amount,
+            discount=line.discount, amount=line.amount,
+        )  # fmt: skip
+    entry = ledger_post(
+        kind=LedgerTransaction.Kind.CREDIT_NOTE,
+        memo=f"Credit note {number}, {tenant.name}, {month_start:%Y-%m}: the month nets below zero",
+        legs=legs,
+        currency=billed.currency,
+        tenant=tenant,
+        period_start=month_start,
+        occurred_at=now,
+        accounting_date=accrual_date(month=month_start, occurred_at=now, by_close=True),
+        idempotency_key=f"month-credit-note:{tenant.slug}:{month_start:%Y-%m}",
+        by=by,
+        by_close=True,
+    )
+    return entry
