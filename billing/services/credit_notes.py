@@ -275,7 +275,7 @@ def _month_note_post(*, tenant, month_start, billed: MonthLines, number, by, now
             tenant=tenant, kind=line.kind, model=line.model, list_amount=line.list_amount,
             discount=line.discount, amount=line.amount,
         )  # fmt: skip
-    entry = ledger_post(
+    return ledger_post(
         kind=LedgerTransaction.Kind.CREDIT_NOTE,
         memo=f"Credit note {number}, {tenant.name}, {month_start:%Y-%m}: the month nets below zero",
         legs=legs,
@@ -288,4 +288,3 @@ def _month_note_post(*, tenant, month_start, billed: MonthLines, number, by, now
         by=by,
         by_close=True,
     )
-    return entry
