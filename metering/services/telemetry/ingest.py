@@ -66,23 +66,10 @@ def telemetry_ingest(
     with transaction.atomic():
         holder = _lock_state_holder(pool=pool, kind=kind, target=target, source=source)
         previous = holder.state if holder.state.get("kind") == kind else {}
-        if kind == TelemetryKind.DCGM:
-            new_state, is_baseline = store_gpus(
-                pool=pool, hour=hour, now=now, gpus=scrape.gpus, previous=previous
-            )
-            unknown: tuple[str, ...] = ()
-            deployments: tuple[str, ...] = ()
-        else:
-            gauge_source = f"target:{target.pk}" if target is not None else f"push:{source}"
-            new_state, is_baseline, unknown, deployments = store_engines(
-                pool=pool,
-                hour=hour,
-                now=now,
-                replicas=scrape.replicas,
-                previous=previous,
-                deployment=holder.deployment if isinstance(holder, ScrapeTarget) else None,
-                gauge_source=gauge_source,
-            )
+        new_state, is_baseline, unknown, deployments = _store(
+            scrape, kind=kind, pool=pool, hour=hour, now=now, previous=previous, holder=holder,
+            source=source,
+        )  # fmt: skip
         new_state.update(kind=kind, version=_STATE_VERSION, observed_at=now.isoformat())
         if isinstance(holder, ScrapeTarget):
             ScrapeTarget.objects.filter(pk=holder.pk).update(state=new_state)
@@ -101,6 +88,32 @@ def telemetry_ingest(
         gpus=len(scrape.gpus),
         is_baseline=is_baseline,
     )
+
+
+def _store(scrape, *, kind, pool, hour, now, previous, holder, source) -> tuple:
+    """The exposition's increases stored into its hour: a DCGM page's GPUs, an engine
+    page's replicas (a scrape target may bind them to its deployment). Returns the new
+    state, whether it was only a baseline, the unknown model names and the deployments."""
+    if kind == TelemetryKind.DCGM:
+        new_state, is_baseline = store_gpus(
+            pool=pool, hour=hour, now=now, gpus=scrape.gpus, previous=previous
+        )
+        unknown: tuple[str, ...] = ()
+        deployments: tuple[str, ...] = ()
+    else:
+        gauge_source = (
+            f"target:{holder.pk}" if isinstance(holder, ScrapeTarget) else f"push:{source}"
+        )
+        new_state, is_baseline, unknown, deployments = store_engines(
+            pool=pool,
+            hour=hour,
+            now=now,
+            replicas=scrape.replicas,
+            previous=previous,
+            deployment=holder.deployment if isinstance(holder, ScrapeTarget) else None,
+            gauge_source=gauge_source,
+        )
+    return new_state, is_baseline, unknown, deployments
 
 
 def _lock_state_holder(
