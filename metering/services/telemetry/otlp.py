@@ -71,24 +71,7 @@ def otlp_metrics_ingest(
                     sums[2] += 1
                     counted += 1
             OtlpMetricState.objects.filter(pk=holder.pk).update(state=state)
-        for (deployment_id, hour, source), (inputs, outputs, count, latency) in sorted(
-            added.items(), key=lambda item: item[0]
-        ):
-            row, _ = OtlpHourly.objects.select_for_update().get_or_create(
-                deployment_id=deployment_id, hour=hour, source=source
-            )
-            OtlpHourly.objects.filter(pk=row.pk).update(
-                input_tokens=F("input_tokens") + round(inputs),
-                output_tokens=F("output_tokens") + round(outputs),
-                points=F("points") + count,
-                ttft_histogram=histogram_merge(
-                    stored=row.ttft_histogram, increase=latency.get("ttft")
-                ),
-                tpot_histogram=histogram_merge(
-                    stored=row.tpot_histogram, increase=latency.get("tpot")
-                ),
-                last_observed_at=now,
-            )
+        _hours_add(added, now=now)
     slugs = {d.pk: d.slug for d in placed.values()}
     return OtlpMetricsResult(
         points=len(every),
@@ -96,6 +79,25 @@ def otlp_metrics_ingest(
         unknown_models=tuple(sorted(unknown)),
         deployments=tuple(sorted({slugs[d] for d, _, _ in added})),
     )
+
+
+def _hours_add(added: dict, *, now: datetime) -> None:
+    """Each deployment-hour's increases (tokens, points, latency histograms) added to its
+    stored hour, locked while it is changed, in key order."""
+    for (deployment_id, hour, source), (inputs, outputs, count, latency) in sorted(
+        added.items(), key=lambda item: item[0]
+    ):
+        row, _ = OtlpHourly.objects.select_for_update().get_or_create(
+            deployment_id=deployment_id, hour=hour, source=source
+        )
+        OtlpHourly.objects.filter(pk=row.pk).update(
+            input_tokens=F("input_tokens") + round(inputs),
+            output_tokens=F("output_tokens") + round(outputs),
+            points=F("points") + count,
+            ttft_histogram=histogram_merge(stored=row.ttft_histogram, increase=latency.get("ttft")),
+            tpot_histogram=histogram_merge(stored=row.tpot_histogram, increase=latency.get("tpot")),
+            last_observed_at=now,
+        )
 
 
 def _deployments(keys: set[tuple[str, str | None]]) -> dict[tuple[str, str | None], Deployment]:
