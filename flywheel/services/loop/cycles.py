@@ -228,38 +228,10 @@ def cycle_run(
         return cycle
     measured = measured_tfom(baseline)
     diagnosis = diagnosis_get(start=start, end=end, data=data, baseline=baseline, at=now)
-    with transaction.atomic():
-        previous = Cycle.objects.filter(period_start=start, period_end=end).first()
-        cycle, _ = Cycle.objects.update_or_create(
-            period_start=start,
-            period_end=end,
-            defaults={"ran_at": now, "error": "", "goal": goal},
-        )
-        evaluated = _applications_evaluate(cycle=cycle, measured=measured, now=now, by=by)
-        # After the evaluation: the proposal uses what the levers just learned.
-        status = goal_status_get(baseline=baseline, now=now, measured=measured)
-        cycle.figures = tfom_json(measured)
-        cycle.diagnosis = diagnosis_json(diagnosis)
-        cycle.bottleneck = diagnosis.bottleneck.factor if diagnosis.bottleneck else ""
-        cycle.goal_check = goal_check_json(status.check) if status.check else []
-        cycle.is_goal_met = status.check.is_met if status.check else None
-        cycle.proposal = proposal_json(status.proposal) if status.proposal else None
-        cycle.save()
-        if cycle.proposal and (previous is None or previous.proposal != cycle.proposal):
-            _proposal_raise(cycle, now=now)
-        audit_record(
-            actor=by,
-            action="flywheel.cycle",
-            object_type="cycle",
-            object_id=cycle.pk,
-            after={
-                "period_start": start.isoformat(),
-                "period_end": end.isoformat(),
-                "bottleneck": cycle.bottleneck,
-                "is_goal_met": cycle.is_goal_met,
-                "applications_measured": evaluated,
-            },
-        )
+    cycle, evaluated = _cycle_store(
+        start=start, end=end, goal=goal, baseline=baseline, measured=measured,
+        diagnosis=diagnosis, now=now, by=by,
+    )  # fmt: skip
     log.info(
         "flywheel: cycle %s: bottleneck %s, goal %s, %d application(s) measured",
         cycle,
@@ -268,3 +240,42 @@ def cycle_run(
         evaluated,
     )
     return cycle
+
+
+@transaction.atomic
+def _cycle_store(*, start, end, goal, baseline, measured, diagnosis, now, by) -> tuple:
+    """The cycle upserted on its period with what it measured, diagnosed and proposed,
+    after measuring the applied levers (the proposal uses what they just learned); a new
+    proposal is raised. Returns the cycle and how many applications it measured."""
+    previous = Cycle.objects.filter(period_start=start, period_end=end).first()
+    cycle, _ = Cycle.objects.update_or_create(
+        period_start=start,
+        period_end=end,
+        defaults={"ran_at": now, "error": "", "goal": goal},
+    )
+    evaluated = _applications_evaluate(cycle=cycle, measured=measured, now=now, by=by)
+    # After the evaluation: the proposal uses what the levers just learned.
+    status = goal_status_get(baseline=baseline, now=now, measured=measured)
+    cycle.figures = tfom_json(measured)
+    cycle.diagnosis = diagnosis_json(diagnosis)
+    cycle.bottleneck = diagnosis.bottleneck.factor if diagnosis.bottleneck else ""
+    cycle.goal_check = goal_check_json(status.check) if status.check else []
+    cycle.is_goal_met = status.check.is_met if status.check else None
+    cycle.proposal = proposal_json(status.proposal) if status.proposal else None
+    cycle.save()
+    if cycle.proposal and (previous is None or previous.proposal != cycle.proposal):
+        _proposal_raise(cycle, now=now)
+    audit_record(
+        actor=by,
+        action="flywheel.cycle",
+        object_type="cycle",
+        object_id=cycle.pk,
+        after={
+            "period_start": start.isoformat(),
+            "period_end": end.isoformat(),
+            "bottleneck": cycle.bottleneck,
+            "is_goal_met": cycle.is_goal_met,
+            "applications_measured": evaluated,
+        },
+    )
+    return cycle, evaluated
