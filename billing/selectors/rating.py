@@ -70,6 +70,13 @@ def _contract_version(c: Contract) -> ContractVersion:
     )
 
 
+def _contracts_by_tenant(ids: list[int]) -> dict[int, list[ContractVersion]]:
+    contracts: dict[int, list[ContractVersion]] = defaultdict(list)
+    for contract in Contract.objects.filter(tenant_id__in=ids):
+        contracts[contract.tenant_id].append(_contract_version(contract))
+    return contracts
+
+
 def contract_versions(*, tenant: Tenant) -> list[ContractVersion]:
     return [_contract_version(c) for c in Contract.objects.filter(tenant=tenant)]
 
@@ -187,9 +194,7 @@ def month_rate(
         for hour in [h for h in hours if h < since.get(tenant_id, start)]:
             del hours[hour]
     tenant_map = {t.pk: t for t in Tenant.objects.filter(pk__in=ids)}
-    contracts: dict[int, list[ContractVersion]] = defaultdict(list)
-    for contract in Contract.objects.filter(tenant_id__in=ids):
-        contracts[contract.tenant_id].append(_contract_version(contract))
+    contracts = _contracts_by_tenant(ids)
     promotions = _promotions(month_start=start, tenant_ids=ids)
     prices = price_versions()
     split: dict[int, set[datetime]] = {}
@@ -212,14 +217,7 @@ def month_rate(
         )
     events = split_events({(t, h) for t, hours in split.items() for h in hours})
     for tenant_id in ids:
-        items: list[UsageItem] = []
-        for hour, rows in by_tenant.get(tenant_id, {}).items():
-            if hour in split[tenant_id]:
-                hour_events = events.get((tenant_id, hour), [])
-                items.extend(hour_items(hour, rows, hour_events))
-                result.events.update(((e["source"], e["event_id"]), e) for e in hour_events)
-            else:
-                items.extend(row_item(hour, row) for row in rows)
+        items = _items(tenant_id, by_tenant.get(tenant_id, {}), split[tenant_id], events, result)
         try:
             result.rated[tenant_id] = rate_month(
                 month_start=start,
@@ -233,6 +231,21 @@ def month_rate(
         except RatingError as error:
             result.errors[tenant_id] = error
     return result
+
+
+def _items(tenant_id, hours: dict, split: set, events: dict, result: MonthRating) -> list:
+    """A tenant's usage items: an hour's rollup rows as they are, or its events where the
+    hour is split (an allowance, tier or promotion expiry falls inside it), the events
+    kept in `result`."""
+    items: list[UsageItem] = []
+    for hour, rows in hours.items():
+        if hour in split:
+            hour_events = events.get((tenant_id, hour), [])
+            items.extend(hour_items(hour, rows, hour_events))
+            result.events.update(((e["source"], e["event_id"]), e) for e in hour_events)
+        else:
+            items.extend(row_item(hour, row) for row in rows)
+    return items
 
 
 def tenant_month_rate(*, tenant: Tenant, month_start: datetime) -> RatedMonth:
