@@ -66,25 +66,9 @@ def store_engines(
             )
 
     deployment_ids = sorted(by_deployment)
-    if deployment_ids:
-        EngineHourly.objects.bulk_create(
-            [EngineHourly(deployment_id=pk, hour=hour) for pk in deployment_ids],
-            ignore_conflicts=True,
-        )
-        rows = EngineHourly.objects.select_for_update().filter(
-            deployment_id__in=deployment_ids, hour=hour
-        )
-        for row in rows.order_by("deployment_id"):
-            (increase,) = engine_stats_sum(replicas=by_deployment[row.deployment_id])
-            (gauge,) = engine_stats_sum(replicas=gauges_by_deployment[row.deployment_id])
-            _add_engine_increase(
-                row=row,
-                increase=increase,
-                gauge=gauge,
-                is_counted=counted[row.deployment_id],
-                gauge_source=gauge_source,
-                now=now,
-            )
+    _hours_add(
+        hour, by_deployment, gauges_by_deployment, counted, gauge_source=gauge_source, now=now
+    )
     slugs = {d.pk: d.slug for d in resolved.values()}
     state = {"replicas": _next_replica_state(previous=previous, current=replicas)}
     return (
@@ -93,6 +77,32 @@ def store_engines(
         unknown,
         tuple(sorted(slugs[pk] for pk in deployment_ids)),
     )
+
+
+def _hours_add(hour, by_deployment, gauges_by_deployment, counted, *, gauge_source, now) -> None:
+    """Each deployment's increases and gauges added to its hour, the rows locked in
+    deployment order."""
+    deployment_ids = sorted(by_deployment)
+    if not deployment_ids:
+        return
+    EngineHourly.objects.bulk_create(
+        [EngineHourly(deployment_id=pk, hour=hour) for pk in deployment_ids],
+        ignore_conflicts=True,
+    )
+    rows = EngineHourly.objects.select_for_update().filter(
+        deployment_id__in=deployment_ids, hour=hour
+    )
+    for row in rows.order_by("deployment_id"):
+        (increase,) = engine_stats_sum(replicas=by_deployment[row.deployment_id])
+        (gauge,) = engine_stats_sum(replicas=gauges_by_deployment[row.deployment_id])
+        _add_engine_increase(
+            row=row,
+            increase=increase,
+            gauge=gauge,
+            is_counted=counted[row.deployment_id],
+            gauge_source=gauge_source,
+            now=now,
+        )
 
 
 def _resolve_deployments(
