@@ -57,44 +57,10 @@ def demo_usage(*, stdout) -> None:
     hours = int((end - start).total_seconds() // 3600)
     capacity, hourly = [], []
     for slug, *_rest in POOLS:
-        pool = Pool.objects.get(slug=slug)
-        deployment = pool.deployments.get()
-        version = deployment.versions.get()
-        r_ref = float(version.r_ref)
-        model = deployment.model.slug
-        failure_start = rng.randrange(hours - 48)
-        for h in range(hours):
-            hour = start + timedelta(hours=h)
-            failed = 0.08 if failure_start <= h < failure_start + 30 else 0.0
-            healthy = round(pool.gpu_count * (AVAILABILITY + 0.02 * rng.random() - failed))
-            healthy = min(pool.gpu_count, healthy)
-            busy = min(
-                healthy, round(healthy * OCCUPANCY * _diurnal(hour.hour) * rng.uniform(0.9, 1.1))
-            )
-            capacity.append(
-                CapacitySample(
-                    pool=pool,
-                    time=hour,
-                    gpus_installed=pool.gpu_count,
-                    gpus_healthy=healthy,
-                    gpus_busy=busy,
-                    power_w=Decimal(busy * 1000 + (healthy - busy) * 300),
-                )
-            )
-            if h >= hours - 24:
-                continue  # the last day comes as request-level events
-            output = hour_output(hour, busy, r_ref)
-            latency = LatencyModel.at(
-                model_slug=model,
-                slo_ttft_ms=version.slo_ttft_ms,
-                slo_tpot_ms=version.slo_tpot_ms,
-                load=busy / healthy if healthy else 1.0,
-            )
-            for tenant_slug, weight in weights.items():
-                share = output * weight * rng.uniform(0.8, 1.2)
-                hourly.append(
-                    _demo_rollup(tenants[tenant_slug], deployment, hour, share, latency, rng)
-                )
+        _pool_hours(
+            Pool.objects.get(slug=slug), start=start, hours=hours, tenants=tenants,
+            weights=weights, rng=rng, capacity=capacity, hourly=hourly,
+        )  # fmt: skip
     progress = Progress(
         stdout=stdout, label=f"{hours // 24 - 1} days of hourly rollups", total=len(hourly)
     )
@@ -114,6 +80,47 @@ def demo_usage(*, stdout) -> None:
     )
     progress.finish(f"{len(capacity):,} capacity samples, {len(hourly):,} hourly rollups")
     demo_last_day(rng, end, weights, stdout)
+
+
+def _pool_hours(pool, *, start, hours, tenants, weights, rng, capacity, hourly) -> None:
+    """A pool's hours: a capacity sample each (a 30-hour failure at a random hour), and
+    each tenant's hourly rollup but for the last day's (it comes as request events);
+    appended to `capacity` and `hourly`, drawing from `rng` in a fixed order."""
+    deployment = pool.deployments.get()
+    version = deployment.versions.get()
+    r_ref = float(version.r_ref)
+    model = deployment.model.slug
+    failure_start = rng.randrange(hours - 48)
+    for h in range(hours):
+        hour = start + timedelta(hours=h)
+        failed = 0.08 if failure_start <= h < failure_start + 30 else 0.0
+        healthy = round(pool.gpu_count * (AVAILABILITY + 0.02 * rng.random() - failed))
+        healthy = min(pool.gpu_count, healthy)
+        busy = min(
+            healthy, round(healthy * OCCUPANCY * _diurnal(hour.hour) * rng.uniform(0.9, 1.1))
+        )
+        capacity.append(
+            CapacitySample(
+                pool=pool,
+                time=hour,
+                gpus_installed=pool.gpu_count,
+                gpus_healthy=healthy,
+                gpus_busy=busy,
+                power_w=Decimal(busy * 1000 + (healthy - busy) * 300),
+            )
+        )
+        if h >= hours - 24:
+            continue  # the last day comes as request-level events
+        output = hour_output(hour, busy, r_ref)
+        latency = LatencyModel.at(
+            model_slug=model,
+            slo_ttft_ms=version.slo_ttft_ms,
+            slo_tpot_ms=version.slo_tpot_ms,
+            load=busy / healthy if healthy else 1.0,
+        )
+        for tenant_slug, weight in weights.items():
+            share = output * weight * rng.uniform(0.8, 1.2)
+            hourly.append(_demo_rollup(tenants[tenant_slug], deployment, hour, share, latency, rng))
 
 
 # An hourly rollup row as portal.bulk.rows_insert writes it.
