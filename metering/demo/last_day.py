@@ -54,33 +54,12 @@ def demo_last_day(rng, end, weights, stdout) -> None:
             )
             for tenant_slug, weight in weights.items():
                 share = output * weight * rng.uniform(0.8, 1.2)
-                n = max(1, round(share / per_event))
-                drawn = rng.sample(trace, n) if n <= len(trace) else rng.choices(trace, k=n)
-                # Sizes in the trace's proportions, scaled so the hour's totals are the share.
-                output_unit = share / sum(r.output_tokens for r in drawn)
-                input_unit = share * INPUT_PER_OUTPUT / sum(r.input_tokens + 1 for r in drawn)
-                for k, request in enumerate(drawn):
-                    each_output = request.output_tokens * output_unit / REQUEST_SCALE
-                    inputs = int((request.input_tokens + 1) * input_unit)
-                    tokens = {
-                        "input_tokens": inputs,
-                        "cached_tokens": inputs // 2,
-                        "output_tokens": int(request.output_tokens * output_unit),
-                    }
-                    items.append(
-                        {
-                            "id": f"{day:%Y%m%d}-{slug}-{tenant_slug}-{h:02d}-{k}",
-                            "source": "demo",
-                            "time": hour + timedelta(seconds=request.offset_s),
-                            "tenant": tenant_slug,
-                            "model": model,
-                            "requests": REQUEST_SCALE,
-                            **tokens,
-                            **demo_token_classes(model=model, tenant=tenant_slug, **tokens),
-                            **latency.draw(rng, each_output),
-                        }
-                    )
-                    _degrade(items[-1], slug=slug, day=day, slo_ttft_ms=slo_ttft, rng=late)
+                key = f"{day:%Y%m%d}-{slug}-{tenant_slug}-{h:02d}"
+                degrade = {"slug": slug, "day": day, "slo_ttft_ms": slo_ttft, "rng": late}
+                items += _requests(
+                    share, trace=trace, per_event=per_event, hour=hour, key=key,
+                    tenant=tenant_slug, model=model, latency=latency, rng=rng, degrade=degrade,
+                )  # fmt: skip
     progress = Progress(stdout=stdout, label=f"{day:%Y-%m-%d} request by request", total=len(items))
     now = clock.now()
     with transaction.atomic():  # the day whole or not at all, folded once
@@ -93,6 +72,40 @@ def demo_last_day(rng, end, weights, stdout) -> None:
         analyze(UsageEvent)
         usage_fold()
     progress.finish(f"{len(items):,} request-level events")
+
+
+def _requests(share, *, trace, per_event, hour, key, tenant, model, latency, rng, degrade):
+    """One tenant's hour as request events drawn from the model's trace, sized in the
+    trace's proportions and scaled so that the hour's output is `share`; the degraded
+    stretch's come late (`_degrade`)."""
+    n = max(1, round(share / per_event))
+    drawn = rng.sample(trace, n) if n <= len(trace) else rng.choices(trace, k=n)
+    output_unit = share / sum(r.output_tokens for r in drawn)
+    input_unit = share * INPUT_PER_OUTPUT / sum(r.input_tokens + 1 for r in drawn)
+    items = []
+    for k, request in enumerate(drawn):
+        each_output = request.output_tokens * output_unit / REQUEST_SCALE
+        inputs = int((request.input_tokens + 1) * input_unit)
+        tokens = {
+            "input_tokens": inputs,
+            "cached_tokens": inputs // 2,
+            "output_tokens": int(request.output_tokens * output_unit),
+        }
+        items.append(
+            {
+                "id": f"{key}-{k}",
+                "source": "demo",
+                "time": hour + timedelta(seconds=request.offset_s),
+                "tenant": tenant,
+                "model": model,
+                "requests": REQUEST_SCALE,
+                **tokens,
+                **demo_token_classes(model=model, tenant=tenant, **tokens),
+                **latency.draw(rng, each_output),
+            }
+        )
+        _degrade(items[-1], **degrade)
+    return items
 
 
 def _degrade(item: dict, *, slug: str, day, slo_ttft_ms: int, rng) -> None:
