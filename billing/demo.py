@@ -18,7 +18,7 @@ from billing.services.credit_notes import credit_note_issue
 from billing.services.invoices import invoice_pay, invoices_overdue_raise
 from billing.services.prepaid import prepaid_purchase
 from billing.services.pricing import contract_create, price_create, promotion_grant
-from billing.services.rated import rated_usage_update
+from billing.services.rating import rated_usage_update
 from metering.selectors.factory import served_model_get
 from metering.selectors.usage import hourly_usage_list
 from portal import clock

@@ -7,7 +7,7 @@ from celery import shared_task
 
 from billing.services.close import close_run
 from billing.services.invoices import invoices_overdue_raise
-from billing.services.rated import rated_usage_update
+from billing.services.rating import rated_usage_update
 from portal import clock
 from portal.periods import month_start
 from portal.pipeline import RATE, stage_begin
@@ -55,7 +55,7 @@ def close_task(month: str | None = None) -> None:
 def rate_task() -> None:
     """The rate stage: rate again, from their first changed hour, the tenant-months
     metering's change log and billing's queue name
-    (billing.services.rated.rated_usage_update), in one transaction with the
+    (billing.services.rating.rated_usage_update), in one transaction with the
     cursor it advances: a killed run rates them again, never twice. No retries: the beat
     runs it every 5 minutes."""
     stage_begin(RATE)

@@ -10,7 +10,7 @@ from billing.models.invoices import (
 from billing.models.ledger import Account, AppendOnlyModel, LedgerTransaction, Posting
 from billing.models.prepaid import PrepaidBalance, PrepaidBreakage, PrepaidDraw
 from billing.models.pricing import DEFAULT_CREDIT_TIERS, Contract, Price, PromotionalCredit
-from billing.models.rated import (
+from billing.models.rating import (
     RatedChange,
     RatedHour,
     RatedMark,

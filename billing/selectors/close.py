@@ -31,7 +31,7 @@ from billing.models import (
     SlaCredit,
 )
 from billing.selectors.ledger import PROMOTIONS_ACCOUNT, REVENUE_KINDS, account_balances
-from billing.selectors.rating import line_of
+from billing.selectors.rating.inputs import line_of
 from portal.closing import month_is_closed
 from portal.periods import month_last_day
 

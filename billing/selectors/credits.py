@@ -16,7 +16,7 @@ from billing.domain.credits import credit_amount, credit_pct_for, target_of
 from billing.domain.rating.types import RatingError
 from billing.models import SlaCredit
 from billing.selectors.pricing import month_contracts
-from billing.selectors.rated import TenantMonthTotals, rated_month_totals
+from billing.selectors.rating.rated_usage import TenantMonthTotals, rated_month_totals
 from metering.selectors.sla.months import SlaMonth, sla_month_list
 
 ZERO = Decimal(0)
@@ -63,7 +63,7 @@ def sla_figures_list(
     """SLA and credit per tenant for a month; closed months read the posted credit, the
     others the credit base: the tenant-months' `totals`, by default as billing's job last
     rated them (a page's read: never rated here); the month's close passes the rating
-    itself (billing.services.rated.tenant_month_totals)."""
+    itself (billing.services.rating.tenant_month_totals)."""
     posted = {c.tenant_id: c for c in SlaCredit.objects.filter(month_start=month_start)}
     slas = sla_month_list(month_start=month_start, tenants=tenants, user=user)
     unposted = [s.tenant for s in slas if s.tenant.pk not in posted]

@@ -14,7 +14,7 @@ from django.db.models import F, Sum
 from billing.domain.rating.types import LineKind
 from billing.models import RatedTenantMonth, RatedUsage
 from billing.selectors.pricing import contract_in_force
-from billing.selectors.rating import line_of
+from billing.selectors.rating.inputs import line_of
 from portal.models import Tenant
 from portal.money import round_money
 

@@ -34,7 +34,7 @@ from billing.models import (
     RatedTenantMonth,
     SlaCredit,
 )
-from billing.selectors.rated import rated_month_totals
+from billing.selectors.rating.rated_usage import rated_month_totals
 from billing.services.credit_notes import credit_note_for_month
 from billing.services.credits import sla_month_close
 from billing.services.invoices import (

@@ -21,7 +21,7 @@ from billing.services.ledger import (
     accrual_date,
     ledger_post,
 )
-from billing.services.rated import tenant_month_totals
+from billing.services.rating import tenant_month_totals
 from portal import clock
 from portal.formatting import decimal_plain, money_text
 from portal.models import Tenant

@@ -38,7 +38,7 @@ from billing.models import (
 )
 from billing.selectors.balances import credit_balance, prepaid_usable
 from billing.selectors.pricing import contract_in_force
-from billing.selectors.rating import month_billed
+from billing.selectors.rating.inputs import month_billed
 from billing.services.events import (
     invoice_issued_raise,
     invoice_overdue_raise,
@@ -57,7 +57,7 @@ from billing.services.ledger import (
     ledger_reverse,
 )
 from billing.services.numbering import document_number
-from billing.services.rated import rating_queue
+from billing.services.rating import rating_queue
 from portal import clock
 from portal.closing import closed_months, month_is_closed
 from portal.formatting import decimal_plain, money_text

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import Model
 
 from billing.models import Contract, Price, PromotionalCredit
-from billing.services.rated import rating_queue
+from billing.services.rating import rating_queue
 from portal.closing import version_closed_check
 from portal.errors import FieldError
 from portal.models import Tenant

@@ -4,7 +4,7 @@ from django.conf import settings
 from django.shortcuts import render
 
 from billing.charts import realization_chart, unsold_chart
-from billing.selectors.rated import realization_get
+from billing.selectors.rating.rated_usage import realization_get
 from metering.selectors.usage import window_resolve
 from portal.charts import figure_json
 from portal.decorators import role_required

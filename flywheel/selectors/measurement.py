@@ -28,7 +28,7 @@ from operator import or_
 from django.db.models import Max, Model, Q
 
 from billing.selectors.credits import sla_credit_totals
-from billing.selectors.rated import (
+from billing.selectors.rating.rated_usage import (
     minimum_shortfalls,
     months_touched,
     paid_by_hour,

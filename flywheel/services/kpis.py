@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from django.db import transaction
 
-from billing.selectors.rated import rated_changes_read
+from billing.selectors.rating.rated_usage import rated_changes_read
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.kpis import kpis_json
 from flywheel.selectors.measurement import DAY, FACTORY, FactoryData, measured_until

@@ -17,7 +17,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from billing.models import Contract, Price, PromotionalCredit, RatedTenantMonth, RatingPending
-from billing.services.rated import rated_usage_update
+from billing.services.rating import rated_usage_update
 from flywheel.selectors.measurement import FactoryData
 from flywheel.services.kpis import snapshots_measure
 from metering.domain.usage.validation import validate_events
@@ -439,7 +439,7 @@ def alerts_prepare() -> dict:
     """The 5-minute buckets of the dataset month's last 8 days (the fold writes them within
     8 days of now: the month is folded again with the clock at its end), the month rated,
     and a tenant member's read token for the budget read."""
-    from billing.services.rated import rated_usage_update
+    from billing.services.rating import rated_usage_update
 
     clock.clock_set(config.MONTH_END)
     try:

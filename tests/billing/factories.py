@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from billing.services.pricing import contract_create, price_create, promotion_grant
-from billing.services.rated import rated_usage_update
+from billing.services.rating import rated_usage_update
 from metering.models import ServedModel
 from metering.services.usage.rollup import usage_fold
 from tests.metering.factories import make_deployment

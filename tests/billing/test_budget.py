@@ -13,7 +13,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from billing.selectors.budget import budget_days, budget_get
-from billing.services.rated import rated_usage_update
+from billing.services.rating import rated_usage_update
 from metering.services.usage.rollup import usage_fold
 from portal import clock
 from portal.alerts import alerts_evaluate

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from billing.models import Contract, Invoice, Price, PromotionalCredit
-from billing.selectors.rating import tenant_month_rate
+from billing.selectors.rating.inputs import tenant_month_rate
 from billing.services.close import close_run
 from metering.models import DeploymentVersion, HourlyUsage, Incident, MaintenanceWindow, Pool
 from portal.closing import month_closed_check

@@ -133,7 +133,7 @@ def test_sla_reads_show_the_base_as_last_rated_and_the_close_posts_it_exact(marc
 
     from rest_framework.test import APIClient
 
-    from billing.selectors.rating import month_rate
+    from billing.selectors.rating.inputs import month_rate
 
     _outage(3000)  # 10%
     late = march.post(
@@ -147,10 +147,10 @@ def test_sla_reads_show_the_base_as_last_rated_and_the_close_posts_it_exact(marc
     client.force_login(users["finance"])
     url = "/api/v1/sla?from=2026-03-01&to=2026-04-01"
     refused = AssertionError("a read ran the rating")
-    with patch("billing.services.rated.month_rate", side_effect=refused):
+    with patch("billing.services.rating.month_rate", side_effect=refused):
         estimate = client.get(url).json()["results"]
         page = client.get("/billing/sla/?month=2026-03")
-    with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
+    with patch("billing.services.rating.month_rate", wraps=month_rate) as rating:
         close_run(month_start=MARCH)
 
     assert estimate[0]["credit_amount"] == "1.76"  # 10% of the 17.60 last rated

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from billing.domain.rating.engine import rate_month
 from billing.domain.rating.types import UsageItem
 from billing.models import Posting
-from billing.selectors.rating import (
+from billing.selectors.rating.inputs import (
     contract_versions,
     price_versions,
     promotions_available,

@@ -22,10 +22,10 @@ from billing.models import (
     RatedUsage,
     RatingPending,
 )
-from billing.selectors.rating import month_billed, month_rate
-from billing.selectors.usage_rows import hourly_rows
+from billing.selectors.rating.inputs import month_billed, month_rate
+from billing.selectors.rating.items import hourly_rows
 from billing.services.pricing import contract_create, price_create, promotion_grant
-from billing.services.rated import rated_usage_update
+from billing.services.rating import rated_usage_update
 from flywheel.selectors.kpis import period_measure
 from flywheel.selectors.measurement import FactoryData
 from flywheel.services.kpis import snapshots_measure
@@ -120,8 +120,8 @@ def _measure_month() -> tuple[list[str], int]:
     refused = AssertionError("the rating engine ran")
     with (
         CaptureQueriesContext(connection) as captured,
-        patch("billing.selectors.rating.rate_month", side_effect=refused),
-        patch("billing.services.rated.month_rate", side_effect=refused),
+        patch("billing.selectors.rating.inputs.rate_month", side_effect=refused),
+        patch("billing.services.rating.month_rate", side_effect=refused),
     ):
         data = FactoryData(start=MARCH, end=APRIL, snapshots=False)
         for scope in data.scopes():
@@ -156,7 +156,7 @@ def test_measuring_a_month_reads_no_event_never_rates_and_its_queries_are_flat(d
     assert 0 < figures.sell_through < 1  # trial and no-contract usage is unsold
 
     # The measure job, once the rated usage is current, does not rate either.
-    with patch("billing.selectors.rating.rate_month", side_effect=AssertionError("rated")):
+    with patch("billing.selectors.rating.inputs.rate_month", side_effect=AssertionError("rated")):
         snapshots_measure(start=MARCH, end=APRIL, now=NOW)
 
 
@@ -331,7 +331,7 @@ def test_incremental_rating_equals_a_whole_month_rating(db, batches, promotion):
             (r.realized * month.promotion_rate for r in paid), Decimal(0)
         )
         assert abs(after - rated.realized_after_promotions) < Decimal("0.000001")
-    with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
+    with patch("billing.services.rating.month_rate", wraps=month_rate) as rating:
         rated_usage_update()  # nothing changed: nothing is rated again
     assert not rating.called
 
@@ -347,7 +347,7 @@ def test_a_version_dated_after_a_month_leaves_the_month_rated_as_it_was(db):
     small = ServedModel.objects.get(slug="small")
 
     before = _sum("list_value")
-    with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
+    with patch("billing.services.rating.month_rate", wraps=month_rate) as rating:
         price_create(model=small, token_class="output", per_million=Decimal("3.0"),
                      currency="USD", effective_from=APRIL)  # fmt: skip
         contract_create(tenant=tenant, kind="paid", discount_pct=Decimal(50), currency="USD",
@@ -356,7 +356,7 @@ def test_a_version_dated_after_a_month_leaves_the_month_rated_as_it_was(db):
     assert not rating.called
     assert _sum("list_value") == before
 
-    with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
+    with patch("billing.services.rating.month_rate", wraps=month_rate) as rating:
         price_create(model=small, token_class="output", per_million=Decimal("3.0"),
                      currency="USD", effective_from=MARCH)  # fmt: skip
         rated_usage_update()
@@ -411,7 +411,7 @@ def test_new_usage_in_an_hour_rates_that_hour_resuming_from_the_hour_before(db):
             "cached_tokens": 100, "output_tokens": 5_000,
             "time": (last_hour + timedelta(minutes=59)).isoformat()}  # fmt: skip
     _ingest([late])
-    with patch("billing.selectors.rating.hourly_rows", wraps=hourly_rows) as rows:
+    with patch("billing.selectors.rating.inputs.hourly_rows", wraps=hourly_rows) as rows:
         assert rated_usage_update() == 1
     assert rows.call_args.args[0] == last_hour  # the hour, not the month
     after = list(RatedHour.objects.order_by("hour").values_list("hour", "consumed", "paid_tokens"))
@@ -428,7 +428,7 @@ def test_new_usage_in_an_hour_rates_that_hour_resuming_from_the_hour_before(db):
 
     # A credit rates no hour again: the month's last hour is read (none there), and the
     # month's promotions are worked out from the state of the hour before.
-    with patch("billing.selectors.rating.hourly_rows", wraps=hourly_rows) as rows:
+    with patch("billing.selectors.rating.inputs.hourly_rows", wraps=hourly_rows) as rows:
         promotion_grant(tenant=tenant, amount=Decimal("0.01"), currency="USD",
                         effective_from=MARCH)  # fmt: skip
         assert rated_usage_update() == 1

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from billing.selectors.rating import month_rate
+from billing.selectors.rating.inputs import month_rate
 from billing.services.pricing import contract_create, price_create
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.kpis import period_measure
@@ -192,7 +192,7 @@ def test_a_closed_month_is_read_from_snapshots_and_rated_months_without_rating(f
     rated tenant-months, equal to measuring it again from the rollups and the rating; the
     rating engine does not run and no hourly rollup or event is read (but to find which
     months hold usage)."""
-    from billing.services.rated import tenant_month_totals
+    from billing.services.rating import tenant_month_totals
 
     tenant = Tenant.objects.get(slug="paid")
     contract_create(tenant=tenant, kind="paid", free_tokens_per_month=40_000,
@@ -207,7 +207,7 @@ def test_a_closed_month_is_read_from_snapshots_and_rated_months_without_rating(f
     refused = AssertionError("the rating engine ran")
     with (
         CaptureQueriesContext(connection) as captured,
-        patch("billing.selectors.rating.rate_month", side_effect=refused),
+        patch("billing.selectors.rating.inputs.rate_month", side_effect=refused),
     ):
         data = FactoryData(start=march, end=april)
         measured = period_measure(start=march, end=april)
@@ -223,7 +223,7 @@ def test_a_rated_month_is_rated_again_when_its_usage_changes_and_only_that_tenan
     of one tenant rates that tenant's month again, not the other's, and billing's change
     log says in which hours its rated usage changed."""
     from billing.models import RatedChange, RatedUsage
-    from billing.services.rated import rated_usage_update, tenant_month_totals
+    from billing.services.rating import rated_usage_update, tenant_month_totals
 
     def rated_hours():
         return set(RatedUsage.objects.values_list("tenant_id", "hour", "sale", "realized"))
@@ -244,7 +244,7 @@ def test_a_rated_month_is_rated_again_when_its_usage_changes_and_only_that_tenan
     assert not errors
     usage_ingest(events=late, received_at=D + 4 * DAY)
     usage_fold()
-    with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
+    with patch("billing.services.rating.month_rate", wraps=month_rate) as rating:
         second = tenant_month_totals(month_start=march)
 
     assert second[paid].usage_amount > first[paid].usage_amount  # 6 M more tokens, paid
@@ -259,7 +259,7 @@ def test_a_rated_month_is_rated_again_when_its_usage_changes_and_only_that_tenan
         changed[-1] + timedelta(hours=1),
     )
 
-    with patch("billing.services.rated.month_rate", wraps=month_rate) as rating:
+    with patch("billing.services.rating.month_rate", wraps=month_rate) as rating:
         assert rated_usage_update() == 0  # nothing changed
     assert not rating.called
 
@@ -319,7 +319,7 @@ def test_the_measure_stage_does_not_measure_an_unchanged_day_again(factory):
     """Two runs in the same hour with nothing new: the second writes nothing; a late event
     (folded and rated), a new price version (rated), or the next whole hour, and the days
     they reach are measured again."""
-    from billing.services.rated import rated_usage_update
+    from billing.services.rating import rated_usage_update
     from flywheel.services.kpis import snapshots_update
 
     now = D + 2 * DAY + timedelta(hours=5, minutes=10)

@@ -13,7 +13,7 @@ from decimal import Decimal
 import pytest
 
 from billing.services.pricing import contract_create, price_create
-from billing.services.rated import rated_usage_update
+from billing.services.rating import rated_usage_update
 from flywheel.domain.loop.baseline import measured_tfom
 from flywheel.domain.loop.demand import UNLIMITED
 from flywheel.domain.loop.diagnosis import DEFAULT_TARGETS, diagnose

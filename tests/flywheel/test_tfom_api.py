@@ -15,7 +15,7 @@ from fractions import Fraction
 import pytest
 from rest_framework.test import APIClient
 
-from billing.services.rated import rated_usage_update
+from billing.services.rating import rated_usage_update
 from flywheel.models import CostModel
 from flywheel.selectors.tfom import tfom_measure
 from flywheel.services.tfom import cost_model_create, factory_costs_create

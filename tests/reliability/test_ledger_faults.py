@@ -41,7 +41,7 @@ from billing.models import (
     SlaCredit,
 )
 from billing.selectors.ledger import account_balances
-from billing.selectors.rating import tenant_month_rate
+from billing.selectors.rating.inputs import tenant_month_rate
 from billing.services.close import close_run
 from billing.services.invoices import (
     InvoiceError,

@@ -14,7 +14,7 @@ from decimal import Decimal, localcontext
 
 from django.db.models import Q
 
-from billing.selectors.rated import (
+from billing.selectors.rating.rated_usage import (
     PAID,
     UNSOLD_REASONS,
     sales_by_tenant,

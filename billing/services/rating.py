@@ -46,8 +46,8 @@ from billing.models import (
     RatedUsage,
     RatingPending,
 )
-from billing.selectors.rated import TenantMonthTotals, rated_month_totals
-from billing.selectors.rating import MonthRating, line_row, month_rate
+from billing.selectors.rating.inputs import MonthRating, line_row, month_rate
+from billing.selectors.rating.rated_usage import TenantMonthTotals, rated_month_totals
 from metering.domain.usage.compliance import is_slo_compliant
 from metering.domain.usage.rollup import PRODUCTION_FIELDS, TOKEN_FIELDS
 from metering.selectors.changes import usage_changes_read

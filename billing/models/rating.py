@@ -6,7 +6,7 @@ from portal.models import Tenant
 class RatedTenantMonth(models.Model):
     """Billing's read model of one tenant's month as rated: the totals other figures need
     (the base of an SLA credit, the minimum shortfall), written with its rated usage by the
-    rate stage (billing.services.rated)."""
+    rate stage (billing.services.rating)."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
     month_start = models.DateTimeField()
@@ -43,7 +43,7 @@ class RatedUsage(models.Model):
     met the deployment's SLO, and the money: list value, contract and tier discounts and the
     realized amount before promotions (a row's promotions are its realized amount times its
     tenant-month's promotion rate). Written only with its tenant-month's RatedTenantMonth
-    and RatedHour (billing.services.rated), so it is as fresh as they are."""
+    and RatedHour (billing.services.rating), so it is as fresh as they are."""
 
     class Sale(models.TextChoices):
         PAID = "paid"

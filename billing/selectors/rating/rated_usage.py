@@ -1,7 +1,7 @@
 """Reads of billing's published rated usage (billing.models.RatedUsage): what was sold, per
 deployment and hour, at what list value and realized amount; the months' rating errors and
 minimum shortfalls. Stored reads only: the rating runs in billing's jobs
-(billing.services.rated), never here."""
+(billing.services.rating), never here."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ from billing.models import (
     RatedTenantMonth,
     RatingPending,
 )
-from billing.selectors.usage_rows import (
+from billing.selectors.rating.items import (
     hour_items,
     hourly_rows,
     row_item,
