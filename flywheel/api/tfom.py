@@ -12,7 +12,7 @@ from flywheel.filters import CostModelFilterSet
 from flywheel.models import CostModel, FactoryCosts
 from flywheel.selectors.kpis import TFOM_FIGURES, window_json
 from flywheel.selectors.loop.shapes import rfc3339
-from flywheel.selectors.measurement import FACTORY, FactoryData
+from flywheel.selectors.measurement import FACTORY, kpi_read
 from flywheel.selectors.tfom import tfom_json, tfom_measure
 from flywheel.services.tfom import (
     cost_model_create,
@@ -246,7 +246,7 @@ class TfomView(APIView):
                     "rating_errors": {},
                 }
             )
-        data = FactoryData(start=window.start, end=window.to)
+        data = kpi_read(window.period)
         tfom = tfom_measure(
             scope=scope, start=window.start, end=window.to, baseline_tef=baseline, data=data
         )

@@ -16,7 +16,7 @@ from flywheel.domain.bands import band_of
 from flywheel.domain.kpis import Kpis, PoolInputs, kpis_compute, period_seconds, pool_reference_rate
 from flywheel.domain.tfom import Tfom
 from flywheel.models import KpiSnapshot
-from flywheel.selectors.measurement import FACTORY, FactoryData
+from flywheel.selectors.measurement import FACTORY, kpi_read
 from metering.selectors.factory import pool_list, pool_service_lives
 from portal.formatting import rfc3339
 from portal.money import money_str
@@ -60,7 +60,7 @@ def period_measure(*, start: datetime, end: datetime) -> Measured:
     """KPIs of [start, end) for the factory and each pool: the one KPI read of pages, API,
     /metrics and exports. Whole days the measure job closed come from its day snapshots,
     the rest is measured for the request (FactoryData)."""
-    data = FactoryData(start=start, end=end)
+    data = kpi_read(Period(start, end))
     sums = {pk: data.pool_sums(pk, start, end) for pk in data.pools}
     r_refs = {pk: data.r_refs(pk) for pk in data.pools}
     return _measured(start, end, data.pools, sums, r_refs, data.rating_errors, data.measured_at)

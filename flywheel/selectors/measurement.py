@@ -1,6 +1,8 @@
 """Measure KPI inputs from the database: the one read path of every KPI and TFOM figure.
 
-`FactoryData` loads a range once, with a number of queries that depends on the pools,
+`kpi_read(period)` is the one entry point: pages, the API, `/metrics`, exports and the
+flywheel's jobs call it with a resolved period and read any scope of it (`kpis(scope=…)`);
+nothing else builds the `FactoryData` it returns. It loads a range once, with a number of queries that depends on the pools,
 deployments and months covered, never on events or tenants. A whole day the measure job
 closed is read from its factory day snapshot (each pool's additive sums), so a period of
 measured days reads one row per day however many events they hold. The rest (the live
@@ -249,8 +251,17 @@ def hour_production(row: dict, version: Model) -> tuple[Decimal, Decimal]:
     return tok, _tok(version, row["co"], row["ci"], row["cc"])
 
 
+def kpi_read(
+    period: Period, *, remeasure: frozenset[datetime] = frozenset(), snapshots: bool = True
+) -> FactoryData:
+    """The KPI read of a resolved period, every scope of it: the factory's and each pool's
+    (`FactoryData.kpis(scope=…)`), their TFOM inputs, rating errors and snapshot age. The
+    measure stage names the days it measures again in `remeasure`."""
+    return FactoryData(start=period.start, end=period.end, remeasure=remeasure, snapshots=snapshots)
+
+
 class FactoryData:
-    """Everything the KPIs of any period inside [start, end) need, loaded once. With
+    """Built by `kpi_read` only. Everything the KPIs of any period inside [start, end) need, loaded once. With
     `snapshots=False` every day is measured live; the measure stage, which writes the day
     snapshots, names the days it measures again in `remeasure` (measured live, the rest of
     the range read as any read would)."""

@@ -12,9 +12,10 @@ from flywheel.domain.kpis import KPI_CONTEXT
 from flywheel.domain.reports.explain import EXPLAIN
 from flywheel.domain.reports.model import HOUR, Row, Section, TfomReport, period_whole_seconds
 from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, SECONDS_PER_MONTH, annualized_withheld
-from flywheel.selectors.measurement import FACTORY, FactoryData
+from flywheel.selectors.measurement import FACTORY, FactoryData, kpi_read
 from flywheel.selectors.tfom import factory_costs_in_force, tfom_measure
 from portal import clock
+from portal.periods import Period
 
 ZERO = Decimal(0)
 
@@ -33,7 +34,7 @@ def tfom_report_build(
 ) -> TfomReport:
     """The factory's TFOM report over [start, end), with a breakdown per pool. Raises
     FieldError when a pool has no cost model in force at `start`."""
-    data = data if data is not None else FactoryData(start=start, end=end)
+    data = data if data is not None else kpi_read(Period(start, end))
     tfom = tfom_measure(scope=FACTORY, start=start, end=end, baseline_tef=baseline_tef, data=data)
     pools = [
         (

@@ -26,13 +26,13 @@ from flywheel.domain.kpis import KPI_CONTEXT, PoolInputs, kpis_compute
 from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, Tfom
 from flywheel.models import CostModel, FactoryCosts, KpiSnapshot
 from flywheel.selectors.kpis import kpis_json
-from flywheel.selectors.measurement import FACTORY, FactoryData
+from flywheel.selectors.measurement import FACTORY, FactoryData, kpi_read
 from metering.selectors.telemetry import gpu_energy_hour_list
 from metering.selectors.usage import first_metered_hour
 from portal.closing import closed_months
 from portal.errors import FieldError
 from portal.money import money_str, round_half_up
-from portal.periods import month_start, months_before, next_month
+from portal.periods import Period, month_start, months_before, next_month
 from portal.versions import version_in_force, versions_in_force
 
 ZERO = Decimal(0)
@@ -144,7 +144,7 @@ def tfom_measure(
     the period begins, or the scope when it is unknown."""
     if baseline_tef <= 0:
         raise FieldError("baseline_tef", "must be positive")
-    data = data if data is not None else FactoryData(start=start, end=end)
+    data = data if data is not None else kpi_read(Period(start, end))
     if not (data.start <= start < end <= data.end):
         raise ValueError("period outside the loaded range")
     all_ids = sorted(data.pools)
@@ -309,7 +309,7 @@ def tfom_trend(
     start = tfom_trend_start(end=end, months=months)
     if start is None:
         return []
-    data = data if data is not None else FactoryData(start=start, end=end)
+    data = data if data is not None else kpi_read(Period(start, end))
     snapshots = {
         snapshot.period_start: snapshot
         for snapshot in KpiSnapshot.objects.filter(

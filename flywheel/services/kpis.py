@@ -20,11 +20,11 @@ from django.db import transaction
 from billing.selectors.rating.rated_usage import rated_changes_read
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.kpis import kpis_json
-from flywheel.selectors.measurement import DAY, FACTORY, FactoryData, measured_until
+from flywheel.selectors.measurement import DAY, FACTORY, FactoryData, kpi_read, measured_until
 from metering.selectors.changes import usage_changes_read
 from metering.selectors.factory import factory_in_service_from
 from portal import clock
-from portal.periods import day_floor, month_start, months_before, next_month
+from portal.periods import Period, day_floor, month_start, months_before, next_month
 from portal.pipeline import MEASURE, log_consume
 
 Span = tuple[datetime, datetime]  # [start, end)
@@ -61,9 +61,7 @@ def _measured(*, days: Iterable[datetime], now: datetime) -> list[KpiSnapshot]:
         by_month.setdefault(month_start(day), []).append(day)
     rows: list[KpiSnapshot] = []
     for month, month_days in by_month.items():
-        data = FactoryData(
-            start=month, end=min(next_month(month), to), remeasure=frozenset(month_days)
-        )
+        data = kpi_read(Period(month, min(next_month(month), to)), remeasure=frozenset(month_days))
         for scope in data.scopes():
             rows += [
                 _snapshot(data, scope, KpiSnapshot.PeriodKind.DAY, day, min(day + DAY, to), now)

@@ -22,7 +22,7 @@ from flywheel.selectors.loop.baseline import baseline_get, baseline_remember
 from flywheel.selectors.loop.cycles import application_list, cycle_list
 from flywheel.selectors.loop.diagnosis import diagnosis_get, goal_status_get
 from flywheel.selectors.loop.levers import goal_in_force, lever_spec, levers_in_force
-from flywheel.selectors.measurement import FACTORY, FactoryData
+from flywheel.selectors.measurement import FACTORY, kpi_read
 from metering.selectors.usage import window_resolve
 from portal import clock
 from portal.access import Capability, user_may
@@ -96,7 +96,7 @@ def _loop_history(now) -> dict:
 def _measured(period, *, now, per_month_label: str) -> dict:
     """The period measured, diagnosed and checked against the goal, with its charts and
     the simulator's starting point; FieldError when its baseline cannot be costed."""
-    data = FactoryData(start=period.start, end=period.end)
+    data = kpi_read(period)
     baseline = baseline_get(start=period.start, end=period.end, data=data)
     measured = measured_tfom(baseline)
     diagnosis = diagnosis_get(

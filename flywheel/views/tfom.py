@@ -19,7 +19,7 @@ from flywheel.domain.reports.model import TfomReport
 from flywheel.domain.reports.xlsx import report_xlsx
 from flywheel.domain.tfom import annualized_withheld, baseline_tef_parse
 from flywheel.selectors.kpis import empty_reason_of
-from flywheel.selectors.measurement import FACTORY, FactoryData
+from flywheel.selectors.measurement import FACTORY, kpi_read
 from flywheel.selectors.report_periods import report_period_parse, report_periods
 from flywheel.selectors.reports import tfom_report_build
 from flywheel.selectors.tfom import tfom_trend, tfom_trend_start
@@ -30,7 +30,7 @@ from portal.errors import FieldError
 from portal.exports import csv_response, export_query
 from portal.models import Role
 from portal.pdf import pdf_render
-from portal.periods import month_start, next_month
+from portal.periods import Period, month_start, next_month
 
 TREND_MONTHS = 12
 
@@ -65,8 +65,8 @@ def investor(request):
             request, "flywheel/tfom/investor.html", {**context, "empty_reason": empty_reason}
         )
     trend_start = tfom_trend_start(end=period.end, months=TREND_MONTHS)
-    data = FactoryData(
-        start=min(period.start, trend_start) if trend_start else period.start, end=period.end
+    data = kpi_read(
+        Period(min(period.start, trend_start) if trend_start else period.start, period.end)
     )
     try:
         report = tfom_report_build(

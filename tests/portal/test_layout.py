@@ -101,3 +101,16 @@ def test_views_and_api_modules_never_scope_rows_by_tenant_themselves():
             ):
                 found.append(f"{where} .{name}(tenant…)")
     assert found == []
+
+
+def test_the_kpi_read_is_built_in_one_place():
+    """Pages, the API, /metrics, exports and the flywheel's jobs read KPIs through
+    `kpi_read(period)` (flywheel/selectors/measurement.py), the one place that builds the
+    KPI read, so the same period gives the same figures everywhere."""
+    built = [
+        f"{path.relative_to(ROOT)}:{node.lineno}"
+        for path in _modules()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "FactoryData"
+    ]
+    assert len(built) == 1 and built[0].startswith("flywheel/selectors/measurement.py:"), built

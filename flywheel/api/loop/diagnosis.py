@@ -15,7 +15,7 @@ from flywheel.domain.loop.factors import FACTORS
 from flywheel.selectors.kpis import empty_reason_of
 from flywheel.selectors.loop.diagnosis import diagnosis_get
 from flywheel.selectors.loop.shapes import diagnosis_response, rfc3339
-from flywheel.selectors.measurement import FACTORY, FactoryData
+from flywheel.selectors.measurement import FACTORY, kpi_read
 from metering.selectors.usage import window_resolve
 from portal.access import Capability
 from portal.api.periods import PERIOD_PARAMETERS
@@ -79,7 +79,7 @@ class DiagnosisView(APIView):
                 }
             )
         period = window.period
-        data = FactoryData(start=period.start, end=period.end)
+        data = kpi_read(period)
         diagnosis = diagnosis_get(start=period.start, end=period.end, targets=targets, data=data)
         body = diagnosis_response(diagnosis, rating_errors=data.rating_errors)
         return Response({**body, "data_until": rfc3339(window.data_until), "empty_reason": None})

@@ -12,7 +12,7 @@ from django.core.cache import cache
 from flywheel.domain.kpis import ratio_of
 from flywheel.domain.loop.baseline import Baseline
 from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, FactoryCosts, PoolTfomInputs
-from flywheel.selectors.measurement import FactoryData
+from flywheel.selectors.measurement import FactoryData, kpi_read
 from flywheel.selectors.tfom import (
     cost_models_in_force,
     engine_cost_model,
@@ -21,6 +21,7 @@ from flywheel.selectors.tfom import (
     revenue_tie_out,
 )
 from portal.errors import FieldError
+from portal.periods import Period
 
 ZERO = Decimal(0)
 
@@ -37,7 +38,7 @@ def baseline_get(
     shortfalls, SLA credits and the ledger's tie-out (the same inputs as `tfom_measure`).
     A pool in service without a cost model is left out and named in `uncosted`, the rest
     computed; FieldError naming `cost_model` when no pool in service has one."""
-    data = data if data is not None else FactoryData(start=start, end=end)
+    data = data if data is not None else kpi_read(Period(start, end))
     cost_models = cost_models_in_force(at=start, pool_ids=sorted(data.pools))
     ids = [i for i in sorted(data.pools) if i in cost_models]
     # Without one, a pool out of service all period adds nothing: only one in service is.

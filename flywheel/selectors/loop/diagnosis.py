@@ -21,7 +21,8 @@ from flywheel.selectors.loop.levers import (
     levers_in_force,
     proposable_levers,
 )
-from flywheel.selectors.measurement import FactoryData
+from flywheel.selectors.measurement import FactoryData, kpi_read
+from portal.periods import Period
 
 
 def diagnosis_get(
@@ -37,7 +38,7 @@ def diagnosis_get(
     given, are that period measured). Targets: `targets` over the goal in force at `at`
     (default `end`) over the kpis.md defaults. Raises FieldError when a pool has no cost
     model."""
-    data = data if data is not None else FactoryData(start=start, end=end)
+    data = data if data is not None else kpi_read(Period(start, end))
     baseline = baseline if baseline is not None else baseline_get(start=start, end=end, data=data)
     merged = goal_targets(goal_in_force(at=at or end)) | (targets or {})
     return diagnose(

@@ -9,11 +9,11 @@ from django.db import transaction
 from flywheel.domain.loop.factors import FACTORS
 from flywheel.models import LeverApplication
 from flywheel.selectors.loop.levers import levers_in_force
-from flywheel.selectors.measurement import FactoryData
+from flywheel.selectors.measurement import FactoryData, kpi_read
 from portal import clock
 from portal.access import acting_user
 from portal.errors import FieldError
-from portal.periods import hour_floor
+from portal.periods import Period, hour_floor
 from portal.services import audit_object, object_delete
 
 BASELINE_DAYS = 7  # an application's "before": the 7 days up to it
@@ -56,7 +56,7 @@ def lever_apply(
         raise FieldError("lever", f"lever {slug} is already recorded as applied")
     end = hour_floor(applied_at)
     start = end - timedelta(days=BASELINE_DAYS)
-    data = data if data is not None else FactoryData(start=start, end=end)
+    data = data if data is not None else kpi_read(Period(start, end))
     before = data.kpis(scope="factory", start=start, end=end)
     with transaction.atomic():
         application = LeverApplication.objects.create(

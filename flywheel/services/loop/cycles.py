@@ -24,13 +24,13 @@ from flywheel.selectors.loop.shapes import (
     proposal_json,
     rfc3339,
 )
-from flywheel.selectors.measurement import FactoryData
+from flywheel.selectors.measurement import kpi_read
 from flywheel.selectors.tfom import tfom_json
 from flywheel.services.loop.versions import lever_create
 from portal import clock
 from portal.errors import FieldError
 from portal.events import event_raise
-from portal.periods import hour_floor
+from portal.periods import Period, hour_floor
 from portal.services import audit_record
 
 log = logging.getLogger(__name__)
@@ -214,7 +214,7 @@ def cycle_run(
         start, end = start or period.start, end or period.end
     if end <= start:
         raise FieldError("to", "must be after from")
-    data = FactoryData(start=start, end=end)
+    data = kpi_read(Period(start, end))
     goal = goal_in_force(at=now)
     try:
         baseline = baseline_get(start=start, end=end, data=data)
