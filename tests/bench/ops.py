@@ -190,9 +190,9 @@ def full_rollup() -> dict:
     return {"seconds": time.perf_counter() - started, "cells": cells}
 
 
-def incremental_rollup(*, seq0: int, hour: str, per_hour: int) -> dict:
-    """Ingest one hour of new events (usage_ingest, 1,000 per call: it writes the pending
-    queue), then time usage_fold(), which folds them into the hourly and daily rows."""
+def _ingest_hour(*, seq0: int, hour: str, per_hour: int) -> None:
+    """Ingest `per_hour` generated events of the hour starting at `hour` (usage_ingest, 1,000
+    per call: it writes the pending queue), untimed."""
     start = _parse(hour)
     generator = EventGenerator()
     rows = list(generator.rows(seq0=seq0, count=per_hour, start=start, days=1, hours=1))
@@ -202,6 +202,12 @@ def incremental_rollup(*, seq0: int, hour: str, per_hour: int) -> dict:
         events, errors = validate_events(items=items[i : i + 1000], now=now)
         assert not errors, errors[:3]
         usage_ingest(events=events, received_at=now)
+
+
+def incremental_rollup(*, seq0: int, hour: str, per_hour: int) -> dict:
+    """Ingest one hour of new events (usage_ingest, 1,000 per call: it writes the pending
+    queue), then time usage_fold(), which folds them into the hourly and daily rows."""
+    _ingest_hour(seq0=seq0, hour=hour, per_hour=per_hour)
     pending = FoldPending.objects.count()
     with CaptureQueriesContext(connection) as queries:
         started = time.perf_counter()
@@ -226,15 +232,7 @@ def rating_after_hour(*, seq0: int, hour: str, per_hour: int, profile: bool = Fa
     """One busy hour's new events in the month's last hour (ingested and folded, untimed),
     then the rate stage timed (and profiled): it rates the tenant-months they changed from
     that hour."""
-    start = _parse(hour)
-    generator = EventGenerator()
-    rows = list(generator.rows(seq0=seq0, count=per_hour, start=start, days=1, hours=1))
-    items = [generator.item(r) for r in rows]
-    now = clock.now()
-    for i in range(0, len(items), 1000):
-        events, errors = validate_events(items=items[i : i + 1000], now=now)
-        assert not errors, errors[:3]
-        usage_ingest(events=events, received_at=now)
+    _ingest_hour(seq0=seq0, hour=hour, per_hour=per_hour)
     usage_fold()
     return _rating_timed(profile=profile)
 
