@@ -3,26 +3,18 @@
 import logging
 from datetime import UTC, datetime, timedelta
 
-from celery import shared_task
-
 from billing.services.close import close_run
 from billing.services.invoices import invoices_overdue_raise
 from billing.services.rating import rated_usage_update
 from portal import clock
+from portal.celery import job_task
 from portal.periods import month_start
 from portal.pipeline import RATE, stage_begin
 
 log = logging.getLogger(__name__)
 
 
-@shared_task(
-    name="billing.close",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    time_limit=3600,
-    max_retries=0,
-    ignore_result=True,
-)
+@job_task("billing.close", time_limit=3600)
 def close_task(month: str | None = None) -> None:
     """The month-end close of last month (or `month`, YYYY-MM), or its resumption
     (billing.services.close): a redelivery after a killed worker resumes it at the step it
@@ -44,14 +36,7 @@ def close_task(month: str | None = None) -> None:
     )
 
 
-@shared_task(
-    name=RATE,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    time_limit=900,
-    max_retries=0,
-    ignore_result=True,
-)
+@job_task(RATE, time_limit=900)
 def rate_task() -> None:
     """The rate stage: rate again, from their first changed hour, the tenant-months
     metering's change log and billing's queue name
@@ -64,14 +49,7 @@ def rate_task() -> None:
         log.info("rate: %d tenant-months", rated)
 
 
-@shared_task(
-    name="billing.overdue",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    time_limit=600,
-    max_retries=0,
-    ignore_result=True,
-)
+@job_task("billing.overdue", time_limit=600)
 def overdue_task() -> None:
     """invoice.overdue for the invoices whose due day ended with something outstanding."""
     invoices_overdue_raise(now=clock.now())

@@ -2,23 +2,15 @@
 
 import logging
 
-from celery import shared_task
-
 from flywheel.services.kpis import snapshots_update
+from portal.celery import job_task
 from portal.clock import parse_instant
 from portal.pipeline import MEASURE, stage_begin, stages_run
 
 log = logging.getLogger(__name__)
 
 
-@shared_task(
-    name=MEASURE,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    time_limit=900,
-    max_retries=0,
-    ignore_result=True,
-)
+@job_task(MEASURE, time_limit=900)
 def measure_task() -> None:
     """The measure stage: KPI snapshots of the days and months metering's and billing's
     change logs name, the open day and month to the read window's end, and the periods that
@@ -29,14 +21,7 @@ def measure_task() -> None:
     log.info("measure: %d snapshots", written)
 
 
-@shared_task(
-    name="flywheel.cycle",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    time_limit=900,
-    max_retries=0,
-    ignore_result=True,
-)
+@job_task("flywheel.cycle", time_limit=900)
 def cycle_task(start: str | None = None, end: str | None = None) -> None:
     """Measure, diagnose, check the goal, propose levers for [start, end) (RFC 3339; default
     the last 7 whole UTC days), after running every stage of the pipeline in this process.

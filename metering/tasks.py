@@ -2,26 +2,17 @@
 
 import logging
 
-from celery import shared_task
-
 from metering.services.telemetry.scrape import scrape_all
 from metering.services.usage.rejections import rejections_purge
 from metering.services.usage.rollup import usage_fold
 from portal import clock
+from portal.celery import job_task
 from portal.pipeline import FOLD, stage_begin
 
 log = logging.getLogger(__name__)
 
 
-@shared_task(
-    name="metering.scrape_targets",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    soft_time_limit=25,
-    time_limit=28,
-    max_retries=0,
-    ignore_result=True,
-)
+@job_task("metering.scrape_targets", soft_time_limit=25, time_limit=28)
 def scrape_targets_task() -> None:
     """Scrape every enabled Prometheus target once (metering.telemetry.scrape_all).
 
@@ -32,14 +23,7 @@ def scrape_targets_task() -> None:
     log.info("scrape: %d targets, %d failed %s", len(outcomes), len(failed), failed or "")
 
 
-@shared_task(
-    name=FOLD,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    time_limit=600,
-    max_retries=0,
-    ignore_result=True,
-)
+@job_task(FOLD, time_limit=600)
 def fold_task() -> None:
     """The fold stage: add accepted events to the rollups and append what changed to
     metering's change log (metering.services.usage.rollup.usage_fold). Each batch claims its
@@ -51,14 +35,7 @@ def fold_task() -> None:
         log.info("fold: %d events", folded)
 
 
-@shared_task(
-    name="metering.retention",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    time_limit=600,
-    max_retries=0,
-    ignore_result=True,
-)
+@job_task("metering.retention", time_limit=600)
 def retention_task() -> None:
     """The daily retention job (architecture.md, jobs): the ingestion debugger's rejections
     older than 7 days are purged (archiving raw events of months past retention comes with

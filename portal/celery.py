@@ -4,7 +4,7 @@ deliveries or folds never slows a page."""
 
 import os
 
-from celery import Celery
+from celery import Celery, shared_task
 from celery.signals import worker_init, worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
@@ -23,3 +23,20 @@ def worker_priority(**_) -> None:
 
     here = os.getpriority(os.PRIO_PROCESS, 0)
     os.setpriority(os.PRIO_PROCESS, 0, max(here, settings.WORKER_NICE))
+
+
+def job_task(name: str, *, time_limit: int, soft_time_limit: int | None = None):
+    """The decorator of an app's job: a task named `name` under the one policy every job runs
+    by. Acknowledged once done, and redelivered when its worker dies (`acks_late`,
+    `reject_on_worker_lost`): each job is idempotent. No retries: the beat's next run is the
+    retry. No result kept. Killed after `time_limit` seconds (a job that stops cleanly is
+    told `soft_time_limit` seconds in)."""
+    return shared_task(
+        name=name,
+        acks_late=True,
+        reject_on_worker_lost=True,
+        soft_time_limit=soft_time_limit,
+        time_limit=time_limit,
+        max_retries=0,
+        ignore_result=True,
+    )
