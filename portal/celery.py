@@ -25,18 +25,18 @@ def worker_priority(**_) -> None:
     os.setpriority(os.PRIO_PROCESS, 0, max(here, settings.WORKER_NICE))
 
 
+# The one policy every job of the apps runs under (job_task).
+JOB_POLICY = {
+    "acks_late": True,  # acknowledged once done: each job is idempotent
+    "reject_on_worker_lost": True,  # and redelivered when its worker dies
+    "max_retries": 0,  # no retries: the beat's next run is the retry
+    "ignore_result": True,  # nothing reads a job's result
+}
+
+
 def job_task(name: str, *, time_limit: int, soft_time_limit: int | None = None):
-    """The decorator of an app's job: a task named `name` under the one policy every job runs
-    by. Acknowledged once done, and redelivered when its worker dies (`acks_late`,
-    `reject_on_worker_lost`): each job is idempotent. No retries: the beat's next run is the
-    retry. No result kept. Killed after `time_limit` seconds (a job that stops cleanly is
-    told `soft_time_limit` seconds in)."""
+    """The decorator of an app's job: a task named `name` under JOB_POLICY, killed after
+    `time_limit` seconds (a job that stops cleanly is told `soft_time_limit` seconds in)."""
     return shared_task(
-        name=name,
-        acks_late=True,
-        reject_on_worker_lost=True,
-        soft_time_limit=soft_time_limit,
-        time_limit=time_limit,
-        max_retries=0,
-        ignore_result=True,
+        name=name, soft_time_limit=soft_time_limit, time_limit=time_limit, **JOB_POLICY
     )
