@@ -3,6 +3,7 @@
 from datetime import UTC, datetime
 from decimal import Decimal
 
+from billing.services.close import close_run
 from billing.services.pricing import contract_create, price_create, promotion_grant
 from billing.services.rating import rated_usage_update
 from metering.models import ServedModel
@@ -68,6 +69,16 @@ def make_march_usage(api, tenant, event_id: str, **terms):
     """A contract of `tenant` with `terms` from January, and MARCH_USAGE ingested for it."""
     make_contract(tenant, **terms)
     return post_usage(api, [{"id": event_id, **MARCH_USAGE}], tenant=tenant.slug)
+
+
+def make_march_invoice(api, tenant, **terms):
+    """`tenant`'s March: a priced model, a contract with `terms` and MARCH_USAGE, invoiced by
+    the month's close run (the one invoice it issues)."""
+    make_priced_model()
+    make_march_usage(api, tenant, "a1", **terms)
+    [invoice] = close_run(month_start=MARCH).issued
+    assert invoice.tenant == tenant
+    return invoice
 
 
 def post_usage(api, events, *, tenant="tenant-a", model="llama-70b"):

@@ -18,7 +18,7 @@ from metering.services.usage.rollup import usage_fold
 from portal import clock
 from portal.alerts import alerts_evaluate
 from portal.models import Alert, AlertRule, AuditEntry, Event, Tenant
-from tests.billing.factories import M, make_contract, make_priced_model, post_usage
+from tests.billing.factories import MARCH_USAGE, M, make_contract, make_priced_model, post_usage
 
 pytestmark = pytest.mark.both_backends
 
@@ -27,8 +27,7 @@ pytestmark = pytest.mark.both_backends
 def spent(admin_api, tenant_a, now):
     make_priced_model()
     make_contract(tenant_a, discount_pct=Decimal(10))
-    usage = {"time": "2026-12-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
-    post_usage(admin_api, [{"id": "d1", **usage}])
+    post_usage(admin_api, [{"id": "d1", **MARCH_USAGE, "time": "2026-12-03T00:00:00Z"}])
 
 
 @pytest.fixture

@@ -14,7 +14,15 @@ from metering.models import DeploymentVersion, HourlyUsage, Incident, Maintenanc
 from portal.closing import month_closed_check
 from portal.errors import FieldError
 from portal.models import AuditEntry, ClosedMonth
-from tests.billing.factories import APRIL, MARCH, make_contract, make_priced_model, post_usage
+from tests.billing.factories import (
+    APRIL,
+    MARCH,
+    MARCH_USAGE,
+    make_contract,
+    make_march_invoice,
+    make_priced_model,
+    post_usage,
+)
 
 pytestmark = pytest.mark.both_backends
 M = 1_000_000
@@ -64,13 +72,7 @@ def api(users, token_client):
 @pytest.fixture
 def march_closed(api, tenant_a):
     """March usage of tenant-a, invoiced by the run: March is closed."""
-    make_priced_model()
-    make_contract(tenant_a, discount_pct=Decimal(10))
-    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
-    post_usage(api, [{"id": "a1", **usage}])
-    run = close_run(month_start=MARCH)
-    assert [i.tenant.slug for i in run.issued] == ["tenant-a"]
-    return run.issued[0]
+    return make_march_invoice(api, tenant_a, discount_pct=Decimal(10))
 
 
 def _march_figures(tenant):
@@ -96,8 +98,7 @@ def test_a_close_that_could_not_rate_a_tenant_leaves_the_month_open(api, tenant_
     make_contract(tenant_a)
     make_priced_model(prices=("0.88", "0.44", "0.88"))
     Price.objects.filter(token_class="output").delete()  # nothing to rate output with
-    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
-    post_usage(api, [{"id": "a1", **usage}])
+    post_usage(api, [{"id": "a1", **MARCH_USAGE}])
 
     run = close_run(month_start=MARCH)
 

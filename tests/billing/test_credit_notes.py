@@ -17,7 +17,7 @@ from billing.services.credit_notes import credit_note_issue
 from billing.services.invoices import invoice_finalize, invoice_pay
 from portal.errors import FieldError
 from portal.models import Tenant
-from tests.billing.factories import APRIL, MARCH, M, make_contract, make_priced_model, post_usage
+from tests.billing.factories import APRIL, MARCH, M, make_march_invoice, post_usage
 from tests.concurrency import run_together
 
 pytestmark = pytest.mark.both_backends
@@ -27,11 +27,7 @@ pytestmark = pytest.mark.both_backends
 def paid_march(admin_api, tenant_a):
     """tenant-a's March: 10 M in + 10 M out at 0.88, 10% off: lines 7.92 (input) and 7.92
     (output), total 15.84; closed and paid in full."""
-    make_priced_model()
-    make_contract(tenant_a, discount_pct=Decimal(10))
-    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
-    post_usage(admin_api, [{"id": "a1", **usage}])
-    [invoice] = close_run(month_start=MARCH).issued
+    invoice = make_march_invoice(admin_api, tenant_a, discount_pct=Decimal(10))
     return invoice_pay(invoice=invoice, paid_at=datetime(2026, 4, 10, tzinfo=UTC))
 
 
@@ -163,11 +159,7 @@ def test_a_line_is_never_credited_past_its_amount(paid_march):
 
 
 def test_a_credit_note_first_reduces_what_is_outstanding(admin_api, tenant_a):
-    make_priced_model()
-    make_contract(tenant_a, discount_pct=Decimal(10))
-    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
-    post_usage(admin_api, [{"id": "a1", **usage}])
-    [invoice] = close_run(month_start=MARCH).issued  # 15.84, unpaid
+    invoice = make_march_invoice(admin_api, tenant_a, discount_pct=Decimal(10))  # 15.84, unpaid
 
     first = credit_note_issue(
         invoice=invoice, reason="billing_error", settle="refund", amount="5.00"

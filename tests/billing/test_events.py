@@ -8,12 +8,11 @@ from decimal import Decimal
 
 import pytest
 
-from billing.services.close import close_run
 from billing.services.credit_notes import credit_note_issue
 from billing.services.invoices import invoice_pay, invoices_overdue_raise
 from portal.events import inbox_list, inbox_mark_read, inbox_unread_count
 from portal.models import Event
-from tests.billing.factories import MARCH, M, make_contract, make_priced_model, post_usage
+from tests.billing.factories import make_march_invoice
 
 pytestmark = pytest.mark.both_backends
 
@@ -25,12 +24,7 @@ def _rfc3339(moment: datetime) -> str:
 @pytest.fixture
 def issued(admin_api, tenant_a, now):
     """tenant-a's March, 10 M in + 10 M out at 0.88, 10% off: total 15.84, issued now."""
-    make_priced_model()
-    make_contract(tenant_a, discount_pct=Decimal(10))
-    usage = {"time": "2026-03-03T00:00:00Z", "input_tokens": 10 * M, "output_tokens": 10 * M}
-    post_usage(admin_api, [{"id": "a1", **usage}])
-    [invoice] = close_run(month_start=MARCH).issued
-    return invoice
+    return make_march_invoice(admin_api, tenant_a, discount_pct=Decimal(10))
 
 
 def test_an_issued_invoice_is_an_event_for_its_tenant_and_the_factory(issued, tenant_a, now):
