@@ -3,7 +3,7 @@ read by the resolver the pages and the API use (kpis.md section 0)."""
 
 from collections.abc import Callable
 
-from django.core.management.base import CommandError
+from django.core.management.base import BaseCommand, CommandError
 
 from portal.errors import FieldError
 from portal.periods import Window, period_resolve
@@ -30,3 +30,11 @@ def period_option(
         return resolve({key: value for key, value in params.items() if value})
     except FieldError as error:
         raise CommandError(f"--{error.field}: {error.message}") from None
+
+
+class PeriodCommand(BaseCommand):
+    """A command over a period: takes `--period` or `--from`/`--to` (`period_arguments`);
+    `handle` reads them with `period_option`."""
+
+    def add_arguments(self, parser):
+        period_arguments(parser)

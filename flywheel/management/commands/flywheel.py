@@ -1,14 +1,14 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from flywheel.domain.loop.factors import LABELS, SYMBOLS
 from flywheel.services.loop.cycles import cycle_run
 from metering.selectors.usage import window_resolve
 from portal.errors import FieldError
-from portal.management.period import period_arguments, period_option
+from portal.management.period import PeriodCommand, period_option
 from portal.pipeline import stages_run
 
 
-class Command(BaseCommand):
+class Command(PeriodCommand):
     help = (
         "Run one flywheel cycle: measure --period or [--from, --to) (default: the last 7 "
         "whole UTC days), rank the factors by the monthly EBITDA their targets are worth, "
@@ -16,9 +16,6 @@ class Command(BaseCommand):
         "the goal and propose the cheapest lever set. Running it again for the same period "
         "rewrites that cycle."
     )
-
-    def add_arguments(self, parser):
-        period_arguments(parser)
 
     def handle(self, *args, **options):
         window = period_option(options, resolve=window_resolve)

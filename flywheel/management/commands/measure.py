@@ -1,21 +1,16 @@
-from django.core.management.base import BaseCommand
-
 from flywheel.services.kpis import snapshots_measure
 from metering.selectors.usage import window_resolve
-from portal.management.period import period_arguments, period_option
+from portal.management.period import PeriodCommand, period_option
 from portal.pipeline import MEASURE, stages_run
 
 
-class Command(BaseCommand):
+class Command(PeriodCommand):
     help = (
         "Measure KPI snapshots of every scope for each day and month of --period or [--from, "
         "--to) (default: this month so far), after running the stages before the measurement "
         "(the fold and the rating) in this process, so a script that ingests and then "
         "measures reads exact figures."
     )
-
-    def add_arguments(self, parser):
-        period_arguments(parser)
 
     def handle(self, *args, **options):
         stages_run(before=MEASURE)

@@ -1,20 +1,17 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
 from metering.services.usage.changes import usage_refold
 from portal.errors import FieldError
-from portal.management.period import period_arguments, period_option
+from portal.management.period import PeriodCommand, period_option
 from portal.pipeline import stages_run
 
 
-class Command(BaseCommand):
+class Command(PeriodCommand):
     help = (
         "Fold the rollups of --period or [--from, --to) again from raw events (a repair: the "
         "fold only ever adds), then run every stage of the pipeline in this process. Refused "
         "for a month whose raw events are incomplete (loaded as rollups, or archived)."
     )
-
-    def add_arguments(self, parser):
-        period_arguments(parser)
 
     def handle(self, *args, **options):
         window = period_option(options)
