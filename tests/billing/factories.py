@@ -50,6 +50,12 @@ def make_promotion(tenant, amount: str, *, effective_from=MARCH, description="")
     )
 
 
+def assert_refused(response, status: int, field: str, message: str) -> None:
+    """The API answered `status` with one error: `field` and its exact `message`."""
+    assert response.status_code == status, response.json()
+    assert response.json() == {"errors": [{"field": field, "message": message}]}
+
+
 def line_amounts(invoice) -> list[tuple]:
     """The invoice's lines as (kind, amount), in their order."""
     return [(line.kind, line.amount) for line in invoice.lines.all()]

@@ -18,6 +18,7 @@ from tests.billing.factories import (
     APRIL,
     MARCH,
     MARCH_USAGE,
+    assert_refused,
     make_contract,
     make_march_invoice,
     make_priced_model,
@@ -115,17 +116,13 @@ def test_version_inside_a_closed_month_is_refused_naming_effective_from(
 
     response = api.post(path, body(IN_MARCH))
 
-    assert response.status_code == 400, response.json()
-    assert response.json() == {
-        "errors": [
-            {
-                "field": "effective_from",
-                "message": "is before the end of the last closed month (2026-03): a version "
-                "from then would be in force inside it; start it at 2026-04-01T00:00:00Z or "
-                "later",
-            }
-        ]
-    }
+    assert_refused(
+        response,
+        400,
+        "effective_from",
+        "is before the end of the last closed month (2026-03): a version from then would be in "
+        "force inside it; start it at 2026-04-01T00:00:00Z or later",
+    )
     after = (model.objects.count(), AuditEntry.objects.count(), _march_figures(tenant_a))
     assert after == before
 

@@ -17,7 +17,14 @@ from billing.services.credit_notes import credit_note_issue
 from billing.services.invoices import invoice_finalize, invoice_pay
 from portal.errors import FieldError
 from portal.models import Tenant
-from tests.billing.factories import APRIL, MARCH, M, make_march_invoice, post_usage
+from tests.billing.factories import (
+    APRIL,
+    MARCH,
+    M,
+    assert_refused,
+    make_march_invoice,
+    post_usage,
+)
 from tests.concurrency import run_together
 
 pytestmark = pytest.mark.both_backends
@@ -114,16 +121,13 @@ def test_an_over_large_credit_note_is_refused_naming_amount(finance, paid_march)
         format="json",
     )
 
-    assert response.status_code == 400
-    assert response.json() == {
-        "errors": [
-            {
-                "field": "amount",
-                "message": f"exceeds what is left to credit on {paid_march.number}: 15.84 USD "
-                "(total 15.84 USD, 0.00 USD credited before)",
-            }
-        ]
-    }
+    assert_refused(
+        response,
+        400,
+        "amount",
+        f"exceeds what is left to credit on {paid_march.number}: 15.84 USD "
+        "(total 15.84 USD, 0.00 USD credited before)",
+    )
     assert not CreditNote.objects.exists() and _balanced()
 
 
