@@ -433,9 +433,7 @@ class UsageListView(APIView):
             user=request.user,
             period=period,
             granularity=granularity,
-            tenant=request.query_params.get("tenant"),
-            model=request.query_params.get("model"),
-            pool=request.query_params.get("pool"),
+            filters=request.query_params,
         )
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(rows, request, view=self)

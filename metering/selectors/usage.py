@@ -9,6 +9,7 @@ from django.db.models import F, Min, Q, QuerySet, Sum
 from django.db.models.functions import TruncDate, TruncDay, TruncMonth
 
 from metering.domain.usage.rollup import LATENCY_BUCKETS_MS, TOKEN_FIELDS
+from metering.filters import UsageFilterSet
 from metering.models import (
     CapacitySample,
     DailyUsage,
@@ -21,7 +22,7 @@ from metering.models import (
 )
 from metering.selectors.factory import factory_in_service_from
 from portal import clock
-from portal.access import tenant_get, tenant_scoped
+from portal.access import tenant_scoped
 from portal.periods import (
     Period,
     Window,
@@ -62,11 +63,10 @@ def usage_list(
     user,
     period: Period,
     granularity: str = "day",
-    tenant: str | None = None,
-    model: str | None = None,
-    pool: str | None = None,
+    filters=None,
 ) -> QuerySet:
-    """Usage per period (hour or day), tenant, model and pool, from the rollups only."""
+    """Usage per period (hour or day), tenant, model and pool, from the rollups only;
+    `filters`: UsageFilterSet's query (tenant, model, pool), 404 for another tenant."""
     # A rollup row is unique per (tenant, deployment, period) and a deployment is one (model,
     # pool): when the rows are already of the asked granularity, each group is one row and
     # the rows are read as they are (no GROUP BY, and the page count is a plain COUNT).
@@ -80,13 +80,7 @@ def usage_list(
         rows = _UsageRows(model=HourlyUsage).filter(hour__gte=period.start, hour__lt=period.end)
         period_start = TruncDay("hour") if granularity == "day" else F("hour")
         is_one_row_per_group = granularity != "day"
-    rows = tenant_scoped(rows, user=user)
-    if tenant:
-        rows = rows.filter(tenant=tenant_get(user=user, slug=tenant))
-    if model:
-        rows = rows.filter(deployment__model__slug=model)
-    if pool:
-        rows = rows.filter(deployment__pool__slug=pool)
+    rows = _usage_filtered(rows, user=user, filters=filters)
     keys = ("period_start", "tenant__slug", "deployment__model__slug", "deployment__pool__slug")
     shown = rows.annotate(period_start=period_start)
     if is_one_row_per_group:
@@ -123,9 +117,16 @@ def _by_day(period: Period) -> tuple[Period | None, list[Period]]:
     return Period(first, last), [part for part in parts if part.start < part.end]
 
 
-def usage_daily_by_model(*, user, period: Period, tenant: str | None = None) -> list[dict]:
+def _usage_filtered(rows: QuerySet, *, user, filters) -> QuerySet:
+    """The rollup rows the user may see, narrowed by UsageFilterSet's query."""
+    rows = tenant_scoped(rows, user=user)
+    return UsageFilterSet.apply(filters, queryset=rows, user=user) if filters else rows
+
+
+def usage_daily_by_model(*, user, period: Period, filters=None) -> list[dict]:
     """Per day and model: requests, errors, tokens and latency p50/p95, from the daily
-    rollups of the period's whole days and the hourly rollups of the rest."""
+    rollups of the period's whole days and the hourly rollups of the rest (the rows of
+    `usage_list` by day, summed over tenants and pools); `filters` as usage_list's."""
     whole, parts = _by_day(period)
     sources = []
     if whole is not None:
@@ -136,9 +137,7 @@ def usage_daily_by_model(*, user, period: Period, tenant: str | None = None) -> 
         sources.append(hourly.annotate(period_day=TruncDate("hour", tzinfo=UTC)))
     merged: dict[tuple, dict] = {}
     for rows in sources:
-        rows = tenant_scoped(rows, user=user)
-        if tenant:
-            rows = rows.filter(tenant=tenant_get(user=user, slug=tenant))
+        rows = _usage_filtered(rows, user=user, filters=filters)
         for r in rows.values(
             "period_day", "deployment__model__slug", "latency_histogram", *USAGE_SUMS
         ):

@@ -2,12 +2,13 @@
 
 from django.shortcuts import render
 
+from metering.selectors.factory import pool_list, served_model_list
 from metering.selectors.usage import USAGE_SUMS, usage_daily_by_model, window_resolve
-from portal.access import user_role
+from portal.access import tenant_list, user_role
 from portal.charts import figure_json, usage_by_model_chart
 from portal.decorators import role_required
 from portal.exports import csv_response, export_query
-from portal.models import Role, Tenant
+from portal.models import Role
 from portal.pager import pager_page
 
 CSV_FIELDS = [
@@ -28,12 +29,12 @@ CSV_FIELDS = [
 @role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
 def usage(request):
     """Usage by model and day: chart, a paginated table, and a CSV of every row of the
-    period and tenant shown (not only the current page)."""
+    period and filters shown (not only the current page); the filters are the API's
+    (UsageFilterSet: tenant, model, pool; another tenant's slug is a 404)."""
     window = window_resolve(request.GET, default="last_30_days")
     period = window.period
     is_member = user_role(request.user) is Role.TENANT
-    tenant = request.GET.get("tenant") or None  # another tenant's slug is a 404
-    rows = usage_daily_by_model(user=request.user, period=period, tenant=tenant)
+    rows = usage_daily_by_model(user=request.user, period=period, filters=request.GET)
     if request.GET.get("format") == "csv":
         return csv_response(
             filename=f"usage-{period.start:%Y%m%d}-{period.end:%Y%m%d}.csv",  # end excluded
@@ -52,9 +53,13 @@ def usage(request):
             "totals": totals,
             "period": period,
             "window": window,
-            "tenant": tenant,
+            "tenant": request.GET.get("tenant", ""),
+            "model": request.GET.get("model", ""),
+            "pool": request.GET.get("pool", ""),
             "is_member": is_member,
-            "tenants": [] if is_member else Tenant.objects.order_by("name"),
+            "tenants": [] if is_member else tenant_list(user=request.user).order_by("name"),
+            "models": served_model_list(),
+            "pools": pool_list(),
             "chart": figure_json(usage_by_model_chart(rows)) if rows else None,
         },
     )
