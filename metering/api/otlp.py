@@ -34,18 +34,21 @@ from portal.api.errors import content_type_check
 
 MESSAGES_SHOWN = 10  # errors spelled out in partial_success.error_message
 
+# Either endpoint's exchange: an export in protobuf or JSON, answered in its media type.
+otlp_schema = extend_schema(
+    request={PROTOBUF: OpenApiTypes.BINARY, JSON: OpenApiTypes.OBJECT},
+    responses={
+        (200, PROTOBUF): OpenApiTypes.BINARY,
+        (200, JSON): OpenApiTypes.OBJECT,
+        **ERROR_RESPONSES,
+    },
+)
+
 
 class OtlpTracesView(IngestView):
     """GenAI spans as usage events (data-formats.md 6b), protobuf or JSON, gzip accepted."""
 
-    @extend_schema(
-        request={PROTOBUF: OpenApiTypes.BINARY, JSON: OpenApiTypes.OBJECT},
-        responses={
-            (200, PROTOBUF): OpenApiTypes.BINARY,
-            (200, JSON): OpenApiTypes.OBJECT,
-            **ERROR_RESPONSES,
-        },
-    )
+    @otlp_schema
     def post(self, request):
         content_type, body = _body(request)
         export = traces_decode(body=body, content_type=content_type)
@@ -123,14 +126,7 @@ class OtlpMetricsView(IngestView):
     """GenAI token-usage metrics (data-formats.md 6b, "Metrics"): their own telemetry kind
     per source, for reconciliation; billing never reads them."""
 
-    @extend_schema(
-        request={PROTOBUF: OpenApiTypes.BINARY, JSON: OpenApiTypes.OBJECT},
-        responses={
-            (200, PROTOBUF): OpenApiTypes.BINARY,
-            (200, JSON): OpenApiTypes.OBJECT,
-            **ERROR_RESPONSES,
-        },
-    )
+    @otlp_schema
     def post(self, request):
         content_type, body = _body(request)
         export = metrics_decode(body=body, content_type=content_type)
