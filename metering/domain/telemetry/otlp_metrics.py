@@ -16,8 +16,6 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, NamedTuple
 
-from google.protobuf import json_format
-from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
@@ -26,14 +24,13 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality, M
 
 from metering.domain.telemetry.histogram_json import histogram_from_json, histogram_to_json
 from metering.domain.telemetry.histograms import Histogram, histogram_delta
-from metering.domain.usage.body import BatchError
 from metering.domain.usage.otlp import (
     MODEL_ATTRIBUTES,
-    PROTOBUF,
     SOURCE_PREFIX,
     UNKNOWN_SERVICE,
     attributes_of,
-    json_object,
+    export_decode,
+    export_encode,
 )
 
 # Metric and attribute names (not secrets).
@@ -87,26 +84,11 @@ class TokenPoint(NamedTuple):
 def metrics_decode(*, body: bytes, content_type: str) -> ExportMetricsServiceRequest:
     """An ExportMetricsServiceRequest from an OTLP/HTTP body, protobuf or JSON; BatchError
     when it cannot be decoded."""
-    request = ExportMetricsServiceRequest()
-    if content_type == PROTOBUF:
-        try:
-            request.ParseFromString(body)
-        except DecodeError as exc:
-            raise BatchError(f"is not an OTLP protobuf ExportMetricsServiceRequest: {exc}") from exc
-        return request
-    decoded = json_object(body, message="ExportMetricsServiceRequest")
-    try:
-        json_format.ParseDict(decoded, request, ignore_unknown_fields=True)
-    except (json_format.ParseError, ValueError, TypeError) as exc:
-        raise BatchError(f"is not an OTLP/JSON ExportMetricsServiceRequest: {exc}") from exc
-    return request
+    return export_decode(ExportMetricsServiceRequest(), body=body, content_type=content_type)
 
 
 def metrics_response(*, content_type: str) -> bytes:
-    response = ExportMetricsServiceResponse()
-    if content_type == PROTOBUF:
-        return response.SerializeToString()
-    return json_format.MessageToJson(response, indent=None).encode()
+    return export_encode(ExportMetricsServiceResponse(), content_type=content_type)
 
 
 def token_points(*, request: ExportMetricsServiceRequest, pool_attribute: str) -> list[TokenPoint]:

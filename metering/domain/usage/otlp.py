@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, NamedTuple, TypeGuard
+from typing import Any, Final, NamedTuple, TypeGuard, TypeVar
 
 import msgspec
 from google.protobuf import json_format
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -37,6 +37,8 @@ SOURCE_PREFIX: Final = "otlp:"
 UNKNOWN_SERVICE: Final = "unknown_service"  # the SDKs' default service.name
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+ExportT = TypeVar("ExportT", bound=Message)
 
 # Event field -> the attributes that carry it, current name first (data-formats.md 6b).
 TOKEN_ATTRIBUTES: Final = {
@@ -73,22 +75,47 @@ class Spans(NamedTuple):
 def traces_decode(*, body: bytes, content_type: str) -> ExportTraceServiceRequest:
     """An ExportTraceServiceRequest from an OTLP/HTTP body (already decompressed), protobuf
     or JSON; BatchError when it cannot be decoded, PayloadTooLarge past MAX_EVENTS spans."""
-    request = ExportTraceServiceRequest()
-    if content_type == PROTOBUF:
-        try:
-            request.ParseFromString(body)
-        except DecodeError as exc:
-            raise BatchError(f"is not an OTLP protobuf ExportTraceServiceRequest: {exc}") from exc
-    else:
-        decoded = json_object(body, message="ExportTraceServiceRequest")
-        try:
-            json_format.ParseDict(_ids_as_base64(decoded), request, ignore_unknown_fields=True)
-        except (json_format.ParseError, ValueError, TypeError) as exc:
-            raise BatchError(f"is not an OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
+    request = export_decode(
+        ExportTraceServiceRequest(), body=body, content_type=content_type, prepare=_ids_as_base64
+    )
     count = sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
     if count > MAX_EVENTS:
         raise PayloadTooLarge(f"an export holds at most {MAX_EVENTS} spans; this one has {count}")
     return request
+
+
+def export_decode(
+    request: ExportT,
+    *,
+    body: bytes,
+    content_type: str,
+    prepare: Callable[[dict], dict] | None = None,
+) -> ExportT:
+    """`request`, an empty OTLP export message, read from an OTLP/HTTP body (already
+    decompressed): protobuf, or OTLP/JSON (a JSON object, `prepare`d for protobuf's JSON
+    mapping). BatchError naming the message when the body is not one."""
+    message = request.DESCRIPTOR.name
+    if content_type == PROTOBUF:
+        try:
+            request.ParseFromString(body)
+        except DecodeError as exc:
+            raise BatchError(f"is not an OTLP protobuf {message}: {exc}") from exc
+        return request
+    decoded = json_object(body, message=message)
+    if prepare is not None:
+        decoded = prepare(decoded)
+    try:
+        json_format.ParseDict(decoded, request, ignore_unknown_fields=True)
+    except (json_format.ParseError, ValueError, TypeError) as exc:
+        raise BatchError(f"is not an OTLP/JSON {message}: {exc}") from exc
+    return request
+
+
+def export_encode(response: Message, *, content_type: str) -> bytes:
+    """An OTLP export response, encoded as its request was (protobuf or OTLP/JSON)."""
+    if content_type == PROTOBUF:
+        return response.SerializeToString()
+    return json_format.MessageToJson(response, indent=None).encode()
 
 
 def json_object(body: bytes, *, message: str) -> dict:
@@ -131,9 +158,7 @@ def traces_response(*, rejected: int, message: str, content_type: str) -> bytes:
     if rejected or message:
         response.partial_success.rejected_spans = rejected
         response.partial_success.error_message = message
-    if content_type == PROTOBUF:
-        return response.SerializeToString()
-    return json_format.MessageToJson(response, indent=None).encode()
+    return export_encode(response, content_type=content_type)
 
 
 def spans_to_items(
