@@ -1,12 +1,14 @@
-"""The operators' forms: mark a lever applied, run a cycle, add a goal or lever version."""
+"""The operators' forms of the flywheel page (Django forms): mark a lever applied, run a
+cycle, add a goal or lever version. Each writes through the service the API calls, so a
+refused value reads as the API's message."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 
+from django import forms
 from django.contrib import messages
-from django.utils.dateparse import parse_datetime
 
 from flywheel.models import Goal, Lever
 from flywheel.selectors.loop.levers import goal_in_force, levers_in_force
@@ -19,22 +21,63 @@ from portal.periods import hour_floor
 HOUR = timedelta(hours=1)
 
 
-def _number(value: str, field: str, errors: dict, *, percent: bool = False) -> Decimal | None:
-    value = (value or "").strip().replace(",", "")
-    if not value:
-        return None
-    try:
-        number = Decimal(value)
-    except InvalidOperation:
-        errors[field] = "must be a number"
-        return None
-    if not number.is_finite():
-        errors[field] = "must be a number"
-        return None
-    if percent and not 0 <= number <= 100:
-        errors[field] = "a percentage from 0 to 100 (55 means 55%)"
-        return None
-    return number / 100 if percent else number
+class NumberField(forms.DecimalField):
+    """A number as typed (thousands separators allowed), refused as the API refuses one."""
+
+    default_error_messages = {"invalid": "A valid number is required."}  # DRF's wording
+
+    def to_python(self, value):
+        return super().to_python(value.replace(",", "") if isinstance(value, str) else value)
+
+
+class PercentField(NumberField):
+    """A percentage as shown on the page (55 means 55%), cleaned to the fraction the API
+    and the services take."""
+
+    RANGE = "a percentage from 0 to 100 (55 means 55%%)"  # %% : Django formats it
+
+    def __init__(self, **kwargs) -> None:
+        messages = {"min_value": self.RANGE, "max_value": self.RANGE}
+        super().__init__(min_value=0, max_value=100, error_messages=messages, **kwargs)
+
+    def clean(self, value):
+        number = super().clean(value)
+        return number / 100 if number is not None else None
+
+
+class ApplyForm(forms.Form):
+    lever = forms.CharField()
+    applied_at = forms.DateTimeField(
+        error_messages={
+            "required": "give the date and time (UTC) it went into service",
+            "invalid": "give the date and time (UTC) it went into service",
+        }
+    )  # a time without a zone is UTC (TIME_ZONE)
+    note = forms.CharField(required=False, max_length=200)
+    demand = forms.ChoiceField(
+        required=False, choices=[("measured", "measured"), ("unlimited", "unlimited")]
+    )
+
+
+class GoalForm(forms.Form):
+    min_gross_margin = PercentField(required=False)
+    min_ebitda_per_month = NumberField(required=False)
+    min_tfi = PercentField(required=False)
+    note = forms.CharField(required=False, max_length=200)
+
+
+class LeverVersionForm(forms.Form):
+    """A lever's new multipliers (`<factor>.<low|typical|high>`, one field each for the
+    factors the lever moves) and costs; the rest is kept as in force."""
+
+    one_time_cost = NumberField(required=False, min_value=0)
+    monthly_cost = NumberField(required=False, min_value=0)
+
+    def __init__(self, *args, factors: Iterable[str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for factor in factors:
+            for key in ("low", "typical", "high"):
+                self.fields[f"{factor}.{key}"] = forms.CharField(required=False)
 
 
 def _free_hour(model, now: datetime, **key) -> datetime:
@@ -59,25 +102,31 @@ def flywheel_form_post(request, now: datetime) -> tuple[dict, str]:
     return errors, action
 
 
+def _valid(form: forms.Form, errors: dict) -> dict | None:
+    """The form's cleaned data, or None with its first message per field in `errors`."""
+    if form.is_valid():
+        return form.cleaned_data
+    errors.update({field: messages[0] for field, messages in form.errors.items()})
+    return None
+
+
 def _apply(request, now: datetime, errors: dict) -> None:
     """Mark a lever applied from a date and time (UTC when no zone is given)."""
-    applied = parse_datetime(request.POST.get("applied_at", ""))
-    if applied is None:
-        errors["applied_at"] = "give the date and time (UTC) it went into service"
+    data = _valid(ApplyForm(request.POST), errors)
+    if data is None:
         return
-    if applied.tzinfo is None:
-        applied = applied.replace(tzinfo=UTC)
     application = lever_apply(
-        slug=request.POST.get("lever", ""),
-        applied_at=applied,
-        note=request.POST.get("note", "")[:200],
-        demand=request.POST.get("demand") or "measured",
+        slug=data["lever"],
+        applied_at=data["applied_at"],
+        note=data["note"],
+        demand=data["demand"] or "measured",
         by=request.user,
     )
     messages.success(
         request,
-        f"{application.lever.name} recorded as applied on {applied:%Y-%m-%d %H:%M} UTC: "
-        "the first cycle measuring a period after it will compare realized with projected.",
+        f"{application.lever.name} recorded as applied on "
+        f"{data['applied_at']:%Y-%m-%d %H:%M} UTC: the first cycle measuring a period after "
+        "it will compare realized with projected.",
     )
 
 
@@ -92,19 +141,17 @@ def _cycle(request, now: datetime, errors: dict) -> None:
 
 def _goal(request, now: datetime, errors: dict) -> None:
     """A new goal version from the next free hour, keeping the factor targets in force."""
-    margin = _number(request.POST.get("min_gross_margin"), "min_gross_margin", errors, percent=True)
-    ebitda = _number(request.POST.get("min_ebitda_per_month"), "min_ebitda_per_month", errors)
-    tfi = _number(request.POST.get("min_tfi"), "min_tfi", errors, percent=True)
-    if errors:
+    data = _valid(GoalForm(request.POST), errors)
+    if data is None:
         return
     current = goal_in_force(at=now)
     goal = goal_create(
         effective_from=_free_hour(Goal, now),
-        min_gross_margin=margin,
-        min_ebitda_per_month=ebitda,
-        min_tfi=tfi,
+        min_gross_margin=data["min_gross_margin"],
+        min_ebitda_per_month=data["min_ebitda_per_month"],
+        min_tfi=data["min_tfi"],
         factor_targets=current.factor_targets if current is not None else {},
-        note=request.POST.get("note", "")[:200],
+        note=data["note"],
         by=request.user,
     )
     messages.success(request, f"New goal in force from {goal.effective_from:%Y-%m-%d %H:00} UTC.")
@@ -120,14 +167,14 @@ def _lever_version(request, now: datetime, errors: dict) -> None:
     if current is None:
         errors["slug"] = "unknown lever"
         return
+    data = _valid(LeverVersionForm(request.POST, factors=current.effects), errors)
+    if data is None:
+        return
     effects = {
-        factor: {key: request.POST.get(f"{factor}.{key}", "") for key in ("low", "typical", "high")}
+        factor: {key: data[f"{factor}.{key}"] for key in ("low", "typical", "high")}
         for factor in current.effects
     }
-    one_time = _number(request.POST.get("one_time_cost"), "one_time_cost", errors)
-    monthly = _number(request.POST.get("monthly_cost"), "monthly_cost", errors)
-    if errors:
-        return
+    one_time, monthly = data["one_time_cost"], data["monthly_cost"]
     lever = lever_create(
         slug=slug,
         name=current.name,

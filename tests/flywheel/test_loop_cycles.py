@@ -270,7 +270,7 @@ def test_goal_form_reports_errors_next_to_its_fields(two_weeks, users, session_c
     assert response.context["form_errors"] == {
         "min_gross_margin": "set at least one of gross margin, EBITDA per month or TFI"
     }
-    assert number.context["form_errors"] == {"min_tfi": "must be a number"}
+    assert number.context["form_errors"] == {"min_tfi": "A valid number is required."}
     assert not Goal.objects.exists()
 
 
@@ -350,3 +350,33 @@ def test_flywheel_page_shows_the_goals_lever_sets_under_both_demands(
     assert "EBITDA gain under measured demand" in page
     assert "EBITDA per 30.4-day month" in page  # a week: not a calendar month
     assert 'id="scenario-demand"' in page
+
+
+def test_operator_adds_a_lever_version_from_the_page(two_weeks, users, session_client):
+    """The lever form: new multipliers and a one-time cost (typed with a thousands
+    separator), the monthly cost left empty keeps the one in force; a refused number reads
+    as the API's message and writes nothing."""
+    first = _pooled()
+    client = session_client(users["operator"])
+    form = {"action": "lever", "slug": "pooled", "occupancy.low": "1.1",
+            "occupancy.typical": "1.4", "occupancy.high": "1.6"}  # fmt: skip
+
+    refused = client.post("/flywheel/", {**form, "one_time_cost": "lots"})
+    unknown = client.post("/flywheel/", {**form, "slug": "nothing"})
+    no_date = client.post("/flywheel/", {"action": "apply", "lever": "pooled"})
+    saved = client.post("/flywheel/", {**form, "one_time_cost": "200,000", "monthly_cost": ""})
+
+    assert refused.status_code == 400
+    assert refused.context["form_errors"] == {"one_time_cost": "A valid number is required."}
+    assert unknown.context["form_errors"] == {"slug": "unknown lever"}
+    assert no_date.context["form_errors"] == {
+        "applied_at": "give the date and time (UTC) it went into service"
+    }
+    assert saved.status_code == 302
+    new = Lever.objects.exclude(pk=first.pk).get()
+    assert new.effective_from > first.effective_from
+    assert {k: Decimal(str(v)) for k, v in new.effects["occupancy"].items()} == {
+        "low": Decimal("1.1"), "typical": Decimal("1.4"), "high": Decimal("1.6")
+    }  # fmt: skip
+    assert (new.one_time_cost, new.monthly_cost) == (Decimal(200_000), Decimal(20_000))
+    assert not LeverApplication.objects.exists()
