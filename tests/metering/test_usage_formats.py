@@ -44,6 +44,10 @@ def _jsonl(records: list[Any]) -> bytes:
     return b"\n".join(msgspec.json.encode(record) for record in records) + b"\n"
 
 
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
 def _token_rows(events: list[Any]) -> list[tuple[Any, ...]]:
     return [
         (e.id, e.time, e.model, e.input_tokens, e.cached_tokens, e.output_tokens, e.status)
@@ -54,7 +58,56 @@ def _token_rows(events: list[Any]) -> list[tuple[Any, ...]]:
 # --- OpenAI Batch output: real samples -------------------------------------------------
 
 
-def test_openai_batch_to_items_reads_gpt_4o_mini_output():
+# Per real sample: the instant it is validated at, its one model, and its lines as (id, time,
+# input, cached, output tokens), each with status "ok".
+REAL_SAMPLES = {
+    # usage: prompt 20 / completion 10 (reasoning 0 is inside completion, not added),
+    # then prompt 22 / completion 10; cached_tokens 0 on both lines.
+    "openai_batch_output_gpt-4o-mini.jsonl": (
+        GPT_NOW,
+        "gpt-4o-mini-2024-07-18",
+        [
+            ("batch_req_6769ca596b38819093d7ae9f522de924", "2024-12-23T20:36:42", 20, 0, 10),
+            ("batch_req_6769ca597e588190920666612634e2b4", "2024-12-23T20:36:43", 22, 0, 10),
+        ],
+    ),
+    "vllm_run_batch_output_chat_legacy.jsonl": (
+        VLLM_LEGACY_NOW,
+        "meta-llama/Meta-Llama-3-8B-Instruct",
+        [
+            ("vllm-383d1c59835645aeb2e07d004d62a826", "2024-05-13T20:48:56", 25, 0, 31),
+            ("vllm-42e3d09b14b04568afa3f1797751a267", "2024-05-13T20:48:56", 27, 0, 5),
+        ],
+    ),
+    # null completion_tokens_details
+    "vllm_run_batch_output_score.jsonl": (
+        VLLM_SCORE_NOW,
+        "BAAI/bge-reranker-v2-m3",
+        [
+            ("vllm-f87c5c4539184f618e555744a2965987", "2025-01-25T23:32:24", 37, 0, 0),
+            ("vllm-41990c51a26d4fac8419077f12871099", "2025-01-25T23:32:24", 37, 0, 0),
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(REAL_SAMPLES))
+def test_openai_batch_to_items_reads_real_samples(name):
+    now, model, lines = REAL_SAMPLES[name]
+
+    items, errors = openai_batch_to_items(body=_sample(name), tenant="acme", pool=None)
+
+    assert errors == []
+    assert all("pool" not in item for item in items)
+    events, errors = validate_events(items=items, now=now)
+    assert errors == []
+    assert _token_rows(events) == [
+        (id_, _utc(time), model, input_, cached, output, "ok")
+        for id_, time, input_, cached, output in lines
+    ]
+
+
+def test_openai_batch_to_items_reads_gpt_4o_mini_output_with_its_pool():
     items, errors = openai_batch_to_items(
         body=_sample("openai_batch_output_gpt-4o-mini.jsonl"), tenant="acme", pool="h100-eu"
     )
@@ -75,90 +128,7 @@ def test_openai_batch_to_items_reads_gpt_4o_mini_output():
     }
     events, errors = validate_events(items=items, now=GPT_NOW)
     assert errors == []
-    # usage: prompt 20 / completion 10 (reasoning 0 is inside completion, not added),
-    # then prompt 22 / completion 10; cached_tokens 0 on both lines.
-    assert _token_rows(events) == [
-        (
-            "batch_req_6769ca596b38819093d7ae9f522de924",
-            datetime(2024, 12, 23, 20, 36, 42, tzinfo=UTC),
-            "gpt-4o-mini-2024-07-18",
-            20,
-            0,
-            10,
-            "ok",
-        ),
-        (
-            "batch_req_6769ca597e588190920666612634e2b4",
-            datetime(2024, 12, 23, 20, 36, 43, tzinfo=UTC),
-            "gpt-4o-mini-2024-07-18",
-            22,
-            0,
-            10,
-            "ok",
-        ),
-    ]
     assert {(e.source, e.tenant, e.pool) for e in events} == {("openai-batch", "acme", "h100-eu")}
-
-
-def test_openai_batch_to_items_reads_legacy_vllm_shape():
-    items, errors = openai_batch_to_items(
-        body=_sample("vllm_run_batch_output_chat_legacy.jsonl"), tenant="acme", pool=None
-    )
-
-    assert errors == []
-    assert all("pool" not in item for item in items)
-    events, errors = validate_events(items=items, now=VLLM_LEGACY_NOW)
-    assert errors == []
-    assert _token_rows(events) == [
-        (
-            "vllm-383d1c59835645aeb2e07d004d62a826",
-            datetime(2024, 5, 13, 20, 48, 56, tzinfo=UTC),
-            "meta-llama/Meta-Llama-3-8B-Instruct",
-            25,
-            0,
-            31,
-            "ok",
-        ),
-        (
-            "vllm-42e3d09b14b04568afa3f1797751a267",
-            datetime(2024, 5, 13, 20, 48, 56, tzinfo=UTC),
-            "meta-llama/Meta-Llama-3-8B-Instruct",
-            27,
-            0,
-            5,
-            "ok",
-        ),
-    ]
-
-
-def test_openai_batch_to_items_reads_vllm_score_output_with_null_details():
-    items, errors = openai_batch_to_items(
-        body=_sample("vllm_run_batch_output_score.jsonl"), tenant="acme", pool=None
-    )
-
-    assert errors == []
-    events, errors = validate_events(items=items, now=VLLM_SCORE_NOW)
-    assert errors == []
-    assert _token_rows(events) == [
-        (
-            "vllm-f87c5c4539184f618e555744a2965987",
-            datetime(2025, 1, 25, 23, 32, 24, tzinfo=UTC),
-            "BAAI/bge-reranker-v2-m3",
-            37,
-            0,
-            0,
-            "ok",
-        ),
-        (
-            "vllm-41990c51a26d4fac8419077f12871099",
-            datetime(2025, 1, 25, 23, 32, 24, tzinfo=UTC),
-            "BAAI/bge-reranker-v2-m3",
-            37,
-            0,
-            0,
-            "ok",
-        ),
-    ]
 
 
 def test_openai_batch_to_items_accepts_crlf_blank_lines_and_no_final_newline():
