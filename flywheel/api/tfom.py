@@ -1,12 +1,12 @@
 from decimal import Decimal
 
 from django.conf import settings
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from flywheel.api.loop.writes import ERRORS, FactoryVersionViewSet
 from flywheel.domain.tfom import baseline_tef_parse
 from flywheel.filters import CostModelFilterSet
 from flywheel.models import CostModel, FactoryCosts
@@ -23,7 +23,6 @@ from metering.selectors.usage import window_resolve
 from portal.access import Capability
 from portal.api.fields import AwareDateTimeField, ModelSerializer
 from portal.api.periods import PERIOD_PARAMETERS
-from portal.api.views import EffectiveDatedViewSet
 from portal.permissions import capability_permission
 
 MONEY = {"max_digits": 20, "decimal_places": 4, "min_value": Decimal(0)}
@@ -189,30 +188,20 @@ class TfomSerializer(serializers.Serializer):
 
 TfomSerializer._declared_fields["from"] = serializers.DateTimeField()
 
-CostPermission = capability_permission(read=Capability.READ_FACTORY, write=Capability.WRITE_FACTORY)
 
-ERRORS = OpenApiResponse(
-    OpenApiTypes.OBJECT, description='{"errors": [{"field": ..., "message": ...}]}'
-)
-
-
-@extend_schema(responses={400: ERRORS, 403: ERRORS})
-class CostModelViewSet(EffectiveDatedViewSet):
+class CostModelViewSet(FactoryVersionViewSet):
     """Per-pool TCO inputs (capex, depreciation, power, PUE, electricity, hosting), effective-dated."""
 
     serializer_class = CostModelSerializer
-    permission_classes = [CostPermission]
     queryset = CostModel.objects.select_related("pool")
     filterset_class = CostModelFilterSet
     create_service = staticmethod(cost_model_create)
 
 
-@extend_schema(responses={400: ERRORS, 403: ERRORS})
-class FactoryCostsViewSet(EffectiveDatedViewSet):
+class FactoryCostsViewSet(FactoryVersionViewSet):
     """Factory-level monthly costs (staff, SG&A), effective-dated."""
 
     serializer_class = FactoryCostsSerializer
-    permission_classes = [CostPermission]
     queryset = FactoryCosts.objects.all()
     create_service = staticmethod(factory_costs_create)
 

@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 
-from flywheel.api.loop.writes import ERRORS, RATIO, FactoryWrite
+from flywheel.api.loop.writes import RATIO, FactoryVersionViewSet
 from flywheel.filters import LeverFilterSet
 from flywheel.models import Goal, Lever
 from flywheel.services.loop.versions import goal_create, lever_create
 from metering.selectors.factory import deployment_list, pool_list
 from portal.api.fields import AwareDateTimeField, ModelSerializer
-from portal.api.views import EffectiveDatedViewSet
 
 
 class LeverSerializer(ModelSerializer):
@@ -107,22 +105,18 @@ class GoalSerializer(ModelSerializer):
         ]
 
 
-@extend_schema(responses={400: ERRORS, 403: ERRORS})
-class LeverViewSet(EffectiveDatedViewSet):
+class LeverViewSet(FactoryVersionViewSet):
     """The lever catalogue, every version (`?slug=` one lever's history)."""
 
     serializer_class = LeverSerializer
-    permission_classes = [FactoryWrite]
     queryset = Lever.objects.all()
     filterset_class = LeverFilterSet
     create_service = staticmethod(lever_create)
 
 
-@extend_schema(responses={400: ERRORS, 403: ERRORS})
-class GoalViewSet(EffectiveDatedViewSet):
+class GoalViewSet(FactoryVersionViewSet):
     """Goals, effective-dated: the version in force is checked by every cycle."""
 
     serializer_class = GoalSerializer
-    permission_classes = [FactoryWrite]
     queryset = Goal.objects.all()
     create_service = staticmethod(goal_create)
