@@ -14,13 +14,15 @@ class BillingConfig(AppConfig):
         from portal.alerts import Kind, Param, kind_register, tenant_slo_targets_provide
         from portal.models import Role
 
+        def tenant_kind(**fields) -> Kind:
+            """A kind of one tenant's (a rule names it), held by finance and its members."""
+            return Kind(holders=frozenset({Role.FINANCE, Role.TENANT}), tenant="required", **fields)
+
         kind_register(
-            Kind(
+            tenant_kind(
                 name="budget",
                 params_check=budget_params_check,
                 evaluate=budget_evaluate,
-                holders=frozenset({Role.FINANCE, Role.TENANT}),
-                tenant="required",
                 fired_event="budget.threshold_reached",
                 threshold_shown="{}%",
                 params=(
@@ -32,12 +34,10 @@ class BillingConfig(AppConfig):
             )
         )
         kind_register(
-            Kind(
+            tenant_kind(
                 name="uptime_below_tier",
                 params_check=uptime_params_check,
                 evaluate=uptime_evaluate,
-                holders=frozenset({Role.FINANCE, Role.TENANT}),
-                tenant="required",
                 summary="month-to-date uptime below the highest credit threshold of the "
                 "tenant's contract",
             )

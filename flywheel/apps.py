@@ -16,14 +16,21 @@ class FlywheelConfig(AppConfig):
         )
         from portal.alerts import Kind, Param, kind_register
 
-        kind_register(
-            Kind(
-                name="gpu_waste",
-                params_check=gpu_waste_params_check,
-                evaluate=gpu_waste_evaluate,
+        def pool_kind(**fields) -> Kind:
+            """A kind of operators' only (no other role holds it), per pool."""
+            return Kind(
                 holders=frozenset(),
                 scope_keys=frozenset({"pool"}),
                 scope_check=pool_scope_check,
+                scope_options=pool_options,
+                **fields,
+            )
+
+        kind_register(
+            pool_kind(
+                name="gpu_waste",
+                params_check=gpu_waste_params_check,
+                evaluate=gpu_waste_evaluate,
                 condition=True,
                 params=(
                     Param("window_hours", "Window (hours)", help="default 3"),
@@ -34,25 +41,20 @@ class FlywheelConfig(AppConfig):
                         "of the pool's healthy GPU-hours idle; default 10",
                     ),
                 ),
-                scope_options=pool_options,
                 threshold_shown="{}%",
                 summary="leaves healthy GPUs idle: idle GPU-hours over the window above a "
                 "share of its healthy GPU-hours, with what they cost",
             )
         )
         kind_register(
-            Kind(
+            pool_kind(
                 name="kpi_below_band",
                 params_check=kpi_below_band_params_check,
                 evaluate=kpi_below_band_evaluate,
-                holders=frozenset(),
-                scope_keys=frozenset({"pool"}),
-                scope_check=pool_scope_check,
                 params=(
                     Param("kpi", "KPI", "choice", choices=("tef", "tfi")),
                     Param("threshold", "Threshold", "decimal", "fires below it, such as 0.6"),
                 ),
-                scope_options=pool_options,
                 summary="a closed day's TEF or TFI below a threshold",
             )
         )
