@@ -7,7 +7,7 @@ from metering.api.factory import PoolSerializer
 from metering.api.telemetry import ScrapeTargetSerializer
 from metering.models import Deployment, DeploymentVersion, Pool, ScrapeTarget
 from metering.services.factory import pool_check, pool_write
-from portal.admin import AuditedAdmin, ReadOnlyAdmin, site
+from portal.admin import AuditedAdmin, ReadOnlyAdmin, ReadOnlyInline, site
 
 
 @admin.register(Pool, site=site)
@@ -36,18 +36,10 @@ class ScrapeTargetAdmin(AuditedAdmin):
     readonly_fields = ()
 
 
-class VersionInline(admin.TabularInline):
+class VersionInline(ReadOnlyInline):
     model = DeploymentVersion
-    extra = 0
-    can_delete = False
     fields = ("effective_from", "r_ref", "w_in", "slo_ttft_ms", "slo_tpot_ms", "slo_target")
     readonly_fields = fields
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(Deployment, site=site)

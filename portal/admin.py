@@ -162,9 +162,8 @@ class AuditedAdmin(_RolesOnly, admin.ModelAdmin):
         object_delete(obj=obj, actor=request.user, object_type=self.audit_type)
 
 
-class ReadOnlyAdmin(_RolesOnly, admin.ModelAdmin):
-    """Effective-dated or append-only records: read here, never written (a change is a
-    new version, through the API or the page that owns it)."""
+class _NoWrites:
+    """Nothing added, changed or deleted here."""
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
@@ -174,6 +173,18 @@ class ReadOnlyAdmin(_RolesOnly, admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+class ReadOnlyAdmin(_RolesOnly, _NoWrites, admin.ModelAdmin):
+    """Effective-dated or append-only records: read here, never written (a change is a
+    new version, through the API or the page that owns it)."""
+
+
+class ReadOnlyInline(_NoWrites, admin.TabularInline):
+    """Records shown under the one they belong to (an effective-dated record's versions),
+    read only as that record is."""
+
+    extra = 0
 
 
 @admin.register(Tenant, site=site)
