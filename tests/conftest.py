@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 from portal.clock import clock_set, parse_instant
 from portal.models import Role, Tenant
 from portal.services import token_create, user_ensure
+from tests.servers import serve_metrics
 
 PASSWORD = "correct-horse-battery-staple"
 
@@ -95,6 +96,13 @@ def now(request) -> datetime:
     clock_set(moment)
     yield moment
     clock_set(None)
+
+
+@pytest.fixture
+def metrics_server():
+    """A Prometheus endpoint on 127.0.0.1 (tests/servers.py serve_metrics): set `page`."""
+    with serve_metrics() as server:
+        yield server
 
 
 def clock_env(moment: datetime) -> dict[str, str]:

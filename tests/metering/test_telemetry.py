@@ -3,12 +3,10 @@
 import os
 import re
 import signal
-import socket
 import threading
 import time
 from datetime import UTC, datetime
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -28,6 +26,7 @@ from metering.services.telemetry.scrape import scrape_all, scrape_target
 from metering.tasks import scrape_targets_task
 from tests.concurrency import run_together
 from tests.metering.factories import make_deployment, make_hourly_usage
+from tests.servers import free_port
 
 pytestmark = pytest.mark.both_backends
 
@@ -307,12 +306,6 @@ def test_telemetry_ingest_dcgm_energy_delta_with_reset_and_xid_changes(db):
 # --- scraping over HTTP -----------------------------------------------------------------------
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _sglang_target(metrics_server, pool) -> ScrapeTarget:
     """An SGLang target of `pool` scraping `metrics_server`, which serves the SGLang sample."""
     metrics_server.page = _sample("sglang_metrics_docs_example.prom")
@@ -321,38 +314,10 @@ def _sglang_target(metrics_server, pool) -> ScrapeTarget:
     )
 
 
-@pytest.fixture
-def metrics_server():
-    """A real HTTP server on 127.0.0.1 serving `server.page` at /metrics."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = server.page.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.page = ""
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
 def test_scrape_all_failing_target_is_marked_failed_and_the_job_does_not_raise(db, metrics_server):
     deployment = _llama()
     dead = ScrapeTarget.objects.create(
-        url=f"http://127.0.0.1:{_closed_port()}/metrics",
+        url=f"http://127.0.0.1:{free_port()}/metrics",
         kind="vllm",
         pool=deployment.pool,
         timeout_s=2,

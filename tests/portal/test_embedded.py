@@ -11,22 +11,20 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from portal.pipeline import STAGES
 from tests.conftest import clock_env
+from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_TEXT = ROOT.parent / "shared" / "samples" / "vllm_v0_metrics_aibrix_docs_excerpt.prom"
@@ -41,12 +39,6 @@ user = user_ensure(username="op", role=Role.OPERATOR, tenant=None, password="op-
 _, raw = token_create(user=user, name="t", scopes=["ingest", "read", "admin"])
 print(raw)
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env(var_dir: Path, now) -> dict[str, str]:
@@ -97,7 +89,7 @@ def embedded(tmp_path, now):
     env = _env(tmp_path, now)
     _manage(env, "migrate", "--noinput")
     token = _manage(env, "shell", "-c", SETUP).strip().splitlines()[-1]
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path / "serve.log", "w")  # noqa: SIM115 (closed below)
     serve = subprocess.Popen(
         [sys.executable, "manage.py", "serve", "--port", str(port)],
@@ -221,42 +213,24 @@ def test_an_event_reaches_the_kpis_and_the_usage_page_within_seconds_through_the
     assert done[0].start() < done[1].start() < done[2].start()
 
 
-class _Metrics(BaseHTTPRequestHandler):
-    hits = 0
-
-    def do_GET(self):
-        type(self).hits += 1
-        body = VLLM_TEXT.read_bytes()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.mark.integration
-def test_the_beat_scrapes_a_new_target_within_a_minute_and_ctrl_c_leaves_no_process(embedded):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Metrics)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
-        status, target = embedded.call(
-            "POST", "/api/v1/scrape-targets", {"url": url, "kind": "vllm", "pool": "p1"}
-        )
-        assert status == 201, target
+def test_the_beat_scrapes_a_new_target_within_a_minute_and_ctrl_c_leaves_no_process(
+    embedded, metrics_server
+):
+    metrics_server.page = VLLM_TEXT.read_text()
+    url = f"http://127.0.0.1:{metrics_server.server_port}/metrics"
+    status, target = embedded.call(
+        "POST", "/api/v1/scrape-targets", {"url": url, "kind": "vllm", "pool": "p1"}
+    )
+    assert status == 201, target
 
-        def scraped():
-            body = embedded.call("GET", f"/api/v1/scrape-targets/{target['id']}")[1]
-            return body if body["last_status"] != "never" else None
+    def scraped():
+        body = embedded.call("GET", f"/api/v1/scrape-targets/{target['id']}")[1]
+        return body if body["last_status"] != "never" else None
 
-        seen, _ = _poll(scraped, seconds=60)
-        assert seen, f"not scraped within a minute: {embedded.log_path.read_text()[-3000:]}"
-        assert _Metrics.hits >= 1 and seen["last_scraped_at"]
-    finally:
-        server.shutdown()
+    seen, _ = _poll(scraped, seconds=60)
+    assert seen, f"not scraped within a minute: {embedded.log_path.read_text()[-3000:]}"
+    assert metrics_server.hits >= 1 and seen["last_scraped_at"]
 
     processes = _descendants(embedded.serve.pid) | {embedded.serve.pid}
     assert len(processes) >= 4  # serve, the web server, the worker and its pool child

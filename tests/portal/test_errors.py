@@ -4,23 +4,16 @@ delete that others still refer to is a 409 that says so, never a 500."""
 import http.client
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.metering.factories import make_deployment
+from tests.servers import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_an_unknown_api_path_is_a_json_404(users, token_client):
@@ -103,7 +96,7 @@ def _get(port: int, target: str, headers: dict | None = None) -> tuple[int, str,
 def gunicorn(tmp_path):
     """gunicorn serving the portal from the project's directory, as README runs it (its
     gunicorn.conf.py read from there); no request here reaches the database."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}
     log = tmp_path / "gunicorn.log"
     process = subprocess.Popen(
@@ -112,14 +105,7 @@ def gunicorn(tmp_path):
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline, log.read_text()
-                time.sleep(0.1)
+        wait_for_port(port, process, log)
         yield port
     finally:
         process.terminate()

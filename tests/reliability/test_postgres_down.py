@@ -17,7 +17,6 @@ import json
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,16 +27,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.servers import free_port, wait_for_port
+
 ROOT = Path(__file__).resolve().parents[2]
 SOAK = os.environ.get("RELIABILITY_SOAK") == "1"
 OUTAGE_S = 20 if SOAK else 3
 INVOICES = 24
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _pg_bin() -> Path:
@@ -52,7 +47,7 @@ class PrivatePostgres:
 
     def __init__(self) -> None:
         self.bin = _pg_bin()
-        self.port = _free_port()
+        self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="reliability-pg-"))
         self.data = self.dir / "pg"
         self.as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
@@ -139,7 +134,7 @@ def server(tmp_path):
         setup = subprocess.run([python, "-c", SETUP], cwd=ROOT, env=env, check=True,
                                capture_output=True, text=True)  # fmt: skip
         data = json.loads(setup.stdout.strip().splitlines()[-1])
-        port = _free_port()
+        port = free_port()
         log = tmp_path / "gunicorn.log"
         gunicorn = Path(sys.executable).with_name("gunicorn")
         processes.append(
@@ -164,15 +159,7 @@ def server(tmp_path):
                 stderr=subprocess.STDOUT,
             )
         )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("gunicorn did not start")
-                time.sleep(0.1)
+        wait_for_port(port, processes[-1], log)
         yield postgres, port, data
     finally:
         for process in processes:
