@@ -17,14 +17,7 @@ from billing.services.credit_notes import credit_note_issue
 from billing.services.invoices import invoice_finalize, invoice_pay
 from portal.errors import FieldError
 from portal.models import Tenant
-from tests.billing.factories import (
-    APRIL,
-    MARCH,
-    M,
-    assert_refused,
-    make_march_invoice,
-    post_usage,
-)
+from tests.billing.factories import APRIL, MARCH, M, assert_refused, make_march_invoice, post_usage
 from tests.concurrency import run_together
 
 pytestmark = pytest.mark.both_backends
