@@ -55,6 +55,17 @@ def _parse(moment: str) -> datetime:
     return datetime.fromisoformat(moment)
 
 
+def _browser_session(user) -> SessionStore:
+    """A logged-in browser session of `user`, valid for a week (the bench's cookie)."""
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.set_expiry(7 * 24 * 3600)
+    session.create()
+    return session
+
+
 def setup(*, events: int) -> dict:
     """The factory: pools, models, deployments, tenants (most paid, with allowances and tiers
     sized to the data), prices, a promotion, capacity every 15 minutes, an operator with an
@@ -152,12 +163,7 @@ def setup(*, events: int) -> dict:
         username="bench-operator", role=Role.OPERATOR, password="bench-pw-123456"
     )
     _, token = token_create(user=operator, name="bench", scopes=["ingest", "read"])
-    session = SessionStore()
-    session[SESSION_KEY] = str(operator.pk)
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    session[HASH_SESSION_KEY] = operator.get_session_auth_hash()
-    session.set_expiry(7 * 24 * 3600)
-    session.create()
+    session = _browser_session(operator)
     if connection.vendor == "postgresql":  # the dataset month is bulk-loaded
         usage_partitions_ensure(times=[config.INGEST_START])
     by_spec = {
@@ -383,12 +389,7 @@ def hooks_setup(*, urls: list[str]) -> dict:
 
     endpoints = [WebhookEndpoint.objects.create(url=url, secret=secret_new()) for url in urls]
     operator = user_ensure(username="bench-hooks", role=Role.OPERATOR, password="bench-pw-123456")
-    session = SessionStore()
-    session[SESSION_KEY] = str(operator.pk)
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    session[HASH_SESSION_KEY] = operator.get_session_auth_hash()
-    session.set_expiry(7 * 24 * 3600)
-    session.create()
+    session = _browser_session(operator)
     return {"endpoints": [e.pk for e in endpoints], "session": session.session_key}
 
 
