@@ -1,9 +1,28 @@
 """metering's FilterSets, one per resource, shared by its pages and its API."""
 
 import django_filters
+from django import forms
+from django.core.exceptions import ValidationError
+from django.db.models import Q, QuerySet
 
-from metering.models import HourlyUsage, ScrapeTarget
+from metering.models import (
+    Deployment,
+    HourlyUsage,
+    Incident,
+    IncidentImpact,
+    IncidentStatus,
+    ScrapeTarget,
+)
+from metering.selectors.sla.incidents import (
+    incidents_touching,
+    overlapping_period,
+    worst_impact_is,
+)
+from portal import clock
+from portal.access import tenant_get
+from portal.errors import FieldError
 from portal.filters import PortalFilterSet, TenantFilter
+from portal.periods import Period, month_parse, next_month
 
 
 class ScrapeTargetFilterSet(PortalFilterSet):
@@ -24,3 +43,81 @@ class UsageFilterSet(PortalFilterSet):
     class Meta:
         model = HourlyUsage
         fields = ["tenant", "model", "pool"]
+
+
+class MonthField(forms.CharField):
+    """A calendar month, YYYY-MM, cleaned to its period."""
+
+    def clean(self, value):
+        value = super().clean(value)
+        if not value:
+            return None
+        try:
+            start = month_parse(value)
+        except FieldError as error:
+            raise ValidationError(error.message) from None
+        return Period(start, next_month(start))
+
+
+class MonthFilter(django_filters.Filter):
+    field_class = MonthField
+
+
+class TouchedTenantFilter(TenantFilter):
+    """Incidents that touched the tenant named by slug (kpis.md 3b); 404 for a tenant the
+    user may not see."""
+
+    def filter(self, qs: QuerySet, value: str) -> QuerySet:
+        if not value:
+            return qs
+        tenant = tenant_get(user=self.parent.user, slug=value)
+        return incidents_touching(qs, tenant=tenant, now=clock.now())
+
+
+class IncidentFilterSet(PortalFilterSet):
+    """The incident history's filters, shared by its page and the API (each optional)."""
+
+    status = django_filters.ChoiceFilter(
+        choices=[("open", "open (not resolved)"), *IncidentStatus.choices],
+        empty_label="any status",
+        method="filter_status",
+        label="Status",
+    )
+    impact = django_filters.ChoiceFilter(
+        choices=IncidentImpact.choices,
+        empty_label="any worst impact",
+        method="filter_impact",
+        label="Impact",
+        help_text="those whose worst impact (opening or any update's) it is",
+    )
+    deployment = django_filters.ModelChoiceFilter(
+        queryset=Deployment.objects.order_by("slug"),
+        to_field_name="slug",
+        empty_label="any deployment",
+        method="filter_deployment",
+        label="Deployment",
+        help_text="those naming the deployment or its pool",
+    )
+    tenant = TouchedTenantFilter(label="Tenant")
+    month = MonthFilter(method="filter_month", label="Month", help_text="YYYY-MM")
+
+    class Meta:
+        model = Incident
+        fields = ["status", "impact", "deployment", "tenant", "month"]
+
+    def filter_status(self, queryset, name, value):
+        if value == "open":
+            return queryset.exclude(status=IncidentStatus.RESOLVED)
+        return queryset.filter(status=value)
+
+    def filter_impact(self, queryset, name, value):
+        return worst_impact_is(queryset, value)
+
+    def filter_deployment(self, queryset, name, value):
+        named = Incident.objects.filter(
+            Q(deployments__slug=value.slug) | Q(pools__deployments__slug=value.slug)
+        )
+        return queryset.filter(pk__in=named.values("pk"))
+
+    def filter_month(self, queryset, name, value):
+        return overlapping_period(queryset, value.start, value.end)

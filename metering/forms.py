@@ -10,9 +10,8 @@ from metering.models import (
     IncidentStatus,
     Pool,
 )
-from portal.errors import FieldError
 from portal.models import Tenant
-from portal.periods import Period, month_parse, next_month, validate_years
+from portal.periods import validate_years
 
 UTC_HELP = "UTC, e.g. 2026-05-01 14:30."
 
@@ -128,58 +127,3 @@ def service_errors_to_form(form: forms.Form, exc: ValidationError) -> None:
     """Put a service's errors next to their fields (the API shows the same messages)."""
     for field, errors in exc.message_dict.items():
         form.add_error(field if field in form.fields else None, errors)
-
-
-class IncidentHistoryFilterForm(forms.Form):
-    """The incident history's filters (a GET form): each optional; `month` is YYYY-MM."""
-
-    status = forms.ChoiceField(
-        required=False,
-        choices=[("", "any status"), ("open", "open (not resolved)"), *IncidentStatus.choices],
-    )
-    impact = forms.ChoiceField(
-        required=False, choices=[("", "any worst impact"), *IncidentImpact.choices]
-    )
-    deployment = forms.ModelChoiceField(
-        queryset=Deployment.objects.order_by("slug"),
-        required=False,
-        to_field_name="slug",
-        empty_label="any deployment",
-    )
-    tenant = forms.ModelChoiceField(
-        queryset=Tenant.objects.order_by("slug"),
-        required=False,
-        to_field_name="slug",
-        empty_label="any tenant",
-    )
-    month = forms.CharField(required=False, max_length=7, help_text="YYYY-MM")
-
-    def __init__(self, *args, tenants=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        if tenants is None:  # a member: its own incidents only, no tenant to choose
-            del self.fields["tenant"]
-        else:
-            self.fields["tenant"].queryset = tenants
-
-    def clean_month(self):
-        value = self.cleaned_data["month"]
-        if not value:
-            return None
-        try:
-            start = month_parse(value)
-        except FieldError as error:
-            raise ValidationError(error.message) from None
-        return Period(start, next_month(start))
-
-    def list_kwargs(self) -> dict:
-        """incident_list's arguments for the filters given."""
-        data = self.cleaned_data
-        tenant = data.get("tenant")
-        deployment = data.get("deployment")
-        return {
-            "status": data.get("status") or None,
-            "impact": data.get("impact") or None,
-            "deployment": deployment.slug if deployment else None,
-            "tenant": tenant.slug if tenant else None,
-            "period": data.get("month"),
-        }

@@ -229,26 +229,12 @@ class IncidentViewSet(
     http_method_names = ["get", "post", "patch", "head", "options"]
 
     def get_queryset(self):
-        params = self.request.query_params
         if self.action != "list":
             return incident_list(user=self.request.user)
-        status_filter = params.get("status")
-        if status_filter and status_filter not in ("open", *IncidentStatus.values):
-            raise serializers.ValidationError(
-                {"status": f"must be open or one of {', '.join(IncidentStatus.values)}"}
-            )
-        impact = params.get("impact")
-        if impact and impact not in IncidentImpact.values:
-            raise serializers.ValidationError(
-                {"impact": f"must be one of {', '.join(IncidentImpact.values)}"}
-            )
         return incident_list(
             user=self.request.user,
-            status=status_filter,
+            filters=self.request.query_params,
             period=_period(self.request),
-            tenant=params.get("tenant") or None,
-            impact=impact or None,
-            deployment=params.get("deployment") or None,
         )
 
     def _fresh(self, incident: Incident) -> Incident:

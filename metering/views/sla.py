@@ -10,10 +10,10 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 
+from metering.filters import IncidentFilterSet
 from metering.forms import (
     IncidentEditForm,
     IncidentForm,
-    IncidentHistoryFilterForm,
     IncidentUpdateForm,
     MaintenanceForm,
     service_errors_to_form,
@@ -77,10 +77,10 @@ def _card(incident, *, form=None, prefix=None):
 
 def _board_context(request, *, form=None, created=None) -> dict:
     now = clock.now()
-    open_incidents = incident_list(user=request.user, status="open")
+    open_incidents = incident_list(user=request.user, filters={"status": "open"})
     recent = incident_list(
         user=request.user,
-        status=IncidentStatus.RESOLVED,
+        filters={"status": IncidentStatus.RESOLVED},
         period=Period(now - timedelta(days=RECENT_DAYS), now + timedelta(seconds=1)),
     )
     return {
@@ -104,15 +104,14 @@ HISTORY_PAGE_SIZE = 25
 def incident_history_page(request):
     """Every incident the user may see, newest first, filtered by status, worst impact,
     deployment, tenant (operators and finance) and month, 25 a page, each with its
-    timeline (members see those that touched their tenant)."""
+    timeline (members see those that touched their tenant). The filters are the API's
+    (IncidentFilterSet); a refused value shows next to its field."""
     is_member = user_role(request.user) is Role.TENANT
-    form = IncidentHistoryFilterForm(
-        request.GET,
-        tenants=None if is_member else tenant_list(user=request.user),
-    )
+    filters = IncidentFilterSet(request.GET, user=request.user)
+    is_valid = filters.is_valid()
     incidents = (
-        incident_list(user=request.user, **form.list_kwargs())
-        if form.is_valid()
+        incident_list(user=request.user, filters=request.GET)
+        if is_valid
         else Incident.objects.none()
     )
     page = Paginator(incidents, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
@@ -132,12 +131,15 @@ def incident_history_page(request):
         "metering/sla/incident_history.html",
         {
             "title": "Incident history",
-            "form": form,
+            "form": filters.form,
             "rows": rows,
             "page": page,
+            "is_member": is_member,
+            "tenant": request.GET.get("tenant", ""),
+            "tenants": [] if is_member else tenant_list(user=request.user).order_by("name"),
             "is_operator": user_role(request.user) is Role.OPERATOR,
         },
-        status=200 if form.is_valid() else 400,
+        status=200 if is_valid else 400,
     )
 
 

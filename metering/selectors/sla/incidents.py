@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections import defaultdict
+from datetime import UTC, datetime, timedelta
 
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models.functions import TruncMonth
 
-from metering.domain.sla import ImpactChange, IncidentTimeline, MaintenanceInterval
-from metering.models import Incident, IncidentImpact, IncidentUpdate, MaintenanceWindow
+from metering.domain.sla import (
+    ImpactChange,
+    IncidentTimeline,
+    MaintenanceInterval,
+    incident_touches,
+)
+from metering.models import (
+    HourlyUsage,
+    Incident,
+    IncidentImpact,
+    IncidentUpdate,
+    MaintenanceWindow,
+)
+from portal.models import Tenant
+from portal.periods import month_start, next_month
 
 # Worst last: the order in which the status page ranks what is going on.
 IMPACT_RANK = {
@@ -112,3 +127,57 @@ def incident_spans(*, start, end) -> list[tuple[datetime, datetime, str]]:
             (max(incident.started_at, start), min(incident.resolved_at or end, end), incident.title)
         )
     return spans
+
+
+def months_spanned(start: datetime, end: datetime) -> list[datetime]:
+    """The month starts of [start, end)."""
+    months, cursor = [], month_start(start)
+    while cursor < end:
+        months.append(cursor)
+        cursor = next_month(cursor)
+    return months
+
+
+def incidents_touching(queryset: QuerySet[Incident], *, tenant: Tenant, now: datetime):
+    """Those that touched `tenant` in any month they span (kpis.md 3b's rule, with the
+    deployments the tenant used in that month)."""
+    incidents = list(queryset)
+    if not incidents:
+        return queryset.none()
+    first = min(i.started_at for i in incidents)
+    last = max(i.resolved_at or now for i in incidents)
+    used: dict[datetime, set[str]] = defaultdict(set)
+    rows = (
+        HourlyUsage.objects.filter(
+            tenant=tenant, hour__gte=month_start(first), hour__lt=next_month(last), requests__gt=0
+        )
+        .annotate(month=TruncMonth("hour", tzinfo=UTC))
+        .values_list("month", "deployment__slug")
+    )
+    for month, slug in rows.distinct():
+        used[month_start(month)].add(slug)
+    touched = set()
+    for incident in incidents:
+        end = max(incident.resolved_at or now, incident.started_at + timedelta(microseconds=1))
+        if any(
+            incident_touches(
+                incident_tenants=[t.slug for t in incident.tenants.all()],
+                incident_deployments=deployment_slugs(incident),
+                tenant=tenant.slug,
+                deployments_used=used[month],
+            )
+            for month in months_spanned(incident.started_at, end)
+        ):
+            touched.add(incident.pk)
+    return queryset.filter(pk__in=touched)
+
+
+def worst_impact_is(queryset: QuerySet[Incident], impact: str) -> QuerySet[Incident]:
+    """Those whose worst impact, opening or any update's, is `impact` (peak_impact in SQL)."""
+    worse = [i for i, rank in IMPACT_RANK.items() if rank > IMPACT_RANK[impact]]
+    updates = IncidentUpdate.objects.filter(incident=OuterRef("pk"))
+    return (
+        queryset.filter(Q(impact=impact) | Exists(updates.filter(impact=impact)))
+        .exclude(impact__in=worse)
+        .exclude(Exists(updates.filter(impact__in=worse)))
+    )
