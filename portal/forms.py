@@ -5,15 +5,22 @@ from portal.errors import FieldError
 from portal.models import Scope, Tenant
 
 
+def open_tenant_field(**options) -> forms.ModelChoiceField:
+    """An optional choice of one tenant that is not closed, by name, sent as its slug."""
+    return forms.ModelChoiceField(
+        queryset=Tenant.objects.exclude(status=Tenant.Status.CLOSED).order_by("name"),
+        required=False,
+        to_field_name="slug",
+        **options,
+    )
+
+
 class TokenForm(forms.Form):
     name = forms.CharField(max_length=100, label="Name", help_text="What the token is for.")
     scopes = forms.MultipleChoiceField(
         choices=Scope.choices, widget=forms.CheckboxSelectMultiple, label="Scopes"
     )
-    bound_tenant = forms.ModelChoiceField(
-        queryset=Tenant.objects.exclude(status=Tenant.Status.CLOSED).order_by("name"),
-        required=False,
-        to_field_name="slug",
+    bound_tenant = open_tenant_field(
         label="Bind to tenant",
         empty_label="— not bound —",
         help_text="An ingest token for a tenant's own gateway: it meters that tenant only.",
@@ -43,13 +50,7 @@ class EndpointForm(forms.Form):
         label="Event types",
         help_text="Nothing ticked: every type.",
     )
-    tenant = forms.ModelChoiceField(
-        queryset=Tenant.objects.exclude(status=Tenant.Status.CLOSED).order_by("name"),
-        required=False,
-        to_field_name="slug",
-        label="For",
-        empty_label="the factory",
-    )
+    tenant = open_tenant_field(label="For", empty_label="the factory")
 
     def __init__(self, *args, event_types: list[str], staff: bool, **kwargs):
         super().__init__(*args, **kwargs)
