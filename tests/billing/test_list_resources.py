@@ -6,12 +6,15 @@ The world: tenants A and B each used llama-70b on h100-a in March (17.60 list, A
 B at 10% off), A also qwen-7b on l40s-b; the March close issued both invoices and posted
 them; A's invoice got a 1.00 credit note to its balance; on 3 March an incident on
 llama-70b@h100-a touched A and B (resolved) and one on the pool l40s-b touched A (open);
-every write left an audit entry."""
+each tenant holds a budget rule whose 50% alert is resolved, A's 100% alert firing; every
+write left an audit entry."""
 
 import csv
 import io
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import NamedTuple
 
 import pytest
 
@@ -19,6 +22,8 @@ from billing.services.close import close_run
 from billing.services.credit_notes import credit_note_issue
 from metering.models import Deployment, Pool
 from metering.services.sla.incidents import incident_create
+from portal.alerts import rule_create
+from portal.models import Alert
 from tests.billing.factories import (
     MARCH,
     MARCH_USAGE,
@@ -54,6 +59,17 @@ def world(admin_api, users, tenant_a, tenant_b):
         invoice=invoices["tenant-a"], reason="goodwill", settle="balance",
         amount=Decimal("1.00"), by=users["finance"],
     )  # fmt: skip
+    for tenant, alerts in ((tenant_a, ("50", "100")), (tenant_b, ("50",))):
+        rule = rule_create(kind="budget", tenant=tenant, params={"amount": "10.00"},
+                           by=users["finance"])  # fmt: skip
+        for threshold in alerts:  # 50% resolved, 100% firing
+            resolved = march if threshold == "50" else None
+            Alert.objects.create(
+                rule=rule, window_start=MARCH, threshold=threshold, level="warning",
+                value=f"{threshold}.0%", summary=f"{tenant.name} reached {threshold}%",
+                state=Alert.State.RESOLVED if resolved else Alert.State.FIRING,
+                fired_at=march, resolved_at=resolved,
+            )  # fmt: skip
     return invoices
 
 
@@ -64,12 +80,6 @@ def _api_rows(client, path: str, key: str) -> list:
     return [row[key] for row in body["results"]]
 
 
-def _page_rows(client, path: str, key) -> list:
-    response = client.get(path)
-    assert response.status_code == 200, path
-    return [key(row) for row in response.context["page"].object_list]
-
-
 def _csv_rows(client, path: str, column: str) -> list:
     response = client.get(path)
     text = (
@@ -78,70 +88,94 @@ def _csv_rows(client, path: str, column: str) -> list:
     return [row[column] for row in csv.DictReader(io.StringIO(text))]
 
 
-# Per list: its page, its API and how both name a row; its CSV, the column it names a row
-# by, and that name from the page's row.
-LISTS = {
-    "invoices": ("/billing/invoices/", "/api/v1/invoices", lambda i: i.number, "number",
-                 ("/billing/invoices/?format=csv", "number", lambda i: i.number)),
-    "credit notes": ("/billing/credit-notes/", "/api/v1/credit-notes", lambda n: n.number,
-                     "number", None),
-    "ledger": ("/billing/ledger/?period=2026-03", "/api/v1/ledger?period=2026-03",
-               lambda p: p.pk, "id",
-               ("/billing/ledger/?period=2026-03&format=csv", "transaction",
-                lambda p: str(p.transaction_id))),
-    "audit log": ("/audit/", "/api/v1/audit", lambda e: e.pk, "id", None),
-    "incidents": ("/incidents/history/", "/api/v1/incidents", lambda i: i["incident"].pk, "id",
-                  None),
-}  # fmt: skip
-FILTERS = {
-    "invoices": ["", "tenant=tenant-a", "status=issued", "status=paid"],
-    "credit notes": ["", "tenant=tenant-a", "reason=goodwill", "reason=dispute"],
-    "ledger": ["", "tenant=tenant-b", "kind=invoice", "account=cash"],
-    "audit log": ["", "object_type=contract", "action=contract.create", "action=none"],
-    "incidents": ["", "status=open", "status=resolved", "impact=major_outage",
-                  "tenant=tenant-b", "deployment=llama-70b@h100-a"],
-}  # fmt: skip
-
-
 def _with(path: str, query: str) -> str:
     return path if not query else path + ("&" if "?" in path else "?") + query
 
 
-# Who may open each list's page (the ledger's is finance's: the books).
-ROLES = {"invoices": ("finance", "operator", "tenant"), "credit notes": ("finance", "operator",
-         "tenant"), "ledger": ("finance",), "audit log": ("operator",),
-         "incidents": ("finance", "operator", "tenant")}  # fmt: skip
-# How a row of each list's page names its tenants (the tenant role sees only its own).
-TENANTS = {"incidents": lambda row: set(row["tenants"])}
+class Listing(NamedTuple):
+    """A list resource: its page, its API and how each names a row, who may open the page
+    (the ledger's is finance's: the books), the filters to compare them under."""
+
+    page: str
+    api: str
+    page_key: Callable
+    api_key: str
+    roles: tuple[str, ...]
+    filters: tuple[str, ...] = ("",)
+    rows: str = "page"  # the page's context entry that holds the rows
+    export: tuple | None = None  # its CSV, the column naming a row, that name from a page row
+    tenants: Callable = lambda row: {row.tenant.slug}  # the tenants a page row belongs to
+
+
+EVERYONE = ("finance", "operator", "tenant")
+LISTS = {
+    "invoices": Listing(
+        "/billing/invoices/", "/api/v1/invoices", lambda i: i.number, "number", EVERYONE,
+        ("", "tenant=tenant-a", "status=issued", "status=paid"),
+        export=("/billing/invoices/?format=csv", "number", lambda i: i.number),
+    ),
+    "credit notes": Listing(
+        "/billing/credit-notes/", "/api/v1/credit-notes", lambda n: n.number, "number",
+        EVERYONE, ("", "tenant=tenant-a", "reason=goodwill", "reason=dispute"),
+    ),
+    "ledger": Listing(
+        "/billing/ledger/?period=2026-03", "/api/v1/ledger?period=2026-03", lambda p: p.pk,
+        "id", ("finance",), ("", "tenant=tenant-b", "kind=invoice", "account=cash"),
+        export=("/billing/ledger/?period=2026-03&format=csv", "transaction",
+                lambda p: str(p.transaction_id)),
+    ),
+    "audit log": Listing(
+        "/audit/", "/api/v1/audit", lambda e: e.pk, "id", ("operator",),
+        ("", "object_type=contract", "action=contract.create", "action=none"),
+    ),
+    "incidents": Listing(
+        "/incidents/history/", "/api/v1/incidents", lambda i: i["incident"].pk, "id",
+        EVERYONE, ("", "status=open", "status=resolved", "impact=major_outage",
+                   "tenant=tenant-b", "deployment=llama-70b@h100-a", "month=2026-03",
+                   "month=2026-04"),
+        rows="rows", tenants=lambda row: set(row["tenants"]),
+    ),
+    "firing alerts": Listing(
+        "/alerts/", "/api/v1/alerts?state=firing", lambda a: a.pk, "id", EVERYONE,
+        rows="firing", tenants=lambda a: {a.rule.tenant.slug},
+    ),
+    "resolved alerts": Listing(
+        "/alerts/", "/api/v1/alerts?state=resolved", lambda a: a.pk, "id", EVERYONE,
+        tenants=lambda a: {a.rule.tenant.slug},
+    ),
+    "alert rules": Listing(
+        "/alerts/", "/api/v1/alert-rules", lambda r: r.pk, "id", EVERYONE, rows="rules",
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("resource", "role"), [(resource, role) for resource in LISTS for role in ROLES[resource]]
+    ("resource", "role"),
+    [(name, role) for name, listing in LISTS.items() for role in listing.roles],
 )
 def test_the_page_the_api_and_the_csv_of_a_list_give_the_same_rows(
     world, resource, role, users, client, token_client
 ):
-    page_path, api_path, page_key, api_key, export = LISTS[resource]
+    listing = LISTS[resource]
     client.force_login(users[role])
     api = token_client(users[role], scopes=READS[role])
     seen = 0
-    for query in FILTERS[resource]:
+    for query in listing.filters:
         if role == "tenant" and "tenant-b" in query:
             continue  # another tenant's rows: a 404 (tests/reliability/test_isolation.py)
-        response = client.get(_with(page_path, query))
+        response = client.get(_with(listing.page, query))
         assert response.status_code == 200, (resource, role, query)
-        rows = list(response.context["rows" if resource == "incidents" else "page"])
-        assert _api_rows(api, _with(api_path, query), api_key) == [page_key(r) for r in rows], (
-            resource, role, query,
-        )  # fmt: skip
-        if export:
-            path, column, name = export
+        rows = list(response.context[listing.rows])
+        assert _api_rows(api, _with(listing.api, query), listing.api_key) == [
+            listing.page_key(r) for r in rows
+        ], (resource, role, query)
+        if listing.export:
+            path, column, name = listing.export
             assert sorted(_csv_rows(client, _with(path, query), column)) == sorted(
                 name(r) for r in rows
             ), (resource, role, query)
         if role == "tenant":
-            tenants = TENANTS.get(resource, lambda r: {r.tenant.slug})
-            assert set().union(*map(tenants, rows)) <= {"tenant-a"}
+            assert set().union(*map(listing.tenants, rows)) <= {"tenant-a"}
         seen += len(rows)
     assert seen > 0  # the filters select rows: the comparison is not of empty lists
 
