@@ -8,7 +8,7 @@ from decimal import Decimal, localcontext
 
 from flywheel.domain.kpis import KPI_CONTEXT, ZERO, PoolInputs, ratio_of
 from flywheel.domain.loop.baseline import Baseline
-from flywheel.domain.loop.factors import FACTORS, ONE
+from flywheel.domain.loop.factors import CAPPED, FACTORS, ONE
 from flywheel.domain.tfom import Tfom
 
 
@@ -70,6 +70,19 @@ def project_pools(
     def steps(factor: str) -> list[Decimal | None]:
         return [scoped.get(p.pool, {}).get(factor) for p in pools]
 
+    def link(factor: str, base: list[Decimal], numerator: str, denominator: str) -> list[Decimal]:
+        """The pools' projected `numerator` sums: `factor` (numerator / denominator) moved to
+        its level, capped at 1 where the factor is (CAPPED), times each pool's step."""
+        return _step(
+            pools,
+            base,
+            numerator,
+            denominator,
+            levels[factor],
+            capped=factor in CAPPED,
+            steps=steps(factor),
+        )
+
     levels: dict[str, Decimal | None] = {}
     is_upstream_moved = False
     for factor in FACTORS:
@@ -94,41 +107,11 @@ def project_pools(
             _keep(p.available_gpu_seconds, c * a, ratio_of(p.available_gpu_seconds, c), a)
             for p, c, a in zip(pools, calendar, alpha, strict=True)
         ]
-        busy = _step(
-            pools,
-            available,
-            "busy_gpu_seconds",
-            "available_gpu_seconds",
-            levels["occupancy"],
-            capped=True,
-            steps=steps("occupancy"),
-        )
-        std = _step(
-            pools,
-            busy,
-            "std_gpu_seconds",
-            "busy_gpu_seconds",
-            levels["efficiency"],
-            capped=False,
-            steps=steps("efficiency"),
-        )
-        compliant = _step(
-            pools,
-            std,
-            "compliant_std_gpu_seconds",
-            "std_gpu_seconds",
-            levels["sla_delivery"],
-            capped=True,
-            steps=steps("sla_delivery"),
-        )
-        paid = _step(
-            pools,
-            compliant,
-            "compliant_paid_std_gpu_seconds",
-            "compliant_std_gpu_seconds",
-            levels["sell_through"],
-            capped=True,
-            steps=steps("sell_through"),
+        busy = link("occupancy", available, "busy_gpu_seconds", "available_gpu_seconds")
+        std = link("efficiency", busy, "std_gpu_seconds", "busy_gpu_seconds")
+        compliant = link("sla_delivery", std, "compliant_std_gpu_seconds", "std_gpu_seconds")
+        paid = link(
+            "sell_through", compliant, "compliant_paid_std_gpu_seconds", "compliant_std_gpu_seconds"
         )
         # List value per compliant paid std GPU-second: the pool's own, else the factory's.
         factory_price = ratio_of(
@@ -142,15 +125,7 @@ def project_pools(
             else:
                 price = ratio_of(p.list_value, p.compliant_paid_std_gpu_seconds) or factory_price
                 list_value.append(sold * price if price is not None else ZERO)
-        realized = _step(
-            pools,
-            list_value,
-            "realized_revenue",
-            "list_value",
-            levels["price_realization"],
-            capped=True,
-            steps=steps("price_realization"),
-        )
+        realized = link("price_realization", list_value, "realized_revenue", "list_value")
         return [
             _pool_inputs(
                 p, available[i], busy[i], std[i], compliant[i], paid[i], list_value[i], realized[i]
