@@ -8,7 +8,7 @@ from rest_framework import serializers
 from billing.filters import ContractFilterSet, PriceFilterSet, PromotionFilterSet
 from billing.models import Contract, Invoice, Price, PromotionalCredit
 from billing.models.pricing import TOKEN_CLASS_CHOICES
-from billing.selectors.pricing import contract_list, promotion_list
+from billing.selectors.pricing import contract_list, price_list, promotion_list
 from billing.services.pricing import contract_create, price_create, promotion_grant
 from metering.selectors.factory import served_model_list
 from portal.access import Capability
@@ -148,8 +148,10 @@ class PriceViewSet(EffectiveDatedViewSet):
         capability_permission(read=Capability.READ_FACTORY, write=Capability.WRITE_COMMERCIAL)
     ]
     filterset_class = PriceFilterSet
-    queryset = Price.objects.select_related("model")
     create_service = staticmethod(price_create)
+
+    def get_queryset(self):
+        return price_list()
 
 
 class ContractViewSet(EffectiveDatedViewSet):

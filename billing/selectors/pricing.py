@@ -41,6 +41,14 @@ def _states(versions, key, at):
     ]
 
 
+def price_list() -> QuerySet[Price]:
+    """Every price version, by model, token class and start (prices are the factory's,
+    not a tenant's)."""
+    return Price.objects.select_related("model").order_by(
+        "model__slug", "token_class", "effective_from"
+    )
+
+
 def contract_list(*, user) -> QuerySet[Contract]:
     """The contract versions of the tenants the user may see."""
     return tenant_scoped(Contract.objects.select_related("tenant"), user=user)
@@ -52,12 +60,8 @@ def promotion_list(*, user) -> QuerySet[PromotionalCredit]:
 
 
 def price_book_get(*, at: datetime, user) -> PriceBook:
-    prices = list(
-        Price.objects.select_related("model").order_by(
-            "model__slug", "token_class", "effective_from"
-        )
-    )
-    contracts = list(contract_list(user=user).order_by("tenant__slug", "effective_from"))
+    prices = list(price_list())
+    contracts = list(contract_list(user=user))
     return PriceBook(
         at=at,
         prices=_states(prices, lambda p: (p.model_id, p.token_class), at),

@@ -7,7 +7,7 @@ B at 10% off), A also qwen-7b on l40s-b; the March close issued both invoices an
 them; A's invoice got a 1.00 credit note to its balance; on 3 March an incident on
 llama-70b@h100-a touched A and B (resolved) and one on the pool l40s-b touched A (open);
 each tenant holds a budget rule whose 50% alert is resolved, A's 100% alert firing; every
-write left an audit entry."""
+write left an audit entry; B has a 5.00 promotional credit from April."""
 
 import csv
 import io
@@ -20,6 +20,7 @@ import pytest
 
 from billing.services.close import close_run
 from billing.services.credit_notes import credit_note_issue
+from billing.services.pricing import promotion_grant
 from metering.models import Deployment, Pool
 from metering.services.sla.incidents import incident_create
 from portal.alerts import rule_create
@@ -58,6 +59,10 @@ def world(admin_api, users, tenant_a, tenant_b):
     credit_note_issue(
         invoice=invoices["tenant-a"], reason="goodwill", settle="balance",
         amount=Decimal("1.00"), by=users["finance"],
+    )  # fmt: skip
+    promotion_grant(
+        tenant=tenant_b, amount=Decimal(5), currency="USD",
+        effective_from=datetime(2026, 4, 1, tzinfo=UTC), by=users["finance"],
     )  # fmt: skip
     for tenant, alerts in ((tenant_a, ("50", "100")), (tenant_b, ("50",))):
         rule = rule_create(kind="budget", tenant=tenant, params={"amount": "10.00"},
@@ -102,12 +107,13 @@ class Listing(NamedTuple):
     api_key: str
     roles: tuple[str, ...]
     filters: tuple[str, ...] = ("",)
-    rows: str = "page"  # the page's context entry that holds the rows
+    rows: Callable = lambda context: context["page"]  # the page's rows, from its context
     export: tuple | None = None  # its CSV, the column naming a row, that name from a page row
     tenants: Callable = lambda row: {row.tenant.slug}  # the tenants a page row belongs to
 
 
 EVERYONE = ("finance", "operator", "tenant")
+STAFF = ("finance", "operator")
 LISTS = {
     "invoices": Listing(
         "/billing/invoices/", "/api/v1/invoices", lambda i: i.number, "number", EVERYONE,
@@ -133,18 +139,32 @@ LISTS = {
         EVERYONE, ("", "status=open", "status=resolved", "impact=major_outage",
                    "tenant=tenant-b", "deployment=llama-70b@h100-a", "month=2026-03",
                    "month=2026-04"),
-        rows="rows", tenants=lambda row: set(row["tenants"]),
+        rows=lambda context: context["rows"], tenants=lambda row: set(row["tenants"]),
     ),
     "firing alerts": Listing(
         "/alerts/", "/api/v1/alerts?state=firing", lambda a: a.pk, "id", EVERYONE,
-        rows="firing", tenants=lambda a: {a.rule.tenant.slug},
+        rows=lambda context: context["firing"], tenants=lambda a: {a.rule.tenant.slug},
     ),
     "resolved alerts": Listing(
         "/alerts/", "/api/v1/alerts?state=resolved", lambda a: a.pk, "id", EVERYONE,
         tenants=lambda a: {a.rule.tenant.slug},
     ),
     "alert rules": Listing(
-        "/alerts/", "/api/v1/alert-rules", lambda r: r.pk, "id", EVERYONE, rows="rules",
+        "/alerts/", "/api/v1/alert-rules", lambda r: r.pk, "id", EVERYONE,
+        rows=lambda context: context["rules"],
+    ),
+    # The price book: every version of each, in force, scheduled or superseded.
+    "prices": Listing(
+        "/billing/prices/", "/api/v1/prices", lambda p: p.pk, "id", STAFF,
+        rows=lambda context: [state["version"] for state in context["book"].prices],
+    ),
+    "contracts": Listing(
+        "/billing/prices/", "/api/v1/contracts", lambda c: c.pk, "id", STAFF,
+        rows=lambda context: [state["version"] for state in context["book"].contracts],
+    ),
+    "promotions": Listing(
+        "/billing/prices/", "/api/v1/promotions", lambda p: p.pk, "id", STAFF,
+        rows=lambda context: context["book"].promotions,
     ),
 }  # fmt: skip
 
@@ -165,7 +185,7 @@ def test_the_page_the_api_and_the_csv_of_a_list_give_the_same_rows(
             continue  # another tenant's rows: a 404 (tests/reliability/test_isolation.py)
         response = client.get(_with(listing.page, query))
         assert response.status_code == 200, (resource, role, query)
-        rows = list(response.context[listing.rows])
+        rows = list(listing.rows(response.context))
         assert _api_rows(api, _with(listing.api, query), listing.api_key) == [
             listing.page_key(r) for r in rows
         ], (resource, role, query)
