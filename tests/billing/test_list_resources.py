@@ -7,7 +7,8 @@ B at 10% off), A also qwen-7b on l40s-b; the March close issued both invoices an
 them; A's invoice got a 1.00 credit note to its balance; on 3 March an incident on
 llama-70b@h100-a touched A and B (resolved) and one on the pool l40s-b touched A (open);
 each tenant holds a budget rule whose 50% alert is resolved, A's 100% alert firing; every
-write left an audit entry; B has a 5.00 promotional credit from April."""
+write left an audit entry; B has a 5.00 promotional credit from April; A, B and the factory
+each have a webhook endpoint."""
 
 import csv
 import io
@@ -25,6 +26,7 @@ from metering.models import Deployment, Pool
 from metering.services.sla.incidents import incident_create
 from portal.alerts import rule_create
 from portal.models import Alert
+from portal.webhooks import endpoint_create
 from tests.billing.factories import (
     MARCH,
     MARCH_USAGE,
@@ -60,6 +62,9 @@ def world(admin_api, users, tenant_a, tenant_b):
         invoice=invoices["tenant-a"], reason="goodwill", settle="balance",
         amount=Decimal("1.00"), by=users["finance"],
     )  # fmt: skip
+    for tenant in (tenant_b, tenant_a, None):  # each tenant's endpoint, and the factory's
+        endpoint_create(url=f"https://hooks.example.com/{tenant.slug if tenant else 'ops'}",
+                        tenant=tenant, by=users["operator"])  # fmt: skip
     promotion_grant(
         tenant=tenant_b, amount=Decimal(5), currency="USD",
         effective_from=datetime(2026, 4, 1, tzinfo=UTC), by=users["finance"],
@@ -152,6 +157,10 @@ LISTS = {
     "alert rules": Listing(
         "/alerts/", "/api/v1/alert-rules", lambda r: r.pk, "id", EVERYONE,
         rows=lambda context: context["rules"],
+    ),
+    "webhook endpoints": Listing(
+        "/notifications/", "/api/v1/webhook-endpoints", lambda e: e.pk, "id", EVERYONE,
+        rows=lambda context: context["endpoints"],
     ),
     # The price book: every version of each, in force, scheduled or superseded.
     "prices": Listing(
