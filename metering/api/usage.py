@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from metering.api.factory import CapacitySampleSerializer
+from metering.api.factory import INT_MAX, CapacitySampleSerializer
 from metering.domain.usage.body import (
     MAX_EVENTS,
     BatchError,
@@ -52,6 +52,13 @@ from portal.models import Scope
 from portal.permissions import capability_permission
 
 
+def _tokens(*, required: bool = True, help_text: str = "") -> serializers.IntegerField:
+    """A token count of an event: 0 up to an integer column's largest value."""
+    return serializers.IntegerField(
+        min_value=0, max_value=INT_MAX, required=required, help_text=help_text or None
+    )
+
+
 class UsageEventDoc(serializers.Serializer):
     """Documentation of one usage event (validated by hand for speed, not by this class)."""
 
@@ -61,26 +68,17 @@ class UsageEventDoc(serializers.Serializer):
     tenant = serializers.SlugField()
     model = serializers.CharField(help_text="Served model slug or alias")
     pool = serializers.SlugField(required=False)
-    input_tokens = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
-    cached_tokens = serializers.IntegerField(
-        min_value=0,
-        max_value=2**31 - 1,
-        required=False,
-        help_text="Of input_tokens: read from the prompt cache",
-    )
-    cache_write_tokens = serializers.IntegerField(
-        min_value=0,
-        max_value=2**31 - 1,
+    input_tokens = _tokens()
+    cached_tokens = _tokens(required=False, help_text="Of input_tokens: read from the prompt cache")
+    cache_write_tokens = _tokens(
         required=False,
         help_text=(
             "Of input_tokens - cached_tokens: written to the prompt cache (priced as its own "
             "class when a cache_write price exists, else as input)"
         ),
     )
-    output_tokens = serializers.IntegerField(min_value=0, max_value=2**31 - 1)
-    reasoning_tokens = serializers.IntegerField(
-        min_value=0,
-        max_value=2**31 - 1,
+    output_tokens = _tokens()
+    reasoning_tokens = _tokens(
         required=False,
         help_text=(
             "Of output_tokens: the reasoning part (priced as its own class when a "
