@@ -11,7 +11,9 @@ from metering.models import (
     Incident,
     IncidentImpact,
     IncidentStatus,
+    Pool,
     ScrapeTarget,
+    ServedModel,
 )
 from metering.selectors.sla.incidents import (
     incidents_touching,
@@ -35,10 +37,18 @@ class UsageFilterSet(PortalFilterSet):
     """Usage rollups (hourly or daily: the same fields) by tenant, served model and pool."""
 
     tenant = TenantFilter()
-    model = django_filters.CharFilter(
-        field_name="deployment__model__slug", help_text="served model slug"
+    model = django_filters.ModelChoiceFilter(
+        field_name="deployment__model",
+        queryset=ServedModel.objects.all(),
+        to_field_name="slug",
+        help_text="served model slug",
     )
-    pool = django_filters.CharFilter(field_name="deployment__pool__slug", help_text="pool slug")
+    pool = django_filters.ModelChoiceFilter(
+        field_name="deployment__pool",
+        queryset=Pool.objects.all(),
+        to_field_name="slug",
+        help_text="pool slug",
+    )
 
     class Meta:
         model = HourlyUsage

@@ -210,7 +210,7 @@ def test_the_page_the_api_and_the_csv_of_a_list_give_the_same_rows(
 
 
 USAGE_FILTERS = ["", "tenant=tenant-a", "tenant=tenant-b", "model=qwen-7b", "pool=h100-a",
-                 "model=none"]  # fmt: skip
+                 "pool=l40s-b"]  # fmt: skip
 USAGE_SUMS = ("requests", "input_tokens", "output_tokens")
 
 
@@ -252,4 +252,8 @@ def test_the_usage_page_its_csv_and_the_api_give_the_same_usage(
         assert exported == page, (role, query)
         seen += len(page)
     # A: llama-70b and qwen-7b on 3 March; B: llama-70b (summed with A's on the page).
-    assert seen == {"operator": 7, "finance": 7, "tenant": 6}[role]
+    assert seen == {"operator": 8, "finance": 8, "tenant": 7}[role]
+    # A model or pool the factory does not have is refused, naming the filter.
+    assert client.get("/usage/?model=none").status_code == 400
+    refused = api.get("/api/v1/usage?pool=none")
+    assert refused.status_code == 400 and refused.json()["errors"][0]["field"] == "pool"
