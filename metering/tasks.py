@@ -3,6 +3,7 @@
 import logging
 
 from metering.services.telemetry.scrape import scrape_all
+from metering.services.usage.archive import usage_archive
 from metering.services.usage.rejections import rejections_purge
 from metering.services.usage.rollup import usage_fold
 from portal import clock
@@ -35,11 +36,14 @@ def fold_task() -> None:
         log.info("fold: %d events", folded)
 
 
-@job_task("metering.retention", time_limit=600)
+@job_task("metering.retention", time_limit=6 * 3600)
 def retention_task() -> None:
-    """The daily retention job (architecture.md, jobs): the ingestion debugger's rejections
-    older than 7 days are purged (archiving raw events of months past retention comes with
-    it later). Running twice purges nothing more."""
-    purged = rejections_purge(now=clock.now())
+    """The daily retention job (architecture.md, jobs): the raw usage events of closed months
+    past retention archived to Parquet and dropped (metering.services.usage.archive), and
+    the ingestion debugger's rejections older than 7 days purged (5-minute rollups are
+    purged by the fold). Running twice archives and purges nothing more."""
+    now = clock.now()
+    usage_archive(now=now)
+    purged = rejections_purge(now=now)
     if purged:
         log.info("retention: %d rejections purged", purged)

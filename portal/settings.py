@@ -16,6 +16,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
+# Where the retention job writes the raw usage events of months past retention (Parquet, one
+# file per month, manifest.json): keep it on storage that is backed up.
+USAGE_ARCHIVE_DIR = Path(os.environ.get("USAGE_ARCHIVE_DIR", VAR_DIR / "archive"))
 
 
 def env_bool(name: str, default: bool) -> bool:

@@ -281,3 +281,9 @@ def pytest_collection_modifyitems(items):
             callspec = getattr(item, "callspec", None)
             moment = callspec.params.get("now", DEFAULT_NOW) if callspec else DEFAULT_NOW
             item.add_marker(pytest.mark.xdist_group(f"demo-{moment:%Y%m%dT%H%M}"))
+
+
+@pytest.fixture
+def admin_api(users, token_client):
+    """The operator's API client, allowed to ingest usage, read and administer."""
+    return token_client(users["operator"], scopes=["ingest", "read", "admin"])

@@ -15,6 +15,7 @@ SLA credits and draft invoices read the stored rows and never run the rating.
 from __future__ import annotations
 
 import json
+import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -52,7 +53,11 @@ from metering.domain.usage.compliance import is_slo_compliant
 from metering.domain.usage.rollup import PRODUCTION_FIELDS, TOKEN_FIELDS
 from metering.selectors.changes import usage_changes_read
 from metering.selectors.factory import DeploymentVersions, deployment_list
-from metering.selectors.usage import daily_usage_list, usage_metered_until
+from metering.selectors.usage import (
+    daily_usage_list,
+    raw_months_archived,
+    usage_metered_until,
+)
 from portal import clock
 from portal.bulk import rows_insert
 from portal.models import Tenant
@@ -61,6 +66,7 @@ from portal.periods import hour_floor
 from portal.periods import month_start as month_floor
 from portal.pipeline import RATE, log_append, log_consume, log_prune, stage_schedule
 
+log = logging.getLogger(__name__)
 ZERO = Decimal(0)
 HOUR = timedelta(hours=1)
 HUNDRED = Decimal(100)
@@ -100,6 +106,11 @@ def rated_usage_update() -> int:
         for month, since in _queued_months(queued).items():
             for tenant_id, hour in since.items():
                 stale[month][tenant_id] = min(hour, stale[month].get(tenant_id, hour))
+        for month in raw_months_archived() & stale.keys():  # never rated from missing events
+            log.error(
+                "rate: the raw events of %s are archived: its rated usage is kept", f"{month:%Y-%m}"
+            )
+            del stale[month]
         ratings = [_rate(month, since) for month, since in sorted(stale.items())]
         with transaction.atomic():
             claimed, _ = RatingPending.objects.filter(pk__in=[q[0] for q in queued]).delete()

@@ -17,6 +17,7 @@ from metering.models import (
     FoldMark,
     FoldPending,
     HourlyUsage,
+    IncompleteRawMonth,
     Pool,
     UsageEvent,
 )
@@ -281,6 +282,12 @@ def metered_months(*, within: Iterable[Period]) -> list[datetime]:
 def first_metered_hour() -> datetime | None:
     """The earliest hour with rolled-up usage (None when nothing was metered)."""
     return HourlyUsage.objects.order_by("hour").values_list("hour", flat=True).first()
+
+
+def raw_months_archived() -> set[datetime]:
+    """The UTC months whose raw usage events the retention job archived and dropped."""
+    months = IncompleteRawMonth.objects.filter(reason=IncompleteRawMonth.Reason.ARCHIVED)
+    return {month.astimezone(UTC) for month in months.values_list("month", flat=True)}
 
 
 def usage_event_list() -> QuerySet[UsageEvent]:

@@ -4,12 +4,6 @@ import pytest
 
 
 @pytest.fixture
-def admin_api(users, token_client):
-    """The operator's API client, allowed to ingest usage, read and administer."""
-    return token_client(users["operator"], scopes=["ingest", "read", "admin"])
-
-
-@pytest.fixture
 def finance(users):
     """A finance user's browser session, as an API client."""
     from rest_framework.test import APIClient
