@@ -165,10 +165,11 @@ def session_client(client):
 
 
 @contextmanager
-def celery_worker(now: datetime, log_name: str, *, include=(), env=None):
+def celery_worker(now: datetime, log_name: str, *, include=(), env=None, queues=None):
     """A real `celery worker` process (prefork, one child) consuming from the test Redis and
     writing to the test database at the test clock, logging to var/<log_name><xdist worker>.log;
-    `include` names more task modules, `env` more environment. Yields (a Celery client app bound
+    `include` names more task modules, `env` more environment, `queues` the queues it
+    consumes (default: every one, as the embedded default's worker). Yields (a Celery client app bound
     to the same broker and result backend, the process, the log's path) once it answers a ping;
     it is stopped on exit."""
     import subprocess
@@ -206,7 +207,8 @@ def celery_worker(now: datetime, log_name: str, *, include=(), env=None):
     app.control.purge()  # nothing left over from an earlier test
     command = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=prefork"]
     command += ["--concurrency=1", "--without-gossip", "--without-mingle"]
-    command += ["--queues", ",".join(settings.WORKER_QUEUES)]
+    command += ["--queues", ",".join(queues or settings.WORKER_QUEUES)]
+    command += [f"--hostname={log_name}{XDIST_WORKER}@%h"]  # each its own, several at once
     command += [f"--include={module}" for module in include]
     with open(log_path, "w") as log:
         process = subprocess.Popen(
@@ -218,7 +220,10 @@ def celery_worker(now: datetime, log_name: str, *, include=(), env=None):
         )
     try:
         deadline = time.monotonic() + 60
-        while not app.control.ping(timeout=1.0):
+        name = f"{log_name}{XDIST_WORKER}@"
+        while not any(
+            next(iter(answer)).startswith(name) for answer in app.control.ping(timeout=1.0)
+        ):
             if process.poll() is not None:
                 pytest.fail(f"worker exited: {log_path.read_text(errors='replace')[-2000:]}")
             if time.monotonic() > deadline:
