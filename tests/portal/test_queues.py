@@ -64,7 +64,13 @@ def test_a_worker_per_queue_runs_each_stage_of_the_pipeline(
         _wait_for(lambda: KpiSnapshot.objects.exists(), "KPI snapshot (the measurement)")
         client, _, _ = workers["notify"]  # a client with the result backend
         assert client.send_task("portal.ping").get(timeout=60)["pong"] is True
-        ran = {queue: _ran(log) for queue, (_, _, log) in workers.items()}
+        # A worker logs a task's success after storing its result and committing its writes.
+        logs = {queue: log for queue, (_, _, log) in workers.items()}
+        _wait_for(
+            lambda: all(tasks <= _ran(logs[queue]) for queue, tasks in EXPECTED.items()),
+            "log line of every task",
+        )
+        ran = {queue: _ran(log) for queue, log in logs.items()}
 
     assert HourlyUsage.objects.get().output_tokens == 500
     for queue, tasks in EXPECTED.items():
