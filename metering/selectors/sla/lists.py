@@ -86,8 +86,10 @@ def incident_list(
         queryset = overlapping_period(queryset, period.start, period.end)
     if filters:
         queryset = IncidentFilterSet.apply(filters, queryset=queryset, user=user)
-    own = user_tenant(user) if role is Role.TENANT else None
-    return incidents_touching(queryset, tenant=own, now=clock.now()) if own else queryset
+    if role is not Role.TENANT:
+        return queryset
+    own = user_tenant(user)
+    return incidents_touching(queryset, tenant=own, now=clock.now()) if own else queryset.none()
 
 
 def incident_visible_tenants(*, incident: Incident, user) -> list[str]:
