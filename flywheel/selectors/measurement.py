@@ -2,19 +2,20 @@
 
 `kpi_read(period)` is the one entry point: pages, the API, `/metrics`, exports and the
 flywheel's jobs call it with a resolved period and read any scope of it (`kpis(scope=…)`);
-nothing else builds the `FactoryData` it returns. It loads a range once, with a number of queries that depends on the pools,
-deployments and months covered, never on events or tenants. A whole day the measure job
-closed is read from its factory day snapshot (each pool's additive sums), so a period of
-measured days reads one row per day however many events they hold. The rest (the live
-spans: the day in progress, days reopened by late usage, days never measured) is
-measured from the published read models: metering's hourly rollups and capacity samples
-(plus the one carried in), and billing's rated usage (paid tokens by class and by SLO
-compliance, list value, realized revenue, per deployment and hour) with the months'
-minimum shortfalls and rating errors. Nothing here reads raw events or runs the rating:
-billing's jobs keep its rated usage current (the measure service refreshes it first).
-Periods are read at hourly resolution, the resolution of the rollups: an hour belongs to
-a period when it starts inside it; a period inside the loaded range starts and ends at
-midnight or at the range's own bounds, since day snapshots are whole days.
+nothing else builds the `FactoryData` it returns. It loads a range once, with a number of
+queries that depends on the pools, deployments and months covered, never on events or
+tenants. A whole day the measure job closed is read from its factory day snapshot (each
+pool's additive sums), so a period of measured days reads one row per day however many
+events they hold. The rest (the live spans: the day in progress, days reopened by late
+usage, days never measured) is measured from the published read models: metering's hourly
+rollups and capacity samples (plus the one carried in), and billing's rated usage (paid
+tokens by class and by SLO compliance, list value, realized revenue, per deployment and
+hour) with the months' minimum shortfalls and rating errors. Nothing here reads raw events
+or runs the rating: billing's jobs keep its rated usage current (the measure service
+refreshes it first). Periods are read at hourly resolution, the resolution of the rollups:
+an hour belongs to a period when it starts inside it; a period inside the loaded range
+starts and ends at midnight or at the range's own bounds, since day snapshots are whole
+days.
 """
 
 from __future__ import annotations
@@ -261,10 +262,10 @@ def kpi_read(
 
 
 class FactoryData:
-    """Built by `kpi_read` only. Everything the KPIs of any period inside [start, end) need, loaded once. With
-    `snapshots=False` every day is measured live; the measure stage, which writes the day
-    snapshots, names the days it measures again in `remeasure` (measured live, the rest of
-    the range read as any read would)."""
+    """Everything the KPIs of any period inside [start, end) need, loaded once (built by
+    `kpi_read` only). With `snapshots=False` every day is measured live; the measure stage,
+    which writes the day snapshots, names the days it measures again in `remeasure`
+    (measured live, the rest of the range read as any read would)."""
 
     def __init__(
         self,
