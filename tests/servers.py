@@ -1,14 +1,21 @@
 """Local servers for tests: a free loopback port, waiting for a started server to listen,
-and a Prometheus endpoint to scrape."""
+a Prometheus endpoint to scrape, and a PostgreSQL cluster of a test's own (with a streaming
+standby when asked)."""
 
+import contextlib
+import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+
+import pytest
 
 
 def free_port() -> int:
@@ -64,3 +71,50 @@ def serve_metrics() -> Iterator[ThreadingHTTPServer]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def _pg_bin() -> Path:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name))
+    if not found:
+        pytest.skip("needs PostgreSQL binaries (make test installs them)")
+    return found[-1]
+
+
+class PrivatePostgres:
+    """A cluster of the test's own, to crash and start without touching the suite's; given
+    `primary`, a hot standby of it (pg_basebackup, streaming its WAL)."""
+
+    def __init__(self, *, primary: "PrivatePostgres | None" = None) -> None:
+        self.bin = _pg_bin()
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="reliability-pg-"))
+        self.data = self.dir / "pg"
+        self.as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self.as_pg:
+            shutil.chown(self.dir, "postgres")
+        if primary is None:
+            self._run("initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "--no-sync")
+        else:
+            self._run("pg_basebackup", "-h", "127.0.0.1", "-p", primary.port, "-U", "postgres",
+                      "-D", self.data, "-R", "-X", "stream", "-c", "fast", "--no-sync")  # fmt: skip
+        self.start()
+        if primary is None:
+            self._run("createdb", "-h", "127.0.0.1", "-p", self.port, "-U", "postgres", "portal")
+        self.url = f"postgres://postgres@127.0.0.1:{self.port}/portal"
+
+    def _run(self, tool: str, *args) -> None:
+        command = [*self.as_pg, str(self.bin / tool), *map(str, args)]
+        subprocess.run(command, check=True, capture_output=True, cwd="/")
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1"
+        self._run("pg_ctl", "-D", self.data, "-l", self.data / "server.log", "-w", "start",
+                  "-o", options)  # fmt: skip
+
+    def crash(self) -> None:
+        self._run("pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop")
+
+    def close(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):  # already stopped
+            self.crash()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -11,15 +11,12 @@ ledger then balances, with exactly one issue and one payment transaction per inv
 gapless numbers.
 """
 
-import contextlib
 import http.client
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -27,53 +24,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.servers import free_port, wait_for_port
+from tests.servers import PrivatePostgres, free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SOAK = os.environ.get("RELIABILITY_SOAK") == "1"
 OUTAGE_S = 20 if SOAK else 3
 INVOICES = 24
-
-
-def _pg_bin() -> Path:
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name))
-    if not found:
-        pytest.skip("needs PostgreSQL binaries (make test installs them)")
-    return found[-1]
-
-
-class PrivatePostgres:
-    """A cluster of the test's own, to crash and start without touching the suite's."""
-
-    def __init__(self) -> None:
-        self.bin = _pg_bin()
-        self.port = free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="reliability-pg-"))
-        self.data = self.dir / "pg"
-        self.as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        if self.as_pg:
-            shutil.chown(self.dir, "postgres")
-        self._run("initdb", "-D", self.data, "-U", "postgres", "-A", "trust", "--no-sync")
-        self.start()
-        self._run("createdb", "-h", "127.0.0.1", "-p", self.port, "-U", "postgres", "portal")
-        self.url = f"postgres://postgres@127.0.0.1:{self.port}/portal"
-
-    def _run(self, tool: str, *args) -> None:
-        command = [*self.as_pg, str(self.bin / tool), *map(str, args)]
-        subprocess.run(command, check=True, capture_output=True, cwd="/")
-
-    def start(self) -> None:
-        options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1"
-        self._run("pg_ctl", "-D", self.data, "-l", self.data / "server.log", "-w", "start",
-                  "-o", options)  # fmt: skip
-
-    def crash(self) -> None:
-        self._run("pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop")
-
-    def close(self) -> None:
-        with contextlib.suppress(subprocess.CalledProcessError):  # already stopped
-            self.crash()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 SETUP = """
