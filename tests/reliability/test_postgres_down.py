@@ -24,7 +24,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.servers import PrivatePostgres, free_port, wait_for_port
+from tests.servers import PrivatePostgres, free_port, production_env, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SOAK = os.environ.get("RELIABILITY_SOAK") == "1"
@@ -70,17 +70,10 @@ def world() -> dict:
 def server(tmp_path):
     postgres = PrivatePostgres()
     env = {
-        **os.environ,
-        "DATABASE_URL": postgres.url,
-        "DEBUG": "0",
-        "SECURE_SSL_REDIRECT": "0",
-        "SECRET_KEY": "reliability-" + "x" * 50,
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "CELERY_BROKER_URL": "",
-        "VAR_DIR": str(tmp_path),  # static files collected with their manifest, uncompressed
+        **production_env(database_url=postgres.url, var_dir=tmp_path),
+        # static files collected with their manifest, uncompressed
         "STATIC_STORAGE": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage",
     }
-    env.pop("PORTAL_NOW", None)  # production settings run on the real clock
     processes = []
     try:
         python = sys.executable

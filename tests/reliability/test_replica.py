@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.servers import PrivatePostgres, free_port, wait_for_port
+from tests.servers import PrivatePostgres, free_port, production_env, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,17 +42,7 @@ def replicated(tmp_path):
     primary = PrivatePostgres()
     standby = None
     processes = []
-    env = {
-        **os.environ,
-        "DATABASE_URL": primary.url,
-        "DEBUG": "0",
-        "SECURE_SSL_REDIRECT": "0",
-        "SECRET_KEY": "reliability-" + "x" * 50,
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "CELERY_BROKER_URL": "",
-        "VAR_DIR": str(tmp_path),
-    }
-    env.pop("PORTAL_NOW", None)  # production settings run on the real clock
+    env = production_env(database_url=primary.url, var_dir=tmp_path)
     try:
         python = sys.executable
         subprocess.run([python, "manage.py", "migrate", "--noinput", "-v0"], cwd=ROOT, env=env,
