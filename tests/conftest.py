@@ -11,6 +11,7 @@ from rest_framework.test import APIClient
 from portal.clock import clock_set, parse_instant
 from portal.models import Role, Tenant
 from portal.services import token_create, user_ensure
+from tests.hang import hang_note, hang_watch
 from tests.servers import serve_metrics
 
 PASSWORD = "correct-horse-battery-staple"
@@ -28,6 +29,10 @@ if XDIST_WORKER and os.environ.get("TEST_BROKER_URL"):
 hypothesis_settings.register_profile("repeatable", derandomize=True, database=None)
 hypothesis_settings.register_profile("explore", derandomize=False)
 hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
+# `make soak` (RELIABILITY_SOAK=1) runs the heavy variants: more seeds, more cases, every clock
+# for the browser tests; `make test` runs their CI-sized versions.
+SOAK = os.environ.get("RELIABILITY_SOAK") == "1"
 
 # The test clock. Every test runs at one instant: PORTAL_NOW when set (to run the whole suite
 # at another time, e.g. PORTAL_NOW=2027-01-31T23:30:00Z make test), else mid-month. Tests whose
@@ -75,6 +80,19 @@ def _test_settings():
     current_app.conf.task_eager_propagates = True
     with override_settings(PASSWORD_HASHERS=fast, CACHES=caches):
         yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A test still running 30 s before pytest-timeout stops it says where (tests/hang.py)."""
+    with hang_watch(item):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    hang_note(item.nodeid, outcome.get_result())
 
 
 @pytest.fixture(autouse=True)
