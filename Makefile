@@ -70,7 +70,7 @@ bench: install
 
 soak: install
 	scripts/ensure-system-packages.sh
-	scripts/with-services.sh env RELIABILITY_SOAK=1 $(PYTEST) -p no:cacheprovider -q tests/reliability
+	scripts/with-services.sh env RELIABILITY_SOAK=1 $(PYTEST) -p no:cacheprovider -q tests/reliability tests/e2e/test_investor.py
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

@@ -50,11 +50,11 @@ from metering.services.usage.ingest import usage_ingest
 from portal import clock
 from portal.periods import month_start
 from portal.settings import redis_cache
+from tests.conftest import SOAK
 from tests.metering.factories import make_deployment
 from tests.reliability.tasks import MAX_RETRIES
 from tests.reliability.world import bearer, world_build
 
-SOAK = os.environ.get("RELIABILITY_SOAK") == "1"
 KILL_RUNS = int(os.environ.get("RELIABILITY_KILL_RUNS", 0)) or (10 if SOAK else 3)
 REDIS_OUTAGE_S = 30 if SOAK else 5
 SNAPSHOT_FIELDS = [

@@ -11,7 +11,7 @@ reorder (shuffled windows; an operation that comes too early is refused, then do
 `_invariants` runs after every step; at the end every month is invoiced again (and the next
 one, for the last adjustments), and billed usage, ledger revenue and rated usage must agree.
 
-Seeds 0 to N-1: N = 25 in `make test`, 200 in `make soak` (RELIABILITY_SOAK=1), or set
+Seeds 0 to N-1: N = 12 in `make test`, 200 in `make soak` (RELIABILITY_SOAK=1), or set
 RELIABILITY_LEDGER_SEEDS=N. Everything is drawn from `random.Random(seed)` and every service
 that takes a time gets a fixed one, so a failure (it names its seed and step, and prints the
 steps before it) replays exactly with that seed alone:
@@ -68,11 +68,11 @@ from portal.closing import month_is_closed
 from portal.models import AuditEntry, Tenant
 from portal.periods import next_month
 from tests.billing.factories import make_contract, make_priced_model
+from tests.conftest import SOAK
 
 pytestmark = pytest.mark.postgres_only
 
-SOAK = os.environ.get("RELIABILITY_SOAK") == "1"
-SEED_COUNT = int(os.environ.get("RELIABILITY_LEDGER_SEEDS", 0)) or (200 if SOAK else 25)
+SEED_COUNT = int(os.environ.get("RELIABILITY_LEDGER_SEEDS", 0)) or (200 if SOAK else 12)
 SEEDS = (
     [int(os.environ["RELIABILITY_SEED"])]
     if os.environ.get("RELIABILITY_SEED")

@@ -19,11 +19,11 @@ import pytest
 from django.db import connection
 
 from metering.models import EventKey
+from tests.conftest import SOAK
 from tests.reliability.world import bearer, world_build
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
 
-SOAK = os.environ.get("RELIABILITY_SOAK") == "1"
 LOAD_SECONDS = int(os.environ.get("LOAD_SECONDS", "60"))
 LOAD_USERS = int(os.environ.get("LOAD_USERS", "16"))
 HERE = Path(__file__).resolve().parent

@@ -24,10 +24,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tests.conftest import SOAK
 from tests.servers import PrivatePostgres, free_port, production_env, wait_for_port
 
 ROOT = Path(__file__).resolve().parents[2]
-SOAK = os.environ.get("RELIABILITY_SOAK") == "1"
 OUTAGE_S = 20 if SOAK else 3
 INVOICES = 24
 
