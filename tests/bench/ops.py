@@ -164,6 +164,14 @@ def setup(*, events: int) -> dict:
     )
     _, token = token_create(user=operator, name="bench", scopes=["ingest", "read"])
     session = _browser_session(operator)
+    # A browser session of every other role (the pages goal opens each role's pages).
+    sessions = {Role.OPERATOR: session.session_key}
+    for role, tenant in ((Role.FINANCE, None), (Role.INVESTOR, None),
+                         (Role.TENANT, tenants[tenant_slug(0)])):  # fmt: skip
+        user = user_ensure(
+            username=f"bench-{role}", role=role, tenant=tenant, password="bench-pw-123456"
+        )
+        sessions[role] = _browser_session(user).session_key
     if connection.vendor == "postgresql":  # the dataset month is bulk-loaded
         usage_partitions_ensure(times=[config.INGEST_START])
     by_spec = {
@@ -175,6 +183,17 @@ def setup(*, events: int) -> dict:
         "deployments": [by_spec[spec] for spec in deployment_specs()],
         "token": token,
         "session": session.session_key,
+        "sessions": sessions,
+    }
+
+
+def role_pages() -> dict[str, list[str]]:
+    """Every page of each role's navigation (the API docs are not a page of the portal)."""
+    from portal.nav import nav_for
+
+    return {
+        role: [item["url"] for item in nav_for(role) if item["url"] != "/api/docs/"]
+        for role in (Role.OPERATOR, Role.FINANCE, Role.INVESTOR, Role.TENANT)
     }
 
 

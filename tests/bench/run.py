@@ -24,6 +24,11 @@ small and the large dataset (config.sizes()), then measures:
      page's p95 during the burst against at rest
  14. the budget read's p95 over HTTP; the alerts job over every rule of 200 tenants, and
      its query count against 20 tenants'
+ 19. every read API over 3 years, large dataset: each under 2 s
+ 20. every page of every role's navigation, the dataset month: p95 large vs small, and
+     under 300 ms on the large
+ 21. 50 clients at once on Overview, Metering and the usage API (large): each p95 under
+     1 s, no error; the throughput
 
 Prints the ratio table and writes every figure to var/bench/*.json (docs/performance.md
 explains the method).
@@ -378,6 +383,102 @@ class Bench:
                 "≤ 0.05",
                 verdict(share, 0.05, False),
             )
+
+    def pages(self) -> None:
+        """Goal 20: every page of every role's navigation, the dataset month, p95 on the large
+        dataset vs the small (interleaved), and under 300 ms on the large."""
+        log("goal 20: every page of every role, p95 (interleaved small/large)")
+        month = f"from={config.MONTH_START:%Y-%m-%d}&to={config.MONTH_END:%Y-%m-%d}"
+        samples = 20 if self.sizes.quick else 30
+        pages = self.agents["small"].call("role_pages")
+        times: dict[str, dict[str, list[float]]] = {}
+        for role, paths in pages.items():
+            getters = {
+                which: web.Getter(
+                    self.web[which].port,
+                    {"Cookie": f"sessionid={self.ids[which]['sessions'][role]}"},
+                )
+                for which in ("small", "large")
+            }
+            for path in paths:  # "/" is Overview to the staff, the tenant's home to a member
+                url, key = f"{path}?{month}", f"{role} {path}"
+                for which in ("small", "large"):  # warm up both workers
+                    for _ in range(2):
+                        getters[which].get(url)
+                times[key] = {"small": [], "large": []}
+                for _ in range(samples):
+                    for which in ("small", "large"):
+                        times[key][which].append(getters[which].get(url))
+        ms = lambda s: f"{s * 1000:.0f} ms"  # noqa: E731
+        for key, by_size in times.items():
+            large, small = p95(by_size["large"]), p95(by_size["small"])
+            self.add("20", f"{key} p95: large vs small", ms(large), ms(small), large / small,
+                     "≤ 1.5", verdict(large / small, 1.5, False))  # fmt: skip
+            self.add("20", f"{key} p95, large: vs 300 ms", ms(large), "300 ms", large / 0.3,
+                     "≤ 1", verdict(large / 0.3, 1, False))  # fmt: skip
+        self.results["pages"] = {
+            "seconds": times,
+            "p95": {key: {w: p95(v) for w, v in t.items()} for key, t in times.items()},
+        }
+
+    def crowd(self) -> None:
+        """Goal 21: 50 clients at once, each on a keep-alive connection of its own, without
+        pause, on Overview, Metering and the usage API (a third each) of the large dataset for
+        BENCH_CROWD_SECONDS: p95 of each under 1 s, no error, and the throughput."""
+        clients, seconds = 50, int(os.environ.get("BENCH_CROWD_SECONDS", "60"))
+        log(f"goal 21: {clients} clients for {seconds} s on the large dataset")
+        month = f"from={config.MONTH_START:%Y-%m-%d}&to={config.MONTH_END:%Y-%m-%d}"
+        ids = self.ids["large"]
+        targets = {
+            "overview": (f"/?{month}", {"Cookie": f"sessionid={ids['session']}"}),
+            "metering": (f"/metering/?{month}", {"Cookie": f"sessionid={ids['session']}"}),
+            "usage API": (f"/api/v1/usage?{month}", {"Authorization": f"Bearer {ids['token']}"}),
+        }
+        names = list(targets)
+        times: dict[str, list[float]] = {name: [] for name in names}
+        errors: list[str] = []
+        deadline = time.monotonic() + seconds
+        lock = threading.Lock()
+
+        def client(number: int) -> None:
+            name = names[number % len(names)]
+            path, headers = targets[name]
+            getter = web.Getter(self.web["large"].port, headers)
+            while time.monotonic() < deadline:
+                try:
+                    elapsed = getter.get(path)
+                except Exception as error:  # counted: the goal is none
+                    with lock:
+                        errors.append(f"{name}: {error}"[:300])
+                    getter = web.Getter(self.web["large"].port, headers)
+                    continue
+                with lock:
+                    times[name].append(elapsed)
+
+        started = time.perf_counter()
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        wall = time.perf_counter() - started
+        answered = sum(len(t) for t in times.values())
+        for name in names:
+            worst = p95(times[name])
+            self.add("21", f"{clients} clients: {name} p95 vs 1 s ({len(times[name])} answers)",
+                     f"{worst * 1000:.0f} ms", "1000 ms", worst, "≤ 1",
+                     verdict(worst, 1, False))  # fmt: skip
+        self.add("21", f"{clients} clients: errors; throughput {answered / wall:.1f} requests/s",
+                 str(len(errors)), "0", float("nan"), "0",
+                 "pass" if not errors else "MISS")  # fmt: skip
+        self.results["crowd"] = {
+            "clients": clients,
+            "seconds": wall,
+            "answers": {name: len(t) for name, t in times.items()},
+            "p95": {name: p95(t) for name, t in times.items()},
+            "throughput_per_s": answered / wall,
+            "errors": errors[:20],
+        }
 
     def widest(self) -> None:
         """Every read operation over the longest period validation accepts (3 years to the
@@ -1165,7 +1266,7 @@ class Bench:
         ]
         self.results["total_seconds"] = time.perf_counter() - STARTED
         for key in (
-            "kpis", "reads", "rollup", "ingestion", "baseline", "otlp", "memory", "delivery",
+            "kpis", "reads", "pages", "crowd", "rollup", "ingestion", "baseline", "otlp", "memory", "delivery",
         ):  # fmt: skip
             if key in self.results:
                 (config.OUT_DIR / f"{key}.json").write_text(
@@ -1185,7 +1286,7 @@ class Bench:
 
 
 STAGES = (
-    "kpis", "reads", "widest", "rollups", "rating", "ingestion", "baseline", "otlp", "embedded",
+    "kpis", "reads", "pages", "crowd", "widest", "rollups", "rating", "ingestion", "baseline", "otlp", "embedded",
     "memory", "delivery", "alerts",
 )  # fmt: skip
 # Stages on a database of their own: BENCH_ONLY naming only these loads no dataset.

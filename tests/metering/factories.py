@@ -1,10 +1,11 @@
 """Small builders for metering tests."""
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 from decimal import Decimal
 
 from metering.models import HourlyUsage, Pool, ServedModel, UsageChange
 from metering.services.factory import VersionSpec, deployment_create, served_model_aliases_set
+from metering.services.usage.rollup import rollup_days
 from portal.pipeline import log_append
 
 
@@ -38,9 +39,10 @@ def make_deployment(
 
 def make_hourly_usage(tenant, deployment, hour, **sums) -> HourlyUsage:
     """An hourly rollup row of `sums` (every other sum 0), as if loaded (the demo's way):
-    stored as it is and logged in metering's change log as the fold would, with no daily
-    row and no rating (rollup_days and billing's rate stage make those)."""
+    stored as it is, its day's row summed again (rollup_days) and logged in metering's
+    change log as the fold would, with no rating (billing's rate stage makes that)."""
     row = HourlyUsage.objects.create(tenant=tenant, deployment=deployment, hour=hour, **sums)
+    rollup_days({(tenant.pk, deployment.pk, hour.astimezone(UTC).date())})
     log_append(
         UsageChange,
         [

@@ -19,13 +19,14 @@ from metering.domain.sla import (
     uptime_compute,
 )
 from metering.domain.usage.production import production_tokens
-from metering.models import DeploymentVersion, HourlyUsage, Incident, MaintenanceWindow
+from metering.models import DeploymentVersion, Incident, MaintenanceWindow
 from metering.selectors.sla.incidents import (
     incident_queryset,
     maintenance_interval,
     outages_overlapping,
     timeline_of,
 )
+from metering.selectors.usage import rollups_within
 from portal import clock
 from portal.access import tenant_scoped
 from portal.models import Tenant
@@ -62,11 +63,10 @@ class SlaMonth:
 
 def _used_deployments(tenant_ids: list[int], start: datetime, end: datetime) -> dict[int, set[str]]:
     used: dict[int, set[str]] = defaultdict(set)
-    rows = HourlyUsage.objects.filter(
-        tenant_id__in=tenant_ids, hour__gte=start, hour__lt=end, requests__gt=0
-    ).values_list("tenant_id", "deployment__slug")
-    for tenant_id, slug in rows.distinct():
-        used[tenant_id].add(slug)
+    for rows in rollups_within(start, end):
+        found = rows.filter(tenant_id__in=tenant_ids, requests__gt=0)
+        for tenant_id, slug in found.values_list("tenant_id", "deployment__slug").distinct():
+            used[tenant_id].add(slug)
     return used
 
 
@@ -83,8 +83,8 @@ _SUMS = [
 
 
 def _production(tenant_ids: list[int], start: datetime, end: datetime) -> dict[int, dict]:
-    """Per tenant: requests, compliant requests, Σ std and compliant Σ std from the hourly
-    rollups; std = tok / R_ref of the version in force (metering.domain.usage.production);
+    """Per tenant: requests, compliant requests, Σ std and compliant Σ std from the rollups
+    (whole days from the daily ones: rollups_within); std = tok / R_ref of the version in force (metering.domain.usage.production);
     Σ requests × the version's slo_target."""
     totals: dict[int, dict] = defaultdict(
         lambda: {
@@ -95,8 +95,13 @@ def _production(tenant_ids: list[int], start: datetime, end: datetime) -> dict[i
             "targeted": Fraction(0),  # Σ requests × the version's slo_target
         }
     )
-    rows = HourlyUsage.objects.filter(tenant_id__in=tenant_ids, hour__gte=start, hour__lt=end)
-    deployment_ids = set(rows.values_list("deployment_id", flat=True).distinct())
+    deployment_ids = {
+        deployment_id
+        for rows in rollups_within(start, end)
+        for deployment_id in rows.filter(tenant_id__in=tenant_ids)
+        .values_list("deployment_id", flat=True)
+        .distinct()
+    }
     versions: dict[int, list[DeploymentVersion]] = defaultdict(list)
     for version in DeploymentVersion.objects.filter(deployment_id__in=deployment_ids).order_by(
         "effective_from"
@@ -113,7 +118,9 @@ def _production(tenant_ids: list[int], start: datetime, end: datetime) -> dict[i
             r_ref, w_in = Fraction(version.r_ref), Fraction(version.w_in)
             target = Fraction(version.slo_target)
             sums = (
-                rows.filter(deployment_id=deployment_id, hour__gte=lo, hour__lt=hi)
+                s
+                for rows in rollups_within(lo, hi)
+                for s in rows.filter(tenant_id__in=tenant_ids, deployment_id=deployment_id)
                 .values("tenant_id")
                 .annotate(**{f"s_{name}": Sum(name) for name in _SUMS})
             )
