@@ -1,9 +1,11 @@
 """Reads of metering data. Tenant scoping goes through portal.access.tenant_scoped only."""
 
 from collections.abc import Iterable
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
+from functools import reduce
+from operator import or_
 
-from django.db.models import BigIntegerField, F, Min, QuerySet, Sum
+from django.db.models import BigIntegerField, F, Min, Q, QuerySet, Sum
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, TruncDate, TruncDay, TruncMonth
 
@@ -264,23 +266,25 @@ def daily_usage_list(*, start: datetime, end: datetime) -> QuerySet[DailyUsage]:
 
 
 def metered_months(*, within: Iterable[Period]) -> list[datetime]:
-    """The first instants of the UTC months that hold rolled-up usage within any of the
-    spans, oldest first (whole days from the daily rollups, see rollups_within)."""
-    months: set[datetime] = set()
-    for span in within:
-        for rows in rollups_within(span.start, span.end):
-            daily = rows.model is DailyUsage
-            month = TruncMonth("day") if daily else TruncMonth("hour", tzinfo=UTC)
-            found = rows.annotate(month=month).values_list("month", flat=True).distinct()
-            months |= {_month_instant(m) for m in found.order_by()}
-    return sorted(months)
-
-
-def _month_instant(month: date | datetime) -> datetime:
-    """A TruncMonth of a date (a date) or of an hour (an aware datetime) as a UTC instant."""
-    if isinstance(month, datetime):
-        return month.astimezone(UTC)
-    return datetime(month.year, month.month, 1, tzinfo=UTC)
+    """The first instants of the UTC months that hold rolled-up usage on the days the spans
+    touch, oldest first: one query of the daily rollups, whatever the spans' length (a day
+    belongs to one month, so a span's partial first or last day only counts when that day
+    has usage)."""
+    spans = list(within)
+    if not spans:
+        return []
+    days = reduce(
+        or_,
+        (Q(day__gte=day_floor(s.start).date(), day__lt=day_ceil(s.end).date()) for s in spans),
+    )
+    months = (
+        DailyUsage.objects.filter(days)
+        .annotate(month=TruncMonth("day"))
+        .values_list("month", flat=True)
+        .distinct()
+        .order_by("month")
+    )
+    return [datetime(m.year, m.month, 1, tzinfo=UTC) for m in months]
 
 
 def first_metered_hour() -> datetime | None:
