@@ -59,13 +59,19 @@ class UsageEvent(models.Model):
 
 
 class FoldPending(models.Model):
-    """The fold's work queue: an accepted usage event not yet added to the rollups. Written in
-    the ingest transaction, claimed (deleted) by the fold in the transaction that adds the
-    event's sums, so each event is folded exactly once, whenever its transaction commits."""
+    """The fold's work queue: the events one ingest transaction stored (a batch, or each
+    EVENT_ID_BLOCK of a larger one), not yet added to the rollups. Written in that
+    transaction, claimed (deleted) by the fold in the transaction that adds the events' sums,
+    so each event is folded exactly once, whenever its transaction commits. The batch's ids
+    are a block no other batch's are in (metering.services.usage.ingest), so the row names
+    its events as a range of ids; their times bound the partitions the fold reads."""
 
-    event_id = models.BigIntegerField(primary_key=True)  # UsageEvent.id
-    time = models.DateTimeField()  # the event's time (its partition and hour)
-    queued_at = models.DateTimeField()  # when it was accepted: data_until (kpis.md section 0)
+    first_id = models.BigIntegerField(primary_key=True)  # UsageEvent.id of the run's first
+    last_id = models.BigIntegerField()  # and its last (inclusive)
+    time_min = models.DateTimeField()  # the earliest event time of the run
+    time_max = models.DateTimeField()  # and the latest
+    events = models.PositiveIntegerField()  # how many events the run holds
+    queued_at = models.DateTimeField()  # when they were accepted: data_until (kpis.md section 0)
 
 
 class RefoldPending(models.Model):

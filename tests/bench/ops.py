@@ -317,12 +317,12 @@ def kpis(*, start: str, end: str, profile: bool = False) -> dict:
     return figures
 
 
-def profile_ingest(*, seq0: int, batches: int) -> dict:
-    """cProfile of what the batch endpoint runs per request (decode, validate, usage_ingest),
-    on fresh events, to explain where ingestion time goes."""
+def profile_ingest(*, seq0: int, batches: int, token: str) -> dict:
+    """cProfile of whole `POST /api/v1/usage/events` requests served in-process (the Django
+    test client: middleware, authentication, decoding, validation, storage), on fresh
+    events, to explain where ingestion time goes."""
     import msgspec
-
-    from metering.domain.usage.body import decode_batch
+    from django.test import Client
 
     generator = EventGenerator()
     start = config.INGEST_START + timedelta(days=20)  # a live feed: one hour, in time order
@@ -334,15 +334,13 @@ def profile_ingest(*, seq0: int, batches: int) -> dict:
         msgspec.json.encode([generator.item(r) for r in rows[i : i + 1000]])
         for i in range(0, len(rows), 1000)
     ]
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_HOST="127.0.0.1")
     profiler = cProfile.Profile()
     started = time.perf_counter()
     profiler.enable()
     for body in bodies:
-        items = decode_batch(body=body, content_encoding=None)
-        now = clock.now()
-        events, errors = validate_events(items=items, now=now)
-        assert not errors
-        usage_ingest(events=events, received_at=now)
+        response = client.post("/api/v1/usage/events", body, content_type="application/json")
+        assert response.status_code == 200, response.content[:500]
     profiler.disable()
     seconds = time.perf_counter() - started
     return {"seconds": seconds, "events": batches * 1000, "profile": _profile_text(profiler)}

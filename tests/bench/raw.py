@@ -25,6 +25,12 @@ EVENT_COLUMNS = (
     "ttft_ms, tpot_ms, latency_ms, is_error"
 )
 EVENT_TYPES = ("int8", "timestamptz", *("int8",) * 5, *("float8",) * 3, "bool")
+# The bare table of the ingestion limit: the key, the payload hash and the event's columns.
+BARE_COLUMNS = "source, event_id, payload_hash, " + EVENT_COLUMNS.removeprefix("id, ")
+BARE_TYPES = ("text", "text", "text", *EVENT_TYPES[1:])
+BARE_COLUMNS_DDL = ", ".join(
+    f"{name} {kind}" for name, kind in zip(BARE_COLUMNS.split(", "), BARE_TYPES, strict=True)
+)
 
 
 def partition_name(month: datetime) -> str:
@@ -143,6 +149,11 @@ class RawIngest:
             )
             cur.execute("ALTER TABLE bench_raw_copy ADD PRIMARY KEY (id)")
             cur.execute("CREATE INDEX ON bench_raw_copy (tenant_id, time)")
+            # The bare limit: one table, a unique (source, id) key and a (tenant, time) index.
+            cur.execute("DROP TABLE IF EXISTS bench_bare")
+            cur.execute(f"CREATE TABLE bench_bare ({BARE_COLUMNS_DDL}, UNIQUE (source, event_id))")
+            cur.execute("CREATE INDEX ON bench_bare (tenant_id, time)")
+            cur.execute("CREATE TEMP TABLE bare_stage (LIKE bench_bare) ON COMMIT DELETE ROWS")
         self.conn.commit()
         self.next_id = 1
 
@@ -172,6 +183,27 @@ class RawIngest:
                         pk = new.get((r[0], r[1]))
                         if pk is not None:
                             copy.write_row((pk, *r[3:]))
+            conn.commit()
+        return time.perf_counter() - started
+
+    def bare_dedup_copy(self, batches: list[list[tuple]]) -> float:
+        """The bare limit: binary COPY of whole events into a temporary table, then
+        `INSERT … SELECT … ON CONFLICT (source, event_id) DO NOTHING` into one table with only
+        that unique key and a (tenant, time) index; one transaction per batch."""
+        conn = self.conn
+        started = time.perf_counter()
+        for batch in batches:
+            with conn.cursor() as cur:
+                with cur.copy(
+                    f"COPY bare_stage ({BARE_COLUMNS}) FROM STDIN (FORMAT BINARY)"
+                ) as copy:
+                    copy.set_types(list(BARE_TYPES))
+                    for r in batch:
+                        copy.write_row(r)
+                cur.execute(
+                    f"INSERT INTO bench_bare ({BARE_COLUMNS}) SELECT {BARE_COLUMNS} FROM bare_stage "  # noqa: S608
+                    "ON CONFLICT (source, event_id) DO NOTHING"
+                )
             conn.commit()
         return time.perf_counter() - started
 

@@ -634,15 +634,22 @@ class Bench:
         )
 
     def ingestion(self) -> None:
-        """Goals 1 and 2: API batches vs raw dedup COPY of the same events; replay vs fresh."""
-        log("goals 1-2: ingestion, API vs raw dedup COPY vs raw binary COPY; replay vs fresh")
+        """Goals 1 and 2: API batches vs the bare dedup COPY of the same events (and vs the
+        same into the project's own tables, labelled); replay vs fresh."""
+        log("goals 1-2: ingestion, API vs bare and schema dedup COPY, raw binary COPY; replay")
         ids = self.ids["large"]
         # A fresh server, as for the memory goal: no page of the read stages in its workers.
         server = self.server("large", "ingest")
         generator = EventGenerator()
         per_round = self.sizes.ingest_events
         raw_ingest = raw.RawIngest(self.urls["large"])
-        arms: dict[str, list] = {"raw_dedup": [], "api": [], "raw_binary": [], "replay": []}
+        arms: dict[str, list] = {
+            "bare_dedup": [],
+            "raw_dedup": [],
+            "api": [],
+            "raw_binary": [],
+            "replay": [],
+        }
         latencies: dict[str, list] = {"api": [], "replay": []}
         encoder = msgspec.json.Encoder()
 
@@ -667,11 +674,13 @@ class Bench:
         web.post_batches(
             port=server.port, token=ids["token"], bodies=warm_bodies, threads=4, expect="accepted"
         )
+        raw_ingest.bare_dedup_copy(warm_batches)
         raw_ingest.dedup_copy(warm_batches)
         raw_ingest.binary_copy(warm_batches)
         previous = warm_bodies
         for r in range(self.sizes.rounds):
             bodies, batches = round_events(r)
+            arms["bare_dedup"].append(per_round / raw_ingest.bare_dedup_copy(batches))
             arms["raw_dedup"].append(per_round / raw_ingest.dedup_copy(batches))
             api = web.post_batches(
                 port=server.port, token=ids["token"], bodies=bodies, threads=4, expect="accepted"
@@ -690,8 +699,10 @@ class Bench:
             latencies["replay"] += replay["latencies"]
             previous = bodies
             log(
-                "  round {}: raw dedup {:,.0f}/s, API {:,.0f}/s, raw binary {:,.0f}/s, replay {:,.0f}/s".format(
+                "  round {}: bare dedup {:,.0f}/s, schema dedup {:,.0f}/s, API {:,.0f}/s, "
+                "raw binary {:,.0f}/s, replay {:,.0f}/s".format(
                     r + 1,
+                    arms["bare_dedup"][-1],
                     arms["raw_dedup"][-1],
                     arms["api"][-1],
                     arms["raw_binary"][-1],
@@ -709,22 +720,31 @@ class Bench:
             "median": med,
             "request_p95_ms": {k: p95(v) * 1000 for k, v in latencies.items()},
         }
-        ratio = med["api"] / med["raw_dedup"]
+        ratio = med["api"] / med["bare_dedup"]
         self.add(
             "1",
-            "API batch ingestion vs raw dedup COPY (events/s, median)",
+            "API batch ingestion vs bare dedup COPY (events/s, median)",
             f"{med['api']:,.0f}/s",
-            f"{med['raw_dedup']:,.0f}/s",
+            f"{med['bare_dedup']:,.0f}/s",
             ratio,
             "≥ 0.8",
             verdict(ratio, 0.8, True),
         )
         self.add(
             "-",
-            "raw dedup COPY vs raw binary COPY, no dedup (info)",
+            "API vs dedup COPY into the project's tables (schema baseline, info)",
+            f"{med['api']:,.0f}/s",
             f"{med['raw_dedup']:,.0f}/s",
+            med["api"] / med["raw_dedup"],
+            "-",
+            "info",
+        )
+        self.add(
+            "-",
+            "bare dedup COPY vs raw binary COPY, no dedup (info)",
+            f"{med['bare_dedup']:,.0f}/s",
             f"{med['raw_binary']:,.0f}/s",
-            med["raw_dedup"] / med["raw_binary"],
+            med["bare_dedup"] / med["raw_binary"],
             "-",
             "info",
         )
@@ -738,7 +758,9 @@ class Bench:
             "≥ 1.0",
             verdict(replay_ratio, 1.0, True),
         )
-        profile = self.agents["large"].call("profile_ingest", seq0=PROFILE_SEQ, batches=20)
+        profile = self.agents["large"].call(
+            "profile_ingest", seq0=PROFILE_SEQ, batches=20, token=ids["token"]
+        )
         (config.OUT_DIR / "profile-ingest.txt").write_text(profile.pop("profile"))
         self.results["ingestion"]["in_process_profile"] = profile
 

@@ -187,7 +187,9 @@ def test_the_window_ends_at_the_data_horizon_floored_to_the_hour(pools, operator
     # An event accepted at 08:30 still waits for the fold: usage is metered until 08:30,
     # so the window is [05:00, 08:00): 50 idle GPUs from 06:30, 75 of 300 healthy GPU-hours
     # (25%), at 1.195 each (the version in force at 05:00): 89.625, 89.63 to the cent.
-    FoldPending.objects.create(event_id=1, time=_at(8), queued_at=_at(8.5))
+    FoldPending.objects.create(
+        first_id=1, last_id=1, time_min=_at(8), time_max=_at(8), events=1, queued_at=_at(8.5)
+    )
     _rule(operator, kind="gpu_waste")
 
     alerts_evaluate(now=now)

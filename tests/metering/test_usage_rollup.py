@@ -5,6 +5,7 @@ buckets (the burn rate's data) sum to their hours, and are kept 8 days."""
 import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from itertools import pairwise
 
 import pytest
 from django.db import connection
@@ -210,6 +211,37 @@ def test_rollups_equal_direct_aggregation_with_late_events_and_interruptions(
         expected_daily[(t, d, h.date())] = expected_daily.get((t, d, h.date()), 0) + values[5]
     assert daily == expected_daily
     assert not FoldPending.objects.exists()
+
+
+def test_a_batch_is_queued_as_runs_of_its_own_ids_and_each_event_is_folded_once(
+    factory, monkeypatch
+):
+    """The fold's queue names a batch's events as a run of ids no other batch's fall in; on
+    PostgreSQL a batch of more new events than a block of ids is stored a block at a time
+    (here blocks of 3: runs of 3, 3 and 2). A replay queues nothing; a fold that takes 4
+    events at a time still folds each event once."""
+    from metering.services.usage import ingest
+
+    monkeypatch.setattr(ingest, "EVENT_ID_BLOCK", 3)
+    raw = [("t1", "m1", 5 * i, 100 + i, 40 + i, i == 6, 1000) for i in range(8)]
+    _ingest(_items(raw))
+    _ingest(_items(raw[:2], offset=100))
+    _ingest(_items(raw))  # a replay: nothing new, nothing queued
+
+    runs = list(
+        FoldPending.objects.order_by("first_id").values_list("first_id", "last_id", "events")
+    )
+    sizes = [3, 3, 2, 2] if connection.vendor == "postgresql" else [8, 2]
+    assert [events for *_, events in runs] == sizes
+    ids = sorted(UsageEvent.objects.values_list("id", flat=True))
+    assert [i for first, last, _ in runs for i in ids if first <= i <= last] == ids
+    assert all(a[1] < b[0] for a, b in pairwise(runs))  # never overlapping
+
+    usage_fold(batch=4)
+
+    assert not FoldPending.objects.exists()
+    assert _rolled() == _direct()
+    assert HourlyUsage.objects.get().requests == 10
 
 
 @pytest.mark.integration

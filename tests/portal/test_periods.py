@@ -168,9 +168,11 @@ def test_window_resolve_stops_where_usage_is_metered(db, now, tenant_a):
     from metering.selectors.usage import window_resolve
 
     assert window_resolve({"period": "this_month"}).to == _at("2026-12-16T10:00")
+    at = _at("2026-12-16T07:10")
     FoldPending.objects.create(
-        event_id=1, time=_at("2026-12-16T07:10"), queued_at=now - timedelta(hours=2, minutes=50)
-    )
+        first_id=1, last_id=1, time_min=at, time_max=at, events=1,
+        queued_at=now - timedelta(hours=2, minutes=50),
+    )  # fmt: skip
 
     window = window_resolve({"period": "this_month"})
     last_month = window_resolve({"period": "last_month"})
@@ -195,10 +197,11 @@ def test_data_until_keeps_moving_while_events_keep_arriving(db, now):
     FoldMark.objects.create(pk=1, completed_at=now - timedelta(hours=5))  # never idle since
     for event_id, minutes in ((1, 30), (2, 20), (3, 5)):
         FoldPending.objects.create(
-            event_id=event_id, time=now, queued_at=now - timedelta(minutes=minutes)
-        )
+            first_id=event_id, last_id=event_id, time_min=now, time_max=now, events=1,
+            queued_at=now - timedelta(minutes=minutes),
+        )  # fmt: skip
     assert usage_metered_until(now=now) == now - timedelta(minutes=30)
-    FoldPending.objects.filter(event_id=1).delete()  # the fold took the oldest
+    FoldPending.objects.filter(first_id=1).delete()  # the fold took the oldest
     assert usage_metered_until(now=now) == now - timedelta(minutes=20)
 
 

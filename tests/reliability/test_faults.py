@@ -137,8 +137,8 @@ def _from_raw_events() -> None:
         model.objects.all().delete()
     with connection.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO metering_foldpending (event_id, time, queued_at) "
-            "SELECT id, time, %s FROM metering_usageevent",
+            "INSERT INTO metering_foldpending (first_id, last_id, time_min, time_max, events, "
+            "queued_at) SELECT id, id, time, time, 1, %s FROM metering_usageevent",
             [clock.now()],
         )
 

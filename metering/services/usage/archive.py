@@ -109,7 +109,7 @@ def usage_archive(*, now: datetime | None = None) -> list[MonthArchive]:
         end = next_month(month)
         if not month_is_closed(month):
             log.warning("retention: %s is past retention but not closed: kept", f"{month:%Y-%m}")
-        elif FoldPending.objects.filter(time__gte=month, time__lt=end).exists():
+        elif FoldPending.objects.filter(time_max__gte=month, time_min__lt=end).exists():
             log.warning("retention: %s has events not folded yet: kept", f"{month:%Y-%m}")
         else:
             done.append(_archive_month(month))

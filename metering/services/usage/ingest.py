@@ -1,11 +1,12 @@
 """Usage ingestion: resolve slugs, deduplicate on (source, id), store all or nothing.
 
-PostgreSQL: keys are staged with COPY and inserted with `INSERT … ON CONFLICT DO NOTHING`
-into the unpartitioned key table (the unique index serialises concurrent replays), then
-only the new events are copied into the monthly partitions. SQLite (the embedded default)
-writes each table with one `executemany`.
-Both paths queue every new event for the fold (FoldPending) in the same transaction, and ask
-for a fold once it commits: the request itself never folds.
+PostgreSQL: events are staged with one binary COPY, then one statement inserts their keys
+with `INSERT … ON CONFLICT DO NOTHING` into the unpartitioned key table (the unique index
+serialises concurrent replays), only the new keys' events into the monthly partitions, and
+their run of ids into the fold's queue. SQLite (the embedded default) writes the keys and
+events with one `executemany` each.
+Both paths queue the new events for the fold (FoldPending, one row a batch) in the same
+transaction, and ask for a fold once it commits: the request itself never folds.
 """
 
 from collections.abc import Sequence
@@ -23,6 +24,17 @@ from portal.models import Tenant
 from portal.pipeline import FOLD, stage_schedule
 
 CONFLICT = "this (source, id) is already stored with a different payload"
+
+# Key ids are handed out a block at a time (the key table's identity column steps by this,
+# migration 0011): a batch's events take ids from its own block, so the fold's queue names
+# them as one run (FoldPending) that no other batch's ids fall in. A batch of more new
+# events is stored a block at a time, in the same transaction.
+EVENT_ID_BLOCK = 10_000
+
+_EVENT_COLUMNS = (
+    "time, tenant_id, deployment_id, input_tokens, cached_tokens, output_tokens, ttft_ms, "
+    "tpot_ms, latency_ms, is_error, requests, cache_write_tokens, reasoning_tokens"
+)
 
 
 @dataclass(frozen=True)
@@ -273,9 +285,10 @@ def _conflict_indexes(events: Sequence[EventIn], stored: dict[tuple[str, str], s
 def _store_sqlite(
     rows: Sequence[_Row], events: Sequence[EventIn], received_at: datetime
 ) -> tuple[int, int]:
-    """Keys, events and the fold's queue with one `executemany` each (the ORM's bulk_create
-    spent four fifths of the time building statements). The transaction holds SQLite's write
-    lock from its start (IMMEDIATE, portal.settings), so this writer alone numbers the keys."""
+    """Keys and events with one `executemany` each (the ORM's bulk_create spent four fifths
+    of the time building statements), and their run in the fold's queue. The transaction
+    holds SQLite's write lock from its start (IMMEDIATE, portal.settings), so this writer
+    alone numbers the keys."""
     stored = _stored_digests([r.event for r in rows])
     conflicts = _conflict_indexes(events, stored)
     if conflicts:
@@ -300,16 +313,18 @@ def _store_sqlite(
             ],
         )
         cursor.executemany(
-            "INSERT INTO metering_usageevent (id, time, tenant_id, deployment_id, input_tokens, "
-            "cached_tokens, output_tokens, ttft_ms, tpot_ms, latency_ms, is_error, requests, "
-            "cache_write_tokens, reasoning_tokens) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            f"INSERT INTO metering_usageevent (id, {_EVENT_COLUMNS}) "  # noqa: S608 (constants)
+            f"VALUES ({', '.join(['%s'] * 14)})",
             [(pk, instant(r.event.time), *_event_values(r)) for pk, r in numbered],
         )
-        cursor.executemany(
-            "INSERT INTO metering_foldpending (event_id, time, queued_at) VALUES (%s, %s, %s)",
-            [(pk, instant(r.event.time), received) for pk, r in numbered],
-        )
+        if numbered:  # this writer alone numbers keys: its ids are one run
+            times = [r.event.time for r in new_rows]
+            cursor.execute(
+                "INSERT INTO metering_foldpending (first_id, last_id, time_min, time_max, "
+                "events, queued_at) VALUES (%s, %s, %s, %s, %s, %s)",
+                [first, numbered[-1][0], instant(min(times)), instant(max(times)),
+                 len(numbered), received],
+            )  # fmt: skip
     return len(new_rows), len(rows) - len(new_rows)
 
 
@@ -347,68 +362,70 @@ def _event_values(row: _Row) -> tuple:
     )
 
 
+_STAGE_TYPES = [
+    "int4", "text", "text", "text", "timestamptz", "int8", "int8", "int8", "int8", "int8",
+    "float8", "float8", "float8", "bool", "int4", "int8", "int8",
+]  # fmt: skip
+# One round trip. The table is empty unless used twice in one transaction (ON COMMIT DELETE
+# ROWS empties it at commit); DELETE on an empty table is cheaper than TRUNCATE, which
+# makes a new relation file each time.
 _STAGE_EMPTY = (
-    "CREATE TEMP TABLE IF NOT EXISTS ingest_keys "
-    "(source text, event_id text, payload_hash text) ON COMMIT DELETE ROWS; "
-    "DELETE FROM ingest_keys"
+    "CREATE TEMP TABLE IF NOT EXISTS ingest_events (n int4, source text, event_id text, "
+    "payload_hash text, time timestamptz, tenant_id int8, deployment_id int8, "
+    "input_tokens int8, cached_tokens int8, output_tokens int8, ttft_ms float8, "
+    "tpot_ms float8, latency_ms float8, is_error bool, requests int4, "
+    "cache_write_tokens int8, reasoning_tokens int8) ON COMMIT DELETE ROWS; "
+    "DELETE FROM ingest_events"
+)
+# The keys not stored yet take ids from one new block, in the order of the staged rows
+# (sorted: concurrent batches lock keys in the same order, no deadlock); only their events
+# reach the partitions, and their run joins the fold's queue: one statement, and no id
+# travels back to Python.
+_STORE = (
+    "WITH block AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence('metering_eventkey', "  # noqa: S608
+    "'id')) AS first), "
+    "keys AS (INSERT INTO metering_eventkey (id, source, event_id, payload_hash, received_at) "
+    "SELECT block.first + s.n, s.source, s.event_id, s.payload_hash, %(received)s "
+    "FROM ingest_events s, block ORDER BY s.source, s.event_id "
+    "ON CONFLICT (source, event_id) DO NOTHING RETURNING id, source, event_id), "
+    f"stored AS (INSERT INTO metering_usageevent (id, {_EVENT_COLUMNS}) "
+    f"SELECT k.id, {', '.join('s.' + c for c in _EVENT_COLUMNS.split(', '))} "
+    "FROM keys k JOIN ingest_events s USING (source, event_id) RETURNING id, time), "
+    "queued AS (INSERT INTO metering_foldpending (first_id, last_id, time_min, time_max, "
+    "events, queued_at) SELECT min(id), max(id), min(time), max(time), count(*), %(received)s "
+    "FROM stored HAVING count(*) > 0) "
+    "SELECT count(*) FROM stored"
 )
 
 
 def _store_postgresql(
     rows: Sequence[_Row], events: Sequence[EventIn], received_at: datetime
 ) -> tuple[int, int]:
+    accepted = 0
     with connection.cursor() as cursor:
         raw = cursor.cursor
-        # One round trip. The table is empty unless called twice in one transaction (ON COMMIT
-        # DELETE ROWS empties it at commit); DELETE on an empty table is cheaper than
-        # TRUNCATE, which makes a new relation file each time.
-        cursor.execute(_STAGE_EMPTY)
-        with raw.copy("COPY ingest_keys (source, event_id, payload_hash) FROM STDIN") as copy:
-            for r in rows:
-                copy.write_row((r.event.source, r.event.id, r.event.payload_hash))
-        # Sorted inserts: concurrent batches lock keys in the same order (no deadlock).
-        cursor.execute(
-            "INSERT INTO metering_eventkey (source, event_id, payload_hash, received_at) "
-            "SELECT source, event_id, payload_hash, %s FROM ingest_keys ORDER BY source, event_id "
-            "ON CONFLICT (source, event_id) DO NOTHING RETURNING id, source, event_id",
-            [received_at],
-        )
-        new = {(source, event_id): pk for pk, source, event_id in cursor.fetchall()}
-        if len(new) < len(rows):
-            cursor.execute(
-                "SELECT k.source, k.event_id, k.payload_hash FROM metering_eventkey k "
-                "JOIN ingest_keys s ON s.source = k.source AND s.event_id = k.event_id"
-            )
-            stored = {(s, i): h for s, i, h in cursor.fetchall() if (s, i) not in new}
-            conflicts = _conflict_indexes(events, stored)
-            if conflicts:
-                raise IngestConflict(conflicts)
-        new_rows = [r for r in rows if (r.event.source, r.event.id) in new]
-        with raw.copy(
-            "COPY metering_usageevent (id, time, tenant_id, deployment_id, input_tokens, "
-            "cached_tokens, output_tokens, ttft_ms, tpot_ms, latency_ms, is_error, requests, "
-            "cache_write_tokens, reasoning_tokens) FROM STDIN (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(_EVENT_TYPES)
-            write_row = copy.write_row
-            for r in new_rows:
-                e = r.event
-                write_row((new[(e.source, e.id)], e.time, *_event_values(r)))
-        with raw.copy(
-            "COPY metering_foldpending (event_id, time, queued_at) FROM STDIN (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(["int8", "timestamptz", "timestamptz"])
-            write_row = copy.write_row
-            for r in new_rows:
-                e = r.event
-                write_row((new[(e.source, e.id)], e.time, received_at))
-    return len(new_rows), len(rows) - len(new_rows)
-
-
-_EVENT_TYPES = [
-    "int8", "timestamptz", "int8", "int8", "int8", "int8", "int8",
-    "float8", "float8", "float8", "bool", "int4", "int8", "int8",
-]  # fmt: skip
+        for first in range(0, len(rows), EVENT_ID_BLOCK):
+            cursor.execute(_STAGE_EMPTY)
+            with raw.copy("COPY ingest_events FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(_STAGE_TYPES)
+                write_row = copy.write_row
+                for n, r in enumerate(rows[first : first + EVENT_ID_BLOCK]):
+                    e = r.event
+                    write_row((n, e.source, e.id, e.payload_hash, e.time, *_event_values(r)))
+            cursor.execute(_STORE, {"received": received_at})
+            stored = cursor.fetchone()[0]
+            accepted += stored
+            if stored < min(EVENT_ID_BLOCK, len(rows) - first):
+                # Some keys were stored before: a replay, or a conflict when the payload differs.
+                cursor.execute(
+                    "SELECT k.source, k.event_id, k.payload_hash FROM metering_eventkey k "
+                    "JOIN ingest_events s USING (source, event_id) "
+                    "WHERE k.payload_hash <> s.payload_hash"
+                )
+                conflicts = _conflict_indexes(events, {(s, i): h for s, i, h in cursor.fetchall()})
+                if conflicts:
+                    raise IngestConflict(conflicts)
+    return accepted, len(rows) - accepted
 
 
 def _month_start(time: datetime) -> datetime:

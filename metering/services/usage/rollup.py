@@ -179,11 +179,11 @@ def _value(value):
 
 
 def _add(batch: int) -> int:
-    """Claim up to `batch` pending events into a temporary table, then add their sums to
-    their hours in one INSERT … ON CONFLICT DO UPDATE that adds, in one transaction; the
-    batch that empties the queue stores the fold mark in the same transaction (otherwise
-    data_until would read the previous, older mark until the run's end). Returns the
-    events folded."""
+    """Claim the oldest queued runs, up to `batch` events, into a temporary table, then add
+    their sums to their hours in one INSERT … ON CONFLICT DO UPDATE that adds, in one
+    transaction; the batch that empties the queue stores the fold mark in the same
+    transaction (otherwise data_until would read the previous, older mark until the run's
+    end). Returns the events folded."""
     with transaction.atomic(), connection.cursor() as cursor:
         _lock()
         _slo_stage(cursor)
@@ -198,19 +198,30 @@ def _add(batch: int) -> int:
     return claimed
 
 
+# The queue's runs, oldest first, up to `batch` events (at least one run), by the events
+# queued before each.
+_RUNS_UP_TO = (
+    "SELECT first_id FROM (SELECT first_id, sum(events) OVER (ORDER BY first_id) - events "
+    "AS before FROM metering_foldpending) runs WHERE before < %s"
+)
+_CLAIMED_COLUMNS = "first_id, last_id, time_min, time_max"
+
+
 def _claim(cursor, batch: int) -> int:
-    """Move up to `batch` events from the fold's queue into `fold_claimed`; their number."""
+    """Move the oldest runs of the fold's queue, up to `batch` events, into `fold_claimed`;
+    the number of events."""
     if connection.vendor == "postgresql":
         cursor.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS fold_claimed (event_id bigint, time timestamptz) "
-            "ON COMMIT DELETE ROWS; DELETE FROM fold_claimed"
+            "CREATE TEMP TABLE IF NOT EXISTS fold_claimed (first_id bigint, last_id bigint, "
+            "time_min timestamptz, time_max timestamptz) ON COMMIT DELETE ROWS; "
+            "DELETE FROM fold_claimed"
         )
         cursor.execute(
-            "WITH claimed AS (DELETE FROM metering_foldpending WHERE event_id IN ("
-            "SELECT event_id FROM metering_foldpending ORDER BY event_id LIMIT %s "
-            "FOR UPDATE SKIP LOCKED) RETURNING event_id, time), "
-            "staged AS (INSERT INTO fold_claimed SELECT event_id, time FROM claimed RETURNING 1) "
-            "SELECT count(*) FROM staged",
+            "WITH claimed AS (DELETE FROM metering_foldpending WHERE first_id IN ("  # noqa: S608
+            f"SELECT first_id FROM metering_foldpending WHERE first_id IN ({_RUNS_UP_TO}) "
+            f"FOR UPDATE SKIP LOCKED) RETURNING {_CLAIMED_COLUMNS}, events), "
+            f"staged AS (INSERT INTO fold_claimed SELECT {_CLAIMED_COLUMNS} FROM claimed) "
+            "SELECT coalesce(sum(events), 0) FROM claimed",
             [batch],
         )
         claimed = cursor.fetchone()[0]
@@ -220,18 +231,20 @@ def _claim(cursor, batch: int) -> int:
     # SQLite: the transaction holds the database's write lock from its start (IMMEDIATE,
     # portal.settings), so no other fold can claim the same events.
     cursor.execute(
-        "CREATE TEMP TABLE IF NOT EXISTS fold_claimed (event_id integer PRIMARY KEY, time text)"
+        "CREATE TEMP TABLE IF NOT EXISTS fold_claimed (first_id integer PRIMARY KEY, "
+        "last_id integer, time_min text, time_max text, events integer)"
     )
     cursor.execute("DELETE FROM fold_claimed")
     cursor.execute(
-        "INSERT INTO fold_claimed SELECT event_id, time FROM metering_foldpending "
-        "ORDER BY event_id LIMIT %s",
+        f"INSERT INTO fold_claimed SELECT {_CLAIMED_COLUMNS}, events "  # noqa: S608
+        f"FROM metering_foldpending WHERE first_id IN ({_RUNS_UP_TO})",
         [batch],
     )
     cursor.execute(
-        "DELETE FROM metering_foldpending WHERE event_id IN (SELECT event_id FROM fold_claimed)"
+        "DELETE FROM metering_foldpending WHERE first_id IN (SELECT first_id FROM fold_claimed)"
     )
-    return cursor.rowcount
+    cursor.execute("SELECT coalesce(sum(events), 0) FROM fold_claimed")
+    return cursor.fetchone()[0]
 
 
 def _slo_stage(cursor) -> None:
@@ -293,6 +306,16 @@ def _sums_sql() -> list[str]:
 
 
 _COLUMNS = ", ".join(ROLLUP_COLUMNS)
+# An event `e` of the claimed run `p` (its times bound the partitions read).
+_IN_RUN = (
+    "e.id >= p.first_id AND e.id <= p.last_id AND e.time >= p.time_min AND e.time <= p.time_max"
+)
+# An event `e` still in the fold's queue: in the run that starts last at or before its id
+# (runs never overlap).
+_QUEUED = (
+    "EXISTS (SELECT 1 FROM (SELECT last_id FROM metering_foldpending p WHERE p.first_id <= e.id "
+    "ORDER BY p.first_id DESC LIMIT 1) run WHERE run.last_id >= e.id)"
+)
 _SLO_JOIN = (
     "LEFT JOIN fold_slo v ON v.deployment_id = e.deployment_id AND e.time >= v.start "
     "AND (v.finish IS NULL OR e.time < v.finish) "
@@ -315,7 +338,7 @@ def _add_sql() -> str:
         f"INSERT INTO {table} (tenant_id, deployment_id, hour, {_COLUMNS}) "  # noqa: S608
         f"SELECT e.tenant_id, e.deployment_id, {_hour_sql('e.time')}, "
         f"{', '.join(_sums_sql())}, false "
-        "FROM fold_claimed p JOIN metering_usageevent e ON e.id = p.event_id AND e.time = p.time "
+        f"FROM fold_claimed p JOIN metering_usageevent e ON {_IN_RUN} "
         f"{_SLO_JOIN}"
         "WHERE true "  # SQLite: an upsert's SELECT needs a WHERE to parse its ON CONFLICT
         "GROUP BY 1, 2, 3 "
@@ -343,7 +366,7 @@ def _five_minute_add_sql() -> str:
         f"INSERT INTO {table} (tenant_id, deployment_id, bucket, requests, "  # noqa: S608
         "compliant_requests, errors) "
         f"SELECT e.tenant_id, e.deployment_id, {_five_minute_sql('e.time')}, {_FIVE_MINUTE_SUMS} "
-        "FROM fold_claimed p JOIN metering_usageevent e ON e.id = p.event_id AND e.time = p.time "
+        f"FROM fold_claimed p JOIN metering_usageevent e ON {_IN_RUN} "
         f"{_SLO_JOIN}"
         "WHERE e.time >= %s "
         "GROUP BY 1, 2, 3 "
@@ -471,8 +494,7 @@ def _refold(cells: set[Cell]) -> None:
             "ON e.tenant_id = c.tenant_id AND e.deployment_id = c.deployment_id "
             f"AND e.time >= c.hour AND e.time < {hour_end} "
             f"{_SLO_JOIN}"
-            "WHERE e.time >= %s AND e.time < %s AND NOT EXISTS "
-            "(SELECT 1 FROM metering_foldpending p WHERE p.event_id = e.id) "
+            f"WHERE e.time >= %s AND e.time < %s AND NOT {_QUEUED} "
             "GROUP BY c.tenant_id, c.deployment_id, c.hour",
             [_value(min(h for *_, h in cells)), _value(max(h for *_, h in cells) + HOUR)],
         )
@@ -500,8 +522,7 @@ def _five_minute_refold(cursor, hour_end: str) -> None:
         "ON e.tenant_id = c.tenant_id AND e.deployment_id = c.deployment_id "
         f"AND e.time >= c.hour AND e.time < {hour_end} "
         f"{_SLO_JOIN}"
-        "WHERE e.time >= %s AND NOT EXISTS "
-        "(SELECT 1 FROM metering_foldpending p WHERE p.event_id = e.id) "
+        f"WHERE e.time >= %s AND NOT {_QUEUED} "
         "GROUP BY 1, 2, 3",
         [horizon],
     )
