@@ -36,13 +36,11 @@ def metering(request):
     capacity = []
     for pool in pools:
         series = capacity_series(pool=pool, period=period)
-        capacity.append(
-            {
-                "pool": pool,
-                "in_service": lives[pool.pk],
-                "chart": figure_json(capacity_chart(series, pool.slug)) if series else None,
-            }
-        )
+        chart = None
+        if series:
+            figure, points = capacity_chart(series, pool.slug)
+            chart = figure_json(figure, points=points)
+        capacity.append({"pool": pool, "in_service": lives[pool.pk], "chart": chart})
     reconciled = reconciliation_list(start=period.start, end=period.end)
     flagged = sorted(
         (row for row in reconciled if row.is_flagged), key=lambda row: row.hour, reverse=True
