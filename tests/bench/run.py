@@ -54,7 +54,7 @@ from urllib.parse import urlsplit, urlunsplit
 import msgspec
 import psycopg
 
-from tests.bench import config, hooks, raw, web
+from tests.bench import config, hooks, raw, storage, web
 from tests.bench.events import EventGenerator
 
 STARTED = time.perf_counter()
@@ -1086,6 +1086,30 @@ class Bench:
             "pass" if peak_mb < 300 else "MISS",
         )
 
+    def storage(self) -> None:
+        """Goal 1's database side alone: each design of the event store (tests/bench/storage)
+        against the bare deduplicating insert, one connection, durable commits (info)."""
+        log("goal 1, database side: designs of the event store vs the bare dedup insert")
+        name = "bench_storage"
+        with psycopg.connect(self.base, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute(f"CREATE DATABASE {name}")
+        self.durability(durable=True)
+        rates = storage.compare(database_url(self.base, name), rounds=self.sizes.rounds, log=log)
+        med = storage.medians(rates)
+        self.results["storage"] = {"events_per_second": rates, "median": med}
+        for key, (label, _) in storage.DESIGNS.items():
+            if key != "bare":
+                self.add(
+                    "-",
+                    f"storing a batch: {label} vs bare (info)",
+                    f"{med[key]:,.0f}/s",
+                    f"{med['bare']:,.0f}/s",
+                    med[key] / med["bare"],
+                    "-",
+                    "info",
+                )
+
     def delivery(self) -> None:
         """Goal 13: 10,000 events raised in a burst to 10 webhook endpoints, one of which
         never answers: the 9 others' delivery times (event created → 2xx), p95 ≤ 5 s; a
@@ -1288,7 +1312,8 @@ class Bench:
         ]
         self.results["total_seconds"] = time.perf_counter() - STARTED
         for key in (
-            "kpis", "reads", "pages", "crowd", "rollup", "ingestion", "baseline", "otlp", "memory", "delivery",
+            "kpis", "reads", "pages", "crowd", "rollup", "ingestion", "storage", "baseline", "otlp",
+            "memory", "delivery",
         ):  # fmt: skip
             if key in self.results:
                 (config.OUT_DIR / f"{key}.json").write_text(
@@ -1308,11 +1333,11 @@ class Bench:
 
 
 STAGES = (
-    "kpis", "reads", "pages", "crowd", "widest", "rollups", "rating", "ingestion", "baseline", "otlp", "embedded",
-    "memory", "delivery", "alerts",
+    "kpis", "reads", "pages", "crowd", "widest", "rollups", "rating", "ingestion", "storage",
+    "baseline", "otlp", "embedded", "memory", "delivery", "alerts",
 )  # fmt: skip
 # Stages on a database of their own: BENCH_ONLY naming only these loads no dataset.
-STANDALONE = {"delivery"}
+STANDALONE = {"storage", "delivery"}
 
 
 def main() -> int:
