@@ -306,7 +306,11 @@ def _sums_sql() -> list[str]:
 
 
 _COLUMNS = ", ".join(ROLLUP_COLUMNS)
-# An event `e` of the claimed run `p` (its times bound the partitions read).
+# The claimed runs `p` and their events `e`: a CROSS JOIN, so SQLite reads the runs first
+# and each run's events by their ids (with an inner join it chose to scan every event);
+# PostgreSQL plans it as any join. The condition, in the WHERE clause:
+_CLAIMED_EVENTS = "FROM fold_claimed p CROSS JOIN metering_usageevent e "
+# an event `e` of the claimed run `p` (its times bound the partitions read).
 _IN_RUN = (
     "e.id >= p.first_id AND e.id <= p.last_id AND e.time >= p.time_min AND e.time <= p.time_max"
 )
@@ -335,12 +339,11 @@ def _add_sql() -> str:
     )
     adds.append(f"latency_histogram = {_array_sql(histogram)}")
     return (
-        f"INSERT INTO {table} (tenant_id, deployment_id, hour, {_COLUMNS}) "  # noqa: S608
+        f"INSERT INTO {table} (tenant_id, deployment_id, hour, {_COLUMNS}) "
         f"SELECT e.tenant_id, e.deployment_id, {_hour_sql('e.time')}, "
         f"{', '.join(_sums_sql())}, false "
-        f"FROM fold_claimed p JOIN metering_usageevent e ON {_IN_RUN} "
-        f"{_SLO_JOIN}"
-        "WHERE true "  # SQLite: an upsert's SELECT needs a WHERE to parse its ON CONFLICT
+        f"{_CLAIMED_EVENTS}{_SLO_JOIN}"
+        f"WHERE {_IN_RUN} "
         "GROUP BY 1, 2, 3 "
         f"ON CONFLICT (tenant_id, deployment_id, hour) DO UPDATE SET {', '.join(adds)} "
         "RETURNING tenant_id, deployment_id, hour"
@@ -363,12 +366,11 @@ def _five_minute_add_sql() -> str:
         for name in ("requests", "compliant_requests", "errors")
     )
     return (
-        f"INSERT INTO {table} (tenant_id, deployment_id, bucket, requests, "  # noqa: S608
+        f"INSERT INTO {table} (tenant_id, deployment_id, bucket, requests, "
         "compliant_requests, errors) "
         f"SELECT e.tenant_id, e.deployment_id, {_five_minute_sql('e.time')}, {_FIVE_MINUTE_SUMS} "
-        f"FROM fold_claimed p JOIN metering_usageevent e ON {_IN_RUN} "
-        f"{_SLO_JOIN}"
-        "WHERE e.time >= %s "
+        f"{_CLAIMED_EVENTS}{_SLO_JOIN}"
+        f"WHERE {_IN_RUN} AND e.time >= %s "
         "GROUP BY 1, 2, 3 "
         f"ON CONFLICT (tenant_id, deployment_id, bucket) DO UPDATE SET {adds}"
     )
