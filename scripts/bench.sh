@@ -16,9 +16,11 @@ fi
 port=$(.venv/bin/python -c 'import os, urllib.parse as u; print(u.urlsplit(os.environ["DATABASE_URL"]).port)')
 as_pg=()
 if [ "$(id -u)" -eq 0 ]; then as_pg=(runuser -u postgres --); fi
+# The server settings of the measurements; the read replica's standby (goal 22) runs with
+# the same (a hot standby needs max_connections at least the primary's).
+export BENCH_PG_OPTIONS="-c max_connections=200 -c shared_buffers=1GB -c work_mem=64MB \
+  -c maintenance_work_mem=512MB -c max_wal_size=8GB -c checkpoint_timeout=15min"
 "${as_pg[@]}" "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_DATA/server.log" -w -t 120 -m fast restart -o \
-  "-p $port -k $PG_DATA -c listen_addresses=127.0.0.1 -c max_connections=200 \
-   -c shared_buffers=1GB -c work_mem=64MB -c maintenance_work_mem=512MB \
-   -c max_wal_size=8GB -c checkpoint_timeout=15min" >/dev/null
+  "-p $port -k $PG_DATA -c listen_addresses=127.0.0.1 $BENCH_PG_OPTIONS" >/dev/null
 echo "bench: PostgreSQL restarted on 127.0.0.1:$port"
 exec .venv/bin/python -m tests.bench.run "$@"

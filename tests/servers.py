@@ -84,8 +84,11 @@ class PrivatePostgres:
     """A cluster of the test's own, to crash and start without touching the suite's; given
     `primary`, a hot standby of it (pg_basebackup, streaming its WAL)."""
 
-    def __init__(self, *, primary: "PrivatePostgres | None" = None) -> None:
+    def __init__(self, *, primary: "PrivatePostgres | None" = None, options: str = "") -> None:
+        """`primary`: anything with the `port` of a cluster on 127.0.0.1 to stand by for;
+        `options`: more server settings (`-c name=value …`)."""
         self.bin = _pg_bin()
+        self.options = options
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="reliability-pg-"))
         self.data = self.dir / "pg"
@@ -107,7 +110,7 @@ class PrivatePostgres:
         subprocess.run(command, check=True, capture_output=True, cwd="/")
 
     def start(self) -> None:
-        options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1"
+        options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 {self.options}"
         self._run("pg_ctl", "-D", self.data, "-l", self.data / "server.log", "-w", "start",
                   "-o", options)  # fmt: skip
 

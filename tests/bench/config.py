@@ -27,6 +27,10 @@ def baseline() -> str:
     return os.environ.get("BENCH_BASELINE", BASELINE)
 
 
+# The PostgreSQL settings scripts/bench.sh measures with (a standby made here runs with them).
+PG_OPTIONS = os.environ.get("BENCH_PG_OPTIONS", "")
+
+
 SEED = 20260901
 # The dataset month: 30 days, in the past (events more than 5 minutes ahead are refused).
 MONTH_START = datetime(2026, 9, 1, tzinfo=UTC)

@@ -1086,6 +1086,69 @@ class Bench:
             "pass" if peak_mb < 300 else "MISS",
         )
 
+    def replica(self) -> None:
+        """Goal 22: the read replica as production runs it. A hot standby of the bench's
+        cluster (pg_basebackup, streaming its WAL, the primary's memory settings) and a
+        gunicorn with DATABASE_REPLICA_URL: Overview and the usage API of the large
+        dataset's month read through it vs on the primary alone (interleaved), p95 ≤ 1.2 ×,
+        and the standby answered them (its transactions counted)."""
+        from types import SimpleNamespace
+
+        from tests.servers import PrivatePostgres
+
+        log("goal 22: Overview and the usage API read from a streaming standby")
+        started = time.perf_counter()
+        primary = SimpleNamespace(port=urlsplit(self.base).port)
+        standby = PrivatePostgres(primary=primary, options=config.PG_OPTIONS)
+        log(f"  standby made and streaming in {time.perf_counter() - started:.0f} s")
+        replica_url = database_url(standby.url, "bench_large")
+        env = {**self.env("large"), "DATABASE_REPLICA_URL": replica_url}
+        server = web.Server(env=env, log=self.tmp / "gunicorn-replica.log")
+        self.servers.append(server)
+        month = f"from={config.MONTH_START:%Y-%m-%d}&to={config.MONTH_END:%Y-%m-%d}"
+        ids = self.ids["large"]
+        targets = {
+            "overview": (f"/?{month}", {"Cookie": f"sessionid={ids['session']}"}),
+            "usage API": (f"/api/v1/usage?{month}", {"Authorization": f"Bearer {ids['token']}"}),
+        }
+        committed = "SELECT xact_commit FROM pg_stat_database WHERE datname = 'bench_large'"
+        samples = 2 * self.sizes.rounds * 10
+        times: dict[str, dict[str, list[float]]] = {}
+        try:
+            with psycopg.connect(replica_url, autocommit=True) as conn:
+                before = conn.execute(committed).fetchone()[0]
+                for name, (path, headers) in targets.items():
+                    getters = {
+                        "primary": web.Getter(self.web["large"].port, headers),
+                        "replica": web.Getter(server.port, headers),
+                    }
+                    for getter in getters.values():  # warm up
+                        for _ in range(3):
+                            getter.get(path)
+                    times[name] = {"primary": [], "replica": []}
+                    for _ in range(samples):
+                        for where, getter in getters.items():
+                            times[name][where].append(getter.get(path))
+                time.sleep(1)  # the statistics collector's report
+                answered = conn.execute(committed).fetchone()[0] - before
+        finally:
+            server.stop()
+            self.servers.remove(server)
+            standby.close()
+        reads = samples * len(targets)
+        self.results["replica"] = {
+            "seconds": times,
+            "standby_transactions": answered,
+            "reads": reads,
+        }
+        ms = lambda s: f"{s * 1000:.0f} ms"  # noqa: E731
+        for name, by_where in times.items():
+            replica, alone = p95(by_where["replica"]), p95(by_where["primary"])
+            self.add("22", f"{name} p95 read from the standby vs the primary", ms(replica),
+                     ms(alone), replica / alone, "≤ 1.2", verdict(replica / alone, 1.2, False))  # fmt: skip
+        self.add("22", "transactions the standby answered vs reads sent to it", f"{answered:,}",
+                 f"{reads:,}", answered / reads, "≥ 1", verdict(answered / reads, 1, True))  # fmt: skip
+
     def storage(self) -> None:
         """Goal 1's database side alone: each design of the event store (tests/bench/storage)
         against the bare deduplicating insert, one connection, durable commits (info)."""
@@ -1312,8 +1375,8 @@ class Bench:
         ]
         self.results["total_seconds"] = time.perf_counter() - STARTED
         for key in (
-            "kpis", "reads", "pages", "crowd", "rollup", "ingestion", "storage", "baseline", "otlp",
-            "memory", "delivery",
+            "kpis", "reads", "pages", "crowd", "replica", "rollup", "ingestion", "storage",
+            "baseline", "otlp", "memory", "delivery",
         ):  # fmt: skip
             if key in self.results:
                 (config.OUT_DIR / f"{key}.json").write_text(
@@ -1333,8 +1396,8 @@ class Bench:
 
 
 STAGES = (
-    "kpis", "reads", "pages", "crowd", "widest", "rollups", "rating", "ingestion", "storage",
-    "baseline", "otlp", "embedded", "memory", "delivery", "alerts",
+    "kpis", "reads", "pages", "crowd", "replica", "widest", "rollups", "rating", "ingestion",
+    "storage", "baseline", "otlp", "embedded", "memory", "delivery", "alerts",
 )  # fmt: skip
 # Stages on a database of their own: BENCH_ONLY naming only these loads no dataset.
 STANDALONE = {"storage", "delivery"}
