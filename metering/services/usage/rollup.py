@@ -199,10 +199,11 @@ def _add(batch: int) -> int:
 
 
 # The queue's runs, oldest first, up to `batch` events (at least one run), by the events
-# queued before each.
+# queued before each; no more than `batch` runs are read (each holds one event or more).
 _RUNS_UP_TO = (
     "SELECT first_id FROM (SELECT first_id, sum(events) OVER (ORDER BY first_id) - events "
-    "AS before FROM metering_foldpending) runs WHERE before < %s"
+    "AS before FROM (SELECT first_id, events FROM metering_foldpending ORDER BY first_id "
+    "LIMIT %(batch)s) oldest) runs WHERE before < %(batch)s"
 )
 _CLAIMED_COLUMNS = "first_id, last_id, time_min, time_max"
 
@@ -222,7 +223,7 @@ def _claim(cursor, batch: int) -> int:
             f"FOR UPDATE SKIP LOCKED) RETURNING {_CLAIMED_COLUMNS}, events), "
             f"staged AS (INSERT INTO fold_claimed SELECT {_CLAIMED_COLUMNS} FROM claimed) "
             "SELECT coalesce(sum(events), 0) FROM claimed",
-            [batch],
+            {"batch": batch},
         )
         claimed = cursor.fetchone()[0]
         if claimed:
@@ -238,7 +239,7 @@ def _claim(cursor, batch: int) -> int:
     cursor.execute(
         f"INSERT INTO fold_claimed SELECT {_CLAIMED_COLUMNS}, events "  # noqa: S608
         f"FROM metering_foldpending WHERE first_id IN ({_RUNS_UP_TO})",
-        [batch],
+        {"batch": batch},
     )
     cursor.execute(
         "DELETE FROM metering_foldpending WHERE first_id IN (SELECT first_id FROM fold_claimed)"
