@@ -6,6 +6,12 @@ on the request line is set above it, to the most gunicorn allows. What gunicorn 
 refuses before the portal sees it (a line beyond that, a malformed request, headers too
 large) is answered in the API's JSON shape too, instead of gunicorn's HTML: such a request
 never reached a page, and API clients read the shape.
+
+Each worker listens on a socket of its own (`reuse_port`, SO_REUSEPORT), so the kernel
+spreads new connections over the workers. On one shared socket, a gthread worker takes a
+burst of keep-alive connections (a proxy's pool, 50 clients at once) and keeps them: one
+worker served all 50 of `make bench`'s goal 21 on one CPU while the other stood idle
+(docs/performance.md, "One worker took every connection").
 """
 
 import json
@@ -14,6 +20,7 @@ from gunicorn import util
 
 limit_request_line = 8190  # the most gunicorn allows; the portal's limit is below
 limit_request_field_size = 8190
+reuse_port = True  # a listening socket a worker: the kernel balances connections
 
 
 def _write_json_error(sock, status_int, reason, mesg):

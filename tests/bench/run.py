@@ -435,6 +435,16 @@ class Bench:
             "usage API": (f"/api/v1/usage?{month}", {"Authorization": f"Bearer {ids['token']}"}),
         }
         names = list(targets)
+        profiles = []  # where each target's time goes, in-process, before the load
+        for name, (path, headers) in targets.items():
+            if "Authorization" in headers:
+                profile = self.agents["large"].call("profile_read", path=path, token=ids["token"])
+            else:
+                profile = self.agents["large"].call("profile_page", path=path)
+            profiles.append(f"GET {path} ({name}): median {profile['median'] * 1000:.0f} ms, "
+                            f"profiled {profile['seconds'] * 1000:.0f} ms\n"
+                            f"{profile['profile']}")  # fmt: skip
+        (config.OUT_DIR / "profile-crowd.txt").write_text("\n\n".join(profiles))
         times: dict[str, list[float]] = {name: [] for name in names}
         errors: list[str] = []
         deadline = time.monotonic() + seconds
