@@ -174,11 +174,18 @@ def log_consume(read: LogRead) -> bool:
     return moved == 1
 
 
-def log_prune(model: type[models.Model], *, log: str) -> int:
-    """Drop the entries of `log` every consumer has read (the log's owner calls it)."""
+def log_read_by_all(*, log: str) -> int:
+    """The id up to which every consumer of `log` has read it: its entries up to there may
+    be pruned; those past it are still there. 0 while a consumer never ran."""
     names = [f"{consumer}:{log}" for consumer in LOG_CONSUMERS[log]]
     positions = dict(Cursor.objects.filter(name__in=names).values_list("name", "position"))
-    if len(positions) < len(names):
+    return min(positions.values()) if len(positions) == len(names) else 0
+
+
+def log_prune(model: type[models.Model], *, log: str) -> int:
+    """Drop the entries of `log` every consumer has read (the log's owner calls it)."""
+    read = log_read_by_all(log=log)
+    if not read:
         return 0  # a consumer that never ran has read nothing
-    deleted, _ = model.objects.filter(id__lte=min(positions.values())).delete()
+    deleted, _ = model.objects.filter(id__lte=read).delete()
     return deleted

@@ -96,6 +96,16 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture(autouse=True)
+def _cache_cleared():
+    """Each test starts with an empty cache, as its database starts without the last
+    test's rows: what was kept under a row's id (a figure, a lockout) is not another
+    test's."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
+@pytest.fixture(autouse=True)
 def _postgres_only(request):
     """Tests marked postgres_only skip on another database (the concurrency, partitions and
     database-enforced rules they check are PostgreSQL's)."""

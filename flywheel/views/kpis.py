@@ -9,7 +9,7 @@ from flywheel.selectors.kpis import daily_trend, empty_reason_of, overview_get
 from flywheel.selectors.measurement import FACTORY
 from metering.selectors.sla.incidents import incident_spans
 from metering.selectors.usage import window_resolve
-from portal.charts import figure_json
+from portal.charts import chart_json
 from portal.decorators import role_required
 from portal.models import Role
 
@@ -28,12 +28,12 @@ def overview(request):
         "title": "Factory overview",
         "period": period,
         "window": window,
-        "trend": figure_json(trend_chart(trend, incidents=incidents)) if trend else None,
-        "tps": figure_json(tps_chart(trend)) if trend else None,
+        "trend": chart_json(trend_chart, trend, incidents=incidents) if trend else None,
+        "tps": chart_json(tps_chart, trend) if trend else None,
     }
     if empty_reason := empty_reason_of(window=window, scope=FACTORY):
         context["empty_reason"] = empty_reason  # said in words; the trend still shows
     else:
         overview = overview_get(period=period)
-        context |= {**overview, "waterfall": figure_json(waterfall_chart(overview["kpis"]))}
+        context |= {**overview, "waterfall": chart_json(waterfall_chart, overview["kpis"])}
     return render(request, "flywheel/kpis/overview.html", context)

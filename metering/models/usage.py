@@ -121,6 +121,17 @@ class UsageChange(models.Model):
     start = models.DateTimeField()  # a whole UTC hour
     end = models.DateTimeField(null=True)  # exclusive; None: up to now
 
+    class Meta:
+        indexes = [
+            # A pool's last capacity change (capacity_stamp), read for every capacity chart
+            # while the log holds a backlog of usage entries.
+            models.Index(
+                fields=["pool", "id"],
+                condition=models.Q(kind="capacity"),
+                name="usagechange_capacity_pool",
+            )
+        ]
+
 
 class FoldMark(models.Model):
     """When the usage fold last completed with nothing pending: usage is metered until then

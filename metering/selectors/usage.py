@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 from functools import reduce
 from operator import or_
 
-from django.db.models import BigIntegerField, F, Min, Q, QuerySet, Sum
+from django.db.models import BigIntegerField, Count, F, Max, Min, Q, QuerySet, Sum
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, TruncDate, TruncDay, TruncMonth
 
@@ -14,12 +14,14 @@ from metering.filters import UsageFilterSet
 from metering.models import (
     CapacitySample,
     DailyUsage,
+    Deployment,
     EventKey,
     FoldMark,
     FoldPending,
     HourlyUsage,
     IncompleteRawMonth,
     Pool,
+    UsageChange,
     UsageEvent,
 )
 from metering.selectors.factory import factory_in_service_from
@@ -33,6 +35,7 @@ from portal.periods import (
     filter_within,
     period_resolve,
 )
+from portal.pipeline import log_read_by_all
 
 # What usage reads show per row: requests, failures and the token counts (their classes too).
 USAGE_SUMS = ["requests", "errors", *TOKEN_FIELDS]
@@ -190,19 +193,47 @@ def capacity_series(*, pool: Pool, period: Period) -> list[dict]:
     ]
 
 
+def capacity_stamp(*, pool: Pool, period: Period) -> tuple:
+    """What names the samples capacity_series reads, exactly: their count, first and last
+    time (the same samples whatever the period's ends, if nothing was stored among them
+    since), and the pool's last capacity change in metering's change log (a sample stored
+    again with other figures). Once the log is pruned past that change, where every
+    consumer has read it up to stands in: a later change is past it."""
+    samples = CapacitySample.objects.filter(pool=pool, time__gte=period.start, time__lt=period.end)
+    stamp = samples.aggregate(count=Count("pk"), first=Min("time"), last=Max("time"))
+    changes = UsageChange.objects.filter(kind=UsageChange.Kind.CAPACITY, pool=pool)
+    changed = changes.aggregate(last=Max("id"))["last"]
+    if changed is None:
+        changed = log_read_by_all(log="metering.usage")
+    return stamp["count"], stamp["first"], stamp["last"], changed
+
+
 def usage_by_pool(*, period: Period) -> list[dict]:
     """Factory-wide totals per pool and model over the period (operators): whole days from
     the daily rollups, the rest from the hourly ones."""
-    totals: dict[tuple[str, str], dict] = {}
+    sums = {name: Sum(name) for name in USAGE_SUMS}
+    # Summed per deployment in the database (no join over a month of rollup rows), then
+    # per pool and model here.
+    by_deployment = [
+        row
+        for rows in rollups_within(period.start, period.end)
+        for row in rows.values("deployment_id").annotate(**sums).order_by()
+    ]
     keys = ("deployment__pool__slug", "deployment__model__slug")
-    for rows in rollups_within(period.start, period.end):
-        for row in rows.values(*keys).annotate(**{name: Sum(name) for name in USAGE_SUMS}):
-            key = (row["deployment__pool__slug"], row["deployment__model__slug"])
-            total = totals.setdefault(
-                key, {**dict(zip(keys, key, strict=True)), **dict.fromkeys(USAGE_SUMS, 0)}
-            )
-            for name in USAGE_SUMS:
-                total[name] += row[name]
+    names = {
+        pk: (pool, model)
+        for pk, pool, model in Deployment.objects.filter(
+            pk__in={row["deployment_id"] for row in by_deployment}
+        ).values_list("pk", "pool__slug", "model__slug")
+    }
+    totals: dict[tuple[str, str], dict] = {}
+    for row in by_deployment:
+        key = names[row["deployment_id"]]
+        total = totals.setdefault(
+            key, {**dict(zip(keys, key, strict=True)), **dict.fromkeys(USAGE_SUMS, 0)}
+        )
+        for name in USAGE_SUMS:
+            total[name] += row[name]
     return [totals[key] for key in sorted(totals)]
 
 

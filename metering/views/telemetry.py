@@ -2,7 +2,7 @@
 
 from django.shortcuts import render
 
-from metering.charts import capacity_chart
+from metering.charts import capacity_chart_json
 from metering.models import Pool
 from metering.selectors.factory import pool_service_lives
 from metering.selectors.ingestion import rejection_list, source_list
@@ -12,9 +12,8 @@ from metering.selectors.telemetry import (
     reconciliation_tolerance,
     scrape_target_health,
 )
-from metering.selectors.usage import capacity_series, usage_by_pool, window_resolve
+from metering.selectors.usage import usage_by_pool, window_resolve
 from portal import clock
-from portal.charts import figure_json
 from portal.decorators import role_required
 from portal.models import Role
 from portal.pager import pager_page
@@ -33,14 +32,14 @@ def metering(request):
     period = window.period
     pools = list(Pool.objects.all())
     lives = pool_service_lives(pools=pools)
-    capacity = []
-    for pool in pools:
-        series = capacity_series(pool=pool, period=period)
-        chart = None
-        if series:
-            figure, points = capacity_chart(series, pool.slug)
-            chart = figure_json(figure, points=points)
-        capacity.append({"pool": pool, "in_service": lives[pool.pk], "chart": chart})
+    capacity = [
+        {
+            "pool": pool,
+            "in_service": lives[pool.pk],
+            "chart": capacity_chart_json(pool=pool, period=period),
+        }
+        for pool in pools
+    ]
     reconciled = reconciliation_list(start=period.start, end=period.end)
     flagged = sorted(
         (row for row in reconciled if row.is_flagged), key=lambda row: row.hour, reverse=True

@@ -3,8 +3,10 @@ the paginated usage table and its complete CSV."""
 
 import csv
 import io
+import json
 import re
 from datetime import UTC, date, datetime, timedelta
+from html import unescape
 from html.parser import HTMLParser
 
 import pytest
@@ -350,3 +352,86 @@ def test_metering_page_says_each_pools_service_life(session_client, users, deplo
 
     assert "In service from 2026-02-01 00:00 UTC until 2026-06-01 00:00 UTC (retired)" in text
     assert "Not in service yet: no capacity sample or usage" in text
+
+
+def _capacity_busy(response, pool: str) -> list[int]:
+    """The busy line of a pool's capacity chart on the metering page."""
+    figure = re.search(rf'id="capacity-{pool}" class="chart" data-figure="([^"]*)"', response.text)
+    (busy,) = [t for t in json.loads(unescape(figure[1]))["data"] if t["name"].endswith("busy")]
+    return busy["y"]
+
+
+def test_metering_pages_capacity_chart_shows_a_sample_stored_again_with_other_figures(
+    session_client, users, deployment
+):
+    """The capacity chart is kept in the cache under the samples it draws: a sample posted
+    again with other figures (the same count, the same times) is drawn at the next view,
+    also once the change log is pruned past that change."""
+    from metering.models import UsageChange
+    from metering.services.factory import CapacityIn, capacity_upsert
+    from portal.pipeline import LOG_CONSUMERS, log_consume, log_prune, log_read
+
+    pool, client = deployment.pool, session_client(users["operator"])
+
+    def store(*busy: int) -> None:
+        capacity_upsert(samples=[
+            CapacityIn(pool=pool, time=HOUR_10 + timedelta(minutes=15 * i), gpus_installed=8,
+                       gpus_healthy=8, gpus_busy=b)
+            for i, b in enumerate(busy)
+        ])  # fmt: skip
+
+    def pruned() -> None:  # rating and measurement read the log; its owner prunes it
+        for consumer in LOG_CONSUMERS["metering.usage"]:
+            log_consume(log_read(UsageChange, consumer=consumer, log="metering.usage"))
+        log_prune(UsageChange, log="metering.usage")
+        assert not UsageChange.objects.exists()
+
+    def busy() -> list[int]:
+        return _capacity_busy(client.get("/metering/" + PERIOD), pool.slug)
+
+    store(2, 3, 4)
+    pruned()
+    assert busy() == [2, 3, 4]
+    store(2, 7, 4)
+    assert busy() == [2, 7, 4]
+    store(1, 7, 4)
+    pruned()
+    assert busy() == [1, 7, 4]
+    store(1, 7, 5)
+    pruned()
+    assert busy() == [1, 7, 5]
+
+
+def test_usage_by_pool_sums_each_pool_and_model_over_whole_and_part_days(tenant_a, tenant_b):
+    """Two models on one pool and one on another; a whole day (the daily rollups) and two
+    hours of the next (the hourly ones): each pool and model's sums, in that order."""
+    from metering.selectors.usage import usage_by_pool
+    from portal.periods import Period
+
+    llama = make_deployment()
+    mistral = make_deployment(model="mistral-large")  # a second model on h100-a
+    qwen = make_deployment(model="qwen3", pool="h200-a")
+    rows = [
+        (tenant_a, llama, HOUR_10, 100, 7),
+        (tenant_b, llama, HOUR_11, 20, 1),
+        (tenant_a, mistral, HOUR_10, 3, 0),
+        (tenant_a, qwen, HOUR_10, 50, 2),
+        (tenant_b, llama, HOUR_10 + timedelta(hours=15), 4000, 9),  # 1:00 on 2 March
+        (tenant_b, qwen, HOUR_10 + timedelta(hours=17), 600, 0),  # 3:00 on 2 March: out
+    ]
+    for tenant, deployment, hour, requests, errors in rows:
+        make_hourly_usage(tenant, deployment, hour, requests=requests, errors=errors,
+                          output_tokens=10 * requests)  # fmt: skip
+
+    period = Period(datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 3, 2, 2, tzinfo=UTC))
+    got = [
+        (r["deployment__pool__slug"], r["deployment__model__slug"], r["requests"], r["errors"],
+         r["output_tokens"])
+        for r in usage_by_pool(period=period)
+    ]  # fmt: skip
+
+    assert got == [
+        ("h100-a", "llama-70b", 4120, 17, 41200),
+        ("h100-a", "mistral-large", 3, 0, 30),
+        ("h200-a", "qwen3", 50, 2, 500),
+    ]
