@@ -4,7 +4,8 @@ import plotly.graph_objects as go
 
 from metering.models import Pool
 from metering.selectors.usage import capacity_series, capacity_stamp
-from portal.charts import base_layout, colour_of, figure_json, figure_kept
+from portal.charts import base_layout, colour_of, figure_json
+from portal.kept import kept
 from portal.periods import Period
 
 
@@ -20,7 +21,7 @@ def capacity_chart_json(*, pool: Pool, period: Period) -> str | None:
         figure, points = capacity_chart(capacity_series(pool=pool, period=period), pool.slug)
         return figure_json(figure, points=points)
 
-    return figure_kept(("metering.capacity", pool.pk, pool.slug, *stamp), build)
+    return kept(("metering.capacity", pool.pk, pool.slug, *stamp), build)
 
 
 def capacity_chart(rows: list[dict], pool: str) -> tuple[go.Figure, list[dict]]:

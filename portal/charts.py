@@ -2,18 +2,15 @@
 
 import hashlib
 import json
-import logging
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from decimal import Decimal
 
 import plotly.graph_objects as go
 import plotly.io as pio
-from django.core.cache import cache
 
-log = logging.getLogger(__name__)
+from portal.kept import kept
 
-FIGURE_KEPT_SECONDS = 15 * 60  # how long figure_kept keeps a figure's JSON
 PALETTE = ["#1f6feb", "#d9480f", "#2b8a3e", "#7048e8", "#c2255c", "#0b7285", "#e67700", "#495057"]
 FIXED = {
     "h100-a": "#1f6feb",
@@ -123,29 +120,8 @@ def figure_json(fig: go.Figure, *, points: Sequence[Mapping[str, list]] = ()) ->
     return pio.to_json(spec, validate=False)
 
 
-def figure_kept(key: Hashable, build: Callable[[], str]) -> str:
-    """A figure's JSON from the shared cache, made by `build` and kept on a miss. `key`
-    names the data the figure draws, exactly (a change to that data must change the key);
-    it is kept FIGURE_KEPT_SECONDS, so a figure drawn by an older release of the code is
-    gone within that much of a deployment. Without the cache (Redis down), the figure is
-    made for each view: a page is slower, never broken."""
-    name = "figure:" + hashlib.sha256(repr(key).encode()).hexdigest()
-    try:
-        kept = cache.get(name)
-    except Exception:  # the cache is unavailable: draw it here
-        log.warning("cache unavailable for figures", exc_info=True)
-        return build()
-    if kept is None:
-        kept = build()
-        try:
-            cache.set(name, kept, FIGURE_KEPT_SECONDS)
-        except Exception:
-            log.warning("cache unavailable for figures", exc_info=True)
-    return kept
-
-
 def chart_json(chart: Callable[..., go.Figure], *args, **kwargs) -> str:
-    """figure_json(chart(*args, **kwargs)), kept by figure_kept: a chart draws what it is
+    """figure_json(chart(*args, **kwargs)), kept (portal.kept): a chart draws what it is
     given and nothing else, so the same chart given the same values is the same JSON, and
     Plotly's object model (about 10 ms a figure) is skipped. The key names the values in
     full: plain data only (dicts, lists, text, numbers, Decimal, dates and times); a value
@@ -153,7 +129,7 @@ def chart_json(chart: Callable[..., go.Figure], *args, **kwargs) -> str:
     key = json.dumps(
         [chart.__module__, chart.__qualname__, args, kwargs], default=_plain, sort_keys=True
     )
-    return figure_kept(key, lambda: figure_json(chart(*args, **kwargs)))
+    return kept(key, lambda: figure_json(chart(*args, **kwargs)))
 
 
 def _plain(value: object) -> list:

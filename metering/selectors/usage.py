@@ -27,12 +27,14 @@ from metering.models import (
 from metering.selectors.factory import factory_in_service_from
 from portal import clock
 from portal.access import tenant_scoped
+from portal.kept import kept
 from portal.periods import (
     Period,
     Window,
     day_ceil,
     day_floor,
     filter_within,
+    hour_ceil,
     period_resolve,
 )
 from portal.pipeline import log_read_by_all
@@ -208,33 +210,56 @@ def capacity_stamp(*, pool: Pool, period: Period) -> tuple:
     return stamp["count"], stamp["first"], stamp["last"], changed
 
 
+def usage_stamp() -> int:
+    """What names the hourly and daily rollups, exactly: the fold's last entry in metering's
+    change log (a fold appends the hours it changed in its own transaction, one fold at a
+    time, so a later change has a greater id). Once the log is pruned past it, where every
+    consumer has read the log up to stands in: a later change is past it. (Rollups the demo
+    loads before the portal serves are not in the log.)"""
+    changes = UsageChange.objects.filter(kind=UsageChange.Kind.USAGE)
+    changed = changes.aggregate(last=Max("id"))["last"]
+    return changed if changed is not None else log_read_by_all(log="metering.usage")
+
+
 def usage_by_pool(*, period: Period) -> list[dict]:
     """Factory-wide totals per pool and model over the period (operators): whole days from
-    the daily rollups, the rest from the hourly ones."""
-    sums = {name: Sum(name) for name in USAGE_SUMS}
-    # Summed per deployment in the database (no join over a month of rollup rows), then
-    # per pool and model here.
-    by_deployment = [
-        row
-        for rows in rollups_within(period.start, period.end)
-        for row in rows.values("deployment_id").annotate(**sums).order_by()
-    ]
+    the daily rollups, the rest from the hourly ones. The sums per deployment are kept in
+    the shared cache under usage_stamp and the hours summed (a month of daily rollups is
+    summed once a fold, not once a view); the names are read each time."""
+    hours = (hour_ceil(period.start), hour_ceil(period.end))  # the rollup hours in the period
+    by_deployment = kept(
+        ("metering.usage_by_deployment", *hours, usage_stamp()),
+        lambda: _usage_by_deployment(*hours),
+    )
     keys = ("deployment__pool__slug", "deployment__model__slug")
     names = {
         pk: (pool, model)
-        for pk, pool, model in Deployment.objects.filter(
-            pk__in={row["deployment_id"] for row in by_deployment}
-        ).values_list("pk", "pool__slug", "model__slug")
+        for pk, pool, model in Deployment.objects.filter(pk__in=by_deployment).values_list(
+            "pk", "pool__slug", "model__slug"
+        )
     }
     totals: dict[tuple[str, str], dict] = {}
-    for row in by_deployment:
-        key = names[row["deployment_id"]]
+    for deployment_id, sums in by_deployment.items():
+        key = names[deployment_id]
         total = totals.setdefault(
             key, {**dict(zip(keys, key, strict=True)), **dict.fromkeys(USAGE_SUMS, 0)}
         )
         for name in USAGE_SUMS:
-            total[name] += row[name]
+            total[name] += sums[name]
     return [totals[key] for key in sorted(totals)]
+
+
+def _usage_by_deployment(start: datetime, end: datetime) -> dict[int, dict]:
+    """USAGE_SUMS per deployment over the hours in [start, end), summed in the database (no
+    join over a month of rollup rows)."""
+    sums = {name: Sum(name) for name in USAGE_SUMS}
+    by_deployment: dict[int, dict] = {}
+    for rows in rollups_within(start, end):
+        for row in rows.values("deployment_id").annotate(**sums).order_by():
+            total = by_deployment.setdefault(row["deployment_id"], dict.fromkeys(USAGE_SUMS, 0))
+            for name in USAGE_SUMS:
+                total[name] += row[name]
+    return by_deployment
 
 
 def usage_metered_until(*, now: datetime | None = None) -> datetime:

@@ -557,3 +557,45 @@ def test_a_latency_quantile_is_interpolated_in_its_bucket_to_a_tenth_of_a_millis
     # Rank 1 of 3 requests under 100 ms: 0 + 100 × 1 / 3 = 33.33… → 33.3 ms.
     assert _quantile([3] + [0] * 15, 1 / 3) == 33.3
     assert _quantile([0] * 16, 0.5) is None
+
+
+def test_usage_by_pool_reads_each_folds_sums_also_once_the_log_is_pruned(factory):
+    """Usage by pool (the Metering page) is kept in the cache under the fold's last change:
+    each fold's events are in the next read, also once rating and measurement have read the
+    log and the fold has pruned it (where they read up to stands in for the pruned entry)."""
+    from metering.selectors.usage import usage_by_pool
+    from portal.periods import Period
+    from portal.pipeline import LOG_CONSUMERS, log_consume, log_read
+
+    def pruned() -> None:
+        for consumer in LOG_CONSUMERS["metering.usage"]:
+            log_consume(log_read(UsageChange, consumer=consumer, log="metering.usage"))
+        usage_fold()  # prunes what every consumer has read
+        assert not UsageChange.objects.exists()
+
+    def by_pool() -> list[tuple]:
+        period = Period(BASE, BASE + timedelta(days=2, hours=12))  # 2 days and 12 hours
+        return [
+            (r["deployment__pool__slug"], r["deployment__model__slug"], r["requests"],
+             r["errors"], r["output_tokens"])
+            for r in usage_by_pool(period=period)
+        ]  # fmt: skip
+
+    _ingest(_items([("t1", "m1", 10, 100, 40, False, None)]))
+    usage_fold()
+    pruned()
+    assert by_pool() == [("h100-a", "m1", 1, 0, 40)]
+
+    # Day 2 at 0:30 and day 3 at 11:00 (an hourly rollup past the whole days); day 3 at
+    # 13:00 is past the period.
+    _ingest(_items([("t2", "m1", 1470, 10, 5, True, None), ("t1", "m2", 3540, 10, 7, False, None),
+                    ("t1", "m2", 3660, 10, 900, False, None)], offset=1))  # fmt: skip
+    usage_fold()
+    assert by_pool() == [("h100-a", "m1", 2, 1, 45), ("h200-a", "m2", 1, 0, 7)]
+    pruned()
+    assert by_pool() == [("h100-a", "m1", 2, 1, 45), ("h200-a", "m2", 1, 0, 7)]
+
+    _ingest(_items([("t2", "m2", 2000, 10, 11, False, None)], offset=4))
+    usage_fold()
+    pruned()
+    assert by_pool() == [("h100-a", "m1", 2, 1, 45), ("h200-a", "m2", 2, 0, 18)]
