@@ -1244,6 +1244,7 @@ class Bench:
                         break
             raiser.join()
             done = agent.call("delivery_figures", endpoint_ids=live)
+            after = [getter.get(page) for _ in range(200)]  # at rest again, the burst's data in
         finally:
             worker.stop()
             for receiver in receivers:
@@ -1264,6 +1265,8 @@ class Bench:
             "page_burst_p50": statistics.median(burst),
             "page_burst_p95": p95(burst),
             "page_burst_samples": len(burst),
+            "page_after_p50": statistics.median(after),
+            "page_after_p95": p95(after),
             "timeline": timeline,
         }
         complete = done["delivered"] == expected
