@@ -420,6 +420,17 @@ class Bench:
             "seconds": times,
             "p95": {key: {w: p95(v) for w, v in t.items()} for key, t in times.items()},
         }
+        # Where the slowest staff pages' time goes on the large dataset, in-process (an
+        # operator's view: the same reads as finance's).
+        staff = [key for key in times if key.startswith("operator ")]
+        slowest = sorted(staff, key=lambda key: -p95(times[key]["large"]))[:3]
+        profiles = []
+        for key in slowest:
+            path = f"{key.split(' ', 1)[1]}?{month}"
+            profile = self.agents["large"].call("profile_page", path=path)
+            profiles.append(f"GET {path}: median {profile['median'] * 1000:.0f} ms, profiled "
+                            f"{profile['seconds'] * 1000:.0f} ms\n{profile['profile']}")  # fmt: skip
+        (config.OUT_DIR / "profile-pages.txt").write_text("\n\n".join(profiles))
 
     def crowd(self) -> None:
         """Goal 21: 50 clients at once, each on a keep-alive connection of its own, without
