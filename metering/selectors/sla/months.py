@@ -19,7 +19,7 @@ from metering.domain.sla import (
     uptime_compute,
 )
 from metering.domain.usage.production import production_tokens
-from metering.models import DeploymentVersion, Incident, MaintenanceWindow
+from metering.models import Deployment, DeploymentVersion, Incident, MaintenanceWindow
 from metering.selectors.sla.incidents import (
     incident_queryset,
     maintenance_interval,
@@ -61,15 +61,6 @@ class SlaMonth:
     maintenance_windows: tuple[MaintenanceWindow, ...]  # those excluded for the tenant
 
 
-def _used_deployments(tenant_ids: list[int], start: datetime, end: datetime) -> dict[int, set[str]]:
-    used: dict[int, set[str]] = defaultdict(set)
-    for rows in rollups_within(start, end):
-        found = rows.filter(tenant_id__in=tenant_ids, requests__gt=0)
-        for tenant_id, slug in found.values_list("tenant_id", "deployment__slug").distinct():
-            used[tenant_id].add(slug)
-    return used
-
-
 _SUMS = [
     "requests",
     "compliant_requests",
@@ -82,10 +73,15 @@ _SUMS = [
 ]
 
 
-def _production(tenant_ids: list[int], start: datetime, end: datetime) -> dict[int, dict]:
+def _production(
+    tenant_ids: list[int], start: datetime, end: datetime, sums: dict[tuple[int, int], dict]
+) -> dict[int, dict]:
     """Per tenant: requests, compliant requests, Σ std and compliant Σ std from the rollups
-    (whole days from the daily ones: rollups_within); std = tok / R_ref of the version in force (metering.domain.usage.production);
-    Σ requests × the version's slo_target."""
+    (whole days from the daily ones: rollups_within); std = tok / R_ref of the version in
+    force (metering.domain.usage.production); Σ requests × the version's slo_target. Summed
+    per tenant and deployment over the whole period in one query a rollup table; only a
+    deployment whose version changes within the period is summed again span by span
+    (`sums`: _sums over the whole period)."""
     totals: dict[int, dict] = defaultdict(
         lambda: {
             "requests": 0,
@@ -95,55 +91,91 @@ def _production(tenant_ids: list[int], start: datetime, end: datetime) -> dict[i
             "targeted": Fraction(0),  # Σ requests × the version's slo_target
         }
     )
-    deployment_ids = {
-        deployment_id
-        for rows in rollups_within(start, end)
-        for deployment_id in rows.filter(tenant_id__in=tenant_ids)
-        .values_list("deployment_id", flat=True)
-        .distinct()
-    }
+    spans = _version_spans(start, end)
+    split: set[int] = set()
+    for (tenant_id, deployment_id), total in sums.items():
+        in_force = spans.get(deployment_id, [])
+        if len(in_force) == 1 and in_force[0][1:] == (start, end):
+            _production_add(totals[tenant_id], total, in_force[0][0])
+        else:
+            split.add(deployment_id)
+    for deployment_id in split:
+        for version, lo, hi in spans.get(deployment_id, []):
+            for (tenant_id, _), part in _sums(tenant_ids, lo, hi, deployment_id).items():
+                _production_add(totals[tenant_id], part, version)
+    return totals
+
+
+def _version_spans(start: datetime, end: datetime) -> dict[int, list[tuple]]:
+    """Per deployment, (version, from, until) of each version in force within [start, end)."""
     versions: dict[int, list[DeploymentVersion]] = defaultdict(list)
-    for version in DeploymentVersion.objects.filter(deployment_id__in=deployment_ids).order_by(
-        "effective_from"
-    ):
+    for version in DeploymentVersion.objects.order_by("effective_from"):
         versions[version.deployment_id].append(version)
     far = datetime.max.replace(tzinfo=UTC)
-    for deployment_id, spans in versions.items():
-        for version, until in zip(
-            spans, [*(v.effective_from for v in spans[1:]), far], strict=True
-        ):
+    spans: dict[int, list[tuple]] = defaultdict(list)
+    for deployment_id, series in versions.items():
+        untils = [*(v.effective_from for v in series[1:]), far]
+        for version, until in zip(series, untils, strict=True):
             lo, hi = max(start, version.effective_from), min(end, until)
-            if lo >= hi:
-                continue
-            r_ref, w_in = Fraction(version.r_ref), Fraction(version.w_in)
-            target = Fraction(version.slo_target)
-            sums = (
-                s
-                for rows in rollups_within(lo, hi)
-                for s in rows.filter(tenant_id__in=tenant_ids, deployment_id=deployment_id)
-                .values("tenant_id")
-                .annotate(**{f"s_{name}": Sum(name) for name in _SUMS})
+            if lo < hi:
+                spans[deployment_id].append((version, lo, hi))
+    return spans
+
+
+def _sums(
+    tenant_ids: list[int], start: datetime, end: datetime, deployment_id: int | None = None
+) -> dict[tuple[int, int], dict]:
+    """_SUMS per (tenant, deployment) over the rollups of [start, end), of one deployment
+    when `deployment_id` is given."""
+    rows_of = {} if deployment_id is None else {"deployment_id": deployment_id}
+    sums: dict[tuple[int, int], dict] = {}
+    for rows in rollups_within(start, end):
+        grouped = (
+            rows.filter(tenant_id__in=tenant_ids, **rows_of)
+            .values("tenant_id", "deployment_id")
+            .annotate(**{f"s_{name}": Sum(name) for name in _SUMS})
+            .order_by()
+        )
+        for row in grouped:
+            total = sums.setdefault(
+                (row["tenant_id"], row["deployment_id"]), dict.fromkeys(_SUMS, 0)
             )
-            for s in sums:
-                total = totals[s["tenant_id"]]
-                total["requests"] += s["s_requests"]
-                total["compliant_requests"] += s["s_compliant_requests"]
-                total["targeted"] += s["s_requests"] * target
-                made = production_tokens(
-                    output_tokens=s["s_output_tokens"],
-                    input_tokens=s["s_input_tokens"],
-                    cached_tokens=s["s_cached_tokens"],
-                    w_in=w_in,
-                )
-                within = production_tokens(
-                    output_tokens=s["s_compliant_output_tokens"],
-                    input_tokens=s["s_compliant_input_tokens"],
-                    cached_tokens=s["s_compliant_cached_tokens"],
-                    w_in=w_in,
-                )
-                total["std"] += made / r_ref
-                total["ok_std"] += within / r_ref
-    return totals
+            for name in _SUMS:
+                total[name] += row[f"s_{name}"]
+    return sums
+
+
+def _used_of(sums: dict[tuple[int, int], dict]) -> dict[int, set[str]]:
+    """The deployments each tenant used (slugs by tenant id): those it sent requests to, from
+    the period's sums per (tenant, deployment)."""
+    slugs = dict(Deployment.objects.values_list("pk", "slug"))
+    used: dict[int, set[str]] = defaultdict(set)
+    for (tenant_id, deployment_id), total in sums.items():
+        if total["requests"] > 0:
+            used[tenant_id].add(slugs[deployment_id])
+    return used
+
+
+def _production_add(total: dict, sums: dict, version: DeploymentVersion) -> None:
+    """Add a tenant's sums on one deployment version to its totals."""
+    w_in, r_ref = Fraction(version.w_in), Fraction(version.r_ref)
+    total["requests"] += sums["requests"]
+    total["compliant_requests"] += sums["compliant_requests"]
+    total["targeted"] += sums["requests"] * Fraction(version.slo_target)
+    made = production_tokens(
+        output_tokens=sums["output_tokens"],
+        input_tokens=sums["input_tokens"],
+        cached_tokens=sums["cached_tokens"],
+        w_in=w_in,
+    )
+    within = production_tokens(
+        output_tokens=sums["compliant_output_tokens"],
+        input_tokens=sums["compliant_input_tokens"],
+        cached_tokens=sums["compliant_cached_tokens"],
+        w_in=w_in,
+    )
+    total["std"] += made / r_ref
+    total["ok_std"] += within / r_ref
 
 
 def _check_month_start(value: datetime) -> datetime:
@@ -170,10 +202,17 @@ def uptime_month_list(
     behind it, in a number of queries that does not grow with tenants: the deployments
     each used, the month's incidents and maintenance windows."""
     start = _check_month_start(month_start)
-    month_end = next_month(start)
     now = now or clock.now()
-    end = min(max(now, start), month_end)
-    used = _used_deployments([t.pk for t in tenants], start, end)
+    end = min(max(now, start), next_month(start))
+    used = _used_of(_sums([t.pk for t in tenants], start, end))
+    return _uptimes(start=start, end=end, now=now, tenants=tenants, used=used)
+
+
+def _uptimes(
+    *, start: datetime, end: datetime, now: datetime, tenants: list[Tenant], used: dict
+) -> list[TenantUptime]:
+    """uptime_month_list told the deployments each tenant used (slugs by tenant id)."""
+    month_end = next_month(start)
     incidents, windows = outages_overlapping(
         incident_queryset().order_by("started_at", "id"), start, end
     )
@@ -230,9 +269,12 @@ def sla_month_list(
     if user is not None:
         chosen = tenant_scoped(chosen, user=user, field=None)
     tenant_list = list(chosen.order_by("slug"))
-    production = _production([t.pk for t in tenant_list], start, end)
+    tenant_ids = [t.pk for t in tenant_list]
+    sums = _sums(tenant_ids, start, end)  # read once: the production and the deployments used
+    production = _production(tenant_ids, start, end, sums)
     result = []
-    for up in uptime_month_list(month_start=start, tenants=tenant_list, now=now):
+    used = _used_of(sums)
+    for up in _uptimes(start=start, end=end, now=now, tenants=tenant_list, used=used):
         figures, made = up.figures, production[up.tenant.pk]
         result.append(
             SlaMonth(
