@@ -145,35 +145,36 @@ def _usage_filtered(rows: QuerySet, *, user, filters) -> QuerySet:
 def usage_daily_by_model(*, user, period: Period, filters=None) -> list[dict]:
     """Per day and model: requests, errors, tokens and latency p50/p95, from the daily
     rollups of the period's whole days and the hourly rollups of the rest (the rows of
-    `usage_list` by day, summed over tenants and pools); `filters` as usage_list's."""
-    buckets = {
-        f"b{i}": Sum(Cast(KeyTextTransform(str(i), "latency_histogram"), BigIntegerField()))
-        for i in range(len(LATENCY_BUCKETS_MS) + 1)
-    }
+    `usage_list` by day, summed over tenants and pools); `filters` as usage_list's. The sums
+    per day and deployment are kept in the shared cache under usage_stamp and their queries
+    (which name the hours, the user's scope and the filters); the names are read each time."""
+    hours = (hour_ceil(period.start), hour_ceil(period.end))  # the rollup hours in the period
+    queries = [
+        _daily_by_deployment(rows, user=user, filters=filters) for rows in rollups_within(*hours)
+    ]
+    key = (
+        "metering.usage_daily_by_deployment",
+        usage_stamp(),
+        *(q.query.sql_with_params() for q in queries),
+    )
+    grouped = kept(key, lambda: [r for q in queries for r in q])
+    models = dict(Deployment.objects.values_list("pk", "model__slug"))
     merged: dict[tuple, dict] = {}
-    for rows in rollups_within(period.start, period.end):
-        day = F("day") if rows.model is DailyUsage else TruncDate("hour", tzinfo=UTC)
-        rows = _usage_filtered(rows.annotate(period_day=day), user=user, filters=filters)
-        # Summed in the database per day and model (a month is hundreds of groups, not the
-        # tens of thousands of rollup rows), the histograms bucket by bucket.
-        grouped = rows.values("period_day", "deployment__model__slug").annotate(
-            **{name: Sum(name) for name in USAGE_SUMS}, **buckets
+    for r in grouped:
+        key = (r["period_day"], models[r["deployment_id"]])
+        row = merged.setdefault(
+            key,
+            {
+                "day": key[0],
+                "model": key[1],
+                **dict.fromkeys(USAGE_SUMS, 0),
+                "histogram": [0] * (len(LATENCY_BUCKETS_MS) + 1),
+            },
         )
-        for r in grouped.order_by():
-            key = (r["period_day"], r["deployment__model__slug"])
-            row = merged.setdefault(
-                key,
-                {
-                    "day": key[0],
-                    "model": key[1],
-                    **dict.fromkeys(USAGE_SUMS, 0),
-                    "histogram": [0] * len(buckets),
-                },
-            )
-            for name in USAGE_SUMS:
-                row[name] += r[name]
-            for i, name in enumerate(buckets):
-                row["histogram"][i] += r[name] or 0
+        for name in USAGE_SUMS:
+            row[name] += r[name]
+        for i in range(len(LATENCY_BUCKETS_MS) + 1):
+            row["histogram"][i] += r[f"b{i}"] or 0
     result = []
     for key in sorted(merged):
         row = merged[key]
@@ -182,6 +183,20 @@ def usage_daily_by_model(*, user, period: Period, filters=None) -> list[dict]:
         row["p95_ms"] = _quantile(histogram, 0.95)
         result.append(row)
     return result
+
+
+def _daily_by_deployment(rows: QuerySet, *, user, filters) -> QuerySet:
+    """The rollup rows the user may see (usage_list's filters) summed per UTC day and
+    deployment in the database (a month is hundreds of groups, not the tens of thousands of
+    rollup rows), the latency histograms bucket by bucket."""
+    buckets = {
+        f"b{i}": Sum(Cast(KeyTextTransform(str(i), "latency_histogram"), BigIntegerField()))
+        for i in range(len(LATENCY_BUCKETS_MS) + 1)
+    }
+    day = F("day") if rows.model is DailyUsage else TruncDate("hour", tzinfo=UTC)
+    rows = _usage_filtered(rows.annotate(period_day=day), user=user, filters=filters)
+    sums = {name: Sum(name) for name in USAGE_SUMS}
+    return rows.values("period_day", "deployment_id").annotate(**sums, **buckets).order_by()
 
 
 def capacity_series(*, pool: Pool, period: Period) -> list[dict]:

@@ -559,13 +559,19 @@ def test_a_latency_quantile_is_interpolated_in_its_bucket_to_a_tenth_of_a_millis
     assert _quantile([0] * 16, 0.5) is None
 
 
-def test_usage_by_pool_reads_each_folds_sums_also_once_the_log_is_pruned(factory):
-    """Usage by pool (the Metering page) is kept in the cache under the fold's last change:
-    each fold's events are in the next read, also once rating and measurement have read the
-    log and the fold has pruned it (where they read up to stands in for the pruned entry)."""
-    from metering.selectors.usage import usage_by_pool
+def test_usage_reads_kept_in_the_cache_see_each_fold_also_once_the_log_is_pruned(
+    factory, make_user
+):
+    """Usage by pool (Metering) and by day and model (the usage page) are kept in the cache
+    under the fold's last change: each fold's events are in the next read, also once rating
+    and measurement have read the log and the fold has pruned it (where they read up to
+    stands in for the pruned entry)."""
+    from metering.selectors.usage import usage_by_pool, usage_daily_by_model
     from portal.periods import Period
     from portal.pipeline import LOG_CONSUMERS, log_consume, log_read
+
+    operator = make_user("operator")
+    period = Period(BASE, BASE + timedelta(days=2, hours=12))  # 2 days and 12 hours
 
     def pruned() -> None:
         for consumer in LOG_CONSUMERS["metering.usage"]:
@@ -574,17 +580,21 @@ def test_usage_by_pool_reads_each_folds_sums_also_once_the_log_is_pruned(factory
         assert not UsageChange.objects.exists()
 
     def by_pool() -> list[tuple]:
-        period = Period(BASE, BASE + timedelta(days=2, hours=12))  # 2 days and 12 hours
         return [
             (r["deployment__pool__slug"], r["deployment__model__slug"], r["requests"],
              r["errors"], r["output_tokens"])
             for r in usage_by_pool(period=period)
         ]  # fmt: skip
 
+    def by_day() -> list[tuple]:
+        rows = usage_daily_by_model(user=operator, period=period)
+        return [(r["day"].day, r["model"], r["requests"], r["output_tokens"]) for r in rows]
+
     _ingest(_items([("t1", "m1", 10, 100, 40, False, None)]))
     usage_fold()
     pruned()
     assert by_pool() == [("h100-a", "m1", 1, 0, 40)]
+    assert by_day() == [(1, "m1", 1, 40)]
 
     # Day 2 at 0:30 and day 3 at 11:00 (an hourly rollup past the whole days); day 3 at
     # 13:00 is past the period.
@@ -592,10 +602,13 @@ def test_usage_by_pool_reads_each_folds_sums_also_once_the_log_is_pruned(factory
                     ("t1", "m2", 3660, 10, 900, False, None)], offset=1))  # fmt: skip
     usage_fold()
     assert by_pool() == [("h100-a", "m1", 2, 1, 45), ("h200-a", "m2", 1, 0, 7)]
+    assert by_day() == [(1, "m1", 1, 40), (2, "m1", 1, 5), (3, "m2", 1, 7)]
     pruned()
     assert by_pool() == [("h100-a", "m1", 2, 1, 45), ("h200-a", "m2", 1, 0, 7)]
+    assert by_day() == [(1, "m1", 1, 40), (2, "m1", 1, 5), (3, "m2", 1, 7)]
 
     _ingest(_items([("t2", "m2", 2000, 10, 11, False, None)], offset=4))
     usage_fold()
     pruned()
     assert by_pool() == [("h100-a", "m1", 2, 1, 45), ("h200-a", "m2", 2, 0, 18)]
+    assert by_day() == [(1, "m1", 1, 40), (2, "m1", 1, 5), (2, "m2", 1, 11), (3, "m2", 1, 7)]
