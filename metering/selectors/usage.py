@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 from functools import reduce
 from operator import or_
 
+from django.core.exceptions import EmptyResultSet
 from django.db.models import BigIntegerField, Count, F, Max, Min, Q, QuerySet, Sum
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, TruncDate, TruncDay, TruncMonth
@@ -149,24 +150,26 @@ def usage_daily_by_model(*, user, period: Period, filters=None) -> list[dict]:
     per day and deployment are kept in the shared cache under usage_stamp and their queries
     (which name the hours, the user's scope and the filters); the names are read each time."""
     hours = (hour_ceil(period.start), hour_ceil(period.end))  # the rollup hours in the period
-    queries = [
-        _daily_by_deployment(rows, user=user, filters=filters) for rows in rollups_within(*hours)
-    ]
-    key = (
-        "metering.usage_daily_by_deployment",
-        usage_stamp(),
-        *(q.query.sql_with_params() for q in queries),
+    queries = {}  # each query by its SQL and parameters; none that can match no row
+    for rows in rollups_within(*hours):
+        query = _daily_by_deployment(rows, user=user, filters=filters)
+        try:
+            queries[query.query.sql_with_params()] = query
+        except EmptyResultSet:  # a scope or filter that matches nothing
+            continue
+    grouped = kept(
+        ("metering.usage_daily_by_deployment", usage_stamp(), *queries),
+        lambda: [r for query in queries.values() for r in query],
     )
-    grouped = kept(key, lambda: [r for q in queries for r in q])
     models = dict(Deployment.objects.values_list("pk", "model__slug"))
     merged: dict[tuple, dict] = {}
     for r in grouped:
-        key = (r["period_day"], models[r["deployment_id"]])
+        cell = (r["period_day"], models[r["deployment_id"]])
         row = merged.setdefault(
-            key,
+            cell,
             {
-                "day": key[0],
-                "model": key[1],
+                "day": cell[0],
+                "model": cell[1],
                 **dict.fromkeys(USAGE_SUMS, 0),
                 "histogram": [0] * (len(LATENCY_BUCKETS_MS) + 1),
             },

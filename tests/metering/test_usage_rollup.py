@@ -612,3 +612,5 @@ def test_usage_reads_kept_in_the_cache_see_each_fold_also_once_the_log_is_pruned
     pruned()
     assert by_pool() == [("h100-a", "m1", 2, 1, 45), ("h200-a", "m2", 2, 0, 18)]
     assert by_day() == [(1, "m1", 1, 40), (2, "m1", 1, 5), (2, "m2", 1, 11), (3, "m2", 1, 7)]
+    # A scope that matches no row (an investor sees no tenant's usage) reads nothing.
+    assert usage_daily_by_model(user=make_user("investor"), period=period) == []
