@@ -1,14 +1,28 @@
-"""`Authorization: Bearer <token>` for the DRF API."""
+"""Who a request is: a browser session's user (`SessionUserBackend`) and
+`Authorization: Bearer <token>` for the DRF API. Both read the user, its tenant and its role
+in one query."""
 
 from datetime import timedelta
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from portal.access import user_refusal
+from portal.access import ROLE_GROUP, role_group_of, user_refusal
 from portal.models import ApiToken
 from portal.services import token_digest
+
+
+class SessionUserBackend(ModelBackend):
+    """Django's model backend (sign-in, permissions), reading a session's user with its
+    tenant and role: one query on every page instead of three."""
+
+    def get_user(self, user_id):
+        users = get_user_model()._default_manager.select_related("membership__tenant")
+        user = users.annotate(**{ROLE_GROUP: role_group_of("pk")}).filter(pk=user_id).first()
+        return user if user is not None and self.user_can_authenticate(user) else None
 
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
@@ -28,6 +42,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed("Token must be ASCII.") from exc
         token = (
             ApiToken.objects.select_related("user", "user__membership__tenant")
+            .annotate(**{ROLE_GROUP: role_group_of("user_id")})
             .filter(digest=token_digest(raw))
             .first()
         )
@@ -36,6 +51,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         if token.revoked_at is not None:
             raise exceptions.AuthenticationFailed("Token has been revoked.")
         user = token.user
+        setattr(user, ROLE_GROUP, getattr(token, ROLE_GROUP))
         if not user.is_active:
             raise exceptions.AuthenticationFailed("User is inactive.")
         if refusal := user_refusal(user):

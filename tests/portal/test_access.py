@@ -263,3 +263,39 @@ def test_an_operator_binds_an_ingest_token_to_a_tenant_on_the_page_and_the_comma
     assert ApiToken.objects.get(user__username="gw").bound_tenant == tenant_a
     client.force_login(users["finance"])  # no ingest scope: no binding offered
     assert "bound_tenant" not in client.get("/tokens/").context["form"].fields
+
+
+def _auth_reads(captured) -> list[str]:
+    """The statements of a request that read who it is: its user, groups, membership or
+    token, or a tenant by its id."""
+    tables = ('FROM "auth_user"', 'FROM "auth_group"', 'FROM "portal_membership"',
+              'FROM "portal_apitoken"', 'FROM "portal_tenant" WHERE "portal_tenant"."id" =')  # fmt: skip
+    return [q["sql"] for q in captured if any(t in q["sql"] for t in tables)]
+
+
+@pytest.mark.parametrize("via", ["session", "token"])
+def test_a_request_reads_its_user_tenant_and_role_in_one_query(via, users, make_user, tenant_a,
+                                                              client, token_client):  # fmt: skip
+    """Every page and API call asks who it is: the user, its tenant (a member's) and its
+    role come in one query, and a user in several role groups still has the highest."""
+    from django.contrib.auth.models import Group
+    from django.test.utils import CaptureQueriesContext
+
+    both = make_user("tenant", tenant=tenant_a, username="member-and-finance")
+    both.groups.add(Group.objects.get(name="finance"))
+    for user, role in ((users["tenant"], "tenant"), (users["operator"], "operator"),
+                       (both, "finance")):  # fmt: skip
+        if via == "session":
+            client.force_login(user)
+            reader, url = client, "/billing/ledger/"  # finance's alone: 403 for the others
+        else:
+            reader, url = token_client(user), "/api/v1/receivables"  # staff's alone
+        with CaptureQueriesContext(connection) as captured:
+            status = reader.get(url).status_code
+        reads = _auth_reads(captured)
+        assert len(reads) == 1, (via, role, reads)
+        if via == "session":
+            assert status == (200 if role == "finance" else 403), (role, status)
+        else:
+            assert status == (403 if role == "tenant" else 200), (role, status)
+        client.logout()
