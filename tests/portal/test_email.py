@@ -10,7 +10,8 @@ from email.policy import default
 
 import pytest
 from aiosmtpd.controller import Controller
-from django.db import transaction
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from portal.delivery import deliveries_send
 from portal.events import email_subscriptions_set, event_raise
@@ -75,3 +76,28 @@ def test_an_opted_in_user_gets_a_readable_email(smtp, users, make_user, tenant_a
     assert "https://portal.example.com/notifications/" in body
     assert set(Delivery.objects.values_list("channel", "state")) == {("email", "delivered")}
     assert email_subscriptions_set(user=finance, event_types=["usage.batch_rejected"]) == []
+
+
+def test_an_events_email_recipients_are_read_in_queries_that_do_not_grow(make_user, tenant_a,
+                                                                          tenant_b):  # fmt: skip
+    """The close raises an event per tenant: who of the subscribers may see it is decided
+    from the subscribers as read, in the same queries for 3 of them as for 15."""
+    subscribed: set[str] = set()
+    counts = []
+    for size in (1, 4):
+        for n in range(size):
+            for role, tenant, name in (("tenant", tenant_a, "a"), ("tenant", tenant_b, "b"),
+                                       ("finance", None, "f")):  # fmt: skip
+                user = make_user(role, tenant=tenant, username=f"{name}{size}-{n}")
+                user.email = f"{user.username}@example.com"
+                user.save()
+                email_subscriptions_set(user=user, event_types=["invoice.issued"])
+                subscribed |= {user.username} if name != "b" else set()
+        with transaction.atomic(), CaptureQueriesContext(connection) as captured:
+            event = event_raise(type="invoice.issued", summary="Invoice issued", data={},
+                                tenant=tenant_a)  # fmt: skip
+        counts.append(len(captured))
+        reached = Delivery.objects.filter(event=event).values_list("user__username", flat=True)
+        assert set(reached) == subscribed
+    assert len(subscribed) == 10  # tenant A's members and finance, never tenant B's
+    assert counts[0] == counts[1]
