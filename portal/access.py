@@ -61,16 +61,28 @@ TOKEN_SCOPES: dict[Role, frozenset[str]] = {
 
 # When a user is in several groups, the most powerful role wins.
 _ROLE_ORDER = [Role.OPERATOR, Role.FINANCE, Role.INVESTOR, Role.TENANT]
-# A user read with `role_group_of` holds its role group's name (None: none) under this name.
-ROLE_GROUP = "role_group"
+# A user read by `with_access` holds its role group's name (None: none) under this name.
+_ROLE_GROUP = "role_group"
 
 
-def role_group_of(user: str) -> Subquery:
-    """The name of the highest role group held by the user at the outer reference `user`
-    (a path to its pk), as an annotation: the role read in the same query as the user."""
+def with_access(queryset: QuerySet[M], *, user: str | None = None) -> QuerySet[M]:
+    """`queryset` reading with each user its tenant and its highest role group, so that
+    `user_role` and `user_tenant` ask nothing more: a queryset of users (`user` None), or of
+    rows whose user is the foreign key `user` (take it with `user_of`)."""
     rank = Case(*(When(name=role.value, then=Value(n)) for n, role in enumerate(_ROLE_ORDER)))
-    held = Group.objects.filter(user=OuterRef(user), name__in=[role.value for role in _ROLE_ORDER])
-    return Subquery(held.annotate(rank=rank).order_by("rank").values("name")[:1])
+    held = Group.objects.filter(
+        user=OuterRef(f"{user}_id" if user else "pk"), name__in=[r.value for r in _ROLE_ORDER]
+    )
+    group = Subquery(held.annotate(rank=rank).order_by("rank").values("name")[:1])
+    related = f"{user}__membership__tenant" if user else "membership__tenant"
+    return queryset.select_related(related).annotate(**{_ROLE_GROUP: group})
+
+
+def user_of(row: Model, *, user: str = "user") -> AbstractBaseUser:
+    """The user of a row read by `with_access(…, user=user)`, holding its role group."""
+    found = getattr(row, user)
+    setattr(found, _ROLE_GROUP, getattr(row, _ROLE_GROUP))
+    return found
 
 
 def _kept_on_user(attr: str):
@@ -105,10 +117,10 @@ def acting_user(user: AbstractBaseUser | AnonymousUser | None) -> AbstractBaseUs
 @_kept_on_user("_portal_role")
 def user_role(user: AbstractBaseUser) -> Role | None:
     """The user's role: superusers are operators; otherwise the highest group held (read
-    with the user when it was read with `role_group_of`)."""
+    with the user when it was read by `with_access`)."""
     if user.is_superuser:
         return Role.OPERATOR
-    held = getattr(user, ROLE_GROUP, False)  # False: not read with the user
+    held = getattr(user, _ROLE_GROUP, False)  # False: not read with the user
     names = set(user.groups.values_list("name", flat=True)) if held is False else {held}
     role = next((r for r in _ROLE_ORDER if r.value in names), None)
     if role is Role.TENANT and user_tenant(user) is None:

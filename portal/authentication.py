@@ -10,7 +10,7 @@ from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from portal.access import ROLE_GROUP, role_group_of, user_refusal
+from portal.access import user_of, user_refusal, with_access
 from portal.models import ApiToken
 from portal.services import token_digest
 
@@ -20,8 +20,7 @@ class SessionUserBackend(ModelBackend):
     tenant and role: one query on every page instead of three."""
 
     def get_user(self, user_id):
-        users = get_user_model()._default_manager.select_related("membership__tenant")
-        user = users.annotate(**{ROLE_GROUP: role_group_of("pk")}).filter(pk=user_id).first()
+        user = with_access(get_user_model()._default_manager.filter(pk=user_id)).first()
         return user if user is not None and self.user_can_authenticate(user) else None
 
 
@@ -40,18 +39,12 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raw = header[1].decode("ascii")
         except UnicodeDecodeError as exc:
             raise exceptions.AuthenticationFailed("Token must be ASCII.") from exc
-        token = (
-            ApiToken.objects.select_related("user", "user__membership__tenant")
-            .annotate(**{ROLE_GROUP: role_group_of("user_id")})
-            .filter(digest=token_digest(raw))
-            .first()
-        )
+        token = with_access(ApiToken.objects.filter(digest=token_digest(raw)), user="user").first()
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
         if token.revoked_at is not None:
             raise exceptions.AuthenticationFailed("Token has been revoked.")
-        user = token.user
-        setattr(user, ROLE_GROUP, getattr(token, ROLE_GROUP))
+        user = user_of(token)
         if not user.is_active:
             raise exceptions.AuthenticationFailed("User is inactive.")
         if refusal := user_refusal(user):

@@ -22,7 +22,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from portal import clock
-from portal.access import ROLE_GROUP, role_group_of, user_role, user_tenant
+from portal.access import user_of, user_role, user_tenant, with_access
 from portal.models import (
     Delivery,
     EmailSubscription,
@@ -161,15 +161,9 @@ def _subscribers(types: set[str]) -> dict[str, list[User]]:
     """The active users with an email address opted in to each of `types`, each read with
     its tenant and role (who may see an event asks no more queries, however many)."""
     subscribed: dict[str, list[User]] = {}
-    rows = (
-        EmailSubscription.objects.filter(event_type__in=types, user__is_active=True)
-        .exclude(user__email="")
-        .select_related("user__membership__tenant")
-        .annotate(**{ROLE_GROUP: role_group_of("user_id")})
-    )
-    for row in rows:
-        setattr(row.user, ROLE_GROUP, getattr(row, ROLE_GROUP))
-        subscribed.setdefault(row.event_type, []).append(row.user)
+    rows = EmailSubscription.objects.filter(event_type__in=types, user__is_active=True)
+    for row in with_access(rows.exclude(user__email=""), user="user"):
+        subscribed.setdefault(row.event_type, []).append(user_of(row))
     return subscribed
 
 
