@@ -4,10 +4,13 @@ The lists are QuerySets for the caller to refine (values, annotate, select_relat
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import NamedTuple
 
-from django.db.models import Min, QuerySet
+from django.db.models import Min, Q, QuerySet
 
 from metering.models import (
     CapacitySample,
@@ -39,6 +42,68 @@ def served_model_get(*, slug: str) -> ServedModel | None:
 def deployment_list() -> QuerySet[Deployment]:
     """Every deployment (a served model on a pool), by slug."""
     return Deployment.objects.all()
+
+
+class Placed(NamedTuple):
+    """A deployment a model name was placed on."""
+
+    id: int
+    slug: str
+
+
+@dataclass(frozen=True)
+class Placements:
+    """Where the models named by a batch (a model's slug, or an engine's alias for it) are
+    deployed, read once for the batch: `place` is the one rule that maps a name and a pool
+    to a deployment, for usage events, OTLP metrics and engine metrics alike."""
+
+    model_ids: dict[str, int]  # name -> served model; an alias wins over a slug
+    pools: dict[int, dict[str, Placed]]  # served model -> pool slug -> its deployment
+
+    def place(self, name: str, pool: str | None) -> tuple[Placed | None, tuple[str, str] | None]:
+        """The deployment the model `name` runs on, on `pool` or, when no pool is named, its
+        only one; else None and the (field, message) saying why there is none."""
+        model_id = self.model_ids.get(name)
+        if model_id is None:
+            return None, ("model", f"unknown model {name!r}")
+        pools = self.pools.get(model_id, {})
+        if pool is not None:
+            if pool in pools:
+                return pools[pool], None
+            return None, ("pool", f"model {name!r} has no deployment on pool {pool!r}")
+        if len(pools) == 1:
+            return next(iter(pools.values())), None
+        if not pools:
+            return None, ("model", f"model {name!r} is not deployed on any pool")
+        return None, (
+            "pool",
+            f"model {name!r} runs on several pools ({', '.join(sorted(pools))}); give pool",
+        )
+
+
+def placements_read(*, names: Collection[str]) -> Placements:
+    """The models `names` name, by slug or alias, and their deployments, in one query."""
+    if not names:
+        return Placements(model_ids={}, pools={})
+    rows = (
+        ServedModel.objects.filter(Q(slug__in=names) | Q(aliases__alias__in=names))
+        .values_list(
+            "id", "slug", "aliases__alias", "deployments__id", "deployments__slug",
+            "deployments__pool__slug",
+        )
+        .order_by()
+    )  # fmt: skip
+    by_slug: dict[str, int] = {}
+    by_alias: dict[str, int] = {}
+    pools: dict[int, dict[str, Placed]] = {}
+    for model_id, slug, alias, deployment_id, deployment_slug, pool in rows:
+        if slug in names:
+            by_slug[slug] = model_id
+        if alias in names:
+            by_alias[alias] = model_id
+        if deployment_id is not None:
+            pools.setdefault(model_id, {})[pool] = Placed(deployment_id, deployment_slug)
+    return Placements(model_ids={**by_slug, **by_alias}, pools=pools)
 
 
 def deployment_version_list(

@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from metering.domain.usage.fields import BAD_SLUG
@@ -866,3 +868,22 @@ def test_only_an_ingest_token_can_be_bound(users, tenant_a):
 
     with pytest.raises(ValidationError, match="Only an ingest token can be bound"):
         token_create(user=users["operator"], name="x", scopes=["read"], bound_tenant=tenant_a)
+
+
+@pytest.mark.postgres_only
+def test_a_batch_is_stored_in_the_same_statements_however_many_tenants_and_models(ingest, tenant_b):
+    """Who is asking (1), the tenants (1), the models by name or alias and their deployments
+    (1), the month's partition (1), the stage and the storing statement (2, in a savepoint
+    here: 2 more), the sources seen (1)."""
+    make_deployment(model="qwen-32b", pool="h200-a", aliases=["Qwen/Qwen3-32B"])
+    ingest([event(0)])  # the token's last use noted, the month's partition made
+    one = [event(1000)]
+    mixed = [
+        event(i, tenant=("tenant-a", "tenant-b")[i % 2],
+              model=("llama-70b", "meta-llama/Llama-3.3-70B-Instruct", "Qwen/Qwen3-32B")[i % 3])
+        for i in range(1, 301)
+    ]  # fmt: skip
+    for batch, accepted in ((one, 1), (mixed, 300)):
+        with CaptureQueriesContext(connection) as statements:
+            assert ingest(batch).json() == {"accepted": accepted, "duplicates": 0}
+        assert len(statements) == 9, [q["sql"][:40] for q in statements.captured_queries]

@@ -18,7 +18,8 @@ from metering.domain.telemetry.histogram_json import (
     histogram_to_json,
 )
 from metering.domain.telemetry.histograms import Histogram
-from metering.models import Deployment, EngineHourly, ModelAlias, Pool, ServedModel
+from metering.models import Deployment, EngineHourly, Pool
+from metering.selectors.factory import Placed, placements_read
 
 # The per-request TPOT histogram; the ITL families are fallbacks (data-formats.md §8.6).
 _PER_REQUEST_TPOT = "request_time_per_output_token_seconds"
@@ -55,21 +56,21 @@ def store_engines(
         target_deployment = resolved.get(stats.model_name)
         if target_deployment is None:
             continue
-        key = str(target_deployment.pk)
-        by_deployment[target_deployment.pk].append(replace(stats, model_name=key))
-        counted[target_deployment.pk] |= stats.model_name in models_with_history
+        key = str(target_deployment.id)
+        by_deployment[target_deployment.id].append(replace(stats, model_name=key))
+        counted[target_deployment.id] |= stats.model_name in models_with_history
     for stats in current_by_model:
         target_deployment = resolved.get(stats.model_name)
         if target_deployment is not None:
-            gauges_by_deployment[target_deployment.pk].append(
-                replace(stats, model_name=str(target_deployment.pk))
+            gauges_by_deployment[target_deployment.id].append(
+                replace(stats, model_name=str(target_deployment.id))
             )
 
     deployment_ids = sorted(by_deployment)
     _hours_add(
         hour, by_deployment, gauges_by_deployment, counted, gauge_source=gauge_source, now=now
     )
-    slugs = {d.pk: d.slug for d in resolved.values()}
+    slugs = {d.id: d.slug for d in resolved.values()}
     state = {"replicas": _next_replica_state(previous=previous, current=replicas)}
     return (
         state,
@@ -107,22 +108,15 @@ def _hours_add(hour, by_deployment, gauges_by_deployment, counted, *, gauge_sour
 
 def _resolve_deployments(
     *, pool: Pool, model_names: Sequence[str], deployment: Deployment | None
-) -> dict[str, Deployment]:
+) -> dict[str, Placed]:
     """Engine model name -> deployment: the target's deployment when set, else the served
-    model named by the alias (first) or the slug, deployed on the pool."""
-    names = sorted(set(model_names))
+    model the name or alias names, deployed on the pool."""
+    names = set(model_names)
     if deployment is not None:
-        return dict.fromkeys(names, deployment)
-    model_ids = dict(ServedModel.objects.filter(slug__in=names).values_list("slug", "id"))
-    model_ids.update(ModelAlias.objects.filter(alias__in=names).values_list("alias", "model_id"))
-    deployments = {
-        d.model_id: d for d in Deployment.objects.filter(pool=pool, model_id__in=model_ids.values())
-    }
-    return {
-        name: deployments[model_ids[name]]
-        for name in names
-        if name in model_ids and model_ids[name] in deployments
-    }
+        return dict.fromkeys(names, Placed(deployment.pk, deployment.slug))
+    known = placements_read(names=names)
+    placed = {name: known.place(name, pool.slug)[0] for name in names}
+    return {name: found for name, found in placed.items() if found is not None}
 
 
 def _add_engine_increase(

@@ -17,7 +17,8 @@ from metering.domain.telemetry.otlp_metrics import (
     latency_increase,
     point_increase,
 )
-from metering.models import Deployment, ModelAlias, OtlpHourly, OtlpMetricState, ServedModel
+from metering.models import OtlpHourly, OtlpMetricState
+from metering.selectors.factory import Placed, placements_read
 from portal.periods import hour_floor
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -61,7 +62,7 @@ def otlp_metrics_ingest(
                     unknown.add(name)
                     continue
                 hour = hour_floor(_EPOCH + timedelta(microseconds=point.time_ns // 1000))
-                sums = added[(deployment.pk, hour, source)]
+                sums = added[(deployment.id, hour, source)]
                 if isinstance(point, LatencyPoint):
                     if increase.count > 0:
                         sums[3][point.name] = increase
@@ -72,7 +73,7 @@ def otlp_metrics_ingest(
                     counted += 1
             OtlpMetricState.objects.filter(pk=holder.pk).update(state=state)
         _hours_add(added, now=now)
-    slugs = {d.pk: d.slug for d in placed.values()}
+    slugs = {d.id: d.slug for d in placed.values()}
     return OtlpMetricsResult(
         points=len(every),
         counted=counted,
@@ -100,22 +101,8 @@ def _hours_add(added: dict, *, now: datetime) -> None:
         )
 
 
-def _deployments(keys: set[tuple[str, str | None]]) -> dict[tuple[str, str | None], Deployment]:
-    """(model name or alias, pool slug or None) -> the deployment: on the named pool, or the
-    model's only deployment."""
-    names = {name for name, _ in keys}
-    model_ids = dict(ServedModel.objects.filter(slug__in=names).values_list("slug", "id"))
-    model_ids.update(ModelAlias.objects.filter(alias__in=names).values_list("alias", "model_id"))
-    by_model: dict[int, dict[str, Deployment]] = defaultdict(dict)
-    for deployment in Deployment.objects.filter(
-        model_id__in=set(model_ids.values())
-    ).select_related("pool"):
-        by_model[deployment.model_id][deployment.pool.slug] = deployment
-    placed = {}
-    for name, pool in keys:
-        pools = by_model.get(model_ids.get(name, -1), {})
-        if pool is not None and pool in pools:
-            placed[(name, pool)] = pools[pool]
-        elif pool is None and len(pools) == 1:
-            placed[(name, pool)] = next(iter(pools.values()))
-    return placed
+def _deployments(keys: set[tuple[str, str | None]]) -> dict[tuple[str, str | None], Placed]:
+    """(model name or alias, pool slug or None) -> the deployment it is placed on."""
+    known = placements_read(names={name for name, _ in keys})
+    placed = {key: known.place(*key)[0] for key in keys}
+    return {key: deployment for key, deployment in placed.items() if deployment is not None}

@@ -18,7 +18,8 @@ from django.db import IntegrityError, ProgrammingError, connection, transaction
 
 from metering.domain.usage.dedupe import dedupe_within_batch
 from metering.domain.usage.fields import EventError, EventIn, EventRef
-from metering.models import Deployment, EventKey, ModelAlias, ServedModel
+from metering.models import EventKey
+from metering.selectors.factory import placements_read
 from metering.services.usage.sources import sources_seen_store
 from portal.models import Tenant
 from portal.pipeline import FOLD, stage_schedule
@@ -206,14 +207,7 @@ def _check_references(
             "slug", "id", "status"
         )
     }
-    names = {r.model for r in refs if r.model is not None}
-    models = dict(ServedModel.objects.filter(slug__in=names).values_list("slug", "id"))
-    models.update(ModelAlias.objects.filter(alias__in=names).values_list("alias", "model_id"))
-    deployments: dict[int, dict[str, int]] = {}
-    for dep_id, model_id, pool_slug in Deployment.objects.filter(
-        model_id__in=set(models.values())
-    ).values_list("id", "model_id", "pool__slug"):
-        deployments.setdefault(model_id, {})[pool_slug] = dep_id
+    known = placements_read(names={r.model for r in refs if r.model is not None})
     # A batch names few distinct tenants and (model, pool) pairs: decide each once.
     tenant_ids: dict[str, int | None] = {}  # None: refused (unknown or closed)
     for slug in slugs:
@@ -230,14 +224,14 @@ def _check_references(
         if ref.model is not None:
             key = (ref.model, ref.pool)
             if not ref.is_placeable:
-                if ref.model not in models:
+                if ref.model not in known.model_ids:
                     problem = ("model", f"unknown model {ref.model!r}")
             elif key in placements:
                 deployment_id, problem = placements[key]
             else:
-                placement = _deployment_for(ref, models.get(ref.model), deployments)
-                placements[key] = placement
-                deployment_id, problem = placement
+                deployment, problem = known.place(ref.model, ref.pool)
+                deployment_id = None if deployment is None else deployment.id
+                placements[key] = (deployment_id, problem)
         if tenant_id is not None and deployment_id is not None:
             append((tenant_id, deployment_id))
             continue
@@ -251,27 +245,6 @@ def _check_references(
         if problem:
             errors.append(EventError(ref.index, problem[0], problem[1]))
     return placed, errors
-
-
-def _deployment_for(
-    event: EventRef, model_id: int | None, deployments: dict[int, dict[str, int]]
-) -> tuple[int | None, tuple[str, str] | None]:
-    """The deployment an event ran on, or the (field, message) saying why there is none."""
-    if model_id is None:
-        return None, ("model", f"unknown model {event.model!r}")
-    pools = deployments.get(model_id, {})
-    if event.pool is not None:
-        if event.pool in pools:
-            return pools[event.pool], None
-        return None, ("pool", f"model {event.model!r} has no deployment on pool {event.pool!r}")
-    if len(pools) == 1:
-        return next(iter(pools.values())), None
-    if not pools:
-        return None, ("model", f"model {event.model!r} is not deployed on any pool")
-    return None, (
-        "pool",
-        f"model {event.model!r} runs on several pools ({', '.join(sorted(pools))}); give pool",
-    )
 
 
 def _conflict_indexes(events: Sequence[EventIn], stored: dict[tuple[str, str], str]) -> list[int]:
