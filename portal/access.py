@@ -10,7 +10,8 @@ from functools import wraps
 from typing import TypeVar
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group
-from django.db.models import Case, Model, OuterRef, QuerySet, Subquery, Value, When
+from django.db.models import Model, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import StrIndex
 from django.http import Http404
 
 from portal.models import Role, Scope, Tenant
@@ -61,6 +62,7 @@ TOKEN_SCOPES: dict[Role, frozenset[str]] = {
 
 # When a user is in several groups, the most powerful role wins.
 _ROLE_ORDER = [Role.OPERATOR, Role.FINANCE, Role.INVESTOR, Role.TENANT]
+_ROLES_RANKED = ",".join(role.value for role in _ROLE_ORDER)
 # A user read by `with_access` holds its role group's name (None: none) under this name.
 _ROLE_GROUP = "role_group"
 
@@ -69,11 +71,14 @@ def with_access(queryset: QuerySet[M], *, user: str | None = None) -> QuerySet[M
     """`queryset` reading with each user its tenant and its highest role group, so that
     `user_role` and `user_tenant` ask nothing more: a queryset of users (`user` None), or of
     rows whose user is the foreign key `user` (take it with `user_of`)."""
-    rank = Case(*(When(name=role.value, then=Value(n)) for n, role in enumerate(_ROLE_ORDER)))
     held = Group.objects.filter(
         user=OuterRef(f"{user}_id" if user else "pk"), name__in=[r.value for r in _ROLE_ORDER]
     )
-    group = Subquery(held.annotate(rank=rank).order_by("rank").values("name")[:1])
+    # A role's rank is where its name stands in _ROLES_RANKED (the names are whole words of
+    # it, and only they are held here): one function where a CASE of four took a quarter
+    # of the time it takes every request to build this query.
+    rank = StrIndex(Value(_ROLES_RANKED), "name")
+    group = Subquery(held.order_by(rank).values("name")[:1])
     related = f"{user}__membership__tenant" if user else "membership__tenant"
     return queryset.select_related(related).annotate(**{_ROLE_GROUP: group})
 

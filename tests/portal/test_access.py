@@ -299,3 +299,20 @@ def test_a_request_reads_its_user_tenant_and_role_in_one_query(via, users, make_
         else:
             assert status == (403 if role == "tenant" else 200), (role, status)
         client.logout()
+
+
+@pytest.mark.both_backends
+@pytest.mark.parametrize(
+    ("higher", "lower"),
+    [("operator", "finance"), ("operator", "investor"), ("operator", "tenant"),
+     ("finance", "investor"), ("finance", "tenant"), ("investor", "tenant")],
+)  # fmt: skip
+def test_a_user_in_two_role_groups_is_read_with_the_higher_role(higher, lower, make_user, tenant_a):
+    from django.contrib.auth import get_user_model
+
+    from portal.access import user_role, with_access
+
+    user = make_user(lower, username="two-roles", tenant=tenant_a if lower == "tenant" else None)
+    user.groups.add(*make_user(higher).groups.all())
+    read = with_access(get_user_model().objects.filter(pk=user.pk)).get()
+    assert user_role(read) == higher
