@@ -35,7 +35,9 @@ class CloseView(APIView):
 
     @extend_schema(request=CloseIn, responses={202: None})
     def post(self, request):
-        month = month_parse(request.data.get("month"))
+        given = CloseIn(data=request.data)
+        given.is_valid(raise_exception=True)
+        month = month_parse(given.validated_data["month"])
         if next_month(month) > clock.now():
             raise CloseError(f"{month:%Y-%m} is not over yet; a month is closed once it ends")
         close_task.apply_async(kwargs={"month": f"{month:%Y-%m}"})

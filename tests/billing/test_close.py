@@ -313,3 +313,27 @@ def test_a_closed_month_is_not_rewritten_from_before_it(admin_api, march):
     assert created.status_code == 201, created.json()
     first = DeploymentVersion.objects.get(deployment__slug="qwen-8b@h100-a")
     assert first.effective_from == APRIL
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "message"),
+    [
+        ("true", "", "Invalid data. Expected a dictionary, but got bool."),
+        ('"2026-03"', "", "Invalid data. Expected a dictionary, but got str."),
+        ("[]", "", "Invalid data. Expected a dictionary, but got list."),
+        ("{}", "month", "This field is required."),
+        ('{"month": 202603}', "month", "must be a month, YYYY-MM"),
+        ('{"month": null}', "month", "This field may not be null."),
+    ],
+)
+def test_the_close_api_names_what_is_wrong_with_a_body_that_is_not_a_month(
+    db, users, body, field, message
+):
+    """Found by `make soak`'s fuzzing: a JSON body that is not an object was a 500."""
+    from rest_framework.test import APIClient
+
+    finance = APIClient()
+    finance.force_login(users["finance"])
+    answer = finance.generic("POST", "/api/v1/close", body, content_type="application/json")
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["errors"] == [{"field": field, "message": message}]
