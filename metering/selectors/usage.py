@@ -6,7 +6,7 @@ from functools import reduce
 from operator import or_
 
 from django.core.exceptions import EmptyResultSet
-from django.db.models import BigIntegerField, Count, F, Max, Min, Q, QuerySet, Sum
+from django.db.models import BigIntegerField, Count, F, Max, Min, Q, QuerySet, Subquery, Sum
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, TruncDate, TruncDay, TruncMonth
 
@@ -286,10 +286,15 @@ def usage_metered_until(*, now: datetime | None = None) -> datetime:
     stopped reads as a lag, never as idle GPUs); never after now; now when the fold never
     ran and nothing waits for it. Under continuous ingestion it keeps moving."""
     now = now or clock.now()
-    oldest = FoldPending.objects.aggregate(oldest=Min("queued_at"))["oldest"]
+    first_queued = FoldPending.objects.order_by("queued_at").values("queued_at")[:1]
+    # One query once the fold has completed (its mark is one row); two before.
+    row = FoldMark.objects.annotate(oldest=Subquery(first_queued))
+    oldest, mark = row.values_list("oldest", "completed_at").first() or (
+        FoldPending.objects.aggregate(oldest=Min("queued_at"))["oldest"],
+        None,
+    )
     if oldest is not None:
         return min(now, oldest.astimezone(UTC))
-    mark = FoldMark.objects.values_list("completed_at", flat=True).first()
     return now if mark is None else min(now, mark.astimezone(UTC))
 
 

@@ -614,3 +614,30 @@ def test_usage_reads_kept_in_the_cache_see_each_fold_also_once_the_log_is_pruned
     assert by_day() == [(1, "m1", 1, 40), (2, "m1", 1, 5), (2, "m2", 1, 11), (3, "m2", 1, 7)]
     # A scope that matches no row (an investor sees no tenant's usage) reads nothing.
     assert usage_daily_by_model(user=make_user("investor"), period=period) == []
+
+
+def test_metered_until_is_the_oldest_waiting_run_else_the_folds_mark_in_one_query(
+    db, now, django_assert_num_queries
+):
+    """kpis.md section 0, data_until: the receipt of the oldest event waiting for the fold,
+    else the fold's last completion, else now; never after now. One query once the fold has
+    completed (every page and API call that measures a period asks this)."""
+    from metering.models import FoldMark, FoldPending
+    from metering.selectors.usage import usage_metered_until
+
+    hour = timedelta(hours=1)
+    with django_assert_num_queries(2):
+        assert usage_metered_until(now=now) == now  # the fold never ran, nothing waits
+    FoldPending.objects.create(first_id=1, last_id=5, time_min=now - 9 * hour,
+                               time_max=now - 8 * hour, events=5, queued_at=now - 3 * hour)  # fmt: skip
+    assert usage_metered_until(now=now) == now - 3 * hour
+    FoldMark.objects.create(pk=1, completed_at=now - 2 * hour)
+    FoldPending.objects.create(first_id=11, last_id=12, time_min=now - 9 * hour,
+                               time_max=now - 8 * hour, events=2, queued_at=now - 4 * hour)  # fmt: skip
+    with django_assert_num_queries(1):
+        assert usage_metered_until(now=now) == now - 4 * hour  # the oldest run waiting
+    FoldPending.objects.all().delete()
+    with django_assert_num_queries(1):
+        assert usage_metered_until(now=now) == now - 2 * hour  # the mark
+    FoldMark.objects.filter(pk=1).update(completed_at=now + hour)
+    assert usage_metered_until(now=now) == now  # never after now
