@@ -101,8 +101,10 @@ def first_open_day(moment: datetime) -> datetime:
     return start
 
 
-def closed_months(*, start: datetime, end: datetime) -> set[datetime]:
-    """The first instants of the closed months beginning in [start, end) (one query)."""
-    return set(
-        ClosedMonth.objects.filter(month__gte=start, month__lt=end).values_list("month", flat=True)
-    )
+def closed_months(*, start: datetime, end: datetime, by_close: bool = False) -> set[datetime]:
+    """The first instants of the closed months beginning in [start, end) (one query);
+    `by_close`: only those whose close has finished (as month_is_closed)."""
+    months = ClosedMonth.objects.filter(month__gte=start, month__lt=end)
+    if by_close:
+        months = months.filter(closing=False)
+    return set(months.values_list("month", flat=True))

@@ -93,7 +93,8 @@ BALANCE_KINDS = (LineKind.CREDIT, LineKind.PREPAID)  # how an amount due is paid
 def _billed_months(*, tenant: Tenant, month_start: datetime) -> list[datetime]:
     """The earlier months late usage may have changed for the tenant (within
     ADJUSTMENT_MONTHS): those billed by a live invoice or a netted month's credit note, and
-    the closed months it was rated in without a document (all its usage came late)."""
+    the closed months it was rated in without a document (all its usage came late). A month
+    whose close is still running is its close's to bill, not a later month's."""
     since = months_before(month_start, ADJUSTMENT_MONTHS)
     within = {"period_start__gte": since, "period_start__lt": month_start}
     months = set(
@@ -109,7 +110,7 @@ def _billed_months(*, tenant: Tenant, month_start: datetime) -> list[datetime]:
     rated = RatedTenantMonth.objects.filter(
         tenant=tenant, month_start__gte=since, month_start__lt=month_start
     ).values_list("month_start", flat=True)
-    months |= set(rated) & closed_months(start=since, end=month_start)
+    months |= set(rated) & closed_months(start=since, end=month_start, by_close=True)
     return sorted(months)
 
 

@@ -11,6 +11,7 @@ from billing.models import CloseStep, CreditNote, Invoice, InvoiceLine, MonthClo
 from billing.selectors.close import close_report
 from billing.services import close as close_service
 from billing.services.close import STEPS, close_run
+from portal.closing import month_close
 from portal.models import ClosedMonth
 from tests.billing.factories import APRIL, MARCH, M, make_contract, make_priced_model, post_usage
 
@@ -337,3 +338,28 @@ def test_the_close_api_names_what_is_wrong_with_a_body_that_is_not_a_month(
     answer = finance.generic("POST", "/api/v1/close", body, content_type="application/json")
     assert answer.status_code == 400, answer.content
     assert answer.json()["errors"] == [{"field": field, "message": message}]
+
+
+def test_a_month_whose_close_stopped_after_its_lock_is_billed_by_its_close_not_by_the_next(
+    admin_api, march
+):
+    """March's close locked the month, then its worker died; April closes before March's
+    close resumes. March's usage is March's close to bill: April's invoice must not carry
+    it as late usage, or it is billed twice."""
+    month_close(month=MARCH)
+    april = {"time": "2026-04-02T00:00:00Z", "input_tokens": 1 * M, "output_tokens": 1 * M}
+    post_usage(admin_api, [{"id": "a2", **april}])
+
+    [april_invoice] = close_run(month_start=APRIL).issued
+    march_invoices = close_run(month_start=MARCH).issued
+
+    # 1 M in + 1 M out at 0.88, 10% off: 1.584, billed 1.58; no adjustment line.
+    assert [(line.kind, line.for_month) for line in april_invoice.lines.all()] == [
+        ("usage", APRIL),
+        ("usage", APRIL),
+    ]
+    assert april_invoice.total == Decimal("1.58")
+    assert sorted(invoice.total for invoice in march_invoices) == [
+        Decimal("8.80"),
+        Decimal("15.84"),
+    ]
