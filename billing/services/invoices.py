@@ -157,10 +157,14 @@ def _line_in(line: InvoiceLine | CreditNoteLine) -> LineIn:
     )
 
 
-def _sla_lines(*, tenant: Tenant, month_start: datetime) -> list[tuple[LineIn, SlaCredit]]:
+def _sla_lines(
+    *, tenant: Tenant, month_start: datetime, draft: Invoice | None
+) -> list[tuple[LineIn, SlaCredit]]:
+    """The SLA credits of earlier months not yet on a document (the month's own draft aside:
+    what it holds is still the month's to bill)."""
     credits = SlaCredit.objects.filter(
+        Q(invoice__isnull=True) | Q(invoice=draft),
         tenant=tenant,
-        invoice__isnull=True,
         credit_note__isnull=True,
         month_start__lt=month_start,
         amount__gt=0,
@@ -213,13 +217,16 @@ class MonthLines:
         )
 
 
-def month_lines(*, tenant: Tenant, month_start: datetime) -> MonthLines:
-    """The tenant's month as its document bills it now (RatingError names what is missing)."""
+def month_lines(
+    *, tenant: Tenant, month_start: datetime, draft: Invoice | None = None
+) -> MonthLines:
+    """The tenant's month as its document bills it now, counting what the month's `draft`
+    holds as still to bill (RatingError names what is missing)."""
     start, _ = month_bounds(month_start=month_start)
     rated = month_billed(tenant=tenant, month_start=start)
     lines = [(line, start) for line in rated.lines]
     lines += _adjustments(tenant=tenant, month_start=start)
-    sla = _sla_lines(tenant=tenant, month_start=start)
+    sla = _sla_lines(tenant=tenant, month_start=start, draft=draft)
     lines += [(line, credit.month_start) for line, credit in sla]
     return MonthLines(
         currency=rated.currency,
@@ -266,12 +273,17 @@ def invoice_draft(*, tenant: Tenant, month_start: datetime) -> tuple[Invoice | N
     nothing is due or the month nets below zero (the close credits it instead). RatingError
     propagates."""
     start, end = month_bounds(month_start=month_start)
-    billed = month_lines(tenant=tenant, month_start=start)
-    existing = Invoice.objects.select_for_update().filter(
-        tenant=tenant, period_start=start, kind=Invoice.Kind.USAGE
+    invoice = (
+        Invoice.objects.select_for_update()
+        .filter(tenant=tenant, period_start=start, kind=Invoice.Kind.USAGE)
+        .exclude(status=Invoice.Status.VOID)
+        .first()
     )
-    if invoice := existing.exclude(status=Invoice.Status.VOID).first():
-        if invoice.status != Invoice.Status.DRAFT or _is_current(invoice, billed):
+    if invoice and invoice.status != Invoice.Status.DRAFT:
+        return invoice, False
+    billed = month_lines(tenant=tenant, month_start=start, draft=invoice)
+    if invoice:
+        if _is_current(invoice, billed):
             return invoice, False
         invoice.status, invoice.voided_at = Invoice.Status.VOID, clock.now()
         invoice.save(update_fields=["status", "voided_at"])

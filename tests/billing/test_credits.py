@@ -5,9 +5,10 @@ from decimal import Decimal
 
 import pytest
 
-from billing.models import LedgerTransaction, SlaCredit
+from billing.models import Invoice, LedgerTransaction, SlaCredit
 from billing.selectors.ledger import account_balances
 from billing.services.close import close_run
+from billing.services.invoices import invoice_draft
 from metering.models import Deployment
 from metering.services.sla.incidents import incident_create
 from metering.services.usage.rollup import usage_fold
@@ -251,3 +252,19 @@ def test_sla_compares_attainment_with_the_slo_target_and_uptime_with_its_own(
     assert "Uptime target" in page and "SLO target" in page and "99.50%" in page
     assert after["slo_attainment"] == 1.0 and "SLO met" in page  # no latency: compliant
     assert "uptime met" in page
+
+
+def test_a_draft_asked_for_again_is_the_same_draft_with_its_sla_credit(march, tenant_a):
+    """The draft holds the March credit; asking again must find it current (not void it and
+    draft again without the credit it held)."""
+    _outage(3000)  # 10% of 17.60: 1.76
+    close_run(month_start=MARCH)
+    post_usage(march, [usage_event("s2", "2026-04-02T00:00:00Z", 10 * M)])
+
+    first, created = invoice_draft(tenant=tenant_a, month_start=APRIL)
+    again, created_again = invoice_draft(tenant=tenant_a, month_start=APRIL)
+
+    assert (created, created_again, again) == (True, False, first)
+    assert line_amounts(again) == [("usage", Decimal("8.80")), ("sla_credit", Decimal("-1.76"))]
+    assert not Invoice.objects.filter(status="void").exists()
+    assert SlaCredit.objects.get().invoice == first
