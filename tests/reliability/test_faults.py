@@ -345,9 +345,12 @@ def _batch(n: int, size: int = 50) -> list[dict]:
 @pytest.mark.integration
 @pytest.mark.postgres_only
 @pytest.mark.parametrize("outage", ["down", "hung"])
-def test_ingestion_survives_redis_stopped_and_loses_nothing(world, private_redis, outage):
+def test_ingestion_survives_redis_stopped_and_loses_nothing(db, private_redis, outage):
     """`down`: redis-server killed, restarted after the outage; `hung`: SIGSTOP, then SIGCONT
-    (each cache call then waits for the client's socket timeout)."""
+    (each cache call then waits for the client's socket timeout). The world is built here,
+    not shared by the module (`world`): this module's other tests commit theirs, and the
+    module's open transaction would still hold its rows."""
+    world = world_build()
     location = f"redis://127.0.0.1:{private_redis.port}/1"
     caches = {"default": redis_cache(location)}
     api = APIClient()
