@@ -34,6 +34,7 @@ from django.db import DatabaseError, connection, transaction
 
 from billing.domain.rating.types import LineKind
 from billing.models import (
+    CreditNoteLine,
     DocumentCounter,
     Invoice,
     InvoiceLine,
@@ -604,8 +605,9 @@ def _invariants(seed: int, step: str, seen: Seen) -> None:
 
 
 def _reconcile(h: Harness, tenants: list[str], months: list[datetime], sent: set[str]) -> None:
-    """6. Each tenant-month billed what it rates to now (its invoice plus adjustments); per
-    tenant, ledger revenue − (rated usage − SLA credits) = 0.00; every event stored once."""
+    """6. Each tenant-month billed what it rates to now (its invoice, or the credit note of a
+    month that netted below zero, plus adjustments); per tenant, ledger revenue − (rated
+    usage − SLA credits) = 0.00; every event stored once."""
     stored = (EventKey.objects.count(), UsageEvent.objects.count())
     assert stored == (len(sent), len(sent)), h.say(f"{len(sent)} events sent, stored {stored}")
     drafts = list(Invoice.objects.filter(status=Invoice.Status.DRAFT))
@@ -623,11 +625,14 @@ def _reconcile(h: Harness, tenants: list[str], months: list[datetime], sent: set
             for month in months
         }
         billed: dict[datetime, Decimal] = dict.fromkeys(months, Decimal(0))
-        for month, amount in InvoiceLine.objects.filter(
-            invoice__tenant=tenant,
-            invoice__status__in=ISSUED,
-            kind__in=[LineKind.USAGE, LineKind.ADJUSTMENT],
-        ).values_list("for_month", "amount"):
+        kinds = [LineKind.USAGE, LineKind.ADJUSTMENT]
+        invoiced = InvoiceLine.objects.filter(
+            invoice__tenant=tenant, invoice__status__in=ISSUED, kind__in=kinds
+        ).values_list("for_month", "amount")
+        netted = CreditNoteLine.objects.filter(  # a month that netted below zero
+            credit_note__tenant=tenant, credit_note__invoice=None, kind__in=kinds
+        ).values_list("for_month", "amount")
+        for month, amount in [*invoiced, *netted]:
             billed[month] += amount
         assert billed == rated, h.say(f"{tenant.slug} billed {billed}, rates to {rated}")
         revenue = -sum(
