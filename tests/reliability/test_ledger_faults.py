@@ -13,7 +13,8 @@ reorder (shuffled windows; an operation that comes too early is refused, then do
 one, for the last adjustments), and billed usage, ledger revenue and rated usage must agree.
 
 Seeds 0 to N-1: N = 12 in `make test`, 200 in `make soak` (RELIABILITY_SOAK=1), or set
-RELIABILITY_LEDGER_SEEDS=N. Everything is drawn from `random.Random(seed)` and every service
+RELIABILITY_LEDGER_SEEDS=N (and RELIABILITY_LEDGER_FIRST=F for seeds F to F+N-1, to explore
+past those already run). Everything is drawn from `random.Random(seed)` and every service
 that takes a time gets a fixed one, so a failure (it names its seed and step, and prints the
 steps before it) replays exactly with that seed alone:
 
@@ -76,10 +77,11 @@ from tests.conftest import SOAK
 pytestmark = pytest.mark.postgres_only
 
 SEED_COUNT = int(os.environ.get("RELIABILITY_LEDGER_SEEDS", 0)) or (200 if SOAK else 12)
+FIRST_SEED = int(os.environ.get("RELIABILITY_LEDGER_FIRST", 0))
 SEEDS = (
     [int(os.environ["RELIABILITY_SEED"])]
     if os.environ.get("RELIABILITY_SEED")
-    else list(range(SEED_COUNT))
+    else list(range(FIRST_SEED, FIRST_SEED + SEED_COUNT))
 )
 MONTHS = [datetime(2026, month, 1, tzinfo=UTC) for month in (2, 3, 4)]
 NOW = datetime(2026, 6, 1, tzinfo=UTC)  # the harness's clock: ingestion, payments, postings
