@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -106,6 +107,23 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {}
+
+
+def scope_naming(
+    key: str, *, exists: Callable[[Any], bool], expected: str, of_type: type = str
+) -> Callable[[dict], dict]:
+    """A kind's `scope_check` when its scope names at most one thing: {} (every one) or
+    {key: value}, `value` an `of_type` (never a bool) for which `exists(value)`; else a
+    FieldError naming scope.<key>, saying what is `expected`."""
+
+    def check(scope: dict) -> dict:
+        if key in scope:
+            value = scope[key]
+            if isinstance(value, bool) or not isinstance(value, of_type) or not exists(value):
+                raise FieldError(f"scope.{key}", expected)
+        return scope
+
+    return check
 
 
 def kind_register(kind: Kind) -> None:

@@ -34,9 +34,8 @@ from flywheel.selectors.measurement import (
 )
 from flywheel.selectors.tfom import engine_cost_model
 from metering.selectors.factory import pool_list, pool_service_lives
-from portal.alerts import Evaluation, Finding
+from portal.alerts import Evaluation, Finding, scope_naming
 from portal.effective import in_force_by
-from portal.errors import FieldError
 from portal.formatting import rfc3339
 from portal.models import AlertRule
 from portal.money import money_str, round_half_up
@@ -46,13 +45,12 @@ HOUR_PLACES = Decimal("0.01")  # GPU-hours shown
 PCT_PLACES = Decimal("0.1")  # the idle share shown, in %
 
 
-def pool_scope_check(scope: dict) -> dict:
-    """A rule's scope names no pool (every pool, or the factory) or a pool that exists."""
-    if "pool" in scope:
-        slug = scope["pool"]
-        if not isinstance(slug, str) or not pool_list().filter(slug=slug).exists():
-            raise FieldError("scope.pool", "the slug of one of the factory's pools")
-    return scope
+# A rule's scope names no pool (every pool, or the factory) or a pool that exists.
+pool_scope_check = scope_naming(
+    "pool",
+    exists=lambda slug: pool_list().filter(slug=slug).exists(),
+    expected="the slug of one of the factory's pools",
+)
 
 
 def _shown(value: Decimal, places: Decimal) -> str:

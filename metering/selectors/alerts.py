@@ -26,8 +26,7 @@ from metering.selectors.telemetry import (
     scrape_target_health,
 )
 from metering.selectors.usage import usage_metered_until
-from portal.alerts import Evaluation, Finding
-from portal.errors import FieldError
+from portal.alerts import Evaluation, Finding, scope_naming
 from portal.formatting import rfc3339
 from portal.models import AlertRule
 from portal.periods import hour_floor
@@ -46,14 +45,11 @@ def _scrape_every() -> timedelta:
 # ---------------------------------------------------------------- reconciliation drift
 
 
-def deployment_scope_check(scope: dict) -> dict:
-    """{} (every deployment) or {"deployment": slug} of an existing deployment."""
-    slug = scope.get("deployment")
-    if "deployment" in scope and (
-        not isinstance(slug, str) or not Deployment.objects.filter(slug=slug).exists()
-    ):
-        raise FieldError("scope.deployment", "the slug of a deployment")
-    return scope
+deployment_scope_check = scope_naming(
+    "deployment",
+    exists=lambda slug: Deployment.objects.filter(slug=slug).exists(),
+    expected="the slug of a deployment",
+)
 
 
 def reconciliation_drift_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
@@ -128,14 +124,11 @@ def _drift_finding(
 # ---------------------------------------------------------------- source silent
 
 
-def source_silent_scope_check(scope: dict) -> dict:
-    """{} (every source) or {"source": name} of a source that has sent usage."""
-    name = scope.get("source")
-    if "source" in scope and (
-        not isinstance(name, str) or not SourceSeen.objects.filter(source=name).exists()
-    ):
-        raise FieldError("scope.source", "the name of a source that has sent usage")
-    return scope
+source_silent_scope_check = scope_naming(
+    "source",
+    exists=lambda name: SourceSeen.objects.filter(source=name).exists(),
+    expected="the name of a source that has sent usage",
+)
 
 
 def source_silent_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
@@ -194,16 +187,12 @@ def _silent_finding(rule: AlertRule, row: SourceRow, minutes: int, now: datetime
 # ---------------------------------------------------------------- scrape down
 
 
-def scrape_down_scope_check(scope: dict) -> dict:
-    """{} (every enabled target) or {"scrape_target": id} of an existing target."""
-    target = scope.get("scrape_target")
-    if "scrape_target" in scope and (
-        isinstance(target, bool)
-        or not isinstance(target, int)
-        or not ScrapeTarget.objects.filter(pk=target).exists()
-    ):
-        raise FieldError("scope.scrape_target", "the id of a scrape target")
-    return scope
+scrape_down_scope_check = scope_naming(
+    "scrape_target",
+    exists=lambda pk: ScrapeTarget.objects.filter(pk=pk).exists(),
+    expected="the id of a scrape target",
+    of_type=int,
+)
 
 
 def scrape_down_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
