@@ -12,9 +12,11 @@ from tests.bench import config
 
 # A receiver: an HTTP/1.1 server keeping connections open, as any production receiver does,
 # answering 204 to each POST at once, or (hang) never. It stands for another machine: a
-# process of its own, light (asyncio, no thread per connection).
+# process of its own, light (asyncio, no thread per connection), at the lowest CPU priority,
+# so it takes no CPU the portal's processes want (they would have these CPUs to themselves).
 RECEIVER = r"""
-import asyncio, sys
+import asyncio, os, sys
+os.nice(19)
 hang = sys.argv[1] == "hang"
 
 async def answer(reader, writer):
