@@ -117,12 +117,9 @@ def decode_batch(
         data = data[len(_UTF8_BOM) :]
     if not data.strip():
         raise BatchError("the body is empty; send a JSON array of events")
-    try:
-        decoded = json_decode(data)
-    except msgspec.DecodeError as exc:
-        raise BatchError(f"the body is not valid UTF-8 JSON: {exc}") from None
-    except RecursionError:
-        raise BatchError("the body is not valid JSON: it is nested too deeply") from None
+    decoded, problem = json_parsed(data)
+    if problem:
+        raise BatchError(f"the body {problem}")
     if type(decoded) is not list:
         raise BatchError(f"the body must be a JSON array of events, not {_json_kind(decoded)}")
     if len(decoded) > max_events:
@@ -132,10 +129,17 @@ def decode_batch(
     return decoded
 
 
-def json_decode(data: bytes) -> Any:
-    """A JSON document as plain Python objects; a number beyond the float range is an
-    infinity (left to the validators, which name its field). Raises msgspec.DecodeError."""
-    return _JSON.decode(data)
+def json_parsed(data: bytes) -> tuple[Any, str]:
+    """A JSON document as plain Python objects and "" (a number beyond the float range is an
+    infinity, left to the validators, which name its field), or None and why it cannot be
+    decoded, as every format says it of a body, a line or a record: "is not valid JSON:
+    <what msgspec found>" (malformed, truncated, not UTF-8) or "…: it is nested too deeply"."""
+    try:
+        return _JSON.decode(data), ""
+    except msgspec.DecodeError as exc:
+        return None, f"is not valid JSON: {exc}"
+    except RecursionError:
+        return None, "is not valid JSON: it is nested too deeply"
 
 
 def _json_kind(value: Any) -> str:

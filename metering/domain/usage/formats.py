@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import msgspec
 
-from metering.domain.usage.body import MAX_EVENTS, PayloadTooLarge, json_decode
+from metering.domain.usage.body import MAX_EVENTS, PayloadTooLarge, json_parsed
 from metering.domain.usage.fields import REQUIRED, EventError
 from portal.formatting import rfc3339
 
@@ -156,13 +156,9 @@ class _BatchLine(msgspec.Struct):
 
 
 def _parse_batch_line(index: int, line: bytes, errors: list[EventError]) -> _BatchLine | None:
-    try:
-        record = json_decode(line)
-    except msgspec.DecodeError as exc:
-        errors.append(EventError(index, "", f"is not valid JSON: {exc}"))
-        return None
-    except RecursionError:
-        errors.append(EventError(index, "", "is not valid JSON: it is nested too deeply"))
+    record, problem = json_parsed(line)
+    if problem:
+        errors.append(EventError(index, "", problem))
         return None
     if type(record) is not dict:
         errors.append(EventError(index, "", "must be a JSON object"))

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, NamedTuple, TypeGuard, TypeVar
 
-import msgspec
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -27,7 +26,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
-from metering.domain.usage.body import MAX_EVENTS, BatchError, PayloadTooLarge, json_decode
+from metering.domain.usage.body import MAX_EVENTS, BatchError, PayloadTooLarge, json_parsed
 from metering.domain.usage.fields import REQUIRED, EventError
 
 PROTOBUF: Final = "application/x-protobuf"
@@ -120,12 +119,9 @@ def export_encode(response: Message, *, content_type: str) -> bytes:
 
 def json_object(body: bytes, *, message: str) -> dict:
     """An OTLP/JSON body decoded (BatchError when it is not a JSON object)."""
-    try:
-        decoded = json_decode(body)
-    except msgspec.DecodeError as exc:
-        raise BatchError(f"is not valid JSON: {exc}") from exc
-    except RecursionError:
-        raise BatchError("is not valid JSON: it is nested too deeply") from None
+    decoded, problem = json_parsed(body)
+    if problem:
+        raise BatchError(problem)
     if type(decoded) is not dict:
         raise BatchError(f"must be a JSON object (an {message})")
     return decoded
