@@ -6,10 +6,12 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from metering.domain.usage.sources import SourceState, source_state
-from metering.models import Deployment, EngineHourly, IngestRejection
+from metering.models import Deployment, EngineHourly, IngestRejection, SourceSeen
 from metering.selectors.ingestion import source_list
 from metering.tasks import retention_task
 from portal import clock
@@ -77,6 +79,36 @@ def test_an_accepted_batch_leaves_no_rejection_and_updates_its_source(gateway, n
         "gw-eu", ["llama-70b@h100-a"], first, now,
     )  # fmt: skip
     assert row.state == SourceState.ACTIVE
+
+
+def test_a_batch_from_two_sources_on_two_deployments_updates_each_pair_in_one_statement(
+    gateway, now
+):
+    """Each (source, deployment) of a batch keeps its own newest event time, written with
+    one statement for the batch (a statement a row would commit once a row)."""
+    make_deployment(model="qwen-32b", pool="h200-a")
+    at = [now - timedelta(minutes=m) for m in (50, 40, 30, 20, 10)]
+    items = [
+        event(1, time=at[0].isoformat(), source="gw-eu"),
+        event(2, time=at[3].isoformat(), source="gw-eu"),
+        event(3, time=at[1].isoformat(), source="gw-eu", model="qwen-32b"),
+        event(4, time=at[4].isoformat(), source="gw-us"),
+        event(5, time=at[2].isoformat(), source="gw-us", model="qwen-32b"),
+    ]
+    with CaptureQueriesContext(connection) as statements:
+        assert _post(gateway, items).status_code == 200
+    upserts = [q for q in statements.captured_queries if "metering_sourceseen" in q["sql"]]
+    assert len(upserts) == 1
+    seen = {
+        (row.source, row.deployment.model.slug): row.last_event_at
+        for row in SourceSeen.objects.select_related("deployment__model")
+    }
+    assert seen == {
+        ("gw-eu", "llama-70b"): at[3],
+        ("gw-eu", "qwen-32b"): at[1],
+        ("gw-us", "llama-70b"): at[4],
+        ("gw-us", "qwen-32b"): at[2],
+    }
 
 
 def test_a_quiet_source_is_silent_only_while_its_engines_keep_generating(gateway, now):
