@@ -154,8 +154,9 @@ def batch_sources(events: Sequence) -> str:
 def _store(rows: Sequence[_Row], events: Sequence[EventIn], received_at: datetime):
     """Store the rows (the first occurrence of each key of `events`) in one transaction;
     returns (accepted, replays of stored events)."""
-    store = _store_postgresql if connection.vendor == "postgresql" else _store_sqlite
-    if connection.vendor == "postgresql":
+    postgresql = connection.vendor == "postgresql"
+    store = _store_postgresql if postgresql else _store_sqlite
+    if postgresql:
         usage_partitions_ensure(times=[r.event.time for r in rows])
     for attempt in range(2):
         try:
@@ -166,9 +167,14 @@ def _store(rows: Sequence[_Row], events: Sequence[EventIn], received_at: datetim
             return accepted, replayed
         except IntegrityError:
             # Another writer stored some of these keys or ids between our check and insert
-            # (SQLite without IMMEDIATE transactions); the second pass sees them.
+            # (SQLite without IMMEDIATE transactions); the second pass sees them. Or a
+            # partition this process knew of is gone (its month archived, a test's
+            # rollback): the second pass looks again.
             if attempt:
                 raise
+            if postgresql:
+                _partitions_known.clear()
+                usage_partitions_ensure(times=[r.event.time for r in rows])
     raise AssertionError("unreachable")
 
 
@@ -405,6 +411,12 @@ def _month_start(time: datetime) -> datetime:
     return time.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
+# The partitions this process has seen exist: a batch looks each month up once a process,
+# not once a batch. One that is gone since (archived) fails the insert, and `_store` looks
+# again.
+_partitions_known: set[str] = set()
+
+
 def usage_partitions_ensure(*, times: Sequence[datetime]) -> None:
     """Create the monthly partitions of the usage event table that `times` fall in."""
     # (year, month) of UTC times directly: this runs for every event of every batch.
@@ -413,9 +425,12 @@ def usage_partitions_ensure(*, times: Sequence[datetime]) -> None:
     starts.update(_month_start(t) for t in times if t.tzinfo is not UTC)
     for start in sorted(starts):
         name = f"metering_usageevent_p{start:%Y%m}"
+        if name in _partitions_known:
+            continue
         with connection.cursor() as cursor:
             cursor.execute("SELECT to_regclass(%s)", [name])
             if cursor.fetchone()[0] is not None:
+                _partitions_known.add(name)
                 continue
         end = _month_start(start + timedelta(days=32))
         try:
@@ -427,3 +442,4 @@ def usage_partitions_ensure(*, times: Sequence[datetime]) -> None:
                 )
         except (IntegrityError, ProgrammingError):
             pass  # created by a concurrent request at the same moment
+        _partitions_known.add(name)
