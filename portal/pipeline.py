@@ -68,15 +68,21 @@ def stage_schedule(name: str) -> None:
 
 def _request(name: str) -> None:
     now = clock.now()
-    asked = StageRequest.objects.filter(name=name, pending=False).update(
-        pending=True, requested_at=now
-    )
-    if not asked and not StageRequest.objects.filter(name=name).exists():  # the first ask
+    # Read first: under a stream of writes a run is pending for most of them, and then
+    # this one read is all an ask costs.
+    pending = list(StageRequest.objects.filter(name=name).values_list("pending", flat=True))
+    if pending == [True]:
+        return  # a run is pending already: it will see this change
+    if pending:
+        asked = StageRequest.objects.filter(name=name, pending=False).update(
+            pending=True, requested_at=now
+        )
+        if not asked:
+            return  # asked for by another write since the read
+    else:  # the first ask
         row = StageRequest(name=name, pending=True, requested_at=now)
         StageRequest.objects.bulk_create([row], ignore_conflicts=True)
-        asked = True  # two first asks at once send twice, once
-    if not asked:
-        return  # a run is pending already: it will see this change
+        # two first asks at once send twice, once
     try:
         _task(name).apply_async()
     except Exception:
