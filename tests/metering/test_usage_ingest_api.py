@@ -379,6 +379,21 @@ def test_event_on_the_first_instant_of_the_window_is_stored(ingest):
     ]
 
 
+@pytest.mark.postgres_only
+def test_a_month_whose_partition_went_since_this_process_saw_it_is_stored(ingest):
+    """The month's partition is looked up once a process: when it is gone since (its month
+    archived in another process, a rolled-back transaction), the insert fails and the second
+    pass makes it again; nothing of the first pass is kept."""
+    from django.db import connection
+
+    assert ingest([event(1)]).json() == {"accepted": 1, "duplicates": 0}
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TABLE metering_usageevent_p202603")  # its event with it
+    assert ingest([event(2), event(3)]).json() == {"accepted": 2, "duplicates": 0}
+    assert "metering_usageevent_p202603" in _usage_partitions()
+    assert sorted(UsageEvent.objects.values_list("input_tokens", flat=True)) == [102, 103]
+
+
 def _usage_partitions() -> list[str]:
     from django.db import connection
 
