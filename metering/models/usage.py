@@ -23,8 +23,9 @@ class UsageEvent(models.Model):
     """Requests served (one, or `requests` alike): tokens in and out, latencies, status. `id` is
     its EventKey's id.
 
-    On PostgreSQL the table is partitioned by month of `time` (primary key (id, time));
-    rows are only ever inserted."""
+    On PostgreSQL the table is partitioned by month of `time`, and its only index is a BRIN
+    index over (id, time) (migration 0013: no primary key nor usage_cell_idx there, which
+    SQLite keeps); rows are only ever inserted."""
 
     class Status(models.TextChoices):
         OK = "ok"

@@ -481,6 +481,12 @@ def _refold(cells: set[Cell]) -> None:
     """The cells' rows from their already folded events, in one INSERT … SELECT (one
     statement: the events it sees and the queue it excludes are of one snapshot)."""
     hour_end = _dialect("c.hour + interval '1 hour'", "datetime(c.hour, '+1 hour')")
+    # A cell's events: on PostgreSQL by their hour, an equality it can hash (the events carry
+    # no B-tree index there: one pass over the cells' time span); SQLite seeks each cell's
+    # hour in usage_cell_idx.
+    in_cell = _dialect(
+        f"{_hour_sql('e.time')} = c.hour ", f"e.time >= c.hour AND e.time < {hour_end} "
+    )
     with connection.cursor() as cursor:
         _slo_stage(cursor)
         _stage(
@@ -494,18 +500,17 @@ def _refold(cells: set[Cell]) -> None:
             f"INSERT INTO metering_hourlyusage (tenant_id, deployment_id, hour, {_COLUMNS}) "  # noqa: S608
             f"SELECT c.tenant_id, c.deployment_id, c.hour, {', '.join(_sums_sql())}, false "
             "FROM refold_cells c JOIN metering_usageevent e "
-            "ON e.tenant_id = c.tenant_id AND e.deployment_id = c.deployment_id "
-            f"AND e.time >= c.hour AND e.time < {hour_end} "
+            f"ON e.tenant_id = c.tenant_id AND e.deployment_id = c.deployment_id AND {in_cell}"
             f"{_SLO_JOIN}"
             f"WHERE e.time >= %s AND e.time < %s AND NOT {_QUEUED} "
             "GROUP BY c.tenant_id, c.deployment_id, c.hour",
             [_value(min(h for *_, h in cells)), _value(max(h for *_, h in cells) + HOUR)],
         )
         if max(hour for *_, hour in cells) + HOUR > _five_minute_horizon():
-            _five_minute_refold(cursor, hour_end)
+            _five_minute_refold(cursor, hour_end, in_cell)
 
 
-def _five_minute_refold(cursor, hour_end: str) -> None:
+def _five_minute_refold(cursor, hour_end: str, in_cell: str) -> None:
     """The 5-minute buckets of the refold's cells (within the horizon) counted again from
     the same events as their hours."""
     horizon = _value(_five_minute_horizon())
@@ -522,8 +527,7 @@ def _five_minute_refold(cursor, hour_end: str) -> None:
         "compliant_requests, errors) "
         f"SELECT e.tenant_id, e.deployment_id, {_five_minute_sql('e.time')}, {_FIVE_MINUTE_SUMS} "
         "FROM refold_cells c JOIN metering_usageevent e "
-        "ON e.tenant_id = c.tenant_id AND e.deployment_id = c.deployment_id "
-        f"AND e.time >= c.hour AND e.time < {hour_end} "
+        f"ON e.tenant_id = c.tenant_id AND e.deployment_id = c.deployment_id AND {in_cell}"
         f"{_SLO_JOIN}"
         f"WHERE e.time >= %s AND NOT {_QUEUED} "
         "GROUP BY 1, 2, 3",
