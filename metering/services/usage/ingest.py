@@ -196,10 +196,19 @@ def usage_conflict_errors(*, events: Sequence[EventIn], indexes: Sequence[int]) 
 
 def _resolve(events: Sequence[EventIn]) -> tuple[list[_Row], list[EventError]]:
     """Map tenant, model (slug or alias) and pool slugs to ids; unknown ones are errors."""
-    refs = [EventRef(i, e.tenant, e.model, e.pool, True) for i, e in enumerate(events)]
-    placed, errors = _check_references(refs)
-    rows = [_Row(event, *ids) for event, ids in zip(events, placed, strict=True) if ids is not None]
-    return rows, errors
+    # A batch names few distinct (tenant, model, pool): each is checked once, and only a
+    # batch with an unknown one is checked event by event, so each error names its event.
+    distinct: dict[tuple[str, str, str | None], int] = {}
+    for e in events:
+        distinct.setdefault((e.tenant, e.model, e.pool), len(distinct))
+    placed, errors = _check_references([EventRef(i, *key, True) for key, i in distinct.items()])
+    if errors:
+        refs = [EventRef(i, e.tenant, e.model, e.pool, True) for i, e in enumerate(events)]
+        placed, errors = _check_references(refs)
+        pairs = zip(events, placed, strict=True)
+        return [_Row(event, *ids) for event, ids in pairs if ids is not None], errors
+    ids_of = dict(zip(distinct, placed, strict=True))
+    return [_Row(e, *ids_of[(e.tenant, e.model, e.pool)]) for e in events], errors
 
 
 def _check_references(
