@@ -888,9 +888,9 @@ def test_only_an_ingest_token_can_be_bound(users, tenant_a):
 @pytest.mark.postgres_only
 def test_a_batch_is_stored_in_the_same_statements_however_many_tenants_and_models(ingest, tenant_b):
     """Who is asking (1), the tenants (1), the models by name or alias and their deployments
-    (1), the stage and the storing statement (2, in a savepoint here: 2 more), the sources
-    seen (1, however many sources and deployments). The month's partition is looked up once
-    a process, by the first batch."""
+    (1), the stage and the storing statement (2, in a savepoint here: 2 more), which also
+    upserts the sources seen. The month's partition is looked up once a process, by the
+    first batch."""
     make_deployment(model="qwen-32b", pool="h200-a", aliases=["Qwen/Qwen3-32B"])
     ingest([event(0)])  # the token's last use noted, the month's partition made
     one = [event(1000)]
@@ -902,4 +902,4 @@ def test_a_batch_is_stored_in_the_same_statements_however_many_tenants_and_model
     for batch, accepted in ((one, 1), (mixed, 300)):
         with CaptureQueriesContext(connection) as statements:
             assert ingest(batch).json() == {"accepted": accepted, "duplicates": 0}
-        assert len(statements) == 8, [q["sql"][:40] for q in statements.captured_queries]
+        assert len(statements) == 7, [q["sql"][:40] for q in statements.captured_queries]

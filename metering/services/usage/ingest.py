@@ -2,9 +2,10 @@
 
 PostgreSQL: events are staged with one binary COPY, then one statement inserts their keys
 with `INSERT … ON CONFLICT DO NOTHING` into the unpartitioned key table (the unique index
-serialises concurrent replays), only the new keys' events into the monthly partitions, and
-their run of ids into the fold's queue. SQLite (the embedded default) writes the keys and
-events with one `executemany` each.
+serialises concurrent replays), only the new keys' events into the monthly partitions,
+their run of ids into the fold's queue, and the batch's sources seen. SQLite (the embedded
+default) writes the keys and events with one `executemany` each, and the sources seen with
+one upsert.
 Both paths queue the new events for the fold (FoldPending, one row a batch) in the same
 transaction, and ask for a fold once it commits: the request itself never folds.
 """
@@ -20,7 +21,7 @@ from metering.domain.usage.dedupe import dedupe_within_batch
 from metering.domain.usage.fields import EventError, EventIn, EventRef
 from metering.models import EventKey
 from metering.selectors.factory import placements_read
-from metering.services.usage.sources import sources_seen_store
+from metering.services.usage.sources import sources_seen_store, sources_seen_upsert
 from portal.models import Tenant
 from portal.pipeline import FOLD, stage_schedule
 
@@ -125,11 +126,6 @@ def usage_ingest(
             rejected += [EventError(positions[i], "id", CONFLICT) for i in new]
             duplicates -= len(new) - len(keys)  # their repeats in the batch: refused too
             unique_rows = [r for r in unique_rows if (r.event.source, r.event.id) not in keys]
-    newest: dict[tuple[str, int], datetime] = {}
-    for row in unique_rows:
-        key = (row.event.source, row.deployment_id)
-        newest[key] = max(row.event.time, newest.get(key, row.event.time))
-    sources_seen_store(seen=[(*key, time) for key, time in newest.items()], received_at=received_at)
     return IngestResult(
         accepted=accepted,
         duplicates=duplicates + replayed,
@@ -282,6 +278,11 @@ def _store_sqlite(
     if conflicts:
         raise IngestConflict(conflicts)
     new_rows = [r for r in rows if (r.event.source, r.event.id) not in stored]
+    newest: dict[tuple[str, int], datetime] = {}
+    for row in rows:
+        key = (row.event.source, row.deployment_id)
+        newest[key] = max(row.event.time, newest.get(key, row.event.time))
+    sources_seen_store(seen=[(*key, time) for key, time in newest.items()], received_at=received_at)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = %s), 0), "
@@ -381,8 +382,16 @@ _STORE = (
     "FROM keys k JOIN ingest_events s USING (source, event_id) RETURNING id, time), "
     "queued AS (INSERT INTO metering_foldpending (first_id, last_id, time_min, time_max, "
     "events, queued_at) SELECT min(id), max(id), min(time), max(time), count(*), %(received)s "
-    "FROM stored HAVING count(*) > 0) "
-    "SELECT count(*) FROM stored"
+    "FROM stored HAVING count(*) > 0), "
+    # Read by nothing, so run once the rest is done: the batch's sources seen (its replays
+    # too), their rows locked from here to the commit.
+    "seen AS ("
+    + sources_seen_upsert(
+        "SELECT source, deployment_id, max(time), %(received)s FROM ingest_events "
+        "GROUP BY source, deployment_id ORDER BY source, deployment_id",
+        vendor="postgresql",
+    )
+    + ") SELECT count(*) FROM stored"
 )
 
 

@@ -1,5 +1,5 @@
-"""When each ingestion source last sent usage, per deployment (SourceSeen): written by the
-ingestion service after each batch it stores, one upsert per source and deployment."""
+"""When each ingestion source last sent usage, per deployment (SourceSeen): written with each
+batch the ingestion service stores, one upsert per source and deployment."""
 
 from collections.abc import Iterable
 from datetime import datetime
@@ -11,25 +11,32 @@ from django.db import connection
 _ROWS_A_STATEMENT = 1000
 
 
+def sources_seen_upsert(rows: str, *, vendor: str) -> str:
+    """The statement that upserts the (source, deployment_id, last_event_at,
+    last_received_at) rows `rows` yields (a VALUES list or a SELECT, in key order): the
+    newest event time only ever moves forward, the time received is the batch's."""
+    newest = "GREATEST" if vendor == "postgresql" else "max"
+    return (
+        "INSERT INTO metering_sourceseen (source, deployment_id, last_event_at, "
+        f"last_received_at) {rows} ON CONFLICT (source, deployment_id) DO UPDATE SET "
+        f"last_event_at = {newest}(metering_sourceseen.last_event_at, EXCLUDED.last_event_at), "
+        "last_received_at = EXCLUDED.last_received_at"
+    )
+
+
 def sources_seen_store(*, seen: Iterable[tuple[str, int, datetime]], received_at: datetime) -> None:
-    """Upsert (source, deployment id, newest event time) of a batch: the newest event time
-    only ever moves forward, the time received is the batch's. Outside the batch's
-    transaction and in key order, so concurrent batches neither wait on nor deadlock over
-    these rows while they ingest. One statement (one transaction) for the batch's rows: in
-    autocommit, a statement a row would commit, and flush the log, once a row."""
+    """Upsert (source, deployment id, newest event time) of a batch received at
+    `received_at`, one statement for the batch's rows (SQLite's store; PostgreSQL's storing
+    statement upserts them itself)."""
     rows = sorted(seen)
-    newest = "GREATEST" if connection.vendor == "postgresql" else "max"
     stored = connection.ops.adapt_datetimefield_value
     received = stored(received_at)
     with connection.cursor() as cursor:
         for first in range(0, len(rows), _ROWS_A_STATEMENT):
             chunk = rows[first : first + _ROWS_A_STATEMENT]
+            values = f"VALUES {', '.join(['(%s, %s, %s, %s)'] * len(chunk))}"
             cursor.execute(
-                "INSERT INTO metering_sourceseen (source, deployment_id, last_event_at, "  # noqa: S608
-                f"last_received_at) VALUES {', '.join(['(%s, %s, %s, %s)'] * len(chunk))} "
-                "ON CONFLICT (source, deployment_id) DO UPDATE SET "
-                f"last_event_at = {newest}(metering_sourceseen.last_event_at, "
-                "EXCLUDED.last_event_at), last_received_at = EXCLUDED.last_received_at",
+                sources_seen_upsert(values, vendor=connection.vendor),
                 [
                     value
                     for source, deployment, time in chunk
