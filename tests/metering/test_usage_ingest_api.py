@@ -797,6 +797,19 @@ def test_a_replay_adding_classes_to_a_stored_event_is_a_duplicate_and_changes_no
     assert [e["index"] for e in response.json()["errors"]] == [1]
 
 
+def test_an_event_repeated_in_its_batch_with_classes_added_is_stored_as_first_sent(ingest):
+    """Within one batch as across batches: the first copy is stored, a later one that only
+    adds token classes is its duplicate. So a later replay of either copy is a duplicate
+    (storing the later copy would make the first one's replay a conflict)."""
+    plain = {**event(1), "cached_tokens": 0, "input_tokens": 200, "output_tokens": 500}
+    classes = {**plain, "reasoning_tokens": 300}
+
+    assert ingest([plain, classes]).json() == {"accepted": 1, "duplicates": 1}
+    assert list(UsageEvent.objects.values_list("reasoning_tokens", flat=True)) == [0]
+    assert ingest([plain]).json() == {"accepted": 0, "duplicates": 1}
+    assert ingest([classes]).json() == {"accepted": 0, "duplicates": 1}
+
+
 @pytest.mark.parametrize(
     ("case", "field", "message"),
     [
