@@ -73,7 +73,14 @@ def login_succeeded(*, username: str) -> None:
 
 class QuotaThrottle(SimpleRateThrottle):
     """Per token (or per signed-in user) request quotas by kind: `ingest` for ingestion
-    views, `write` for other non-GET requests, `read` otherwise; 429 with Retry-After."""
+    views, `write` for other non-GET requests, `read` otherwise; 429 with Retry-After.
+
+    Counted as a sliding window over two fixed ones: a request is let through while the
+    count of the current window, plus the previous window's weighted by the share of it the
+    sliding window still covers, stays within the quota. Each request is one atomic
+    increment of one counter, so concurrent requests are all counted (a list of request
+    times read and written back loses the requests that land in between) and the cost does
+    not grow with the quota. A refused request is taken back off the count."""
 
     def get_rate(self):  # the rate depends on the request; set in allow_request
         return None
@@ -87,8 +94,33 @@ class QuotaThrottle(SimpleRateThrottle):
             self.scope = "write"
         self.rate = self.THROTTLE_RATES.get(self.scope)
         self.num_requests, self.duration = self.parse_rate(self.rate)
-        self.cache = cache
-        return _safely(True, super().allow_request, request, view)
+        self.retry_after: float | None = None
+        return _safely(True, self._allow, self.get_cache_key(request, view))
+
+    def _allow(self, key: str) -> bool:
+        limit, duration = self.num_requests, self.duration
+        window, into = divmod(self.timer(), duration)
+        current, previous = f"{key}:{int(window)}", f"{key}:{int(window) - 1}"
+        counts = cache.get_many([previous, current])
+        before = counts.get(previous, 0)
+        # Kept until the next window has used it as its previous one. Added when missing,
+        # increased otherwise: each an atomic step, the increase at the second try when
+        # another request added it in between.
+        if current not in counts and cache.add(current, 1, 2 * duration):
+            count = 1
+        else:
+            count = cache.incr(current)
+        weight = 1 - into / duration
+        if before * weight + count <= limit:
+            return True
+        cache.decr(current)
+        self.retry_after = _quota_wait(
+            limit=limit, duration=duration, into=into, before=before, count=count - 1
+        )
+        return False
+
+    def wait(self):
+        return self.retry_after
 
     def get_cache_key(self, request, view):
         if isinstance(request.auth, ApiToken):
@@ -98,3 +130,13 @@ class QuotaThrottle(SimpleRateThrottle):
         else:
             ident = f"ip-{self.get_ident(request)}"
         return f"quota:{self.scope}:{ident}"
+
+
+def _quota_wait(*, limit: int, duration: int, into: float, before: int, count: int) -> float:
+    """Seconds until one more request fits, `into` seconds into a window holding `count`
+    requests after a previous one holding `before`: later in this window, as the previous
+    window's weight falls; else in the next one, once the weight of this window's count
+    has fallen far enough."""
+    if count + 1 <= limit:  # only the previous window's weight stands in the way
+        return duration * (1 - (limit - count - 1) / before) - into
+    return duration - into + duration * max(0.0, 1 - (limit - 1) / max(count, 1))

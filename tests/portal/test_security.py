@@ -14,9 +14,10 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from portal.middleware import SESSION_REFRESHED, SESSION_STARTED
-from portal.models import AuditEntry
+from portal.models import ApiToken, AuditEntry
 from portal.security import QuotaThrottle, login_failed, login_locked_for
 from portal.services import audit_record
+from tests.concurrency import run_together
 from tests.conftest import PASSWORD
 
 
@@ -80,6 +81,54 @@ def test_api_quota_answers_429_with_retry_after(users, token_client, monkeypatch
     refused = api.get("/api/v1/pools")
     assert int(refused["Retry-After"]) > 0
     assert "throttled" in refused.json()["errors"][0]["message"].lower()
+
+
+class _Request:
+    """What the quota reads of a request: a GET with token 7."""
+
+    method = "GET"
+    user = None
+    auth = ApiToken(pk=7)
+
+
+def test_api_quota_counts_every_one_of_many_concurrent_requests():
+    """Twenty requests of one token at the same moment against a quota of ten: ten pass,
+    the rest are refused (a quota kept as a list read and written back lets requests that
+    land in between through uncounted)."""
+    rates = {"read": "10/min", "write": "10/min", "ingest": "10/min"}
+
+    def ask(_):
+        throttle = QuotaThrottle()
+        throttle.THROTTLE_RATES = rates
+        return throttle.allow_request(_Request(), view=None)
+
+    results, errors = run_together(ask, range(20), timeout=60)
+    assert errors == []
+    assert results.count(True) == 10
+
+
+def test_api_quota_slides_over_the_previous_window(monkeypatch):
+    """3 a minute: 3 requests at 0 s, the 4th refused until 80 s (20 s into the second
+    minute the first minute's 3 weigh 3 × 2/3 = 2, and one more fits); refused requests
+    are not counted."""
+    clock = [0.0]
+    monkeypatch.setattr(QuotaThrottle, "timer", lambda self: clock[0])
+    monkeypatch.setattr(QuotaThrottle, "THROTTLE_RATES", {"read": "3/min"})
+
+    def ask(at):
+        clock[0] = 60_000_000 + at  # a whole number of minutes, then `at` seconds
+        throttle = QuotaThrottle()
+        return throttle.allow_request(_Request(), view=None), throttle.wait()
+
+    assert [ask(0.0) for _ in range(3)] == [(True, None)] * 3
+    assert ask(0.0) == (False, pytest.approx(80))
+    assert ask(30.0) == (False, pytest.approx(50))  # refusals do not move the time to wait
+    assert ask(79.0) == (False, pytest.approx(1))
+    assert ask(80.0) == (True, None)
+    # 3 × (1 - t/60) + 1 + 1 ≤ 3 from t = 40 s into the second minute
+    assert ask(80.0) == (False, pytest.approx(20))
+    assert ask(99.0) == (False, pytest.approx(1))
+    assert ask(100.0) == (True, None)
 
 
 @pytest.mark.both_backends
