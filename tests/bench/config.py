@@ -4,13 +4,14 @@ BENCH_EVENTS  comma-separated dataset sizes, small first (default "1000000,10000
               BENCH_QUICK=1 makes it "100000,1000000").
 BENCH_ROUNDS  A/B rounds per comparison (default 6; quick 4).
 BENCH_INGEST  events per side per ingestion round (default 50,000).
-BENCH_BASELINE the git revision the A/B of ingestion compares this tree with (default
-              BASELINE).
+BENCH_BASELINE the git revision the A/B of ingestion compares this tree with (default: the
+              last commit that changed a migration; it must have this tree's migrations).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,13 +19,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 OUT_DIR = ROOT / "var" / "bench"
 
-# The revision ingestion is compared with, served from its own tree on the same database:
-# the last commit before usage events carried token classes (reasoning, cache writes).
-BASELINE = "acc5020"
+# The revision ingestion is compared with, served from its own tree on the same database, so
+# it must have this tree's migrations: by default the last commit that changed one. (The
+# token classes were measured against acc5020, the commit before them, on 2026-12-03; it
+# cannot serve the tables migrations since then changed.)
+MIGRATIONS = ":(glob)*/migrations/*.py"
 
 
 def baseline() -> str:
-    return os.environ.get("BENCH_BASELINE", BASELINE)
+    if revision := os.environ.get("BENCH_BASELINE"):
+        return revision
+    return _git("log", "-1", "--format=%h", "--", MIGRATIONS).stdout.strip()
+
+
+def baseline_schema_differs(revision: str) -> bool:
+    """Whether `revision`'s migrations differ from this tree's (uncommitted changes too)."""
+    return _git("diff", "--quiet", revision, "--", MIGRATIONS, check=False).returncode != 0
+
+
+def _git(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=check
+    )
 
 
 # The PostgreSQL settings scripts/bench.sh measures with (a standby made here runs with them).

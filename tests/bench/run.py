@@ -792,6 +792,11 @@ class Bench:
         without token classes, which both accept. An arm of this tree with events that
         carry classes is reported beside it (info)."""
         revision = config.baseline()
+        if config.baseline_schema_differs(revision):
+            log(f"goal 10: skipped, {revision}'s migrations differ from this tree's")
+            self.add("10", f"API ingestion, this tree vs {revision}: its migrations differ",
+                     "-", "-", float("nan"), "≥ 0.9", "skipped")  # fmt: skip
+            return
         log(f"goal 10: ingestion, this tree vs {revision} (interleaved)")
         tree = self.tmp / "baseline"
         tree.mkdir()
