@@ -114,8 +114,11 @@ class QuotaThrottle(SimpleRateThrottle):
         if before * weight + count <= limit:
             return True
         cache.decr(current)
-        self.retry_after = _quota_wait(
-            limit=limit, duration=duration, into=into, before=before, count=count - 1
+        # At least a second: a refusal always says when to come back (a wait that rounds to
+        # zero or below at a window's edge would leave Retry-After out).
+        self.retry_after = max(
+            1.0,
+            _quota_wait(limit=limit, duration=duration, into=into, before=before, count=count - 1),
         )
         return False
 

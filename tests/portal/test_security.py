@@ -124,6 +124,7 @@ def test_api_quota_slides_over_the_previous_window(monkeypatch):
     assert ask(0.0) == (False, pytest.approx(80))
     assert ask(30.0) == (False, pytest.approx(50))  # refusals do not move the time to wait
     assert ask(79.0) == (False, pytest.approx(1))
+    assert ask(79.5) == (False, 1.0)  # half a second left: said as one second
     assert ask(80.0) == (True, None)
     # 3 × (1 - t/60) + 1 + 1 ≤ 3 from t = 40 s into the second minute
     assert ask(80.0) == (False, pytest.approx(20))
