@@ -1,10 +1,10 @@
-"""Many new rows into one table at once, for the writers of tens of thousands of rows (the
-rating's rated usage, the demo's rollups): the ORM's bulk_create converts every field of
-every row and binds each value as a query parameter, seconds per 100,000 rows."""
+"""Many rows into one table at once, for the writers of hundreds to tens of thousands of rows
+(the rating's rated usage and tenant-months, the demo's rollups): the ORM's bulk_create converts
+every field of every row and binds each value as a query parameter, seconds per 100,000 rows."""
 
 from collections.abc import Iterable, Sequence
 
-from django.db import connection
+from django.db import connection, models, transaction
 
 
 def rows_insert(table: str, columns: Sequence[str], rows: Iterable[tuple]) -> None:
@@ -22,3 +22,48 @@ def rows_insert(table: str, columns: Sequence[str], rows: Iterable[tuple]) -> No
         else:
             marks = ", ".join(["%s"] * len(columns))
             cursor.executemany(f"INSERT INTO {quote(table)} ({names}) VALUES ({marks})", rows)  # noqa: S608 (names from the models)
+
+
+def rows_upsert(
+    model: type[models.Model],
+    objs: Sequence[models.Model],
+    *,
+    unique_fields: Sequence[str],
+    update_fields: Sequence[str],
+) -> None:
+    """Insert `objs` (every field but the key), or set `update_fields` on the rows that have
+    their `unique_fields`: bulk_create(update_conflicts=True), but staged by COPY on
+    PostgreSQL. Django binds each column of a bulk upsert as one array there, and psycopg
+    quotes every quote inside a JSON element of an array in Python (0.18 s of the 0.97 s
+    rating an hour's 190 tenant-months)."""
+    if connection.vendor != "postgresql":
+        model.objects.bulk_create(
+            objs, update_conflicts=True, unique_fields=unique_fields, update_fields=update_fields
+        )
+        return
+    meta, quote = model._meta, connection.ops.quote_name
+    fields = [field for field in meta.concrete_fields if not field.primary_key]
+    names = ", ".join(quote(field.column) for field in fields)
+    keys = ", ".join(quote(meta.get_field(name).column) for name in unique_fields)
+    sets = ", ".join(
+        f"{column} = EXCLUDED.{column}"
+        for column in (quote(meta.get_field(name).column) for name in update_fields)
+    )
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE TEMP TABLE upsert_stage AS SELECT {names} FROM {quote(meta.db_table)} "  # noqa: S608 (names from the model)
+            "WITH NO DATA"
+        )
+        with cursor.cursor.copy(f"COPY upsert_stage ({names}) FROM STDIN") as copy:
+            for obj in objs:
+                copy.write_row(
+                    [
+                        field.get_db_prep_save(field.pre_save(obj, True), connection)
+                        for field in fields
+                    ]
+                )
+        cursor.execute(
+            f"INSERT INTO {quote(meta.db_table)} ({names}) SELECT {names} FROM upsert_stage "  # noqa: S608
+            f"ON CONFLICT ({keys}) DO UPDATE SET {sets}"
+        )
+        cursor.execute("DROP TABLE upsert_stage")

@@ -59,7 +59,7 @@ from metering.selectors.usage import (
     usage_metered_until,
 )
 from portal import clock
-from portal.bulk import rows_insert
+from portal.bulk import rows_insert, rows_upsert
 from portal.models import Tenant
 from portal.money import EXACT, PRO_RATA, fraction_to_decimal
 from portal.periods import hour_floor
@@ -351,10 +351,10 @@ def _store(rated: _Rated) -> None:
     hours = _hours(rated.since)
     RatedUsage.objects.filter(hours, month_start=month).delete()
     RatedHour.objects.filter(hours, month_start=month).delete()
-    RatedTenantMonth.objects.bulk_create(
+    rows_upsert(
+        RatedTenantMonth,
         rated.months,
-        update_conflicts=True,
-        unique_fields=["tenant", "month_start"],
+        unique_fields=("tenant", "month_start"),
         update_fields=_TOTALS,
     )
     ids = dict(

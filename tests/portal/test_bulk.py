@@ -1,15 +1,17 @@
-"""portal.bulk.rows_insert: rows written in one go read back through the ORM as written,
-on PostgreSQL (COPY) and on SQLite (executemany)."""
+"""portal.bulk: rows written in one go read back through the ORM as written, on PostgreSQL
+(COPY) and on SQLite (executemany, bulk_create)."""
 
 import json
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 from django.db import connection
 
+from billing.models import RatedTenantMonth
 from metering.models import HourlyUsage
 from metering.services.usage.rollup import ROLLUP_COLUMNS
-from portal.bulk import rows_insert
+from portal.bulk import rows_insert, rows_upsert
 from portal.models import Tenant
 from tests.metering.factories import make_deployment
 
@@ -44,3 +46,45 @@ def test_rows_inserted_in_one_go_read_back_as_written(db):
         (tenant.pk, HOUR, 3, 1234.5, 0, [1, 0, 2], True),
         (tenant.pk, HOUR.replace(hour=11), 0, 0.0, 10**12, [], False),
     ]  # fmt: skip
+
+
+def test_rows_upserted_insert_new_keys_and_update_only_the_fields_named(db):
+    acme = Tenant.objects.create(slug="acme", name="Acme")
+    globex = Tenant.objects.create(slug="globex", name="Globex")
+    month, later = HOUR.replace(day=1, hour=0), HOUR.replace(day=2, hour=0)
+    kept = RatedTenantMonth.objects.create(
+        tenant=acme, month_start=month, currency="USD", usage_amount=Decimal("5"),
+        lines=[{"old": True}], rated_at=HOUR,
+    )  # fmt: skip
+    quoted = [{"label": 'Llama "70B" \\ output', "amount": "1.2500"}]
+    rows_upsert(
+        RatedTenantMonth,
+        [
+            RatedTenantMonth(
+                tenant=acme,
+                month_start=month,
+                currency="EUR",
+                usage_amount=Decimal("12.3456"),
+                lines=quoted,
+                rated_at=later,
+            ),
+            RatedTenantMonth(
+                tenant=globex,
+                month_start=month,
+                currency="USD",
+                usage_amount=Decimal("0.0001"),
+                credits_applied=[[7, "1", "1"]],
+                rated_at=later,
+            ),
+        ],
+        unique_fields=("tenant", "month_start"),
+        update_fields=("usage_amount", "lines", "rated_at"),
+    )
+    rows = RatedTenantMonth.objects.order_by("tenant__slug").values_list(
+        "pk", "tenant", "currency", "usage_amount", "lines", "credits_applied", "rated_at"
+    )
+    assert [row[1:] for row in rows] == [
+        (acme.pk, "USD", Decimal("12.3456"), quoted, [], later),  # currency not named: kept
+        (globex.pk, "USD", Decimal("0.0001"), [], [[7, "1", "1"]], later),
+    ]
+    assert rows[0][0] == kept.pk  # updated in place
