@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import plotly.graph_objects as go
 import pytest
 
-from metering.charts import capacity_chart
+from metering.charts import capacity_chart, steps
 from portal.charts import DAY_MS, base_layout, figure_json
 
 
@@ -42,6 +42,16 @@ def test_points_written_beside_the_figure_give_the_json_plotly_writes_for_them()
     assert written["data"][2]["x"][1] == "2026-09-01T00:15:00+00:00"
     assert written["data"][2]["y"] == [0, 5, 3, 1, 6, 4]
     assert written["layout"]["template"]["data"]  # Plotly's template, as on every chart
+
+
+def test_a_step_line_keeps_the_points_where_it_changes_and_its_last():
+    times = [f"t{i}" for i in range(6)]
+
+    assert steps(times, [2, 2, 3, 3, 3, 1]) == {"x": ["t0", "t2", "t5"], "y": [2, 3, 1]}
+    assert steps(times, [8] * 6) == {"x": ["t0", "t5"], "y": [8, 8]}  # to the last sample
+    assert steps(times, [8, 7, 8, 7, 8, 7]) == {"x": times, "y": [8, 7, 8, 7, 8, 7]}
+    assert steps(times[:1], [4]) == {"x": ["t0"], "y": [4]}
+    assert steps([], []) == {"x": [], "y": []}
 
 
 def _counted(calls: list):
