@@ -152,13 +152,19 @@ def _store(rows: Sequence[_Row], events: Sequence[EventIn], received_at: datetim
     """Store the rows (the first occurrence of each key of `events`) in one transaction;
     returns (accepted, replays of stored events)."""
     postgresql = connection.vendor == "postgresql"
-    store = _store_postgresql if postgresql else _store_sqlite
     if postgresql:
         usage_partitions_ensure(times=[r.event.time for r in rows])
     for attempt in range(2):
+        # SQLite: the first pass reads the stored keys before its transaction takes the
+        # write lock, so other writers wait less; a key stored in between fails the insert
+        # (IntegrityError) and the second pass reads them under the lock.
+        stored = None if postgresql or attempt else _stored_digests([r.event for r in rows])
         try:
             with transaction.atomic():
-                accepted, replayed = store(rows, events, received_at)
+                if postgresql:
+                    accepted, replayed = _store_postgresql(rows, events, received_at)
+                else:
+                    accepted, replayed = _store_sqlite(rows, events, received_at, stored)
                 if accepted:
                     stage_schedule(FOLD)
             return accepted, replayed
@@ -268,13 +274,18 @@ def _conflict_indexes(events: Sequence[EventIn], stored: dict[tuple[str, str], s
 
 
 def _store_sqlite(
-    rows: Sequence[_Row], events: Sequence[EventIn], received_at: datetime
+    rows: Sequence[_Row],
+    events: Sequence[EventIn],
+    received_at: datetime,
+    stored: dict[tuple[str, str], str] | None,
 ) -> tuple[int, int]:
     """Keys and events with one `executemany` each (the ORM's bulk_create spent four fifths
     of the time building statements), and their run in the fold's queue. The transaction
     holds SQLite's write lock from its start (IMMEDIATE, portal.settings), so this writer
-    alone numbers the keys."""
-    stored = _stored_digests([r.event for r in rows])
+    alone numbers the keys. `stored`: the keys of `rows` already stored, read before the
+    transaction (None: read now)."""
+    if stored is None:
+        stored = _stored_digests([r.event for r in rows])
     conflicts = _conflict_indexes(events, stored)
     if conflicts:
         raise IngestConflict(conflicts)
