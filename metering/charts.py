@@ -27,28 +27,27 @@ def capacity_chart_json(*, pool: Pool, period: Period) -> str | None:
 def capacity_chart(rows: list[dict], pool: str) -> tuple[go.Figure, list[dict]]:
     """Installed, healthy and busy GPUs of one pool over time: the figure and, beside it,
     each line's points (figure_json's `points`: a month of 15-minute samples is too long
-    for Plotly's object model), where they change (`steps`)."""
+    for Plotly's object model), at the samples where any of the three changes (`changes`):
+    one hover lists all three there."""
     fig = go.Figure(layout=base_layout(y_title="GPUs", x_title="Time (UTC)"))
-    times = [r["time"] for r in rows]
+    fig.update_layout(hovermode="x unified", hoverlabel={"namelength": -1})
+    fields = ("installed", "healthy", "busy")
+    kept = changes([tuple(r[field] for field in fields) for r in rows])
+    times = [rows[i]["time"] for i in kept]
     points = []
-    for field, name, dash in (
-        ("installed", "installed", "dot"),
-        ("healthy", "healthy", "dash"),
-        ("busy", "busy", "solid"),
-    ):
+    for field, dash in zip(fields, ("dot", "dash", "solid"), strict=True):
         fig.add_scatter(
-            name=f"{pool} {name}",
+            name=f"{pool} {field}",
             mode="lines",
             line={"color": colour_of(pool), "dash": dash, "shape": "hv"},
         )
-        points.append(steps(times, [r[field] for r in rows]))
+        points.append({"x": times, "y": [rows[i][field] for i in kept]})
     return fig, points
 
 
-def steps(times: list, values: list) -> dict[str, list]:
-    """A step line's points ("hv": each value holds until the next point) where its value
-    changes, and its last: a point that repeats the one before draws nothing. A month of
-    15-minute samples is 2,880 points a line; a pool's installed GPUs, two."""
+def changes(values: list) -> list[int]:
+    """The indexes of a step line's points ("hv": each value holds until the next point)
+    where its value changes, and its last: a point that repeats the one before draws
+    nothing. A month of 15-minute samples is 2,880 points a line."""
     last = len(values) - 1
-    kept = [i for i, value in enumerate(values) if i in (0, last) or value != values[i - 1]]
-    return {"x": [times[i] for i in kept], "y": [values[i] for i in kept]}
+    return [i for i, value in enumerate(values) if i in (0, last) or value != values[i - 1]]

@@ -44,11 +44,19 @@ def test_operator_metering_page_shows_capacity_of_every_pool(demo, page):
             f"() => document.querySelector('#capacity-{pool}').data.map(t => "
             "[t.x.length, (Date.parse(t.x[t.x.length - 1]) - Date.parse(t.x[0])) / 36e5])"
         )
-        # Installed, healthy and busy, each from the window's first hourly sample to its
-        # last (705 hours); a line is drawn where it changes: the installed GPUs, 2 points;
-        # the demo's healthy and busy GPUs change in most hours.
+        # Installed, healthy and busy at the samples where any of them changes (the demo's
+        # busy GPUs change in most hours), from the window's first hourly sample to its
+        # last: 705 hours.
+        (kept, _), *others = lines
         assert [hours for _, hours in lines] == [705, 705, 705]
-        assert lines[0][0] == 2 and min(lines[1][0], lines[2][0]) > 705 // 2
+        assert [n for n, _ in others] == [kept, kept] and kept > 705 // 2
+    # One hover lists all three lines at the time under the pointer.
+    plot = page.locator("#capacity-h100-a .nsewdrag").first.bounding_box()
+    page.mouse.move(plot["x"] + plot["width"] / 2, plot["y"] + plot["height"] / 2)
+    hover = "document.querySelector('#capacity-h100-a .hoverlayer').textContent"
+    page.wait_for_function(f"() => {hover}.includes('busy')")
+    text = page.evaluate(f"() => {hover}")
+    assert all(f"h100-a {line} : " in text for line in ("installed", "healthy", "busy"))
     assert page.get_by_role("cell", name="deepseek-r1", exact=True).is_visible()
     # The demo's engine telemetry disagrees with metering in two deployment-hours.
     flagged = page.get_by_role("table", name="Flagged deployment-hours")

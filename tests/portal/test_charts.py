@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import plotly.graph_objects as go
 import pytest
 
-from metering.charts import capacity_chart, steps
+from metering.charts import capacity_chart, changes
 from portal.charts import DAY_MS, base_layout, figure_json
 
 
@@ -32,7 +32,7 @@ def test_points_written_beside_the_figure_give_the_json_plotly_writes_for_them()
         for i in range(6)
     ]  # fmt: skip
     figure, points = capacity_chart(rows, "h100-a")
-    whole = go.Figure(layout=base_layout(y_title="GPUs", x_title="Time (UTC)"))
+    whole = go.Figure(layout=figure.layout)
     for trace, arrays in zip(figure.data, points, strict=True):
         whole.add_scatter(**trace.to_plotly_json(), **arrays)
 
@@ -45,13 +45,29 @@ def test_points_written_beside_the_figure_give_the_json_plotly_writes_for_them()
 
 
 def test_a_step_line_keeps_the_points_where_it_changes_and_its_last():
-    times = [f"t{i}" for i in range(6)]
+    assert changes([2, 2, 3, 3, 3, 1]) == [0, 2, 5]
+    assert changes([8] * 6) == [0, 5]  # drawn to the last sample
+    assert changes([8, 7, 8, 7]) == [0, 1, 2, 3]
+    assert changes([(8, 8, 2), (8, 8, 2), (8, 7, 2), (8, 7, 2)]) == [0, 2, 3]  # any of three
+    assert changes([4]) == [0]
+    assert changes([]) == []
 
-    assert steps(times, [2, 2, 3, 3, 3, 1]) == {"x": ["t0", "t2", "t5"], "y": [2, 3, 1]}
-    assert steps(times, [8] * 6) == {"x": ["t0", "t5"], "y": [8, 8]}  # to the last sample
-    assert steps(times, [8, 7, 8, 7, 8, 7]) == {"x": times, "y": [8, 7, 8, 7, 8, 7]}
-    assert steps(times[:1], [4]) == {"x": ["t0"], "y": [4]}
-    assert steps([], []) == {"x": [], "y": []}
+
+def test_a_capacity_chart_draws_the_samples_where_any_line_changes():
+    start = datetime(2026, 9, 1, tzinfo=UTC)
+    rows = [
+        {"time": start + timedelta(minutes=15 * i), "installed": 8, "healthy": h, "busy": b}
+        for i, (h, b) in enumerate([(8, 2), (8, 2), (7, 2), (7, 5), (7, 5), (7, 5)])
+    ]
+    figure, points = capacity_chart(rows, "h100-a")
+
+    at = [(start + timedelta(minutes=15 * i)) for i in (0, 2, 3, 5)]
+    assert points == [
+        {"x": at, "y": [8, 8, 8, 8]},
+        {"x": at, "y": [8, 7, 7, 7]},
+        {"x": at, "y": [2, 2, 5, 5]},
+    ]
+    assert figure.layout.hovermode == "x unified"  # one hover lists all three
 
 
 def _counted(calls: list):
