@@ -30,7 +30,11 @@ def capacity_chart(rows: list[dict], pool: str) -> tuple[go.Figure, list[dict]]:
     for Plotly's object model), at the samples where any of the three changes (`changes`):
     one hover lists all three there."""
     fig = go.Figure(layout=base_layout(y_title="GPUs", x_title="Time (UTC)"))
-    fig.update_layout(hovermode="x unified", hoverlabel={"namelength": -1})
+    fig.update_layout(
+        hovermode="x unified",
+        hoverlabel={"namelength": -1},
+        xaxis={"hoverformat": "%b %-d, %Y, %H:%M UTC"},
+    )
     fields = ("installed", "healthy", "busy")
     kept = changes([tuple(r[field] for field in fields) for r in rows])
     times = [rows[i]["time"] for i in kept]

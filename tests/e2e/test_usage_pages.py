@@ -56,6 +56,7 @@ def test_operator_metering_page_shows_capacity_of_every_pool(demo, page):
     hover = "document.querySelector('#capacity-h100-a .hoverlayer').textContent"
     page.wait_for_function(f"() => {hover}.includes('busy')")
     text = page.evaluate(f"() => {hover}")
+    assert " UTC" in text  # the time under the pointer, its zone named
     assert all(f"h100-a {line} : " in text for line in ("installed", "healthy", "busy"))
     assert page.get_by_role("cell", name="deepseek-r1", exact=True).is_visible()
     # The demo's engine telemetry disagrees with metering in two deployment-hours.
