@@ -31,3 +31,19 @@ def test_wrong_password_shows_an_error_and_stays_on_login(users, page):
 
     assert "/login/" in page.url
     assert page.get_by_role("alert").is_visible()
+
+
+@pytest.mark.e2e
+def test_signing_in_requests_nothing_that_fails(users, page):
+    """The browser asks for nothing the portal does not serve: no 404 for its icon (each
+    page names it) or anything else on the way in."""
+    failed = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+
+    login(page, users["operator"].username, PASSWORD)
+
+    assert page.url.endswith("/")
+    icon = page.locator("link[rel=icon]").get_attribute("href")
+    assert icon.endswith("/img/favicon.svg")
+    assert page.request.get(icon).status == 200
+    assert failed == []
