@@ -11,7 +11,7 @@ from billing.models import (
     Price,
     PromotionalCredit,
 )
-from portal.filters import PortalFilterSet, TenantFilter
+from portal.filters import Ordering, PortalFilterSet, TenantFilter
 
 
 class PriceFilterSet(PortalFilterSet):
@@ -40,6 +40,11 @@ class PromotionFilterSet(PortalFilterSet):
 
 class InvoiceFilterSet(PortalFilterSet):
     tenant = TenantFilter()
+    ordering = Ordering(
+        fields={"number": "number", "tenant__name": "tenant", "period_start": "month",
+                "status": "status", "total": "total", "issued_at": "issued_at",
+                "due_at": "due_at", "paid_at": "paid_at"},
+    )  # fmt: skip
 
     class Meta:
         model = Invoice
@@ -48,6 +53,11 @@ class InvoiceFilterSet(PortalFilterSet):
 
 class CreditNoteFilterSet(PortalFilterSet):
     tenant = TenantFilter()
+    ordering = Ordering(
+        fields={"number": "number", "invoice__number": "invoice", "tenant__slug": "tenant",
+                "period_start": "month", "reason": "reason", "settle": "settle",
+                "issued_at": "issued_at", "total": "total"},
+    )  # fmt: skip
 
     class Meta:
         model = CreditNote
@@ -60,6 +70,12 @@ class PostingFilterSet(PortalFilterSet):
     kind = django_filters.ChoiceFilter(
         field_name="transaction__kind", choices=LedgerTransaction.Kind.choices
     )
+    ordering = Ordering(
+        fields={"transaction_id": "transaction", "transaction__accounting_date": "accounting_date",
+                "transaction__occurred_at": "occurred_at", "transaction__kind": "kind",
+                "transaction__memo": "memo", "transaction__tenant__slug": "tenant",
+                "account__code": "account", "amount": "amount"},
+    )  # fmt: skip
 
     class Meta:
         model = Posting

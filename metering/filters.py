@@ -23,7 +23,7 @@ from metering.selectors.sla.incidents import (
 from portal import clock
 from portal.access import tenant_get
 from portal.errors import FieldError
-from portal.filters import PortalFilterSet, TenantFilter
+from portal.filters import Ordering, PortalFilterSet, TenantFilter
 from portal.periods import Period, month_parse, next_month
 
 
@@ -110,6 +110,10 @@ class IncidentFilterSet(PortalFilterSet):
     )
     tenant = TouchedTenantFilter(label="Tenant")
     month = MonthFilter(method="filter_month", label="Month", help_text="YYYY-MM")
+    ordering = Ordering(
+        fields={"id": "id", "status": "status", "started_at": "started_at",
+                "resolved_at": "resolved_at"},
+    )  # fmt: skip
 
     class Meta:
         model = Incident

@@ -12,11 +12,13 @@ from portal.access import tenant_scoped
 
 def invoice_list(*, user, filters=None) -> QuerySet[Invoice]:
     """The invoices the user may see, newest month first; `filters`: InvoiceFilterSet's query
-    (tenant, status, number), 404 for another tenant, 400 for an unknown value."""
-    invoices = tenant_scoped(Invoice.objects.select_related("tenant"), user=user)
-    if filters:
+    (tenant, status, number, ordering), 404 for another tenant, 400 for an unknown value."""
+    invoices = tenant_scoped(Invoice.objects.select_related("tenant"), user=user).order_by(
+        "-period_start", "number", "tenant__slug"
+    )
+    if filters:  # its `ordering` sorts by a column first, this order after
         invoices = InvoiceFilterSet.apply(filters, queryset=invoices, user=user)
-    return invoices.order_by("-period_start", "number", "tenant__slug")
+    return invoices
 
 
 def invoice_get(*, user, pk: int) -> Invoice:

@@ -36,23 +36,23 @@ def account_balances(*, postings=None) -> dict[tuple[str, str], Decimal]:
 
 def ledger_postings(*, user, filters=None, period: Period | None = None) -> QuerySet[Posting]:
     """The postings the user may see, newest first; `filters`: PostingFilterSet's query
-    (tenant, account, kind), 404 for another tenant, 400 for an unknown value; `period`:
+    (tenant, account, kind, ordering), 404 for another tenant, 400 for an unknown value; `period`:
     the transactions whose accounting date falls in it (the UTC days it covers)."""
     postings = tenant_scoped(
         Posting.objects.select_related("transaction__tenant", "account"),
         user=user,
         field="transaction__tenant",
+    ).order_by(
+        "-transaction__accounting_date", "-transaction__occurred_at", "-transaction_id", "id"
     )
-    if filters:
+    if filters:  # its `ordering` sorts by a column first, this order after
         postings = PostingFilterSet.apply(filters, queryset=postings, user=user)
     if period is not None:
         postings = postings.filter(
             transaction__accounting_date__gte=period.start.date(),
             transaction__accounting_date__lt=day_ceil(period.end).date(),
         )
-    return postings.order_by(
-        "-transaction__accounting_date", "-transaction__occurred_at", "-transaction_id", "id"
-    )
+    return postings
 
 
 def ledger_balances(*, postings: QuerySet[Posting], period: Period) -> list[dict]:

@@ -8,6 +8,7 @@ from urllib.parse import urlencode
 from django import template
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
+from django.utils.html import format_html
 
 from portal.formatting import tokens_short
 from portal.money import round_money, round_money_whole
@@ -138,6 +139,29 @@ def period_picker(context):
         "kept": kept,
         "query": urlencode(kept),
     }
+
+
+SORTED = {"ascending": "▲", "descending": "▼"}
+
+
+@register.simple_tag(takes_context=True)
+def sort_header(context, label: str, column: str, css: str = ""):
+    """A column header that sorts its list (`?ordering=`, the list's FilterSet): by `column`,
+    or descending when it already sorts ascending by it; the other filters kept, back to the
+    first page. `aria-sort` and an arrow say the order in force."""
+    query = context["request"].GET.copy()
+    current = query.get("ordering", "")
+    state = {column: "ascending", f"-{column}": "descending"}.get(current, "none")
+    query.pop("page", None)
+    query["ordering"] = f"-{column}" if state == "ascending" else column
+    return format_html(
+        '<th{} aria-sort="{}"><a class="sort" href="?{}">{}<span aria-hidden="true">{}</span></a></th>',
+        format_html(' class="{}"', css) if css else "",
+        state,
+        query.urlencode(),
+        label,
+        SORTED.get(state, ""),
+    )
 
 
 @register.filter

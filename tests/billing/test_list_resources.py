@@ -122,28 +122,32 @@ STAFF = ("finance", "operator")
 LISTS = {
     "invoices": Listing(
         "/billing/invoices/", "/api/v1/invoices", lambda i: i.number, "number", EVERYONE,
-        ("", "tenant=tenant-a", "status=issued", "status=paid"),
+        ("", "tenant=tenant-a", "status=issued", "status=paid", "ordering=-total",
+         "ordering=tenant", "status=issued&ordering=-number", "ordering=paid_at"),
         export=("/billing/invoices/?format=csv", "number", lambda i: i.number),
     ),
     "credit notes": Listing(
         "/billing/credit-notes/", "/api/v1/credit-notes", lambda n: n.number, "number",
-        EVERYONE, ("", "tenant=tenant-a", "reason=goodwill", "reason=dispute"),
+        EVERYONE, ("", "tenant=tenant-a", "reason=goodwill", "reason=dispute",
+                   "ordering=-total"),
     ),
     "ledger": Listing(
         "/billing/ledger/?period=2026-03", "/api/v1/ledger?period=2026-03", lambda p: p.pk,
-        "id", ("finance",), ("", "tenant=tenant-b", "kind=invoice", "account=cash"),
+        "id", ("finance",), ("", "tenant=tenant-b", "kind=invoice", "account=cash",
+                             "ordering=account", "ordering=-tenant", "kind=invoice&ordering=amount"),
         export=("/billing/ledger/?period=2026-03&format=csv", "transaction",
                 lambda p: str(p.transaction_id)),
     ),
     "audit log": Listing(
         "/audit/", "/api/v1/audit", lambda e: e.pk, "id", ("operator",),
-        ("", "object_type=contract", "action=contract.create", "action=none"),
+        ("", "object_type=contract", "action=contract.create", "action=none",
+         "ordering=action", "ordering=-actor"),
     ),
     "incidents": Listing(
         "/incidents/history/", "/api/v1/incidents", lambda i: i["incident"].pk, "id",
         EVERYONE, ("", "status=open", "status=resolved", "impact=major_outage",
                    "tenant=tenant-b", "deployment=llama-70b@h100-a", "month=2026-03",
-                   "month=2026-04"),
+                   "month=2026-04", "ordering=id", "ordering=-resolved_at"),
         rows=lambda context: context["rows"], tenants=lambda row: set(row["tenants"]),
     ),
     "firing alerts": Listing(
@@ -200,13 +204,46 @@ def test_the_page_the_api_and_the_csv_of_a_list_give_the_same_rows(
         ], (resource, role, query)
         if listing.export:
             path, column, name = listing.export
-            assert sorted(_csv_rows(client, _with(path, query), column)) == sorted(
-                name(r) for r in rows
-            ), (resource, role, query)
+            assert _csv_rows(client, _with(path, query), column) == [name(r) for r in rows], (
+                resource, role, query,
+            )  # fmt: skip
         if role == "tenant":
             assert set().union(*map(listing.tenants, rows)) <= {"tenant-a"}
         seen += len(rows)
     assert seen > 0  # the filters select rows: the comparison is not of empty lists
+
+
+def test_a_list_sorts_by_a_column_on_its_page_its_csv_and_its_api(
+    world, users, client, token_client
+):
+    """Invoices by total: B's 15.84 (17.60 at 10% off) before A's 26.40 (two models' 17.60
+    at 25% off), and after it descending; the header says the order in force and links to
+    the other, keeping the filters; an unknown column is refused, naming `ordering`."""
+    client.force_login(users["finance"])
+    api = token_client(users["finance"], scopes=("read",))
+    expected = [("tenant-b", Decimal("15.84")), ("tenant-a", Decimal("26.40"))]
+    for ordering, rows in (("total", expected), ("-total", expected[::-1])):
+        page = client.get(f"/billing/invoices/?status=issued&ordering={ordering}")
+        shown = [(i.tenant.slug, i.total) for i in page.context["page"]]
+        listed = [
+            (i["tenant"], Decimal(i["total"]))
+            for i in api.get(f"/api/v1/invoices?ordering={ordering}").json()["results"]
+        ]
+        csv_rows = csv.DictReader(io.StringIO(
+            client.get(f"/billing/invoices/?format=csv&ordering={ordering}").content.decode()
+        ))  # fmt: skip
+        exported = [(r["tenant"], Decimal(r["total"])) for r in csv_rows]
+        assert shown == listed == exported == rows
+    html = client.get("/billing/invoices/?status=issued&ordering=total&page=1").content.decode()
+    assert (
+        '<th class="num" aria-sort="ascending"><a class="sort" '
+        'href="?status=issued&amp;ordering=-total">Total (USD)<span aria-hidden="true">▲</span>'
+    ) in html
+    assert '<th aria-sort="none"><a class="sort" href="?status=issued&amp;ordering=tenant">' in html
+    assert '<input type="hidden" name="ordering" value="total">' in html  # the filters keep it
+    refused = api.get("/api/v1/invoices?ordering=secret")
+    assert refused.status_code == 400 and refused.json()["errors"][0]["field"] == "ordering"
+    assert client.get("/billing/invoices/?ordering=secret").status_code == 400
 
 
 USAGE_FILTERS = ["", "tenant=tenant-a", "tenant=tenant-b", "model=qwen-7b", "pool=h100-a",

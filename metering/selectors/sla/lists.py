@@ -77,7 +77,7 @@ def incident_list(
     """Incidents the user may see, newest first: every one for operators and finance, those
     that touched their own tenant for members, none for other roles; `period` keeps those
     active during it; `filters`: IncidentFilterSet's query (status, impact, deployment,
-    tenant, month), 404 for another tenant, 400 for a value it does not know."""
+    tenant, month, ordering), 404 for another tenant, 400 for a value it does not know."""
     role = user_role(user)
     if role not in (Role.OPERATOR, Role.FINANCE, Role.TENANT):
         return Incident.objects.none()
