@@ -7,6 +7,8 @@ from decimal import Decimal
 
 from django.http import HttpResponse
 
+from portal import clock
+
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -41,3 +43,11 @@ def csv_response(*, filename: str, header: Sequence[str], rows: Iterable[Sequenc
     for row in rows:
         writer.writerow([csv_cell(value) for value in row])
     return response
+
+
+def list_csv(*, name: str, header: Sequence[str], rows: Iterable[Sequence]) -> HttpResponse:
+    """A list page's download: every row its filters select, in its order, named for the day
+    it was taken (`<name>-as-of-YYYY-MM-DD.csv`)."""
+    return csv_response(
+        filename=f"{name}-as-of-{clock.now():%Y-%m-%d}.csv", header=header, rows=rows
+    )

@@ -25,7 +25,7 @@ from portal import clock
 from portal.access import Capability, tenant_get, user_may, user_role, user_tenant
 from portal.decorators import role_required
 from portal.errors import FieldError
-from portal.exports import csv_response
+from portal.exports import csv_response, export_query, list_csv
 from portal.models import Role, Tenant
 from portal.money import money_str
 from portal.pager import pager_page
@@ -172,14 +172,35 @@ def receivables(request):
     )
 
 
+CREDIT_NOTES_CSV_HEADER = [
+    "number", "invoice", "tenant", "month", "reason", "settle", "issued_at", "total", "currency",
+]  # fmt: skip
+
+
 @role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
 def credit_notes(request):
+    """Credit notes, newest first (tenants their own), and a CSV of every row shown."""
     notes = credit_note_list(user=request.user, filters=request.GET)
+    if request.GET.get("format") == "csv":
+        return list_csv(
+            name="credit-notes", header=CREDIT_NOTES_CSV_HEADER, rows=map(_note_csv, notes)
+        )
     return render(
         request,
         "billing/close/credit_notes.html",
-        {"title": "Credit notes", "page": pager_page(request, notes)},
+        {
+            "title": "Credit notes",
+            "page": pager_page(request, notes),
+            "csv_query": export_query(request),
+        },
     )
+
+
+def _note_csv(note) -> tuple:
+    """A credit note as the list's CSV writes it (CREDIT_NOTES_CSV_HEADER)."""
+    invoice = note.invoice.number if note.invoice else ""
+    return (note.number, invoice, note.tenant.slug, f"{note.period_start:%Y-%m}", note.reason,
+            note.settle, note.issued_at.isoformat(), note.total, note.currency)  # fmt: skip
 
 
 def _note(request, pk: int):

@@ -21,7 +21,7 @@ from billing.services.invoices import (
 from portal import clock
 from portal.access import Capability, user_may, user_role
 from portal.decorators import role_required
-from portal.exports import csv_response, export_query
+from portal.exports import csv_response, export_query, list_csv
 from portal.models import Role, Tenant
 from portal.pager import pager_page
 from portal.pdf import pdf_render
@@ -47,8 +47,8 @@ def invoices(request):
     rows = invoice_list(user=request.user, filters=request.GET)
     now = clock.now()
     if request.GET.get("format") == "csv":
-        return csv_response(
-            filename=f"invoices-as-of-{now:%Y-%m-%d}.csv",
+        return list_csv(
+            name="invoices",
             header=INVOICES_CSV_HEADER,
             rows=(
                 (

@@ -1,6 +1,8 @@
 """The shell's pages: sign-in, the home of each role, API tokens, the audit log and the
 error pages."""
 
+import json
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
@@ -16,6 +18,7 @@ from portal.access import TOKEN_SCOPES, user_refusal, user_role
 from portal.api.errors import api_not_found, api_server_error
 from portal.audit import audit_list
 from portal.decorators import role_required
+from portal.exports import export_query, list_csv
 from portal.forms import TokenForm
 from portal.models import ApiToken, Role
 from portal.pager import pager_page
@@ -117,11 +120,38 @@ def token_revoke_view(request, pk: int):
     return redirect("tokens")
 
 
+AUDIT_CSV_HEADER = ["id", "at", "actor", "action", "object_type", "object_id", "before", "after"]
+
+
 @role_required(Role.OPERATOR)
 def audit(request):
-    """Who changed which configuration object, when, before and after."""
-    page = pager_page(request, audit_list(user=request.user, filters=request.GET))
-    return render(request, "portal/audit.html", {"title": "Audit log", "page": page})
+    """Who changed which configuration object, when, before and after; a CSV of every entry
+    the filters select (before and after as the JSON they are stored as)."""
+    entries = audit_list(user=request.user, filters=request.GET)
+    if request.GET.get("format") == "csv":
+        return list_csv(
+            name="audit-log", header=AUDIT_CSV_HEADER, rows=map(_audit_csv, entries.iterator())
+        )
+    return render(
+        request,
+        "portal/audit.html",
+        {
+            "title": "Audit log",
+            "page": pager_page(request, entries),
+            "csv_query": export_query(request),
+        },
+    )
+
+
+def _audit_csv(entry) -> tuple:
+    """An audit entry as its CSV writes it (AUDIT_CSV_HEADER): before and after as JSON."""
+    before, after = (
+        "" if value is None else json.dumps(value, sort_keys=True)
+        for value in (entry.before, entry.after)
+    )
+    actor = entry.actor.username if entry.actor else "system"
+    return (entry.pk, entry.at.isoformat(), actor, entry.action, entry.object_type,
+            entry.object_id, before, after)  # fmt: skip
 
 
 def page_not_found(request, exception=None):

@@ -22,7 +22,7 @@ import pytest
 from billing.services.close import close_run
 from billing.services.credit_notes import credit_note_issue
 from billing.services.pricing import promotion_grant
-from metering.models import Deployment, Pool
+from metering.models import Deployment, Incident, Pool
 from metering.services.sla.incidents import incident_create
 from portal.alerts import rule_create
 from portal.models import Alert
@@ -130,6 +130,7 @@ LISTS = {
         "/billing/credit-notes/", "/api/v1/credit-notes", lambda n: n.number, "number",
         EVERYONE, ("", "tenant=tenant-a", "reason=goodwill", "reason=dispute",
                    "ordering=-total"),
+        export=("/billing/credit-notes/?format=csv", "number", lambda n: n.number),
     ),
     "ledger": Listing(
         "/billing/ledger/?period=2026-03", "/api/v1/ledger?period=2026-03", lambda p: p.pk,
@@ -142,6 +143,7 @@ LISTS = {
         "/audit/", "/api/v1/audit", lambda e: e.pk, "id", ("operator",),
         ("", "object_type=contract", "action=contract.create", "action=none",
          "ordering=action", "ordering=-actor"),
+        export=("/audit/?format=csv", "id", lambda e: str(e.pk)),
     ),
     "incidents": Listing(
         "/incidents/history/", "/api/v1/incidents", lambda i: i["incident"].pk, "id",
@@ -149,6 +151,7 @@ LISTS = {
                    "tenant=tenant-b", "deployment=llama-70b@h100-a", "month=2026-03",
                    "month=2026-04", "ordering=id", "ordering=-resolved_at"),
         rows=lambda context: context["rows"], tenants=lambda row: set(row["tenants"]),
+        export=("/incidents/history/?format=csv", "id", lambda r: str(r["incident"].pk)),
     ),
     "firing alerts": Listing(
         "/alerts/", "/api/v1/alerts?state=firing", lambda a: a.pk, "id", EVERYONE,
@@ -244,6 +247,24 @@ def test_a_list_sorts_by_a_column_on_its_page_its_csv_and_its_api(
     refused = api.get("/api/v1/invoices?ordering=secret")
     assert refused.status_code == 400 and refused.json()["errors"][0]["field"] == "ordering"
     assert client.get("/billing/invoices/?ordering=secret").status_code == 400
+
+
+def test_the_incident_history_downloads_as_the_page_shows_it(world, users, client):
+    """Its CSV: each incident the filters select, newest first, with its worst impact and what
+    it named (the l40s-b incident names its pool, so the deployment on it)."""
+    client.force_login(users["operator"])
+    down, slow = (str(Incident.objects.get(title=t).pk) for t in ("l40s-b down", "Slow llama"))
+    text = client.get("/incidents/history/?format=csv").content.decode()
+    assert list(csv.reader(io.StringIO(text))) == [
+        ["id", "title", "severity", "status", "worst_impact", "deployments", "tenants",
+         "started_at", "resolved_at"],
+        [down, "l40s-b down", "sev1", "investigating", "major_outage", "qwen-7b@l40s-b", "",
+         "2026-03-03T00:00:00+00:00", ""],
+        [slow, "Slow llama", "sev2", "resolved", "degraded", "llama-70b@h100-a", "",
+         "2026-03-03T00:00:00+00:00", "2026-03-03T02:00:00+00:00"],
+    ]  # fmt: skip
+    resolved = client.get("/incidents/history/?format=csv&status=resolved&ordering=id")
+    assert [row["id"] for row in csv.DictReader(io.StringIO(resolved.content.decode()))] == [slow]
 
 
 USAGE_FILTERS = ["", "tenant=tenant-a", "tenant=tenant-b", "model=qwen-7b", "pool=h100-a",
