@@ -24,6 +24,9 @@ class Capability(StrEnum):
     WRITE_FACTORY = "write_factory"  # pools, models, deployments, capacity, incidents, levers…
     WRITE_COMMERCIAL = "write_commercial"  # prices, contracts, promotions, invoices
     READ_FACTORY = "read_factory"  # factory-wide KPIs, TFOM, flywheel
+    # The flywheel's scenario simulator: a computation (it writes nothing), but a POST, and an
+    # investor makes no successful request other than reads (architecture.md, roles).
+    RUN_SCENARIOS = "run_scenarios"
     READ_TENANT_DATA = "read_tenant_data"  # usage, SLA, invoices (own tenant for members)
     # Configuration records a tenant member never reads, own ones included: tenants,
     # contracts, promotions, maintenance windows (tenants see only the tenant-facing reads).
@@ -42,6 +45,7 @@ CAPABILITIES: dict[Capability, frozenset[Role]] = {
     Capability.WRITE_FACTORY: frozenset({Role.OPERATOR}),
     Capability.WRITE_COMMERCIAL: frozenset({Role.OPERATOR, Role.FINANCE}),
     Capability.READ_FACTORY: frozenset({Role.OPERATOR, Role.FINANCE, Role.INVESTOR}),
+    Capability.RUN_SCENARIOS: frozenset({Role.OPERATOR, Role.FINANCE}),
     Capability.READ_TENANT_DATA: frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
     Capability.READ_CONFIGURATION: frozenset({Role.OPERATOR, Role.FINANCE}),
     Capability.READ_AGGREGATES: frozenset({Role.OPERATOR, Role.FINANCE, Role.INVESTOR}),

@@ -41,12 +41,14 @@ NAV: list[NavItem] = [
         frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
         "Billing",
     ),
-    NavItem("Ledger", "ledger", frozenset({Role.FINANCE}), "Billing"),
-    NavItem("Price realization", "realization", frozenset({Role.FINANCE}), "Billing"),
+    NavItem("Ledger", "ledger", frozenset({Role.OPERATOR, Role.FINANCE}), "Billing"),
+    NavItem(
+        "Price realization", "realization", frozenset({Role.OPERATOR, Role.FINANCE}), "Billing"
+    ),
     NavItem("Price book", "price-book", frozenset({Role.OPERATOR, Role.FINANCE}), "Billing"),
-    NavItem("Flywheel", "flywheel", frozenset({Role.OPERATOR, Role.FINANCE}), "Economics"),
+    NavItem("Flywheel", "flywheel", STAFF, "Economics"),
     NavItem("Investor view", "investor", STAFF, "Economics"),
-    NavItem("TFOM reports", "tfom-reports", frozenset({Role.FINANCE, Role.INVESTOR}), "Economics"),
+    NavItem("TFOM reports", "tfom-reports", STAFF, "Economics"),
     NavItem("Inbox", "inbox", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Account"),
     NavItem("Alerts", "alerts", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Account"),
     NavItem(

@@ -11,7 +11,7 @@ from portal.pager import pager_page
 from portal.periods import period_resolve
 
 
-@role_required(Role.FINANCE)
+@role_required(Role.OPERATOR, Role.FINANCE)
 def ledger(request):
     """Postings filtered by account, tenant and period, with the balances they add up to."""
     window = period_resolve(request.GET, default="last_90_days")

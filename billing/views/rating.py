@@ -11,7 +11,7 @@ from portal.decorators import role_required
 from portal.models import Role
 
 
-@role_required(Role.FINANCE)
+@role_required(Role.OPERATOR, Role.FINANCE)
 def realization(request):
     """Price realization by tenant and model, and unsold tokens by reason."""
     window = window_resolve(request.GET, default="last_30_days")

@@ -39,9 +39,10 @@ def _pct(value: Decimal | None) -> str:
     return "0.0" if value is None else f"{float(value) * 100:.1f}"
 
 
-@role_required(Role.OPERATOR, Role.FINANCE)
+@role_required(Role.OPERATOR, Role.FINANCE, Role.INVESTOR)
 def flywheel(request):
-    """Measure → diagnose → adjust → check the goal, on one page (kpis.md section 6)."""
+    """Measure → diagnose → adjust → check the goal, on one page (kpis.md section 6):
+    operators change it, finance runs scenarios too, investors read it."""
     now = clock.now()
     form_errors: dict = {}
     form_name = ""
@@ -64,6 +65,7 @@ def flywheel(request):
         "form_name": form_name,
         "posted": request.POST if form_errors else {},  # the user's input, kept on an error
         "may_write": user_may(request.user, Capability.WRITE_FACTORY),
+        "may_simulate": user_may(request.user, Capability.RUN_SCENARIOS),
         "factors": [{"key": f, "symbol": SYMBOLS[f], "label": LABELS[f]} for f in FACTORS],
         **_loop_history(now),
     }

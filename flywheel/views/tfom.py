@@ -119,7 +119,7 @@ def _file_key(window) -> str:
 
 
 @require_safe
-@role_required(Role.FINANCE, Role.INVESTOR)
+@role_required(Role.OPERATOR, Role.FINANCE, Role.INVESTOR)
 def tfom_reports(request):
     """Without `period`: the months and quarters with download links. With `period`
     (YYYY-MM or YYYY-Qn): the report as HTML, or as `format` csv, xlsx or pdf."""

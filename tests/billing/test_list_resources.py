@@ -104,7 +104,7 @@ def _with(path: str, query: str) -> str:
 
 class Listing(NamedTuple):
     """A list resource: its page, its API and how each names a row, who may open the page
-    (the ledger's is finance's: the books), the filters to compare them under."""
+    (the ledger's is staff's: the books), the filters to compare them under."""
 
     page: str
     api: str
@@ -134,7 +134,7 @@ LISTS = {
     ),
     "ledger": Listing(
         "/billing/ledger/?period=2026-03", "/api/v1/ledger?period=2026-03", lambda p: p.pk,
-        "id", ("finance",), ("", "tenant=tenant-b", "kind=invoice", "account=cash",
+        "id", STAFF, ("", "tenant=tenant-b", "kind=invoice", "account=cash",
                              "ordering=account", "ordering=-tenant", "kind=invoice&ordering=amount"),
         export=("/billing/ledger/?period=2026-03&format=csv", "transaction",
                 lambda p: str(p.transaction_id)),

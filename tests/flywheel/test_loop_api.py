@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from flywheel.models import Goal, Lever, LeverApplication
+from flywheel.models import Cycle, Goal, Lever, LeverApplication
 from flywheel.services.loop.versions import lever_create
 from metering.models import CapacitySample, Deployment, HourlyUsage, Pool
 from portal import clock
@@ -61,6 +61,23 @@ def test_diagnosis_ranks_the_factors_with_evidence(factory, users):
     assert first["evidence"]["rows"][0]["idle_gpu_hours"] == 120.0
     assert [f["ebitda_gain_per_month"] for f in body["factors"][1:]] == ["0.00"] * 5
     assert body["measured"]["occupancy"] == 0.5
+
+
+def test_an_investor_reads_the_flywheel_page_and_changes_nothing(factory, users):
+    """architecture.md's roles: investors read the flywheel. The page shows them the diagnosis
+    (occupancy the bottleneck, as the API says) without a form to change it, nor the
+    simulator, which runs scenarios by POST (operators and finance); a POST is refused."""
+    investor, finance = _session(users["investor"]), _session(users["finance"])
+
+    page = investor.get("/flywheel/", PERIOD)
+    shown = page.content.decode()
+
+    assert page.status_code == 200
+    assert '<div class="value" id="bottleneck">β occupancy</div>' in shown
+    assert 'name="action"' not in shown and 'id="scenario-form"' not in shown  # no form
+    assert 'id="scenario-form"' in finance.get("/flywheel/", PERIOD).content.decode()
+    refused = investor.post("/flywheel/", {"action": "cycle"})
+    assert refused.status_code == 403 and not Cycle.objects.exists()
 
 
 def test_a_pool_without_a_cost_model_is_left_out_and_named_the_rest_computed(factory, users):

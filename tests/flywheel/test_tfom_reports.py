@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
+from django.test import Client
 
 from flywheel.selectors.report_periods import report_period_parse
 from portal.errors import FieldError
@@ -161,10 +162,18 @@ def test_report_pdf_renders_with_its_figures(finance):
     assert (0x1F, 0x6F, 0xEB) in colours and (0xD9, 0x48, 0x0F) in colours
 
 
-def test_operators_and_tenants_may_not_open_reports(users, client):
-    for role in ("operator", "tenant"):
-        client.force_login(users[role])
-        assert client.get("/reports/tfom/?period=2026-04&format=csv").status_code == 403
+def test_tenants_may_not_open_reports_and_operators_read_finance_s(finance, users):
+    """architecture.md's roles: factory-wide TFOM is read by operators, finance and
+    investors (ui.md's TFOM report), never by a tenant member."""
+    path = "/reports/tfom/?period=2026-04&format=csv"
+    read = {}
+    for role in ("tenant", "operator"):
+        reader = Client()
+        reader.force_login(users[role])
+        read[role] = reader.get(path)
+    assert read["tenant"].status_code == 403
+    assert read["operator"].status_code == 200
+    assert read["operator"].content == finance.get(path).content
 
 
 def test_report_xlsx_writes_a_formula_looking_name_as_text(finance, users, token_client):

@@ -586,16 +586,16 @@ EXPORTS = {
         "application/pdf",
     ),
     "ledger csv": Export(
-        lambda w: "/billing/ledger/?format=csv", frozenset({"finance"}), "text/csv"
+        lambda w: "/billing/ledger/?format=csv", frozenset({"operator", "finance"}), "text/csv"
     ),
     "tfom csv": Export(
         lambda w: "/reports/tfom/?period=2026-03&format=csv",
-        frozenset({"finance", "investor"}),
+        frozenset({"operator", "finance", "investor"}),
         "text/csv",
     ),
     "tfom xlsx": Export(
         lambda w: "/reports/tfom/?period=2026-03&format=xlsx",
-        frozenset({"finance", "investor"}),
+        frozenset({"operator", "finance", "investor"}),
         "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
     ),
 }

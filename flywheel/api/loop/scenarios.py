@@ -22,9 +22,9 @@ from flywheel.selectors.loop.shapes import rfc3339
 from flywheel.selectors.measurement import FACTORY
 from metering.selectors.usage import window_resolve
 from portal import clock
-from portal.access import Capability, user_role
+from portal.access import Capability
 from portal.errors import FieldError
-from portal.models import Role, Scope
+from portal.models import Scope
 from portal.permissions import capability_permission
 
 MULTIPLIER = {"max_digits": 12, "decimal_places": 6, "min_value": Decimal("0.000001")}
@@ -113,19 +113,6 @@ ScenarioSerializer._declared_fields["from"] = serializers.CharField(
 )
 
 
-class ScenarioPermission(
-    capability_permission(read=Capability.READ_FACTORY, write=Capability.READ_FACTORY)
-):
-    """Operators and finance run scenarios (a computation: a `read` token may); investors
-    read the factory but do not run them."""
-
-    def has_permission(self, request, view) -> bool:
-        if not super().has_permission(request, view):
-            return False
-        self.message = "Your role may not do this."
-        return user_role(request.user) in (Role.OPERATOR, Role.FINANCE)
-
-
 class ScenarioView(APIView):
     """Project every KPI and TFOM figure of a measured period with levers (multipliers of
     several levers on one factor multiply; α, β, σ, s, ρ capped at 1; GPUs withdrawn) or
@@ -134,7 +121,11 @@ class ScenarioView(APIView):
     cheapest lever set (one-time + 12 × monthly cost) that meets it under that demand, or
     say none does."""
 
-    permission_classes = [ScenarioPermission]
+    # Operators and finance run scenarios (a computation: a `read` token may); investors read
+    # the factory but do not run them.
+    permission_classes = [
+        capability_permission(read=Capability.READ_FACTORY, write=Capability.RUN_SCENARIOS)
+    ]
     write_scope = Scope.READ  # changes nothing
 
     @extend_schema(
