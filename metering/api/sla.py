@@ -13,6 +13,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from metering.api.usage import ErrorsSerializer
+from metering.filters import IncidentFilterSet
 from metering.models import (
     Deployment,
     Incident,
@@ -169,6 +170,9 @@ class IncidentSerializer(ModelSerializer):
         return data
 
 
+INCIDENT_ORDERING = IncidentFilterSet.base_filters["ordering"]
+
+
 def _period(request):
     """The records' filter: the period as asked (upcoming windows lie past now)."""
     params = request.query_params
@@ -199,6 +203,13 @@ def _period(request):
             ),
             *PERIOD_PARAMETERS,
             OpenApiParameter("tenant", str, description="Only incidents that touched it"),
+            OpenApiParameter("month", str, description="Only those active in it, YYYY-MM"),
+            OpenApiParameter(
+                "ordering",
+                str,
+                enum=[value for value, _ in INCIDENT_ORDERING.extra["choices"]],
+                description=INCIDENT_ORDERING.extra["help_text"],
+            ),
             OpenApiParameter("page", int),
             OpenApiParameter("page_size", int),
         ],
