@@ -1,67 +1,46 @@
-"""The left navigation: each entry names the roles that may open it (and so see it)."""
+"""The left navigation: the pages in order, each shown to the roles its view admits (read
+from the view's `role_required`, so who may open a page is written once)."""
 
 from dataclasses import dataclass
+from functools import cache
 
-from django.urls import NoReverseMatch, reverse
+from django.urls import NoReverseMatch, get_urlconf, resolve, reverse
 
 from portal.models import Role
 
 ALL = frozenset(Role)
-STAFF = frozenset({Role.OPERATOR, Role.FINANCE, Role.INVESTOR})
 
 
 @dataclass(frozen=True)
 class NavItem:
     label: str
     url_name: str
-    roles: frozenset[Role]
     section: str = ""
 
 
 NAV: list[NavItem] = [
-    NavItem("Home", "home", ALL),
-    NavItem("Usage", "usage", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Factory"),
-    NavItem("Metering", "metering", frozenset({Role.OPERATOR}), "Factory"),
-    NavItem("Incidents", "incidents", frozenset({Role.OPERATOR}), "Factory"),
-    NavItem("SLA", "sla-page", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Factory"),
-    NavItem(
-        "Invoices", "invoices", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Billing"
-    ),
-    NavItem(
-        "Credit notes",
-        "credit-notes-page",
-        frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
-        "Billing",
-    ),
-    NavItem("Month-end close", "close-page", frozenset({Role.OPERATOR, Role.FINANCE}), "Billing"),
-    NavItem("Receivables", "receivables-page", frozenset({Role.OPERATOR, Role.FINANCE}), "Billing"),
-    NavItem(
-        "Balances",
-        "balances-page",
-        frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
-        "Billing",
-    ),
-    NavItem("Ledger", "ledger", frozenset({Role.OPERATOR, Role.FINANCE}), "Billing"),
-    NavItem(
-        "Price realization", "realization", frozenset({Role.OPERATOR, Role.FINANCE}), "Billing"
-    ),
-    NavItem("Price book", "price-book", frozenset({Role.OPERATOR, Role.FINANCE}), "Billing"),
-    NavItem("Flywheel", "flywheel", STAFF, "Economics"),
-    NavItem("Investor view", "investor", STAFF, "Economics"),
-    NavItem("TFOM reports", "tfom-reports", STAFF, "Economics"),
-    NavItem("Inbox", "inbox", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Account"),
-    NavItem("Alerts", "alerts", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Account"),
-    NavItem(
-        "Notifications",
-        "notifications",
-        frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
-        "Account",
-    ),
-    NavItem(
-        "API tokens", "tokens", frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}), "Account"
-    ),
-    NavItem("Audit log", "audit", frozenset({Role.OPERATOR}), "Account"),
-    NavItem("API docs", "api-docs", ALL, "Account"),
+    NavItem("Home", "home"),
+    NavItem("Usage", "usage", "Factory"),
+    NavItem("Metering", "metering", "Factory"),
+    NavItem("Incidents", "incidents", "Factory"),
+    NavItem("SLA", "sla-page", "Factory"),
+    NavItem("Invoices", "invoices", "Billing"),
+    NavItem("Credit notes", "credit-notes-page", "Billing"),
+    NavItem("Month-end close", "close-page", "Billing"),
+    NavItem("Receivables", "receivables-page", "Billing"),
+    NavItem("Balances", "balances-page", "Billing"),
+    NavItem("Ledger", "ledger", "Billing"),
+    NavItem("Price realization", "realization", "Billing"),
+    NavItem("Price book", "price-book", "Billing"),
+    NavItem("Flywheel", "flywheel", "Economics"),
+    NavItem("Investor view", "investor", "Economics"),
+    NavItem("TFOM reports", "tfom-reports", "Economics"),
+    NavItem("Inbox", "inbox", "Account"),
+    NavItem("Alerts", "alerts", "Account"),
+    NavItem("Notifications", "notifications", "Account"),
+    NavItem("API tokens", "tokens", "Account"),
+    NavItem("Audit log", "audit", "Account"),
+    NavItem("API docs", "api-docs", "Account"),
 ]
 
 
@@ -69,12 +48,10 @@ def nav_for(role: Role | None, current_path: str = "") -> list[dict]:
     """The entries a role may open, in order, with their URL and whether they are current."""
     items = []
     for item in NAV:
-        if role is None or role not in item.roles:
-            continue
-        try:
-            url = reverse(item.url_name)
-        except NoReverseMatch:
-            continue  # an app whose pages are not mounted yet
+        page = _page(get_urlconf(), item.url_name)
+        if page is None or role not in page[1]:
+            continue  # not mounted, or not for this role
+        url = page[0]
         active = current_path == url or (url != "/" and current_path.startswith(url))
         items.append(
             {
@@ -88,5 +65,12 @@ def nav_for(role: Role | None, current_path: str = "") -> list[dict]:
     return items
 
 
-def may_open(role: Role | None, url_name: str) -> bool:
-    return any(item.url_name == url_name and role in item.roles for item in NAV)
+@cache
+def _page(urlconf: str | None, url_name: str) -> tuple[str, frozenset[Role]] | None:
+    """A named page's URL and the roles its view admits (`role_required`; a view without it,
+    every signed-in role), or None when no page has that name (an app not mounted)."""
+    try:
+        url = reverse(url_name, urlconf=urlconf)
+    except NoReverseMatch:
+        return None
+    return url, getattr(resolve(url, urlconf=urlconf).func, "portal_roles", ALL)

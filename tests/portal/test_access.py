@@ -129,6 +129,21 @@ def test_pages_answer_by_role(url, users, client):
         client.logout()
 
 
+@pytest.mark.parametrize("role", ROLES)
+def test_the_navigation_lists_the_pages_a_role_may_open(role, db):
+    """The navigation reads who may open a page from the page's view: a role's entries are
+    exactly the matrix's pages it may open, in the navigation's order."""
+    from django.urls import reverse
+
+    from portal.models import Role
+    from portal.nav import NAV, nav_for
+
+    listed = [item["url"] for item in nav_for(Role(role))]
+    ordered = [reverse(item.url_name) for item in NAV]
+    assert listed == [url for url in ordered if role in PAGES[url]]
+    assert nav_for(None) == []
+
+
 @pytest.mark.parametrize("url", sorted(PAGES))
 def test_pages_send_anonymous_users_to_login(url, client, db):
     response = client.get(url)
