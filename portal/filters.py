@@ -7,6 +7,8 @@ any other filter is a 400 naming the filter. `?ordering=<column>` (or `-<column>
 list by one of its table's columns, the same on its page, its CSV and its API.
 """
 
+from collections.abc import Sequence
+
 import django_filters
 from django.core.exceptions import ValidationError
 from django.db.models import F, QuerySet
@@ -49,6 +51,22 @@ class Ordering(django_filters.OrderingFilter):
             keys.append(column.desc(nulls_last=True) if descending else column.asc(nulls_last=True))
         then = qs.query.order_by or qs.model._meta.ordering
         return qs.order_by(*keys, *then, "pk")
+
+
+def rows_ordered(rows: list[dict], ordering: str | None, *, columns: Sequence[str]) -> list[dict]:
+    """`?ordering=` for a list made in Python (rows that are no queryset, as the usage page's
+    sums by day and model), by the rule of `Ordering`: one of `columns`, or `-column`
+    descending; empty values last; ties in the list's own order. Another value is refused,
+    naming `ordering`, as the FilterSets refuse it."""
+    if not ordering:
+        return rows
+    column = ordering.removeprefix("-")
+    if column not in columns:
+        choices = ", ".join(columns)
+        raise ValidationError({"ordering": [f"unknown column {ordering!r}: one of {choices}"]})
+    present = [row for row in rows if row[column] is not None]
+    present.sort(key=lambda row: row[column], reverse=ordering.startswith("-"))  # stable
+    return present + [row for row in rows if row[column] is None]
 
 
 class PortalFilterSet(django_filters.FilterSet):

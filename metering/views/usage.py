@@ -8,6 +8,7 @@ from portal.access import tenant_list, user_role
 from portal.charts import figure_json, usage_by_model_chart
 from portal.decorators import role_required
 from portal.exports import csv_response, export_query
+from portal.filters import rows_ordered
 from portal.models import Role
 from portal.pager import pager_page
 
@@ -29,17 +30,19 @@ CSV_FIELDS = [
 @role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
 def usage(request):
     """Usage by model and day: chart, a paginated table, and a CSV of every row of the
-    period and filters shown (not only the current page); the filters are the API's
-    (UsageFilterSet: tenant, model, pool; another tenant's slug is a 404)."""
+    period and filters shown (not only the current page), both sorted by `ordering` (a
+    column; by day and model without it); the filters are the API's (UsageFilterSet:
+    tenant, model, pool; another tenant's slug is a 404)."""
     window = window_resolve(request.GET, default="last_30_days")
     period = window.period
     is_member = user_role(request.user) is Role.TENANT
     rows = usage_daily_by_model(user=request.user, period=period, filters=request.GET)
+    table = rows_ordered(rows, request.GET.get("ordering"), columns=CSV_FIELDS)
     if request.GET.get("format") == "csv":
         return csv_response(
             filename=f"usage-{period.start:%Y%m%d}-{period.end:%Y%m%d}.csv",  # end excluded
             header=CSV_FIELDS,
-            rows=([row[f] for f in CSV_FIELDS] for row in rows),
+            rows=([row[f] for f in CSV_FIELDS] for row in table),
         )
     totals = {name: sum(r[name] for r in rows) for name in USAGE_SUMS}
     return render(
@@ -47,7 +50,7 @@ def usage(request):
         "metering/usage/usage.html",
         {
             "title": "Usage",
-            "page": pager_page(request, rows),
+            "page": pager_page(request, table),
             "row_count": len(rows),
             "csv_query": export_query(request),
             "totals": totals,

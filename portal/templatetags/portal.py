@@ -145,7 +145,7 @@ SORTED = {"ascending": "▲", "descending": "▼"}
 
 
 @register.simple_tag(takes_context=True)
-def sort_header(context, label: str, column: str, css: str = ""):
+def sort_header(context, label: str, column: str, css: str = "", title: str = ""):
     """A column header that sorts its list (`?ordering=`, the list's FilterSet): by `column`,
     or descending when it already sorts ascending by it; the other filters kept, back to the
     first page. `aria-sort` and an arrow say the order in force."""
@@ -155,8 +155,9 @@ def sort_header(context, label: str, column: str, css: str = ""):
     query.pop("page", None)
     query["ordering"] = f"-{column}" if state == "ascending" else column
     return format_html(
-        '<th{} aria-sort="{}"><a class="sort" href="?{}">{}<span aria-hidden="true">{}</span></a></th>',
+        '<th{}{} aria-sort="{}"><a class="sort" href="?{}">{}<span aria-hidden="true">{}</span></a></th>',
         format_html(' class="{}"', css) if css else "",
+        format_html(' title="{}"', title) if title else "",
         state,
         query.urlencode(),
         label,

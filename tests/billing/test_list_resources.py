@@ -315,3 +315,31 @@ def test_the_usage_page_its_csv_and_the_api_give_the_same_usage(
     assert client.get("/usage/?model=none").status_code == 400
     refused = api.get("/api/v1/usage?pool=none")
     assert refused.status_code == 400 and refused.json()["errors"][0]["field"] == "pool"
+
+
+def test_the_usage_page_sorts_its_table_and_its_csv_and_its_filters_keep_the_window(
+    world, users, client
+):
+    """3 March: llama-70b served A and B (20 M output tokens), qwen-7b A alone (10 M): by day
+    and model the llama row comes first, by output tokens the qwen one; the CSV follows the
+    page. The filter form keeps the period and the order it was opened with."""
+    client.force_login(users["operator"])
+    for ordering, models in (("", ["llama-70b", "qwen-7b"]), ("output_tokens", ["qwen-7b", "llama-70b"]),
+                             ("-output_tokens", ["llama-70b", "qwen-7b"]), ("-model", ["qwen-7b", "llama-70b"])):  # fmt: skip
+        query = f"/usage/?period=2026-03&ordering={ordering}"
+        page = client.get(query)
+        assert [row["model"] for row in page.context["page"]] == models, ordering
+        exported = csv.DictReader(io.StringIO(client.get(query + "&format=csv").content.decode()))
+        assert [row["model"] for row in exported] == models, ordering
+    shown = client.get("/usage/?period=2026-03&ordering=-errors").content.decode()
+    kept = (
+        '<input type="hidden" name="period" value="2026-03">'
+        '<input type="hidden" name="ordering" value="-errors">'
+    )
+    assert kept in shown  # the model and pool filters submit them with their own
+    refused = client.get("/usage/?period=2026-03&ordering=secret")
+    assert refused.status_code == 400
+    assert (
+        "ordering: unknown column &#x27;secret&#x27;: one of day, model,"
+        in refused.content.decode()
+    )
