@@ -146,9 +146,10 @@ SORTED = {"ascending": "▲", "descending": "▼"}
 
 @register.simple_tag(takes_context=True)
 def sort_header(context, label: str, column: str, css: str = "", title: str = ""):
-    """A column header that sorts its list (`?ordering=`, the list's FilterSet): by `column`,
-    or descending when it already sorts ascending by it; the other filters kept, back to the
-    first page. `aria-sort` and an arrow say the order in force."""
+    """A column header that sorts its list (`?ordering=`: the list's FilterSet, or
+    `rows_ordered` for rows made in Python): by `column`, or descending when it already
+    sorts ascending by it; the other filters kept, back to the first page. `aria-sort` and
+    an arrow say the order in force."""
     query = context["request"].GET.copy()
     current = query.get("ordering", "")
     state = {column: "ascending", f"-{column}": "descending"}.get(current, "none")
