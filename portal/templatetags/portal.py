@@ -155,14 +155,17 @@ def sort_header(context, label: str, column: str, css: str = "", title: str = ""
     state = {column: "ascending", f"-{column}": "descending"}.get(current, "none")
     query.pop("page", None)
     query["ordering"] = f"-{column}" if state == "ascending" else column
+    arrow = (
+        format_html('<span aria-hidden="true">{}</span>', SORTED[state]) if state in SORTED else ""
+    )
     return format_html(
-        '<th{}{} aria-sort="{}"><a class="sort" href="?{}">{}<span aria-hidden="true">{}</span></a></th>',
+        '<th{}{} aria-sort="{}"><a class="sort" href="?{}">{}{}</a></th>',
         format_html(' class="{}"', css) if css else "",
         format_html(' title="{}"', title) if title else "",
         state,
         query.urlencode(),
         label,
-        SORTED.get(state, ""),
+        arrow,
     )
 
 
