@@ -4,6 +4,7 @@ from the view's `role_required`, so who may open a page is written once)."""
 from dataclasses import dataclass
 from functools import cache
 
+from django.conf import settings
 from django.urls import NoReverseMatch, get_urlconf, resolve, reverse
 
 from portal.models import Role
@@ -48,7 +49,7 @@ def nav_for(role: Role | None, current_path: str = "") -> list[dict]:
     """The entries a role may open, in order, with their URL and whether they are current."""
     items = []
     for item in NAV:
-        page = _page(get_urlconf(), item.url_name)
+        page = _page(get_urlconf() or settings.ROOT_URLCONF, item.url_name)
         if page is None or role not in page[1]:
             continue  # not mounted, or not for this role
         url = page[0]
@@ -66,7 +67,7 @@ def nav_for(role: Role | None, current_path: str = "") -> list[dict]:
 
 
 @cache
-def _page(urlconf: str | None, url_name: str) -> tuple[str, frozenset[Role]] | None:
+def _page(urlconf: str, url_name: str) -> tuple[str, frozenset[Role]] | None:
     """A named page's URL and the roles its view admits (`role_required`; a view without it,
     every signed-in role), or None when no page has that name (an app not mounted)."""
     try:
