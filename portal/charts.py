@@ -35,7 +35,9 @@ def base_layout(*, y_title: str, x_title: str = "Day (UTC)", barmode: str | None
         # automargin: long or slanted tick labels (a tenant's name) grow the margin, never clip
         "xaxis": {"title": {"text": x_title}, "automargin": True},
         "yaxis": {"title": {"text": y_title}, "rangemode": "tozero", "automargin": True},
-        "legend": {"orientation": "h", "y": -0.32},
+        # Below everything, in the container's coordinates: the axis's slanted tick labels and
+        # its title push the plot up, never the legend onto them.
+        "legend": {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
         "font": {"family": "system-ui, sans-serif", "size": 13},
         "plot_bgcolor": "#fff",
         "paper_bgcolor": "#fff",

@@ -5,7 +5,8 @@ module as numbers where they are figures; XLSX figure cells are numbers, never f
 
 Every page of every role fits at 1280 and 1440 px: nothing wider than the viewport, no
 element whose content spills out of it or is clipped (a table that needs a scroll bar
-counts), and no chart text (tick, title, legend, note) cut by the chart's edge."""
+counts), no chart text (tick, title, legend, note) cut by the chart's edge, and no legend
+over the x axis's tick labels or title."""
 
 import csv
 import io
@@ -71,6 +72,13 @@ OVERFLOWS = """() => {
           r.bottom > box.bottom + 1)
         problems.push(`chart #${plot.id}: "${text.textContent}" cut`);
     }
+    const boxes = sel => [...plot.querySelectorAll(sel)].filter(t => t.textContent.trim())
+      .map(t => [t.textContent, t.getBoundingClientRect()]);
+    const axis = boxes('.xtick text, .g-xtitle text');
+    for (const [label, r] of boxes('.legend text'))
+      for (const [tick, a] of axis)
+        if (r.left < a.right - 1 && a.left < r.right - 1 && r.top < a.bottom - 1 && a.top < r.bottom - 1)
+          problems.push(`chart #${plot.id}: legend "${label}" over "${tick}"`);
   }
   return problems;
 }"""
