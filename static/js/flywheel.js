@@ -116,7 +116,10 @@
     if (!data.series || !window.Plotly) return;
     var months = data.series.months;
     var x = months.map(function (m) { return m.month; });
-    var unit = 1e9;
+    var most = Math.max.apply(null, months.map(function (m) {
+      return Math.max(m.demand_tokens, m.capacity_tokens, m.served_tokens);
+    }));
+    var unit = most >= 1e12 ? 1e12 : 1e9;  // never "10k billion"
     var line = function (key, name, colour, dash) {
       return {x: x, y: months.map(function (m) { return m[key] / unit; }), name: name,
         type: "scatter", mode: "lines+markers", line: {color: colour, dash: dash || "solid"}};
@@ -128,8 +131,8 @@
     ], {
       margin: {l: 60, r: 20, t: 10, b: 70},
       xaxis: {title: {text: "Month after the measured period"}, dtick: 1},
-      yaxis: {title: {text: "Billion tokens"}, rangemode: "tozero"},
-      legend: {orientation: "h", y: -0.35}, font: {size: 12}
+      yaxis: {title: {text: unit === 1e12 ? "Trillion tokens" : "Billion tokens"}, rangemode: "tozero"},
+      legend: {orientation: "h", yref: "container", y: 0, yanchor: "bottom"}, font: {size: 12}
     }, {displayModeBar: false, responsive: true});
     var first = data.series.first_month_over_capacity;
     var last = months[months.length - 1];

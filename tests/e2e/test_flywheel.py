@@ -81,6 +81,13 @@ def test_moving_a_factor_slider_changes_the_projected_tfi_and_ebitda(demo, page)
     assert len(served) == 12 and all(s > 0 for s in served)
     assert all(s <= min(d, c) * 1.000001 for s, d, c in zip(served, demand, capacity, strict=True))
     assert "month" in page.locator("#growth-note").inner_text()
+    # In a unit that keeps the ticks under a thousand (the demo's ~10^13 tokens a month: never
+    # "10k" billion).
+    assert max(map(max, series)) < 1000
+    assert page.locator("#growth-chart .g-ytitle").text_content() in (
+        "Billion tokens",
+        "Trillion tokens",
+    )
     screenshot(page, "flywheel-growth")
 
 
