@@ -56,6 +56,8 @@ def unsold_chart(unsold: dict[str, dict[str, int]]) -> go.Figure:
 def sla_history_chart(history) -> go.Figure:
     """Monthly uptime against the SLA target (percent), oldest month first."""
     layout = base_layout(y_title="Uptime (%)", x_title="Month (UTC)")
+    # One tick a month, named by its month (with three months or fewer Plotly ticks days).
+    layout["xaxis"] |= {"dtick": "M1", "tickformat": "%b %Y"}
     layout["yaxis"] = {"title": {"text": "Uptime (%)"}, "range": [99.0, 100.0]}
     fig = go.Figure(layout=layout)
     months = [f.sla.month for f in history]

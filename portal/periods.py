@@ -281,15 +281,22 @@ def period_resolve(
     )  # fmt: skip
 
 
+def months_back(count: int, *, now: datetime, since: datetime | None = None) -> list[datetime]:
+    """The starts of the last `count` months up to now's, newest first; none that ends before
+    `since` (the factory's first instant in service: nothing earlier has figures), and at
+    least now's month."""
+    months = [months_before(now, n) for n in range(count)]
+    if since is not None:
+        months = [month for month in months if next_month(month) > since] or months[:1]
+    return months
+
+
 def picker_keys(
     *, now: datetime | None = None, since: datetime | None = None
 ) -> dict[str, list[str]]:
     """The months (13, as far back as events are kept) and quarters (5) the picker offers,
     newest first; none that ends before `since` (the factory's first instant in service)."""
-    now = now or clock.now()
-    months = [months_before(now, n) for n in range(13)]
-    if since is not None:
-        months = [month for month in months if next_month(month) > since] or months[:1]
+    months = months_back(13, now=now or clock.now(), since=since)
     quarters = []
     for month in months:
         key = f"{month.year}-Q{(month.month - 1) // 3 + 1}"

@@ -4,6 +4,7 @@ from django.shortcuts import render
 
 from billing.charts import sla_history_chart
 from billing.selectors.credits import sla_figures_list
+from metering.selectors.factory import factory_in_service_from
 from metering.selectors.sla.incidents import peak_impact
 from metering.selectors.usage import metered_months
 from portal import clock
@@ -12,7 +13,14 @@ from portal.charts import figure_json
 from portal.decorators import role_required
 from portal.errors import FieldError
 from portal.models import Role, Tenant
-from portal.periods import Period, month_parse, month_start, months_before, next_month
+from portal.periods import (
+    Period,
+    month_parse,
+    month_start,
+    months_back,
+    months_before,
+    next_month,
+)
 
 SLA_MONTHS = 6  # months of history on the SLA page
 
@@ -30,7 +38,7 @@ def sla(request):
     this_month = month_start(clock.now())
     context = {"title": "SLA", "is_member": is_member, "tenant": tenant}
     if tenant is not None:
-        months = [months_before(this_month, n) for n in range(SLA_MONTHS - 1, -1, -1)]
+        months = months_back(SLA_MONTHS, now=this_month, since=factory_in_service_from())[::-1]
         history = [sla_figures_list(month_start=m, tenants=[tenant])[0] for m in months]
         incidents = {i.pk: i for f in history for i in f.sla.incidents}
         context |= {
@@ -49,7 +57,7 @@ def sla(request):
         month = _month_param(
             request.GET.get("month"), default=metered[-1] if metered else this_month
         )
-        months = [months_before(this_month, n) for n in range(SLA_MONTHS)]
+        months = months_back(SLA_MONTHS, now=this_month, since=factory_in_service_from())
         context |= {
             "month": month,
             "months": months if month in months else [*months, month],

@@ -268,3 +268,20 @@ def test_a_draft_asked_for_again_is_the_same_draft_with_its_sla_credit(march, te
     assert line_amounts(again) == [("usage", Decimal("8.80")), ("sla_credit", Decimal("-1.76"))]
     assert not Invoice.objects.filter(status="void").exists()
     assert SlaCredit.objects.get().invoice == first
+
+
+def test_the_sla_history_offers_no_month_before_the_factory_was_in_service(march, client, users):
+    """Today is 2026-12-16 and the factory's one pool is in service from 10 November: the
+    tenant's history and the month picker stop at November (months before it have no
+    figures, kpis.md section 0), where they showed six months, four of them empty."""
+    from metering.models import Pool
+
+    Pool.objects.update(in_service_from=datetime(2026, 11, 10, tzinfo=UTC))
+    client.force_login(users["finance"])
+
+    history = client.get("/billing/sla/?tenant=tenant-a").content.decode()
+    picker = client.get("/billing/sla/?month=2026-12").content.decode()
+
+    assert history.count("no usage: no data") == 2  # December and November
+    assert "2026-11" in history and "2026-10" not in history
+    assert 'value="2026-11"' in picker and 'value="2026-10"' not in picker

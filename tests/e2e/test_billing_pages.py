@@ -85,7 +85,13 @@ def test_tenant_sees_only_its_invoices_and_can_download_them(demo, page):
     page.goto("/billing/sla/")
     page.wait_for_selector("#sla-chart .main-svg")
     history = page.get_by_role("table", name="SLA attainment")
-    assert history.get_by_role("row").count() == 1 + 6  # six months, newest first
+    # The demo's three months in service (two closed and this one), newest first; none
+    # before the factory was (kpis.md section 0). The chart ticks them by month.
+    assert history.get_by_role("row").count() == 1 + 3
+    ticks = page.evaluate(
+        "() => [...document.querySelectorAll('#sla-chart .xtick text')].map(t => t.textContent)"
+    )
+    assert len(ticks) == 3 and all(re.fullmatch(r"[A-Z][a-z]{2} \d{4}", t) for t in ticks), ticks
     screenshot(page, "sla-tenant-demo")
 
 
