@@ -12,6 +12,7 @@ from billing.selectors.credits import sla_figures_list
 from billing.selectors.invoices import invoice_list
 from billing.selectors.month_to_date import month_to_date
 from billing.selectors.pricing import contract_in_force, tenant_prices
+from metering.selectors.factory import factory_in_service_from
 from metering.selectors.sla.incidents import peak_impact
 from metering.selectors.usage import usage_daily_by_model, window_resolve
 from portal import clock
@@ -21,7 +22,7 @@ from portal.charts import figure_json, usage_by_model_chart
 from portal.decorators import role_required
 from portal.errors import FieldError
 from portal.models import Role
-from portal.periods import month_start, months_before
+from portal.periods import month_start, months_back
 
 
 @role_required(Role.TENANT)
@@ -53,8 +54,8 @@ def _home(request, *, form: BudgetForm | None):
     this_month = month_start(now)
     contract = contract_in_force(tenant=tenant, when=now)
     sla_rows = [
-        sla_figures_list(month_start=months_before(this_month, n), tenants=[tenant])[0]
-        for n in range(3)
+        sla_figures_list(month_start=month, tenants=[tenant])[0]
+        for month in months_back(3, now=this_month, since=factory_in_service_from())
     ]
     incidents = {i.pk: i for f in sla_rows for i in f.sla.incidents}
     return render(

@@ -272,7 +272,7 @@ def test_a_draft_asked_for_again_is_the_same_draft_with_its_sla_credit(march, te
 
 def test_the_sla_history_offers_no_month_before_the_factory_was_in_service(march, client, users):
     """Today is 2026-12-16 and the factory's one pool is in service from 10 November: the
-    tenant's history and the month picker stop at November (months before it have no
+    tenant's history, the month picker and the tenant's home stop at November (months before it have no
     figures, kpis.md section 0), where they showed six months, four of them empty."""
     from metering.models import Pool
 
@@ -285,3 +285,7 @@ def test_the_sla_history_offers_no_month_before_the_factory_was_in_service(march
     assert history.count("no usage: no data") == 2  # December and November
     assert "2026-11" in history and "2026-10" not in history
     assert 'value="2026-11"' in picker and 'value="2026-10"' not in picker
+    client.force_login(users["tenant"])
+    home = client.get("/").content.decode()
+    sla = home[home.index("<h2>SLA") : home.index("<h2>Invoices")]
+    assert "2026-11" in sla and "2026-10" not in sla  # the home's three months: two here
