@@ -170,17 +170,25 @@ def sort_header(context, label: str, column: str, css: str = "", title: str = ""
 
 
 @register.filter
-def audit_changes(entry) -> list[tuple[str, str, str]]:
-    """An audit entry as (field, before, after) for each field it changed (a creation: every
-    field after; a deletion: every field before), values in words."""
+def audit_changes(entry) -> list[tuple[str, str | None, str | None]]:
+    """An audit entry as (field, before, after) for each field it changed, values in words.
+    A creation has no before (None) and lists the fields it set; a deletion has no after
+    (None) and lists the fields it held: neither lists a field that was empty."""
     before, after = entry.before or {}, entry.after or {}
     if not isinstance(before, dict) or not isinstance(after, dict):
         return [("", audit_value(before or None), audit_value(after or None))]
+    if not (before and after):
+        held = before or after
+        return [
+            (field, *((None, shown) if after else (shown, None)))
+            for field, value in held.items()
+            if (shown := audit_value(value)) != "—"
+        ]
     fields = [*before, *(key for key in after if key not in before)]
     return [
         (field, audit_value(before.get(field)), audit_value(after.get(field)))
         for field in fields
-        if before.get(field) != after.get(field) or not (before and after)
+        if before.get(field) != after.get(field)
     ]
 
 

@@ -1,4 +1,5 @@
-"""The audit log reads as field → before → after, in words, not as Python dicts."""
+"""The audit log reads as field → before → after, in words, not as Python dicts; a creation
+as the fields it set."""
 
 import pytest
 
@@ -31,6 +32,7 @@ def test_audit_entries_show_each_changed_field_before_and_after(client, users):
             "gpu_count": 8,
             "labels": ["eu", "prod"],
             "in_service_from": "2026-11-03T07:00:00Z",
+            "retired_at": None,
         },
     )
     client.force_login(users["operator"])
@@ -42,6 +44,11 @@ def test_audit_entries_show_each_changed_field_before_and_after(client, users):
         assert f">{shown}<" in page, shown
     assert ">Slug<" in page  # the pool's creation lists every field; the tenant's kept slug…
     assert page.count(">acme<") == 0  # … is not a change
+    # The creation lists what it set, with no arrow from nothing and no empty field.
+    created = page[page.index(">pool.create<") :]
+    created = created[: created.index("</tr></table>")]
+    assert ">Retired at<" not in created and "→" not in created
+    assert '<td colspan="3">h100-a</td>' in created
     for raw in ("None", "True", "False", "{'", "['", "2026-11-03T07"):
         assert raw not in page, raw
 
