@@ -36,10 +36,11 @@ def sla(request):
     if is_member:
         tenant = user_tenant(request.user)
     this_month = month_start(clock.now())
+    # Newest first; none before the factory was in service (nothing earlier has figures).
+    months = months_back(SLA_MONTHS, now=this_month, since=factory_in_service_from())
     context = {"title": "SLA", "is_member": is_member, "tenant": tenant}
     if tenant is not None:
-        months = months_back(SLA_MONTHS, now=this_month, since=factory_in_service_from())[::-1]
-        history = [sla_figures_list(month_start=m, tenants=[tenant])[0] for m in months]
+        history = [sla_figures_list(month_start=m, tenants=[tenant])[0] for m in months[::-1]]
         incidents = {i.pk: i for f in history for i in f.sla.incidents}
         context |= {
             "history": history[::-1],
@@ -57,7 +58,6 @@ def sla(request):
         month = _month_param(
             request.GET.get("month"), default=metered[-1] if metered else this_month
         )
-        months = months_back(SLA_MONTHS, now=this_month, since=factory_in_service_from())
         context |= {
             "month": month,
             "months": months if month in months else [*months, month],
