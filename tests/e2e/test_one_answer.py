@@ -77,7 +77,10 @@ def _one_answer(page, now, preset: str) -> None:
 
     page.goto(f"/?{query}")
     assert _shown(page, "tef") == {tef} and _shown(page, "tfi") == {tfi}
-    assert _shown(page, "realized_revenue") == {_money(kpis["realized_revenue"])}
+    # A dashboard: whole units (ui.md, Numbers), the cents on hover.
+    assert _shown(page, "realized_revenue") == {_whole(kpis["realized_revenue"])}
+    title = page.locator('[data-kpi="realized_revenue"]').get_attribute("title")
+    assert title == f"{_money(kpis['realized_revenue'])} USD"
     if preset in ("this-month", "custom"):
         screenshot(page, f"one-answer-overview-{preset}-{now:%d}")
 
