@@ -8,7 +8,7 @@ from flywheel.domain.loop.factors import FACTORS, LABELS, SYMBOLS
 from flywheel.domain.reports.formats import report_money
 from flywheel.domain.reports.model import TfomReport
 from flywheel.selectors.tfom import TrendMonth
-from portal.charts import band_mark, base_layout, colour_of, level_mark
+from portal.charts import PARTIAL_PATTERN, band_mark, base_layout, colour_of, level_mark
 
 # The six factors as the charts name them: "α availability" … "ρ price realization".
 FACTOR_NAMES = [(f, f"{SYMBOLS[f]} {LABELS[f]}") for f in FACTORS]
@@ -126,9 +126,6 @@ def _month_label(point: TrendMonth) -> str:
         return label
     hours = (point.end - point.start).total_seconds() / 3600
     return f"{label} ({hours:,.0f} h)" if hours < 7 * 24 else f"{label} ({hours / 24:,.0f} d)"
-
-
-PARTIAL_PATTERN = "/"  # a partial month's bars are hatched
 
 
 def trend_money_chart(points: list[TrendMonth], *, currency: str) -> go.Figure:

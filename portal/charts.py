@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from portal.kept import kept
+from portal.periods import Period
 
 PALETTE = ["#1f6feb", "#d9480f", "#2b8a3e", "#7048e8", "#c2255c", "#0b7285", "#e67700", "#495057"]
 FIXED = {
@@ -80,17 +81,29 @@ def level_mark(y: float, *, colour: str, label: str) -> tuple[dict, dict]:
     return shape, note
 
 
-def usage_by_model_chart(rows: list[dict]) -> go.Figure:
-    """Stacked bars: output tokens per day and model."""
+PARTIAL_PATTERN = "/"  # the bars of a partial period (a day or month not whole) are hatched
+
+
+def usage_by_model_chart(rows: list[dict], *, period: Period) -> go.Figure:
+    """Stacked bars: output tokens per day and model; the days `period` holds only part of
+    (today so far) hatched, and said so in the hover."""
     fig = go.Figure(layout=base_layout(y_title="Output tokens per day", barmode="stack"))
     models = sorted({r["model"] for r in rows})
+    partial = period.partial_days
     for model in models:
         series = [r for r in rows if r["model"] == model]
         fig.add_bar(
             x=[r["day"] for r in series],
             y=[r["output_tokens"] for r in series],
             name=model,
-            marker_color=colour_of(model),
+            marker={
+                "color": colour_of(model),
+                "pattern": {
+                    "shape": [PARTIAL_PATTERN if r["day"] in partial else "" for r in series]
+                },
+            },
+            customdata=["part of the day" if r["day"] in partial else "" for r in series],
+            hovertemplate="%{x|%b %-d, %Y} %{customdata}<br>%{y:,} output tokens",
         )
     return fig
 

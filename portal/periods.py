@@ -29,6 +29,14 @@ class Period:
     def seconds(self) -> float:
         return (self.end - self.start).total_seconds()
 
+    @property
+    def partial_days(self) -> frozenset[date]:
+        """The UTC days the period holds only part of: its first and last, where a bound is
+        not at midnight (a day in progress, a custom window's hours)."""
+        return frozenset(
+            bound.date() for bound in (self.start, self.end) if bound.timetz() != time(tzinfo=UTC)
+        )
+
 
 _M = TypeVar("_M", bound=Model)
 

@@ -68,7 +68,8 @@ def _home(request, *, form: BudgetForm | None):
                 key: sum(r[key] for r in rows)
                 for key in ("requests", "errors", "input_tokens", "output_tokens")
             },
-            "chart": figure_json(usage_by_model_chart(rows)) if rows else None,
+            "chart": figure_json(usage_by_model_chart(rows, period=period)) if rows else None,
+            "period": period,
             "sla_rows": sla_rows,
             "current": sla_rows[0],
             "incidents": [

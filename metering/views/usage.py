@@ -63,6 +63,6 @@ def usage(request):
             "tenants": [] if is_member else tenant_list(user=request.user).order_by("name"),
             "models": served_model_list(),
             "pools": pool_list(),
-            "chart": figure_json(usage_by_model_chart(rows)) if rows else None,
+            "chart": figure_json(usage_by_model_chart(rows, period=period)) if rows else None,
         },
     )

@@ -17,6 +17,12 @@ def test_tenant_usage_page_shows_a_filled_chart_of_own_usage(demo, page):
     # The last 30 days: 29 whole demo days and today up to its last whole hour (the window
     # of kpis.md section 0, as every other page reads), three models each.
     assert chart_points(page, "#usage-chart") == 30 * 3
+    # Today so far is a partial day (ui.md, Partial periods): its bars alone are hatched.
+    shapes = page.evaluate(
+        "() => document.querySelector('#usage-chart').data.map(t => t.marker.pattern.shape)"
+    )
+    assert shapes == [[""] * 29 + ["/"]] * 3
+    assert page.get_by_text("Hatched bars: a day counted only in part").is_visible()
     assert page.get_by_label("Tenant").count() == 0  # a member sees no tenant picker
     assert page.get_by_role("link", name="Download CSV (90 rows)").is_visible()
     assert page.get_by_text("Page 1 of 2").is_visible()

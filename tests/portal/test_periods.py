@@ -1,13 +1,13 @@
 """The one period resolver (kpis.md section 0) at every test clock: presets, months and
 quarters, custom bounds, the window actually measured and the bounds on requests."""
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 import pytest
 
 from flywheel.selectors.report_periods import report_period_parse
 from portal.errors import FieldError
-from portal.periods import month_start, months_before, next_month, period_resolve
+from portal.periods import Period, month_start, months_before, next_month, period_resolve
 from tests.conftest import on_every_clock
 
 
@@ -220,3 +220,22 @@ def test_pages_and_apis_taking_a_month_answer_bad_years_without_an_error(db, use
     assert client.get("/billing/sla/?month=0000-01").status_code == 200
     assert client.get("/api/v1/kpis?period=0000-01").status_code == 400
     assert client.get("/api/v1/close/0000-01").status_code == 400
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "partial"),
+    [
+        # Last 30 days up to today's 20:00: today only.
+        (datetime(2026, 11, 6, tzinfo=UTC), datetime(2026, 12, 5, 20, tzinfo=UTC),
+         {date(2026, 12, 5)}),
+        # Whole days: none.
+        (datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC), set()),
+        # Custom hours within a day, and hours across two days.
+        (datetime(2026, 3, 2, 10, tzinfo=UTC), datetime(2026, 3, 2, 14, tzinfo=UTC),
+         {date(2026, 3, 2)}),
+        (datetime(2026, 3, 2, 10, tzinfo=UTC), datetime(2026, 3, 4, 1, tzinfo=UTC),
+         {date(2026, 3, 2), date(2026, 3, 4)}),
+    ],
+)  # fmt: skip
+def test_a_periods_partial_days_are_those_a_bound_cuts(start, end, partial):
+    assert Period(start, end).partial_days == partial
