@@ -12,12 +12,12 @@ from rest_framework.views import APIView
 from billing.domain.receivables import BUCKETS
 from billing.selectors.close import CloseReport, close_report
 from billing.selectors.receivables import aged_receivables
-from billing.services.close import CloseError
+from billing.services.close import close_check
 from billing.tasks import close_task
 from portal import clock
 from portal.access import Capability
 from portal.money import money_str
-from portal.periods import day_parse, month_parse, next_month
+from portal.periods import day_parse, month_parse
 from portal.permissions import capability_permission
 
 Books = capability_permission(read=Capability.READ_BOOKS, write=Capability.WRITE_COMMERCIAL)
@@ -37,9 +37,7 @@ class CloseView(APIView):
     def post(self, request):
         given = CloseIn(data=request.data)
         given.is_valid(raise_exception=True)
-        month = month_parse(given.validated_data["month"])
-        if next_month(month) > clock.now():
-            raise CloseError(f"{month:%Y-%m} is not over yet; a month is closed once it ends")
+        month = close_check(month_parse(given.validated_data["month"]))
         close_task.apply_async(kwargs={"month": f"{month:%Y-%m}"})
         url = reverse("close-report", kwargs={"month": f"{month:%Y-%m}"})
         return Response({"month": f"{month:%Y-%m}", "url": url}, status=status.HTTP_202_ACCEPTED)

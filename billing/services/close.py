@@ -116,16 +116,23 @@ def _record(close: MonthClose, name: str, *, run: CloseRun, **detail) -> None:
     )
 
 
+def close_check(month_start: datetime, *, now: datetime | None = None) -> datetime:
+    """The UTC month holding `month_start`, refused (CloseError, naming `month`) while it is
+    not over: a month is closed once it ends."""
+    start = month_of(month_start)
+    if next_month(start) > (now or clock.now()):
+        raise CloseError(f"{start:%Y-%m} is not over yet; a month is closed once it ends")
+    return start
+
+
 def close_run(*, month_start: datetime, by=None, now: datetime | None = None) -> CloseRun:
     """Close the UTC month holding `month_start`, or resume its close: the steps not yet done,
     in order (STEPS). A month not over yet is refused (CloseError). Returns what this run
     did; a tenant whose month cannot be rated stops it (`errors`, also kept on the close)
     before the lock, or, for usage arriving later, before the month's last step."""
-    start = month_of(month_start)
-    run = CloseRun(month_start=start, at=now)
+    run = CloseRun(month_start=month_of(month_start), at=now)
     now = now or clock.now()
-    if next_month(start) > now:
-        raise CloseError(f"{start:%Y-%m} is not over yet; a month is closed once it ends")
+    start = close_check(month_start, now=now)
     close, _ = MonthClose.objects.get_or_create(
         month=start, defaults={"started_at": now, "started_by": by}
     )

@@ -18,6 +18,7 @@ from billing.selectors.close import close_months, close_report
 from billing.selectors.credit_notes import credit_note_list
 from billing.selectors.invoices import invoice_get
 from billing.selectors.receivables import aged_receivables
+from billing.services.close import CloseError, close_check
 from billing.services.credit_notes import credit_note_issue
 from billing.services.prepaid import prepaid_purchase
 from billing.tasks import close_task
@@ -30,7 +31,7 @@ from portal.models import Role, Tenant
 from portal.money import money_str
 from portal.pager import pager_page
 from portal.pdf import pdf_render
-from portal.periods import day_parse, instant_parse, month_parse, months_before, next_month
+from portal.periods import day_parse, instant_parse, month_parse, months_before
 from portal.periods import month_start as month_of
 
 BOOKS = (Role.OPERATOR, Role.FINANCE)
@@ -59,9 +60,10 @@ def _month(value: str) -> datetime:
 
 
 @role_required(*BOOKS)
-def close_index(request):
-    """Every month with a close or invoices, with its status; close a month from here (POST)."""
-    if request.method == "POST":
+def close_index(request, *, posted: str | None = None, error: str = "", status: int = 200):
+    """Every month with a close or invoices, with its status; close a month from here (POST:
+    a refused month is answered here, the message beside the field, the month kept)."""
+    if request.method == "POST" and posted is None:
         return _close_start(request)
     last = months_before(month_of(clock.now()), 1)
     return render(
@@ -70,20 +72,25 @@ def close_index(request):
         {
             "title": "Month-end close",
             "months": close_months(),
-            "last_month": last,
+            "month_value": f"{last:%Y-%m}" if posted is None else posted,
+            "month_error": error,
             "may_close": user_may(request.user, Capability.WRITE_COMMERCIAL),
         },
+        status=status,
     )
 
 
 def _close_start(request):
-    """Queue the close of a month that is over (or resume it); the close job does the work."""
+    """Queue the close of a month that is over (or resume it); the close job does the work.
+    The month is refused as the API refuses it (a 400 naming `month`)."""
     if not user_may(request.user, Capability.WRITE_COMMERCIAL):
         raise PermissionDenied("Your role may not close a month.")
-    month = _month(request.POST.get("month", ""))
-    if next_month(month) > clock.now():
-        messages.error(request, f"{month:%Y-%m} is not over yet; a month is closed once it ends.")
-        return redirect("close-page")
+    posted = request.POST.get("month", "")
+    try:
+        month = close_check(month_parse(posted))
+    except (FieldError, CloseError) as refused:
+        message = refused.api_errors()[0]["message"]
+        return close_index(request, posted=posted, error=message, status=400)
     close_task.apply_async(kwargs={"month": f"{month:%Y-%m}"})
     messages.success(request, f"The close of {month:%Y-%m} is queued; this page shows its steps.")
     return redirect("close-month-page", month=f"{month:%Y-%m}")

@@ -258,6 +258,32 @@ def test_close_pages_and_documents(march, users, client):
     assert client.get("/billing/close/2026-03/pdf/").status_code == 403
 
 
+def test_the_close_page_refuses_a_month_as_the_api_does_beside_the_field(march, users, client):
+    """Today is 2026-12-16: December is not over, and 2026-13 is no month. The page answers
+    400 with the API's message beside the month field, keeping what was typed; nothing is
+    queued (no close exists). March, which is over, is queued and opens its report."""
+    from rest_framework.test import APIClient
+
+    from billing.models import MonthClose
+
+    api = APIClient()
+    api.force_login(users["finance"])
+    client.force_login(users["finance"])
+    for month in ("2026-12", "2026-13"):
+        page = client.post("/billing/close/", {"month": month})
+        message = api.post("/api/v1/close", {"month": month}, format="json").json()["errors"][0]
+        assert page.status_code == 400 and message["field"] == "month"
+        body = page.content.decode()
+        assert (
+            f'<p class="error" id="month-error" role="alert">month: {message["message"]}</p>'
+            in body
+        )
+        assert f'name="month" type="month" value="{month}"' in body
+    assert not MonthClose.objects.exists()
+    queued = client.post("/billing/close/", {"month": "2026-03"})
+    assert queued.status_code == 302 and queued["Location"] == "/billing/close/2026-03/"
+
+
 def test_a_closed_month_is_not_rewritten_from_before_it(admin_api, march):
     """Versions dated before the end of the last closed month would govern it: refused naming
     effective_from, the month's invoices and rating unchanged; an incident or a window
