@@ -140,13 +140,10 @@ def close_pdf(request, month: str):
 
 @role_required(*BOOKS)
 def receivables(request):
-    """Aged receivables as of a day (default today)."""
+    """Aged receivables as of a day (default today); a day that is not one is a 400 naming
+    `as_of` (the page and its CSV, as the API), never today's figures in its place."""
     value = request.GET.get("as_of", "")
-    try:
-        as_of = day_parse(value, field="as_of") if value else clock.now().date()
-    except FieldError as error:
-        messages.error(request, str(error))
-        as_of = clock.now().date()
+    as_of = day_parse(value, field="as_of") if value else clock.now().date()
     rows = aged_receivables(user=request.user, as_of=as_of)
     totals = {b: sum((row.buckets[b] for row in rows), 0) for b in BUCKETS}
     if request.GET.get("format") == "csv":

@@ -284,6 +284,11 @@ def test_receivables_api_and_its_access(finance, users, db):
     }  # fmt: skip
     bad = finance.get("/api/v1/receivables?as_of=2026-02-30")
     assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "as_of"
+    # The page and its CSV refuse it alike, never showing today's figures in its place.
+    for query in ("as_of=2026-02-30", "as_of=2026-02-30&format=csv"):
+        page = finance.get(f"/billing/receivables/?{query}")
+        assert page.status_code == 400, query
+        assert "as_of: is not a possible date" in page.content.decode(), query
     member = APIClient()
     member.force_login(users["tenant"])
     assert member.get("/api/v1/receivables").status_code == 403
