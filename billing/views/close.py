@@ -22,6 +22,7 @@ from billing.services.close import CloseError, close_check
 from billing.services.credit_notes import credit_note_issue
 from billing.services.prepaid import prepaid_purchase
 from billing.tasks import close_task
+from billing.views.invoices import invoice_detail
 from portal import clock
 from portal.access import Capability, tenant_get, user_may, user_role, user_tenant
 from portal.decorators import role_required
@@ -284,8 +285,7 @@ def invoice_credit(request, pk: int):
             by=request.user,
         )
     except FieldError as error:
-        messages.error(request, str(error))
-        return redirect("invoice-page", pk=invoice.pk)
+        return invoice_detail(request, pk, credit_posted=request.POST, credit_error=error)
     messages.success(request, f"{note.number} issued on {invoice.number}.")
     return redirect("credit-note-page", pk=note.pk)
 
@@ -299,6 +299,7 @@ def balances(request):
     tenant = user_tenant(request.user) if is_member else None
     if not is_member and slug:
         tenant = tenant_get(user=request.user, slug=slug)
+    error = None
     if request.method == "POST" and tenant and user_may(request.user, Capability.WRITE_COMMERCIAL):
         try:
             balance = prepaid_purchase(
@@ -307,10 +308,16 @@ def balances(request):
                 expires_at=instant_parse(request.POST.get("expires_at", ""), "expires_at"),
                 by=request.user,
             )
+        except FieldError as refused:
+            error = refused  # answered below (a 400), beside the form, what was typed kept
+        else:
             messages.success(request, f"Prepaid purchase invoiced as {balance.invoice.number}.")
-        except FieldError as error:
-            messages.error(request, str(error))
-        return redirect(f"{request.path}?tenant={tenant.slug}")
+            return redirect(f"{request.path}?tenant={tenant.slug}")
+    prepaid = (
+        [(b, prepaid_remaining(b)) for b in tenant.prepaid.select_related("invoice")]
+        if tenant
+        else []
+    )
     return render(
         request,
         "billing/close/balances.html",
@@ -320,14 +327,13 @@ def balances(request):
             "is_member": is_member,
             "tenants": [] if is_member else Tenant.objects.order_by("name"),
             "credit": credit_balance(tenant=tenant) if tenant else None,
-            "prepaid": [
-                (balance, prepaid_remaining(balance))
-                for balance in tenant.prepaid.select_related("invoice")
-            ]
-            if tenant
-            else [],
+            "prepaid": prepaid,
+            "prepaid_left": sum((left for _, left in prepaid), 0),
             "movements": balance_movements(tenant=tenant) if tenant else [],
             "may_buy": user_may(request.user, Capability.WRITE_COMMERCIAL),
             "currency": settings.FACTORY_CURRENCY,
+            "posted": request.POST if error else {},
+            "error": error,
         },
+        status=400 if error else 200,
     )

@@ -21,6 +21,7 @@ from billing.services.invoices import (
 from portal import clock
 from portal.access import Capability, user_may, user_role
 from portal.decorators import role_required
+from portal.errors import FieldError
 from portal.exports import csv_response, export_query, list_csv
 from portal.models import Role, Tenant
 from portal.pager import pager_page
@@ -117,7 +118,9 @@ def _allowance(invoice: Invoice) -> dict | None:
 
 
 @role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
-def invoice_detail(request, pk: int):
+def invoice_detail(request, pk: int, *, credit_posted=None, credit_error: FieldError | None = None):
+    """The invoice, its credit notes and the forms that act on it; a credit note refused is
+    answered here (a 400), the message beside the form, what was typed kept."""
     invoice = invoice_get(user=request.user, pk=pk)
     notes = list(invoice.credit_notes.order_by("issued_at"))
     outstanding = invoice_outstanding(invoice=invoice)
@@ -125,6 +128,8 @@ def invoice_detail(request, pk: int):
         request,
         "billing/invoices/invoice.html",
         {
+            "credit_posted": credit_posted or {},
+            "credit_error": credit_error,
             "title": f"Invoice {invoice.number or '(draft)'}",
             "may_act": user_may(request.user, Capability.WRITE_COMMERCIAL),
             "credit_notes": notes,
@@ -137,6 +142,7 @@ def invoice_detail(request, pk: int):
             "settlements": CreditNote.Settle.choices,
             **_document_context(invoice),
         },
+        status=400 if credit_error else 200,
     )
 
 

@@ -5,6 +5,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils.html import escape
 from rest_framework.test import APIClient
 
 from billing.models import CreditNote, Invoice, InvoiceLine, Posting
@@ -121,6 +122,32 @@ def test_an_over_large_credit_note_is_refused_naming_amount(finance, paid_march)
         f"exceeds what is left to credit on {paid_march.number}: 15.84 USD "
         "(total 15.84 USD, 0.00 USD credited before)",
     )
+    assert not CreditNote.objects.exists() and _balanced()
+
+
+def test_the_invoice_page_refuses_a_credit_note_as_the_api_does_keeping_the_form(
+    finance, paid_march
+):
+    """The same over-large credit note from the invoice's page: a 400 with the API's message
+    beside the form, the amount, reason, settlement and memo kept; nothing issued."""
+    api = finance.post(
+        "/api/v1/credit-notes",
+        {"invoice": paid_march.number, "reason": "goodwill", "settle": "refund", "amount": "15.85"},
+        format="json",
+    ).json()["errors"][0]
+    page = finance.post(
+        f"/billing/invoices/{paid_march.pk}/credit/",
+        {"amount": "15.85", "reason": "goodwill", "settle": "refund", "memo": "March outage"},
+        format="multipart",  # a form's post
+    )
+
+    assert page.status_code == 400
+    body = page.content.decode()
+    message = escape(f"{api['field']}: {api['message']}")
+    assert f'<p class="error" id="cn-error" role="alert">{message}</p>' in body
+    assert 'value="15.85" aria-invalid="true"' in body and 'value="March outage"' in body
+    assert '<option value="goodwill" selected>' in body
+    assert '<option value="refund" selected>' in body
     assert not CreditNote.objects.exists() and _balanced()
 
 

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
+from django.utils.html import escape
 
 from billing.models import Invoice, Posting
 from billing.selectors.close import close_report
@@ -124,3 +125,35 @@ def test_a_purchase_is_refused_naming_the_field(admin_api, tenant_a):
     )
     assert made.status_code == 201, made.json()
     assert made.json()["starts_at"] == "2026-12-16T00:00:00+00:00"
+
+
+def test_the_balances_page_refuses_a_purchase_as_the_api_does_keeping_the_form(
+    admin_api, client, users, tenant_a
+):
+    """From the page, the API's refusals: a 400 with its message beside the form, the amount
+    and day typed kept; no invoice. A good purchase is recorded and redirects."""
+    client.force_login(users["finance"])
+    for body in (
+        {"amount": "10.001", "expires_at": "2027-01-31"},
+        {"amount": "10.00", "expires_at": "2026-12-01"},
+    ):
+        api = admin_api.post("/api/v1/prepaid", {"tenant": "tenant-a", **body}, format="json")
+        error = api.json()["errors"][0]
+        page = client.post("/billing/balances/?tenant=tenant-a", body)
+        assert page.status_code == 400, body
+        shown = page.content.decode()
+        message = escape(f"{error['field']}: {error['message']}")
+        assert f'<p class="error" id="pp-error" role="alert">{message}</p>' in shown, body
+        for name, value in body.items():
+            typed = f'name="{name}"'
+            at = shown.index(typed)
+            assert f'value="{value}"' in shown[at : at + 200], (name, value)
+    assert not Invoice.objects.exists()
+    made = client.post(
+        "/billing/balances/?tenant=tenant-a", {"amount": "500.00", "expires_at": "2027-03-31"}
+    )
+    assert made.status_code == 302 and Invoice.objects.count() == 1
+    # The balance in money, not a count of purchases.
+    shown = client.get("/billing/balances/?tenant=tenant-a").content.decode()
+    assert '<div class="label">Prepaid left</div><div class="value">500.00</div>' in shown
+    assert "USD in 1 purchase," in shown
