@@ -67,6 +67,9 @@ class EmailForm(forms.Form):
     )
 
     def __init__(self, *args, event_types: list[str], **kwargs):
+        # Its own element ids: the endpoint form on the same page has an event_types field
+        # too, and a label must name its own checkbox.
+        kwargs.setdefault("auto_id", "email_%s")
         super().__init__(*args, **kwargs)
         self.fields["event_types"].choices = _event_type_choices(event_types)
 

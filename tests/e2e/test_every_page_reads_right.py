@@ -6,7 +6,8 @@ module as numbers where they are figures; XLSX figure cells are numbers, never f
 Every page of every role fits at 1280 and 1440 px: nothing wider than the viewport, no
 element whose content spills out of it or is clipped (a table that needs a scroll bar
 counts), no chart text (tick, title, legend, note) cut by the chart's edge, and no legend
-over the x axis's tick labels or title."""
+over the x axis's tick labels or title. Every control has its label, and text its WCAG AA
+contrast."""
 
 import csv
 import io
@@ -83,6 +84,50 @@ OVERFLOWS = """() => {
   return problems;
 }"""
 
+# ui.md, Accessibility: a label on every control (its own: two forms' ids never collide), and
+# text at WCAG AA contrast against the first opaque background behind it (4.5, or 3 for
+# large text).
+ACCESSIBILITY = """() => {
+  const problems = [];
+  const name = el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+    (el.name ? `[name=${el.name}]` : '');
+  for (const el of document.querySelectorAll('input, select, textarea')) {
+    if (el.type === 'hidden' || el.closest('.js-plotly-plot')) continue;
+    if (!(el.labels && el.labels.length) && !el.getAttribute('aria-label') &&
+        !el.getAttribute('aria-labelledby') && !el.title)
+      problems.push(`no label: ${name(el)}`);
+  }
+  const rgb = text => {
+    const m = text.match(/rgba?\\(([^)]+)\\)/);
+    if (!m) return null;
+    const [r, g, b, a = 1] = m[1].split(',').map(Number);
+    return {r, g, b, a};
+  };
+  const luminance = c => [c.r, c.g, c.b].map(v => (v /= 255) <= 0.03928 ? v / 12.92 :
+    ((v + 0.055) / 1.055) ** 2.4).reduce((sum, v, i) => sum + v * [0.2126, 0.7152, 0.0722][i], 0);
+  const behind = el => {
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgb(getComputedStyle(e).backgroundColor);
+      if (c && c.a > 0.5) return c;
+    }
+    return {r: 255, g: 255, b: 255, a: 1};
+  };
+  for (const el of document.querySelectorAll('body *')) {
+    if (el.closest('.js-plotly-plot, svg, script, style, option')) continue;
+    if (![...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())) continue;
+    const style = getComputedStyle(el);
+    if (style.visibility === 'hidden' || !el.getClientRects().length) continue;
+    const [fg, bg] = [rgb(style.color), behind(el)];
+    const [l1, l2] = [luminance(fg), luminance(bg)];
+    const ratio = (Math.max(l1, l2) + 0.05) / (Math.min(l1, l2) + 0.05);
+    const size = parseFloat(style.fontSize);
+    const large = size >= 24 || (parseInt(style.fontWeight) >= 700 && size >= 18.66);
+    if (ratio < (large ? 3 : 4.5))
+      problems.push(`contrast ${ratio.toFixed(2)}: ${name(el)} "${el.textContent.trim().slice(0, 30)}"`);
+  }
+  return problems;
+}"""
+
 CHARTS_DRAWN = (
     "() => [...document.querySelectorAll('[data-figure]')]"
     ".every(e => e.classList.contains('js-plotly-plot'))"
@@ -106,6 +151,7 @@ def test_every_page_of_every_role_reads_right_and_fits_its_width(login_name, dem
             found = page.evaluate(OVERFLOWS)
             if width == WIDTHS[0]:
                 found += _machine_text(page.inner_text("body"))
+                found += page.evaluate(ACCESSIBILITY)
             if found:
                 problems[f"{path} at {width} px"] = found[:4]
                 name = path.strip("/").replace("/", "-")
