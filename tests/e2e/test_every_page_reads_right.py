@@ -84,7 +84,7 @@ OVERFLOWS = """() => {
   return problems;
 }"""
 
-# ui.md, Accessibility: a label on every control (its own: two forms' ids never collide), and
+# ui.md, Accessibility: a label on every control (its own: no id on two elements), and
 # text at WCAG AA contrast against the first opaque background behind it (4.5, or 3 for
 # large text).
 ACCESSIBILITY = """() => {
@@ -97,6 +97,11 @@ ACCESSIBILITY = """() => {
         !el.getAttribute('aria-labelledby') && !el.title)
       problems.push(`no label: ${name(el)}`);
   }
+  const ids = {};
+  for (const el of document.querySelectorAll('[id]'))
+    if (!el.closest('.js-plotly-plot, svg')) ids[el.id] = (ids[el.id] || 0) + 1;
+  for (const [id, count] of Object.entries(ids))
+    if (count > 1) problems.push(`id ${id} on ${count} elements`);
   const rgb = text => {
     const m = text.match(/rgba?\\(([^)]+)\\)/);
     if (!m) return null;
