@@ -10,6 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from billing.domain.receivables import BUCKETS
@@ -94,7 +95,7 @@ def _close_start(request):
         return close_index(request, posted=posted, error=message, status=400)
     close_task.apply_async(kwargs={"month": f"{month:%Y-%m}"})
     messages.success(request, f"The close of {month:%Y-%m} is queued; this page shows its steps.")
-    return redirect("close-month-page", month=f"{month:%Y-%m}")
+    return redirect(f"{reverse('close-month-page', kwargs={'month': f'{month:%Y-%m}'})}?queued=1")
 
 
 def _report_context(month: datetime) -> dict:
@@ -121,11 +122,21 @@ def _report_context(month: datetime) -> dict:
 
 @role_required(*BOOKS)
 def close_month(request, month: str):
+    """A month's close report. While its close runs, or after it was queued from here
+    (`queued`), the page follows it (ui.md, Long work): it reloads its report every two
+    seconds until the close ends, or stops with its error."""
     start = _month(month)
+    context = _report_context(start)
+    report = context["report"]
+    close = report.close
+    following = report.status != "closed" and (
+        (close is not None and close.finished_at is None and not close.error)
+        or "queued" in request.GET
+    )
     return render(
         request,
         "billing/close/month.html",
-        {"title": f"Close of {start:%B %Y}", **_report_context(start)},
+        {"title": f"Close of {start:%B %Y}", "following": following, **context},
     )
 
 

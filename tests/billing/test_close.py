@@ -281,7 +281,30 @@ def test_the_close_page_refuses_a_month_as_the_api_does_beside_the_field(march, 
         assert f'name="month" type="month" value="{month}"' in body
     assert not MonthClose.objects.exists()
     queued = client.post("/billing/close/", {"month": "2026-03"})
-    assert queued.status_code == 302 and queued["Location"] == "/billing/close/2026-03/"
+    assert queued.status_code == 302 and queued["Location"] == "/billing/close/2026-03/?queued=1"
+
+
+def test_the_close_page_follows_a_close_until_it_ends(march, users, client):
+    """ui.md, Long work: while a month's close runs, or once queued from the page, its report
+    reloads itself (htmx, every two seconds); a closed month, or a close stopped by an
+    error, is read once."""
+    close_run(month_start=MARCH)
+    client.force_login(users["finance"])
+    polls = 'hx-trigger="every 2s"'
+
+    def page(path: str) -> str:
+        return client.get(path).content.decode()
+
+    assert polls not in page("/billing/close/2026-03/")
+    assert polls not in page("/billing/close/2026-03/?queued=1")  # resumed, already closed
+    MonthClose.objects.filter(month=MARCH).update(finished_at=None)  # its last step to come
+    running = page("/billing/close/2026-03/")
+    assert polls in running and 'hx-get="/billing/close/2026-03/"' in running
+    assert "this page follows its steps until it ends" in running
+    assert polls in page("/billing/close/2026-04/?queued=1")  # queued, not started
+    assert polls not in page("/billing/close/2026-04/")
+    MonthClose.objects.filter(month=MARCH).update(error="tenant-a: no price for llama-70b")
+    assert polls not in page("/billing/close/2026-03/")  # stopped: its error is shown
 
 
 def test_a_closed_month_is_not_rewritten_from_before_it(admin_api, march):
