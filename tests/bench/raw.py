@@ -170,6 +170,15 @@ class RawIngest:
     def close(self) -> None:
         self.conn.close()
 
+    def wal_lsn(self) -> int:
+        """The server's WAL insert position in bytes: two readings' difference is the WAL
+        written between them, by every session."""
+        with self.conn.cursor() as cur:
+            cur.execute("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::int8")
+            lsn = cur.fetchone()[0]
+        self.conn.commit()
+        return lsn
+
     def dedup_copy(self, batches: list[list[tuple]]) -> float:
         """Stage keys with COPY, INSERT … ON CONFLICT DO NOTHING RETURNING, COPY the new
         events; one transaction per batch. Rows: (source, event_id, hash, time, tenant_id,

@@ -699,13 +699,24 @@ class Bench:
         raw_ingest.dedup_copy(warm_batches)
         raw_ingest.binary_copy(warm_batches)
         previous = warm_bodies
+        wal = {"bare_dedup": 0, "raw_dedup": 0, "api": 0}  # bytes of WAL each arm wrote
+
+        def walled(arm, write, *args, **kwargs):
+            lsn = raw_ingest.wal_lsn()
+            result = write(*args, **kwargs)
+            wal[arm] += raw_ingest.wal_lsn() - lsn
+            return result
+
         for r in range(self.sizes.rounds):
             bodies, batches = round_events(r)
-            arms["bare_dedup"].append(per_round / raw_ingest.bare_dedup_copy(batches))
-            arms["raw_dedup"].append(per_round / raw_ingest.dedup_copy(batches))
-            api = web.post_batches(
-                port=server.port, token=ids["token"], bodies=bodies, threads=4, expect="accepted"
-            )
+            seconds = walled("bare_dedup", raw_ingest.bare_dedup_copy, batches)
+            arms["bare_dedup"].append(per_round / seconds)
+            seconds = walled("raw_dedup", raw_ingest.dedup_copy, batches)
+            arms["raw_dedup"].append(per_round / seconds)
+            api = walled(
+                "api", web.post_batches, port=server.port, token=ids["token"], bodies=bodies,
+                threads=4, expect="accepted",
+            )  # fmt: skip
             arms["api"].append(per_round / api["seconds"])
             latencies["api"] += api["latencies"]
             arms["raw_binary"].append(per_round / raw_ingest.binary_copy(batches))
@@ -741,6 +752,8 @@ class Bench:
             "median": med,
             "request_p95_ms": {k: p95(v) * 1000 for k, v in latencies.items()},
         }
+        events = per_round * self.sizes.rounds
+        self.results["ingestion"]["wal_bytes_per_event"] = {k: v / events for k, v in wal.items()}
         ratio = med["api"] / med["bare_dedup"]
         self.add(
             "1",
@@ -769,6 +782,16 @@ class Bench:
             "-",
             "info",
         )
+        for arm, label in (("bare_dedup", "bare dedup COPY"), ("raw_dedup", "schema baseline")):
+            self.add(
+                "-",
+                f"WAL bytes an event: API vs {label} (info)",
+                f"{wal['api'] / events:,.0f} B",
+                f"{wal[arm] / events:,.0f} B",
+                wal["api"] / wal[arm],
+                "-",
+                "info",
+            )
         replay_ratio = med["replay"] / med["api"]
         self.add(
             "2",
