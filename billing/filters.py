@@ -11,11 +11,14 @@ from billing.models import (
     Price,
     PromotionalCredit,
 )
+from metering.selectors.factory import served_model_list
 from portal.filters import Ordering, PortalFilterSet, TenantFilter
 
 
 class PriceFilterSet(PortalFilterSet):
-    model = django_filters.CharFilter(field_name="model__slug", help_text="served model slug")
+    model = django_filters.ModelChoiceFilter(
+        queryset=served_model_list(), to_field_name="slug", help_text="served model slug"
+    )
 
     class Meta:
         model = Price

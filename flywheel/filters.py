@@ -3,11 +3,14 @@
 import django_filters
 
 from flywheel.models import CostModel, Lever
+from metering.selectors.factory import pool_list
 from portal.filters import PortalFilterSet
 
 
 class CostModelFilterSet(PortalFilterSet):
-    pool = django_filters.CharFilter(field_name="pool__slug", help_text="pool slug")
+    pool = django_filters.ModelChoiceFilter(
+        queryset=pool_list(), to_field_name="slug", help_text="pool slug"
+    )
 
     class Meta:
         model = CostModel

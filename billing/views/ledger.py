@@ -49,6 +49,7 @@ def ledger(request):
             ),
         )
     page = pager_page(request, postings)
+    accounts = list(Account.objects.order_by("code"))
     return render(
         request,
         "billing/ledger/ledger.html",
@@ -58,7 +59,10 @@ def ledger(request):
             "balances": ledger_balances(
                 postings=ledger_postings(user=request.user, filters=request.GET), period=period
             ),
-            "accounts": Account.objects.order_by("code"),
+            "accounts": accounts,
+            # An account is made by its first posting: one named before it has none is no
+            # option yet, but it is what the list shows (none of its postings).
+            "account_without_postings": account not in {"", *(a.code for a in accounts)},
             "tenants": Tenant.objects.order_by("name"),
             "account": account,
             "tenant": tenant,

@@ -439,3 +439,24 @@ def test_the_ledger_page_shows_opening_movement_and_closing_balances(
     }
     # The postings listed are the period's; the balances count what came before.
     assert page.count("2026-10-31") == 0
+
+
+def test_the_ledger_page_names_an_account_before_its_first_posting(tenant_a, users, session_client):
+    """Accounts are made by their first posting: `?account=cash` before any payment lists no
+    posting (as the API does) and its filter says so, not "All accounts"."""
+    make_priced_model()
+    receivable, revenue = (
+        account_receivable(tenant=tenant_a),
+        account_revenue(model_slug="llama-70b"),
+    )
+    ledger_post(kind="invoice", memo="March", currency="USD", tenant=tenant_a,
+                legs=[Leg(receivable, Decimal(5)), Leg(revenue, Decimal(-5))])  # fmt: skip
+    client = session_client(users["finance"])
+
+    page = client.get("/billing/ledger/?account=cash").content.decode()
+    every = client.get("/billing/ledger/").content.decode()
+
+    assert '<option value="cash" selected>cash (no postings)</option>' in page
+    assert "No postings in this period." in page
+    assert "(no postings)" not in every
+    assert '<option value="receivable:tenant-a">' in every

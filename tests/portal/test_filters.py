@@ -46,6 +46,9 @@ def test_another_tenant_in_a_list_filter_is_404_for_a_member(users, token_client
         ("/api/v1/ledger?kind=gift", "kind"),
         ("/api/v1/contracts?kind=lifetime", "kind"),
         ("/api/v1/prices?token_class=images", "token_class"),
+        # A filter naming another record: an unknown one is refused, not an empty list.
+        ("/api/v1/prices?model=no-such-model", "model"),
+        ("/api/v1/cost-models?pool=no-such-pool", "pool"),
     ],
 )
 def test_an_unknown_filter_value_is_a_400_naming_it(users, token_client, path, field):
