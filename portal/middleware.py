@@ -183,9 +183,18 @@ class DatabaseUnavailableMiddleware:
         return None
 
 
+def not_an_export(view):
+    """Marks a view whose downloads hold none of the factory's data (the API's schema: the
+    same document for everyone, fetched by every load of the API docs page), so that
+    ExportAuditMiddleware leaves no audit entry for them."""
+    view.not_an_export = True
+    return view
+
+
 class ExportAuditMiddleware:
     """Every download (a response with a Content-Disposition: CSV, XLSX, PDF) leaves an
-    audit entry naming who took what, in one place for every present and future export."""
+    audit entry naming who took what, in one place for every present and future export;
+    views marked `not_an_export` aside."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -193,8 +202,10 @@ class ExportAuditMiddleware:
     def __call__(self, request):
         response = self.get_response(request)
         disposition = response.get("Content-Disposition", "")
+        match = request.resolver_match
+        if match and getattr(match.func, "not_an_export", False):
+            return response
         if response.status_code == 200 and disposition and request.user.is_authenticated:
-            match = request.resolver_match
             audit_record(
                 actor=request.user,
                 action="export",

@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from portal.admin import site as admin_site
+from portal.middleware import not_an_export
 from portal.views import alerts, notify, shell
 
 api_v1 = [
@@ -37,7 +38,7 @@ urlpatterns = [
     path("", include("flywheel.urls")),
     path("admin/", admin_site.urls),
     path("api/v1/", include(api_v1)),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/schema/", not_an_export(SpectacularAPIView.as_view()), name="api-schema"),
     path(
         "api/docs/",
         login_required(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
