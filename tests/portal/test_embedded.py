@@ -238,3 +238,14 @@ def test_the_beat_scrapes_a_new_target_within_a_minute_and_ctrl_c_leaves_no_proc
     assert embedded.serve.wait(timeout=40) == 0
     left, _ = _poll(lambda: not _alive(processes), seconds=10)
     assert left, f"processes left: {_alive(processes)}"
+
+
+def test_the_served_processes_link_to_the_address_served_unless_portal_url_is_set():
+    """`make demo PORT=8001`: the links of its webhooks and emails name port 8001."""
+    from portal.management.commands.serve import served_env
+
+    served = served_env({"PATH": "/bin"}, host="127.0.0.1", port=8001)
+    chosen = served_env({"PORTAL_URL": "https://portal.example.com"}, host="127.0.0.1", port=8001)
+
+    assert served == {"PATH": "/bin", "PORTAL_URL": "http://127.0.0.1:8001"}
+    assert chosen["PORTAL_URL"] == "https://portal.example.com"

@@ -56,9 +56,10 @@ class Command(BaseCommand):
                 "--port",
                 str(receiver),
             ]
+        env = served_env(os.environ, host=host, port=port)
         children = [
             subprocess.Popen(  # noqa: S603 (our own argv)
-                command, cwd=root, start_new_session=True, preexec_fn=_stop_with_parent
+                command, cwd=root, env=env, start_new_session=True, preexec_fn=_stop_with_parent
             )
             for command in names.values()
         ]
@@ -85,6 +86,12 @@ class Command(BaseCommand):
         if not stopping and failed:
             self.stderr.write(f"stopped: the {' and '.join(failed)} exited ({status})")
             sys.exit(1)
+
+
+def served_env(environ, *, host: str, port: int) -> dict[str, str]:
+    """The environment of the served processes: links in webhooks, emails and the inbox
+    (settings.PORTAL_URL) point at the address served, unless PORTAL_URL is set."""
+    return {"PORTAL_URL": f"http://{host}:{port}", **environ}
 
 
 def _stop_with_parent() -> None:
