@@ -16,5 +16,5 @@ def pdf_render(*, html: str, base_url: str) -> bytes:
 def pdf_warm() -> bytes:
     """Render a line in the documents' typeface, bold and regular, so the fonts are loaded
     before the first request needs them."""
-    html = f'<p style="font-family: {DOCUMENT_FONT}">Invoice <b>1.00</b></p>'
+    html = f"<p style='font-family: {DOCUMENT_FONT}'>Invoice <b>1.00</b></p>"
     return pdf_render(html=html, base_url="/")
