@@ -193,22 +193,37 @@ def audit_changes(entry) -> list[tuple[str, str | None, str | None]]:
 
 
 def audit_value(value) -> str:
-    """A recorded value as people read it: — for nothing, yes/no, lists joined, JSON dicts
-    as key: value."""
+    """A value of an audit entry as people read it (`recorded_value`), numbers grouped
+    without trailing zeros at most six decimals (60000.0000 → 60,000; 0.5502046290882828… →
+    0.550205); the exact value stays in the record (GET /api/v1/audit)."""
+    return recorded_value(value, number=_audit_number)
+
+
+@register.filter
+def event_value(value) -> str:
+    """A value of a notification's data as a plain-text email shows it (`recorded_value`),
+    numbers as the event states them (an amount keeps its cents)."""
+    return recorded_value(value, number=str)
+
+
+def recorded_value(value, *, number: Callable[[Decimal], str]) -> str:
+    """A recorded (JSON) value as people read it: — for nothing, yes/no, lists joined, dicts
+    as key: value, instants in UTC to the minute; `number` writes the numbers."""
     if value is None or value == "":
         return "—"
     if value is True or value is False:
         return "yes" if value else "no"
     if isinstance(value, list):
-        return ", ".join(audit_value(item) for item in value) or "—"
+        return ", ".join(recorded_value(item, number=number) for item in value) or "—"
     if isinstance(value, dict):
-        return "; ".join(f"{key}: {audit_value(item)}" for key, item in value.items()) or "—"
+        pairs = (f"{key}: {recorded_value(item, number=number)}" for key, item in value.items())
+        return "; ".join(pairs) or "—"
     if isinstance(value, str) and (moment := parse_datetime(value)) is not None:
         return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if moment.tzinfo else value
     if isinstance(value, int | float | Decimal) or (
         isinstance(value, str) and _NUMBER.fullmatch(value)
     ):
-        return _audit_number(Decimal(str(value)))
+        return number(Decimal(str(value)))
     return str(value)
 
 
@@ -217,9 +232,6 @@ AUDIT_DECIMALS = 6
 
 
 def _audit_number(number: Decimal) -> str:
-    """A recorded number as people read it: grouped, without trailing zeros, at most six
-    decimals (60000.0000 → 60,000; 0.5502046290882828… → 0.550205); the exact value stays
-    in the record (GET /api/v1/audit)."""
     if number.as_tuple().exponent < -AUDIT_DECIMALS:
         number = number.quantize(Decimal(10) ** -AUDIT_DECIMALS)
     return format(number.normalize(), ",f") if number else "0"  # never -0

@@ -60,7 +60,14 @@ def test_an_opted_in_user_gets_a_readable_email(smtp, users, make_user, tenant_a
         event_raise(
             type="invoice.issued",
             summary="Invoice INV-2026-000007 issued: 12.50 USD",
-            data={"number": "INV-2026-000007", "total": "12.50"},
+            data={
+                "number": "INV-2026-000007",
+                "total": "12.50",
+                "due_at": "2026-04-30T00:00:00Z",
+                "models": ["llama-70b", "qwen-7b"],
+                "credit_note": None,
+                "is_paid": False,
+            },
             tenant=tenant_a,
             link="/billing/invoices/7/",
         )
@@ -71,7 +78,16 @@ def test_an_opted_in_user_gets_a_readable_email(smtp, users, make_user, tenant_a
     assert message["Subject"] == "[Info] Tenant A: Invoice INV-2026-000007 issued: 12.50 USD"
     body = message.get_content()
     assert "Invoice INV-2026-000007 issued: 12.50 USD" in body
-    assert "total: 12.50" in body
+    # The event's data in words: no Python reprs (None, ['…']), instants as the header's.
+    data = body[body.index("number:") : body.index("Open it in the portal")].strip()
+    assert data.splitlines() == [
+        "number: INV-2026-000007",
+        "total: 12.50",
+        "due_at: 2026-04-30 00:00 UTC",
+        "models: llama-70b, qwen-7b",
+        "credit_note: —",
+        "is_paid: no",
+    ]
     assert "https://portal.example.com/billing/invoices/7/" in body
     assert "https://portal.example.com/notifications/" in body
     assert set(Delivery.objects.values_list("channel", "state")) == {("email", "delivered")}
