@@ -773,6 +773,18 @@ class Bench:
             "-",
             "info",
         )
+        # The spread of goal 1 within this run: each round's API rate against its own bare.
+        rounds = sorted(a / b for a, b in zip(arms["api"], arms["bare_dedup"], strict=True))
+        self.results["ingestion"]["round_ratios"] = rounds
+        self.add(
+            "-",
+            "API vs bare, the rounds' own ratios: lowest vs highest (info)",
+            f"{rounds[0]:.3f}",
+            f"{rounds[-1]:.3f}",
+            rounds[0] / rounds[-1],
+            "-",
+            "info",
+        )
         self.add(
             "-",
             "bare dedup COPY vs raw binary COPY, no dedup (info)",
