@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import random
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from billing.domain.invoices import adjustment_line
+from billing.domain.rating.boundaries import largest_remainder, split_at, split_at_production
 from billing.domain.rating.engine import rate_month, token_classes
 from billing.domain.rating.types import (
     ContractKind,
@@ -20,6 +23,7 @@ from billing.domain.rating.types import (
     PriceVersion,
     PromotionalCredit,
     RatingError,
+    Running,
     TokenClass,
     UnsoldReason,
     UsageItem,
@@ -106,6 +110,11 @@ def usage(rated) -> list[tuple]:
     ]
 
 
+def exactly(value: Decimal, fraction: Fraction) -> bool:
+    """A Decimal equals an exact fraction to the 60 digits a share is computed to."""
+    return abs(Fraction(value) - fraction) < Fraction(1, 10**55)
+
+
 def amounts(line) -> tuple:
     """(kind, list_amount, discount, amount) of a line."""
     return (line.kind, line.list_amount, line.discount, line.amount)
@@ -151,10 +160,11 @@ def test_rate_month_applies_contract_discount_to_every_class():
     assert rated.total == D("1.71")
 
 
-def test_rate_month_tier_crossing_puts_each_whole_item_in_the_tier_it_reaches():
-    # running paid tokens: 600,000 (below 1M: 0%), 1,000,000 (reaches 1M: 5%),
-    # 3,000,000 (reaches 3M: 10%). Output at 2.00/M:
-    # 0%: 600,000 -> 1.20; 5%: 400,000 -> 0.80 - 0.04 = 0.76; 10%: 2,000,000 -> 4.00 - 0.40 = 3.60
+def test_rate_month_tiers_begin_after_their_first_tokens_and_split_the_item_crossing_one():
+    # running paid tokens: 600,000 then 1,000,000 (the first 1M paid tokens are before the
+    # 1M tier: 0%); the third item runs from 1,000,000 to 3,500,000 and crosses the 3M
+    # boundary: 2,000,000 at 5%, 500,000 at 10%. Output at 2.00/M:
+    # 0%: 1,000,000 -> 2.00; 5%: 2,000,000 -> 4.00 - 0.20 = 3.80; 10%: 500,000 -> 1.00 - 0.10
     tiers = (
         VolumeTier(from_tokens=1_000_000, discount_pct=D(5)),
         VolumeTier(from_tokens=3_000_000, discount_pct=D(10)),
@@ -163,18 +173,63 @@ def test_rate_month_tier_crossing_puts_each_whole_item_in_the_tier_it_reaches():
         [
             item(at(2), output=600_000),
             item(at(3), output=400_000),
-            item(at(4), output=2_000_000),
+            item(at(4), output=2_500_000),
         ],
         contracts=[paid(volume_tiers=tiers)],
     )
 
-    assert [r.tier_discount_pct for r in rated.items] == [D(0), D(5), D(10)]
-    assert usage(rated) == [
-        (TokenClass.OUTPUT, 600_000, D("2.00"), D(0), D("1.20"), D("0.00"), D("1.20")),
-        (TokenClass.OUTPUT, 400_000, D("2.00"), D(5), D("0.80"), D("0.04"), D("0.76")),
-        (TokenClass.OUTPUT, 2_000_000, D("2.00"), D(10), D("4.00"), D("0.40"), D("3.60")),
+    assert [(r.item.output_tokens, r.tier_discount_pct) for r in rated.items] == [
+        (600_000, D(0)),
+        (400_000, D(0)),
+        (2_000_000, D(5)),
+        (500_000, D(10)),
     ]
-    assert rated.total == D("5.56")
+    assert [r.list_value for r in rated.items[2:]] == [D("4.00"), D("1.00")]  # 4/5, 1/5 of 5.00
+    assert [r.item.whole for r in rated.items[2:]] == [rated.items[2].item.part_of] * 2
+    assert usage(rated) == [
+        (TokenClass.OUTPUT, 1_000_000, D("2.00"), D(0), D("2.00"), D("0.00"), D("2.00")),
+        (TokenClass.OUTPUT, 2_000_000, D("2.00"), D(5), D("4.00"), D("0.20"), D("3.80")),
+        (TokenClass.OUTPUT, 500_000, D("2.00"), D(10), D("1.00"), D("0.10"), D("0.90")),
+    ]
+    assert rated.total == D("6.70")
+    assert rated.paid_tokens == 3_500_000
+
+
+def test_rate_month_tier_boundary_inside_one_event_prices_each_part_at_its_tier():
+    # Tier 10% beyond 1,000,000 paid tokens. 800,000 output first; then an event of input
+    # 400,000 (100,000 cached) and output 300,000 = 700,000: 200,000 are left before the
+    # boundary, allocated over its classes 300,000 / 100,000 / 300,000 by largest remainder:
+    # quotas 85,714.29 / 28,571.43 / 85,714.29, floors 199,999, the last token to the
+    # largest remainder (cached). Before: 85,714 / 28,572 / 85,714; after: 214,286 /
+    # 71,428 / 214,286. Lines at 1.00 / 0.50 / 2.00 per million, each rounded once:
+    # input 0%: 0.085714 -> 0.09; 10%: 0.214286 -> 0.21, amount 0.1928574 -> 0.19
+    # cached 0%: 0.014286 -> 0.01; 10%: 0.035714 -> 0.04, amount 0.0321426 -> 0.03
+    # output 0%: 885,714 -> 1.771428 -> 1.77; 10%: 0.428572 -> 0.43, amount 0.3857148 -> 0.39
+    tiers = (VolumeTier(from_tokens=1_000_000, discount_pct=D(10)),)
+    crossing = item(at(5), input_=400_000, cached=100_000, output=300_000)
+    rated = rate_january(
+        [item(at(2), output=800_000), crossing], contracts=[paid(volume_tiers=tiers)]
+    )
+
+    before, after = rated.items[1:]
+    assert [(p.item.input_tokens, p.item.cached_tokens, p.item.output_tokens) for p in
+            (before, after)] == [(114_286, 28_572, 85_714), (285_714, 71_428, 214_286)]  # fmt: skip
+    assert (before.tier_discount_pct, after.tier_discount_pct) == (D(0), D(10))
+    assert before.item.part_of == after.item.part_of == crossing
+    # Its list value 0.95 splits 2/7, 5/7 (fractions, not the whole-token classes' values).
+    assert exactly(before.list_value, Fraction("0.95") * Fraction(2, 7))
+    assert exactly(after.list_value, Fraction("0.95") * Fraction(5, 7))
+    assert exactly(after.realized_amount, Fraction("0.95") * Fraction(5, 7) * Fraction("0.9"))
+    assert usage(rated) == [
+        (TokenClass.INPUT, 85_714, D("1.00"), D(0), D("0.09"), D("0.00"), D("0.09")),
+        (TokenClass.INPUT, 214_286, D("1.00"), D(10), D("0.21"), D("0.02"), D("0.19")),
+        (TokenClass.CACHED_INPUT, 28_572, D("0.50"), D(0), D("0.01"), D("0.00"), D("0.01")),
+        (TokenClass.CACHED_INPUT, 71_428, D("0.50"), D(10), D("0.04"), D("0.01"), D("0.03")),
+        (TokenClass.OUTPUT, 885_714, D("2.00"), D(0), D("1.77"), D("0.00"), D("1.77")),
+        (TokenClass.OUTPUT, 214_286, D("2.00"), D(10), D("0.43"), D("0.04"), D("0.39")),
+    ]
+    assert rated.total == D("2.48")
+    assert rated.paid_tokens == 1_500_000
 
 
 def test_rate_month_tier_compounds_with_contract_discount():
@@ -198,14 +253,16 @@ def test_rate_month_tier_compounds_with_contract_discount():
 
 
 def test_rate_month_tiers_count_paid_tokens_only():
-    # allowance 500,000: the 400,000 item is free (not counted by tiers); the
-    # 700,000 item exceeds the allowance (1.1M) and is paid at tier running 700,000 (0%);
-    # the 300,000 item brings paid tokens to exactly 1,000,000: 5%.
+    # allowance 500,000: the 400,000 item is free (not counted by tiers); the 700,000 item
+    # crosses the allowance: 100,000 free, 600,000 paid (tier running 600,000: 0%); the
+    # 400,000 item brings paid tokens from 600,000 to 1,000,000, still before the tier's
+    # first token; the 10 after it are at 5%.
     rated = rate_january(
         [
             item(at(2), output=400_000),
             item(at(3), output=700_000),
-            item(at(4), output=300_000),
+            item(at(4), output=400_000),
+            item(at(5), output=10),
         ],
         contracts=[
             paid(
@@ -215,16 +272,22 @@ def test_rate_month_tiers_count_paid_tokens_only():
         ],
     )
 
-    assert [r.unsold_reason for r in rated.items] == [UnsoldReason.ALLOWANCE, None, None]
-    assert [r.tier_discount_pct for r in rated.items] == [D(0), D(0), D(5)]
-    assert rated.paid_tokens == 1_000_000
+    assert [(r.item.output_tokens, r.unsold_reason, r.tier_discount_pct) for r in rated.items] == [
+        (400_000, UnsoldReason.ALLOWANCE, D(0)),
+        (100_000, UnsoldReason.ALLOWANCE, D(0)),
+        (600_000, None, D(0)),
+        (400_000, None, D(0)),
+        (10, None, D(5)),
+    ]
+    assert rated.paid_tokens == 1_000_010
+    assert rated.unsold_tokens[UnsoldReason.ALLOWANCE] == 500_000
 
 
-def test_rate_month_allowance_crossing_pays_the_exceeding_item_whole_and_all_after():
+def test_rate_month_allowance_crossing_splits_the_event_and_pays_all_after():
     # allowance 1,000,000 total tokens, order (time, source, id):
     # a: 600,000 -> running 600,000 free; b (same time, id "b"): 400,000 -> exactly
-    # 1,000,000, still free; c (same time, id "c"): 200,000 -> 1,200,000 exceeds: paid
-    # whole; d: 10 tokens -> paid although tiny. Paid output 200,010 x 2/M = 0.40002 -> 0.40
+    # 1,000,000, still free, whole; c (same time, id "c"): 200,000 -> beyond: paid whole;
+    # d: 10 tokens -> paid although tiny. Paid output 200,010 x 2/M = 0.40002 -> 0.40
     t = at(5, 12)
     a = item(at(5, 11), input_=500_000, output=100_000, id_="a")
     b = item(t, output=400_000, id_="b")
@@ -238,6 +301,7 @@ def test_rate_month_allowance_crossing_pays_the_exceeding_item_whole_and_all_aft
 
     assert [r.item.id for r in rated.items] == ["a", "b", "c", "d"]
     assert [r.is_paid for r in rated.items] == [False, False, True, True]
+    assert all(r.item.part_of is None for r in rated.items)
     assert rated.allowance_tokens == 1_000_000
     assert rated.unsold_tokens[UnsoldReason.ALLOWANCE] == 1_000_000
     assert rated.paid_tokens == 200_010
@@ -247,9 +311,82 @@ def test_rate_month_allowance_crossing_pays_the_exceeding_item_whole_and_all_aft
     ]
 
 
+def test_the_event_crossing_the_allowance_is_split_never_forfeited():
+    """kpis.md section 3, "Boundaries": an allowance of 1,000,000 tokens; events of 600,000
+    then 700,000 total tokens (input 400,000 with 100,000 cached, output 300,000): the second
+    is split 400,000 free, 300,000 paid. The free part holds its classes 300,000 / 100,000 /
+    300,000 in proportion by largest remainder: quotas 171,428.57 / 57,142.86 / 171,428.57,
+    floors 399,998; one token each to the two largest remainders, cached (.86) then, of
+    the tie at .57, input (listed first): 171,429 / 57,143 / 171,428. The paid part is the
+    rest: 128,571 / 42,857 / 128,572. With 10% off, each line rounded once, half-up:
+    input 128,571 x 1.00/M = 0.128571 -> 0.13, amount 0.1157139 -> 0.12
+    cached 42,857 x 0.50/M = 0.0214285 -> 0.02, amount 0.01928565 -> 0.02
+    output 128,572 x 2.00/M = 0.257144 -> 0.26, amount 0.2314296 -> 0.23; total 0.37."""
+    first = item(at(3), input_=200_000, output=400_000, id_="first")
+    second = item(at(4), input_=400_000, cached=100_000, output=300_000, id_="second")
+
+    rated = rate_january(
+        [first, second], contracts=[paid(discount_pct=D(10), free_tokens_per_month=1_000_000)]
+    )
+
+    free, bought = rated.items[1:]
+    assert [(r.item.id, r.unsold_reason, r.item.total_tokens) for r in rated.items] == [
+        ("first", UnsoldReason.ALLOWANCE, 600_000),
+        ("second", UnsoldReason.ALLOWANCE, 400_000),
+        ("second", None, 300_000),
+    ]
+    assert token_classes(free.item) == {
+        TokenClass.INPUT: 171_429, TokenClass.CACHED_INPUT: 57_143, TokenClass.CACHE_WRITE: 0,
+        TokenClass.OUTPUT: 171_428, TokenClass.REASONING: 0,
+    }  # fmt: skip
+    assert token_classes(bought.item) == {
+        TokenClass.INPUT: 128_571, TokenClass.CACHED_INPUT: 42_857, TokenClass.CACHE_WRITE: 0,
+        TokenClass.OUTPUT: 128_572, TokenClass.REASONING: 0,
+    }  # fmt: skip
+    assert (free.item.share, bought.item.share) == (Fraction(4, 7), Fraction(3, 7))
+    assert (free.item.requests, bought.item.requests) == (Fraction(4, 7), Fraction(3, 7))
+    assert (free.item.time, bought.item.time) == (second.time, second.time)
+    assert rated.unsold_tokens[UnsoldReason.ALLOWANCE] == 1_000_000  # none forfeited
+    assert rated.paid_tokens == 300_000
+    # The paid part's list value is 3/7 of the event's 0.95, realized 90% of it.
+    assert exactly(rated.list_value, Fraction("0.95") * Fraction(3, 7))
+    assert exactly(rated.realized_amount, Fraction("0.95") * Fraction(3, 7) * Fraction("0.9"))
+    assert usage(rated) == [
+        (TokenClass.INPUT, 128_571, D("1.00"), D(10), D("0.13"), D("0.01"), D("0.12")),
+        (TokenClass.CACHED_INPUT, 42_857, D("0.50"), D(10), D("0.02"), D("0.00"), D("0.02")),
+        (TokenClass.OUTPUT, 128_572, D("2.00"), D(10), D("0.26"), D("0.03"), D("0.23")),
+    ]
+    assert rated.total == D("0.37")
+
+
+def test_an_event_crossing_the_allowance_and_a_tier_is_split_at_both():
+    # allowance 100 tokens, tier 20% beyond 50 paid tokens; one event of 300 output tokens
+    # after 40 free ones: 60 free, then 50 paid at 0%, then 190 at 20%. Output at 2.00/M.
+    rated = rate_january(
+        [item(at(2), output=40), item(at(3), output=300, id_="big")],
+        contracts=[
+            paid(
+                free_tokens_per_month=100,
+                volume_tiers=(VolumeTier(from_tokens=50, discount_pct=D(20)),),
+            )
+        ],
+    )
+
+    assert [(r.item.output_tokens, r.unsold_reason, r.tier_discount_pct, r.item.share)
+            for r in rated.items[1:]] == [
+        (60, UnsoldReason.ALLOWANCE, D(0), Fraction(1, 5)),
+        (50, None, D(0), Fraction(1, 6)),
+        (190, None, D(20), Fraction(19, 30)),
+    ]  # fmt: skip
+    assert [r.list_value for r in rated.items[2:]] == [D("0.0001"), D("0.00038")]
+    assert [r.realized_amount for r in rated.items[2:]] == [D("0.0001"), D("0.000304")]
+    assert rated.running == Running(consumed=340, paid_tokens=240)
+
+
 def test_rate_month_allowance_comes_from_the_contract_in_force_at_month_start():
     # 1,000 free tokens at month start; the version of Jan 15 grants 1,000,000 but only
-    # from next month on, so the 5,000-token item of Jan 20 is paid: 5,000 x 2/M = 0.01
+    # from next month on, so the 5,000-token item of Jan 20 is split: 1,000 free, 4,000
+    # paid: 4,000 x 2/M = 0.008 -> 0.01
     rated = rate_january(
         [item(at(20), output=5_000)],
         contracts=[
@@ -259,7 +396,10 @@ def test_rate_month_allowance_comes_from_the_contract_in_force_at_month_start():
     )
 
     assert rated.allowance_tokens == 1_000
-    assert rated.items[0].is_paid
+    assert [(r.item.output_tokens, r.is_paid) for r in rated.items] == [
+        (1_000, False),
+        (4_000, True),
+    ]
     assert rated.total == D("0.01")
 
 
@@ -547,18 +687,19 @@ def test_adjustment_line_for_late_usage_is_positive():
 
 
 def test_adjustment_line_for_late_usage_can_be_negative():
-    # tier 90% from 1,500,000 paid tokens. Invoiced: 1,000,000 output on Jan 20 = 2.00.
-    # A late 600,000 on Jan 5 is rated first (running 600,000: 0%, 1.20), which lifts
-    # the Jan 20 item to running 1,600,000: 90% off, 2.00 -> 0.20. Re-rated 1.40.
-    # adjustment: amount 1.40 - 2.00 = -0.60; list 3.20 - 2.00 = 1.20; discount 1.80
+    # tier 90% beyond 1,500,000 paid tokens. Invoiced: 1,000,000 output on Jan 20 = 2.00.
+    # A late 1,500,000 cached input tokens on Jan 5 (0.50/M: 0.75) fill the tokens before the
+    # tier, which moves the Jan 20 output into it: 90% off, 2.00 -> 0.20. Re-rated 0.95.
+    # adjustment: amount 0.95 - 2.00 = -1.05; list 2.75 - 2.00 = 0.75; discount 1.80
     contracts = [paid(volume_tiers=(VolumeTier(from_tokens=1_500_000, discount_pct=D(90)),))]
-    invoiced, rerated = _invoiced_and_rerated(item(at(5), output=600_000), contracts)
+    late = item(at(5), input_=1_500_000, cached=1_500_000)
+    invoiced, rerated = _invoiced_and_rerated(late, contracts)
 
     line = _adjustment(invoiced.lines, rerated.lines)
 
-    assert rerated.total == D("1.40")
+    assert rerated.total == D("0.95")
     assert line is not None
-    assert (line.list_amount, line.discount, line.amount) == (D("1.20"), D("1.80"), D("-0.60"))
+    assert (line.list_amount, line.discount, line.amount) == (D("0.75"), D("1.80"), D("-1.05"))
 
 
 def test_adjustment_line_counts_earlier_adjustments_of_the_month():
@@ -595,6 +736,106 @@ def test_adjustment_line_rejects_unrounded_and_sla_credit_lines():
 def test_rate_month_rejects_items_outside_the_month():
     with pytest.raises(ValueError, match="outside the month"):
         rate_january([item(datetime(2026, 2, 1, tzinfo=UTC), output=1)])
+
+
+def test_split_at_production_cuts_where_a_reservations_capacity_runs_out():
+    # kpis.md 3d's worked example: 2 M of an hour's 18 M capacity left before an event of
+    # 4 M output tokens (w_in 0: tok(e) = 4 M): 2 M covered, 2 M on demand.
+    event = item(at(2, 10), output=4 * 1_000_000)
+    covered, on_demand = split_at_production(
+        event, left=Fraction(2_000_000), production=Fraction(4_000_000)
+    )
+    assert covered is not None and on_demand is not None
+    assert (covered.output_tokens, on_demand.output_tokens) == (2_000_000, 2_000_000)
+    # With w_in 0.5, input 1,000 and output 1,000 make tok(e) = 1,500: 500 of it left cuts
+    # at floor(500 / 1,500 x 2,000) = 666 total tokens, 333 input and 333 output.
+    mixed = item(at(2, 11), input_=1_000, output=1_000)
+    before, after = split_at_production(mixed, left=Fraction(500), production=Fraction(1_500))
+    assert before is not None and after is not None
+    assert (before.input_tokens, before.output_tokens, after.total_tokens) == (333, 333, 1_334)
+    assert split_at_production(mixed, left=Fraction(1_500), production=Fraction(1_500)) == (
+        mixed,
+        None,
+    )
+    assert split_at_production(mixed, left=Fraction(0), production=Fraction(1_500)) == (
+        None,
+        mixed,
+    )
+
+
+def test_largest_remainder_breaks_ties_in_token_class_order():
+    # 5 tokens over four classes of 1 each: quotas 1.25, the one left to the first class.
+    ones = {TokenClass.INPUT: 1, TokenClass.CACHED_INPUT: 1, TokenClass.OUTPUT: 1,
+            TokenClass.REASONING: 1, TokenClass.CACHE_WRITE: 0}  # fmt: skip
+    assert largest_remainder(ones, 3) == {
+        TokenClass.INPUT: 1, TokenClass.CACHED_INPUT: 1, TokenClass.OUTPUT: 1,
+        TokenClass.REASONING: 0, TokenClass.CACHE_WRITE: 0,
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="cannot allocate 5 of 4"):
+        largest_remainder(ones, 5)
+
+
+_classes = st.tuples(*[st.integers(0, 10**12)] * 5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(counts=_classes, cut=st.integers(-5, 5 * 10**12), again=st.integers(0, 5 * 10**12))
+def test_split_at_holds_exactly_the_tokens_before_the_boundary_and_loses_none(counts, cut, again):
+    uncached, cached, written, answer, reasoning = counts
+    whole = item(at(2), input_=uncached + cached + written, cached=cached, cache_write=written,
+                 output=answer + reasoning, reasoning=reasoning)  # fmt: skip
+    before, rest = split_at(whole, cut)
+    if rest is None:
+        assert before is whole and cut >= whole.total_tokens
+        return
+    if before is None:
+        assert rest is whole and cut <= 0
+        return
+    assert before.total_tokens == cut
+    for token_class, quantity in token_classes(whole).items():
+        part = token_classes(before)[token_class]
+        quota = Fraction(cut * quantity, whole.total_tokens)
+        assert math.floor(quota) <= part <= math.ceil(quota)
+        assert part + token_classes(rest)[token_class] == quantity
+    assert before.share + rest.share == 1 and before.requests + rest.requests == whole.requests
+    # A part split again is a part of the same whole, its share the whole's share of it.
+    second, third = split_at(rest, again)
+    parts = [p for p in (before, second, third) if p is not None]
+    assert all(p.part_of is whole for p in parts)
+    assert sum(p.share for p in parts) == 1
+    assert sum(p.total_tokens for p in parts) == whole.total_tokens
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**6)), max_size=12),
+    allowance=st.integers(0, 5 * 10**6),
+    tiers=st.sets(st.integers(0, 8 * 10**6), max_size=3),
+)
+def test_no_free_token_is_ever_forfeited_and_each_tier_begins_after_its_first_tokens(
+    sizes, allowance, tiers
+):
+    """Under one paid contract the month's free tokens are exactly min(allowance, its
+    tokens), and a tier's discount applies to exactly the paid tokens beyond its boundary."""
+    items = [item(at(2 + i % 20, i % 24), input_=a, output=b, id_=str(i))
+             for i, (a, b) in enumerate(sizes)]  # fmt: skip
+    starts = sorted(tiers)
+    volume = tuple(VolumeTier(from_tokens=t, discount_pct=D(n + 1)) for n, t in enumerate(starts))
+    rated = rate_january(
+        items, contracts=[paid(free_tokens_per_month=allowance, volume_tiers=volume)]
+    )
+
+    total = sum(i.total_tokens for i in items)
+    assert rated.unsold_tokens[UnsoldReason.ALLOWANCE] == min(allowance, total)
+    sold = max(total - allowance, 0)
+    assert rated.paid_tokens == sold
+    for n, start in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else sold
+        in_tier = [r.item for r in rated.items if r.is_paid and r.tier_discount_pct == n + 1]
+        assert sum(i.total_tokens for i in in_tier) == max(min(sold, end) - start, 0)
+    for whole in items:
+        parts = [r.item for r in rated.items if r.item.whole is whole]
+        assert sum(p.total_tokens for p in parts) == whole.total_tokens
 
 
 # --- properties -------------------------------------------------------------------

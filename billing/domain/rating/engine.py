@@ -6,9 +6,12 @@ Decisions where kpis.md is silent:
 - The allowance is ``free_tokens_per_month`` of the contract in force at the month's
   start (none in force: 0). Every item of the month consumes it in rating order,
   whatever its contract's kind; trial, internal and no_contract reasons take
-  precedence over ``allowance``.
-- Volume tiers count paid tokens only; an item gets the tier with the greatest
-  ``from_tokens`` <= the running total including it (0% below the first tier).
+  precedence over ``allowance``. The item that crosses it is split there
+  (billing.domain.rating.boundaries): its first part free, the rest paid.
+- Volume tiers count paid tokens only, the first ``from_tokens`` of them before a tier's
+  boundary as the allowance's first tokens are before its own: a paid token is in the
+  tier with the greatest ``from_tokens`` <= the paid tokens before it (0% below the first
+  tier), and a paid item that crosses a boundary is split there, each part at its tier.
 - The committed minimum is that of the contract in force at the month's start when
   it is ``paid``; it is measured against the usage lines (after discounts and tiers,
   before promotions, as the SLA credit base in section 3b).
@@ -32,6 +35,7 @@ from fractions import Fraction
 
 from billing.domain.invoices import month_lines, usage_lines
 from billing.domain.rating.books import ContractBook, PriceBook
+from billing.domain.rating.boundaries import split_at, token_classes
 from billing.domain.rating.types import (
     PARENT_CLASS,
     ClassCharge,
@@ -43,7 +47,6 @@ from billing.domain.rating.types import (
     RatedMonth,
     RatingError,
     Running,
-    TokenClass,
     UnsoldReason,
     UsageItem,
     VolumeTier,
@@ -57,35 +60,65 @@ START = Running()  # a month rated from its first hour
 HUNDRED = Decimal(100)
 
 
-def token_classes(item: UsageItem) -> dict[TokenClass, int]:
-    """Split an item's counts into priced classes, each token in exactly one (kpis.md
-    section 3): uncached input, cached input, cache writes, output, reasoning."""
-    return {
-        TokenClass.INPUT: item.input_tokens - item.cached_tokens - item.cache_write_tokens,
-        TokenClass.CACHED_INPUT: item.cached_tokens,
-        TokenClass.CACHE_WRITE: item.cache_write_tokens,
-        TokenClass.OUTPUT: item.output_tokens - item.reasoning_tokens,
-        TokenClass.REASONING: item.reasoning_tokens,
-    }
-
-
 def tier_reached(*, tiers: Sequence[VolumeTier], running_tokens: int) -> VolumeTier | None:
-    """The graduated tier reached by running_tokens (None below the first tier)."""
+    """The graduated tier of the paid tokens that follow the month's first `running_tokens`
+    (None below the first tier)."""
     reached = [tier for tier in tiers if tier.from_tokens <= running_tokens]
     return max(reached, key=lambda tier: tier.from_tokens) if reached else None
 
 
-def _unsold_reason(contract: ContractVersion | None, *, is_beyond: bool) -> UnsoldReason | None:
+def tier_parts(
+    item: UsageItem, *, tiers: Sequence[VolumeTier], paid_tokens: int
+) -> list[tuple[UsageItem, VolumeTier | None]]:
+    """A paid item after the month's first `paid_tokens` paid tokens, split at every tier
+    boundary it crosses, each part with its tier."""
+    parts: list[tuple[UsageItem, VolumeTier | None]] = []
+    rest: UsageItem | None = item
+    for boundary in sorted(tier.from_tokens for tier in tiers):
+        if rest is None:
+            break
+        if boundary > paid_tokens:
+            before, rest = split_at(rest, boundary - paid_tokens)
+            if before is not None:
+                parts.append((before, tier_reached(tiers=tiers, running_tokens=paid_tokens)))
+                paid_tokens += before.total_tokens
+    if rest is not None:
+        parts.append((rest, tier_reached(tiers=tiers, running_tokens=paid_tokens)))
+    return parts
+
+
+def _unsold_reason(contract: ContractVersion | None) -> UnsoldReason | None:
+    """Why an item under this contract is unsold whatever the allowance (None: paid)."""
     if contract is None:
         return UnsoldReason.NO_CONTRACT
     if contract.kind == ContractKind.TRIAL:
         return UnsoldReason.TRIAL
     if contract.kind == ContractKind.INTERNAL:
         return UnsoldReason.INTERNAL
-    return None if is_beyond else UnsoldReason.ALLOWANCE
+    return None
 
 
-def _charges(item: UsageItem, prices: PriceBook, currency: str) -> tuple[ClassCharge, ...]:
+def _charges(
+    item: UsageItem, prices: PriceBook, currency: str
+) -> tuple[tuple[ClassCharge, ...], Decimal]:
+    """A paid item's charges (its classes with tokens, at their list prices) and its list
+    value: a part's is its share of its whole's (kpis.md section 3, "Boundaries")."""
+    charges = _class_charges(item.whole, prices, currency)
+    list_value = sum((c.quantity * c.list_unit_price for c in charges), ZERO) / MILLION
+    if item.part_of is None:
+        return charges, list_value
+    quantities = token_classes(item)
+    return (
+        tuple(
+            replace(charge, quantity=quantities[charge.token_class])
+            for charge in charges
+            if quantities[charge.token_class]
+        ),
+        fraction_to_decimal(Fraction(list_value) * item.share),
+    )
+
+
+def _class_charges(item: UsageItem, prices: PriceBook, currency: str) -> tuple[ClassCharge, ...]:
     when = item.time.astimezone(UTC)
     if not prices.has_any(model=item.model, when=when):
         raise RatingError(
@@ -202,19 +235,23 @@ def rate_month(
     consumed = opening.consumed  # allowance running total, every item
     paid_tokens = opening.paid_tokens  # tier running total, paid items only
     paid_here = 0
-    is_beyond = False
     drafts: list[RatedItem] = []
     with localcontext(EXACT):
         for item in ordered:
-            tokens = item.total_tokens
-            consumed += tokens
-            is_beyond = is_beyond or consumed > allowance
+            left = allowance - consumed  # the allowance's tokens left before the item
+            consumed += item.total_tokens
             contract = contract_book.at(when=item.time)
-            reason = _unsold_reason(contract, is_beyond=is_beyond)
+            reason = _unsold_reason(contract)
             if contract is None or reason is not None:
-                why = reason or UnsoldReason.NO_CONTRACT
-                unsold[why] += tokens
-                drafts.append(_unsold_item(item, why))
+                reason = reason or UnsoldReason.NO_CONTRACT
+                unsold[reason] += item.total_tokens
+                drafts.append(_unsold_item(item, reason))
+                continue
+            free, beyond = split_at(item, left)
+            if free is not None:
+                unsold[UnsoldReason.ALLOWANCE] += free.total_tokens
+                drafts.append(_unsold_item(free, UnsoldReason.ALLOWANCE))
+            if beyond is None:
                 continue
             if contract.currency != currency:
                 raise RatingError(
@@ -223,27 +260,12 @@ def rate_month(
                     model=item.model,
                     time=item.time,
                 )
-            paid_tokens += tokens
-            paid_here += tokens
-            tier = tier_reached(tiers=contract.volume_tiers, running_tokens=paid_tokens)
-            tier_pct = tier.discount_pct if tier is not None else ZERO
-            charges = _charges(item, price_book, currency)
-            list_value = sum((c.quantity * c.list_unit_price for c in charges), ZERO) / MILLION
-            keep = (HUNDRED - contract.discount_pct) * (HUNDRED - tier_pct) / (HUNDRED * HUNDRED)
-            drafts.append(
-                RatedItem(
-                    item=item,
-                    is_paid=True,
-                    unsold_reason=None,
-                    contract_discount_pct=contract.discount_pct,
-                    tier_discount_pct=tier_pct,
-                    charges=charges,
-                    list_value=list_value,
-                    realized_amount=list_value * keep,
-                    promotion_amount=ZERO,
-                    tier_from_tokens=tier.from_tokens if tier is not None and tier_pct else None,
-                )
-            )
+            for part, tier in tier_parts(
+                beyond, tiers=contract.volume_tiers, paid_tokens=paid_tokens
+            ):
+                paid_tokens += part.total_tokens
+                paid_here += part.total_tokens
+                drafts.append(_paid_item(part, contract, tier, price_book, currency))
 
     paid = [index for index, rated in enumerate(drafts) if rated.is_paid]
     shares, exact_applied = allocate_promotions(
@@ -281,6 +303,30 @@ def rate_month(
         lines=closing.lines,
         total=closing.total,
         running=Running(consumed=consumed, paid_tokens=paid_tokens),
+    )
+
+
+def _paid_item(
+    item: UsageItem,
+    contract: ContractVersion,
+    tier: VolumeTier | None,
+    prices: PriceBook,
+    currency: str,
+) -> RatedItem:
+    tier_pct = tier.discount_pct if tier is not None else ZERO
+    charges, list_value = _charges(item, prices, currency)
+    keep = (HUNDRED - contract.discount_pct) * (HUNDRED - tier_pct) / (HUNDRED * HUNDRED)
+    return RatedItem(
+        item=item,
+        is_paid=True,
+        unsold_reason=None,
+        contract_discount_pct=contract.discount_pct,
+        tier_discount_pct=tier_pct,
+        charges=charges,
+        list_value=list_value,
+        realized_amount=list_value * keep,
+        promotion_amount=ZERO,
+        tier_from_tokens=tier.from_tokens if tier is not None and tier_pct else None,
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, localcontext
 from enum import StrEnum
+from fractions import Fraction
 
 from portal.money import EXACT
 
@@ -114,7 +115,8 @@ def _require_pct(name: str, value: Decimal) -> None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UsageItem:
-    """One ok usage event, or an hourly aggregate of ok events; never split by rating.
+    """One ok usage event, an hourly aggregate of ok events, or a part of one that rating
+    split at a boundary (billing.domain.rating.boundaries).
 
     Rating order is (time, source, id); an aggregate uses its hour start and empty
     source and id, so it sorts before the events of that hour. Remaining ties are
@@ -130,19 +132,24 @@ class UsageItem:
     id: str = ""
     pool: str = ""
     deployment: str = ""
-    requests: int = 1  # ok requests in this item
+    requests: int | Fraction = 1  # ok requests in this item (a part: its share of its whole's)
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
+    part_of: UsageItem | None = None  # the whole item a part was split from (None: whole)
 
     def __post_init__(self) -> None:
         _require_aware("time", self.time)
         for name in (
-            "input_tokens", "cached_tokens", "output_tokens", "requests",
-            "cache_write_tokens", "reasoning_tokens",
+            "input_tokens", "cached_tokens", "output_tokens", "cache_write_tokens",
+            "reasoning_tokens",
         ):  # fmt: skip
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        if not isinstance(self.requests, int | Fraction) or self.requests < 0:
+            raise ValueError(f"requests must be a non-negative number, got {self.requests!r}")
+        if self.part_of is not None and self.part_of.part_of is not None:
+            raise ValueError("part_of must be a whole item")
         if self.cached_tokens + self.cache_write_tokens > self.input_tokens:
             raise ValueError("cached_tokens + cache_write_tokens must not exceed input_tokens")
         if self.reasoning_tokens > self.output_tokens:
@@ -152,6 +159,19 @@ class UsageItem:
     def total_tokens(self) -> int:
         """Tokens counted by the free allowance and the volume tiers: input + output."""
         return self.input_tokens + self.output_tokens
+
+    @property
+    def whole(self) -> UsageItem:
+        """The event (or aggregate) this item is, or is a part of."""
+        return self.part_of or self
+
+    @property
+    def share(self) -> Fraction:
+        """The part of its whole this item holds, in total tokens: its requests, list value
+        and production are this share of its whole's (kpis.md section 3, "Boundaries")."""
+        if self.part_of is None:
+            return Fraction(1)
+        return Fraction(self.total_tokens, self.part_of.total_tokens)
 
     @property
     def order_key(self) -> tuple[datetime, str, str, str, str, str]:
