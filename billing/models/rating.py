@@ -67,10 +67,11 @@ class RatedUsage(models.Model):
     cache_write_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)  # includes reasoning
     reasoning_tokens = models.BigIntegerField(default=0)
-    # Of those (paid rows), the tokens of requests within the SLO.
-    compliant_input_tokens = models.BigIntegerField(default=0)
-    compliant_cached_tokens = models.BigIntegerField(default=0)
-    compliant_output_tokens = models.BigIntegerField(default=0)
+    # Of those (paid rows), the tokens of requests within the SLO; a part of an event split
+    # at a boundary holds its share of the event's, a fraction (kpis.md section 3).
+    compliant_input_tokens = models.DecimalField(max_digits=30, decimal_places=12, default=0)
+    compliant_cached_tokens = models.DecimalField(max_digits=30, decimal_places=12, default=0)
+    compliant_output_tokens = models.DecimalField(max_digits=30, decimal_places=12, default=0)
     # Unrounded amounts in the tenant-month's currency (0 on unsold rows).
     list_value = models.DecimalField(max_digits=30, decimal_places=12, default=0)
     contract_discount = models.DecimalField(max_digits=30, decimal_places=12, default=0)

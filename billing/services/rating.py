@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from decimal import ROUND_DOWN, Decimal, localcontext
+from fractions import Fraction
 from functools import lru_cache, reduce
 from operator import or_
 
@@ -525,13 +526,14 @@ def _amounts(item: RatedItem) -> tuple[Decimal, ...]:
     return item.list_value, contract, tier, item.realized_amount
 
 
-def _compliant_tokens(item: RatedItem, *, event, row, version) -> tuple[int, int, int]:
+def _compliant_tokens(item: RatedItem, *, event, row, version) -> tuple[int | Decimal, ...]:
     """The tokens of a paid item (input, cached, output) whose requests met their SLO: an
-    event's when it is within its version's SLO; a rollup row's compliant tokens, or their
-    share when the item is what a split hour's events leave of the row."""
+    event's when it is within its version's SLO, a rollup row's compliant tokens for an
+    aggregate; a part of either (what a split hour's events leave of the row, an event split
+    at a boundary) holds its share of them, a fraction (kpis.md section 3, "Boundaries")."""
     usage = item.item
-    tokens = (usage.input_tokens, usage.cached_tokens, usage.output_tokens)
     if usage.id:
+        whole = usage.whole
         within = version is None or is_slo_compliant(
             is_error=False,
             ttft_ms=event.get("ttft_ms"),
@@ -539,11 +541,14 @@ def _compliant_tokens(item: RatedItem, *, event, row, version) -> tuple[int, int
             slo_ttft_ms=version.slo_ttft_ms,
             slo_tpot_ms=version.slo_tpot_ms,
         )
-        return tokens if within else (0, 0, 0)
-    compliant = tuple(row[name] for name in _COMPLIANT)
-    total = row["input_tokens"] + row["output_tokens"]
-    part = usage.input_tokens + usage.output_tokens
-    if part == total:
+        if not within:
+            return (0, 0, 0)
+        compliant: tuple[int, ...] = (whole.input_tokens, whole.cached_tokens, whole.output_tokens)
+        share = usage.share
+    else:
+        compliant = tuple(row[name] for name in _COMPLIANT)
+        total = row["input_tokens"] + row["output_tokens"]
+        share = Fraction(usage.total_tokens, total) if total else Fraction(0)
+    if share == 1:
         return compliant
-    share = tuple(tokens * part // total if total else 0 for tokens in compliant)
-    return share[0], min(share[1], share[0]), share[2]
+    return tuple(fraction_to_decimal(tokens * share) for tokens in compliant)

@@ -5,12 +5,13 @@ the rating, in a number of queries that does not grow with events or tenants."""
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
 from unittest.mock import patch
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from billing.models import (
@@ -162,13 +163,14 @@ def test_measuring_a_month_reads_no_event_never_rates_and_its_queries_are_flat(d
 
 def _fresh(month: datetime) -> dict[tuple, dict]:
     """A fresh hourly rating of the month summed per (tenant, deployment, hour, sale), with
-    the compliant tokens of each paid cell counted from the raw events (every event here
-    has its rollup, so an hour's aggregate item stands for all of its events)."""
+    the compliant tokens of each paid cell counted from the raw events, each paid part of an
+    event its share of them (every event here has its rollup, so an hour's aggregate item
+    stands for all of its events)."""
     rating = month_rate(month_start=month)
     slugs = {d.slug: d.pk for d in Deployment.objects.all()}
     cells: dict[tuple, dict] = defaultdict(lambda: defaultdict(Decimal))
-    paid_events: set = set()
-    paid_hours: set = set()
+    paid_events: dict = defaultdict(Fraction)  # (source, id) -> the share of it paid
+    paid_hours: dict = defaultdict(Fraction)  # (tenant, deployment, hour) -> share paid
     for tenant_id, rated in rating.rated.items():
         for item in rated.items:
             usage = item.item
@@ -182,18 +184,19 @@ def _fresh(month: datetime) -> dict[tuple, dict]:
             cell["realized"] += item.realized_amount
             if item.is_paid:
                 key = (tenant_id, slugs[usage.deployment], hour)
-                (paid_events.add((usage.source, usage.id)) if usage.id else paid_hours.add(key))
+                shares = paid_events if usage.id else paid_hours
+                shares[(usage.source, usage.id) if usage.id else key] += usage.share
     keys = {pk: (source, event_id) for pk, source, event_id in EventKey.objects.values_list(
         "id", "source", "event_id")}  # fmt: skip
     for event in UsageEvent.objects.filter(is_error=False):
         hour = event.time.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
         key = (event.tenant_id, event.deployment_id, hour)
-        paid = key in paid_hours or keys[event.id] in paid_events
-        if paid and event.ttft_ms is not None and event.ttft_ms <= SLO_TTFT:
+        share = paid_hours.get(key) or paid_events.get(keys[event.id])
+        if share and event.ttft_ms is not None and event.ttft_ms <= SLO_TTFT:
             cell = cells[(*key, "paid")]
-            cell["compliant_input_tokens"] += event.input_tokens
-            cell["compliant_cached_tokens"] += event.cached_tokens
-            cell["compliant_output_tokens"] += event.output_tokens
+            for name in ("input_tokens", "cached_tokens", "output_tokens"):
+                compliant = Fraction(cell[f"compliant_{name}"])
+                cell[f"compliant_{name}"] = compliant + getattr(event, name) * share
     return cells
 
 
@@ -249,7 +252,20 @@ def _change(change, tenants: list[Tenant]) -> None:
                             effective_from=MARCH, expires_at=MARCH + timedelta(minutes=minute))  # fmt: skip
 
 
+# Boundaries split events: the allowance tenant's third event crosses its 60,000 free tokens
+# (2,000 of its 29,000 left) and the tiers tenant's second its 40,000-token tier, late
+# events among them; a later batch's price rates the split hours again.
+CROSSING = [
+    ([(1, 30, 5, True, 20_000, 9_000, 200, 1, 2), (1, 31, 5, False, 20_000, 9_000, 800, 0, 0),
+      (2, 40, 0, True, 20_000, 9_000, 300, 2, 1), (2, 41, 0, False, 20_000, 9_000, 300, 0, 0)],
+     None),
+    ([(1, 32, 5, True, 20_000, 9_000, 100, 3, 4), (1, 2, 0, False, 1_000, 0, 100, 0, 0)],
+     ("price", 31, "3.0")),
+]  # fmt: skip
+
+
 @given(batches=batches_strategy, promotion=st.integers(0, 30))
+@example(batches=CROSSING, promotion=5)
 @settings(
     max_examples=25,
     deadline=None,
@@ -294,6 +310,13 @@ def test_incremental_rating_equals_a_whole_month_rating(db, batches, promotion):
         _change(change, tenants)
         rated_usage_update()
 
+    # No free token forfeited: the allowance tenant's month holds exactly its 60,000 free
+    # tokens once its usage reaches them, the event that crossed them split.
+    used = sum(e.input_tokens + e.output_tokens for e in UsageEvent.objects.filter(
+        tenant=tenants[1], is_error=False))  # fmt: skip
+    free = RatedUsage.objects.filter(tenant=tenants[1], sale="allowance")
+    assert sum(r.input_tokens + r.output_tokens for r in free) == min(used, 60_000)
+
     fresh = _fresh(MARCH)
     stored = {
         (r.tenant_id, r.deployment_id, r.hour.astimezone(UTC), r.sale): r
@@ -304,9 +327,11 @@ def test_incremental_rating_equals_a_whole_month_rating(db, batches, promotion):
     for key, cell in fresh.items():
         row = stored[key]
         for name in ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens",
-                     "reasoning_tokens", "compliant_input_tokens", "compliant_cached_tokens",
-                     "compliant_output_tokens"):  # fmt: skip
+                     "reasoning_tokens"):  # fmt: skip
             assert getattr(row, name) == cell[name], (key, name)
+        for name in ("compliant_input_tokens", "compliant_cached_tokens",
+                     "compliant_output_tokens"):  # fmt: skip
+            assert abs(Fraction(getattr(row, name)) - Fraction(cell[name])) < 1e-11, (key, name)
         for name in ("list_value", "realized"):
             assert abs(getattr(row, name) - cell[name]) < tolerance, (key, name)
 
@@ -396,9 +421,10 @@ def _sum(name: str) -> Decimal:
 @pytest.mark.both_backends
 def test_new_usage_in_an_hour_rates_that_hour_resuming_from_the_hour_before(db):
     """30 events of March 1–3 stay within the 60,000-token allowance (39,480 tokens). One
-    more in the last hour with usage (30,000 tokens) crosses it: only that hour is read and
-    rated again, from the running totals stored with the hour before, and it is paid whole
-    (small: 24,900 input at 0.6, 100 cached at 0.15, 5,000 output at 2.5 per million)."""
+    more in the last hour with usage (34,200 tokens) crosses it: only that hour is read and
+    rated again, from the running totals stored with the hour before, and the event is split
+    there: the 20,520 tokens left free (0.6 of each class), the other 13,680 paid (small:
+    9,600 input at 0.6, 80 cached at 0.15, 4,000 output at 2.5 per million)."""
     _pricing()
     (tenant,) = _tenants(["allowance"])
     _ingest(_events([tenant], 30))
@@ -407,8 +433,8 @@ def test_new_usage_in_an_hour_rates_that_hour_resuming_from_the_hour_before(db):
     last_hour = states[-1][0].astimezone(UTC)
     assert states[-1][1:] == (39_480, 0)
 
-    late = {"id": "late", "tenant": tenant.slug, "model": "small", "input_tokens": 25_000,
-            "cached_tokens": 100, "output_tokens": 5_000,
+    late = {"id": "late", "tenant": tenant.slug, "model": "small", "input_tokens": 24_200,
+            "cached_tokens": 200, "output_tokens": 10_000, "ttft_ms": 100,
             "time": (last_hour + timedelta(minutes=59)).isoformat()}  # fmt: skip
     _ingest([late])
     with patch("billing.selectors.rating.inputs.hourly_rows", wraps=hourly_rows) as rows:
@@ -416,15 +442,16 @@ def test_new_usage_in_an_hour_rates_that_hour_resuming_from_the_hour_before(db):
     assert rows.call_args.args[0] == last_hour  # the hour, not the month
     after = list(RatedHour.objects.order_by("hour").values_list("hour", "consumed", "paid_tokens"))
     assert after[:-1] == states[:-1]
-    assert after[-1] == (states[-1][0], 69_480, 30_000)
+    assert after[-1] == (states[-1][0], 73_680, 13_680)
+    paid = RatedUsage.objects.get(sale="paid")
+    assert (paid.input_tokens, paid.cached_tokens, paid.output_tokens) == (9_680, 80, 4_000)
+    assert (paid.compliant_input_tokens, paid.compliant_output_tokens) == (9_680, 4_000)
+    free = RatedUsage.objects.filter(tenant=tenant, sale="allowance")
+    assert sum(r.input_tokens + r.output_tokens for r in free) == 60_000  # none forfeited
     month = RatedTenantMonth.objects.get()
-    assert month.realized == Decimal("0.027455")
-    assert month.usage_amount == Decimal(
-        "0.02"
-    )  # lines of 0.01494, 0.000015, 0.0125: 0.01 + 0 + 0.01
-    assert sum(RatedUsage.objects.filter(sale="paid").values_list("realized", flat=True)) == (
-        Decimal("0.027455")
-    )
+    # 0.6 of the event's list value 0.03943 (14,400 + 30 + 25,000 per million)
+    assert month.realized == Decimal("0.015772") == paid.realized
+    assert month.usage_amount == Decimal("0.02")  # lines of 0.00576, 0.000012, 0.01
 
     # A credit rates no hour again: the month's last hour is read (none there), and the
     # month's promotions are worked out from the state of the hour before.
@@ -439,6 +466,6 @@ def test_new_usage_in_an_hour_rates_that_hour_resuming_from_the_hour_before(db):
     )
     month = RatedTenantMonth.objects.get()
     assert month.promotions == Decimal("0.01")
-    rate = Decimal("0.364232380258604989983609542888")  # 0.01 / 0.027455 (SQLite: a float)
+    rate = Decimal("0.634034998731930002536139994927")  # 0.01 / 0.015772 (SQLite: a float)
     assert abs(month.promotion_rate - rate) < Decimal("1e-15")
     assert [line[8] for line in month.lines] == ["0.01", "0.00", "0.01", "-0.01"]  # amounts
