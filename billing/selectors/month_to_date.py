@@ -57,7 +57,7 @@ class MonthToDate:
     @property
     def allowance_left(self) -> int:
         """What the allowance can still pay for: nothing once the month has paid usage (the
-        request that went beyond it was paid whole, and every later one is; kpis.md 3)."""
+        request that crossed it was split there, and every later one is paid; kpis.md 3)."""
         if self.has_paid_usage:
             return 0
         return max(self.allowance_tokens - self.allowance_used, 0)

@@ -6,9 +6,12 @@ from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
+from importlib import import_module
+from itertools import pairwise
 from unittest.mock import patch
 
 import pytest
+from django.apps import apps as django_apps
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, example, given, settings
@@ -42,7 +45,8 @@ from metering.models import (
 )
 from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import usage_fold
-from portal.models import Tenant
+from portal.closing import month_close
+from portal.models import ClosedMonth, Tenant
 from tests.metering.factories import make_deployment
 
 MARCH = datetime(2026, 3, 1, tzinfo=UTC)
@@ -469,3 +473,128 @@ def test_new_usage_in_an_hour_rates_that_hour_resuming_from_the_hour_before(db):
     rate = Decimal("0.634034998731930002536139994927")  # 0.01 / 0.015772 (SQLite: a float)
     assert abs(month.promotion_rate - rate) < Decimal("1e-15")
     assert [line[8] for line in month.lines] == ["0.01", "0.00", "0.01", "-0.01"]  # amounts
+
+
+# Per model: (R_ref, w_in) as _pricing sets them; list prices per million of every model.
+MODELS = {"llama-70b": (Fraction(1000), Fraction(0)), "small": (Fraction(2500), Fraction(1, 5))}
+PRICES = {"input": Fraction("0.6"), "cached": Fraction("0.15"), "output": Fraction("2.5")}
+
+
+def _reference(events: list[dict], tenants: list[Tenant]) -> tuple[Fraction | None, ...]:
+    """s and ρ of March worked out afresh from the raw events by kpis.md section 3, not by
+    the rating: each tenant's events in (time, source, id) order; the tokens left in its
+    allowance free, the rest paid, each paid token in the tier of the paid tokens before
+    it; an event's std and list value split in proportion to its tokens."""
+    kinds = {tenant.slug: tenant.slug.split("-")[0] for tenant in tenants}
+    compliant_std = compliant_paid_std = list_value = realized = Fraction(0)
+    for slug, kind in kinds.items():
+        terms = CONTRACTS[kind] or {}
+        allowance = terms.get("free_tokens_per_month", 0)
+        keep = 1 - Fraction(terms.get("discount_pct", 0)) / 100
+        tiers = sorted((t["from_tokens"], Fraction(t["discount_pct"]) / 100)
+                       for t in terms.get("volume_tiers", []))  # fmt: skip
+        consumed = paid = 0
+        mine = sorted(
+            (e for e in events if e["tenant"] == slug), key=lambda e: (e["time"], e["id"])
+        )
+        for e in mine:
+            r_ref, w_in = MODELS[e["model"]]
+            total = e["input_tokens"] + e["output_tokens"]
+            std = (e["output_tokens"] + w_in * (e["input_tokens"] - e["cached_tokens"])) / r_ref
+            value = (
+                (e["input_tokens"] - e["cached_tokens"]) * PRICES["input"]
+                + e["cached_tokens"] * PRICES["cached"] + e["output_tokens"] * PRICES["output"]
+            ) / 1_000_000  # fmt: skip
+            sold = 0
+            if terms.get("kind") == "paid":
+                sold = total - min(max(allowance - consumed, 0), total)
+            consumed += total
+            within = e["ttft_ms"] <= SLO_TTFT
+            compliant_std += std if within else 0
+            if not sold:
+                continue
+            compliant_paid_std += std * Fraction(sold, total) if within else 0
+            list_value += value * Fraction(sold, total)
+            # The paid tokens paid+1 .. paid+sold, each in the tier of the paid tokens before it.
+            starts = [0, *(start for start, _ in tiers), paid + sold]
+            for low, high in pairwise(starts):
+                tokens = max(min(high, paid + sold) - max(low, paid), 0)
+                tier = max((pct for start, pct in tiers if start <= max(low, paid)), default=0)
+                realized += value * Fraction(tokens, total) * keep * (1 - tier)
+            paid += sold
+    return (
+        compliant_paid_std / compliant_std if compliant_std else None,
+        realized / list_value if list_value else None,
+    )
+
+
+@given(usage=st.lists(event_strategy, min_size=1, max_size=12))
+@example(usage=[(1, 10, 0, True, 20_000, 9_000, 200, 0, 0)] * 2
+         + [(1, 11, 0, False, 20_000, 9_000, 300, 0, 0), (2, 12, 0, True, 20_000, 9_000, 800, 0, 0),
+            (2, 12, 30, False, 19_000, 8_000, 100, 0, 0)])  # fmt: skip
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_sell_through_and_price_realization_equal_an_independent_computation(db, usage):
+    """Events crossing the allowance and the tiers: the measured s and ρ (from billing's rated
+    usage and metering's rollups) equal `_reference`'s, to the digits stored."""
+    for model in (RatedUsage, RatedHour, RatedTenantMonth, RatingPending, UsageEvent, EventKey,
+                  HourlyUsage, DailyUsage, FoldPending):  # fmt: skip
+        model.objects.all().delete()
+    if not Tenant.objects.exists():
+        _pricing()
+        _tenants(["paid", "allowance", "tiers", "trial", "none"])
+    tenants = list(Tenant.objects.order_by("pk"))
+    events = [
+        {"id": f"e{number}", "tenant": tenants[tenant].slug,
+         "model": "small" if small else "llama-70b",
+         "time": (MARCH + timedelta(hours=hour, minutes=minute)).isoformat(),
+         "input_tokens": input_tokens, "cached_tokens": input_tokens // 4,
+         "output_tokens": output, "ttft_ms": ttft}
+        for number, (tenant, hour, minute, small, input_tokens, output, ttft, _, _)
+        in enumerate(usage)
+    ]  # fmt: skip
+    _ingest(events)
+    rated_usage_update()
+    reference = _reference(
+        [{**e, "time": datetime.fromisoformat(e["time"])} for e in events], tenants
+    )  # fmt: skip
+
+    kpis = FactoryData(start=MARCH, end=APRIL).kpis(scope="factory", start=MARCH, end=APRIL)
+
+    for measured, expected in zip((kpis.sell_through, kpis.price_realization), reference,
+                                  strict=True):  # fmt: skip
+        if expected is None:
+            assert measured is None
+        else:
+            assert measured is not None and abs(Fraction(measured) - expected) < 1e-9
+
+
+@pytest.mark.both_backends
+def test_the_upgrade_rates_the_open_months_again_and_never_a_closed_one(db):
+    """Migration 0012 (boundaries split events): with February closed, the rate stage rates
+    March again from its start, and February as it was closed; with none closed, every
+    month."""
+    _pricing()
+    (tenant,) = _tenants(["allowance"])
+    february = MARCH - timedelta(days=28)
+    _ingest([{**event, "id": f"feb-{event['id']}",
+              "time": (datetime.fromisoformat(event["time"]) - timedelta(days=28)).isoformat()}
+             for event in _events([tenant], 3)] + _events([tenant], 3))  # fmt: skip
+    rated_usage_update()
+    month_close(month=february)
+    upgrade = import_module("billing.migrations.0012_boundaries_split")
+
+    upgrade._rate_open_months_again(django_apps, None)
+    with patch("billing.services.rating.month_rate", wraps=month_rate) as rating:
+        rated_usage_update()
+    assert [call.kwargs["month_start"] for call in rating.call_args_list] == [MARCH]
+    assert RatingPending.objects.count() == 0
+
+    ClosedMonth.objects.all().delete()
+    upgrade._rate_open_months_again(django_apps, None)
+    with patch("billing.services.rating.month_rate", wraps=month_rate) as rating:
+        rated_usage_update()
+    assert [call.kwargs["month_start"] for call in rating.call_args_list] == [february, MARCH]

@@ -63,10 +63,10 @@ def test_the_month_to_date_reads_the_rated_month_by_hand(december):
     ("second_hour", "used", "left"),
     [
         (0, 4 * M, 1 * M),  # within the allowance: 1 M left
-        (2 * M, 4 * M, 0),  # 2 M more go beyond it, paid whole: the 1 M left lapses
+        (2 * M, 5 * M, 0),  # 2 M more cross it: split, 1 M free and 1 M paid
     ],
 )
-def test_the_allowance_left_lapses_once_a_request_goes_beyond_it(
+def test_the_allowance_is_used_to_the_token_by_the_request_that_crosses_it(
     admin_api, tenant_a, now, second_hour, used, left
 ):
     make_priced_model()
@@ -81,7 +81,7 @@ def test_the_allowance_left_lapses_once_a_request_goes_beyond_it(
     month = month_to_date(tenant=tenant_a, month=DECEMBER)
 
     assert (month.allowance_used, month.allowance_left) == (used, left)
-    assert month.list_value == (Decimal("1.76") if second_hour else 0)  # 2 M × 0.88
+    assert month.list_value == (Decimal("0.88") if second_hour else 0)  # 1 M × 0.88
 
 
 def test_prices_in_force_carry_the_contracts_discount(december, now):
@@ -147,3 +147,42 @@ def test_an_invoice_shows_the_allowance_its_month_used(december, users, session_
     assert "Free allowance: 5,000,000 of 5,000,000 tokens used this month, not billed." in page
     assert "llama-70b input tokens at 0.88 per million, contract discount 10%" in page
     assert "cached_input" not in page
+
+
+def test_the_invoice_of_a_month_whose_allowance_ran_out_inside_an_event(
+    admin_api, tenant_a, now, users, session_client
+):
+    """kpis.md section 3, "Boundaries": 1,000,000 free tokens; 600,000 on 3 December, then
+    700,000 (input 400,000 with 100,000 cached, output 300,000) split 400,000 free and
+    300,000 paid: 128,571 input, 42,857 cached, 128,572 output (the free part's classes by
+    largest remainder: 171,429 / 57,143 / 171,428). At 0.88 / 0.44 / 0.88 per million, 10%
+    off, each line rounded once, half-up:
+    input 0.11314248 -> 0.11, amount 0.101828232 -> 0.10
+    cached 0.01885708 -> 0.02, amount 0.016971372 -> 0.02
+    output 0.11314336 -> 0.11, amount 0.101829024 -> 0.10; total 0.22."""
+    make_priced_model()
+    make_contract(tenant_a, discount_pct=Decimal(10), free_tokens_per_month=1 * M)
+    post_usage(
+        admin_api,
+        [
+            {"id": "first", "time": "2026-12-03T00:00:00Z", "input_tokens": 200_000,
+             "output_tokens": 400_000},
+            {"id": "second", "time": "2026-12-03T01:00:00Z", "input_tokens": 400_000,
+             "cached_tokens": 100_000, "output_tokens": 300_000},
+        ],
+    )  # fmt: skip
+
+    invoice, _ = invoice_draft(tenant=tenant_a, month_start=DECEMBER)
+
+    assert invoice is not None
+    assert [
+        (line.token_class, line.quantity, line.list_amount, line.discount, line.amount)
+        for line in invoice.lines.all()
+    ] == [
+        ("input", 128_571, Decimal("0.11"), Decimal("0.01"), Decimal("0.10")),
+        ("cached_input", 42_857, Decimal("0.02"), Decimal("0.00"), Decimal("0.02")),
+        ("output", 128_572, Decimal("0.11"), Decimal("0.01"), Decimal("0.10")),
+    ]
+    assert invoice.total == Decimal("0.22")
+    page = session_client(users["tenant"]).get(f"/billing/invoices/{invoice.pk}/").content.decode()
+    assert "Free allowance: 1,000,000 of 1,000,000 tokens used this month, not billed." in page
