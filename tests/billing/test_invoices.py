@@ -50,11 +50,14 @@ def march_terms(tenant_a):
 
 
 MARCH_EVENTS = [
-    # Same hour: the first stays within the 100 M allowance, the second runs past it.
+    # Same hour: the first stays within the 100 M allowance, the second crosses it: split,
+    # 20 M free (12 M input, 4 M cached, 4 M output: its classes 30 / 10 / 10 in proportion),
+    # 30 M paid (18 M, 6 M, 6 M).
     {"id": "e1", "time": "2026-03-02T10:10:00Z", "input_tokens": 60 * M, "output_tokens": 20 * M},
     {"id": "e2", "time": "2026-03-02T10:40:00Z", "input_tokens": 40 * M,
      "cached_tokens": 10 * M, "output_tokens": 10 * M},
-    # Same hour: paid running total 200 M, then 350 M, which reaches the 20% tier.
+    # Same hour: paid running total 180 M, then 330 M: e3b crosses the 20% tier at 300 M,
+    # split 120 M before it (40 M of each class), 30 M in it (10 M each).
     {"id": "e3a", "time": "2026-03-10T09:10:00Z", "input_tokens": 100 * M,
      "cached_tokens": 50 * M, "output_tokens": 50 * M},
     {"id": "e3b", "time": "2026-03-10T09:40:00Z", "input_tokens": 100 * M,
@@ -64,14 +67,15 @@ MARCH_EVENTS = [
 ]  # fmt: skip
 
 # (token class, unit price, discount %, quantity, list amount, discount, amount), by hand:
-# e2 and e3a at 10%; e3b and e4 at 100 - 90 × 80 / 100 = 28%.
+# e2's paid part, e3a and e3b's first 120 M at 10%; the rest of e3b and e4 at
+# 100 - 90 × 80 / 100 = 28%.
 MARCH_LINES = [
-    ("input", "0.88", "10", 80 * M, "70.40", "7.04", "63.36"),
-    ("input", "0.88", "28", 150 * M, "132.00", "36.96", "95.04"),
-    ("cached_input", "0.44", "10", 60 * M, "26.40", "2.64", "23.76"),
-    ("cached_input", "0.44", "28", 50 * M, "22.00", "6.16", "15.84"),
-    ("output", "0.88", "10", 60 * M, "52.80", "5.28", "47.52"),
-    ("output", "0.88", "28", 50 * M, "44.00", "12.32", "31.68"),
+    ("input", "0.88", "10", 108 * M, "95.04", "9.50", "85.54"),  # 85.536
+    ("input", "0.88", "28", 110 * M, "96.80", "27.10", "69.70"),  # 69.696
+    ("cached_input", "0.44", "10", 96 * M, "42.24", "4.22", "38.02"),  # 38.016
+    ("cached_input", "0.44", "28", 10 * M, "4.40", "1.23", "3.17"),  # 3.168
+    ("output", "0.88", "10", 96 * M, "84.48", "8.45", "76.03"),  # 76.032
+    ("output", "0.88", "28", 10 * M, "8.80", "2.46", "6.34"),  # 6.336
     ("output", "1.1", "28", 50 * M, "55.00", "15.40", "39.60"),
 ]
 
@@ -102,8 +106,8 @@ def test_invoice_matches_the_hand_computed_month(admin_api, tenant_a, march_term
     assert _usage_lines(invoice) == MARCH_LINES
     promotion = invoice.lines.get(kind="promotion")
     assert (promotion.amount, promotion.description) == (Decimal("-50.00"), "Launch credit")
-    # 316.80 of usage less the 50.00 credit; the total is the sum of the rounded lines.
-    assert invoice.total == Decimal("266.80")
+    # 318.40 of usage less the 50.00 credit; the total is the sum of the rounded lines.
+    assert invoice.total == Decimal("268.40")
     assert sum(line.amount for line in invoice.lines.all()) == invoice.total
 
 
@@ -112,9 +116,9 @@ def test_invoice_posts_a_balanced_transaction(admin_api, tenant_a, march_terms):
     close_run(month_start=MARCH)
 
     balances = account_balances()
-    assert balances[("receivable:tenant-a", "USD")] == Decimal("266.80")
-    assert balances[("revenue:llama-70b", "USD")] == Decimal("-402.60")  # list value
-    assert balances[("contra:discounts", "USD")] == Decimal("85.80")  # 402.60 - 316.80
+    assert balances[("receivable:tenant-a", "USD")] == Decimal("268.40")
+    assert balances[("revenue:llama-70b", "USD")] == Decimal("-386.76")  # list value
+    assert balances[("contra:discounts", "USD")] == Decimal("68.36")  # 386.76 - 318.40
     assert balances[("expense:promotions", "USD")] == Decimal("50.00")
     assert sum(balances.values()) == 0
 
@@ -144,19 +148,19 @@ def test_late_usage_goes_onto_the_next_invoice(admin_api, tenant_a, march_terms)
     post_usage(admin_api, [late, april])
     [april_invoice] = close_run(month_start=APRIL).issued
 
-    # Re-rated March: input 0.88 at 28% on 160 M → 101.38 (was 95.04), output 1.10 at 28%
-    # on 60 M → 47.52 (was 39.60): +14.26 billed, +19.80 at list.
+    # Re-rated March: input 0.88 at 28% on 120 M → 76.03 (was 69.70), output 1.10 at 28%
+    # on 60 M → 47.52 (was 39.60): +14.25 billed, +19.80 at list.
     [adjustment] = april_invoice.lines.all()
     assert adjustment.kind == "adjustment"
     assert adjustment.for_month == MARCH
     assert (adjustment.list_amount, adjustment.discount, adjustment.amount) == (
         Decimal("19.80"),
-        Decimal("5.54"),
-        Decimal("14.26"),
+        Decimal("5.55"),
+        Decimal("14.25"),
     )
-    assert april_invoice.total == Decimal("14.26")
+    assert april_invoice.total == Decimal("14.25")
     march.refresh_from_db()
-    assert march.total == Decimal("266.80")
+    assert march.total == Decimal("268.40")
     assert list(march.lines.values_list("amount", flat=True)) == march_lines
     # A second April run re-rates nothing new.
     assert close_run(month_start=APRIL).issued == []
@@ -271,8 +275,8 @@ def test_invoice_command_folds_pending_and_reports(admin_api, tenant_a, march_te
 
     out = capsys.readouterr().out
     assert "1 invoices issued" in out
-    assert "266.80 USD" in out
-    assert Invoice.objects.get().total == Decimal("266.80")
+    assert "268.40 USD" in out
+    assert Invoice.objects.get().total == Decimal("268.40")
 
 
 @on_every_clock
