@@ -282,7 +282,8 @@ class ClassCharge:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RatedItem:
-    """The rating of one usage item; amounts are unrounded."""
+    """The rating of one usage item, or of a part of one split at a boundary; amounts are
+    unrounded."""
 
     item: UsageItem
     is_paid: bool
