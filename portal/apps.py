@@ -6,4 +6,6 @@ class PortalConfig(AppConfig):
     verbose_name = "Portal: tenants, roles, API tokens, audit"
 
     def ready(self):
-        from portal import checks  # noqa: F401  (registers the deploy checks)
+        # The Celery app, so the apps' jobs send to its broker; loaded here, not in the
+        # package's __init__, so the pure modules (portal.money…) import without Celery.
+        from portal import celery, checks  # noqa: F401  (checks: registers the deploy checks)
