@@ -7,11 +7,11 @@ class BillingConfig(AppConfig):
     def ready(self) -> None:
         """Billing's alert kinds (portal.alerts): a tenant's budget, its uptime below its
         tier; and the contracts' SLO targets that tenants' burn rules fall back to."""
-        from billing.domain.budget import budget_params_check
+        from billing.domain.budget import BUDGET, budget_params_check
         from billing.selectors.budget import budget_evaluate
         from billing.selectors.pricing import contract_slo_targets
         from billing.selectors.uptime import uptime_evaluate, uptime_params_check
-        from portal.alerts import Kind, Param, kind_register, tenant_slo_targets_provide
+        from portal.alert_kinds import Kind, Param, kind_register, tenant_slo_targets_provide
         from portal.models import Role
 
         def tenant_kind(**fields) -> Kind:
@@ -20,8 +20,9 @@ class BillingConfig(AppConfig):
 
         kind_register(
             tenant_kind(
-                name="budget",
+                name=BUDGET,
                 params_check=budget_params_check,
+                one_per_tenant=True,
                 evaluate=budget_evaluate,
                 fired_event="budget.threshold_reached",
                 threshold_shown="{}%",

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import Min
 
+from billing.domain.budget import BUDGET
 from billing.domain.rating.types import LineKind
 from billing.models import Contract, CreditNote, Invoice, PrepaidBalance, Price, PromotionalCredit
 from billing.selectors.budget import budgets_read
@@ -124,7 +125,7 @@ def _budget(*, now, stdout: TextIO) -> None:
     80 % thresholds fire (as the alerts job would have), its home shows the month heading
     past it."""
     tenant = Tenant.objects.get(slug="acme")
-    if AlertRule.objects.filter(kind=AlertRule.Kind.BUDGET, tenant=tenant).exists():
+    if AlertRule.objects.filter(kind=BUDGET, tenant=tenant).exists():
         return
     rated_usage_update()  # the month so far, as the rate stage keeps it
     params = {"amount": "1.00", "thresholds": [50, 80, 100]}

@@ -14,7 +14,7 @@ class FlywheelConfig(AppConfig):
             pool_options,
             pool_scope_check,
         )
-        from portal.alerts import Kind, Param, kind_register
+        from portal.alert_kinds import Kind, Param, kind_register
 
         def pool_kind(**fields) -> Kind:
             """A kind of operators' only (no other role holds it), per pool."""

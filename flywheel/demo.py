@@ -14,6 +14,7 @@ from typing import TextIO
 from django.contrib.auth.models import User
 from django.db.models import Min
 
+from billing.domain.budget import BUDGET
 from flywheel.domain.loop.factors import SYMBOLS
 from flywheel.models import CostModel, FactoryCosts, Goal, KpiSnapshot, Lever, LeverApplication
 from flywheel.services.loop.applications import lever_apply
@@ -319,7 +320,7 @@ REPLAYED_KINDS = ("slo_burn", "gpu_waste", "reconciliation_drift")  # read as of
 
 @demo_step("alerts: the operators' and Acme's rules, and what they fired the last day")
 def demo_alerts(*, stdout: TextIO) -> None:
-    if AlertRule.objects.exclude(kind=AlertRule.Kind.BUDGET).exists():
+    if AlertRule.objects.exclude(kind=BUDGET).exists():
         stdout.write("  alert rules already set\n")
         return
     users = {name: User.objects.get(username=name) for name in {name for name, _ in ALERT_RULES}}

@@ -20,7 +20,7 @@ def _burn_kind_register() -> None:
     from metering.domain.burn import slo_burn_params_check
     from metering.selectors.alerts import deployment_options, deployment_scope_check
     from metering.selectors.burn import slo_burn_evaluate
-    from portal.alerts import Kind, Param, kind_register
+    from portal.alert_kinds import Kind, Param, kind_register
     from portal.models import Role
 
     kind_register(
@@ -73,7 +73,7 @@ def _plumbing_kinds_register() -> None:
         source_silent_evaluate,
         source_silent_scope_check,
     )
-    from portal.alerts import Kind, Param, kind_register
+    from portal.alert_kinds import Kind, Param, kind_register
 
     plumbing = (
         ("reconciliation_drift", reconciliation_drift_params_check, deployment_scope_check,

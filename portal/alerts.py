@@ -1,8 +1,7 @@
 """Alert rules and alerts (kpis.md section 3c; architecture.md "Alerts and notifications").
 
-A rule kind lives in the app that owns its data: the app registers it here
-(`kind_register`, from its AppConfig.ready) with how its params are checked, the scopes it
-takes, who may hold it and how it is evaluated from read models. The `alerts` job
+A rule's kind is one an app registered (portal.alert_kinds): it says how the rule's params
+are checked, the scopes it takes, who may hold it and how it is evaluated. The `alerts` job
 (`alerts_evaluate`) runs each kind's evaluation and keeps the alerts: a finding whose key
 (rule, scope key, window start, threshold) has no alert yet fires one; a firing alert whose
 rule was evaluated without finding it again resolves; a key fires at most once. Both are
@@ -11,11 +10,8 @@ events (portal.events), delivered like every other: to the rule's tenant and the
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from datetime import datetime
-from decimal import Decimal
-from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -23,6 +19,7 @@ from django.db.models import Q, QuerySet
 
 from portal import clock
 from portal.access import tenant_scoped, user_role, user_tenant
+from portal.alert_kinds import KINDS, Finding, kind_get
 from portal.errors import FieldError
 from portal.events import EventIn, events_raise
 from portal.formatting import rfc3339
@@ -42,126 +39,6 @@ class RuleConflict(FieldError):
     http_status = 409
 
 
-@dataclass(frozen=True)
-class Finding:
-    """A rule's condition holding: the key's parts, the figure shown and every figure
-    behind it (decimal strings), a readable summary and the page with the evidence."""
-
-    rule: AlertRule
-    window_start: datetime
-    threshold: str
-    value: str
-    summary: str
-    figures: dict
-    link: str = ""
-    scope_key: str = ""
-    level: str | None = None  # None: the rule's
-
-    @property
-    def key(self) -> tuple:
-        return (self.rule.pk, self.scope_key, self.window_start, self.threshold)
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    findings: list[Finding]
-    # Rules whose figures could not be read (stale): their alerts stay as they are.
-    skipped: set[int] = field(default_factory=set)
-
-
-@dataclass(frozen=True)
-class Param:
-    """A rule param as the browser's form asks for it: `int`, `decimal` (kept as text),
-    `choice` (one of `choices`) or `percents` (whole percents, comma-separated)."""
-
-    name: str
-    label: str
-    type: str = "int"
-    help: str = ""
-    choices: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Kind:
-    name: str
-    params_check: Callable[[dict], dict]  # normalized params; FieldError naming params.<x>
-    evaluate: Callable[[list[AlertRule], datetime], Evaluation]
-    holders: frozenset[Role]  # roles that may hold it, operators aside (they hold every kind)
-    # Whether a rule of the kind names a tenant: "required" (a tenant's budget), "optional"
-    # (a burn rate: the factory's or a tenant's) or "never" (the factory's plumbing).
-    tenant: str = "never"
-    scope_keys: frozenset[str] = frozenset()  # what `scope` may name beside the tenant
-    # What the scope names exists (a pool…): the checked scope; FieldError naming scope.<x>.
-    scope_check: Callable[[dict], dict] | None = None
-    # The browser's form: the params asked for, and what the scope may name (value, label).
-    params: tuple[Param, ...] = ()
-    scope_options: Callable[[], list[tuple[object, str]]] | None = None
-    summary: str = ""  # what it watches, in a sentence
-    threshold_shown: str = "{}"  # an alert's threshold as read: "{}%", "{} min"
-    fired_event: str = "alert.fired"
-    # A condition kind (burn, drift, silence…) keys its alerts by the time the condition
-    # began: while one is firing for a (rule, scope key, threshold), a finding of the same
-    # continues it, whatever onset it names. A calendar kind (budget…) keys by its month
-    # or day, so each threshold fires once in it.
-    condition: bool = False
-
-
-KINDS: dict[str, Kind] = {}
-
-
-def scope_naming(
-    key: str, *, exists: Callable[[Any], bool], expected: str, of_type: type = str
-) -> Callable[[dict], dict]:
-    """A kind's `scope_check` when its scope names at most one thing: {} (every one) or
-    {key: value}, `value` an `of_type` (never a bool) for which `exists(value)`; else a
-    FieldError naming scope.<key>, saying what is `expected`."""
-
-    def check(scope: dict) -> dict:
-        if key in scope:
-            value = scope[key]
-            if isinstance(value, bool) or not isinstance(value, of_type) or not exists(value):
-                raise FieldError(f"scope.{key}", expected)
-        return scope
-
-    return check
-
-
-def kind_register(kind: Kind) -> None:
-    KINDS[kind.name] = kind
-
-
-# A tenant's SLO target from its contract (kpis.md 3c: a tenant's burn rule falls back to
-# it): contracts live above the app whose kind reads it, which provides the read at start-up.
-TenantTargets = Callable[[list[int], datetime], dict[int, Decimal]]
-_tenant_targets: list[TenantTargets] = []
-
-
-def tenant_slo_targets_provide(read: TenantTargets) -> None:
-    _tenant_targets[:] = [read]
-
-
-def tenant_slo_targets(tenant_ids: list[int], at: datetime) -> dict[int, Decimal]:
-    """The contract SLO target in force at `at` of each tenant that has one."""
-    return _tenant_targets[0](tenant_ids, at) if _tenant_targets and tenant_ids else {}
-
-
-def kinds_held(user: User) -> list[Kind]:
-    """The kinds a user may hold rules of, by name."""
-    role = user_role(user)
-    return [
-        KINDS[name]
-        for name in sorted(KINDS)
-        if role is Role.OPERATOR or role in KINDS[name].holders
-    ]
-
-
-def _kind(name: str) -> Kind:
-    kind = KINDS.get(name)
-    if kind is None:
-        raise FieldError("kind", f"one of {', '.join(sorted(KINDS))}")
-    return kind
-
-
 # ---------------------------------------------------------------- rules
 
 
@@ -176,7 +53,7 @@ def rule_access_check(*, user: User, kind: str, tenant: Tenant | None) -> None:
     role = user_role(user)
     if role is Role.OPERATOR:
         return
-    if role not in _kind(kind).holders:
+    if role not in kind_get(kind).holders:
         raise RuleForbidden("kind", f"your role may not hold {kind} rules")
     if role is Role.TENANT and (tenant is None or tenant != user_tenant(user)):
         raise RuleForbidden("tenant", "a member holds rules on its own tenant only")
@@ -185,7 +62,7 @@ def rule_access_check(*, user: User, kind: str, tenant: Tenant | None) -> None:
 
 
 def _checked(kind: str, *, tenant: Tenant | None, scope: dict, params: dict) -> tuple[dict, dict]:
-    definition = _kind(kind)
+    definition = kind_get(kind)
     if definition.tenant == "required" and tenant is None:
         raise FieldError("tenant", f"a {kind} rule is a tenant's: name it")
     if definition.tenant == "never" and tenant is not None:
@@ -217,10 +94,17 @@ def rule_create(
         tenant = user_tenant(by)  # a member's rule is its tenant's
     rule_access_check(user=by, kind=kind, tenant=tenant)
     scope, params = _checked(kind, tenant=tenant, scope=scope or {}, params=params or {})
-    if kind == AlertRule.Kind.BUDGET and AlertRule.objects.filter(kind=kind, tenant=tenant):
-        raise RuleConflict("tenant", f"{tenant.slug} has a budget already: change that one")
+    one_per_tenant = kind_get(kind).one_per_tenant
+    if one_per_tenant and AlertRule.objects.filter(kind=kind, tenant=tenant):
+        raise RuleConflict("tenant", f"{tenant.slug} has a {kind} already: change that one")
     rule = AlertRule.objects.create(
-        kind=kind, tenant=tenant, scope=scope, params=params, level=level, enabled=enabled
+        kind=kind,
+        tenant=tenant,
+        scope=scope,
+        params=params,
+        level=level,
+        enabled=enabled,
+        one_per_tenant=one_per_tenant,
     )
     audit_object(obj=rule, actor=by, action="create", object_type="alert_rule")
     return rule

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from portal import clock
 from portal.access import user_of, user_role, user_tenant, with_access
+from portal.alert_kinds import KINDS
 from portal.models import (
     Delivery,
     EmailSubscription,
@@ -174,8 +175,6 @@ ALERT_EVENTS = ("alert.fired", "alert.resolved")
 def _finance_kinds() -> list[str]:
     """The alert kinds finance holds rules of (a tenant's budget, its uptime below tier):
     their alerts reach finance's inbox and email beside the billing events."""
-    from portal.alerts import KINDS  # the rules raise their alerts through this module
-
     return sorted(name for name, kind in KINDS.items() if Role.FINANCE in kind.holders)
 
 

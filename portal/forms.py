@@ -1,6 +1,6 @@
 from django import forms
 
-from portal.alerts import Kind
+from portal.alert_kinds import Kind
 from portal.errors import FieldError
 from portal.models import Scope, Tenant
 
@@ -74,7 +74,7 @@ class EmailForm(forms.Form):
         self.fields["event_types"].choices = _event_type_choices(event_types)
 
 
-# The alerts page's new-rule form: its fields are the chosen kind's (portal.alerts.Kind).
+# The alerts page's new-rule form: its fields are the chosen kind's (portal.alert_kinds.Kind).
 
 
 def rule_params(kind: Kind, data) -> dict:

@@ -353,17 +353,10 @@ class InboxRead(models.Model):
 
 
 class AlertRule(models.Model):
-    class Kind(models.TextChoices):
-        BUDGET = "budget"
-        UPTIME_BELOW_TIER = "uptime_below_tier"
-        SLO_BURN = "slo_burn"
-        RECONCILIATION_DRIFT = "reconciliation_drift"
-        SOURCE_SILENT = "source_silent"
-        SCRAPE_DOWN = "scrape_down"
-        GPU_WASTE = "gpu_waste"
-        KPI_BELOW_BAND = "kpi_below_band"
+    """A rule of one kind on one scope. Its kind is one an app registered
+    (portal.alert_kinds), checked when the rule is written: the kernel lists none."""
 
-    kind = models.CharField(max_length=32, choices=Kind.choices)
+    kind = models.CharField(max_length=32)
     # The scope: a tenant (its rules are its own), and for some kinds a pool, deployment,
     # source or scrape target in `scope` ({"deployment": slug}…); neither: the factory.
     tenant = models.ForeignKey(
@@ -373,13 +366,18 @@ class AlertRule(models.Model):
     params = models.JSONField(default=dict, blank=True)
     level = models.CharField(max_length=8, choices=Event.Level.choices, default="warning")
     enabled = models.BooleanField(default=True)
+    # Its kind allows a tenant one rule of it (Kind.one_per_tenant: a budget), set when the
+    # rule is created, so the database holds that without naming a kind.
+    one_per_tenant = models.BooleanField(default=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["pk"]
         constraints = [
             models.UniqueConstraint(
-                fields=["tenant"], condition=models.Q(kind="budget"), name="one_budget_per_tenant"
+                fields=["tenant", "kind"],
+                condition=models.Q(one_per_tenant=True),
+                name="alert_rule_one_per_tenant",
             )
         ]
 

@@ -9,6 +9,7 @@ from decimal import Decimal, InvalidOperation
 from billing.domain.rating.types import month_bounds
 from portal.errors import FieldError
 
+BUDGET = "budget"  # the alert kind of a tenant's budget (one per tenant)
 DEFAULT_THRESHOLDS = (50, 80, 100)  # percents of the budget, each reached once a month
 STALE_AFTER = timedelta(minutes=15)  # rated usage further behind the fold: state unknown
 LEAST_ELAPSED = timedelta(hours=1)  # a projection never extrapolates less than this

@@ -15,6 +15,7 @@ from django.db.models import F, Q, Sum
 from django.db.models.functions import TruncDay
 
 from billing.domain.budget import (
+    BUDGET,
     NONE,
     STALE_AFTER,
     UNKNOWN,
@@ -26,7 +27,7 @@ from billing.models import RatedMark, RatedTenantMonth, RatedUsage
 from billing.selectors.month_to_date import month_spent
 from metering.selectors.usage import usage_metered_until
 from portal import clock
-from portal.alerts import Evaluation, Finding
+from portal.alert_kinds import Evaluation, Finding
 from portal.formatting import rfc3339
 from portal.models import AlertRule, Tenant
 from portal.money import money_str, round_money
@@ -186,7 +187,7 @@ def budget_days(budget: Budget) -> list[tuple[datetime, Decimal]]:
 def budget_get(*, tenant: Tenant, now: datetime | None = None) -> Budget:
     """A tenant's budget this month; `none` without a budget rule (a disabled one too)."""
     now = now or clock.now()
-    rule = AlertRule.objects.filter(kind=AlertRule.Kind.BUDGET, tenant=tenant, enabled=True)
+    rule = AlertRule.objects.filter(kind=BUDGET, tenant=tenant, enabled=True)
     rule = rule.select_related("tenant").first()
     if rule is None:
         return Budget(state=NONE, unit=settings.FACTORY_CURRENCY, month=month_start(now))

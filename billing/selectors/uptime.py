@@ -11,7 +11,7 @@ from decimal import Decimal
 from billing.domain.credits import target_of
 from billing.selectors.pricing import month_contracts
 from metering.selectors.sla.months import uptime_month_list
-from portal.alerts import Evaluation, Finding
+from portal.alert_kinds import Evaluation, Finding
 from portal.errors import FieldError
 from portal.formatting import rfc3339
 from portal.models import AlertRule

@@ -34,7 +34,7 @@ from flywheel.selectors.measurement import (
 )
 from flywheel.selectors.tfom import engine_cost_model
 from metering.selectors.factory import pool_list, pool_service_lives
-from portal.alerts import Evaluation, Finding, scope_naming
+from portal.alert_kinds import Evaluation, Finding, scope_naming
 from portal.effective import in_force_by
 from portal.formatting import rfc3339
 from portal.models import AlertRule

@@ -26,7 +26,7 @@ from metering.selectors.telemetry import (
     scrape_target_health,
 )
 from metering.selectors.usage import usage_metered_until
-from portal.alerts import Evaluation, Finding, scope_naming
+from portal.alert_kinds import Evaluation, Finding, scope_naming
 from portal.formatting import rfc3339
 from portal.models import AlertRule
 from portal.periods import hour_floor

@@ -26,7 +26,7 @@ from metering.domain.burn import (
 from metering.models import Deployment, FiveMinuteUsage
 from metering.selectors.factory import DeploymentVersions
 from metering.selectors.usage import usage_metered_until
-from portal.alerts import Evaluation, Finding, tenant_slo_targets
+from portal.alert_kinds import Evaluation, Finding, tenant_slo_targets
 from portal.formatting import decimal_plain, rfc3339
 from portal.models import AlertRule
 

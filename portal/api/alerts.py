@@ -5,7 +5,8 @@ open to them on the tenants they may hold, investors none."""
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, viewsets
 
-from portal.alerts import KINDS, alert_list, rule_create, rule_delete, rule_list, rule_update
+from portal.alert_kinds import KINDS
+from portal.alerts import alert_list, rule_create, rule_delete, rule_list, rule_update
 from portal.api.notify import NotifyPermission, tenant_slug_field
 from portal.errors import FieldError
 from portal.models import Alert, AlertRule, Event, Scope

@@ -10,15 +10,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from portal.access import user_role
-from portal.alerts import (
-    KINDS,
-    alert_list,
-    kinds_held,
-    rule_create,
-    rule_delete,
-    rule_list,
-    rule_update,
-)
+from portal.alert_kinds import KINDS, kinds_held
+from portal.alerts import alert_list, rule_create, rule_delete, rule_list, rule_update
 from portal.decorators import role_required
 from portal.errors import FieldError
 from portal.forms import rule_params, rule_scope

@@ -1,8 +1,8 @@
-"""portal.alerts.scope_naming: the one rule of a kind's scope that names at most one thing."""
+"""portal.alert_kinds.scope_naming: the one rule of a kind's scope that names at most one thing."""
 
 import pytest
 
-from portal.alerts import scope_naming
+from portal.alert_kinds import scope_naming
 from portal.errors import FieldError
 
 TARGETS = {1, 7}  # True == 1: a bool is refused all the same
