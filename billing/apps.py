@@ -5,42 +5,65 @@ class BillingConfig(AppConfig):
     name = "billing"
 
     def ready(self) -> None:
-        """Billing's alert kinds (portal.alerts): a tenant's budget, its uptime below its
-        tier; and the contracts' SLO targets that tenants' burn rules fall back to."""
-        from billing.domain.budget import BUDGET, budget_params_check
-        from billing.selectors.budget import budget_evaluate
-        from billing.selectors.pricing import contract_slo_targets
-        from billing.selectors.uptime import uptime_evaluate, uptime_params_check
-        from portal.alert_kinds import Kind, Param, kind_register, tenant_slo_targets_provide
+        """Billing's pages, a tenant member's home, its demo step and alert kinds,
+        registered with the kernel."""
+        from portal.demo import Part, demo_steps_register
         from portal.models import Role
+        from portal.shell import NavItem, home_register, pages_register
 
-        def tenant_kind(**fields) -> Kind:
-            """A kind of one tenant's (a rule names it), held by finance and its members."""
-            return Kind(holders=frozenset({Role.FINANCE, Role.TENANT}), tenant="required", **fields)
+        pages_register(
+            NavItem("SLA", "sla-page", "Factory"),
+            NavItem("Invoices", "invoices", "Billing"),
+            NavItem("Credit notes", "credit-notes-page", "Billing"),
+            NavItem("Month-end close", "close-page", "Billing"),
+            NavItem("Receivables", "receivables-page", "Billing"),
+            NavItem("Balances", "balances-page", "Billing"),
+            NavItem("Ledger", "ledger", "Billing"),
+            NavItem("Price realization", "realization", "Billing"),
+            NavItem("Price book", "price-book", "Billing"),
+        )
+        home_register(Role.TENANT, "billing.views.home.tenant_home")
+        demo_steps_register(Part.BOOKS, "billing.demo.demo_billing")
+        _alert_kinds_register()
 
-        kind_register(
-            tenant_kind(
-                name=BUDGET,
-                params_check=budget_params_check,
-                one_per_tenant=True,
-                evaluate=budget_evaluate,
-                fired_event="budget.threshold_reached",
-                threshold_shown="{}%",
-                params=(
-                    Param("amount", "Amount", "decimal", "a month, in the tenant's currency"),
-                    Param("tokens", "or tokens", help="a month, input and output"),
-                    Param("thresholds", "Thresholds (%)", "percents", "default 50, 80, 100"),
-                ),
-                summary="month-to-date spend reaching each threshold of the tenant's budget",
-            )
+
+def _alert_kinds_register() -> None:
+    """Billing's alert kinds (portal.alert_kinds): a tenant's budget, its uptime below its
+    tier; and the contracts' SLO targets that tenants' burn rules fall back to."""
+    from billing.domain.budget import BUDGET, budget_params_check
+    from billing.selectors.budget import budget_evaluate
+    from billing.selectors.pricing import contract_slo_targets
+    from billing.selectors.uptime import uptime_evaluate, uptime_params_check
+    from portal.alert_kinds import Kind, Param, kind_register, tenant_slo_targets_provide
+    from portal.models import Role
+
+    def tenant_kind(**fields) -> Kind:
+        """A kind of one tenant's (a rule names it), held by finance and its members."""
+        return Kind(holders=frozenset({Role.FINANCE, Role.TENANT}), tenant="required", **fields)
+
+    kind_register(
+        tenant_kind(
+            name=BUDGET,
+            params_check=budget_params_check,
+            one_per_tenant=True,
+            evaluate=budget_evaluate,
+            fired_event="budget.threshold_reached",
+            threshold_shown="{}%",
+            params=(
+                Param("amount", "Amount", "decimal", "a month, in the tenant's currency"),
+                Param("tokens", "or tokens", help="a month, input and output"),
+                Param("thresholds", "Thresholds (%)", "percents", "default 50, 80, 100"),
+            ),
+            summary="month-to-date spend reaching each threshold of the tenant's budget",
         )
-        kind_register(
-            tenant_kind(
-                name="uptime_below_tier",
-                params_check=uptime_params_check,
-                evaluate=uptime_evaluate,
-                summary="month-to-date uptime below the highest credit threshold of the "
-                "tenant's contract",
-            )
+    )
+    kind_register(
+        tenant_kind(
+            name="uptime_below_tier",
+            params_check=uptime_params_check,
+            evaluate=uptime_evaluate,
+            summary="month-to-date uptime below the highest credit threshold of the "
+            "tenant's contract",
         )
-        tenant_slo_targets_provide(contract_slo_targets)
+    )
+    tenant_slo_targets_provide(contract_slo_targets)

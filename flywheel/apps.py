@@ -5,56 +5,81 @@ class FlywheelConfig(AppConfig):
     name = "flywheel"
 
     def ready(self) -> None:
-        """The flywheel's alert kinds (portal.alerts), operators' only: a pool wasting
-        healthy GPUs, and a closed day's TEF or TFI below a threshold."""
-        from flywheel.domain.alerts import gpu_waste_params_check, kpi_below_band_params_check
-        from flywheel.selectors.alerts import (
-            gpu_waste_evaluate,
-            kpi_below_band_evaluate,
-            pool_options,
-            pool_scope_check,
-        )
-        from portal.alert_kinds import Kind, Param, kind_register
+        """The flywheel's pages, the staff's home, its demo steps and alert kinds,
+        registered with the kernel."""
+        from portal.demo import Part, demo_steps_register
+        from portal.models import Role
+        from portal.shell import NavItem, home_register, pages_register
 
-        def pool_kind(**fields) -> Kind:
-            """A kind of operators' only (no other role holds it), per pool."""
-            return Kind(
-                holders=frozenset(),
-                scope_keys=frozenset({"pool"}),
-                scope_check=pool_scope_check,
-                scope_options=pool_options,
-                **fields,
-            )
+        pages_register(
+            NavItem("Flywheel", "flywheel", "Economics"),
+            NavItem("Investor view", "investor", "Economics"),
+            NavItem("TFOM reports", "tfom-reports", "Economics"),
+        )
+        for role in (Role.OPERATOR, Role.FINANCE, Role.INVESTOR):
+            home_register(role, "flywheel.views.kpis.overview")
+        # The costs before any month closes (the close locks them).
+        demo_steps_register(Part.FACTORY, "flywheel.demo.demo_costs")
+        demo_steps_register(
+            Part.FIGURES,
+            "flywheel.demo.demo_snapshots",
+            "flywheel.demo.demo_flywheel",
+            "flywheel.demo.demo_alerts",
+        )
+        _alert_kinds_register()
 
-        kind_register(
-            pool_kind(
-                name="gpu_waste",
-                params_check=gpu_waste_params_check,
-                evaluate=gpu_waste_evaluate,
-                condition=True,
-                params=(
-                    Param("window_hours", "Window (hours)", help="default 3"),
-                    Param(
-                        "threshold_pct",
-                        "Threshold (%)",
-                        "decimal",
-                        "of the pool's healthy GPU-hours idle; default 10",
-                    ),
-                ),
-                threshold_shown="{}%",
-                summary="leaves healthy GPUs idle: idle GPU-hours over the window above a "
-                "share of its healthy GPU-hours, with what they cost",
-            )
+
+def _alert_kinds_register() -> None:
+    """The flywheel's alert kinds (portal.alert_kinds), operators' only: a pool wasting
+    healthy GPUs, and a closed day's TEF or TFI below a threshold."""
+    from flywheel.domain.alerts import gpu_waste_params_check, kpi_below_band_params_check
+    from flywheel.selectors.alerts import (
+        gpu_waste_evaluate,
+        kpi_below_band_evaluate,
+        pool_options,
+        pool_scope_check,
+    )
+    from portal.alert_kinds import Kind, Param, kind_register
+
+    def pool_kind(**fields) -> Kind:
+        """A kind of operators' only (no other role holds it), per pool."""
+        return Kind(
+            holders=frozenset(),
+            scope_keys=frozenset({"pool"}),
+            scope_check=pool_scope_check,
+            scope_options=pool_options,
+            **fields,
         )
-        kind_register(
-            pool_kind(
-                name="kpi_below_band",
-                params_check=kpi_below_band_params_check,
-                evaluate=kpi_below_band_evaluate,
-                params=(
-                    Param("kpi", "KPI", "choice", choices=("tef", "tfi")),
-                    Param("threshold", "Threshold", "decimal", "fires below it, such as 0.6"),
+
+    kind_register(
+        pool_kind(
+            name="gpu_waste",
+            params_check=gpu_waste_params_check,
+            evaluate=gpu_waste_evaluate,
+            condition=True,
+            params=(
+                Param("window_hours", "Window (hours)", help="default 3"),
+                Param(
+                    "threshold_pct",
+                    "Threshold (%)",
+                    "decimal",
+                    "of the pool's healthy GPU-hours idle; default 10",
                 ),
-                summary="a closed day's TEF or TFI below a threshold",
-            )
+            ),
+            threshold_shown="{}%",
+            summary="leaves healthy GPUs idle: idle GPU-hours over the window above a "
+            "share of its healthy GPU-hours, with what they cost",
         )
+    )
+    kind_register(
+        pool_kind(
+            name="kpi_below_band",
+            params_check=kpi_below_band_params_check,
+            evaluate=kpi_below_band_evaluate,
+            params=(
+                Param("kpi", "KPI", "choice", choices=("tef", "tfi")),
+                Param("threshold", "Threshold", "decimal", "fires below it, such as 0.6"),
+            ),
+            summary="a closed day's TEF or TFI below a threshold",
+        )
+    )

@@ -5,6 +5,22 @@ class MeteringConfig(AppConfig):
     name = "metering"
 
     def ready(self) -> None:
+        """Metering's pages, demo steps and alert kinds, registered with the kernel."""
+        from portal.demo import Part, demo_steps_register
+        from portal.shell import NavItem, pages_register
+
+        pages_register(
+            NavItem("Usage", "usage", "Factory"),
+            NavItem("Metering", "metering", "Factory"),
+            NavItem("Incidents", "incidents", "Factory"),
+        )
+        demo_steps_register(Part.FACTORY, "metering.demo.factory.demo_factory")
+        demo_steps_register(
+            Part.HISTORY,
+            "metering.demo.usage.demo_usage",
+            "metering.demo.sla.demo_incidents",
+            "metering.demo.telemetry.demo_engine_telemetry",
+        )
         alert_kinds_register()
 
 

@@ -9,3 +9,8 @@ class PortalConfig(AppConfig):
         # The Celery app, so the apps' jobs send to its broker; loaded here, not in the
         # package's __init__, so the pure modules (portal.money…) import without Celery.
         from portal import celery, checks  # noqa: F401  (checks: registers the deploy checks)
+        from portal.demo import Part, demo_steps_register
+
+        demo_steps_register(
+            Part.PEOPLE, "portal.demo.demo_tenants_and_users", "portal.demo.demo_notifications"
+        )

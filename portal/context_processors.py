@@ -2,7 +2,7 @@ from django.conf import settings
 
 from portal.access import user_role, user_tenant
 from portal.events import inbox_unread_count
-from portal.nav import nav_for
+from portal.shell import nav_for
 
 
 def shell(request):

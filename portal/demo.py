@@ -1,13 +1,15 @@
-"""`manage.py demo`: the steps that build the demo factory, one explicit list.
+"""`manage.py demo`: the steps that build the demo factory, in the order of its story.
 
-The list is `DEMO_STEPS` in settings (dotted paths, run in that order; portal cannot import
-the apps above it). Each app writes its steps in its own `demo` module and names them with
-`@demo_step("…")`. Steps are idempotent.
+Each app writes its steps in its own `demo` module, names them with `@demo_step("…")` and
+registers them from its AppConfig.ready (`demo_steps_register`) in a part of the story
+(`Part`): the kernel names no app's step. `manage.py demo --list` prints the order. Steps
+are idempotent.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import IntEnum
 from typing import TextIO
 
 from django.conf import settings
@@ -21,10 +23,24 @@ from portal.services import user_ensure
 from portal.webhooks import secret_new
 
 
+class Part(IntEnum):
+    """The parts of the demo's story, told in this order; the steps of one part run in the
+    order they were registered (the apps register in INSTALLED_APPS order)."""
+
+    PEOPLE = 1  # tenants, logins, where events go: before any step raises one
+    FACTORY = 2  # what is installed and what it costs (before a month closes: it locks them)
+    HISTORY = 3  # what it served and what went wrong: usage, incidents, engine telemetry
+    BOOKS = 4  # prices and contracts; the months that are over, closed and invoiced
+    FIGURES = 5  # what it was worth: the figures measured, the loop's cycle, the alerts
+
+
 @dataclass(frozen=True)
 class DemoStep:
     name: str
     run: Callable[..., None]
+
+
+_registered: list[tuple[Part, str]] = []  # (part, a step's dotted path)
 
 
 # The demo logins printed by `make demo` (username, password, role, tenant slug).
@@ -73,7 +89,7 @@ def demo_lever_applied_at(now: datetime) -> datetime:
 
 
 def demo_step(name: str) -> Callable:
-    """Name `fn(*, stdout)` as a demo step (the list in settings.DEMO_STEPS runs it)."""
+    """Name `fn(*, stdout)` as a demo step (registered with `demo_steps_register`)."""
 
     def named(fn: Callable[..., None]) -> Callable[..., None]:
         fn.demo_name = name
@@ -82,9 +98,16 @@ def demo_step(name: str) -> Callable:
     return named
 
 
+def demo_steps_register(part: Part, *paths: str) -> None:
+    """An app's steps (dotted paths of `@demo_step` functions, imported when the demo runs)
+    in one part of the story, after the steps registered in it before."""
+    _registered.extend((part, path) for path in paths if (part, path) not in _registered)
+
+
 def demo_steps() -> list[DemoStep]:
-    """settings.DEMO_STEPS, in order."""
-    steps = [import_string(path) for path in settings.DEMO_STEPS]
+    """Every registered step, in the order of the story."""
+    ordered = sorted(_registered, key=lambda registered: registered[0])  # stable within a part
+    steps = [import_string(path) for _, path in ordered]
     return [DemoStep(name=getattr(fn, "demo_name", fn.__name__), run=fn) for fn in steps]
 
 

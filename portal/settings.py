@@ -309,32 +309,6 @@ SPECTACULAR_SETTINGS = {
 DATA_UPLOAD_MAX_MEMORY_SIZE = 33 * 1024 * 1024
 
 FACTORY_CURRENCY = os.environ.get("FACTORY_CURRENCY", "USD")
-# The landing page of each role (dotted view paths; roles not listed get a welcome page).
-PORTAL_HOME_VIEWS = {
-    "operator": "flywheel.views.kpis.overview",
-    "finance": "flywheel.views.kpis.overview",
-    "investor": "flywheel.views.kpis.overview",
-    "tenant": "billing.views.home.tenant_home",
-}
-
-# `manage.py demo`: its steps, in order (portal.demo).
-DEMO_STEPS = [
-    "portal.demo.demo_tenants_and_users",
-    # Before the steps that raise events (invoices, incidents…): their deliveries are made.
-    "portal.demo.demo_notifications",
-    "metering.demo.factory.demo_factory",
-    "metering.demo.usage.demo_usage",
-    "metering.demo.sla.demo_incidents",
-    # The factory's costs are configured before its months close (a cost model may not
-    # take effect inside a closed month, and the close locks them).
-    "flywheel.demo.demo_costs",
-    "billing.demo.demo_billing",
-    "metering.demo.telemetry.demo_engine_telemetry",
-    "flywheel.demo.demo_snapshots",
-    "flywheel.demo.demo_flywheel",
-    "flywheel.demo.demo_alerts",
-]
-
 # The issuer named on invoices and reports.
 FACTORY_NAME = os.environ.get("FACTORY_NAME", "Token Factory")
 # The span (or resource) attributes OTLP ingestion reads the tenant and the pool from

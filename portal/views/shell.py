@@ -3,7 +3,6 @@ error pages."""
 
 import json
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
@@ -11,7 +10,6 @@ from django.core.exceptions import ValidationError
 from django.http import HttpResponseServerError, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
-from django.utils.module_loading import import_string
 from django.views.decorators.http import require_POST, require_safe
 
 from portal.access import TOKEN_SCOPES, user_refusal, user_role
@@ -24,6 +22,7 @@ from portal.models import ApiToken, Role
 from portal.pager import pager_page
 from portal.security import login_failed, login_locked_for, login_succeeded
 from portal.services import token_create, token_revoke
+from portal.shell import home_view
 
 ALL_ROLES = tuple(Role)
 
@@ -72,11 +71,11 @@ class LoginView(auth_views.LoginView):
 @require_safe
 @role_required(*ALL_ROLES)
 def home(request):
-    """The landing page of each role: the view settings.PORTAL_HOME_VIEWS names for it
-    (a dotted path, so the base app imports no other app), else a welcome page."""
+    """The landing page of each role: the view an app registered for it (portal.shell),
+    else a welcome page."""
     role = user_role(request.user)
-    if path := settings.PORTAL_HOME_VIEWS.get(role.value):
-        return import_string(path)(request)
+    if view := home_view(role):
+        return view(request)
     return render(request, f"portal/home_{role.value}.html", {"title": "Home"})
 
 

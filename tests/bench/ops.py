@@ -191,7 +191,7 @@ def setup(*, events: int) -> dict:
 
 def role_pages() -> dict[str, list[str]]:
     """Every page of each role's navigation (the API docs are not a page of the portal)."""
-    from portal.nav import nav_for
+    from portal.shell import nav_for
 
     return {
         role: [item["url"] for item in nav_for(role) if item["url"] != "/api/docs/"]

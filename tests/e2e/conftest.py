@@ -60,7 +60,7 @@ def login(page, username: str, password: str) -> None:
 def role_pages(page, role) -> list[str]:
     """The status page, the role's navigation and the detail pages its lists link to (two
     invoices, two incidents): every page a person of that role opens."""
-    from portal.nav import nav_for
+    from portal.shell import nav_for
 
     paths = [item["url"] for item in nav_for(role) if item["url"] != "/api/docs/"]
     details = []

@@ -136,12 +136,31 @@ def test_the_navigation_lists_the_pages_a_role_may_open(role, db):
     from django.urls import reverse
 
     from portal.models import Role
-    from portal.nav import NAV, nav_for
+    from portal.shell import nav_for, nav_items
 
     listed = [item["url"] for item in nav_for(Role(role))]
-    ordered = [reverse(item.url_name) for item in NAV]
+    ordered = [reverse(item.url_name) for item in nav_items()]
     assert listed == [url for url in ordered if role in PAGES[url]]
     assert nav_for(None) == []
+
+
+def test_the_navigation_is_home_the_apps_pages_then_the_account():
+    """Each app registers its pages (AppConfig.ready, in INSTALLED_APPS order) between the
+    kernel's Home and its Account section."""
+    from portal.shell import nav_items
+
+    assert [(item.section, item.label) for item in nav_items()] == [
+        ("", "Home"),
+        ("Factory", "Usage"), ("Factory", "Metering"), ("Factory", "Incidents"),
+        ("Factory", "SLA"),
+        ("Billing", "Invoices"), ("Billing", "Credit notes"), ("Billing", "Month-end close"),
+        ("Billing", "Receivables"), ("Billing", "Balances"), ("Billing", "Ledger"),
+        ("Billing", "Price realization"), ("Billing", "Price book"),
+        ("Economics", "Flywheel"), ("Economics", "Investor view"),
+        ("Economics", "TFOM reports"),
+        ("Account", "Inbox"), ("Account", "Alerts"), ("Account", "Notifications"),
+        ("Account", "API tokens"), ("Account", "Audit log"), ("Account", "API docs"),
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("url", sorted(PAGES))

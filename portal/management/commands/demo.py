@@ -2,7 +2,7 @@ import time
 
 from django.core.management.base import BaseCommand
 
-from portal.demo import DEMO_LOGINS, demo_run
+from portal.demo import DEMO_LOGINS, demo_run, demo_steps
 
 
 class Command(BaseCommand):
@@ -16,7 +16,19 @@ class Command(BaseCommand):
         "70,000 events, each standing for 10,000 requests)."
     )
 
-    def handle(self, *args, **options):
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--list",
+            dest="list_steps",
+            action="store_true",
+            help="print the steps in the order they run; run none",
+        )
+
+    def handle(self, *args, list_steps=False, **options):
+        if list_steps:
+            for number, step in enumerate(demo_steps(), start=1):
+                self.stdout.write(f"{number:>2}. {step.name}")
+            return
         started = time.monotonic()
         demo_run(stdout=self.stdout)
         self.stdout.write(self.style.SUCCESS(f"Demo ready in {time.monotonic() - started:.0f} s."))

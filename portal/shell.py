@@ -1,11 +1,15 @@
-"""The left navigation: the pages in order, each shown to the roles its view admits (read
-from the view's `role_required`, so who may open a page is written once)."""
+"""The shell: the left navigation and each role's home. The kernel holds its own entries
+(Home, and the Account section: inbox, alerts, notifications, tokens, audit, API docs); the
+apps register theirs from AppConfig.ready (`pages_register`, `home_register`), so the
+kernel names no app's page. Who may open a page is read from its view's `role_required`,
+so it is written once."""
 
 from dataclasses import dataclass
 from functools import cache
 
 from django.conf import settings
 from django.urls import NoReverseMatch, get_urlconf, resolve, reverse
+from django.utils.module_loading import import_string
 
 from portal.models import Role
 
@@ -16,39 +20,49 @@ ALL = frozenset(Role)
 class NavItem:
     label: str
     url_name: str
-    section: str = ""
+    section: str = ""  # the heading it is listed under; entries of one section are adjacent
 
 
-NAV: list[NavItem] = [
-    NavItem("Home", "home"),
-    NavItem("Usage", "usage", "Factory"),
-    NavItem("Metering", "metering", "Factory"),
-    NavItem("Incidents", "incidents", "Factory"),
-    NavItem("SLA", "sla-page", "Factory"),
-    NavItem("Invoices", "invoices", "Billing"),
-    NavItem("Credit notes", "credit-notes-page", "Billing"),
-    NavItem("Month-end close", "close-page", "Billing"),
-    NavItem("Receivables", "receivables-page", "Billing"),
-    NavItem("Balances", "balances-page", "Billing"),
-    NavItem("Ledger", "ledger", "Billing"),
-    NavItem("Price realization", "realization", "Billing"),
-    NavItem("Price book", "price-book", "Billing"),
-    NavItem("Flywheel", "flywheel", "Economics"),
-    NavItem("Investor view", "investor", "Economics"),
-    NavItem("TFOM reports", "tfom-reports", "Economics"),
+HOME = NavItem("Home", "home")
+ACCOUNT = (
     NavItem("Inbox", "inbox", "Account"),
     NavItem("Alerts", "alerts", "Account"),
     NavItem("Notifications", "notifications", "Account"),
     NavItem("API tokens", "tokens", "Account"),
     NavItem("Audit log", "audit", "Account"),
     NavItem("API docs", "api-docs", "Account"),
-]
+)
+_pages: list[NavItem] = []
+_homes: dict[Role, str] = {}
+
+
+def pages_register(*items: NavItem) -> None:
+    """An app's pages in the navigation, listed after those registered before them (the
+    apps register in INSTALLED_APPS order), between Home and the Account section."""
+    _pages.extend(item for item in items if item not in _pages)
+
+
+def nav_items() -> list[NavItem]:
+    """Every entry, in order: Home, the apps' pages, the Account section."""
+    return [HOME, *_pages, *ACCOUNT]
+
+
+def home_register(role: Role, view: str) -> None:
+    """The landing page of `role`: a view's dotted path, imported when it is first shown
+    (a role no app registers gets a welcome page)."""
+    _homes[role] = view
+
+
+def home_view(role: Role):
+    """The view registered as `role`'s landing page, or None."""
+    path = _homes.get(role)
+    return None if path is None else import_string(path)
 
 
 def nav_for(role: Role | None, current_path: str = "") -> list[dict]:
     """The entries a role may open, in order, with their URL and whether they are current."""
     items = []
-    for item in NAV:
+    for item in nav_items():
         page = _page(get_urlconf() or settings.ROOT_URLCONF, item.url_name)
         if page is None or role not in page[1]:
             continue  # not mounted, or not for this role
