@@ -9,7 +9,7 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 
-from metering.api.usage import ERROR_RESPONSES, IngestView, bound_tenant
+from metering.api.usage import ERROR_RESPONSES, IngestView
 from metering.domain.telemetry.otlp_metrics import (
     latency_points,
     metrics_decode,
@@ -17,7 +17,7 @@ from metering.domain.telemetry.otlp_metrics import (
     token_points,
 )
 from metering.domain.usage.body import decompress_body
-from metering.domain.usage.fields import EventError, bound_tenant_errors
+from metering.domain.usage.fields import EventError
 from metering.domain.usage.otlp import (
     JSON,
     PROTOBUF,
@@ -25,10 +25,8 @@ from metering.domain.usage.otlp import (
     traces_decode,
     traces_response,
 )
-from metering.domain.usage.validation import validate_events
 from metering.services.telemetry.otlp import otlp_metrics_ingest
-from metering.services.usage.ingest import usage_ingest
-from metering.services.usage.rejections import rejection_record
+from metering.services.usage.ingest import Batch, batch_ingest, refusals_recorded
 from portal import clock
 from portal.api.errors import content_type_check
 
@@ -46,34 +44,26 @@ otlp_schema = extend_schema(
 
 
 class OtlpTracesView(IngestView):
-    """GenAI spans as usage events (data-formats.md 6b), protobuf or JSON, gzip accepted."""
+    """GenAI spans as usage events (data-formats.md 6b), protobuf or JSON, gzip accepted:
+    OTLP's partial rule."""
 
     @otlp_schema
     def post(self, request):
-        content_type, body = _body(request)
-        export = traces_decode(body=body, content_type=content_type)
-        bound = bound_tenant(request)
-        spans = spans_to_items(
-            request=export,
-            tenant_attribute=settings.OTLP_TENANT_ATTRIBUTE,
-            pool_attribute=settings.OTLP_POOL_ATTRIBUTE,
-            bound_tenant=bound,
-        )
-        rejected = _store(spans.items, spans.errors, bound)
-        if rejected:
-            rejection_record(
-                at=clock.now(),
-                path=request.path,
-                token_prefix=getattr(request.auth, "prefix", ""),
-                source=", ".join(sorted(spans.sources)),
-                status=200,
-                received=len(spans.items),
-                errors=[error.as_dict() for error in rejected],
+        sender = self.sender()
+        with refusals_recorded(sender):
+            content_type, body = _body(request)
+            spans = spans_to_items(
+                request=traces_decode(body=body, content_type=content_type),
+                tenant_attribute=settings.OTLP_TENANT_ATTRIBUTE,
+                pool_attribute=settings.OTLP_POOL_ATTRIBUTE,
+                bound_tenant=sender.bound_tenant,
             )
+        batch = Batch(items=spans.items, errors=spans.errors, sources=spans.sources)
+        result = batch_ingest(sender=sender, batch=batch, partial=True)
         return HttpResponse(
             traces_response(
-                rejected=len({error.index for error in rejected}),
-                message=_message(rejected, spans.ignored),
+                rejected=len({error.index for error in result.rejected}),
+                message=_message(list(result.rejected), spans.ignored),
                 content_type=content_type,
             ),
             content_type=content_type,
@@ -86,29 +76,6 @@ def _body(request) -> tuple[str, bytes]:
     content_type = request.content_type.split(";")[0].strip().lower()
     encoding = request.headers.get("Content-Encoding")
     return content_type, decompress_body(body=request.body, content_encoding=encoding)
-
-
-def _store(items: list, errors: list[EventError], bound: str | None) -> list[EventError]:
-    """Validate the spans' events, store the valid ones (OTLP's partial rule) and return
-    every error, each naming its span's index."""
-    now = clock.now()
-    present = [(index, item) for index, item in enumerate(items) if item is not None]
-    events, problems = validate_events(items=[item for _, item in present], now=now)
-    rejected = [*errors, *(EventError(present[e.index][0], e.field, e.message) for e in problems)]
-    refused = {error.index for error in problems}
-    indexes = [index for k, (index, _) in enumerate(present) if k not in refused]
-    if bound is not None:  # a bound token meters its tenant only
-        foreign = bound_tenant_errors(
-            tenants=((index, e.tenant) for index, e in zip(indexes, events, strict=True)),
-            bound=bound,
-        )
-        rejected += foreign
-        refused_spans = {error.index for error in foreign}
-        kept = [(i, e) for i, e in zip(indexes, events, strict=True) if i not in refused_spans]
-        indexes, events = [i for i, _ in kept], [e for _, e in kept]
-    result = usage_ingest(events=events, received_at=now, partial=True)
-    rejected += [EventError(indexes[e.index], e.field, e.message) for e in result.rejected]
-    return sorted(rejected, key=lambda error: error.index)
 
 
 def _message(rejected: list[EventError], ignored: int) -> str:
@@ -128,8 +95,9 @@ class OtlpMetricsView(IngestView):
 
     @otlp_schema
     def post(self, request):
-        content_type, body = _body(request)
-        export = metrics_decode(body=body, content_type=content_type)
+        with refusals_recorded(self.sender()):
+            content_type, body = _body(request)
+            export = metrics_decode(body=body, content_type=content_type)
         pool_attribute = settings.OTLP_POOL_ATTRIBUTE
         otlp_metrics_ingest(
             points=token_points(request=export, pool_attribute=pool_attribute),

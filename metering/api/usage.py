@@ -8,43 +8,22 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from metering.api.factory import INT_MAX, CapacitySampleSerializer
-from metering.domain.usage.body import (
-    MAX_EVENTS,
-    BatchError,
-    PayloadTooLarge,
-    decode_batch,
-    decompress_body,
-)
-from metering.domain.usage.fields import EventError, bound_tenant_errors, time_window
+from metering.domain.usage.body import MAX_EVENTS, decode_batch, decompress_body
+from metering.domain.usage.fields import time_window
 from metering.domain.usage.formats import (
     cloudevents_to_items,
-    merge_errors,
     openai_batch_error_names,
     openai_batch_to_items,
 )
 from metering.domain.usage.json_batch import validate_json_batch
-from metering.domain.usage.validation import event_references, validate_events
 from metering.models import IngestRejection, Pool
 from metering.selectors.ingestion import rejection_list
 from metering.selectors.usage import USAGE_SUMS, usage_list, window_resolve
 from metering.services.factory import CapacityIn, capacity_upsert
-from metering.services.usage.ingest import (
-    IngestConflict,
-    IngestRejected,
-    batch_sources,
-    usage_conflict_errors,
-    usage_ingest,
-    usage_reference_errors,
-)
-from metering.services.usage.rejections import rejection_record
+from metering.services.usage.ingest import Batch, Sender, batch_ingest, refusals_recorded
 from portal import clock
 from portal.access import Capability
-from portal.api.errors import (
-    UnsupportedContentType,
-    content_type_check,
-    errors_response,
-    flatten,
-)
+from portal.api.errors import content_type_check, errors_response, flatten
 from portal.api.pagination import Pagination
 from portal.api.periods import PERIOD_PARAMETERS
 from portal.formatting import rfc3339
@@ -130,9 +109,6 @@ class UsageRowSerializer(serializers.Serializer):
     reasoning_tokens = serializers.IntegerField()
 
 
-# What refuses a batch whole: kept for the ingestion debugger.
-REFUSALS = (IngestRejected, IngestConflict, BatchError, PayloadTooLarge, UnsupportedContentType)
-
 IngestPermission = capability_permission(
     read=Capability.READ_FACTORY, write=Capability.WRITE_FACTORY
 )
@@ -140,86 +116,32 @@ IngestPermission = capability_permission(
 ERROR_RESPONSES = {400: ErrorsSerializer, 403: ErrorsSerializer, 413: ErrorsSerializer}
 
 
-def bound_tenant(request) -> str | None:
-    """The tenant the request's ingest token is bound to (None: not bound, or a session)."""
-    token = request.auth
-    bound = getattr(token, "bound_tenant", None)
-    return bound.slug if bound is not None else None
-
-
-def ingest_items(
-    items: list,
-    conversion_errors: list[EventError] | None = None,
-    *,
-    bound: str | None = None,
-    named: Callable[[list[EventError]], list[EventError]] | None = None,
-) -> Response:
-    """Validate raw event dicts and store them all or nothing. A refused batch is answered
-    with every error of every kind at once: its field errors, its unknown tenants, models
-    and deployments, the tenants a bound token may not meter and its payload conflicts;
-    `named` names them as the format does."""
-    now = clock.now()
-    events, errors = validate_events(items=items, now=now)
-    invalid = {error.index for error in errors}
-    positions = [i for i in range(len(items)) if i not in invalid]  # of `events`
-    if conversion_errors is not None:
-        errors = merge_errors(conversion=conversion_errors, validation=errors)
-    if bound is not None:
-        tenants = ((i, item.get("tenant")) for i, item in enumerate(items) if type(item) is dict)
-        errors += bound_tenant_errors(tenants=tenants, bound=bound)
-    if errors:
-        references = usage_reference_errors(refs=event_references(items=items))
-        refused = {error.index for error in [*errors, *references]}
-        fine = [(i, e) for i, e in zip(positions, events, strict=True) if i not in refused]
-        conflicts = usage_conflict_errors(events=[e for _, e in fine], indexes=[i for i, _ in fine])
-        errors = sorted([*errors, *references, *conflicts], key=lambda error: error.index)
-        if named is not None:
-            errors = named(errors)
-        raise IngestRejected(errors, received=len(items), source=batch_sources(items))
-    try:
-        return ingest_events(events, now)
-    except IngestRejected as rejected:
-        if named is None:
-            raise
-        raise IngestRejected(
-            named(list(rejected.errors)), received=rejected.received, source=rejected.source
-        ) from None
-
-
-def ingest_events(events: list, now, *, bound: str | None = None) -> Response:
-    """Store validated events all or nothing (received at `now`) and answer."""
-    if bound is not None:
-        tenants = ((i, event.tenant) for i, event in enumerate(events))
-        if errors := bound_tenant_errors(tenants=tenants, bound=bound):
-            raise IngestRejected(errors, received=len(events), source=batch_sources(events))
-    result = usage_ingest(events=events, received_at=now)
-    return Response({"accepted": result.accepted, "duplicates": result.duplicates})
-
-
 class IngestView(APIView):
+    """An ingestion path: it decodes its format and answers; the ingestion service does the
+    rest (metering.services.usage.ingest)."""
+
     write_scope = Scope.INGEST
     permission_classes = [IngestPermission]
     throttle_scope = "ingest"
 
-    def handle_exception(self, exc):
-        """A batch refused whole is kept for the ingestion debugger (no payload), then
-        answered as every API error is."""
-        response = super().handle_exception(exc)
-        if isinstance(exc, REFUSALS) and self.request.user.is_authenticated:
-            rejection_record(
-                at=clock.now(),
-                path=self.request.path,
-                token_prefix=getattr(self.request.auth, "prefix", ""),
-                source=getattr(exc, "source", ""),
-                status=response.status_code,
-                received=getattr(exc, "received", 0),
-                errors=exc.api_errors(),
-            )
-        return response
+    def sender(self) -> Sender:
+        """Who sent the request, as the ingestion service asks."""
+        token = self.request.auth
+        bound = getattr(token, "bound_tenant", None)
+        return Sender(
+            path=self.request.path,
+            token_prefix=getattr(token, "prefix", ""),
+            bound_tenant=bound.slug if bound is not None else None,
+        )
 
-    def _decoded(self, request):
-        encoding = request.headers.get("Content-Encoding")
-        return decode_batch(body=request.body, content_encoding=encoding)
+    def ingest(self, decode: Callable[[], Batch]) -> Response:
+        """A native batch (`decode`, the format's), all or nothing, answered with what was
+        stored."""
+        sender = self.sender()
+        with refusals_recorded(sender):
+            batch = decode()
+        result = batch_ingest(sender=sender, batch=batch)
+        return Response({"accepted": result.accepted, "duplicates": result.duplicates})
 
 
 class UsageEventsView(IngestView):
@@ -263,17 +185,18 @@ class UsageEventsView(IngestView):
         },
     )
     def post(self, request):
-        content_type_check(request=request, allowed=("application/json",))
-        encoding = request.headers.get("Content-Encoding")
-        data = decompress_body(body=request.body, content_encoding=encoding)
-        # A batch of valid events is decoded and validated in one pass (no dict per event);
-        # any other batch takes the general path, which reports every error.
-        now = clock.now()
-        events = validate_json_batch(data=data, now=now, max_events=MAX_EVENTS)
-        bound = bound_tenant(request)
-        if events is not None:
-            return ingest_events(events, now, bound=bound)
-        return ingest_items(decode_batch(body=data, content_encoding=None), bound=bound)
+        def decode() -> Batch:
+            content_type_check(request=request, allowed=("application/json",))
+            encoding = request.headers.get("Content-Encoding")
+            data = decompress_body(body=request.body, content_encoding=encoding)
+            # A batch of valid events is decoded and validated in one pass (no dict per
+            # event); any other batch takes the general path, which reports every error.
+            events = validate_json_batch(data=data, now=clock.now(), max_events=MAX_EVENTS)
+            if events is not None:
+                return Batch(events=events)
+            return Batch(items=decode_batch(body=data, content_encoding=None))
+
+        return self.ingest(decode)
 
 
 class CloudEventsView(IngestView):
@@ -284,12 +207,17 @@ class CloudEventsView(IngestView):
         responses={200: IngestResultSerializer, 409: ErrorsSerializer, **ERROR_RESPONSES},
     )
     def post(self, request):
-        content_type_check(
-            request=request, allowed=("application/cloudevents-batch+json", "application/json")
-        )
-        items = self._decoded(request)
-        converted, errors = cloudevents_to_items(items=items)
-        return ingest_items(converted, errors, bound=bound_tenant(request))
+        def decode() -> Batch:
+            content_type_check(
+                request=request,
+                allowed=("application/cloudevents-batch+json", "application/json"),
+            )
+            encoding = request.headers.get("Content-Encoding")
+            items = decode_batch(body=request.body, content_encoding=encoding)
+            converted, errors = cloudevents_to_items(items=items)
+            return Batch(items=converted, errors=errors)
+
+        return self.ingest(decode)
 
 
 class OpenAIBatchView(IngestView):
@@ -306,25 +234,21 @@ class OpenAIBatchView(IngestView):
         responses={200: IngestResultSerializer, 409: ErrorsSerializer, **ERROR_RESPONSES},
     )
     def post(self, request):
-        bound = bound_tenant(request)
-        tenant = request.query_params.get("tenant") or bound
-        if not tenant:
-            return errors_response(
-                [{"field": "tenant", "message": "query parameter is required"}], 400
+        tenant = self.sender().tenant_of(request.query_params.get("tenant"))
+
+        def decode() -> Batch:
+            encoding = request.headers.get("Content-Encoding")
+            text = decompress_body(body=request.body, content_encoding=encoding)
+            converted, errors = openai_batch_to_items(
+                body=text, tenant=tenant, pool=request.query_params.get("pool") or None
             )
-        if bound is not None and tenant != bound:
-            [error] = bound_tenant_errors(tenants=[(0, tenant)], bound=bound)
-            return errors_response([{"field": "tenant", "message": error.message}], 400)
-        encoding = request.headers.get("Content-Encoding")
-        text = decompress_body(body=request.body, content_encoding=encoding)
-        converted, errors = openai_batch_to_items(
-            body=text, tenant=tenant, pool=request.query_params.get("pool") or None
-        )
-        return ingest_items(
-            converted,
-            errors,
-            named=lambda errors: openai_batch_error_names(body=text, errors=errors),
-        )
+            return Batch(
+                items=converted,
+                errors=errors,
+                names=lambda found: openai_batch_error_names(body=text, errors=found),
+            )
+
+        return self.ingest(decode)
 
 
 class _PoolSlugField(serializers.SlugRelatedField):

@@ -64,7 +64,7 @@ class FoldPending(models.Model):
     EVENT_ID_BLOCK of a larger one), not yet added to the rollups. Written in that
     transaction, claimed (deleted) by the fold in the transaction that adds the events' sums,
     so each event is folded exactly once, whenever its transaction commits. The batch's ids
-    are a block no other batch's are in (metering.services.usage.ingest), so the row names
+    are a block no other batch's are in (metering.services.usage.store), so the row names
     its events as a range of ids; their times bound the partitions the fold reads."""
 
     first_id = models.BigIntegerField(primary_key=True)  # UsageEvent.id of the run's first

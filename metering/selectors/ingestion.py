@@ -1,15 +1,132 @@
-"""Reads of the ingestion debugger: the rejected batches kept, and each source's last
-batch with whether it is sending (metering.domain.usage.sources)."""
+"""Reads of ingestion: the ids a batch's tenants, models and pools are stored under (or why
+not), the keys of its events already stored; and of the ingestion debugger: the rejected
+batches kept, and each source's last batch with whether it is sending
+(metering.domain.usage.sources)."""
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from django.db.models import Max, QuerySet
 
+from metering.domain.usage.dedupe import dedupe_within_batch, stored_conflicts
+from metering.domain.usage.fields import EventError, EventIn, EventRef
 from metering.domain.usage.sources import SourceState, source_state
-from metering.models import EngineHourly, IngestRejection, SourceSeen
+from metering.models import EngineHourly, EventKey, IngestRejection, SourceSeen
+from metering.selectors.factory import placements_read
+from portal.models import Tenant
 from portal.periods import hour_floor
+
+CONFLICT = "this (source, id) is already stored with a different payload"
+
+
+class PlacedEvent(NamedTuple):  # a tuple: built for every event of every batch
+    """A valid event with the ids it is stored under."""
+
+    event: EventIn
+    tenant_id: int
+    deployment_id: int
+
+
+def events_place(events: Sequence[EventIn]) -> tuple[list[PlacedEvent], list[EventError]]:
+    """Map tenant, model (slug or alias) and pool slugs to ids; unknown ones are errors."""
+    # A batch names few distinct (tenant, model, pool): each is checked once, and only a
+    # batch with an unknown one is checked event by event, so each error names its event.
+    distinct: dict[tuple[str, str, str | None], int] = {}
+    for e in events:
+        distinct.setdefault((e.tenant, e.model, e.pool), len(distinct))
+    placed, errors = _check_references([EventRef(i, *key, True) for key, i in distinct.items()])
+    if errors:
+        refs = [EventRef(i, e.tenant, e.model, e.pool, True) for i, e in enumerate(events)]
+        placed, errors = _check_references(refs)
+        pairs = zip(events, placed, strict=True)
+        return [PlacedEvent(event, *ids) for event, ids in pairs if ids is not None], errors
+    ids_of = dict(zip(distinct, placed, strict=True))
+    return [PlacedEvent(e, *ids_of[(e.tenant, e.model, e.pool)]) for e in events], errors
+
+
+def usage_reference_errors(*, refs: Sequence[EventRef]) -> list[EventError]:
+    """Errors naming each reference of `refs` to an unknown or closed tenant, an unknown
+    model or a model without a deployment on the pool. For a batch refused for its field
+    errors, so one answer lists every error of every kind."""
+    return _check_references(refs)[1]
+
+
+def usage_conflict_errors(*, events: Sequence[EventIn], indexes: Sequence[int]) -> list[EventError]:
+    """Errors naming `id` for each of `events` (at `indexes` of its batch) whose (source, id)
+    is stored, or earlier in the batch, with another payload. For a batch refused for other
+    errors, so one answer lists every error of every kind."""
+    _, _, repeats = dedupe_within_batch(events=events)
+    stored = stored_conflicts(events=events, stored=stored_digests(events))
+    return [EventError(indexes[i], "id", CONFLICT) for i in sorted({*repeats, *stored})]
+
+
+def _check_references(
+    refs: Sequence[EventRef],
+) -> tuple[list[tuple[int, int] | None], list[EventError]]:
+    """Per reference (tenant id, deployment id), or None when an error names why."""
+    slugs = {r.tenant for r in refs if r.tenant is not None}
+    tenants = {
+        slug: (pk, status)
+        for slug, pk, status in Tenant.objects.filter(slug__in=slugs).values_list(
+            "slug", "id", "status"
+        )
+    }
+    known = placements_read(names={r.model for r in refs if r.model is not None})
+    # A batch names few distinct tenants and (model, pool) pairs: decide each once.
+    tenant_ids: dict[str, int | None] = {}  # None: refused (unknown or closed)
+    for slug in slugs:
+        tenant = tenants.get(slug)
+        ok = tenant is not None and tenant[1] != Tenant.Status.CLOSED
+        tenant_ids[slug] = tenant[0] if ok else None
+    placements: dict[tuple[str, str | None], tuple[int | None, tuple[str, str] | None]] = {}
+    placed: list[tuple[int, int] | None] = []
+    errors: list[EventError] = []
+    append = placed.append
+    for ref in refs:
+        tenant_id = None if ref.tenant is None else tenant_ids[ref.tenant]
+        deployment_id, problem = None, None
+        if ref.model is not None:
+            key = (ref.model, ref.pool)
+            if not ref.is_placeable:
+                if ref.model not in known.model_ids:
+                    problem = ("model", f"unknown model {ref.model!r}")
+            elif key in placements:
+                deployment_id, problem = placements[key]
+            else:
+                deployment, problem = known.place(ref.model, ref.pool)
+                deployment_id = None if deployment is None else deployment.id
+                placements[key] = (deployment_id, problem)
+        if tenant_id is not None and deployment_id is not None:
+            append((tenant_id, deployment_id))
+            continue
+        append(None)
+        if ref.tenant is not None and tenant_id is None:
+            if ref.tenant not in tenants:
+                errors.append(EventError(ref.index, "tenant", f"unknown tenant {ref.tenant!r}"))
+            else:
+                message = f"tenant {ref.tenant!r} is closed"
+                errors.append(EventError(ref.index, "tenant", message))
+        if problem:
+            errors.append(EventError(ref.index, problem[0], problem[1]))
+    return placed, errors
+
+
+def stored_digests(events: Sequence[EventIn]) -> dict[tuple[str, str], str]:
+    """The payload hash of each (source, id) of `events` already stored."""
+    keys = {(e.source, e.id) for e in events}
+    stored: dict[tuple[str, str], str] = {}
+    sources = {s for s, _ in keys}
+    for chunk_start in range(0, len(events), 500):
+        chunk = events[chunk_start : chunk_start + 500]
+        for source, event_id, digest in EventKey.objects.filter(
+            source__in=sources, event_id__in=[e.id for e in chunk]
+        ).values_list("source", "event_id", "payload_hash"):
+            if (source, event_id) in keys:
+                stored[(source, event_id)] = digest
+    return stored
 
 
 def rejection_list() -> QuerySet[IngestRejection]:

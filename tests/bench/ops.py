@@ -36,8 +36,9 @@ from metering.models import (
 )
 from metering.services.factory import VersionSpec, deployment_create
 from metering.services.usage.changes import usage_refold
-from metering.services.usage.ingest import usage_ingest, usage_partitions_ensure
+from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import refold_apply, usage_fold
+from metering.services.usage.store import usage_partitions_ensure
 from portal import clock
 from portal.models import Role, Tenant
 from portal.services import token_create, user_ensure

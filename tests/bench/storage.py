@@ -104,7 +104,7 @@ def bare(cur, batch: list[tuple]) -> None:
 
 def _one_statement_runs(keys: str, events: str, queue: str) -> Callable:
     """Whole events staged, one statement inserting the keys (ids from one block), the new
-    keys' events and their run in the fold's queue (metering.services.usage.ingest)."""
+    keys' events and their run in the fold's queue (metering.services.usage.store)."""
 
     def store(cur, batch: list[tuple]) -> None:
         _stage(cur, batch)

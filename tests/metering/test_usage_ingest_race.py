@@ -11,7 +11,7 @@ from django.db import connection
 
 from metering.domain.usage.validation import validate_events
 from metering.models import EventKey, UsageEvent
-from metering.services.usage import ingest
+from metering.services.usage import store
 from metering.services.usage.ingest import IngestConflict, usage_ingest
 from portal.models import Tenant
 from tests.metering.factories import make_deployment
@@ -42,7 +42,7 @@ def _events(*ids: str, output: int = 10):
 def _stored_late(monkeypatch, *, output: int) -> list:
     """The first read of stored keys sees none, and the other writer's batch (e1, its
     payload with `output` tokens) is stored just after it: the read was stale."""
-    read = ingest._stored_digests
+    read = store.stored_digests
     calls = []
 
     def stale(events):
@@ -52,7 +52,7 @@ def _stored_late(monkeypatch, *, output: int) -> list:
             return {}
         return read(events)
 
-    monkeypatch.setattr(ingest, "_stored_digests", stale)
+    monkeypatch.setattr(store, "stored_digests", stale)
     return calls
 
 

@@ -220,9 +220,9 @@ def test_a_batch_is_queued_as_runs_of_its_own_ids_and_each_event_is_folded_once(
     PostgreSQL a batch of more new events than a block of ids is stored a block at a time
     (here blocks of 3: runs of 3, 3 and 2). A replay queues nothing; a fold that takes 4
     events at a time still folds each event once."""
-    from metering.services.usage import ingest
+    from metering.services.usage import store
 
-    monkeypatch.setattr(ingest, "EVENT_ID_BLOCK", 3)
+    monkeypatch.setattr(store, "EVENT_ID_BLOCK", 3)
     raw = [("t1", "m1", 5 * i, 100 + i, 40 + i, i == 6, 1000) for i in range(8)]
     _ingest(_items(raw))
     _ingest(_items(raw[:2], offset=100))

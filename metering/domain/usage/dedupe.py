@@ -1,4 +1,5 @@
-"""Repeats of a (source, id) inside one validated usage batch. Pure Python, no Django."""
+"""Repeats of a (source, id) inside one validated usage batch, and against the keys
+already stored. Pure Python, no Django."""
 
 from __future__ import annotations
 
@@ -30,3 +31,13 @@ def dedupe_within_batch(*, events: Sequence[EventIn]) -> tuple[list[EventIn], in
         else:
             conflicts.append(index)
     return unique, duplicates, conflicts
+
+
+def stored_conflicts(*, events: Sequence[EventIn], stored: dict[tuple[str, str], str]) -> list[int]:
+    """The positions in `events` of those whose (source, id) is stored (`stored`: its payload
+    hash) with a payload they do not replay (a conflict, 409)."""
+    return [
+        index
+        for index, e in enumerate(events)
+        if (e.source, e.id) in stored and not e.is_replay_of(stored[(e.source, e.id)])
+    ]

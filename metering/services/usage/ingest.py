@@ -1,42 +1,33 @@
-"""Usage ingestion: resolve slugs, deduplicate on (source, id), store all or nothing.
+"""Usage ingestion, one service for every path (architecture.md "Ingestion"): a format's
+adapter decodes its request into a `Batch` (inside `refusals_recorded`) and calls
+`batch_ingest` with it and its rule, all or nothing (the native formats) or OTLP's partial
+one. The service checks what the token is
+bound to, the references (tenants, models, deployments), the conflicts with what is
+stored, stores the batch (metering.services.usage.store: deduplicated on (source, id))
+and keeps the ingestion debugger's record of what it refused. `usage_ingest` stores events
+already validated (the demo and the tests call it too)."""
 
-PostgreSQL: events are staged with one binary COPY, then one statement inserts their keys
-with `INSERT … ON CONFLICT DO NOTHING` into the unpartitioned key table (the unique index
-serialises concurrent replays), only the new keys' events into the monthly partitions,
-their run of ids into the fold's queue, and the batch's sources seen. SQLite (the embedded
-default) writes the keys and events with one `executemany` each, and the sources seen with
-one upsert.
-Both paths queue the new events for the fold (FoldPending, one row a batch) in the same
-transaction, and ask for a fold once it commits: the request itself never folds.
-"""
-
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import NamedTuple
+from datetime import datetime
+from typing import Any
 
-from django.db import IntegrityError, ProgrammingError, connection, transaction
-
+from metering.domain.usage.body import BatchError, PayloadTooLarge
 from metering.domain.usage.dedupe import dedupe_within_batch
-from metering.domain.usage.fields import EventError, EventIn, EventRef
-from metering.models import EventKey
-from metering.selectors.factory import placements_read
-from metering.services.usage.sources import sources_seen_store, sources_seen_upsert
-from portal.models import Tenant
-from portal.pipeline import FOLD, stage_schedule
-
-CONFLICT = "this (source, id) is already stored with a different payload"
-
-# Key ids are handed out a block at a time (the key table's identity column steps by this,
-# migration 0011): a batch's events take ids from its own block, so the fold's queue names
-# them as one run (FoldPending) that no other batch's ids fall in. A batch of more new
-# events is stored a block at a time, in the same transaction.
-EVENT_ID_BLOCK = 10_000
-
-_EVENT_COLUMNS = (
-    "time, tenant_id, deployment_id, input_tokens, cached_tokens, output_tokens, ttft_ms, "
-    "tpot_ms, latency_ms, is_error, requests, cache_write_tokens, reasoning_tokens"
+from metering.domain.usage.fields import EventError, EventIn, bound_tenant_errors
+from metering.domain.usage.formats import merge_errors
+from metering.domain.usage.validation import event_references, validate_events
+from metering.selectors.ingestion import (
+    CONFLICT,
+    events_place,
+    usage_conflict_errors,
+    usage_reference_errors,
 )
+from metering.services.usage.rejections import rejection_record
+from metering.services.usage.store import StoredConflict, events_store
+from portal import clock
+from portal.errors import FieldError
 
 
 @dataclass(frozen=True)
@@ -79,10 +70,169 @@ class IngestConflict(Exception):
         return [{"index": i, "field": "id", "message": CONFLICT} for i in self.indexes]
 
 
-class _Row(NamedTuple):  # a tuple: built for every event of every batch
-    event: EventIn
-    tenant_id: int
-    deployment_id: int
+# What refuses a request whole (answered 400, 409, 413 or 415), kept for the debugger: a
+# body that cannot be read, a field of the request (its media type), an invalid batch.
+REFUSALS = (IngestRejected, IngestConflict, BatchError, PayloadTooLarge, FieldError)
+
+
+@dataclass(frozen=True)
+class Sender:
+    """Who sent a request: the path it came to and its token's prefix (the debugger names
+    them), and the tenant its token is bound to: a tenant's own gateway meters that tenant
+    only, on every path (architecture.md, roles)."""
+
+    path: str
+    token_prefix: str = ""
+    bound_tenant: str | None = None
+
+    def bound_errors(self, tenants: Iterable[tuple[int, Any]]) -> list[EventError]:
+        """Errors naming `tenant` for each (index, tenant) this sender may not meter."""
+        if self.bound_tenant is None:
+            return []
+        return bound_tenant_errors(tenants=tenants, bound=self.bound_tenant)
+
+    def tenant_of(self, tenant: str | None) -> str:
+        """The tenant a request names for all its records (a query's): the bound one when
+        it names none; FieldError naming `tenant` when there is none, or another."""
+        tenant = tenant or self.bound_tenant
+        if not tenant:
+            raise FieldError("tenant", "query parameter is required")
+        if errors := self.bound_errors([(0, tenant)]):
+            raise FieldError("tenant", errors[0].message)
+        return tenant
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A request's records as its format decoded them: `items`, a raw event dict per record
+    (None: a record the conversion refused, or under the partial rule one that is not a
+    usage record), or `events` already validated (the native fast path); the conversion's
+    `errors`; `names`, renaming errors as the format names its fields; `sources`, the
+    names the debugger gives the batch (default: its items')."""
+
+    items: Sequence[Any] = ()
+    events: Sequence[EventIn] | None = None
+    errors: Sequence[EventError] = ()
+    names: Callable[[list[EventError]], list[EventError]] | None = None
+    sources: Iterable[str] | None = None
+
+
+def batch_ingest(*, sender: Sender, batch: Batch, partial: bool = False) -> IngestResult:
+    """Ingest a decoded batch. All or nothing by default: any invalid event refuses the
+    batch (IngestRejected, every error of every kind at once; IngestConflict for a changed
+    payload of a stored key) and nothing is stored. `partial` (OTLP's rule): every valid
+    event is stored and the others are returned in the result's `rejected`, each naming its
+    record's index and field. What is refused, whole or in part, is kept for the ingestion
+    debugger (a request its adapter could not decode too: `refusals_recorded`)."""
+    with refusals_recorded(sender):
+        result = _partly(batch, sender) if partial else _wholly(batch, sender)
+    if result.rejected:
+        rejection_record(
+            at=clock.now(),
+            path=sender.path,
+            token_prefix=sender.token_prefix,
+            source=_sources(batch),
+            status=200,
+            received=len(batch.items),
+            errors=[error.as_dict() for error in result.rejected],
+        )
+    return result
+
+
+@contextmanager
+def refusals_recorded(sender: Sender) -> Iterator[None]:
+    """Keep every refusal raised inside (REFUSALS) for the ingestion debugger, then let it
+    be answered as every API error is: around an adapter's decoding, and the service's."""
+    try:
+        yield
+    except REFUSALS as refusal:
+        rejection_record(
+            at=clock.now(),
+            path=sender.path,
+            token_prefix=sender.token_prefix,
+            source=getattr(refusal, "source", ""),
+            status=refusal.http_status,
+            received=getattr(refusal, "received", 0),
+            errors=refusal.api_errors(),
+        )
+        raise
+
+
+def _wholly(batch: Batch, sender: Sender) -> IngestResult:
+    """All or nothing: a refused batch is answered with every error of every kind at once
+    (its field errors, its unknown tenants, models and deployments, the tenants its sender
+    may not meter and its payload conflicts), named as its format names them."""
+    now = clock.now()
+    if batch.events is not None:  # validated by the format's decoder
+        events = list(batch.events)
+        if errors := sender.bound_errors((i, event.tenant) for i, event in enumerate(events)):
+            raise IngestRejected(errors, received=len(events), source=batch_sources(events))
+        return usage_ingest(events=events, received_at=now)
+    items = batch.items
+    events, errors = validate_events(items=items, now=now)
+    invalid = {error.index for error in errors}
+    positions = [i for i in range(len(items)) if i not in invalid]  # of `events`
+    errors = merge_errors(conversion=batch.errors, validation=errors)
+    errors += sender.bound_errors(
+        (i, item.get("tenant")) for i, item in enumerate(items) if type(item) is dict
+    )
+    if errors:
+        references = usage_reference_errors(refs=event_references(items=items))
+        refused = {error.index for error in [*errors, *references]}
+        fine = [(i, e) for i, e in zip(positions, events, strict=True) if i not in refused]
+        conflicts = usage_conflict_errors(events=[e for _, e in fine], indexes=[i for i, _ in fine])
+        errors = sorted([*errors, *references, *conflicts], key=lambda error: error.index)
+        raise IngestRejected(_named(batch, errors), received=len(items), source=_sources(batch))
+    try:
+        return usage_ingest(events=events, received_at=now)
+    except IngestRejected as rejected:
+        if batch.names is None:
+            raise
+        raise IngestRejected(
+            _named(batch, list(rejected.errors)),
+            received=rejected.received,
+            source=rejected.source,
+        ) from None
+
+
+def _partly(batch: Batch, sender: Sender) -> IngestResult:
+    """OTLP's rule: the valid events are stored, the others returned, each error naming its
+    record's index."""
+    now = clock.now()
+    present = [(index, item) for index, item in enumerate(batch.items) if item is not None]
+    events, problems = validate_events(items=[item for _, item in present], now=now)
+    rejected = [
+        *batch.errors,
+        *(EventError(present[e.index][0], e.field, e.message) for e in problems),
+    ]
+    refused = {error.index for error in problems}
+    indexes = [index for k, (index, _) in enumerate(present) if k not in refused]
+    foreign = sender.bound_errors(
+        (index, e.tenant) for index, e in zip(indexes, events, strict=True)
+    )
+    if foreign:
+        rejected += foreign
+        refused_spans = {error.index for error in foreign}
+        kept = [(i, e) for i, e in zip(indexes, events, strict=True) if i not in refused_spans]
+        indexes, events = [i for i, _ in kept], [e for _, e in kept]
+    result = usage_ingest(events=events, received_at=now, partial=True)
+    rejected += [EventError(indexes[e.index], e.field, e.message) for e in result.rejected]
+    return IngestResult(
+        accepted=result.accepted,
+        duplicates=result.duplicates,
+        rejected=tuple(sorted(rejected, key=lambda error: error.index)),
+    )
+
+
+def _named(batch: Batch, errors: list[EventError]) -> list[EventError]:
+    return errors if batch.names is None else batch.names(errors)
+
+
+def _sources(batch: Batch) -> str:
+    """The batch's sources as the debugger names them."""
+    if batch.sources is None:
+        return batch_sources(batch.items)
+    return ", ".join(sorted(batch.sources))
 
 
 def usage_ingest(
@@ -93,7 +243,7 @@ def usage_ingest(
     `partial` (OTLP's rule, architecture.md "Ingestion"): the events that cannot be stored
     (an unknown tenant, model or deployment; a changed payload for a known id) are left out
     and reported in the result's `rejected`, every other event is stored."""
-    rows, errors = _resolve(events)
+    rows, errors = events_place(events)
     if errors and not partial:
         refused = {error.index for error in errors}
         fine = [i for i in range(len(events)) if i not in refused]
@@ -113,9 +263,9 @@ def usage_ingest(
     accepted = replayed = 0
     while unique_rows:
         try:
-            accepted, replayed = _store(unique_rows, kept, received_at)
+            accepted, replayed = events_store(unique_rows, kept, received_at)
             break
-        except IngestConflict as conflict:
+        except StoredConflict as conflict:
             if not partial:
                 raise IngestConflict(
                     conflict.indexes, received=len(events), source=batch_sources(events)
@@ -146,330 +296,3 @@ def batch_sources(events: Sequence) -> str:
         if type(source) is str:
             names.add(source)
     return ", ".join(sorted(names))[:128]
-
-
-def _store(rows: Sequence[_Row], events: Sequence[EventIn], received_at: datetime):
-    """Store the rows (the first occurrence of each key of `events`) in one transaction;
-    returns (accepted, replays of stored events)."""
-    postgresql = connection.vendor == "postgresql"
-    if postgresql:
-        usage_partitions_ensure(times=[r.event.time for r in rows])
-    for attempt in range(2):
-        # SQLite: the first pass reads the stored keys before its transaction takes the
-        # write lock, so other writers wait less; a key stored in between fails the insert
-        # (IntegrityError) and the second pass reads them under the lock.
-        stored = None if postgresql or attempt else _stored_digests([r.event for r in rows])
-        try:
-            with transaction.atomic():
-                if postgresql:
-                    accepted, replayed = _store_postgresql(rows, events, received_at)
-                else:
-                    accepted, replayed = _store_sqlite(rows, events, received_at, stored)
-                if accepted:
-                    stage_schedule(FOLD)
-            return accepted, replayed
-        except IntegrityError:
-            # Another writer stored some of these keys or ids between our check and insert
-            # (SQLite without IMMEDIATE transactions); the second pass sees them. Or a
-            # partition this process knew of is gone (its month archived, a test's
-            # rollback): the second pass looks again.
-            if attempt:
-                raise
-            if postgresql:
-                _partitions_known.clear()
-                usage_partitions_ensure(times=[r.event.time for r in rows])
-    raise AssertionError("unreachable")
-
-
-def usage_reference_errors(*, refs: Sequence[EventRef]) -> list[EventError]:
-    """Errors naming each reference of `refs` to an unknown or closed tenant, an unknown
-    model or a model without a deployment on the pool (stores nothing). For a batch refused
-    for its field errors, so one answer lists every error of every kind."""
-    return _check_references(refs)[1]
-
-
-def usage_conflict_errors(*, events: Sequence[EventIn], indexes: Sequence[int]) -> list[EventError]:
-    """Errors naming `id` for each of `events` (at `indexes` of its batch) whose (source, id)
-    is stored, or earlier in the batch, with another payload (stores nothing). For a batch
-    refused for other errors, so one answer lists every error of every kind."""
-    _, _, repeats = dedupe_within_batch(events=events)
-    stored = _conflict_indexes(events, _stored_digests(events))
-    return [EventError(indexes[i], "id", CONFLICT) for i in sorted({*repeats, *stored})]
-
-
-def _resolve(events: Sequence[EventIn]) -> tuple[list[_Row], list[EventError]]:
-    """Map tenant, model (slug or alias) and pool slugs to ids; unknown ones are errors."""
-    # A batch names few distinct (tenant, model, pool): each is checked once, and only a
-    # batch with an unknown one is checked event by event, so each error names its event.
-    distinct: dict[tuple[str, str, str | None], int] = {}
-    for e in events:
-        distinct.setdefault((e.tenant, e.model, e.pool), len(distinct))
-    placed, errors = _check_references([EventRef(i, *key, True) for key, i in distinct.items()])
-    if errors:
-        refs = [EventRef(i, e.tenant, e.model, e.pool, True) for i, e in enumerate(events)]
-        placed, errors = _check_references(refs)
-        pairs = zip(events, placed, strict=True)
-        return [_Row(event, *ids) for event, ids in pairs if ids is not None], errors
-    ids_of = dict(zip(distinct, placed, strict=True))
-    return [_Row(e, *ids_of[(e.tenant, e.model, e.pool)]) for e in events], errors
-
-
-def _check_references(
-    refs: Sequence[EventRef],
-) -> tuple[list[tuple[int, int] | None], list[EventError]]:
-    """Per reference (tenant id, deployment id), or None when an error names why."""
-    slugs = {r.tenant for r in refs if r.tenant is not None}
-    tenants = {
-        slug: (pk, status)
-        for slug, pk, status in Tenant.objects.filter(slug__in=slugs).values_list(
-            "slug", "id", "status"
-        )
-    }
-    known = placements_read(names={r.model for r in refs if r.model is not None})
-    # A batch names few distinct tenants and (model, pool) pairs: decide each once.
-    tenant_ids: dict[str, int | None] = {}  # None: refused (unknown or closed)
-    for slug in slugs:
-        tenant = tenants.get(slug)
-        ok = tenant is not None and tenant[1] != Tenant.Status.CLOSED
-        tenant_ids[slug] = tenant[0] if ok else None
-    placements: dict[tuple[str, str | None], tuple[int | None, tuple[str, str] | None]] = {}
-    placed: list[tuple[int, int] | None] = []
-    errors: list[EventError] = []
-    append = placed.append
-    for ref in refs:
-        tenant_id = None if ref.tenant is None else tenant_ids[ref.tenant]
-        deployment_id, problem = None, None
-        if ref.model is not None:
-            key = (ref.model, ref.pool)
-            if not ref.is_placeable:
-                if ref.model not in known.model_ids:
-                    problem = ("model", f"unknown model {ref.model!r}")
-            elif key in placements:
-                deployment_id, problem = placements[key]
-            else:
-                deployment, problem = known.place(ref.model, ref.pool)
-                deployment_id = None if deployment is None else deployment.id
-                placements[key] = (deployment_id, problem)
-        if tenant_id is not None and deployment_id is not None:
-            append((tenant_id, deployment_id))
-            continue
-        append(None)
-        if ref.tenant is not None and tenant_id is None:
-            if ref.tenant not in tenants:
-                errors.append(EventError(ref.index, "tenant", f"unknown tenant {ref.tenant!r}"))
-            else:
-                message = f"tenant {ref.tenant!r} is closed"
-                errors.append(EventError(ref.index, "tenant", message))
-        if problem:
-            errors.append(EventError(ref.index, problem[0], problem[1]))
-    return placed, errors
-
-
-def _conflict_indexes(events: Sequence[EventIn], stored: dict[tuple[str, str], str]) -> list[int]:
-    return [
-        index
-        for index, e in enumerate(events)
-        if (e.source, e.id) in stored and not e.is_replay_of(stored[(e.source, e.id)])
-    ]
-
-
-def _store_sqlite(
-    rows: Sequence[_Row],
-    events: Sequence[EventIn],
-    received_at: datetime,
-    stored: dict[tuple[str, str], str] | None,
-) -> tuple[int, int]:
-    """Keys and events with one `executemany` each (the ORM's bulk_create spent four fifths
-    of the time building statements), and their run in the fold's queue. The transaction
-    holds SQLite's write lock from its start (IMMEDIATE, portal.settings), so this writer
-    alone numbers the keys. `stored`: the keys of `rows` already stored, read before the
-    transaction (None: read now)."""
-    if stored is None:
-        stored = _stored_digests([r.event for r in rows])
-    conflicts = _conflict_indexes(events, stored)
-    if conflicts:
-        raise IngestConflict(conflicts)
-    new_rows = [r for r in rows if (r.event.source, r.event.id) not in stored]
-    newest: dict[tuple[str, int], datetime] = {}
-    for row in rows:
-        key = (row.event.source, row.deployment_id)
-        newest[key] = max(row.event.time, newest.get(key, row.event.time))
-    sources_seen_store(seen=[(*key, time) for key, time in newest.items()], received_at=received_at)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = %s), 0), "
-            "coalesce((SELECT max(id) FROM metering_eventkey), 0))",
-            [EventKey._meta.db_table],
-        )
-        first = cursor.fetchone()[0] + 1
-        instant = connection.ops.adapt_datetimefield_value  # as Django stores it: naive UTC
-        received = instant(received_at)
-        numbered = list(enumerate(new_rows, start=first))
-        cursor.executemany(
-            "INSERT INTO metering_eventkey (id, source, event_id, payload_hash, received_at) "
-            "VALUES (%s, %s, %s, %s, %s)",
-            [
-                (pk, r.event.source, r.event.id, r.event.payload_hash, received)
-                for pk, r in numbered
-            ],
-        )
-        cursor.executemany(
-            f"INSERT INTO metering_usageevent (id, {_EVENT_COLUMNS}) "  # noqa: S608 (constants)
-            f"VALUES ({', '.join(['%s'] * 14)})",
-            [(pk, instant(r.event.time), *_event_values(r)) for pk, r in numbered],
-        )
-        if numbered:  # this writer alone numbers keys: its ids are one run
-            times = [r.event.time for r in new_rows]
-            cursor.execute(
-                "INSERT INTO metering_foldpending (first_id, last_id, time_min, time_max, "
-                "events, queued_at) VALUES (%s, %s, %s, %s, %s, %s)",
-                [first, numbered[-1][0], instant(min(times)), instant(max(times)),
-                 len(numbered), received],
-            )  # fmt: skip
-    return len(new_rows), len(rows) - len(new_rows)
-
-
-def _stored_digests(events: Sequence[EventIn]) -> dict[tuple[str, str], str]:
-    """The payload hash of each (source, id) of `events` already stored."""
-    keys = {(e.source, e.id) for e in events}
-    stored: dict[tuple[str, str], str] = {}
-    sources = {s for s, _ in keys}
-    for chunk_start in range(0, len(events), 500):
-        chunk = events[chunk_start : chunk_start + 500]
-        for source, event_id, digest in EventKey.objects.filter(
-            source__in=sources, event_id__in=[e.id for e in chunk]
-        ).values_list("source", "event_id", "payload_hash"):
-            if (source, event_id) in keys:
-                stored[(source, event_id)] = digest
-    return stored
-
-
-def _event_values(row: _Row) -> tuple:
-    """An event's columns after (id, time), in the order both stores write them."""
-    e = row.event
-    return (
-        row.tenant_id,
-        row.deployment_id,
-        e.input_tokens,
-        e.cached_tokens,
-        e.output_tokens,
-        e.ttft_ms,
-        e.tpot_ms,
-        e.latency_ms,
-        e.status == "error",
-        e.requests,
-        e.cache_write_tokens,
-        e.reasoning_tokens,
-    )
-
-
-_STAGE_TYPES = [
-    "int4", "text", "text", "text", "timestamptz", "int8", "int8", "int8", "int8", "int8",
-    "float8", "float8", "float8", "bool", "int4", "int8", "int8",
-]  # fmt: skip
-# One round trip. The table is empty unless used twice in one transaction (ON COMMIT DELETE
-# ROWS empties it at commit); DELETE on an empty table is cheaper than TRUNCATE, which
-# makes a new relation file each time.
-_STAGE_EMPTY = (
-    "CREATE TEMP TABLE IF NOT EXISTS ingest_events (n int4, source text, event_id text, "
-    "payload_hash text, time timestamptz, tenant_id int8, deployment_id int8, "
-    "input_tokens int8, cached_tokens int8, output_tokens int8, ttft_ms float8, "
-    "tpot_ms float8, latency_ms float8, is_error bool, requests int4, "
-    "cache_write_tokens int8, reasoning_tokens int8) ON COMMIT DELETE ROWS; "
-    "DELETE FROM ingest_events"
-)
-# The keys not stored yet take ids from one new block, in the order of the staged rows
-# (sorted: concurrent batches lock keys in the same order, no deadlock); only their events
-# reach the partitions, and their run joins the fold's queue: one statement, and no id
-# travels back to Python.
-_STORE = (
-    "WITH block AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence('metering_eventkey', "  # noqa: S608
-    "'id')) AS first), "
-    "keys AS (INSERT INTO metering_eventkey (id, source, event_id, payload_hash, received_at) "
-    "SELECT block.first + s.n, s.source, s.event_id, s.payload_hash, %(received)s "
-    "FROM ingest_events s, block ORDER BY s.source, s.event_id "
-    "ON CONFLICT (source, event_id) DO NOTHING RETURNING id, source, event_id), "
-    f"stored AS (INSERT INTO metering_usageevent (id, {_EVENT_COLUMNS}) "
-    f"SELECT k.id, {', '.join('s.' + c for c in _EVENT_COLUMNS.split(', '))} "
-    "FROM keys k JOIN ingest_events s USING (source, event_id) RETURNING id, time), "
-    "queued AS (INSERT INTO metering_foldpending (first_id, last_id, time_min, time_max, "
-    "events, queued_at) SELECT min(id), max(id), min(time), max(time), count(*), %(received)s "
-    "FROM stored HAVING count(*) > 0), "
-    # Read by nothing, so run once the rest is done: the batch's sources seen (its replays
-    # too), their rows locked from here to the commit.
-    "seen AS ("
-    + sources_seen_upsert(
-        "SELECT source, deployment_id, max(time), %(received)s FROM ingest_events "
-        "GROUP BY source, deployment_id ORDER BY source, deployment_id",
-        vendor="postgresql",
-    )
-    + ") SELECT count(*) FROM stored"
-)
-
-
-def _store_postgresql(
-    rows: Sequence[_Row], events: Sequence[EventIn], received_at: datetime
-) -> tuple[int, int]:
-    accepted = 0
-    with connection.cursor() as cursor:
-        raw = cursor.cursor
-        for first in range(0, len(rows), EVENT_ID_BLOCK):
-            cursor.execute(_STAGE_EMPTY)
-            with raw.copy("COPY ingest_events FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(_STAGE_TYPES)
-                write_row = copy.write_row
-                for n, r in enumerate(rows[first : first + EVENT_ID_BLOCK]):
-                    e = r.event
-                    write_row((n, e.source, e.id, e.payload_hash, e.time, *_event_values(r)))
-            cursor.execute(_STORE, {"received": received_at})
-            stored = cursor.fetchone()[0]
-            accepted += stored
-            if stored < min(EVENT_ID_BLOCK, len(rows) - first):
-                # Some keys were stored before: a replay, or a conflict when the payload differs.
-                cursor.execute(
-                    "SELECT k.source, k.event_id, k.payload_hash FROM metering_eventkey k "
-                    "JOIN ingest_events s USING (source, event_id) "
-                    "WHERE k.payload_hash <> s.payload_hash"
-                )
-                conflicts = _conflict_indexes(events, {(s, i): h for s, i, h in cursor.fetchall()})
-                if conflicts:
-                    raise IngestConflict(conflicts)
-    return accepted, len(rows) - accepted
-
-
-def _month_start(time: datetime) -> datetime:
-    return time.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-
-
-# The partitions this process has seen exist: a batch looks each month up once a process,
-# not once a batch. One that is gone since (archived) fails the insert, and `_store` looks
-# again.
-_partitions_known: set[str] = set()
-
-
-def usage_partitions_ensure(*, times: Sequence[datetime]) -> None:
-    """Create the monthly partitions of the usage event table that `times` fall in."""
-    # (year, month) of UTC times directly: this runs for every event of every batch.
-    months = {(t.year, t.month) for t in times if t.tzinfo is UTC}
-    starts = {datetime(year, month, 1, tzinfo=UTC) for year, month in months}
-    starts.update(_month_start(t) for t in times if t.tzinfo is not UTC)
-    for start in sorted(starts):
-        name = f"metering_usageevent_p{start:%Y%m}"
-        if name in _partitions_known:
-            continue
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT to_regclass(%s)", [name])
-            if cursor.fetchone()[0] is not None:
-                _partitions_known.add(name)
-                continue
-        end = _month_start(start + timedelta(days=32))
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                # DDL takes no bind parameters; the bounds are datetimes made here.
-                cursor.execute(
-                    f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF metering_usageevent "
-                    f"FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
-                )
-        except (IntegrityError, ProgrammingError):
-            pass  # created by a concurrent request at the same moment
-        _partitions_known.add(name)

@@ -1,0 +1,263 @@
+"""Storing a batch of placed events (metering.services.usage.ingest stores through it): keys,
+events, the fold's queue and the sources seen, in one transaction.
+
+PostgreSQL: events are staged with one binary COPY, then one statement inserts their keys
+with `INSERT … ON CONFLICT DO NOTHING` into the unpartitioned key table (the unique index
+serialises concurrent replays), only the new keys' events into the monthly partitions,
+their run of ids into the fold's queue, and the batch's sources seen. SQLite (the embedded
+default) writes the keys and events with one `executemany` each, and the sources seen with
+one upsert.
+Both paths queue the new events for the fold (FoldPending, one row a batch) in the same
+transaction, and ask for a fold once it commits: the request itself never folds.
+"""
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from django.db import IntegrityError, ProgrammingError, connection, transaction
+
+from metering.domain.usage.dedupe import stored_conflicts
+from metering.domain.usage.fields import EventIn
+from metering.models import EventKey
+from metering.selectors.ingestion import PlacedEvent, stored_digests
+from metering.services.usage.sources import sources_seen_store, sources_seen_upsert
+from portal.periods import month_start, next_month
+from portal.pipeline import FOLD, stage_schedule
+
+
+class StoredConflict(Exception):
+    """Events of the batch (their positions in it) reuse a stored (source, id) with another
+    payload: nothing was stored."""
+
+    def __init__(self, indexes: list[int]):
+        super().__init__(f"{len(indexes)} conflicting event(s)")
+        self.indexes = indexes
+
+
+# Key ids are handed out a block at a time (the key table's identity column steps by this,
+# migration 0011): a batch's events take ids from its own block, so the fold's queue names
+# them as one run (FoldPending) that no other batch's ids fall in. A batch of more new
+# events is stored a block at a time, in the same transaction.
+EVENT_ID_BLOCK = 10_000
+
+_EVENT_COLUMNS = (
+    "time, tenant_id, deployment_id, input_tokens, cached_tokens, output_tokens, ttft_ms, "
+    "tpot_ms, latency_ms, is_error, requests, cache_write_tokens, reasoning_tokens"
+)
+
+
+def events_store(rows: Sequence[PlacedEvent], events: Sequence[EventIn], received_at: datetime):
+    """Store the rows (the first occurrence of each key of `events`) in one transaction;
+    returns (accepted, replays of stored events)."""
+    postgresql = connection.vendor == "postgresql"
+    if postgresql:
+        usage_partitions_ensure(times=[r.event.time for r in rows])
+    for attempt in range(2):
+        # SQLite: the first pass reads the stored keys before its transaction takes the
+        # write lock, so other writers wait less; a key stored in between fails the insert
+        # (IntegrityError) and the second pass reads them under the lock.
+        stored = None if postgresql or attempt else stored_digests([r.event for r in rows])
+        try:
+            with transaction.atomic():
+                if postgresql:
+                    accepted, replayed = _store_postgresql(rows, events, received_at)
+                else:
+                    accepted, replayed = _store_sqlite(rows, events, received_at, stored)
+                if accepted:
+                    stage_schedule(FOLD)
+            return accepted, replayed
+        except IntegrityError:
+            # Another writer stored some of these keys or ids between our check and insert
+            # (SQLite without IMMEDIATE transactions); the second pass sees them. Or a
+            # partition this process knew of is gone (its month archived, a test's
+            # rollback): the second pass looks again.
+            if attempt:
+                raise
+            if postgresql:
+                _partitions_known.clear()
+                usage_partitions_ensure(times=[r.event.time for r in rows])
+    raise AssertionError("unreachable")
+
+
+def _store_sqlite(
+    rows: Sequence[PlacedEvent],
+    events: Sequence[EventIn],
+    received_at: datetime,
+    stored: dict[tuple[str, str], str] | None,
+) -> tuple[int, int]:
+    """Keys and events with one `executemany` each (the ORM's bulk_create spent four fifths
+    of the time building statements), and their run in the fold's queue. The transaction
+    holds SQLite's write lock from its start (IMMEDIATE, portal.settings), so this writer
+    alone numbers the keys. `stored`: the keys of `rows` already stored, read before the
+    transaction (None: read now)."""
+    if stored is None:
+        stored = stored_digests([r.event for r in rows])
+    conflicts = stored_conflicts(events=events, stored=stored)
+    if conflicts:
+        raise StoredConflict(conflicts)
+    new_rows = [r for r in rows if (r.event.source, r.event.id) not in stored]
+    newest: dict[tuple[str, int], datetime] = {}
+    for row in rows:
+        key = (row.event.source, row.deployment_id)
+        newest[key] = max(row.event.time, newest.get(key, row.event.time))
+    sources_seen_store(seen=[(*key, time) for key, time in newest.items()], received_at=received_at)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = %s), 0), "
+            "coalesce((SELECT max(id) FROM metering_eventkey), 0))",
+            [EventKey._meta.db_table],
+        )
+        first = cursor.fetchone()[0] + 1
+        instant = connection.ops.adapt_datetimefield_value  # as Django stores it: naive UTC
+        received = instant(received_at)
+        numbered = list(enumerate(new_rows, start=first))
+        cursor.executemany(
+            "INSERT INTO metering_eventkey (id, source, event_id, payload_hash, received_at) "
+            "VALUES (%s, %s, %s, %s, %s)",
+            [
+                (pk, r.event.source, r.event.id, r.event.payload_hash, received)
+                for pk, r in numbered
+            ],
+        )
+        cursor.executemany(
+            f"INSERT INTO metering_usageevent (id, {_EVENT_COLUMNS}) "  # noqa: S608 (constants)
+            f"VALUES ({', '.join(['%s'] * 14)})",
+            [(pk, instant(r.event.time), *_event_values(r)) for pk, r in numbered],
+        )
+        if numbered:  # this writer alone numbers keys: its ids are one run
+            times = [r.event.time for r in new_rows]
+            cursor.execute(
+                "INSERT INTO metering_foldpending (first_id, last_id, time_min, time_max, "
+                "events, queued_at) VALUES (%s, %s, %s, %s, %s, %s)",
+                [first, numbered[-1][0], instant(min(times)), instant(max(times)),
+                 len(numbered), received],
+            )  # fmt: skip
+    return len(new_rows), len(rows) - len(new_rows)
+
+
+def _event_values(row: PlacedEvent) -> tuple:
+    """An event's columns after (id, time), in the order both stores write them."""
+    e = row.event
+    return (
+        row.tenant_id,
+        row.deployment_id,
+        e.input_tokens,
+        e.cached_tokens,
+        e.output_tokens,
+        e.ttft_ms,
+        e.tpot_ms,
+        e.latency_ms,
+        e.status == "error",
+        e.requests,
+        e.cache_write_tokens,
+        e.reasoning_tokens,
+    )
+
+
+_STAGE_TYPES = [
+    "int4", "text", "text", "text", "timestamptz", "int8", "int8", "int8", "int8", "int8",
+    "float8", "float8", "float8", "bool", "int4", "int8", "int8",
+]  # fmt: skip
+# One round trip. The table is empty unless used twice in one transaction (ON COMMIT DELETE
+# ROWS empties it at commit); DELETE on an empty table is cheaper than TRUNCATE, which
+# makes a new relation file each time.
+_STAGE_EMPTY = (
+    "CREATE TEMP TABLE IF NOT EXISTS ingest_events (n int4, source text, event_id text, "
+    "payload_hash text, time timestamptz, tenant_id int8, deployment_id int8, "
+    "input_tokens int8, cached_tokens int8, output_tokens int8, ttft_ms float8, "
+    "tpot_ms float8, latency_ms float8, is_error bool, requests int4, "
+    "cache_write_tokens int8, reasoning_tokens int8) ON COMMIT DELETE ROWS; "
+    "DELETE FROM ingest_events"
+)
+# The keys not stored yet take ids from one new block, in the order of the staged rows
+# (sorted: concurrent batches lock keys in the same order, no deadlock); only their events
+# reach the partitions, and their run joins the fold's queue: one statement, and no id
+# travels back to Python.
+_STORE = (
+    "WITH block AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence('metering_eventkey', "  # noqa: S608
+    "'id')) AS first), "
+    "keys AS (INSERT INTO metering_eventkey (id, source, event_id, payload_hash, received_at) "
+    "SELECT block.first + s.n, s.source, s.event_id, s.payload_hash, %(received)s "
+    "FROM ingest_events s, block ORDER BY s.source, s.event_id "
+    "ON CONFLICT (source, event_id) DO NOTHING RETURNING id, source, event_id), "
+    f"stored AS (INSERT INTO metering_usageevent (id, {_EVENT_COLUMNS}) "
+    f"SELECT k.id, {', '.join('s.' + c for c in _EVENT_COLUMNS.split(', '))} "
+    "FROM keys k JOIN ingest_events s USING (source, event_id) RETURNING id, time), "
+    "queued AS (INSERT INTO metering_foldpending (first_id, last_id, time_min, time_max, "
+    "events, queued_at) SELECT min(id), max(id), min(time), max(time), count(*), %(received)s "
+    "FROM stored HAVING count(*) > 0), "
+    # Read by nothing, so run once the rest is done: the batch's sources seen (its replays
+    # too), their rows locked from here to the commit.
+    "seen AS ("
+    + sources_seen_upsert(
+        "SELECT source, deployment_id, max(time), %(received)s FROM ingest_events "
+        "GROUP BY source, deployment_id ORDER BY source, deployment_id",
+        vendor="postgresql",
+    )
+    + ") SELECT count(*) FROM stored"
+)
+
+
+def _store_postgresql(
+    rows: Sequence[PlacedEvent], events: Sequence[EventIn], received_at: datetime
+) -> tuple[int, int]:
+    accepted = 0
+    with connection.cursor() as cursor:
+        raw = cursor.cursor
+        for first in range(0, len(rows), EVENT_ID_BLOCK):
+            cursor.execute(_STAGE_EMPTY)
+            with raw.copy("COPY ingest_events FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(_STAGE_TYPES)
+                write_row = copy.write_row
+                for n, r in enumerate(rows[first : first + EVENT_ID_BLOCK]):
+                    e = r.event
+                    write_row((n, e.source, e.id, e.payload_hash, e.time, *_event_values(r)))
+            cursor.execute(_STORE, {"received": received_at})
+            stored = cursor.fetchone()[0]
+            accepted += stored
+            if stored < min(EVENT_ID_BLOCK, len(rows) - first):
+                # Some keys were stored before: a replay, or a conflict when the payload differs.
+                cursor.execute(
+                    "SELECT k.source, k.event_id, k.payload_hash FROM metering_eventkey k "
+                    "JOIN ingest_events s USING (source, event_id) "
+                    "WHERE k.payload_hash <> s.payload_hash"
+                )
+                digests = {(s, i): h for s, i, h in cursor.fetchall()}
+                conflicts = stored_conflicts(events=events, stored=digests)
+                if conflicts:
+                    raise StoredConflict(conflicts)
+    return accepted, len(rows) - accepted
+
+
+# The partitions this process has seen exist: a batch looks each month up once a process,
+# not once a batch. One that is gone since (archived) fails the insert, and `events_store`
+# looks again.
+_partitions_known: set[str] = set()
+
+
+def usage_partitions_ensure(*, times: Sequence[datetime]) -> None:
+    """Create the monthly partitions of the usage event table that `times` fall in."""
+    # (year, month) of UTC times directly: this runs for every event of every batch.
+    months = {(t.year, t.month) for t in times if t.tzinfo is UTC}
+    starts = {datetime(year, month, 1, tzinfo=UTC) for year, month in months}
+    starts.update(month_start(t) for t in times if t.tzinfo is not UTC)
+    for start in sorted(starts):
+        name = f"metering_usageevent_p{start:%Y%m}"
+        if name in _partitions_known:
+            continue
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT to_regclass(%s)", [name])
+            if cursor.fetchone()[0] is not None:
+                _partitions_known.add(name)
+                continue
+        end = next_month(start)
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                # DDL takes no bind parameters; the bounds are datetimes made here.
+                cursor.execute(
+                    f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF metering_usageevent "
+                    f"FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
+                )
+        except (IntegrityError, ProgrammingError):
+            pass  # created by a concurrent request at the same moment
+        _partitions_known.add(name)
