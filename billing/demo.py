@@ -16,7 +16,7 @@ from billing.models import Contract, CreditNote, Invoice, PrepaidBalance, Price,
 from billing.selectors.budget import budgets_read
 from billing.services.close import close_run
 from billing.services.credit_notes import credit_note_issue
-from billing.services.invoices import invoice_pay, invoices_overdue_raise
+from billing.services.invoices.collect import invoice_pay, invoices_overdue_raise
 from billing.services.prepaid import prepaid_purchase
 from billing.services.pricing import contract_create, price_create, promotion_grant
 from billing.services.rating import rated_usage_update

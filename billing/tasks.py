@@ -4,7 +4,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 from billing.services.close import close_run
-from billing.services.invoices import invoices_overdue_raise
+from billing.services.invoices.collect import invoices_overdue_raise
 from billing.services.rating import rated_usage_update
 from portal import clock
 from portal.celery import job_task

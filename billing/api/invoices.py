@@ -10,14 +10,10 @@ from rest_framework.response import Response
 from billing.api.pricing import CommercialRead
 from billing.filters import InvoiceFilterSet
 from billing.models import Invoice, InvoiceLine
-from billing.selectors.invoices import invoice_list
+from billing.selectors.invoices import invoice_list, invoice_outstanding
 from billing.selectors.receivables import days_overdue
-from billing.services.invoices import (
-    invoice_finalize,
-    invoice_outstanding,
-    invoice_pay,
-    invoice_void,
-)
+from billing.services.invoices.collect import invoice_pay
+from billing.services.invoices.issue import invoice_finalize, invoice_void
 from portal import clock
 from portal.money import money_str
 

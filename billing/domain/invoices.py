@@ -43,6 +43,24 @@ LineKey = tuple
 BILLED_KINDS = (LineKind.USAGE, LineKind.PROMOTION, LineKind.MINIMUM)
 
 
+class InvoiceError(Exception):
+    """An invoice operation that the invoice's state does not allow; the API answers it
+    naming `status`."""
+
+    http_status = 400
+
+    def api_errors(self) -> list[dict]:
+        return [{"field": "status", "message": str(self)}]
+
+
+class InvoiceConflict(InvoiceError):
+    """A transition the invoice's state no longer allows (finalizing past draft, paying or
+    voiding what is not issued): a 409, so a retried request learns the invoice's state
+    instead of being told it succeeded."""
+
+    http_status = 409
+
+
 def line_quantities(
     *, items: Iterable[RatedItem], into: dict[LineKey, int] | None = None
 ) -> dict[LineKey, int]:

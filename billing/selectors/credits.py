@@ -63,7 +63,7 @@ def sla_figures_list(
     """SLA and credit per tenant for a month; closed months read the posted credit, the
     others the credit base: the tenant-months' `totals`, by default as billing's job last
     rated them (a page's read: never rated here); the month's close passes the rating
-    itself (billing.services.rating.tenant_month_totals)."""
+    itself (billing.selectors.rating.rated_usage.tenant_month_totals)."""
     posted = {c.tenant_id: c for c in SlaCredit.objects.filter(month_start=month_start)}
     slas = sla_month_list(month_start=month_start, tenants=tenants, user=user)
     unposted = [s.tenant for s in slas if s.tenant.pk not in posted]

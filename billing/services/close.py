@@ -24,32 +24,27 @@ from datetime import datetime
 
 from django.db import transaction
 
-from billing.domain.rating.types import RatingError, month_bounds
+from billing.domain.rating.types import RatingError
 from billing.models import (
     CloseStep,
     CreditNote,
     Invoice,
     MonthClose,
     PrepaidBreakage,
-    RatedTenantMonth,
     SlaCredit,
 )
+from billing.selectors.invoices import month_lines, tenants_to_bill
 from billing.selectors.rating.rated_usage import rated_month_totals
 from billing.services.credit_notes import credit_note_for_month
 from billing.services.credits import sla_month_close
-from billing.services.invoices import (
-    ADJUSTMENT_MONTHS,
-    invoice_draft,
-    invoice_finalize,
-    month_lines,
-)
+from billing.services.invoices.draft import invoice_draft
+from billing.services.invoices.issue import invoice_finalize
 from billing.services.prepaid import prepaid_breakage_book
-from metering.selectors.usage import hourly_usage_list
 from portal import clock
 from portal.closing import month_close, month_close_finish
 from portal.models import Tenant
 from portal.periods import month_start as month_of
-from portal.periods import months_before, next_month
+from portal.periods import next_month
 from portal.pipeline import MEASURE, RATE, stage_run, stages_run
 
 STEPS = ("lock", "stages", "rate", "sla", "issue", "breakage", "closed")
@@ -82,32 +77,6 @@ class CloseRun:
 
     def stamp(self) -> datetime:
         return self.at or clock.now()
-
-
-def tenants_to_bill(month_start: datetime) -> list[Tenant]:
-    """The tenants whose month may bill something: usage in it, usage rated or invoiced in
-    the earlier months late usage still adjusts, SLA credits waiting for an invoice."""
-    start, end = month_bounds(month_start=month_start)
-    ids = set(
-        hourly_usage_list(start=start, end=end).values_list("tenant_id", flat=True).distinct()
-    )
-    since = months_before(start, ADJUSTMENT_MONTHS)
-    ids |= set(
-        Invoice.objects.filter(
-            kind=Invoice.Kind.USAGE, status__in=Invoice.LIVE, period_start__gte=since
-        ).values_list("tenant_id", flat=True)
-    )
-    ids |= set(  # rated in an earlier month: late usage there is adjusted now
-        RatedTenantMonth.objects.filter(month_start__gte=since, month_start__lt=start)
-        .values_list("tenant_id", flat=True)
-        .distinct()
-    )
-    ids |= set(
-        SlaCredit.objects.filter(invoice__isnull=True, credit_note__isnull=True).values_list(
-            "tenant_id", flat=True
-        )
-    )
-    return list(Tenant.objects.filter(pk__in=ids).order_by("slug"))
 
 
 def _record(close: MonthClose, name: str, *, run: CloseRun, **detail) -> None:

@@ -23,8 +23,9 @@ from billing.models import (
     PromotionUse,
     SlaCredit,
 )
+from billing.selectors.invoices import MonthLines, invoice_outstanding
 from billing.services.events import credit_note_issued_raise
-from billing.services.invoices import MonthLines, invoice_outstanding, line_legs
+from billing.services.invoices.issue import line_legs
 from billing.services.ledger import (
     Leg,
     account_credit_balance,

@@ -14,6 +14,7 @@ from billing.domain.rating.types import RatingError
 from billing.models import Contract, LedgerTransaction, SlaCredit
 from billing.selectors.credits import as_decimal, credit_bases, sla_figures_list
 from billing.selectors.pricing import month_contracts
+from billing.selectors.rating.rated_usage import tenant_month_totals
 from billing.services.ledger import (
     Leg,
     account_named,
@@ -21,7 +22,6 @@ from billing.services.ledger import (
     accrual_date,
     ledger_post,
 )
-from billing.services.rating import tenant_month_totals
 from portal import clock
 from portal.formatting import decimal_plain, money_text
 from portal.models import Tenant

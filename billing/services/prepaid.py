@@ -14,7 +14,7 @@ from django.db import transaction
 from billing.domain.rating.types import LineKind
 from billing.models import Invoice, InvoiceLine, LedgerTransaction, PrepaidBalance, PrepaidBreakage
 from billing.selectors.balances import prepaid_remaining
-from billing.services.invoices import invoice_finalize
+from billing.services.invoices.issue import invoice_finalize
 from billing.services.ledger import Leg, account_deferred_revenue, account_named, ledger_post
 from portal import clock
 from portal.closing import month_closed_check

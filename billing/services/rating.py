@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from decimal import ROUND_DOWN, Decimal, localcontext
@@ -49,7 +48,6 @@ from billing.models import (
     RatingPending,
 )
 from billing.selectors.rating.inputs import MonthRating, line_row, month_rate
-from billing.selectors.rating.rated_usage import TenantMonthTotals, rated_month_totals
 from metering.domain.usage.compliance import is_slo_compliant
 from metering.domain.usage.rollup import PRODUCTION_FIELDS, TOKEN_FIELDS
 from metering.selectors.changes import usage_changes_read
@@ -168,16 +166,6 @@ def _month_of(value) -> datetime:
     if isinstance(value, datetime):
         return value.astimezone(UTC)
     return datetime.combine(value, time.min, tzinfo=UTC)
-
-
-def tenant_month_totals(
-    *, month_start: datetime, tenants: Iterable[Tenant] | None = None
-) -> dict[int, TenantMonthTotals]:
-    """The rated totals of the month for each tenant with usage in it (of `tenants`, default
-    every tenant), exact for what is folded: the rate stage runs first. For closing a
-    month (which runs the fold before it); pages read `rated_month_totals` as stored."""
-    rated_usage_update()
-    return rated_month_totals(month_start=month_start, tenants=tenants)
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,14 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
+from billing.domain.invoices import InvoiceError
 from billing.models import CreditNote, Invoice
-from billing.selectors.invoices import invoice_get, invoice_list
+from billing.selectors.invoices import invoice_get, invoice_list, invoice_outstanding
 from billing.selectors.month_to_date import allowance_used
 from billing.selectors.pricing import contract_in_force
 from billing.selectors.receivables import days_overdue
-from billing.services.invoices import (
-    InvoiceError,
-    invoice_outstanding,
-    invoice_pay,
-    invoice_void,
-)
+from billing.services.invoices.collect import invoice_pay
+from billing.services.invoices.issue import invoice_void
 from portal import clock
 from portal.access import Capability, user_may, user_role
 from portal.decorators import role_required

@@ -44,8 +44,7 @@ otlp_schema = extend_schema(
 
 
 class OtlpTracesView(IngestView):
-    """GenAI spans as usage events (data-formats.md 6b), protobuf or JSON, gzip accepted:
-    OTLP's partial rule."""
+    """GenAI spans as usage events (data-formats.md 6b), protobuf or JSON, gzip accepted."""
 
     @otlp_schema
     def post(self, request):

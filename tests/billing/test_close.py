@@ -211,7 +211,7 @@ def test_close_api_queues_and_reports(march, users, token_client):
 
 
 def test_a_closed_month_refuses_postings_and_dates_a_late_payment_in_the_next_open_month(march):
-    from billing.services.invoices import invoice_pay
+    from billing.services.invoices.collect import invoice_pay
     from billing.services.ledger import Leg, account_named, ledger_post
     from portal.errors import FieldError
 

@@ -15,7 +15,8 @@ from billing.selectors.ledger import account_balances
 from billing.selectors.receivables import aged_receivables
 from billing.services.close import close_run
 from billing.services.credit_notes import credit_note_issue
-from billing.services.invoices import invoice_finalize, invoice_pay
+from billing.services.invoices.collect import invoice_pay
+from billing.services.invoices.issue import invoice_finalize
 from portal.errors import FieldError
 from portal.models import Tenant
 from tests.billing.factories import APRIL, MARCH, M, assert_refused, make_march_invoice, post_usage

@@ -8,7 +8,7 @@ import pytest
 from billing.models import Invoice, LedgerTransaction, SlaCredit
 from billing.selectors.ledger import account_balances
 from billing.services.close import close_run
-from billing.services.invoices import invoice_draft
+from billing.services.invoices.draft import invoice_draft
 from metering.models import Deployment
 from metering.services.sla.incidents import incident_create
 from metering.services.usage.rollup import usage_fold

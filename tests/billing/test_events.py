@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from billing.services.credit_notes import credit_note_issue
-from billing.services.invoices import invoice_pay, invoices_overdue_raise
+from billing.services.invoices.collect import invoice_pay, invoices_overdue_raise
 from portal.events import inbox_list, inbox_mark_read, inbox_unread_count
 from portal.models import Event
 from tests.billing.factories import make_march_invoice

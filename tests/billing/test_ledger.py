@@ -11,14 +11,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
+from billing.domain.invoices import InvoiceError
 from billing.models import Invoice, InvoiceLine, LedgerTransaction, Posting
 from billing.selectors.ledger import account_balances
-from billing.services.invoices import (
-    InvoiceError,
-    invoice_finalize,
-    invoice_pay,
-    invoice_void,
-)
+from billing.services.invoices.collect import invoice_pay
+from billing.services.invoices.issue import invoice_finalize, invoice_void
 from billing.services.ledger import (
     LedgerError,
     Leg,

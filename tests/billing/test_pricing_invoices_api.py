@@ -7,7 +7,8 @@ from rest_framework.test import APIClient
 
 from billing.models import Contract, Invoice, Posting, Price
 from billing.services.close import close_run
-from billing.services.invoices import invoice_draft, invoice_finalize
+from billing.services.invoices.draft import invoice_draft
+from billing.services.invoices.issue import invoice_finalize
 from portal.models import AuditEntry
 from tests.billing.factories import (
     MARCH,

@@ -15,7 +15,7 @@ import pytest
 
 from billing.selectors.month_to_date import month_to_date
 from billing.selectors.pricing import contract_in_force, tenant_prices
-from billing.services.invoices import invoice_draft
+from billing.services.invoices.draft import invoice_draft
 from tests.billing.factories import M, make_contract, make_priced_model, make_promotion, post_usage
 
 pytestmark = pytest.mark.both_backends

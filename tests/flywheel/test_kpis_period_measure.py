@@ -192,7 +192,7 @@ def test_a_closed_month_is_read_from_snapshots_and_rated_months_without_rating(f
     rated tenant-months, equal to measuring it again from the rollups and the rating; the
     rating engine does not run and no hourly rollup or event is read (but to find which
     months hold usage)."""
-    from billing.services.rating import tenant_month_totals
+    from billing.selectors.rating.rated_usage import tenant_month_totals
 
     tenant = Tenant.objects.get(slug="paid")
     contract_create(tenant=tenant, kind="paid", free_tokens_per_month=40_000,
@@ -223,7 +223,8 @@ def test_a_rated_month_is_rated_again_when_its_usage_changes_and_only_that_tenan
     of one tenant rates that tenant's month again, not the other's, and billing's change
     log says in which hours its rated usage changed."""
     from billing.models import RatedChange, RatedUsage
-    from billing.services.rating import rated_usage_update, tenant_month_totals
+    from billing.selectors.rating.rated_usage import tenant_month_totals
+    from billing.services.rating import rated_usage_update
 
     def rated_hours():
         return set(RatedUsage.objects.values_list("tenant_id", "hour", "sale", "realized"))

@@ -18,7 +18,8 @@ from typing import Any
 from django.apps import apps
 from django.db import connection
 
-from billing.services.invoices import invoice_draft, invoice_finalize
+from billing.services.invoices.draft import invoice_draft
+from billing.services.invoices.issue import invoice_finalize
 from billing.services.pricing import contract_create, price_create, promotion_grant
 from flywheel.models import Lever
 from flywheel.services.loop.applications import lever_apply

@@ -33,6 +33,7 @@ import pytest
 from django.core.management import call_command
 from django.db import DatabaseError, connection, transaction
 
+from billing.domain.invoices import InvoiceError
 from billing.domain.rating.types import LineKind
 from billing.models import (
     CreditNoteLine,
@@ -47,13 +48,9 @@ from billing.models import (
 from billing.selectors.ledger import account_balances
 from billing.selectors.rating.inputs import tenant_month_rate
 from billing.services.close import close_run
-from billing.services.invoices import (
-    InvoiceError,
-    invoice_draft,
-    invoice_finalize,
-    invoice_pay,
-    invoice_void,
-)
+from billing.services.invoices.collect import invoice_pay
+from billing.services.invoices.draft import invoice_draft
+from billing.services.invoices.issue import invoice_finalize, invoice_void
 from billing.services.ledger import (
     LedgerError,
     Leg,

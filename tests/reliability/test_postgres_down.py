@@ -44,7 +44,7 @@ print(json.dumps(world()))
 def world() -> dict:
     """Run inside the server's database (a subprocess): 24 tenants with March usage and a
     draft invoice each, and a finance token. Returns the draft ids and the raw token."""
-    from billing.services.invoices import invoice_draft
+    from billing.services.invoices.draft import invoice_draft
     from portal.models import Role, Tenant
     from portal.services import user_ensure
     from tests.billing.factories import MARCH, make_contract, make_priced_model

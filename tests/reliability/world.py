@@ -14,7 +14,8 @@ from django.core.exceptions import ValidationError
 
 from billing.models import Contract, CreditNote, Invoice, Price, PromotionalCredit
 from billing.services.credit_notes import credit_note_issue
-from billing.services.invoices import invoice_draft, invoice_finalize
+from billing.services.invoices.draft import invoice_draft
+from billing.services.invoices.issue import invoice_finalize
 from flywheel.models import CostModel, FactoryCosts
 from flywheel.services.tfom import factory_costs_create
 from metering.domain.usage.validation import validate_events

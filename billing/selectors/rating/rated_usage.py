@@ -21,7 +21,7 @@ from billing.models import RatedChange, RatedTenantMonth, RatedUsage
 from portal.access import tenant_scoped
 from portal.models import Tenant
 from portal.periods import Period, month_start, next_month
-from portal.pipeline import LogRead, log_read
+from portal.pipeline import MEASURE, LogRead, log_read, stages_run
 
 ZERO = Decimal(0)
 
@@ -72,6 +72,17 @@ def rated_month_totals(
     if tenants is not None:
         rows = rows.filter(tenant_id__in=[t.pk for t in tenants])
     return {row.tenant_id: month_totals(row) for row in rows}
+
+
+def tenant_month_totals(
+    *, month_start: datetime, tenants: Iterable[Tenant] | None = None
+) -> dict[int, TenantMonthTotals]:
+    """The rated totals of the month for each tenant with usage in it (of `tenants`, default
+    every tenant), exact for what is metered: the stages before the measurement (the fold,
+    billing's rate) run first, in this process, by the kernel's pipeline. For closing a
+    month; pages read `rated_month_totals` as stored."""
+    stages_run(before=MEASURE)
+    return rated_month_totals(month_start=month_start, tenants=tenants)
 
 
 def _within(spans: Iterable[Period]) -> Q | None:
