@@ -1,14 +1,13 @@
 """Billing jobs (thin adapters over services)."""
 
 import logging
-from datetime import UTC, datetime, timedelta
 
 from billing.services.close import close_run
 from billing.services.invoices.collect import invoices_overdue_raise
 from billing.services.rating import rated_usage_update
 from portal import clock
 from portal.celery import job_task
-from portal.periods import month_start
+from portal.periods import last_month, month_parse
 from portal.pipeline import RATE, stage_begin
 
 log = logging.getLogger(__name__)
@@ -19,11 +18,7 @@ def close_task(month: str | None = None) -> None:
     """The month-end close of last month (or `month`, YYYY-MM), or its resumption
     (billing.services.close): a redelivery after a killed worker resumes it at the step it
     was in."""
-    start = (
-        datetime.strptime(month, "%Y-%m").replace(tzinfo=UTC)
-        if month
-        else month_start(month_start(clock.now()) - timedelta(days=1))
-    )
+    start = month_parse(month) if month else last_month(clock.now())
     run = close_run(month_start=start)
     log.info(
         "close %s: steps %s, %d invoices issued, %d credit notes, %d errors %s",

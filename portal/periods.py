@@ -110,6 +110,12 @@ def months_before(moment: datetime, months: int) -> datetime:
     return months_after(moment, -months)
 
 
+def last_month(now: datetime) -> datetime:
+    """The first instant of the UTC month before the one holding `now`: the period preset
+    `last_month`, and the month the month-end close closes by default."""
+    return months_before(now, 1)
+
+
 def months_after(moment: datetime, months: int) -> datetime:
     """The first instant of the UTC month `months` after the one holding `moment`."""
     start = month_start(moment)
@@ -238,7 +244,7 @@ def _named(key: str, now: datetime) -> tuple[datetime, datetime, str]:
     if key == "this_month":
         return month_start(now), next_month(now), PRESETS[key]
     if key == "last_month":
-        return months_before(now, 1), month_start(now), PRESETS[key]
+        return last_month(now), month_start(now), PRESETS[key]
     if key in days:
         return today - timedelta(days=days[key] - 1), today + timedelta(days=1), PRESETS[key]
     if _MONTH.match(key):

@@ -181,6 +181,44 @@ def test_the_close_command_and_its_invoice_alias(march, capsys):
     assert "none left: already closed" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    ("month", "message"),
+    [
+        ("1999-01", "--month must be within the years 2000–2100, got '1999-01'"),
+        ("2026-1", "--month must be a month, YYYY-MM, got '2026-1'"),
+        ("2026-13", "--month the month must be 01 to 12, got '2026-13'"),
+    ],
+)
+def test_the_close_command_takes_a_month_as_the_api_does(month, message, db):
+    """The command and the close job parse months with the API's rule
+    (portal.periods.month_parse): what the API refuses, they refuse, closing nothing."""
+    from django.core.management.base import CommandError
+
+    from billing.tasks import close_task
+    from portal.errors import FieldError
+
+    with pytest.raises(CommandError) as refused:
+        call_command("close", "--month", month)
+    assert str(refused.value) == message
+    with pytest.raises(FieldError):
+        close_task(month=month)
+    assert not MonthClose.objects.exists()
+
+
+def test_the_close_job_and_command_close_last_month_by_default(march, now, capsys):
+    """Last month is one rule (portal.periods.last_month): the period preset's, the job's
+    and the command's."""
+    from billing.tasks import close_task
+    from portal import clock
+    from portal.periods import last_month, period_resolve
+
+    assert last_month(clock.now()) == period_resolve({"period": "last_month"}).start
+    call_command("close")
+    assert f"{last_month(clock.now()):%Y-%m}: steps done now: lock" in capsys.readouterr().out
+    close_task()  # a second close of the same month: nothing left to do
+    assert MonthClose.objects.get().month == last_month(clock.now())
+
+
 def test_close_api_queues_and_reports(march, users, token_client):
     from rest_framework.test import APIClient
 

@@ -1,17 +1,19 @@
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError
 
 from billing.services.close import CloseError, close_run
 from portal import clock
-from portal.periods import month_start
+from portal.errors import FieldError
+from portal.periods import last_month, month_parse
 
 
 def _month(value: str) -> datetime:
+    """--month as the API takes a month (portal.periods.month_parse)."""
     try:
-        return datetime.strptime(value, "%Y-%m").replace(tzinfo=UTC)
-    except ValueError:
-        raise CommandError(f"--month must be YYYY-MM, got {value!r}") from None
+        return month_parse(value)
+    except FieldError as error:
+        raise CommandError(f"--month {error.message}, got {value!r}") from None
 
 
 class Command(BaseCommand):
@@ -24,7 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("--month", type=_month, help="YYYY-MM (default: last month)")
 
     def handle(self, *args, month=None, **options):
-        month = month or month_start(month_start(clock.now()) - timedelta(days=1))
+        month = month or last_month(clock.now())
         try:
             run = close_run(month_start=month)
         except CloseError as error:
