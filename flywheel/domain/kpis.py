@@ -91,6 +91,32 @@ class PoolInputs:
         if self.production_tokens < 0 or not 0 <= self.paid_output_tokens <= self.output_tokens:
             raise ValueError(f"pool {self.pool}: needs 0 <= paid output tokens <= output tokens")
 
+    @classmethod
+    def of_sums(cls, **fields: Any) -> PoolInputs:
+        """A pool's inputs from sums taken part by part (measured hour by hour, projected
+        factor by factor), each held to the sum it is a part of: busy to available,
+        compliant to std, compliant paid to compliant, paid output tokens to output tokens,
+        realized revenue to list value. Exact shares summed or scaled apart can land a hair
+        past their whole; every input of the KPIs is built here."""
+        busy, available = fields["busy_gpu_seconds"], fields["available_gpu_seconds"]
+        compliant = min(fields["compliant_std_gpu_seconds"], fields["std_gpu_seconds"])
+        return cls(
+            **fields
+            | {
+                "busy_gpu_seconds": min(busy, available),
+                "compliant_std_gpu_seconds": compliant,
+                "compliant_paid_std_gpu_seconds": min(
+                    fields["compliant_paid_std_gpu_seconds"], compliant
+                ),
+                "paid_output_tokens": min(fields["paid_output_tokens"], fields["output_tokens"]),
+                "realized_revenue": min(fields["realized_revenue"], fields["list_value"]),
+            }
+        )
+
+    def with_sums(self, **changes: Any) -> PoolInputs:
+        """These inputs with some sums changed (a projection), held as `of_sums` holds them."""
+        return self.of_sums(**{f.name: getattr(self, f.name) for f in fields(self)} | changes)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Kpis:

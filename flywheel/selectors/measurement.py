@@ -123,8 +123,7 @@ class PoolSums:
     def inputs(self, *, pool: str, r_refs: tuple[Decimal, ...]) -> PoolInputs:
         total = self.hours
         # Rounding in sums of exact shares can leave compliant paid a hair above compliant.
-        compliant_paid = min(total.compliant_paid_std, total.compliant_std)
-        return PoolInputs(
+        return PoolInputs.of_sums(
             pool=pool,
             calendar_gpu_seconds=self.calendar,
             available_gpu_seconds=self.available,
@@ -133,11 +132,11 @@ class PoolSums:
             std_gpu_seconds=total.std,
             production_tokens=total.tok,
             compliant_std_gpu_seconds=total.compliant_std,
-            compliant_paid_std_gpu_seconds=compliant_paid,
+            compliant_paid_std_gpu_seconds=total.compliant_paid_std,
             output_tokens=total.output_tokens,
             paid_output_tokens=total.paid_output_tokens,
             list_value=total.list_value,
-            realized_revenue=min(total.realized, total.list_value),
+            realized_revenue=total.realized,
             deployment_r_refs=r_refs,
         )
 

@@ -220,11 +220,7 @@ def _pool_inputs(
             paid_output = int((output * paid / std).to_integral_value())
         else:
             paid_output = 0
-    busy = min(busy, available)
-    compliant = min(compliant, std)
-    paid = min(paid, compliant)
-    return replace(
-        pool,
+    return pool.with_sums(
         available_gpu_seconds=available,
         busy_gpu_seconds=busy,
         std_gpu_seconds=std,
@@ -232,9 +228,9 @@ def _pool_inputs(
         compliant_std_gpu_seconds=compliant,
         compliant_paid_std_gpu_seconds=paid,
         output_tokens=output,
-        paid_output_tokens=min(paid_output, output),
+        paid_output_tokens=paid_output,
         list_value=list_value,
-        realized_revenue=min(realized, list_value),
+        realized_revenue=realized,
     )
 
 
@@ -302,7 +298,7 @@ def demand_serve(
 
 def _scaled(pool: PoolInputs, factor: Decimal, **fixed: Decimal) -> PoolInputs:
     """The pool's busy time and everything it produced and sold × `factor` (ratios from
-    busy on unchanged), with the `fixed` sums set; busy never above available."""
+    busy on unchanged), with the `fixed` sums set (busy held to available: `with_sums`)."""
     with localcontext(KPI_CONTEXT):
         sums = {
             name: getattr(pool, name) * factor
@@ -318,11 +314,7 @@ def _scaled(pool: PoolInputs, factor: Decimal, **fixed: Decimal) -> PoolInputs:
         }
         output = int((pool.output_tokens * factor).to_integral_value())
         paid_output = int((pool.paid_output_tokens * factor).to_integral_value())
-    sums.update(fixed)
-    available = sums.get("available_gpu_seconds", pool.available_gpu_seconds)
-    sums["busy_gpu_seconds"] = min(sums["busy_gpu_seconds"], available)
-    sums["realized_revenue"] = min(sums["realized_revenue"], sums["list_value"])
-    return replace(pool, output_tokens=output, paid_output_tokens=min(paid_output, output), **sums)
+    return pool.with_sums(output_tokens=output, paid_output_tokens=paid_output, **sums | fixed)
 
 
 @dataclass(frozen=True, kw_only=True)
