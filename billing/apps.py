@@ -30,6 +30,10 @@ class BillingConfig(AppConfig):
 def _alert_kinds_register() -> None:
     """Billing's alert kinds (portal.alert_kinds): a tenant's budget, its uptime below its
     tier; and the contracts' SLO targets that tenants' burn rules fall back to."""
+    from functools import partial
+
+    from django.conf import settings
+
     from billing.domain.budget import BUDGET, budget_params_check
     from billing.selectors.budget import budget_evaluate
     from billing.selectors.pricing import contract_slo_targets
@@ -44,7 +48,7 @@ def _alert_kinds_register() -> None:
     kind_register(
         tenant_kind(
             name=BUDGET,
-            params_check=budget_params_check,
+            params_check=partial(budget_params_check, currency=settings.FACTORY_CURRENCY),
             one_per_tenant=True,
             evaluate=budget_evaluate,
             fired_event="budget.threshold_reached",

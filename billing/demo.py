@@ -26,6 +26,7 @@ from portal import clock
 from portal.alerts import alerts_evaluate, rule_create
 from portal.demo import DEMO_LOGINS, DEMO_TENANTS, demo_step
 from portal.models import AlertRule, Tenant
+from portal.money import round_money, round_money_whole
 from portal.periods import month_start, next_month
 
 PRICES_FROM = datetime(2026, 1, 1, tzinfo=UTC)
@@ -129,13 +130,13 @@ def _budget(*, now, stdout: TextIO) -> None:
         return
     rated_usage_update()  # the month so far, as the rate stage keeps it
     params = {"amount": "1.00", "thresholds": [50, 80, 100]}
-    [spent] = budgets_read([AlertRule(kind="budget", tenant=tenant, params=params)], now=now)
+    [spent] = budgets_read([AlertRule(kind=BUDGET, tenant=tenant, params=params)], now=now)
     if not spent.spent:
         stdout.write(f"  no budget for acme: its month is not rated ({spent.state})\n")
         return
-    amount = (spent.spent / Decimal("0.86")).quantize(Decimal(1))
+    amount = round_money_whole(amount=spent.spent / Decimal("0.86"), currency=spent.unit)
     operator = User.objects.get(username=DEMO_LOGINS[0][0])
-    rule_create(kind="budget", tenant=tenant, params={"amount": f"{amount}.00"}, by=operator)
+    rule_create(kind=BUDGET, tenant=tenant, params={"amount": f"{amount}.00"}, by=operator)
     fired = alerts_evaluate(now=now)["fired"]
     stdout.write(f"  acme's budget {amount:,} {spent.unit}: {fired} thresholds reached\n")
 
@@ -202,7 +203,12 @@ def _dispute(*, month, at, stdout: TextIO) -> None:
         reason=CreditNote.Reason.DISPUTE,
         settle=CreditNote.Settle.BALANCE,
         lines=[
-            {"line": line.pk, "amount": (line.amount * DISPUTE_SHARE).quantize(Decimal("0.01"))}
+            {
+                "line": line.pk,
+                "amount": round_money(
+                    amount=line.amount * DISPUTE_SHARE, currency=invoice.currency
+                ),
+            }
             for line in lines
         ],
         memo="Disputed throughput during the maintenance of the first week",

@@ -8,6 +8,7 @@ from decimal import Decimal, InvalidOperation
 
 from billing.domain.rating.types import month_bounds
 from portal.errors import FieldError
+from portal.money import is_rounded, round_money
 
 BUDGET = "budget"  # the alert kind of a tenant's budget (one per tenant)
 DEFAULT_THRESHOLDS = (50, 80, 100)  # percents of the budget, each reached once a month
@@ -19,9 +20,10 @@ MAX_TOKENS = 10**18
 OK, WARNING, EXCEEDED, UNKNOWN, NONE = "ok", "warning", "exceeded", "unknown", "none"
 
 
-def budget_params_check(params: dict) -> dict:
-    """{"amount": "5000.00"} (money, whole cents) or {"tokens": 2000000000}, optionally
-    "thresholds": whole percents 1–1000 (default 50, 80, 100); errors name params.<x>."""
+def budget_params_check(params: dict, *, currency: str) -> dict:
+    """{"amount": "5000.00"} (money in `currency`, whole cents) or {"tokens": 2000000000},
+    optionally "thresholds": whole percents 1–1000 (default 50, 80, 100); errors name
+    params.<x>."""
     if unknown := sorted(set(params) - {"amount", "tokens", "thresholds"}):
         raise FieldError(f"params.{unknown[0]}", "a budget takes amount or tokens, and thresholds")
     amount, tokens = params.get("amount"), params.get("tokens")
@@ -29,7 +31,7 @@ def budget_params_check(params: dict) -> dict:
         raise FieldError("params.amount", "give amount (money) or tokens, one of them")
     checked: dict = {}
     if amount is not None:
-        checked["amount"] = str(_amount(amount))
+        checked["amount"] = str(_amount(amount, currency))
     else:
         if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 < tokens < MAX_TOKENS:
             raise FieldError("params.tokens", "a whole number of tokens above 0")
@@ -44,7 +46,7 @@ def budget_params_check(params: dict) -> dict:
     return checked
 
 
-def _amount(value) -> Decimal:
+def _amount(value, currency: str) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, str | int):
         raise FieldError("params.amount", 'a decimal string of money, e.g. "5000.00"')
     try:
@@ -53,9 +55,9 @@ def _amount(value) -> Decimal:
         raise FieldError("params.amount", 'a decimal string of money, e.g. "5000.00"') from None
     if not amount.is_finite() or not 0 < amount < MAX_AMOUNT:
         raise FieldError("params.amount", "above 0 and below 10^12")
-    if amount != amount.quantize(Decimal("0.01")):
+    if not is_rounded(amount=amount, currency=currency):
         raise FieldError("params.amount", "whole cents")
-    return amount.quantize(Decimal("0.01"))
+    return round_money(amount=amount, currency=currency)  # "5000" kept as "5000.00"
 
 
 def budget_projected(*, spent: Decimal, month: datetime, as_of: datetime) -> Decimal:

@@ -13,6 +13,7 @@ from billing.models import Contract, Price, PromotionalCredit
 from portal.access import tenant_scoped
 from portal.effective import in_force_by
 from portal.models import Tenant
+from portal.money import round_half_up
 from portal.periods import next_month
 from portal.versions import version_in_force, versions_in_force
 
@@ -136,7 +137,7 @@ class TenantPrice:
     @property
     def per_million(self) -> Decimal:
         exact = self.price.per_million * (100 - self.contract_pct) / 100
-        return exact.quantize(Decimal("0.000001")).normalize()
+        return round_half_up(amount=exact, quantum=Decimal("0.000001")).normalize()
 
 
 def tenant_prices(*, contract: Contract | None, at: datetime) -> list[TenantPrice]:

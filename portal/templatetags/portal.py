@@ -11,7 +11,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 
 from portal.formatting import tokens_short
-from portal.money import round_money, round_money_whole
+from portal.money import round_half_up, round_money, round_money_whole
 from portal.periods import PRESETS, picker_keys
 
 register = template.Library()
@@ -96,7 +96,7 @@ def money_fine(value) -> str:
     amount = _decimal(value)
     if amount is None:
         return "—"
-    return format(amount.quantize(Decimal("0.000001")), ",.6f")
+    return format(round_half_up(amount=amount, quantum=Decimal("0.000001")), ",.6f")
 
 
 @register.filter
