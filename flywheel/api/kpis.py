@@ -6,6 +6,7 @@ from rest_framework import renderers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from flywheel.domain.kpis import KPIS
 from flywheel.selectors.kpis import KPI_FIGURES, kpis_get, kpis_json, period_measure, window_json
 from flywheel.selectors.loop.shapes import rfc3339
 from flywheel.selectors.measurement import FACTORY
@@ -16,18 +17,8 @@ from portal.permissions import capability_permission
 
 KpiRead = capability_permission(read=Capability.READ_FACTORY)
 
-RATIO_GAUGES = {
-    "tef": "Token Efficiency Factor: standard GPU-seconds produced / calendar GPU-seconds",
-    "tfi": "Token Factory Index: TEF x SLA delivery x sell-through x price realization",
-    "availability": "alpha: healthy / installed GPU-seconds",
-    "occupancy": "beta: busy / healthy GPU-seconds",
-    "efficiency": "eta: standard GPU-seconds / busy GPU-seconds",
-    "sla_delivery": "sigma: share of production delivered within SLO",
-    "sell_through": "s: share of SLA-compliant production that was sold",
-    "price_realization": "rho: realized revenue / list value of paid tokens",
-    "tps": "output tokens per second",
-    "theoretical_tps": "output-token units per second at R_ref on every installed GPU",
-}
+# The KPIs published as gauges, as declared (flywheel.domain.kpis: those with a `gauge`).
+GAUGES = [(kpi.key, kpi.gauge) for kpi in KPIS if kpi.gauge]
 
 
 class KpiView(APIView):
@@ -83,7 +74,7 @@ class MetricsView(APIView):
                 pool.slug: kpis_json(kpis) for pool, _, kpis in measured.pools
             }
         registry = CollectorRegistry()
-        for name, help_text in RATIO_GAUGES.items():
+        for name, help_text in GAUGES:
             gauge = Gauge(f"tokenfactory_{name}", help_text, ["scope"], registry=registry)
             for scope, values in sorted(figures.items()):
                 if values.get(name) is not None:

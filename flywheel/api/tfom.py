@@ -7,6 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from flywheel.api.loop.writes import ERRORS, FactoryVersionViewSet
+from flywheel.domain import kpis
 from flywheel.domain.tfom import baseline_tef_parse
 from flywheel.filters import CostModelFilterSet
 from flywheel.models import CostModel, FactoryCosts
@@ -116,35 +117,34 @@ def money_field(help_text: str) -> serializers.DecimalField:
     )
 
 
-class TfomSerializer(serializers.Serializer):
+def kpi_field(kpi: kpis.Kpi) -> serializers.Field:
+    """A KPI's field in the API's schema, by its declaration (flywheel.domain.kpis)."""
+    if kpi.unit == kpis.TOKENS:
+        return serializers.IntegerField()
+    if kpi.unit == kpis.MONEY:
+        return money_field(kpi.doc)
+    return serializers.FloatField(allow_null=kpi.nullable, help_text=kpi.doc or None)
+
+
+# The window and every KPI, as declared: the first fields of GET /api/v1/tfom.
+KpiFieldsSerializer = type(
+    "KpiFieldsSerializer",
+    (serializers.Serializer,),
+    {
+        "scope": serializers.CharField(),
+        # "from" is a Python keyword: declared with the TFOM's fields, below.
+        "to": serializers.DateTimeField(help_text="end of the window measured (excluded)"),
+        "data_until": serializers.DateTimeField(help_text="how far usage is metered"),
+        "telemetry": serializers.ChoiceField(choices=["measured", "partial", "assumed"]),
+        **{kpi.key: kpi_field(kpi) for kpi in kpis.KPIS},
+    },
+)
+
+
+class TfomSerializer(KpiFieldsSerializer):
     """Documentation of GET /api/v1/tfom: ratios and rates as numbers, money as decimal
     strings (cents; per-million prices to ten decimals), token counts as integers."""
 
-    scope = serializers.CharField()
-    # "from" is a Python keyword: declared below.
-    to = serializers.DateTimeField(help_text="end of the window measured (excluded)")
-    data_until = serializers.DateTimeField(help_text="how far usage is metered")
-    telemetry = serializers.ChoiceField(choices=["measured", "partial", "assumed"])
-    calendar_gpu_seconds = serializers.FloatField(help_text="C")
-    available_gpu_seconds = serializers.FloatField(help_text="A")
-    busy_gpu_seconds = serializers.FloatField(help_text="B")
-    std_gpu_seconds = serializers.FloatField(help_text="Σ std(e)")
-    availability = ratio_field("α = A / C")
-    occupancy = ratio_field("β = B / A")
-    efficiency = ratio_field("η = Σ std / B")
-    tef = ratio_field("TEF = α β η")
-    sla_delivery = ratio_field("σ")
-    sell_through = ratio_field("s")
-    price_realization = ratio_field("ρ")
-    tfi = ratio_field("TFI = TEF σ s ρ")
-    output_tokens = serializers.IntegerField()
-    paid_output_tokens = serializers.IntegerField()
-    tps = serializers.FloatField(help_text="output tokens/s")
-    theoretical_tps = serializers.FloatField(help_text="output-token units/s at R_ref")
-    list_value = money_field("money")
-    realized_revenue = money_field("money")
-    tps_per_gpu = serializers.FloatField(allow_null=True)
-    tpm = serializers.FloatField()
     revenue = money_field("realized + minimum shortfall − SLA credits")
     energy_kwh = serializers.FloatField(help_text="facility kWh, PUE included")
     energy_cost = money_field("money")

@@ -1,4 +1,7 @@
-"""KPI engine: capacity integration, TEF, TFI and throughput (kpis.md sections 1-4).
+"""KPI engine: capacity integration, TEF, TFI and throughput (kpis.md sections 1-4), and the
+one declaration of each KPI (`KPIS`): its key, label, unit, shown decimals, band and the
+formula that computes it over a scope's sums. The TFOM API's schema, /metrics's gauges,
+the bands and the pages' labels are read from the declarations.
 
 Pure: imports no Django. Arithmetic is Decimal throughout. Capacity is integrated in
 whole GPU-microseconds (exact Python ints, since datetimes have microsecond
@@ -9,12 +12,21 @@ a figure never depends on who called.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Context, Decimal, localcontext
 from typing import Any, Literal
 
+from flywheel.domain.bands import (
+    Band,
+    BandRule,
+    occupancy_band,
+    sla_delivery_band,
+    target_band,
+    tef_band,
+    tfi_band,
+)
 from metering.domain.usage.production import production_tokens
 
 Telemetry = Literal["measured", "partial", "assumed"]
@@ -154,6 +166,163 @@ class Kpis:
         }
 
 
+@dataclass(frozen=True)
+class ScopeSums:
+    """Every sum a scope's KPIs are computed from, over its pools and a period."""
+
+    seconds: Decimal  # the period's length
+    calendar: Decimal  # C
+    available: Decimal  # A
+    busy: Decimal  # B
+    std: Decimal  # Σ std(e)
+    compliant: Decimal  # Σ std(e), SLA-compliant events
+    compliant_paid: Decimal  # Σ std(e), compliant and paid events
+    list_value: Decimal  # money
+    realized: Decimal  # money
+    output_tokens: int
+    paid_output_tokens: int
+    theoretical: Decimal  # Σ C × R_ref(pool): output-token units at R_ref, every GPU
+
+
+def _tef(s: ScopeSums) -> Decimal | None:
+    if s.calendar == 0:
+        return None  # no pool in service: nothing to measure (kpis.md general rules)
+    return ZERO if s.std == 0 else s.std / s.calendar  # in service, nothing produced: 0
+
+
+def _tfi(s: ScopeSums) -> Decimal | None:
+    # TFI = TEF * sigma * s * rho telescopes to (compliant paid std / C) * rho; this form is
+    # 0 when nothing compliant was sold, even though s or rho is then null.
+    if s.calendar == 0:
+        return None
+    if s.std == 0 or s.compliant_paid == 0:
+        return ZERO
+    rho = ratio_of(s.realized, s.list_value)
+    return None if rho is None else s.compliant_paid / s.calendar * rho
+
+
+# Units: how a KPI is carried (JSON: ratios and rates as numbers, money as decimal strings,
+# token counts as integers) and shown.
+RATIO, RATE, GPU_SECONDS, TOKENS, MONEY = "ratio", "tokens/s", "GPU-seconds", "tokens", "money"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kpi:
+    """One KPI, declared once: its key (GET /api/v1/kpis and /tfom, the snapshots), its name
+    in words, its unit and the decimals a page shows (of a percent for a ratio), and its
+    formula over a scope's sums. Where one is read: `symbol` and `chain` (TEF = α·β·η) by
+    the overview's factor table and the flywheel, `title` by the TFOM report (no title: no
+    row), `doc` by the API schema, `gauge` by /metrics (none: not published), `target` by
+    the flywheel's goals, `band` by every page showing a band."""
+
+    key: str
+    label: str
+    compute: Callable[[ScopeSums], Decimal | int | None]
+    unit: str = RATIO
+    decimals: int = 1
+    is_nullable: bool = False  # a ratio is null over nothing, whatever this says
+    symbol: str = ""
+    chain: tuple[str, ...] = ()
+    title: str = ""
+    doc: str = ""
+    gauge: str = ""
+    target: Decimal | None = None
+    band: BandRule | None = None
+
+    @property
+    def nullable(self) -> bool:
+        return self.is_nullable or self.unit == RATIO
+
+    @property
+    def row_label(self) -> str:
+        """As the overview's factor table names it: "α availability", "TEF = α·β·η"."""
+        if self.chain:
+            return f"{self.symbol} = {'·'.join(KPI[key].symbol for key in self.chain)}"
+        return f"{self.symbol} {self.label}"
+
+
+def _factor(key: str, symbol: str, label: str, target: str, **more: Any) -> Kpi:
+    """A factor of the chain, a ratio with a target (kpis.md section 6)."""
+    title = f"{label[0].upper()}{label[1:]} {symbol}"
+    return Kpi(key=key, symbol=symbol, label=label, title=title, target=Decimal(target), **more)
+
+
+def _sum(name: str) -> Callable[[ScopeSums], Decimal | int]:
+    return lambda s: getattr(s, name)
+
+
+KPIS: tuple[Kpi, ...] = (
+    Kpi(key="calendar_gpu_seconds", label="calendar GPU-seconds", unit=GPU_SECONDS, doc="C",
+        compute=_sum("calendar")),
+    Kpi(key="available_gpu_seconds", label="available GPU-seconds", unit=GPU_SECONDS, doc="A",
+        compute=_sum("available")),
+    Kpi(key="busy_gpu_seconds", label="busy GPU-seconds", unit=GPU_SECONDS, doc="B",
+        compute=_sum("busy")),
+    Kpi(key="std_gpu_seconds", label="standard GPU-seconds", unit=GPU_SECONDS, doc="Σ std(e)",
+        compute=_sum("std")),
+    _factor("availability", "α", "availability", "0.99", doc="α = A / C",
+            gauge="alpha: healthy / installed GPU-seconds", band=target_band(Decimal("0.99")),
+            compute=lambda s: ratio_of(s.available, s.calendar)),
+    _factor("occupancy", "β", "occupancy", "0.75", doc="β = B / A",
+            gauge="beta: busy / healthy GPU-seconds", band=occupancy_band(Decimal("0.75")),
+            compute=lambda s: ratio_of(s.busy, s.available)),
+    _factor("efficiency", "η", "efficiency", "0.875", doc="η = Σ std / B",
+            gauge="eta: standard GPU-seconds / busy GPU-seconds",
+            band=target_band(Decimal("0.875")), compute=lambda s: ratio_of(s.std, s.busy)),
+    Kpi(key="tef", symbol="TEF", label="Token Efficiency Factor", title="TEF",
+        chain=("availability", "occupancy", "efficiency"), doc="TEF = α β η",
+        gauge="Token Efficiency Factor: standard GPU-seconds produced / calendar GPU-seconds",
+        target=Decimal("0.65"), band=tef_band, compute=_tef),
+    _factor("sla_delivery", "σ", "SLA delivery", "0.999", doc="σ",
+            gauge="sigma: share of production delivered within SLO", band=sla_delivery_band,
+            compute=lambda s: ratio_of(s.compliant, s.std)),
+    _factor("sell_through", "s", "sell-through", "0.90", doc="s",
+            gauge="s: share of SLA-compliant production that was sold",
+            band=target_band(Decimal("0.90")),
+            compute=lambda s: ratio_of(s.compliant_paid, s.compliant)),
+    _factor("price_realization", "ρ", "price realization", "0.95", doc="ρ",
+            gauge="rho: realized revenue / list value of paid tokens",
+            band=target_band(Decimal("0.95")),
+            compute=lambda s: ratio_of(s.realized, s.list_value)),
+    Kpi(key="tfi", symbol="TFI", label="Token Factory Index", title="TFI",
+        chain=("tef", "sla_delivery", "sell_through", "price_realization"),
+        doc="TFI = TEF σ s ρ",
+        gauge="Token Factory Index: TEF x SLA delivery x sell-through x price realization",
+        band=tfi_band, compute=_tfi),
+    Kpi(key="output_tokens", label="output tokens", unit=TOKENS, compute=_sum("output_tokens")),
+    Kpi(key="paid_output_tokens", label="paid output tokens", unit=TOKENS,
+        compute=_sum("paid_output_tokens")),
+    Kpi(key="tps", label="output tokens per second", unit=RATE, decimals=0,
+        title="Output tokens per second", doc="output tokens/s",
+        gauge="output tokens per second", compute=lambda s: s.output_tokens / s.seconds),
+    Kpi(key="theoretical_tps", label="theoretical tokens per second", unit=RATE, decimals=0,
+        title="Theoretical tokens per second", doc="output-token units/s at R_ref",
+        gauge="output-token units per second at R_ref on every installed GPU",
+        compute=lambda s: s.theoretical / s.seconds),
+    Kpi(key="list_value", label="list value", unit=MONEY, decimals=2, doc="money",
+        compute=_sum("list_value")),
+    Kpi(key="realized_revenue", label="realized revenue", unit=MONEY, decimals=2, doc="money",
+        compute=_sum("realized")),
+    # TPS over installed GPUs (C / seconds) simplifies to output tokens / C.
+    Kpi(key="tps_per_gpu", label="output tokens per second per installed GPU", unit=RATE,
+        is_nullable=True, compute=lambda s: ratio_of(Decimal(s.output_tokens), s.calendar)),
+    Kpi(key="tpm", label="output tokens per minute", unit=RATE, decimals=0,
+        compute=lambda s: s.output_tokens * 60 / s.seconds),
+)  # fmt: skip
+KPI: dict[str, Kpi] = {kpi.key: kpi for kpi in KPIS}
+# The flywheel's default targets (kpis.md section 6): α·β·η = 0.65, the TEF target.
+TARGETS: dict[str, Decimal] = {kpi.key: kpi.target for kpi in KPIS if kpi.target is not None}
+
+
+def band_of(key: str, value: Decimal | float | None) -> Band | None:
+    """Where a KPI sits against the benchmarks of kpis.md (None when it has no value, or
+    no band)."""
+    kpi = KPI.get(key)
+    if value is None or kpi is None or kpi.band is None:
+        return None
+    return kpi.band(Decimal(str(value)))
+
+
 def std_seconds(
     *, output_tokens: int, input_tokens: int, cached_tokens: int, r_ref: Decimal, w_in: Decimal
 ) -> Decimal:
@@ -231,69 +400,37 @@ def pool_reference_rate(*, pool: PoolInputs) -> Decimal | None:
 def kpis_compute(
     *, scope: str, start: datetime, end: datetime, pools: Sequence[PoolInputs]
 ) -> Kpis:
-    """Compute every KPI of a scope over [start, end), every sum running over all its pools."""
+    """Compute every KPI of a scope over [start, end), every sum running over all its pools:
+    each KPI by its declared formula (KPIS) over the scope's sums."""
     period_us = _period_micros(start=start, end=end)
     slugs = [pool.pool for pool in pools]
     if len(set(slugs)) != len(slugs):
         raise ValueError("each pool may appear once in a scope")
     with localcontext(KPI_CONTEXT):
-        seconds = _micros_to_seconds(period_us)
-        calendar = sum((p.calendar_gpu_seconds for p in pools), ZERO)
-        available = sum((p.available_gpu_seconds for p in pools), ZERO)
-        busy = sum((p.busy_gpu_seconds for p in pools), ZERO)
-        std = sum((p.std_gpu_seconds for p in pools), ZERO)
-        compliant = sum((p.compliant_std_gpu_seconds for p in pools), ZERO)
-        compliant_paid = sum((p.compliant_paid_std_gpu_seconds for p in pools), ZERO)
-        list_value = sum((p.list_value for p in pools), ZERO)
-        realized = sum((p.realized_revenue for p in pools), ZERO)
-        output_tokens = sum(p.output_tokens for p in pools)
-        price_realization = ratio_of(realized, list_value)
-        tef: Decimal | None
-        tfi: Decimal | None
-        if calendar == 0:
-            tef = tfi = None  # no pool in service: nothing to measure (kpis.md general rules)
-        elif std == 0:
-            tef = tfi = ZERO  # in service and nothing produced: 0 by definition, not null
-        else:
-            tef = std / calendar
-            # TFI = TEF * sigma * s * rho telescopes to (compliant paid std / C) * rho; this
-            # form is 0 when nothing compliant was sold, even though s or rho is then null.
-            if compliant_paid == 0:
-                tfi = ZERO
-            elif price_realization is None:
-                tfi = None
-            else:
-                tfi = compliant_paid / calendar * price_realization
-        theoretical = sum(
-            (p.calendar_gpu_seconds * (pool_reference_rate(pool=p) or ZERO) for p in pools), ZERO
+        sums = ScopeSums(
+            seconds=_micros_to_seconds(period_us),
+            calendar=sum((p.calendar_gpu_seconds for p in pools), ZERO),
+            available=sum((p.available_gpu_seconds for p in pools), ZERO),
+            busy=sum((p.busy_gpu_seconds for p in pools), ZERO),
+            std=sum((p.std_gpu_seconds for p in pools), ZERO),
+            compliant=sum((p.compliant_std_gpu_seconds for p in pools), ZERO),
+            compliant_paid=sum((p.compliant_paid_std_gpu_seconds for p in pools), ZERO),
+            list_value=sum((p.list_value for p in pools), ZERO),
+            realized=sum((p.realized_revenue for p in pools), ZERO),
+            output_tokens=sum(p.output_tokens for p in pools),
+            paid_output_tokens=sum(p.paid_output_tokens for p in pools),
+            theoretical=sum(
+                (p.calendar_gpu_seconds * (pool_reference_rate(pool=p) or ZERO) for p in pools),
+                ZERO,
+            ),
         )
-        tps = output_tokens / seconds
+        figures: dict[str, Any] = {kpi.key: kpi.compute(sums) for kpi in KPIS}
         return Kpis(
             scope=scope,
             from_=start,
             to=end,
             telemetry=_scope_telemetry(pool.telemetry for pool in pools),
-            calendar_gpu_seconds=calendar,
-            available_gpu_seconds=available,
-            busy_gpu_seconds=busy,
-            std_gpu_seconds=std,
-            availability=ratio_of(available, calendar),
-            occupancy=ratio_of(busy, available),
-            efficiency=ratio_of(std, busy),
-            tef=tef,
-            sla_delivery=ratio_of(compliant, std),
-            sell_through=ratio_of(compliant_paid, compliant),
-            price_realization=price_realization,
-            tfi=tfi,
-            output_tokens=output_tokens,
-            paid_output_tokens=sum(p.paid_output_tokens for p in pools),
-            tps=tps,
-            theoretical_tps=theoretical / seconds,
-            list_value=list_value,
-            realized_revenue=realized,
-            # TPS over installed GPUs (C / seconds) simplifies to output tokens / C.
-            tps_per_gpu=ratio_of(Decimal(output_tokens), calendar),
-            tpm=output_tokens * 60 / seconds,
+            **figures,
         )
 
 

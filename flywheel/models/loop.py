@@ -2,19 +2,15 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from flywheel.domain.kpis import KPI
+from flywheel.domain.loop.factors import FACTORS
 from portal.models import EffectiveDated
 from portal.periods import validate_whole_hour
 
-
-class Factor(models.TextChoices):
-    """The six factors of TFI = α·β·η·σ·s·ρ (kpis.md sections 2-3)."""
-
-    AVAILABILITY = "availability", "α availability"
-    OCCUPANCY = "occupancy", "β occupancy"
-    EFFICIENCY = "efficiency", "η efficiency"
-    SLA_DELIVERY = "sla_delivery", "σ SLA delivery"
-    SELL_THROUGH = "sell_through", "s sell-through"
-    PRICE_REALIZATION = "price_realization", "ρ price realization"
+# The six factors of TFI = α·β·η·σ·s·ρ (kpis.md sections 2-3), named as declared.
+Factor = models.TextChoices(
+    "Factor", [(factor.upper(), (factor, KPI[factor].row_label)) for factor in FACTORS]
+)
 
 
 class Lever(EffectiveDated):

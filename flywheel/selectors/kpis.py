@@ -12,8 +12,18 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models import Model
 
-from flywheel.domain.bands import band_of
-from flywheel.domain.kpis import Kpis, PoolInputs, kpis_compute, period_seconds, pool_reference_rate
+from flywheel.domain.kpis import (
+    KPI,
+    KPIS,
+    MONEY,
+    Kpis,
+    PoolInputs,
+    band_of,
+    kpis_compute,
+    period_seconds,
+    pool_reference_rate,
+)
+from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.tfom import Tfom
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.measurement import FACTORY, kpi_read
@@ -22,10 +32,9 @@ from portal.formatting import rfc3339
 from portal.money import money_str
 from portal.periods import Period, Window
 
-FACTOR_KEYS = (
-    "availability", "occupancy", "efficiency", "tef",
-    "sla_delivery", "sell_through", "price_realization", "tfi",
-)  # fmt: skip
+# The overview's factor table: the ratios with a band (α…ρ, TEF and TFI), as declared.
+FACTOR_KEYS = tuple(kpi.key for kpi in KPIS if kpi.band is not None)
+MONEY_KEYS = frozenset(kpi.key for kpi in KPIS if kpi.unit == MONEY)
 
 
 def kpis_json(kpis: Kpis) -> dict[str, Any]:
@@ -35,7 +44,7 @@ def kpis_json(kpis: Kpis) -> dict[str, Any]:
     for key, value in kpis.as_dict().items():
         if isinstance(value, datetime):
             out[key] = rfc3339(value)
-        elif key in ("list_value", "realized_revenue"):
+        elif key in MONEY_KEYS:
             out[key] = money_str(amount=value, currency=settings.FACTORY_CURRENCY)
         elif isinstance(value, Decimal):
             out[key] = float(value)
@@ -106,9 +115,19 @@ def overview_get(*, period: Period) -> dict:
                 "bands": {key: band_of(key, kpis[key]) for key in FACTOR_KEYS},
             }
         )
+    bands = {key: band_of(key, factory[key]) for key in FACTOR_KEYS}
     return {
         "kpis": factory,
-        "bands": {key: band_of(key, factory[key]) for key in FACTOR_KEYS},
+        "bands": bands,
+        "factor_rows": [
+            {
+                "label": KPI[key].row_label,
+                "value": factory[key],
+                "band": bands[key],
+                "strong": bool(KPI[key].chain),
+            }
+            for key in FACTOR_KEYS
+        ],
         "pools": pools,
         "rating_errors": measured.rating_errors,
         "measured_at": measured.measured_at,
@@ -140,8 +159,7 @@ def daily_trend(*, end: datetime, days: int = 90, scope: str = FACTORY) -> list[
 def product_of_factors(values: dict) -> Decimal | None:
     """α·β·η·σ·s·ρ: what the waterfall multiplies to (the TFI when every factor is defined)."""
     product = Decimal(1)
-    for key in ("availability", "occupancy", "efficiency", "sla_delivery", "sell_through",
-                "price_realization"):  # fmt: skip
+    for key in FACTORS:
         if values.get(key) is None:
             return None
         product *= Decimal(str(values[key]))

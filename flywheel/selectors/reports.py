@@ -7,8 +7,7 @@ from decimal import Decimal, localcontext
 
 from django.conf import settings
 
-from flywheel.domain.bands import band_of
-from flywheel.domain.kpis import KPI_CONTEXT
+from flywheel.domain.kpis import KPI_CONTEXT, KPIS, band_of
 from flywheel.domain.reports.explain import EXPLAIN
 from flywheel.domain.reports.model import HOUR, Row, Section, TfomReport, period_whole_seconds
 from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, SECONDS_PER_MONTH, annualized_withheld
@@ -218,19 +217,10 @@ def _kpis_section(report: TfomReport) -> Section:
         "KPIs",
         "How well GPU time turned into sold tokens, beside the industry bands of kpis.md.",
         [
-            _row(key, label, getattr(t, key), unit, band=band_of(key, getattr(t, key)))
-            for key, label, unit in (
-                ("availability", "Availability α", "ratio"),
-                ("occupancy", "Occupancy β", "ratio"),
-                ("efficiency", "Efficiency η", "ratio"),
-                ("tef", "TEF", "ratio"),
-                ("sla_delivery", "SLA delivery σ", "ratio"),
-                ("sell_through", "Sell-through s", "ratio"),
-                ("price_realization", "Price realization ρ", "ratio"),
-                ("tfi", "TFI", "ratio"),
-                ("tps", "Output tokens per second", "tokens/s"),
-                ("theoretical_tps", "Theoretical tokens per second", "tokens/s"),
-            )
+            _row(kpi.key, kpi.title, value, kpi.unit, band=band_of(kpi.key, value))
+            for kpi in KPIS
+            if kpi.title
+            for value in [getattr(t, kpi.key)]
         ],
     )
 

@@ -12,7 +12,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_safe
 
 from flywheel.charts import pnl_chart, trend_factor_chart, trend_money_chart
-from flywheel.domain.bands import band_of
+from flywheel.domain.kpis import band_of
 from flywheel.domain.reports.csv_rows import CSV_HEADER, report_csv_rows
 from flywheel.domain.reports.explain import EXPLAIN, RENTAL_BAND
 from flywheel.domain.reports.model import TfomReport

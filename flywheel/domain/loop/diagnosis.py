@@ -19,8 +19,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from flywheel.domain.bands import TARGETS
-from flywheel.domain.kpis import ZERO
+from flywheel.domain.kpis import TARGETS, ZERO
 from flywheel.domain.loop.baseline import Baseline, measured_tfom
 from flywheel.domain.loop.demand import MEASURED, UNLIMITED, per_month
 from flywheel.domain.loop.factors import FACTORS, LABELS, SYMBOLS

@@ -1,8 +1,11 @@
-"""The six factors of the chain (α, β, η, σ, s, ρ): names, symbols, labels, which cap at 1."""
+"""The six factors of the chain (α, β, η, σ, s, ρ): names, which cap at 1, and their symbols
+and labels as their declarations say (flywheel.domain.kpis)."""
 
 from __future__ import annotations
 
 from decimal import Decimal
+
+from flywheel.domain.kpis import KPI
 
 FACTORS = (
     "availability",
@@ -13,23 +16,9 @@ FACTORS = (
     "price_realization",
 )
 
-SYMBOLS = {
-    "availability": "α",
-    "occupancy": "β",
-    "efficiency": "η",
-    "sla_delivery": "σ",
-    "sell_through": "s",
-    "price_realization": "ρ",
-}
+SYMBOLS = {factor: KPI[factor].symbol for factor in FACTORS}
 
-LABELS = {
-    "availability": "availability",
-    "occupancy": "occupancy",
-    "efficiency": "efficiency",
-    "sla_delivery": "SLA delivery",
-    "sell_through": "sell-through",
-    "price_realization": "price realization",
-}
+LABELS = {factor: KPI[factor].label for factor in FACTORS}
 
 CAPPED = frozenset(FACTORS) - {"efficiency"}  # η exceeds 1 when a deployment beats R_ref
 
