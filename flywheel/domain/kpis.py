@@ -204,6 +204,8 @@ def _tfi(s: ScopeSums) -> Decimal | None:
 # Units: how a KPI is carried (JSON: ratios and rates as numbers, money as decimal strings,
 # token counts as integers) and shown.
 RATIO, RATE, GPU_SECONDS, TOKENS, MONEY = "ratio", "tokens/s", "GPU-seconds", "tokens", "money"
+# The decimals a page shows a figure of each unit with (a ratio's: of its percent, 42.7%).
+DECIMALS = {RATIO: 1, RATE: 2, GPU_SECONDS: 0, TOKENS: 0, MONEY: 2}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,7 +221,7 @@ class Kpi:
     label: str
     compute: Callable[[ScopeSums], Decimal | int | None]
     unit: str = RATIO
-    decimals: int = 1
+    decimals: int | None = None  # shown; None: its unit's (DECIMALS)
     is_nullable: bool = False  # a ratio is null over nothing, whatever this says
     symbol: str = ""
     chain: tuple[str, ...] = ()
@@ -228,6 +230,10 @@ class Kpi:
     gauge: str = ""
     target: Decimal | None = None
     band: BandRule | None = None
+
+    @property
+    def shown_decimals(self) -> int:
+        return DECIMALS[self.unit] if self.decimals is None else self.decimals
 
     @property
     def nullable(self) -> bool:
@@ -241,10 +247,19 @@ class Kpi:
         return f"{self.symbol} {self.label}"
 
 
-def _factor(key: str, symbol: str, label: str, target: str, **more: Any) -> Kpi:
-    """A factor of the chain, a ratio with a target (kpis.md section 6)."""
+def _factor(
+    key: str,
+    symbol: str,
+    label: str,
+    target: str,
+    band: Callable[[Decimal], BandRule] = target_band,
+    **more: Any,
+) -> Kpi:
+    """A factor of the chain: a ratio with a target (kpis.md section 6), banded by its
+    target unless `band` says otherwise."""
     title = f"{label[0].upper()}{label[1:]} {symbol}"
-    return Kpi(key=key, symbol=symbol, label=label, title=title, target=Decimal(target), **more)
+    return Kpi(key=key, symbol=symbol, label=label, title=title, target=Decimal(target),
+               band=band(Decimal(target)), **more)  # fmt: skip
 
 
 def _sum(name: str) -> Callable[[ScopeSums], Decimal | int]:
@@ -261,28 +276,26 @@ KPIS: tuple[Kpi, ...] = (
     Kpi(key="std_gpu_seconds", label="standard GPU-seconds", unit=GPU_SECONDS, doc="Σ std(e)",
         compute=_sum("std")),
     _factor("availability", "α", "availability", "0.99", doc="α = A / C",
-            gauge="alpha: healthy / installed GPU-seconds", band=target_band(Decimal("0.99")),
+            gauge="alpha: healthy / installed GPU-seconds",
             compute=lambda s: ratio_of(s.available, s.calendar)),
     _factor("occupancy", "β", "occupancy", "0.75", doc="β = B / A",
-            gauge="beta: busy / healthy GPU-seconds", band=occupancy_band(Decimal("0.75")),
+            gauge="beta: busy / healthy GPU-seconds", band=occupancy_band,
             compute=lambda s: ratio_of(s.busy, s.available)),
     _factor("efficiency", "η", "efficiency", "0.875", doc="η = Σ std / B",
             gauge="eta: standard GPU-seconds / busy GPU-seconds",
-            band=target_band(Decimal("0.875")), compute=lambda s: ratio_of(s.std, s.busy)),
+            compute=lambda s: ratio_of(s.std, s.busy)),
     Kpi(key="tef", symbol="TEF", label="Token Efficiency Factor", title="TEF",
         chain=("availability", "occupancy", "efficiency"), doc="TEF = α β η",
         gauge="Token Efficiency Factor: standard GPU-seconds produced / calendar GPU-seconds",
         target=Decimal("0.65"), band=tef_band, compute=_tef),
     _factor("sla_delivery", "σ", "SLA delivery", "0.999", doc="σ",
-            gauge="sigma: share of production delivered within SLO", band=sla_delivery_band,
-            compute=lambda s: ratio_of(s.compliant, s.std)),
+            gauge="sigma: share of production delivered within SLO",
+            band=lambda _target: sla_delivery_band, compute=lambda s: ratio_of(s.compliant, s.std)),
     _factor("sell_through", "s", "sell-through", "0.90", doc="s",
             gauge="s: share of SLA-compliant production that was sold",
-            band=target_band(Decimal("0.90")),
             compute=lambda s: ratio_of(s.compliant_paid, s.compliant)),
     _factor("price_realization", "ρ", "price realization", "0.95", doc="ρ",
             gauge="rho: realized revenue / list value of paid tokens",
-            band=target_band(Decimal("0.95")),
             compute=lambda s: ratio_of(s.realized, s.list_value)),
     Kpi(key="tfi", symbol="TFI", label="Token Factory Index", title="TFI",
         chain=("tef", "sla_delivery", "sell_through", "price_realization"),
@@ -292,21 +305,21 @@ KPIS: tuple[Kpi, ...] = (
     Kpi(key="output_tokens", label="output tokens", unit=TOKENS, compute=_sum("output_tokens")),
     Kpi(key="paid_output_tokens", label="paid output tokens", unit=TOKENS,
         compute=_sum("paid_output_tokens")),
-    Kpi(key="tps", label="output tokens per second", unit=RATE, decimals=0,
+    Kpi(key="tps", label="output tokens per second", unit=RATE,
         title="Output tokens per second", doc="output tokens/s",
         gauge="output tokens per second", compute=lambda s: s.output_tokens / s.seconds),
-    Kpi(key="theoretical_tps", label="theoretical tokens per second", unit=RATE, decimals=0,
+    Kpi(key="theoretical_tps", label="theoretical tokens per second", unit=RATE,
         title="Theoretical tokens per second", doc="output-token units/s at R_ref",
         gauge="output-token units per second at R_ref on every installed GPU",
         compute=lambda s: s.theoretical / s.seconds),
-    Kpi(key="list_value", label="list value", unit=MONEY, decimals=2, doc="money",
+    Kpi(key="list_value", label="list value", unit=MONEY, doc="money",
         compute=_sum("list_value")),
-    Kpi(key="realized_revenue", label="realized revenue", unit=MONEY, decimals=2, doc="money",
+    Kpi(key="realized_revenue", label="realized revenue", unit=MONEY, doc="money",
         compute=_sum("realized")),
     # TPS over installed GPUs (C / seconds) simplifies to output tokens / C.
     Kpi(key="tps_per_gpu", label="output tokens per second per installed GPU", unit=RATE,
         is_nullable=True, compute=lambda s: ratio_of(Decimal(s.output_tokens), s.calendar)),
-    Kpi(key="tpm", label="output tokens per minute", unit=RATE, decimals=0,
+    Kpi(key="tpm", label="output tokens per minute", unit=RATE,
         compute=lambda s: s.output_tokens * 60 / s.seconds),
 )  # fmt: skip
 KPI: dict[str, Kpi] = {kpi.key: kpi for kpi in KPIS}

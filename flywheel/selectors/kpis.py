@@ -123,6 +123,7 @@ def overview_get(*, period: Period) -> dict:
             {
                 "label": KPI[key].row_label,
                 "value": factory[key],
+                "decimals": KPI[key].shown_decimals,
                 "band": bands[key],
                 "strong": bool(KPI[key].chain),
             }
