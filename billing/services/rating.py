@@ -14,18 +14,16 @@ SLA credits and draft invoices read the stored rows and never run the rating.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
-from decimal import ROUND_DOWN, Decimal, localcontext
-from fractions import Fraction
-from functools import lru_cache, reduce
+from decimal import ROUND_DOWN, Decimal
+from functools import reduce
 from operator import or_
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Max, Q
 from django.db.models.functions import TruncMonth
 
@@ -38,7 +36,7 @@ from billing.domain.rating.hours import (
     quantities_add,
     realized_before,
 )
-from billing.domain.rating.types import RatedItem, Running, TokenClass, month_bounds
+from billing.domain.rating.types import month_bounds
 from billing.models import (
     RatedChange,
     RatedHour,
@@ -48,10 +46,19 @@ from billing.models import (
     RatingPending,
 )
 from billing.selectors.rating.inputs import MonthRating, line_row, month_rate
-from metering.domain.usage.compliance import is_slo_compliant
-from metering.domain.usage.rollup import PRODUCTION_FIELDS, TOKEN_FIELDS
+from billing.services.rated_rows import (
+    HOUR_FIELDS,
+    RATED_COMPLIANT,
+    RATED_FIELDS,
+    RATED_MONEY,
+    RATED_TOKENS,
+    hour_row,
+    hour_state_of,
+    quantities_json,
+    quantities_of,
+    rated_usage_rows,
+)
 from metering.selectors.changes import usage_changes_read
-from metering.selectors.factory import DeploymentVersions, deployment_list
 from metering.selectors.usage import (
     daily_usage_list,
     raw_months_archived,
@@ -60,7 +67,7 @@ from metering.selectors.usage import (
 from portal import clock
 from portal.bulk import rows_insert, rows_upsert
 from portal.models import Tenant
-from portal.money import EXACT, PRO_RATA, fraction_to_decimal
+from portal.money import PRO_RATA, fraction_to_decimal
 from portal.periods import hour_floor
 from portal.periods import month_start as month_floor
 from portal.pipeline import RATE, log_append, log_consume, log_prune, stage_schedule
@@ -68,11 +75,7 @@ from portal.pipeline import RATE, log_append, log_consume, log_prune, stage_sche
 log = logging.getLogger(__name__)
 ZERO = Decimal(0)
 HOUR = timedelta(hours=1)
-HUNDRED = Decimal(100)
 
-_TOKENS = TOKEN_FIELDS
-_COMPLIANT = tuple(f"compliant_{name}" for name in PRODUCTION_FIELDS)
-_MONEY = ("list_value", "contract_discount", "tier_discount", "realized")
 _TOTALS = (
     "currency", "usage_amount", "minimum_shortfall", "realized", "promotions",
     "promotion_rate", "quantities", "lines", "credits_applied", "error", "rated_at",
@@ -175,8 +178,8 @@ class _Rated:
     month_start: datetime
     since: dict[int, datetime]  # tenant id -> the first hour rated again
     months: list[RatedTenantMonth]  # the tenant-months' totals
-    usage: list[tuple]  # rated usage rows of _FIELDS, without the tenant-month
-    hours: list[tuple]  # the states of the hours rated, rows of _HOUR_FIELDS
+    usage: list[tuple]  # rated usage rows of RATED_FIELDS, without the tenant-month
+    hours: list[tuple]  # the states of the hours rated, rows of HOUR_FIELDS
     before: dict  # the stored rated usage it replaces (`_cells`)
     promotions_moved: set[int]  # tenants whose month's promotion rate changed
 
@@ -187,7 +190,7 @@ def _rate(month_start: datetime, since: dict[int, datetime]) -> _Rated:
     only: if another run stores these tenant-months first, it consumed what this run read,
     and this run's `log_consume` or queue claim fails: it reads again)."""
     stored = {
-        pk: (rate, _quantities_of(quantities))
+        pk: (rate, quantities_of(quantities))
         for pk, rate, quantities in RatedTenantMonth.objects.filter(
             month_start=month_start, tenant_id__in=since, error=""
         ).values_list("tenant_id", "promotion_rate", "quantities")
@@ -200,7 +203,7 @@ def _rate(month_start: datetime, since: dict[int, datetime]) -> _Rated:
         for pk, quantities in RatedHour.objects.filter(
             _hours(later), month_start=month_start
         ).values_list("tenant_id", "quantities"):
-            replaced[pk].append(_quantities_of(quantities))
+            replaced[pk].append(quantities_of(quantities))
     rating = month_rate(
         month_start=month_start,
         tenants=list(Tenant.objects.filter(pk__in=since)),
@@ -222,13 +225,13 @@ def _rate(month_start: datetime, since: dict[int, datetime]) -> _Rated:
                 states = _month_close(row, rating, since[pk], openings.get(pk), kept)
             except MissingCut:  # a credit's expiry unknown when its hour was rated
                 return _rate(month_start, {**since, pk: month_start})
-            hours.extend(_hour_row(pk, month_start, state) for state in states)
+            hours.extend(hour_row(pk, month_start, state) for state in states)
         rows.append(row)
     moved = {
         row.tenant_id for row in rows if stored.get(row.tenant_id, (None,))[0] != row.promotion_rate
     }
     before = _cells(RatedUsage.objects.filter(_hours(since), month_start=month_start))
-    return _Rated(month_start, since, rows, _rated_usage(rating), hours, before, moved)
+    return _Rated(month_start, since, rows, rated_usage_rows(rating), hours, before, moved)
 
 
 def _openings(month_start: datetime, since: dict[int, datetime]) -> dict[int, HourState]:
@@ -244,7 +247,7 @@ def _openings(month_start: datetime, since: dict[int, datetime]) -> dict[int, Ho
         .values_list("tenant_id", "last")
     )
     return {
-        row.tenant_id: _state_of(row)
+        row.tenant_id: hour_state_of(row)
         for row in RatedHour.objects.filter(tenant_id__in=lasts, hour__in=set(lasts.values()))
         if row.hour == lasts[row.tenant_id]
     }
@@ -274,7 +277,7 @@ def _month_close(
                 .order_by("-hour")
                 .first()
             )
-            known += [_state_of(earlier)] if earlier else []
+            known += [hour_state_of(earlier)] if earlier else []
     known = sorted({state.hour: state for state in [*known, *states]}.values(), key=_hour_of)
     pools = {instant: realized_before(instant, known) for instant in instants}
     last = states[-1] if states else opening
@@ -302,7 +305,7 @@ def _month_close(
         if realized
         else ZERO
     )
-    row.quantities = _quantities_json(quantities)
+    row.quantities = quantities_json(quantities)
     row.lines = [line_row(line) for line in closing.lines]
     row.credits_applied = [
         [use.credit_id, str(use.applied_amount), str(use.billed_amount)]
@@ -353,10 +356,10 @@ def _store(rated: _Rated) -> None:
     )
     rows_insert(
         RatedUsage._meta.db_table,
-        (*_FIELDS, "tenant_month_id"),
+        (*RATED_FIELDS, "tenant_month_id"),
         ((*row, ids[row[0]]) for row in rated.usage),
     )
-    rows_insert(RatedHour._meta.db_table, _HOUR_FIELDS, rated.hours)
+    rows_insert(RatedHour._meta.db_table, HOUR_FIELDS, rated.hours)
     after = _cells(RatedUsage.objects.filter(hours, month_start=month))
     changes = _changed_spans(rated.before, after)
     if rated.promotions_moved:
@@ -370,7 +373,7 @@ def _store(rated: _Rated) -> None:
 
 def _cells(rows) -> dict[tuple[int, int, datetime, str], tuple]:
     """Stored rated usage keyed by (tenant, deployment, hour, sale)."""
-    sums = (*_TOKENS, *_COMPLIANT, *_MONEY)
+    sums = (*RATED_TOKENS, *RATED_COMPLIANT, *RATED_MONEY)
     return {
         (tenant_id, deployment_id, hour.astimezone(UTC), sale): values
         for tenant_id, deployment_id, hour, sale, *values in rows.values_list(
@@ -391,152 +394,3 @@ def _changed_spans(before: dict, after: dict) -> list[RatedChange]:
         RatedChange(tenant_id=pk, start=first, end=last + HOUR)
         for pk, (first, last) in sorted(spans.items())
     ]
-
-
-@lru_cache(maxsize=8192)
-def _stored_time(moment: datetime):
-    """A datetime as the ORM stores it (SQLite: text), for rows written without the ORM; the
-    same hours come back for every tenant, so they are converted once."""
-    return connection.ops.adapt_datetimefield_value(moment)
-
-
-_HOUR_FIELDS = (
-    "tenant_id", "month_start", "hour", "consumed", "paid_tokens", "realized", "quantities",
-    "cuts",
-)  # fmt: skip
-
-
-def _hour_row(tenant_id: int, month_start: datetime, state: HourState) -> tuple:
-    """A state as billing stores it: a row of _HOUR_FIELDS."""
-    when = _stored_time
-    cuts = {instant.isoformat(): str(realized) for instant, realized in state.cuts.items()}
-    return (
-        tenant_id,
-        when(month_start),
-        when(state.hour),
-        state.running.consumed,
-        state.running.paid_tokens,
-        state.realized,
-        json.dumps(_quantities_json(state.quantities)),
-        json.dumps(cuts),
-    )
-
-
-def _state_of(row: RatedHour) -> HourState:
-    """A stored state as the rating resumes from it."""
-    return HourState(
-        hour=row.hour.astimezone(UTC),
-        running=Running(consumed=row.consumed, paid_tokens=row.paid_tokens),
-        realized=Decimal(row.realized),
-        quantities=_quantities_of(row.quantities),
-        cuts={datetime.fromisoformat(k): Decimal(v) for k, v in row.cuts.items()},
-    )
-
-
-def _quantities_json(quantities: dict) -> list[list]:
-    """Paid quantities per usage line as billing stores them."""
-    return [
-        [model, str(token), str(priced), str(price), str(contract), str(tier), tier_from, quantity]
-        for (model, token, priced, price, (contract, tier, tier_from)), quantity in sorted(
-            quantities.items(), key=str
-        )
-    ]
-
-
-def _quantities_of(stored: list[list]) -> dict:
-    """Stored paid quantities per usage line (`_quantities_json`) as the rating keys them."""
-    return {
-        (
-            model, TokenClass(token), TokenClass(priced), Decimal(price),
-            (Decimal(c), Decimal(t), tier_from),
-        ): q
-        for model, token, priced, price, c, t, tier_from, q in stored
-    }  # fmt: skip
-
-
-_FIELDS = (
-    "tenant_id",
-    "deployment_id",
-    "hour",
-    "month_start",
-    "sale",
-    *_TOKENS,
-    *_COMPLIANT,
-    *_MONEY,
-)
-
-
-def _rated_usage(rating: MonthRating) -> list[tuple]:
-    """The rating's items summed per tenant, deployment, hour and sale: rows of _FIELDS."""
-    versions = DeploymentVersions()
-    deployments = dict(deployment_list().values_list("slug", "pk"))
-    cells: dict[tuple, list] = {}
-    with localcontext(EXACT):
-        for tenant_id, rated in rating.rated.items():
-            rows = {
-                (hour, row["deployment"]): row
-                for hour, hour_rows in rating.rows.get(tenant_id, {}).items()
-                for row in hour_rows
-            }
-            for item in rated.items:
-                usage = item.item
-                hour = hour_floor(usage.time)
-                sale = RatedUsage.Sale.PAID if item.is_paid else item.unsold_reason.value
-                deployment_id = deployments[usage.deployment]
-                key = (tenant_id, deployment_id, hour, rating.month_start, str(sale))
-                sums = cells.get(key)
-                if sums is None:
-                    sums = cells[key] = [0] * (len(_TOKENS) + len(_COMPLIANT)) + [ZERO] * 4
-                for index, name in enumerate(_TOKENS):
-                    sums[index] += getattr(usage, name)
-                if item.is_paid:
-                    compliant = _compliant_tokens(
-                        item,
-                        event=rating.events.get((usage.source, usage.id)),
-                        row=rows.get((hour, usage.deployment)),
-                        version=versions.at(deployment_id, usage.time),
-                    )
-                    values = (*compliant, *_amounts(item))
-                    for index, value in enumerate(values, start=len(_TOKENS)):
-                        sums[index] += value
-    when = _stored_time
-    return [
-        (tenant_id, deployment_id, when(hour), when(month), sale, *sums)
-        for (tenant_id, deployment_id, hour, month, sale), sums in cells.items()
-    ]
-
-
-def _amounts(item: RatedItem) -> tuple[Decimal, ...]:
-    """(list value, contract discount, tier discount, realized) of a paid item: the
-    contract discount comes off the list value first, the tier discount off the rest."""
-    contract = item.list_value * item.contract_discount_pct / HUNDRED
-    tier = (item.list_value - contract) * item.tier_discount_pct / HUNDRED
-    return item.list_value, contract, tier, item.realized_amount
-
-
-def _compliant_tokens(item: RatedItem, *, event, row, version) -> tuple[int | Decimal, ...]:
-    """The tokens of a paid item (input, cached, output) whose requests met their SLO: an
-    event's when it is within its version's SLO, a rollup row's compliant tokens for an
-    aggregate; a part of either (what a split hour's events leave of the row, an event split
-    at a boundary) holds its share of them, a fraction (kpis.md section 3, "Boundaries")."""
-    usage = item.item
-    if usage.id:
-        whole = usage.whole
-        within = version is None or is_slo_compliant(
-            is_error=False,
-            ttft_ms=event.get("ttft_ms"),
-            tpot_ms=event.get("tpot_ms"),
-            slo_ttft_ms=version.slo_ttft_ms,
-            slo_tpot_ms=version.slo_tpot_ms,
-        )
-        if not within:
-            return (0, 0, 0)
-        compliant: tuple[int, ...] = (whole.input_tokens, whole.cached_tokens, whole.output_tokens)
-        share = usage.share
-    else:
-        compliant = tuple(row[name] for name in _COMPLIANT)
-        total = row["input_tokens"] + row["output_tokens"]
-        share = Fraction(usage.total_tokens, total) if total else Fraction(0)
-    if share == 1:
-        return compliant
-    return tuple(fraction_to_decimal(tokens * share) for tokens in compliant)

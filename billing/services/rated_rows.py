@@ -1,0 +1,182 @@
+"""A month's rating as billing stores it (billing.services.rating stores through it): its
+rated usage rows (per tenant, deployment, hour and sale: tokens, their SLO-compliant part,
+list value, discounts, realized amount) and its hours' states (the running allowance and
+tier totals, paid quantities and realized amount the rating resumes from), and back."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from decimal import Decimal, localcontext
+from fractions import Fraction
+from functools import lru_cache
+
+from django.db import connection
+
+from billing.domain.rating.hours import HourState
+from billing.domain.rating.types import RatedItem, Running, TokenClass
+from billing.models import RatedHour, RatedUsage
+from billing.selectors.rating.inputs import MonthRating
+from metering.domain.usage.compliance import is_slo_compliant
+from metering.domain.usage.rollup import PRODUCTION_FIELDS, TOKEN_FIELDS
+from metering.selectors.factory import DeploymentVersions, deployment_list
+from portal.money import EXACT, fraction_to_decimal
+from portal.periods import hour_floor
+
+ZERO = Decimal(0)
+HUNDRED = Decimal(100)
+
+RATED_TOKENS = TOKEN_FIELDS
+RATED_COMPLIANT = tuple(f"compliant_{name}" for name in PRODUCTION_FIELDS)
+RATED_MONEY = ("list_value", "contract_discount", "tier_discount", "realized")
+
+
+@lru_cache(maxsize=8192)
+def stored_time(moment: datetime):
+    """A datetime as the ORM stores it (SQLite: text), for rows written without the ORM; the
+    same hours come back for every tenant, so they are converted once."""
+    return connection.ops.adapt_datetimefield_value(moment)
+
+
+HOUR_FIELDS = (
+    "tenant_id", "month_start", "hour", "consumed", "paid_tokens", "realized", "quantities",
+    "cuts",
+)  # fmt: skip
+
+
+def hour_row(tenant_id: int, month_start: datetime, state: HourState) -> tuple:
+    """A state as billing stores it: a row of HOUR_FIELDS."""
+    when = stored_time
+    cuts = {instant.isoformat(): str(realized) for instant, realized in state.cuts.items()}
+    return (
+        tenant_id,
+        when(month_start),
+        when(state.hour),
+        state.running.consumed,
+        state.running.paid_tokens,
+        state.realized,
+        json.dumps(quantities_json(state.quantities)),
+        json.dumps(cuts),
+    )
+
+
+def hour_state_of(row: RatedHour) -> HourState:
+    """A stored state as the rating resumes from it."""
+    return HourState(
+        hour=row.hour.astimezone(UTC),
+        running=Running(consumed=row.consumed, paid_tokens=row.paid_tokens),
+        realized=Decimal(row.realized),
+        quantities=quantities_of(row.quantities),
+        cuts={datetime.fromisoformat(k): Decimal(v) for k, v in row.cuts.items()},
+    )
+
+
+def quantities_json(quantities: dict) -> list[list]:
+    """Paid quantities per usage line as billing stores them."""
+    return [
+        [model, str(token), str(priced), str(price), str(contract), str(tier), tier_from, quantity]
+        for (model, token, priced, price, (contract, tier, tier_from)), quantity in sorted(
+            quantities.items(), key=str
+        )
+    ]
+
+
+def quantities_of(stored: list[list]) -> dict:
+    """Stored paid quantities per usage line (`quantities_json`) as the rating keys them."""
+    return {
+        (
+            model, TokenClass(token), TokenClass(priced), Decimal(price),
+            (Decimal(c), Decimal(t), tier_from),
+        ): q
+        for model, token, priced, price, c, t, tier_from, q in stored
+    }  # fmt: skip
+
+
+RATED_FIELDS = (
+    "tenant_id",
+    "deployment_id",
+    "hour",
+    "month_start",
+    "sale",
+    *RATED_TOKENS,
+    *RATED_COMPLIANT,
+    *RATED_MONEY,
+)
+
+
+def rated_usage_rows(rating: MonthRating) -> list[tuple]:
+    """The rating's items summed per tenant, deployment, hour and sale: rows of RATED_FIELDS."""
+    versions = DeploymentVersions()
+    deployments = dict(deployment_list().values_list("slug", "pk"))
+    cells: dict[tuple, list] = {}
+    with localcontext(EXACT):
+        for tenant_id, rated in rating.rated.items():
+            rows = {
+                (hour, row["deployment"]): row
+                for hour, hour_rows in rating.rows.get(tenant_id, {}).items()
+                for row in hour_rows
+            }
+            for item in rated.items:
+                usage = item.item
+                hour = hour_floor(usage.time)
+                sale = RatedUsage.Sale.PAID if item.is_paid else item.unsold_reason.value
+                deployment_id = deployments[usage.deployment]
+                key = (tenant_id, deployment_id, hour, rating.month_start, str(sale))
+                sums = cells.get(key)
+                if sums is None:
+                    sums = cells[key] = [0] * (len(RATED_TOKENS) + len(RATED_COMPLIANT)) + [
+                        ZERO
+                    ] * 4
+                for index, name in enumerate(RATED_TOKENS):
+                    sums[index] += getattr(usage, name)
+                if item.is_paid:
+                    compliant = _compliant_tokens(
+                        item,
+                        event=rating.events.get((usage.source, usage.id)),
+                        row=rows.get((hour, usage.deployment)),
+                        version=versions.at(deployment_id, usage.time),
+                    )
+                    values = (*compliant, *_amounts(item))
+                    for index, value in enumerate(values, start=len(RATED_TOKENS)):
+                        sums[index] += value
+    when = stored_time
+    return [
+        (tenant_id, deployment_id, when(hour), when(month), sale, *sums)
+        for (tenant_id, deployment_id, hour, month, sale), sums in cells.items()
+    ]
+
+
+def _amounts(item: RatedItem) -> tuple[Decimal, ...]:
+    """(list value, contract discount, tier discount, realized) of a paid item: the
+    contract discount comes off the list value first, the tier discount off the rest."""
+    contract = item.list_value * item.contract_discount_pct / HUNDRED
+    tier = (item.list_value - contract) * item.tier_discount_pct / HUNDRED
+    return item.list_value, contract, tier, item.realized_amount
+
+
+def _compliant_tokens(item: RatedItem, *, event, row, version) -> tuple[int | Decimal, ...]:
+    """The tokens of a paid item (input, cached, output) whose requests met their SLO: an
+    event's when it is within its version's SLO, a rollup row's compliant tokens for an
+    aggregate; a part of either (what a split hour's events leave of the row, an event split
+    at a boundary) holds its share of them, a fraction (kpis.md section 3, "Boundaries")."""
+    usage = item.item
+    if usage.id:
+        whole = usage.whole
+        within = version is None or is_slo_compliant(
+            is_error=False,
+            ttft_ms=event.get("ttft_ms"),
+            tpot_ms=event.get("tpot_ms"),
+            slo_ttft_ms=version.slo_ttft_ms,
+            slo_tpot_ms=version.slo_tpot_ms,
+        )
+        if not within:
+            return (0, 0, 0)
+        compliant: tuple[int, ...] = (whole.input_tokens, whole.cached_tokens, whole.output_tokens)
+        share = usage.share
+    else:
+        compliant = tuple(row[name] for name in RATED_COMPLIANT)
+        total = row["input_tokens"] + row["output_tokens"]
+        share = Fraction(usage.total_tokens, total) if total else Fraction(0)
+    if share == 1:
+        return compliant
+    return tuple(fraction_to_decimal(tokens * share) for tokens in compliant)
