@@ -12,14 +12,14 @@ rate's data, kpis.md 3c), kept FIVE_MINUTE_DAYS.
 Each step is one SQL statement on both databases (the sums never leave the database: on
 SQLite, the embedded default, a batch of 20,000 events holds the write lock 0.6 s, not the
 2.9 s summing in Python took); the few spellings that differ are chosen in one place
-(`_dialect`). Tests hold the rollups equal to a direct aggregation of the raw events.
+(`dialect`). Tests hold the rollups equal to a direct aggregation of the raw events.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
 from django.db import connection, transaction
@@ -44,6 +44,15 @@ from metering.models import (
 )
 from metering.selectors.factory import DeploymentVersions
 from metering.services.factory import pools_in_service_store
+from metering.services.usage.dialect import (
+    array_sql,
+    dialect,
+    five_minute_sql,
+    hour_sql,
+    instant_read,
+    rows_stage,
+    stored_value,
+)
 from portal import clock
 from portal.periods import hour_floor
 from portal.pipeline import log_append, log_prune
@@ -105,74 +114,8 @@ def _changes_append(cells: Iterable[Cell]) -> None:
     )
 
 
-# --- the few spellings PostgreSQL and SQLite do not share ---
-
-
-def _dialect(postgresql: str, sqlite: str) -> str:
-    return postgresql if connection.vendor == "postgresql" else sqlite
-
-
-def _hour_sql(column: str) -> str:
-    """The UTC hour of a timestamp column (SQLite stores naive UTC text)."""
-    return _dialect(
-        f"date_trunc('hour', {column}, 'UTC')", f"strftime('%Y-%m-%d %H:00:00', {column})"
-    )
-
-
-def _five_minute_sql(column: str) -> str:
-    """The start of a timestamp's UTC 5-minute bucket."""
-    return _dialect(
-        f"date_bin('5 minutes', {column}, TIMESTAMPTZ '2000-01-01 00:00:00+00')",
-        # The statements it is in take parameters: a literal % is written %%.
-        f"strftime('%%Y-%%m-%%d %%H:', {column}) || "
-        f"printf('%%02d', CAST(strftime('%%M', {column}) AS integer) / 5 * 5) || ':00'",
-    )
-
-
 def _five_minute_horizon() -> datetime:
     return hour_floor(clock.now()) - timedelta(days=FIVE_MINUTE_DAYS)
-
-
-def _array_sql(items: Iterable[str]) -> str:
-    return "{}({})".format(_dialect("jsonb_build_array", "json_array"), ", ".join(items))
-
-
-def _instant(value: str | datetime) -> datetime:
-    """A timestamp read back from SQL, in UTC."""
-    if isinstance(value, str):  # SQLite
-        value = datetime.fromisoformat(value)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-def _stage(cursor, table: str, columns: str, types: list[str], rows: Iterable[tuple]) -> None:
-    """Fill a temporary table of this connection (emptied first: an earlier batch of an
-    enclosing transaction may have left rows) with `rows`."""
-    temp = _dialect(f"{table} ({columns}) ON COMMIT DELETE ROWS", f"{table} ({columns})")
-    cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {temp}")
-    # Table names and SQL below are constants of this module, never input.
-    cursor.execute(f"DELETE FROM {table}")  # noqa: S608
-    if connection.vendor == "postgresql":
-        with cursor.cursor.copy(f"COPY {table} FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(types)
-            for row in rows:
-                copy.write_row(row)
-        cursor.execute(f"ANALYZE {table}")
-        return
-    cursor.executemany(
-        f"INSERT INTO {table} VALUES ({', '.join(['%s'] * len(types))})",  # noqa: S608
-        [tuple(_value(v) for v in row) for row in rows],
-    )
-
-
-def _value(value):
-    """A query parameter as the database stores it (SQLite: timestamps as naive UTC text)."""
-    if connection.vendor == "postgresql":
-        return value
-    if isinstance(value, datetime):
-        return connection.ops.adapt_datetimefield_value(value)
-    if isinstance(value, date):
-        return connection.ops.adapt_datefield_value(value)
-    return value
 
 
 # --- adding accepted events ---
@@ -191,8 +134,8 @@ def _add(batch: int) -> int:
         if not claimed:
             return 0
         cursor.execute(_add_sql())
-        _folded({(t, d, _instant(h)) for t, d, h in cursor.fetchall()})
-        cursor.execute(_five_minute_add_sql(), [_value(_five_minute_horizon())])
+        _folded({(t, d, instant_read(h)) for t, d, h in cursor.fetchall()})
+        cursor.execute(_five_minute_add_sql(), [stored_value(_five_minute_horizon())])
         if not FoldPending.objects.exists():
             fold_mark_store()
     return claimed
@@ -251,7 +194,7 @@ def _claim(cursor, batch: int) -> int:
 def _slo_stage(cursor) -> None:
     """Each deployment version's span and SLO thresholds, in a temporary table (`fold_slo`)."""
     versions = DeploymentVersions()
-    _stage(
+    rows_stage(
         cursor,
         "fold_slo",
         "deployment_id bigint, start timestamptz, finish timestamptz, slo_ttft_ms integer, "
@@ -303,7 +246,7 @@ def _sums_sql() -> list[str]:
         if upper is not None:
             terms.append(f"e.latency_ms <= {upper}")
         buckets.append(n.format(f" FILTER (WHERE {' AND '.join(terms)})"))
-    return [sums[name] for name in SUM_FIELDS] + [_array_sql(buckets)]
+    return [sums[name] for name in SUM_FIELDS] + [array_sql(buckets)]
 
 
 _COLUMNS = ", ".join(ROLLUP_COLUMNS)
@@ -338,10 +281,10 @@ def _add_sql() -> str:
         f"COALESCE({_bucket(table, i)}, 0) + COALESCE({_bucket('EXCLUDED', i)}, 0)"
         for i in range(HISTOGRAM_SIZE)
     )
-    adds.append(f"latency_histogram = {_array_sql(histogram)}")
+    adds.append(f"latency_histogram = {array_sql(histogram)}")
     return (
         f"INSERT INTO {table} (tenant_id, deployment_id, hour, {_COLUMNS}) "
-        f"SELECT e.tenant_id, e.deployment_id, {_hour_sql('e.time')}, "
+        f"SELECT e.tenant_id, e.deployment_id, {hour_sql('e.time')}, "
         f"{', '.join(_sums_sql())}, false "
         f"{_CLAIMED_EVENTS}{_SLO_JOIN}"
         f"WHERE {_IN_RUN} "
@@ -369,7 +312,7 @@ def _five_minute_add_sql() -> str:
     return (
         f"INSERT INTO {table} (tenant_id, deployment_id, bucket, requests, "
         "compliant_requests, errors) "
-        f"SELECT e.tenant_id, e.deployment_id, {_five_minute_sql('e.time')}, {_FIVE_MINUTE_SUMS} "
+        f"SELECT e.tenant_id, e.deployment_id, {five_minute_sql('e.time')}, {_FIVE_MINUTE_SUMS} "
         f"{_CLAIMED_EVENTS}{_SLO_JOIN}"
         f"WHERE {_IN_RUN} AND e.time >= %s "
         "GROUP BY 1, 2, 3 "
@@ -386,7 +329,7 @@ def rollup_days(day_cells: set[tuple[int, int, object]]) -> None:
     if not day_cells:
         return
     with transaction.atomic(), connection.cursor() as cursor:
-        _stage(
+        rows_stage(
             cursor,
             "rollup_days_stage",
             "tenant_id bigint, deployment_id bigint, day date",
@@ -403,15 +346,15 @@ def _daily_sql() -> str:
     sums = ", ".join(f"sum(h.{name})" for name in SUM_FIELDS)
     # Element i of the day's histogram is the sum of the hours' element i (missing: 0).
     histogram = (f"COALESCE(sum({_bucket('h', i)}), 0)" for i in range(HISTOGRAM_SIZE))
-    day_end = _dialect(
+    day_end = dialect(
         "h.hour >= c.day::timestamp AT TIME ZONE 'UTC' "
         "AND h.hour < (c.day + 1)::timestamp AT TIME ZONE 'UTC' ",
         "h.hour >= c.day AND h.hour < date(c.day, '+1 day') ",  # text: naive UTC
     )
     return (
         f"INSERT INTO metering_dailyusage (tenant_id, deployment_id, day, {_COLUMNS}) "  # noqa: S608
-        f"SELECT c.tenant_id, c.deployment_id, c.day, {sums}, {_array_sql(histogram)}, "
-        f"{_dialect('bool_and(h.is_demo)', 'min(h.is_demo)')} "
+        f"SELECT c.tenant_id, c.deployment_id, c.day, {sums}, {array_sql(histogram)}, "
+        f"{dialect('bool_and(h.is_demo)', 'min(h.is_demo)')} "
         "FROM rollup_days_stage c JOIN metering_hourlyusage h "
         f"ON h.tenant_id = c.tenant_id AND h.deployment_id = c.deployment_id AND {day_end}"
         "WHERE true "
@@ -480,16 +423,16 @@ def _hourly_delete(cells: set[Cell]) -> None:
 def _refold(cells: set[Cell]) -> None:
     """The cells' rows from their already folded events, in one INSERT … SELECT (one
     statement: the events it sees and the queue it excludes are of one snapshot)."""
-    hour_end = _dialect("c.hour + interval '1 hour'", "datetime(c.hour, '+1 hour')")
+    hour_end = dialect("c.hour + interval '1 hour'", "datetime(c.hour, '+1 hour')")
     # A cell's events: on PostgreSQL by their hour, an equality it can hash (the events carry
     # no B-tree index there: one pass over the cells' time span); SQLite seeks each cell's
     # hour in usage_cell_idx.
-    in_cell = _dialect(
-        f"{_hour_sql('e.time')} = c.hour ", f"e.time >= c.hour AND e.time < {hour_end} "
+    in_cell = dialect(
+        f"{hour_sql('e.time')} = c.hour ", f"e.time >= c.hour AND e.time < {hour_end} "
     )
     with connection.cursor() as cursor:
         _slo_stage(cursor)
-        _stage(
+        rows_stage(
             cursor,
             "refold_cells",
             "tenant_id bigint, deployment_id bigint, hour timestamptz",
@@ -504,7 +447,10 @@ def _refold(cells: set[Cell]) -> None:
             f"{_SLO_JOIN}"
             f"WHERE e.time >= %s AND e.time < %s AND NOT {_QUEUED} "
             "GROUP BY c.tenant_id, c.deployment_id, c.hour",
-            [_value(min(h for *_, h in cells)), _value(max(h for *_, h in cells) + HOUR)],
+            [
+                stored_value(min(h for *_, h in cells)),
+                stored_value(max(h for *_, h in cells) + HOUR),
+            ],
         )
         if max(hour for *_, hour in cells) + HOUR > _five_minute_horizon():
             _five_minute_refold(cursor, hour_end, in_cell)
@@ -513,7 +459,7 @@ def _refold(cells: set[Cell]) -> None:
 def _five_minute_refold(cursor, hour_end: str, in_cell: str) -> None:
     """The 5-minute buckets of the refold's cells (within the horizon) counted again from
     the same events as their hours."""
-    horizon = _value(_five_minute_horizon())
+    horizon = stored_value(_five_minute_horizon())
     cursor.execute(
         "DELETE FROM metering_fiveminuteusage WHERE bucket >= %s AND EXISTS (SELECT 1 FROM "  # noqa: S608
         "refold_cells c WHERE c.tenant_id = metering_fiveminuteusage.tenant_id "
@@ -525,7 +471,7 @@ def _five_minute_refold(cursor, hour_end: str, in_cell: str) -> None:
     cursor.execute(
         "INSERT INTO metering_fiveminuteusage (tenant_id, deployment_id, bucket, requests, "  # noqa: S608
         "compliant_requests, errors) "
-        f"SELECT e.tenant_id, e.deployment_id, {_five_minute_sql('e.time')}, {_FIVE_MINUTE_SUMS} "
+        f"SELECT e.tenant_id, e.deployment_id, {five_minute_sql('e.time')}, {_FIVE_MINUTE_SUMS} "
         "FROM refold_cells c JOIN metering_usageevent e "
         f"ON e.tenant_id = c.tenant_id AND e.deployment_id = c.deployment_id AND {in_cell}"
         f"{_SLO_JOIN}"
