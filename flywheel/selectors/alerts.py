@@ -26,12 +26,8 @@ from flywheel.domain.alerts import (
 )
 from flywheel.domain.kpis import integrate_capacity
 from flywheel.models import CostModel, KpiSnapshot
-from flywheel.selectors.measurement import (
-    FACTORY,
-    capacity_samples_read,
-    measured_until,
-    service_part,
-)
+from flywheel.selectors.measurement import FACTORY, measured_until
+from flywheel.selectors.production import capacity_samples_read, service_part
 from flywheel.selectors.tfom import engine_cost_model
 from metering.selectors.factory import pool_list, pool_service_lives
 from portal.alert_kinds import Evaluation, Finding, scope_naming

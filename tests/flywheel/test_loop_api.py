@@ -482,7 +482,7 @@ def test_a_calendar_months_flywheel_figures_are_the_tfom_reports(factory, users)
 def test_a_deployments_share_of_its_pool_is_its_part_of_the_pools_production(factory):
     """llama@p1 made 5 busy GPUs × 0.9 of a day's production (w_in 0, R_ref 1000 for
     both); mistral@p1 a third of that again in one hour: a quarter of p1's."""
-    from flywheel.selectors.measurement import deployment_shares
+    from flywheel.selectors.production import deployment_shares
     from portal.models import Tenant
     from tests.metering.factories import make_deployment, make_hourly_usage
 

@@ -22,7 +22,8 @@ from billing.selectors.rating.rated_usage import (
 from flywheel.domain.kpis import KPI_CONTEXT, ratio_of
 from flywheel.domain.loop.baseline import Baseline
 from flywheel.domain.loop.diagnosis import Evidence, EvidenceColumn
-from flywheel.selectors.measurement import FactoryData, hour_production
+from flywheel.selectors.measurement import FactoryData
+from flywheel.selectors.production import hour_production
 from metering.selectors.factory import deployment_list
 from metering.selectors.sla.incidents import deployment_slugs, incident_queryset, peak_impact
 from metering.selectors.usage import deployment_hour_sums, hourly_usage_list

@@ -12,7 +12,7 @@ from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.loop.goals import GoalSpec
 from flywheel.domain.loop.levers import LeverEffect, LeverSpec
 from flywheel.models import Goal, Lever, LeverApplication
-from flywheel.selectors.measurement import deployment_shares
+from flywheel.selectors.production import deployment_shares
 from portal.versions import version_in_force, versions_in_force
 
 ZERO = Decimal(0)
