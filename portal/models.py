@@ -366,9 +366,10 @@ class AlertRule(models.Model):
     params = models.JSONField(default=dict, blank=True)
     level = models.CharField(max_length=8, choices=Event.Level.choices, default="warning")
     enabled = models.BooleanField(default=True)
-    # Its kind allows a tenant one rule of it (Kind.one_per_tenant: a budget), set when the
-    # rule is created, so the database holds that without naming a kind.
-    one_per_tenant = models.BooleanField(default=False)
+    # Its kind allows a tenant one rule of it (Kind.one_per_tenant: a budget), set from the
+    # kind when the rule is created (not a field anyone edits: the audit log leaves it out),
+    # so the database holds that without naming a kind.
+    one_per_tenant = models.BooleanField(default=False, editable=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

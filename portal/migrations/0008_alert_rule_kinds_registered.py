@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="alertrule",
             name="one_per_tenant",
-            field=models.BooleanField(default=False),
+            field=models.BooleanField(default=False, editable=False),
         ),
         migrations.RunPython(budgets_one_per_tenant, migrations.RunPython.noop),
         migrations.RemoveConstraint(
