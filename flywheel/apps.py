@@ -18,8 +18,7 @@ class FlywheelConfig(AppConfig):
         )
         for role in (Role.OPERATOR, Role.FINANCE, Role.INVESTOR):
             home_register(role, "flywheel.views.kpis.overview")
-        # The costs before any month closes (the close locks them).
-        demo_steps_register(Part.FACTORY, "flywheel.demo.demo_costs")
+        demo_steps_register(Part.COSTS, "flywheel.demo.demo_costs")
         demo_steps_register(
             Part.FIGURES,
             "flywheel.demo.demo_snapshots",

@@ -28,10 +28,11 @@ class Part(IntEnum):
     order they were registered (the apps register in INSTALLED_APPS order)."""
 
     PEOPLE = 1  # tenants, logins, where events go: before any step raises one
-    FACTORY = 2  # what is installed and what it costs (before a month closes: it locks them)
+    FACTORY = 2  # what is installed
     HISTORY = 3  # what it served and what went wrong: usage, incidents, engine telemetry
-    BOOKS = 4  # prices and contracts; the months that are over, closed and invoiced
-    FIGURES = 5  # what it was worth: the figures measured, the loop's cycle, the alerts
+    COSTS = 4  # what it costs: before the books close a month (the close locks them)
+    BOOKS = 5  # prices and contracts; the months that are over, closed and invoiced
+    FIGURES = 6  # what it was worth: the figures measured, the loop's cycle, the alerts
 
 
 @dataclass(frozen=True)
