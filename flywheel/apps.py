@@ -14,6 +14,7 @@ class FlywheelConfig(AppConfig):
         pages_register(
             NavItem("Flywheel", "flywheel", "Economics"),
             NavItem("Investor view", "investor", "Economics"),
+            NavItem("Cockpit", "cockpit", "Economics"),
             NavItem("TFOM reports", "tfom-reports", "Economics"),
         )
         for role in (Role.OPERATOR, Role.FINANCE, Role.INVESTOR):
@@ -22,6 +23,7 @@ class FlywheelConfig(AppConfig):
         demo_steps_register(
             Part.FIGURES,
             "flywheel.demo.demo_snapshots",
+            "flywheel.demo.demo_forecasts",
             "flywheel.demo.demo_flywheel",
             "flywheel.demo.demo_alerts",
         )

@@ -40,3 +40,16 @@ def cycle_task(start: str | None = None, end: str | None = None) -> None:
         cycle.bottleneck or "none",
         cycle.is_goal_met,
     )
+
+
+@job_task("flywheel.forecast", time_limit=1800, soft_time_limit=1700)
+def forecast_task() -> None:
+    """Forecast every series with its backtest (kpis.md 6b) and store them, after running
+    every stage of the pipeline in this process so the last closed day is folded, rated and
+    measured. Daily, after the day's snapshots; idempotent (each run replaces the forecasts
+    in one transaction). No retries: tomorrow's beat, or manage.py forecast, runs it again."""
+    from flywheel.services.plan import forecasts_update
+
+    stages_run()
+    rows = forecasts_update()
+    log.info("forecast: %d series", len(rows))

@@ -3,11 +3,12 @@
 from django.urls import path
 
 from flywheel.api.kpis import MetricsView
-from flywheel.views import loop, tfom
+from flywheel.views import loop, market, tfom
 
 urlpatterns = [
     path("investor/", tfom.investor, name="investor"),
     path("reports/tfom/", tfom.tfom_reports, name="tfom-reports"),
     path("flywheel/", loop.flywheel, name="flywheel"),
+    path("cockpit/", market.cockpit, name="cockpit"),
     path("metrics", MetricsView.as_view(), name="metrics"),
 ]

@@ -15,6 +15,10 @@ from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# The forecast job fits small models (numpy, scipy): one BLAS thread each, set before either
+# loads. Threads of their own spin against the web server and the other workers on a few
+# cores: a fit took six times as long on a loaded 2-core machine (docs/performance.md).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
 # Where the retention job writes the raw usage events of months past retention (Parquet, one
 # file per month, manifest.json): keep it on storage that is backed up.
@@ -391,6 +395,9 @@ CELERY_BEAT_SCHEDULE = {
     "deliver": {"task": "portal.deliver", "schedule": 30.0},
     # Evaluate the alert rules from read models; fire and resolve alerts (portal.alerts).
     "alerts": {"task": "portal.alerts", "schedule": 60.0},
+    # Forecasts and their backtests (kpis.md 6b), daily once the measure runs of 00:15 and
+    # 00:30 have closed yesterday.
+    "forecast": {"task": "flywheel.forecast", "schedule": crontab(minute=45, hour=0)},
     # Measure, diagnose, check the goal and propose levers, once a week.
     "flywheel": {
         "task": "flywheel.cycle",

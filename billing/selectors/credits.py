@@ -115,3 +115,13 @@ def sla_credit_totals(*, start: datetime, end: datetime) -> dict[datetime, Decim
     ).values_list("month_start", "amount"):
         totals[month.astimezone(UTC)] += amount
     return dict(totals)
+
+
+def sla_credits_by_tenant(*, start: datetime, end: datetime) -> dict[tuple[str, datetime], Decimal]:
+    """Posted SLA credits per tenant slug and month, for months starting in [start, end)."""
+    totals: dict[tuple[str, datetime], Decimal] = defaultdict(Decimal)
+    for slug, month, amount in SlaCredit.objects.filter(
+        month_start__gte=start, month_start__lt=end
+    ).values_list("tenant__slug", "month_start", "amount"):
+        totals[(slug, month.astimezone(UTC))] += amount
+    return dict(totals)

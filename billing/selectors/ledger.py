@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.models import Q, QuerySet, Sum
 
 from billing.filters import PostingFilterSet
-from billing.models import Account, Posting
+from billing.models import Account, LedgerTransaction, Posting
 from portal.access import tenant_scoped
 from portal.periods import Period, day_ceil
 
@@ -86,12 +86,39 @@ REVENUE_KINDS = (Account.Kind.REVENUE, Account.Kind.CONTRA_REVENUE)
 PROMOTIONS_ACCOUNT = "expense:promotions"
 
 
-def ledger_revenue(*, start: date, end: date) -> Decimal:
-    """The ledger's revenue for the accounting dates [start, end): revenue accounts net of
-    discounts, SLA credits and promotions (credits are negative postings)."""
-    total = Posting.objects.filter(
+def _revenue_postings(*, start: date, end: date) -> QuerySet[Posting]:
+    """The postings that make the ledger's revenue, accounting dates [start, end)."""
+    return Posting.objects.filter(
         Q(account__kind__in=REVENUE_KINDS) | Q(account__code=PROMOTIONS_ACCOUNT),
         transaction__accounting_date__gte=start,
         transaction__accounting_date__lt=end,
-    ).aggregate(total=Sum("amount"))["total"]
+    )
+
+
+def ledger_revenue(*, start: date, end: date) -> Decimal:
+    """The ledger's revenue for the accounting dates [start, end): revenue accounts net of
+    discounts, SLA credits and promotions (credits are negative postings)."""
+    total = _revenue_postings(start=start, end=end).aggregate(total=Sum("amount"))["total"]
     return -(total or Decimal(0))
+
+
+# The revenue dated by a document of its own day, not by the month it bills (kpis.md 4b):
+# what a part of a period outside the ledger's closed months takes from it.
+DATED_KINDS = (LedgerTransaction.Kind.CREDIT_NOTE, LedgerTransaction.Kind.BREAKAGE)
+
+
+def ledger_revenue_by_tenant_month(
+    *, start: date, end: date, dated_only: bool = False
+) -> dict[tuple[str, date], Decimal]:
+    """The ledger's revenue (as `ledger_revenue`) per tenant slug and accounting month (its
+    first day), accounting dates [start, end); `dated_only`: only credit notes (negative)
+    and breakage. Summed here: SQLite would sum the amounts as floats."""
+    postings = _revenue_postings(start=start, end=end).exclude(transaction__tenant=None)
+    if dated_only:
+        postings = postings.filter(transaction__kind__in=DATED_KINDS)
+    totals: dict[tuple[str, date], Decimal] = defaultdict(lambda: ZERO)
+    for slug, day, amount in postings.values_list(
+        "transaction__tenant__slug", "transaction__accounting_date", "amount"
+    ):
+        totals[(slug, day.replace(day=1))] -= amount
+    return dict(totals)

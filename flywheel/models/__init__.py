@@ -1,5 +1,6 @@
 from flywheel.models.kpis import KpiSnapshot
 from flywheel.models.loop import Cycle, Factor, Goal, Lever, LeverApplication
+from flywheel.models.plan import Forecast
 from flywheel.models.tfom import CostModel, FactoryCosts
 
 __all__ = [
@@ -7,6 +8,7 @@ __all__ = [
     "Cycle",
     "Factor",
     "FactoryCosts",
+    "Forecast",
     "Goal",
     "KpiSnapshot",
     "Lever",

@@ -156,7 +156,7 @@ def test_the_navigation_is_home_the_apps_pages_then_the_account():
         ("Billing", "Invoices"), ("Billing", "Credit notes"), ("Billing", "Month-end close"),
         ("Billing", "Receivables"), ("Billing", "Balances"), ("Billing", "Ledger"),
         ("Billing", "Price realization"), ("Billing", "Price book"),
-        ("Economics", "Flywheel"), ("Economics", "Investor view"),
+        ("Economics", "Flywheel"), ("Economics", "Investor view"), ("Economics", "Cockpit"),
         ("Economics", "TFOM reports"),
         ("Account", "Inbox"), ("Account", "Alerts"), ("Account", "Notifications"),
         ("Account", "API tokens"), ("Account", "Audit log"), ("Account", "API docs"),

@@ -15,6 +15,7 @@ from operator import or_
 
 from django.conf import settings
 from django.db.models import DecimalField, F, Q, QuerySet, Sum
+from django.db.models.functions import TruncDate
 
 from billing.domain.rating.types import RatingError
 from billing.models import RatedChange, RatedTenantMonth, RatedUsage
@@ -110,6 +111,20 @@ def paid_by_hour(*, spans: Iterable[Period]) -> list[dict]:
     )
 
 
+def realized_by_day(*, start: datetime, end: datetime) -> list[dict]:
+    """The paid usage's realized amount after promotions per UTC day (`day`, a date) and
+    deployment (`deployment_id`) over the hours in [start, end): `realized`, `promotions`."""
+    promotions = Sum(F("realized") * F("tenant_month__promotion_rate"), output_field=DecimalField())
+    return list(
+        rated_usage_list(spans=[Period(start, end)])
+        .filter(sale=PAID)
+        .annotate(day=TruncDate("hour", tzinfo=UTC))
+        .values("day", "deployment_id")
+        .annotate(promotions=promotions, realized=Sum("realized"))
+        .order_by()
+    )
+
+
 def rating_errors(*, months: Iterable[datetime]) -> dict[str, str]:
     """Why a tenant's month cannot be rated, by tenant slug, for the given months."""
     return dict(
@@ -128,6 +143,53 @@ def minimum_shortfalls(*, months: Iterable[datetime]) -> dict[datetime, Decimal]
         month_start__in=months, error=""
     ).values_list("month_start", "minimum_shortfall"):
         totals[month.astimezone(UTC)] += amount  # summed here: SQLite sums floats
+    return totals
+
+
+@dataclass(frozen=True)
+class TenantSales:
+    """What a tenant sold in a span as rated: the realized amount after promotions, the paid
+    tokens (input + output of the paid usage, every class) and, for a whole month, its
+    committed-minimum shortfall as rated (it counts only once the month is over)."""
+
+    realized: Decimal
+    paid_tokens: int
+    minimum_shortfall: Decimal = ZERO
+
+
+def tenant_month_sales(*, months: Iterable[datetime]) -> dict[tuple[str, datetime], TenantSales]:
+    """Per tenant slug and whole month, as its month was last rated (billing's rated
+    tenant-months: one row each, however much usage). Months that cannot be rated are left
+    out (`rating_errors` names them)."""
+    rows = RatedTenantMonth.objects.filter(month_start__in=list(months), error="")
+    return {
+        (slug, month.astimezone(UTC)): TenantSales(
+            realized=realized - promotions,
+            paid_tokens=sum(line[-1] for line in quantities),  # [..., quantity] per usage line
+            minimum_shortfall=shortfall,
+        )
+        for slug, month, realized, promotions, quantities, shortfall in rows.values_list(
+            "tenant__slug",
+            "month_start",
+            "realized",
+            "promotions",
+            "quantities",
+            "minimum_shortfall",
+        )
+    }
+
+
+def tenant_sales(*, period: Period) -> dict[str, TenantSales]:
+    """Per tenant slug, the paid usage rated in the period's hours (a part of a month)."""
+    totals: dict[str, TenantSales] = {}
+    for row in sales_by_tenant(period=period):
+        if row["sale"] != PAID:
+            continue
+        seen = totals.get(row["tenant_slug"], TenantSales(ZERO, 0))
+        totals[row["tenant_slug"]] = TenantSales(
+            realized=seen.realized + row["realized"] - row["promotions"],
+            paid_tokens=seen.paid_tokens + row["input_tokens"] + row["output_tokens"],
+        )
     return totals
 
 
