@@ -158,7 +158,7 @@ def _rated(
             if over and sale.minimum_shortfall:
                 revenue[slug] += sale.minimum_shortfall * share
         for (slug, month), amount in credits.items():
-            if month == part.month:
+            if month == part.month and amount:
                 revenue[slug] -= amount * share
         for slug, amount in documents.items():
             revenue[slug] += amount
