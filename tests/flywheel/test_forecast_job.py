@@ -172,4 +172,3 @@ def test_the_beat_runs_the_forecast_job_daily_on_the_measure_queue():
     entry = settings.CELERY_BEAT_SCHEDULE["forecast"]
     assert entry["task"] == forecast_task.name == "flywheel.forecast"
     assert (entry["schedule"].hour, entry["schedule"].minute) == ({0}, {45})
-    assert settings.CELERY_TASK_ROUTES["flywheel.*"] == {"queue": "measure"}

@@ -30,7 +30,7 @@ def test_celery_beat_schedule_loads_every_job_with_a_registered_task():
     schedule = settings.CELERY_BEAT_SCHEDULE
     assert set(schedule) == {
         "scrape", "fold", "measure", "rate", "close", "flywheel", "retention", "deliver", "alerts",
-        "overdue",
+        "overdue", "forecast",
     }  # fmt: skip
     for entry in schedule.values():
         assert entry["task"] in app.tasks, entry["task"]
@@ -41,6 +41,7 @@ def test_celery_beat_schedule_loads_every_job_with_a_registered_task():
     assert schedule["alerts"]["schedule"] == 60.0  # every minute, on the notify queue
     assert app.amqp.router.route({}, schedule["alerts"]["task"])["queue"].name == "notify"
     assert app.amqp.router.route({}, schedule["close"]["task"])["queue"].name == "billing"
+    assert app.amqp.router.route({}, schedule["forecast"]["task"])["queue"].name == "measure"
     # Every stage of the pipeline runs on the beat too (the safety net), routed to its queue.
     assert {entry["task"] for entry in schedule.values()} >= set(STAGES)
     queues = {name: app.amqp.router.route({}, name)["queue"].name for name in STAGES}
