@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import cProfile
 import io
+import os
 import pstats
 import statistics
 import time
@@ -560,3 +561,98 @@ def alerts_evaluate_timed(*, profile: bool = False) -> dict:
         figures["profile"] = _profile_text(profiler, limit=30)
         figures["slowest_queries"] = [f"{q['time']} s {q['sql'][:300]}" for q in slowest]
     return figures
+
+
+def forecast_setup(*, pools: int, models: int, days: int) -> dict:
+    """The forecast job's dataset (goal 23): `pools` pools and `models` models, each served by
+    one deployment, one tenant paying list prices for all; `days` closed days to yesterday
+    of one hourly rollup row per deployment and day (loaded as the demo loads its past days,
+    its days summed), each its own trend and weekly pattern with noise (fixed seed), rated by
+    billing's rate stage."""
+    import numpy as np
+
+    from billing.services.pricing import contract_create, price_create
+    from metering.models import UsageChange
+    from metering.services.usage.rollup import rollup_days
+    from portal.pipeline import log_append
+
+    rng = np.random.default_rng(config.SEED)
+    tenant = Tenant.objects.create(slug="forecast-tenant", name="Forecast tenant")
+    contract_create(tenant=tenant, kind="paid", effective_from=EPOCH, currency="USD")
+    made = [
+        Pool.objects.create(slug=f"pool-{p:03d}", name=f"pool {p}", gpu_type="H100", gpu_count=64)
+        for p in range(pools)
+    ]
+    deployments = []
+    for m in range(models):
+        model = ServedModel.objects.create(slug=f"model-{m:03d}", name=f"model {m}")
+        for token_class, price in (("input", "0.20"), ("output", "0.80")):
+            price_create(model=model, token_class=token_class, per_million=Decimal(price),
+                         currency="USD", effective_from=EPOCH)  # fmt: skip
+        deployments.append(
+            deployment_create(slug=f"model-{m:03d}@{made[m % pools].slug}", model=model,
+                              pool=made[m % pools], by=None, spec=VersionSpec(r_ref=Decimal(2000)))
+        )  # fmt: skip
+    today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)  # noqa: TID251
+    first = today - timedelta(days=days)
+    t = np.arange(days)
+    rows, cells = [], set()
+    for deployment in deployments:
+        level, growth = rng.uniform(0.5, 5) * B, rng.uniform(-0.002, 0.006)
+        weekly = rng.uniform(0.05, 0.3) * np.sin(2 * np.pi * (t + rng.integers(7)) / 7)
+        noise = rng.normal(0, rng.uniform(0.01, 0.08), days)
+        for day, factor in enumerate((1 + growth * t) * (1 + weekly) * (1 + noise)):
+            hour = first + timedelta(days=day, hours=12)
+            output = max(0, int(level * factor))
+            rows.append(HourlyUsage(tenant=tenant, deployment=deployment, hour=hour, requests=1,
+                                    output_tokens=output, ok_output_tokens=output,
+                                    compliant_requests=1, compliant_output_tokens=output,
+                                    is_demo=True))  # fmt: skip
+            cells.add((tenant.pk, deployment.pk, hour.date()))
+    HourlyUsage.objects.bulk_create(rows, batch_size=5000)
+    rollup_days(cells)
+    log_append(
+        UsageChange,
+        [UsageChange(kind=UsageChange.Kind.USAGE, tenant=tenant, pool_id=pool.pk, start=first,
+                     end=today) for pool in made],
+        log="metering.usage",
+    )  # fmt: skip
+    usage_fold()  # sets the fold's mark: every day before today is closed
+    started = time.perf_counter()
+    rated_usage_update()
+    return {"rows": len(rows), "rating_seconds": time.perf_counter() - started}
+
+
+def forecast_timed(*, profile: bool = False) -> dict:
+    """One run of the forecast job's work (flywheel.services.plan.forecasts_update: read every
+    series, fit and backtest each, store them), timed; and the read of the series alone."""
+    from collections import Counter
+
+    from flywheel.selectors.plan import closed_until, series_read
+    from flywheel.services.plan import forecasts_update
+
+    started = time.perf_counter()
+    series = series_read(end=closed_until())
+    read = time.perf_counter() - started
+    profiler = cProfile.Profile() if profile else None
+    load = os.getloadavg()[0]
+    started, cpu = time.perf_counter(), time.process_time()
+    if profiler:
+        profiler.enable()
+    rows = forecasts_update()
+    if profiler:
+        profiler.disable()
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    result = {
+        "seconds": seconds,
+        "cpu_seconds": cpu,  # this process's: the machine's other work left out
+        "load_average": [load, os.getloadavg()[0]],  # 1-minute, before and after
+        "read_seconds": read,
+        "series": len(rows),
+        "days": len(series[0].values) if series else 0,
+        "methods": dict(Counter(row.method for row in rows)),
+        "mape_median": statistics.median(r.mape for r in rows if r.mape is not None),
+    }
+    if profiler:
+        result["profile"] = _profile_text(profiler)
+    return result

@@ -29,6 +29,7 @@ small and the large dataset (config.sizes()), then measures:
      under 300 ms on the large
  21. 50 clients at once on Overview, Metering and the usage API (large): each p95 under
      1 s, no error; the throughput
+ 23. the forecast job over 200 models and pools (402 series, 120 days): under 60 s
 
 Prints the ratio table and writes every figure to var/bench/*.json (docs/performance.md
 explains the method).
@@ -515,6 +516,7 @@ class Bench:
             "/api/v1/kpis": "",
             "/api/v1/tfom": "",
             "/api/v1/flywheel/diagnosis": "",
+            "/api/v1/market": "",
             "/api/v1/sla": "&page_size=1000",
             "/api/v1/usage": "&page_size=1000",
             "/api/v1/ledger/": "&page_size=1000",
@@ -1234,6 +1236,61 @@ class Bench:
                     "info",
                 )
 
+    def forecast(self) -> None:
+        """Goal 23: one run of the forecast job's work (read every daily series, fit and
+        backtest each, store them) over 200 models and pools, each model on one deployment,
+        120 closed days: at most 60 s. On a database of its own."""
+        pools, models, days = 20, 180, 120
+        log(f"goal 23: the forecast job, {pools} pools and {models} models, {days} days")
+        name = "bench_forecast"
+        with psycopg.connect(self.base, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute(f"CREATE DATABASE {name}")
+        (self.tmp / "var").mkdir(exist_ok=True)
+        env = web.server_env(database_url=database_url(self.base, name), var_dir=self.tmp / "var")
+        if manage(env, "migrate", "--noinput", "--skip-checks").wait() != 0:
+            raise RuntimeError("migrate failed")
+        agent = Agent("forecast", env)
+        self.agents["forecast"] = agent
+        made = agent.call("forecast_setup", pools=pools, models=models, days=days)
+        log(f"  {made['rows']:,} rollup rows loaded, rated in {made['rating_seconds']:.1f} s")
+        runs = [agent.call("forecast_timed") for _ in range(2)]  # the first imports statsmodels
+        profile = agent.call("forecast_timed", profile=True)
+        (config.OUT_DIR / "profile-forecast.txt").write_text(profile.pop("profile"))
+        slowest = max(run["seconds"] for run in runs)
+        self.results["forecast"] = {"dataset": made, "runs": runs, "profiled": profile}
+        self.add(
+            "23",
+            f"forecast job, {runs[0]['series']} series ({pools} pools, {models} models, "
+            f"{runs[0]['days']} days): slowest of 2",
+            f"{slowest:.1f} s",
+            "60 s",
+            slowest / 60,
+            "≤ 1",
+            verdict(slowest / 60, 1, False),
+        )
+        cpu = max(run["cpu_seconds"] for run in runs)
+        loads = [load for run in runs for load in run["load_average"]]
+        self.add(
+            "23",
+            f"  its CPU time (info: load average {min(loads):.1f}-{max(loads):.1f}, "
+            f"{os.cpu_count()} CPUs)",
+            f"{cpu:.1f} s",
+            "60 s",
+            cpu / 60,
+            "-",
+            "info",
+        )
+        self.add(
+            "23",
+            "  of which reading every series (info)",
+            f"{max(run['read_seconds'] for run in runs):.2f} s",
+            "-",
+            float("nan"),
+            "-",
+            "info",
+        )
+
     def delivery(self) -> None:
         """Goal 13: 10,000 events raised in a burst to 10 webhook endpoints, one of which
         never answers: the 9 others' delivery times (event created → 2xx), p95 ≤ 5 s; a
@@ -1440,7 +1497,7 @@ class Bench:
         self.results["total_seconds"] = time.perf_counter() - STARTED
         for key in (
             "kpis", "reads", "pages", "crowd", "replica", "rollup", "ingestion", "storage",
-            "baseline", "otlp", "memory", "delivery",
+            "baseline", "otlp", "memory", "delivery", "forecast",
         ):  # fmt: skip
             if key in self.results:
                 (config.OUT_DIR / f"{key}.json").write_text(
@@ -1461,10 +1518,10 @@ class Bench:
 
 STAGES = (
     "kpis", "reads", "pages", "crowd", "replica", "widest", "rollups", "rating", "ingestion",
-    "storage", "baseline", "otlp", "embedded", "memory", "delivery", "alerts",
+    "storage", "baseline", "otlp", "embedded", "memory", "delivery", "alerts", "forecast",
 )  # fmt: skip
 # Stages on a database of their own: BENCH_ONLY naming only these loads no dataset.
-STANDALONE = {"storage", "delivery"}
+STANDALONE = {"storage", "delivery", "forecast"}
 
 
 def main() -> int:

@@ -11,6 +11,8 @@ from flywheel.domain.plan.forecast import (
     HORIZON,
     MonthSum,
     backtest_origins,
+    ets_model,
+    ets_point,
     forecast_make,
     method_for,
     monthly_sums,
@@ -134,3 +136,11 @@ def test_the_accuracy_line_in_words():
     assert accuracy_sentence(mape=0.02, baseline_mape=None, origins=1) == (
         "over the last origin this forecast missed by 2.0%"
     )
+
+
+def test_the_backtests_point_forecast_is_statsmodels_own():
+    series = np.array(vector())
+    mine, params = ets_point(series, days=28, start_params=None)
+    model, scale = ets_model(series)
+    theirs = np.asarray(model.smooth(params).forecast(28)) * scale
+    assert np.allclose(mine, theirs, rtol=1e-12)
