@@ -236,6 +236,23 @@ class Bench:
             }
         self.durability(durable=True)
 
+    def own_database(self, name: str, *, served: bool = False, **extra: str) -> dict:
+        """A stage's database of its own, created afresh and migrated (and the static files
+        collected when it is `served`): the environment of the processes that use it."""
+        with psycopg.connect(self.base, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute(f"CREATE DATABASE {name}")
+        (self.tmp / "var").mkdir(exist_ok=True)
+        env = web.server_env(database_url=database_url(self.base, name), var_dir=self.tmp / "var")
+        env.update(extra)
+        commands = [("migrate", "--noinput", "--skip-checks")]
+        if served:
+            commands.append(("collectstatic", "--noinput"))
+        for args in commands:
+            if manage(env, *args).wait() != 0:
+                raise RuntimeError(f"{args[0]} failed")
+        return env
+
     def server(self, which: str, name: str) -> web.Server:
         """A gunicorn on the `which` database, logging to gunicorn-`name`.log; stopped by
         close()."""
@@ -1242,14 +1259,7 @@ class Bench:
         120 closed days: at most 60 s. On a database of its own."""
         pools, models, days = 20, 180, 120
         log(f"goal 23: the forecast job, {pools} pools and {models} models, {days} days")
-        name = "bench_forecast"
-        with psycopg.connect(self.base, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name}")
-            conn.execute(f"CREATE DATABASE {name}")
-        (self.tmp / "var").mkdir(exist_ok=True)
-        env = web.server_env(database_url=database_url(self.base, name), var_dir=self.tmp / "var")
-        if manage(env, "migrate", "--noinput", "--skip-checks").wait() != 0:
-            raise RuntimeError("migrate failed")
+        env = self.own_database("bench_forecast")
         agent = Agent("forecast", env)
         self.agents["forecast"] = agent
         made = agent.call("forecast_setup", pools=pools, models=models, days=days)
@@ -1298,15 +1308,9 @@ class Bench:
         gunicorn and one Celery worker on the notify queue (production settings)."""
         log("goal 13: webhook deliveries under a burst, one endpoint hanging")
         name = "bench_notify"
-        with psycopg.connect(self.base, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name}")
-            conn.execute(f"CREATE DATABASE {name}")
-        (self.tmp / "var").mkdir(exist_ok=True)
-        env = web.server_env(database_url=database_url(self.base, name), var_dir=self.tmp / "var")
-        env.update(WEBHOOK_ALLOW_LOOPBACK="1", WEBHOOK_TIMEOUT_SECONDS="15")
-        for args in (("migrate", "--noinput", "--skip-checks"), ("collectstatic", "--noinput")):
-            if manage(env, *args).wait() != 0:
-                raise RuntimeError(f"{args[0]} failed")
+        env = self.own_database(
+            name, served=True, WEBHOOK_ALLOW_LOOPBACK="1", WEBHOOK_TIMEOUT_SECONDS="15"
+        )
         receivers = [hooks.Receiver(hang=(i == 0)) for i in range(10)]
         agent = Agent("notify", env)
         self.agents["notify"] = agent
