@@ -154,8 +154,15 @@ def _revenue_by_day(start: date, end: date) -> dict[tuple[date, int], float]:
 
 
 def forecast_list() -> list[Forecast]:
-    """Every stored forecast: the factory's first, then the pools', then the models'."""
-    return sorted(Forecast.objects.all(), key=lambda f: (_order(f.scope), f.metric))
+    """Every stored forecast without its daily values (a table of them needs its method,
+    accuracy and monthly sums): the factory's first, then the pools', then the models'."""
+    rows = Forecast.objects.defer("history", "points")
+    return sorted(rows, key=lambda f: (_order(f.scope), f.metric))
+
+
+def forecasts_of(*, scope: str) -> list[Forecast]:
+    """A scope's stored forecasts with their daily values, production first."""
+    return sorted(Forecast.objects.filter(scope=scope), key=lambda f: f.metric != "tokens")
 
 
 def forecast_get(*, scope: str, metric: str) -> Forecast:

@@ -19,7 +19,7 @@ from flywheel.models import Forecast
 from flywheel.selectors.kpis import empty_reason_of
 from flywheel.selectors.market import LEDGER, Market, market_read
 from flywheel.selectors.measurement import FACTORY
-from flywheel.selectors.plan import accuracy_of, forecast_list
+from flywheel.selectors.plan import accuracy_of, forecast_list, forecasts_of
 from metering.selectors.usage import window_resolve
 from portal.charts import chart_json
 from portal.decorators import role_required
@@ -117,11 +117,10 @@ def _forecasts(scope: str, *, since: date) -> dict:
             "forecast": f,
             "method": METHODS[f.method],
             "accuracy": accuracy_of(f),
-            "next_month": next((m for m in f.monthly if m["forecast"] and m["actual"] == 0), None),
         }
         for f in forecasts
     ]
-    chosen = [f for f in forecasts if f.scope == scope]
+    chosen = forecasts_of(scope=scope)
     charts = [
         {
             "forecast": f,
