@@ -15,18 +15,23 @@ from portal.access import Capability
 from portal.permissions import capability_permission
 
 
+def _value(help_text: str) -> serializers.JSONField:
+    """A figure of the metric: tokens an integer, revenue a decimal string (cents)."""
+    return serializers.JSONField(help_text=f"{help_text}: tokens an integer, money a string")
+
+
 class ForecastPointSerializer(serializers.Serializer):
     day = serializers.DateField()
-    forecast = serializers.CharField(help_text="tokens (integer) or money (decimal string)")
-    p80 = serializers.ListField(child=serializers.CharField(), help_text="[low, high]")
-    p95 = serializers.ListField(child=serializers.CharField(), help_text="[low, high]")
+    forecast = _value("the day's forecast")
+    p80 = serializers.ListField(child=_value("a bound"), help_text="[low, high]")
+    p95 = serializers.ListField(child=_value("a bound"), help_text="[low, high]")
 
 
 class ForecastMonthSerializer(serializers.Serializer):
     month = serializers.CharField(help_text="YYYY-MM")
-    actual = serializers.CharField(help_text="the closed days' sum, as measured")
-    forecast = serializers.CharField(help_text="the forecast days' sum")
-    total = serializers.CharField()
+    actual = _value("the closed days' sum, as measured")
+    forecast = _value("the forecast days' sum")
+    total = _value("their sum")
     is_whole = serializers.BooleanField(help_text="the history and the horizon cover it all")
 
 

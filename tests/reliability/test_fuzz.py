@@ -158,7 +158,7 @@ def _query_operations() -> list[tuple[str, str]]:
 QUERY_OPERATIONS = _query_operations()
 PERIOD_PAGES = ["/", "/usage/", "/investor/", "/flywheel/", "/billing/sla/", "/billing/close/",
                 "/billing/receivables/", "/billing/realization/", "/reports/tfom/",
-                "/metering/"]  # fmt: skip
+                "/metering/", "/cockpit/"]  # fmt: skip
 
 
 def test_the_hostile_corpus_reaches_the_period_month_and_ratio_parameters():
