@@ -104,7 +104,7 @@ class MarketSerializer(serializers.Serializer):
     quadrant = QuadrantSerializer()
     mrr_month = serializers.CharField(allow_null=True, help_text="the last whole month")
     mrr = _money("that month's revenue")
-    mrr_source = serializers.ChoiceField(choices=["ledger", "rating"], allow_null=True)
+    mrr_source = serializers.CharField(allow_null=True, help_text="ledger or rating, as above")
     arr = _money("MRR × 12")
     retention = RetentionSerializer(many=True)
     cohorts = CohortsSerializer()

@@ -40,6 +40,7 @@ PAGES = {
     "/flywheel/": FACTORY_READ,
     "/investor/": FACTORY_READ,
     "/reports/tfom/": FACTORY_READ,
+    "/cockpit/": FACTORY_READ,
     "/api/docs/": set(ROLES),
 }
 
