@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from django.shortcuts import render
 
-from flywheel.charts import tps_chart, trend_chart, waterfall_chart
+from flywheel.charts.kpis import tps_chart, trend_chart, waterfall_chart
 from flywheel.selectors.kpis import daily_trend, empty_reason_of, overview_get
 from flywheel.selectors.measurement import FACTORY
 from metering.selectors.sla.incidents import incident_spans

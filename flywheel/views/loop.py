@@ -10,7 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseRedirect
 from django.shortcuts import render
 
-from flywheel.charts import diagnosis_chart, factors_chart, realized_chart
+from flywheel.charts.loop import diagnosis_chart, factors_chart, realized_chart
 from flywheel.domain.loop.baseline import measured_tfom
 from flywheel.domain.loop.demand import MEASURED, UNLIMITED, month_basis, per_month
 from flywheel.domain.loop.factors import CAPPED, FACTORS, LABELS, SYMBOLS

@@ -12,7 +12,8 @@ from django.conf import settings
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from flywheel.charts import QUADRANT_NAMED, cohort_chart, forecast_chart, quadrant_chart
+from flywheel.charts.market import QUADRANT_NAMED, cohort_chart, quadrant_chart
+from flywheel.charts.plan import forecast_chart
 from flywheel.domain.market import ANCHOR, LONG_TAIL, PREMIUM, VOLUME
 from flywheel.domain.plan.explain import METHODS, METRICS
 from flywheel.models import Forecast

@@ -11,7 +11,7 @@ from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_safe
 
-from flywheel.charts import pnl_chart, trend_factor_chart, trend_money_chart
+from flywheel.charts.tfom import pnl_chart, trend_factor_chart, trend_money_chart
 from flywheel.domain.kpis import band_of
 from flywheel.domain.reports.csv_rows import CSV_HEADER, report_csv_rows
 from flywheel.domain.reports.explain import EXPLAIN, RENTAL_BAND

@@ -3,7 +3,7 @@ outages are marked, and a day without a figure is a gap, not a drop to 0%."""
 
 from datetime import UTC, date, datetime
 
-from flywheel.charts import trend_chart
+from flywheel.charts.kpis import trend_chart
 
 
 def test_the_trend_marks_month_starts_and_outages_and_leaves_gaps():

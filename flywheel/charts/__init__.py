@@ -1,0 +1,1 @@
+"""The flywheel's charts, by concept: kpis, tfom, loop, market and plan."""
