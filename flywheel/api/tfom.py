@@ -178,7 +178,12 @@ class TfomSerializer(KpiFieldsSerializer):
     total_cost = money_field("COGS + opex")
     capex_invested = money_field("Σ installed GPUs × capex per GPU")
     revenue_rated = money_field("the unrounded rating's revenue over the whole period")
-    revenue_tie_out = money_field("revenue minus revenue_rated: the ledger's, closed months")
+    revenue_dated = money_field(
+        "credit notes (negative) and breakage dated in the period outside its closed months"
+    )
+    revenue_tie_out = money_field(
+        "revenue minus revenue_rated and revenue_dated: the ledger's, closed months"
+    )
     empty_reason = serializers.CharField(allow_null=True)
     currency = serializers.CharField()
     rating_errors = serializers.DictField(

@@ -132,9 +132,12 @@ class Tfom(Kpis):
     capex_invested: Decimal
     cost_per_million_paid_tokens: Decimal | None
     # Tie-out (kpis.md): revenue is the ledger's for the closed months in the period and the
-    # rating's elsewhere; `revenue_rated` is the unrounded rating of the whole period and
-    # `revenue_tie_out` = revenue - revenue_rated (the ledger's rounding and late lines).
+    # rating's elsewhere; `revenue_rated` is the unrounded rating of the whole period,
+    # `revenue_dated` the credit notes (negative) and breakage dated in it outside the closed
+    # months, and `revenue_tie_out` = revenue - revenue_rated - revenue_dated (the ledger's
+    # rounding, late lines and dated documents of the closed months).
     revenue_rated: Decimal
+    revenue_dated: Decimal
     revenue_tie_out: Decimal
 
 
@@ -170,9 +173,12 @@ def tfom_compute(
     sla_credits: Decimal,
     baseline_tef: Decimal = DEFAULT_BASELINE_TEF,
     revenue_tie_out: Decimal = ZERO,
+    revenue_dated: Decimal = ZERO,
 ) -> Tfom:
     """Map a scope's KPIs and its pools' cost models to every TFOM figure over the KPIs' period.
-    `revenue_tie_out`: the ledger's revenue minus the rating's for the closed months in it."""
+    `revenue_tie_out`: the ledger's revenue minus the rating's for the closed months in it;
+    `revenue_dated`: the credit notes (negative) and breakage the ledger dates in the period
+    outside those months."""
     if baseline_tef <= 0:
         raise ValueError("baseline_tef must be positive")
     if minimum_shortfall < 0 or sla_credits < 0:
@@ -212,7 +218,7 @@ def tfom_compute(
             avoided_capex += pool_avoided
 
         revenue_rated = kpis.realized_revenue + minimum_shortfall - sla_credits
-        revenue = revenue_rated + revenue_tie_out
+        revenue = revenue_rated + revenue_dated + revenue_tie_out
         cogs = depreciation + energy_cost + hosting
         gross_profit = revenue - cogs
         monthly_opex = factory_costs.staff_per_month + factory_costs.sga_per_month
@@ -258,6 +264,7 @@ def tfom_compute(
             capex_invested=capex_invested,
             cost_per_million_paid_tokens=ratio_of(total_cost, paid_millions),
             revenue_rated=revenue_rated,
+            revenue_dated=revenue_dated,
             revenue_tie_out=revenue_tie_out,
         )
 

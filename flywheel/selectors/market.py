@@ -7,7 +7,8 @@ month, the ledger's (revenue accounts by accounting date, per tenant: what finan
 say to the cent, credit notes dated in it included); for any other part of the period, the
 unrounded rating (realized after promotions), plus its month's minimum shortfall once the
 month is over, less its SLA credits, each month's spread over its seconds, plus the credit
-notes (negative) and breakage the ledger dates inside it. Paid tokens always come from the
+notes (negative) and breakage the ledger dates inside it (TFOM's rule:
+flywheel.selectors.revenue.dated_revenue). Paid tokens always come from the
 rating. A whole month reads one rated row per tenant; only a part of a month reads rated
 usage by the hour. The queries depend on the parts of months, never on the usage.
 """
@@ -32,6 +33,7 @@ from billing.selectors.rating.rated_usage import (
 )
 from flywheel.domain import market as engine
 from flywheel.domain.kpis import KPI_CONTEXT
+from flywheel.selectors.revenue import Part, dated_revenue, parts_of
 from flywheel.selectors.tfom import UNIT_PRICE
 from metering.selectors.factory import factory_in_service_from
 from portal import clock
@@ -39,40 +41,10 @@ from portal.closing import closed_months
 from portal.formatting import rfc3339
 from portal.models import Tenant
 from portal.money import money_str, round_half_up
-from portal.periods import Period, Window, day_ceil, month_start, months_before, next_month
+from portal.periods import Period, Window, month_start, months_before, next_month
 
 ZERO = Decimal(0)
 LEDGER, RATING = "ledger", "rating"
-
-
-@dataclass(frozen=True)
-class Part:
-    """The part [start, end) of the UTC month `month` that a period holds."""
-
-    month: datetime
-    start: datetime
-    end: datetime
-
-    @property
-    def is_whole(self) -> bool:
-        return self.start == self.month and self.end == next_month(self.month)
-
-    @property
-    def share(self) -> Decimal:
-        """Its share of its month's seconds (how much of a monthly amount it takes)."""
-        with localcontext(KPI_CONTEXT):
-            return Decimal(int((self.end - self.start).total_seconds())) / Decimal(
-                int((next_month(self.month) - self.month).total_seconds())
-            )
-
-
-def parts_of(start: datetime, end: datetime) -> list[Part]:
-    """[start, end) cut at UTC month boundaries, oldest first."""
-    parts, month = [], month_start(start)
-    while month < end:
-        parts.append(Part(month, max(month, start), min(next_month(month), end)))
-        month = next_month(month)
-    return parts
 
 
 @dataclass
@@ -96,44 +68,35 @@ def sales_read(parts: list[Part]) -> dict[Part, Sales]:
     closed = {m.astimezone(UTC) for m in closed_months(start=first, end=last)}
     rated = tenant_month_sales(months={p.month for p in parts})
     credits = sla_credits_by_tenant(start=first, end=last)
-    whole = [p for p in parts if p.is_whole]
-    by_ledger = [p for p in whole if p.month in closed]
-    by_rating = [p for p in whole if p.month not in closed]
-    ledger = _ledger(by_ledger, dated_only=False)
-    dated = _ledger(by_rating, dated_only=True)
+    by_ledger = [p for p in parts if p.is_whole and p.month in closed]
+    ledger = _ledger(by_ledger)
+    dated = dated_revenue(parts, closed=closed)
     now = clock.now()
     result = {}
     for part in parts:
         month_sales = {slug: sale for (slug, m), sale in rated.items() if m == part.month}
         if part.is_whole:
             in_part = month_sales
-            documents = {slug: v for (slug, m), v in dated.items() if m == part.month.date()}
         else:
             in_part = tenant_sales(period=Period(part.start, part.end))
-            documents = {
-                slug: v
-                for (slug, _), v in ledger_revenue_by_tenant_month(
-                    start=part.start.date(), end=day_ceil(part.end).date(), dated_only=True
-                ).items()
-            }
         if part in by_ledger:
             revenue = {slug: v for (slug, m), v in ledger.items() if m == part.month.date()}
             sales = Sales(LEDGER, revenue=revenue)
         else:
             over = next_month(part.month) <= now  # a minimum's shortfall counts from then
-            revenue = _rated(part, in_part, month_sales, credits, documents, over=over)
+            revenue = _rated(part, in_part, month_sales, credits, dated[part], over=over)
             sales = Sales(RATING, revenue=revenue)
         sales.paid_tokens = {slug: sale.paid_tokens for slug, sale in in_part.items()}
         result[part] = sales
     return result
 
 
-def _ledger(parts: list[Part], *, dated_only: bool) -> dict[tuple[str, Any], Decimal]:
+def _ledger(parts: list[Part]) -> dict[tuple[str, Any], Decimal]:
     """The ledger's revenue per tenant and month over the months of `parts` (one query)."""
     if not parts:
         return {}
     return ledger_revenue_by_tenant_month(
-        start=parts[0].month.date(), end=next_month(parts[-1].month).date(), dated_only=dated_only
+        start=parts[0].month.date(), end=next_month(parts[-1].month).date()
     )
 
 

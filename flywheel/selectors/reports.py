@@ -113,6 +113,12 @@ def _pnl(report: TfomReport) -> Section:
             _row("realized_revenue", "Realized revenue", t.realized_revenue, money),
             _row("minimum_shortfall", "Unused committed minimums", report.shortfall, money),
             _row("sla_credits", "SLA credits", ZERO - report.sla_credits, money),
+            _row(
+                "revenue_dated",
+                "Credit notes and breakage (open months)",
+                t.revenue_dated,
+                money,
+            ),
             _row("revenue_tie_out", "Ledger tie-out (closed months)", t.revenue_tie_out, money),
             _row("revenue", "Revenue", t.revenue, money, is_total=True),
             _row("depreciation", "Depreciation of GPUs and servers", t.depreciation, money),
@@ -139,10 +145,17 @@ def _tie_out(report: TfomReport) -> Section:
         "Tie-out to the ledger",
         "Closed months take their revenue from the ledger (invoices rounded to the cent, "
         "late-usage adjustments on the invoice that carries them, SLA credits of the month); "
-        "the rest of the period, and each pool's share below, is the unrounded rating.",
+        "the rest of the period, and each pool's share below, is the unrounded rating with "
+        "the credit notes and breakage dated in it.",
         [
             _row("revenue", "Revenue (ledger for closed months)", t.revenue, money),
             _row("revenue_rated", "Revenue per rating, before rounding", t.revenue_rated, money),
+            _row(
+                "revenue_dated",
+                "Credit notes and breakage dated outside the closed months",
+                t.revenue_dated,
+                money,
+            ),
             _row("revenue_tie_out", "Difference", t.revenue_tie_out, money, is_total=True),
         ],
     )

@@ -5,7 +5,13 @@ Cost models and factory costs are the versions in force at the period's start. A
 facility energy is its DCGM-measured GPU energy when that covers at least 95% of its
 GPU-seconds in the period, else the nameplate model. For one pool's scope, the
 factory-level items are allocated so that the pools add up to the factory: opex by
-calendar GPU-seconds, minimum shortfalls and SLA credits by realized revenue.
+calendar GPU-seconds, minimum shortfalls, SLA credits and the ledger's dated documents by
+realized revenue.
+
+Revenue (kpis.md section 5) is the ledger's for whole closed months (the tie-out), and
+elsewhere the rating's with the month's minimum shortfall and SLA credits, plus the credit
+notes (negative) and breakage the ledger dates inside the period
+(flywheel.selectors.revenue).
 """
 
 from __future__ import annotations
@@ -20,16 +26,15 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count, Sum
 
-from billing.selectors.ledger import ledger_revenue
 from flywheel.domain import tfom as engine
 from flywheel.domain.kpis import KPI_CONTEXT, PoolInputs, kpis_compute
 from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, Tfom
 from flywheel.models import CostModel, FactoryCosts, KpiSnapshot
 from flywheel.selectors.kpis import kpis_json
 from flywheel.selectors.measurement import FACTORY, FactoryData, kpi_read
+from flywheel.selectors.revenue import revenue_dated, revenue_tie_out
 from metering.selectors.telemetry import gpu_energy_hour_list
 from metering.selectors.usage import first_metered_hour
-from portal.closing import closed_months
 from portal.errors import FieldError
 from portal.money import money_str, round_half_up
 from portal.periods import Period, month_start, months_before, next_month
@@ -63,6 +68,7 @@ MONEY_KEYS = (
     "total_cost",
     "capex_invested",
     "revenue_rated",
+    "revenue_dated",
     "revenue_tie_out",
 )
 
@@ -153,7 +159,7 @@ def tfom_measure(
     inputs: dict[int, PoolInputs] = {i: data.pool_inputs(i, start, end) for i in all_ids}
     pools = _pool_tfom_inputs(inputs, in_service, cost_models, start, end)
     kpis = kpis_compute(scope=scope, start=start, end=end, pools=[inputs[i] for i in ids])
-    staff, sga, shortfall, credits = _allocated(scope, ids, inputs, data, start, end)
+    staff, sga, shortfall, credits, dated = _allocated(scope, ids, inputs, data, start, end)
     return engine.tfom_compute(
         kpis=kpis,
         pools=pools,
@@ -161,6 +167,7 @@ def tfom_measure(
         minimum_shortfall=shortfall,
         sla_credits=credits,
         baseline_tef=baseline_tef,
+        revenue_dated=dated,
         revenue_tie_out=revenue_tie_out(data=data, start=start, end=end)
         if scope == FACTORY
         else ZERO,
@@ -218,39 +225,29 @@ def _pool_tfom_inputs(inputs, in_service, cost_models, start, end) -> list:
 
 
 def _allocated(scope, ids, inputs, data, start, end) -> tuple[Decimal, ...]:
-    """Staff, SG&A, minimum shortfalls and SLA credits of the period: the factory's, or a
-    pool's share (opex by calendar GPU time, revenue items by realized revenue)."""
+    """Staff, SG&A, minimum shortfalls, SLA credits and the ledger's dated documents of the
+    period: the factory's, or a pool's share (opex by calendar GPU time, revenue items by
+    realized revenue)."""
     shortfall, credits = data.revenue_adjustments(start=start, end=end)
+    dated = revenue_dated(start=start, end=end)
     recorded = factory_costs_in_force(at=start)
     staff = recorded.staff_per_month if recorded else ZERO
     sga = recorded.sga_per_month if recorded else ZERO
     if scope == FACTORY:
-        return staff, sga, shortfall, credits
+        return staff, sga, shortfall, credits, dated
     pool = inputs[ids[0]]
     calendar = sum((p.calendar_gpu_seconds for p in inputs.values()), ZERO)
     realized = sum((p.realized_revenue for p in inputs.values()), ZERO)
     by_capacity = _share(pool.calendar_gpu_seconds, calendar)
     by_revenue = _share(pool.realized_revenue, realized) if realized else by_capacity
     with localcontext(KPI_CONTEXT):
-        return staff * by_capacity, sga * by_capacity, shortfall * by_revenue, credits * by_revenue
-
-
-def revenue_tie_out(*, data: FactoryData, start: datetime, end: datetime) -> Decimal:
-    """The ledger's revenue minus the rating's over the closed months wholly inside
-    [start, end) (kpis.md, Tie-out): finance's TFOM equals the ledger to the cent there."""
-    difference = ZERO
-    with localcontext(KPI_CONTEXT):
-        for month in sorted(closed_months(start=start, end=end)):
-            following = next_month(month)
-            if following <= end:
-                rated = sum(
-                    (data.pool_inputs(i, month, following).realized_revenue for i in data.pools),
-                    ZERO,
-                )
-                shortfall, credits = data.revenue_adjustments(start=month, end=following)
-                ledger = ledger_revenue(start=month.date(), end=following.date())
-                difference += ledger - (rated + shortfall - credits)
-    return difference
+        return (
+            staff * by_capacity,
+            sga * by_capacity,
+            shortfall * by_revenue,
+            credits * by_revenue,
+            dated * by_revenue,
+        )
 
 
 def tfom_json(tfom: Tfom) -> dict[str, Any]:

@@ -34,10 +34,11 @@ def _usage(api, tenant: str, event_id: str, time: str, millions: int) -> None:
 
 
 @pytest.fixture
-def books(db, token_client, users, tenant_a, tenant_b):
+def books_open(db, token_client, users, tenant_a, tenant_b):
     """February: A 10 M + 10 M (17.60), C 5 M + 5 M (8.80). March: A 20 M + 20 M (35.20:
-    it expanded), B 5 M + 5 M (8.80: new), C nothing (it left). Both months closed; a credit
-    note of 5.00 on A's February invoice dated 10 March. In service since January."""
+    it expanded), B 5 M + 5 M (8.80: new), C nothing (it left). February closed, March
+    open; a credit note of 5.00 on A's February invoice dated 10 March. In service since
+    January."""
     api = token_client(users["operator"], scopes=("admin", "ingest", "read"))
     make_priced_model()
     Pool.objects.update(in_service_from=JAN)
@@ -59,5 +60,11 @@ def books(db, token_client, users, tenant_a, tenant_b):
         amount=D("5.00"),
         now=datetime(2026, 3, 10, 9, tzinfo=UTC),
     )
-    close_run(month_start=MARCH, now=datetime(2026, 4, 1, 2, tzinfo=UTC))
     return api
+
+
+@pytest.fixture
+def books(books_open):
+    """`books_open` with March closed too."""
+    close_run(month_start=MARCH, now=datetime(2026, 4, 1, 2, tzinfo=UTC))
+    return books_open

@@ -12,11 +12,16 @@ from django.test.utils import CaptureQueriesContext
 from flywheel.domain.kpis import ratio_of
 from flywheel.selectors.market import market_read
 from flywheel.selectors.tfom import tfom_measure
+from metering.models import Pool
 from metering.selectors.usage import window_resolve
 
 D = Decimal
 M = 1_000_000
 FEB, MARCH, APRIL = (datetime(2026, m, 1, tzinfo=UTC) for m in (2, 3, 4))
+
+
+def market_pool() -> str:
+    return Pool.objects.get().slug
 
 
 @pytest.mark.both_backends
@@ -44,6 +49,49 @@ def test_market_of_a_closed_month_takes_the_ledgers_revenue_per_tenant(books):
     assert market.arr == D("468.00")
     # finance's TFOM revenue of the month is the same figure
     assert tfom_measure(scope="factory", start=MARCH, end=APRIL).revenue == D("39.00")
+
+
+@pytest.mark.both_backends
+def test_tfom_revenue_of_an_open_month_subtracts_the_credit_notes_dated_in_it(books_open):
+    """kpis.md section 5: revenue − credit notes dated in P, the ledger's only for closed
+    months. March is open: the rating says A 35.20 + B 8.80 = 44.00, and the credit note of
+    5.00 dated 10 March (on February's invoice) makes it 39.00, the cockpit's figure too."""
+    march = tfom_measure(scope="factory", start=MARCH, end=APRIL)
+    assert (march.revenue_rated, march.revenue_dated, march.revenue_tie_out) == (
+        D("44.00"),
+        D("-5.00"),
+        D(0),
+    )
+    assert march.revenue == D("39.00")
+    market = market_read(window_resolve({"period": "2026-03"}))
+    assert [source for _, source in market.parts] == ["rating"]
+    assert market.revenue == {"tenant-a": D("30.20"), "tenant-b": D("8.80")}
+    assert market.total == march.revenue
+    # The one pool takes all of it (its share of the realized revenue is 1)
+    assert tfom_measure(scope=market_pool(), start=MARCH, end=APRIL).revenue == D("39.00")
+    # February is closed: the ledger's 26.40, the credit note dated in March not in it
+    february = tfom_measure(scope="factory", start=FEB, end=MARCH)
+    assert (february.revenue, february.revenue_dated) == (D("26.40"), D(0))
+
+
+@pytest.mark.both_backends
+def test_tfom_revenue_of_parts_of_a_closed_month_takes_the_credit_notes_dated_inside(books):
+    # The whole of March is the ledger's (39.00: the credit note inside its tie-out of
+    # −5.00); its halves are the rating's, the first with the credit note of the 10th.
+    march = tfom_measure(scope="factory", start=MARCH, end=APRIL)
+    assert (march.revenue, march.revenue_dated, march.revenue_tie_out) == (
+        D("39.00"),
+        D(0),
+        D("-5.00"),
+    )
+    early = tfom_measure(scope="factory", start=MARCH, end=datetime(2026, 3, 15, tzinfo=UTC))
+    assert (early.revenue_rated, early.revenue_dated, early.revenue) == (
+        D("35.20"),
+        D("-5.00"),
+        D("30.20"),
+    )
+    late = tfom_measure(scope="factory", start=datetime(2026, 3, 15, tzinfo=UTC), end=APRIL)
+    assert (late.revenue_dated, late.revenue) == (D(0), D("8.80"))
 
 
 @pytest.mark.both_backends

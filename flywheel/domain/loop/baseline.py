@@ -30,6 +30,8 @@ class Baseline:
     # The ledger's revenue minus the rating's over the closed months in it (credit notes,
     # breakage, line rounding; kpis.md Tie-out), held in projections.
     revenue_tie_out: Decimal = ZERO
+    # The credit notes (negative) and breakage dated in it outside those months, held too.
+    revenue_dated: Decimal = ZERO
     baseline_tef: Decimal = DEFAULT_BASELINE_TEF
     scope: str = "factory"
     # Pools in service left out for want of a cost model (their slugs): the figures cover
@@ -63,4 +65,5 @@ def baseline_tfom(
         sla_credits=baseline.sla_credits,
         baseline_tef=baseline.baseline_tef,
         revenue_tie_out=baseline.revenue_tie_out,
+        revenue_dated=baseline.revenue_dated,
     )

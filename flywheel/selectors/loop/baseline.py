@@ -13,12 +13,12 @@ from flywheel.domain.kpis import ratio_of
 from flywheel.domain.loop.baseline import Baseline
 from flywheel.domain.tfom import DEFAULT_BASELINE_TEF, FactoryCosts, PoolTfomInputs
 from flywheel.selectors.measurement import FactoryData, kpi_read
+from flywheel.selectors.revenue import revenue_dated, revenue_tie_out
 from flywheel.selectors.tfom import (
     cost_models_in_force,
     engine_cost_model,
     factory_costs_in_force,
     measured_energy,
-    revenue_tie_out,
 )
 from portal.errors import FieldError
 from portal.periods import Period
@@ -35,7 +35,7 @@ def baseline_get(
 ) -> Baseline:
     """The factory's measured period as the scenario engine needs it: each pool's KPI sums
     with its cost model in force at `start` and its DCGM energy, the factory costs, minimum
-    shortfalls, SLA credits and the ledger's tie-out (the same inputs as `tfom_measure`).
+    shortfalls, SLA credits, the ledger's tie-out and dated documents (the same inputs as `tfom_measure`).
     A pool in service without a cost model is left out and named in `uncosted`, the rest
     computed; FieldError naming `cost_model` when no pool in service has one."""
     data = data if data is not None else kpi_read(Period(start, end))
@@ -79,6 +79,7 @@ def baseline_get(
         sla_credits=credits,
         baseline_tef=baseline_tef,
         revenue_tie_out=revenue_tie_out(data=data, start=start, end=end),
+        revenue_dated=revenue_dated(start=start, end=end),
         uncosted=uncosted,
     )
 
