@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import date
 from decimal import Decimal
 
@@ -102,23 +103,38 @@ def ledger_revenue(*, start: date, end: date) -> Decimal:
     return -(total or Decimal(0))
 
 
-# The revenue dated by a document of its own day, not by the month it bills (kpis.md 4b):
-# what a part of a period outside the ledger's closed months takes from it.
+def ledger_revenue_by_tenant_month(*, start: date, end: date) -> dict[tuple[str, date], Decimal]:
+    """The ledger's revenue (as `ledger_revenue`) per tenant slug and accounting month (its
+    first day), accounting dates [start, end)."""
+    postings = _revenue_postings(start=start, end=end).exclude(transaction__tenant=None)
+    return _by_tenant_day(postings, month=True)
+
+
+# The revenue dated by a document of its own day, not by the month it bills (kpis.md
+# section 5): what a part of a period outside the ledger's closed months takes from it.
 DATED_KINDS = (LedgerTransaction.Kind.CREDIT_NOTE, LedgerTransaction.Kind.BREAKAGE)
 
 
-def ledger_revenue_by_tenant_month(
-    *, start: date, end: date, dated_only: bool = False
-) -> dict[tuple[str, date], Decimal]:
-    """The ledger's revenue (as `ledger_revenue`) per tenant slug and accounting month (its
-    first day), accounting dates [start, end); `dated_only`: only credit notes (negative)
-    and breakage. Summed here: SQLite would sum the amounts as floats."""
-    postings = _revenue_postings(start=start, end=end).exclude(transaction__tenant=None)
-    if dated_only:
-        postings = postings.filter(transaction__kind__in=DATED_KINDS)
+def ledger_dated_revenue(*, spans: Sequence[tuple[date, date]]) -> dict[tuple[str, date], Decimal]:
+    """The credit notes (negative) and breakage the ledger dates inside any of `spans`
+    (accounting dates [start, end) each), per tenant slug and accounting day: one query."""
+    inside = Q(pk__in=[])
+    for start, end in spans:
+        inside |= Q(transaction__accounting_date__gte=start, transaction__accounting_date__lt=end)
+    first = min((start for start, _ in spans), default=date.min)
+    after = max((end for _, end in spans), default=date.min)
+    postings = _revenue_postings(start=first, end=after).filter(
+        inside, transaction__kind__in=DATED_KINDS
+    )
+    return _by_tenant_day(postings.exclude(transaction__tenant=None), month=False)
+
+
+def _by_tenant_day(postings: QuerySet[Posting], *, month: bool) -> dict[tuple[str, date], Decimal]:
+    """Revenue (credits negative) per tenant slug and accounting day, or month (its first
+    day). Summed here: SQLite would sum the amounts as floats."""
     totals: dict[tuple[str, date], Decimal] = defaultdict(lambda: ZERO)
     for slug, day, amount in postings.values_list(
         "transaction__tenant__slug", "transaction__accounting_date", "amount"
     ):
-        totals[(slug, day.replace(day=1))] -= amount
+        totals[(slug, day.replace(day=1) if month else day)] -= amount
     return dict(totals)

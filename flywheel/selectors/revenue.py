@@ -6,12 +6,13 @@ breakage the ledger dates inside it. The cockpit's revenue per tenant follows th
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal, localcontext
 
-from billing.selectors.ledger import ledger_revenue, ledger_revenue_by_tenant_month
+from billing.selectors.ledger import ledger_dated_revenue, ledger_revenue
 from flywheel.domain.kpis import KPI_CONTEXT
 from flywheel.selectors.measurement import FactoryData
 from portal.closing import closed_months
@@ -75,25 +76,20 @@ def dated_revenue(
     credit notes (negative) and breakage the ledger dates inside it, per tenant slug (kpis.md
     section 5: revenue less the credit notes dated in the period; a whole closed month takes
     the ledger's whole revenue, which holds them already). Accounting dates are days: a part
-    takes the days it touches. One query for the whole months, one for each part of one."""
-    whole = sorted(p.month for p in parts if p.is_whole and p.month not in closed)
-    by_month = (
-        ledger_revenue_by_tenant_month(
-            start=whole[0].date(), end=next_month(whole[-1]).date(), dated_only=True
-        )
-        if whole
-        else {}
-    )
+    takes the days it touches. One query, whatever the parts."""
+    spans = {
+        part: (part.start.date(), day_ceil(part.end).date())
+        for part in parts
+        if not (part.is_whole and part.month in closed)
+    }
+    documents = ledger_dated_revenue(spans=list(spans.values()))
     dated: dict[Part, dict[str, Decimal]] = {}
-    for part in parts:
-        if part.is_whole and part.month not in closed:
-            day = part.month.date()
-            dated[part] = {slug: v for (slug, month), v in by_month.items() if month == day}
-        elif not part.is_whole:
-            documents = ledger_revenue_by_tenant_month(
-                start=part.start.date(), end=day_ceil(part.end).date(), dated_only=True
-            )
-            dated[part] = {slug: v for (slug, _), v in documents.items()}
+    for part, (first, after) in spans.items():
+        by_tenant: dict[str, Decimal] = defaultdict(lambda: ZERO)
+        for (slug, day), amount in documents.items():
+            if first <= day < after:
+                by_tenant[slug] += amount
+        dated[part] = dict(by_tenant)
     return dated
 
 

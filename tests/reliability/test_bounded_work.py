@@ -72,6 +72,7 @@ def test_every_read_operation_takes_a_period():
         "/api/v1/kpis",
         "/api/v1/ledger/",
         "/api/v1/maintenance/",
+        "/api/v1/market",
         "/api/v1/sla",
         "/api/v1/tfom",
         "/api/v1/usage",
