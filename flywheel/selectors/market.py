@@ -59,8 +59,8 @@ class Sales:
 def sales_read(parts: list[Part]) -> dict[Part, Sales]:
     """Each part's revenue and paid tokens per tenant (the module's rule), in a few queries
     whatever the number of months: the months' rated rows, SLA credits, the ledger over the
-    closed whole months and its dated documents over the others; two more for each part of
-    a month."""
+    closed whole months and its dated documents over the others; one more for each part of
+    a month (its rated usage by the hour)."""
     if not parts:
         return {}
     parts = sorted(set(parts), key=lambda p: (p.start, p.end))
