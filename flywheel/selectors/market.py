@@ -9,8 +9,9 @@ unrounded rating (realized after promotions), plus its month's minimum shortfall
 month is over, less its SLA credits, each month's spread over its seconds, plus the credit
 notes (negative) and breakage the ledger dates inside it (TFOM's rule:
 flywheel.selectors.revenue.dated_revenue). Paid tokens always come from the
-rating. A whole month reads one rated row per tenant; only a part of a month reads rated
-usage by the hour. The queries depend on the parts of months, never on the usage.
+rating. A whole month reads one rated row per tenant; only a part of a month that holds
+rated usage reads it by the hour. The queries depend on the parts of months holding usage,
+never on the period's length.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def sales_read(parts: list[Part]) -> dict[Part, Sales]:
     """Each part's revenue and paid tokens per tenant (the module's rule), in a few queries
     whatever the number of months: the months' rated rows, SLA credits, the ledger over the
     closed whole months and its dated documents over the others; one more for each part of
-    a month (its rated usage by the hour)."""
+    a month that holds rated usage (its rated usage by the hour): the work follows the data."""
     if not parts:
         return {}
     parts = sorted(set(parts), key=lambda p: (p.start, p.end))
@@ -75,7 +76,7 @@ def sales_read(parts: list[Part]) -> dict[Part, Sales]:
     result = {}
     for part in parts:
         month_sales = {slug: sale for (slug, m), sale in rated.items() if m == part.month}
-        if part.is_whole:
+        if part.is_whole or not month_sales:  # a month nobody was rated in sold nothing
             in_part = month_sales
         else:
             in_part = tenant_sales(period=Period(part.start, part.end))
