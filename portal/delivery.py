@@ -16,6 +16,7 @@ from __future__ import annotations
 import http.client
 import logging
 import random
+import socket
 import threading
 import time
 from collections import defaultdict
@@ -33,7 +34,14 @@ from django.utils import timezone
 
 from portal.models import Delivery, DeliveryAttempt, WebhookEndpoint
 from portal.pipeline import DELIVER, stage_schedule
-from portal.webhooks import endpoint_access_check, endpoint_disable, event_body, signed_headers
+from portal.webhooks import (
+    DestinationRefused,
+    destination_check,
+    endpoint_access_check,
+    endpoint_disable,
+    event_body,
+    signed_headers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +228,7 @@ class _Webhooks:
                 self.http = opener(
                     parts.hostname, parts.port, timeout=settings.WEBHOOK_TIMEOUT_SECONDS
                 )
+                self.http._create_connection = _checked_connection  # type: ignore[attr-defined]
             started = time.monotonic()
             try:
                 self.http.request("POST", target, body=body, headers=headers)
@@ -235,6 +244,9 @@ class _Webhooks:
             except TimeoutError:
                 self.close()
                 return Outcome(None, _ms(started), error="no answer within the timeout")
+            except DestinationRefused as error:
+                self.close()
+                return Outcome(None, 0, error=f"refused: {error.message}"[:300])
             except OSError as error:
                 self.close()
                 return Outcome(None, _ms(started), error=f"could not connect: {error}"[:300])
@@ -290,6 +302,20 @@ class _Mail:
             self.connection.close()
         except Exception:
             log.warning("closing the mail connection failed", exc_info=True)
+
+
+def _checked_connection(address, timeout, source_address=None) -> socket.socket:
+    """Connect to the addresses the host resolves to now, once they are checked again
+    (DNS rebinding: a name that resolved to a public address when the endpoint was saved
+    may not resolve to an inside one now); raises DestinationRefused, no connection made."""
+    host, port = address
+    error: OSError = OSError(f"{host} does not resolve")
+    for ip in destination_check(host, port):
+        try:
+            return socket.create_connection((ip, port), timeout, source_address)
+        except OSError as failed:
+            error = failed
+    raise error
 
 
 def _ms(started: float) -> int:

@@ -217,6 +217,9 @@ class WebhookEndpoint(models.Model):
     previous_secret_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
 
+    # Credentials: the audit log records that they are set, never their values.
+    CREDENTIAL_FIELDS = ("secret", "previous_secret")
+
     class Meta:
         ordering = ["pk"]
 

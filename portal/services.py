@@ -25,11 +25,24 @@ def token_digest(raw: str) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()
 
 
+REDACTED = "(set)"  # what the audit log shows of a credential that is set
+
+
+def credentials_redacted(snapshot: dict[str, Any], fields: Iterable[str]) -> dict[str, Any]:
+    """`snapshot` with each credential of `fields` that is set shown as REDACTED: the log
+    says a secret was set (or, by its action, rotated), never what it is."""
+    return {
+        key: (REDACTED if key in fields and value else value) for key, value in snapshot.items()
+    }
+
+
 def audit_snapshot(obj: Any) -> dict[str, Any]:
-    """A JSON-safe copy of a model instance's fields, for the audit log."""
+    """A JSON-safe copy of a model instance's fields, for the audit log; credentials (the
+    model's CREDENTIAL_FIELDS) redacted."""
     import json
 
-    return json.loads(json.dumps(model_to_dict(obj), cls=DjangoJSONEncoder, default=str))
+    snapshot = json.loads(json.dumps(model_to_dict(obj), cls=DjangoJSONEncoder, default=str))
+    return credentials_redacted(snapshot, getattr(obj, "CREDENTIAL_FIELDS", ()))
 
 
 def audit_record(

@@ -415,10 +415,14 @@ LOGGING = {
 }
 
 # Alert delivery (architecture.md "Alerts and notifications"). Links in webhook bodies and
-# emails start with PORTAL_URL. Webhook URLs must be https; http to loopback only with
-# DEBUG or WEBHOOK_ALLOW_LOOPBACK=1 (a receiver on the same host).
+# emails start with PORTAL_URL. Webhook URLs must be https, to public addresses (checked
+# when saved and again at each connection: portal.webhooks.address_refusal); loopback (and
+# http to it) only with DEBUG or WEBHOOK_ALLOW_LOOPBACK=1 (a receiver on the same host);
+# private and unique-local addresses only with WEBHOOK_ALLOW_PRIVATE=1 (receivers inside
+# the factory's network); link-local, metadata, multicast and unspecified ones never.
 PORTAL_URL = os.environ.get("PORTAL_URL", "http://127.0.0.1:8000")
 WEBHOOK_ALLOW_LOOPBACK = env_bool("WEBHOOK_ALLOW_LOOPBACK", False)
+WEBHOOK_ALLOW_PRIVATE = env_bool("WEBHOOK_ALLOW_PRIVATE", False)
 WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("WEBHOOK_TIMEOUT_SECONDS", "15"))
 # A claimed delivery is due again after this (a worker killed while sending it).
 WEBHOOK_LEASE_SECONDS = float(os.environ.get("WEBHOOK_LEASE_SECONDS", "60"))

@@ -7,6 +7,7 @@ import base64
 import ipaddress
 import json
 import secrets
+import socket
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
@@ -64,30 +65,101 @@ def secret_new() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
+# Addresses a webhook may never reach, whatever the settings: cloud metadata services
+# (AWS, GCP, Azure and OpenStack's 169.254.169.254, AWS's IPv6 one, Alibaba's).
+METADATA = frozenset(
+    ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200")
+)
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")  # connects to the host itself on Linux
+
+
+class DestinationRefused(FieldError):
+    """A webhook URL whose host is, or resolves to, an address it may not reach."""
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one stands for: IPv4-mapped, 6to4, NAT64, IPv4-compatible."""
+    if address.ipv4_mapped or address.sixtofour:
+        return address.ipv4_mapped or address.sixtofour
+    if address in NAT64 or (int(address) >> 32 == 0 and int(address) > 1):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
+def address_refusal(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """Why a webhook may not reach `address` under the settings, or None: metadata,
+    unspecified, link-local, multicast and reserved never; loopback only with DEBUG or
+    WEBHOOK_ALLOW_LOOPBACK; other non-public addresses (private, unique-local, shared)
+    only with WEBHOOK_ALLOW_PRIVATE."""
+    if isinstance(address, ipaddress.IPv6Address) and (inner := _embedded_ipv4(address)):
+        address = inner
+    if address in METADATA:
+        return "a cloud metadata address"
+    if address.is_unspecified or address in THIS_NETWORK:
+        return "an unspecified address"
+    if address.is_loopback:
+        if settings.DEBUG or settings.WEBHOOK_ALLOW_LOOPBACK:
+            return None
+        return "a loopback address (allowed with WEBHOOK_ALLOW_LOOPBACK=1)"
+    if address.is_link_local:
+        return "a link-local address"
+    if address.is_multicast:
+        return "a multicast address"
+    if address.is_reserved or address == ipaddress.IPv4Address("255.255.255.255"):
+        return "a reserved address"
+    if not address.is_global and not settings.WEBHOOK_ALLOW_PRIVATE:
+        return "a private address (allowed with WEBHOOK_ALLOW_PRIVATE=1)"
+    return None
+
+
+def host_addresses(host: str, port: int | None) -> list[str]:
+    """Every address `host` resolves to now (a literal address in any form the system
+    takes, decimal and octal IPv4 included, is itself; `localhost` and its subdomains are
+    loopback, RFC 6761); [] when it does not resolve."""
+    name = host.rstrip(".").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return ["127.0.0.1"]
+    try:
+        found = socket.getaddrinfo(host, port or 443, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return []
+    return list(dict.fromkeys(info[4][0] for info in found))
+
+
+def destination_check(host: str, port: int | None) -> list[str]:
+    """The addresses of `host` a webhook may reach, refused (naming `url`) when any of
+    them may not be reached: checked when an endpoint is saved and again at each
+    connection, so a name resolving elsewhere later (DNS rebinding) is refused then."""
+    addresses = host_addresses(host, port)
+    for text in addresses:
+        address = ipaddress.ip_address(text.split("%")[0])
+        if refusal := address_refusal(address):
+            shown = host if host == text else f"{host} ({text})"
+            raise DestinationRefused("url", f"{shown} is {refusal}")
+    return addresses
+
+
 def url_check(url: str) -> str:
-    """https, or http to a loopback address when DEBUG or WEBHOOK_ALLOW_LOOPBACK is set;
-    no credentials in it. Returns the URL."""
+    """https (http to a loopback address when loopback is allowed), no credentials in it,
+    to a host that is not and does not resolve to an address a webhook may not reach
+    (address_refusal). Returns the URL."""
     parts = urlsplit(url)
     if parts.username or parts.password:
         raise FieldError("url", "must not carry credentials; the signature authenticates us")
-    if parts.scheme == "https" and parts.hostname:
-        return url
-    if parts.scheme == "http" and parts.hostname and _is_loopback(parts.hostname):
-        if settings.DEBUG or settings.WEBHOOK_ALLOW_LOOPBACK:
-            return url
-        raise FieldError(
-            "url", "http is accepted only to loopback with DEBUG or WEBHOOK_ALLOW_LOOPBACK=1"
-        )
-    raise FieldError("url", "must be an https URL")
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        port = parts.port
     except ValueError:
-        return False
+        raise FieldError("url", "has an invalid port") from None
+    if parts.scheme not in ("https", "http") or not parts.hostname:
+        raise FieldError("url", "must be an https URL")
+    addresses = destination_check(parts.hostname, port)
+    if parts.scheme == "http" and not (
+        parts.hostname == "localhost"
+        or (addresses and all(ipaddress.ip_address(a).is_loopback for a in addresses))
+    ):
+        raise FieldError("url", "must be an https URL (http is accepted to loopback only)")
+    return url
 
 
 def _types_check(event_types: Sequence[str]) -> list[str]:

@@ -108,15 +108,19 @@ class WebhookEndpointCreatedSerializer(WebhookEndpointSerializer):
 
 
 class DeliveryAttemptSerializer(serializers.ModelSerializer):
+    time = serializers.DateTimeField(source="at", help_text="when the attempt began")
+
     class Meta:
         model = DeliveryAttempt
-        fields = ["at", "status_code", "latency_ms", "response", "error"]
+        fields = ["time", "status_code", "latency_ms", "response", "error"]
 
 
 class DeliverySerializer(serializers.ModelSerializer):
     webhook_id = serializers.CharField(source="event.webhook_id")
     type = serializers.CharField(source="event.type")
-    attempt_log = DeliveryAttemptSerializer(many=True, read_only=True)
+    attempts = DeliveryAttemptSerializer(
+        source="attempt_log", many=True, read_only=True, help_text="every attempt, oldest first"
+    )
 
     class Meta:
         model = Delivery
@@ -125,10 +129,9 @@ class DeliverySerializer(serializers.ModelSerializer):
             "webhook_id",
             "type",
             "state",
-            "attempts",
             "next_attempt_at",
             "delivered_at",
-            "attempt_log",
+            "attempts",
         ]
 
 

@@ -154,8 +154,8 @@ def test_an_event_is_retried_while_the_receiver_fails_then_delivered_once(
     log = operator.get(f"/api/v1/webhook-endpoints/{created['id']}/deliveries").json()
     [row] = log["results"]
     assert (row["webhook_id"], row["state"]) == (event.webhook_id, "delivered")
-    assert [a["status_code"] for a in row["attempt_log"]] == [503, 503, 204]
-    assert row["attempt_log"][0]["response"] == "answered 503"
+    assert [a["status_code"] for a in row["attempts"]] == [503, 503, 204]
+    assert row["attempts"][0]["response"] == "answered 503"
     _run_due()
     assert len(receiver.requests) == 3  # delivered: never sent again by the job
 
