@@ -2,13 +2,13 @@
 
 from django import forms
 
+from portal.forms import MoneyFormField
+
 
 class BudgetForm(forms.Form):
     """A tenant's budget for each month: money or tokens, and the thresholds that alert."""
 
-    amount = forms.DecimalField(
-        required=False, min_value=0, decimal_places=2, label="Amount per month"
-    )
+    amount = MoneyFormField(required=False, positive=True, label="Amount per month")
     tokens = forms.IntegerField(required=False, min_value=1, label="or tokens per month")
     thresholds = forms.CharField(
         initial="50, 80, 100", label="Alert at (% of the budget)", help_text="e.g. 50, 80, 100"

@@ -16,6 +16,7 @@ from flywheel.services.loop.applications import lever_apply
 from flywheel.services.loop.cycles import cycle_run
 from flywheel.services.loop.versions import goal_create, lever_create
 from portal.errors import FieldError
+from portal.forms import MoneyFormField
 from portal.periods import hour_floor
 
 HOUR = timedelta(hours=1)
@@ -61,7 +62,7 @@ class ApplyForm(forms.Form):
 
 class GoalForm(forms.Form):
     min_gross_margin = PercentField(required=False)
-    min_ebitda_per_month = NumberField(required=False)
+    min_ebitda_per_month = MoneyFormField(required=False, signed=True)
     min_tfi = PercentField(required=False)
     note = forms.CharField(required=False, max_length=200)
 
@@ -70,8 +71,8 @@ class LeverVersionForm(forms.Form):
     """A lever's new multipliers (`<factor>.<low|typical|high>`, one field each for the
     factors the lever moves) and costs; the rest is kept as in force."""
 
-    one_time_cost = NumberField(required=False, min_value=0)
-    monthly_cost = NumberField(required=False, min_value=0)
+    one_time_cost = MoneyFormField(required=False)
+    monthly_cost = MoneyFormField(required=False)
 
     def __init__(self, *args, factors: Iterable[str], **kwargs) -> None:
         super().__init__(*args, **kwargs)

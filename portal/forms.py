@@ -3,6 +3,25 @@ from django import forms
 from portal.alert_kinds import Kind
 from portal.errors import FieldError
 from portal.models import Scope, Tenant
+from portal.money import money_parse
+
+
+class MoneyFormField(forms.CharField):
+    """A money input on a page, as the API takes it (portal.money.money_parse), thousands
+    separators allowed: "60,000.00"."""
+
+    def __init__(self, *, positive=False, signed=False, **kwargs):
+        self.rule = {"positive": positive, "signed": signed}
+        super().__init__(**kwargs)
+
+    def to_python(self, value):
+        text = super().to_python(value).replace(",", "")
+        if text in self.empty_values:
+            return None
+        try:
+            return money_parse(text, field="", **self.rule)
+        except FieldError as error:
+            raise forms.ValidationError(error.message) from None
 
 
 def open_tenant_field(**options) -> forms.ModelChoiceField:

@@ -4,6 +4,7 @@ exports is rounded here and nowhere else. Pure Python: the engines may import it
 
 from __future__ import annotations
 
+import re
 from decimal import (
     ROUND_DOWN,
     ROUND_HALF_UP,
@@ -15,6 +16,8 @@ from decimal import (
     Overflow,
 )
 from fractions import Fraction
+
+from portal.errors import FieldError
 
 # ISO 4217 minor-unit exponents of the currencies a factory may bill in.
 CURRENCY_EXPONENTS: dict[str, int] = {
@@ -84,5 +87,48 @@ def money_str(*, amount: Decimal | None, currency: str) -> str | None:
     return None if amount is None else str(round_money(amount=amount, currency=currency))
 
 
+def currency_places(currency: str) -> int:
+    """The decimal places a money input in `currency` may have: its minor unit's."""
+    return -minor_unit(currency=currency).as_tuple().exponent
+
+
 def is_rounded(*, amount: Decimal, currency: str) -> bool:
     return amount == round_money(amount=amount, currency=currency)
+
+
+# Every money input (amounts, prices, costs, budgets) is at most this, and has at most
+# MONEY_PLACES decimal places (UNIT_PRICE_PLACES for unit prices: per million tokens, per kWh).
+MONEY_MAXIMUM = Decimal(10) ** 12
+MONEY_PLACES = 2
+UNIT_PRICE_PLACES = 4
+UNIT_PRICE_MAXIMUM = Decimal(10) ** 9  # stored with 10 places under 10^10
+_PLAIN_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?\Z", re.ASCII)
+
+
+def money_parse(
+    value: object,
+    *,
+    field: str,
+    places: int = MONEY_PLACES,
+    positive: bool = False,
+    signed: bool = False,
+    maximum: Decimal = MONEY_MAXIMUM,
+) -> Decimal:
+    """A money input as a Decimal: a plain decimal (ASCII digits, an optional sign and point:
+    no exponent, Infinity or NaN; a JSON number as written) of at most `places` decimal
+    places, from 0 (above 0 when `positive`; from -`maximum` when `signed`) up to `maximum`
+    (MONEY_MAXIMUM; UNIT_PRICE_MAXIMUM for unit prices); else a FieldError naming `field`."""
+    plain = isinstance(value, (str, int, float, Decimal)) and not isinstance(value, bool)
+    text = str(value).strip() if plain else ""
+    if not _PLAIN_DECIMAL.match(text):
+        raise FieldError(field, 'must be a decimal amount written plainly, e.g. "1250.00"')
+    amount = Decimal(text)
+    if amount != amount.quantize(Decimal(1).scaleb(-places), context=_ROUNDING):
+        raise FieldError(field, f"must have at most {places} decimal places")
+    if positive and amount <= 0:
+        raise FieldError(field, "must be above 0")
+    if amount < 0 and not signed:
+        raise FieldError(field, "must not be negative")
+    if abs(amount) > maximum:
+        raise FieldError(field, f"must be at most {maximum:f} (10^{maximum.adjusted()})")
+    return amount

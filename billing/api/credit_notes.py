@@ -11,6 +11,7 @@ from billing.models import CreditNote, CreditNoteLine
 from billing.selectors.credit_notes import credit_note_list
 from billing.selectors.invoices import invoice_list
 from billing.services.credit_notes import credit_note_issue
+from portal.api.fields import MoneyField
 from portal.errors import FieldError
 from portal.money import money_str
 
@@ -58,14 +59,14 @@ class CreditNoteSerializer(serializers.ModelSerializer):
 
 class CreditNoteLineIn(serializers.Serializer):
     line = serializers.IntegerField()
-    amount = serializers.CharField()
+    amount = MoneyField(positive=True)
 
 
 class CreditNoteIn(serializers.Serializer):
     invoice = serializers.CharField(help_text="the invoice's number, INV-YYYY-NNNNNN")
     reason = serializers.CharField()
     settle = serializers.CharField(required=False, default=CreditNote.Settle.BALANCE)
-    amount = serializers.CharField(required=False)
+    amount = MoneyField(positive=True, required=False)
     lines = CreditNoteLineIn(many=True, required=False)
     memo = serializers.CharField(required=False, allow_blank=True, default="", max_length=300)
 

@@ -15,6 +15,7 @@ from billing.selectors.balances import (
 )
 from billing.services.prepaid import prepaid_purchase
 from portal.access import tenant_get
+from portal.api.fields import MoneyField
 from portal.money import money_str
 from portal.periods import instant_parse
 
@@ -25,7 +26,10 @@ def _money(amount) -> str:
 
 class PrepaidIn(serializers.Serializer):
     tenant = serializers.CharField()
-    amount = serializers.CharField(help_text='face value, e.g. "10000.00"')
+    amount = MoneyField(positive=True, help_text='face value, e.g. "10000.00"')
+    currency = serializers.CharField(
+        required=False, help_text="the ledger's currency (FACTORY_CURRENCY), the only one taken"
+    )
     starts_at = serializers.CharField(required=False, help_text="a whole UTC day (default today)")
     expires_at = serializers.CharField(help_text="the last whole UTC day it is usable")
 
@@ -75,6 +79,7 @@ class PrepaidView(APIView):
         balance = prepaid_purchase(
             tenant=tenant,
             amount=data["amount"],
+            currency=data.get("currency"),
             starts_at=instant_parse(data["starts_at"], "starts_at")
             if "starts_at" in data
             else None,

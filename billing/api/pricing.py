@@ -12,21 +12,20 @@ from billing.selectors.pricing import contract_list, price_list, promotion_list
 from billing.services.pricing import contract_create, price_create, promotion_grant
 from metering.selectors.factory import served_model_list
 from portal.access import Capability
-from portal.api.fields import ModelSerializer
+from portal.api.fields import ModelSerializer, MoneyField
 from portal.api.views import EffectiveDatedViewSet
 from portal.models import Tenant
 from portal.money import CURRENCY_EXPONENTS
 from portal.permissions import capability_permission
 
 CURRENCIES = sorted(CURRENCY_EXPONENTS)
+TOKENS_MAXIMUM = 2**63 - 1  # token counts are stored as 64-bit integers
 
 
 class PriceSerializer(ModelSerializer):
     model = serializers.SlugRelatedField(slug_field="slug", queryset=served_model_list())
     token_class = serializers.ChoiceField(choices=TOKEN_CLASS_CHOICES)
-    per_million = serializers.DecimalField(
-        max_digits=20, decimal_places=10, min_value=Decimal(0), help_text="money per 10^6 tokens"
-    )
+    per_million = MoneyField(unit_price=True, help_text="money per 10^6 tokens")
     currency = serializers.ChoiceField(choices=CURRENCIES)
 
     class Meta:
@@ -36,7 +35,9 @@ class PriceSerializer(ModelSerializer):
 
 
 class VolumeTierSerializer(serializers.Serializer):
-    from_tokens = serializers.IntegerField(min_value=0)
+    from_tokens = serializers.IntegerField(
+        min_value=0, max_value=TOKENS_MAXIMUM, help_text="monthly tokens the tier starts at"
+    )
     discount_pct = serializers.DecimalField(
         max_digits=7, decimal_places=4, min_value=Decimal(0), max_value=Decimal(100)
     )
@@ -53,11 +54,11 @@ class ContractSerializer(ModelSerializer):
         default=Decimal(0),
         help_text="percent off list: 10 means 10%",
     )
-    free_tokens_per_month = serializers.IntegerField(min_value=0, max_value=2**63 - 1, default=0)
-    volume_tiers = VolumeTierSerializer(many=True, default=list)
-    committed_minimum = serializers.DecimalField(
-        max_digits=20, decimal_places=4, min_value=Decimal(0), default=Decimal(0)
+    free_tokens_per_month = serializers.IntegerField(
+        min_value=0, max_value=TOKENS_MAXIMUM, default=0
     )
+    volume_tiers = VolumeTierSerializer(many=True, default=list)
+    committed_minimum = MoneyField(default=Decimal(0))
     currency = serializers.ChoiceField(choices=CURRENCIES, required=False)
     credit_tiers = serializers.ListField(
         child=serializers.ListField(
@@ -106,7 +107,7 @@ class ContractSerializer(ModelSerializer):
 
 class PromotionSerializer(ModelSerializer):
     tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
-    amount = serializers.DecimalField(max_digits=20, decimal_places=4, min_value=Decimal("0.0001"))
+    amount = MoneyField(positive=True)
     currency = serializers.ChoiceField(choices=CURRENCIES, required=False)
     used = serializers.SerializerMethodField()
 

@@ -4,17 +4,16 @@ the figures come from billing's read models (billing.selectors.budget)."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from billing.domain.rating.types import month_bounds
 from portal.errors import FieldError
-from portal.money import is_rounded, round_money
+from portal.money import currency_places, money_parse, round_money
 
 BUDGET = "budget"  # the alert kind of a tenant's budget (one per tenant)
 DEFAULT_THRESHOLDS = (50, 80, 100)  # percents of the budget, each reached once a month
 STALE_AFTER = timedelta(minutes=15)  # rated usage further behind the fold: state unknown
 LEAST_ELAPSED = timedelta(hours=1)  # a projection never extrapolates less than this
-MAX_AMOUNT = Decimal("1e12")
 MAX_TOKENS = 10**18
 
 OK, WARNING, EXCEEDED, UNKNOWN, NONE = "ok", "warning", "exceeded", "unknown", "none"
@@ -47,16 +46,9 @@ def budget_params_check(params: dict, *, currency: str) -> dict:
 
 
 def _amount(value, currency: str) -> Decimal:
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise FieldError("params.amount", 'a decimal string of money, e.g. "5000.00"')
-    try:
-        amount = Decimal(value)
-    except InvalidOperation:
-        raise FieldError("params.amount", 'a decimal string of money, e.g. "5000.00"') from None
-    if not amount.is_finite() or not 0 < amount < MAX_AMOUNT:
-        raise FieldError("params.amount", "above 0 and below 10^12")
-    if not is_rounded(amount=amount, currency=currency):
-        raise FieldError("params.amount", "whole cents")
+    amount = money_parse(
+        value, field="params.amount", places=currency_places(currency), positive=True
+    )
     return round_money(amount=amount, currency=currency)  # "5000" kept as "5000.00"
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from django.db import transaction
 
@@ -39,7 +39,7 @@ from portal import clock
 from portal.errors import FieldError
 from portal.formatting import money_text
 from portal.models import Tenant
-from portal.money import is_rounded
+from portal.money import currency_places, money_parse
 from portal.services import audit_record
 
 ZERO = Decimal(0)
@@ -54,15 +54,7 @@ class LinePart:
 
 
 def _money(value, *, field: str, currency: str) -> Decimal:
-    try:
-        amount = Decimal(str(value))
-    except (InvalidOperation, ValueError):
-        raise FieldError(field, 'must be a decimal amount, e.g. "120.00"') from None
-    if not amount.is_finite() or amount <= 0:
-        raise FieldError(field, "must be a positive amount")
-    if not is_rounded(amount=amount, currency=currency):
-        raise FieldError(field, f"must be in whole cents of {currency}")
-    return amount
+    return money_parse(value, field=field, places=currency_places(currency), positive=True)
 
 
 def _parts(invoice: Invoice, lines: list[dict]) -> list[tuple[InvoiceLine, Decimal]]:

@@ -6,7 +6,7 @@ breakage revenue on its expiry day, booked by the close of that month after its 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
@@ -21,21 +21,9 @@ from portal.closing import month_closed_check
 from portal.errors import FieldError
 from portal.formatting import money_text
 from portal.models import Tenant
-from portal.money import is_rounded
+from portal.money import currency_places, money_parse
 from portal.periods import day_floor, next_month
 from portal.services import audit_record
-
-
-def _amount(value, currency: str) -> Decimal:
-    try:
-        amount = Decimal(str(value))
-    except (InvalidOperation, ValueError):
-        raise FieldError("amount", 'must be a decimal amount, e.g. "10000.00"') from None
-    if not amount.is_finite() or amount <= 0:
-        raise FieldError("amount", "must be a positive amount")
-    if not is_rounded(amount=amount, currency=currency):
-        raise FieldError("amount", f"must be in whole cents of {currency}")
-    return amount
 
 
 def _day(value: datetime, field: str) -> datetime:
@@ -52,15 +40,21 @@ def prepaid_purchase(
     amount,
     expires_at: datetime,
     starts_at: datetime | None = None,
+    currency: str | None = None,
     by=None,
     now: datetime | None = None,
 ) -> PrepaidBalance:
     """A prepaid purchase of `amount` (face value), usable from the day `starts_at` (default
-    today; not in a closed month) through the day `expires_at` (after it): its purchase
+    today; not in a closed month) through the day `expires_at` (after it), in the ledger's
+    currency (another `currency` is refused): its purchase
     invoice issued at once, dated its issue day, booking deferred revenue only."""
     now = now or clock.now()
+    if currency is not None and currency != settings.FACTORY_CURRENCY:
+        raise FieldError(
+            "currency", f"the ledger is kept in {settings.FACTORY_CURRENCY}: buy in it"
+        )
     currency = settings.FACTORY_CURRENCY
-    amount = _amount(amount, currency)
+    amount = money_parse(amount, field="amount", places=currency_places(currency), positive=True)
     starts_at = _day(starts_at, "starts_at") if starts_at else day_floor(now)
     month_closed_check(moment=starts_at, field="starts_at")
     expires_at = _day(expires_at, "expires_at")

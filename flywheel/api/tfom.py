@@ -22,18 +22,16 @@ from flywheel.services.tfom import (
 from metering.selectors.factory import pool_list
 from metering.selectors.usage import window_resolve
 from portal.access import Capability
-from portal.api.fields import AwareDateTimeField, ModelSerializer
+from portal.api.fields import AwareDateTimeField, ModelSerializer, MoneyField
 from portal.api.periods import PERIOD_PARAMETERS
 from portal.permissions import capability_permission
-
-MONEY = {"max_digits": 20, "decimal_places": 4, "min_value": Decimal(0)}
 
 
 class CostModelSerializer(ModelSerializer):
     """A pool's TCO inputs from `effective_from` (kpis.md section 5)."""
 
     pool = serializers.SlugRelatedField(slug_field="slug", queryset=pool_list())
-    capex_per_gpu = serializers.DecimalField(**MONEY, help_text="money per GPU, all-in")
+    capex_per_gpu = MoneyField(help_text="money per GPU, all-in")
     depreciation_months = serializers.IntegerField(
         min_value=1, max_value=600, help_text="straight line"
     )
@@ -54,13 +52,9 @@ class CostModelSerializer(ModelSerializer):
     pue = serializers.DecimalField(
         max_digits=7, decimal_places=4, min_value=Decimal(1), help_text="facility over IT energy"
     )
-    electricity_price_per_kwh = serializers.DecimalField(
-        max_digits=20, decimal_places=10, min_value=Decimal(0), help_text="money per kWh"
-    )
-    hosting_per_gpu_month = serializers.DecimalField(**MONEY, help_text="money per GPU-month")
-    network_storage_per_gpu_month = serializers.DecimalField(
-        **MONEY, default=Decimal(0), help_text="money per GPU-month"
-    )
+    electricity_price_per_kwh = MoneyField(unit_price=True, help_text="money per kWh")
+    hosting_per_gpu_month = MoneyField(help_text="money per GPU-month")
+    network_storage_per_gpu_month = MoneyField(default=Decimal(0), help_text="money per GPU-month")
     node_power_factor = serializers.DecimalField(
         max_digits=7,
         decimal_places=4,
@@ -95,8 +89,8 @@ class CostModelSerializer(ModelSerializer):
 class FactoryCostsSerializer(ModelSerializer):
     """Factory-level monthly costs from `effective_from`."""
 
-    staff_per_month = serializers.DecimalField(**MONEY, help_text="money per month")
-    sga_per_month = serializers.DecimalField(**MONEY, help_text="money per month")
+    staff_per_month = MoneyField(help_text="money per month")
+    sga_per_month = MoneyField(help_text="money per month")
     currency = serializers.CharField(
         max_length=3, required=False, help_text="the factory currency (default)"
     )

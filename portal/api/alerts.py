@@ -17,7 +17,10 @@ class AlertRuleSerializer(serializers.ModelSerializer):
     tenant = tenant_slug_field(
         "the tenant the rule watches (fixed once created); absent: the factory"
     )
-    scope = serializers.JSONField(required=False, help_text='e.g. {"deployment": "llama-70b"}')
+    scope = serializers.JSONField(
+        required=False,
+        help_text='e.g. {"tenant": "acme", "deployment": "llama-70b"}; the tenant is also `tenant`',
+    )
     params = serializers.JSONField(required=False, help_text='e.g. {"amount": "5000.00"}')
     level = serializers.ChoiceField(choices=Event.Level.choices, required=False)
 
@@ -26,6 +29,24 @@ class AlertRuleSerializer(serializers.ModelSerializer):
         fields = ["id", "kind", "tenant", "scope", "params", "level", "enabled", "created_at"]
         read_only_fields = ["created_at"]
         validators = []  # one budget per tenant: the service answers 409 naming the tenant
+
+    def to_internal_value(self, data):
+        """The tenant as the contract writes it, in `scope` ({"tenant": slug, ...}), or
+        beside it as `tenant`; both must then name the same tenant."""
+        scope = data.get("scope") if isinstance(data, dict) else None
+        if isinstance(scope, dict) and "tenant" in scope:
+            scope = dict(scope)
+            named = scope.pop("tenant")
+            if "tenant" in data and data["tenant"] != named:
+                raise FieldError("scope.tenant", "names another tenant than `tenant`")
+            data = {**data, "tenant": named, "scope": scope}
+        return super().to_internal_value(data)
+
+    def to_representation(self, instance):
+        shown = super().to_representation(instance)
+        if instance.tenant_id:
+            shown["scope"] = {"tenant": instance.tenant.slug, **(shown["scope"] or {})}
+        return shown
 
     def validate_kind(self, value: str) -> str:
         if value not in KINDS:

@@ -2,12 +2,21 @@
 
 import contextlib
 from datetime import datetime
+from decimal import Decimal
 
 from django.db import models
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 
+from portal.errors import FieldError
+from portal.money import (
+    MONEY_MAXIMUM,
+    MONEY_PLACES,
+    UNIT_PRICE_MAXIMUM,
+    UNIT_PRICE_PLACES,
+    money_parse,
+)
 from portal.periods import FIRST_YEAR, LAST_YEAR, YEARS_MESSAGE
 
 
@@ -34,6 +43,32 @@ class AwareDateTimeField(serializers.DateTimeField):
         if not FIRST_YEAR <= moment.year <= LAST_YEAR:
             self.fail("years")
         return moment
+
+
+class MoneyField(serializers.DecimalField):
+    """A money input (portal.money.money_parse): a plain decimal of at most 2 places from 0
+    (above 0 when `positive`) to 10^12, or `unit_price` one of at most 4 places up to 10^9;
+    sent back as a decimal string with those places."""
+
+    def __init__(
+        self, *, unit_price: bool = False, positive: bool = False, signed: bool = False, **kwargs
+    ) -> None:
+        places = UNIT_PRICE_PLACES if unit_price else MONEY_PLACES
+        maximum = UNIT_PRICE_MAXIMUM if unit_price else MONEY_MAXIMUM
+        self.rule = {"places": places, "positive": positive, "signed": signed, "maximum": maximum}
+        super().__init__(
+            max_digits=maximum.adjusted() + 1 + places,
+            decimal_places=places,
+            min_value=-maximum if signed else Decimal(0),
+            max_value=maximum,
+            **kwargs,
+        )
+
+    def to_internal_value(self, data):
+        try:
+            return money_parse(data, field="", **self.rule)
+        except FieldError as error:
+            raise serializers.ValidationError(error.message) from None
 
 
 class ModelSerializer(serializers.ModelSerializer):

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from flywheel.api.loop.writes import ERRORS, RATIO
 from flywheel.domain.loop.demand import DEMANDS, GROWTH_MAX, GROWTH_MIN, Demand
-from flywheel.domain.loop.factors import FACTORS
+from flywheel.domain.loop.factors import FACTORS, target_refusal
 from flywheel.domain.loop.goals import GoalSpec
 from flywheel.domain.loop.levers import ESTIMATES
 from flywheel.selectors.kpis import empty_reason_of
@@ -23,6 +23,7 @@ from flywheel.selectors.measurement import FACTORY
 from metering.selectors.usage import window_resolve
 from portal import clock
 from portal.access import Capability
+from portal.api.fields import MoneyField
 from portal.errors import FieldError
 from portal.models import Scope
 from portal.permissions import capability_permission
@@ -34,9 +35,7 @@ class GoalInSerializer(serializers.Serializer):
     min_gross_margin = serializers.DecimalField(
         max_digits=9, decimal_places=6, max_value=Decimal(1), required=False, allow_null=True
     )
-    min_ebitda_per_month = serializers.DecimalField(
-        max_digits=20, decimal_places=4, required=False, allow_null=True
-    )
+    min_ebitda_per_month = MoneyField(signed=True, required=False, allow_null=True)
     min_tfi = serializers.DecimalField(
         **RATIO, max_value=Decimal(1), required=False, allow_null=True
     )
@@ -56,7 +55,7 @@ class ScenarioSerializer(serializers.Serializer):
         child=serializers.DecimalField(**MULTIPLIER),
         required=False,
         default=dict,
-        help_text="factor → value (α, β, σ, s, ρ in [0, 1]; η positive)",
+        help_text="factor → value (α, β, σ, s, ρ in (0, 1]; η in (0, 10])",
     )
     estimate = serializers.ChoiceField(choices=ESTIMATES, default="typical")
     demand = serializers.ChoiceField(
@@ -102,8 +101,8 @@ class ScenarioSerializer(serializers.Serializer):
         for factor, target in value.items():
             if factor not in FACTORS:
                 raise serializers.ValidationError(f"unknown factor {factor!r}")
-            if factor != "efficiency" and target > 1:
-                raise serializers.ValidationError(f"{factor}: at most 1")
+            if refusal := target_refusal(factor, target):
+                raise serializers.ValidationError(f"{factor}: {refusal}")
         return value
 
 

@@ -11,7 +11,7 @@ from flywheel.filters import LeverFilterSet
 from flywheel.models import Goal, Lever
 from flywheel.services.loop.versions import goal_create, lever_create
 from metering.selectors.factory import deployment_list, pool_list
-from portal.api.fields import AwareDateTimeField, ModelSerializer
+from portal.api.fields import AwareDateTimeField, ModelSerializer, MoneyField
 
 
 class LeverSerializer(ModelSerializer):
@@ -21,8 +21,8 @@ class LeverSerializer(ModelSerializer):
         help_text='factor → multipliers 0 < low ≤ typical ≤ high, e.g. {"efficiency": '
         '{"low": "2", "typical": "2.5", "high": "4"}}'
     )
-    one_time_cost = serializers.DecimalField(max_digits=20, decimal_places=4, min_value=Decimal(0))
-    monthly_cost = serializers.DecimalField(max_digits=20, decimal_places=4, min_value=Decimal(0))
+    one_time_cost = MoneyField()
+    monthly_cost = MoneyField()
     currency = serializers.CharField(max_length=3, required=False)
     effective_from = AwareDateTimeField(help_text="a whole UTC hour")
     source = serializers.ChoiceField(choices=Lever.Source.choices, read_only=True)
@@ -77,9 +77,7 @@ class GoalSerializer(ModelSerializer):
     min_gross_margin = serializers.DecimalField(
         max_digits=9, decimal_places=6, max_value=Decimal(1), required=False, allow_null=True
     )
-    min_ebitda_per_month = serializers.DecimalField(
-        max_digits=20, decimal_places=4, required=False, allow_null=True
-    )
+    min_ebitda_per_month = MoneyField(signed=True, required=False, allow_null=True)
     min_tfi = serializers.DecimalField(
         **RATIO, max_value=Decimal(1), required=False, allow_null=True
     )

@@ -8,7 +8,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import transaction
 
-from flywheel.domain.loop.factors import CAPPED, FACTORS
+from flywheel.domain.loop.factors import FACTORS, target_refusal
 from flywheel.models import Goal, Lever
 from portal.access import acting_user
 from portal.errors import FieldError
@@ -157,7 +157,7 @@ def goal_create(
     by=None,
 ) -> Goal:
     """Add a goal version; at least one criterion; ratios in [0, 1]; factor targets in
-    [0, 1] (η: positive)."""
+    (0, 1] (η: (0, 10])."""
     currency = currency or settings.FACTORY_CURRENCY
     _check_currency(currency)
     effective_from_check(effective_from, in_figures=False)  # a plan: closed months allow it
@@ -176,11 +176,8 @@ def goal_create(
         if factor not in FACTORS:
             raise FieldError(f"factor_targets.{factor}", "unknown factor")
         number = _decimal(value, f"factor_targets.{factor}")
-        if number <= 0 or (factor in CAPPED and number > 1):
-            raise FieldError(
-                f"factor_targets.{factor}",
-                "must be in (0, 1]" if factor in CAPPED else "must be positive",
-            )
+        if refusal := target_refusal(factor, number):
+            raise FieldError(f"factor_targets.{factor}", refusal)
         targets[factor] = format(number.normalize(), "f")
     return version_create(
         Goal(
