@@ -12,7 +12,7 @@ from portal.money import currency_places, money_parse, round_money
 
 BUDGET = "budget"  # the alert kind of a tenant's budget (one per tenant)
 DEFAULT_THRESHOLDS = (50, 80, 100)  # percents of the budget, each reached once a month
-STALE_AFTER = timedelta(minutes=15)  # rated usage further behind the fold: state unknown
+STALE_AFTER = timedelta(minutes=15)  # rated usage further behind: state unknown (rated_as_of)
 LEAST_ELAPSED = timedelta(hours=1)  # a projection never extrapolates less than this
 MAX_TOKENS = 10**18
 

@@ -25,7 +25,7 @@ from billing.domain.budget import (
 )
 from billing.models import RatedMark, RatedTenantMonth, RatedUsage
 from billing.selectors.month_to_date import month_spent
-from metering.selectors.usage import usage_metered_until
+from metering.selectors.usage import usage_fold_backlog
 from portal import clock
 from portal.alert_kinds import Evaluation, Finding
 from portal.formatting import rfc3339
@@ -78,10 +78,18 @@ class Budget:
 
 
 def rated_as_of(*, now: datetime) -> datetime | None:
-    """How far rated usage is current, or None when it lags the fold by more than
-    STALE_AFTER (or was never rated): budgets then answer `unknown`, never `ok`."""
+    """How far rated usage is current, or None (budgets then answer `unknown`, pages show
+    no figure, never `ok` on stale ones) when it was never rated, when it is more than
+    STALE_AFTER behind the newest accepted event or the last fold, whichever is later, or
+    when an event has waited for the fold more than STALE_AFTER: so also while no worker
+    runs at all and events are accepted."""
     mark = RatedMark.objects.values_list("rated_until", flat=True).first()
-    if mark is None or usage_metered_until(now=now) - mark > STALE_AFTER:
+    if mark is None:
+        return None
+    backlog = usage_fold_backlog()
+    if backlog.newest is not None and backlog.newest - mark > STALE_AFTER:
+        return None
+    if backlog.oldest_waiting is not None and now - backlog.oldest_waiting > STALE_AFTER:
         return None
     return min(mark, now)
 

@@ -1,6 +1,7 @@
 """Reads of metering data. Tenant scoping goes through portal.access.tenant_scoped only."""
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import reduce
 from operator import or_
@@ -296,6 +297,24 @@ def usage_metered_until(*, now: datetime | None = None) -> datetime:
     if oldest is not None:
         return min(now, oldest.astimezone(UTC))
     return now if mark is None else min(now, mark.astimezone(UTC))
+
+
+@dataclass(frozen=True)
+class FoldBacklog:
+    """What the fold has not caught up with: the receipt time of the oldest event still
+    waiting for it, and the later of the newest accepted event's receipt and the last
+    fold's completion (None: nothing accepted nor folded yet)."""
+
+    oldest_waiting: datetime | None
+    newest: datetime | None
+
+
+def usage_fold_backlog() -> FoldBacklog:
+    """The fold's backlog now, read whether or not any worker runs (two queries)."""
+    waiting = FoldPending.objects.aggregate(oldest=Min("queued_at"), newest=Max("queued_at"))
+    folded = FoldMark.objects.values_list("completed_at", flat=True).first()
+    newest = max((t for t in (waiting["newest"], folded) if t is not None), default=None)
+    return FoldBacklog(oldest_waiting=waiting["oldest"], newest=newest)
 
 
 def window_resolve(params, *, default: str = "this_month", now: datetime | None = None) -> Window:

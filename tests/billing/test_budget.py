@@ -101,6 +101,44 @@ def test_no_rule_reads_none_and_a_lagging_rating_reads_unknown(spent, member, no
     assert _budget(member)["state"] == "ok"
 
 
+def test_with_no_worker_running_accepted_events_turn_the_budget_unknown(
+    spent, member, admin_api, now
+):
+    """No stage runs in this test unless it calls one: events accepted meanwhile wait for a
+    fold that never comes, as they do while the worker is stopped."""
+    _rule(member, kind="budget", params={"amount": "100.00"})
+    assert _budget(member)["state"] == "ok"  # rated until 10:00, nothing waiting
+
+    def accept(event_id: str) -> None:
+        event = {
+            "id": event_id,
+            "tenant": "tenant-a",
+            "model": "llama-70b",
+            "time": "2026-12-16T09:00:00Z",
+            "input_tokens": M,
+            "output_tokens": 0,
+        }
+        assert admin_api.post("/api/v1/usage/events", [event]).status_code == 200  # fmt: skip
+
+    clock.clock_set(now + timedelta(minutes=1))
+    accept("w1")  # accepted at 10:01, never folded
+    assert _budget(member)["state"] == "ok"  # one minute behind: current enough
+    clock.clock_set(now + timedelta(minutes=16, seconds=1))
+    stale = _budget(member)  # 10:16:01: the 10:01 event has waited past 15 minutes
+    assert (stale["state"], stale["spent"], stale["as_of"]) == ("unknown", None, None)
+
+    # Under continuous ingestion too: rated until 10:00, an event accepted at 10:15:01.
+    usage_fold()
+    rated_usage_update()  # rated until 10:16:01
+    clock.clock_set(now + timedelta(minutes=31, seconds=2))
+    accept("w2")
+    assert _budget(member)["state"] == "unknown"  # 15 min 1 s behind the newest accepted
+    usage_fold()
+    assert _budget(member)["state"] == "unknown"  # folded, not rated: behind the fold
+    rated_usage_update()
+    assert _budget(member)["state"] == "ok"
+
+
 def test_thresholds_fire_once_a_month_as_events_and_resolve_with_the_month(
     spent, member, admin_api, now
 ):
