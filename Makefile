@@ -14,8 +14,8 @@ $(STAMP): requirements.lock
 	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.lock
 	@touch $@
 
-# The embedded default: SQLite in var/, a Celery worker and beat on a broker in var/broker/
-# (files, no server), nothing to install. `make demo PORT=8001` picks the port.
+# The embedded default: SQLite in var/, a Celery worker and beat on a broker in
+# var/portal.sqlite3-broker/ (files beside the database, no server), nothing to install. `make demo PORT=8001` picks the port.
 PORT ?= 8000
 # The demo's webhook receiver (its factory endpoint points there: portal.demo).
 RECEIVER_PORT ?= 8009

@@ -1,18 +1,20 @@
 """Settings for the Token Factory Portal, read from the environment in this one place (12-factor).
 
 Embedded default (no variable set): SQLite in var/, a Celery worker and beat on a broker in
-var/broker/ (no server), local-memory cache, DEBUG on.
+var/portal.sqlite3-broker/ (files beside the database, no server), local-memory cache, DEBUG on.
 Production: DEBUG=0 with SECRET_KEY, ALLOWED_HOSTS, DATABASE_URL (PostgreSQL),
 CELERY_BROKER_URL and REDIS_URL (Redis).
 """
 
 import os
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
 import dj_database_url
 from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Exchange, Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # The forecast job fits small models (numpy, scipy): one BLAS thread each, set before either
@@ -322,14 +324,29 @@ OTLP_POOL_ATTRIBUTE = os.environ.get("OTLP_POOL_ATTRIBUTE", "tokenfactory.pool")
 # The issuer's postal address on invoices, lines separated by "\n" in the variable.
 FACTORY_ADDRESS = os.environ.get("FACTORY_ADDRESS", "").replace("\\n", "\n")
 
+
+def broker_folder(database: dict) -> Path:
+    """The embedded broker's folder follows the database, whatever VAR_DIR is: beside a
+    SQLite file, named after it as SQLite names its own companions (`portal.sqlite3-broker`
+    beside `portal.sqlite3-wal`); for another database (or SQLite in memory), in VAR_DIR
+    named after its host, port and name. Two instances with two databases never share a
+    queue; two with one database share it, as they should."""
+    name = str(database.get("NAME") or "")
+    if database["ENGINE"] == "django.db.backends.sqlite3" and name and ":memory:" not in name:
+        path = Path(name).resolve()
+        return path.with_name(path.name + "-broker")
+    where = f"{database.get('HOST') or 'local'}-{database.get('PORT') or ''}-{name or 'memory'}"
+    return VAR_DIR / "broker" / re.sub(r"[^A-Za-z0-9._-]+", "_", where)
+
+
 # Celery. Every mode runs a real worker and beat (portal.pipeline): production on Redis
-# (CELERY_BROKER_URL), the embedded default on kombu's filesystem transport in var/broker/
-# (no server; beside the SQLite file, so two instances with two databases never share a
+# (CELERY_BROKER_URL), the embedded default on kombu's filesystem transport in a folder
+# beside the SQLite file (broker_folder: two instances with two databases never share a
 # queue; README "The embedded default" says why not the SQLAlchemy transport). Eager
 # execution exists only inside unit tests (tests/conftest.py), never as a way to run jobs.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "") or "filesystem://localhost/"
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    BROKER_DIR = VAR_DIR / "broker"
+    BROKER_DIR = broker_folder(DATABASES["default"])
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR / "queue"),
         "data_folder_out": str(BROKER_DIR / "queue"),
@@ -353,10 +370,12 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = "UTC"
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-# Four queues (architecture.md "Runtime"), every task routed here by name: each queue may
-# have workers of its own in production (`celery -A portal worker -Q billing`); the embedded
-# default's one worker serves all of them.
+# Four queues (architecture.md "Runtime"), every task routed here by name, each declared, so
+# a worker started without -Q (`celery -A portal worker`, the README's production command)
+# consumes every one; each queue may have workers of its own (`celery -A portal worker -Q
+# billing`); the embedded default's one worker serves all of them.
 WORKER_QUEUES = ["ingest", "billing", "measure", "notify"]
+CELERY_TASK_QUEUES = [Queue(name, Exchange(name), routing_key=name) for name in WORKER_QUEUES]
 # A worker's CPU priority (nice 0–19, portal/celery.py): below the web server's, so a burst
 # of jobs or deliveries never slows a page.
 WORKER_NICE = int(os.environ.get("WORKER_NICE", "10"))

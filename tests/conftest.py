@@ -193,11 +193,12 @@ def session_client(client):
 
 
 @contextmanager
-def celery_worker(now: datetime, log_name: str, *, include=(), env=None, queues=None):
+def celery_worker(now: datetime, log_name: str, *, include=(), env=None, queues=None, command=None):
     """A real `celery worker` process (prefork, one child) consuming from the test Redis and
     writing to the test database at the test clock, logging to var/<log_name><xdist worker>.log;
     `include` names more task modules, `env` more environment, `queues` the queues it
-    consumes (default: every one, as the embedded default's worker). Yields (a Celery client app bound
+    consumes (default: every one, as the embedded default's worker); `command` replaces the
+    whole command line (a worker started as the README says). Yields (a Celery client app bound
     to the same broker and result backend, the process, the log's path) once it answers a ping;
     it is stopped on exit."""
     import subprocess
@@ -233,14 +234,18 @@ def celery_worker(now: datetime, log_name: str, *, include=(), env=None, queues=
     app.conf.task_routes = settings.CELERY_TASK_ROUTES  # the portal's queues
     app.conf.task_default_queue = settings.CELERY_TASK_DEFAULT_QUEUE
     app.control.purge()  # nothing left over from an earlier test
-    command = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=prefork"]
-    command += ["--concurrency=1", "--without-gossip", "--without-mingle"]
-    command += ["--queues", ",".join(queues or settings.WORKER_QUEUES)]
-    command += [f"--hostname={log_name}{XDIST_WORKER}@%h"]  # each its own, several at once
-    command += [f"--include={module}" for module in include]
+    name = f"{log_name}{XDIST_WORKER}@"
+    if command is None:
+        command = [sys.executable, "-m", "celery", "-A", "portal", "worker", "--pool=prefork"]
+        command += ["--concurrency=1", "--without-gossip", "--without-mingle"]
+        command += ["--queues", ",".join(queues or settings.WORKER_QUEUES)]
+        command += [f"--hostname={name}%h"]  # each its own, several at once
+        command += [f"--include={module}" for module in include] + ["-l", "INFO"]
+    else:
+        name = ""  # its own hostname: any worker on this broker (its database is this one's)
     with open(log_path, "w") as log:
         process = subprocess.Popen(
-            [*command, "-l", "INFO"],
+            command,
             cwd=root,
             env=worker_env,
             stdout=log,
@@ -248,7 +253,6 @@ def celery_worker(now: datetime, log_name: str, *, include=(), env=None, queues=
         )
     try:
         deadline = time.monotonic() + 60
-        name = f"{log_name}{XDIST_WORKER}@"
         while not any(
             next(iter(answer)).startswith(name) for answer in app.control.ping(timeout=1.0)
         ):

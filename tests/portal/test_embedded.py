@@ -249,3 +249,39 @@ def test_the_served_processes_link_to_the_address_served_unless_portal_url_is_se
 
     assert served == {"PATH": "/bin", "PORTAL_URL": "http://127.0.0.1:8001"}
     assert chosen["PORTAL_URL"] == "https://portal.example.com"
+
+
+def test_two_instances_with_two_databases_and_one_var_dir_keep_their_queues_apart(tmp_path, now):
+    """The embedded broker's folder follows the SQLite file, whatever VAR_DIR says: each
+    instance's message lands beside its own database and nowhere else."""
+    send = (
+        "import django; django.setup()\n"
+        "from django.conf import settings\n"
+        "from portal.celery import app\n"
+        "app.send_task('portal.ping')\n"
+        "print(settings.BROKER_DIR)\n"
+    )
+    shared_var = tmp_path / "var"
+    folders = {}
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        env = {
+            **_env(shared_var, now),
+            "DATABASE_URL": f"sqlite:///{tmp_path / name / 'portal.sqlite3'}",
+            "DJANGO_SETTINGS_MODULE": "portal.settings",
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", send], cwd=ROOT, env=env, capture_output=True, text=True,
+            timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        folders[name] = Path(done.stdout.strip().splitlines()[-1])
+
+    assert folders == {
+        "a": tmp_path / "a" / "portal.sqlite3-broker",
+        "b": tmp_path / "b" / "portal.sqlite3-broker",
+    }
+    for folder in folders.values():
+        [message] = (folder / "queue").iterdir()
+        assert message.name.endswith(".notify.msg")  # portal.* tasks go to `notify`
+    assert not (shared_var / "broker").exists()

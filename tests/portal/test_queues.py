@@ -4,9 +4,11 @@ measurement on `measure`, delivery and the kernel's tasks on `notify`."""
 
 import os
 import re
+import sys
 import time
 from contextlib import ExitStack
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -77,3 +79,35 @@ def test_a_worker_per_queue_runs_each_stage_of_the_pipeline(
         assert tasks <= ran[queue], (queue, ran)
         others = set().union(*(ran[q] for q in ran if q != queue))
         assert not tasks & others, (queue, ran)
+
+
+@pytest.mark.integration
+def test_the_readmes_production_worker_command_runs_the_whole_pipeline(
+    transactional_db, now, admin_api, tenant_a
+):
+    """`celery -A portal worker -l INFO` exactly as README "Production" writes it (no -Q):
+    it consumes every queue, so an event is folded, rated and measured."""
+    readme = (Path(settings.BASE_DIR) / "README.md").read_text()
+    assert ".venv/bin/celery -A portal worker -l INFO " in readme
+    celery = str(Path(sys.executable).parent / "celery")  # .venv/bin/celery
+    make_priced_model()
+    make_contract(tenant_a)
+    hour = (now - timedelta(hours=2)).replace(minute=5, second=0, microsecond=0)
+    command = [celery, "-A", "portal", "worker", "-l", "INFO"]
+    with (
+        celery_worker(now, "readme-worker", command=command) as (_, _, log),
+        broker_mode(os.environ["TEST_BROKER_URL"]),
+    ):
+        response = admin_api.post(
+            "/api/v1/usage/events",
+            [{"id": "r1", "time": hour.isoformat(), "tenant": "tenant-a", "model": "llama-70b",
+              "input_tokens": 1000, "output_tokens": 500}],
+        )  # fmt: skip
+        assert response.status_code == 200, response.json()
+        _wait_for(lambda: HourlyUsage.objects.exists(), "rollup (the fold)")
+        _wait_for(lambda: RatedUsage.objects.exists(), "rated usage (the rating)")
+        stage_schedule(MEASURE)
+        _wait_for(lambda: KpiSnapshot.objects.exists(), "KPI snapshot (the measurement)")
+        stages = {"metering.fold", "billing.rate", "flywheel.measure"}
+        _wait_for(lambda: stages <= _ran(log), "log line of each stage")
+    assert RatedUsage.objects.get().output_tokens == 500

@@ -1,6 +1,6 @@
 """`manage.py serve`: the embedded default on the database at hand (architecture.md
 "Runtime"): Django's web server and one Celery worker with the beat, serving every queue,
-on the broker of settings (in the embedded default, files in var/broker/). Ctrl-C (or
+on the broker of settings (in the embedded default, files beside the SQLite file). Ctrl-C (or
 SIGTERM) stops both, and everything they started, before it returns."""
 
 import contextlib
