@@ -396,12 +396,18 @@ def test_lever_applications_record_the_baseline_and_withdraw_before_measured(db,
 def test_cycles_run_on_request_and_list(factory, users):
     api = _session(users["operator"])
 
-    created = api.post("/api/v1/flywheel/cycles", PERIOD)
+    queued = api.post("/api/v1/flywheel/cycles", PERIOD)
     refused = _session(users["finance"]).post("/api/v1/flywheel/cycles", PERIOD)
 
-    assert created.status_code == 201, created.json()
-    assert created.json()["bottleneck"] == "occupancy"
-    assert created.json()["diagnosis"][0]["evidence"]["rows"][0]["idle_gpu_hours"] == 120.0
+    assert queued.status_code == 202, queued.json()  # the cycle job ran it (eager here)
+    assert queued.json() == {
+        "from": "2026-03-02T00:00:00Z",
+        "to": "2026-03-03T00:00:00Z",
+        "url": "/api/v1/flywheel/cycles?from=2026-03-02T00%3A00%3A00Z&to=2026-03-03T00%3A00%3A00Z",
+    }
+    [created] = api.get(queued.json()["url"]).json()["results"]
+    assert created["bottleneck"] == "occupancy"
+    assert created["diagnosis"][0]["evidence"]["rows"][0]["idle_gpu_hours"] == 120.0
     assert refused.status_code == 403
     reader = _session(users["investor"])
     with CaptureQueriesContext(connection) as one:

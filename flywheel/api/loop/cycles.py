@@ -1,7 +1,11 @@
-"""Flywheel cycles: the history, and a cycle run now over a chosen period."""
+"""Flywheel cycles: the history, and a cycle queued now over a chosen period."""
 
 from __future__ import annotations
 
+from datetime import datetime
+from urllib.parse import urlencode
+
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.response import Response
@@ -9,10 +13,13 @@ from rest_framework.response import Response
 from flywheel.api.loop.applications import LeverApplicationSerializer
 from flywheel.api.loop.writes import ERRORS, FactoryWrite
 from flywheel.models import Cycle
-from flywheel.selectors.loop.cycles import cycle_list
-from flywheel.services.loop.cycles import cycle_run
+from flywheel.selectors.loop.cycles import cycle_list, last_full_week
+from flywheel.selectors.loop.shapes import rfc3339
+from flywheel.tasks import cycle_task
 from metering.selectors.usage import window_resolve
+from portal import clock
 from portal.api.fields import ModelSerializer
+from portal.errors import FieldError
 
 
 class CycleSerializer(ModelSerializer):
@@ -49,28 +56,49 @@ CycleRunSerializer._declared_fields["from"] = serializers.CharField(
 )
 
 
+class CycleQueuedSerializer(serializers.Serializer):
+    to = serializers.DateTimeField(help_text="the period's end (excluded)")
+    url = serializers.CharField(help_text="the cycles of that period: the cycle once it ran")
+
+
+CycleQueuedSerializer._declared_fields["from"] = serializers.DateTimeField()
+
+
+def _period(query) -> tuple[datetime, datetime] | None:
+    """[from, to) as given (both or neither), resolved as every period is."""
+    bounds = {k: query[k] for k in ("from", "to") if query.get(k)}
+    if not bounds:
+        return None
+    if len(bounds) == 1:
+        raise serializers.ValidationError({"to": ["give both from and to, or neither"]})
+    period = window_resolve(bounds).period
+    return period.start, period.end
+
+
 @extend_schema(responses={400: ERRORS, 403: ERRORS})
 class CycleViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
-    """Flywheel cycles, newest first (the weekly job writes one per week). POST runs one
-    now over [from, to) (default: the last 7 whole UTC days); running it again for the
-    same period rewrites it."""
+    """Flywheel cycles, newest first (the weekly job writes one per week; `?from=&to=` the
+    cycle of that period). POST queues one over [from, to) (default: the last 7 whole UTC
+    days): 202 with the URL of that period's cycles; the cycle job does the work, and
+    running it again for the same period rewrites it."""
 
     permission_classes = [FactoryWrite]
     serializer_class = CycleSerializer
-    queryset = cycle_list()
 
-    @extend_schema(request=CycleRunSerializer, responses={201: CycleSerializer, 400: ERRORS})
+    def get_queryset(self):
+        cycles = cycle_list()
+        if self.action == "list" and (period := _period(self.request.query_params)):
+            cycles = cycles.filter(period_start=period[0], period_end=period[1])
+        return cycles
+
+    @extend_schema(request=CycleRunSerializer, responses={202: CycleQueuedSerializer})
     def create(self, request):
         body = CycleRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        bounds = {k: body.validated_data[k] for k in ("from", "to") if body.validated_data.get(k)}
-        start = end = None
-        if bounds:
-            if len(bounds) == 1:
-                raise serializers.ValidationError({"to": ["give both from and to, or neither"]})
-            period = window_resolve(bounds).period
-            start, end = period.start, period.end
-        cycle = cycle_run(start=start, end=end, by=request.user)
-        return Response(
-            CycleSerializer(cycle_list().get(pk=cycle.pk)).data, status=status.HTTP_201_CREATED
-        )
+        start, end = _period(body.validated_data) or last_full_week(now=clock.now())
+        if end <= start:
+            raise FieldError("to", "must be after from")
+        bounds = {"from": rfc3339(start), "to": rfc3339(end)}
+        cycle_task.apply_async(kwargs={"start": bounds["from"], "end": bounds["to"]})
+        url = f"{reverse('flywheel-cycle-list')}?{urlencode(bounds)}"
+        return Response({**bounds, "url": url}, status=status.HTTP_202_ACCEPTED)
