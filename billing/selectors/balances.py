@@ -34,8 +34,13 @@ def open_balance(*, tenant: Tenant) -> Decimal:
 
 
 def prepaid_list(*, tenant: Tenant) -> QuerySet[PrepaidBalance]:
-    """The tenant's prepaid balances, with the invoice that sold each."""
-    return PrepaidBalance.objects.filter(tenant=tenant).select_related("invoice")
+    """The tenant's prepaid balances, with the invoice that sold each: a purchase whose
+    invoice was voided is no balance."""
+    return (
+        PrepaidBalance.objects.filter(tenant=tenant)
+        .exclude(invoice__status=Invoice.Status.VOID)
+        .select_related("invoice")
+    )
 
 
 def prepaid_remaining(balance: PrepaidBalance) -> Decimal:
@@ -75,7 +80,7 @@ class Movement:
 def balance_movements(*, tenant: Tenant) -> list[Movement]:
     """Every movement of the tenant's credit and prepaid balances, oldest first."""
     moves = []
-    for balance in PrepaidBalance.objects.filter(tenant=tenant).select_related("invoice"):
+    for balance in prepaid_list(tenant=tenant):
         moves.append(Movement(balance.invoice.issued_at, "purchase", "prepaid", balance.amount,
                               balance.invoice.number or ""))  # fmt: skip
         for draw in balance.draws.exclude(invoice__status=Invoice.Status.VOID).select_related(

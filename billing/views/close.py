@@ -14,7 +14,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from billing.domain.receivables import BUCKETS
-from billing.selectors.balances import balance_movements, credit_balance, prepaid_remaining
+from billing.selectors.balances import (
+    balance_movements,
+    credit_balance,
+    prepaid_list,
+    prepaid_remaining,
+)
 from billing.selectors.close import close_months, close_report
 from billing.selectors.credit_notes import credit_note_list
 from billing.selectors.invoices import invoice_get
@@ -325,7 +330,7 @@ def balances(request):
             messages.success(request, f"Prepaid purchase invoiced as {balance.invoice.number}.")
             return redirect(f"{request.path}?tenant={tenant.slug}")
     prepaid = (
-        [(b, prepaid_remaining(b)) for b in tenant.prepaid.select_related("invoice")]
+        [(b, prepaid_remaining(b)) for b in prepaid_list(tenant=tenant)]
         if tenant
         else []
     )

@@ -157,3 +157,28 @@ def test_the_balances_page_refuses_a_purchase_as_the_api_does_keeping_the_form(
     shown = client.get("/billing/balances/?tenant=tenant-a").content.decode()
     assert '<div class="label">Prepaid left</div><div class="value">500.00</div>' in shown
     assert "USD in 1 purchase," in shown
+
+
+def test_a_voided_purchase_leaves_the_balances(admin_api, tenant_a, users, session_client):
+    kept = admin_api.post(
+        "/api/v1/prepaid",
+        {"tenant": "tenant-a", "amount": "500.00", "expires_at": "2027-03-31"},
+        format="json",
+    ).json()
+    voided = admin_api.post(
+        "/api/v1/prepaid",
+        {"tenant": "tenant-a", "amount": "70.00", "expires_at": "2027-03-31"},
+        format="json",
+    ).json()
+    invoice = Invoice.objects.get(number=voided["invoice"])
+    answer = admin_api.post(
+        f"/api/v1/invoices/{invoice.pk}/void", {"reason": "sold by mistake"}, format="json"
+    )
+    assert answer.status_code == 200, answer.json()
+
+    balances = admin_api.get("/api/v1/tenants/tenant-a/balances").json()
+    assert [b["id"] for b in balances["prepaid"]] == [kept["id"]]
+    assert [(m["kind"], m["amount"]) for m in balances["movements"]] == [("purchase", "500.00")]
+    page = session_client(users["finance"]).get("/billing/balances/?tenant=tenant-a")
+    assert voided["invoice"] not in page.content.decode()
+    assert kept["invoice"] in page.content.decode()
