@@ -41,3 +41,17 @@ def capability_permission(*, read: Capability, write: Capability | None = None):
 
     CapabilityPermission.__name__ = f"May{read.title().replace('_', '')}"
     return CapabilityPermission
+
+
+class UnboundToken(permissions.BasePermission):
+    """Factory-wide writes a tenant's gateway has no business making (pools' telemetry and
+    capacity): refused to a token bound to a tenant, which meters that tenant's usage only
+    (architecture.md: an `ingest` token may be bound to one tenant, for its gateway)."""
+
+    message = (
+        "This token is bound to a tenant: it sends that tenant's usage only, not pools' "
+        "telemetry or capacity."
+    )
+
+    def has_permission(self, request, view) -> bool:
+        return getattr(request.auth, "bound_tenant_id", None) is None

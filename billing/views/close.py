@@ -329,11 +329,7 @@ def balances(request):
         else:
             messages.success(request, f"Prepaid purchase invoiced as {balance.invoice.number}.")
             return redirect(f"{request.path}?tenant={tenant.slug}")
-    prepaid = (
-        [(b, prepaid_remaining(b)) for b in prepaid_list(tenant=tenant)]
-        if tenant
-        else []
-    )
+    prepaid = [(b, prepaid_remaining(b)) for b in prepaid_list(tenant=tenant)] if tenant else []
     return render(
         request,
         "billing/close/balances.html",

@@ -22,6 +22,7 @@ from metering.domain.usage.otlp import (
     JSON,
     PROTOBUF,
     spans_to_items,
+    status_encode,
     traces_decode,
     traces_response,
 )
@@ -29,21 +30,50 @@ from metering.services.telemetry.otlp import otlp_metrics_ingest
 from metering.services.usage.ingest import Batch, batch_ingest, refusals_recorded
 from portal import clock
 from portal.api.errors import content_type_check
+from portal.permissions import UnboundToken
 
 MESSAGES_SHOWN = 10  # errors spelled out in partial_success.error_message
 
-# Either endpoint's exchange: an export in protobuf or JSON, answered in its media type.
+# Either endpoint's exchange: an export in protobuf or JSON, answered in its media type,
+# a refusal too (a google.rpc.Status).
 otlp_schema = extend_schema(
+    tags=["OTLP"],
     request={PROTOBUF: OpenApiTypes.BINARY, JSON: OpenApiTypes.OBJECT},
     responses={
-        (200, PROTOBUF): OpenApiTypes.BINARY,
-        (200, JSON): OpenApiTypes.OBJECT,
-        **ERROR_RESPONSES,
+        (code, media): OpenApiTypes.BINARY if media == PROTOBUF else OpenApiTypes.OBJECT
+        for code in (200, *ERROR_RESPONSES)
+        for media in (PROTOBUF, JSON)
     },
 )
 
 
-class OtlpTracesView(IngestView):
+class OtlpView(IngestView):
+    """An OTLP/HTTP endpoint: its refusals (400, 401, 403, 413, 415, 429…) are answered as
+    the OTLP/HTTP specification says, a google.rpc.Status in the request's encoding, with
+    the same status code and headers as every API refusal."""
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        errors = getattr(response, "data", None)
+        if response.status_code < 400 or not isinstance(errors, dict) or "errors" not in errors:
+            return response
+        content_type = request.content_type.split(";")[0].strip().lower()
+        answer = HttpResponse(
+            status_encode(
+                http_status=response.status_code,
+                errors=errors["errors"],
+                content_type=content_type,
+            ),
+            status=response.status_code,
+            content_type=PROTOBUF if content_type == PROTOBUF else JSON,
+        )
+        for header in ("Retry-After", "WWW-Authenticate"):
+            if header in response:
+                answer[header] = response[header]
+        return answer
+
+
+class OtlpTracesView(OtlpView):
     """GenAI spans as usage events (data-formats.md 6b), protobuf or JSON, gzip accepted."""
 
     @otlp_schema
@@ -88,9 +118,12 @@ def _message(rejected: list[EventError], ignored: int) -> str:
     return "; ".join(parts)
 
 
-class OtlpMetricsView(IngestView):
+class OtlpMetricsView(OtlpView):
     """GenAI token-usage metrics (data-formats.md 6b, "Metrics"): their own telemetry kind
-    per source, for reconciliation; billing never reads them."""
+    per source, for reconciliation; billing never reads them. Pool telemetry: a token bound
+    to a tenant may not send it."""
+
+    permission_classes = [*OtlpView.permission_classes, UnboundToken]
 
     @otlp_schema
     def post(self, request):

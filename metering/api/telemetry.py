@@ -23,7 +23,7 @@ from portal.access import Capability, user_role
 from portal.api.errors import content_type_check, errors_response
 from portal.api.views import AuditedModelViewSet
 from portal.models import Role, Scope
-from portal.permissions import capability_permission
+from portal.permissions import UnboundToken, capability_permission
 
 _SOURCE = re.compile(r"[-a-zA-Z0-9_.:]{1,128}")
 _TEXT_TYPES = ("text/plain", "")
@@ -52,7 +52,7 @@ class TelemetryPrometheusView(APIView):
     """A Prometheus text exposition pushed for a pool; stored like a scrape of it."""
 
     write_scope = Scope.INGEST
-    permission_classes = [PushPermission]
+    permission_classes = [PushPermission, UnboundToken]
     throttle_scope = "ingest"
 
     @extend_schema(

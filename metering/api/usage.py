@@ -28,7 +28,7 @@ from portal.api.pagination import Pagination
 from portal.api.periods import PERIOD_PARAMETERS
 from portal.formatting import rfc3339
 from portal.models import Scope
-from portal.permissions import capability_permission
+from portal.permissions import UnboundToken, capability_permission
 
 
 def _tokens(*, required: bool = True, help_text: str = "") -> serializers.IntegerField:
@@ -275,10 +275,11 @@ class _CapacitySampleIn(CapacitySampleSerializer):
 
 
 class CapacityView(APIView):
-    """Capacity samples of pools (installed ≥ healthy ≥ busy GPUs); all or nothing."""
+    """Capacity samples of pools (installed ≥ healthy ≥ busy GPUs); all or nothing; not
+    from a token bound to a tenant."""
 
     write_scope = Scope.INGEST
-    permission_classes = [IngestPermission]
+    permission_classes = [IngestPermission, UnboundToken]
 
     @extend_schema(
         request=CapacitySampleSerializer(many=True),

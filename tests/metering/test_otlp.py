@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 from google.protobuf import json_format
+from google.rpc.status_pb2 import Status as RpcStatus
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -19,8 +20,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
+from rest_framework.test import APIClient
 
-from metering.models import IngestRejection, UsageEvent
+from metering.models import CapacitySample, IngestRejection, UsageEvent
 from metering.services.usage.rollup import usage_fold
 from portal.services import token_create
 from tests.metering.factories import make_deployment
@@ -199,17 +201,60 @@ def test_a_bound_token_meters_spans_without_a_tenant_to_its_tenant(
     )
 
 
-def test_an_undecodable_or_oversized_export_is_refused_whole(portal):
+def test_an_undecodable_or_oversized_export_is_refused_whole_with_a_status(portal):
+    """OTLP/HTTP: a refusal's body is a google.rpc.Status in the request's encoding."""
     url, token = portal
     status, body = _post(url, token, b"\xff\x00not protobuf", "application/x-protobuf")
     assert status == 400
-    assert (
-        "is not an OTLP protobuf ExportTraceServiceRequest"
-        in json.loads(body)["errors"][0]["message"]
-    )
-    status, _ = _post(url, "tfp_wrong", b"", "application/x-protobuf")
-    assert status == 401
+    refusal = RpcStatus.FromString(body)
+    assert refusal.code == 3  # INVALID_ARGUMENT
+    assert "is not an OTLP protobuf ExportTraceServiceRequest" in refusal.message
+    status, body = _post(url, token, b"[1, 2", "application/json")
+    assert status == 400
+    refusal = json.loads(body)
+    assert refusal == {"code": 3, "message": "is not valid JSON: Input data was truncated"}
+    status, body = _post(url, "tfp_wrong", b"", "application/x-protobuf")
+    assert (status, RpcStatus.FromString(body).code) == (401, 16)  # UNAUTHENTICATED
+    status, body = _post(url, "tfp_wrong", b"{}", "application/json")
+    assert (status, json.loads(body)["code"]) == (401, 16)
+    status, body = _post(url, token, b"\0" * (33 * 1024 * 1024), "application/x-protobuf",
+                         gzipped=True)  # fmt: skip
+    assert (status, RpcStatus.FromString(body).code) == (413, 3)
     assert not UsageEvent.objects.exists()
+
+
+def test_a_token_bound_to_a_tenant_cannot_push_pool_telemetry_or_capacity(
+    portal, users, tenant_a, now
+):
+    url, _ = portal
+    _, bound = token_create(
+        user=users["operator"], name="acme gateway", scopes=["ingest"], bound_tenant=tenant_a
+    )
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {bound}")
+    message = (
+        "This token is bound to a tenant: it sends that tenant's usage only, not pools' "
+        "telemetry or capacity."
+    )
+    sample = [{"pool": "h100-a", "time": "2026-12-16T09:00:00Z", "gpus_installed": 8,
+               "gpus_healthy": 8, "gpus_busy": 4}]  # fmt: skip
+    capacity = client.post("/api/v1/capacity", sample, format="json")
+    assert (capacity.status_code, capacity.json()["errors"][0]["message"]) == (403, message)
+    push = client.post(
+        "/api/v1/telemetry/prometheus?kind=vllm&pool=h100-a",
+        "vllm:num_requests_running 1\n",
+        content_type="text/plain",
+    )
+    assert (push.status_code, push.json()["errors"][0]["message"]) == (403, message)
+    request = urllib.request.Request(
+        url + METRICS, data=b"", method="POST",
+        headers={"Authorization": f"Bearer {bound}", "Content-Type": "application/x-protobuf"},
+    )  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 403
+    assert RpcStatus.FromString(refused.value.read()).message == message
+    assert not CapacitySample.objects.exists()
 
 
 # --- OTLP metrics: their own telemetry kind, beside the scraped counters ----------------

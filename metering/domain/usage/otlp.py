@@ -19,6 +19,7 @@ from typing import Any, Final, NamedTuple, TypeGuard, TypeVar
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
+from google.rpc.status_pb2 import Status as RpcStatus
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -115,6 +116,23 @@ def export_encode(response: Message, *, content_type: str) -> bytes:
     if content_type == PROTOBUF:
         return response.SerializeToString()
     return json_format.MessageToJson(response, indent=None).encode()
+
+
+# The gRPC code of an OTLP/HTTP refusal (google.rpc.Code), by its HTTP status.
+GRPC_CODES: Final = {400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 3, 415: 3, 429: 8, 503: 14}
+GRPC_INTERNAL: Final = 13
+
+
+def status_encode(*, http_status: int, errors: list[dict], content_type: str) -> bytes:
+    """A refused export's answer as OTLP/HTTP says: a google.rpc.Status (its gRPC code, a
+    message naming each error's field), encoded as the request was (protobuf, else
+    OTLP/JSON)."""
+    message = "; ".join(
+        f"{error['field']}: {error['message']}" if error.get("field") else str(error["message"])
+        for error in errors
+    )
+    status = RpcStatus(code=GRPC_CODES.get(http_status, GRPC_INTERNAL), message=message)
+    return export_encode(status, content_type=PROTOBUF if content_type == PROTOBUF else JSON)
 
 
 def json_object(body: bytes, *, message: str) -> dict:
