@@ -25,7 +25,7 @@ TOKENS_MAXIMUM = 2**63 - 1  # token counts are stored as 64-bit integers
 class PriceSerializer(ModelSerializer):
     model = serializers.SlugRelatedField(slug_field="slug", queryset=served_model_list())
     token_class = serializers.ChoiceField(choices=TOKEN_CLASS_CHOICES)
-    per_million = MoneyField(unit_price=True, help_text="money per 10^6 tokens")
+    per_million = MoneyField(unit_price=True, decimal_places=10, help_text="money per 10^6 tokens")
     currency = serializers.ChoiceField(choices=CURRENCIES)
 
     class Meta:
@@ -58,7 +58,7 @@ class ContractSerializer(ModelSerializer):
         min_value=0, max_value=TOKENS_MAXIMUM, default=0
     )
     volume_tiers = VolumeTierSerializer(many=True, default=list)
-    committed_minimum = MoneyField(default=Decimal(0))
+    committed_minimum = MoneyField(decimal_places=4, default=Decimal(0))
     currency = serializers.ChoiceField(choices=CURRENCIES, required=False)
     credit_tiers = serializers.ListField(
         child=serializers.ListField(
@@ -107,7 +107,7 @@ class ContractSerializer(ModelSerializer):
 
 class PromotionSerializer(ModelSerializer):
     tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
-    amount = MoneyField(positive=True)
+    amount = MoneyField(positive=True, decimal_places=4)
     currency = serializers.ChoiceField(choices=CURRENCIES, required=False)
     used = serializers.SerializerMethodField()
 

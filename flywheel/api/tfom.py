@@ -31,7 +31,7 @@ class CostModelSerializer(ModelSerializer):
     """A pool's TCO inputs from `effective_from` (kpis.md section 5)."""
 
     pool = serializers.SlugRelatedField(slug_field="slug", queryset=pool_list())
-    capex_per_gpu = MoneyField(help_text="money per GPU, all-in")
+    capex_per_gpu = MoneyField(decimal_places=4, help_text="money per GPU, all-in")
     depreciation_months = serializers.IntegerField(
         min_value=1, max_value=600, help_text="straight line"
     )
@@ -52,9 +52,13 @@ class CostModelSerializer(ModelSerializer):
     pue = serializers.DecimalField(
         max_digits=7, decimal_places=4, min_value=Decimal(1), help_text="facility over IT energy"
     )
-    electricity_price_per_kwh = MoneyField(unit_price=True, help_text="money per kWh")
-    hosting_per_gpu_month = MoneyField(help_text="money per GPU-month")
-    network_storage_per_gpu_month = MoneyField(default=Decimal(0), help_text="money per GPU-month")
+    electricity_price_per_kwh = MoneyField(
+        unit_price=True, decimal_places=10, help_text="money per kWh"
+    )
+    hosting_per_gpu_month = MoneyField(decimal_places=4, help_text="money per GPU-month")
+    network_storage_per_gpu_month = MoneyField(
+        decimal_places=4, default=Decimal(0), help_text="money per GPU-month"
+    )
     node_power_factor = serializers.DecimalField(
         max_digits=7,
         decimal_places=4,
@@ -89,8 +93,8 @@ class CostModelSerializer(ModelSerializer):
 class FactoryCostsSerializer(ModelSerializer):
     """Factory-level monthly costs from `effective_from`."""
 
-    staff_per_month = MoneyField(help_text="money per month")
-    sga_per_month = MoneyField(help_text="money per month")
+    staff_per_month = MoneyField(decimal_places=4, help_text="money per month")
+    sga_per_month = MoneyField(decimal_places=4, help_text="money per month")
     currency = serializers.CharField(
         max_length=3, required=False, help_text="the factory currency (default)"
     )

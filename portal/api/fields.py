@@ -48,17 +48,24 @@ class AwareDateTimeField(serializers.DateTimeField):
 class MoneyField(serializers.DecimalField):
     """A money input (portal.money.money_parse): a plain decimal of at most 2 places from 0
     (above 0 when `positive`) to 10^12, or `unit_price` one of at most 4 places up to 10^9;
-    sent back as a decimal string with those places."""
+    sent back as a decimal string with `decimal_places` (default: those), as stored."""
 
     def __init__(
-        self, *, unit_price: bool = False, positive: bool = False, signed: bool = False, **kwargs
+        self,
+        *,
+        unit_price: bool = False,
+        positive: bool = False,
+        signed: bool = False,
+        decimal_places: int | None = None,
+        **kwargs,
     ) -> None:
         places = UNIT_PRICE_PLACES if unit_price else MONEY_PLACES
         maximum = UNIT_PRICE_MAXIMUM if unit_price else MONEY_MAXIMUM
         self.rule = {"places": places, "positive": positive, "signed": signed, "maximum": maximum}
+        shown = places if decimal_places is None else decimal_places
         super().__init__(
-            max_digits=maximum.adjusted() + 1 + places,
-            decimal_places=places,
+            max_digits=maximum.adjusted() + 1 + shown,
+            decimal_places=shown,
             min_value=-maximum if signed else Decimal(0),
             max_value=maximum,
             **kwargs,
@@ -66,9 +73,10 @@ class MoneyField(serializers.DecimalField):
 
     def to_internal_value(self, data):
         try:
-            return money_parse(data, field="", **self.rule)
+            amount = money_parse(data, field="", **self.rule)
         except FieldError as error:
             raise serializers.ValidationError(error.message) from None
+        return self.quantize(amount)
 
 
 class ModelSerializer(serializers.ModelSerializer):

@@ -35,7 +35,9 @@ class GoalInSerializer(serializers.Serializer):
     min_gross_margin = serializers.DecimalField(
         max_digits=9, decimal_places=6, max_value=Decimal(1), required=False, allow_null=True
     )
-    min_ebitda_per_month = MoneyField(signed=True, required=False, allow_null=True)
+    min_ebitda_per_month = MoneyField(
+        signed=True, decimal_places=4, required=False, allow_null=True
+    )
     min_tfi = serializers.DecimalField(
         **RATIO, max_value=Decimal(1), required=False, allow_null=True
     )

@@ -21,8 +21,8 @@ class LeverSerializer(ModelSerializer):
         help_text='factor → multipliers 0 < low ≤ typical ≤ high, e.g. {"efficiency": '
         '{"low": "2", "typical": "2.5", "high": "4"}}'
     )
-    one_time_cost = MoneyField()
-    monthly_cost = MoneyField()
+    one_time_cost = MoneyField(decimal_places=4)
+    monthly_cost = MoneyField(decimal_places=4)
     currency = serializers.CharField(max_length=3, required=False)
     effective_from = AwareDateTimeField(help_text="a whole UTC hour")
     source = serializers.ChoiceField(choices=Lever.Source.choices, read_only=True)
@@ -77,7 +77,9 @@ class GoalSerializer(ModelSerializer):
     min_gross_margin = serializers.DecimalField(
         max_digits=9, decimal_places=6, max_value=Decimal(1), required=False, allow_null=True
     )
-    min_ebitda_per_month = MoneyField(signed=True, required=False, allow_null=True)
+    min_ebitda_per_month = MoneyField(
+        signed=True, decimal_places=4, required=False, allow_null=True
+    )
     min_tfi = serializers.DecimalField(
         **RATIO, max_value=Decimal(1), required=False, allow_null=True
     )
