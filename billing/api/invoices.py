@@ -68,6 +68,7 @@ class InvoiceSerializer(serializers.ModelSerializer):
         fields = [
             "id",
             "number",
+            "kind",
             "tenant",
             "period_start",
             "period_end",

@@ -90,12 +90,14 @@ def focus_time(moment) -> str:
 
 
 def csv_value(column: Column, value) -> str:
-    """A CSV cell: empty for null, decimals in plain notation."""
+    """A CSV cell: empty for null, decimals in plain notation, always with their fractional
+    part (at least one digit: 10.0, not 10), so that a reader typing columns by their values
+    (the FOCUS validator does) reads a Decimal column as decimal, never as integer."""
     if value is None:
         return ""
     if column.type == DECIMAL:
-        text = format(value, "f")
-        return text.rstrip("0").rstrip(".") if "." in text else text
+        whole, _, fraction = format(value, "f").partition(".")
+        return f"{whole}.{fraction.rstrip('0') or '0'}"
     return str(value)
 
 

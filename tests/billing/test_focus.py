@@ -44,6 +44,7 @@ ALLOWED = {
     "ServiceCategory": {"AI and Machine Learning"},  # the category of LLM inference
 }
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+DECIMAL_TEXT = re.compile(r"^-?\d+\.\d+$")  # always a fractional part: typed as decimal
 
 
 @pytest.fixture
@@ -87,8 +88,8 @@ def test_the_focus_export_has_every_mandatory_column_and_ties_to_the_invoices(fi
                 if value == "":
                     assert nullable, (name, row)
                     continue
-                if kind == "Decimal":
-                    Decimal(value)  # a valid decimal
+                if kind == "Decimal":  # a valid decimal, with its fractional part
+                    assert DECIMAL_TEXT.match(value), (name, value)
                 elif kind == "Date/Time":
                     assert TIME.match(value), (name, value)
             for name, allowed in ALLOWED.items():
@@ -110,22 +111,22 @@ def test_the_focus_export_has_every_mandatory_column_and_ties_to_the_invoices(fi
         (r["BillingAccountId"], r["ChargeCategory"], r["BilledCost"]) for r in october_rows
     )
     assert categories == [
-        ("tenant-a", "Credit", "-5000"),
-        ("tenant-a", "Purchase", "5000"),
-        ("tenant-a", "Usage", "3000"),
-        ("tenant-a", "Usage", "3000"),
-        ("tenant-b", "Usage", "900"),
-        ("tenant-b", "Usage", "900"),
+        ("tenant-a", "Credit", "-5000.0"),
+        ("tenant-a", "Purchase", "5000.0"),
+        ("tenant-a", "Usage", "3000.0"),
+        ("tenant-a", "Usage", "3000.0"),
+        ("tenant-b", "Usage", "900.0"),
+        ("tenant-b", "Usage", "900.0"),
     ]
     usage = next(r for r in october_rows if r["BillingAccountId"] == "tenant-b")
     assert (usage["SkuId"], usage["PricingUnit"], usage["PricingQuantity"], usage["ListUnitPrice"],
             usage["ListCost"], usage["ContractedUnitPrice"], usage["ContractedCost"]) == (
-        "llama-70b/input", "1000000 Tokens", "1000", "1", "1000", "0.9", "900",
+        "llama-70b/input", "1000000 Tokens", "1000.0", "1.0", "1000.0", "0.9", "900.0",
     )  # fmt: skip
     # November holds the credit note issued in it, a correction of October.
     [note] = november_rows
     assert (note["ChargeCategory"], note["ChargeClass"], note["BilledCost"], note["InvoiceId"]) == (
-        "Credit", "Correction", "-150", CreditNote.objects.get().number,
+        "Credit", "Correction", "-150.0", CreditNote.objects.get().number,
     )  # fmt: skip
 
 

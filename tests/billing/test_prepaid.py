@@ -171,6 +171,11 @@ def test_a_voided_purchase_leaves_the_balances(admin_api, tenant_a, users, sessi
         format="json",
     ).json()
     invoice = Invoice.objects.get(number=voided["invoice"])
+    listed = admin_api.get("/api/v1/invoices").json()["results"]
+    assert {row["number"]: row["kind"] for row in listed} == {
+        kept["invoice"]: "purchase",  # invoice results carry their kind (usage | purchase)
+        voided["invoice"]: "purchase",
+    }
     answer = admin_api.post(
         f"/api/v1/invoices/{invoice.pk}/void", {"reason": "sold by mistake"}, format="json"
     )
