@@ -296,6 +296,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "portal.api.schema.tag_and_summarise",
+        "portal.api.schema.examples_as_their_schemas",
     ],
     "COMPONENT_SPLIT_REQUEST": True,
     # Swagger UI from the sidecar package: no CDN (factories are often air-gapped).

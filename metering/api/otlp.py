@@ -37,7 +37,6 @@ MESSAGES_SHOWN = 10  # errors spelled out in partial_success.error_message
 # Either endpoint's exchange: an export in protobuf or JSON, answered in its media type,
 # a refusal too (a google.rpc.Status).
 otlp_schema = extend_schema(
-    tags=["OTLP"],
     request={PROTOBUF: OpenApiTypes.BINARY, JSON: OpenApiTypes.OBJECT},
     responses={
         (code, media): OpenApiTypes.BINARY if media == PROTOBUF else OpenApiTypes.OBJECT

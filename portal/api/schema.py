@@ -30,6 +30,7 @@ CONCEPTS: dict[str, tuple[str, str, str]] = {
     "levers": ("Flywheel", "lever version", "lever versions"),
     "lever-applications": ("Flywheel", "lever application", "lever applications"),
     "goals": ("Flywheel", "goal version", "goal versions"),
+    "otlp": ("OTLP", "OTLP export", "OTLP exports"),
 }
 PROMETHEUS = ("Prometheus", "KPI gauge", "KPI gauges")
 TAG_ORDER = [*dict.fromkeys(tag for tag, _, _ in CONCEPTS.values()), PROMETHEUS[0]]
@@ -63,7 +64,7 @@ SUMMARIES = {
     ("get", "/api/v1/flywheel/diagnosis"): "Rank the factors by the EBITDA a fix would gain",
     ("post", "/api/v1/flywheel/scenarios"): "Project a period with levers or factor targets",
     ("get", "/api/v1/flywheel/cycles/"): "List flywheel cycles",
-    ("post", "/api/v1/flywheel/cycles/"): "Run a flywheel cycle now",
+    ("post", "/api/v1/flywheel/cycles/"): "Queue a flywheel cycle",
     ("post", "/api/v1/deployments/{slug}/versions/"): "Add a deployment version",
     ("get", "/api/v1/ledger/"): "List ledger postings",
     ("post", "/api/v1/usage/events"): "Ingest a batch of usage events (JSON)",
@@ -91,4 +92,22 @@ def tag_and_summarise(result, generator, request, public):
             )
             present.add(tag)
     result["tags"] = [{"name": tag} for tag in TAG_ORDER if tag in present]
+    return result
+
+
+def examples_as_their_schemas(result, generator, request, public):
+    """drf-spectacular postprocessing hook: a request body that is an array of items gets
+    its example as written (drf-spectacular wraps a list serializer's example, already a
+    list of items, in a list of its own), so every example validates against its schema."""
+    for item in result.get("paths", {}).values():
+        for operation in item.values():
+            if not isinstance(operation, dict):
+                continue
+            for content in operation.get("requestBody", {}).get("content", {}).values():
+                if content.get("schema", {}).get("type") != "array":
+                    continue
+                for example in content.get("examples", {}).values():
+                    value = example.get("value")
+                    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], list):
+                        example["value"] = value[0]
     return result
