@@ -275,3 +275,22 @@ def test_evaluating_budgets_reads_as_many_queries_for_30_tenants_as_for_3(spent,
         return len(queries)
 
     assert evaluated(3) == evaluated(30)
+
+
+def test_a_rules_tenant_is_read_from_scope_as_the_contract_writes_it(users, token_client):
+    operator = token_client(users["operator"], scopes=["read", "notify"])
+    rule = _rule(operator, kind="budget", scope={"tenant": "tenant-a"}, params={"amount": "50.00"})
+    assert (rule["tenant"], rule["scope"]) == ("tenant-a", {"tenant": "tenant-a"})
+    assert operator.get(f"/api/v1/alert-rules/{rule['id']}").json()["scope"] == {
+        "tenant": "tenant-a"
+    }
+    other = operator.post(
+        "/api/v1/alert-rules",
+        {"kind": "uptime_below_tier", "tenant": "tenant-a", "scope": {"tenant": "tenant-b"}},
+        format="json",
+    )
+    assert other.status_code == 400
+    assert other.json()["errors"][0]["field"] == "scope.tenant"
+    # Beside it, as before: `tenant` alone still names it.
+    beside = _rule(operator, kind="uptime_below_tier", tenant="tenant-a")
+    assert (beside["tenant"], beside["scope"]) == ("tenant-a", {"tenant": "tenant-a"})

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Usage: scripts/focus-validator.sh
+# Prints the path of the FinOps Foundation's `focus-validator` (FOCUS_VALIDATOR_VERSION, default
+# 2.2.1), installed once in a test-only environment of its own: it needs Python >= 3.12 and the
+# portal runs on 3.11, so it never enters the portal's virtualenv. The Python is python3.12 or
+# python3.13 from PATH when there is one; else CPython 3.13 built once from Debian's source
+# package (`apt-get source`, through an apt configuration of its own: the system's sources are
+# untouched), Debian's packages and PyPI being the only registries at hand. Everything is kept
+# in FOCUS_CACHE (default ~/.cache/token-factory-portal/focus), so a second run prints at once.
+#
+# Python 3.13 with focus-validator 2.2.1: the validator pins numpy < 2, which has no wheel for
+# 3.13; on 3.13 its dependencies are installed as it declares them but numpy 2 (the validator's
+# own tests are not run here; the portal's tests/billing/test_focus_validator.py runs it).
+set -euo pipefail
+
+version=${FOCUS_VALIDATOR_VERSION:-2.2.1}
+cache=${FOCUS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/token-factory-portal/focus}
+venv="$cache/venv-$version"
+say() { echo "focus-validator: $*" >&2; }
+
+if [ -x "$venv/bin/focus-validator" ]; then
+  echo "$venv/bin/focus-validator"
+  exit 0
+fi
+mkdir -p "$cache"
+
+python=""
+for candidate in python3.12 python3.13 "$cache/python/bin/python3.13"; do
+  if command -v "$candidate" >/dev/null 2>&1; then python=$(command -v "$candidate"); break; fi
+done
+
+build_python() {
+  # CPython 3.13 from Debian's source package, built into $cache/python (about 5 min, 2 cores).
+  local apt="$cache/apt" src="$cache/src"
+  local build_deps=(build-essential xz-utils libssl-dev zlib1g-dev libffi-dev libsqlite3-dev
+                    libbz2-dev liblzma-dev libexpat1-dev)
+  local missing=()
+  for package in "${build_deps[@]}"; do
+    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    [ "$(id -u)" -eq 0 ] || { say "missing ${missing[*]} (install them, or run as root)"; exit 1; }
+    say "installing ${missing[*]} with apt-get"
+    DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      "${missing[@]}" >/dev/null
+  fi
+  mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$apt/etc" "$src"
+  echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg]" \
+       "http://deb.debian.org/debian trixie main" > "$apt/etc/sources.list"
+  local options=(-o "Dir::Etc::SourceList=$apt/etc/sources.list"
+                 -o "Dir::Etc::SourceParts=$apt/etc" -o "Dir::State::Lists=$apt/lists"
+                 -o "Dir::Cache=$apt" -o "APT::Sandbox::User=root")
+  say "fetching Debian's source of python3.13"
+  apt-get "${options[@]}" update -q >/dev/null
+  (cd "$src" && apt-get "${options[@]}" source --download-only -q python3.13 >/dev/null)
+  local tarball
+  tarball=$(ls "$src"/python3.13_*.orig.tar.xz | sort -V | tail -n 1)
+  rm -rf "$src/build" && mkdir "$src/build"
+  tar -xJf "$tarball" -C "$src/build" --strip-components=1
+  say "building CPython from $(basename "$tarball") (a few minutes)"
+  (cd "$src/build" && ./configure --prefix="$cache/python" >"$src/configure.log" 2>&1 \
+    && make -j"$(nproc)" >"$src/make.log" 2>&1 && make altinstall >"$src/install.log" 2>&1) \
+    || { say "the build failed: see $src/*.log"; exit 1; }
+  rm -rf "$src/build"
+  python="$cache/python/bin/python3.13"
+}
+
+[ -n "$python" ] || build_python
+say "installing focus-validator $version with $("$python" --version)"
+rm -rf "$venv"
+"$python" -m venv "$venv"
+pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
+if "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))'; then
+  "${pip[@]}" "focus-validator==$version"
+else
+  "${pip[@]}" --no-deps "focus-validator==$version"
+  "$venv/bin/python" - > "$cache/requirements.txt" <<'PY'
+from importlib.metadata import requires
+
+for requirement in requires("focus-validator"):
+    name = requirement.split()[0].split("(")[0].split(">")[0].split("<")[0].split("=")[0]
+    print("numpy>=2,<3" if name.lower() == "numpy" else requirement)
+PY
+  "${pip[@]}" -r "$cache/requirements.txt"
+fi
+"$venv/bin/focus-validator" --help >/dev/null
+echo "$venv/bin/focus-validator"

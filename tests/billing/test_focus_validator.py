@@ -1,0 +1,73 @@
+"""The FOCUS export as the FinOps Foundation's validator reads it: `focus-validator` (FOCUS 1.2
+rules, their own copy: no download) passes the CSV and the Parquet files of a month with
+usage, a prepaid purchase and its draw, and of a month with a credit note. The validator
+needs Python >= 3.12: it runs from the test-only environment scripts/focus-validator.sh
+installs, named by FOCUS_VALIDATOR (`make test` sets it)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tests.billing.test_focus import october  # noqa: F401 (the fixture: usage, purchase, note)
+
+VALIDATOR = os.environ.get("FOCUS_VALIDATOR", "")
+pytestmark = pytest.mark.skipif(
+    not VALIDATOR, reason="FOCUS_VALIDATOR unset: scripts/focus-validator.sh installs it"
+)
+
+# Rules the validator itself marks as conditional on data these files have no reason to hold,
+# each with why it does not apply: none so far.
+NOT_APPLICABLE: dict[str, str] = {}
+
+
+def _outcomes(report) -> dict[str, tuple[str, str]]:
+    """Each rule of the validator's JUnit report: (passed | failed | skipped, message)."""
+    outcomes = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        rule = case.get("name", "").split(" :: ")[0]
+        outcome, message = "passed", ""
+        for kind in ("failure", "error", "skipped"):
+            if (found := case.find(kind)) is not None:
+                outcome = "skipped" if kind == "skipped" else "failed"
+                message = found.get("message", "")
+        outcomes[rule] = (outcome, message)
+    return outcomes
+
+
+@pytest.mark.parametrize("file_format", ["csv", "parquet"])
+def test_focus_validator_passes_the_csv_and_parquet_exports(
+    file_format,
+    finance,
+    october,
+    tmp_path,  # noqa: F811
+):
+    from billing.services.credit_notes import credit_note_issue
+
+    credit_note_issue(
+        invoice=october["tenant-b"], reason="dispute", settle="balance", amount="150.00"
+    )
+    for month in ("2026-10", "2026-12"):  # usage, purchase, draw; the credit note (issued now)
+        response = finance.get(f"/api/v1/exports/focus?month={month}&format={file_format}")
+        assert response.status_code == 200
+        data = tmp_path / f"focus-{month}.{file_format}"
+        data.write_bytes(response.content)
+        report = tmp_path / f"report-{month}-{file_format}.xml"
+        run = subprocess.run(
+            [VALIDATOR, "--data-file", str(data), "--validate-version", "1.2",
+             "--block-download", "--output-type", "unittest",
+             "--output-destination", str(report)],
+            capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr[-3000:]
+        outcomes = _outcomes(report)
+        assert len(outcomes) > 100, (month, run.stdout[-2000:])  # the 1.2 rule set ran
+        failed = {
+            rule: message
+            for rule, (outcome, message) in outcomes.items()
+            if outcome == "failed" and rule not in NOT_APPLICABLE
+        }
+        assert not failed, (month, file_format, failed)
