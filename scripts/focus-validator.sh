@@ -8,9 +8,11 @@
 # untouched), Debian's packages and PyPI being the only registries at hand. Everything is kept
 # in FOCUS_CACHE (default ~/.cache/token-factory-portal/focus), so a second run prints at once.
 #
-# Python 3.13 with focus-validator 2.2.1: the validator pins numpy < 2, which has no wheel for
-# 3.13; on 3.13 its dependencies are installed as it declares them but numpy 2 (the validator's
-# own tests are not run here; the portal's tests/billing/test_focus_validator.py runs it).
+# focus-validator 2.2.1 declares numpy < 2 beside an unpinned pyarrow, whose releases since 18
+# need numpy >= 2 to import (installed as declared, it fails: "pyarrow requires NumPy 2.0 or
+# newer, found 1.26.4"; and numpy 1.26 has no wheel for 3.13): its dependencies are installed
+# as it declares them, but numpy 2. It reads its currency codes relative to where it runs:
+# run it from the folder holding its package (tests/billing/test_focus_validator.py does).
 set -euo pipefail
 
 version=${FOCUS_VALIDATOR_VERSION:-2.2.1}
@@ -71,18 +73,15 @@ say "installing focus-validator $version with $("$python" --version)"
 rm -rf "$venv"
 "$python" -m venv "$venv"
 pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
-if "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))'; then
-  "${pip[@]}" "focus-validator==$version"
-else
-  "${pip[@]}" --no-deps "focus-validator==$version"
-  "$venv/bin/python" - > "$cache/requirements.txt" <<'PY'
+"${pip[@]}" --no-deps "focus-validator==$version"
+"$venv/bin/python" - > "$cache/requirements.txt" <<'PY'
+import re
 from importlib.metadata import requires
 
 for requirement in requires("focus-validator"):
-    name = requirement.split()[0].split("(")[0].split(">")[0].split("<")[0].split("=")[0]
+    name = re.match(r"[A-Za-z0-9._-]+", requirement).group()
     print("numpy>=2,<3" if name.lower() == "numpy" else requirement)
 PY
-  "${pip[@]}" -r "$cache/requirements.txt"
-fi
+"${pip[@]}" -r "$cache/requirements.txt"
 "$venv/bin/focus-validator" --help >/dev/null
 echo "$venv/bin/focus-validator"

@@ -13,16 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from billing.models import CreditNote, Invoice
-from billing.services.close import close_run
 from billing.services.credit_notes import credit_note_issue
-from billing.services.prepaid import prepaid_purchase
-from tests.billing.factories import make_contract, make_priced_model, post_usage
 
 pytestmark = pytest.mark.both_backends
 
-OCT = datetime(2026, 10, 1, tzinfo=UTC)
-NOV = datetime(2026, 11, 1, tzinfo=UTC)
-B = 1_000_000_000
 # specification/columns/*.md at v1.2: Feature level "Mandatory", with type and nullability.
 MANDATORY = {
     "BilledCost": ("Decimal", False), "BillingAccountId": ("String", False),
@@ -45,27 +39,6 @@ ALLOWED = {
 }
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 DECIMAL_TEXT = re.compile(r"^-?\d+\.\d+$")  # always a fractional part: typed as decimal
-
-
-@pytest.fixture
-def october(admin_api, tenant_a, tenant_b):
-    """tenant-a: a 5,000.00 prepaid purchase on 1 Oct, 6,000.00 of October usage (5,000.00
-    drawn from the prepaid, 1,000.00 due); tenant-b: 2,000.00 of usage, then a 150.00 credit
-    note in October on its September... no: on its October invoice, issued in November."""
-    make_priced_model(prices=("1", "0.5", "1"))
-    make_contract(tenant_a)
-    make_contract(tenant_b, discount_pct=Decimal(10))
-    prepaid_purchase(
-        tenant=tenant_a, amount="5000.00", expires_at=datetime(2027, 3, 31, tzinfo=UTC),
-        now=datetime(2026, 10, 1, 9, tzinfo=UTC),
-    )  # fmt: skip
-    for n in range(3):
-        post_usage(admin_api, [{"id": f"a{n}", "time": f"2026-10-0{n + 2}T10:00:00Z",
-                                "input_tokens": B, "output_tokens": B}])  # fmt: skip
-    post_usage(admin_api, [{"id": "b0", "time": "2026-10-03T10:00:00Z", "input_tokens": B,
-                            "output_tokens": B}], tenant="tenant-b")  # fmt: skip
-    run = close_run(month_start=OCT, now=NOV.replace(hour=2))
-    return {invoice.tenant.slug: invoice for invoice in run.issued}
 
 
 def _csv(response) -> list[dict]:
