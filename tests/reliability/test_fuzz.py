@@ -5,7 +5,8 @@ application, with the two-tenant world in the database, once per role (a bearer 
 each: the operator's carries every scope, finance's and the member's `read`, and the
 investor's is forced to every scope so the role alone must refuse), with positive and
 negative (schema-violating) cases. Checks: `not_a_server_error` and
-`response_schema_conformance`; a failure shows the server's traceback.
+`response_schema_conformance`; a failure shows the server's traceback. No name is looked up
+meanwhile (`no_lookups`): the webhook URLs the fuzz makes are never resolved nor reached.
 
 Sizes: in `make test`, 3 positive and 3 negative cases per operation and role, 24 per
 operation (92 operations today: about 2,200 requests), derandomized so CI is reproducible;
@@ -14,6 +15,7 @@ operation (125 per role and mode) with a random seed.
 """
 
 import os
+import socket
 import traceback
 
 import pytest
@@ -113,8 +115,25 @@ def _fuzz(operation, *, role: str, mode: GenerationMode, headers: dict, tracebac
     return failures
 
 
+@pytest.fixture
+def no_lookups(monkeypatch):
+    """Webhook URLs are fuzzed too, never looked up nor reached: the system's resolver answers
+    loopback (the test's PostgreSQL and Redis) and nothing else, so an endpoint the fuzz
+    creates resolves nowhere (portal.webhooks checks the addresses a host resolves to)."""
+    resolve = socket.getaddrinfo
+
+    def loopback_only(host, *args, **kwargs):
+        if host in ("127.0.0.1", "::1", "localhost"):
+            return resolve(host, *args, **kwargs)
+        raise socket.gaierror(socket.EAI_NONAME, "no lookups while fuzzing")
+
+    monkeypatch.setattr(socket, "getaddrinfo", loopback_only)
+
+
 @pytest.mark.parametrize("label", sorted(OPERATIONS))
-def test_operation_has_no_server_error_or_schema_violation(world, in_process_wsgi, label):
+def test_operation_has_no_server_error_or_schema_violation(
+    world, in_process_wsgi, no_lookups, label
+):
     operation = OPERATIONS[label]
     failures: list[str] = []
     for role in ROLES:
