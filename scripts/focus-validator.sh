@@ -2,8 +2,8 @@
 # Usage: scripts/focus-validator.sh
 # Prints the path of the FinOps Foundation's `focus-validator` (FOCUS_VALIDATOR_VERSION, default
 # 2.2.1), installed once in a test-only environment of its own: it needs Python >= 3.12 and the
-# portal runs on 3.11, so it never enters the portal's virtualenv. The Python is python3.12 or
-# python3.13 from PATH when there is one; else CPython 3.13 built once from Debian's source
+# portal runs on 3.11, so it never enters the portal's virtualenv. The Python is a 3.12 or 3.13
+# on PATH or among pyenv's versions when there is one; else CPython 3.13 built once from Debian's source
 # package (`apt-get source`, through an apt configuration of its own: the system's sources are
 # untouched), Debian's packages and PyPI being the only registries at hand. Everything is kept
 # in FOCUS_CACHE (default ~/.cache/token-factory-portal/focus), so a second run prints at once.
@@ -26,9 +26,15 @@ if [ -x "$venv/bin/focus-validator" ]; then
 fi
 mkdir -p "$cache"
 
+# A Python >= 3.12 that runs (a pyenv shim of a version not selected does not): on PATH, among
+# pyenv's versions (this machine's image has 3.12 and 3.13 there), else the one built here.
 python=""
-for candidate in python3.12 python3.13 "$cache/python/bin/python3.13"; do
-  if command -v "$candidate" >/dev/null 2>&1; then python=$(command -v "$candidate"); break; fi
+pyenv_root=$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")
+for candidate in python3.12 python3.13 "$pyenv_root"/versions/3.12*/bin/python3.12 \
+                 "$pyenv_root"/versions/3.13*/bin/python3.13 "$cache/python/bin/python3.13"; do
+  if "$candidate" -c 'import sys, venv; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+    python=$(command -v "$candidate"); break
+  fi
 done
 
 build_python() {

@@ -58,6 +58,22 @@ def schema_operations() -> set[tuple[str, str]]:
     }
 
 
+def refusal_errors(response) -> list[dict]:
+    """A refusal's errors as {"field", "message"}: the API's {"errors": [...]}, or the
+    google.rpc.Status an OTLP endpoint answers with (protobuf or JSON), one error naming
+    no field."""
+    from google.rpc.status_pb2 import Status
+
+    media = response["Content-Type"].split(";")[0]
+    if media == "application/x-protobuf":
+        return [{"field": "", "message": Status.FromString(response.content).message}]
+    assert media == "application/json", response.content[:200]
+    answer = response.json()
+    if "errors" not in answer:  # {"code", "message"}: google.rpc.Status as JSON
+        return [{"field": "", "message": answer["message"]}]
+    return answer["errors"]
+
+
 def url(template: str, params: dict[str, Any]) -> str:
     path = template
     for name, value in params.items():

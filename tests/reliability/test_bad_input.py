@@ -27,6 +27,7 @@ from tests.reliability.operations import (
     WRITES,
     Req,
     database_fingerprint,
+    refusal_errors,
     schema,
 )
 from tests.reliability.world import bearer
@@ -106,8 +107,7 @@ def _send(api, method, path, req: Req, payload=None, content_type=None):
 
 
 def _messages(response) -> list[dict]:
-    assert response["Content-Type"].startswith("application/json"), response.content[:200]
-    errors = response.json()["errors"]
+    errors = refusal_errors(response)
     assert errors, response.json()
     assert all(e["message"] for e in errors), errors
     return errors

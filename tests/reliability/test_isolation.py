@@ -23,7 +23,14 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
 from portal.models import ApiToken
-from tests.reliability.operations import WRITES, Req, database_fingerprint, schema_operations, url
+from tests.reliability.operations import (
+    WRITES,
+    Req,
+    database_fingerprint,
+    refusal_errors,
+    schema_operations,
+    url,
+)
 from tests.reliability.world import B_MARKERS, ROLES, World, bearer
 
 pytestmark = pytest.mark.postgres_only  # the fingerprint digests rows with PostgreSQL
@@ -525,7 +532,7 @@ def test_write_succeeds_for_allowed_roles_only(world, method, path):
         for name, client in (("session", session), ("all-scope token", token)):
             response = _send(client, method, target, req)
             assert response.status_code == 403, (role, name, response.content[:300])
-            assert response.json()["errors"][0]["message"]
+            assert refusal_errors(response)[0]["message"]
         assert database_fingerprint() == before, role
 
 

@@ -95,7 +95,8 @@ class CycleViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
     def create(self, request):
         body = CycleRunSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        start, end = _period(body.validated_data) or last_full_week(now=clock.now())
+        period = last_full_week(now=clock.now())
+        start, end = _period(body.validated_data) or (period.start, period.end)
         if end <= start:
             raise FieldError("to", "must be after from")
         bounds = {"from": rfc3339(start), "to": rfc3339(end)}
