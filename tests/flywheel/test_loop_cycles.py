@@ -367,7 +367,9 @@ def test_operator_adds_a_lever_version_from_the_page(two_weeks, users, session_c
     saved = client.post("/flywheel/", {**form, "one_time_cost": "200,000", "monthly_cost": ""})
 
     assert refused.status_code == 400
-    assert refused.context["form_errors"] == {"one_time_cost": "A valid number is required."}
+    assert refused.context["form_errors"] == {
+        "one_time_cost": 'must be a decimal amount written plainly, e.g. "1250.00"'  # the API's
+    }
     assert unknown.context["form_errors"] == {"slug": "unknown lever"}
     assert no_date.context["form_errors"] == {
         "applied_at": "give the date and time (UTC) it went into service"
