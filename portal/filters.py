@@ -45,7 +45,7 @@ class Ordering(django_filters.OrderingFilter):
         if not value:
             return qs
         keys = []
-        for param in value:
+        for param in filter(None, value):  # `?ordering=,,` names no column: empty terms skipped
             column = F(self.param_map[param.removeprefix("-")])
             descending = param.startswith("-")
             keys.append(column.desc(nulls_last=True) if descending else column.asc(nulls_last=True))
