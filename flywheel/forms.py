@@ -1,6 +1,6 @@
-"""The operators' forms of the flywheel page (Django forms): mark a lever applied, run a
-cycle, add a goal or lever version. Each writes through the service the API calls, so a
-refused value reads as the API's message."""
+"""The operators' forms of the flywheel page (Django forms): mark a lever applied, queue a
+cycle, add a goal or lever version. Each writes through the service the API calls (a cycle
+through the job the API queues), so a refused value reads as the API's message."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ from django import forms
 from django.contrib import messages
 
 from flywheel.models import Goal, Lever
+from flywheel.selectors.loop.cycles import last_full_week
 from flywheel.selectors.loop.levers import goal_in_force, levers_in_force
 from flywheel.services.loop.applications import lever_apply
-from flywheel.services.loop.cycles import cycle_run
 from flywheel.services.loop.versions import goal_create, lever_create
+from flywheel.tasks import cycle_queue
 from portal.errors import FieldError
+from portal.formatting import rfc3339
 from portal.forms import MoneyFormField
 from portal.periods import hour_floor
 
@@ -89,18 +91,20 @@ def _free_hour(model, now: datetime, **key) -> datetime:
     return moment
 
 
-def flywheel_form_post(request, now: datetime) -> tuple[dict, str]:
-    """Handle an operator's form; returns (field errors, form name)."""
+def flywheel_form_post(request, now: datetime) -> tuple[dict, str, dict]:
+    """Handle an operator's form; returns (field errors, form name, the query parameters
+    the page is shown with next)."""
     action = request.POST.get("action", "")
     handler = HANDLERS.get(action)
     if handler is None:
-        return {"action": "unknown action"}, action
+        return {"action": "unknown action"}, action, {}
     errors: dict[str, str] = {}
+    follow: dict[str, str] = {}
     try:
-        handler(request, now, errors)
+        follow = handler(request, now, errors) or {}
     except FieldError as error:
         errors[error.field] = error.message
-    return errors, action
+    return errors, action, follow
 
 
 def _valid(form: forms.Form, errors: dict) -> dict | None:
@@ -131,13 +135,17 @@ def _apply(request, now: datetime, errors: dict) -> None:
     )
 
 
-def _cycle(request, now: datetime, errors: dict) -> None:
-    """Run a cycle over the last whole week."""
-    cycle = cycle_run(by=request.user)
+def _cycle(request, now: datetime, errors: dict) -> dict:
+    """Queue a cycle over the last whole week (the cycle job runs it); the page then
+    follows it (`?queued=`) until it is in the history."""
+    period = last_full_week(now=now)
+    cycle_queue(start=period.start, end=period.end)
     messages.success(
         request,
-        f"Cycle over {cycle.period_start:%Y-%m-%d} – {cycle.period_end:%Y-%m-%d} recorded.",
+        f"Cycle over {period.start:%Y-%m-%d} – {period.end:%Y-%m-%d} queued: the cycle job "
+        "runs it, and the history below shows it once it has.",
     )
+    return {"queued": rfc3339(now)}
 
 
 def _goal(request, now: datetime, errors: dict) -> None:

@@ -1,10 +1,12 @@
 """Flywheel jobs (thin adapters over services)."""
 
 import logging
+from datetime import datetime
 
 from flywheel.services.kpis import snapshots_update
 from portal.celery import job_task
 from portal.clock import parse_instant
+from portal.formatting import rfc3339
 from portal.pipeline import MEASURE, stage_begin, stages_run
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,12 @@ def cycle_task(start: str | None = None, end: str | None = None) -> None:
         cycle.bottleneck or "none",
         cycle.is_goal_met,
     )
+
+
+def cycle_queue(*, start: datetime, end: datetime) -> None:
+    """Ask the cycle job for [start, end): how the API and the flywheel page run a cycle
+    (requests never run one)."""
+    cycle_task.apply_async(kwargs={"start": rfc3339(start), "end": rfc3339(end)})
 
 
 @job_task("flywheel.forecast", time_limit=1800, soft_time_limit=1700)

@@ -19,7 +19,7 @@ from flywheel.forms import flywheel_form_post
 from flywheel.models import Lever
 from flywheel.selectors.kpis import empty_reason_of
 from flywheel.selectors.loop.baseline import baseline_get, baseline_remember
-from flywheel.selectors.loop.cycles import application_list, cycle_list
+from flywheel.selectors.loop.cycles import application_list, cycle_list, cycle_waiting
 from flywheel.selectors.loop.diagnosis import diagnosis_get, goal_status_get
 from flywheel.selectors.loop.levers import goal_in_force, lever_spec, levers_in_force
 from flywheel.selectors.measurement import FACTORY, kpi_read
@@ -27,9 +27,11 @@ from metering.selectors.usage import window_resolve
 from portal import clock
 from portal.access import Capability, user_may
 from portal.charts import figure_json
+from portal.clock import parse_instant
 from portal.decorators import role_required
 from portal.errors import FieldError
 from portal.models import Role
+from portal.periods import Period
 from portal.templatetags.portal import ratio_pct, tokens
 
 HISTORY = 12  # cycles shown
@@ -49,9 +51,11 @@ def flywheel(request):
     if request.method == "POST":
         if not user_may(request.user, Capability.WRITE_FACTORY):
             raise PermissionDenied("Your role may not change the flywheel.")
-        form_errors, form_name = flywheel_form_post(request, now)
+        form_errors, form_name, follow = flywheel_form_post(request, now)
         if not form_errors:
-            return HttpResponseRedirect(request.get_full_path())
+            query = request.GET.copy()
+            query.update(follow)
+            return HttpResponseRedirect(f"{request.path}?{query.urlencode()}".rstrip("?"))
     window = window_resolve(request.GET, default="last_30_days", now=now)
     period = window.period
     # "per month": the period's own figure when it is a calendar month, as TFOM's.
@@ -68,6 +72,7 @@ def flywheel(request):
         "may_simulate": user_may(request.user, Capability.RUN_SCENARIOS),
         "factors": [{"key": f, "symbol": SYMBOLS[f], "label": LABELS[f]} for f in FACTORS],
         **_loop_history(now),
+        "cycle_waiting": _cycle_waiting(request.GET.get("queued", "")),
     }
     if empty_reason := empty_reason_of(window=window, scope=FACTORY):
         context["empty_reason"] = empty_reason  # not enough data: no bottleneck, no loss
@@ -79,6 +84,15 @@ def flywheel(request):
     return render(
         request, "flywheel/loop/flywheel.html", context, status=400 if form_errors else 200
     )
+
+
+def _cycle_waiting(queued: str) -> Period | None:
+    """The period of the cycle this page queued (`?queued=` the moment it did) while the
+    cycle job has not run it: the history says so and follows it (ui.md, Long work)."""
+    try:
+        return cycle_waiting(queued_at=parse_instant(queued)) if queued else None
+    except ValueError:
+        return None
 
 
 def _loop_history(now) -> dict:

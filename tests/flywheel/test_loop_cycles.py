@@ -20,7 +20,7 @@ from flywheel.services.loop.cycles import cycle_run
 from flywheel.services.loop.versions import goal_create, lever_create
 from flywheel.tasks import cycle_task
 from portal.errors import FieldError
-from tests.conftest import on_every_clock
+from tests.conftest import broker_mode, on_every_clock
 from tests.flywheel.test_loop_diagnosis import JAN, build_factory
 
 pytestmark = pytest.mark.both_backends
@@ -301,6 +301,39 @@ def test_goal_form_takes_percent_as_shown_and_keeps_the_input_on_error(
     assert saved.status_code == 302
     goal = Goal.objects.get()
     assert (goal.min_gross_margin, goal.min_tfi) == (Decimal("0.55"), Decimal("0.225"))
+
+
+@pytest.mark.parametrize("now", [NOW], indirect=True)
+def test_the_page_queues_a_cycle_and_follows_it_until_the_job_ran_it(
+    two_weeks, users, session_client, now
+):
+    """Requests never run a job (architecture.md): the page's button sends the cycle job of
+    the last whole week (9-16 March 2026 at NOW) to the broker, where nothing runs it here.
+    The page says it is queued and polls its history until the job has run it."""
+    client = session_client(users["operator"])
+    with broker_mode("memory://") as app:
+        queued = client.post("/flywheel/", {"action": "cycle"})
+        with app.connection_for_read() as connection:
+            message = connection.SimpleQueue("measure").get(timeout=5)
+    waiting = client.get(queued["Location"])
+
+    assert queued.status_code == 302
+    assert queued["Location"] == "/flywheel/?queued=2026-03-16T03%3A20%3A00Z"
+    assert not Cycle.objects.exists()  # nothing ran in the request
+    assert message.headers["task"] == "flywheel.cycle"
+    assert message.payload[1] == {"start": "2026-03-09T00:00:00Z", "end": "2026-03-16T00:00:00Z"}
+    page = waiting.content.decode()
+    assert "Cycle over 2026-03-09 – 2026-03-16 queued: the cycle job runs it" in page
+    assert '<tr class="queued" role="status">' in page
+    assert 'hx-trigger="every 2s" hx-select="#cycles"' in page
+
+    cycle_task.apply(kwargs=message.payload[1])  # the worker's turn
+    ran = client.get(queued["Location"]).content.decode()
+
+    cycle = Cycle.objects.get()
+    assert (cycle.period_start, cycle.period_end, cycle.ran_at) == (WEEK2, WEEK3, NOW)
+    assert '<tr class="queued"' not in ran and 'hx-trigger="every 2s"' not in ran
+    assert '<td class="when">2026-03-09 – 2026-03-16</td>' in ran
 
 
 def test_finance_may_not_write_on_the_page(two_weeks, users, session_client):

@@ -15,7 +15,7 @@ from flywheel.api.loop.writes import ERRORS, FactoryWrite
 from flywheel.models import Cycle
 from flywheel.selectors.loop.cycles import cycle_list, last_full_week
 from flywheel.selectors.loop.shapes import rfc3339
-from flywheel.tasks import cycle_task
+from flywheel.tasks import cycle_queue
 from metering.selectors.usage import window_resolve
 from portal import clock
 from portal.api.fields import ModelSerializer
@@ -100,6 +100,6 @@ class CycleViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
         if end <= start:
             raise FieldError("to", "must be after from")
         bounds = {"from": rfc3339(start), "to": rfc3339(end)}
-        cycle_task.apply_async(kwargs={"start": bounds["from"], "end": bounds["to"]})
+        cycle_queue(start=start, end=end)
         url = f"{reverse('flywheel-cycle-list')}?{urlencode(bounds)}"
         return Response({**bounds, "url": url}, status=status.HTTP_202_ACCEPTED)

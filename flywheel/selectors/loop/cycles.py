@@ -22,3 +22,13 @@ def last_full_week(*, now: datetime) -> Period:
     """The 7 whole UTC days before today: a cycle's default period."""
     today = day_floor(now)
     return Period(today - timedelta(days=7), today)
+
+
+def cycle_waiting(*, queued_at: datetime) -> Period | None:
+    """The period of the cycle queued at `queued_at` (the last full week then) while the
+    cycle job has not run it since; None once it has."""
+    period = last_full_week(now=queued_at)
+    ran = Cycle.objects.filter(
+        period_start=period.start, period_end=period.end, ran_at__gte=queued_at
+    ).exists()
+    return None if ran else period
