@@ -27,8 +27,8 @@ def finance(users):
 @pytest.fixture
 def october(admin_api, tenant_a, tenant_b):
     """tenant-a: a 5,000.00 prepaid purchase on 1 Oct, 6,000.00 of October usage (5,000.00
-    drawn from the prepaid, 1,000.00 due); tenant-b: 2,000.00 of usage, then a 150.00 credit
-    note in October on its September... no: on its October invoice, issued in November."""
+    drawn from the prepaid, 1,000.00 due); tenant-b: 2,000.00 of usage. Closed on 1 November:
+    the issued invoices by tenant slug (the tests issue credit notes on tenant-b's)."""
     make_priced_model(prices=("1", "0.5", "1"))
     make_contract(tenant_a)
     make_contract(tenant_b, discount_pct=Decimal(10))

@@ -13,6 +13,8 @@ from rest_framework.test import APIClient
 from billing.models import Contract, CreditNote, Invoice, PrepaidBalance, Price, PromotionalCredit
 from flywheel.models import CostModel, FactoryCosts, Goal, Lever
 from portal.models import AlertRule
+from tests.flywheel.factories import COST_MODEL_TERMS
+from tests.flywheel.test_loop_api import LEVER
 from tests.metering.factories import make_deployment
 
 # Refused everywhere (money with 2 places, and unit prices with 4).
@@ -145,25 +147,7 @@ def _body(case: str, world, value) -> tuple[str, str, dict, object, str]:
     }[case]  # fmt: skip
 
 
-COST_MODEL = {
-    "pool": "h100-a",
-    "capex_per_gpu": "43800",
-    "depreciation_months": 60,
-    "power_kw_per_gpu": "1.2",
-    "pue": "1.25",
-    "electricity_price_per_kwh": "0.10",
-    "hosting_per_gpu_month": "100",
-    "effective_from": "2026-01-01T00:00:00Z",
-}
-LEVER = {
-    "slug": "pooled",
-    "name": "Pooled multi-model scheduling",
-    "description": "AlpaServe (OSDI 2023): up to 10x the rate within SLO.",
-    "effects": {"occupancy": {"low": "1.1", "typical": "1.2", "high": "1.36"}},
-    "one_time_cost": "180000",
-    "monthly_cost": "20000",
-    "effective_from": "2026-01-01T00:00:00Z",
-}
+COST_MODEL = {"pool": "h100-a", **COST_MODEL_TERMS, "effective_from": "2026-01-01T00:00:00Z"}
 UNIT_PRICES = {"price", "electricity"}
 SIGNED = {"goal_ebitda"}
 CASES = [

@@ -41,6 +41,21 @@ def _wait_for(condition, what: str, timeout: float = 90) -> None:
         time.sleep(0.2)
 
 
+def _folded_rated_measured(admin_api, *, event_id: str, hour) -> None:
+    """Post an event of tenant A in `hour`; wait until the workers folded, rated and (the
+    beat's cadence, asked for at once) measured it."""
+    response = admin_api.post(
+        "/api/v1/usage/events",
+        [{"id": event_id, "time": hour.isoformat(), "tenant": "tenant-a", "model": "llama-70b",
+          "input_tokens": 1000, "output_tokens": 500}],
+    )  # fmt: skip
+    assert response.status_code == 200, response.json()
+    _wait_for(lambda: HourlyUsage.objects.exists(), "rollup (the fold)")
+    _wait_for(lambda: RatedUsage.objects.exists(), "rated usage (the rating)")
+    stage_schedule(MEASURE)
+    _wait_for(lambda: KpiSnapshot.objects.exists(), "KPI snapshot (the measurement)")
+
+
 @pytest.mark.integration
 def test_a_worker_per_queue_runs_each_stage_of_the_pipeline(
     transactional_db, now, admin_api, tenant_a
@@ -54,16 +69,7 @@ def test_a_worker_per_queue_runs_each_stage_of_the_pipeline(
             for queue in settings.WORKER_QUEUES
         }
         stack.enter_context(broker_mode(os.environ["TEST_BROKER_URL"]))
-        response = admin_api.post(
-            "/api/v1/usage/events",
-            [{"id": "q1", "time": hour.isoformat(), "tenant": "tenant-a", "model": "llama-70b",
-              "input_tokens": 1000, "output_tokens": 500}],
-        )  # fmt: skip
-        assert response.status_code == 200, response.json()
-        _wait_for(lambda: HourlyUsage.objects.exists(), "rollup (the fold)")
-        _wait_for(lambda: RatedUsage.objects.exists(), "rated usage (the rating)")
-        stage_schedule(MEASURE)  # the beat's cadence, asked for at once
-        _wait_for(lambda: KpiSnapshot.objects.exists(), "KPI snapshot (the measurement)")
+        _folded_rated_measured(admin_api, event_id="q1", hour=hour)
         client, _, _ = workers["notify"]  # a client with the result backend
         assert client.send_task("portal.ping").get(timeout=60)["pong"] is True
         # A worker logs a task's success after storing its result and committing its writes.
@@ -98,16 +104,7 @@ def test_the_readmes_production_worker_command_runs_the_whole_pipeline(
         celery_worker(now, "readme-worker", command=command) as (_, _, log),
         broker_mode(os.environ["TEST_BROKER_URL"]),
     ):
-        response = admin_api.post(
-            "/api/v1/usage/events",
-            [{"id": "r1", "time": hour.isoformat(), "tenant": "tenant-a", "model": "llama-70b",
-              "input_tokens": 1000, "output_tokens": 500}],
-        )  # fmt: skip
-        assert response.status_code == 200, response.json()
-        _wait_for(lambda: HourlyUsage.objects.exists(), "rollup (the fold)")
-        _wait_for(lambda: RatedUsage.objects.exists(), "rated usage (the rating)")
-        stage_schedule(MEASURE)
-        _wait_for(lambda: KpiSnapshot.objects.exists(), "KPI snapshot (the measurement)")
+        _folded_rated_measured(admin_api, event_id="r1", hour=hour)
         stages = {"metering.fold", "billing.rate", "flywheel.measure"}
         _wait_for(lambda: stages <= _ran(log), "log line of each stage")
     assert RatedUsage.objects.get().output_tokens == 500
