@@ -32,8 +32,7 @@ NOT_APPLICABLE: dict[str, str] = {
 
 
 def _package_home() -> str:
-    """The folder holding the validator's package: it reads its currency codes at the path
-    `focus_validator/rules/currency_codes.csv` relative to where it runs."""
+    """The folder holding the validator's package."""
     python = Path(VALIDATOR).with_name("python")
     found = subprocess.run(
         [str(python), "-c", "import focus_validator as f, os; print(os.path.dirname(f.__path__[0]))"],
@@ -68,7 +67,9 @@ def test_focus_validator_passes_the_csv_and_parquet_exports(
     credit_note_issue(
         invoice=october["tenant-b"], reason="dispute", settle="balance", amount="150.00"
     )
-    home = _package_home()
+    # It reads its currency codes at `focus_validator/rules/currency_codes.csv` relative to
+    # where it runs, and writes its log there: it runs in tmp_path, its package linked in.
+    (tmp_path / "focus_validator").symlink_to(Path(_package_home()) / "focus_validator")
     for month in ("2026-10", "2026-12"):  # usage, purchase, draw; the credit note (issued now)
         response = finance.get(f"/api/v1/exports/focus?month={month}&format={file_format}")
         assert response.status_code == 200
@@ -79,7 +80,7 @@ def test_focus_validator_passes_the_csv_and_parquet_exports(
             [VALIDATOR, "--data-file", str(data), "--validate-version", "1.2",
              "--block-download", "--output-type", "unittest",
              "--output-destination", str(report)],
-            capture_output=True, text=True, timeout=900, check=False, cwd=home,
+            capture_output=True, text=True, timeout=900, check=False, cwd=tmp_path,
         )  # fmt: skip
         assert run.returncode == 0, run.stderr[-3000:]
         outcomes = _outcomes(report)
