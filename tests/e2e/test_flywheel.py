@@ -1,7 +1,10 @@
 import re
+from datetime import timedelta
+from urllib.parse import urlencode
 
 import pytest
 
+from portal.formatting import rfc3339
 from tests.e2e.conftest import login, screenshot
 
 pytestmark = pytest.mark.e2e
@@ -15,7 +18,7 @@ def _bars(page, selector: str, trace: int = 0) -> list:
     return page.evaluate(f"() => document.querySelector('{selector}').data[{trace}].x")
 
 
-def test_moving_a_factor_slider_changes_the_projected_tfi_and_ebitda(demo, page):
+def test_moving_a_factor_slider_changes_the_projected_tfi_and_ebitda(demo, page, now):
     login(page, "operator", "operator-demo")
     nav = page.get_by_role("navigation", name="Main")
     assert nav.get_by_role("link", name="Flywheel").is_visible()
@@ -90,6 +93,16 @@ def test_moving_a_factor_slider_changes_the_projected_tfi_and_ebitda(demo, page)
     )
     screenshot(page, "flywheel-growth")
 
+    # A cycle queued from the page after the demo's last one ran: the history says so and
+    # follows it (the page is back from the button at ?queued=, the moment it queued it).
+    assert page.get_by_role("button", name=re.compile("Queue a cycle")).count() == 1
+    queued = urlencode({"queued": rfc3339(now + timedelta(seconds=1))})
+    page.goto(f"/flywheel/?{queued}")
+    row = page.get_by_role("table", name="Cycles").locator("tr.queued")
+    assert "queued" in row.inner_text() and page.locator("#cycles[hx-trigger]").count() == 1
+    row.scroll_into_view_if_needed()
+    screenshot(page, "flywheel-cycle-queued")
+
 
 def test_finance_reads_the_flywheel_without_operator_forms(demo, page):
     login(page, "finance", "finance-demo")
@@ -97,5 +110,5 @@ def test_finance_reads_the_flywheel_without_operator_forms(demo, page):
     page.wait_for_selector("#diagnosis-chart .main-svg")
     assert page.get_by_role("table", name="Cycles").get_by_role("row").count() == 2
     assert page.get_by_role("button", name="Mark applied").count() == 0
-    assert page.get_by_role("button", name=re.compile("Run a cycle")).count() == 0
+    assert page.get_by_role("button", name=re.compile("Queue a cycle")).count() == 0
     screenshot(page, "flywheel-finance")
