@@ -274,7 +274,8 @@ def celery_worker(now: datetime, log_name: str, *, include=(), env=None, queues=
 @contextmanager
 def broker_mode(broker: str):
     """The portal's Celery app sends to `broker` instead of running tasks eagerly (as in
-    production), then back. Its connection pool is dropped on both sides (kombu keeps pools
+    production), then back; an in-memory broker (one per process) is emptied first, so a test
+    reads only what it sent. Its connection pool is dropped on both sides (kombu keeps pools
     per broker URL, so a pool is never closed here, only let go)."""
     from portal.celery import app
 
@@ -287,6 +288,10 @@ def broker_mode(broker: str):
 
     let_go()
     conf.task_always_eager, conf.broker_url, conf.broker_transport_options = False, broker, {}
+    if broker.startswith("memory://"):  # the process's one in-memory broker starts empty
+        with app.connection_for_write() as connection:
+            for queue in list(connection.default_channel.queues):
+                connection.default_channel.queue_purge(queue)
     try:
         yield app
     finally:

@@ -303,6 +303,16 @@ def test_goal_form_takes_percent_as_shown_and_keeps_the_input_on_error(
     assert (goal.min_gross_margin, goal.min_tfi) == (Decimal("0.55"), Decimal("0.225"))
 
 
+def _drained(queue) -> list:
+    """Every message waiting in `queue`, in the order sent."""
+    messages = []
+    while True:
+        try:
+            messages.append(queue.get(timeout=1))
+        except queue.Empty:
+            return messages
+
+
 @pytest.mark.parametrize("now", [NOW], indirect=True)
 def test_the_page_queues_a_cycle_and_follows_it_until_the_job_ran_it(
     two_weeks, users, session_client, now
@@ -314,13 +324,15 @@ def test_the_page_queues_a_cycle_and_follows_it_until_the_job_ran_it(
     with broker_mode("memory://") as app:
         queued = client.post("/flywheel/", {"action": "cycle"})
         with app.connection_for_read() as connection:
-            message = connection.SimpleQueue("measure").get(timeout=5)
+            sent = _drained(connection.SimpleQueue("measure"))
     waiting = client.get(queued["Location"])
+    (message,) = [
+        m for m in sent if m.headers["task"] == "flywheel.cycle"
+    ]  # one, maybe beside the stages a write schedules
 
     assert queued.status_code == 302
     assert queued["Location"] == "/flywheel/?queued=2026-03-16T03%3A20%3A00Z"
     assert not Cycle.objects.exists()  # nothing ran in the request
-    assert message.headers["task"] == "flywheel.cycle"
     assert message.payload[1] == {"start": "2026-03-09T00:00:00Z", "end": "2026-03-16T00:00:00Z"}
     page = waiting.content.decode()
     assert "Cycle over 2026-03-09 – 2026-03-16 queued: the cycle job runs it" in page
