@@ -179,10 +179,13 @@ class StageRequest(models.Model):
 
 class Cursor(models.Model):
     """How far one consumer has read one change log (portal.pipeline): the id of the last
-    entry it consumed, advanced in the transaction that consumed it."""
+    entry it consumed, advanced in the transaction that consumed it, and how far in time
+    the data it read then reached (`until`: the fold's data_until, read with the entries;
+    the published cut, portal.pipeline.cut_read)."""
 
     name = models.CharField(max_length=128, primary_key=True)  # "<consumer stage>:<log>"
     position = models.BigIntegerField(default=0)
+    until = models.DateTimeField(null=True)
 
     def __str__(self) -> str:
         return f"{self.name} @ {self.position}"

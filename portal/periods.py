@@ -18,6 +18,7 @@ from portal.errors import FieldError
 FIRST_YEAR, LAST_YEAR = 2000, 2100
 YEARS_MESSAGE = f"must be within the years {FIRST_YEAR}–{LAST_YEAR}"
 LONGEST = timedelta(days=3 * 365 + 1)
+HOUR = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -139,8 +140,11 @@ _QUARTER = re.compile(r"^(\d{4})-Q([1-4])$")
 @dataclass(frozen=True)
 class Window:
     """A period as a request named it (`key`, `label`, `[start, end)`) and the window actually
-    measured, `[start, to)`: `to = min(end, data_until)` floored to the hour, so no future
-    and no time not yet metered is counted; a closed month is whole."""
+    measured, `[start, to)` (kpis.md section 0): `to = min(end, measured_until)`, where
+    `measured_until` is the end of the latest measurement, the published cut
+    (portal.pipeline), to the second and not floored to the hour, so no future and no time
+    not yet folded is counted and the running hour counts as far as it is; a closed month is
+    whole. `data_until` is how far usage is folded now (at or after `to`)."""
 
     key: str
     label: str
@@ -158,8 +162,8 @@ class Window:
 
     @property
     def period(self) -> Period:
-        """The measured window (at least its first hour; see `is_empty`)."""
-        return Period(self.start, max(self.to, self.start + timedelta(hours=1)))
+        """The measured window (its first hour when it is empty; see `is_empty`)."""
+        return Period(self.start, self.to if self.to > self.start else self.start + HOUR)
 
     @property
     def requested(self) -> Period:
@@ -184,7 +188,7 @@ class Window:
     def caption(self) -> str:
         """The label, saying how far a running period is measured."""
         end = self.period.end
-        return f"{self.label} (to {end:%d %b %H:00} UTC)" if self.is_to_date else self.label
+        return f"{self.label} (to {end:%d %b %H:%M:%S} UTC)" if self.is_to_date else self.label
 
 
 def _year_bound(year: int, field: str) -> int:
@@ -265,15 +269,18 @@ def period_resolve(
     now: datetime | None = None,
     default: str = "this_month",
     data_until=None,
+    measured_until=None,
     data_from: datetime | None = None,
 ) -> Window:
     """The window a request means: `period=` (a preset, `YYYY-MM`, `YYYY-Qn`; default
     `default`) or custom `from`/`to` (whole UTC hours; both forms at once is a 400), bounded
     to the years 2000–2100 and 3 years. `data_until` (default now) is how far usage has been
-    metered; it never exceeds now. `data_from`, the factory's first instant in service,
-    bounds what the picker offers (picker_keys)."""
+    folded, `measured_until` (default data_until) the end of the latest measurement, where
+    the window's `to` stops; neither exceeds now. `data_from`, the
+    factory's first instant in service, bounds what the picker offers (picker_keys)."""
     now = now or clock.now()
     data_until = min(now, data_until) if data_until is not None else now
+    measured = data_until if measured_until is None else min(now, measured_until)
     custom = bool(params.get("from") or params.get("to"))
     if custom and params.get("period"):
         raise FieldError("period", "give either period or from/to, not both")
@@ -288,7 +295,7 @@ def period_resolve(
         start, end, label = _named(key, now)
     if end - start > LONGEST:
         raise FieldError("to" if custom else "period", "a period is at most 3 years long")
-    to = max(hour_floor(min(end, data_until)), start) if end > data_until else end
+    to = max(measured, start) if end > measured else end
     return Window(
         key=key, label=label, start=start, end=end, to=to, data_until=data_until, now=now,
         data_from=data_from,

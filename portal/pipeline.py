@@ -10,6 +10,16 @@ transaction (`log_append`); the log's consumers are asked to run once it commits
 asks a stage to run (`stage_schedule`) and never runs one. Asking is debounced: at most one
 run of a stage is pending, and one asked for while a run is in progress runs after it. The
 beat runs every stage on its cadence too, as the safety net (settings.CELERY_BEAT_SCHEDULE).
+
+Every read of an open period answers as of one **cut** (kpis.md section 0, "The window
+actually measured"; `cut_read`): where the rate stage, the last stage whose figures a read
+uses as they are stored (rated usage), consumed metering's change log, and how far usage
+was folded when it read it (the fold's data_until). The window's `to` is the cut's time,
+not floored to the hour; billing's figures are the cut's by construction (the rate writes
+them with its cursor); metering's reads of the hour holding `to` leave out what the fold
+added after the cut (metering.selectors.usage); flywheel measures from both. A GET reads
+them in one snapshot of the database (portal.snapshot), so a rate that commits meanwhile
+is either wholly in a page or not at all.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ import logging
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from django.db import connection, models, transaction
 
@@ -42,6 +53,10 @@ LOG_CONSUMERS = {
     "metering.usage": (RATE, MEASURE),  # rollups, capacity and deployment versions changed
     "billing.rated": (MEASURE,),  # rated usage changed
 }
+
+# The cut every read of an open period answers as of: the rate stage's read of metering's
+# log (module docstring).
+CUT = (RATE, "metering.usage")
 
 
 def stage_schedule(name: str) -> None:
@@ -156,28 +171,47 @@ class LogRead:
 def log_read(model: type[models.Model], *, consumer: str, log: str) -> LogRead:
     """The entries of `log` past the cursor of `consumer`, oldest first. Read before the
     stage writes anything: a stage plans its work from them outside a write transaction
-    (on SQLite a write transaction stops every other writer, ingestion included), then
-    writes in a short one that consumes them (`log_consume`)."""
+    (on SQLite a write transaction stops every other writer, ingestion included), in a
+    read snapshot with the rows it reads (portal.snapshot), then writes in a short one that
+    consumes them (`log_consume`)."""
     if consumer not in LOG_CONSUMERS[log]:
         raise ValueError(f"{consumer} does not read {log}")
     name = f"{consumer}:{log}"
-    position = Cursor.objects.filter(name=name).values_list("position", flat=True).first()
-    if position is None:
-        Cursor.objects.bulk_create([Cursor(name=name)], ignore_conflicts=True)
-        position = 0
+    position = Cursor.objects.filter(name=name).values_list("position", flat=True).first() or 0
     entries = list(model.objects.filter(id__gt=position).order_by("id"))
     return LogRead(name=name, position=position, entries=entries)
 
 
-def log_consume(read: LogRead) -> bool:
+def log_consume(read: LogRead, *, until: datetime | None = None) -> bool:
     """In the transaction that writes what the entries of `read` caused: move the cursor
-    past them, if it still stands where it stood when they were read. False when another
+    past them, if it still stands where it stood when they were read, and record `until`,
+    how far in time what the stage read reached (the cut, `cut_read`). False when another
     run of the stage has consumed them meanwhile: the caller rolls back and reads again.
     The cursor's row stays locked until the transaction ends, so two runs never both
     consume the same entries, and a killed run consumes nothing."""
     position = read.entries[-1].id if read.entries else read.position
-    moved = Cursor.objects.filter(name=read.name, position=read.position).update(position=position)
-    return moved == 1
+    if not read.position:  # a first read (reads write nothing: the cursor is made here)
+        Cursor.objects.bulk_create([Cursor(name=read.name)], ignore_conflicts=True)
+    moved = {"position": position} | ({"until": until} if until is not None else {})
+    return Cursor.objects.filter(name=read.name, position=read.position).update(**moved) == 1
+
+
+@dataclass(frozen=True)
+class Cut:
+    """The published cut (module docstring): the entries of metering's log up to `position`
+    are in every figure read, none after; usage folded until `until`."""
+
+    position: int
+    until: datetime
+
+
+def cut_read() -> Cut | None:
+    """The cut every read of an open period answers as of; None before the rate stage first
+    ran (a new installation: reads then take what is folded, up to data_until)."""
+    consumer, log = CUT
+    row = Cursor.objects.filter(name=f"{consumer}:{log}", until__isnull=False)
+    found = row.values_list("position", "until").first()
+    return None if found is None else Cut(position=found[0], until=found[1].astimezone(UTC))
 
 
 def log_read_by_all(*, log: str) -> int:

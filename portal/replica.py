@@ -30,6 +30,11 @@ def replica_configured() -> bool:
     return REPLICA in settings.DATABASES
 
 
+def reads_alias() -> str:
+    """The database this request's reads go to (outside a transaction on the primary)."""
+    return _reads.get()
+
+
 class ReplicaRouter:
     """Reads go where the request decided (`ReplicaReadsMiddleware`); writes, migrations and
     anything inside a transaction on the primary."""

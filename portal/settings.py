@@ -101,6 +101,7 @@ MIDDLEWARE = [
     "portal.middleware.DatabaseUnavailableMiddleware",
     "portal.middleware.BadInputMiddleware",
     "portal.middleware.ExportAuditMiddleware",
+    "portal.snapshot.ReadSnapshotMiddleware",  # last: a GET's figures read one snapshot
 ]
 
 # The longest URL (path and query) the portal reads; the server's request-line limit is

@@ -1,7 +1,10 @@
 """Budgets (kpis.md section 3c): a tenant's month-to-date spend against its `budget` rule,
 from billing's read models only (the tenant-month's rated totals, rated usage, the rate
 stage's mark), in a query count that does not grow with tenants; and the `budget` alert
-kind evaluated from the same read."""
+kind evaluated from the same read. The month to date is the window every read of this month
+answers for (kpis.md section 0: up to the published cut, portal.pipeline), and the rated
+totals are the cut's: the rate stage writes them with it, so the budget counts what the
+usage API, the KPIs and the pages count."""
 
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from billing.domain.budget import (
 )
 from billing.models import RatedMark, RatedTenantMonth, RatedUsage
 from billing.selectors.month_to_date import month_spent
-from metering.selectors.usage import usage_fold_backlog
+from metering.selectors.usage import usage_fold_backlog, window_resolve
 from portal import clock
 from portal.alert_kinds import Evaluation, Finding
 from portal.formatting import rfc3339
@@ -98,11 +101,11 @@ def budgets_read(rules: Iterable[AlertRule], *, now: datetime | None = None) -> 
     """The budgets of `rules` (budget rules, each a tenant's) this month, in 4 queries
     however many."""
     now = now or clock.now()
-    month = month_start(now)
-    rules = list(rules)
-    as_of = rated_as_of(now=now)
-    if as_of is None:
+    window = window_resolve({"period": "this_month"}, now=now)
+    month, rules = window.start, list(rules)
+    if rated_as_of(now=now) is None:
         return [_budget(rule, month=month, state=UNKNOWN) for rule in rules]
+    as_of = window.to
     ids = [rule.tenant_id for rule in rules]
     money = {
         row.tenant_id: row

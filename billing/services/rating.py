@@ -8,8 +8,11 @@ in one `month_rate` per month; then, in one short transaction, it replaces their
 usage from that hour (RatedUsage: per tenant, deployment, hour and sale, before
 promotions), the hours' states and the month's totals, lines and promotions
 (RatedTenantMonth), appends the hours whose rated usage changed per tenant to billing's
-change log, and consumes what it read. The measurement, TFOM revenue, price realization,
-SLA credits and draft invoices read the stored rows and never run the rating.
+change log, and consumes what it read, recording how far usage was folded when it read
+it: that is the published cut every read of an open period answers as of (portal.pipeline),
+and the rated usage is exactly the cut's, as the stage reads the log and the rollups it rates
+in one snapshot (portal.snapshot). The measurement, TFOM revenue, price realization, SLA
+credits and draft invoices read the stored rows and never run the rating.
 """
 
 from __future__ import annotations
@@ -70,7 +73,8 @@ from portal.models import Tenant
 from portal.money import PRO_RATA, fraction_to_decimal
 from portal.periods import hour_floor
 from portal.periods import month_start as month_floor
-from portal.pipeline import RATE, log_append, log_consume, log_prune, stage_schedule
+from portal.pipeline import MEASURE, RATE, log_append, log_consume, log_prune, stage_schedule
+from portal.snapshot import read_snapshot
 
 log = logging.getLogger(__name__)
 ZERO = Decimal(0)
@@ -101,27 +105,31 @@ def rated_usage_update() -> int:
     before it: on SQLite a write transaction holds back ingestion). Returns the
     tenant-months rated."""
     while True:
-        metered_until = usage_metered_until()  # before the log: what it holds is folded
-        changes = usage_changes_read(consumer=RATE)
-        queued = list(RatingPending.objects.values_list("pk", "tenant_id", "start", "hours"))
-        stale = _usage_months(changes.entries)
-        for month, since in _queued_months(queued).items():
-            for tenant_id, hour in since.items():
-                stale[month][tenant_id] = min(hour, stale[month].get(tenant_id, hour))
-        for month in raw_months_archived() & stale.keys():  # never rated from missing events
-            log.error(
-                "rate: the raw events of %s are archived: its rated usage is kept", f"{month:%Y-%m}"
-            )
-            del stale[month]
-        ratings = [_rate(month, since) for month, since in sorted(stale.items())]
+        with read_snapshot():  # the log and the rollups rated of one instant: the cut's
+            metered_until = usage_metered_until()  # before the log: what it holds is folded
+            changes = usage_changes_read(consumer=RATE)
+            queued = list(RatingPending.objects.values_list("pk", "tenant_id", "start", "hours"))
+            stale = _usage_months(changes.entries)
+            for month, since in _queued_months(queued).items():
+                for tenant_id, hour in since.items():
+                    stale[month][tenant_id] = min(hour, stale[month].get(tenant_id, hour))
+            for month in raw_months_archived() & stale.keys():  # never rated from missing events
+                log.error(
+                    "rate: the raw events of %s are archived: its rated usage is kept",
+                    f"{month:%Y-%m}",
+                )
+                del stale[month]
+            ratings = [_rate(month, since) for month, since in sorted(stale.items())]
         with transaction.atomic():
             claimed, _ = RatingPending.objects.filter(pk__in=[q[0] for q in queued]).delete()
-            if not log_consume(changes) or claimed != len(queued):
+            # The cut every read answers as of moves with the rated usage (portal.pipeline).
+            if not log_consume(changes, until=metered_until) or claimed != len(queued):
                 transaction.set_rollback(True)  # another run took them meanwhile: again
                 continue
             for rating in ratings:
                 _store(rating)
             RatedMark.objects.update_or_create(pk=1, defaults={"rated_until": metered_until})
+            stage_schedule(MEASURE)  # the open day and month, measured to the new cut
         log_prune(RatedChange, log="billing.rated")
         return sum(len(rating.months) for rating in ratings)
 

@@ -26,15 +26,17 @@ from flywheel.domain.alerts import (
 )
 from flywheel.domain.kpis import integrate_capacity
 from flywheel.models import CostModel, KpiSnapshot
-from flywheel.selectors.measurement import FACTORY, measured_until
+from flywheel.selectors.measurement import FACTORY
 from flywheel.selectors.production import capacity_samples_read, service_part
 from flywheel.selectors.tfom import engine_cost_model
 from metering.selectors.factory import pool_list, pool_service_lives
+from metering.selectors.usage import usage_measured_until
 from portal.alert_kinds import Evaluation, Finding, scope_naming
 from portal.effective import in_force_by
 from portal.formatting import rfc3339
 from portal.models import AlertRule
 from portal.money import money_str, round_half_up
+from portal.periods import hour_floor
 
 RATE_PLACES = Decimal("1e-10")  # money per idle GPU-hour, shown to ten decimals
 HOUR_PLACES = Decimal("0.01")  # GPU-hours shown
@@ -62,17 +64,17 @@ def gpu_waste_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
     keyed by the pool's slug, its onset the window's start (the kernel keeps one alert
     firing while it holds, and resolves it once a window finds the pool below).
 
-    The window is the rule's `window_hours` ending at the read window's end of kpis.md
-    section 0 (`measured_until`: the data horizon, min(now, usage metered until), floored
-    to the hour) rather than now floored: the idle hours an alert shows are those the KPI
-    pages and snapshots read for the same hours (whole hours, one definition), and a
+    The window is the rule's `window_hours` ending at the last whole hour of the read
+    window of kpis.md section 0 (`usage_measured_until`, the published cut, floored to the
+    hour) rather than now floored: the idle hours an alert shows are those the KPI pages
+    and snapshots read for the same hours (whole hours: its onset stays on one), and a
     stalled pipeline holds the alerts where they are instead of judging hours it has not
     read. Reads, however many rules and pools: the horizon (2 queries), the pools with the
     time of their carried-in sample, the samples of the longest window, the cost models,
     and 2 more when a pool's service start is still to be derived (pool_service_lives)."""
     if not rules:
         return Evaluation(findings=[])
-    end = measured_until(now=now)
+    end = hour_floor(usage_measured_until(now=now))
     starts = {rule.pk: end - timedelta(hours=rule.params["window_hours"]) for rule in rules}
     pools = list(pool_list().order_by("slug"))
     samples = capacity_samples_read(start=min(starts.values()), end=end)

@@ -60,12 +60,11 @@ from metering.selectors.factory import (
     pool_service_lives,
 )
 from metering.selectors.usage import (
-    deployment_hour_sums,
+    deployment_hour_totals,
     hourly_usage_list,
-    usage_metered_until,
 )
 from portal import clock
-from portal.periods import Period, day_floor, hour_floor, month_start, next_month
+from portal.periods import Period, day_floor, month_start, next_month
 
 ZERO = Decimal(0)
 
@@ -259,7 +258,7 @@ class FactoryData:
         if not self.live:
             return
         hours = reduce(or_, (Q(hour__gte=s.start, hour__lt=s.end) for s in self.live))
-        rows = deployment_hour_sums(hourly_usage_list().filter(hours))
+        rows = deployment_hour_totals(hourly_usage_list().filter(hours), end=self.end)
         with localcontext(KPI_CONTEXT):
             for row in rows:
                 hour = row["hour"].astimezone(UTC)
@@ -419,10 +418,3 @@ class FactoryData:
 
     def scopes(self) -> list[str]:
         return [FACTORY, *sorted(self.slugs)]
-
-
-def measured_until(*, now: datetime) -> datetime:
-    """Where an open period's measurement ends: the window of kpis.md section 0 for a read
-    at `now`, `min(now, data_until)` floored to the hour, so a snapshot never counts an
-    hour's production before the hour is whole and folded."""
-    return hour_floor(min(now, usage_metered_until(now=now)))

@@ -17,7 +17,11 @@ from django.db.models import Max, Model, Q
 from flywheel.domain.kpis import KPI_CONTEXT, ZERO, CapacitySample
 from metering.domain.usage.production import production_tokens
 from metering.selectors.factory import DeploymentVersions, deployment_list
-from metering.selectors.usage import capacity_sample_list, deployment_hour_sums, hourly_usage_list
+from metering.selectors.usage import (
+    capacity_sample_list,
+    deployment_hour_totals,
+    hourly_usage_list,
+)
 from portal.periods import Period
 
 
@@ -82,7 +86,7 @@ def deployment_shares(
         hour__gte=start, hour__lt=end, deployment_id__in=neighbours
     )
     with localcontext(KPI_CONTEXT):
-        for row in deployment_hour_sums(rollups):
+        for row in deployment_hour_totals(rollups, end=end):
             version = versions.at(row["deployment_id"], row["hour"].astimezone(UTC))
             if version is not None:
                 std[row["deployment_id"]] += hour_production(row, version)[0] / version.r_ref

@@ -4,8 +4,10 @@ stage of the pipeline (portal.pipeline).
 The measure stage reads what changed past its own cursors (metering's change log: usage,
 capacity and deployment versions; billing's change log: rated usage) and measures again the
 days and months the changes fall in, the open day and month up to the window a read uses
-(kpis.md section 0: to the fold's mark, floored to the hour), and closes each day and month
-that ended; it writes them in one short transaction that consumes what it read. `snapshots_measure` measures any range.
+(kpis.md section 0: to the published cut, portal.pipeline, not floored to the hour, with
+the figures a read of it gets: it reads in one snapshot, portal.snapshot), and closes each
+day and month that ended; it writes them in one short transaction that consumes what it
+read. `snapshots_measure` measures any range.
 Every write is an upsert on (scope, period_kind, period_start) computed from the published
 read models alone, so a rerun after a crash leaves one identical row per key.
 """
@@ -20,12 +22,14 @@ from django.db import transaction
 from billing.selectors.rating.rated_usage import rated_changes_read
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.kpis import kpis_json
-from flywheel.selectors.measurement import DAY, FACTORY, FactoryData, kpi_read, measured_until
+from flywheel.selectors.measurement import DAY, FACTORY, FactoryData, kpi_read
 from metering.selectors.changes import usage_changes_read
 from metering.selectors.factory import factory_in_service_from
+from metering.selectors.usage import usage_measured_until
 from portal import clock
 from portal.periods import Period, day_floor, month_start, months_before, next_month
 from portal.pipeline import MEASURE, log_consume
+from portal.snapshot import read_snapshot
 
 Span = tuple[datetime, datetime]  # [start, end)
 
@@ -44,7 +48,8 @@ def snapshots_measure(
     """Measure every scope for each day and month that [start, end) touches and upsert the
     snapshots (`_measured`). Returns the rows upserted."""
     now = now or clock.now()
-    rows = _measured(days=_days(start, min(end, now)), now=now)
+    with read_snapshot():
+        rows = _measured(days=_days(start, min(end, now)), now=now)
     with transaction.atomic():
         _upsert(rows)
     return rows
@@ -52,10 +57,10 @@ def snapshots_measure(
 
 def _measured(*, days: Iterable[datetime], now: datetime) -> list[KpiSnapshot]:
     """The snapshots of the days and of the months holding them (reads only), each up to
-    the read window's end (`measured_until`) and closed once it ends before it: the days
-    measured again from the published read models, the rest of each month read from its
-    closed day snapshots as any read of it is, each month in one load."""
-    to = measured_until(now=now)
+    the read window's end (`usage_measured_until`) and closed once it ends before it: the
+    days measured again from the published read models, the rest of each month read from
+    its closed day snapshots as any read of it is, each month in one load."""
+    to = usage_measured_until(now=now)
     by_month: dict[datetime, list[datetime]] = {}
     for day in sorted({day for day in days if day < to}):
         by_month.setdefault(month_start(day), []).append(day)
@@ -114,16 +119,17 @@ def snapshots_update(*, now: datetime | None = None) -> int:
     the snapshots written."""
     now = now or clock.now()
     while True:
-        usage = usage_changes_read(consumer=MEASURE)
-        rated = rated_changes_read(consumer=MEASURE)
-        first = factory_in_service_from()
-        days: set[datetime] = set()
-        if first is not None:
-            spans = [*_usage_spans(usage.entries), *_rated_spans(rated.entries)]
-            for span_start, span_end in spans:
-                days.update(_days(max(span_start, first), min(span_end, now)))
-            days.update(_stale_open_days(since=_open_since(first, now), now=now))
-        rows = _measured(days=days, now=now)
+        with read_snapshot():
+            usage = usage_changes_read(consumer=MEASURE)
+            rated = rated_changes_read(consumer=MEASURE)
+            first = factory_in_service_from()
+            days: set[datetime] = set()
+            if first is not None:
+                spans = [*_usage_spans(usage.entries), *_rated_spans(rated.entries)]
+                for span_start, span_end in spans:
+                    days.update(_days(max(span_start, first), min(span_end, now)))
+                days.update(_stale_open_days(since=_open_since(first, now), now=now))
+            rows = _measured(days=days, now=now)
         with transaction.atomic():
             if not (log_consume(usage) and log_consume(rated)):
                 transaction.set_rollback(True)  # another run measured them meanwhile: again
@@ -150,8 +156,8 @@ def _open_since(first: datetime, now: datetime) -> datetime:
 
 def _stale_open_days(*, since: datetime, now: datetime) -> set[datetime]:
     """The days from `since` (none of them closed) whose snapshot does not reach the read
-    window's end yet: new whole hours to measure, or a day that ended."""
-    to = measured_until(now=now)
+    window's end yet: a cut that moved on, or a day that ended."""
+    to = usage_measured_until(now=now)
     measured = {
         start.astimezone(UTC): end.astimezone(UTC)
         for start, end in KpiSnapshot.objects.filter(

@@ -33,6 +33,7 @@ from metering.models.usage import (
     HourlyUsage,
     IncompleteRawMonth,
     RefoldPending,
+    RollupDelta,
     UsageChange,
     UsageEvent,
 )
@@ -56,6 +57,7 @@ __all__ = [
     "OtlpMetricState",
     "Pool",
     "RefoldPending",
+    "RollupDelta",
     "ScrapeTarget",
     "ServedModel",
     "SourceSeen",

@@ -191,6 +191,21 @@ class HourlyUsage(UsageRollup):
         indexes = [models.Index(fields=["hour"], name="hourly_hour_idx")]
 
 
+class RollupDelta(UsageRollup):
+    """What one fold (or refold) changed in one hourly rollup row after the published cut
+    (portal.pipeline.cut_read), tagged with the last entry it appended to metering's change
+    log: a read of the hour holding the window's `to` subtracts the deltas past the cut, so
+    it answers as of the cut while the fold goes on adding (metering.selectors.usage). Only
+    hours from the cut's own are kept, and only until the cut passes them (the fold prunes
+    them)."""
+
+    hour = models.DateTimeField()
+    change = models.BigIntegerField()  # the last UsageChange id of the fold that made it
+
+    class Meta:
+        indexes = [models.Index(fields=["hour", "change"], name="rollup_delta_hour")]
+
+
 class DailyUsage(UsageRollup):
     """Usage of a tenant on a deployment during one UTC day (the sum of its hours)."""
 

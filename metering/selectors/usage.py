@@ -1,4 +1,11 @@
-"""Reads of metering data. Tenant scoping goes through portal.access.tenant_scoped only."""
+"""Reads of metering data. Tenant scoping goes through portal.access.tenant_scoped only.
+
+Every read of a window `[start, to)` answers as of the published cut (portal.pipeline): `to`
+is the cut's time (`window_resolve`), and when it falls inside an hour, the rollup of that
+hour holds what the fold added since the cut too (events of a later minute, which billing has
+not rated yet). Reads of that hour subtract the fold's deltas past the cut
+(`rollups_after_cut`): the rollups as they stood at the cut. Whole hours are read as stored.
+"""
 
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -23,6 +30,7 @@ from metering.models import (
     HourlyUsage,
     IncompleteRawMonth,
     Pool,
+    RollupDelta,
     UsageChange,
     UsageEvent,
 )
@@ -37,9 +45,11 @@ from portal.periods import (
     day_floor,
     filter_within,
     hour_ceil,
+    hour_floor,
     period_resolve,
 )
-from portal.pipeline import log_read_by_all
+from portal.pipeline import cut_read, log_read_by_all
+from portal.snapshot import snapshot_read
 
 # What usage reads show per row: requests, failures and the token counts (their classes too).
 USAGE_SUMS = ["requests", "errors", *TOKEN_FIELDS]
@@ -67,15 +77,87 @@ class _UsageRows(QuerySet):
         return self._count_source.count()
 
 
+class _Rows:
+    """Rows a paginator reads: a QuerySet's, then a list's (the end of a window inside an
+    hour, as of the cut); `count()` and slices without reading the QuerySet whole."""
+
+    def __init__(self, head: QuerySet | None, tail: list[dict]) -> None:
+        self.head, self.tail = head, tail
+
+    def _head_count(self) -> int:
+        return 0 if self.head is None else self.head.count()
+
+    def count(self) -> int:
+        return self._head_count() + len(self.tail)
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, index):
+        if not isinstance(index, slice):
+            return self[index : index + 1][0]
+        start, stop = index.start or 0, index.stop
+        count = self._head_count()
+        if stop is None:
+            stop = count + len(self.tail)
+        rows = list(self.head[start : min(stop, count)]) if start < count else []
+        return rows + self.tail[max(start - count, 0) : max(stop - count, 0)]
+
+
 def usage_list(
     *,
     user,
     period: Period,
     granularity: str = "day",
     filters=None,
-) -> QuerySet:
+):
     """Usage per period (hour or day), tenant, model and pool, from the rollups only;
-    `filters`: UsageFilterSet's query (tenant, model, pool), 404 for another tenant."""
+    `filters`: UsageFilterSet's query (tenant, model, pool), 404 for another tenant. A
+    period that ends inside an hour (a window's `to`) ends with the rows of that hour (of
+    its day, by day) as of the cut, after the others."""
+    deltas = rollups_after_cut(end=period.end)
+    if deltas is None:
+        return _usage_rows(user=user, period=period, granularity=granularity, filters=filters)
+    split = hour_floor(period.end) if granularity == "hour" else day_floor(period.end)
+    split = max(split, period.start)
+    head = (
+        _usage_rows(
+            user=user, period=Period(period.start, split), granularity=granularity,
+            filters=filters,
+        )
+        if split > period.start
+        else None
+    )  # fmt: skip
+    tail = _usage_rows(
+        user=user, period=Period(split, period.end), granularity=granularity, filters=filters
+    )
+    rows = {_row_key(row): dict(row) for row in tail}
+    after = _usage_filtered(deltas, user=user, filters=filters)
+    for row in _grouped(after, granularity=granularity):
+        kept_row = rows.get(_row_key(row))
+        if kept_row is not None:
+            for name in USAGE_SUMS:
+                kept_row[name] -= row[name]
+    return _Rows(head, [row for _, row in sorted(rows.items()) if row["requests"]])
+
+
+_ROW_KEYS = ("period_start", "tenant__slug", "deployment__model__slug", "deployment__pool__slug")
+
+
+def _row_key(row: dict) -> tuple:
+    return tuple(row[key] for key in _ROW_KEYS)
+
+
+def _grouped(rows: QuerySet, *, granularity: str) -> QuerySet:
+    """Rollup (or delta) rows of hours summed per period (hour or day) and the row keys."""
+    period_start = TruncDay("hour") if granularity == "day" else F("hour")
+    shown = rows.annotate(period_start=period_start)
+    sums = {name: Sum(name) for name in USAGE_SUMS}
+    return shown.values(*_ROW_KEYS).annotate(**sums).order_by(*_ROW_KEYS)
+
+
+def _usage_rows(*, user, period: Period, granularity: str, filters) -> QuerySet:
+    """usage_list's rows as stored."""
     # A rollup row is unique per (tenant, deployment, period) and a deployment is one (model,
     # pool): when the rows are already of the asked granularity, each group is one row and
     # the rows are read as they are (no GROUP BY, and the page count is a plain COUNT).
@@ -90,13 +172,12 @@ def usage_list(
         period_start = TruncDay("hour") if granularity == "day" else F("hour")
         is_one_row_per_group = granularity != "day"
     rows = _usage_filtered(rows, user=user, filters=filters)
-    keys = ("period_start", "tenant__slug", "deployment__model__slug", "deployment__pool__slug")
-    shown = rows.annotate(period_start=period_start)
-    if is_one_row_per_group:
-        result = shown.values(*keys, *USAGE_SUMS).order_by(*keys)
-        result._count_source = rows
-        return result
-    return shown.values(*keys).annotate(**{name: Sum(name) for name in USAGE_SUMS}).order_by(*keys)
+    if not is_one_row_per_group:
+        return _grouped(rows, granularity=granularity)
+    result = rows.annotate(period_start=period_start).values(*_ROW_KEYS, *USAGE_SUMS)
+    result = result.order_by(*_ROW_KEYS)
+    result._count_source = rows
+    return result
 
 
 def _quantile(histogram: list[int], q: float) -> float | None:
@@ -151,20 +232,23 @@ def usage_daily_by_model(*, user, period: Period, filters=None) -> list[dict]:
     per day and deployment are kept in the shared cache under usage_stamp and their queries
     (which name the hours, the user's scope and the filters); the names are read each time."""
     hours = (hour_ceil(period.start), hour_ceil(period.end))  # the rollup hours in the period
-    queries = {}  # each query by its SQL and parameters; none that can match no row
-    for rows in rollups_within(*hours):
+    after = rollups_after_cut(end=period.end)  # subtracted: the end's hour as of the cut
+    queries = {}  # each (query, sign) by its SQL and parameters; none that can match no row
+    for rows, sign in [*((rows, 1) for rows in rollups_within(*hours)), (after, -1)]:
+        if rows is None:
+            continue
         query = _daily_by_deployment(rows, user=user, filters=filters)
         try:
-            queries[query.query.sql_with_params()] = query
+            queries[query.query.sql_with_params()] = (query, sign)
         except EmptyResultSet:  # a scope or filter that matches nothing
             continue
     grouped = kept(
         ("metering.usage_daily_by_deployment", usage_stamp(), *queries),
-        lambda: [r for query in queries.values() for r in query],
+        lambda: [(r, sign) for query, sign in queries.values() for r in query],
     )
     models = dict(Deployment.objects.values_list("pk", "model__slug"))
     merged: dict[tuple, dict] = {}
-    for r in grouped:
+    for r, sign in grouped:
         cell = (r["period_day"], models[r["deployment_id"]])
         row = merged.setdefault(
             cell,
@@ -176,12 +260,14 @@ def usage_daily_by_model(*, user, period: Period, filters=None) -> list[dict]:
             },
         )
         for name in USAGE_SUMS:
-            row[name] += r[name]
+            row[name] += sign * r[name]
         for i in range(len(LATENCY_BUCKETS_MS) + 1):
-            row["histogram"][i] += r[f"b{i}"] or 0
+            row["histogram"][i] += sign * (r[f"b{i}"] or 0)
     result = []
     for key in sorted(merged):
         row = merged[key]
+        if not row["requests"]:
+            continue  # only what the fold added after the cut
         histogram = row.pop("histogram")
         row["p50_ms"] = _quantile(histogram, 0.5)
         row["p95_ms"] = _quantile(histogram, 0.95)
@@ -246,9 +332,11 @@ def usage_by_pool(*, period: Period) -> list[dict]:
     the shared cache under usage_stamp and the hours summed (a month of daily rollups is
     summed once a fold, not once a view); the names are read each time."""
     hours = (hour_ceil(period.start), hour_ceil(period.end))  # the rollup hours in the period
+    after = rollups_after_cut(end=period.end)
+    pin = after.query.sql_with_params() if after is not None else None
     by_deployment = kept(
-        ("metering.usage_by_deployment", *hours, usage_stamp()),
-        lambda: _usage_by_deployment(*hours),
+        ("metering.usage_by_deployment", *hours, pin, usage_stamp()),
+        lambda: _usage_by_deployment(*hours, after=after),
     )
     keys = ("deployment__pool__slug", "deployment__model__slug")
     names = {
@@ -259,6 +347,8 @@ def usage_by_pool(*, period: Period) -> list[dict]:
     }
     totals: dict[tuple[str, str], dict] = {}
     for deployment_id, sums in by_deployment.items():
+        if not sums["requests"]:
+            continue  # only what the fold added after the cut
         key = names[deployment_id]
         total = totals.setdefault(
             key, {**dict(zip(keys, key, strict=True)), **dict.fromkeys(USAGE_SUMS, 0)}
@@ -268,16 +358,22 @@ def usage_by_pool(*, period: Period) -> list[dict]:
     return [totals[key] for key in sorted(totals)]
 
 
-def _usage_by_deployment(start: datetime, end: datetime) -> dict[int, dict]:
-    """USAGE_SUMS per deployment over the hours in [start, end), summed in the database (no
-    join over a month of rollup rows)."""
+def _usage_by_deployment(
+    start: datetime, end: datetime, *, after: QuerySet | None
+) -> dict[int, dict]:
+    """USAGE_SUMS per deployment over the hours in [start, end), less `after` (what the fold
+    added to the last hour after the cut), summed in the database (no join over a month of
+    rollup rows)."""
     sums = {name: Sum(name) for name in USAGE_SUMS}
     by_deployment: dict[int, dict] = {}
-    for rows in rollups_within(start, end):
+    sources = [*((rows, 1) for rows in rollups_within(start, end)), (after, -1)]
+    for rows, sign in sources:
+        if rows is None:
+            continue
         for row in rows.values("deployment_id").annotate(**sums).order_by():
             total = by_deployment.setdefault(row["deployment_id"], dict.fromkeys(USAGE_SUMS, 0))
             for name in USAGE_SUMS:
-                total[name] += row[name]
+                total[name] += sign * row[name]
     return by_deployment
 
 
@@ -318,17 +414,44 @@ def usage_fold_backlog() -> FoldBacklog:
 
 
 def window_resolve(params, *, default: str = "this_month", now: datetime | None = None) -> Window:
-    """The one period resolver (portal.periods) told how far usage is metered and since when
-    the factory is in service: every page, API operation and export that measures a period
-    asks this."""
+    """The one period resolver (portal.periods) told how far usage is folded, where the
+    latest measurement ends (the published cut, portal.pipeline; before the rate first ran,
+    where usage is folded) and since when the factory is in service: every page, API
+    operation and export that measures a period asks this. A GET reads the rest of its
+    figures in one snapshot from here (portal.snapshot)."""
+    snapshot_read()
     now = now or clock.now()
     return period_resolve(
         params,
         now=now,
         default=default,
         data_until=usage_metered_until(now=now),
+        measured_until=usage_measured_until(now=now),
         data_from=factory_in_service_from(),
     )
+
+
+def usage_measured_until(*, now: datetime | None = None) -> datetime:
+    """Where the latest measurement ends (kpis.md section 0, measured_until): the published
+    cut's time (portal.pipeline), to the whole second; before the rate first ran, how far
+    usage is folded. Never after now."""
+    now = now or clock.now()
+    cut = cut_read()
+    until = cut.until if cut is not None else usage_metered_until(now=now)
+    return min(now, until).replace(microsecond=0)
+
+
+def rollups_after_cut(*, end: datetime) -> QuerySet[RollupDelta] | None:
+    """What the fold added after the published cut to the hour holding `end`, a window's
+    `to` inside an hour: a read of the window subtracts it (the rows have the rollups'
+    fields). None when `end` is a whole hour, or before the rate first ran (reads then take
+    what is folded)."""
+    if end == hour_floor(end):
+        return None
+    cut = cut_read()
+    if cut is None:
+        return None
+    return RollupDelta.objects.filter(hour=hour_floor(end), change__gt=cut.position)
 
 
 # Factory-wide reads (not tenant-scoped) for rating and the KPIs: QuerySets the caller refines.
@@ -356,6 +479,22 @@ def deployment_hour_sums(rollups: QuerySet[HourlyUsage]) -> QuerySet:
         cc=Sum("compliant_cached_tokens"),
         co=Sum("compliant_output_tokens"),
     )
+
+
+_HOUR_SUMS = ("n", "ok", "err", "i", "c", "o", "ci", "cc", "co")
+
+
+def deployment_hour_totals(rollups: QuerySet[HourlyUsage], *, end: datetime) -> list[dict]:
+    """`deployment_hour_sums` of the rollups of hours before `end`, the hour holding `end`
+    (a window's `to`) as of the cut (module docstring)."""
+    rows = {(r["deployment_id"], r["hour"]): dict(r) for r in deployment_hour_sums(rollups)}
+    after = rollups_after_cut(end=end)
+    for r in deployment_hour_sums(after) if after is not None else ():
+        row = rows.get((r["deployment_id"], r["hour"]))
+        if row is not None:
+            for name in _HOUR_SUMS:
+                row[name] -= r[name]
+    return [row for row in rows.values() if row["n"]]
 
 
 def daily_usage_list(*, start: datetime, end: datetime) -> QuerySet[DailyUsage]:

@@ -10,7 +10,7 @@ from flywheel.models import KpiSnapshot
 from flywheel.selectors.loop.shapes import rfc3339
 from flywheel.services.kpis import snapshots_measure
 from portal import clock
-from portal.periods import hour_floor, month_start
+from portal.periods import month_start
 from tests.concurrency import run_together
 from tests.conftest import on_every_clock
 
@@ -151,15 +151,14 @@ def test_metrics_carry_the_same_values_as_the_api(
     now, api, users, session_client, tenant_a, django_capture_on_commit_callbacks
 ):
     """/metrics reads this month through the one KPI read, over the window GET /api/v1/kpis
-    measures (kpis.md section 0), with an event in the hour in progress: the same TEF and
-    TFI, and no ratio outside [0, 1]. At 00:30 on the 1st nothing of the month is whole yet:
-    both say nothing."""
+    measures (kpis.md section 0), with an event in the hour in progress, counted up to the
+    measurement (here now: it ran as the events committed): the same TEF and TFI, and no
+    ratio outside [0, 1], at 00:30 on the 1st too."""
     _factory(api, pool="p1", gpus=8)
     events = [
         {"id": "m1", "time": (now - timedelta(hours=1)).isoformat(), "tenant": "tenant-a",
          "model": "llama-70b", "input_tokens": 10, "output_tokens": 1_000_000},
-        {"id": "m2", "time": (hour_floor(now) + (now - hour_floor(now)) / 2).isoformat(),
-         "tenant": "tenant-a",
+        {"id": "m2", "time": (now - timedelta(seconds=1)).isoformat(), "tenant": "tenant-a",
          "model": "llama-70b", "input_tokens": 10, "output_tokens": 9_000_000},
     ]  # fmt: skip
     with django_capture_on_commit_callbacks(execute=True):
@@ -169,10 +168,7 @@ def test_metrics_carry_the_same_values_as_the_api(
     kpis = api.get("/api/v1/kpis?period=this_month").json()
 
     families = {f.name: f for f in text_string_to_metric_families(text)}
-    if kpis["empty_reason"]:
-        assert now.day == 1 and now.hour == 0
-        assert all(not family.samples for family in families.values())
-        return
+    assert kpis["empty_reason"] is None
     overview = session_client(users["operator"]).get("/?period=this_month").context["kpis"]
     for name in ("tef", "tfi", "occupancy", "sla_delivery", "sell_through"):
         gauges = {s.labels["scope"]: s.value for s in families[f"tokenfactory_{name}"].samples}
@@ -180,8 +176,8 @@ def test_metrics_carry_the_same_values_as_the_api(
         assert overview[name] == kpis[name], name
     for name in ("availability", "occupancy", "sla_delivery", "sell_through"):
         assert 0 <= kpis[name] <= 1, name
-    assert kpis["to"] == rfc3339(hour_floor(now))  # the hour in progress is not counted
-    assert kpis["output_tokens"] == (
+    assert kpis["to"] == rfc3339(now)  # the hour in progress counts, as far as measured
+    assert kpis["output_tokens"] == 9_000_000 + (
         1_000_000 if now - timedelta(hours=1) >= month_start(now) else 0
     )
 
@@ -356,11 +352,13 @@ def test_a_pools_service_life_is_bounded_by_whole_hours(api):
 
 @pytest.mark.parametrize("now", [datetime(2027, 1, 1, 0, 30, tzinfo=UTC)], indirect=True)
 def test_kpis_and_tfom_of_an_empty_window_are_null_with_a_reason(api, now):
-    """At 00:30 on the 1st no hour of the month is over: nothing is measured, nothing is
-    counted as idle, and the answer says why (kpis.md section 0, empty windows)."""
+    """At 00:30 on the 1st the latest measurement still ends in December (the pipeline last
+    ran at 23:59:50): no second of the month is measured, nothing is counted as idle, and
+    the answer says why (kpis.md section 0, empty windows)."""
     _factory(api, pool="h100-a", gpus=8)
     patched = api.patch("/api/v1/pools/h100-a", {"in_service_from": "2026-12-01T00:00:00Z"})
     assert patched.status_code == 200, patched.json()
+    _measured_at(datetime(2026, 12, 31, 23, 59, 50, tzinfo=UTC), now=now)
 
     kpis = api.get("/api/v1/kpis?period=this_month").json()
     tfom = api.get("/api/v1/tfom?period=this_month").json()
@@ -373,9 +371,20 @@ def test_kpis_and_tfom_of_an_empty_window_are_null_with_a_reason(api, now):
         assert body["tef"] is body["tfi"] is body["availability"] is None
     assert tfom["revenue"] is tfom["ebitda"] is tfom["roi"] is None
     assert unknown.status_code == 400
-    # December, over, is measured whole and says nothing is missing.
+    # December, over, is measured as far as the measurement reaches: its last 10 seconds
+    # wait for the pipeline.
     december = api.get("/api/v1/kpis?period=last_month").json()
-    assert december["empty_reason"] is None and december["to"] == "2027-01-01T00:00:00Z"
+    assert december["empty_reason"] is None and december["to"] == "2026-12-31T23:59:50Z"
+
+
+def _measured_at(moment: datetime, *, now: datetime) -> None:
+    """The pipeline's last run at `moment` (it published its cut then), the clock back at
+    `now`."""
+    from billing.services.rating import rated_usage_update
+
+    clock.clock_set(moment)
+    rated_usage_update()
+    clock.clock_set(now)
 
 
 def test_kpis_before_any_pool_is_in_service_are_null_with_a_reason(api):
@@ -435,10 +444,12 @@ def test_a_fold_that_stopped_reads_as_a_lag_not_as_idle_gpus(
 def test_an_empty_window_says_not_enough_data_on_every_page_and_in_the_flywheel(
     api, users, client, now
 ):
-    """At 00:30 on the 1st no hour of "this month" is over: the pages say so in words, the
-    diagnosis names no bottleneck and a scenario is refused, instead of 0% and a loss."""
+    """At 00:30 on the 1st nothing of "this month" is measured yet (the pipeline last ran at
+    23:59:50): the pages say so in words, the diagnosis names no bottleneck and a scenario
+    is refused, instead of 0% and a loss."""
     _factory(api, pool="h100-a", gpus=8)
     api.patch("/api/v1/pools/h100-a", {"in_service_from": "2026-12-01T00:00:00Z"})
+    _measured_at(datetime(2026, 12, 31, 23, 59, 50, tzinfo=UTC), now=now)
 
     diagnosis = api.get("/api/v1/flywheel/diagnosis?period=this_month").json()
     scenario = api.post("/api/v1/flywheel/scenarios", {})

@@ -317,13 +317,16 @@ def test_a_rated_change_measures_again_the_days_of_its_hours_and_their_month(db)
 
 
 def test_the_measure_stage_does_not_measure_an_unchanged_day_again(factory):
-    """Two runs in the same hour with nothing new: the second writes nothing; a late event
-    (folded and rated), a new price version (rated), or the next whole hour, and the days
-    they reach are measured again."""
+    """Two runs with nothing new (the rate stage's cut where it was): the second writes
+    nothing; a late event (folded and rated), a new price version (rated), or a cut that
+    moved on (the rate ran again), and the days they reach are measured again."""
     from billing.services.rating import rated_usage_update
     from flywheel.services.kpis import snapshots_update
+    from portal.clock import clock_set
 
     now = D + 2 * DAY + timedelta(hours=5, minutes=10)
+    clock_set(now)
+    rated_usage_update()  # the cut: 05:10
     first = snapshots_update(now=now)
     again = snapshots_update(now=now + timedelta(minutes=15))
     late, errors = validate_events(
@@ -340,9 +343,12 @@ def test_the_measure_stage_does_not_measure_an_unchanged_day_again(factory):
                  per_million=Decimal("3"), currency="USD", effective_from=D + DAY)  # fmt: skip
     rated_usage_update()
     after_price = snapshots_update(now=now + timedelta(minutes=45))
-    next_hour = snapshots_update(now=now + timedelta(minutes=50))
+    clock_set(now + timedelta(minutes=50))
+    usage_fold()  # the beat's runs with nothing new: the cut moves on to 06:00
+    rated_usage_update()
+    moved = snapshots_update(now=now + timedelta(minutes=50))
 
     assert first > 0
     assert again == 0
     assert after_usage > 0 and after_price > 0
-    assert next_hour > 0  # 06:00 is whole: the open day and month measured to it
+    assert moved > 0  # the open day and month measured to the new cut

@@ -39,8 +39,8 @@ def test_report_period_parse_months_and_quarters(db):
         datetime(2026, 7, 1, tzinfo=UTC),
         "Q2 2026",
     )
-    q4 = report_period_parse({"period": "2026-Q4"}, now=NOW)  # still running: to the current hour
-    assert (q4.period.end, q4.is_to_date) == (datetime(2026, 11, 30, 3, tzinfo=UTC), True)
+    q4 = report_period_parse({"period": "2026-Q4"}, now=NOW)  # still running: to the measurement
+    assert (q4.period.end, q4.is_to_date) == (NOW, True)
     for bad in ("2026-13", "2026-Q5", "April", "2027-01"):
         with pytest.raises(FieldError, match="period"):
             report_period_parse({"period": bad}, now=NOW)

@@ -1,7 +1,7 @@
 """The one period resolver (kpis.md section 0) at every test clock: presets, months and
 quarters, custom bounds, the window actually measured and the bounds on requests."""
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
@@ -16,14 +16,15 @@ def _at(text: str) -> datetime:
 
 
 # Per clock (tests/conftest.py CLOCKS): each preset's [start, end) and the end of the window
-# measured (to = min(end, now) floored to the hour); worked out on a calendar.
+# measured (to = min(end, measured_until), here now: not floored to the hour, the running
+# hour counts as far as it is measured); worked out on a calendar.
 PRESETS = {
     datetime(2026, 12, 1, 8, 37, tzinfo=UTC): {
-        "this_month": ("2026-12-01", "2027-01-01", "2026-12-01T08:00"),
+        "this_month": ("2026-12-01", "2027-01-01", "2026-12-01T08:37"),
         "last_month": ("2026-11-01", "2026-12-01", "2026-12-01"),
-        "last_7_days": ("2026-11-25", "2026-12-02", "2026-12-01T08:00"),
-        "last_30_days": ("2026-11-02", "2026-12-02", "2026-12-01T08:00"),
-        "last_90_days": ("2026-09-03", "2026-12-02", "2026-12-01T08:00"),
+        "last_7_days": ("2026-11-25", "2026-12-02", "2026-12-01T08:37"),
+        "last_30_days": ("2026-11-02", "2026-12-02", "2026-12-01T08:37"),
+        "last_90_days": ("2026-09-03", "2026-12-02", "2026-12-01T08:37"),
     },
     datetime(2026, 12, 16, 10, 0, tzinfo=UTC): {
         "this_month": ("2026-12-01", "2027-01-01", "2026-12-16T10:00"),
@@ -33,18 +34,18 @@ PRESETS = {
         "last_90_days": ("2026-09-18", "2026-12-17", "2026-12-16T10:00"),
     },
     datetime(2026, 12, 31, 23, 30, tzinfo=UTC): {
-        "this_month": ("2026-12-01", "2027-01-01", "2026-12-31T23:00"),
+        "this_month": ("2026-12-01", "2027-01-01", "2026-12-31T23:30"),
         "last_month": ("2026-11-01", "2026-12-01", "2026-12-01"),
-        "last_7_days": ("2026-12-25", "2027-01-01", "2026-12-31T23:00"),
-        "last_30_days": ("2026-12-02", "2027-01-01", "2026-12-31T23:00"),
-        "last_90_days": ("2026-10-03", "2027-01-01", "2026-12-31T23:00"),
+        "last_7_days": ("2026-12-25", "2027-01-01", "2026-12-31T23:30"),
+        "last_30_days": ("2026-12-02", "2027-01-01", "2026-12-31T23:30"),
+        "last_90_days": ("2026-10-03", "2027-01-01", "2026-12-31T23:30"),
     },
     datetime(2027, 1, 1, 0, 30, tzinfo=UTC): {
-        "this_month": ("2027-01-01", "2027-02-01", "2027-01-01T00:00"),
+        "this_month": ("2027-01-01", "2027-02-01", "2027-01-01T00:30"),
         "last_month": ("2026-12-01", "2027-01-01", "2027-01-01"),
-        "last_7_days": ("2026-12-26", "2027-01-02", "2027-01-01T00:00"),
-        "last_30_days": ("2026-12-03", "2027-01-02", "2027-01-01T00:00"),
-        "last_90_days": ("2026-10-04", "2027-01-02", "2027-01-01T00:00"),
+        "last_7_days": ("2026-12-26", "2027-01-02", "2027-01-01T00:30"),
+        "last_30_days": ("2026-12-03", "2027-01-02", "2027-01-01T00:30"),
+        "last_90_days": ("2026-10-04", "2027-01-02", "2027-01-01T00:30"),
     },
 }
 
@@ -64,10 +65,18 @@ def test_period_resolve_presets_at_every_clock(now, preset):
 
 
 @on_every_clock
-def test_period_resolve_empty_window_on_the_first_hour_of_a_month(now):
-    window = period_resolve({"period": "this_month"})
+def test_period_resolve_empty_window_while_the_measurement_ends_before_the_month(now):
+    """The running month counts from its first second measured; while the latest
+    measurement still ends in the month before (a new month's first seconds), this month's
+    window is empty, and its `period` is its first hour (kpis.md section 0)."""
+    measured = period_resolve({"period": "this_month"})
+    behind = period_resolve(
+        {"period": "this_month"}, measured_until=month_start(now) - timedelta(seconds=5)
+    )
 
-    assert window.is_empty == (now == datetime(2027, 1, 1, 0, 30, tzinfo=UTC))
+    assert not measured.is_empty and measured.period == Period(month_start(now), now)
+    assert behind.is_empty and behind.to == month_start(now)
+    assert behind.period == Period(month_start(now), month_start(now) + timedelta(hours=1))
 
 
 def test_period_resolve_months_quarters_and_custom_bounds(now):
@@ -143,9 +152,9 @@ def test_report_periods_at_every_clock(db, now):
     last_month = report_period_parse({"period": f"{last:%Y-%m}"})
     quarter = f"{last:%Y}-Q{(last.month - 1) // 3 + 1}"
 
-    # The month in progress runs to the current hour (at least its first hour).
+    # The month in progress runs to where it is measured (here now: not to the hour).
     assert this_month.is_to_date and this_month.start == month_start(now)
-    assert this_month.period.end == max(now.replace(minute=0), month_start(now).replace(hour=1))
+    assert this_month.period.end == now
     # Last month is whole, whichever year it was in.
     assert (last_month.start, last_month.period.end, last_month.is_to_date) == (
         last,
@@ -160,8 +169,10 @@ def test_report_periods_at_every_clock(db, now):
 
 
 def test_window_resolve_stops_where_usage_is_metered(db, now, tenant_a):
-    """Usage that arrived three hours ago still waits for the fold: the window ends at its
-    hour, and says so, instead of counting hours not yet metered as idle GPUs."""
+    """Usage that arrived three hours ago still waits for the fold: the window ends where it
+    was received (to the second, not the hour: before the rate ever ran, the measurement is
+    where usage is folded), and says so, instead of counting time not yet metered as idle
+    GPUs."""
     from datetime import timedelta
 
     from metering.models import FoldPending
@@ -179,7 +190,7 @@ def test_window_resolve_stops_where_usage_is_metered(db, now, tenant_a):
 
     assert (window.data_until, window.to) == (
         now - timedelta(hours=2, minutes=50),
-        _at("2026-12-16T07:00"),
+        _at("2026-12-16T07:10"),
     )
     assert window.is_lagging and not last_month.is_lagging
     assert last_month.to == _at("2026-12-01")  # a finished month is whole

@@ -7,7 +7,9 @@ hours queued for a refold (a new SLO over hours already folded), which are only 
 for months whose raw events are complete. Days are the sums of their hours. Every changed
 (tenant, pool, hour) is appended to metering's change log in the same transaction. The
 same events are added to their 5-minute buckets (requests, compliant, errors: the SLO burn
-rate's data, kpis.md 3c), kept FIVE_MINUTE_DAYS.
+rate's data, kpis.md 3c), kept FIVE_MINUTE_DAYS. What a fold adds to an hour from the
+published cut's on (portal.pipeline.cut_read) is also kept as a delta (RollupDelta) until
+the cut passes it, so a read of the hour holding the window's `to` answers as of the cut.
 
 Each step is one SQL statement on both databases (the sums never leave the database: on
 SQLite, the embedded default, a batch of 20,000 events holds the write lock 0.6 s, not the
@@ -23,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
 from django.db import connection, transaction
+from django.db.models import Q
 from django.db.models.functions import TruncHour
 
 from metering.domain.usage.rollup import (
@@ -39,6 +42,7 @@ from metering.models import (
     FoldPending,
     HourlyUsage,
     RefoldPending,
+    RollupDelta,
     UsageChange,
     UsageEvent,
 )
@@ -55,7 +59,7 @@ from metering.services.usage.dialect import (
 )
 from portal import clock
 from portal.periods import hour_floor
-from portal.pipeline import log_append, log_prune
+from portal.pipeline import cut_read, log_append, log_prune
 
 Cell = tuple[int, int, datetime]  # tenant_id, deployment_id, hour
 
@@ -85,13 +89,34 @@ def usage_fold(*, batch: int = 20_000) -> int:
     FiveMinuteUsage.objects.filter(bucket__lt=_five_minute_horizon()).delete()
     fold_mark_store()
     log_prune(UsageChange, log="metering.usage")
+    _deltas_prune()
     return folded
 
 
-def _folded(cells: set[Cell]) -> None:
-    """After adding to the cells' hours, in the same transaction: their days, and the log."""
+def _folded(cells: set[Cell]) -> int:
+    """After adding to the cells' hours, in the same transaction: their days, and the log.
+    Returns the id of the last entry appended to the log (what tags this fold's deltas)."""
     rollup_days({(t, d, h.astimezone(UTC).date()) for t, d, h in cells})
     _changes_append(cells)
+    return UsageChange.objects.order_by("-id").values_list("id", flat=True).first() or 0
+
+
+def _deltas_since() -> datetime:
+    """The first hour whose changes are kept as deltas: the published cut's (a read's `to`
+    is never before it); before the rate first ran, the hour before now's."""
+    cut = cut_read()
+    return hour_floor(cut.until) if cut else hour_floor(clock.now()) - HOUR
+
+
+def _deltas_prune() -> None:
+    """Drop the deltas no read subtracts any more: those the cut has passed, or of hours
+    before its own."""
+    cut = cut_read()
+    if cut is None:
+        RollupDelta.objects.filter(hour__lt=_deltas_since()).delete()
+        return
+    passed = Q(change__lte=cut.position) | Q(hour__lt=hour_floor(cut.until))
+    RollupDelta.objects.filter(passed).delete()
 
 
 def _lock() -> None:
@@ -122,19 +147,22 @@ def _five_minute_horizon() -> datetime:
 
 
 def _add(batch: int) -> int:
-    """Claim the oldest queued runs, up to `batch` events, into a temporary table, then add
-    their sums to their hours in one INSERT … ON CONFLICT DO UPDATE that adds, in one
-    transaction; the batch that empties the queue stores the fold mark in the same
-    transaction (otherwise data_until would read the previous, older mark until the run's
-    end). Returns the events folded."""
+    """Claim the oldest queued runs, up to `batch` events, into a temporary table, sum them
+    per hour into another (`fold_sums`), then add those to their hours in one INSERT … ON
+    CONFLICT DO UPDATE that adds, and keep the sums of the hours from the cut's on as
+    deltas, in one transaction; the batch that empties the queue stores the fold mark in the
+    same transaction (otherwise data_until would read the previous, older mark until the
+    run's end). Returns the events folded."""
     with transaction.atomic(), connection.cursor() as cursor:
         _lock()
         _slo_stage(cursor)
         claimed = _claim(cursor, batch)
         if not claimed:
             return 0
+        _sums_stage(cursor)
         cursor.execute(_add_sql())
-        _folded({(t, d, instant_read(h)) for t, d, h in cursor.fetchall()})
+        change = _folded({(t, d, instant_read(h)) for t, d, h in cursor.fetchall()})
+        cursor.execute(_delta_sql(), [change, stored_value(_deltas_since())])
         cursor.execute(_five_minute_add_sql(), [stored_value(_five_minute_horizon())])
         if not FoldPending.objects.exists():
             fold_mark_store()
@@ -274,6 +302,31 @@ def _bucket(table: str, index: int) -> str:
     return f"CAST({table}.latency_histogram ->> {index} AS bigint)"
 
 
+def _sums_stage(cursor) -> None:
+    """The claimed events summed per tenant, deployment and hour into `fold_sums` (summed
+    once: the hours and the deltas both take them from there)."""
+    histogram = dialect("jsonb", "text")
+    columns = ", ".join(
+        f"{name} {'double precision' if name.endswith('_sum') else 'bigint'}" for name in SUM_FIELDS
+    )
+    table = (
+        "fold_sums (tenant_id bigint, deployment_id bigint, hour timestamptz, "
+        f"{columns}, latency_histogram {histogram}, is_demo boolean)"
+    )
+    cursor.execute(
+        f"CREATE TEMP TABLE IF NOT EXISTS {dialect(f'{table} ON COMMIT DELETE ROWS', table)}"
+    )
+    cursor.execute("DELETE FROM fold_sums")
+    cursor.execute(
+        "INSERT INTO fold_sums "
+        f"SELECT e.tenant_id, e.deployment_id, {hour_sql('e.time')}, "
+        f"{', '.join(_sums_sql())}, false "
+        f"{_CLAIMED_EVENTS}{_SLO_JOIN}"
+        f"WHERE {_IN_RUN} "
+        "GROUP BY 1, 2, 3"
+    )
+
+
 def _add_sql() -> str:
     table = "metering_hourlyusage"
     adds = [f"{name} = {table}.{name} + EXCLUDED.{name}" for name in SUM_FIELDS]
@@ -283,14 +336,19 @@ def _add_sql() -> str:
     )
     adds.append(f"latency_histogram = {array_sql(histogram)}")
     return (
-        f"INSERT INTO {table} (tenant_id, deployment_id, hour, {_COLUMNS}) "
-        f"SELECT e.tenant_id, e.deployment_id, {hour_sql('e.time')}, "
-        f"{', '.join(_sums_sql())}, false "
-        f"{_CLAIMED_EVENTS}{_SLO_JOIN}"
-        f"WHERE {_IN_RUN} "
-        "GROUP BY 1, 2, 3 "
+        f"INSERT INTO {table} (tenant_id, deployment_id, hour, {_COLUMNS}) "  # noqa: S608
+        f"SELECT tenant_id, deployment_id, hour, {_COLUMNS} FROM fold_sums WHERE true "
         f"ON CONFLICT (tenant_id, deployment_id, hour) DO UPDATE SET {', '.join(adds)} "
         "RETURNING tenant_id, deployment_id, hour"
+    )
+
+
+def _delta_sql() -> str:
+    """The staged sums of the hours from the first parameter's on, kept as deltas tagged
+    with the fold's last log entry (the second)."""
+    return (
+        f"INSERT INTO metering_rollupdelta (tenant_id, deployment_id, hour, change, {_COLUMNS}) "  # noqa: S608
+        f"SELECT tenant_id, deployment_id, hour, %s, {_COLUMNS} FROM fold_sums WHERE hour >= %s"
     )
 
 
@@ -383,11 +441,53 @@ def refold_apply() -> int:
             cells |= _refold_cells(refold)
         if not cells:
             return 0
+        before = _rows_of(cells)
         _hourly_delete(cells)
         _refold(cells)
-        _folded(cells)
+        _refold_deltas(before, _rows_of(cells), change=_folded(cells))
         pools_in_service_store()  # rollups rebuilt from raw events alone are a sign of life too
         return len(cells)
+
+
+def _rows_of(cells: set[Cell]) -> dict[Cell, dict]:
+    """The hourly rows of the cells from the deltas' first hour on, by cell (a refold's
+    before and after)."""
+    since = _deltas_since()
+    hours = {(t, d): [] for t, d, _ in cells}
+    for t, d, hour in cells:
+        if hour >= since:
+            hours[(t, d)].append(hour)
+    rows = {}
+    for (t, d), group in hours.items():
+        if not group:
+            continue
+        found = HourlyUsage.objects.filter(tenant_id=t, deployment_id=d, hour__in=group)
+        for row in found.values("tenant_id", "deployment_id", "hour", *SUM_FIELDS,
+                                "latency_histogram"):  # fmt: skip
+            rows[(t, d, row["hour"].astimezone(UTC))] = row
+    return rows
+
+
+def _refold_deltas(before: dict[Cell, dict], after: dict[Cell, dict], *, change: int) -> None:
+    """A refold replaced the rows `before` by `after`: what that changed, as deltas (a read
+    as of an earlier cut subtracts it, and sees the rows as they were)."""
+    deltas = []
+    for cell in before.keys() | after.keys():
+        old, new = before.get(cell, {}), after.get(cell, {})
+        sums = {name: new.get(name, 0) - old.get(name, 0) for name in SUM_FIELDS}
+        old_h, new_h = old.get("latency_histogram") or [], new.get("latency_histogram") or []
+        histogram = [
+            (new_h[i] if i < len(new_h) else 0) - (old_h[i] if i < len(old_h) else 0)
+            for i in range(HISTOGRAM_SIZE)
+        ]
+        t, d, hour = cell
+        deltas.append(
+            RollupDelta(
+                tenant_id=t, deployment_id=d, hour=hour, change=change, **sums,
+                latency_histogram=histogram,
+            )
+        )  # fmt: skip
+    RollupDelta.objects.bulk_create(deltas)
 
 
 def _refold_cells(refold: RefoldPending) -> set[Cell]:
