@@ -23,6 +23,7 @@ from portal.decorators import role_required
 from portal.errors import FieldError
 from portal.models import Role
 from portal.periods import month_start, months_back
+from portal.refresh import refresh_unchanged
 
 
 @role_required(Role.TENANT)
@@ -30,7 +31,8 @@ def tenant_home(request):
     """A member's front page: its budget this month (set or changed from here), usage by
     model and day, the month to date (amount due so far, allowance used), the contract and
     prices in force, SLA attainment against target, the incidents that touched them, their
-    invoices, open and credit balances, API tokens."""
+    invoices, open and credit balances, API tokens. The figures of the running window
+    refresh while the page is open (portal.refresh)."""
     return _home(request, form=None)
 
 
@@ -45,10 +47,13 @@ def budget_set(request):
 
 
 def _home(request, *, form: BudgetForm | None):
+    window = window_resolve({}, default="last_30_days")
+    if unchanged := refresh_unchanged(request, window=window):
+        return unchanged
     tenant = user_tenant(request.user)
     budget = budget_get(tenant=tenant)
     form = form or BudgetForm(initial=_initial(budget))
-    period = window_resolve({}, default="last_30_days").period
+    period = window.period
     rows = usage_daily_by_model(user=request.user, period=period)
     now = clock.now()
     this_month = month_start(now)
@@ -70,6 +75,8 @@ def _home(request, *, form: BudgetForm | None):
             },
             "chart": figure_json(usage_by_model_chart(rows, period=period)) if rows else None,
             "period": period,
+            "window": window,
+            "refresh": "#usage-tiles,#month-to-date,#budget-figures,#usage-by-model",
             "sla_rows": sla_rows,
             "current": sla_rows[0],
             "incidents": [

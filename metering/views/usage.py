@@ -11,6 +11,7 @@ from portal.exports import csv_response, export_query
 from portal.filters import rows_ordered
 from portal.models import Role
 from portal.pager import pager_page
+from portal.refresh import refresh_unchanged
 
 CSV_FIELDS = [
     "day",
@@ -32,8 +33,11 @@ def usage(request):
     """Usage by model and day: chart, a paginated table, and a CSV of every row of the
     period and filters shown (not only the current page), both sorted by `ordering` (a
     column; by day and model without it); the filters are the API's (UsageFilterSet:
-    tenant, model, pool; another tenant's slug is a 404)."""
+    tenant, model, pool; another tenant's slug is a 404). A running window's figures
+    refresh while the page is open (portal.refresh)."""
     window = window_resolve(request.GET, default="last_30_days")
+    if unchanged := refresh_unchanged(request, window=window):
+        return unchanged
     period = window.period
     is_member = user_role(request.user) is Role.TENANT
     rows = usage_daily_by_model(user=request.user, period=period, filters=request.GET)
@@ -56,6 +60,7 @@ def usage(request):
             "totals": totals,
             "period": period,
             "window": window,
+            "refresh": "#usage-figures",
             "tenant": request.GET.get("tenant", ""),
             "model": request.GET.get("model", ""),
             "pool": request.GET.get("pool", ""),

@@ -138,6 +138,8 @@ def period_picker(context):
         "choices": picker_keys(now=window.now, since=window.data_from),
         "kept": kept,
         "query": urlencode(kept),
+        "request": request,
+        "refresh": context.get("refresh"),  # the figures a running window refreshes
     }
 
 
