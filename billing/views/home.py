@@ -23,7 +23,7 @@ from portal.decorators import role_required
 from portal.errors import FieldError
 from portal.models import Role
 from portal.periods import month_start, months_back
-from portal.refresh import refresh_unchanged
+from portal.refresh import refresh_stamp, refresh_unchanged
 
 
 @role_required(Role.TENANT)
@@ -77,6 +77,7 @@ def _home(request, *, form: BudgetForm | None):
             "period": period,
             "window": window,
             "refresh": "#usage-tiles,#month-to-date,#budget-figures,#usage-by-model",
+            "refresh_stamp": refresh_stamp(window),
             "sla_rows": sla_rows,
             "current": sla_rows[0],
             "incidents": [

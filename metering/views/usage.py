@@ -11,7 +11,7 @@ from portal.exports import csv_response, export_query
 from portal.filters import rows_ordered
 from portal.models import Role
 from portal.pager import pager_page
-from portal.refresh import refresh_unchanged
+from portal.refresh import refresh_stamp, refresh_unchanged
 
 CSV_FIELDS = [
     "day",
@@ -61,6 +61,7 @@ def usage(request):
             "period": period,
             "window": window,
             "refresh": "#usage-figures",
+            "refresh_stamp": refresh_stamp(window),
             "tenant": request.GET.get("tenant", ""),
             "model": request.GET.get("model", ""),
             "pool": request.GET.get("pool", ""),

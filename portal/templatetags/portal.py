@@ -140,6 +140,7 @@ def period_picker(context):
         "query": urlencode(kept),
         "request": request,
         "refresh": context.get("refresh"),  # the figures a running window refreshes
+        "refresh_stamp": context.get("refresh_stamp"),
     }
 
 

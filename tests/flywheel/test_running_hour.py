@@ -11,7 +11,7 @@ tenant-a's contract takes 10% off. It sent 500 output tokens at 09:30, 1,000 at 
 45 s ago) and 2,000 at 10:23:44 (one second ago): 3,500 output tokens, TEF = 3.5 std GPU-s /
 50,250 = 0.0000696517…, spent 3,500 × 0.90 / 10^6 = 0.00315 USD, 0.00 to the cent."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -25,6 +25,7 @@ from metering.selectors.usage import deployment_hour_totals, hourly_usage_list, 
 from metering.services.factory import VersionSpec, deployment_version_add
 from metering.services.usage.rollup import usage_fold
 from portal.pipeline import cut_read
+from portal.refresh import refresh_stamp
 
 pytestmark = pytest.mark.both_backends
 
@@ -206,12 +207,11 @@ def test_a_page_that_polls_gets_nothing_until_the_measurement_moves(factory, ses
     portal.refresh): a 204 while the window is measured where the page shows it, the page
     once it moved."""
     client = session_client(users["tenant"])
-    shown = window_resolve({}).to.isoformat()
-    polled = {"HTTP_HX_REQUEST": "true", "HTTP_X_MEASURED_UNTIL": shown}
-    older = {**polled, "HTTP_X_MEASURED_UNTIL": (NOW - timedelta(seconds=30)).isoformat()}
+    shown = refresh_stamp(window_resolve({}))  # its time, and where the cut stands
+    polled = {"HTTP_HX_REQUEST": "true", "HTTP_X_MEASURED": shown}
 
     for path in ("/usage/", "/"):
         assert client.get(path, **polled).status_code == 204, path
-        page = client.get(path, **older)
+        page = client.get(path, **{**polled, "HTTP_X_MEASURED": "2026-12-16T10:23:15+00:00 1"})
         assert page.status_code == 200, path
         assert "measured until" in page.content.decode() and shown in page.content.decode()
