@@ -396,8 +396,10 @@ CELERY_BEAT_SCHEDULE = {
     "scrape": {"task": "metering.scrape_targets", "schedule": 30.0},
     # Fold accepted usage events into the rollups (metering's change log).
     "fold": {"task": "metering.fold", "schedule": 60.0},
-    # Rate the tenant-months metering's change log and billing's own queue name.
-    "rate": {"task": "billing.rate", "schedule": crontab(minute="*/5")},
+    # Rate the tenant-months metering's change log and billing's own queue name; each run
+    # publishes the cut every read answers as of (portal.pipeline), so an idle factory's
+    # window still runs to within a minute of now.
+    "rate": {"task": "billing.rate", "schedule": 60.0},
     # KPI snapshots of the changed days and months; the open day and month to the window's
     # end; closes the days and months that ended.
     "measure": {"task": "flywheel.measure", "schedule": crontab(minute="*/15")},

@@ -36,6 +36,7 @@ def test_celery_beat_schedule_loads_every_job_with_a_registered_task():
         assert entry["task"] in app.tasks, entry["task"]
     assert schedule["scrape"]["schedule"] == 30.0
     assert schedule["fold"]["schedule"] == 60.0
+    assert schedule["rate"]["schedule"] == 60.0  # the cut reads answer as of: within a minute
     assert schedule["deliver"]["schedule"] == 30.0  # and on raise
     assert app.amqp.router.route({}, schedule["deliver"]["task"])["queue"].name == "notify"
     assert schedule["alerts"]["schedule"] == 60.0  # every minute, on the notify queue
