@@ -26,7 +26,7 @@ from flywheel.selectors.measurement import FactoryData
 from flywheel.selectors.production import hour_production
 from metering.selectors.factory import deployment_list
 from metering.selectors.sla.incidents import deployment_slugs, incident_queryset, peak_impact
-from metering.selectors.usage import deployment_hour_sums, hourly_usage_list
+from metering.selectors.usage import deployment_hour_totals, hourly_usage_list
 from portal.periods import Period
 
 ZERO = Decimal(0)
@@ -126,8 +126,9 @@ def _lost_hours_evidence(
 
 def _deployment_sums(start: datetime, end: datetime, data: FactoryData) -> dict[int, dict]:
     """Per deployment: requests, compliant requests, errors, Σtok, Σstd and compliant Σstd
-    from the hourly rollups, with the version in force at each hour."""
-    rows = deployment_hour_sums(hourly_usage_list(start=start, end=end))
+    from the hourly rollups (the hour holding `end` as of the cut, as every read of the
+    window), with the version in force at each hour."""
+    rows = deployment_hour_totals(hourly_usage_list(start=start, end=end), end=end)
     sums: dict[int, dict] = defaultdict(
         lambda: {"requests": 0, "compliant": 0, "errors": 0, "tok": ZERO, "std": ZERO, "ok": ZERO}
     )
