@@ -172,15 +172,13 @@ def post_batches(
     bodies: list[bytes],
     threads: int,
     expect: str,
-    accepted=None,
     path: str = "/api/v1/usage/events",
 ) -> dict:
     """POST every body to `path` (native JSON events, or OTLP protobuf trace exports) from
     `threads` keep-alive connections. `expect` is "accepted" or "duplicates": every event of
-    every body must be counted there (an OTLP answer must reject no span). `accepted`, a
-    list, gets (perf_counter when answered, body index) per body. Returns wall seconds,
-    request latencies and the counts (none for OTLP, whose answer has no counts)."""
-    pending = list(reversed(list(enumerate(bodies))))
+    every body must be counted there (an OTLP answer must reject no span). Returns wall
+    seconds, request latencies and the counts (none for OTLP, whose answer has no counts)."""
+    pending = list(reversed(bodies))
     lock = threading.Lock()
     latencies: list[float] = []
     totals = {"accepted": 0, "duplicates": 0}
@@ -195,7 +193,7 @@ def post_batches(
             with lock:
                 if not pending or failures:
                     break
-                index, body = pending.pop()
+                body = pending.pop()
             started = time.perf_counter()
             conn.request("POST", path, body, headers)
             response = conn.getresponse()
@@ -203,8 +201,6 @@ def post_batches(
             elapsed = time.perf_counter() - started
             with lock:
                 latencies.append(elapsed)
-                if accepted is not None:
-                    accepted.append((started + elapsed, index))
                 if response.status != 200:
                     failures.append(f"{response.status}: {payload[:300]!r}")
                     break
@@ -256,59 +252,3 @@ class Getter:
         if response.status not in expect:
             raise RuntimeError(f"GET {path}: {response.status} {body[:300]!r}")
         return elapsed
-
-
-class KpiWatch:
-    """Polls GET `path` (a /api/v1/kpis window) every `every` seconds in a thread, keeping
-    (perf_counter, output_tokens) of each answer, until the figure reaches `target` or
-    `timeout` seconds pass: how long accepted events take to reach the KPIs."""
-
-    def __init__(self, *, port: int, token: str, path: str, every: float = 1.0) -> None:
-        self.port, self.path, self.every = port, path, every
-        self.headers = {"Authorization": f"Bearer {token}"}
-        self.readings: list[tuple[float, int]] = []
-        self.thread: threading.Thread | None = None
-
-    def read(self) -> int:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        try:
-            conn.request("GET", self.path, headers=self.headers)
-            response = conn.getresponse()
-            body = response.read()
-        finally:
-            conn.close()
-        if response.status != 200:
-            raise RuntimeError(f"GET {self.path}: {response.status} {body[:300]!r}")
-        value = json.loads(body)["output_tokens"] or 0
-        self.readings.append((time.perf_counter(), value))
-        return value
-
-    def start(self, *, target, timeout: float) -> None:
-        """Poll until the figure reaches target() (called each time: it grows as batches
-        are answered) once `done` is set, or until the timeout."""
-        self.done = threading.Event()
-        deadline = time.perf_counter() + timeout
-
-        def poll() -> None:
-            while time.perf_counter() < deadline:
-                value = self.read()
-                if self.done.is_set() and value >= target():
-                    return
-                time.sleep(self.every)
-
-        self.thread = threading.Thread(target=poll)
-        self.thread.start()
-
-    def join(self) -> None:
-        self.done.set()
-        self.thread.join()
-
-    def latencies(self, *, accepted: list[tuple[float, int]], outputs: list[int], baseline: int):
-        """Per batch (accepted: (when answered, body index)), the seconds until a reading held
-        every batch answered by then; None when none did before the watch stopped."""
-        result, total = [], baseline
-        for answered, index in sorted(accepted):
-            total += outputs[index]
-            seen = [t for t, value in self.readings if t >= answered and value >= total]
-            result.append(min(seen) - answered if seen else None)
-        return result
