@@ -56,13 +56,13 @@ def _manage(env: dict, *args: str, log: Path) -> str:
 
 def demo_serve(*, mode: str, env: dict, tmp: Path) -> tuple[object, list[subprocess.Popen], str]:
     """The demo loaded and served in `mode`; (the server, its other processes, a token of the
-    demo's operator with the ingest, read and admin scopes)."""
+    demo's operator with the ingest, read, notify and admin scopes)."""
     log = tmp / f"fresh-{mode}.log"
     _manage(env, "migrate", "--noinput", log=log)
     _manage(env, "demo", log=log)
     token = _manage(
         env, "create_token", "--user", "operator", "--role", "operator",
-        "--scopes", "admin,ingest,read", log=log,
+        "--scopes", "admin,ingest,read,notify", log=log,
     ).strip().splitlines()[-1]  # fmt: skip
     if mode == "embedded":
         return web.Embedded(env=env, log=tmp / "serve-fresh.log"), [], token

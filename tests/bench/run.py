@@ -1098,7 +1098,9 @@ class Bench:
                     database_url=database_url(self.base, "bench_fresh"), var_dir=var
                 )
             log(f"goal 9: the demo in the {mode} mode, then {seconds:.0f} s of a gateway's feed")
+            started = time.perf_counter()
             server, others, token = fresh.demo_serve(mode=mode, env=env, tmp=self.tmp)
+            log(f"  the demo built and served in {time.perf_counter() - started:.0f} s")
             try:
                 figures = fresh.measure(port=server.port, token=token, seconds=seconds)
             finally:
