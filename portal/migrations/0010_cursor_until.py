@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("portal", "0007_alert_rules"),
+        ("portal", "0009_audit_credentials_redacted"),
     ]
 
     operations = [
