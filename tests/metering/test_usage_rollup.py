@@ -257,8 +257,9 @@ def test_the_fold_reads_each_claimed_runs_events_by_their_ids_never_every_event(
             "last_id integer, time_min text, time_max text, events integer)"
         )
         rollup_service._slo_stage(cursor)
+        rollup_service._sums_stage(cursor)  # nothing claimed: it sums nothing
         plans = []
-        for sql in (rollup_service._add_sql(), rollup_service._five_minute_add_sql()):
+        for sql in (rollup_service._sums_sql_insert(), rollup_service._five_minute_add_sql()):
             cursor.execute("EXPLAIN QUERY PLAN " + sql, ["2026-01-01"] * sql.count("%s"))
             plans.append([row[3] for row in cursor.fetchall()])
 

@@ -41,13 +41,18 @@ def instant_read(value: str | datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def rows_stage(cursor, table: str, columns: str, types: list[str], rows: Iterable[tuple]) -> None:
-    """Fill a temporary table of this connection (emptied first: an earlier batch of an
-    enclosing transaction may have left rows) with `rows`."""
+def temp_stage(cursor, table: str, columns: str) -> None:
+    """A temporary table of this connection, empty (an earlier batch of an enclosing
+    transaction may have left rows)."""
     temp = dialect(f"{table} ({columns}) ON COMMIT DELETE ROWS", f"{table} ({columns})")
     cursor.execute(f"CREATE TEMP TABLE IF NOT EXISTS {temp}")
     # Table names and columns are the callers' constants, never input.
     cursor.execute(f"DELETE FROM {table}")  # noqa: S608
+
+
+def rows_stage(cursor, table: str, columns: str, types: list[str], rows: Iterable[tuple]) -> None:
+    """Fill a temporary table of this connection (`temp_stage`) with `rows`."""
+    temp_stage(cursor, table, columns)
     if connection.vendor == "postgresql":
         with cursor.cursor.copy(f"COPY {table} FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(types)

@@ -56,6 +56,7 @@ from metering.services.usage.dialect import (
     instant_read,
     rows_stage,
     stored_value,
+    temp_stage,
 )
 from portal import clock
 from portal.periods import hour_floor
@@ -305,19 +306,21 @@ def _bucket(table: str, index: int) -> str:
 def _sums_stage(cursor) -> None:
     """The claimed events summed per tenant, deployment and hour into `fold_sums` (summed
     once: the hours and the deltas both take them from there)."""
-    histogram = dialect("jsonb", "text")
     columns = ", ".join(
         f"{name} {'double precision' if name.endswith('_sum') else 'bigint'}" for name in SUM_FIELDS
     )
-    table = (
-        "fold_sums (tenant_id bigint, deployment_id bigint, hour timestamptz, "
-        f"{columns}, latency_histogram {histogram}, is_demo boolean)"
+    temp_stage(
+        cursor,
+        "fold_sums",
+        "tenant_id bigint, deployment_id bigint, hour timestamptz, "
+        f"{columns}, latency_histogram {dialect('jsonb', 'text')}, is_demo boolean",
     )
-    cursor.execute(
-        f"CREATE TEMP TABLE IF NOT EXISTS {dialect(f'{table} ON COMMIT DELETE ROWS', table)}"
-    )
-    cursor.execute("DELETE FROM fold_sums")
-    cursor.execute(
+    cursor.execute(_sums_sql_insert())
+
+
+def _sums_sql_insert() -> str:
+    """The claimed runs' events, read by id range, summed into `fold_sums`."""
+    return (
         "INSERT INTO fold_sums "
         f"SELECT e.tenant_id, e.deployment_id, {hour_sql('e.time')}, "
         f"{', '.join(_sums_sql())}, false "
