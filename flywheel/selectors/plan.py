@@ -23,10 +23,15 @@ from django.db.models import Q, Sum
 from billing.selectors.rating.rated_usage import realized_by_day
 from flywheel.domain.plan.explain import METHODS, METRICS, accuracy_sentence
 from flywheel.models import Forecast
-from flywheel.selectors.measurement import FACTORY, measured_until
+from flywheel.selectors.measurement import FACTORY
 from metering.domain.usage.production import production_tokens
 from metering.selectors.factory import DeploymentVersions, deployment_list
-from metering.selectors.usage import daily_usage_list, deployment_hour_sums, hourly_usage_list
+from metering.selectors.usage import (
+    daily_usage_list,
+    deployment_hour_sums,
+    hourly_usage_list,
+    usage_measured_until,
+)
 from portal import clock
 from portal.errors import FieldError
 from portal.money import money_str
@@ -50,7 +55,7 @@ class Series:
 def closed_until(*, now: datetime | None = None) -> date:
     """The first UTC day not closed yet: every day before it is measured whole (the read
     window's end, kpis.md section 0, floored to the day)."""
-    return day_floor(measured_until(now=now or clock.now())).date()
+    return day_floor(usage_measured_until(now=now or clock.now())).date()
 
 
 def series_read(*, end: date, days: int = HISTORY_DAYS) -> list[Series]:
