@@ -317,6 +317,9 @@ SPECTACULAR_SETTINGS = {
 DATA_UPLOAD_MAX_MEMORY_SIZE = 33 * 1024 * 1024
 
 FACTORY_CURRENCY = os.environ.get("FACTORY_CURRENCY", "USD")
+# /metrics publishes the per-tenant counters (a series per tenant each); 0 leaves them out,
+# for factories with thousands of tenants (architecture.md "Metrics and dashboards").
+METRICS_TENANT_LABELS = env_bool("METRICS_TENANT_LABELS", True)
 # The issuer named on invoices and reports.
 FACTORY_NAME = os.environ.get("FACTORY_NAME", "Token Factory")
 # The span (or resource) attributes OTLP ingestion reads the tenant and the pool from

@@ -6,6 +6,7 @@ from rest_framework import renderers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from flywheel.api.metrics import CounterCollector
 from flywheel.domain.kpis import KPIS
 from flywheel.selectors.kpis import KPI_FIGURES, kpis_get, kpis_json, period_measure, window_json
 from flywheel.selectors.loop.shapes import rfc3339
@@ -59,7 +60,7 @@ class PrometheusRenderer(renderers.BaseRenderer):
 class MetricsView(APIView):
     """This month's KPIs per scope in Prometheus text format: the window a read of
     `period=this_month` measures (kpis.md section 0), through the one KPI read, so every
-    gauge is the figure GET /api/v1/kpis returns."""
+    gauge is the figure GET /api/v1/kpis returns; and the counters (flywheel.api.metrics)."""
 
     permission_classes = [KpiRead]
     renderer_classes = [PrometheusRenderer]
@@ -74,6 +75,7 @@ class MetricsView(APIView):
                 pool.slug: kpis_json(kpis) for pool, _, kpis in measured.pools
             }
         registry = CollectorRegistry()
+        registry.register(CounterCollector())
         for name, help_text in GAUGES:
             gauge = Gauge(f"tokenfactory_{name}", help_text, ["scope"], registry=registry)
             for scope, values in sorted(figures.items()):

@@ -1,3 +1,4 @@
+from flywheel.models.counters import CounterMonth, CounterValue
 from flywheel.models.kpis import KpiSnapshot
 from flywheel.models.loop import Cycle, Factor, Goal, Lever, LeverApplication
 from flywheel.models.plan import Forecast
@@ -5,6 +6,8 @@ from flywheel.models.tfom import CostModel, FactoryCosts
 
 __all__ = [
     "CostModel",
+    "CounterMonth",
+    "CounterValue",
     "Cycle",
     "Factor",
     "FactoryCosts",

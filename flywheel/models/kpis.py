@@ -16,8 +16,8 @@ class KpiSnapshot(models.Model):
     telemetry = models.CharField(max_length=16)
     # The figures of GET /api/v1/kpis: ratios and money as decimal strings, tokens as ints.
     values = models.JSONField()
-    # Factory day rows only: each pool's additive sums (PoolSums.as_json), so the pages
-    # combine any run of days exactly without measuring again.
+    # Factory rows only: each pool's additive sums (PoolSums.as_json), so the pages combine
+    # any run of days exactly without measuring again, and a month's counters read them.
     sums = models.JSONField(default=dict, blank=True)
     rating_errors = models.JSONField(default=dict, blank=True)  # tenant slug -> message
     is_closed = models.BooleanField(default=False)  # the period was over when measured

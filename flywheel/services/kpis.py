@@ -6,8 +6,9 @@ capacity and deployment versions; billing's change log: rated usage) and measure
 days and months the changes fall in, the open day and month up to the window a read uses
 (kpis.md section 0: to the published cut, portal.pipeline, not floored to the hour, with
 the figures a read of it gets: it reads in one snapshot, portal.snapshot), and closes each
-day and month that ended; it writes them in one short transaction that consumes what it
-read. `snapshots_measure` measures any range.
+day and month that ended, with the counters /metrics publishes (flywheel.services.counters);
+it writes them in one short transaction that consumes what it read. `snapshots_measure`
+measures any range.
 Every write is an upsert on (scope, period_kind, period_start) computed from the published
 read models alone, so a rerun after a crash leaves one identical row per key.
 """
@@ -23,6 +24,7 @@ from billing.selectors.rating.rated_usage import rated_changes_read
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.kpis import kpis_json
 from flywheel.selectors.measurement import DAY, FACTORY, FactoryData, kpi_read
+from flywheel.services.counters import counters_measure, counters_store
 from metering.selectors.changes import usage_changes_read
 from metering.selectors.factory import factory_in_service_from
 from metering.selectors.usage import usage_measured_until
@@ -50,8 +52,10 @@ def snapshots_measure(
     now = now or clock.now()
     with read_snapshot():
         rows = _measured(days=_days(start, min(end, now)), now=now)
+        counters = counters_measure(snapshots=rows, now=now)
     with transaction.atomic():
         _upsert(rows)
+        counters_store(counters)
     return rows
 
 
@@ -79,7 +83,7 @@ def _measured(*, days: Iterable[datetime], now: datetime) -> list[KpiSnapshot]:
 def _snapshot(data: FactoryData, scope: str, kind: str, start, end, now) -> KpiSnapshot:
     kpis = data.kpis(scope=scope, start=start, end=end)
     sums = {}
-    if scope == FACTORY and kind == KpiSnapshot.PeriodKind.DAY:
+    if scope == FACTORY:
         sums = {
             pool.slug: data.pool_sums(pool_id, start, end).as_json()
             for pool_id, pool in data.pools.items()
@@ -130,11 +134,13 @@ def snapshots_update(*, now: datetime | None = None) -> int:
                     days.update(_days(max(span_start, first), min(span_end, now)))
                 days.update(_stale_open_days(since=_open_since(first, now), now=now))
             rows = _measured(days=days, now=now)
+            counters = counters_measure(snapshots=rows, now=now)
         with transaction.atomic():
             if not (log_consume(usage) and log_consume(rated)):
                 transaction.set_rollback(True)  # another run measured them meanwhile: again
                 continue
             _upsert(rows)
+            counters_store(counters)
         return len(rows)
 
 

@@ -377,6 +377,24 @@ def _usage_by_deployment(
     return by_deployment
 
 
+# What the counters of /metrics count per tenant and deployment.
+COUNTED_SUMS = ["requests", "errors", "compliant_requests", *TOKEN_FIELDS]
+
+
+def usage_by_tenant_deployment(*, start: datetime, end: datetime) -> dict[tuple[int, int], dict]:
+    """COUNTED_SUMS per (tenant id, deployment id) over the hours in [start, end), summed in
+    the database (whole days from the daily rollups): one query per part."""
+    sums = {name: Sum(name) for name in COUNTED_SUMS}
+    totals: dict[tuple[int, int], dict] = {}
+    for rows in rollups_within(start, end):
+        for row in rows.values("tenant_id", "deployment_id").annotate(**sums).order_by():
+            key = (row["tenant_id"], row["deployment_id"])
+            total = totals.setdefault(key, dict.fromkeys(COUNTED_SUMS, 0))
+            for name in COUNTED_SUMS:
+                total[name] += row[name]
+    return totals
+
+
 def usage_metered_until(*, now: datetime | None = None) -> datetime:
     """How far usage is metered (kpis.md section 0, data_until): the receipt time of the
     oldest event still waiting for the fold, else when the fold last completed (a fold that

@@ -19,14 +19,32 @@ from billing.domain.rating.types import TokenClass, UsageItem
 
 
 def token_classes(item: UsageItem) -> dict[TokenClass, int]:
-    """Split an item's counts into priced classes, each token in exactly one (kpis.md
-    section 3): uncached input, cached input, cache writes, output, reasoning."""
+    """Split an item's counts into priced classes (`class_quantities`)."""
+    return class_quantities(
+        input_tokens=item.input_tokens,
+        cached_tokens=item.cached_tokens,
+        cache_write_tokens=item.cache_write_tokens,
+        output_tokens=item.output_tokens,
+        reasoning_tokens=item.reasoning_tokens,
+    )
+
+
+def class_quantities(
+    *,
+    input_tokens: int,
+    cached_tokens: int,
+    cache_write_tokens: int,
+    output_tokens: int,
+    reasoning_tokens: int,
+) -> dict[TokenClass, int]:
+    """Split token counts into priced classes, each token in exactly one (kpis.md section
+    3): uncached input, cached input, cache writes, output, reasoning."""
     return {
-        TokenClass.INPUT: item.input_tokens - item.cached_tokens - item.cache_write_tokens,
-        TokenClass.CACHED_INPUT: item.cached_tokens,
-        TokenClass.CACHE_WRITE: item.cache_write_tokens,
-        TokenClass.OUTPUT: item.output_tokens - item.reasoning_tokens,
-        TokenClass.REASONING: item.reasoning_tokens,
+        TokenClass.INPUT: input_tokens - cached_tokens - cache_write_tokens,
+        TokenClass.CACHED_INPUT: cached_tokens,
+        TokenClass.CACHE_WRITE: cache_write_tokens,
+        TokenClass.OUTPUT: output_tokens - reasoning_tokens,
+        TokenClass.REASONING: reasoning_tokens,
     }
 
 

@@ -1,0 +1,165 @@
+"""The counters /metrics publishes (flywheel.domain.counters), kept by the measure stage.
+
+Each month's part of every counter (CounterMonth) is worked out when the stage writes the
+month's KPI snapshot, from the same published read models: the pools' GPU-seconds and money
+from the snapshot's own sums, usage per tenant and deployment from metering's rollups, up to
+where the month is measured (the read window's end: the last whole hour folded, kpis.md
+section 0). So the counters advance as hours close, and a late event, a refold or a re-rating
+of a month reaches them when the stage measures that month again. The published values
+(CounterValue) are the sums of the months, raised and never lowered: Prometheus reads any
+decrease as a reset and would count a counter's whole value again in `increase()`. Growth
+only ever raises them (usage, even late, adds); a correction that lowers a past figure (a
+capacity sample posted again with fewer GPUs, a new version from an earlier hour of the open
+month) is absorbed by the growth that follows instead. Everything is in the database: a
+restart reads the same values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import connection
+
+from flywheel.domain.counters import POOL_FIGURES, MonthCounts, Series, counter_series
+from flywheel.domain.kpis import KPI_CONTEXT
+from flywheel.models import CounterMonth, CounterValue, KpiSnapshot
+from flywheel.selectors.measurement import FACTORY, kpi_read, measured_until
+from metering.selectors.factory import deployment_list, factory_in_service_from
+from metering.selectors.usage import usage_by_tenant_deployment
+from portal.models import Tenant
+from portal.periods import Period, month_start, next_month
+
+# What a counter's value keeps: 12 decimals (GPU-seconds and money, well below a cent).
+QUANTUM = Decimal("1e-12")
+
+
+@dataclass(frozen=True)
+class CountersMeasured:
+    """What a measurement of the counters found: the months whose part is new, and every
+    series' value as the sum of all months."""
+
+    months: list[CounterMonth]
+    series: dict[Series, Decimal]
+
+
+def counters_measure(*, snapshots: Iterable[KpiSnapshot], now: datetime) -> CountersMeasured | None:
+    """Reads only. The part of each month whose factory month snapshot is in `snapshots`
+    (just measured), and of each month in service that has none yet, up to the read
+    window's end; then every series as the sum of the months. None when no month changed."""
+    measured = {
+        row.period_start.astimezone(UTC): row
+        for row in snapshots
+        if row.scope == FACTORY and row.period_kind == KpiSnapshot.PeriodKind.MONTH
+    }
+    due = {month: row.period_end.astimezone(UTC) for month, row in measured.items()}
+    stored = {
+        month.astimezone(UTC) for month in CounterMonth.objects.values_list("month", flat=True)
+    }
+    first, to = factory_in_service_from(), measured_until(now=now)
+    month = month_start(first) if first is not None else to
+    while month < to:  # months in service never counted yet (measured as any read would)
+        if month not in stored and month not in due:
+            due[month] = min(next_month(month), to)
+        month = next_month(month)
+    if not due:
+        return None
+    parts = {
+        month: _month_counts(month, until, measured.get(month))
+        for month, until in sorted(due.items())
+        if month < until
+    }
+    totals = MonthCounts()
+    for row in CounterMonth.objects.exclude(month__in=list(parts)):
+        totals.add(MonthCounts.from_json(row.counts))
+    for counts in parts.values():
+        totals.add(counts)
+    months = [
+        CounterMonth(month=month, until=due[month], counts=counts.as_json(), measured_at=now)
+        for month, counts in parts.items()
+    ]
+    deployments = {
+        pk: (pool, model)
+        for pk, pool, model in deployment_list().values_list("pk", "pool__slug", "model__slug")
+    }
+    tenants = dict(Tenant.objects.values_list("pk", "slug"))
+    series = counter_series(
+        counts=totals,
+        deployments=deployments,
+        tenants=tenants,
+        currency=settings.FACTORY_CURRENCY,
+    )
+    return CountersMeasured(months=months, series=series)
+
+
+def _month_counts(month: datetime, until: datetime, snapshot: KpiSnapshot | None) -> MonthCounts:
+    """[month, until)'s sums: each pool's from its factory month snapshot (the one just
+    measured, else the stored one when it reaches `until`, else measured as any read of the
+    month is), usage from the rollups."""
+    if snapshot is None:
+        snapshot = KpiSnapshot.objects.filter(
+            scope=FACTORY,
+            period_kind=KpiSnapshot.PeriodKind.MONTH,
+            period_start=month,
+            period_end=until,
+        ).first()
+    if snapshot is not None and snapshot.sums:
+        pools = snapshot.sums
+    else:
+        data = kpi_read(Period(month, until))
+        pools = {
+            pool.slug: data.pool_sums(pk, month, until).as_json() for pk, pool in data.pools.items()
+        }
+    counts = MonthCounts(
+        pools={
+            slug: {name: Decimal(str(sums[name])) for name in POOL_FIGURES}
+            for slug, sums in pools.items()
+        }
+    )
+    usage = usage_by_tenant_deployment(start=month, end=until)
+    for (tenant_id, deployment_id), sums in usage.items():
+        counts.usage_add(tenant_id=tenant_id, deployment_id=deployment_id, sums=sums)
+    return counts
+
+
+def counters_store(measured: CountersMeasured | None) -> int:
+    """In the caller's transaction: upsert the months' parts and raise every published
+    value to its series' sum (never lowering one, whoever wrote it meanwhile). Returns the
+    series raised."""
+    if measured is None:
+        return 0
+    CounterMonth.objects.bulk_create(
+        measured.months,
+        update_conflicts=True,
+        unique_fields=["month"],
+        update_fields=["until", "counts", "measured_at"],
+    )
+    current = {
+        (name, labels): value
+        for name, labels, value in CounterValue.objects.values_list("name", "labels", "value")
+    }
+    raised = []
+    for (family, labels), total in sorted(measured.series.items(), key=lambda s: s[0][0].name):
+        value = total.quantize(QUANTUM, context=KPI_CONTEXT)
+        key = (family.name, json.dumps(list(labels)))
+        if key not in current or value > current[key]:
+            raised.append((*key, value))
+    if raised:
+        _raise(raised)
+    return len(raised)
+
+
+def _raise(rows: list[tuple[str, str, Decimal]]) -> None:
+    table = connection.ops.quote_name(CounterValue._meta.db_table)
+    greatest = "GREATEST" if connection.vendor == "postgresql" else "max"
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"INSERT INTO {table} (name, labels, value) VALUES (%s, %s, %s) "  # noqa: S608 (the model's table)
+            f"ON CONFLICT (name, labels) DO UPDATE SET value = {greatest}({table}.value, "
+            "EXCLUDED.value)",
+            rows,
+        )

@@ -1,0 +1,179 @@
+"""The counters of /metrics (architecture.md "Metrics and dashboards"): what each counts, by
+hand; that they advance as hours close and never decrease; that they are read from the
+database; the per-tenant switch."""
+
+import io
+import json
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+from django.core.management import call_command
+from django.test import override_settings
+from prometheus_client.parser import text_string_to_metric_families
+
+from flywheel.domain.counters import COUNTERS
+from flywheel.models import CounterMonth, CounterValue
+from flywheel.services.kpis import snapshots_update
+from portal.pipeline import stages_run
+from tests.billing.factories import make_contract, make_priced_model, post_usage
+
+pytestmark = pytest.mark.both_backends
+
+NOV = datetime(2026, 11, 1, tzinfo=UTC)
+M = 1_000_000
+# The default test clock is 2026-12-16 10:00 and the fold completes at it: the counters count
+# [Nov 1, Dec 16 10:00), 45 days and 10 hours: 3,924,000 s.
+SECONDS = 45 * 86_400 + 10 * 3_600
+
+
+@pytest.fixture
+def api(users, token_client):
+    return token_client(users["operator"], scopes=["ingest", "read", "admin"])
+
+
+@pytest.fixture
+def factory(api, tenant_a, tenant_b):
+    """One pool of 8 GPUs in service from November (6 healthy, 4 busy throughout), llama-70b
+    at R_ref 1,000 priced 0.88 per million input and output tokens; tenant A paid with a 10%
+    discount, tenant B on trial. In November: A's request of 1 M input and 2 M output
+    tokens, a failed one of A's (100,000 output tokens), B's of 0.5 M input and 1 M output."""
+    make_priced_model()
+    make_contract(tenant_a, discount_pct=Decimal(10))
+    make_contract(tenant_b, kind="trial")
+    sample = {"pool": "h100-a", "time": "2026-11-01T00:00:00Z", "gpus_installed": 8,
+              "gpus_healthy": 6, "gpus_busy": 4}  # fmt: skip
+    assert api.post("/api/v1/capacity", [sample]).status_code in (200, 201)
+    at = "2026-11-10T12:00:00Z"
+    post_usage(api, [{"id": "a1", "time": at, "input_tokens": M, "output_tokens": 2 * M},
+                     {"id": "a2", "time": at, "input_tokens": 0, "output_tokens": 100_000,
+                      "status": "error"}])  # fmt: skip
+    post_usage(api, [{"id": "b1", "time": at, "input_tokens": M // 2, "output_tokens": M}],
+               tenant="tenant-b")  # fmt: skip
+    snapshots_update()
+
+
+def _published() -> dict[tuple, Decimal]:
+    """Every series' value as stored: (counter, label values) → value."""
+    return {
+        (row.name, tuple(json.loads(row.labels))): row.value for row in CounterValue.objects.all()
+    }
+
+
+def test_counters_count_each_figure_by_hand(factory):
+    values = _published()
+
+    assert values[("tokenfactory_calendar_gpu_seconds", ("h100-a",))] == 8 * SECONDS
+    assert values[("tokenfactory_available_gpu_seconds", ("h100-a",))] == 6 * SECONDS
+    assert values[("tokenfactory_busy_gpu_seconds", ("h100-a",))] == 4 * SECONDS
+    # std = output tokens / R_ref (w_in 0): 2,000 + 100 + 1,000; compliant: the ok ones (no
+    # SLO threshold); paid and compliant: A's ok request.
+    assert values[("tokenfactory_standard_gpu_seconds", ("h100-a",))] == 3_100
+    assert values[("tokenfactory_compliant_standard_gpu_seconds", ("h100-a",))] == 3_000
+    assert values[("tokenfactory_paid_compliant_standard_gpu_seconds", ("h100-a",))] == 2_000
+    assert values[("tokenfactory_reserved_gpu_seconds", ("h100-a",))] == 0
+    # 3 M tokens at 0.88 per million; 10% off.
+    assert values[("tokenfactory_list_value", ("h100-a", "USD"))] == Decimal("2.64")
+    assert values[("tokenfactory_realized_revenue", ("h100-a", "USD"))] == Decimal("2.376")
+    tokens = {labels[2]: v for (name, labels), v in values.items() if name == "tokenfactory_tokens"}
+    assert tokens == {"input": 1_500_000, "cached_input": 0, "cache_write": 0,
+                      "output": 3_100_000, "reasoning": 0}  # fmt: skip
+    assert values[("tokenfactory_requests", ("h100-a", "llama-70b", "ok"))] == 2
+    assert values[("tokenfactory_requests", ("h100-a", "llama-70b", "error"))] == 1
+    assert values[("tokenfactory_tenant_tokens", ("tenant-a",))] == 3_100_000
+    assert values[("tokenfactory_tenant_tokens", ("tenant-b",))] == 1_500_000
+    assert values[("tokenfactory_tenant_requests", ("tenant-a",))] == 2
+    assert values[("tokenfactory_tenant_compliant_requests", ("tenant-a",))] == 1
+    assert values[("tokenfactory_tenant_compliant_requests", ("tenant-b",))] == 1
+
+
+def _months_sum(figure: str) -> Decimal:
+    """The sum over the months' parts of the pool's `figure` (what the counter would be
+    without its floor)."""
+    return sum(Decimal(row.counts["pools"]["h100-a"][figure]) for row in CounterMonth.objects.all())
+
+
+def _scraped(api) -> dict[tuple, float]:
+    response = api.get("/metrics")
+    assert response.status_code == 200
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.content.decode())
+        for sample in family.samples
+    }
+
+
+def test_metrics_publish_the_counters_read_from_the_database(factory, api):
+    """What /metrics says is what the database holds: a process that starts afresh (a
+    restart) reads the same values; HELP and TYPE lines as Prometheus names them."""
+    scraped = _scraped(api)
+    text = api.get("/metrics").content.decode()
+
+    for (name, labels), value in _published().items():
+        names = next(family.labels for family in COUNTERS if family.name == name)
+        key = (f"{name}_total", tuple(sorted(zip(names, labels, strict=True))))
+        assert scraped[key] == float(value)
+    assert "# TYPE tokenfactory_busy_gpu_seconds_total counter" in text
+    assert "# HELP tokenfactory_tenant_requests_total Requests of the tenant" in text
+    until = scraped[("tokenfactory_counted_until_timestamp_seconds", ())]  # Dec 16 10:00
+    assert until == datetime(2026, 12, 16, 10, tzinfo=UTC).timestamp()
+
+
+def test_counters_never_decrease_across_late_events_a_refold_and_a_correction(factory, api):
+    """Late usage of the open month (this hour's last one, and a day earlier) raises them; a
+    refold of November from its raw events leaves them; a capacity sample posted again with
+    fewer healthy GPUs lowers November's figures, and the published A waits for later growth
+    instead of falling (Prometheus would read a fall as a reset)."""
+    from portal.clock import clock_set
+
+    before = _published()
+    post_usage(api, [{"id": "late1", "time": "2026-12-16T09:15:00Z", "input_tokens": 10,
+                      "output_tokens": 1_000},
+                     {"id": "late2", "time": "2026-12-02T08:00:00Z", "input_tokens": 20,
+                      "output_tokens": 3_000}])  # fmt: skip
+    snapshots_update()
+    after_late = _published()
+    assert all(after_late[key] >= value for key, value in before.items())
+    assert after_late[("tokenfactory_standard_gpu_seconds", ("h100-a",))] == 3_104
+    assert after_late[("tokenfactory_tenant_tokens", ("tenant-a",))] == 3_104_030
+
+    call_command("refold", period="2026-11", stdout=io.StringIO())
+    assert _published() == after_late
+
+    sample = {"pool": "h100-a", "time": "2026-11-01T00:00:00Z", "gpus_installed": 8,
+              "gpus_healthy": 5, "gpus_busy": 4}  # fmt: skip
+    assert api.post("/api/v1/capacity", [sample]).status_code in (200, 201)
+    stages_run()
+    available = ("tokenfactory_available_gpu_seconds", ("h100-a",))
+    assert _months_sum("available") == 5 * SECONDS
+    assert _published()[available] == 6 * SECONDS
+    clock_set(datetime(2026, 12, 16, 12, 30, tzinfo=UTC))  # two more hours close
+    stages_run()
+    after = _published()
+    assert _months_sum("available") == 5 * (SECONDS + 7_200)
+    assert after[available] == 6 * SECONDS  # still above the sum of months
+    assert after[("tokenfactory_calendar_gpu_seconds", ("h100-a",))] == 8 * (SECONDS + 7_200)
+    assert all(after[key] >= value for key, value in after_late.items())
+
+
+@override_settings(METRICS_TENANT_LABELS=False)
+def test_tenant_counters_are_left_out_when_switched_off(factory, api):
+    names = {name for name, _ in _scraped(api)}
+
+    assert "tokenfactory_tokens_total" in names
+    assert not any(name.startswith("tokenfactory_tenant_") for name in names)
+
+
+def test_promtool_finds_nothing_to_say_of_the_metrics(factory, api):
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool is missing: run scripts/ensure-system-packages.sh")
+    text = api.get("/metrics").content
+
+    checked = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, check=False
+    )
+
+    assert (checked.returncode, checked.stdout, checked.stderr) == (0, b"", b"")
