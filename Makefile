@@ -63,6 +63,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+	$(BIN)/python manage.py grafana_dashboards --check
 
 format: install
 	$(BIN)/ruff format .
