@@ -1,8 +1,9 @@
 """Local servers for tests: a free loopback port, waiting for a started server to listen,
-a Prometheus endpoint to scrape, and a PostgreSQL cluster of a test's own (with a streaming
-standby when asked)."""
+a Prometheus endpoint to scrape, a real Prometheus scraping one, and a PostgreSQL cluster
+of a test's own (with a streaming standby when asked)."""
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -10,7 +11,10 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -138,3 +142,86 @@ def production_env(*, database_url: str, var_dir: Path) -> dict:
     }
     env.pop("PORTAL_NOW", None)  # production settings run on the real clock
     return env
+
+
+class Prometheus:
+    """Debian's `prometheus` (2.42) of a test's own on a free loopback port, scraping
+    `target` (host:port) at /metrics every `interval` seconds with a bearer token, its data
+    in `directory`; `query` is its HTTP API. Stop it with `close`."""
+
+    def __init__(self, *, target: str, token: str, directory: Path, interval: int = 2) -> None:
+        binary = shutil.which("prometheus")
+        if binary is None:
+            pytest.fail("prometheus is missing: run scripts/ensure-system-packages.sh")
+        self.port = free_port()
+        self.log = directory / "prometheus.log"
+        config = directory / "prometheus.yml"  # JSON is YAML
+        scrape = {
+            "job_name": "portal",
+            "scrape_interval": f"{interval}s",
+            "scrape_timeout": f"{interval}s",
+            "metrics_path": "/metrics",
+            "authorization": {"type": "Bearer", "credentials": token},
+            "static_configs": [{"targets": [target]}],
+        }
+        config.write_text(json.dumps({"scrape_configs": [scrape]}))
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                [binary, f"--config.file={config}", f"--storage.tsdb.path={directory / 'tsdb'}",
+                 f"--web.listen-address=127.0.0.1:{self.port}"],
+                stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        wait_for_port(self.port, self.process, self.log)
+        deadline = time.monotonic() + 60
+        while not self._is_ready():  # it listens before its storage is open
+            assert time.monotonic() < deadline, self.log.read_text()
+            time.sleep(0.2)
+
+    def _is_ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=5):
+                return True
+        except OSError:  # HTTPError (503 while starting) is an OSError
+            return False
+
+    def _get(self, path: str, **params) -> dict:
+        url = f"http://127.0.0.1:{self.port}{path}?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(url, timeout=30) as response:
+                body = json.load(response)
+        except urllib.error.HTTPError as error:  # a bad query: its error in the failure
+            body = json.load(error)
+        assert body["status"] == "success", (params, body)
+        return body["data"]
+
+    def query(self, expr: str, *, at: float | None = None) -> list[dict]:
+        """An instant query's series (`metric` labels, `value` [time, "text"]), at `at`
+        (Unix time) or now."""
+        params = {"query": expr} if at is None else {"query": expr, "time": at}
+        return self._get("/api/v1/query", **params)["result"]
+
+    def value(self, expr: str, *, at: float | None = None) -> float:
+        """The value of an instant query that answers one series."""
+        [series] = self.query(expr, at=at)
+        return float(series["value"][1])
+
+    def now(self) -> float:
+        """Prometheus's own time (the wall clock its samples are stamped with)."""
+        return float(self._get("/api/v1/query", query="time()")["result"][1])  # a scalar
+
+    def wait_for(self, expr: str, holds: Callable[[list[dict]], bool], *, seconds=90) -> None:
+        """Return once `holds` is true of the query's series; fail after `seconds`."""
+        deadline = time.monotonic() + seconds
+        while not holds(result := self.query(expr)):
+            assert time.monotonic() < deadline, (
+                f"{expr} stayed {result}:\n{self.log.read_text()[-3000:]}"
+            )
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()

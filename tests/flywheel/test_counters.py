@@ -139,7 +139,7 @@ def test_counters_never_decrease_across_late_events_a_refold_and_a_correction(fa
     assert after_late[("tokenfactory_standard_gpu_seconds", ("h100-a",))] == 3_104
     assert after_late[("tokenfactory_tenant_tokens", ("tenant-a",))] == 3_104_030
 
-    call_command("refold", period="2026-11", stdout=io.StringIO())
+    call_command("refold", "--period", "2026-11", stdout=io.StringIO())
     assert _published() == after_late
 
     sample = {"pool": "h100-a", "time": "2026-11-01T00:00:00Z", "gpus_installed": 8,
