@@ -44,6 +44,7 @@ from portal import clock
 from portal.models import Role, Tenant
 from portal.services import token_create, user_ensure
 from tests.bench import config
+from tests.bench.counters import counters_step_timed, factory_build
 from tests.bench.events import (
     EventGenerator,
     deployment_specs,
@@ -656,3 +657,8 @@ def forecast_timed(*, profile: bool = False) -> dict:
     if profiler:
         result["profile"] = _profile_text(profiler)
     return result
+
+
+# Goal 24 (GET /metrics with 1,000 tenants): its factory, and the measure stage's counters.
+metrics_setup = factory_build
+metrics_counters_step = counters_step_timed

@@ -32,6 +32,8 @@ small and the large dataset (config.sizes()), then measures:
  21. 50 clients at once on Overview, Metering and the usage API (large): each p95 under
      1 s, no error; the throughput
  23. the forecast job over 200 models and pools (402 series, 120 days): under 60 s
+ 24. GET /metrics with 1,000 tenants and 13 months of history: p95 under 300 ms; the measure
+     stage's counters step timed
 
 Prints the ratio table and writes every figure to var/bench/*.json (docs/performance.md
 explains the method).
@@ -1480,6 +1482,56 @@ class Bench:
             "pass" if queries == 1 else "MISS",
         )
 
+    def metrics(self) -> None:
+        """Goal 23: GET /metrics (Prometheus's scrape: the KPI gauges and every counter, per
+        tenant too) of a factory of 1,000 tenants with 13 months of history, p95 of 200
+        scrapes ≤ 300 ms through gunicorn (production settings); the measure stage's counters
+        step timed (info). On a database of its own (tests/bench/counters.py)."""
+        log("goal 23: GET /metrics with 1,000 tenants and 13 months of history")
+        name = "bench_metrics"
+        with psycopg.connect(self.base, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute(f"CREATE DATABASE {name}")
+        (self.tmp / "var").mkdir(exist_ok=True)
+        env = web.server_env(database_url=database_url(self.base, name), var_dir=self.tmp / "var")
+        for args in (("migrate", "--noinput", "--skip-checks"), ("collectstatic", "--noinput")):
+            if manage(env, *args).wait() != 0:
+                raise RuntimeError(f"{args[0]} failed")
+        agent = Agent("metrics", env)
+        self.agents["metrics"] = agent
+        built = agent.call("metrics_setup", tenants=1_000, months=13)
+        log(
+            f"  {built['hourly_rows']:,} hourly rollup rows, {built['series']:,} counter series; "
+            f"rated in {built['rate_seconds']:.0f} s, measured in {built['measure_seconds']:.0f} s"
+        )
+        steps = [agent.call("metrics_counters_step")["seconds"] for _ in range(5)]
+        server = web.Server(env=env, log=self.tmp / "gunicorn-metrics.log")
+        self.servers.append(server)
+        getter = web.Getter(server.port, {"Authorization": f"Bearer {built['token']}"})
+        for _ in range(10):
+            getter.get("/metrics")  # warm both workers
+        scrapes = [getter.get("/metrics") for _ in range(200)]
+        self.results["metrics"] = {"built": built, "counters_steps": steps, "scrapes": scrapes}
+        scrape95 = p95(scrapes)
+        self.add(
+            "23",
+            f"GET /metrics p95, 1,000 tenants, 13 months ({built['series']:,} counter series)",
+            f"{scrape95 * 1000:.1f} ms",
+            f"p50 {statistics.median(scrapes) * 1000:.1f} ms",
+            float("nan"),
+            "<= 300 ms",
+            "pass" if scrape95 <= 0.300 else "MISS",
+        )
+        self.add(
+            "23",
+            "measure stage: the counters' step (this month again, every series raised)",
+            f"{max(steps):.2f} s",
+            f"median {statistics.median(steps):.2f} s",
+            float("nan"),
+            "-",
+            "info",
+        )
+
     # -- report -----------------------------------------------------------------------
 
     def report(self) -> str:
@@ -1508,7 +1560,7 @@ class Bench:
         self.results["total_seconds"] = time.perf_counter() - STARTED
         for key in (
             "kpis", "reads", "pages", "crowd", "replica", "rollup", "ingestion", "storage",
-            "baseline", "otlp", "memory", "delivery", "freshness", "forecast",
+            "baseline", "otlp", "memory", "delivery", "freshness", "forecast", "metrics",
         ):  # fmt: skip
             if key in self.results:
                 (config.OUT_DIR / f"{key}.json").write_text(
@@ -1530,10 +1582,10 @@ class Bench:
 STAGES = (
     "kpis", "reads", "pages", "crowd", "replica", "widest", "rollups", "rating", "ingestion",
     "storage", "baseline", "otlp", "embedded", "freshness", "memory", "delivery", "alerts",
-    "forecast",
+    "forecast", "metrics",
 )  # fmt: skip
 # Stages on a database of their own: BENCH_ONLY naming only these loads no dataset.
-STANDALONE = {"storage", "delivery", "freshness", "forecast"}
+STANDALONE = {"storage", "delivery", "freshness", "forecast", "metrics"}
 
 
 def main() -> int:
