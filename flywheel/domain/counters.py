@@ -190,7 +190,8 @@ def counter_series(
 ) -> dict[Series, Decimal]:
     """The value of every counter series from the sums of all months: `deployments` names
     each deployment's (pool, model), `tenants` each tenant's slug (label values are slugs, so
-    two deployments of one model on one pool add up)."""
+    two deployments of one model on one pool add up). Sums of a deployment or tenant no
+    longer there are left out (their series keep the value last published)."""
     series: dict[Series, Decimal] = {}
 
     def add(family: CounterFamily, labels: Iterable[str], value: Decimal | int) -> None:
@@ -203,6 +204,8 @@ def counter_series(
             add(family, (pool, currency) if money else (pool,), figures.get(name, 0))
         add(RESERVED, (pool,), 0)
     for deployment_id, sums in counts.deployments.items():
+        if deployment_id not in deployments:
+            continue
         pool, model = deployments[deployment_id]
         quantities = class_quantities(**{name: sums[name] for name in USAGE_FIGURES[2:]})
         for token_class, quantity in quantities.items():
@@ -210,6 +213,8 @@ def counter_series(
         add(REQUESTS, (pool, model, "ok"), sums["requests"] - sums["errors"])
         add(REQUESTS, (pool, model, "error"), sums["errors"])
     for tenant_id, sums in counts.tenants.items():
+        if tenant_id not in tenants:
+            continue
         for name, family in TENANT_FIGURES.items():
             add(family, (tenants[tenant_id],), sums[name])
     return series

@@ -143,11 +143,12 @@ def counters_store(measured: CountersMeasured | None) -> int:
         for name, labels, value in CounterValue.objects.values_list("name", "labels", "value")
     }
     raised = []
-    for (family, labels), total in sorted(measured.series.items(), key=lambda s: s[0][0].name):
+    for (family, labels), total in measured.series.items():
         value = total.quantize(QUANTUM, context=KPI_CONTEXT)
         key = (family.name, json.dumps(list(labels)))
         if key not in current or value > current[key]:
             raised.append((*key, value))
+    raised.sort()  # rows locked in one order by every writer
     if raised:
         _raise(raised)
     return len(raised)

@@ -82,7 +82,7 @@ def factory_build(*, tenants: int, months: int) -> dict:
     )  # fmt: skip
     hours, today = [], day_floor(now)
     for rank, tenant in enumerate(by_rank):
-        for deployment in (deployments[rank % 9], deployments[(rank * 7 + 3) % 9]):
+        for deployment in (deployments[rank % 9], deployments[(rank + 1 + rank % 8) % 9]):
             day = day_floor(first)
             while day < today:  # an hour of usage a day
                 hours.append((tenant.pk, deployment.pk, day + timedelta(hours=rank % 24), rank))

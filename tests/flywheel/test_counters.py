@@ -11,12 +11,15 @@ from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from prometheus_client.parser import text_string_to_metric_families
 
 from flywheel.domain.counters import COUNTERS
 from flywheel.models import CounterMonth, CounterValue
 from flywheel.services.kpis import snapshots_update
+from portal.models import Tenant
 from portal.pipeline import stages_run
 from tests.billing.factories import make_contract, make_priced_model, post_usage
 
@@ -177,3 +180,20 @@ def test_promtool_finds_nothing_to_say_of_the_metrics(factory, api):
     )
 
     assert (checked.returncode, checked.stdout, checked.stderr) == (0, b"", b"")
+
+
+def test_a_scrape_reads_as_many_queries_whatever_the_tenants(factory, api, tenant_a):
+    """The counters are read as stored, one row a series: more tenants are more rows, not
+    more queries (make bench goal 23 times a scrape with 1,000 tenants)."""
+    with CaptureQueriesContext(connection) as two:
+        assert api.get("/metrics").status_code == 200
+    Tenant.objects.bulk_create(Tenant(slug=f"more-{n}", name=f"More {n}") for n in range(20))
+    post_usage(api, [{"id": f"m{n}", "tenant": f"more-{n}", "time": "2026-12-03T10:00:00Z",
+                      "input_tokens": 5, "output_tokens": 5} for n in range(20)])  # fmt: skip
+    snapshots_update()
+
+    with CaptureQueriesContext(connection) as more:
+        scraped = _scraped(api)
+
+    assert len(more.captured_queries) == len(two.captured_queries)
+    assert scraped[("tokenfactory_tenant_requests_total", (("tenant", "more-7"),))] == 1
