@@ -1488,15 +1488,7 @@ class Bench:
         scrapes ≤ 300 ms through gunicorn (production settings); the measure stage's counters
         step timed (info). On a database of its own (tests/bench/counters.py)."""
         log("goal 23: GET /metrics with 1,000 tenants and 13 months of history")
-        name = "bench_metrics"
-        with psycopg.connect(self.base, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name}")
-            conn.execute(f"CREATE DATABASE {name}")
-        (self.tmp / "var").mkdir(exist_ok=True)
-        env = web.server_env(database_url=database_url(self.base, name), var_dir=self.tmp / "var")
-        for args in (("migrate", "--noinput", "--skip-checks"), ("collectstatic", "--noinput")):
-            if manage(env, *args).wait() != 0:
-                raise RuntimeError(f"{args[0]} failed")
+        env = self.own_database("bench_metrics", served=True)
         agent = Agent("metrics", env)
         self.agents["metrics"] = agent
         built = agent.call("metrics_setup", tenants=1_000, months=13)
