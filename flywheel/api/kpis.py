@@ -6,7 +6,7 @@ from rest_framework import renderers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from flywheel.api.metrics import CounterCollector
+from flywheel.api.metrics import counters_exposition
 from flywheel.domain.kpis import KPIS
 from flywheel.selectors.kpis import KPI_FIGURES, kpis_get, kpis_json, period_measure, window_json
 from flywheel.selectors.loop.shapes import rfc3339
@@ -75,10 +75,10 @@ class MetricsView(APIView):
                 pool.slug: kpis_json(kpis) for pool, _, kpis in measured.pools
             }
         registry = CollectorRegistry()
-        registry.register(CounterCollector())
         for name, help_text in GAUGES:
             gauge = Gauge(f"tokenfactory_{name}", help_text, ["scope"], registry=registry)
             for scope, values in sorted(figures.items()):
                 if values.get(name) is not None:
                     gauge.labels(scope=scope).set(values[name])
-        return Response(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+        body = generate_latest(registry) + counters_exposition()
+        return Response(body, content_type=CONTENT_TYPE_LATEST)

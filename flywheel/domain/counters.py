@@ -123,6 +123,53 @@ TENANT_FIGURES = {"tokens": TENANT_TOKENS, "requests": TENANT_REQUESTS,
 Series = tuple[CounterFamily, tuple[str, ...]]  # a counter and its label values
 
 
+def label_text(family: CounterFamily, values: Iterable[str]) -> str:
+    """A series' labels as the text exposition format writes them: `pool="h100-a",…`, in
+    the family's order, values escaped (backslash, double quote, line feed)."""
+    pairs = zip(family.labels, values, strict=True)
+    return ",".join(f'{name}="{_escaped(value)}"' for name, value in pairs)
+
+
+def _escaped(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+COUNTED_UNTIL = "tokenfactory_counted_until_timestamp_seconds"
+COUNTED_UNTIL_HELP = (
+    "End of the last whole hour the counters count, as a Unix time (they advance as hours "
+    "close and are measured)."
+)
+
+
+def exposition(
+    values: Mapping[str, Iterable[tuple[str, Decimal]]],
+    *,
+    per_tenant: bool,
+    counted_until: float | None,
+) -> str:
+    """The counters in Prometheus's text format (0.0.4): `values` maps a counter's name to
+    its series (label text, value); the per-tenant counters only when `per_tenant`; then
+    the instant they count up to (Unix time), when there is one."""
+    lines = []
+    for family in COUNTERS:
+        if family.is_per_tenant and not per_tenant:
+            continue
+        name = family.sample_name
+        lines += [f"# HELP {name} {family.help}", f"# TYPE {name} counter"]
+        lines += [
+            f"{name}{{{labels}}} {float(value)!r}" for labels, value in values.get(family.name, ())
+        ]
+    lines += [f"# HELP {COUNTED_UNTIL} {COUNTED_UNTIL_HELP}", f"# TYPE {COUNTED_UNTIL} gauge"]
+    if counted_until is not None:
+        lines.append(f"{COUNTED_UNTIL} {counted_until!r}")
+    return "\n".join(lines) + "\n"
+
+
+def metric_names() -> set[str]:
+    """The names of the samples the counters publish, and their instant's."""
+    return {*(family.sample_name for family in COUNTERS), COUNTED_UNTIL}
+
+
 @dataclass
 class MonthCounts:
     """One month's part of every counter (up to where the month was measured): each pool's

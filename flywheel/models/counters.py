@@ -24,7 +24,8 @@ class CounterValue(models.Model):
     waits for later growth instead of reading as a counter reset)."""
 
     name = models.CharField(max_length=100)  # the counter's family (without _total)
-    labels = models.CharField(max_length=500)  # its label values in order, as a JSON list
+    # its labels as the text exposition writes them: pool="h100-a",currency="USD"
+    labels = models.CharField(max_length=500)
     value = models.DecimalField(max_digits=40, decimal_places=12)
 
     class Meta:

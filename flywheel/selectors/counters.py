@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from decimal import Decimal
 
@@ -11,11 +10,13 @@ from django.db.models import Max
 from flywheel.models import CounterMonth, CounterValue
 
 
-def counter_values() -> dict[str, list[tuple[list[str], Decimal]]]:
-    """Every published series by counter name: its label values and value (one query)."""
-    values: dict[str, list[tuple[list[str], Decimal]]] = {}
-    for name, labels, value in CounterValue.objects.values_list("name", "labels", "value"):
-        values.setdefault(name, []).append((json.loads(labels), value))
+def counter_values() -> dict[str, list[tuple[str, Decimal]]]:
+    """Every published series by counter name: its labels (as the exposition writes them)
+    and value, in order (one query)."""
+    values: dict[str, list[tuple[str, Decimal]]] = {}
+    rows = CounterValue.objects.order_by("name", "labels").values_list("name", "labels", "value")
+    for name, labels, value in rows:
+        values.setdefault(name, []).append((labels, value))
     return values
 
 

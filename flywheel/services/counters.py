@@ -16,7 +16,6 @@ restart reads the same values.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,7 +24,13 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import connection
 
-from flywheel.domain.counters import POOL_FIGURES, MonthCounts, Series, counter_series
+from flywheel.domain.counters import (
+    POOL_FIGURES,
+    MonthCounts,
+    Series,
+    counter_series,
+    label_text,
+)
 from flywheel.domain.kpis import KPI_CONTEXT
 from flywheel.models import CounterMonth, CounterValue, KpiSnapshot
 from flywheel.selectors.measurement import FACTORY, kpi_read, measured_until
@@ -145,7 +150,7 @@ def counters_store(measured: CountersMeasured | None) -> int:
     raised = []
     for (family, labels), total in measured.series.items():
         value = total.quantize(QUANTUM, context=KPI_CONTEXT)
-        key = (family.name, json.dumps(list(labels)))
+        key = (family.name, label_text(family, labels))
         if key not in current or value > current[key]:
             raised.append((*key, value))
     raised.sort()  # rows locked in one order by every writer

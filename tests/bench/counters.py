@@ -24,7 +24,7 @@ from flywheel.services.counters import counters_measure, counters_store
 from flywheel.services.kpis import snapshots_measure
 from metering.domain.usage.rollup import HISTOGRAM_SIZE
 from metering.models import CapacitySample, Pool, ServedModel
-from metering.services.factory import VersionSpec, deployment_create
+from metering.services.factory import VersionSpec, deployment_create, pools_in_service_store
 from metering.services.usage.rollup import ROLLUP_COLUMNS, fold_mark_store, rollup_days
 from portal import clock
 from portal.bulk import rows_insert
@@ -93,6 +93,7 @@ def factory_build(*, tenants: int, months: int) -> dict:
                 hour += timedelta(hours=1)
     rows_insert("metering_hourlyusage", COLUMNS, (_row(*cell) for cell in hours))
     rollup_days({(tenant, deployment, hour.date()) for tenant, deployment, hour, _ in hours})
+    pools_in_service_store()  # what the fold does after adding usage
     fold_mark_store()
     started = time.perf_counter()
     RatingPending.objects.create(tenant=None, start=first)

@@ -3,7 +3,7 @@ hand; that they advance as hours close and never decrease; that they are read fr
 database; the per-tenant switch."""
 
 import io
-import json
+import re
 import shutil
 import subprocess
 from datetime import UTC, datetime
@@ -16,7 +16,7 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from prometheus_client.parser import text_string_to_metric_families
 
-from flywheel.domain.counters import COUNTERS
+from flywheel.domain.counters import COUNTERS, TENANT_TOKENS, label_text
 from flywheel.models import CounterMonth, CounterValue
 from flywheel.services.kpis import snapshots_update
 from portal.models import Tenant
@@ -61,7 +61,8 @@ def factory(api, tenant_a, tenant_b):
 def _published() -> dict[tuple, Decimal]:
     """Every series' value as stored: (counter, label values) → value."""
     return {
-        (row.name, tuple(json.loads(row.labels))): row.value for row in CounterValue.objects.all()
+        (row.name, tuple(re.findall(r'="([^"]*)"', row.labels))): row.value
+        for row in CounterValue.objects.all()
     }
 
 
@@ -197,3 +198,7 @@ def test_a_scrape_reads_as_many_queries_whatever_the_tenants(factory, api, tenan
 
     assert len(more.captured_queries) == len(two.captured_queries)
     assert scraped[("tokenfactory_tenant_requests_total", (("tenant", "more-7"),))] == 1
+
+
+def test_label_values_are_escaped_as_the_text_format_asks():
+    assert label_text(TENANT_TOKENS, ['a"b\\c\nd']) == 'tenant="a\\"b\\\\c\\nd"'

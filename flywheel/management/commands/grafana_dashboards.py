@@ -4,7 +4,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from flywheel.api.kpis import RATIO_GAUGES
-from flywheel.api.metrics import counter_metric_names
+from flywheel.domain.counters import metric_names
 from flywheel.domain.dashboards import dashboards
 from flywheel.domain.grafana import grafana_files, panels_unpublished
 
@@ -25,7 +25,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         currency = settings.FACTORY_CURRENCY
-        published = {f"tokenfactory_{name}" for name in RATIO_GAUGES} | counter_metric_names()
+        published = {f"tokenfactory_{name}" for name in RATIO_GAUGES} | metric_names()
         boards = dashboards(currency=currency)
         missing = panels_unpublished(boards, published=published)
         if missing:
