@@ -7,6 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from flywheel.api.metrics import counters_exposition
+from flywheel.domain.counters import metric_names
 from flywheel.domain.kpis import KPIS
 from flywheel.selectors.kpis import KPI_FIGURES, kpis_get, kpis_json, period_measure, window_json
 from flywheel.selectors.loop.shapes import rfc3339
@@ -20,6 +21,11 @@ KpiRead = capability_permission(read=Capability.READ_FACTORY)
 
 # The KPIs published as gauges, as declared (flywheel.domain.kpis: those with a `gauge`).
 GAUGES = [(kpi.key, kpi.gauge) for kpi in KPIS if kpi.gauge]
+
+
+def metrics_published() -> set[str]:
+    """The name of every metric /metrics publishes: the KPI gauges and the counters."""
+    return {f"tokenfactory_{name}" for name, _ in GAUGES} | metric_names()
 
 
 class KpiView(APIView):

@@ -3,8 +3,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from flywheel.api.kpis import RATIO_GAUGES
-from flywheel.domain.counters import metric_names
+from flywheel.api.kpis import metrics_published
 from flywheel.domain.dashboards import dashboards
 from flywheel.domain.grafana import grafana_files, panels_unpublished
 
@@ -25,9 +24,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         currency = settings.FACTORY_CURRENCY
-        published = {f"tokenfactory_{name}" for name in RATIO_GAUGES} | metric_names()
         boards = dashboards(currency=currency)
-        missing = panels_unpublished(boards, published=published)
+        missing = panels_unpublished(boards, published=metrics_published())
         if missing:
             raise CommandError(
                 "panels query metrics /metrics does not publish: "
