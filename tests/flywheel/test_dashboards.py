@@ -16,6 +16,7 @@ from flywheel.domain.grafana import Dashboard, Panel, metric_names
 GRAFANA = settings.BASE_DIR / "deploy" / "grafana"
 FILES = sorted((GRAFANA / "dashboards").glob("*.json"))
 WINDOW = re.compile(r"\b(?:rate|increase)\([^\[]*\[([^\]]*)\]")
+VARIABLE = re.compile(r"label_values\((\w+), \w+\)")
 
 
 def test_the_three_dashboards_are_there():
@@ -63,9 +64,31 @@ def test_metric_names_are_the_selectors_of_a_query():
 
 
 def test_check_passes_on_the_files_of_the_repository(capsys):
+    """The checked-in files are the generator's output, byte for byte."""
     call_command("grafana_dashboards", "--check")
 
     assert "5 files" in capsys.readouterr().out
+
+
+@pytest.mark.django_db
+def test_every_metric_the_dashboards_read_is_on_metrics(users, token_client):
+    """Each metric a panel's query or a variable reads has its TYPE line on a real
+    GET /metrics (the families are declared even before any series)."""
+    text = token_client(users["operator"]).get("/metrics").content.decode()
+    on_metrics = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+    read = set()
+    for path in FILES:
+        board = json.loads(path.read_text())
+        for panel in board["panels"]:
+            read |= {name for target in panel["targets"] for name in metric_names(target["expr"])}
+        read |= {
+            VARIABLE.fullmatch(variable["definition"])[1]
+            for variable in board["templating"]["list"]
+            if variable["type"] == "query"
+        }
+
+    assert len(read) >= 15
+    assert read <= on_metrics, read - on_metrics
 
 
 def test_check_fails_on_a_stale_file(tmp_path):
