@@ -244,6 +244,41 @@ def test_prometheus_reads_a_closed_month_and_counters_that_never_decrease(
         assert figures == pytest.approx(expected, rel=1e-9)
         assert 0 < figures["tfi"] < figures["tef"] < 1
 
+        # The same month through increase() and rate(), as the dashboards read: a range
+        # from the scrape at October's start to the one at November's (both ends included,
+        # so nothing is extrapolated), against October by hand.
+        seconds = round((at_november - at_october) * 1000) / 1000
+        window = f"[{round(seconds * 1000)}ms] @ {at_november}"
+
+        def increase(metric: str, where: str = "") -> float:
+            return prometheus.value(f"sum(increase(tokenfactory_{metric}_total{where}{window}))")
+
+        october = {
+            "calendar": increase("calendar_gpu_seconds"),
+            "busy": prometheus.value(f"sum(rate(tokenfactory_busy_gpu_seconds_total{window}))")
+            * seconds,
+            "standard": increase("standard_gpu_seconds"),
+            "list_value": increase("list_value"),
+            "realized_revenue": increase("realized_revenue"),
+            "tenant-a tokens": increase("tenant_tokens", '{tenant="tenant-a"}'),
+            "tenant-c requests": increase("tenant_requests", '{tenant="tenant-c"}'),
+        }
+        by_hand = {
+            "calendar": 12 * 31 * 86_400,  # 8 + 4 GPUs installed all month: 32,140,800
+            "busy": (5 + 2) * 31 * 86_400,  # 18,748,800
+            # 93 rounds: llama's 3 M output at R_ref 1,000 (279,000 s) and qwen's 1.25 M
+            # weighted of B's and 1 M of C's failed request at R_ref 2,500 (83,700 s)
+            "standard": 93 * (3 * M / 1_000 + 2.25 * M / 2_500),  # 362,700
+            # paid: A's 1 M input at 0.50 and 2 M output at 2.00 (4.50), C's 2 M input and
+            # 1 M output (3.00); A realizes 90% (4.05); B is on trial
+            "list_value": 93 * (4.50 + 3.00),  # 697.50
+            "realized_revenue": 93 * (4.05 + 3.00),  # 655.65
+            "tenant-a tokens": 93 * 3 * M,
+            "tenant-c requests": 93 * 2,
+        }
+        assert october == pytest.approx(by_hand, rel=1e-9)
+        assert october["standard"] / october["calendar"] == pytest.approx(expected["tef"], rel=1e-9)
+
         # November's first three hours, then a late event at 01:40 (an open month's hour
         # already counted), a refold of November from its raw events, and a restart.
         clock_set(NOVEMBER + timedelta(hours=3, minutes=30))
@@ -300,3 +335,4 @@ def test_prometheus_reads_a_closed_month_and_counters_that_never_decrease(
         print("\nEvery dashboard panel's query and its first series:")
         print("\n".join(report))
         print("October from the counters:", figures, "\n/api/v1/kpis:", expected)
+        print("October by increase() and rate():", october, "\nby hand:", by_hand)
