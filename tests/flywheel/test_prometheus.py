@@ -4,12 +4,15 @@ counters never decrease (late usage, a refold, restarts of the portal), every pa
 dashboards answers, and promtool finds nothing to say of /metrics.
 
 The portal (gunicorn, on the test database) serves a factory built through the API in three
-states, each at its own clock: at 00:30 on 1 October with September metered, at 00:30 on 1
-November with October metered and closed, at 03:30 on 1 November with three hours of
-November, then late usage and a refold. Prometheus samples each state as it is served (it
-cannot be given past samples), so a month's increase is the difference of the counters'
-values at an instant of the state after it and one of the state before (PromQL's `@`):
-exactly what a Prometheus scraping through October would have read at its two ends.
+states, as the measure stage leaves the database at each test clock: at 00:30 on 1 October
+with September metered, at 00:30 on 1 November with October metered and closed (then a
+restart of the portal), at 03:30 on 1 November with three hours of November, then late usage
+and a refold. The counters are the database's alone: the portal's own clock (03:30 on 1
+November throughout, so it starts once and restarts once) sets only this month's gauges.
+Prometheus samples each state as it is served (it cannot be given past samples), so a
+month's increase is the difference of the counters' values at an instant of the state after
+it and one of the state before (PromQL's `@`): exactly what a Prometheus scraping through
+October would have read at its two ends.
 """
 
 import io
@@ -41,6 +44,7 @@ pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
 SEPTEMBER, OCTOBER, NOVEMBER = (datetime(2026, month, 1, tzinfo=UTC) for month in (9, 10, 11))
 HALF_HOUR = timedelta(minutes=30)
+LAST = NOVEMBER + timedelta(hours=3, minutes=30)  # the last state's clock, and the portal's
 M = 1_000_000
 COUNTERS = '{__name__=~"tokenfactory_.+_total"}'
 
@@ -191,7 +195,7 @@ def test_prometheus_reads_a_closed_month_and_counters_that_never_decrease(
     _usage(api, SEPTEMBER, OCTOBER, "sep")
     _, token = token_create(user=users["operator"], name="prometheus", scopes=["read"])
     portal = Portal(tmp_path)
-    portal.start(now=OCTOBER + HALF_HOUR)
+    portal.start(now=LAST)
     prometheus = Prometheus(target=portal.target, token=token, directory=tmp_path)
     try:
         at_october = _scraped_until(prometheus, OCTOBER)
@@ -203,10 +207,12 @@ def test_prometheus_reads_a_closed_month_and_counters_that_never_decrease(
                                          "gpus_busy": 2}])  # fmt: skip
         _usage(api, OCTOBER, NOVEMBER, "oct")
         call_command("close", "--month", "2026-10", stdout=io.StringIO())
-        portal.stop()  # a restart, at the new clock
-        portal.start(now=NOVEMBER + HALF_HOUR)
         at_november = _scraped_until(prometheus, NOVEMBER)
-        assert _values(prometheus, at=at_november) != _values(prometheus, at=at_october)
+        counted = _values(prometheus, at=at_november)
+        assert counted != _values(prometheus, at=at_october)
+        portal.stop()  # a restart reads the same values: they are the database's
+        portal.start(now=LAST)
+        assert _values(prometheus, at=_scraped_after(prometheus, prometheus.now())) == counted
 
         kpis = {
             scope: json.loads(portal.get(f"/api/v1/kpis?period=2026-10&scope={scope}", token))
@@ -280,11 +286,9 @@ def test_prometheus_reads_a_closed_month_and_counters_that_never_decrease(
         assert october["standard"] / october["calendar"] == pytest.approx(expected["tef"], rel=1e-9)
 
         # November's first three hours, then a late event at 01:40 (an open month's hour
-        # already counted), a refold of November from its raw events, and a restart.
-        clock_set(NOVEMBER + timedelta(hours=3, minutes=30))
+        # already counted) and a refold of November from its raw events.
+        clock_set(LAST)
         _usage(api, NOVEMBER, NOVEMBER + timedelta(hours=3), "nov")
-        portal.stop()
-        portal.start(now=NOVEMBER + timedelta(hours=3, minutes=30))
         at = _scraped_until(prometheus, NOVEMBER + timedelta(hours=3))
         before_late, tokens = _values(prometheus, at=at), prometheus.value(TOKENS_A, at=at)
         _post(api, "/api/v1/usage/events", [{"id": "late", "time": "2026-11-01T01:40:00Z",
@@ -295,9 +299,6 @@ def test_prometheus_reads_a_closed_month_and_counters_that_never_decrease(
         after_late = _values(prometheus, at=_scraped_after(prometheus, prometheus.now()))
         assert all(after_late[key] >= value for key, value in before_late.items())
         call_command("refold", "--period", "2026-11", stdout=io.StringIO())
-        assert _values(prometheus, at=_scraped_after(prometheus, prometheus.now())) == after_late
-        portal.stop()
-        portal.start(now=NOVEMBER + timedelta(hours=3, minutes=30))
         assert _values(prometheus, at=_scraped_after(prometheus, prometheus.now())) == after_late
 
         # Over the whole run, no counter series ever decreased (Prometheus counts a fall
