@@ -1,4 +1,4 @@
-"""Goal 23's factory (tests/bench/run.py, `metrics`): 1,000 tenants over 13 months, for the
+"""Goal 24's factory (tests/bench/run.py, `metrics`): 1,000 tenants over 13 months, for the
 cost of GET /metrics and of the measure stage's counters.
 
 Every tenant uses two of nine deployments on three pools. Its past days are loaded as rollups

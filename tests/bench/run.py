@@ -1483,11 +1483,11 @@ class Bench:
         )
 
     def metrics(self) -> None:
-        """Goal 23: GET /metrics (Prometheus's scrape: the KPI gauges and every counter, per
+        """Goal 24: GET /metrics (Prometheus's scrape: the KPI gauges and every counter, per
         tenant too) of a factory of 1,000 tenants with 13 months of history, p95 of 200
         scrapes ≤ 300 ms through gunicorn (production settings); the measure stage's counters
         step timed (info). On a database of its own (tests/bench/counters.py)."""
-        log("goal 23: GET /metrics with 1,000 tenants and 13 months of history")
+        log("goal 24: GET /metrics with 1,000 tenants and 13 months of history")
         env = self.own_database("bench_metrics", served=True)
         agent = Agent("metrics", env)
         self.agents["metrics"] = agent
@@ -1506,7 +1506,7 @@ class Bench:
         self.results["metrics"] = {"built": built, "counters_steps": steps, "scrapes": scrapes}
         scrape95 = p95(scrapes)
         self.add(
-            "23",
+            "24",
             f"GET /metrics p95, 1,000 tenants, 13 months ({built['series']:,} counter series)",
             f"{scrape95 * 1000:.1f} ms",
             f"p50 {statistics.median(scrapes) * 1000:.1f} ms",
@@ -1515,7 +1515,7 @@ class Bench:
             "pass" if scrape95 <= 0.300 else "MISS",
         )
         self.add(
-            "23",
+            "24",
             "measure stage: the counters' step (this month again, every series raised)",
             f"{max(steps):.2f} s",
             f"median {statistics.median(steps):.2f} s",

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('flywheel', '0003_application_demand'),
+        ('flywheel', '0004_forecast'),
     ]
 
     operations = [
