@@ -3,8 +3,9 @@
 Each month's part of every counter (CounterMonth) is worked out when the stage writes the
 month's KPI snapshot, from the same published read models: the pools' GPU-seconds and money
 from the snapshot's own sums, usage per tenant and deployment from metering's rollups, up to
-where the month is measured (the read window's end: the last whole hour folded, kpis.md
-section 0). So the counters advance as hours close, and a late event, a refold or a re-rating
+where the month is measured, to its last whole hour: architecture.md's counters advance as
+hours close, while a read of an open month runs to the published cut (kpis.md section 0), so
+the open month's part is measured to the hour, not taken from its snapshot. So the counters advance as hours close, and a late event, a refold or a re-rating
 of a month reaches them when the stage measures that month again. The published values
 (CounterValue) are the sums of the months, raised and never lowered: Prometheus reads any
 decrease as a reset and would count a counter's whole value again in `increase()`. Growth
@@ -33,11 +34,11 @@ from flywheel.domain.counters import (
 )
 from flywheel.domain.kpis import KPI_CONTEXT
 from flywheel.models import CounterMonth, CounterValue, KpiSnapshot
-from flywheel.selectors.measurement import FACTORY, kpi_read, measured_until
+from flywheel.selectors.measurement import FACTORY, kpi_read
 from metering.selectors.factory import deployment_list, factory_in_service_from
-from metering.selectors.usage import usage_by_tenant_deployment
+from metering.selectors.usage import usage_by_tenant_deployment, usage_measured_until
 from portal.models import Tenant
-from portal.periods import Period, month_start, next_month
+from portal.periods import Period, hour_floor, month_start, next_month
 
 # What a counter's value keeps: 12 decimals (GPU-seconds and money, well below a cent).
 QUANTUM = Decimal("1e-12")
@@ -54,18 +55,18 @@ class CountersMeasured:
 
 def counters_measure(*, snapshots: Iterable[KpiSnapshot], now: datetime) -> CountersMeasured | None:
     """Reads only. The part of each month whose factory month snapshot is in `snapshots`
-    (just measured), and of each month in service that has none yet, up to the read
-    window's end; then every series as the sum of the months. None when no month changed."""
+    (just measured), and of each month in service that has none yet, up to the last whole
+    hour of the read window; then every series as the sum of the months. None when no month changed."""
     measured = {
         row.period_start.astimezone(UTC): row
         for row in snapshots
         if row.scope == FACTORY and row.period_kind == KpiSnapshot.PeriodKind.MONTH
     }
-    due = {month: row.period_end.astimezone(UTC) for month, row in measured.items()}
+    due = {month: hour_floor(row.period_end.astimezone(UTC)) for month, row in measured.items()}
     stored = {
         month.astimezone(UTC) for month in CounterMonth.objects.values_list("month", flat=True)
     }
-    first, to = factory_in_service_from(), measured_until(now=now)
+    first, to = factory_in_service_from(), hour_floor(usage_measured_until(now=now))
     month = month_start(first) if first is not None else to
     while month < to:  # months in service never counted yet (measured as any read would)
         if month not in stored and month not in due:
@@ -74,7 +75,7 @@ def counters_measure(*, snapshots: Iterable[KpiSnapshot], now: datetime) -> Coun
     if not due:
         return None
     parts = {
-        month: _month_counts(month, until, measured.get(month))
+        month: _month_counts(month, until, _reaching(measured.get(month), until))
         for month, until in sorted(due.items())
         if month < until
     }
@@ -99,6 +100,12 @@ def counters_measure(*, snapshots: Iterable[KpiSnapshot], now: datetime) -> Coun
         currency=settings.FACTORY_CURRENCY,
     )
     return CountersMeasured(months=months, series=series)
+
+
+def _reaching(snapshot: KpiSnapshot | None, until: datetime) -> KpiSnapshot | None:
+    """The month snapshot if it ends at `until`: an open month's runs to the published cut,
+    past the last whole hour the counters count, and is then measured again to the hour."""
+    return snapshot if snapshot is not None and snapshot.period_end == until else None
 
 
 def _month_counts(month: datetime, until: datetime, snapshot: KpiSnapshot | None) -> MonthCounts:

@@ -6,7 +6,6 @@ from io import StringIO
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from flywheel.api.kpis import GAUGES
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.loop.shapes import rfc3339
 from flywheel.services.kpis import snapshots_measure
