@@ -37,8 +37,18 @@ def _alert_kinds_register() -> None:
     from billing.domain.budget import BUDGET, budget_params_check
     from billing.selectors.budget import budget_evaluate
     from billing.selectors.pricing import contract_slo_targets
-    from billing.selectors.uptime import uptime_evaluate, uptime_params_check
-    from portal.alert_kinds import Kind, Param, kind_register, tenant_slo_targets_provide
+    from billing.selectors.uptime import (
+        uptime_evaluate,
+        uptime_params_check,
+        uptime_threshold_shown,
+    )
+    from portal.alert_kinds import (
+        Kind,
+        Param,
+        kind_register,
+        shown_with_unit,
+        tenant_slo_targets_provide,
+    )
     from portal.models import Role
 
     def tenant_kind(**fields) -> Kind:
@@ -52,7 +62,7 @@ def _alert_kinds_register() -> None:
             one_per_tenant=True,
             evaluate=budget_evaluate,
             fired_event="budget.threshold_reached",
-            threshold_shown="{}%",
+            threshold_shown=shown_with_unit("{}% of the budget"),
             params=(
                 Param("amount", "Amount", "decimal", "a month, in the tenant's currency"),
                 Param("tokens", "or tokens", help="a month, input and output"),
@@ -66,6 +76,7 @@ def _alert_kinds_register() -> None:
             name="uptime_below_tier",
             params_check=uptime_params_check,
             evaluate=uptime_evaluate,
+            threshold_shown=uptime_threshold_shown,
             summary="month-to-date uptime below the highest credit threshold of the "
             "tenant's contract",
         )

@@ -33,7 +33,14 @@ class FlywheelConfig(AppConfig):
 def _alert_kinds_register() -> None:
     """The flywheel's alert kinds (portal.alert_kinds), operators' only: a pool wasting
     healthy GPUs, and a closed day's TEF or TFI below a threshold."""
-    from flywheel.domain.alerts import gpu_waste_params_check, kpi_below_band_params_check
+    from flywheel.domain.alerts import (
+        gpu_waste_params_check,
+        gpu_waste_threshold_shown,
+        gpu_waste_value_shown,
+        kpi_below_band_params_check,
+        kpi_threshold_shown,
+        kpi_value_shown,
+    )
     from flywheel.selectors.alerts import (
         gpu_waste_evaluate,
         kpi_below_band_evaluate,
@@ -67,7 +74,8 @@ def _alert_kinds_register() -> None:
                     "of the pool's healthy GPU-hours idle; default 10",
                 ),
             ),
-            threshold_shown="{}%",
+            threshold_shown=gpu_waste_threshold_shown,
+            value_shown=gpu_waste_value_shown,
             summary="leaves healthy GPUs idle: idle GPU-hours over the window above a "
             "share of its healthy GPU-hours, with what they cost",
         )
@@ -81,6 +89,8 @@ def _alert_kinds_register() -> None:
                 Param("kpi", "KPI", "choice", choices=("tef", "tfi")),
                 Param("threshold", "Threshold", "decimal", "fires below it, such as 0.6"),
             ),
+            threshold_shown=kpi_threshold_shown,
+            value_shown=kpi_value_shown,
             summary="a closed day's TEF or TFI below a threshold",
         )
     )

@@ -33,7 +33,11 @@ def alert_kinds_register() -> None:
 
 def _burn_kind_register() -> None:
     """A burn rate: the factory's or a tenant's (its members hold it on their own scope)."""
-    from metering.domain.burn import slo_burn_params_check
+    from metering.domain.burn import (
+        burn_threshold_shown,
+        burn_value_shown,
+        slo_burn_params_check,
+    )
     from metering.selectors.alerts import deployment_options, deployment_scope_check
     from metering.selectors.burn import slo_burn_evaluate
     from portal.alert_kinds import Kind, Param, kind_register
@@ -64,6 +68,8 @@ def _burn_kind_register() -> None:
                 ),
             ),
             scope_options=deployment_options,
+            threshold_shown=burn_threshold_shown,
+            value_shown=burn_value_shown,
             summary="burns its error budget too fast: both windows of a pair above the "
             "pair's factor (1 h and 5 min 14.4, 6 h and 30 min 6, 3 d and 6 h 1)",
         )
@@ -89,22 +95,23 @@ def _plumbing_kinds_register() -> None:
         source_silent_evaluate,
         source_silent_scope_check,
     )
-    from portal.alert_kinds import Kind, Param, kind_register
+    from portal.alert_kinds import Kind, Param, kind_register, shown_with_unit
 
     plumbing = (
         ("reconciliation_drift", reconciliation_drift_params_check, deployment_scope_check,
          reconciliation_drift_evaluate, "deployment", deployment_options,
-         Param("hours", "Hours", help="consecutive flagged whole hours; default 2"), "{} h",
+         Param("hours", "Hours", help="consecutive flagged whole hours; default 2"),
+         "{} h in a row",
          "meters tokens its engines did not generate, or misses tokens they did, hour after "
          "hour (beyond 1% of the engine's, at least 10,000)"),
         ("source_silent", source_silent_params_check, source_silent_scope_check,
          source_silent_evaluate, "source", source_options,
-         Param("minutes", "Minutes", help="without a batch; default 15"), "{} min",
+         Param("minutes", "Minutes", help="without a batch; default 15"), "{} min quiet",
          "sent usage in the last day, then none for N minutes while its engines generate"),
         ("scrape_down", scrape_down_params_check, scrape_down_scope_check,
          scrape_down_evaluate, "scrape_target", scrape_target_options,
          Param("failures", "Failures", help="consecutive failed scrapes; default 4"),
-         "{} failures",
+         "{} failures in a row",
          "a /metrics target failing scrape after scrape"),
     )  # fmt: skip
     for name, params_check, scope_check, evaluate, key, options, param, shown, summary in plumbing:
@@ -119,7 +126,7 @@ def _plumbing_kinds_register() -> None:
                 condition=True,
                 params=(param,),
                 scope_options=options,
-                threshold_shown=shown,
+                threshold_shown=shown_with_unit(shown),
                 summary=summary,
             )
         )

@@ -49,6 +49,23 @@ class Evaluation:
     skipped: set[int] = field(default_factory=set)
 
 
+# How a kind writes one of its alerts' figures (the threshold or the value, as stored)
+# for people: from that text and the alert's figures, in the figure's unit ("TEF 44.8%",
+# "15.2× the budget rate"). Every place that shows an alert reads it: the alerts page,
+# the summary the kind writes (inbox, webhooks, email) calls the same function.
+Shown = Callable[[str, dict], str]
+
+
+def shown_as_stored(text: str, figures: dict) -> str:
+    """A figure stored as people read it already ("86.0%", "12 min")."""
+    return text
+
+
+def shown_with_unit(template: str) -> Shown:
+    """A figure shown with its unit: shown_with_unit("{} min")("15", …) → "15 min"."""
+    return lambda text, figures: template.format(text)
+
+
 @dataclass(frozen=True)
 class Param:
     """A rule param as the browser's form asks for it: `int`, `decimal` (kept as text),
@@ -77,7 +94,8 @@ class Kind:
     params: tuple[Param, ...] = ()
     scope_options: Callable[[], list[tuple[object, str]]] | None = None
     summary: str = ""  # what it watches, in a sentence
-    threshold_shown: str = "{}"  # an alert's threshold as read: "{}%", "{} min"
+    threshold_shown: Shown = shown_as_stored  # an alert's threshold in words and units
+    value_shown: Shown = shown_as_stored  # an alert's value in words and units
     fired_event: str = "alert.fired"
     # A condition kind (burn, drift, silence…) keys its alerts by the time the condition
     # began: while one is firing for a (rule, scope key, threshold), a finding of the same
@@ -134,6 +152,18 @@ def kind_get(name: str) -> Kind:
     if kind is None:
         raise FieldError("kind", f"one of {', '.join(sorted(KINDS))}")
     return kind
+
+
+def alert_shown(*, kind: str, threshold: str, value: str, figures: dict) -> tuple[str, str]:
+    """An alert's threshold and value as its kind writes them for people (a kind no app
+    registers any longer: as stored)."""
+    definition = KINDS.get(kind)
+    if definition is None:
+        return threshold, value
+    return (
+        definition.threshold_shown(threshold, figures),
+        definition.value_shown(value, figures),
+    )
 
 
 def kinds_held(user: User) -> list[Kind]:

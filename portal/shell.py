@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from django.conf import settings
-from django.urls import NoReverseMatch, get_urlconf, resolve, reverse
+from django.urls import NoReverseMatch, Resolver404, get_urlconf, resolve, reverse
 from django.utils.module_loading import import_string
 
 from portal.models import Role
@@ -89,3 +89,17 @@ def _page(urlconf: str, url_name: str) -> tuple[str, frozenset[Role]] | None:
     except NoReverseMatch:
         return None
     return url, getattr(resolve(url, urlconf=urlconf).func, "portal_roles", ALL)
+
+
+def page_opens(link: str, role: Role | None) -> bool:
+    """Whether a link of the portal's (a path, with its query or fragment) opens for `role`:
+    a page whose view admits the role, never one that would answer it 403 or 404 (an
+    alert's evidence on a page of the operators', shown to finance)."""
+    path = link.split("#", 1)[0].split("?", 1)[0]
+    if not path.startswith("/"):
+        return False
+    try:
+        match = resolve(path, urlconf=get_urlconf() or settings.ROOT_URLCONF)
+    except Resolver404:
+        return False
+    return role in getattr(match.func, "portal_roles", ALL)

@@ -272,8 +272,9 @@ def endpoint_disable(*, endpoint: WebhookEndpoint, reason: str) -> None:
 
 def event_body(event: Event) -> bytes:
     """The body of every delivery of `event`: {"type", "timestamp" (the event's time),
-    "data"} with the event's link and id in data."""
-    data = {**event.data, "event_id": event.webhook_id}
+    "data"} with the event's summary (the sentence the inbox and the email show, for a
+    receiver that relays it to people), link and id in data."""
+    data = {**event.data, "event_id": event.webhook_id, "summary": event.summary}
     if event.link:
         data["link"] = settings.PORTAL_URL.rstrip("/") + event.link
     body = {

@@ -13,7 +13,7 @@ from billing.selectors.pricing import month_contracts
 from metering.selectors.sla.months import uptime_month_list
 from portal.alert_kinds import Evaluation, Finding
 from portal.errors import FieldError
-from portal.formatting import rfc3339
+from portal.formatting import percent_text, rfc3339
 from portal.models import AlertRule
 from portal.periods import month_start
 
@@ -26,7 +26,13 @@ def uptime_params_check(params: dict) -> dict:
 
 
 def _percent(value: Decimal) -> str:
-    return f"{value * 100:.3f}%"
+    """Uptime as compared with its tier (ui.md): three decimals, 99.851%."""
+    return percent_text(value, 3)
+
+
+def uptime_threshold_shown(threshold: str, figures: dict) -> str:
+    """An uptime_below_tier alert's threshold, the tier (a ratio): "0.999" → "99.900%"."""
+    return _percent(Decimal(threshold))
 
 
 def uptime_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:

@@ -7,9 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation, localcontext
 
-from flywheel.domain.kpis import KPI_CONTEXT, ZERO
+from flywheel.domain.kpis import KPI, KPI_CONTEXT, ZERO
 from flywheel.domain.tfom import SECONDS_PER_MONTH, CostModel, pool_energy_kwh
 from portal.errors import FieldError
+from portal.formatting import number_text
+from portal.money import round_half_up
 
 SECONDS_PER_HOUR = 3600
 HOURS_PER_MONTH = SECONDS_PER_MONTH // SECONDS_PER_HOUR  # 730, the TFOM's month
@@ -24,6 +26,7 @@ MAX_KPI_THRESHOLD = Decimal(10)  # TEF and TFI are ratios (1 is every GPU-second
 KPI_THRESHOLD_PLACES = Decimal("0.000001")
 
 HUNDRED = Decimal(100)
+ONE = Decimal(1)
 
 
 def decimal_text(value: Decimal) -> str:
@@ -91,6 +94,47 @@ def kpi_below_band_params_check(params: dict) -> dict:
 def kpi_is_below(*, value: Decimal | None, threshold: Decimal) -> bool:
     """A closed day's KPI below the rule's threshold; no value (nothing in service) never is."""
     return value is not None and value < threshold
+
+
+# How a kpi_below_band alert reads (its kind's `threshold_shown` and `value_shown`, and its
+# summary): the KPI's figures as its declaration shows them, "TEF 44.8%" below "90.0%".
+
+
+def kpi_threshold_shown(threshold: str, figures: dict) -> str:
+    """The threshold of a kpi_below_band alert in its KPI's unit: "0.9" → "90.0%"."""
+    return KPI[figures["kpi"]].text(Decimal(threshold))
+
+
+def kpi_value_shown(value: str, figures: dict) -> str:
+    """The value of a kpi_below_band alert, named: "TEF 44.8%"."""
+    kpi = KPI[figures["kpi"]]
+    return f"{kpi.symbol} {kpi.text(Decimal(value))}"
+
+
+def kpi_below_summary(*, kpi: str, where: str, day: str, value: Decimal, threshold: str) -> str:
+    """ "TEF of the factory on 05 Dec 2026 was 44.8%, below 90.0%"."""
+    declared = KPI[kpi]
+    return (
+        f"{declared.symbol} of {where} on {day} was {declared.text(value)}, "
+        f"below {declared.text(Decimal(threshold))}"
+    )
+
+
+# How a gpu_waste alert reads: its threshold a share of the healthy GPU-hours, its value
+# the idle GPU-hours and what they cost beside that share.
+
+
+def gpu_waste_threshold_shown(threshold: str, figures: dict) -> str:
+    return f"{threshold}% idle"
+
+
+def gpu_waste_value_shown(value: str, figures: dict) -> str:
+    """ "897 GPU-hours idle (59.7%), 1,193.60 USD" (no cost model: the hours alone)."""
+    hours = number_text(round_half_up(amount=Decimal(figures["idle_gpu_hours"]), quantum=ONE))
+    shown = f"{hours} GPU-hours idle ({value})"
+    if "idle_cost" in figures:
+        shown += f", {number_text(Decimal(figures['idle_cost']))} {figures['currency']}"
+    return shown
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from flywheel.domain.bands import (
     tfi_band,
 )
 from metering.domain.usage.production import production_tokens
+from portal.formatting import percent_text
 
 Telemetry = Literal["measured", "partial", "assumed"]
 
@@ -238,6 +239,16 @@ class Kpi:
     @property
     def nullable(self) -> bool:
         return self.is_nullable or self.unit == RATIO
+
+    def text(self, value) -> str:
+        """A figure of this KPI as a page shows it: a ratio as a percentage at its shown
+        decimals (0.4484 → 44.8%), any other unit grouped at its decimals (2.3 M tok/s as
+        2,300,000.00); — for nothing."""
+        if value is None:
+            return "—"
+        if self.unit == RATIO:
+            return percent_text(value, self.shown_decimals)
+        return f"{Decimal(value):,.{self.shown_decimals}f}"
 
     @property
     def row_label(self) -> str:

@@ -22,6 +22,7 @@ from flywheel.domain.alerts import (
     gpu_waste_measure,
     idle_cost,
     idle_cost_per_gpu_hour,
+    kpi_below_summary,
     kpi_is_below,
 )
 from flywheel.domain.kpis import integrate_capacity
@@ -199,8 +200,8 @@ def kpi_below_band_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation
                 window_start=start,
                 threshold=threshold,
                 value=str(value),
-                summary=(
-                    f"{kpi.upper()} of {where} on {start:%d %b %Y} was {value}, below {threshold}"
+                summary=kpi_below_summary(
+                    kpi=kpi, where=where, day=f"{start:%d %b %Y}", value=value, threshold=threshold
                 ),
                 figures={
                     "kpi": kpi,

@@ -38,6 +38,15 @@ def _span(window: timedelta) -> str:
     return f"{hours}h" if hours else f"{int(window.total_seconds()) // 60}m"
 
 
+def span_words(window: timedelta) -> str:
+    """A window as people say it: 1 h, 5 min, 3 days."""
+    hours = int(window.total_seconds()) // 3600
+    if hours >= 24:
+        days = hours // 24
+        return f"{days} day{'s' if days > 1 else ''}"
+    return f"{hours} h" if hours else f"{int(window.total_seconds()) // 60} min"
+
+
 PAIRS = (
     WindowPair(timedelta(hours=1), timedelta(minutes=5), Decimal("14.4"), "critical"),
     WindowPair(timedelta(hours=6), timedelta(minutes=30), Decimal(6), "critical"),
@@ -46,6 +55,21 @@ PAIRS = (
 # Every window any pair reads, shortest first.
 WINDOWS = tuple(sorted({w for pair in PAIRS for w in (pair.long, pair.short)}))
 LONGEST = WINDOWS[-1]
+
+
+def burn_threshold_shown(threshold: str, figures: dict) -> str:
+    """An slo_burn alert's threshold (its pair's name) in words: "1h/5m" → "14.4× over 1 h
+    and 5 min" (the rate both windows exceeded)."""
+    pair = next((pair for pair in PAIRS if pair.name == threshold), None)
+    if pair is None:
+        return threshold
+    return f"{pair.factor}× over {span_words(pair.long)} and {span_words(pair.short)}"
+
+
+def burn_value_shown(value: str, figures: dict) -> str:
+    """An slo_burn alert's value (the long window's burn) in words: "15.2× the budget
+    rate"."""
+    return f"{value}× the budget rate"
 
 
 @dataclass(frozen=True)

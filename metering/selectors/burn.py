@@ -22,6 +22,7 @@ from metering.domain.burn import (
     Burning,
     Counts,
     burning_pairs,
+    span_words,
 )
 from metering.models import Deployment, FiveMinuteUsage
 from metering.selectors.factory import DeploymentVersions
@@ -120,9 +121,9 @@ def _finding(
         level=pair.level,
         value=long_burn,
         summary=(
-            f"{who} burns its error budget {long_burn}× over {pair.name.split('/')[0]} and "
-            f"{short_burn}× over {pair.name.split('/')[1]} (above {pair.factor}; "
-            f"target {decimal_plain(target * 100)}%)"
+            f"{who} burns its error budget at {long_burn}× the budget rate over "
+            f"{span_words(pair.long)} and {short_burn}× over {span_words(pair.short)} "
+            f"(fires above {pair.factor}×; target {decimal_plain(target * 100)}%)"
         ),
         figures={
             "deployment": deployment,

@@ -1,18 +1,20 @@
 import re
 from collections.abc import Callable
-from datetime import UTC
 from decimal import Decimal
 from fractions import Fraction
+from functools import partial
 from urllib.parse import urlencode
 
 from django import template
 from django.conf import settings
-from django.utils.dateparse import parse_datetime
-from django.utils.html import format_html
+from django.utils.html import escape, format_html
+from django.utils.safestring import mark_safe
 
-from portal.formatting import tokens_short
+from portal.access import user_role
+from portal.formatting import number_text, percent_text, recorded_value, tokens_short
 from portal.money import round_half_up, round_money, round_money_whole
 from portal.periods import PRESETS, picker_keys
+from portal.shell import page_opens
 
 register = template.Library()
 
@@ -83,6 +85,31 @@ def money_rate(value) -> str:
     return f"{int(whole):,}.{fraction.ljust(2, '0')}"
 
 
+# Where a long name may break: after a separator of a URL, a slug or a path.
+_SEPARATORS = re.compile(r"([/.?&=_@:-]+)")
+
+
+@register.filter
+def breakable(value) -> str:
+    """Text whose long names (a URL, deepseek-r1@b200-a, reconciliation_drift) may break
+    after their separators rather than push the page wider: escaped, with a <wbr> after
+    each run of them; words break at spaces as ever."""
+    if value is None:
+        return ""
+    parts = _SEPARATORS.split(str(value))  # text, separators, text, …
+    shown = "".join(
+        f"{escape(part)}<wbr>" if n % 2 else str(escape(part)) for n, part in enumerate(parts)
+    )
+    return mark_safe(shown)  # noqa: S308 (every part escaped)
+
+
+@register.filter
+def opens_for(link, user) -> bool:
+    """Whether a portal link opens for the user's role (portal.shell.page_opens): a link
+    or a button is shown only to a role it does something for."""
+    return bool(link) and page_opens(link, user_role(user))
+
+
 @register.filter
 def get_item(mapping, key):
     """A mapping's value by a key held in a variable (a bucket of aged receivables)."""
@@ -110,14 +137,8 @@ def pct_plain(value) -> str:
 
 @register.filter
 def ratio_pct(value, digits: int = 1) -> str:
-    """A ratio as a percentage with one decimal: 0.427 → 42.7%."""
-    amount = _decimal(value)
-    if amount is None:
-        return "—"
-    text = f"{float(amount) * 100:.{int(digits)}f}"
-    if text.startswith("-") and not text.strip("-0."):
-        text = text[1:]  # a small negative shown as 0.0, never -0.0
-    return f"{text}%"
+    """A ratio as a percentage with one decimal: 0.427 → 42.7% (portal.formatting)."""
+    return percent_text(_decimal(value), int(digits))
 
 
 @register.filter
@@ -197,47 +218,16 @@ def audit_changes(entry) -> list[tuple[str, str | None, str | None]]:
 
 def audit_value(value) -> str:
     """A value of an audit entry as people read it (`recorded_value`), numbers grouped
-    without trailing zeros at most six decimals (60000.0000 → 60,000; 0.5502046290882828… →
-    0.550205); the exact value stays in the record (GET /api/v1/audit)."""
-    return recorded_value(value, number=_audit_number)
+    without trailing zeros, at most four decimals (60000.0000 → 60,000; 0.5502046290882828…
+    → 0.5502); the exact value stays in the record (GET /api/v1/audit)."""
+    return recorded_value(value, number=partial(number_text, trailing_zeros=False))
 
 
 @register.filter
 def event_value(value) -> str:
     """A value of a notification's data as a plain-text email shows it (`recorded_value`),
-    numbers as the event states them (an amount keeps its cents)."""
-    return recorded_value(value, number=str)
-
-
-def recorded_value(value, *, number: Callable[[Decimal], str]) -> str:
-    """A recorded (JSON) value as people read it: — for nothing, yes/no, lists joined, dicts
-    as key: value, instants in UTC to the minute; `number` writes the numbers."""
-    if value is None or value == "":
-        return "—"
-    if value is True or value is False:
-        return "yes" if value else "no"
-    if isinstance(value, list):
-        return ", ".join(recorded_value(item, number=number) for item in value) or "—"
-    if isinstance(value, dict):
-        pairs = (f"{key}: {recorded_value(item, number=number)}" for key, item in value.items())
-        return "; ".join(pairs) or "—"
-    if isinstance(value, str) and (moment := parse_datetime(value)) is not None:
-        return f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if moment.tzinfo else value
-    if isinstance(value, int | float | Decimal) or (
-        isinstance(value, str) and _NUMBER.fullmatch(value)
-    ):
-        return number(Decimal(str(value)))
-    return str(value)
-
-
-_NUMBER = re.compile(r"-?\d+\.\d+|-?\d{5,}")
-AUDIT_DECIMALS = 6
-
-
-def _audit_number(number: Decimal) -> str:
-    if number.as_tuple().exponent < -AUDIT_DECIMALS:
-        number = number.quantize(Decimal(10) ** -AUDIT_DECIMALS)
-    return format(number.normalize(), ",f") if number else "0"  # never -0
+    numbers grouped as the pages group them (an amount keeps its cents: 1,193.60)."""
+    return recorded_value(value)
 
 
 @register.filter

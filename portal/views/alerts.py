@@ -2,18 +2,16 @@
 with the figures behind each and a link to the evidence, and the rules themselves
 (architecture.md "Alerts and notifications")."""
 
-from datetime import datetime
-from decimal import Decimal, InvalidOperation
-
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from portal.access import user_role
-from portal.alert_kinds import KINDS, kinds_held
+from portal.alert_kinds import KINDS, alert_shown, kinds_held
 from portal.alerts import alert_list, rule_create, rule_delete, rule_list, rule_update
 from portal.decorators import role_required
 from portal.errors import FieldError
+from portal.formatting import recorded_value, words
 from portal.forms import rule_params, rule_scope
 from portal.models import Alert, Event, Role, Tenant
 from portal.pager import pager_page
@@ -33,9 +31,11 @@ def alerts(request, *, posted=None, error: FieldError | None = None, status: int
     resolved = pager_page(request, alert_list(user=request.user, state=Alert.State.RESOLVED))
     for alert in [*firing, *resolved]:
         alert.figures_shown = _figures(alert.figures)
-        kind = KINDS.get(alert.rule.kind)
-        alert.threshold_shown = (
-            kind.threshold_shown.format(alert.threshold) if kind else alert.threshold
+        alert.threshold_shown, alert.value_shown = alert_shown(
+            kind=alert.rule.kind,
+            threshold=alert.threshold,
+            value=alert.value,
+            figures=alert.figures,
         )
     return render(
         request,
@@ -141,34 +141,17 @@ def rule_new(request):
 
 
 def _figures(figures: dict, prefix: str = "") -> list[tuple[str, str]]:
-    """An alert's figures as (label, text), nested ones under their parent's name."""
+    """An alert's figures as (label, text), nested ones under their parent's name, each as
+    a reader reads it (portal.formatting.recorded_value: 1,332,628.05, 0.9991, an RFC 3339
+    time as "2026-12-16 10:00 UTC")."""
     shown = []
     for key, value in figures.items():
-        label = f"{prefix}{key.replace('_', ' ')}"
+        label = f"{prefix}{words(key)}"
         if isinstance(value, dict):
             shown += _figures(value, prefix=f"{label} ")
-        elif isinstance(value, list):
-            shown.append((label, ", ".join(_shown(v) for v in value)))
         else:
-            shown.append((label, _shown(value)))
+            shown.append((label, recorded_value(value)))
     return shown
-
-
-def _shown(value) -> str:
-    """A figure as a reader reads it: numbers grouped (1,332,628.05), an RFC 3339 time as
-    "16 Dec 2026 10:00 UTC"."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    if not isinstance(value, str):
-        return str(value)
-    try:
-        return f"{Decimal(value):,}"
-    except InvalidOperation:
-        pass
-    try:
-        return f"{datetime.fromisoformat(value):%d %b %Y %H:%M} UTC"
-    except ValueError:
-        return value
 
 
 @require_POST

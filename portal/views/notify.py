@@ -18,6 +18,7 @@ from portal.events import (
 from portal.forms import EmailForm, EndpointForm
 from portal.models import Delivery, EmailSubscription, Role
 from portal.pager import pager_page
+from portal.shell import page_opens
 from portal.webhooks import (
     deliveries_of,
     endpoint_create,
@@ -44,10 +45,12 @@ def inbox(request):
 
 @role_required(*NOTIFYING)
 def inbox_open(request, pk: int):
-    """Mark one event read and go to its page."""
+    """Mark one event read and go to its page (back to the inbox when that page is not
+    the user's role's to open)."""
     event = get_object_or_404(inbox_list(user=request.user), pk=pk)
     inbox_mark_read(user=request.user, event_ids=[event.pk])
-    return redirect(event.link or "inbox")
+    opens = event.link and page_opens(event.link, user_role(request.user))
+    return redirect(event.link if opens else "inbox")
 
 
 @role_required(*NOTIFYING)

@@ -239,7 +239,7 @@ def test_a_member_sets_its_budget_on_its_home_and_reads_its_alerts(
     alerts_evaluate(now=now)
     page = client.get("/alerts/").content.decode()
     assert "Tenant A reached 80% of its December 2026 budget" in page
-    assert "as of 16 Dec 2026 10:00 UTC" in page and "T10:00" not in page
+    assert "as of 2026-12-16 10:00 UTC" in page and "T10:00" not in page
     rule = AlertRule.objects.get()
     assert client.post(f"/alerts/rules/{rule.pk}/", {"action": "disable"}).status_code == 302
     rule.refresh_from_db()

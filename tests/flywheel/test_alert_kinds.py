@@ -28,6 +28,7 @@ from flywheel.models import KpiSnapshot
 from flywheel.selectors.alerts import gpu_waste_evaluate, kpi_below_band_evaluate
 from metering.models import FoldPending, Pool
 from metering.services.factory import CapacityIn, capacity_upsert
+from portal.alert_kinds import alert_shown
 from portal.alerts import alerts_evaluate
 from portal.models import Alert, AlertRule, Event
 from tests.flywheel.factories import make_cost_model
@@ -129,6 +130,9 @@ def test_50_idle_healthy_gpus_for_3_hours_fire_once_with_their_idle_cost_by_hand
         "H100-A: 150.00 of 300.00 healthy GPU-hours idle in the last 3 h (50.0%, above 10%), "
         "costing 179.25 USD"
     )
+    assert alert_shown(
+        kind="gpu_waste", threshold=alert.threshold, value=alert.value, figures=alert.figures
+    ) == ("10% idle", "150 GPU-hours idle (50.0%), 179.25 USD")
     fired = Event.objects.get(type="alert.fired")
     assert (fired.tenant, fired.level, fired.data["kind"], fired.data["scope"]) == (
         None,
@@ -272,7 +276,11 @@ def test_a_closed_days_tef_below_its_threshold_fires_and_a_day_above_stays_quiet
         "0.5",
         "0.42",
     )
-    assert alert.summary == "TEF of the factory on 14 Dec 2026 was 0.42, below 0.5"
+    # In words and the KPI's unit, wherever it is read (the page, the inbox, webhooks, email).
+    assert alert.summary == "TEF of the factory on 14 Dec 2026 was 42.0%, below 50.0%"
+    assert alert_shown(
+        kind="kpi_below_band", threshold=alert.threshold, value=alert.value, figures=alert.figures
+    ) == ("50.0%", "TEF 42.0%")
     assert alert.figures == {
         "kpi": "tef",
         "scope": "factory",

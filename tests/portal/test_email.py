@@ -78,18 +78,19 @@ def test_an_opted_in_user_gets_a_readable_email(smtp, users, make_user, tenant_a
     assert message["Subject"] == "[Info] Tenant A: Invoice INV-2026-000007 issued: 12.50 USD"
     body = message.get_content()
     assert "Invoice INV-2026-000007 issued: 12.50 USD" in body
-    # The event's data in words: no Python reprs (None, ['…']), instants as the header's;
-    # in the database's order of its keys (PostgreSQL's jsonb sorts them).
+    # The event's data in words: its fields named in words, no Python reprs (None, ['…']),
+    # instants as the header's; in the database's order of its keys (PostgreSQL's jsonb
+    # sorts them).
     summary_and_header, data = body.split("Open it in the portal")[0].split(" UTC", 1)
     assert summary_and_header.endswith(f"{now:%Y-%m-%d %H:%M}")
     assert sorted(line for line in data.splitlines() if line) == sorted(
         [
-            "number: INV-2026-000007",
-            "total: 12.50",
-            "due_at: 2026-04-30 00:00 UTC",
-            "models: llama-70b, qwen-7b",
-            "credit_note: —",
-            "is_paid: no",
+            "Number: INV-2026-000007",
+            "Total: 12.50",
+            "Due at: 2026-04-30 00:00 UTC",
+            "Models: llama-70b, qwen-7b",
+            "Credit note: —",
+            "Is paid: no",
         ]
     )
     assert "https://portal.example.com/billing/invoices/7/" in body
