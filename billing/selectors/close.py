@@ -33,6 +33,7 @@ from billing.models import (
 from billing.selectors.ledger import PROMOTIONS_ACCOUNT, REVENUE_KINDS, account_balances
 from billing.selectors.rating.inputs import line_of
 from portal.closing import month_is_closed
+from portal.formatting import money_text
 from portal.periods import month_last_day
 
 ZERO = Decimal(0)
@@ -43,7 +44,7 @@ class CloseReport:
     month: datetime
     status: str  # open | running | closed
     close: MonthClose | None
-    steps: list[CloseStep]
+    steps: list[CloseStep]  # each with `text`: what it did, in words
     rated: Decimal  # the month's rating now, unrounded
     invoiced: Decimal  # its documents' usage, promotion and minimum lines
     carried: Decimal  # adjustments for it on later invoices
@@ -76,6 +77,12 @@ def _status(month: datetime, close: MonthClose | None) -> str:
     if not month_is_closed(month):
         return "open"
     return "running" if close is not None and close.finished_at is None else "closed"
+
+
+def month_close_state(month: datetime) -> tuple[str, MonthClose | None]:
+    """A month's close status (open, running or closed) and its close, when one ran."""
+    close = MonthClose.objects.filter(month=month).first()
+    return _status(month, close), close
 
 
 def _sum(values) -> Decimal:
@@ -196,9 +203,45 @@ def _trial_balance(last: date) -> list[tuple[str, Decimal, Decimal]]:
     ]
 
 
+def _counted(count: int, noun: str, plural: str = "") -> str:
+    """ "no invoice", "1 invoice", "13 invoices"."""
+    if count == 0:
+        return f"no {noun}"
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+def _step_text(step: CloseStep, month: datetime) -> str:
+    """What a close step did, counts saying what they count: "uptime of 13 paid tenants
+    checked against their tiers; 3 tenants credited, 236,209.02 USD", "13 invoices
+    issued, no credit note"."""
+    detail = step.detail or {}
+    if step.name == "sla":
+        credits = list(SlaCredit.objects.filter(month_start=month))
+        credited = [credit for credit in credits if credit.amount > 0]
+        text = f"uptime of {_counted(len(credits), 'paid tenant')} checked against their tiers"
+        if not credited:
+            return f"{text}; none credited"
+        amount = money_text(amount=_sum(c.amount for c in credited), currency=credited[0].currency)
+        return f"{text}; {_counted(len(credited), 'tenant')} credited, {amount}"
+    if step.name == "issue":
+        notes = detail.get("credit_notes", 0)
+        netted = " (months that netted below zero)" if notes else ""
+        invoices = _counted(detail.get("invoices", 0), "invoice")
+        return f"{invoices} issued, {_counted(notes, 'credit note')}{netted}"
+    if step.name == "breakage":
+        balances = detail.get("balances", 0)
+        if not balances:
+            return "no prepaid balance expired in the month"
+        return f"{_counted(balances, 'prepaid balance')} expired: breakage booked"
+    return ""
+
+
 def close_report(*, month: datetime) -> CloseReport:
     """The close report of the UTC month starting at `month` (open, running or closed)."""
     close = MonthClose.objects.filter(month=month).first()
+    steps = list(close.steps.all()) if close else []
+    for step in steps:
+        step.text = _step_text(step, month)
     first, last = month.date(), month_last_day(month)
     rated, rounded, errors = _rating(month)
     invoiced, carried = _billed(month)
@@ -207,7 +250,7 @@ def close_report(*, month: datetime) -> CloseReport:
         month=month,
         status=_status(month, close),
         close=close,
-        steps=list(close.steps.all()) if close else [],
+        steps=steps,
         rated=rated,
         invoiced=invoiced,
         carried=carried,

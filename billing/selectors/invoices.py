@@ -22,13 +22,14 @@ from billing.models import (
     CreditNoteLine,
     Invoice,
     InvoiceLine,
+    PrepaidDraw,
     RatedTenantMonth,
     SlaCredit,
 )
 from billing.selectors.rating.inputs import month_billed
 from metering.selectors.usage import hourly_usage_list
 from portal.access import tenant_scoped
-from portal.closing import closed_months
+from portal.closing import closed_months, month_is_closed
 from portal.formatting import decimal_plain, money_text
 from portal.models import Tenant
 from portal.money import round_money
@@ -237,3 +238,23 @@ def invoice_outstanding(*, invoice: Invoice) -> Decimal:
         paid=invoice.paid_amount or Decimal(0),
         reduced=sum((note.reduced for note in invoice.credit_notes.all()), Decimal(0)),
     )
+
+
+def invoice_void_refusal(*, invoice: Invoice) -> str | None:
+    """Why an issued invoice may not be voided (None: it may): its month is closed (a
+    credit note corrects it), it has credit notes, or it bought a prepaid balance that
+    invoices drew from. The void service refuses with this; the invoice's page shows it in
+    place of the Void button."""
+    if month_is_closed(invoice.period_start):
+        return (
+            f"{invoice.period_start:%Y-%m} is closed: {invoice} is not voided; "
+            "correct it with a credit note"
+        )
+    if invoice.credit_notes.exists():
+        return f"{invoice} has credit notes; correct it with another credit note"
+    drawn = PrepaidDraw.objects.filter(balance__invoice=invoice).exclude(
+        invoice__status=Invoice.Status.VOID
+    )
+    if drawn.exists():
+        return f"{invoice} bought a prepaid balance that invoices have drawn"
+    return None

@@ -20,7 +20,7 @@ from billing.selectors.balances import (
     prepaid_list,
     prepaid_remaining,
 )
-from billing.selectors.close import close_months, close_report
+from billing.selectors.close import close_months, close_report, month_close_state
 from billing.selectors.credit_notes import credit_note_list
 from billing.selectors.invoices import invoice_get
 from billing.selectors.receivables import aged_receivables
@@ -73,13 +73,18 @@ def close_index(request, *, posted: str | None = None, error: str = "", status: 
     if request.method == "POST" and posted is None:
         return _close_start(request)
     last = months_before(month_of(clock.now()), 1)
+    last_status, _ = month_close_state(last)
+    if posted is None:  # last month, unless it is closed already: nothing to close then
+        posted = "" if last_status == "closed" else f"{last:%Y-%m}"
     return render(
         request,
         "billing/close/index.html",
         {
             "title": "Month-end close",
             "months": close_months(),
-            "month_value": f"{last:%Y-%m}" if posted is None else posted,
+            "last_month": last,
+            "last_closed": last_status == "closed",
+            "month_value": posted,
             "month_error": error,
             "may_close": user_may(request.user, Capability.WRITE_COMMERCIAL),
         },
@@ -98,9 +103,17 @@ def _close_start(request):
     except (FieldError, CloseError) as refused:
         message = refused.api_errors()[0]["message"]
         return close_index(request, posted=posted, error=message, status=400)
+    report = reverse("close-month-page", kwargs={"month": f"{month:%Y-%m}"})
+    status, close = month_close_state(month)
+    if status == "closed":  # nothing to queue: say when, and show its report
+        when = (
+            f" on {close.finished_at:%-d %b %Y at %H:%M} UTC" if close and close.finished_at else ""
+        )
+        messages.info(request, f"{month:%B %Y} is closed{when}: here is its report.")
+        return redirect(report)
     close_task.apply_async(kwargs={"month": f"{month:%Y-%m}"})
     messages.success(request, f"The close of {month:%Y-%m} is queued; this page shows its steps.")
-    return redirect(f"{reverse('close-month-page', kwargs={'month': f'{month:%Y-%m}'})}?queued=1")
+    return redirect(f"{report}?queued=1")
 
 
 def _report_context(month: datetime) -> dict:

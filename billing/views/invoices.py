@@ -9,7 +9,12 @@ from django.views.decorators.http import require_POST
 
 from billing.domain.invoices import InvoiceError
 from billing.models import CreditNote, Invoice
-from billing.selectors.invoices import invoice_get, invoice_list, invoice_outstanding
+from billing.selectors.invoices import (
+    invoice_get,
+    invoice_list,
+    invoice_outstanding,
+    invoice_void_refusal,
+)
 from billing.selectors.month_to_date import allowance_used
 from billing.selectors.pricing import contract_in_force
 from billing.selectors.receivables import days_overdue
@@ -135,6 +140,8 @@ def invoice_detail(request, pk: int, *, credit_posted=None, credit_error: FieldE
             "days_overdue": days_overdue(
                 invoice=invoice, outstanding=outstanding, today=clock.now().date()
             ),
+            "void_refusal": invoice.status == Invoice.Status.ISSUED
+            and invoice_void_refusal(invoice=invoice),
             "reasons": CreditNote.Reason.choices,
             "settlements": CreditNote.Settle.choices,
             **_document_context(invoice),

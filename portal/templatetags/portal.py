@@ -12,7 +12,7 @@ from django.utils.safestring import mark_safe
 
 from portal.access import user_role
 from portal.formatting import number_text, percent_text, recorded_value, tokens_short
-from portal.money import round_half_up, round_money, round_money_whole
+from portal.money import round_money, round_money_whole
 from portal.periods import PRESETS, picker_keys
 from portal.shell import page_opens
 
@@ -114,16 +114,6 @@ def opens_for(link, user) -> bool:
 def get_item(mapping, key):
     """A mapping's value by a key held in a variable (a bucket of aged receivables)."""
     return mapping.get(key) if mapping else None
-
-
-@register.filter
-def money_fine(value) -> str:
-    """An unrounded amount shown beside rounded ones (a rating before line rounding): six
-    decimals, thousands separated (1,234.567891)."""
-    amount = _decimal(value)
-    if amount is None:
-        return "—"
-    return format(round_half_up(amount=amount, quantum=Decimal("0.000001")), ",.6f")
 
 
 @register.filter

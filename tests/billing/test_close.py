@@ -322,6 +322,31 @@ def test_the_close_page_refuses_a_month_as_the_api_does_beside_the_field(march, 
     assert queued.status_code == 302 and queued["Location"] == "/billing/close/2026-03/?queued=1"
 
 
+def test_the_close_page_of_a_closed_month_says_when_it_closed_never_queued(
+    march, users, client
+):
+    """No dead end: asking to close March once it is closed queues nothing; the page says
+    when it closed and opens its report, whose steps say what they counted."""
+    close_run(month_start=MARCH, now=datetime(2026, 4, 1, 2, tzinfo=UTC))
+    steps = list(CloseStep.objects.values_list("name", "done_at"))
+    client.force_login(users["finance"])
+
+    answer = client.post("/billing/close/", {"month": "2026-03"}, follow=True)
+
+    assert answer.redirect_chain == [("/billing/close/2026-03/", 302)]
+    page = answer.content.decode()
+    assert "March 2026 is closed on 1 Apr 2026 at 02:00 UTC: here is its report." in page
+    assert "<strong>Closed</strong> on 1 Apr 2026 at 02:00 UTC" in page
+    assert "queued" not in page and 'hx-trigger="every 2s"' not in page
+    assert list(CloseStep.objects.values_list("name", "done_at")) == steps  # nothing ran
+    for said in (
+        "uptime of 2 paid tenants checked against their tiers; none credited",
+        "2 invoices issued, no credit note",
+        "no prepaid balance expired in the month",
+    ):
+        assert said in page, said
+
+
 def test_the_close_page_follows_a_close_until_it_ends(march, users, client):
     """ui.md, Long work: while a month's close runs, or once queued from the page, its report
     reloads itself (htmx, every two seconds); a closed month, or a close stopped by an

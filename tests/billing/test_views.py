@@ -66,6 +66,26 @@ def test_invoice_page_records_payment_and_void(client, users, march_invoice):
     assert LedgerTransaction.objects.filter(kind="reversal").count() == 0
 
 
+def test_void_is_not_offered_on_an_invoice_of_a_closed_month_its_reason_is(
+    client, users, march_invoice
+):
+    """No dead end: March is closed, so its invoice's page offers no Void (the service
+    would refuse it) and says why; a credit note's reason is chosen, never defaulted."""
+    client.force_login(users["finance"])
+    page = client.get(f"/billing/invoices/{march_invoice.pk}/").content.decode()
+    assert f"/billing/invoices/{march_invoice.pk}/void/" not in page
+    assert ">Void<" not in page
+    assert (
+        f"Not voidable: 2026-03 is closed: {march_invoice.number} is not voided; correct it "
+        "with a credit note." in page
+    )
+    assert "Record payment" in page  # what may still be done is offered
+    assert '<option value="" selected>Choose a reason</option>' in page
+    refused = client.post(f"/billing/invoices/{march_invoice.pk}/credit/", {"amount": "1.00"})
+    assert refused.status_code == 400
+    assert "reason: must be one of" in refused.content.decode()
+
+
 def test_tenant_cannot_act_on_or_open_another_tenants_invoice(
     client, make_user, tenant_b, march_invoice
 ):

@@ -21,10 +21,10 @@ from billing.domain.invoices import InvoiceConflict, InvoiceError
 from billing.models import (
     Invoice,
     LedgerTransaction,
-    PrepaidDraw,
     PromotionalCredit,
     SlaCredit,
 )
+from billing.selectors.invoices import invoice_void_refusal
 from billing.selectors.pricing import contract_in_force
 from billing.services.events import (
     invoice_issued_raise,
@@ -44,7 +44,6 @@ from billing.services.ledger import (
 from billing.services.numbering import document_number
 from billing.services.rating import rating_queue
 from portal import clock
-from portal.closing import month_is_closed
 from portal.models import Tenant
 from portal.services import audit_record
 
@@ -145,19 +144,8 @@ def invoice_void(
         raise InvoiceConflict(
             f"invoice {invoice} is {invoice.status}; only issued invoices are voided"
         )
-    if month_is_closed(invoice.period_start):
-        raise InvoiceError(
-            f"{invoice.period_start:%Y-%m} is closed: {invoice} is not voided; "
-            "correct it with a credit note"
-        )
-    if invoice.credit_notes.exists():
-        raise InvoiceError(f"{invoice} has credit notes; correct it with another credit note")
-    if (
-        PrepaidDraw.objects.filter(balance__invoice=invoice)
-        .exclude(invoice__status=Invoice.Status.VOID)
-        .exists()
-    ):
-        raise InvoiceError(f"{invoice} bought a prepaid balance that invoices have drawn")
+    if refusal := invoice_void_refusal(invoice=invoice):
+        raise InvoiceError(refusal)
     ledger_reverse(
         entry=invoice.issue_transaction,
         memo=f"Void of {invoice.number}" + (f": {reason}" if reason else ""),
