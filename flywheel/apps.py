@@ -17,8 +17,9 @@ class FlywheelConfig(AppConfig):
             NavItem("Cockpit", "cockpit", "Economics"),
             NavItem("TFOM reports", "tfom-reports", "Economics"),
         )
-        for role in (Role.OPERATOR, Role.FINANCE, Role.INVESTOR):
+        for role in (Role.OPERATOR, Role.INVESTOR):
             home_register(role, "flywheel.views.kpis.overview")
+        home_register(Role.FINANCE, "flywheel.views.kpis.finance_home")
         demo_steps_register(Part.COSTS, "flywheel.demo.demo_costs")
         demo_steps_register(
             Part.FIGURES,

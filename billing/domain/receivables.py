@@ -8,6 +8,13 @@ from datetime import date
 from decimal import Decimal
 
 BUCKETS = ("current", "days_1_30", "days_31_60", "days_61_90", "days_over_90")
+BUCKET_LABELS = {
+    "current": "Current",
+    "days_1_30": "1–30 days",
+    "days_31_60": "31–60 days",
+    "days_61_90": "61–90 days",
+    "days_over_90": "Over 90 days",
+}
 
 
 def age_bucket(*, as_of: date, due: date) -> str:

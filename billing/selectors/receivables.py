@@ -67,3 +67,35 @@ def days_overdue(*, invoice: Invoice, outstanding: Decimal, today: date) -> int:
     if outstanding <= 0 or invoice.due_at is None:
         return 0
     return max((today - invoice.due_at.astimezone(UTC).date()).days, 0)
+
+
+@dataclass(frozen=True)
+class ReceivablesSummary:
+    """What finance's home shows of the receivables as of a day: every bucket summed over
+    the tenants, and the invoices past due, the longest overdue first."""
+
+    as_of: date
+    buckets: dict[str, Decimal]
+    overdue: list[tuple[Invoice, Decimal, int]]  # invoice, outstanding, days overdue
+
+    @property
+    def total(self) -> Decimal:
+        return sum(self.buckets.values(), ZERO)
+
+    @property
+    def overdue_total(self) -> Decimal:
+        return sum((amount for _, amount, _ in self.overdue), ZERO)
+
+
+def receivables_summary(*, user, as_of: date) -> ReceivablesSummary:
+    """The aged receivables of `as_of` (aged_receivables) summed, and its overdue invoices."""
+    rows = aged_receivables(user=user, as_of=as_of)
+    buckets = {bucket: sum((row.buckets[bucket] for row in rows), ZERO) for bucket in BUCKETS}
+    overdue = [
+        (invoice, amount, (as_of - invoice.due_at.astimezone(UTC).date()).days)
+        for row in rows
+        for invoice, amount, bucket in row.invoices
+        if bucket != "current"
+    ]
+    overdue.sort(key=lambda item: (-item[2], item[0].number or ""))
+    return ReceivablesSummary(as_of=as_of, buckets=buckets, overdue=overdue)

@@ -13,7 +13,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from billing.domain.receivables import BUCKETS
+from billing.domain.receivables import BUCKET_LABELS, BUCKETS
 from billing.selectors.balances import (
     balance_movements,
     credit_balance,
@@ -42,13 +42,6 @@ from portal.periods import day_parse, instant_parse, month_parse, months_before
 from portal.periods import month_start as month_of
 
 BOOKS = (Role.OPERATOR, Role.FINANCE)
-BUCKET_LABELS = {
-    "current": "Current",
-    "days_1_30": "1–30 days",
-    "days_31_60": "31–60 days",
-    "days_61_90": "61–90 days",
-    "days_over_90": "Over 90 days",
-}
 CREDIT_NOTE_CSV_HEADER = [
     "credit_note", "invoice", "tenant", "month", "reason", "settle", "line", "kind",
     "description", "amount", "currency", "issued_at",

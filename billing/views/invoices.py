@@ -8,6 +8,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST
 
 from billing.domain.invoices import InvoiceError
+from billing.domain.rating.types import LineKind
 from billing.models import CreditNote, Invoice
 from billing.selectors.invoices import (
     invoice_get,
@@ -89,8 +90,15 @@ def invoices(request):
     )
 
 
+# What a balance paid of an invoice (a credit note settled to the tenant's balance, a
+# prepaid purchase): settlement of what the usage charged, shown after its subtotal, never
+# among its discounts.
+SETTLEMENT_KINDS = (LineKind.CREDIT, LineKind.PREPAID)
+
+
 def _document_context(invoice: Invoice) -> dict:
-    lines = list(invoice.lines.all())
+    lines = [line for line in invoice.lines.all() if line.kind not in SETTLEMENT_KINDS]
+    settled = [line for line in invoice.lines.all() if line.kind in SETTLEMENT_KINDS]
     if invoice.due_at and invoice.issued_at:
         terms_days = (invoice.due_at - invoice.issued_at).days
     else:
@@ -99,8 +107,10 @@ def _document_context(invoice: Invoice) -> dict:
     return {
         "invoice": invoice,
         "lines": lines,
+        "settled": settled,
         "list_total": sum(line.list_amount for line in lines),
         "discount_total": sum(line.discount for line in lines),
+        "charged_total": sum(line.amount for line in lines),
         "issuer": {"name": settings.FACTORY_NAME, "address": settings.FACTORY_ADDRESS},
         "terms_days": terms_days,
         "is_overdue": invoice.is_overdue(now=clock.now()),

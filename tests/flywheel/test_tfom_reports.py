@@ -102,8 +102,13 @@ def test_report_csv_round_trips_exact_figures(finance):
     # Every line is a (section, key) of the report, each once.
     assert len(figures) == len(rows)
     assert rows[0].keys() == {
-        "section", "key", "item", "value", "unit", "amount", "currency", "note"
+        "period_start", "period_end", "section", "key", "item", "value", "unit", "amount",
+        "currency", "note",
     }  # fmt: skip
+    # Every line says which period it measures, [start, end).
+    assert {(r["period_start"], r["period_end"]) for r in rows} == {
+        ("2026-04-01T00:00:00Z", "2026-05-01T00:00:00Z")
+    }
     # Round trip: every number parses back as a Decimal, negatives without a text quote.
     for row in rows:
         if row["value"]:

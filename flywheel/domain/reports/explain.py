@@ -16,6 +16,9 @@ EXPLAIN = {
     "still pay the difference.",
     "sla_credits": "Money given back to customers when the service was down or too slow "
     "for longer than their contract allows.",
+    "revenue_tie_out": "Months already closed take their revenue from the ledger (invoices "
+    "rounded to the cent, late usage billed on later invoices): this is the ledger's revenue "
+    "minus the rating's for those months; 0 when they agree.",
     "revenue": "Everything the factory earned in the period.",
     "depreciation": "The purchase price of the GPUs and servers, spread evenly over their "
     "useful life (straight line), for the part of it that falls in the period.",
