@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from portal.money import round_half_up, round_money
@@ -111,3 +111,17 @@ def _instant(text: str) -> datetime | None:
     except ValueError:
         return None
     return moment.astimezone(UTC) if moment.tzinfo else None
+
+
+def span_text(start: datetime, end: datetime) -> str:
+    """A half-open period [start, end) as people name it: whole UTC days by their first and
+    last day ("29 Nov – 5 Dec 2026"), other bounds to the minute ("2026-11-07 00:00 –
+    2026-12-06 08:00 UTC")."""
+    start, end = start.astimezone(UTC), end.astimezone(UTC)
+    if start.time() == end.time() == datetime.min.time():
+        last = end - timedelta(days=1)
+        if last <= start:
+            return f"{start.day} {start:%b %Y}"
+        first = f"{start.day} {start:%b}" + (f" {start:%Y}" if start.year != last.year else "")
+        return f"{first} – {last.day} {last:%b %Y}"
+    return f"{start:%Y-%m-%d %H:%M} – {end:%Y-%m-%d %H:%M} UTC"

@@ -30,6 +30,7 @@ from portal.charts import figure_json
 from portal.clock import parse_instant
 from portal.decorators import role_required
 from portal.errors import FieldError
+from portal.formatting import span_text
 from portal.models import Role
 from portal.periods import Period
 from portal.templatetags.portal import ratio_pct, tokens
@@ -81,6 +82,8 @@ def flywheel(request):
             context |= _measured(period, now=now, per_month_label=context["per_month_label"])
         except FieldError as error:
             context["error"] = error.message
+        else:
+            context["cycle_beside"] = _cycle_beside(context, latest=cycle_list().first())
     return render(
         request, "flywheel/loop/flywheel.html", context, status=400 if form_errors else 200
     )
@@ -93,6 +96,41 @@ def _cycle_waiting(queued: str) -> Period | None:
         return cycle_waiting(queued_at=parse_instant(queued)) if queued else None
     except ValueError:
         return None
+
+
+def _cycle_beside(context: dict, *, latest) -> dict | None:
+    """The latest weekly cycle's proposal when it differs from the one the goal box makes
+    for this page's period under the measured demand, with why: each judged its own period
+    (the cycle its last 7 whole days), whose figures, and maybe goal, differ."""
+    if latest is None or latest.error or not latest.proposal:
+        return None
+    here = next((p for p in context["proposals"] if p.demand.kind == MEASURED), None)
+    theirs = latest.proposal
+    if here is None or (here.is_found, list(here.levers)) == (
+        theirs["is_found"],
+        theirs["levers"],
+    ):
+        return None
+    period, figures = context["period"], latest.figures or {}
+    ebitda = figures.get("ebitda")
+    cycle_ebitda = (
+        "—"
+        if ebitda is None
+        else _whole(per_month(Decimal(ebitda), start=latest.period_start, end=latest.period_end))
+    )
+    why = (
+        f"the cycle judged {span_text(latest.period_start, latest.period_end)} (its 7 "
+        f"whole days: TFI {ratio_pct(figures.get('tfi'))}, EBITDA {cycle_ebitda} "
+        f"{context['per_month_label']}), this page its own period ({context['window'].label}: "
+        f"{span_text(period.start, period.end)}; TFI {ratio_pct(context['measured'].tfi)}, "
+        f"EBITDA {_whole(context['ebitda_per_month'])}): a period further from the goal "
+        "needs more levers, or none meets it"
+    )
+    goal = context["goal"]
+    if latest.goal_id != (goal.pk if goal else None):
+        why += "; and the cycle checked the goal in force when it ran, since replaced"
+    span = span_text(latest.period_start, latest.period_end)
+    return {"cycle": latest, "span": span, "proposal": theirs, "why": why}
 
 
 def _loop_history(now) -> dict:
@@ -303,6 +341,7 @@ def _cycle_rows(cycles) -> list[dict]:
         rows.append(
             {
                 "cycle": cycle,
+                "span": span_text(cycle.period_start, cycle.period_end),
                 "tef": figures.get("tef"),
                 "tfi": figures.get("tfi"),
                 "ebitda_per_month": (

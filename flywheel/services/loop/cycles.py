@@ -30,6 +30,7 @@ from flywheel.services.loop.versions import lever_create
 from portal import clock
 from portal.errors import FieldError
 from portal.events import event_raise
+from portal.formatting import span_text
 from portal.periods import Period, hour_floor
 from portal.services import audit_record
 
@@ -172,10 +173,14 @@ def _proposal_raise(cycle: Cycle, *, now: datetime) -> None:
     """flywheel.proposal, to the operators: what the cycle proposes to meet the goal."""
     proposal = cycle.proposal
     levers = ", ".join(proposal["levers"]) or "none"
+    judged = (
+        f"judged on {span_text(cycle.period_start, cycle.period_end)} under "
+        f"{proposal['demand']} demand"
+    )
     summary = (
-        f"The flywheel proposes {levers} to meet the goal under {proposal['demand']} demand"
+        f"The weekly cycle proposes {levers} to meet the goal ({judged})"
         if proposal["is_found"]
-        else f"No lever set in the catalogue meets the goal under {proposal['demand']} demand"
+        else f"The weekly cycle finds no lever set in the catalogue that meets the goal ({judged})"
     )
     event_raise(
         type="flywheel.proposal",
