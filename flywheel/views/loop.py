@@ -104,12 +104,11 @@ def _cycle_beside(context: dict, *, latest) -> dict | None:
     (the cycle its last 7 whole days), whose figures, and maybe goal, differ."""
     if latest is None or latest.error or not latest.proposal:
         return None
-    here = next((p for p in context["proposals"] if p.demand.kind == MEASURED), None)
+    here = next((p for p in context["proposals"] if p.demand.kind == MEASURED.kind), None)
+    # No proposal here: the goal is met for this period, no lever needed.
+    mine = (here.is_found, list(here.levers)) if here is not None else (True, [])
     theirs = latest.proposal
-    if here is None or (here.is_found, list(here.levers)) == (
-        theirs["is_found"],
-        theirs["levers"],
-    ):
+    if mine == (theirs["is_found"], theirs["levers"]):
         return None
     period, figures = context["period"], latest.figures or {}
     ebitda = figures.get("ebitda")
@@ -118,17 +117,21 @@ def _cycle_beside(context: dict, *, latest) -> dict | None:
         if ebitda is None
         else _whole(per_month(Decimal(ebitda), start=latest.period_start, end=latest.period_end))
     )
-    why = (
-        f"the cycle judged {span_text(latest.period_start, latest.period_end)} (its 7 "
-        f"whole days: TFI {ratio_pct(figures.get('tfi'))}, EBITDA {cycle_ebitda} "
-        f"{context['per_month_label']}), this page its own period ({context['window'].label}: "
-        f"{span_text(period.start, period.end)}; TFI {ratio_pct(context['measured'].tfi)}, "
-        f"EBITDA {_whole(context['ebitda_per_month'])}): a period further from the goal "
-        "needs more levers, or none meets it"
-    )
+    reasons = []
+    if (latest.period_start, latest.period_end) != (period.start, period.end):
+        reasons.append(
+            f"the cycle judged {span_text(latest.period_start, latest.period_end)} (its 7 "
+            f"whole days: TFI {ratio_pct(figures.get('tfi'))}, EBITDA {cycle_ebitda} "
+            f"{context['per_month_label']}), this page its own period "
+            f"({context['window'].label}: {span_text(period.start, period.end)}; TFI "
+            f"{ratio_pct(context['measured'].tfi)}, EBITDA "
+            f"{_whole(context['ebitda_per_month'])}): a period further from the goal needs "
+            "more levers, or none meets it"
+        )
     goal = context["goal"]
     if latest.goal_id != (goal.pk if goal else None):
-        why += "; and the cycle checked the goal in force when it ran, since replaced"
+        reasons.append("the cycle checked the goal in force when it ran, since replaced")
+    why = "; and ".join(reasons) or "the levers in force changed since the cycle ran"
     span = span_text(latest.period_start, latest.period_end)
     return {"cycle": latest, "span": span, "proposal": theirs, "why": why}
 

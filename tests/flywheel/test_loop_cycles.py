@@ -397,6 +397,36 @@ def test_flywheel_page_shows_the_goals_lever_sets_under_both_demands(
     assert 'id="scenario-demand"' in page
 
 
+def test_the_page_shows_the_weekly_cycles_proposal_beside_the_goal_box_when_they_differ(
+    two_weeks, users, session_client
+):
+    """The cycle judged the second week (TFI 1 x 0.6 x 0.9 = 0.54) against a goal of 0.7:
+    under the measured demand no set meets it, nor does one on the page for that week, so
+    nothing is shown beside. Once the goal is replaced by 0.5, the page's period meets it
+    with no lever while the cycle's proposal stands: the page shows it beside, with why."""
+    _pooled()
+    goal_create(effective_from=JAN, min_tfi=D("0.7"))
+    cycle_run(start=WEEK2, end=WEEK3, now=NOW)
+    client = session_client(users["operator"])
+    week = {"from": "2026-03-09", "to": "2026-03-16"}
+
+    agreeing = client.get("/flywheel/", week)
+    goal_create(effective_from=WEEK3 + timedelta(hours=4), min_tfi=D("0.5"))
+    differing = client.get("/flywheel/", week)
+
+    assert agreeing.context["cycle_beside"] is None
+    assert 'id="cycle-proposal"' not in agreeing.content.decode()
+    assert differing.context["goal_check"].is_met and not differing.context["proposals"]
+    beside = differing.context["cycle_beside"]
+    assert (beside["proposal"]["is_found"], beside["proposal"]["levers"]) == (False, [])
+    page = " ".join(differing.content.decode().split())
+    assert "The weekly cycle's proposal: 9 Mar – 15 Mar 2026 (7 whole days), under measured" in page
+    assert (
+        "It differs from this page's (the goal met: none needed) because the cycle checked "
+        "the goal in force when it ran, since replaced." in page
+    )
+
+
 def test_operator_adds_a_lever_version_from_the_page(two_weeks, users, session_client):
     """The lever form: new multipliers and a one-time cost (typed with a thousands
     separator), the monthly cost left empty keeps the one in force; a refused number reads
