@@ -38,27 +38,46 @@ def trend_money_chart(points: list[TrendMonth], *, currency: str) -> go.Figure:
                 "pattern": {"shape": [PARTIAL_PATTERN if p.is_partial else "" for p in points]},
             },
         )
+    # The lines join whole months only: a partial month's figure is an open point of its
+    # own, never the end of a line diving to it.
     for key, name, colour in (("ebitda", "EBITDA", "#2b8a3e"), ("ebit", "EBIT", "#7048e8")):
+        values = [float(getattr(p.tfom, key)) for p in points]
         fig.add_scatter(
             x=x,
-            y=[float(getattr(p.tfom, key)) for p in points],
+            y=[None if p.is_partial else v for p, v in zip(points, values, strict=True)],
             name=name,
+            legendgroup=key,
             mode="lines+markers",
             line={"color": colour, "width": 3},
-            marker={"symbol": ["circle-open" if p.is_partial else "circle" for p in points]},
         )
+        partial = [
+            (label, v) for p, label, v in zip(points, x, values, strict=True) if p.is_partial
+        ]
+        if partial:
+            fig.add_scatter(
+                x=[label for label, _ in partial],
+                y=[v for _, v in partial],
+                name=f"{name} (partial month)",
+                legendgroup=key,
+                showlegend=False,
+                mode="markers",
+                marker={"color": colour, "symbol": "circle-open", "size": 10, "line": {"width": 2}},
+            )
     fig.update_layout(barmode="group")
     return fig
 
 
 def trend_factor_chart(points: list[TrendMonth]) -> go.Figure:
-    """Monthly TEF and TFI (percent) over the kpis.md bands and the TEF target."""
+    """Monthly TEF and TFI (percent) over the kpis.md bands, as the band column words them
+    (flywheel.domain.bands): typical TEF 20–35%, good from 40%, the 65% target; TFI
+    excellent 35–45%."""
     x = [_month_label(p) for p in points]
     fig = go.Figure(layout=base_layout(y_title="Percent of GPU time", x_title="Month (UTC)"))
     marks = [
         band_mark(20, 35, colour="#adb5bd", opacity=0.2, label="typical TEF 20–35%",
                   label_at="bottom"),
         band_mark(35, 45, colour="#2b8a3e", opacity=0.10, label="excellent TFI 35–45%"),
+        level_mark(40, colour="#2b8a3e", label="good TEF ≥ 40%"),
         level_mark(65, colour="#5b3cc4", label="TEF target 65%"),
     ]  # fmt: skip
     fig.update_layout(shapes=[shape for shape, _ in marks], annotations=[n for _, n in marks])

@@ -20,9 +20,9 @@ def tef_band(v: Decimal) -> Band:
     if v >= Decimal("0.65"):
         return Band("target", "at the 65% target")
     if v >= Decimal("0.40"):
-        return Band("good", "good (≥ 40%; typical centres 20–35%)")
+        return Band("good", "good (≥ 40%), below the 65% target")
     if v >= Decimal("0.20"):
-        return Band("typical", "typical centre (20–35%)")
+        return Band("typical", "typical centre (20–35%; good ≥ 40%, target 65%)")
     return Band("below", "below typical centres (< 20%)")
 
 

@@ -37,3 +37,43 @@ def test_without_month_starts_or_incidents_the_legend_names_only_the_lines():
 
     assert [trace.name for trace in figure.data] == ["TEF", "TFI"]
     assert [s.type for s in figure.layout.shapes] == ["rect"]  # the band alone
+
+
+def test_the_money_trend_draws_a_partial_month_as_an_open_point_never_a_dive():
+    """October and November whole, December 129 hours: its bars hatched, its EBITDA and
+    EBIT open points of their own that no line runs down to; the factor chart marks what
+    the band column says (typical 20–35%, good from 40%, the 65% target)."""
+    from decimal import Decimal
+    from types import SimpleNamespace
+
+    from flywheel.charts.tfom import trend_factor_chart, trend_money_chart
+    from flywheel.selectors.tfom import TrendMonth
+
+    def month(start, end, ebitda):
+        figures = SimpleNamespace(revenue=Decimal(9), cogs=Decimal(2), opex=Decimal(1),
+                                  ebitda=Decimal(ebitda), ebit=Decimal(ebitda) - 1)  # fmt: skip
+        return TrendMonth(month=start.replace(day=1, hour=0), start=start, end=end, tfom=figures)
+
+    oct_, nov, dec = (datetime(2026, m, 1, tzinfo=UTC) for m in (10, 11, 12))
+    points = [
+        month(oct_, nov, 7),
+        month(nov, dec, 6),
+        month(dec, datetime(2026, 12, 6, 9, tzinfo=UTC), 1),
+    ]
+
+    money = trend_money_chart(points, currency="USD")
+    factors = trend_factor_chart(points)
+
+    names = [(t.name, t.mode, t.showlegend) for t in money.data[3:]]
+    assert names == [
+        ("EBITDA", "lines+markers", None), ("EBITDA (partial month)", "markers", False),
+        ("EBIT", "lines+markers", None), ("EBIT (partial month)", "markers", False),
+    ]  # fmt: skip
+    assert list(money.data[3].x) == ["Oct 2026", "Nov 2026", "Dec 2026 (129 h)"]
+    assert list(money.data[3].y) == [7.0, 6.0, None]
+    assert (list(money.data[4].x), list(money.data[4].y)) == (["Dec 2026 (129 h)"], [1.0])
+    assert money.data[4].marker.symbol == "circle-open"
+    assert list(money.data[0].marker.pattern.shape) == ["", "", "/"]
+    assert [a.text for a in factors.layout.annotations] == [
+        "typical TEF 20–35%", "excellent TFI 35–45%", "good TEF ≥ 40%", "TEF target 65%",
+    ]  # fmt: skip
