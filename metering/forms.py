@@ -35,17 +35,32 @@ def _scope_fields() -> dict:
     }
 
 
+class UtcDateTimeField(forms.DateTimeField):
+    """A time typed and shown as ISO UTC ("2026-11-19 03:00 UTC"; the zone may be left
+    out, the "T" of the API's spelling put in), never in the browser's locale (a
+    datetime-local input shows the reader's own)."""
+
+    input_formats = ["%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"]
+
+    def to_python(self, value):
+        if isinstance(value, str):
+            value = value.strip().removesuffix("UTC").removesuffix("Z").strip()
+        return super().to_python(value)
+
+
 def _when(
     label: str, *, required: bool, help_text: str = UTC_HELP, seconds: bool = False
 ) -> forms.DateTimeField:
-    attrs = {"type": "datetime-local", **({"step": "1"} if seconds else {})}
-    return forms.DateTimeField(
+    shown = "%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC"
+    example = "2026-11-19 03:00:00 UTC" if seconds else "2026-11-19 03:00 UTC"
+    return UtcDateTimeField(
         label=label,
         required=required,
         help_text=help_text,
         validators=[validate_years],
         widget=forms.DateTimeInput(
-            attrs=attrs, format="%Y-%m-%dT%H:%M:%S" if seconds else "%Y-%m-%dT%H:%M"
+            attrs={"placeholder": example, "size": len(example), "autocomplete": "off"},
+            format=shown,
         ),
     )
 
@@ -74,7 +89,9 @@ class IncidentForm(PlainForm):
         widget=forms.SelectMultiple(attrs={"size": 4}),
         help_text="Nothing selected: every tenant that used the deployments.",
     )
-    started_at = _when("Started at", required=False, help_text="UTC; empty: now.")
+    started_at = _when(
+        "Started at", required=False, help_text="UTC, e.g. 2026-11-19 03:00; empty: now."
+    )
     message = forms.CharField(
         required=False,
         label="First update",

@@ -755,6 +755,33 @@ def test_incident_page_saves_the_postmortem(users, client, llama):
     assert (incident.cause, incident.remediation) == ("Switch failure.", "Probe NVLink.")
 
 
+def test_incident_forms_take_and_show_times_as_iso_utc_never_the_browsers_locale(
+    users, client, llama
+):
+    """ui.md, Forms: a time is typed and shown as "2026-04-10 12:00 UTC" (the zone may be
+    left out), in a text input, not a datetime-local one that reads in the browser's locale."""
+    incident = _open(resolved_at=T0 + timedelta(minutes=40), now=T0 + timedelta(days=1))
+    client.force_login(users["operator"])
+    body = {"title": incident.title, "severity": "sev1", "impact": "major_outage"}
+
+    saved = client.post(
+        f"/incidents/{incident.pk}/",
+        {**body, "started_at": "2026-04-10 11:58:30 UTC", "resolved_at": "2026-04-10 12:40"},
+    )
+    page = client.get(f"/incidents/{incident.pk}/").content.decode()
+    form = client.get("/incidents/").content.decode()
+
+    assert saved.status_code == 302
+    incident.refresh_from_db()
+    assert (incident.started_at, incident.resolved_at) == (
+        datetime(2026, 4, 10, 11, 58, 30, tzinfo=UTC),
+        datetime(2026, 4, 10, 12, 40, tzinfo=UTC),
+    )
+    assert 'value="2026-04-10 11:58:30 UTC"' in page and 'value="2026-04-10 12:40:00 UTC"' in page
+    assert 'type="datetime-local"' not in page + form
+    assert 'placeholder="2026-11-19 03:00 UTC"' in form
+
+
 def test_maintenance_page_announces_a_window(users, client, llama):
     client.force_login(users["operator"])
     starts = clock.now() + timedelta(days=2)
