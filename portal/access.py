@@ -61,8 +61,23 @@ TOKEN_SCOPES: dict[Role, frozenset[str]] = {
     Role.OPERATOR: frozenset({Scope.READ, Scope.INGEST, Scope.ADMIN, Scope.NOTIFY}),
     Role.FINANCE: frozenset({Scope.READ, Scope.NOTIFY}),
     Role.INVESTOR: frozenset(),
-    Role.TENANT: frozenset({Scope.READ, Scope.NOTIFY}),
+    # A member's `ingest` token is its own gateway's: bound to its tenant (own_gateway).
+    Role.TENANT: frozenset({Scope.READ, Scope.NOTIFY, Scope.INGEST}),
 }
+
+
+def own_gateway(user: AbstractBaseUser | AnonymousUser, token: object) -> bool:
+    """Whether `token` is a tenant member's `ingest` token bound to its own tenant: its own
+    gateway, which may send usage of that tenant only (architecture.md, roles; the
+    ingestion service holds what it sends to the bound tenant). A binding to one of the
+    tenant's projects, once projects exist, narrows it further in the same place."""
+    tenant = user_tenant(user)
+    return (
+        tenant is not None
+        and Scope.INGEST in (getattr(token, "scopes", None) or ())
+        and getattr(token, "bound_tenant_id", None) == tenant.pk
+    )
+
 
 # When a user is in several groups, the most powerful role wins.
 _ROLE_ORDER = [Role.OPERATOR, Role.FINANCE, Role.INVESTOR, Role.TENANT]

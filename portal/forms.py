@@ -45,10 +45,13 @@ class TokenForm(forms.Form):
         help_text="An ingest token for a tenant's own gateway: it meters that tenant only.",
     )
 
-    def __init__(self, *args, allowed: frozenset[str], **kwargs):
+    def __init__(self, *args, allowed: frozenset[str], own_tenant: Tenant | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["scopes"].choices = [c for c in Scope.choices if c[0] in allowed]
-        if Scope.INGEST not in allowed:
+        self.own_tenant = own_tenant
+        if Scope.INGEST not in allowed or own_tenant is not None:
+            # A member's ingest token is bound to its own tenant, no choice: the page says
+            # so. (The seam for projects: a choice of one of the tenant's own, beside it.)
             del self.fields["bound_tenant"]
 
 

@@ -180,6 +180,18 @@ def user_ensure(
 
 
 @transaction.atomic
+def _own_tenant_bound(user: User, bound_tenant: Tenant | None) -> Tenant:
+    """A tenant member's ingest token is bound to its own tenant (architecture.md, roles):
+    unbound it is bound there; bound to another tenant, refused naming the field. (One of
+    the tenant's projects, once projects exist, is chosen beside it and checked here.)"""
+    own = user_tenant(user)
+    if own is None or (bound_tenant is not None and bound_tenant.pk != own.pk):
+        raise ValidationError(
+            {"bound_tenant": "A tenant member's ingest token is bound to its own tenant."}
+        )
+    return own
+
+
 def token_create(
     *, user: User, name: str, scopes: Iterable[str], bound_tenant: Tenant | None = None
 ) -> tuple[ApiToken, str]:
@@ -201,6 +213,8 @@ def token_create(
                 f"tokens with scope {', '.join(refused)}."
             }
         )
+    if role is Role.TENANT and Scope.INGEST in wanted:
+        bound_tenant = _own_tenant_bound(user, bound_tenant)
     if bound_tenant is not None:
         if Scope.INGEST not in wanted:
             raise ValidationError(

@@ -4,6 +4,7 @@ from datetime import UTC, date, datetime, time
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -22,7 +23,7 @@ from metering.selectors.usage import USAGE_SUMS, usage_list, window_resolve
 from metering.services.factory import CapacityIn, capacity_upsert
 from metering.services.usage.ingest import Batch, Sender, batch_ingest, refusals_recorded
 from portal import clock
-from portal.access import Capability
+from portal.access import Capability, own_gateway
 from portal.api.errors import content_type_check, errors_response, flatten
 from portal.api.pagination import Pagination
 from portal.api.periods import PERIOD_PARAMETERS
@@ -113,6 +114,18 @@ IngestPermission = capability_permission(
     read=Capability.READ_FACTORY, write=Capability.WRITE_FACTORY
 )
 
+
+class UsageIngestPermission(IngestPermission):  # type: ignore[valid-type,misc]
+    """Usage is sent by the factory's gateways (operators' tokens) and by a tenant's own
+    gateway: a member's `ingest` token bound to its own tenant (portal.access.own_gateway),
+    whose records the ingestion service holds to that tenant (Sender.bound_tenant)."""
+
+    def has_permission(self, request, view) -> bool:
+        if super().has_permission(request, view):
+            return True
+        return request.method not in SAFE_METHODS and own_gateway(request.user, request.auth)
+
+
 ERROR_RESPONSES = {400: ErrorsSerializer, 403: ErrorsSerializer, 413: ErrorsSerializer}
 
 
@@ -121,7 +134,7 @@ class IngestView(APIView):
     rest (metering.services.usage.ingest)."""
 
     write_scope = Scope.INGEST
-    permission_classes = [IngestPermission]
+    permission_classes = [UsageIngestPermission]
     throttle_scope = "ingest"
 
     def sender(self) -> Sender:

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_POST, require_safe
 
-from portal.access import TOKEN_SCOPES, user_refusal, user_role
+from portal.access import TOKEN_SCOPES, user_refusal, user_role, user_tenant
 from portal.api.errors import api_not_found, api_server_error
 from portal.audit import audit_list
 from portal.decorators import role_required
@@ -83,7 +83,8 @@ def home(request):
 def tokens(request):
     """The user's API tokens: create (shown once) and revoke."""
     allowed = TOKEN_SCOPES[user_role(request.user)]
-    form = TokenForm(request.POST or None, allowed=allowed)
+    own_tenant = user_tenant(request.user)
+    form = TokenForm(request.POST or None, allowed=allowed, own_tenant=own_tenant)
     created = None
     if request.method == "POST" and form.is_valid():
         try:
@@ -97,7 +98,7 @@ def tokens(request):
             for field, errs in exc.message_dict.items():
                 form.add_error(field if field in form.fields else None, errs)
         else:
-            form = TokenForm(allowed=allowed)
+            form = TokenForm(allowed=allowed, own_tenant=own_tenant)
     return render(
         request,
         "portal/tokens.html",

@@ -891,6 +891,36 @@ def test_a_bound_token_refuses_events_of_another_tenant_on_every_path(bound_inge
     assert set(UsageEvent.objects.values_list("tenant__slug", flat=True)) == {"tenant-a"}
 
 
+def test_a_tenants_own_gateway_meters_its_own_tenant_only(ingest, users, tenant_a, tenant_b):
+    """architecture.md, roles: a tenant member's ingest token is bound to its own tenant
+    (unbound, it is bound there; another tenant is refused naming the field); it sends that
+    tenant's usage, on every usage path, and nothing else of the factory's."""
+    from django.core.exceptions import ValidationError
+
+    member = users["tenant"]
+    with pytest.raises(ValidationError, match="bound to its own tenant"):
+        token_create(user=member, name="x", scopes=["ingest"], bound_tenant=tenant_b)
+    token, raw = token_create(user=member, name="our gateway", scopes=["ingest"])
+    assert token.bound_tenant == tenant_a
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+
+    def post(body, path="/api/v1/usage/events", content_type="application/json"):
+        return api.generic("POST", path, json.dumps(body), content_type=content_type)
+
+    other = post([event(1), event(2, tenant="tenant-b")])
+    own = post([event(1)])
+    capacity = post([{"pool": "h100-a", "time": "2026-12-16T09:00:00Z", "gpus_installed": 8,
+                      "gpus_healthy": 8, "gpus_busy": 4}], path="/api/v1/capacity")  # fmt: skip
+    read = api.get("/api/v1/usage")
+
+    assert other.status_code == 400
+    assert {"index": 1, "field": "tenant", "message": BOUND} in other.json()["errors"]
+    assert own.status_code == 200 and own.json() == {"accepted": 1, "duplicates": 0}
+    assert set(UsageEvent.objects.values_list("tenant__slug", flat=True)) == {"tenant-a"}
+    assert (capacity.status_code, read.status_code) == (403, 403)  # its scope is ingest alone
+
+
 def test_only_an_ingest_token_can_be_bound(users, tenant_a):
     from django.core.exceptions import ValidationError
 

@@ -300,6 +300,30 @@ def test_an_operator_binds_an_ingest_token_to_a_tenant_on_the_page_and_the_comma
     assert "bound_tenant" not in client.get("/tokens/").context["form"].fields
 
 
+def test_a_tenant_member_creates_its_own_gateways_ingest_token_on_its_page(
+    users, client, tenant_a, tenant_b
+):
+    """No choice of tenant is offered to a member (no other tenant's name shown): its
+    ingest token is bound to its own, and the page says so."""
+    client.force_login(users["tenant"])
+    page = client.get("/tokens/")
+    form = page.context["form"]
+
+    response = client.post(
+        "/tokens/", {"name": "our gateway", "scopes": ["ingest"], "bound_tenant": "tenant-b"}
+    )
+
+    assert [c for c, _ in form.fields["scopes"].choices] == ["read", "ingest", "notify"]
+    assert "bound_tenant" not in form.fields
+    html = page.content.decode()
+    assert "it is bound to Tenant A and meters Tenant A's usage only" in html
+    assert "Tenant B" not in html
+    assert response.context["created"]
+    token = ApiToken.objects.get(name="our gateway")
+    assert (token.scopes, token.bound_tenant) == (["ingest"], tenant_a)
+    assert "bound to tenant-a" in response.content.decode()
+
+
 def _auth_reads(captured) -> list[str]:
     """The statements of a request that read who it is: its user, groups, membership or
     token, or a tenant by its id."""
