@@ -27,27 +27,32 @@ CSV_FIELDS = [
     "p95_ms",
 ]
 
+NEWEST_FIRST = "-day"  # the table's order without ?ordering= (within a day, by model)
+
 
 @role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
 def usage(request):
     """Usage by model and day: chart, a paginated table, and a CSV of every row of the
     period and filters shown (not only the current page), both sorted by `ordering` (a
-    column; by day and model without it); the filters are the API's (UsageFilterSet:
-    tenant, model, pool; another tenant's slug is a 404). A running window's figures
-    refresh while the page is open (portal.refresh)."""
+    column; without it the table newest day first, today on its first page, and the CSV by
+    day and model, as it is read into the books); the filters are the API's
+    (UsageFilterSet: tenant, model, pool; another tenant's slug is a 404). A running
+    window's figures refresh while the page is open (portal.refresh)."""
     window = window_resolve(request.GET, default="last_30_days")
     if unchanged := refresh_unchanged(request, window=window):
         return unchanged
     period = window.period
     is_member = user_role(request.user) is Role.TENANT
     rows = usage_daily_by_model(user=request.user, period=period, filters=request.GET)
-    table = rows_ordered(rows, request.GET.get("ordering"), columns=CSV_FIELDS)
+    ordering = request.GET.get("ordering")
     if request.GET.get("format") == "csv":
+        table = rows_ordered(rows, ordering, columns=CSV_FIELDS)
         return csv_response(
             filename=f"usage-{period.start:%Y%m%d}-{period.end:%Y%m%d}.csv",  # end excluded
             header=CSV_FIELDS,
             rows=([row[f] for f in CSV_FIELDS] for row in table),
         )
+    table = rows_ordered(rows, ordering or NEWEST_FIRST, columns=CSV_FIELDS)
     totals = {name: sum(r[name] for r in rows) for name in USAGE_SUMS}
     return render(
         request,
@@ -55,6 +60,7 @@ def usage(request):
         {
             "title": "Usage",
             "page": pager_page(request, table),
+            "ordering_default": NEWEST_FIRST,
             "row_count": len(rows),
             "csv_query": export_query(request),
             "totals": totals,

@@ -163,9 +163,9 @@ def sort_header(context, label: str, column: str, css: str = "", title: str = ""
     """A column header that sorts its list (`?ordering=`: the list's FilterSet, or
     `rows_ordered` for rows made in Python): by `column`, or descending when it already
     sorts ascending by it; the other filters kept, back to the first page. `aria-sort` and
-    an arrow say the order in force."""
+    an arrow say the order in force (the page's `ordering_default` without `?ordering=`)."""
     query = context["request"].GET.copy()
-    current = query.get("ordering", "")
+    current = query.get("ordering") or context.get("ordering_default", "")
     state = {column: "ascending", f"-{column}": "descending"}.get(current, "none")
     query.pop("page", None)
     query["ordering"] = f"-{column}" if state == "ascending" else column

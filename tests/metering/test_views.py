@@ -264,16 +264,22 @@ def test_usage_table_has_a_second_page_and_the_csv_every_row(
 
     first_rows = _tables(first)["Usage by day and model"]
     second_rows = _tables(second)["Usage by day and model"]
+    # The table newest day first (the period's last day on page 1), by model within a day;
+    # the CSV by day and model.
     assert len(first_rows) == 50
     assert [row[:3] for row in first_rows[:2]] == [
-        ["2026-03-01", "llama-70b", "100"],
-        ["2026-03-01", "qwen", "100"],
+        ["2026-03-30", "llama-70b", "129"],
+        ["2026-03-30", "qwen", "129"],
     ]
     assert [row[:3] for row in second_rows] == [
-        [f"2026-03-{day}", model, str(100 + day - 1)]
-        for day in range(26, 31)
+        [f"2026-03-0{day}", model, str(100 + day - 1)]
+        for day in range(5, 0, -1)
         for model in ("llama-70b", "qwen")
     ]
+    assert (
+        'aria-sort="descending"><a class="sort" href="?from=2026-03-01&amp;to=2026-03-31&amp;ordering=day">Day (UTC)'
+        in first.content.decode()
+    )
     assert "Page 2 of 2" in _text(second)
     assert "Rows 51–60 of 60" in _text(second)
     assert "Download CSV (60 rows)" in _text(second)
