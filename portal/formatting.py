@@ -102,9 +102,13 @@ def words(key) -> str:
     return str(key).replace("_", " ")
 
 
+_INSTANT = re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d")
+
+
 def _instant(text: str) -> datetime | None:
-    """An RFC 3339 instant with its zone (2026-12-16T10:00:00Z), in UTC; None otherwise."""
-    if "T" not in text:
+    """An instant with its zone, RFC 3339 or as Python writes one (2026-12-16T10:00:00Z,
+    2026-12-06 09:37:14.988712+00:00), in UTC; None otherwise."""
+    if not _INSTANT.match(text):
         return None
     try:
         moment = datetime.fromisoformat(text)

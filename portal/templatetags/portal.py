@@ -191,16 +191,23 @@ def audit_changes(entry) -> list[tuple[str, str | None, str | None]]:
     before, after = entry.before or {}, entry.after or {}
     if not isinstance(before, dict) or not isinstance(after, dict):
         return [("", audit_value(before or None), audit_value(after or None))]
+    names = getattr(entry, "tenant_names", {})  # portal.audit.audit_tenants_named
+
+    def shown(field: str, value) -> str:
+        if field == "tenant" and value in names:
+            return names[value]
+        return audit_value(value)
+
     if not (before and after):
         held = before or after
         return [
-            (field, *((None, shown) if after else (shown, None)))
+            (field, *((None, text) if after else (text, None)))
             for field, value in held.items()
-            if (shown := audit_value(value)) != "—"
+            if (text := shown(field, value)) != "—"
         ]
     fields = [*before, *(key for key in after if key not in before)]
     return [
-        (field, audit_value(before.get(field)), audit_value(after.get(field)))
+        (field, shown(field, before.get(field)), shown(field, after.get(field)))
         for field in fields
         if before.get(field) != after.get(field)
     ]

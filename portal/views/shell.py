@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from portal.access import TOKEN_SCOPES, user_refusal, user_role, user_tenant
 from portal.api.errors import api_not_found, api_server_error
-from portal.audit import audit_list
+from portal.audit import audit_list, audit_tenants_named
 from portal.decorators import role_required
 from portal.exports import export_query, list_csv
 from portal.forms import TokenForm
@@ -132,12 +132,14 @@ def audit(request):
         return list_csv(
             name="audit-log", header=AUDIT_CSV_HEADER, rows=map(_audit_csv, entries.iterator())
         )
+    page = pager_page(request, entries)
+    page.object_list = audit_tenants_named(page.object_list)
     return render(
         request,
         "portal/audit.html",
         {
             "title": "Audit log",
-            "page": pager_page(request, entries),
+            "page": page,
             "csv_query": export_query(request),
         },
     )

@@ -78,3 +78,28 @@ def test_audit_numbers_and_objects_read_as_people_write_them(client, users):
                   "1,000,000", ">0<", "-0.5", "api token #9"):  # fmt: skip
         assert shown in page, shown
     assert "60000.0000" not in page and "0.55020462" not in page
+
+
+def test_audit_entries_name_the_tenant_a_record_refers_to_and_its_times_in_utc(
+    client, users, tenant_a
+):
+    """A member's alert rule, as its creation recorded it: "tenant": 1 reads as the tenant's
+    name, a Python-written instant as UTC to the minute."""
+    audit_record(
+        actor=users["tenant"],
+        action="create",
+        object_type="alert_rule",
+        object_id="8",
+        after={
+            "kind": "uptime_below_tier",
+            "tenant": tenant_a.pk,
+            "created_at": "2026-12-06 09:37:14.988712+00:00",
+        },
+    )
+    client.force_login(users["operator"])
+
+    page = client.get("/audit/").content.decode()
+
+    assert '<th scope="row">Tenant</th><td colspan="3">Tenant A</td>' in page
+    assert '<th scope="row">Created at</th><td colspan="3">2026-12-06 09:37 UTC</td>' in page
+    assert "988712" not in page
