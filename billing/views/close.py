@@ -19,6 +19,7 @@ from billing.selectors.balances import (
     credit_balance,
     prepaid_list,
     prepaid_remaining,
+    tenant_balances,
 )
 from billing.selectors.close import close_months, close_report, month_close_state
 from billing.selectors.credit_notes import credit_note_list
@@ -336,6 +337,7 @@ def balances(request):
             messages.success(request, f"Prepaid purchase invoiced as {balance.invoice.number}.")
             return redirect(f"{request.path}?tenant={tenant.slug}")
     prepaid = [(b, prepaid_remaining(b)) for b in prepaid_list(tenant=tenant)] if tenant else []
+    tenants = [] if is_member else list(Tenant.objects.order_by("name"))
     return render(
         request,
         "billing/close/balances.html",
@@ -343,7 +345,9 @@ def balances(request):
             "title": "Balances",
             "tenant": tenant,
             "is_member": is_member,
-            "tenants": [] if is_member else Tenant.objects.order_by("name"),
+            "tenants": tenants,
+            # Before one is chosen: every tenant's balances, each opening its own.
+            "every_tenant": [] if tenant or is_member else tenant_balances(tenants=tenants),
             "credit": credit_balance(tenant=tenant) if tenant else None,
             "prepaid": prepaid,
             "prepaid_left": sum((left for _, left in prepaid), 0),

@@ -187,3 +187,32 @@ def test_a_voided_purchase_leaves_the_balances(admin_api, tenant_a, users, sessi
     page = session_client(users["finance"]).get("/billing/balances/?tenant=tenant-a")
     assert voided["invoice"] not in page.content.decode()
     assert kept["invoice"] in page.content.decode()
+
+
+def test_the_balances_page_lists_every_tenants_balances_before_one_is_chosen(
+    admin_api, client, users, tenant_a, tenant_b
+):
+    """No tenant chosen: each tenant's credit balance and prepaid left, by name, each
+    opening its own balances (tenant A bought 500.00 of prepaid; B nothing)."""
+    made = admin_api.post(
+        "/api/v1/prepaid",
+        {"tenant": "tenant-a", "amount": "500.00", "expires_at": "2027-03-31"},
+        format="json",
+    )
+    assert made.status_code == 201, made.json()
+    client.force_login(users["finance"])
+
+    page = client.get("/billing/balances/")
+
+    rows = [(b.tenant.slug, b.credit, b.prepaid_left, b.purchases)
+            for b in page.context["every_tenant"]]  # fmt: skip
+    assert rows == [
+        ("tenant-a", Decimal(0), Decimal("500.00"), 1),
+        ("tenant-b", Decimal(0), Decimal(0), 0),
+    ]
+    shown = " ".join(page.content.decode().split())
+    assert (
+        '<td><a href="?tenant=tenant-a">Tenant A</a></td><td class="num">0.00</td>'
+        '<td class="num">500.00</td><td class="num">1</td>' in shown
+    )
+    assert "Choose a tenant to see its balances." not in shown
