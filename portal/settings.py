@@ -437,7 +437,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.server": {"level": "WARNING"}},
+    "filters": {"refusals": {"()": "portal.logfilters.RefusalWithoutTraceback"}},
+    "loggers": {
+        "django.server": {"level": "WARNING"},
+        "django.request": {"filters": ["refusals"]},
+    },
 }
 
 # Alert delivery (architecture.md "Alerts and notifications"). Links in webhook bodies and

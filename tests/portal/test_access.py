@@ -324,6 +324,21 @@ def test_a_tenant_member_creates_its_own_gateways_ingest_token_on_its_page(
     assert "bound to tenant-a" in response.content.decode()
 
 
+def test_a_refused_page_logs_one_line_without_a_traceback(users, client, caplog):
+    """Finance opening the operators' metering page: a 403, logged as one warning line."""
+    import logging
+
+    client.force_login(users["finance"])
+    with caplog.at_level(logging.WARNING, logger="django.request"):
+        response = client.get("/metering/")
+
+    assert response.status_code == 403
+    logged = [r for r in caplog.records if r.name == "django.request"]
+    assert [(r.levelname, r.getMessage(), r.exc_info) for r in logged] == [
+        ("WARNING", "Forbidden (Permission denied): /metering/", None)
+    ]
+
+
 def _auth_reads(captured) -> list[str]:
     """The statements of a request that read who it is: its user, groups, membership or
     token, or a tenant by its id."""
