@@ -103,6 +103,10 @@ def test_the_delivery_log_shows_each_attempt_and_replays(users, session_client, 
 
     assert endpoint.tenant == tenant_a  # a member's endpoint is its tenant's
     assert event.webhook_id in log and "503" in log and "41 ms" in log and "busy" in log
+    # The endpoint's URL breaks after its separators, on its log and in the list.
+    url = "https://<wbr>hooks.<wbr>example.<wbr>com/<wbr>a"
+    assert f"To <code>{url}</code>" in log
+    assert f"<code>{url}</code>" in client.get("/notifications/").content.decode()
     assert replayed.status_code == 302
     delivery.refresh_from_db()
     assert (delivery.state, delivery.attempts) == ("pending", 0)
