@@ -16,6 +16,7 @@ from metering.demo.parameters import (
     SEED,
     demo_token_classes,
     hour_output,
+    tenant_hour_shares,
 )
 from metering.demo.progress import Progress
 from metering.demo.requests import LatencyModel, mean_output, trace_requests
@@ -52,7 +53,7 @@ def demo_last_day(rng, end, weights, stdout) -> None:
                 slo_tpot_ms=slo_tpot,
                 load=busy / healthy if healthy else 1.0,
             )
-            for tenant_slug, weight in weights.items():
+            for tenant_slug, weight in tenant_hour_shares(weights, hour.hour).items():
                 share = output * weight * rng.uniform(0.8, 1.2)
                 key = f"{day:%Y%m%d}-{slug}-{tenant_slug}-{h:02d}"
                 degrade = {"slug": slug, "day": day, "slo_ttft_ms": slo_ttft, "rng": late}

@@ -1,5 +1,6 @@
 """The demo factory's parameters: pools, volume, per-request distributions, and shared helpers."""
 
+import math
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -121,3 +122,25 @@ def hour_output(hour: datetime, busy_gpus: int, r_ref: float) -> float:
     APPLIED_EFFICIENCY times that once the demo's applied lever is in service."""
     uplift = APPLIED_EFFICIENCY if hour >= demo_lever_applied_at(clock.now()) else 1.0
     return busy_gpus * 3600 * r_ref * EFFICIENCY * uplift
+
+
+# Each tenant's demand peaks at an hour of its own, as the regions its users work in
+# (the factory's busiest hour is 16:00 UTC): its share of an hour's output rises and falls
+# around its mean by TENANT_SWING. A tenant that peaks with the factory meets its fullest
+# pools, slower first tokens and fewer compliant requests; one that peaks at night the
+# emptiest: SLO attainment varies by tenant as its traffic does.
+TENANT_PEAK_STEP = 7  # hours between the peaks of tenants next in size (the largest at 16:00)
+TENANT_SWING = 0.8
+
+
+def tenant_hour_shares(weights: dict[str, float], hour: int) -> dict[str, float]:
+    """The tenants' shares of the output of an hour (UTC hour of the day), summing to 1:
+    each tenant's weight times its demand at that hour, normalised (so a pool's hour
+    produces what its busy GPUs make, however the tenants share it)."""
+    demand = {
+        slug: weight
+        * (1 + TENANT_SWING * math.cos((hour - 16 - TENANT_PEAK_STEP * rank) / 24 * 2 * math.pi))
+        for rank, (slug, weight) in enumerate(weights.items())
+    }
+    total = sum(demand.values())
+    return {slug: value / total for slug, value in demand.items()}

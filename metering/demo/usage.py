@@ -20,6 +20,7 @@ from metering.demo.parameters import (
     demo_token_classes,
     demo_window,
     hour_output,
+    tenant_hour_shares,
 )
 from metering.demo.progress import Progress
 from metering.demo.requests import LatencyModel, mean_output
@@ -39,7 +40,8 @@ def _diurnal(hour: int) -> float:
 
 
 def _tenant_weights() -> dict[str, float]:
-    """Each tenant's share of the traffic: a Zipf-like long tail, normalised to 1."""
+    """Each tenant's share of the traffic: a Zipf-like long tail, normalised to 1 (an
+    hour's shares follow each tenant's own day: parameters.tenant_hour_shares)."""
     weights = {slug: 1 / (rank + 1) ** 0.9 for rank, (_, slug, _) in enumerate(DEMO_TENANTS)}
     total = sum(weights.values())
     return {slug: weight / total for slug, weight in weights.items()}
@@ -118,7 +120,7 @@ def _pool_hours(pool, *, start, hours, tenants, weights, rng, capacity, hourly) 
             slo_tpot_ms=version.slo_tpot_ms,
             load=busy / healthy if healthy else 1.0,
         )
-        for tenant_slug, weight in weights.items():
+        for tenant_slug, weight in tenant_hour_shares(weights, hour.hour).items():
             share = output * weight * rng.uniform(0.8, 1.2)
             hourly.append(_demo_rollup(tenants[tenant_slug], deployment, hour, share, latency, rng))
 
