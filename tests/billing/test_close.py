@@ -322,9 +322,7 @@ def test_the_close_page_refuses_a_month_as_the_api_does_beside_the_field(march, 
     assert queued.status_code == 302 and queued["Location"] == "/billing/close/2026-03/?queued=1"
 
 
-def test_the_close_page_of_a_closed_month_says_when_it_closed_never_queued(
-    march, users, client
-):
+def test_the_close_page_of_a_closed_month_says_when_it_closed_never_queued(march, users, client):
     """No dead end: asking to close March once it is closed queues nothing; the page says
     when it closed and opens its report, whose steps say what they counted."""
     close_run(month_start=MARCH, now=datetime(2026, 4, 1, 2, tzinfo=UTC))
