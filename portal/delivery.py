@@ -26,13 +26,14 @@ from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.mail import EmailMessage, get_connection
 from django.db import connections, transaction
 from django.db.models import F, QuerySet
 from django.template.loader import render_to_string
 from django.utils import timezone
 
-from portal.models import Delivery, DeliveryAttempt, WebhookEndpoint
+from portal.models import Delivery, DeliveryAttempt, Event, WebhookEndpoint
 from portal.pipeline import DELIVER, stage_schedule
 from portal.webhooks import (
     DestinationRefused,
@@ -261,6 +262,24 @@ class _Webhooks:
             self.http = None
 
 
+def email_of(event: Event, *, user: User) -> tuple[str, str]:
+    """The subject and plain-text body of the email telling `user` of `event`."""
+    link = settings.PORTAL_URL.rstrip("/") + event.link if event.link else settings.PORTAL_URL
+    scope = event.tenant.name if event.tenant_id else settings.FACTORY_NAME
+    subject = f"[{event.get_level_display()}] {scope}: {event.summary}"
+    body = render_to_string(
+        "portal/notify/email.txt",
+        {
+            "event": event,
+            "user": user,
+            "link": link,
+            "scope": scope,
+            "settings_link": settings.PORTAL_URL.rstrip("/") + "/notifications/",
+        },
+    )
+    return subject, body
+
+
 class _Mail:
     """Sends through Django's email backend over one connection to the mail server."""
 
@@ -272,20 +291,8 @@ class _Mail:
 
     def send(self, delivery: Delivery) -> Outcome:
         at = timezone.now()
-        event, user = delivery.event, delivery.user
-        link = settings.PORTAL_URL.rstrip("/") + event.link if event.link else settings.PORTAL_URL
-        scope = event.tenant.name if event.tenant_id else settings.FACTORY_NAME
-        subject = f"[{event.get_level_display()}] {scope}: {event.summary}"
-        body = render_to_string(
-            "portal/notify/email.txt",
-            {
-                "event": event,
-                "user": user,
-                "link": link,
-                "scope": scope,
-                "settings_link": settings.PORTAL_URL.rstrip("/") + "/notifications/",
-            },
-        )
+        subject, body = email_of(delivery.event, user=delivery.user)
+        user = delivery.user
         started = time.monotonic()
         try:
             self.connection.open()

@@ -218,3 +218,91 @@ def _demo_build() -> None:
     with broker_mode("memory://"):
         demo_run(stdout=io.StringIO())
     StageRequest.objects.update(pending=False)
+
+
+# What, beside the demo's own rules and alerts, makes one alert of each kind fire at the
+# test clock (the demo's burn alerts of the last day resolved by now): a burning
+# qwen3-235b-a22b@h200-a (a major outage since 04:00, 500,000 failed requests of Acme's
+# 7 minutes ago), its engines counting twice their tokens (and 10 M more) in each hour
+# since 08:00, a gateway quiet for 20 minutes while they generate, a scrape target refused
+# four times, and rules of the kinds the demo holds none of.
+BURNING = "qwen3-235b-a22b@h200-a"
+EVERY_KIND_RULES = (
+    ("operator", {"kind": "kpi_below_band", "params": {"kpi": "tef", "threshold": "0.95"}}),
+    ("operator", {"kind": "gpu_waste", "scope": {"pool": "b200-a"},
+                  "params": {"threshold_pct": "1"}}),
+)  # fmt: skip
+
+
+@pytest.fixture
+def demo_alerting(demo, now):
+    """The demo with one alert of each registered kind firing at the test clock."""
+    every_kind_firing(now)
+
+
+def every_kind_firing(now: datetime) -> None:
+    """Make what EVERY_KIND_RULES says happen at `now` and evaluate the alerts then."""
+    from datetime import timedelta
+
+    from django.contrib.auth.models import User
+    from django.db.models import F
+    from django.db.models.functions import Coalesce
+
+    from metering.models import Deployment, EngineHourly, ScrapeTarget
+    from metering.services.sla.incidents import incident_create
+    from metering.services.telemetry.scrape import scrape_target
+    from metering.services.usage.ingest import Batch, Sender, batch_ingest
+    from metering.services.usage.rollup import usage_fold
+    from portal import clock
+    from portal.alert_kinds import KINDS
+    from portal.alerts import alerts_evaluate, rule_create
+    from portal.models import Alert
+
+    deployment = Deployment.objects.select_related("model", "pool").get(slug=BURNING)
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    incident_create(
+        title="Qwen3-235B-A22B failing on h200-a", severity="sev1", impact="major_outage",
+        started_at=hour - timedelta(hours=6), deployments=[deployment],
+        message="Requests to Qwen3-235B-A22B return 503.", by=None, now=now,
+    )  # fmt: skip
+    for source, minutes, status, requests in (("gw-burn", 7, "error", 500_000),
+                                              ("gw-quiet", 20, "ok", 1)):  # fmt: skip
+        at = now - timedelta(minutes=minutes)
+        clock.clock_set(at)
+        item = {
+            "id": f"{source}-1", "time": at.isoformat(), "tenant": "acme", "source": source,
+            "model": deployment.model.slug, "pool": deployment.pool.slug, "status": status,
+            "requests": requests, "input_tokens": 10 * requests, "cached_tokens": 0,
+            "output_tokens": requests,
+        }  # fmt: skip
+        batch_ingest(sender=Sender(path="/api/v1/usage/events"), batch=Batch(items=[item]))
+    clock.clock_set(now)
+    usage_fold()
+    # Twice the generated tokens (and 10 M more) of each of the last 2 whole hours, beyond
+    # what was metered, and the engines generating still, observed 30 s ago (after the quiet
+    # gateway's last batch).
+    for back, observed in ((2, None), (1, None), (0, now - timedelta(seconds=30))):
+        engine, _ = EngineHourly.objects.get_or_create(
+            deployment=deployment,
+            hour=hour - back * timedelta(hours=1),
+            defaults={"intervals": 120, "generation_tokens": 0},
+        )
+        EngineHourly.objects.filter(pk=engine.pk).update(
+            generation_tokens=Coalesce(F("generation_tokens"), 0) * 2 + 10_000_000,
+            last_observed_at=observed or F("last_observed_at"),
+        )
+    target = ScrapeTarget.objects.create(
+        url="http://qwen3-h200-a-0:8000/metrics", kind="vllm", pool=deployment.pool,
+        deployment=deployment,
+    )  # fmt: skip
+    for back in (3, 2, 1, 0):
+        scrape_target(target=target, now=now - back * timedelta(seconds=30), fetch=_refused)
+    for username, rule in EVERY_KIND_RULES:
+        rule_create(by=User.objects.get(username=username), **rule)
+    alerts_evaluate(now=now)
+    firing = set(Alert.objects.filter(state="firing").values_list("rule__kind", flat=True))
+    assert firing == set(KINDS), f"not firing: {sorted(set(KINDS) - firing)}"
+
+
+def _refused(url: str, timeout: float) -> str:
+    raise ConnectionRefusedError("connection refused")

@@ -1,9 +1,11 @@
 """Every page of every role, and every export, reads as a person writes: no Python or
-machine spelling in the visible text (1E+1, 0E-10, None, NaN, inf, a dict, a raw ISO
-timestamp, -0.0, more than 10 decimals, cached_input). CSV cells read back with the csv
-module as numbers where they are figures; XLSX figure cells are numbers, never formulas.
+machine spelling in the visible text (1E+1, 0E-10, None, NaN, inf, a dict or a Decimal, a
+raw ISO timestamp, -0.0, a raw float of more than 4 decimals, cached_input). CSV cells read
+back with the csv module as numbers where they are figures (never more than 10 decimals);
+XLSX figure cells are numbers, never formulas. So do the alerts, with one of each kind
+firing: their inbox entries, their webhook payloads' summaries and their emails.
 
-Every page of every role fits at 1280 and 1440 px: nothing wider than the viewport, no
+Every page of every role, with one alert of each kind firing, fits at 1280 and 1440 px: nothing wider than the viewport, no
 element whose content spills out of it or is clipped (a table that needs a scroll bar
 counts), no chart text (tick, title, legend, note) cut by the chart's edge, and no legend
 over the x axis's tick labels or title. Every control has its label, and text its WCAG AA
@@ -11,9 +13,11 @@ contrast."""
 
 import csv
 import io
+import json
 import re
 
 import pytest
+from django.contrib.auth.models import User
 
 from billing.domain.rating.types import TokenClass
 from portal.demo import DEMO_LOGINS
@@ -27,9 +31,11 @@ MACHINE_TEXT = {
     "NaN": re.compile(r"\bNaN\b"),
     "inf": re.compile(r"(?<![\w-])-?inf\b", re.IGNORECASE),
     "a dict": re.compile(r"\{'"),
+    "a Python literal": re.compile(r"\bDecimal\(|\['|\bFraction\("),
     "a raw ISO timestamp": re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d"),
     "a negative zero": re.compile(r"(?<![\w.])[-−]0(?:\.0+)?(?![\d.,])"),
     "more than 10 decimals": re.compile(r"\d\.\d{11,}"),
+    "a raw float": re.compile(r"\d\.\d{5,}"),
     "a raw token class name": re.compile(
         "|".join(rf"\b{c.value}\b" for c in TokenClass if "_" in c.value)
     ),
@@ -140,8 +146,9 @@ CHARTS_DRAWN = (
 
 
 @pytest.mark.parametrize("login_name", [name for name, *_ in DEMO_LOGINS])
-def test_every_page_of_every_role_reads_right_and_fits_its_width(login_name, demo, page):
-    """One visit of every page at each width: its text at the first, its layout at both."""
+def test_every_page_of_every_role_reads_right_and_fits_its_width(login_name, demo_alerting, page):
+    """One visit of every page at each width, one alert of each kind firing: its text at the
+    first, its layout at both."""
     username, password, role, _ = next(d for d in DEMO_LOGINS if d[0] == login_name)
     login(page, username, password)
     paths = role_pages(page, role)
@@ -220,5 +227,31 @@ def _machine_text_but_timestamps(text: str) -> list[str]:
     identifier (what accounting systems read): all else reads as on the pages."""
     return _machine_text(
         re.sub(r"\d{4}-\d\d-\d\dT[\d:.]+(\+00:00|Z)?", "", text),
-        but=("a raw token class name",),  # a CSV's token_class column holds the identifier
+        # A CSV's token_class column holds the identifier; its figures are unrounded.
+        but=("a raw token class name", "a raw float"),
     )
+
+
+def test_every_alert_reads_in_words_in_the_inbox_its_webhooks_and_emails(demo_alerting):
+    """Each alert's event, one of each kind firing (and the demo's fired and resolved the
+    last day), read as its receivers read it: the inbox entry (its summary), the summary
+    in the webhook payload's data, and the email's subject and body."""
+    from portal.alert_kinds import KINDS
+    from portal.delivery import email_of
+    from portal.models import Alert, Event
+    from portal.webhooks import event_body
+
+    events = Event.objects.filter(data__has_key="alert").select_related("tenant")
+    operator = User.objects.get(username="operator")
+    read, kinds = {}, set()
+    for event in events:
+        kinds.add(event.data["kind"])
+        payload = json.loads(event_body(event))
+        assert payload["data"]["summary"] == event.summary
+        subject, body = email_of(event, user=operator)
+        for where, text in (("inbox", event.summary), ("email subject", subject),
+                            ("email", body)):  # fmt: skip
+            if found := _machine_text(text):
+                read[f"{event.data['kind']} {event.type} {where}"] = found
+    assert kinds == set(KINDS) == set(Alert.objects.values_list("rule__kind", flat=True))
+    assert read == {}
