@@ -74,10 +74,9 @@ def trend_factor_chart(points: list[TrendMonth]) -> go.Figure:
     x = [_month_label(p) for p in points]
     fig = go.Figure(layout=base_layout(y_title="Percent of GPU time", x_title="Month (UTC)"))
     marks = [
-        band_mark(20, 35, colour="#adb5bd", opacity=0.2, label="typical TEF 20–35%",
-                  label_at="bottom"),
+        band_mark(20, 35, colour="#adb5bd", opacity=0.2,
+                  label="typical TEF 20–35%; good from 40%", label_at="bottom"),
         band_mark(35, 45, colour="#2b8a3e", opacity=0.10, label="excellent TFI 35–45%"),
-        level_mark(40, colour="#2b8a3e", label="good TEF ≥ 40%"),
         level_mark(65, colour="#5b3cc4", label="TEF target 65%"),
     ]  # fmt: skip
     fig.update_layout(shapes=[shape for shape, _ in marks], annotations=[n for _, n in marks])

@@ -75,5 +75,5 @@ def test_the_money_trend_draws_a_partial_month_as_an_open_point_never_a_dive():
     assert money.data[4].marker.symbol == "circle-open"
     assert list(money.data[0].marker.pattern.shape) == ["", "", "/"]
     assert [a.text for a in factors.layout.annotations] == [
-        "typical TEF 20–35%", "excellent TFI 35–45%", "good TEF ≥ 40%", "TEF target 65%",
+        "typical TEF 20–35%; good from 40%", "excellent TFI 35–45%", "TEF target 65%",
     ]  # fmt: skip
