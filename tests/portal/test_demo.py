@@ -18,6 +18,7 @@ def test_demo_list_prints_every_registered_step_in_the_order_of_the_story():
         " 7. flywheel: cost models per pool and factory costs (demo-factory.md TCO inputs)",
         " 8. billing: price book, contracts, promotions, the closed months' invoices and payments",
         " 9. flywheel: KPI snapshots of every demo day and month",
-        "10. flywheel: lever catalogue (published uplifts), a goal, one lever applied, one cycle",
-        "11. alerts: the operators' and Acme's rules, and what they fired the last day",
+        "10. flywheel: forecasts of the factory, each pool and each model (kpis.md 6b)",
+        "11. flywheel: lever catalogue (published uplifts), a goal, one lever applied, one cycle",
+        "12. alerts: the operators' and Acme's rules, and what they fired the last day",
     ]
