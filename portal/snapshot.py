@@ -16,6 +16,7 @@ already inside a transaction (tests) open none.
 
 from __future__ import annotations
 
+import sys
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 
@@ -43,11 +44,15 @@ def read_snapshot():
     consumes of a change log and the rows it reads with it); nothing when already inside a
     transaction."""
     atomic = _begin("default")
+    if atomic is None:
+        yield
+        return
     try:
         yield
-    finally:
-        if atomic is not None:
-            _end(atomic)
+    except BaseException:  # a failure (or a worker's death) inside: rolled back, not committed
+        atomic.__exit__(*sys.exc_info())
+        raise
+    _end(atomic)
 
 
 def _begin(alias: str) -> transaction.Atomic | None:
@@ -65,8 +70,12 @@ def _begin(alias: str) -> transaction.Atomic | None:
             connection.transaction_mode = mode
         return atomic
     atomic.__enter__()
-    with connection.cursor() as cursor:
-        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+    except BaseException:  # never leave the connection inside a transaction nobody ends
+        atomic.__exit__(*sys.exc_info())
+        raise
     return atomic
 
 
