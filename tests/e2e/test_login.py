@@ -5,7 +5,7 @@ from tests.e2e.conftest import login, screenshot
 
 HOME_HEADINGS = {
     "operator": "Factory overview",
-    "finance": "Factory overview",
+    "finance": "Finance home",  # its books first, then the factory
     "investor": "Factory overview",
     "tenant": "Tenant A",
 }
