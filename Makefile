@@ -77,7 +77,7 @@ bench: install
 
 soak: install
 	scripts/ensure-system-packages.sh
-	scripts/with-services.sh env RELIABILITY_SOAK=1 $(PYTEST) -p no:cacheprovider -q tests/reliability tests/e2e/test_investor.py
+	scripts/with-services.sh env RELIABILITY_SOAK=1 $(PYTEST) -p no:cacheprovider -q tests/reliability tests/e2e
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

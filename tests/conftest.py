@@ -53,6 +53,17 @@ on_every_clock = pytest.mark.parametrize(
 )
 
 
+def clocks_in_ci(*names: str) -> list:
+    """Every clock of CLOCKS as a `now` parameter, those not named skipped unless soaking:
+    the browser tests that read a demo build it once per clock (about a minute), so
+    `make test` reads them at the clocks named and `make soak` at every one."""
+    soak_only = pytest.mark.skip(reason="soak only (make soak)")
+    return [
+        pytest.param(moment, id=name, marks=() if SOAK or name in names else soak_only)
+        for name, moment in CLOCKS.items()
+    ]
+
+
 def _worker_cache(cache: dict) -> dict:
     if not XDIST_WORKER or not str(cache.get("LOCATION", "")).startswith("redis://"):
         return cache

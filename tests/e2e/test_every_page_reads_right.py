@@ -5,7 +5,8 @@ back with the csv module as numbers where they are figures (never more than 10 d
 XLSX figure cells are numbers, never formulas. So do the alerts, with one of each kind
 firing: their inbox entries, their webhook payloads' summaries and their emails.
 
-Every page of every role, with one alert of each kind firing, fits at 1280 and 1440 px: nothing wider than the viewport, no
+Every page of every role, with one alert of each kind firing, fits at 1280 px (and 1440 px in
+`make soak`): nothing wider than the viewport, no
 element whose content spills out of it or is clipped (a table that needs a scroll bar
 counts), no chart text (tick, title, legend, note) cut by the chart's edge, and no legend
 over the x axis's tick labels or title. Every control has its label, and text its WCAG AA
@@ -21,6 +22,7 @@ from django.contrib.auth.models import User
 
 from billing.domain.rating.types import TokenClass
 from portal.demo import DEMO_LOGINS
+from tests.conftest import SOAK
 from tests.e2e.conftest import login, role_pages, screenshot
 
 pytestmark = pytest.mark.e2e
@@ -52,7 +54,9 @@ def _machine_text(text: str, *, but: tuple[str, ...] = ()) -> list[str]:
     return found
 
 
-WIDTHS = (1280, 1440)
+# The narrowest width a page must fit, and in `make soak` a wider one too (a layout that
+# fits 1,280 px and breaks wider is rarer than the time a second tour costs in CI).
+WIDTHS = (1280, 1440) if SOAK else (1280,)
 
 # What does not fit, in words; a visually hidden label (1 px by design) is not a defect.
 OVERFLOWS = """() => {

@@ -8,7 +8,7 @@ from flywheel.selectors.tfom import tfom_measure
 from metering.demo.parameters import demo_window
 from portal import clock
 from portal.periods import months_before
-from tests.conftest import CLOCKS, SOAK
+from tests.conftest import clocks_in_ci
 from tests.e2e.conftest import SCREENSHOTS, login, screenshot
 
 pytestmark = pytest.mark.e2e
@@ -22,18 +22,7 @@ def _points(page, selector: str) -> int:
     )
 
 
-# The demo takes about 40 s to build at each clock it is read at: `make test` reads the investor
-# view on the 1st of the month and mid-month, `make soak` at every clock (month-end, new year).
-SOAK_ONLY = pytest.mark.skip(reason="soak only (make soak)")
-EVERY_CLOCK = [
-    pytest.param(
-        moment, id=name, marks=() if SOAK or name in ("month-start", "mid-month") else SOAK_ONLY
-    )
-    for name, moment in CLOCKS.items()
-]
-
-
-@pytest.mark.parametrize("now", EVERY_CLOCK, indirect=True)
+@pytest.mark.parametrize("now", clocks_in_ci("mid-month"), indirect=True)
 def test_investor_reads_the_tfom_view_with_trends_and_bands(now, demo, page):
     login(page, "investor", "investor-demo")
     nav = page.get_by_role("navigation", name="Main")

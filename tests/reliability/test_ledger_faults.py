@@ -12,7 +12,7 @@ reorder (shuffled windows; an operation that comes too early is refused, then do
 `_invariants` runs after every step; at the end every month is invoiced again (and the next
 one, for the last adjustments), and billed usage, ledger revenue and rated usage must agree.
 
-Seeds 0 to N-1: N = 6 in `make test`, 200 in `make soak` (RELIABILITY_SOAK=1), or set
+Seeds 0 to N-1: N = 4 in `make test`, 200 in `make soak` (RELIABILITY_SOAK=1), or set
 RELIABILITY_LEDGER_SEEDS=N (and RELIABILITY_LEDGER_FIRST=F for seeds F to F+N-1, to explore
 past those already run). Everything is drawn from `random.Random(seed)` and every service
 that takes a time gets a fixed one, so a failure (it names its seed and step, and prints the
@@ -73,7 +73,7 @@ from tests.conftest import SOAK
 
 pytestmark = pytest.mark.postgres_only
 
-SEED_COUNT = int(os.environ.get("RELIABILITY_LEDGER_SEEDS", 0)) or (200 if SOAK else 6)
+SEED_COUNT = int(os.environ.get("RELIABILITY_LEDGER_SEEDS", 0)) or (200 if SOAK else 4)
 FIRST_SEED = int(os.environ.get("RELIABILITY_LEDGER_FIRST", 0))
 SEEDS = (
     [int(os.environ["RELIABILITY_SEED"])]
