@@ -41,17 +41,20 @@ serve: install
 	$(BIN)/python manage.py serve --port $(PORT)
 
 # The whole suite on a throwaway PostgreSQL and Redis (two pytest-xdist workers, one per core;
-# the fault tests stay together on one worker), then the both_backends tests on SQLite. The
-# FinOps Foundation's focus-validator checks the FOCUS export from a test-only environment of
-# its own (it needs Python >= 3.12): scripts/focus-validator.sh installs
+# the fault tests stay together on one worker), then the both_backends tests on SQLite. On a
+# new machine three installs run at once, each mostly downloading: the system packages
+# (apt-get), the virtualenv (pip, then the import contracts and types are checked), and the
+# FinOps Foundation's focus-validator, which checks the FOCUS export from a test-only
+# environment of its own (it needs Python >= 3.12): scripts/focus-validator.sh installs
 # scripts/focus-validator.lock once in ~/.cache (2 to 5 min on a machine that never did, 45 s
-# of it CPU, the rest downloading), then answers at once; a changed lock installs afresh. It
-# installs in the background while the system packages install and the import contracts and
-# types are checked, so a new machine waits for the slower of the two, not their sum.
-test: install
-	validator_path=$$(mktemp) && { scripts/focus-validator.sh > $$validator_path & } && \
-	  $(BIN)/lint-imports && $(BIN)/mypy && scripts/ensure-system-packages.sh && \
-	  wait $$! && export FOCUS_VALIDATOR=$$(cat $$validator_path) && rm -f $$validator_path && \
+# of it CPU), then answers at once; a changed lock installs afresh.
+test:
+	@packages_log=$$(mktemp) && validator_path=$$(mktemp) && \
+	  { scripts/ensure-system-packages.sh > $$packages_log 2>&1 & } && packages=$$! && \
+	  { scripts/focus-validator.sh > $$validator_path & } && validator=$$! && \
+	  $(MAKE) --no-print-directory install && $(BIN)/lint-imports && $(BIN)/mypy && \
+	  { wait $$packages; status=$$?; cat $$packages_log; rm -f $$packages_log; [ $$status -eq 0 ]; } && \
+	  wait $$validator && export FOCUS_VALIDATOR=$$(cat $$validator_path) && rm -f $$validator_path && \
 	  scripts/with-services.sh $(PYTEST) -p no:cacheprovider -n 2 --dist loadgroup --durations=25
 	$(MAKE) --no-print-directory test-sqlite
 

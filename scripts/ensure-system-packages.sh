@@ -18,5 +18,5 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "Installing ${missing[*]} with apt-get…"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -q >/dev/null
-apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
+apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}" >/dev/null

@@ -52,8 +52,8 @@ build_python() {
   if [ ${#missing[@]} -gt 0 ]; then
     [ "$(id -u)" -eq 0 ] || { say "missing ${missing[*]} (install them, or run as root)"; exit 1; }
     say "installing ${missing[*]} with apt-get"
-    DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends \
       "${missing[@]}" >/dev/null
   fi
   mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$apt/etc" "$src"
