@@ -5,8 +5,8 @@ from decimal import Decimal
 
 import plotly.graph_objects as go
 
-from portal.charts import base_layout
-from portal.periods import next_month
+from portal.charts import PARTIAL_PATTERN, base_layout, month_label
+from portal.periods import is_part_of_month, next_month
 
 UNSOLD_COLOURS = {
     "trial": "#7048e8",
@@ -54,31 +54,39 @@ def unsold_chart(unsold: dict[str, dict[str, int]]) -> go.Figure:
 
 
 def sla_history_chart(history) -> go.Figure:
-    """Monthly uptime against the SLA target (percent), oldest month first."""
+    """Monthly uptime against the SLA target (percent), oldest month first; the month in
+    progress hatched and named with how much of it there is ("Dec 2026 (5 d)")."""
     layout = base_layout(y_title="Uptime (%)", x_title="Month (UTC)")
-    # One tick a month, named by its month (with three months or fewer Plotly ticks days).
-    layout["xaxis"] |= {"dtick": "M1", "tickformat": "%b %Y"}
-    layout["yaxis"] = {"title": {"text": "Uptime (%)"}, "range": [99.0, 100.0]}
+    layout["xaxis"]["type"] = "category"  # one tick a month, named by its label
     fig = go.Figure(layout=layout)
-    months = [f.sla.month for f in history]
+    months = [
+        month_label(f.sla.month_start, start=f.sla.month_start, end=f.sla.period_end)
+        for f in history
+    ]
+    partial = [is_part_of_month(f.sla.month_start, start=f.sla.month_start,
+                                end=f.sla.period_end) for f in history]  # fmt: skip
     # A month without usage has no SLA to show: no bar, "no data" (not a green "met").
     uptimes = [
         float(f.sla.uptime) * 100 if f.sla.uptime is not None and f.sla.requests else None
         for f in history
     ]
     lowest = min((u for u in uptimes if u is not None), default=100.0)
-    layout["yaxis"]["range"] = [min(99.0, lowest - 0.2), 100.02]
-    fig.update_layout(yaxis=layout["yaxis"])
+    fig.update_layout(yaxis={"range": [min(99.0, lowest - 0.2), 100.02]})
     fig.add_bar(
         x=months,
         y=uptimes,
         name="Uptime",
-        marker_color=[
-            "#2b8a3e" if f.target is None or (f.sla.uptime or 0) >= f.target else "#c92a2a"
-            for f in history
-        ],
+        marker={
+            "color": [
+                "#2b8a3e" if f.target is None or (f.sla.uptime or 0) >= f.target else "#c92a2a"
+                for f in history
+            ],
+            "pattern": {"shape": [PARTIAL_PATTERN if p else "" for p in partial]},
+        },
         text=[f"{u:.3f}%" if u is not None else "" for u in uptimes],
         textposition="outside",
+        customdata=["month to date" if p else "" for p in partial],
+        hovertemplate="%{x} %{customdata}<br>%{y:.3f}%<extra></extra>",
     )
     for month, uptime in zip(months, uptimes, strict=True):
         if uptime is None:

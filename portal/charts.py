@@ -3,14 +3,14 @@
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from datetime import date
+from datetime import date, datetime
 from decimal import Decimal
 
 import plotly.graph_objects as go
 import plotly.io as pio
 
 from portal.kept import kept
-from portal.periods import Period
+from portal.periods import Period, is_part_of_month
 
 PALETTE = ["#1f6feb", "#d9480f", "#2b8a3e", "#7048e8", "#c2255c", "#0b7285", "#e67700", "#495057"]
 FIXED = {
@@ -82,6 +82,16 @@ def level_mark(y: float, *, colour: str, label: str) -> tuple[dict, dict]:
 
 
 PARTIAL_PATTERN = "/"  # the bars of a partial period (a day or month not whole) are hatched
+
+
+def month_label(month: datetime, *, start: datetime, end: datetime) -> str:
+    """A month on a chart's axis, and how much of it a partial one holds (the part [start,
+    end) of it charted): "Nov 2026", "Dec 2026 (37 h)", "Dec 2026 (20 d)"."""
+    label = month.strftime("%b %Y")
+    if not is_part_of_month(month, start=start, end=end):
+        return label
+    hours = (end - start).total_seconds() / 3600
+    return f"{label} ({hours:,.0f} h)" if hours < 7 * 24 else f"{label} ({hours / 24:,.0f} d)"
 
 
 def usage_by_model_chart(rows: list[dict], *, period: Period) -> go.Figure:

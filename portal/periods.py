@@ -101,6 +101,12 @@ def next_month(moment: datetime) -> datetime:
     return month_start(month_start(moment) + timedelta(days=32))
 
 
+def is_part_of_month(month: datetime, *, start: datetime, end: datetime) -> bool:
+    """Whether [start, end) holds only part of the UTC month beginning at `month` (the month
+    in progress, a first month begun mid-way): ui.md marks such a month as partial."""
+    return start != month or end != next_month(month)
+
+
 def month_last_day(moment: datetime) -> date:
     """The last UTC day of the month holding `moment` (an invoice's accounting date)."""
     return (next_month(moment) - timedelta(days=1)).date()

@@ -6,16 +6,11 @@ import plotly.graph_objects as go
 from flywheel.domain.reports.formats import report_money
 from flywheel.domain.reports.model import TfomReport
 from flywheel.selectors.tfom import TrendMonth
-from portal.charts import PARTIAL_PATTERN, band_mark, base_layout, level_mark
+from portal.charts import PARTIAL_PATTERN, band_mark, base_layout, level_mark, month_label
 
 
 def _month_label(point: TrendMonth) -> str:
-    """The month, and how much of it a partial one holds: "Dec 2026 (37 h)", "(20 d)"."""
-    label = point.month.strftime("%b %Y")
-    if not point.is_partial:
-        return label
-    hours = (point.end - point.start).total_seconds() / 3600
-    return f"{label} ({hours:,.0f} h)" if hours < 7 * 24 else f"{label} ({hours / 24:,.0f} d)"
+    return month_label(point.month, start=point.start, end=point.end)
 
 
 def trend_money_chart(points: list[TrendMonth], *, currency: str) -> go.Figure:

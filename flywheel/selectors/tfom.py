@@ -37,7 +37,7 @@ from metering.selectors.telemetry import gpu_energy_hour_list
 from metering.selectors.usage import first_metered_hour
 from portal.errors import FieldError
 from portal.money import money_str, round_half_up
-from portal.periods import Period, month_start, months_before, next_month
+from portal.periods import Period, is_part_of_month, month_start, months_before, next_month
 from portal.versions import version_in_force, versions_in_force
 
 ZERO = Decimal(0)
@@ -284,7 +284,7 @@ class TrendMonth:
 
     @property
     def is_partial(self) -> bool:
-        return self.start != self.month or self.end != next_month(self.month)
+        return is_part_of_month(self.month, start=self.start, end=self.end)
 
 
 def tfom_trend_start(*, end: datetime, months: int = 12) -> datetime | None:
@@ -329,7 +329,7 @@ def tfom_trend(
             month = month_end
             continue
         snapshot = snapshots.get(month)
-        is_whole = bounds["start"] == month and bounds["end"] == month_end
+        is_whole = not is_part_of_month(month, start=bounds["start"], end=bounds["end"])
         if is_whole and snapshot is not None and snapshot.period_end == month_end:
             values = snapshot.values
             tef, tfi = _decimal(values.get("tef")), _decimal(values.get("tfi"))

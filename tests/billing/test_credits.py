@@ -289,3 +289,23 @@ def test_the_sla_history_offers_no_month_before_the_factory_was_in_service(march
     home = client.get("/").content.decode()
     sla = home[home.index("<h2>SLA") : home.index("<h2>Invoices")]
     assert "2026-11" in sla and "2026-10" not in sla  # the home's three months: two here
+
+
+@pytest.mark.parametrize("now", [datetime(2026, 3, 20, 10, tzinfo=UTC)], indirect=True)
+def test_the_sla_chart_marks_the_month_in_progress_as_partial(now, march, client, users):
+    """On 20 March 10:00 the tenant's history ends in a March of 19 days and 10 hours: its
+    bar hatched and named "Mar 2026 (19 d)" as the investor view names a partial month (the
+    axis said "Mar 2026" like a whole month's), and the page says what the hatching means."""
+    import html
+    import json
+    import re
+
+    client.force_login(users["finance"])
+    body = client.get("/billing/sla/?tenant=tenant-a").content.decode()
+
+    figure = json.loads(html.unescape(re.search(r'data-figure="([^"]*)"', body)[1]))
+    [bars] = [trace for trace in figure["data"] if trace["name"] == "Uptime"]
+    assert bars["x"][-1] == "Mar 2026 (19 d)"
+    assert bars["marker"]["pattern"]["shape"][-1] == "/"
+    assert set(bars["marker"]["pattern"]["shape"][:-1]) <= {""}
+    assert "Hatched bar: Mar 2026 so far, 1 Mar – 20 Mar 10:00 UTC" in body
