@@ -18,7 +18,7 @@ from flywheel.services.loop.versions import goal_create, lever_create
 from flywheel.tasks import cycle_queue
 from portal.errors import FieldError
 from portal.formatting import rfc3339
-from portal.forms import MoneyFormField
+from portal.forms import UTC_EXAMPLE, MoneyFormField, utc_datetime_field
 from portal.periods import hour_floor
 
 HOUR = timedelta(hours=1)
@@ -50,12 +50,14 @@ class PercentField(NumberField):
 
 class ApplyForm(forms.Form):
     lever = forms.CharField()
-    applied_at = forms.DateTimeField(
+    applied_at = utc_datetime_field(
+        "Applied (UTC)",
+        required=True,
         error_messages={
-            "required": "give the date and time (UTC) it went into service",
-            "invalid": "give the date and time (UTC) it went into service",
-        }
-    )  # a time without a zone is UTC (TIME_ZONE)
+            "required": f"give the date and time (UTC) it went into service, e.g. {UTC_EXAMPLE}",
+            "invalid": f"give the date and time (UTC) it went into service, e.g. {UTC_EXAMPLE}",
+        },
+    )
     note = forms.CharField(required=False, max_length=200)
     demand = forms.ChoiceField(
         required=False, choices=[("measured", "measured"), ("unlimited", "unlimited")]

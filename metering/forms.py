@@ -10,10 +10,8 @@ from metering.models import (
     IncidentStatus,
     Pool,
 )
+from portal.forms import utc_datetime_field
 from portal.models import Tenant
-from portal.periods import validate_years
-
-UTC_HELP = "UTC, e.g. 2026-05-01 14:30."
 
 
 def _scope_fields() -> dict:
@@ -33,36 +31,6 @@ def _scope_fields() -> dict:
             help_text="Every deployment on the pool.",
         ),
     }
-
-
-class UtcDateTimeField(forms.DateTimeField):
-    """A time typed and shown as ISO UTC ("2026-11-19 03:00 UTC"; the zone may be left
-    out, the "T" of the API's spelling put in), never in the browser's locale (a
-    datetime-local input shows the reader's own)."""
-
-    input_formats = ["%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"]
-
-    def to_python(self, value):
-        if isinstance(value, str):
-            value = value.strip().removesuffix("UTC").removesuffix("Z").strip()
-        return super().to_python(value)
-
-
-def _when(
-    label: str, *, required: bool, help_text: str = UTC_HELP, seconds: bool = False
-) -> forms.DateTimeField:
-    shown = "%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC"
-    example = "2026-11-19 03:00:00 UTC" if seconds else "2026-11-19 03:00 UTC"
-    return UtcDateTimeField(
-        label=label,
-        required=required,
-        help_text=help_text,
-        validators=[validate_years],
-        widget=forms.DateTimeInput(
-            attrs={"placeholder": example, "size": len(example), "autocomplete": "off"},
-            format=shown,
-        ),
-    )
 
 
 class PlainForm(forms.Form):
@@ -89,7 +57,7 @@ class IncidentForm(PlainForm):
         widget=forms.SelectMultiple(attrs={"size": 4}),
         help_text="Nothing selected: every tenant that used the deployments.",
     )
-    started_at = _when(
+    started_at = utc_datetime_field(
         "Started at", required=False, help_text="UTC, e.g. 2026-11-19 03:00; empty: now."
     )
     message = forms.CharField(
@@ -108,8 +76,8 @@ class IncidentForm(PlainForm):
 class IncidentEditForm(IncidentForm):
     """The record and its postmortem; the status changes through updates."""
 
-    started_at = _when("Started at", required=True, seconds=True)
-    resolved_at = _when("Resolved at", required=False, seconds=True)
+    started_at = utc_datetime_field("Started at", required=True, seconds=True)
+    resolved_at = utc_datetime_field("Resolved at", required=False, seconds=True)
     cause = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
     remediation = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
 
@@ -130,8 +98,8 @@ class IncidentUpdateForm(PlainForm):
 
 class MaintenanceForm(PlainForm):
     title = forms.CharField(max_length=200)
-    starts_at = _when("Starts at", required=True)
-    ends_at = _when("Ends at", required=True)
+    starts_at = utc_datetime_field("Starts at", required=True)
+    ends_at = utc_datetime_field("Ends at", required=True)
     description = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
     def __init__(self, *args, **kwargs):

@@ -4,6 +4,43 @@ from portal.alert_kinds import Kind
 from portal.errors import FieldError
 from portal.models import Scope, Tenant
 from portal.money import money_parse
+from portal.periods import validate_years
+
+UTC_HELP = "UTC, e.g. 2026-05-01 14:30."
+UTC_EXAMPLE = "2026-11-19 03:00 UTC"  # how a time is typed and shown in a form
+
+
+class UtcDateTimeField(forms.DateTimeField):
+    """A time typed and shown as ISO UTC ("2026-11-19 03:00 UTC"; the zone may be left
+    out, the "T" of the API's spelling put in), never in the browser's locale (a
+    datetime-local input shows the reader's own)."""
+
+    input_formats = ["%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"]
+
+    def to_python(self, value):
+        if isinstance(value, str):
+            value = value.strip().removesuffix("UTC").removesuffix("Z").strip()
+        return super().to_python(value)
+
+
+def utc_datetime_field(
+    label: str, *, required: bool, help_text: str = UTC_HELP, seconds: bool = False, **options
+) -> forms.DateTimeField:
+    """A form's time field: typed and shown as UtcDateTimeField reads it, within the years
+    the portal takes."""
+    shown = "%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC"
+    example = "2026-11-19 03:00:00 UTC" if seconds else UTC_EXAMPLE
+    return UtcDateTimeField(
+        label=label,
+        required=required,
+        help_text=help_text,
+        validators=[validate_years],
+        widget=forms.DateTimeInput(
+            attrs={"placeholder": example, "size": len(example), "autocomplete": "off"},
+            format=shown,
+        ),
+        **options,
+    )
 
 
 class MoneyFormField(forms.CharField):

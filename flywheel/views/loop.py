@@ -31,6 +31,7 @@ from portal.clock import parse_instant
 from portal.decorators import role_required
 from portal.errors import FieldError
 from portal.formatting import span_text
+from portal.forms import UTC_EXAMPLE
 from portal.models import Role
 from portal.periods import Period
 from portal.templatetags.portal import ratio_pct, tokens
@@ -70,6 +71,7 @@ def flywheel(request):
         "form_name": form_name,
         "posted": request.POST if form_errors else {},  # the user's input, kept on an error
         "may_write": user_may(request.user, Capability.WRITE_FACTORY),
+        "utc_example": UTC_EXAMPLE,  # a lever's "Applied (UTC)" as the incident forms take it
         "may_simulate": user_may(request.user, Capability.RUN_SCENARIOS),
         "factors": [{"key": f, "symbol": SYMBOLS[f], "label": LABELS[f]} for f in FACTORS],
         **_loop_history(now),

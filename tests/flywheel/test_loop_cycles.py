@@ -239,13 +239,22 @@ def test_flywheel_page_shows_realized_against_projected(two_weeks, users, sessio
 
 
 def test_operator_marks_a_lever_applied_from_the_page(two_weeks, users, session_client):
+    """The time is typed as the incident forms take it, "2026-03-09 00:00 UTC" (the API's
+    "T" spelling too), in a text field: a datetime-local input showed the browser's locale."""
     _pooled()
     client = session_client(users["operator"])
 
+    page = client.get("/flywheel/?from=2026-03-09&to=2026-03-16").content.decode()
     response = client.post(
         "/flywheel/?from=2026-03-09&to=2026-03-16",
-        {"action": "apply", "lever": "pooled", "applied_at": "2026-03-09T00:00"},
+        {"action": "apply", "lever": "pooled", "applied_at": "2026-03-09 00:00 UTC"},
     )
+
+    assert 'type="datetime-local"' not in page
+    assert (
+        '<input type="text" id="applied-pooled" name="applied_at" '
+        'placeholder="2026-11-19 03:00 UTC" size="20" autocomplete="off" required>'
+    ) in page
 
     assert response.status_code == 302
     application = LeverApplication.objects.get()
@@ -447,7 +456,7 @@ def test_operator_adds_a_lever_version_from_the_page(two_weeks, users, session_c
     }
     assert unknown.context["form_errors"] == {"slug": "unknown lever"}
     assert no_date.context["form_errors"] == {
-        "applied_at": "give the date and time (UTC) it went into service"
+        "applied_at": "give the date and time (UTC) it went into service, e.g. 2026-11-19 03:00 UTC"
     }
     assert saved.status_code == 302
     new = Lever.objects.exclude(pk=first.pk).get()
