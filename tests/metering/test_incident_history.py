@@ -133,3 +133,29 @@ def test_an_sla_months_incident_count_links_to_its_history(history, users, sessi
     page = session_client(users["finance"]).get("/billing/sla/?month=2026-04").content.decode()
 
     assert '/incidents/history/?month=2026-04&amp;tenant=acme"' in page
+
+
+def test_the_history_gives_the_title_room_and_the_forms_fit_the_longest_impact(
+    history, users, session_client
+):
+    """The title column is the wide one (it wrapped a word a line beside unbreakable
+    times); times break between the date and the time of day; the severity and impact
+    fields sit in a row that gives each its longest choice ("Degraded performance" was cut
+    to "Degraded performanc") and wraps when the two do not fit."""
+    from pathlib import Path
+
+    from django.conf import settings
+
+    client = session_client(users["operator"])
+    page = client.get("/incidents/history/").content.decode()
+    incident = client.get(f"/incidents/{history['april_llama'].pk}/").content.decode()
+
+    assert page.count('<td class="incident-title">') == 4
+    assert (
+        '<td class="moment"><span class="nowrap">2026-04-10</span> '
+        '<span class="nowrap">00:00</span></td>'
+    ) in page
+    assert incident.count('<div class="form-row fit">') == 1  # severity and opening impact
+    css = (Path(settings.BASE_DIR) / "static/css/portal.css").read_text()
+    assert ".form-row.fit { display: flex; flex-wrap: wrap; }" in css
+    assert ".table td.incident-title { min-width: 15em; }" in css
