@@ -33,37 +33,53 @@ def trend_money_chart(points: list[TrendMonth], *, currency: str) -> go.Figure:
                 "pattern": {"shape": [PARTIAL_PATTERN if p.is_partial else "" for p in points]},
             },
         )
-    # The lines join whole months only: a partial month's figure is an open point of its
-    # own, never the end of a line diving to it.
     for key, name, colour in (("ebitda", "EBITDA", "#2b8a3e"), ("ebit", "EBIT", "#7048e8")):
         values = [float(getattr(p.tfom, key)) for p in points]
-        fig.add_scatter(
-            x=x,
-            y=[None if p.is_partial else v for p, v in zip(points, values, strict=True)],
-            name=name,
-            legendgroup=key,
-            mode="lines+markers",
-            line={"color": colour, "width": 3},
-        )
-        partial = [
-            (label, v) for p, label, v in zip(points, x, values, strict=True) if p.is_partial
-        ]
-        if partial:
-            fig.add_scatter(
-                x=[label for label, _ in partial],
-                y=[v for _, v in partial],
-                name=f"{name} (partial month)",
-                legendgroup=key,
-                showlegend=False,
-                mode="markers",
-                marker={"color": colour, "symbol": "circle-open", "size": 10, "line": {"width": 2}},
-            )
+        _monthly_line(fig, points, x=x, y=values, key=key, name=name, colour=colour)
     fig.update_layout(barmode="group")
     return fig
 
 
+def _monthly_line(
+    fig: go.Figure,
+    points: list[TrendMonth],
+    *,
+    x: list[str],
+    y: list[float | None],
+    key: str,
+    name: str,
+    colour: str,
+) -> None:
+    """A monthly line that joins whole months only: a partial month's figure is an open
+    point of its own, never the end of a line diving to it."""
+    fig.add_scatter(
+        x=x,
+        y=[None if p.is_partial else v for p, v in zip(points, y, strict=True)],
+        name=name,
+        legendgroup=key,
+        mode="lines+markers",
+        line={"color": colour, "width": 3},
+    )
+    partial = [
+        (label, v)
+        for p, label, v in zip(points, x, y, strict=True)
+        if p.is_partial and v is not None
+    ]
+    if partial:
+        fig.add_scatter(
+            x=[label for label, _ in partial],
+            y=[v for _, v in partial],
+            name=f"{name} (partial month)",
+            legendgroup=key,
+            showlegend=False,
+            mode="markers",
+            marker={"color": colour, "symbol": "circle-open", "size": 10, "line": {"width": 2}},
+        )
+
+
 def trend_factor_chart(points: list[TrendMonth]) -> go.Figure:
-    """Monthly TEF and TFI (percent) over the kpis.md bands, as the band column words them
+    """Monthly TEF and TFI (percent), a partial month an open point as in the money chart,
+    over the kpis.md bands, as the band column words them
     (flywheel.domain.bands): typical TEF 20–35%, good from 40%, the 65% target; TFI
     excellent 35–45%."""
     x = [_month_label(p) for p in points]
@@ -76,13 +92,8 @@ def trend_factor_chart(points: list[TrendMonth]) -> go.Figure:
     ]  # fmt: skip
     fig.update_layout(shapes=[shape for shape, _ in marks], annotations=[n for _, n in marks])
     for key, name, colour in (("tef", "TEF", "#1f6feb"), ("tfi", "TFI", "#d9480f")):
-        fig.add_scatter(
-            x=x,
-            y=[None if getattr(p, key) is None else float(getattr(p, key)) * 100 for p in points],
-            name=name,
-            mode="lines+markers",
-            line={"color": colour, "width": 3},
-        )
+        values = [None if getattr(p, key) is None else float(getattr(p, key)) * 100 for p in points]
+        _monthly_line(fig, points, x=x, y=values, key=key, name=name, colour=colour)
     fig.update_yaxes(range=[0, 100])
     return fig
 

@@ -49,16 +49,17 @@ def test_the_money_trend_draws_a_partial_month_as_an_open_point_never_a_dive():
     from flywheel.charts.tfom import trend_factor_chart, trend_money_chart
     from flywheel.selectors.tfom import TrendMonth
 
-    def month(start, end, ebitda):
+    def month(start, end, ebitda, *, tef, tfi):
         figures = SimpleNamespace(revenue=Decimal(9), cogs=Decimal(2), opex=Decimal(1),
                                   ebitda=Decimal(ebitda), ebit=Decimal(ebitda) - 1)  # fmt: skip
-        return TrendMonth(month=start.replace(day=1, hour=0), start=start, end=end, tfom=figures)
+        return TrendMonth(month=start.replace(day=1, hour=0), start=start, end=end, tfom=figures,
+                          tef=Decimal(tef), tfi=Decimal(tfi))  # fmt: skip
 
     oct_, nov, dec = (datetime(2026, m, 1, tzinfo=UTC) for m in (10, 11, 12))
     points = [
-        month(oct_, nov, 7),
-        month(nov, dec, 6),
-        month(dec, datetime(2026, 12, 6, 9, tzinfo=UTC), 1),
+        month(oct_, nov, 7, tef="0.43", tfi="0.21"),
+        month(nov, dec, 6, tef="0.44", tfi="0.22"),
+        month(dec, datetime(2026, 12, 6, 9, tzinfo=UTC), 1, tef="0.42", tfi="0.12"),
     ]
 
     money = trend_money_chart(points, currency="USD")
@@ -74,6 +75,13 @@ def test_the_money_trend_draws_a_partial_month_as_an_open_point_never_a_dive():
     assert (list(money.data[4].x), list(money.data[4].y)) == (["Dec 2026 (129 h)"], [1.0])
     assert money.data[4].marker.symbol == "circle-open"
     assert list(money.data[0].marker.pattern.shape) == ["", "", "/"]
+    # TEF and TFI too: December's first days (free allowances used first) are no dive.
+    assert [(t.name, list(t.x), list(t.y)) for t in factors.data] == [
+        ("TEF", ["Oct 2026", "Nov 2026", "Dec 2026 (129 h)"], [43.0, 44.0, None]),
+        ("TEF (partial month)", ["Dec 2026 (129 h)"], [42.0]),
+        ("TFI", ["Oct 2026", "Nov 2026", "Dec 2026 (129 h)"], [21.0, 22.0, None]),
+        ("TFI (partial month)", ["Dec 2026 (129 h)"], [12.0]),
+    ]
     assert [a.text for a in factors.layout.annotations] == [
         "typical TEF 20–35%; good from 40%", "excellent TFI 35–45%", "TEF target 65%",
     ]  # fmt: skip
