@@ -112,7 +112,7 @@ def kpi_value_shown(value: str, figures: dict) -> str:
 
 
 def kpi_below_summary(*, kpi: str, where: str, day: str, value: Decimal, threshold: str) -> str:
-    """ "TEF of the factory on 05 Dec 2026 was 44.8%, below 90.0%"."""
+    """ "TEF of the factory on 5 Dec 2026 was 44.8%, below 90.0%"."""
     declared = KPI[kpi]
     return (
         f"{declared.symbol} of {where} on {day} was {declared.text(value)}, "

@@ -34,7 +34,7 @@ from metering.selectors.factory import pool_list, pool_service_lives
 from metering.selectors.usage import usage_measured_until
 from portal.alert_kinds import Evaluation, Finding, scope_naming
 from portal.effective import in_force_by
-from portal.formatting import rfc3339
+from portal.formatting import rfc3339, span_text
 from portal.models import AlertRule
 from portal.money import money_str, round_half_up
 from portal.periods import hour_floor
@@ -201,7 +201,11 @@ def kpi_below_band_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation
                 threshold=threshold,
                 value=str(value),
                 summary=kpi_below_summary(
-                    kpi=kpi, where=where, day=f"{start:%d %b %Y}", value=value, threshold=threshold
+                    kpi=kpi,
+                    where=where,
+                    day=span_text(start, following),
+                    value=value,
+                    threshold=threshold,
                 ),
                 figures={
                     "kpi": kpi,

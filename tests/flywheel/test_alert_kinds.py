@@ -428,3 +428,13 @@ def test_kpi_below_band_reads_one_query_for_one_rule_and_for_several(now, db):
 
     assert _queries(kpi_below_band_evaluate, first, now) == (1, 1)
     assert _queries(kpi_below_band_evaluate, rules, now) == (1, 3)
+
+
+def test_a_kpi_alert_names_its_day_as_the_pages_name_days(operator, now):
+    """5 December, not "05 Dec 2026" (portal.formatting.span_text names every period)."""
+    _day("factory", 5, tef=0.42, tfi=0.30)
+    _rule(operator, kind="kpi_below_band", params={"kpi": "tef", "threshold": "0.5"})
+
+    alerts_evaluate(now=now)
+
+    assert Alert.objects.get().summary == "TEF of the factory on 5 Dec 2026 was 42.0%, below 50.0%"
