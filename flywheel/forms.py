@@ -17,7 +17,7 @@ from flywheel.services.loop.applications import lever_apply
 from flywheel.services.loop.versions import goal_create, lever_create
 from flywheel.tasks import cycle_queue
 from portal.errors import FieldError
-from portal.formatting import rfc3339
+from portal.formatting import rfc3339, span_text
 from portal.forms import UTC_EXAMPLE, MoneyFormField, utc_datetime_field
 from portal.periods import hour_floor
 
@@ -144,8 +144,8 @@ def _cycle(request, now: datetime, errors: dict) -> dict:
     cycle_queue(start=period.start, end=period.end)
     messages.success(
         request,
-        f"Cycle over {period.start:%Y-%m-%d} – {period.end:%Y-%m-%d} queued: the cycle job "
-        "runs it, and the history below shows it once it has.",
+        f"Cycle over {span_text(period.start, period.end)} queued: the cycle job runs it, and "
+        "the history below shows it once it has.",
     )
     return {"queued": rfc3339(now)}
 

@@ -33,7 +33,6 @@ from portal.errors import FieldError
 from portal.formatting import span_text
 from portal.forms import UTC_EXAMPLE
 from portal.models import Role
-from portal.periods import Period
 from portal.templatetags.portal import ratio_pct, tokens
 
 HISTORY = 12  # cycles shown
@@ -91,13 +90,15 @@ def flywheel(request):
     )
 
 
-def _cycle_waiting(queued: str) -> Period | None:
+def _cycle_waiting(queued: str) -> str | None:
     """The period of the cycle this page queued (`?queued=` the moment it did) while the
-    cycle job has not run it: the history says so and follows it (ui.md, Long work)."""
+    cycle job has not run it, named as the cycle rows name theirs: the history says so and
+    follows it (ui.md, Long work)."""
     try:
-        return cycle_waiting(queued_at=parse_instant(queued)) if queued else None
+        period = cycle_waiting(queued_at=parse_instant(queued)) if queued else None
     except ValueError:
         return None
+    return span_text(period.start, period.end) if period is not None else None
 
 
 def _cycle_beside(context: dict, *, latest) -> dict | None:
@@ -332,6 +333,9 @@ def _realized_rows(applications) -> list[dict]:
                     "is_capped": entry.get("is_capped"),
                     "follows_demand": entry.get("follows_demand", False),
                     "cycle": application.evaluated_by,
+                    "span": span_text(  # as the cycle rows name the week
+                        application.evaluated_by.period_start, application.evaluated_by.period_end
+                    ),
                 }
             )
     return rows

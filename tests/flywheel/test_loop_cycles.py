@@ -234,6 +234,8 @@ def test_flywheel_page_shows_realized_against_projected(two_weeks, users, sessio
     page = response.content.decode()
     assert 'id="realized-chart"' in page
     assert "×1.3 → ×1.25" in page
+    # The week it was measured in, named as its cycle's row names it (it read 9 Mar – 16 Mar).
+    assert page.count('<td class="when">9 Mar – 15 Mar 2026</td>') == 2
     assert response.context["diagnosis"].bottleneck.factor == "occupancy"
     assert 'name="action" value="apply"' not in page  # finance reads, operators write
 
@@ -344,8 +346,11 @@ def test_the_page_queues_a_cycle_and_follows_it_until_the_job_ran_it(
     assert not Cycle.objects.exists()  # nothing ran in the request
     assert message.payload[1] == {"start": "2026-03-09T00:00:00Z", "end": "2026-03-16T00:00:00Z"}
     page = waiting.content.decode()
-    assert "Cycle over 2026-03-09 – 2026-03-16 queued: the cycle job runs it" in page
-    assert '<tr class="queued" role="status">' in page
+    # The period named as the cycle rows name theirs (it read 2026-03-09 – 2026-03-16).
+    assert "Cycle over 9 Mar – 15 Mar 2026 queued: the cycle job runs it" in page
+    assert (
+        '<tr class="queued" role="status">\n      <td class="when">9 Mar – 15 Mar 2026</td>' in page
+    )
     assert 'hx-trigger="every 2s" hx-select="#cycles"' in page
 
     cycle_task.apply(kwargs=message.payload[1])  # the worker's turn
