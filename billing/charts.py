@@ -85,6 +85,7 @@ def sla_history_chart(history) -> go.Figure:
         },
         text=[f"{u:.3f}%" if u is not None else "" for u in uptimes],
         textposition="outside",
+        cliponaxis=False,  # a 100% bar's figure sits above the plot's top, not hidden
         customdata=["month to date" if p else "" for p in partial],
         hovertemplate="%{x} %{customdata}<br>%{y:.3f}%<extra></extra>",
     )
