@@ -86,7 +86,9 @@ def money_rate(value) -> str:
 
 
 # Where a long name may break: after a separator of a URL, a slug or a path.
-_SEPARATORS = re.compile(r"([/.?&=_@:-]+)")
+# A run of separators, except one between two digits: a number (0.97), a time (19:00) or a
+# date (2026-12-05) never breaks inside.
+_SEPARATORS = re.compile(r"((?<!\d)[/.?&=_@:-]+|[/.?&=_@:-]+(?!\d))")
 
 
 @register.filter

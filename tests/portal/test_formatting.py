@@ -55,3 +55,17 @@ def test_ratio_pct_never_shows_minus_zero(value, shown):
     from portal.templatetags.portal import ratio_pct
 
     assert ratio_pct(None if value is None else Decimal(value)) == shown
+
+
+def test_long_names_break_after_separators_and_numbers_never_inside():
+    """An alert's figures read "target 0.97 · window end 2026-12-05 19:00 UTC": it broke as
+    "0. 97" and "19: 00"; names still break after their separators."""
+    from portal.templatetags.portal import breakable
+
+    assert breakable("target 0.97 · window end 2026-12-05 19:00 UTC") == (
+        "target 0.97 · window end 2026-12-05 19:00 UTC"
+    )
+    assert breakable("deepseek-r1@b200-a") == "deepseek-<wbr>r1@<wbr>b200-<wbr>a"
+    assert breakable("https://hooks.example.com/a") == (
+        "https://<wbr>hooks.<wbr>example.<wbr>com/<wbr>a"
+    )
