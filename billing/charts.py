@@ -55,7 +55,7 @@ def unsold_chart(unsold: dict[str, dict[str, int]]) -> go.Figure:
 
 def sla_history_chart(history) -> go.Figure:
     """Monthly uptime against the SLA target (percent), oldest month first; the month in
-    progress hatched and named with how much of it there is ("Dec 2026 (5 d)")."""
+    progress hatched and named with how much of it there is ("Dec 2026 (133 h)")."""
     layout = base_layout(y_title="Uptime (%)", x_title="Month (UTC)")
     layout["xaxis"]["type"] = "category"  # one tick a month, named by its label
     fig = go.Figure(layout=layout)
