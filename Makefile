@@ -78,9 +78,11 @@ bench: install
 	scripts/ensure-system-packages.sh
 	scripts/bench.sh
 
+# A soak test runs for minutes (Schemathesis: 1,000 cases of an operation, 5 to 10 min on a
+# busy 2-core machine), beyond the suite's 300 s a test: each may take an hour.
 soak: install
 	scripts/ensure-system-packages.sh
-	scripts/with-services.sh env RELIABILITY_SOAK=1 $(PYTEST) -p no:cacheprovider -q tests/reliability tests/e2e
+	scripts/with-services.sh env RELIABILITY_SOAK=1 $(PYTEST) -p no:cacheprovider -q --timeout=3600 tests/reliability tests/e2e
 
 clean:
 	rm -rf $(VENV) var .pytest_cache
