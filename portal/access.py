@@ -36,6 +36,9 @@ class Capability(StrEnum):
     READ_INGESTION = "read_ingestion"  # the ingestion debugger: rejected batches, sources
     READ_BOOKS = "read_books"  # the month-end close, aged receivables: every tenant's books
     MANAGE_TOKENS = "manage_tokens"
+    # A tenant's projects and their quotas: any tenant's for operators and finance, its own
+    # for a member (kpis.md 3e).
+    WRITE_PROJECTS = "write_projects"
     # Webhook endpoints and email opt-ins: the factory's (operators; finance for billing
     # events) and any tenant's, or a member's own tenant's; the inbox of the events one may see.
     NOTIFY = "notify"
@@ -53,6 +56,7 @@ CAPABILITIES: dict[Capability, frozenset[Role]] = {
     Capability.READ_INGESTION: frozenset({Role.OPERATOR}),
     Capability.READ_BOOKS: frozenset({Role.OPERATOR, Role.FINANCE}),
     Capability.MANAGE_TOKENS: frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
+    Capability.WRITE_PROJECTS: frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
     Capability.NOTIFY: frozenset({Role.OPERATOR, Role.FINANCE, Role.TENANT}),
 }
 

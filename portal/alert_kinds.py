@@ -87,7 +87,9 @@ class Kind:
     # Whether a rule of the kind names a tenant: "required" (a tenant's budget), "optional"
     # (a burn rate: the factory's or a tenant's) or "never" (the factory's plumbing).
     tenant: str = "never"
-    scope_keys: frozenset[str] = frozenset()  # what `scope` may name beside the tenant
+    # What `scope` may name beside the tenant; "project", one of the rule's tenant's projects,
+    # is checked by the kernel (portal.alerts), which holds the projects.
+    scope_keys: frozenset[str] = frozenset()
     # What the scope names exists (a pool…): the checked scope; FieldError naming scope.<x>.
     scope_check: Callable[[dict], dict] | None = None
     # The browser's form: the params asked for, and what the scope may name (value, label).
@@ -103,8 +105,11 @@ class Kind:
     # or day, so each threshold fires once in it.
     condition: bool = False
     # A tenant holds one rule of the kind at most (its budget): a second is a 409, and the
-    # database refuses it too (AlertRule.one_per_tenant).
+    # database refuses it too (AlertRule.one_per_tenant) ...
     one_per_tenant: bool = False
+    # ... per the key this gives its checked (scope, params) (a budget: one per project and
+    # period); None: one per tenant.
+    one_key: Callable[[dict, dict], str] | None = None
 
 
 KINDS: dict[str, Kind] = {}

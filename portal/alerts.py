@@ -72,11 +72,27 @@ def _checked(kind: str, *, tenant: Tenant | None, scope: dict, params: dict) -> 
     if unknown := sorted(set(scope) - definition.scope_keys):
         allowed = ", ".join(sorted(definition.scope_keys)) or "nothing but the tenant"
         raise FieldError(f"scope.{unknown[0]}", f"a {kind} rule's scope names {allowed}")
+    if "project" in scope:
+        scope = {**scope, "project": _project_named(scope["project"], tenant=tenant)}
     if definition.scope_check is not None:
         scope = definition.scope_check(scope)
     if not isinstance(params, dict):
         raise FieldError("params", "an object")
     return scope, definition.params_check(params)
+
+
+def _project_named(value, *, tenant: Tenant | None) -> str:
+    """A scope's project: a slug of the rule's tenant's projects (a tenant names its own
+    only: another's is unknown to it); else a FieldError naming scope.project."""
+    if tenant is None or not isinstance(value, str) or not tenant.projects.filter(slug=value):
+        raise FieldError("scope.project", "one of the tenant's projects, by slug")
+    return value
+
+
+def _one_key(kind: str, scope: dict, params: dict) -> str:
+    """What a tenant's one rule of the kind is one per (AlertRule.one_key)."""
+    definition = kind_get(kind)
+    return definition.one_key(scope, params) if definition.one_key else ""
 
 
 @transaction.atomic
@@ -95,8 +111,8 @@ def rule_create(
     rule_access_check(user=by, kind=kind, tenant=tenant)
     scope, params = _checked(kind, tenant=tenant, scope=scope or {}, params=params or {})
     one_per_tenant = kind_get(kind).one_per_tenant
-    if one_per_tenant and AlertRule.objects.filter(kind=kind, tenant=tenant):
-        raise RuleConflict("tenant", f"{tenant.slug} has a {kind} already: change that one")
+    one_key = _one_key(kind, scope, params) if one_per_tenant else ""
+    _one_check(kind=kind, tenant=tenant, one_key=one_key, one_per_tenant=one_per_tenant)
     rule = AlertRule.objects.create(
         kind=kind,
         tenant=tenant,
@@ -105,9 +121,17 @@ def rule_create(
         level=level,
         enabled=enabled,
         one_per_tenant=one_per_tenant,
+        one_key=one_key,
     )
     audit_object(obj=rule, actor=by, action="create", object_type="alert_rule")
     return rule
+
+
+def _one_check(*, kind: str, tenant: Tenant | None, one_key: str, one_per_tenant: bool) -> None:
+    """A 409 when the tenant holds a rule of the kind that may exist once per key already."""
+    if one_per_tenant and AlertRule.objects.filter(kind=kind, tenant=tenant, one_key=one_key):
+        what = f" ({one_key})" if one_key else ""
+        raise RuleConflict("tenant", f"{tenant.slug} has a {kind}{what} already: change that one")
 
 
 @transaction.atomic
@@ -121,7 +145,10 @@ def rule_update(*, rule: AlertRule, changes: dict, by: User) -> AlertRule:
         scope=changes.get("scope", rule.scope),
         params=changes.get("params", rule.params),
     )
-    rule.scope, rule.params = scope, params
+    one_key = _one_key(rule.kind, scope, params) if rule.one_per_tenant else ""
+    if one_key != rule.one_key:
+        _one_check(kind=rule.kind, tenant=rule.tenant, one_key=one_key, one_per_tenant=True)
+    rule.scope, rule.params, rule.one_key = scope, params, one_key
     rule.level = changes.get("level", rule.level)
     rule.enabled = changes.get("enabled", rule.enabled)
     rule.save()

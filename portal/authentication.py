@@ -39,7 +39,10 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raw = header[1].decode("ascii")
         except UnicodeDecodeError as exc:
             raise exceptions.AuthenticationFailed("Token must be ASCII.") from exc
-        token = with_access(ApiToken.objects.filter(digest=token_digest(raw)), user="user").first()
+        tokens = ApiToken.objects.filter(digest=token_digest(raw))
+        # What it is bound to, read with it: every ingestion request asks.
+        tokens = tokens.select_related("bound_tenant", "bound_project")
+        token = with_access(tokens, user="user").first()
         if token is None:
             raise exceptions.AuthenticationFailed("Invalid token.")
         if token.revoked_at is not None:

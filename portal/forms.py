@@ -1,8 +1,9 @@
 from django import forms
+from django.db.models import QuerySet
 
 from portal.alert_kinds import Kind
 from portal.errors import FieldError
-from portal.models import Scope, Tenant
+from portal.models import Project, Scope, Tenant
 from portal.money import money_parse
 from portal.periods import validate_years
 
@@ -82,14 +83,38 @@ class TokenForm(forms.Form):
         help_text="An ingest token for a tenant's own gateway: it meters that tenant only.",
     )
 
-    def __init__(self, *args, allowed: frozenset[str], own_tenant: Tenant | None = None, **kwargs):
+    bound_project = forms.ModelChoiceField(
+        queryset=Project.objects.none(),
+        required=False,
+        label="Bind to project",
+        empty_label="— not bound —",
+        help_text="And to one of the tenant's projects: its events without a project are "
+        "that project's, naming another is refused.",
+    )
+
+    def __init__(
+        self,
+        *args,
+        allowed: frozenset[str],
+        projects: QuerySet[Project],
+        own_tenant: Tenant | None = None,
+        **kwargs,
+    ):
+        """`projects`: those the user may bind a token to; `own_tenant`: a member's tenant,
+        which its ingest tokens are bound to (no choice of tenant)."""
         super().__init__(*args, **kwargs)
         self.fields["scopes"].choices = [c for c in Scope.choices if c[0] in allowed]
         self.own_tenant = own_tenant
+        self.fields["bound_project"].queryset = projects.select_related("tenant")
+        self.fields["bound_project"].label_from_instance = lambda p: (
+            p.name if own_tenant is not None else f"{p.tenant.name} / {p.name}"
+        )
         if Scope.INGEST not in allowed or own_tenant is not None:
             # A member's ingest token is bound to its own tenant, no choice: the page says
-            # so. (The seam for projects: a choice of one of the tenant's own, beside it.)
+            # so; it chooses one of its projects beside it.
             del self.fields["bound_tenant"]
+        if Scope.INGEST not in allowed:
+            del self.fields["bound_project"]
 
 
 def _event_type_choices(types: list[str]) -> list[tuple[str, str]]:

@@ -62,6 +62,29 @@ class Tenant(models.Model):
         return self.slug
 
 
+class Project(models.Model):
+    """A tenant's subdivision (a department, product or cost center, kpis.md 3e): usage,
+    quotas and chargeback are kept per project. Its slug is unique in the tenant; created by
+    the tenant's members, operators and finance, or by the first usage event naming it (at
+    most MAX_PROJECTS a tenant, portal.projects). Usage without one is the tenant's
+    `(none)`, stored as project id 0."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="projects")
+    slug = models.SlugField(max_length=64)
+    name = models.CharField(max_length=200)
+    cost_center = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["tenant", "slug"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "slug"], name="project_slug_in_tenant")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id}/{self.slug}"
+
+
 class Membership(models.Model):
     """Links a tenant member to exactly one tenant."""
 
@@ -88,6 +111,15 @@ class ApiToken(models.Model):
     # to that tenant only, and spans without a tenant attribute are that tenant's.
     bound_tenant = models.ForeignKey(
         "portal.Tenant",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="bound_tokens",
+    )
+    # And to one of that tenant's projects: its events without a project are that project's,
+    # naming another is refused (kpis.md 3e).
+    bound_project = models.ForeignKey(
+        Project,
         on_delete=models.PROTECT,
         null=True,
         blank=True,
@@ -372,19 +404,21 @@ class AlertRule(models.Model):
     params = models.JSONField(default=dict, blank=True)
     level = models.CharField(max_length=8, choices=Event.Level.choices, default="warning")
     enabled = models.BooleanField(default=True)
-    # Its kind allows a tenant one rule of it (Kind.one_per_tenant: a budget), set from the
-    # kind when the rule is created (not a field anyone edits: the audit log leaves it out),
-    # so the database holds that without naming a kind.
+    # Its kind allows a tenant one rule of it (Kind.one_per_tenant: a budget) per `one_key`
+    # (Kind.one_key: a budget's project and period; "" for one per tenant), set when the rule
+    # is written (not fields anyone edits: the audit log leaves them out), so the database
+    # holds that without naming a kind.
     one_per_tenant = models.BooleanField(default=False, editable=False)
+    one_key = models.CharField(max_length=200, blank=True, default="", editable=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["pk"]
         constraints = [
             models.UniqueConstraint(
-                fields=["tenant", "kind"],
+                fields=["tenant", "kind", "one_key"],
                 condition=models.Q(one_per_tenant=True),
-                name="alert_rule_one_per_tenant",
+                name="alert_rule_one_per_tenant_key",
             )
         ]
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from portal.access import TOKEN_SCOPES, acting_user, user_refusal, user_role, user_tenant
 from portal.errors import FieldError
-from portal.models import ApiToken, AuditEntry, Membership, Role, Scope, Tenant
+from portal.models import ApiToken, AuditEntry, Membership, Project, Role, Scope, Tenant
 
 TOKEN_PREFIX = "tfp_"  # noqa: S105 (a marker, not a secret)
 
@@ -179,11 +179,10 @@ def user_ensure(
     return user
 
 
-@transaction.atomic
 def _own_tenant_bound(user: User, bound_tenant: Tenant | None) -> Tenant:
     """A tenant member's ingest token is bound to its own tenant (architecture.md, roles):
-    unbound it is bound there; bound to another tenant, refused naming the field. (One of
-    the tenant's projects, once projects exist, is chosen beside it and checked here.)"""
+    unbound it is bound there; bound to another tenant, refused naming the field (a project
+    of another tenant is refused by token_create, naming bound_project)."""
     own = user_tenant(user)
     if own is None or (bound_tenant is not None and bound_tenant.pk != own.pk):
         raise ValidationError(
@@ -192,12 +191,20 @@ def _own_tenant_bound(user: User, bound_tenant: Tenant | None) -> Tenant:
     return own
 
 
+@transaction.atomic
 def token_create(
-    *, user: User, name: str, scopes: Iterable[str], bound_tenant: Tenant | None = None
+    *,
+    user: User,
+    name: str,
+    scopes: Iterable[str],
+    bound_tenant: Tenant | None = None,
+    bound_project: Project | None = None,
 ) -> tuple[ApiToken, str]:
     """Issue a token for `user` with `scopes` (limited by the user's role), an ingest token
     optionally bound to one tenant (`bound_tenant`: what it sends is metered to that tenant
-    only); returns the row and the clear token, which is shown once and never stored."""
+    only) and to one of its projects (`bound_project`: its events without a project are that
+    project's, naming another is refused); a member's ingest token is bound to its own
+    tenant. Returns the row and the clear token, which is shown once and never stored."""
     if refusal := user_refusal(user):
         raise ValidationError({"user": refusal})
     wanted = sorted(set(scopes))
@@ -213,6 +220,8 @@ def token_create(
                 f"tokens with scope {', '.join(refused)}."
             }
         )
+    if bound_project is not None and bound_tenant is None:
+        bound_tenant = bound_project.tenant
     if role is Role.TENANT and Scope.INGEST in wanted:
         bound_tenant = _own_tenant_bound(user, bound_tenant)
     if bound_tenant is not None:
@@ -222,6 +231,8 @@ def token_create(
             )
         if bound_tenant.status == Tenant.Status.CLOSED:
             raise ValidationError({"bound_tenant": f"Tenant {bound_tenant.slug!r} is closed."})
+    if bound_project is not None and bound_project.tenant_id != bound_tenant.pk:
+        raise ValidationError({"bound_project": f"Not a project of tenant {bound_tenant.slug!r}."})
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user,
@@ -230,6 +241,7 @@ def token_create(
         digest=token_digest(raw),
         scopes=wanted,
         bound_tenant=bound_tenant,
+        bound_project=bound_project,
     )
     tenant = user_tenant(user)
     audit_record(
@@ -243,6 +255,7 @@ def token_create(
             "user": user.username,
             "tenant": tenant.slug if tenant else None,
             "bound_tenant": bound_tenant.slug if bound_tenant else None,
+            "bound_project": bound_project.slug if bound_project else None,
         },
     )
     return token, raw

@@ -20,6 +20,7 @@ from portal.exports import export_query, list_csv
 from portal.forms import TokenForm
 from portal.models import ApiToken, Role
 from portal.pager import pager_page
+from portal.projects import projects_bindable
 from portal.security import login_failed, login_locked_for, login_succeeded
 from portal.services import token_create, token_revoke
 from portal.shell import home_view
@@ -82,9 +83,13 @@ def home(request):
 @role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
 def tokens(request):
     """The user's API tokens: create (shown once) and revoke."""
-    allowed = TOKEN_SCOPES[user_role(request.user)]
-    own_tenant = user_tenant(request.user)
-    form = TokenForm(request.POST or None, allowed=allowed, own_tenant=own_tenant)
+    choices = {
+        "allowed": TOKEN_SCOPES[user_role(request.user)],
+        # The projects it may bind an ingest token to: its own tenant's for a member.
+        "projects": projects_bindable(user=request.user),
+        "own_tenant": user_tenant(request.user),
+    }
+    form = TokenForm(request.POST or None, **choices)
     created = None
     if request.method == "POST" and form.is_valid():
         try:
@@ -93,12 +98,13 @@ def tokens(request):
                 name=form.cleaned_data["name"],
                 scopes=form.cleaned_data["scopes"],
                 bound_tenant=form.cleaned_data.get("bound_tenant"),
+                bound_project=form.cleaned_data.get("bound_project"),
             )
         except ValidationError as exc:
             for field, errs in exc.message_dict.items():
                 form.add_error(field if field in form.fields else None, errs)
         else:
-            form = TokenForm(allowed=allowed, own_tenant=own_tenant)
+            form = TokenForm(**choices)
     return render(
         request,
         "portal/tokens.html",
@@ -106,7 +112,9 @@ def tokens(request):
             "title": "API tokens",
             "form": form,
             "created": created,
-            "tokens": ApiToken.objects.filter(user=request.user).select_related("bound_tenant"),
+            "tokens": ApiToken.objects.filter(user=request.user).select_related(
+                "bound_tenant", "bound_project"
+            ),
         },
     )
 

@@ -1,7 +1,7 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from portal.models import Role, Tenant
+from portal.models import Project, Role, Tenant
 from portal.services import token_create, user_ensure
 
 
@@ -21,6 +21,11 @@ class Command(BaseCommand):
             help="Bind an ingest token to this tenant: it meters that tenant only (a gateway "
             "of the tenant's own), and OTLP spans without a tenant attribute are that tenant's",
         )
+        parser.add_argument(
+            "--bind-project",
+            help="And to this project of that tenant (its slug): its events without a "
+            "project are that project's, naming another is refused",
+        )
         parser.add_argument("--name", default="cli")
 
     def handle(self, *args, **options):
@@ -35,17 +40,32 @@ class Command(BaseCommand):
             bound = Tenant.objects.filter(slug=options["bind_tenant"]).first()
             if bound is None:
                 raise CommandError(f"No tenant {options['bind_tenant']!r}.")
+        project = None
+        if options["bind_project"]:
+            owner = bound or tenant  # a member's token is bound to its own tenant
+            if owner is None:
+                raise CommandError("--bind-project needs --bind-tenant: the project's tenant.")
+            project = Project.objects.filter(tenant=owner, slug=options["bind_project"]).first()
+            if project is None:
+                raise CommandError(
+                    f"No project {options['bind_project']!r} of tenant {owner.slug!r}."
+                )
         scopes = [s.strip() for s in options["scopes"].split(",") if s.strip()]
         try:
             user = user_ensure(username=options["user"], role=role, tenant=tenant)
             token, raw = token_create(
-                user=user, name=options["name"], scopes=scopes, bound_tenant=bound
+                user=user,
+                name=options["name"],
+                scopes=scopes,
+                bound_tenant=bound,
+                bound_project=project,
             )
         except ValidationError as exc:
             raise CommandError(
                 "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())
             ) from exc
         bound_to = f", bound to tenant {bound.slug}" if bound else ""
+        bound_to += f" and its project {project.slug}" if project else ""
         self.stderr.write(
             f"Token {token.prefix}… for {user.username} ({role.value}) scopes "
             f"{','.join(token.scopes)}{bound_to}"
