@@ -322,10 +322,11 @@ FACTORY_CURRENCY = os.environ.get("FACTORY_CURRENCY", "USD")
 METRICS_TENANT_LABELS = env_bool("METRICS_TENANT_LABELS", True)
 # The issuer named on invoices and reports.
 FACTORY_NAME = os.environ.get("FACTORY_NAME", "Token Factory")
-# The span (or resource) attributes OTLP ingestion reads the tenant and the pool from
-# (data-formats.md section 6b).
+# The span (or resource) attributes OTLP ingestion reads the tenant, the pool and the
+# project from (data-formats.md section 6b).
 OTLP_TENANT_ATTRIBUTE = os.environ.get("OTLP_TENANT_ATTRIBUTE", "tenant.id")
 OTLP_POOL_ATTRIBUTE = os.environ.get("OTLP_POOL_ATTRIBUTE", "tokenfactory.pool")
+OTLP_PROJECT_ATTRIBUTE = os.environ.get("OTLP_PROJECT_ATTRIBUTE", "tokenfactory.project")
 # The issuer's postal address on invoices, lines separated by "\n" in the variable.
 FACTORY_ADDRESS = os.environ.get("FACTORY_ADDRESS", "").replace("\\n", "\n")
 

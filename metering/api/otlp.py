@@ -9,7 +9,7 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 
-from metering.api.usage import ERROR_RESPONSES, IngestView
+from metering.api.usage import ERROR_RESPONSES, IngestPermission, IngestView
 from metering.domain.telemetry.otlp_metrics import (
     latency_points,
     metrics_decode,
@@ -85,6 +85,7 @@ class OtlpTracesView(OtlpView):
                 tenant_attribute=settings.OTLP_TENANT_ATTRIBUTE,
                 pool_attribute=settings.OTLP_POOL_ATTRIBUTE,
                 bound_tenant=sender.bound_tenant,
+                project_attribute=settings.OTLP_PROJECT_ATTRIBUTE,
             )
         batch = Batch(items=spans.items, errors=spans.errors, sources=spans.sources)
         result = batch_ingest(sender=sender, batch=batch, partial=True)
@@ -123,6 +124,8 @@ class OtlpMetricsView(OtlpView):
     to a tenant may not send it."""
 
     permission_classes = [*OtlpView.permission_classes, UnboundToken]
+
+    permission_classes = [IngestPermission]  # the factory's telemetry: operators only
 
     @otlp_schema
     def post(self, request):

@@ -48,6 +48,13 @@ class UsageEventDoc(serializers.Serializer):
     tenant = serializers.SlugField()
     model = serializers.CharField(help_text="Served model slug or alias")
     pool = serializers.SlugField(required=False)
+    project = serializers.SlugField(
+        max_length=64,
+        required=False,
+        help_text="A slug of the tenant's projects; an unknown one is created at its first "
+        "event (up to 1,000 a tenant). Default: the token's bound project, else the "
+        "tenant's (none)",
+    )
     input_tokens = _tokens()
     cached_tokens = _tokens(required=False, help_text="Of input_tokens: read from the prompt cache")
     cache_write_tokens = _tokens(
@@ -141,10 +148,12 @@ class IngestView(APIView):
         """Who sent the request, as the ingestion service asks."""
         token = self.request.auth
         bound = getattr(token, "bound_tenant", None)
+        project = getattr(token, "bound_project", None)
         return Sender(
             path=self.request.path,
             token_prefix=getattr(token, "prefix", ""),
             bound_tenant=bound.slug if bound is not None else None,
+            bound_project=project.slug if project is not None else None,
         )
 
     def ingest(self, decode: Callable[[], Batch]) -> Response:
@@ -242,6 +251,13 @@ class OpenAIBatchView(IngestView):
                 "tenant", str, description="Required unless the token is bound to a tenant"
             ),
             OpenApiParameter("pool", str, required=False),
+            OpenApiParameter(
+                "project",
+                str,
+                required=False,
+                description="The tenant's project every line is metered to (kpis.md 3e); "
+                "default: the token's bound project, else the tenant's (none)",
+            ),
         ],
         request={"application/jsonl": OpenApiTypes.STR},
         responses={200: IngestResultSerializer, 409: ErrorsSerializer, **ERROR_RESPONSES},
@@ -253,7 +269,10 @@ class OpenAIBatchView(IngestView):
             encoding = request.headers.get("Content-Encoding")
             text = decompress_body(body=request.body, content_encoding=encoding)
             converted, errors = openai_batch_to_items(
-                body=text, tenant=tenant, pool=request.query_params.get("pool") or None
+                body=text,
+                tenant=tenant,
+                pool=request.query_params.get("pool") or None,
+                project=request.query_params.get("project") or None,
             )
             return Batch(
                 items=converted,

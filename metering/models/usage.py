@@ -54,6 +54,9 @@ class UsageEvent(models.Model):
     # tokens are their totals, the latencies their means; the rollups count it that many times.
     # The column defaults to 1 in the database too, for writers that leave it out (COPY).
     requests = models.PositiveIntegerField(default=1, db_default=1)
+    # The tenant's project (portal.Project's id; kpis.md 3e), 0 for its `(none)`: no
+    # constraint, so a COPY of events needs no check per row (0 names no row).
+    project_id = models.BigIntegerField(default=0, db_default=0)
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "deployment", "time"], name="usage_cell_idx")]
@@ -143,9 +146,12 @@ class FoldMark(models.Model):
 
 
 class UsageRollup(models.Model):
-    """Sums of the usage events of one tenant and deployment over one period (abstract)."""
+    """Sums of the usage events of one tenant's project and deployment over one period
+    (abstract)."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    # The tenant's project (portal.Project's id), 0 for its `(none)` (as UsageEvent's).
+    project_id = models.BigIntegerField(default=0, db_default=0)
     deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE)
     requests = models.BigIntegerField(default=0)  # every request, failed ones included
     errors = models.BigIntegerField(default=0)
@@ -180,13 +186,15 @@ class UsageRollup(models.Model):
 
 
 class HourlyUsage(UsageRollup):
-    """Usage of a tenant on a deployment during one UTC hour."""
+    """Usage of a tenant's project on a deployment during one UTC hour."""
 
     hour = models.DateTimeField()
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["tenant", "deployment", "hour"], name="hourly_unique")
+            models.UniqueConstraint(
+                fields=["tenant", "deployment", "hour", "project_id"], name="hourly_unique"
+            )
         ]
         indexes = [models.Index(fields=["hour"], name="hourly_hour_idx")]
 
@@ -207,13 +215,16 @@ class RollupDelta(UsageRollup):
 
 
 class DailyUsage(UsageRollup):
-    """Usage of a tenant on a deployment during one UTC day (the sum of its hours)."""
+    """Usage of a tenant's project on a deployment during one UTC day (the sum of its
+    hours)."""
 
     day = models.DateField()
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["tenant", "deployment", "day"], name="daily_unique")
+            models.UniqueConstraint(
+                fields=["tenant", "deployment", "day", "project_id"], name="daily_unique"
+            )
         ]
         indexes = [models.Index(fields=["day"], name="daily_day_idx")]
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from django.db.models import Max, QuerySet
 
@@ -18,6 +18,7 @@ from metering.models import EngineHourly, EventKey, IngestRejection, SourceSeen
 from metering.selectors.factory import placements_read
 from portal.models import Tenant
 from portal.periods import hour_floor
+from portal.projects import limit_message, projects_beyond_limit
 
 CONFLICT = "this (source, id) is already stored with a different payload"
 
@@ -31,26 +32,33 @@ class PlacedEvent(NamedTuple):  # a tuple: built for every event of every batch
 
 
 def events_place(events: Sequence[EventIn]) -> tuple[list[PlacedEvent], list[EventError]]:
-    """Map tenant, model (slug or alias) and pool slugs to ids; unknown ones are errors."""
-    # A batch names few distinct (tenant, model, pool): each is checked once, and only a
-    # batch with an unknown one is checked event by event, so each error names its event.
-    distinct: dict[tuple[str, str, str | None], int] = {}
+    """Map tenant, model (slug or alias) and pool slugs to ids; unknown ones are errors, and
+    so are the projects a tenant has no room for (portal.projects.MAX_PROJECTS). The
+    projects themselves are looked up, or created, when the events are stored."""
+    # A batch names few distinct (tenant, model, pool, project): each is checked once, and
+    # only a batch with an unknown one is checked event by event, so each error names its
+    # event.
+    distinct: dict[tuple[str, str, str | None, str | None], int] = {}
     for e in events:
-        distinct.setdefault((e.tenant, e.model, e.pool), len(distinct))
-    placed, errors = _check_references([EventRef(i, *key, True) for key, i in distinct.items()])
+        distinct.setdefault((e.tenant, e.model, e.pool, e.project), len(distinct))
+    refs = [EventRef(i, t, m, p, True, project) for (t, m, p, project), i in distinct.items()]
+    placed, errors = _check_references(refs)
     if errors:
-        refs = [EventRef(i, e.tenant, e.model, e.pool, True) for i, e in enumerate(events)]
+        refs = [
+            EventRef(i, e.tenant, e.model, e.pool, True, e.project) for i, e in enumerate(events)
+        ]
         placed, errors = _check_references(refs)
         pairs = zip(events, placed, strict=True)
         return [PlacedEvent(event, *ids) for event, ids in pairs if ids is not None], errors
     ids_of = dict(zip(distinct, placed, strict=True))
-    return [PlacedEvent(e, *ids_of[(e.tenant, e.model, e.pool)]) for e in events], errors
+    return [PlacedEvent(e, *ids_of[(e.tenant, e.model, e.pool, e.project)]) for e in events], errors
 
 
 def usage_reference_errors(*, refs: Sequence[EventRef]) -> list[EventError]:
     """Errors naming each reference of `refs` to an unknown or closed tenant, an unknown
-    model or a model without a deployment on the pool. For a batch refused for its field
-    errors, so one answer lists every error of every kind."""
+    model, a model without a deployment on the pool or a new project past its tenant's
+    limit. For a batch refused for its field errors, so one answer lists every error of
+    every kind."""
     return _check_references(refs)[1]
 
 
@@ -82,6 +90,11 @@ def _check_references(
         ok = tenant is not None and tenant[1] != Tenant.Status.CLOSED
         tenant_ids[slug] = tenant[0] if ok else None
     placements: dict[tuple[str, str | None], tuple[int | None, tuple[str, str] | None]] = {}
+    wanted: dict[int, set[str]] = defaultdict(set)
+    for ref in refs:
+        if ref.project is not None and ref.tenant is not None and tenant_ids[ref.tenant]:
+            wanted[tenant_ids[ref.tenant]].add(ref.project)
+    beyond = projects_beyond_limit(wanted) if wanted else set()
     placed: list[tuple[int, int] | None] = []
     errors: list[EventError] = []
     append = placed.append
@@ -99,10 +112,13 @@ def _check_references(
                 deployment, problem = known.place(ref.model, ref.pool)
                 deployment_id = None if deployment is None else deployment.id
                 placements[key] = (deployment_id, problem)
-        if tenant_id is not None and deployment_id is not None:
+        full = tenant_id is not None and (tenant_id, ref.project) in beyond
+        if tenant_id is not None and deployment_id is not None and not full:
             append((tenant_id, deployment_id))
             continue
         append(None)
+        if full:
+            errors.append(EventError(ref.index, "project", limit_message(cast(str, ref.tenant))))
         if ref.tenant is not None and tenant_id is None:
             if ref.tenant not in tenants:
                 errors.append(EventError(ref.index, "tenant", f"unknown tenant {ref.tenant!r}"))

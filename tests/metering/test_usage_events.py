@@ -496,6 +496,36 @@ def test_validate_events_rejects_a_request_count_that_is_not_a_positive_integer(
     )
 
 
+def test_an_event_may_name_its_tenants_project_and_hashes_as_before_without_one():
+    plain, search = _one(), _one(project="search")
+    assert (plain.project, search.project) == (None, "search")
+    # Events stored before projects keep their hash; a project is part of the payload.
+    assert _one(project=None).payload_hash == plain.payload_hash
+    assert len({plain.payload_hash, search.payload_hash, _one(project="eval").payload_hash}) == 3
+    fast = validate_json_batch(
+        data=json.dumps([_event(project="search")]).encode(), now=NOW, max_events=10
+    )
+    assert fast == [search]
+
+
+@pytest.mark.parametrize("value", ["", "no spaces", "x" * 65, 7, ["a"], "é"])
+def test_validate_events_rejects_a_project_that_is_not_a_slug(value):
+    assert _errors(project=value) == [
+        EventError(
+            0,
+            "project",
+            "must be a project's slug: 1 to 64 letters, digits, hyphens or underscores "
+            "(leave it out for the tenant's (none))",
+        )
+    ]
+    assert (
+        validate_json_batch(
+            data=json.dumps([_event(project=value)]).encode(), now=NOW, max_events=10
+        )
+        is None
+    )
+
+
 def test_validate_events_reports_every_error_of_every_event():
     items = [
         _event(id="a"),

@@ -14,6 +14,8 @@ from metering.domain.usage.fields import BAD_SLUG
 from metering.domain.usage.formats import trace_events
 from metering.models import CapacitySample, EventKey, UsageEvent
 from metering.services.usage.rollup import usage_fold
+from portal.models import AuditEntry, Project
+from portal.projects import MAX_PROJECTS
 from portal.services import token_create
 from tests.concurrency import run_together
 from tests.metering.factories import event, make_deployment
@@ -946,3 +948,207 @@ def test_a_batch_is_stored_in_the_same_statements_however_many_tenants_and_model
         with CaptureQueriesContext(connection) as statements:
             assert ingest(batch).json() == {"accepted": accepted, "duplicates": 0}
         assert len(statements) == 7, [q["sql"][:40] for q in statements.captured_queries]
+
+
+# --- projects (kpis.md 3e): on every path, created at their first event, bound tokens ------
+
+PROJECT_BOUND = "this token is bound to project 'search': it meters that project only"
+
+
+def _otlp_json(*spans) -> bytes:
+    """An OTLP/JSON trace export of GenAI spans (attribute dicts), of resource `gw`."""
+    end = int(datetime(2026, 12, 16, 9, 0, tzinfo=UTC).timestamp()) * 10**9
+
+    def value(v):
+        return {"intValue": str(v)} if isinstance(v, int) else {"stringValue": v}
+
+    return json.dumps(
+        {
+            "resourceSpans": [
+                {
+                    "resource": {"attributes": [{"key": "service.name", "value": value("gw")}]},
+                    "scopeSpans": [
+                        {
+                            "spans": [
+                                {
+                                    "traceId": f"{i + 1:032x}",
+                                    "spanId": f"{i + 1:016x}",
+                                    "name": "chat",
+                                    "startTimeUnixNano": str(end - 10**9),
+                                    "endTimeUnixNano": str(end + i),
+                                    "attributes": [
+                                        {"key": k, "value": value(v)} for k, v in attrs.items()
+                                    ],
+                                }
+                                for i, attrs in enumerate(spans)
+                            ]
+                        }
+                    ],
+                }
+            ]
+        }
+    ).encode()
+
+
+def _span(project=None, **extra):
+    attrs = {"tenant.id": "tenant-a", "gen_ai.request.model": "llama-70b",
+             "gen_ai.usage.input_tokens": 100, "gen_ai.usage.output_tokens": 10, **extra}  # fmt: skip
+    return attrs if project is None else {**attrs, "tokenfactory.project": project}
+
+
+def _projects_stored():
+    return sorted(UsageEvent.objects.values_list("tenant__slug", "project_id").order_by("id"))
+
+
+def test_every_path_meters_the_events_project_and_creates_it_once(ingest):
+    native = ingest([event(1, project="search"), event(2), event(3, project="search")])
+    cloud = ingest([_cloudevent(4, project="support-bot")],
+                   path="/api/v1/usage/cloudevents", content_type=CE)  # fmt: skip
+    openai = ingest(_openai_line(5, created=1773000000),
+                    path="/api/v1/usage/openai-batch?tenant=tenant-a&project=eval",
+                    content_type="application/jsonl")  # fmt: skip
+    otlp = ingest(_otlp_json(_span("search"), _span()), path="/api/v1/otlp/v1/traces")
+
+    assert [r.status_code for r in (native, cloud, openai, otlp)] == [200] * 4
+    projects = dict(Project.objects.values_list("slug", "pk"))
+    assert sorted(projects) == ["eval", "search", "support-bot"]
+    stored = UsageEvent.objects.order_by("id").values_list("project_id", flat=True)
+    p = projects
+    assert list(stored) == [
+        p["search"],
+        0,
+        p["search"],
+        p["support-bot"],
+        p["eval"],
+        p["search"],
+        0,
+    ]
+    created = AuditEntry.objects.filter(object_type="project", action="create")
+    assert sorted((e.after["slug"], e.after["created_by"], e.actor) for e in created) == [
+        ("eval", "ingestion", None), ("search", "ingestion", None),
+        ("support-bot", "ingestion", None),
+    ]  # fmt: skip
+
+
+def test_a_replay_naming_another_project_is_a_conflict(ingest):
+    assert ingest([event(1, project="search")]).json() == {"accepted": 1, "duplicates": 0}
+    assert ingest([event(1, project="search")]).json() == {"accepted": 0, "duplicates": 1}
+    for changed in (event(1), event(1, project="eval")):
+        response = ingest([changed])
+        assert response.status_code == 409
+        assert response.json()["errors"][0]["field"] == "id"
+    assert not Project.objects.filter(slug="eval").exists()  # a refused batch creates none
+
+
+def test_a_project_that_is_not_a_slug_is_refused_naming_it(ingest):
+    for items in ([event(1, project="no spaces")], [event(1, project="x" * 65)],
+                  [event(1, project=7), {**event(2), "ttft_ms": "x"}]):  # fmt: skip
+        response = ingest(items)
+        assert response.status_code == 400
+        assert response.json()["errors"][0]["field"] == "project"
+    assert _stored_nothing()
+
+
+@pytest.fixture
+def project_bound(ingest, users, tenant_a, tenant_b):
+    search = Project.objects.create(tenant=tenant_a, slug="search", name="Search")
+    _, raw = token_create(
+        user=users["operator"], name="gateway", scopes=["ingest"], bound_project=search
+    )
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+
+    def post(items, path="/api/v1/usage/events", **kwargs):
+        kwargs.setdefault("content_type", "application/json")
+        body = items if isinstance(items, bytes | str) else json.dumps(items)
+        return api.generic("POST", path, body, **kwargs)
+
+    post.search = search
+    return post
+
+
+def test_a_project_bound_token_refuses_another_project_on_every_path(project_bound):
+    own, other = event(1), event(2, project="eval")
+    for response in (
+        project_bound([own, other]),  # the fast path
+        project_bound([own, {**other, "ttft_ms": 5}, {**event(3), "ttft_ms": "x"}]),
+        project_bound([_cloudevent(1), _cloudevent(2, project="eval")],
+                      path="/api/v1/usage/cloudevents", content_type=CE),
+        project_bound(_openai_line(1, created=1773000000) + _openai_line(2, created=1773000000),
+                      path="/api/v1/usage/openai-batch?project=eval",
+                      content_type="application/jsonl"),
+    ):  # fmt: skip
+        assert response.status_code == 400
+        errors = response.json()["errors"]
+        assert {"index": 1, "field": "project", "message": PROJECT_BOUND} in errors
+    assert _stored_nothing()
+    otlp = project_bound(_otlp_json(_span(), _span("eval")), path="/api/v1/otlp/v1/traces")
+    assert otlp.status_code == 200
+    assert f"span 1: project {PROJECT_BOUND}" in otlp.json()["partialSuccess"]["errorMessage"]
+    assert not Project.objects.filter(slug="eval").exists()
+
+
+def test_a_project_bound_tokens_events_without_a_project_are_its_projects(project_bound):
+    search = project_bound.search.pk
+    assert project_bound([event(1), event(2, project="search")]).status_code == 200
+    assert project_bound([_cloudevent(3)], path="/api/v1/usage/cloudevents",
+                         content_type=CE).status_code == 200  # fmt: skip
+    assert project_bound(_openai_line(4, created=1773000000), path="/api/v1/usage/openai-batch",
+                         content_type="application/jsonl").status_code == 200  # fmt: skip
+    otlp = project_bound(_otlp_json(_span()), path="/api/v1/otlp/v1/traces")
+    assert otlp.status_code == 200, otlp.content
+    assert set(UsageEvent.objects.values_list("project_id", flat=True)) == {search}
+    assert UsageEvent.objects.count() == 5
+    # A replay of its event naming the project it took is the same event.
+    assert project_bound([event(1, project="search")]).json() == {"accepted": 0, "duplicates": 1}
+
+
+def test_a_members_own_gateway_meters_its_tenant_and_project_only(users, tenant_a, tenant_b):
+    make_deployment()
+    search = Project.objects.create(tenant=tenant_a, slug="search", name="Search")
+    _, raw = token_create(user=users["tenant"], name="gw", scopes=["ingest"], bound_project=search)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    refused = api.post("/api/v1/usage/events", [event(1, tenant="tenant-b")], format="json")
+    assert refused.status_code == 400
+    assert refused.json()["errors"][0]["field"] == "tenant"
+    assert api.post("/api/v1/usage/events", [event(2)], format="json").status_code == 200
+    assert api.post("/api/v1/capacity", [], format="json").status_code == 403  # not usage
+    assert _projects_stored() == [("tenant-a", search.pk)]
+
+
+def test_the_1001st_project_is_refused_naming_project_and_nothing_is_stored(ingest, tenant_a):
+    Project.objects.bulk_create(
+        Project(tenant=tenant_a, slug=f"p{i:04}", name=f"P{i}") for i in range(MAX_PROJECTS)
+    )
+    message = ("tenant 'tenant-a' has 1,000 projects, the most a tenant may have: "
+               "name one of them")  # fmt: skip
+    response = ingest([event(1, project="p0007"), event(2, project="one-more")])
+    assert response.status_code == 400
+    assert response.json()["errors"] == [{"index": 1, "field": "project", "message": message}]
+    assert _stored_nothing()
+    otlp = ingest(_otlp_json(_span("p0001"), _span("one-more")), path="/api/v1/otlp/v1/traces")
+    assert f"span 1: project {message}" in otlp.json()["partialSuccess"]["errorMessage"]
+    assert UsageEvent.objects.count() == 1
+    assert Project.objects.count() == MAX_PROJECTS
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_an_unknown_project_is_created_once_under_concurrent_batches(users, tenant_a):
+    make_deployment()
+    _, raw = token_create(user=users["operator"], name="gw", scopes=["ingest"])
+
+    def send(i):
+        api = APIClient()
+        api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+        batch = [event(i * 100 + k, project=f"new-{k % 3}") for k in range(20)]
+        return api.post("/api/v1/usage/events", batch, format="json").status_code
+
+    statuses, errors = run_together(send, list(range(8)), timeout=120)
+    assert errors == []
+    assert statuses == [200] * 8
+    assert sorted(Project.objects.values_list("slug", flat=True)) == ["new-0", "new-1", "new-2"]
+    assert AuditEntry.objects.filter(object_type="project").count() == 3
+    assert UsageEvent.objects.count() == 160
+    assert UsageEvent.objects.values("project_id").distinct().count() == 3

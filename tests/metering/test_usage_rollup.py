@@ -33,7 +33,7 @@ from metering.services.usage.changes import usage_refold
 from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import usage_fold
 from portal.clock import clock_set
-from portal.models import Tenant
+from portal.models import Project, Tenant
 from tests.conftest import broker_mode
 from tests.metering.factories import make_deployment
 
@@ -50,6 +50,7 @@ events_strategy = st.lists(
         st.integers(min_value=0, max_value=2000),
         st.booleans(),
         st.one_of(st.none(), st.integers(min_value=1, max_value=4000)),
+        st.sampled_from([None, "search", "eval"]),  # the tenant's project (None: none)
     ),
     min_size=1,
     max_size=60,
@@ -70,8 +71,11 @@ def _items(raw, offset=0):
             "reasoning_tokens": tokens_out // 2 if model == "m2" else 0,
             "status": "error" if failed else "ok",
             **({"ttft_ms": ttft} if ttft else {}),
+            **({"project": project[0]} if project and project[0] else {}),
         }
-        for i, (tenant, model, minute, tokens_in, tokens_out, failed, ttft) in enumerate(raw)
+        for i, (tenant, model, minute, tokens_in, tokens_out, failed, ttft, *project) in (
+            enumerate(raw)
+        )
     ]
 
 
@@ -86,7 +90,7 @@ def _direct():
     compliant = ok & (Q(ttft_ms__isnull=True) | Q(ttft_ms__lte=2000))
     rows = (
         UsageEvent.objects.annotate(h=TruncHour("time"))
-        .values("tenant_id", "deployment_id", "h")
+        .values("tenant_id", "deployment_id", "h", "project_id")
         .annotate(
             n=Count("id"),
             e=Count("id", filter=Q(is_error=True)),
@@ -103,7 +107,7 @@ def _direct():
         )
     )
     return {
-        (r["tenant_id"], r["deployment_id"], r["h"]): (
+        (r["tenant_id"], r["deployment_id"], r["h"], r["project_id"]): (
             r["n"],
             r["e"],
             r["i"],
@@ -123,7 +127,7 @@ def _direct():
 
 def _rolled():
     return {
-        (h.tenant_id, h.deployment_id, h.hour): (
+        (h.tenant_id, h.deployment_id, h.hour, h.project_id): (
             h.requests,
             h.errors,
             h.input_tokens,
@@ -161,10 +165,13 @@ def _five_minute_hours():
 
 
 def _hourly_requests():
-    return {
-        (h.tenant_id, h.deployment_id, h.hour): (h.requests, h.compliant_requests, h.errors)
-        for h in HourlyUsage.objects.all()
-    }
+    """The hourly rows summed over the tenant's projects (5-minute buckets have none)."""
+    hours = {}
+    for h in HourlyUsage.objects.all():
+        key = (h.tenant_id, h.deployment_id, h.hour)
+        n, ok, err = hours.get(key, (0, 0, 0))
+        hours[key] = (n + h.requests, ok + h.compliant_requests, err + h.errors)
+    return hours
 
 
 # The clock 4 days after the events' first: every event is within the 5-minute horizon.
@@ -204,12 +211,15 @@ def test_rollups_equal_direct_aggregation_with_late_events_and_interruptions(
     assert _rolled() == _direct()
     assert _five_minute_hours() == _hourly_requests()
     daily = {
-        (d.tenant_id, d.deployment_id, d.day): d.output_tokens for d in DailyUsage.objects.all()
+        (d.tenant_id, d.deployment_id, d.day, d.project_id): d.output_tokens
+        for d in DailyUsage.objects.all()
     }
     expected_daily = {}
-    for (t, d, h), values in _direct().items():
-        expected_daily[(t, d, h.date())] = expected_daily.get((t, d, h.date()), 0) + values[5]
+    for (t, d, h, p), values in _direct().items():
+        key = (t, d, h.date(), p)
+        expected_daily[key] = expected_daily.get(key, 0) + values[5]
     assert daily == expected_daily
+    assert Project.objects.filter(slug__in=["search", "eval"]).count() <= 4
     assert not FoldPending.objects.exists()
 
 
@@ -325,6 +335,37 @@ def test_a_version_that_changes_the_slo_from_a_past_hour_folds_that_usage_again(
         FiveMinuteUsage.objects.order_by("bucket").values_list("requests", "compliant_requests")
     ) == [(1, 1), (1, 0), (1, 1)]
     assert _five_minute_hours() == _hourly_requests()
+
+
+@pytest.mark.parametrize("now", [BASE + timedelta(days=6)], indirect=True)
+def test_an_hour_folded_again_keeps_a_row_per_project(db, now):
+    """A refold rebuilds each project's row of the hour from its own events."""
+    Tenant.objects.create(slug="t1", name="t1")
+    deployment = make_deployment(model="m1", ttft=2000)
+    _ingest(
+        [
+            {"id": f"p{i}", "tenant": "t1", "model": "m1", "input_tokens": 10,
+             "output_tokens": 20 + i, "ttft_ms": 1500,
+             "time": (BASE + timedelta(days=2, hours=10, minutes=i)).isoformat(), **project}
+            for i, project in enumerate([{}, {"project": "search"}, {"project": "search"}])
+        ]
+    )  # fmt: skip
+    usage_fold()
+    deployment_version_add(
+        deployment=deployment,
+        effective_from=BASE + timedelta(days=1),
+        spec=VersionSpec(r_ref=Decimal(1000), slo_ttft_ms=1000),
+        by=None,
+    )
+    usage_fold()
+
+    search = Project.objects.get(slug="search").pk
+    rows = HourlyUsage.objects.order_by("project_id").values_list(
+        "project_id", "requests", "output_tokens", "compliant_requests"
+    )
+    assert list(rows) == [(0, 1, 20, 0), (search, 2, 43, 0)]
+    days = DailyUsage.objects.order_by("project_id").values_list("project_id", "output_tokens")
+    assert list(days) == [(0, 20), (search, 43)]
 
 
 def test_a_past_slo_change_is_folded_by_the_stage_its_version_asks_for(transactional_db):

@@ -24,6 +24,8 @@ SLUG_MAX_LENGTH: Final = 128  # tenant and pool
 
 MODEL_MAX_LENGTH: Final = 256  # slugs and engine aliases such as "meta-llama/Meta-Llama-3-8B"
 
+PROJECT_MAX_LENGTH: Final = 64  # a project's slug (portal.projects)
+
 REQUIRED_FIELDS: Final = ("id", "time", "tenant", "model", "input_tokens", "output_tokens")
 
 EVENT_FIELDS: Final = frozenset(
@@ -39,6 +41,7 @@ EVENT_FIELDS: Final = frozenset(
         "latency_ms",
         "status",
         "requests",
+        "project",
     }
 )
 
@@ -72,6 +75,11 @@ FUTURE_TIME = "is more than 5 minutes in the future"
 OLD_TIME = "is older than the retention window (the start of the UTC month 13 months ago, {})"
 
 BAD_SLUG = f"must be a slug: 1 to {SLUG_MAX_LENGTH} letters, digits, hyphens or underscores"
+
+BAD_PROJECT = (
+    f"must be a project's slug: 1 to {PROJECT_MAX_LENGTH} letters, digits, hyphens or "
+    "underscores (leave it out for the tenant's (none))"
+)
 
 BAD_STATUS = 'must be "ok" or "error"'
 
@@ -145,6 +153,8 @@ class EventIn(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # With token classes, the hash without them ("" without: payload_hash is it): a stored
     # event that lacks them matches a replay that carries them (``is_replay_of``).
     base_hash: str = ""
+    # The tenant's project it is metered to (kpis.md 3e): a slug; None is its `(none)`.
+    project: str | None = None
 
     def __post_init__(self) -> None:
         base = fields_hash(
@@ -162,6 +172,7 @@ class EventIn(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             self.latency_ms,
             self.status,
             self.requests,
+            self.project,
         )
         if self.cache_write_tokens or self.reasoning_tokens:
             msgspec.structs.force_setattr(self, "base_hash", base)
@@ -180,7 +191,8 @@ class EventRef(NamedTuple):
 
     A reference that is not well-formed is None (a field error names it already): tenant
     and model slugs, and ``pool`` (None: not given, or not a slug). ``is_placeable``: the
-    model and the pool are both well-formed, so its deployment can be looked up."""
+    model and the pool are both well-formed, so its deployment can be looked up. ``project``:
+    a well-formed project slug the event names (None: none, or not well-formed)."""
 
     # A NamedTuple field named index shadows tuple.index, which mypy refuses; callers read
     # ``ref.index``, so the name stays.
@@ -189,6 +201,7 @@ class EventRef(NamedTuple):
     model: str | None
     pool: str | None
     is_placeable: bool
+    project: str | None = None
 
 
 def model_problem(value: Any) -> str | None:
@@ -239,4 +252,16 @@ def bound_tenant_errors(*, tenants: Iterable[tuple[int, Any]], bound: str) -> li
         EventError(index, "tenant", message)
         for index, tenant in tenants
         if tenant is not None and tenant != bound
+    ]
+
+
+def bound_project_errors(*, projects: Iterable[tuple[int, Any]], bound: str) -> list[EventError]:
+    """Errors naming `project` for each (index, project) naming another project than
+    `bound`: a token bound to a project meters that project only (kpis.md 3e); an event
+    naming none takes it."""
+    message = f"this token is bound to project {bound!r}: it meters that project only"
+    return [
+        EventError(index, "project", message)
+        for index, project in projects
+        if project is not None and project != bound
     ]

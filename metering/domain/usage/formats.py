@@ -54,7 +54,12 @@ def merge_errors(
 
 
 def openai_batch_to_items(
-    *, body: bytes | str, tenant: str, pool: str | None, max_events: int = MAX_EVENTS
+    *,
+    body: bytes | str,
+    tenant: str,
+    pool: str | None,
+    project: str | None = None,
+    max_events: int = MAX_EVENTS,
 ) -> tuple[list[dict[str, Any] | None], list[EventError]]:
     """One event per non-blank line of an OpenAI Batch output file (JSONL).
 
@@ -62,7 +67,8 @@ def openai_batch_to_items(
     legacy vLLM shape with the ChatCompletion directly in ``response``. LF or CRLF, blank
     lines and a missing final newline are fine; error indexes count non-blank lines from 0.
     Event: source "openai-batch", id = the line's ``id``, time = body ``created`` (Unix
-    seconds), model = body ``model`` (an alias, resolved by the caller), input =
+    seconds), model = body ``model`` (an alias, resolved by the caller), the query's `project`
+    (the whole file's, kpis.md 3e), input =
     ``prompt_tokens``, cached = ``prompt_tokens_details.cached_tokens`` (null or missing
     -> 0), cache-write = ``prompt_tokens_details.cache_write_tokens`` (vLLM:
     ``created_cache_tokens``), output = ``completion_tokens`` (null or missing -> 0),
@@ -98,6 +104,8 @@ def openai_batch_to_items(
             continue
         problems: list[tuple[str, str]] = []
         item = _batch_item(batch_line, tenant, pool, fallback_time, fallback_model, problems)
+        if project is not None and item:
+            item["project"] = project
         errors.extend(EventError(index, field, message) for field, message in problems)
         items.append(None if problems else item)
     errors.sort(key=lambda error: error.index)

@@ -29,10 +29,11 @@ def fields_hash(
     latency_ms: float | None,
     status: str,
     requests: int = 1,
+    project: str | None = None,
 ) -> str:
     """The hash of already validated, normalised fields (time in UTC, latencies float).
-    ``requests`` enters only when it is not 1, so the hashes of single requests stored
-    before the field existed still match their replays."""
+    ``requests`` enters only when it is not 1 and ``project`` only when set, so the hashes
+    of events stored before those fields existed still match their replays."""
     # Positional on purpose: EventIn calls it for every event of every request.
     # "\x1f" cannot occur in a valid field, and "" is no valid value, so None -> "".
     canonical = "\x1f".join(
@@ -52,6 +53,8 @@ def fields_hash(
             "" if latency_ms is None else repr(latency_ms),
             status,
             *(() if requests == 1 else (str(requests),)),
+            # "p:" keeps a project apart from a count of requests (digits alone)
+            *(() if project is None else (f"p:{project}",)),
         )
     )
     return blake2b(canonical.encode(), digest_size=16, person=b"usage-event-v1").hexdigest()

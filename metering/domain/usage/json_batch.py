@@ -13,6 +13,7 @@ from metering.domain.usage.fields import (
     MAX_LATENCY_MS,
     MAX_REQUESTS,
     MAX_TOKENS,
+    PROJECT_MAX_LENGTH,
     SLUG_MAX_LENGTH,
     EventIn,
     model_problem,
@@ -27,6 +28,8 @@ from metering.domain.usage.fields import (
 _AsciiId = Annotated[str, msgspec.Meta(pattern=r"^[ -~]+\Z", max_length=ID_MAX_LENGTH)]
 
 _Slug = Annotated[str, msgspec.Meta(pattern=r"^[-a-zA-Z0-9_]+\Z", max_length=SLUG_MAX_LENGTH)]
+
+_Project = Annotated[str, msgspec.Meta(pattern=r"^[-a-zA-Z0-9_]+\Z", max_length=PROJECT_MAX_LENGTH)]
 
 _Tokens = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]
 
@@ -52,6 +55,7 @@ class _JsonEvent(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     latency_ms: _Latency | None = None
     status: Literal["ok", "error"] | None = None
     requests: _Requests | None = None
+    project: _Project | None = None
 
 
 _JSON_BATCH = msgspec.json.Decoder(list[_JsonEvent])
@@ -130,6 +134,7 @@ def validate_json_batch(
                 requests=requests,
                 cache_write_tokens=cache_write_tokens,
                 reasoning_tokens=reasoning_tokens,
+                project=item.project,
             )
         )
     return events

@@ -181,11 +181,14 @@ def spans_to_items(
     tenant_attribute: str,
     pool_attribute: str,
     bound_tenant: str | None,
+    project_attribute: str = "tokenfactory.project",
 ) -> Spans:
     """Usage events from the spans of a trace export (data-formats.md 6b): id = hex trace
     id + "-" + hex span id, source = "otlp:" + the resource's service.name, time = the
     span's end; tenant = the span attribute `tenant_attribute`, else that resource
-    attribute, else `bound_tenant`; pool from `pool_attribute` likewise; model = the
+    attribute, else `bound_tenant`; pool from `pool_attribute` likewise, and the project
+    from `project_attribute` (none: the token's bound project, or the tenant's `(none)`,
+    as the ingestion service gives it); model = the
     response's, else the request's; token counts from the current attribute names, else
     the legacy ones (absent: 0); latencies in ms (ttft from its attribute, latency the
     span's duration, tpot from its attribute or (latency − ttft) / (output − 1)); status
@@ -206,6 +209,9 @@ def spans_to_items(
         item, problems = _span_item(
             span, attributes, resource, is_error, tenant_attribute, pool_attribute, bound_tenant
         )
+        project = attributes.get(project_attribute, resource.get(project_attribute))
+        if project is not None:
+            item["project"] = project
         errors.extend(EventError(index, field, message) for field, message in problems)
         items.append(None if problems else item)
         sources.add(item["source"])

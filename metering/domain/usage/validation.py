@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from metering.domain.usage.fields import (
     BAD_LATENCY,
+    BAD_PROJECT,
     BAD_REQUESTS,
     BAD_SLUG,
     BAD_STATUS,
@@ -20,6 +21,7 @@ from metering.domain.usage.fields import (
     MAX_TOKENS,
     NOT_OBJECT,
     NULL_TOKENS,
+    PROJECT_MAX_LENGTH,
     REQUIRED,
     SLUG_MAX_LENGTH,
     TOO_MANY_TOKENS,
@@ -44,7 +46,8 @@ def validate_events(
     Each error names the item's index and field (``""`` for an item that is not an
     object; an unknown key is refused with an error naming that key). ``null`` counts as
     absent: required fields then get "is required", optional ones their default
-    (source ``default_source``, pool None, latencies None, status "ok", requests 1), except
+    (source ``default_source``, pool None, latencies None, status "ok", requests 1, project
+    None: the tenant's `(none)`), except
     the token counts ``cached_tokens``, ``cache_write_tokens`` and ``reasoning_tokens``:
     absent is 0, null is refused (a count, not "unknown"); each is part of another count
     (cached ≤ input, cache-write ≤ input − cached, reasoning ≤ output).
@@ -68,9 +71,10 @@ def validate_events(
 
 
 def event_references(*, items: Sequence[Any]) -> list[EventRef]:
-    """The tenant, model and pool references of each object in ``items`` that are
+    """The tenant, model, pool and project references of each object in ``items`` that are
     well-formed, so a batch refused for its field errors also names its unknown tenants,
-    models and deployments (usage_reference_errors) in the same answer."""
+    models and deployments and the projects past a tenant's limit
+    (usage_reference_errors) in the same answer."""
     refs: list[EventRef] = []
     for index, item in enumerate(items):
         if not isinstance(item, dict):
@@ -79,9 +83,16 @@ def event_references(*, items: Sequence[Any]) -> list[EventRef]:
         tenant = tenant if _is_slug(tenant) else None
         model = model if model_problem(model) is None else None
         is_pool_ok = pool is None or _is_slug(pool)
+        project = item.get("project")
+        if (
+            not (isinstance(project, str) and _is_slug(project))
+            or len(project) > PROJECT_MAX_LENGTH
+        ):
+            project = None
         if tenant is not None or model is not None:
             pool = pool if is_pool_ok else None
-            refs.append(EventRef(index, tenant, model, pool, model is not None and is_pool_ok))
+            placeable = model is not None and is_pool_ok
+            refs.append(EventRef(index, tenant, model, pool, placeable, project))
     return refs
 
 
@@ -196,6 +207,12 @@ def _validate_item(
     elif not (type(requests) is int and 1 <= requests <= MAX_REQUESTS):
         errors.append(EventError(index, "requests", BAD_REQUESTS))
 
+    project = get("project")
+    if project is not None and not (
+        type(project) is str and len(project) <= PROJECT_MAX_LENGTH and _SLUG.fullmatch(project)
+    ):
+        errors.append(EventError(index, "project", BAD_PROJECT))
+
     if not item.keys() <= EVENT_FIELDS:
         for key in item:
             if key not in EVENT_FIELDS:
@@ -220,6 +237,7 @@ def _validate_item(
         requests=requests,
         cache_write_tokens=cache_write_tokens,
         reasoning_tokens=reasoning_tokens,
+        project=project,
     )
 
 

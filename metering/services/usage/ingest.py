@@ -13,9 +13,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from metering.domain.usage.body import BatchError, PayloadTooLarge
 from metering.domain.usage.dedupe import dedupe_within_batch
-from metering.domain.usage.fields import EventError, EventIn, bound_tenant_errors
+from metering.domain.usage.fields import (
+    EventError,
+    EventIn,
+    bound_project_errors,
+    bound_tenant_errors,
+)
 from metering.domain.usage.formats import merge_errors
 from metering.domain.usage.validation import event_references, validate_events
 from metering.selectors.ingestion import (
@@ -25,9 +32,10 @@ from metering.selectors.ingestion import (
     usage_reference_errors,
 )
 from metering.services.usage.rejections import rejection_record
-from metering.services.usage.store import StoredConflict, events_store
+from metering.services.usage.store import ProjectsFull, StoredConflict, events_store
 from portal import clock
 from portal.errors import FieldError
+from portal.projects import limit_message
 
 
 @dataclass(frozen=True)
@@ -79,17 +87,48 @@ REFUSALS = (IngestRejected, IngestConflict, BatchError, PayloadTooLarge, FieldEr
 class Sender:
     """Who sent a request: the path it came to and its token's prefix (the debugger names
     them), and the tenant its token is bound to: a tenant's own gateway meters that tenant
-    only, on every path (architecture.md, roles)."""
+    only, on every path (architecture.md, roles); and the project it is bound to: the
+    events that name none are that project's, naming another is refused (kpis.md 3e)."""
 
     path: str
     token_prefix: str = ""
     bound_tenant: str | None = None
+    bound_project: str | None = None
 
     def bound_errors(self, tenants: Iterable[tuple[int, Any]]) -> list[EventError]:
         """Errors naming `tenant` for each (index, tenant) this sender may not meter."""
         if self.bound_tenant is None:
             return []
         return bound_tenant_errors(tenants=tenants, bound=self.bound_tenant)
+
+    def foreign_errors(self, named: Iterable[tuple[int, Any, Any]]) -> list[EventError]:
+        """Errors naming `tenant` or `project` for each (index, tenant, project) this sender
+        may not meter (its events defaulted to its bound project already)."""
+        named = list(named)
+        errors = self.bound_errors((i, tenant) for i, tenant, _ in named)
+        if self.bound_project is not None:
+            projects = ((i, project) for i, _, project in named)
+            errors += bound_project_errors(projects=projects, bound=self.bound_project)
+        return sorted(errors, key=lambda error: error.index)
+
+    def events_defaulted(self, events: Sequence[EventIn]) -> list[EventIn]:
+        """The events, those naming no project given the bound one (hashed with it)."""
+        if self.bound_project is None:
+            return list(events)
+        bound = self.bound_project
+        replace = msgspec.structs.replace
+        return [replace(e, project=bound) if e.project is None else e for e in events]
+
+    def items_defaulted(self, items: Sequence[Any]) -> list[Any]:
+        """Raw items likewise: an object naming no project (or null) takes the bound one."""
+        if self.bound_project is None:
+            return list(items)
+        return [
+            {**item, "project": self.bound_project}
+            if type(item) is dict and item.get("project") is None
+            else item
+            for item in items
+        ]
 
     def tenant_of(self, tenant: str | None) -> str:
         """The tenant a request names for all its records (a query's): the bound one when
@@ -160,21 +199,23 @@ def refusals_recorded(sender: Sender) -> Iterator[None]:
 
 def _wholly(batch: Batch, sender: Sender) -> IngestResult:
     """All or nothing: a refused batch is answered with every error of every kind at once
-    (its field errors, its unknown tenants, models and deployments, the tenants its sender
-    may not meter and its payload conflicts), named as its format names them."""
+    (its field errors, its unknown tenants, models and deployments, the tenants and projects
+    its sender may not meter and its payload conflicts), named as its format names them."""
     now = clock.now()
     if batch.events is not None:  # validated by the format's decoder
-        events = list(batch.events)
-        if errors := sender.bound_errors((i, event.tenant) for i, event in enumerate(events)):
+        events = sender.events_defaulted(batch.events)
+        if errors := sender.foreign_errors((i, e.tenant, e.project) for i, e in enumerate(events)):
             raise IngestRejected(errors, received=len(events), source=batch_sources(events))
         return usage_ingest(events=events, received_at=now)
-    items = batch.items
+    items = sender.items_defaulted(batch.items)
     events, errors = validate_events(items=items, now=now)
     invalid = {error.index for error in errors}
     positions = [i for i in range(len(items)) if i not in invalid]  # of `events`
     errors = merge_errors(conversion=batch.errors, validation=errors)
-    errors += sender.bound_errors(
-        (i, item.get("tenant")) for i, item in enumerate(items) if type(item) is dict
+    errors += sender.foreign_errors(
+        (i, item.get("tenant"), item.get("project"))
+        for i, item in enumerate(items)
+        if type(item) is dict
     )
     if errors:
         references = usage_reference_errors(refs=event_references(items=items))
@@ -199,7 +240,8 @@ def _partly(batch: Batch, sender: Sender) -> IngestResult:
     """OTLP's rule: the valid events are stored, the others returned, each error naming its
     record's index."""
     now = clock.now()
-    present = [(index, item) for index, item in enumerate(batch.items) if item is not None]
+    items = sender.items_defaulted(batch.items)
+    present = [(index, item) for index, item in enumerate(items) if item is not None]
     events, problems = validate_events(items=[item for _, item in present], now=now)
     rejected = [
         *batch.errors,
@@ -207,8 +249,8 @@ def _partly(batch: Batch, sender: Sender) -> IngestResult:
     ]
     refused = {error.index for error in problems}
     indexes = [index for k, (index, _) in enumerate(present) if k not in refused]
-    foreign = sender.bound_errors(
-        (index, e.tenant) for index, e in zip(indexes, events, strict=True)
+    foreign = sender.foreign_errors(
+        (index, e.tenant, e.project) for index, e in zip(indexes, events, strict=True)
     )
     if foreign:
         rejected += foreign
@@ -241,7 +283,8 @@ def usage_ingest(
     """Store a validated batch all or nothing; replays of a stored (source, id) with the same
     payload are counted as duplicates, with another payload they are a conflict (409).
     `partial` (OTLP's rule, architecture.md "Ingestion"): the events that cannot be stored
-    (an unknown tenant, model or deployment; a changed payload for a known id) are left out
+    (an unknown tenant, model or deployment, a new project past its tenant's limit; a
+    changed payload for a known id) are left out
     and reported in the result's `rejected`, every other event is stored."""
     rows, errors = events_place(events)
     if errors and not partial:
@@ -265,6 +308,18 @@ def usage_ingest(
         try:
             accepted, replayed = events_store(unique_rows, kept, received_at)
             break
+        except ProjectsFull as full:  # filled by a batch stored since they were placed
+            past = [
+                EventError(positions[i], "project", limit_message(kept[i].tenant))
+                for i in full.indexes
+            ]
+            if not partial:
+                raise IngestRejected(
+                    past, received=len(events), source=batch_sources(events)
+                ) from None
+            rejected += past
+            keys = {(kept[i].source, kept[i].id) for i in full.indexes}
+            unique_rows = [r for r in unique_rows if (r.event.source, r.event.id) not in keys]
         except StoredConflict as conflict:
             if not partial:
                 raise IngestConflict(

@@ -62,7 +62,9 @@ from portal import clock
 from portal.periods import hour_floor
 from portal.pipeline import cut_read, log_append, log_prune
 
-Cell = tuple[int, int, datetime]  # tenant_id, deployment_id, hour
+# tenant_id, deployment_id, hour: every project's rows of it (a tenant's projects share a
+# cell: the change log, days and refolds name cells, the rows are per project)
+Cell = tuple[int, int, datetime]
 
 # Every column of a rollup row besides its key.
 ROLLUP_COLUMNS = [*SUM_FIELDS, "latency_histogram", "is_demo"]
@@ -304,15 +306,15 @@ def _bucket(table: str, index: int) -> str:
 
 
 def _sums_stage(cursor) -> None:
-    """The claimed events summed per tenant, deployment and hour into `fold_sums` (summed
-    once: the hours and the deltas both take them from there)."""
+    """The claimed events summed per tenant, deployment, hour and project into `fold_sums`
+    (summed once: the hours and the deltas both take them from there)."""
     columns = ", ".join(
         f"{name} {'double precision' if name.endswith('_sum') else 'bigint'}" for name in SUM_FIELDS
     )
     temp_stage(
         cursor,
         "fold_sums",
-        "tenant_id bigint, deployment_id bigint, hour timestamptz, "
+        "tenant_id bigint, deployment_id bigint, hour timestamptz, project_id bigint, "
         f"{columns}, latency_histogram {dialect('jsonb', 'text')}, is_demo boolean",
     )
     cursor.execute(_sums_sql_insert())
@@ -322,11 +324,11 @@ def _sums_sql_insert() -> str:
     """The claimed runs' events, read by id range, summed into `fold_sums`."""
     return (
         "INSERT INTO fold_sums "
-        f"SELECT e.tenant_id, e.deployment_id, {hour_sql('e.time')}, "
+        f"SELECT e.tenant_id, e.deployment_id, {hour_sql('e.time')}, e.project_id, "
         f"{', '.join(_sums_sql())}, false "
         f"{_CLAIMED_EVENTS}{_SLO_JOIN}"
         f"WHERE {_IN_RUN} "
-        "GROUP BY 1, 2, 3"
+        "GROUP BY 1, 2, 3, 4"
     )
 
 
@@ -339,9 +341,11 @@ def _add_sql() -> str:
     )
     adds.append(f"latency_histogram = {array_sql(histogram)}")
     return (
-        f"INSERT INTO {table} (tenant_id, deployment_id, hour, {_COLUMNS}) "  # noqa: S608
-        f"SELECT tenant_id, deployment_id, hour, {_COLUMNS} FROM fold_sums WHERE true "
-        f"ON CONFLICT (tenant_id, deployment_id, hour) DO UPDATE SET {', '.join(adds)} "
+        f"INSERT INTO {table} (tenant_id, deployment_id, hour, project_id, {_COLUMNS}) "  # noqa: S608
+        f"SELECT tenant_id, deployment_id, hour, project_id, {_COLUMNS} FROM fold_sums "
+        "WHERE true "
+        f"ON CONFLICT (tenant_id, deployment_id, hour, project_id) DO UPDATE SET "
+        f"{', '.join(adds)} "
         "RETURNING tenant_id, deployment_id, hour"
     )
 
@@ -350,8 +354,9 @@ def _delta_sql() -> str:
     """The staged sums of the hours from the first parameter's on, kept as deltas tagged
     with the fold's last log entry (the second)."""
     return (
-        f"INSERT INTO metering_rollupdelta (tenant_id, deployment_id, hour, change, {_COLUMNS}) "  # noqa: S608
-        f"SELECT tenant_id, deployment_id, hour, %s, {_COLUMNS} FROM fold_sums WHERE hour >= %s"
+        "INSERT INTO metering_rollupdelta (tenant_id, deployment_id, hour, project_id, change, "  # noqa: S608
+        f"{_COLUMNS}) SELECT tenant_id, deployment_id, hour, project_id, %s, {_COLUMNS} "
+        "FROM fold_sums WHERE hour >= %s"
     )
 
 
@@ -385,8 +390,8 @@ def _five_minute_add_sql() -> str:
 
 
 def rollup_days(day_cells: set[tuple[int, int, object]]) -> None:
-    """Daily rows = the sum of their hourly rows (tenant id, deployment id, UTC date), in
-    one INSERT … SELECT."""
+    """Daily rows = the sum of their hourly rows (tenant id, deployment id, UTC date), each
+    project's, in one INSERT … SELECT."""
     if not day_cells:
         return
     with transaction.atomic(), connection.cursor() as cursor:
@@ -413,14 +418,15 @@ def _daily_sql() -> str:
         "h.hour >= c.day AND h.hour < date(c.day, '+1 day') ",  # text: naive UTC
     )
     return (
-        f"INSERT INTO metering_dailyusage (tenant_id, deployment_id, day, {_COLUMNS}) "  # noqa: S608
-        f"SELECT c.tenant_id, c.deployment_id, c.day, {sums}, {array_sql(histogram)}, "
-        f"{dialect('bool_and(h.is_demo)', 'min(h.is_demo)')} "
+        "INSERT INTO metering_dailyusage (tenant_id, deployment_id, day, project_id, "  # noqa: S608
+        f"{_COLUMNS}) "
+        f"SELECT c.tenant_id, c.deployment_id, c.day, h.project_id, {sums}, "
+        f"{array_sql(histogram)}, {dialect('bool_and(h.is_demo)', 'min(h.is_demo)')} "
         "FROM rollup_days_stage c JOIN metering_hourlyusage h "
         f"ON h.tenant_id = c.tenant_id AND h.deployment_id = c.deployment_id AND {day_end}"
         "WHERE true "
-        "GROUP BY c.tenant_id, c.deployment_id, c.day "
-        f"ON CONFLICT (tenant_id, deployment_id, day) DO UPDATE SET {_OVERWRITE}"
+        "GROUP BY c.tenant_id, c.deployment_id, c.day, h.project_id "
+        f"ON CONFLICT (tenant_id, deployment_id, day, project_id) DO UPDATE SET {_OVERWRITE}"
     )
 
 
@@ -452,9 +458,9 @@ def refold_apply() -> int:
         return len(cells)
 
 
-def _rows_of(cells: set[Cell]) -> dict[Cell, dict]:
-    """The hourly rows of the cells from the deltas' first hour on, by cell (a refold's
-    before and after)."""
+def _rows_of(cells: set[Cell]) -> dict[tuple[int, int, datetime, int], dict]:
+    """The hourly rows of the cells from the deltas' first hour on, by cell and project (a
+    refold's before and after)."""
     since = _deltas_since()
     hours = {(t, d): [] for t, d, _ in cells}
     for t, d, hour in cells:
@@ -465,15 +471,15 @@ def _rows_of(cells: set[Cell]) -> dict[Cell, dict]:
         if not group:
             continue
         found = HourlyUsage.objects.filter(tenant_id=t, deployment_id=d, hour__in=group)
-        for row in found.values("tenant_id", "deployment_id", "hour", *SUM_FIELDS,
-                                "latency_histogram"):  # fmt: skip
-            rows[(t, d, row["hour"].astimezone(UTC))] = row
+        for row in found.values("project_id", "hour", *SUM_FIELDS, "latency_histogram"):
+            rows[(t, d, row["hour"].astimezone(UTC), row["project_id"])] = row
     return rows
 
 
-def _refold_deltas(before: dict[Cell, dict], after: dict[Cell, dict], *, change: int) -> None:
-    """A refold replaced the rows `before` by `after`: what that changed, as deltas (a read
-    as of an earlier cut subtracts it, and sees the rows as they were)."""
+def _refold_deltas(before: dict[tuple, dict], after: dict[tuple, dict], *, change: int) -> None:
+    """A refold replaced the rows `before` by `after` (by cell and project): what that
+    changed, as deltas, each project's (a read as of an earlier cut subtracts it, and sees the
+    rows as they were, a read of one project that project's)."""
     deltas = []
     for cell in before.keys() | after.keys():
         old, new = before.get(cell, {}), after.get(cell, {})
@@ -483,11 +489,11 @@ def _refold_deltas(before: dict[Cell, dict], after: dict[Cell, dict], *, change:
             (new_h[i] if i < len(new_h) else 0) - (old_h[i] if i < len(old_h) else 0)
             for i in range(HISTOGRAM_SIZE)
         ]
-        t, d, hour = cell
+        t, d, hour, project_id = cell
         deltas.append(
             RollupDelta(
-                tenant_id=t, deployment_id=d, hour=hour, change=change, **sums,
-                latency_histogram=histogram,
+                tenant_id=t, deployment_id=d, hour=hour, project_id=project_id, change=change,
+                **sums, latency_histogram=histogram,
             )
         )  # fmt: skip
     RollupDelta.objects.bulk_create(deltas)
@@ -543,13 +549,15 @@ def _refold(cells: set[Cell]) -> None:
             cells,
         )
         cursor.execute(
-            f"INSERT INTO metering_hourlyusage (tenant_id, deployment_id, hour, {_COLUMNS}) "  # noqa: S608
-            f"SELECT c.tenant_id, c.deployment_id, c.hour, {', '.join(_sums_sql())}, false "
+            "INSERT INTO metering_hourlyusage (tenant_id, deployment_id, hour, project_id, "  # noqa: S608
+            f"{_COLUMNS}) "
+            "SELECT c.tenant_id, c.deployment_id, c.hour, e.project_id, "
+            f"{', '.join(_sums_sql())}, false "
             "FROM refold_cells c JOIN metering_usageevent e "
             f"ON e.tenant_id = c.tenant_id AND e.deployment_id = c.deployment_id AND {in_cell}"
             f"{_SLO_JOIN}"
             f"WHERE e.time >= %s AND e.time < %s AND NOT {_QUEUED} "
-            "GROUP BY c.tenant_id, c.deployment_id, c.hour",
+            "GROUP BY c.tenant_id, c.deployment_id, c.hour, e.project_id",
             [
                 stored_value(min(h for *_, h in cells)),
                 stored_value(max(h for *_, h in cells) + HOUR),

@@ -23,6 +23,7 @@ from metering.selectors.ingestion import PlacedEvent, stored_digests
 from metering.services.usage.sources import sources_seen_store, sources_seen_upsert
 from portal.periods import month_start, next_month
 from portal.pipeline import FOLD, stage_schedule
+from portal.projects import NONE_ID, projects_ensure
 
 
 class StoredConflict(Exception):
@@ -34,6 +35,16 @@ class StoredConflict(Exception):
         self.indexes = indexes
 
 
+class ProjectsFull(Exception):
+    """Events of the batch (their positions in it) name new projects of a tenant that has no
+    room for them (portal.projects.MAX_PROJECTS), filled by a batch stored meanwhile:
+    nothing was stored."""
+
+    def __init__(self, indexes: list[int]):
+        super().__init__(f"{len(indexes)} event(s) past their tenant's projects")
+        self.indexes = indexes
+
+
 # Key ids are handed out a block at a time (the key table's identity column steps by this,
 # migration 0011): a batch's events take ids from its own block, so the fold's queue names
 # them as one run (FoldPending) that no other batch's ids fall in. A batch of more new
@@ -42,13 +53,14 @@ EVENT_ID_BLOCK = 10_000
 
 _EVENT_COLUMNS = (
     "time, tenant_id, deployment_id, input_tokens, cached_tokens, output_tokens, ttft_ms, "
-    "tpot_ms, latency_ms, is_error, requests, cache_write_tokens, reasoning_tokens"
+    "tpot_ms, latency_ms, is_error, requests, cache_write_tokens, reasoning_tokens, project_id"
 )
 
 
 def events_store(rows: Sequence[PlacedEvent], events: Sequence[EventIn], received_at: datetime):
-    """Store the rows (the first occurrence of each key of `events`) in one transaction;
-    returns (accepted, replays of stored events)."""
+    """Store the rows (the first occurrence of each key of `events`) in one transaction,
+    with the projects they name that their tenants lack (portal.projects); returns
+    (accepted, replays of stored events)."""
     postgresql = connection.vendor == "postgresql"
     if postgresql:
         usage_partitions_ensure(times=[r.event.time for r in rows])
@@ -59,10 +71,11 @@ def events_store(rows: Sequence[PlacedEvent], events: Sequence[EventIn], receive
         stored = None if postgresql or attempt else stored_digests([r.event for r in rows])
         try:
             with transaction.atomic():
+                projects = _projects(rows, events)
                 if postgresql:
-                    accepted, replayed = _store_postgresql(rows, events, received_at)
+                    accepted, replayed = _store_postgresql(rows, events, received_at, projects)
                 else:
-                    accepted, replayed = _store_sqlite(rows, events, received_at, stored)
+                    accepted, replayed = _store_sqlite(rows, events, received_at, stored, projects)
                 if accepted:
                     stage_schedule(FOLD)
             return accepted, replayed
@@ -79,11 +92,33 @@ def events_store(rows: Sequence[PlacedEvent], events: Sequence[EventIn], receive
     raise AssertionError("unreachable")
 
 
+def _projects(rows: Sequence[PlacedEvent], events: Sequence[EventIn]) -> dict:
+    """The project id of each (tenant id, slug) the rows name, the ones their tenants lack
+    created (in the storing transaction: a refused batch creates none); ProjectsFull for the
+    events of projects a tenant has no room for."""
+    wanted: dict[int, set[str]] = {}
+    slugs: dict[int, str] = {}
+    for row in rows:
+        if row.event.project is not None:
+            wanted.setdefault(row.tenant_id, set()).add(row.event.project)
+            slugs[row.tenant_id] = row.event.tenant
+    if not wanted:
+        return {}
+    ids, refused = projects_ensure(wanted, tenant_slugs=slugs)
+    if refused:
+        tenant_ids = {slug: pk for pk, slug in slugs.items()}
+        raise ProjectsFull(
+            [i for i, e in enumerate(events) if (tenant_ids.get(e.tenant), e.project) in refused]
+        )
+    return ids
+
+
 def _store_sqlite(
     rows: Sequence[PlacedEvent],
     events: Sequence[EventIn],
     received_at: datetime,
     stored: dict[tuple[str, str], str] | None,
+    projects: dict,
 ) -> tuple[int, int]:
     """Keys and events with one `executemany` each (the ORM's bulk_create spent four fifths
     of the time building statements), and their run in the fold's queue. The transaction
@@ -121,8 +156,8 @@ def _store_sqlite(
         )
         cursor.executemany(
             f"INSERT INTO metering_usageevent (id, {_EVENT_COLUMNS}) "  # noqa: S608 (constants)
-            f"VALUES ({', '.join(['%s'] * 14)})",
-            [(pk, instant(r.event.time), *_event_values(r)) for pk, r in numbered],
+            f"VALUES ({', '.join(['%s'] * 15)})",
+            [(pk, instant(r.event.time), *_event_values(r, projects)) for pk, r in numbered],
         )
         if numbered:  # this writer alone numbers keys: its ids are one run
             times = [r.event.time for r in new_rows]
@@ -135,8 +170,9 @@ def _store_sqlite(
     return len(new_rows), len(rows) - len(new_rows)
 
 
-def _event_values(row: PlacedEvent) -> tuple:
-    """An event's columns after (id, time), in the order both stores write them."""
+def _event_values(row: PlacedEvent, projects: dict) -> tuple:
+    """An event's columns after (id, time), in the order both stores write them; `projects`
+    holds the id of each (tenant id, project slug)."""
     e = row.event
     return (
         row.tenant_id,
@@ -151,12 +187,13 @@ def _event_values(row: PlacedEvent) -> tuple:
         e.requests,
         e.cache_write_tokens,
         e.reasoning_tokens,
+        NONE_ID if e.project is None else projects[(row.tenant_id, e.project)],
     )
 
 
 _STAGE_TYPES = [
     "int4", "text", "text", "text", "timestamptz", "int8", "int8", "int8", "int8", "int8",
-    "float8", "float8", "float8", "bool", "int4", "int8", "int8",
+    "float8", "float8", "float8", "bool", "int4", "int8", "int8", "int8",
 ]  # fmt: skip
 # One round trip. The table is empty unless used twice in one transaction (ON COMMIT DELETE
 # ROWS empties it at commit); DELETE on an empty table is cheaper than TRUNCATE, which
@@ -166,7 +203,7 @@ _STAGE_EMPTY = (
     "payload_hash text, time timestamptz, tenant_id int8, deployment_id int8, "
     "input_tokens int8, cached_tokens int8, output_tokens int8, ttft_ms float8, "
     "tpot_ms float8, latency_ms float8, is_error bool, requests int4, "
-    "cache_write_tokens int8, reasoning_tokens int8) ON COMMIT DELETE ROWS; "
+    "cache_write_tokens int8, reasoning_tokens int8, project_id int8) ON COMMIT DELETE ROWS; "
     "DELETE FROM ingest_events"
 )
 # The keys not stored yet take ids from one new block, in the order of the staged rows
@@ -199,7 +236,7 @@ _STORE = (
 
 
 def _store_postgresql(
-    rows: Sequence[PlacedEvent], events: Sequence[EventIn], received_at: datetime
+    rows: Sequence[PlacedEvent], events: Sequence[EventIn], received_at: datetime, projects: dict
 ) -> tuple[int, int]:
     accepted = 0
     with connection.cursor() as cursor:
@@ -211,7 +248,9 @@ def _store_postgresql(
                 write_row = copy.write_row
                 for n, r in enumerate(rows[first : first + EVENT_ID_BLOCK]):
                     e = r.event
-                    write_row((n, e.source, e.id, e.payload_hash, e.time, *_event_values(r)))
+                    write_row(
+                        (n, e.source, e.id, e.payload_hash, e.time, *_event_values(r, projects))
+                    )
             cursor.execute(_STORE, {"received": received_at})
             stored = cursor.fetchone()[0]
             accepted += stored
