@@ -35,7 +35,9 @@ ZERO = Decimal(0)
 _CLASS_ORDER = {token_class: index for index, token_class in enumerate(TokenClass)}
 
 
-# (model, token class, price class, list unit price, (contract %, tier %, tier from))
+# (model, token class, price class, list unit price, (contract %, tier %, tier from),
+# project): a usage line is one per key but its project (the projects' shares of it are
+# what a chargeback splits it by, kpis.md 3e).
 LineKey = tuple
 
 # The kinds of line a month's usage invoice bills from its rating (the others are
@@ -64,19 +66,36 @@ class InvoiceConflict(InvoiceError):
 def line_quantities(
     *, items: Iterable[RatedItem], into: dict[LineKey, int] | None = None
 ) -> dict[LineKey, int]:
-    """The paid quantities of the items per usage line: (model, token class, the class whose
-    price was used, list unit price, (contract discount %, tier discount %, the tier's
-    threshold)), added to `into`."""
+    """The paid quantities of the items per usage line and project: (model, token class, the
+    class whose price was used, list unit price, (contract discount %, tier discount %, the
+    tier's threshold), project id), added to `into`."""
     quantities: dict[LineKey, int] = {} if into is None else into
     for rated in items:
         if not rated.is_paid:
             continue
         discounts = (rated.contract_discount_pct, rated.tier_discount_pct, rated.tier_from_tokens)
-        model = rated.item.model
+        model, project = rated.item.model, rated.item.project
         for charge in rated.charges:
-            key = (model, charge.token_class, charge.price_class, charge.list_unit_price, discounts)
+            key = (
+                model, charge.token_class, charge.price_class, charge.list_unit_price, discounts,
+                project,
+            )  # fmt: skip
             quantities[key] = quantities.get(key, 0) + charge.quantity
     return quantities
+
+
+def line_of_key(key: LineKey) -> LineKey:
+    """The usage line a key's quantity is billed on: the key but its project."""
+    return key[:5]
+
+
+def line_realized(key: LineKey, quantity: int) -> Decimal:
+    """A quantity's amount on its usage line before rounding: quantity × list unit price ÷
+    10^6 less the line's combined discount, exact."""
+    _, _, _, unit_price, (contract_pct, tier_pct, _) = key[:5]
+    pct = total_discount_pct(contract=contract_pct, tier=tier_pct)
+    with localcontext(EXACT):
+        return quantity * unit_price / MILLION * (Decimal(100) - pct) / Decimal(100)
 
 
 def usage_lines(*, items: Iterable[RatedItem], currency: str) -> list[InvoiceLine]:
@@ -94,18 +113,21 @@ def _line_order(entry: tuple[LineKey, int]) -> tuple:
 
 
 def quantity_lines(*, quantities: dict[LineKey, int], currency: str) -> list[InvoiceLine]:
-    """The usage lines of paid quantities per line key (line_quantities), in invoice order."""
+    """The usage lines of paid quantities per line key (line_quantities: each line the sum
+    of its projects'), in invoice order."""
     lines = []
-    for (model, token_class, price_class, unit_price, discounts), quantity in sorted(
-        quantities.items(), key=_line_order
-    ):
+    merged: dict[LineKey, int] = {}
+    for key, quantity in quantities.items():
+        line = line_of_key(key)
+        merged[line] = merged.get(line, 0) + quantity
+    for key, quantity in sorted(merged.items(), key=_line_order):
+        model, token_class, price_class, unit_price, discounts = key
         contract_pct, tier_pct, tier_from = discounts
         pct = total_discount_pct(contract=contract_pct, tier=tier_pct)
         with localcontext(EXACT):
             list_exact = quantity * unit_price / MILLION
-            amount_exact = list_exact * (Decimal(100) - pct) / Decimal(100)
         list_amount = round_money(amount=list_exact, currency=currency)
-        amount = round_money(amount=amount_exact, currency=currency)
+        amount = round_money(amount=line_realized(key, quantity), currency=currency)
         description = (
             f"{model} {TokenClass(token_class).words} tokens at {decimal_plain(unit_price)}"
             " per million"

@@ -19,8 +19,8 @@ class RatedTenantMonth(models.Model):
     realized = models.DecimalField(max_digits=40, decimal_places=20, default=0)
     promotions = models.DecimalField(max_digits=40, decimal_places=20, default=0)
     promotion_rate = models.DecimalField(max_digits=40, decimal_places=30, default=0)
-    # The month's paid quantities per usage line (as RatedHour's), its invoice lines and the
-    # credits applied as rated: what a draft invoice bills.
+    # The month's paid quantities per usage line and project (as RatedHour's), its invoice
+    # lines and the credits applied as rated: what a draft invoice bills.
     quantities = models.JSONField(default=list)
     lines = models.JSONField(default=list)
     credits_applied = models.JSONField(default=list)  # [credit id, applied, billed]
@@ -37,8 +37,8 @@ class RatedTenantMonth(models.Model):
 
 
 class RatedUsage(models.Model):
-    """Billing's published read model of rated usage: one tenant's usage of one deployment in
-    one hour as its month rated, paid or unsold for one reason (a split hour, where the free
+    """Billing's published read model of rated usage: one tenant's project's usage of one
+    deployment in one hour as its month rated, paid or unsold for one reason (a split hour, where the free
     allowance runs out, holds both). Paid rows carry tokens by class, the paid tokens that
     met the deployment's SLO, and the money: list value, contract and tier discounts and the
     realized amount before promotions (a row's promotions are its realized amount times its
@@ -53,6 +53,8 @@ class RatedUsage(models.Model):
         NO_CONTRACT = "no_contract"
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
+    # The tenant's project (portal.Project's id), 0 for its `(none)` (as metering's rollups).
+    project_id = models.BigIntegerField(default=0, db_default=0)
     # Set by the rate stage from the tenant-month it upserts with these rows: no constraint
     # check at commit for each of a month's 300,000 rows.
     tenant_month = models.ForeignKey(
@@ -81,7 +83,8 @@ class RatedUsage(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["tenant", "deployment", "hour", "sale"], name="rated_usage_cell"
+                fields=["tenant", "deployment", "hour", "sale", "project_id"],
+                name="rated_usage_cell",
             )
         ]
         indexes = [
@@ -106,7 +109,8 @@ class RatedHour(models.Model):
     consumed = models.BigIntegerField()  # the allowance's running total, every ok item
     paid_tokens = models.BigIntegerField()  # the tiers' running total, paid items
     realized = models.DecimalField(max_digits=40, decimal_places=20)
-    # [[model, class, price class, price, contract %, tier %, tier from, quantity]]
+    # [[model, class, price class, price, contract %, tier %, tier from, quantity, project]]
+    # (project id; absent in rows stored before projects: the tenant's (none))
     quantities = models.JSONField()
     cuts = models.JSONField(default=dict)  # {instant: realized before it}
 

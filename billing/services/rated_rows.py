@@ -1,5 +1,5 @@
 """A month's rating as billing stores it (billing.services.rating stores through it): its
-rated usage rows (per tenant, deployment, hour and sale: tokens, their SLO-compliant part,
+rated usage rows (per tenant, project, deployment, hour and sale: tokens, their SLO-compliant part,
 list value, discounts, realized amount) and its hours' states (the running allowance and
 tier totals, paid quantities and realized amount the rating resumes from), and back."""
 
@@ -22,6 +22,7 @@ from metering.domain.usage.rollup import PRODUCTION_FIELDS, TOKEN_FIELDS
 from metering.selectors.factory import DeploymentVersions, deployment_list
 from portal.money import EXACT, fraction_to_decimal
 from portal.periods import hour_floor
+from portal.projects import NONE_ID
 
 ZERO = Decimal(0)
 HUNDRED = Decimal(100)
@@ -72,28 +73,34 @@ def hour_state_of(row: RatedHour) -> HourState:
 
 
 def quantities_json(quantities: dict) -> list[list]:
-    """Paid quantities per usage line as billing stores them."""
+    """Paid quantities per usage line and project as billing stores them: [model, class,
+    price class, price, contract %, tier %, tier from, quantity, project id]."""
     return [
-        [model, str(token), str(priced), str(price), str(contract), str(tier), tier_from, quantity]
-        for (model, token, priced, price, (contract, tier, tier_from)), quantity in sorted(
-            quantities.items(), key=str
+        [
+            model, str(token), str(priced), str(price), str(contract), str(tier), tier_from,
+            quantity, project,
+        ]
+        for (model, token, priced, price, (contract, tier, tier_from), project), quantity in (
+            sorted(quantities.items(), key=str)
         )
-    ]
+    ]  # fmt: skip
 
 
 def quantities_of(stored: list[list]) -> dict:
-    """Stored paid quantities per usage line (`quantities_json`) as the rating keys them."""
+    """Stored paid quantities per usage line and project (`quantities_json`; those stored
+    before projects are the tenant's (none)'s) as the rating keys them."""
     return {
         (
             model, TokenClass(token), TokenClass(priced), Decimal(price),
-            (Decimal(c), Decimal(t), tier_from),
+            (Decimal(c), Decimal(t), tier_from), project[0] if project else NONE_ID,
         ): q
-        for model, token, priced, price, c, t, tier_from, q in stored
+        for model, token, priced, price, c, t, tier_from, q, *project in stored
     }  # fmt: skip
 
 
 RATED_FIELDS = (
     "tenant_id",
+    "project_id",
     "deployment_id",
     "hour",
     "month_start",
@@ -105,14 +112,15 @@ RATED_FIELDS = (
 
 
 def rated_usage_rows(rating: MonthRating) -> list[tuple]:
-    """The rating's items summed per tenant, deployment, hour and sale: rows of RATED_FIELDS."""
+    """The rating's items summed per tenant, project, deployment, hour and sale: rows of
+    RATED_FIELDS."""
     versions = DeploymentVersions()
     deployments = dict(deployment_list().values_list("slug", "pk"))
     cells: dict[tuple, list] = {}
     with localcontext(EXACT):
         for tenant_id, rated in rating.rated.items():
             rows = {
-                (hour, row["deployment"]): row
+                (hour, row["deployment"], row["project_id"]): row
                 for hour, hour_rows in rating.rows.get(tenant_id, {}).items()
                 for row in hour_rows
             }
@@ -121,7 +129,8 @@ def rated_usage_rows(rating: MonthRating) -> list[tuple]:
                 hour = hour_floor(usage.time)
                 sale = RatedUsage.Sale.PAID if item.is_paid else item.unsold_reason.value
                 deployment_id = deployments[usage.deployment]
-                key = (tenant_id, deployment_id, hour, rating.month_start, str(sale))
+                project = usage.project
+                key = (tenant_id, project, deployment_id, hour, rating.month_start, str(sale))
                 sums = cells.get(key)
                 if sums is None:
                     sums = cells[key] = [0] * (len(RATED_TOKENS) + len(RATED_COMPLIANT)) + [
@@ -133,7 +142,7 @@ def rated_usage_rows(rating: MonthRating) -> list[tuple]:
                     compliant = _compliant_tokens(
                         item,
                         event=rating.events.get((usage.source, usage.id)),
-                        row=rows.get((hour, usage.deployment)),
+                        row=rows.get((hour, usage.deployment, project)),
                         version=versions.at(deployment_id, usage.time),
                     )
                     values = (*compliant, *_amounts(item))
@@ -141,8 +150,8 @@ def rated_usage_rows(rating: MonthRating) -> list[tuple]:
                         sums[index] += value
     when = stored_time
     return [
-        (tenant_id, deployment_id, when(hour), when(month), sale, *sums)
-        for (tenant_id, deployment_id, hour, month, sale), sums in cells.items()
+        (tenant_id, project, deployment_id, when(hour), when(month), sale, *sums)
+        for (tenant_id, project, deployment_id, hour, month, sale), sums in cells.items()
     ]
 
 

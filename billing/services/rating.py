@@ -379,13 +379,13 @@ def _store(rated: _Rated) -> None:
     log_append(RatedChange, changes, log="billing.rated")
 
 
-def _cells(rows) -> dict[tuple[int, int, datetime, str], tuple]:
-    """Stored rated usage keyed by (tenant, deployment, hour, sale)."""
+def _cells(rows) -> dict[tuple[int, int, int, datetime, str], tuple]:
+    """Stored rated usage keyed by (tenant, project, deployment, hour, sale)."""
     sums = (*RATED_TOKENS, *RATED_COMPLIANT, *RATED_MONEY)
     return {
-        (tenant_id, deployment_id, hour.astimezone(UTC), sale): values
-        for tenant_id, deployment_id, hour, sale, *values in rows.values_list(
-            "tenant_id", "deployment_id", "hour", "sale", *sums
+        (tenant_id, project_id, deployment_id, hour.astimezone(UTC), sale): values
+        for tenant_id, project_id, deployment_id, hour, sale, *values in rows.values_list(
+            "tenant_id", "project_id", "deployment_id", "hour", "sale", *sums
         )
     }
 
@@ -395,7 +395,7 @@ def _changed_spans(before: dict, after: dict) -> list[RatedChange]:
     spans: dict[int, tuple[datetime, datetime]] = {}
     for key in before.keys() | after.keys():
         if before.get(key) != after.get(key):
-            tenant_id, _, hour, _ = key
+            tenant_id, _, _, hour, _ = key
             first, last = spans.get(tenant_id, (hour, hour))
             spans[tenant_id] = (min(first, hour), max(last, hour))
     return [

@@ -120,7 +120,7 @@ class UsageItem:
 
     Rating order is (time, source, id); an aggregate uses its hour start and empty
     source and id, so it sorts before the events of that hour. Remaining ties are
-    broken by (model, pool, deployment), then by input order.
+    broken by (model, pool, deployment, project), then by input order.
     """
 
     time: datetime  # event time (request end) or the aggregate's hour start
@@ -136,6 +136,7 @@ class UsageItem:
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
     part_of: UsageItem | None = None  # the whole item a part was split from (None: whole)
+    project: int = 0  # the tenant's project it was metered to (portal.Project id; 0: none)
 
     def __post_init__(self) -> None:
         _require_aware("time", self.time)
@@ -174,7 +175,7 @@ class UsageItem:
         return Fraction(self.total_tokens, self.part_of.total_tokens)
 
     @property
-    def order_key(self) -> tuple[datetime, str, str, str, str, str]:
+    def order_key(self) -> tuple[datetime, str, str, str, str, str, int]:
         return (
             self.time.astimezone(UTC),
             self.source,
@@ -182,6 +183,7 @@ class UsageItem:
             self.model,
             self.pool,
             self.deployment,
+            self.project,
         )
 
 

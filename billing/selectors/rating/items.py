@@ -31,7 +31,8 @@ def hourly_rows(
     start: datetime, end: datetime, tenant_ids
 ) -> dict[int, dict[datetime, list[dict]]]:
     """The hourly rollup rows of [start, end) with ok usage (of `tenant_ids`, or every
-    tenant's), per tenant id and hour, with ok and compliant sums."""
+    tenant's), per tenant id and hour (a row per deployment and project), with ok and
+    compliant sums."""
     rows = hourly_usage_list(start=start, end=end)
     if tenant_ids is not None:
         rows = rows.filter(tenant_id__in=tenant_ids)
@@ -40,6 +41,7 @@ def hourly_rows(
         .values(
             "tenant_id",
             "deployment_id",
+            "project_id",
             "hour",
             "requests",
             "errors",
@@ -57,7 +59,7 @@ def hourly_rows(
             pool=F("deployment__pool__slug"),
             deployment=F("deployment__slug"),
         )
-        .order_by("tenant_id", "hour", "deployment_id")
+        .order_by("tenant_id", "hour", "deployment_id", "project_id")
     )
     by_tenant: dict[int, dict[datetime, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
@@ -119,6 +121,7 @@ def split_events(cells: set[tuple[int, datetime]]) -> dict[tuple[int, datetime],
             "time",
             "tenant_id",
             "deployment_id",
+            "project_id",
             *TOKEN_FIELDS,
             "ttft_ms",
             "tpot_ms",
@@ -151,18 +154,24 @@ def _item(time, row, tokens: Iterable[int], **extra) -> UsageItem:
         model=row["model"],
         pool=row["pool"],
         deployment=row["deployment"],
+        project=row["project_id"],
         **dict(zip(TOKEN_FIELDS, tokens, strict=True)),
         **extra,
     )
 
 
+def row_cell(row: dict) -> tuple[int, int]:
+    """What a rollup row (or event) is one of in its tenant's hour: (deployment, project)."""
+    return row["deployment_id"], row["project_id"]
+
+
 def hour_items(hour: datetime, rows: list[dict], events: list[dict]) -> list[UsageItem]:
     """A split hour: its events as items, plus what the rollups hold beyond them."""
-    names = {row["deployment_id"]: row for row in rows}
+    names = {row_cell(row): row for row in rows}
     items = []
-    explained: dict[int, list[int]] = defaultdict(lambda: [0] * (len(TOKEN_FIELDS) + 1))  # + n
+    explained: dict[tuple, list[int]] = defaultdict(lambda: [0] * (len(TOKEN_FIELDS) + 1))  # + n
     for event in events:
-        row = names.get(event["deployment_id"])
+        row = names.get(row_cell(event))
         if row is None:  # not rolled up yet: the caller folds pending events first
             continue
         tokens = tuple(event[name] for name in TOKEN_FIELDS)
@@ -176,13 +185,13 @@ def hour_items(hour: datetime, rows: list[dict], events: list[dict]) -> list[Usa
                 id=event["event_id"],
             )
         )
-        sums = explained[event["deployment_id"]]
+        sums = explained[row_cell(event)]
         for index, value in enumerate((*tokens, event["requests"])):
             sums[index] += value
     for row in rows:
         rest = [
             max(total - seen, 0)
-            for total, seen in zip(_row_totals(row), explained[row["deployment_id"]], strict=True)
+            for total, seen in zip(_row_totals(row), explained[row_cell(row)], strict=True)
         ]
         input_tokens, cached, written, output_tokens, reasoning, requests = rest
         if input_tokens or output_tokens:
