@@ -5,6 +5,7 @@ exports is rounded here and nowhere else. Pure Python: the engines may import it
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from decimal import (
     ROUND_DOWN,
     ROUND_HALF_UP,
@@ -16,6 +17,8 @@ from decimal import (
     Overflow,
 )
 from fractions import Fraction
+from math import floor
+from typing import TypeVar
 
 from portal.errors import FieldError
 
@@ -49,6 +52,8 @@ PRO_RATA = Context(prec=60, rounding=ROUND_DOWN, traps=[InvalidOperation, Divisi
 _ROUNDING = Context(prec=200, traps=[InvalidOperation, DivisionByZero, Overflow])
 
 MILLION = Decimal(10) ** 6
+
+K = TypeVar("K")
 
 
 def fraction_to_decimal(value: Fraction) -> Decimal:
@@ -132,3 +137,34 @@ def money_parse(
     if abs(amount) > maximum:
         raise FieldError(field, f"must be at most {maximum:f} (10^{maximum.adjusted()})")
     return amount
+
+
+def apportion(weights: Mapping[K, int | Fraction | Decimal], units: int) -> dict[K, int]:
+    """`units` allocated across the keys in proportion to `weights` (none negative; some
+    positive when there are units) by largest remainder: each key its quota's whole part,
+    then one more unit to each key of the largest remainders until none is left, a tie to
+    the key listed first (the weights' order). The token classes of a split event, and the
+    cents of a chargeback (kpis.md 3e)."""
+    exact = {key: Fraction(weight) for key, weight in weights.items()}
+    total = sum(exact.values(), Fraction(0))
+    if units < 0 or any(w < 0 for w in exact.values()) or (units and not total):
+        raise ValueError(f"cannot apportion {units} units by weights summing to {total}")
+    quotas = {key: units * w / total if total else Fraction(0) for key, w in exact.items()}
+    allocated = {key: floor(quota) for key, quota in quotas.items()}
+    left = units - sum(allocated.values())
+    rank = {key: index for index, key in enumerate(quotas)}
+    by_remainder = sorted(quotas, key=lambda key: (-(quotas[key] - allocated[key]), rank[key]))
+    for key in by_remainder[:left]:
+        allocated[key] += 1
+    return allocated
+
+
+def split_money(
+    *, amount: Decimal, weights: Mapping[K, int | Fraction | Decimal], currency: str
+) -> dict[K, Decimal]:
+    """A rounded amount (of either sign) split across the keys in proportion to `weights`,
+    to the minor unit by largest remainder (`apportion`): the parts sum to it exactly."""
+    quantum = minor_unit(currency=currency)
+    units = int(round_money(amount=amount, currency=currency) / quantum)
+    sign = -1 if units < 0 else 1
+    return {key: sign * part * quantum for key, part in apportion(weights, abs(units)).items()}

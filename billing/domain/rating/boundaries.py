@@ -16,6 +16,7 @@ from fractions import Fraction
 from math import floor
 
 from billing.domain.rating.types import TokenClass, UsageItem
+from portal.money import apportion
 
 
 def token_classes(item: UsageItem) -> dict[TokenClass, int]:
@@ -50,23 +51,11 @@ def class_quantities(
 
 def largest_remainder(quantities: dict[TokenClass, int], tokens: int) -> dict[TokenClass, int]:
     """`tokens` (0 <= tokens <= their sum) allocated across the classes in proportion to
-    `quantities`: each class its quota's whole part, then one more token to each class of
-    the largest remainders until none is left, a tie to the class listed first (the
-    quantities' order)."""
+    `quantities` (`apportion`), a tie to the class listed first."""
     total = sum(quantities.values())
     if not 0 <= tokens <= total:
         raise ValueError(f"cannot allocate {tokens} of {total} tokens")
-    quotas = {
-        tc: Fraction(tokens * quantity, total) if total else Fraction(0)
-        for tc, quantity in quantities.items()
-    }
-    allocated = {tc: floor(quota) for tc, quota in quotas.items()}
-    left = tokens - sum(allocated.values())
-    order = list(quotas)
-    by_remainder = sorted(order, key=lambda tc: (-(quotas[tc] - allocated[tc]), order.index(tc)))
-    for tc in by_remainder[:left]:
-        allocated[tc] += 1
-    return allocated
+    return apportion(quantities, tokens)
 
 
 def split_at(item: UsageItem, tokens: int) -> tuple[UsageItem | None, UsageItem | None]:
