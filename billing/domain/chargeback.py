@@ -1,0 +1,128 @@
+"""Chargeback (kpis.md 3e): a tenant's month's invoice split across its projects, each line
+to the cent by largest remainder, so the projects sum exactly to the invoice's total before
+its balance lines. Pure: the lines, the rated quantities per project and the reservations'
+covered list values per project come from billing's read models (billing.selectors).
+
+How a line is split depends on its kind only (SPLIT_BY):
+- `usage`: by the projects' unrounded realized amounts on that line (its quantities per
+  project at the line's price and combined discount);
+- `reservation`: by the projects' covered list value of the reservation;
+- `minimum`, `promotion`, `sla_credit`, `adjustment`: pro rata to the projects' usage
+  amounts (what the usage lines gave each of them);
+- `credit`, `prepaid` (balances drawn): settlement, not charge, left out.
+A line with nothing to split it by (no usage of any project) is the tenant's `(none)`'s."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, localcontext
+
+from billing.domain.invoices import LineKey, line_realized
+from billing.domain.rating.types import total_discount_pct
+from portal.money import EXACT, split_money
+
+NONE_ID = 0  # the tenant's usage without a project (portal.projects.NONE_ID)
+USAGE, RESERVATION = "usage", "reservation"
+BY_USAGE = "usage"  # pro rata to the projects' usage amounts
+BALANCES = frozenset({"credit", "prepaid"})
+SPLIT_BY: dict[str, str] = {
+    USAGE: "realized",
+    RESERVATION: "covered",
+    "minimum": BY_USAGE,
+    "promotion": BY_USAGE,
+    "sla_credit": BY_USAGE,
+    "adjustment": BY_USAGE,
+}
+
+
+@dataclass(frozen=True)
+class Line:
+    """What a chargeback reads of an invoice line (an InvoiceLine, stored or rated)."""
+
+    kind: str
+    amount: Decimal
+    model: str = ""
+    token_class: str = ""
+    price_class: str = ""
+    list_unit_price: Decimal | None = None
+    discount_pct: Decimal = Decimal(0)
+
+    @property
+    def signature(self) -> tuple:
+        return _signature(
+            self.model, self.token_class, self.price_class, self.list_unit_price, self.discount_pct
+        )
+
+
+def _signature(model, token_class, price_class, unit_price, pct) -> tuple:
+    """A usage line's identity on an invoice: decimals compare by value (0.88 = 0.8800)."""
+    return (
+        model,
+        str(token_class or ""),
+        str(price_class or ""),
+        None if unit_price is None else Decimal(unit_price).normalize(),
+        Decimal(pct).normalize(),
+    )
+
+
+@dataclass
+class ProjectCharge:
+    """One project's part of the invoice: amount per line kind, and their sum."""
+
+    project: int
+    by_kind: dict[str, Decimal] = field(default_factory=lambda: defaultdict(Decimal))
+
+    @property
+    def total(self) -> Decimal:
+        return sum(self.by_kind.values(), Decimal(0))
+
+
+def usage_shares(quantities: Mapping[LineKey, int]) -> dict[tuple, dict[int, Decimal]]:
+    """Per usage line (its signature), each project's unrounded realized amount on it, from
+    the month's paid quantities per usage line and project (billing.domain.invoices)."""
+    shares: dict[tuple, dict[int, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for key, quantity in quantities.items():
+        model, token_class, price_class, unit_price, (contract, tier, _), project = key
+        pct = total_discount_pct(contract=contract, tier=tier)
+        signature = _signature(model, token_class, price_class, unit_price, pct)
+        with localcontext(EXACT):
+            shares[signature][project] += line_realized(key, quantity)
+    return shares
+
+
+def chargeback_split(
+    *,
+    lines: Iterable[Line],
+    quantities: Mapping[LineKey, int],
+    covered: Mapping[int, Decimal] | None = None,
+    currency: str,
+) -> dict[int, ProjectCharge]:
+    """Each project's part of every line but the balances', by project id (`(none)` is 0),
+    in project id order: Σ over projects of each line = the line's amount, to the cent."""
+    lines = [line for line in lines if line.kind not in BALANCES]
+    shares = usage_shares(quantities)
+    charges: dict[int, ProjectCharge] = {}
+
+    def add(line: Line, weights: Mapping[int, Decimal]) -> None:
+        ordered = {p: weights[p] for p in sorted(weights) if weights[p] > 0}
+        if not ordered:
+            ordered = {NONE_ID: Decimal(1)}
+        parts = split_money(amount=line.amount, weights=ordered, currency=currency)
+        for project, part in parts.items():
+            charge = charges.setdefault(project, ProjectCharge(project))
+            charge.by_kind[line.kind] += part
+
+    usage_amounts: dict[int, Decimal] = defaultdict(Decimal)
+    for line in lines:
+        if SPLIT_BY.get(line.kind) == "realized":
+            add(line, shares.get(line.signature, {}))
+        elif SPLIT_BY.get(line.kind) == "covered":
+            add(line, covered or {})
+    for project, charge in charges.items():
+        usage_amounts[project] = charge.by_kind.get(USAGE, Decimal(0))
+    for line in lines:
+        if SPLIT_BY.get(line.kind, BY_USAGE) == BY_USAGE:
+            add(line, usage_amounts)
+    return dict(sorted(charges.items()))
