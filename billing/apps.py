@@ -34,7 +34,7 @@ def _alert_kinds_register() -> None:
 
     from django.conf import settings
 
-    from billing.domain.budget import BUDGET, budget_params_check
+    from billing.domain.budget import BUDGET, budget_one_key, budget_params_check
     from billing.selectors.budget import budget_evaluate
     from billing.selectors.pricing import contract_slo_targets
     from billing.selectors.uptime import (
@@ -60,15 +60,20 @@ def _alert_kinds_register() -> None:
             name=BUDGET,
             params_check=partial(budget_params_check, currency=settings.FACTORY_CURRENCY),
             one_per_tenant=True,
+            one_key=budget_one_key,
+            scope_keys=frozenset({"project"}),
             evaluate=budget_evaluate,
             fired_event="budget.threshold_reached",
             threshold_shown=shown_with_unit("{}% of the budget"),
             params=(
-                Param("amount", "Amount", "decimal", "a month, in the tenant's currency"),
-                Param("tokens", "or tokens", help="a month, input and output"),
+                Param("amount", "Amount", "decimal", "a period, in the tenant's currency"),
+                Param("tokens", "or tokens", help="a period, input and output"),
                 Param("thresholds", "Thresholds (%)", "percents", "default 50, 80, 100"),
+                Param("period", "Period", "choice", "default month", ("month", "day")),
+                Param("enforce", "Enforce", "choice", "hard: gateways block", ("soft", "hard")),
             ),
-            summary="month-to-date spend reaching each threshold of the tenant's budget",
+            summary="spend this month or day reaching each threshold of the tenant's or one "
+            "of its projects' budget",
         )
     )
     kind_register(

@@ -1,17 +1,19 @@
-"""Budgets (kpis.md section 3c): a tenant's month-to-date spend against its `budget` rule,
-from billing's read models only (the tenant-month's rated totals, rated usage, the rate
-stage's mark), in a query count that does not grow with tenants; and the `budget` alert
-kind evaluated from the same read. The month to date is the window every read of this month
-answers for (kpis.md section 0: up to the published cut, portal.pipeline), and the rated
-totals are the cut's: the rate stage writes them with it, so the budget counts what the
-usage API, the KPIs and the pages count."""
+"""Budgets (kpis.md 3c) and projects' quotas (3e): a tenant's, or one of its projects', spend
+this month or day against its `budget` rules, from billing's read models only (the
+tenant-month's rated totals, rated usage per project, the rate stage's mark), in a query
+count that does not grow with tenants; the budget read a gateway blocks on; and the
+`budget` alert kind evaluated from the same read. The month to date is the window every read
+of this month answers for (kpis.md section 0: up to the published cut, portal.pipeline), and
+the rated totals are the cut's: the rate stage writes them with it, so the budget counts what
+the usage API, the KPIs and the pages count."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal
+from decimal import Decimal, localcontext
 
 from django.conf import settings
 from django.db.models import F, Q, Sum
@@ -19,11 +21,19 @@ from django.db.models.functions import TruncDay
 
 from billing.domain.budget import (
     BUDGET,
+    DAY,
+    EXCEEDED,
+    HARD,
+    MONTH,
     NONE,
+    SOFT,
     STALE_AFTER,
     UNKNOWN,
+    budget_enforce,
+    budget_period,
     budget_projected,
     budget_state,
+    period_bounds,
     thresholds_reached,
 )
 from billing.models import RatedMark, RatedTenantMonth, RatedUsage
@@ -32,8 +42,8 @@ from metering.selectors.usage import usage_fold_backlog, window_resolve
 from portal import clock
 from portal.alert_kinds import Evaluation, Finding
 from portal.formatting import rfc3339
-from portal.models import AlertRule, Tenant
-from portal.money import money_str, round_money
+from portal.models import AlertRule, Project, Tenant
+from portal.money import EXACT, money_str, round_money
 from portal.periods import month_start
 
 TOKENS = "tokens"
@@ -41,7 +51,8 @@ TOKENS = "tokens"
 
 @dataclass(frozen=True)
 class Budget:
-    """One tenant's budget this month: `unit` is its currency or "tokens"."""
+    """One budget of a tenant, or of one of its projects, this period (its month or day):
+    `unit` is its currency or "tokens"."""
 
     state: str  # none | unknown | ok | warning | exceeded
     unit: str
@@ -53,10 +64,25 @@ class Budget:
     thresholds: tuple[int, ...] = ()
     reached: tuple[int, ...] = ()
     rule: AlertRule | None = None
+    period: str = MONTH
+    start: datetime | None = None  # the period's first instant (the month's, or the day's)
+    project: str = ""  # the project's slug; "" for the tenant's own budget
+    enforce: str = SOFT
 
     @property
     def remaining(self) -> Decimal | None:
         return None if self.spent is None else self.budget - self.spent
+
+    @property
+    def blocked(self) -> bool:
+        """A hard budget exceeded: a gateway blocks its scope (kpis.md 3e)."""
+        return self.enforce == HARD and self.state == EXCEEDED
+
+    def scope_json(self) -> dict:
+        scope = {"tenant": self.rule.tenant.slug if self.rule else None}
+        if self.project:
+            scope["project"] = self.project
+        return {**scope, "period": self.period}
 
     def as_json(self) -> dict:
         def shown(value: Decimal | None) -> str | int | None:
@@ -70,6 +96,11 @@ class Budget:
             "state": self.state,
             "unit": self.unit,
             "month": self.month.strftime("%Y-%m"),
+            "period": self.period,
+            "period_start": rfc3339(self.start or self.month),
+            "project": self.project or None,
+            "enforce": self.enforce,
+            "blocked": self.blocked,
             "budget": shown(self.budget),
             "spent": shown(self.spent),
             "remaining": shown(self.remaining),
@@ -97,14 +128,67 @@ def rated_as_of(*, now: datetime) -> datetime | None:
     return min(mark, now)
 
 
+def _project_of(rule: AlertRule) -> str:
+    return (rule.scope or {}).get("project") or ""
+
+
+def _is_whole_month(rule: AlertRule) -> bool:
+    """The tenant's monthly budget: read from its tenant-month's rated totals."""
+    return not _project_of(rule) and budget_period(rule.params) == MONTH
+
+
+def _cells(rules: list[AlertRule], *, month: datetime, day: datetime) -> dict[tuple, list]:
+    """[tokens, realized, tokens of the day, realized of the day] of this month's rated usage
+    per (tenant id, project slug) and per (tenant id, "") for the rules read from rated
+    usage (a project's, or a day's): 2 queries however many."""
+    wanted = [rule for rule in rules if not _is_whole_month(rule)]
+    if not wanted:
+        return {}
+    ids = {rule.tenant_id for rule in wanted}
+    slugs = {
+        (tenant_id, pk): slug
+        for tenant_id, pk, slug in Project.objects.filter(
+            tenant_id__in=ids, slug__in={_project_of(rule) for rule in wanted} - {""}
+        ).values_list("tenant_id", "pk", "slug")
+    }
+    tokens = F("input_tokens") + F("output_tokens")
+    paid, today = Q(sale=RatedUsage.Sale.PAID), Q(hour__gte=day)
+    rows = (
+        RatedUsage.objects.filter(tenant_id__in=ids, month_start=month)
+        .values("tenant_id", "project_id")
+        .annotate(
+            month_tokens=Sum(tokens),
+            month_realized=Sum("realized", filter=paid),
+            day_tokens=Sum(tokens, filter=today),
+            day_realized=Sum("realized", filter=paid & today),
+        )
+        .values_list(
+            "tenant_id",
+            "project_id",
+            "month_tokens",
+            "month_realized",
+            "day_tokens",
+            "day_realized",
+        )
+    )
+    cells: dict[tuple, list] = defaultdict(lambda: [Decimal(0)] * 4)
+    for tenant_id, project_id, *values in rows:
+        keys = [(tenant_id, "")]
+        if (tenant_id, project_id) in slugs:
+            keys.append((tenant_id, slugs[tenant_id, project_id]))
+        for key in keys:
+            cells[key] = [a + Decimal(b or 0) for a, b in zip(cells[key], values, strict=True)]
+    return cells
+
+
 def budgets_read(rules: Iterable[AlertRule], *, now: datetime | None = None) -> list[Budget]:
-    """The budgets of `rules` (budget rules, each a tenant's) this month, in 4 queries
-    however many."""
+    """The budgets of `rules` (budget rules, each a tenant's or one of its projects') this
+    period, in 6 queries however many."""
     now = now or clock.now()
     window = window_resolve({"period": "this_month"}, now=now)
     month, rules = window.start, list(rules)
     if rated_as_of(now=now) is None:
-        return [_budget(rule, month=month, state=UNKNOWN) for rule in rules]
+        return [_budget(rule, month=month, state=UNKNOWN, now=now) for rule in rules]
     as_of = window.to
     ids = [rule.tenant_id for rule in rules]
     money = {
@@ -118,20 +202,37 @@ def budgets_read(rules: Iterable[AlertRule], *, now: datetime | None = None) -> 
         .annotate(total=Sum(F("input_tokens") + F("output_tokens")))
         .values_list("tenant_id", "total")
     ) if token_ids else {}  # fmt: skip
+    day = period_bounds(period=DAY, now=now)[0]
+    cells = _cells(rules, month=month, day=day)
     budgets = []
     for rule in rules:
+        period = budget_period(rule.params)
+        start, end = period_bounds(period=period, now=now)
+        rated = money.get(rule.tenant_id)
+        cell = cells.get((rule.tenant_id, _project_of(rule)), [Decimal(0)] * 4)
+        of_day = 2 if period == DAY else 0
         if "tokens" in rule.params:
             unit, budget = TOKENS, Decimal(rule.params["tokens"])
-            spent = Decimal(tokens.get(rule.tenant_id) or 0)
-            projected = budget_projected(spent=spent, month=month, as_of=as_of).to_integral()
+            if _is_whole_month(rule):
+                spent = Decimal(tokens.get(rule.tenant_id) or 0)
+            else:
+                spent = cell[of_day]
+            projected = budget_projected(spent=spent, start=start, end=end, as_of=as_of)
+            projected = projected.to_integral()
         else:
-            rated = money.get(rule.tenant_id)
             unit = (rated and rated.currency) or settings.FACTORY_CURRENCY
             budget = Decimal(rule.params["amount"])
-            exact = rated.usage_amount - rated.promotions if rated else Decimal(0)
-            spent = month_spent(rated, currency=unit)
+            if _is_whole_month(rule):
+                exact = rated.usage_amount - rated.promotions if rated else Decimal(0)
+                spent = month_spent(rated, currency=unit)
+            else:  # a row's promotions are its realized amount × the month's promotion rate
+                rate = rated.promotion_rate if rated else Decimal(0)
+                with localcontext(EXACT):
+                    exact = cell[1 + of_day] * (1 - rate)
+                spent = round_money(amount=exact, currency=unit)
             projected = round_money(
-                amount=budget_projected(spent=exact, month=month, as_of=as_of), currency=unit
+                amount=budget_projected(spent=exact, start=start, end=end, as_of=as_of),
+                currency=unit,
             )
         thresholds = rule.params["thresholds"]
         budgets.append(
@@ -148,12 +249,23 @@ def budgets_read(rules: Iterable[AlertRule], *, now: datetime | None = None) -> 
                     thresholds_reached(spent=spent, budget=budget, thresholds=thresholds)
                 ),
                 rule=rule,
+                **_rule_fields(rule, now=now),
             )
         )
     return budgets
 
 
-def _budget(rule: AlertRule, *, month: datetime, state: str) -> Budget:
+def _rule_fields(rule: AlertRule, *, now: datetime) -> dict:
+    period = budget_period(rule.params)
+    return {
+        "period": period,
+        "start": period_bounds(period=period, now=now)[0],
+        "project": _project_of(rule),
+        "enforce": budget_enforce(rule.params),
+    }
+
+
+def _budget(rule: AlertRule, *, month: datetime, state: str, now: datetime) -> Budget:
     unit = TOKENS if "tokens" in rule.params else settings.FACTORY_CURRENCY
     budget = Decimal(rule.params.get("tokens") or rule.params["amount"])
     return Budget(
@@ -163,6 +275,7 @@ def _budget(rule: AlertRule, *, month: datetime, state: str) -> Budget:
         budget=budget,
         thresholds=tuple(rule.params["thresholds"]),
         rule=rule,
+        **_rule_fields(rule, now=now),
     )
 
 
@@ -195,14 +308,49 @@ def budget_days(budget: Budget) -> list[tuple[datetime, Decimal]]:
     return days
 
 
+def _rules(tenant: Tenant):
+    return AlertRule.objects.filter(kind=BUDGET, tenant=tenant, enabled=True).select_related(
+        "tenant"
+    )
+
+
 def budget_get(*, tenant: Tenant, now: datetime | None = None) -> Budget:
-    """A tenant's budget this month; `none` without a budget rule (a disabled one too)."""
+    """A tenant's monthly budget this month; `none` without one (a disabled one too)."""
     now = now or clock.now()
-    rule = AlertRule.objects.filter(kind=BUDGET, tenant=tenant, enabled=True)
-    rule = rule.select_related("tenant").first()
+    rule = _rules(tenant).filter(one_key="").first()
     if rule is None:
         return Budget(state=NONE, unit=settings.FACTORY_CURRENCY, month=month_start(now))
     return budgets_read([rule], now=now)[0]
+
+
+def budget_answer(*, tenant: Tenant, project: str = "", now: datetime | None = None) -> dict:
+    """What a gateway asks before a request (kpis.md 3e): the tenant's monthly budget as
+    before, every budget of the tenant (and of `project`, a slug of its projects) this
+    period, and `blocked` when a hard one of them is exceeded, `blocked_by` naming the
+    first such scope, the tenant's before the project's (a tenant's hard budget blocks all
+    its projects)."""
+    now = now or clock.now()
+    rules = [rule for rule in _rules(tenant) if _project_of(rule) in ("", project)]
+    rules.sort(key=lambda rule: (bool(_project_of(rule)), rule.one_key))
+    budgets = budgets_read(rules, now=now)
+    whole = next((b for b in budgets if not b.project and b.period == MONTH), None)
+    if whole is None:
+        whole = Budget(state=NONE, unit=settings.FACTORY_CURRENCY, month=month_start(now))
+    blocking = next((b for b in budgets if b.blocked), None)
+    answer = {
+        **whole.as_json(),
+        "blocked": blocking is not None,
+        "blocked_by": blocking.scope_json() if blocking else None,
+        "budgets": [budget.as_json() for budget in budgets],
+    }
+    if project:
+        own = [b for b in budgets if b.project == project]
+        answer["project"] = {
+            "slug": project,
+            "blocked": any(b.blocked for b in own),
+            "budgets": [budget.as_json() for budget in own],
+        }
+    return answer
 
 
 def _text(budget: Budget, value: Decimal) -> str:
@@ -226,19 +374,27 @@ def budget_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
         spent, of, projected = (
             _text(budget, value) for value in (budget.spent, budget.budget, budget.projected)
         )
+        whose = rule.tenant.name + (f" project {budget.project}" if budget.project else "")
+        when = f"{budget.month:%B %Y}" if budget.period == MONTH else f"{budget.start:%Y-%m-%d}"
         for threshold in budget.reached:
             findings.append(
                 Finding(
                     rule=rule,
-                    window_start=budget.month,
+                    window_start=budget.start or budget.month,
                     threshold=str(threshold),
                     value=f"{budget.spent * 100 / budget.budget:.1f}%",
                     summary=(
-                        f"{rule.tenant.name} reached {threshold}% of its {budget.month:%B %Y} "
-                        f"budget: {spent} of {of} {budget.unit} spent, {projected} projected"
+                        f"{whose} reached {threshold}% of its {when} budget: {spent} of {of} "
+                        f"{budget.unit} spent, {projected} projected"
                     ),
                     figures={k: shown[k] for k in ("budget", "spent", "projected", "as_of")},
                     link="/",
                 )
             )
     return Evaluation(findings=findings, skipped=skipped)
+
+
+def tenant_budgets(*, tenant: Tenant, now: datetime | None = None) -> list[Budget]:
+    """Every enabled budget of the tenant and of its projects this period (its projects'
+    quotas): one read however many."""
+    return budgets_read(list(_rules(tenant)), now=now)

@@ -52,12 +52,17 @@ def test_a_members_money_budget_reads_spent_projected_and_state_by_hand(spent, m
 
     assert (rule["tenant"], rule["params"]) == (
         "tenant-a",
-        {"amount": "19.00", "thresholds": [50, 80, 100]},
+        {"amount": "19.00", "thresholds": [50, 80, 100], "period": "month", "enforce": "soft"},
     )
-    assert _budget(member) == {
+    whole = {
         "state": "warning",  # 15.84 / 19.00 = 83.4 %: past 80, below 100
         "unit": "USD",
         "month": "2026-12",
+        "period": "month",
+        "period_start": "2026-12-01T00:00:00Z",
+        "project": None,
+        "enforce": "soft",
+        "blocked": False,
         "budget": "19.00",
         "spent": "15.84",
         "remaining": "3.16",
@@ -66,6 +71,7 @@ def test_a_members_money_budget_reads_spent_projected_and_state_by_hand(spent, m
         "thresholds": [50, 80, 100],
         "reached": [50, 80],
     }
+    assert _budget(member) == {**whole, "blocked_by": None, "budgets": [whole]}
     assert AuditEntry.objects.filter(object_type="alert_rule", action="create").count() == 1
     # Its burn on the home page: spent by the end of 3 December, all of it.
     budget = budget_get(tenant=Tenant.objects.get(slug="tenant-a"))

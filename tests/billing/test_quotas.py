@@ -1,0 +1,188 @@
+"""Projects' quotas (kpis.md 3e): `budget` rules scoped to a project, a month or a day, soft
+or hard; their thresholds fire once a period as signed webhooks; the budget read's
+`blocked` and `blocked_by` (a tenant's hard budget blocks all its projects); `unknown`,
+never `ok`, while rated usage lags.
+
+The world: now is 16 December 2026 10:00 UTC; tenant-a's project alpha used 400,000 input
+and 450,000 output tokens on 3 December (850,000: 85 % of a 1,000,000-token quota), its
+(none) 10 M and 10 M the same day, at 0.88 per million less 10 %."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+
+from billing.services.rating import rated_usage_update
+from metering.services.usage.rollup import usage_fold
+from portal import clock
+from portal.alerts import alerts_evaluate
+from portal.models import Delivery, Event
+from tests.billing.factories import M, make_contract, make_priced_model, post_usage
+
+pytestmark = pytest.mark.both_backends
+
+DEC_3 = "2026-12-03T00:00:00Z"
+
+
+@pytest.fixture
+def used(admin_api, tenant_a, now):
+    make_priced_model()
+    make_contract(tenant_a, discount_pct=Decimal(10))
+    post_usage(
+        admin_api,
+        [
+            {"id": "a1", "time": DEC_3, "input_tokens": 400_000, "output_tokens": 450_000,
+             "project": "alpha"},
+            {"id": "n1", "time": DEC_3, "input_tokens": 10 * M, "output_tokens": 10 * M},
+        ],
+    )  # fmt: skip
+
+
+@pytest.fixture
+def member(users, token_client):
+    return token_client(users["tenant"], scopes=["read", "notify"])
+
+
+def _rule(client, **body):
+    response = client.post("/api/v1/alert-rules", {"kind": "budget", **body}, format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def _read(client, project=""):
+    query = f"?project={project}" if project else ""
+    response = client.get(f"/api/v1/tenants/tenant-a/budget{query}")
+    assert response.status_code == 200, response.json()
+    return response.json()
+
+
+def test_a_project_token_quota_fires_80_and_100_once_each_as_webhooks(used, member, admin_api, now):
+    endpoint = member.post(
+        "/api/v1/webhook-endpoints",
+        {"url": "https://hooks.example.com/a", "event_types": ["budget.threshold_reached"]},
+        format="json",
+    )
+    assert endpoint.status_code == 201, endpoint.json()
+    rule = _rule(
+        member, scope={"project": "alpha"}, params={"tokens": 1_000_000, "thresholds": [80, 100]}
+    )
+    assert (rule["tenant"], rule["scope"], rule["params"]["period"], rule["params"]["enforce"]) == (
+        "tenant-a",
+        {"project": "alpha"},
+        "month",
+        "soft",
+    )
+
+    read = _read(member, "alpha")["project"]["budgets"][0]
+    # 850,000 of 1,000,000 (the (none)'s 20 M are not alpha's): 85 %; projected
+    # 850,000 × 744 h / 370 h = 1,709,189.18… → 1,709,189.
+    assert (read["state"], read["spent"], read["projected"], read["reached"]) == (
+        "warning",
+        850_000,
+        1_709_189,
+        [80],
+    )
+    assert alerts_evaluate(now=now)["fired"] == 1
+    assert alerts_evaluate(now=now)["fired"] == 0  # once a month
+    post_usage(
+        admin_api,
+        [{"id": "a2", "time": "2026-12-15T00:00:00Z", "input_tokens": 0,
+          "output_tokens": 150_000, "project": "alpha"}],
+    )  # fmt: skip
+    assert alerts_evaluate(now=now)["fired"] == 1  # 1,000,000: 100 %
+    assert alerts_evaluate(now=now)["fired"] == 0
+
+    reached = Event.objects.filter(type="budget.threshold_reached").order_by("pk")
+    assert [e.data["threshold"] for e in reached] == ["80", "100"]
+    assert reached[0].summary == (
+        "Tenant A project alpha reached 80% of its December 2026 budget: 850,000 of 1,000,000 "
+        "tokens spent, 1,709,189 projected"
+    )
+    webhooks = Delivery.objects.filter(channel=Delivery.Channel.WEBHOOK, endpoint__isnull=False)
+    assert sorted(d.event.data["threshold"] for d in webhooks) == ["100", "80"]
+
+
+def test_hard_budgets_block_their_project_and_the_tenants_blocks_every_project(
+    used, member, admin_api
+):
+    post_usage(admin_api, [{"id": "b1", "time": DEC_3, "input_tokens": 1, "output_tokens": 0,
+                            "project": "beta"}])  # fmt: skip
+    _rule(member, scope={"project": "alpha"}, params={"tokens": 800_000, "enforce": "hard"})
+    _rule(member, scope={"project": "beta"}, params={"tokens": 800_000, "enforce": "hard"})
+    alpha, beta = _read(member, "alpha"), _read(member, "beta")
+    assert (alpha["blocked"], alpha["blocked_by"]) == (
+        True,
+        {"tenant": "tenant-a", "project": "alpha", "period": "month"},
+    )
+    assert (beta["blocked"], beta["blocked_by"], beta["project"]["blocked"]) == (False, None, False)
+    assert beta["state"] == "none"  # the tenant has no monthly budget of its own
+
+    # The tenant's: 20,850,001 tokens of 20,000,000, hard: every project blocked, by it.
+    _rule(member, params={"tokens": 20 * M, "enforce": "hard"})
+    for project in ("alpha", "beta", ""):
+        read = _read(member, project)
+        assert (read["state"], read["blocked"], read["blocked_by"]) == (
+            "exceeded",
+            True,
+            {"tenant": "tenant-a", "period": "month"},
+        ), project
+    # A soft budget exceeded blocks nothing.
+    duplicate = member.post(
+        "/api/v1/alert-rules",
+        {"kind": "budget", "scope": {"project": "beta"}, "params": {"tokens": 5}},
+        format="json",
+    )
+    assert (duplicate.status_code, duplicate.json()["errors"][0]["field"]) == (409, "tenant")
+
+
+def test_a_day_quota_counts_the_day_and_a_soft_one_blocks_nothing(used, member, admin_api):
+    post_usage(
+        admin_api,
+        [{"id": "a3", "time": "2026-12-16T09:00:00Z", "input_tokens": 0,
+          "output_tokens": 100_000, "project": "alpha"}],
+    )  # fmt: skip
+    _rule(member, scope={"project": "alpha"}, params={"tokens": 80_000, "period": "day"})
+    read = _read(member, "alpha")
+    [day] = read["project"]["budgets"]
+    # Today's 100,000 of 80,000 (the 850,000 of 3 December are another day's); projected
+    # over the day's 10 elapsed hours: 100,000 × 24 / 10 = 240,000.
+    assert (day["period"], day["period_start"], day["spent"], day["projected"]) == (
+        "day",
+        "2026-12-16T00:00:00Z",
+        100_000,
+        240_000,
+    )
+    assert (day["state"], read["blocked"]) == ("exceeded", False)
+
+
+def test_a_project_quota_reads_unknown_while_rating_lags(used, member, now):
+    _rule(member, scope={"project": "alpha"}, params={"amount": "100.00", "enforce": "hard"})
+    read = _read(member, "alpha")["project"]["budgets"][0]
+    # alpha's 850,000 tokens at 0.88 per million less 10 %: 0.6732 → 0.67.
+    assert (read["state"], read["spent"]) == ("ok", "0.67")
+
+    clock.clock_set(now + timedelta(minutes=16))
+    usage_fold()  # metered until 10:16, rated until 10:00
+    lagging = _read(member, "alpha")
+    assert lagging["project"]["budgets"][0]["state"] == "unknown"
+    assert lagging["blocked"] is False
+    rated_usage_update()
+    assert _read(member, "alpha")["project"]["budgets"][0]["state"] == "ok"
+
+
+def test_project_quotas_name_the_tenants_own_projects_only(used, member, finance, tenant_b):
+    cases = [
+        (member, {"scope": {"project": "nope"}}, "scope.project"),
+        (member, {"scope": {"project": "alpha"}, "params": {"tokens": 5, "period": "week"}},
+         "params.period"),
+        (member, {"scope": {"project": "alpha"}, "params": {"tokens": 5, "enforce": "x"}},
+         "params.enforce"),
+        (finance, {"tenant": "tenant-b", "scope": {"project": "alpha"}}, "scope.project"),
+    ]  # fmt: skip
+    for client, body, field in cases:
+        body = {"kind": "budget", "params": {"tokens": 5}, **body}
+        response = client.post("/api/v1/alert-rules", body, format="json")
+        assert (response.status_code, response.json()["errors"][0]["field"]) == (400, field), body
+    refused = member.get("/api/v1/tenants/tenant-a/budget?project=nope")
+    assert (refused.status_code, refused.json()["errors"][0]["field"]) == (400, "project")
+    assert member.get("/api/v1/tenants/tenant-b/budget?project=alpha").status_code == 404
