@@ -14,15 +14,14 @@ from functools import lru_cache
 from django.db import connection
 
 from billing.domain.rating.hours import HourState
-from billing.domain.rating.types import RatedItem, Running, TokenClass
+from billing.domain.rating.types import RatedItem, Running
 from billing.models import RatedHour, RatedUsage
-from billing.selectors.rating.inputs import MonthRating
+from billing.selectors.rating.inputs import MonthRating, quantities_of
 from metering.domain.usage.compliance import is_slo_compliant
 from metering.domain.usage.rollup import PRODUCTION_FIELDS, TOKEN_FIELDS
 from metering.selectors.factory import DeploymentVersions, deployment_list
 from portal.money import EXACT, fraction_to_decimal
 from portal.periods import hour_floor
-from portal.projects import NONE_ID
 
 ZERO = Decimal(0)
 HUNDRED = Decimal(100)
@@ -84,18 +83,6 @@ def quantities_json(quantities: dict) -> list[list]:
             sorted(quantities.items(), key=str)
         )
     ]  # fmt: skip
-
-
-def quantities_of(stored: list[list]) -> dict:
-    """Stored paid quantities per usage line and project (`quantities_json`; those stored
-    before projects are the tenant's (none)'s) as the rating keys them."""
-    return {
-        (
-            model, TokenClass(token), TokenClass(priced), Decimal(price),
-            (Decimal(c), Decimal(t), tier_from), project[0] if project else NONE_ID,
-        ): q
-        for model, token, priced, price, c, t, tier_from, q, *project in stored
-    }  # fmt: skip
 
 
 RATED_FIELDS = (

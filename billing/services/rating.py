@@ -48,7 +48,7 @@ from billing.models import (
     RatedUsage,
     RatingPending,
 )
-from billing.selectors.rating.inputs import MonthRating, line_row, month_rate
+from billing.selectors.rating.inputs import MonthRating, line_row, month_rate, quantities_of
 from billing.services.rated_rows import (
     HOUR_FIELDS,
     RATED_COMPLIANT,
@@ -58,7 +58,6 @@ from billing.services.rated_rows import (
     hour_row,
     hour_state_of,
     quantities_json,
-    quantities_of,
     rated_usage_rows,
 )
 from metering.selectors.changes import usage_changes_read

@@ -49,6 +49,7 @@ from metering.selectors.changes import usage_changes_read
 from portal.closing import month_is_closed
 from portal.models import Tenant
 from portal.pipeline import RATE
+from portal.projects import NONE_ID
 
 ZERO = Decimal(0)
 
@@ -323,3 +324,15 @@ def line_of(row: list) -> InvoiceLine:
         discount_pct=Decimal(pct),
         description=text,
     )
+
+
+def quantities_of(stored: list[list]) -> dict:
+    """Stored paid quantities per usage line and project (`quantities_json`; those stored
+    before projects are the tenant's (none)'s) as the rating keys them."""
+    return {
+        (
+            model, TokenClass(token), TokenClass(priced), Decimal(price),
+            (Decimal(c), Decimal(t), tier_from), project[0] if project else NONE_ID,
+        ): q
+        for model, token, priced, price, c, t, tier_from, q, *project in stored
+    }  # fmt: skip
