@@ -6,7 +6,6 @@ import io
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import renderers
-from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.views import APIView
 
 from billing.api.pricing import CommercialRead
@@ -14,6 +13,7 @@ from billing.domain.focus import COLUMNS, NAMES, arrow_table, csv_value
 from billing.selectors.focus import focus_rows
 from portal import clock
 from portal.access import tenant_get
+from portal.api.negotiation import FileNegotiation
 from portal.errors import FieldError
 from portal.periods import month_parse, month_start, months_before
 
@@ -36,14 +36,6 @@ def focus_response(*, rows: list[dict], name: str, format: str) -> HttpResponse:
     response = HttpResponse(text.getvalue(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
     return response
-
-
-class FileNegotiation(DefaultContentNegotiation):
-    """`?format=` names the file the view writes (csv, parquet), not a renderer: answers are
-    files, and errors JSON."""
-
-    def select_renderer(self, request, renderers, format_suffix=None):
-        return renderers[0], renderers[0].media_type
 
 
 class FocusExportView(APIView):

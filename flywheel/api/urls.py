@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from flywheel.api import kpis, market, plan, tfom
+from flywheel.api import chargeback, kpis, market, plan, tfom
 from flywheel.api.loop import applications, cycles, diagnosis, scenarios, versions
 from portal.api.routers import Router
 
@@ -21,6 +21,7 @@ urlpatterns = [
     path("tfom", tfom.TfomView.as_view(), name="tfom"),
     path("market", market.MarketView.as_view(), name="market"),
     path("forecast", plan.ForecastView.as_view(), name="forecast"),
+    path("chargeback", chargeback.ChargebackView.as_view(), name="chargeback"),
     path("flywheel/diagnosis", diagnosis.DiagnosisView.as_view(), name="flywheel-diagnosis"),
     path("flywheel/scenarios", scenarios.ScenarioView.as_view(), name="flywheel-scenarios"),
     *router.urls,

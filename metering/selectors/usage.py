@@ -482,11 +482,11 @@ def hourly_usage_list(
     return filter_within(queryset=HourlyUsage.objects.all(), field="hour", start=start, end=end)
 
 
-def deployment_hour_sums(rollups: QuerySet[HourlyUsage]) -> QuerySet:
-    """Hourly rollups summed per deployment and hour: requests `n`, compliant requests `ok`,
-    errors `err`, input, cached and output tokens `i`, `c`, `o` and their SLO-compliant
-    parts `ci`, `cc`, `co`."""
-    return rollups.values("deployment_id", "hour").annotate(
+def deployment_hour_sums(rollups: QuerySet[HourlyUsage], *by: str) -> QuerySet:
+    """Hourly rollups summed per deployment and hour (and the fields `by` names, e.g. the
+    tenant and project): requests `n`, compliant requests `ok`, errors `err`, input, cached
+    and output tokens `i`, `c`, `o` and their SLO-compliant parts `ci`, `cc`, `co`."""
+    return rollups.values("deployment_id", "hour", *by).annotate(
         n=Sum("requests"),
         ok=Sum("compliant_requests"),
         err=Sum("errors"),
