@@ -15,7 +15,7 @@ A line with nothing to split it by (no usage of any project) is the tenant's `(n
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, localcontext
 
@@ -92,6 +92,51 @@ def usage_shares(quantities: Mapping[LineKey, int]) -> dict[tuple, dict[int, Dec
     return shares
 
 
+def line_splits(
+    *,
+    lines: Sequence[Line],
+    quantities: Mapping[LineKey, int],
+    covered: Mapping[int, Decimal] | None = None,
+    currency: str,
+) -> list[dict[int, Decimal]]:
+    """Each line's amount per project (in project id order), parallel to `lines`: a balance
+    line (settlement, not charge) whole to the tenant's (none)."""
+    shares = usage_shares(quantities)
+    splits: list[dict[int, Decimal] | None] = [None] * len(lines)
+
+    def split(line: Line, weights: Mapping[int, Decimal]) -> dict[int, Decimal]:
+        ordered = {p: weights[p] for p in sorted(weights) if weights[p] > 0}
+        return split_money(
+            amount=line.amount, weights=ordered or {NONE_ID: Decimal(1)}, currency=currency
+        )
+
+    usage_amounts: dict[int, Decimal] = defaultdict(Decimal)
+    for index, line in enumerate(lines):
+        if line.kind in BALANCES:
+            splits[index] = {NONE_ID: line.amount}
+        elif SPLIT_BY.get(line.kind) == "realized":
+            parts = splits[index] = split(line, shares.get(line.signature, {}))
+            for project, part in parts.items():
+                usage_amounts[project] += part
+        elif SPLIT_BY.get(line.kind) == "covered":
+            splits[index] = split(line, covered or {})
+    return [
+        parts if parts is not None else split(line, usage_amounts)
+        for line, parts in zip(lines, splits, strict=True)
+    ]
+
+
+def line_project_quantities(line: Line, quantities: Mapping[LineKey, int]) -> dict[int, int]:
+    """A usage line's tokens per project (in project id order)."""
+    tokens: dict[int, int] = defaultdict(int)
+    for key, quantity in quantities.items():
+        model, token_class, price_class, unit_price, (contract, tier, _), project = key
+        pct = total_discount_pct(contract=contract, tier=tier)
+        if _signature(model, token_class, price_class, unit_price, pct) == line.signature:
+            tokens[project] += quantity
+    return dict(sorted(tokens.items()))
+
+
 def chargeback_split(
     *,
     lines: Iterable[Line],
@@ -102,27 +147,23 @@ def chargeback_split(
     """Each project's part of every line but the balances', by project id (`(none)` is 0),
     in project id order: Σ over projects of each line = the line's amount, to the cent."""
     lines = [line for line in lines if line.kind not in BALANCES]
-    shares = usage_shares(quantities)
     charges: dict[int, ProjectCharge] = {}
-
-    def add(line: Line, weights: Mapping[int, Decimal]) -> None:
-        ordered = {p: weights[p] for p in sorted(weights) if weights[p] > 0}
-        if not ordered:
-            ordered = {NONE_ID: Decimal(1)}
-        parts = split_money(amount=line.amount, weights=ordered, currency=currency)
+    splits = line_splits(lines=lines, quantities=quantities, covered=covered, currency=currency)
+    for line, parts in zip(lines, splits, strict=True):
         for project, part in parts.items():
             charge = charges.setdefault(project, ProjectCharge(project))
             charge.by_kind[line.kind] += part
-
-    usage_amounts: dict[int, Decimal] = defaultdict(Decimal)
-    for line in lines:
-        if SPLIT_BY.get(line.kind) == "realized":
-            add(line, shares.get(line.signature, {}))
-        elif SPLIT_BY.get(line.kind) == "covered":
-            add(line, covered or {})
-    for project, charge in charges.items():
-        usage_amounts[project] = charge.by_kind.get(USAGE, Decimal(0))
-    for line in lines:
-        if SPLIT_BY.get(line.kind, BY_USAGE) == BY_USAGE:
-            add(line, usage_amounts)
     return dict(sorted(charges.items()))
+
+
+def chargeback_line(line) -> Line:
+    """What a chargeback reads of an invoice line (stored or rated)."""
+    return Line(
+        kind=str(line.kind),
+        amount=line.amount,
+        model=line.model,
+        token_class=str(line.token_class or ""),
+        price_class=str(line.price_class or ""),
+        list_unit_price=line.list_unit_price,
+        discount_pct=line.discount_pct,
+    )

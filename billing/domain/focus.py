@@ -74,6 +74,9 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column("SkuId", "Conditional", STRING, True),
     Column("SkuPriceId", "Conditional", STRING, True),
+    # The tenant's project a row is charged to (kpis.md 3e): `<tenant>/<project>`, its name.
+    Column("SubAccountId", "Conditional", STRING, True),
+    Column("SubAccountName", "Conditional", STRING, True),
 )
 MANDATORY = tuple(c.name for c in COLUMNS if c.level == "Mandatory")
 NAMES = tuple(c.name for c in COLUMNS)

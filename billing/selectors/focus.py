@@ -6,11 +6,13 @@ notes, to the cent, per tenant. Tenants see their own rows."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from copy import copy
 from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
 
+from billing.domain.chargeback import chargeback_line, line_project_quantities, line_splits
 from billing.domain.focus import (
     CONSUMED_UNIT,
     PRICING_UNIT,
@@ -19,9 +21,12 @@ from billing.domain.focus import (
     focus_time,
 )
 from billing.domain.rating.types import LineKind
-from billing.models import CreditNote, Invoice
+from billing.models import CreditNote, Invoice, RatedTenantMonth
+from billing.selectors.rating.inputs import quantities_of
 from portal.access import tenant_scoped
+from portal.money import split_money
 from portal.periods import next_month
+from portal.projects import project_names
 
 MILLION = Decimal(1_000_000)
 SERVICE_NAME = "LLM inference"
@@ -116,12 +121,50 @@ def focus_rows(*, user, month: datetime, tenant=None) -> Iterator[dict]:
         invoices, notes = invoices.filter(tenant=tenant), notes.filter(tenant=tenant)
     usage = invoices.filter(kind=Invoice.Kind.USAGE, period_start=month)
     purchases = invoices.filter(kind=Invoice.Kind.PURCHASE, issued_at__gte=month, issued_at__lt=end)
-    for invoice in usage.order_by("tenant__slug", "number").prefetch_related("lines"):
+    invoices = list(usage.order_by("tenant__slug", "number").prefetch_related("lines"))
+    tenant_ids = {invoice.tenant_id for invoice in invoices}
+    rated = dict(
+        RatedTenantMonth.objects.filter(tenant_id__in=tenant_ids, month_start=month).values_list(
+            "tenant_id", "quantities"
+        )
+    )
+    names = project_names(tenant_ids)
+    for invoice in invoices:
         base = _base(invoice.tenant, month)
-        for line in invoice.lines.all():
-            yield _line_row(base, line, document=invoice.number, correction=False)
+        lines = list(invoice.lines.all())
+        quantities = quantities_of(rated.get(invoice.tenant_id) or [])
+        for project, part in _project_lines(lines, quantities, invoice.currency):
+            yield {
+                **_line_row(base, part, document=invoice.number, correction=False),
+                "SubAccountId": f"{invoice.tenant.slug}/{names[project][0]}",
+                "SubAccountName": names[project][1],
+            }
     yield from _purchase_rows(purchases, month)
     yield from _credit_note_rows(notes.filter(issued_at__gte=month, issued_at__lt=end), month)
+
+
+def _project_lines(lines: list, quantities: dict, currency: str):
+    """(project id, the project's part of the line) for each line and each project it
+    is charged to (billing.domain.chargeback): a usage line's part carries the project's
+    quantity and its list amount split by quantity, to the cent."""
+    split = [chargeback_line(line) for line in lines]
+    splits = line_splits(lines=split, quantities=quantities, currency=currency)
+    for line, read, parts in zip(lines, split, splits, strict=True):
+        tokens = line_project_quantities(read, quantities) if line.kind == LineKind.USAGE else {}
+        if set(tokens) != set(parts):
+            tokens = {}
+        list_parts = (
+            split_money(amount=line.list_amount, weights=tokens, currency=currency)
+            if tokens
+            else {}
+        )
+        for project, amount in parts.items():
+            part = copy(line)
+            part.amount = amount
+            if len(parts) > 1:
+                part.list_amount = list_parts.get(project, amount)
+                part.quantity = tokens.get(project, line.quantity)
+            yield project, part
 
 
 def _purchase_rows(purchases, month: datetime) -> Iterator[dict]:

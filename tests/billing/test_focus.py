@@ -141,3 +141,30 @@ def test_a_tenant_downloads_only_its_own_rows(users, october, client):
     assert client.get("/api/v1/exports/focus?month=2026-10&tenant=tenant-b").status_code == 404
     bad = client.get("/api/v1/exports/focus?month=2026-10&format=xlsx")
     assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "format"
+
+
+def test_rows_carry_the_project_they_are_charged_to(finance, admin_api, tenant_a):
+    """tenant-a's October: project search 1 B input and 1 B output tokens, project eval
+    1 B input, at 1.00 per million: the input line (2,000.00) is split 1,000.00 / 1,000.00
+    with each project's tokens, the output line (1,000.00) is search's alone."""
+    make_priced_model(prices=("1", "0.5", "1"))
+    make_contract(tenant_a)
+    post_usage(admin_api, [
+        {"id": "s", "time": "2026-10-02T10:00:00Z", "input_tokens": B, "output_tokens": B,
+         "project": "search"},
+        {"id": "e", "time": "2026-10-02T11:00:00Z", "input_tokens": B, "output_tokens": 0,
+         "project": "eval"},
+    ])  # fmt: skip
+    close_run(month_start=OCT, now=NOV.replace(hour=2))
+
+    rows = _csv(finance.get("/api/v1/exports/focus?month=2026-10"))
+
+    assert sorted(
+        (r["SubAccountId"], r["SubAccountName"], r["SkuId"], r["ConsumedQuantity"],
+         r["ListCost"], r["BilledCost"]) for r in rows
+    ) == [
+        ("tenant-a/eval", "eval", "llama-70b/input", str(B), "1000", "1000"),
+        ("tenant-a/search", "search", "llama-70b/input", str(B), "1000", "1000"),
+        ("tenant-a/search", "search", "llama-70b/output", str(B), "1000", "1000"),
+    ]  # fmt: skip
+    assert _sums(rows, "BilledCost") == {"tenant-a": Invoice.objects.get().total}
