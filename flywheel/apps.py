@@ -16,6 +16,7 @@ class FlywheelConfig(AppConfig):
             NavItem("Investor view", "investor", "Economics"),
             NavItem("Cockpit", "cockpit", "Economics"),
             NavItem("TFOM reports", "tfom-reports", "Economics"),
+            NavItem("Projects and chargeback", "projects", "Economics"),
         )
         for role in (Role.OPERATOR, Role.INVESTOR):
             home_register(role, "flywheel.views.kpis.overview")

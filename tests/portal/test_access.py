@@ -41,6 +41,7 @@ PAGES = {
     "/investor/": FACTORY_READ,
     "/reports/tfom/": FACTORY_READ,
     "/cockpit/": FACTORY_READ,
+    "/projects/": TENANT_DATA,  # a tenant: its own projects and chargeback
     "/api/docs/": set(ROLES),
 }
 
@@ -76,6 +77,7 @@ API_LISTS = {
     "/api/v1/flywheel/cycles": FACTORY_READ,
     "/api/v1/flywheel/diagnosis": FACTORY_READ,
     "/api/v1/kpis": FACTORY_READ,
+    "/api/v1/chargeback": TENANT_DATA,
     "/metrics": FACTORY_READ,
 }
 
@@ -158,7 +160,7 @@ def test_the_navigation_is_home_the_apps_pages_then_the_account():
         ("Billing", "Receivables"), ("Billing", "Balances"), ("Billing", "Ledger"),
         ("Billing", "Price realization"), ("Billing", "Price book"),
         ("Economics", "Flywheel"), ("Economics", "Investor view"), ("Economics", "Cockpit"),
-        ("Economics", "TFOM reports"),
+        ("Economics", "TFOM reports"), ("Economics", "Projects and chargeback"),
         ("Account", "Inbox"), ("Account", "Alerts"), ("Account", "Notifications"),
         ("Account", "API tokens"), ("Account", "Audit log"), ("Account", "API docs"),
     ]  # fmt: skip
