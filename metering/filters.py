@@ -24,7 +24,9 @@ from portal import clock
 from portal.access import tenant_get
 from portal.errors import FieldError
 from portal.filters import Ordering, PortalFilterSet, TenantFilter
+from portal.models import Project
 from portal.periods import Period, month_parse, next_month
+from portal.projects import NONE, NONE_ID
 
 
 class ScrapeTargetFilterSet(PortalFilterSet):
@@ -49,10 +51,20 @@ class UsageFilterSet(PortalFilterSet):
         to_field_name="slug",
         help_text="pool slug",
     )
+    project = django_filters.CharFilter(
+        method="filter_project", help_text="project slug; (none) for usage without one"
+    )
 
     class Meta:
         model = HourlyUsage
-        fields = ["tenant", "model", "pool"]
+        fields = ["tenant", "model", "pool", "project"]
+
+    def filter_project(self, queryset, name, value):
+        """Rows of the projects of that slug (of the tenants the rows are scoped to), or
+        the (none)'s (kpis.md 3e)."""
+        if value == NONE:
+            return queryset.filter(project_id=NONE_ID)
+        return queryset.filter(project_id__in=Project.objects.filter(slug=value).values("pk"))
 
 
 class MonthField(forms.CharField):

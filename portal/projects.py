@@ -84,6 +84,13 @@ def project_names(tenant_ids: Iterable[int]) -> dict[int, tuple[str, str, str]]:
     return names
 
 
+def project_slugs(ids: Iterable[int]) -> dict[int, str]:
+    """The slugs of these project ids (0: `(none)`); callers have scoped the rows already."""
+    slugs = {NONE_ID: NONE}
+    slugs.update(Project.objects.filter(pk__in=set(ids) - {NONE_ID}).values_list("pk", "slug"))
+    return slugs
+
+
 def project_id_of(*, tenant: Tenant, slug: str | None) -> int | None:
     """The id a filter by project names: NONE_ID for `(none)`, None for a slug the tenant
     has no project of."""

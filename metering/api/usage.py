@@ -30,6 +30,7 @@ from portal.api.periods import PERIOD_PARAMETERS
 from portal.formatting import rfc3339
 from portal.models import Scope
 from portal.permissions import UnboundToken, capability_permission
+from portal.projects import project_slugs
 
 
 def _tokens(*, required: bool = True, help_text: str = "") -> serializers.IntegerField:
@@ -106,6 +107,7 @@ class ErrorsSerializer(serializers.Serializer):
 class UsageRowSerializer(serializers.Serializer):
     period_start = serializers.DateTimeField()
     tenant = serializers.CharField()
+    project = serializers.CharField(help_text="project slug; (none) for usage without one")
     model = serializers.CharField()
     pool = serializers.CharField()
     requests = serializers.IntegerField()
@@ -359,7 +361,8 @@ class CapacityView(APIView):
 
 
 class UsageListView(APIView):
-    """Usage per hour or day, tenant, model and pool (tenants see only their own rows)."""
+    """Usage per hour or day, tenant, project, model and pool (tenants see only their own
+    rows)."""
 
     permission_classes = [capability_permission(read=Capability.READ_TENANT_DATA)]
     pagination_class = Pagination  # documents the paginated envelope in the schema
@@ -369,6 +372,7 @@ class UsageListView(APIView):
             OpenApiParameter("tenant", str),
             OpenApiParameter("model", str),
             OpenApiParameter("pool", str),
+            OpenApiParameter("project", str, description="project slug, or (none)"),
             *PERIOD_PARAMETERS,
             OpenApiParameter("granularity", str, enum=["hour", "day"]),
             OpenApiParameter("page", int),
@@ -392,16 +396,18 @@ class UsageListView(APIView):
         )
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(rows, request, view=self)
-        return paginator.get_paginated_response([_usage_row(r) for r in page])
+        slugs = project_slugs({row["project_id"] for row in page})
+        return paginator.get_paginated_response([_usage_row(r, slugs) for r in page])
 
 
-def _usage_row(row: dict) -> dict:
+def _usage_row(row: dict, projects: dict[int, str]) -> dict:
     start = row["period_start"]
     if isinstance(start, date) and not isinstance(start, datetime):
         start = datetime.combine(start, time.min, tzinfo=UTC)
     return {
         "period_start": rfc3339(start),
         "tenant": row["tenant__slug"],
+        "project": projects[row["project_id"]],
         "model": row["deployment__model__slug"],
         "pool": row["deployment__pool__slug"],
         **{name: row[name] for name in USAGE_SUMS},

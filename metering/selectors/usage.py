@@ -111,10 +111,11 @@ def usage_list(
     granularity: str = "day",
     filters=None,
 ):
-    """Usage per period (hour or day), tenant, model and pool, from the rollups only;
-    `filters`: UsageFilterSet's query (tenant, model, pool), 404 for another tenant. A
-    period that ends inside an hour (a window's `to`) ends with the rows of that hour (of
-    its day, by day) as of the cut, after the others."""
+    """Usage per period (hour or day), tenant, project (its id, 0 for the (none)), model and
+    pool, from the rollups only; `filters`: UsageFilterSet's query (tenant, model, pool,
+    project), 404 for another tenant. A period that ends inside an hour (a window's `to`)
+    ends with the rows of that hour (of its day, by day) as of the cut, after the others
+    (each project's row less that project's deltas)."""
     deltas = rollups_after_cut(end=period.end)
     if deltas is None:
         return _usage_rows(user=user, period=period, granularity=granularity, filters=filters)
@@ -141,7 +142,10 @@ def usage_list(
     return _Rows(head, [row for _, row in sorted(rows.items()) if row["requests"]])
 
 
-_ROW_KEYS = ("period_start", "tenant__slug", "deployment__model__slug", "deployment__pool__slug")
+_ROW_KEYS = (
+    "period_start", "tenant__slug", "project_id", "deployment__model__slug",
+    "deployment__pool__slug",
+)  # fmt: skip
 
 
 def _row_key(row: dict) -> tuple:
@@ -158,9 +162,9 @@ def _grouped(rows: QuerySet, *, granularity: str) -> QuerySet:
 
 def _usage_rows(*, user, period: Period, granularity: str, filters) -> QuerySet:
     """usage_list's rows as stored."""
-    # A rollup row is unique per (tenant, deployment, period) and a deployment is one (model,
-    # pool): when the rows are already of the asked granularity, each group is one row and
-    # the rows are read as they are (no GROUP BY, and the page count is a plain COUNT).
+    # A rollup row is unique per (tenant, deployment, period, project) and a deployment is one
+    # (model, pool): when the rows are already of the asked granularity, each group is one row
+    # and the rows are read as they are (no GROUP BY, and the page count is a plain COUNT).
     if granularity == "day" and _is_midnight(period.start) and _is_midnight(period.end):
         rows = _UsageRows(model=DailyUsage).filter(
             day__gte=period.start.date(), day__lt=period.end.date()

@@ -851,11 +851,9 @@ BATCH_NAMES = {
 BOUND = "this token is bound to tenant 'tenant-a': it meters that tenant only"
 
 
-@pytest.fixture
-def bound_ingest(ingest, users, tenant_a, tenant_b):
-    _, raw = token_create(
-        user=users["operator"], name="gateway", scopes=["ingest"], bound_tenant=tenant_a
-    )
+def _gateway(user, **bound):
+    """post(items, path=…): an `ingest` token of `user` bound as `bound` says, posting."""
+    _, raw = token_create(user=user, name="gateway", scopes=["ingest"], **bound)
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
 
@@ -865,6 +863,11 @@ def bound_ingest(ingest, users, tenant_a, tenant_b):
         return api.generic("POST", path, body, **kwargs)
 
     return post
+
+
+@pytest.fixture
+def bound_ingest(ingest, users, tenant_a, tenant_b):
+    return _gateway(users["operator"], bound_tenant=tenant_a)
 
 
 def test_a_bound_token_refuses_events_of_another_tenant_on_every_path(bound_ingest):
@@ -1030,6 +1033,19 @@ def test_every_path_meters_the_events_project_and_creates_it_once(ingest):
     ]  # fmt: skip
 
 
+def test_the_usage_api_groups_and_filters_by_project(ingest, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = ingest([event(1, project="search"), event(2), event(3, project="search")])
+    assert response.status_code == 200, response.json()
+    url = "/api/v1/usage?from=2026-03-01&to=2026-03-02"
+    rows = ingest.api.get(url).json()["results"]
+    assert [(r["project"], r["requests"]) for r in rows] == [("(none)", 1), ("search", 2)]
+    for project, expected in (("search", [("search", 2)]), ("(none)", [("(none)", 1)]),
+                              ("nope", [])):  # fmt: skip
+        rows = ingest.api.get(f"{url}&project={project}").json()["results"]
+        assert [(r["project"], r["requests"]) for r in rows] == expected, project
+
+
 def test_a_replay_naming_another_project_is_a_conflict(ingest):
     assert ingest([event(1, project="search")]).json() == {"accepted": 1, "duplicates": 0}
     assert ingest([event(1, project="search")]).json() == {"accepted": 0, "duplicates": 1}
@@ -1052,17 +1068,7 @@ def test_a_project_that_is_not_a_slug_is_refused_naming_it(ingest):
 @pytest.fixture
 def project_bound(ingest, users, tenant_a, tenant_b):
     search = Project.objects.create(tenant=tenant_a, slug="search", name="Search")
-    _, raw = token_create(
-        user=users["operator"], name="gateway", scopes=["ingest"], bound_project=search
-    )
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-
-    def post(items, path="/api/v1/usage/events", **kwargs):
-        kwargs.setdefault("content_type", "application/json")
-        body = items if isinstance(items, bytes | str) else json.dumps(items)
-        return api.generic("POST", path, body, **kwargs)
-
+    post = _gateway(users["operator"], bound_project=search)
     post.search = search
     return post
 
