@@ -18,9 +18,12 @@ import pytest
 from openpyxl import load_workbook
 from rest_framework.test import APIClient
 
-from billing.services.rating import rated_usage_update
-from metering.services.usage.rollup import usage_fold
-from tests.flywheel.test_tfom_api import EVENTS, INPUT_PER_EVENT, OUTPUT_PER_EVENT, build_factory
+from tests.flywheel.test_tfom_api import (
+    INPUT_PER_EVENT,
+    OUTPUT_PER_EVENT,
+    build_factory,
+    post_april_usage,
+)
 
 pytestmark = pytest.mark.both_backends
 
@@ -32,25 +35,7 @@ def april(users, token_client):
     admin = token_client(users["operator"], scopes=["admin", "read"])
     ingest = token_client(users["operator"], scopes=["ingest"])
     build_factory(admin, ingest)
-    sample = {"pool": "h100-a", "time": "2026-04-01T00:00:00Z", "gpus_installed": 10,
-              "gpus_healthy": 9, "gpus_busy": 6}  # fmt: skip
-    assert ingest.post("/api/v1/capacity", [sample]).status_code == 200
-    events = [
-        {
-            "id": f"ev-{i}",
-            "time": f"2026-04-{10 + i:02d}T12:00:00Z",
-            "tenant": "acme",
-            "model": "llama",
-            "input_tokens": INPUT_PER_EVENT,
-            "cached_tokens": 0,
-            "output_tokens": OUTPUT_PER_EVENT,
-            **({"project": PROJECTS[i]} if PROJECTS[i] else {}),
-        }
-        for i in range(EVENTS)
-    ]
-    assert ingest.post("/api/v1/usage/events", events).status_code == 200
-    usage_fold()
-    rated_usage_update()
+    post_april_usage(ingest, projects=PROJECTS)
     return token_client(users["finance"], scopes=["read"])
 
 

@@ -109,7 +109,7 @@ def build_factory(admin, ingest, *, pool="h100-a", gpus=10, cost_model=True):
         )
 
 
-def post_april_usage(ingest, *, pool="h100-a"):
+def post_april_usage(ingest, *, pool="h100-a", projects=(None,) * EVENTS):
     sample = {
         "pool": pool,
         "time": APRIL,
@@ -127,6 +127,7 @@ def post_april_usage(ingest, *, pool="h100-a"):
             "input_tokens": INPUT_PER_EVENT,
             "cached_tokens": 0,
             "output_tokens": OUTPUT_PER_EVENT,
+            **({"project": projects[i]} if projects[i] else {}),
         }
         for i in range(EVENTS)
     ]
