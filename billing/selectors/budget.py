@@ -153,9 +153,11 @@ def _cells(rules: list[AlertRule], *, month: datetime, day: datetime) -> dict[tu
     }
     tokens = F("input_tokens") + F("output_tokens")
     paid, today = Q(sale=RatedUsage.Sale.PAID), Q(hour__gte=day)
+    rows = RatedUsage.objects.filter(tenant_id__in=ids, month_start=month)
+    if all(_project_of(rule) for rule in wanted):  # projects' only: their rows only
+        rows = rows.filter(project_id__in=[pk for _, pk in slugs])
     rows = (
-        RatedUsage.objects.filter(tenant_id__in=ids, month_start=month)
-        .values("tenant_id", "project_id")
+        rows.values("tenant_id", "project_id")
         .annotate(
             month_tokens=Sum(tokens),
             month_realized=Sum("realized", filter=paid),
