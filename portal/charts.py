@@ -101,18 +101,19 @@ def usage_by_model_chart(rows: list[dict], *, period: Period) -> go.Figure:
     models = sorted({r["model"] for r in rows})
     partial = period.partial_days
     for model in models:
-        series = [r for r in rows if r["model"] == model]
+        series: dict = {}  # output tokens by day (rows by project summed)
+        for r in rows:
+            if r["model"] == model:
+                series[r["day"]] = series.get(r["day"], 0) + r["output_tokens"]
         fig.add_bar(
-            x=[r["day"] for r in series],
-            y=[r["output_tokens"] for r in series],
+            x=list(series),
+            y=list(series.values()),
             name=model,
             marker={
                 "color": colour_of(model),
-                "pattern": {
-                    "shape": [PARTIAL_PATTERN if r["day"] in partial else "" for r in series]
-                },
+                "pattern": {"shape": [PARTIAL_PATTERN if day in partial else "" for day in series]},
             },
-            customdata=["part of the day" if r["day"] in partial else "" for r in series],
+            customdata=["part of the day" if day in partial else "" for day in series],
             hovertemplate="%{x|%b %-d, %Y} %{customdata}<br>%{y:,} output tokens",
         )
     return fig

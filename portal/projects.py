@@ -13,9 +13,9 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Count, QuerySet
 
-from portal.access import Capability, tenant_get, tenant_scoped, user_may
+from portal.access import Capability, tenant_get, tenant_scoped, user_may, user_role
 from portal.errors import FieldError
-from portal.models import Project, Tenant
+from portal.models import Project, Role, Tenant
 from portal.services import audit_object, audit_record, audit_snapshot
 
 MAX_PROJECTS = 1_000  # a tenant's projects, however created
@@ -65,6 +65,16 @@ def project_get(*, user: User, tenant_slug: str, slug: str) -> Project:
 
         raise Http404(f"No project {slug!r}.")
     return project
+
+
+def projects_of_shown(*, user: User, tenant_slug: str = "") -> QuerySet[Project]:
+    """The projects a page's project picker offers: the picked tenant's, else a member's own
+    tenant's; none while an operator or finance shows every tenant (slugs are per tenant)."""
+    if tenant_slug:
+        return project_list(user=user, tenant_slug=tenant_slug).order_by("slug")
+    if user_role(user) is not Role.TENANT:
+        return Project.objects.none()
+    return tenant_scoped(Project.objects.all(), user=user).order_by("slug")
 
 
 def projects_bindable(*, user: User) -> QuerySet[Project]:

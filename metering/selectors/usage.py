@@ -49,6 +49,7 @@ from portal.periods import (
     period_resolve,
 )
 from portal.pipeline import cut_read, log_read_by_all
+from portal.projects import project_slugs
 from portal.snapshot import snapshot_read
 
 # What usage reads show per row: requests, failures and the token counts (their classes too).
@@ -229,10 +230,13 @@ def _usage_filtered(rows: QuerySet, *, user, filters) -> QuerySet:
     return UsageFilterSet.apply(filters, queryset=rows, user=user) if filters else rows
 
 
-def usage_daily_by_model(*, user, period: Period, filters=None) -> list[dict]:
-    """Per day and model: requests, errors, tokens and latency p50/p95, from the daily
-    rollups of the period's whole days and the hourly rollups of the rest (the rows of
-    `usage_list` by day, summed over tenants and pools); `filters` as usage_list's. The sums
+def usage_daily_by_model(
+    *, user, period: Period, filters=None, by_project: bool = False
+) -> list[dict]:
+    """Per day and model (and project, its slug, with `by_project`: kpis.md 3e): requests,
+    errors, tokens and latency p50/p95, from the daily rollups of the period's whole days and
+    the hourly rollups of the rest (the rows of `usage_list` by day, summed over tenants and
+    pools, and over projects without `by_project`); `filters` as usage_list's. The sums
     per day and deployment are kept in the shared cache under usage_stamp and their queries
     (which name the hours, the user's scope and the filters); the names are read each time."""
     hours = (hour_ceil(period.start), hour_ceil(period.end))  # the rollup hours in the period
@@ -241,7 +245,7 @@ def usage_daily_by_model(*, user, period: Period, filters=None) -> list[dict]:
     for rows, sign in [*((rows, 1) for rows in rollups_within(*hours)), (after, -1)]:
         if rows is None:
             continue
-        query = _daily_by_deployment(rows, user=user, filters=filters)
+        query = _daily_by_deployment(rows, user=user, filters=filters, by_project=by_project)
         try:
             queries[query.query.sql_with_params()] = (query, sign)
         except EmptyResultSet:  # a scope or filter that matches nothing
@@ -251,14 +255,18 @@ def usage_daily_by_model(*, user, period: Period, filters=None) -> list[dict]:
         lambda: [(r, sign) for query, sign in queries.values() for r in query],
     )
     models = dict(Deployment.objects.values_list("pk", "model__slug"))
+    projects = project_slugs({r["project_id"] for r, _ in grouped}) if by_project else {}
     merged: dict[tuple, dict] = {}
     for r, sign in grouped:
         cell = (r["period_day"], models[r["deployment_id"]])
+        if by_project:  # (none) sorts before the slugs, which are letters, digits, - and _
+            cell = (*cell, projects[r["project_id"]])
         row = merged.setdefault(
             cell,
             {
                 "day": cell[0],
                 "model": cell[1],
+                **({"project": cell[2]} if by_project else {}),
                 **dict.fromkeys(USAGE_SUMS, 0),
                 "histogram": [0] * (len(LATENCY_BUCKETS_MS) + 1),
             },
@@ -279,9 +287,9 @@ def usage_daily_by_model(*, user, period: Period, filters=None) -> list[dict]:
     return result
 
 
-def _daily_by_deployment(rows: QuerySet, *, user, filters) -> QuerySet:
+def _daily_by_deployment(rows: QuerySet, *, user, filters, by_project: bool) -> QuerySet:
     """The rollup rows the user may see (usage_list's filters) summed per UTC day and
-    deployment in the database (a month is hundreds of groups, not the tens of thousands of
+    deployment (and project, with `by_project`) in the database (a month is hundreds of groups, not the tens of thousands of
     rollup rows), the latency histograms bucket by bucket."""
     buckets = {
         f"b{i}": Sum(Cast(KeyTextTransform(str(i), "latency_histogram"), BigIntegerField()))
@@ -290,7 +298,8 @@ def _daily_by_deployment(rows: QuerySet, *, user, filters) -> QuerySet:
     day = F("day") if rows.model is DailyUsage else TruncDate("hour", tzinfo=UTC)
     rows = _usage_filtered(rows.annotate(period_day=day), user=user, filters=filters)
     sums = {name: Sum(name) for name in USAGE_SUMS}
-    return rows.values("period_day", "deployment_id").annotate(**sums, **buckets).order_by()
+    keys = ("period_day", "deployment_id", *(("project_id",) if by_project else ()))
+    return rows.values(*keys).annotate(**sums, **buckets).order_by()
 
 
 def capacity_series(*, pool: Pool, period: Period) -> list[dict]:

@@ -11,11 +11,13 @@ from portal.exports import csv_response, export_query
 from portal.filters import rows_ordered
 from portal.models import Role
 from portal.pager import pager_page
+from portal.projects import NONE, projects_of_shown
 from portal.refresh import refresh_stamp, refresh_unchanged
 
 CSV_FIELDS = [
     "day",
     "model",
+    "project",
     "requests",
     "errors",
     "input_tokens",
@@ -35,15 +37,19 @@ def usage(request):
     """Usage by model and day: chart, a paginated table, and a CSV of every row of the
     period and filters shown (not only the current page), both sorted by `ordering` (a
     column; without it the table newest day first, today on its first page, and the CSV by
-    day and model, as it is read into the books); the filters are the API's
-    (UsageFilterSet: tenant, model, pool; another tenant's slug is a 404). A running
-    window's figures refresh while the page is open (portal.refresh)."""
+    day, model and project, as it is read into the books); the filters are the API's
+    (UsageFilterSet: tenant, model, pool, project (a slug of the tenant's projects or
+    (none)); another tenant's slug is a 404). A running window's figures refresh while the
+    page is open (portal.refresh)."""
     window = window_resolve(request.GET, default="last_30_days")
     if unchanged := refresh_unchanged(request, window=window):
         return unchanged
+    tenant = request.GET.get("tenant", "")
     period = window.period
     is_member = user_role(request.user) is Role.TENANT
-    rows = usage_daily_by_model(user=request.user, period=period, filters=request.GET)
+    rows = usage_daily_by_model(
+        user=request.user, period=period, filters=request.GET, by_project=True
+    )
     ordering = request.GET.get("ordering")
     if request.GET.get("format") == "csv":
         table = rows_ordered(rows, ordering, columns=CSV_FIELDS)
@@ -68,9 +74,12 @@ def usage(request):
             "window": window,
             "refresh": "#usage-figures",
             "refresh_stamp": refresh_stamp(window),
-            "tenant": request.GET.get("tenant", ""),
+            "tenant": tenant,
             "model": request.GET.get("model", ""),
             "pool": request.GET.get("pool", ""),
+            "project": request.GET.get("project", ""),
+            "projects": projects_of_shown(user=request.user, tenant_slug=tenant),
+            "no_project": NONE,
             "is_member": is_member,
             "tenants": [] if is_member else tenant_list(user=request.user).order_by("name"),
             "models": served_model_list(),

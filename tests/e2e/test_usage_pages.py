@@ -28,7 +28,7 @@ def test_tenant_usage_page_shows_a_filled_chart_of_own_usage(demo, page):
     assert page.get_by_text("Page 1 of 2").is_visible()
     # The token classes inside input and output: Acme writes to the prompt cache, and
     # DeepSeek-R1 and Qwen3 reason.
-    table = page.get_by_role("table", name="Usage by day and model")
+    table = page.get_by_role("table", name="Usage by day, model and project")
     for header in ("Cached", "Cache writes", "Reasoning"):
         assert table.get_by_role("columnheader", name=header, exact=True).is_visible()
     assert page.get_by_text("of which reasoning").is_visible()

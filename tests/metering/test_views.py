@@ -15,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from metering.models import DailyUsage, EngineHourly, HourlyUsage, ScrapeTarget
 from portal import clock
+from portal.models import Project
 from tests.metering.factories import make_deployment, make_hourly_usage
 
 pytestmark = pytest.mark.both_backends
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.both_backends
 PERIOD = "?from=2026-03-01&to=2026-03-02"
 HOUR_10 = datetime(2026, 3, 1, 10, tzinfo=UTC)
 HOUR_11 = datetime(2026, 3, 1, 11, tzinfo=UTC)
+USAGE_TABLE = "Usage by day, model and project"
 
 
 class _Tables(HTMLParser):
@@ -262,17 +264,17 @@ def test_usage_table_has_a_second_page_and_the_csv_every_row(
     second = client.get("/usage/" + query + "&page=2")
     download = client.get("/usage/" + query + "&page=2&format=csv")
 
-    first_rows = _tables(first)["Usage by day and model"]
-    second_rows = _tables(second)["Usage by day and model"]
+    first_rows = _tables(first)[USAGE_TABLE]
+    second_rows = _tables(second)[USAGE_TABLE]
     # The table newest day first (the period's last day on page 1), by model within a day;
     # the CSV by day and model.
     assert len(first_rows) == 50
-    assert [row[:3] for row in first_rows[:2]] == [
-        ["2026-03-30", "llama-70b", "129"],
-        ["2026-03-30", "qwen", "129"],
+    assert [row[:4] for row in first_rows[:2]] == [
+        ["2026-03-30", "llama-70b", "(none)", "129"],
+        ["2026-03-30", "qwen", "(none)", "129"],
     ]
-    assert [row[:3] for row in second_rows] == [
-        [f"2026-03-0{day}", model, str(100 + day - 1)]
+    assert [row[:4] for row in second_rows] == [
+        [f"2026-03-0{day}", model, "(none)", str(100 + day - 1)]
         for day in range(5, 0, -1)
         for model in ("llama-70b", "qwen")
     ]
@@ -285,12 +287,81 @@ def test_usage_table_has_a_second_page_and_the_csv_every_row(
     assert "Download CSV (60 rows)" in _text(second)
     assert b"page=2&amp;format=csv" not in second.content
     lines = list(csv.reader(io.StringIO(download.content.decode())))
-    assert lines[0][:3] == ["day", "model", "requests"]
+    assert lines[0][:4] == ["day", "model", "project", "requests"]
     assert len(lines) == 61
-    assert lines[1][:4] == ["2026-03-01", "llama-70b", "100", "0"]
-    assert lines[60][:3] == ["2026-03-30", "qwen", "129"]
+    assert lines[1][:5] == ["2026-03-01", "llama-70b", "(none)", "100", "0"]
+    assert lines[60][:4] == ["2026-03-30", "qwen", "(none)", "129"]
     # The file names its period: from the 1st, to the 31st excluded.
     assert 'filename="usage-20260301-20260331.csv"' in download["Content-Disposition"]
+
+
+@pytest.fixture
+def usage_of_projects(tenant_a, tenant_b, deployment):
+    """March 1st, 2026: tenant A's search (two hours), eval and (none); tenant B's own
+    search, a project of the same slug."""
+    search = Project.objects.create(tenant=tenant_a, slug="search", name="Search")
+    evaluation = Project.objects.create(tenant=tenant_a, slug="eval", name="Evaluation")
+    foreign = Project.objects.create(tenant=tenant_b, slug="search", name="B's search")
+    for tenant, project_id, hour, requests, output_tokens in (
+        (tenant_a, search.pk, HOUR_10, 10, 1_000),
+        (tenant_a, search.pk, HOUR_11, 5, 500),
+        (tenant_a, evaluation.pk, HOUR_10, 3, 250),
+        (tenant_a, 0, HOUR_11, 2, 40),
+        (tenant_b, foreign.pk, HOUR_10, 7, 7_000),
+    ):
+        make_hourly_usage(
+            tenant, deployment, hour, project_id=project_id, requests=requests,
+            output_tokens=output_tokens,
+        )  # fmt: skip
+
+
+def _picker(response) -> list[str]:
+    select = re.search(r'<select id="project".*?</select>', response.content.decode(), re.S)
+    return re.findall(r'<option value="([^"]*)"', select.group(0)) if select else []
+
+
+def _csv(response) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(response.content.decode())))
+
+
+def test_usage_page_groups_and_filters_by_project_of_the_tenant_shown(
+    session_client, users, usage_of_projects
+):
+    member = session_client(users["tenant"])
+
+    page = member.get("/usage/" + PERIOD)
+
+    # A row per day, model and project; (none) first; tenant B's search is not A's.
+    assert [row[:4] for row in _tables(page)[USAGE_TABLE]] == [
+        ["2026-03-01", "llama-70b", "(none)", "2"],
+        ["2026-03-01", "llama-70b", "eval", "3"],
+        ["2026-03-01", "llama-70b", "search", "15"],
+    ]
+    assert _picker(page) == ["", "eval", "search", "(none)"]
+    lines = _csv(member.get("/usage/" + PERIOD + "&format=csv"))
+    assert [line[:4] + line[8:9] for line in lines] == [
+        ["day", "model", "project", "requests", "output_tokens"],
+        ["2026-03-01", "llama-70b", "(none)", "2", "40"],
+        ["2026-03-01", "llama-70b", "eval", "3", "250"],
+        ["2026-03-01", "llama-70b", "search", "15", "1500"],
+    ]
+    for project, expected in (("search", ["search", "15", "1500"]),
+                              ("(none)", ["(none)", "2", "40"])):  # fmt: skip
+        lines = _csv(member.get(f"/usage/{PERIOD}&project={project}&format=csv"))
+        assert [line[2:4] + line[8:9] for line in lines[1:]] == [expected], project
+        assert "selected>" in member.get(f"/usage/{PERIOD}&project={project}").content.decode()
+    assert _csv(member.get(f"/usage/{PERIOD}&project=nothing&format=csv"))[1:] == []
+
+    operator = session_client(users["operator"])
+    every = operator.get("/usage/" + PERIOD)
+    assert _picker(every) == []  # slugs are per tenant: pick a tenant first
+    # Over every tenant the slug's rows add up: A's search 15 + B's 7 requests.
+    assert [row[2:4] for row in _tables(every)[USAGE_TABLE]] == [
+        ["(none)", "2"], ["eval", "3"], ["search", "22"],
+    ]  # fmt: skip
+    of_b = operator.get(f"/usage/{PERIOD}&tenant=tenant-b&project=search&format=csv")
+    assert [line[2:4] + line[8:9] for line in _csv(of_b)[1:]] == [["search", "7", "7000"]]
+    assert _picker(operator.get(f"/usage/{PERIOD}&tenant=tenant-b")) == ["", "search", "(none)"]
 
 
 # ---------------------------------------------------------------- public status page

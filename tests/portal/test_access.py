@@ -132,6 +132,29 @@ def test_pages_answer_by_role(url, users, client):
         client.logout()
 
 
+def test_the_usage_page_by_project_shows_a_member_none_of_another_tenants(users, client, tenant_b):
+    """A member's usage page offers its own tenant's projects only; another tenant's, by its
+    project's slug or by the tenant, gives no row (kpis.md 3e)."""
+    from datetime import UTC, datetime
+
+    from portal.models import Project
+    from tests.metering.factories import make_deployment, make_hourly_usage
+
+    foreign = Project.objects.create(tenant=tenant_b, slug="b-only", name="B only")
+    hour = datetime(2026, 3, 1, 10, tzinfo=UTC)
+    make_hourly_usage(tenant_b, make_deployment(), hour, project_id=foreign.pk, requests=7)
+    period = "?from=2026-03-01&to=2026-03-02"
+    client.force_login(users["tenant"])
+    own = client.get(f"/usage/{period}&project=b-only&format=csv")
+    assert own.content.decode().splitlines()[1:] == []
+    assert b"b-only" not in client.get(f"/usage/{period}").content
+    assert client.get(f"/usage/{period}&tenant=tenant-b&project=b-only").status_code == 404
+    for role in ("operator", "finance"):
+        client.force_login(users[role])
+        rows = client.get(f"/usage/{period}&tenant=tenant-b&format=csv").content.decode()
+        assert rows.splitlines()[1].split(",")[2:4] == ["b-only", "7"], role
+
+
 @pytest.mark.parametrize("role", ROLES)
 def test_the_navigation_lists_the_pages_a_role_may_open(role, db):
     """The navigation reads who may open a page from the page's view: a role's entries are
