@@ -124,21 +124,33 @@ def demo_billing(*, stdout: TextIO) -> None:
 def _budget(*, now, stdout: TextIO) -> None:
     """Acme's budget for the month, set so that its spend so far is 86 % of it: the 50 and
     80 % thresholds fire (as the alerts job would have), its home shows the month heading
-    past it."""
+    past it; and its projects' quotas, search's soft one firing at 80 %, eval's hard one
+    not reached."""
     tenant = Tenant.objects.get(slug="acme")
     if AlertRule.objects.filter(kind=BUDGET, tenant=tenant).exists():
         return
     rated_usage_update()  # the month so far, as the rate stage keeps it
-    params = {"amount": "1.00", "thresholds": [50, 80, 100]}
-    [spent] = budgets_read([AlertRule(kind=BUDGET, tenant=tenant, params=params)], now=now)
-    if not spent.spent:
-        stdout.write(f"  no budget for acme: its month is not rated ({spent.state})\n")
-        return
-    amount = round_money_whole(amount=spent.spent / Decimal("0.86"), currency=spent.unit)
     operator = User.objects.get(username=DEMO_LOGINS[0][0])
-    rule_create(kind=BUDGET, tenant=tenant, params={"amount": f"{amount}.00"}, by=operator)
+    # The tenant's budget at 86 %; two of its projects' quotas (demo-factory.md, "Projects"):
+    # search's soft one at 86 % (its 80 % fires), eval's hard one at 40 % (not reached).
+    for project, used, params in (
+        ("", "0.86", {}),
+        ("search", "0.86", {"thresholds": [80, 100]}),
+        ("eval", "0.40", {"enforce": "hard"}),
+    ):
+        scope = {"project": project} if project else {}
+        named = f"acme's {project} quota" if project else "acme's budget"
+        rule = AlertRule(kind=BUDGET, tenant=tenant, scope=scope, params={"amount": "1.00"})
+        [spent] = budgets_read([rule], now=now)
+        if not spent.spent:
+            stdout.write(f"  no {named}: its month is not rated ({spent.state})\n")
+            continue
+        amount = round_money_whole(amount=spent.spent / Decimal(used), currency=spent.unit)
+        params = {"amount": f"{amount}.00", **params}
+        rule_create(kind=BUDGET, tenant=tenant, scope=scope, params=params, by=operator)
+        stdout.write(f"  {named}: {amount:,} {spent.unit}\n")
     fired = alerts_evaluate(now=now)["fired"]
-    stdout.write(f"  acme's budget {amount:,} {spent.unit}: {fired} thresholds reached\n")
+    stdout.write(f"  {fired} thresholds reached\n")
 
 
 def _invoice_closed_months(*, now, stdout: TextIO) -> None:

@@ -6,6 +6,7 @@ registers them from its AppConfig.ready (`demo_steps_register`) in a part of the
 are idempotent.
 """
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,7 +18,7 @@ from django.contrib.auth.models import User
 from django.utils.module_loading import import_string
 
 from portal.events import email_subscriptions_set
-from portal.models import Role, Tenant, WebhookEndpoint
+from portal.models import Project, Role, Tenant, WebhookEndpoint
 from portal.periods import day_floor
 from portal.services import user_ensure
 from portal.webhooks import secret_new
@@ -77,6 +78,32 @@ DEMO_TENANTS = [
 ]
 
 
+# The enterprise tenants' projects (demo-factory.md, "Projects"): slug, name, cost center and
+# its share of the tenant's traffic; the rest of it (NO_PROJECT_SHARE) names no project.
+DEMO_PROJECTS = {
+    "acme": [("search", "Search", "CC-4100", 0.45), ("support-bot", "Support bot", "CC-4200", 0.3),
+             ("code-review", "Code review", "CC-4300", 0.15), ("eval", "Evaluation", "CC-4900", 0.07)],
+    "initech": [("code-review", "Code review", "ENG-12", 0.6), ("ci-bots", "CI bots", "ENG-14", 0.3),
+                ("eval", "Evaluation", "ENG-19", 0.07)],
+    "umbrella": [("triage", "Triage", "MED-1", 0.35), ("records", "Records", "MED-2", 0.25),
+                 ("support-bot", "Support bot", "OPS-7", 0.2), ("research", "Research", "RND-3", 0.12),
+                 ("eval", "Evaluation", "RND-9", 0.05)],
+}  # fmt: skip
+NO_PROJECT_SHARE = 0.03
+
+
+def demo_project_draw(tenant_slug: str, rng: random.Random) -> str | None:
+    """The project a tenant's hour of demo usage is metered to (each hour one project, as a
+    rollup row is one per project): drawn by the projects' shares, None for a tenant without
+    projects and for the share naming none. Draws from `rng` only for tenants with projects."""
+    projects = DEMO_PROJECTS.get(tenant_slug)
+    if not projects:
+        return None
+    slugs = [slug for slug, *_ in projects] + [None]
+    shares = [share for *_, share in projects] + [NO_PROJECT_SHARE]
+    return rng.choices(slugs, weights=shares)[0]
+
+
 # One lever the operator put in service two weeks before the demo's day: the metered traffic
 # shows its effect from then on (metering's demo), the flywheel has it on record as applied
 # (flywheel's demo), so the cycle history shows what it realized against what it projected.
@@ -131,6 +158,13 @@ def demo_tenants_and_users(*, stdout: TextIO) -> None:
                 f"San Francisco, CA 94{100 + number:03d}\nUnited States",
             },
         )
+    for tenant_slug, projects in DEMO_PROJECTS.items():
+        for slug, name, cost_center, _share in projects:
+            Project.objects.update_or_create(
+                tenant=Tenant.objects.get(slug=tenant_slug),
+                slug=slug,
+                defaults={"name": name, "cost_center": cost_center},
+            )
     for username, password, role, tenant_slug in DEMO_LOGINS:
         tenant = Tenant.objects.get(slug=tenant_slug) if tenant_slug else None
         user_ensure(username=username, role=role, tenant=tenant, password=password)

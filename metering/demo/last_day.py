@@ -27,9 +27,10 @@ from metering.services.usage.rollup import usage_fold
 from portal import clock
 
 
-def demo_last_day(rng, end, weights, stdout) -> None:
+def demo_last_day(rng, end, weights, stdout, *, projects) -> None:
     """Per pool, hour and tenant, the same share of the pool's output as the rollup days,
-    as events of REQUEST_SCALE requests each, sized and timed by the model's trace."""
+    as events of REQUEST_SCALE requests each, sized and timed by the model's trace; a
+    tenant-hour's events name the project `projects` draws for it (as the rollup days')."""
     day = end - timedelta(days=1)
     items = []
     late = random.Random(SEED + 1)  # the degraded stretch draws apart: the rest is unchanged
@@ -57,10 +58,14 @@ def demo_last_day(rng, end, weights, stdout) -> None:
                 share = output * weight * rng.uniform(0.8, 1.2)
                 key = f"{day:%Y%m%d}-{slug}-{tenant_slug}-{h:02d}"
                 degrade = {"slug": slug, "day": day, "slo_ttft_ms": slo_ttft, "rng": late}
-                items += _requests(
+                hour_items = _requests(
                     share, trace=trace, per_event=per_event, hour=hour, key=key,
                     tenant=tenant_slug, model=model, latency=latency, rng=rng, degrade=degrade,
                 )  # fmt: skip
+                if project := projects.slug(tenant_slug):  # the hour's, as the rollups'
+                    for item in hour_items:
+                        item["project"] = project
+                items += hour_items
     progress = Progress(stdout=stdout, label=f"{day:%Y-%m-%d} request by request", total=len(items))
     now = clock.now()
     with transaction.atomic():  # the day whole or not at all, folded once

@@ -29,8 +29,8 @@ from metering.services.usage.changes import raw_months_incomplete_mark
 from metering.services.usage.rollup import ROLLUP_COLUMNS, rollup_days
 from portal import clock
 from portal.bulk import rows_insert
-from portal.demo import DEMO_TENANTS, demo_step
-from portal.models import Tenant
+from portal.demo import DEMO_TENANTS, demo_project_draw, demo_step
+from portal.models import Project, Tenant
 from portal.periods import month_start
 
 
@@ -58,10 +58,11 @@ def demo_usage(*, stdout) -> None:
     weights = _tenant_weights()
     hours = int((end - start).total_seconds() // 3600)
     capacity, hourly = [], []
+    projects = Projects(random.Random(f"{SEED}-projects"))  # apart: the rest draws as before
     for slug, *_rest in POOLS:
         _pool_hours(
             Pool.objects.get(slug=slug), start=start, hours=hours, tenants=tenants,
-            weights=weights, rng=rng, capacity=capacity, hourly=hourly,
+            weights=weights, rng=rng, capacity=capacity, hourly=hourly, projects=projects,
         )  # fmt: skip
     progress = Progress(
         stdout=stdout, label=f"{hours // 24 - 1} days of hourly rollups", total=len(hourly)
@@ -70,7 +71,7 @@ def demo_usage(*, stdout) -> None:
         CapacitySample.objects.bulk_create(capacity, batch_size=2000, ignore_conflicts=True)
         for chunk in range(0, len(hourly), 20_000):
             rows = hourly[chunk : chunk + 20_000]
-            rows_insert(HourlyUsage._meta.db_table, HOURLY_COLUMNS, rows)
+            rows_insert(HourlyUsage._meta.db_table, HOURLY_COLUMNS_PROJECT, rows)
             progress.advance(len(rows))
     analyze(CapacitySample, HourlyUsage)  # committed: the folds below join these rows
     _demo_days()
@@ -81,10 +82,29 @@ def demo_usage(*, stdout) -> None:
         reason=IncompleteRawMonth.Reason.LOADED,
     )
     progress.finish(f"{len(capacity):,} capacity samples, {len(hourly):,} hourly rollups")
-    demo_last_day(rng, end, weights, stdout)
+    demo_last_day(rng, end, weights, stdout, projects=projects)
 
 
-def _pool_hours(pool, *, start, hours, tenants, weights, rng, capacity, hourly) -> None:
+class Projects:
+    """The project each tenant-hour of demo usage is metered to (portal.demo's shares), as
+    its id (0: none) for a rollup row or its slug for events, from a generator of its own."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.ids = {
+            (tenant, slug): pk
+            for pk, tenant, slug in Project.objects.values_list("pk", "tenant__slug", "slug")
+        }
+
+    def slug(self, tenant_slug: str) -> str | None:
+        return demo_project_draw(tenant_slug, self.rng)
+
+    def id(self, tenant_slug: str) -> int:
+        slug = self.slug(tenant_slug)
+        return 0 if slug is None else self.ids[tenant_slug, slug]
+
+
+def _pool_hours(pool, *, start, hours, tenants, weights, rng, capacity, hourly, projects) -> None:
     """A pool's hours: a capacity sample each (a 30-hour failure at a random hour), and
     each tenant's hourly rollup but for the last day's (it comes as request events);
     appended to `capacity` and `hourly`, drawing from `rng` in a fixed order."""
@@ -122,11 +142,13 @@ def _pool_hours(pool, *, start, hours, tenants, weights, rng, capacity, hourly) 
         )
         for tenant_slug, weight in tenant_hour_shares(weights, hour.hour).items():
             share = output * weight * rng.uniform(0.8, 1.2)
-            hourly.append(_demo_rollup(tenants[tenant_slug], deployment, hour, share, latency, rng))
+            row = _demo_rollup(tenants[tenant_slug], deployment, hour, share, latency, rng)
+            hourly.append((*row, projects.id(tenant_slug)))
 
 
 # An hourly rollup row as portal.bulk.rows_insert writes it.
 HOURLY_COLUMNS = ("tenant_id", "deployment_id", "hour", *ROLLUP_COLUMNS)
+HOURLY_COLUMNS_PROJECT = (*HOURLY_COLUMNS, "project_id")
 
 
 def _demo_rollup(tenant, deployment, hour, output_tokens, latency: LatencyModel, rng) -> tuple:

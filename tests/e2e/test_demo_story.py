@@ -158,3 +158,35 @@ def test_the_focus_export_of_the_last_closed_month_ties_to_its_documents(demo):
         documents[note.tenant.slug] = documents.get(note.tenant.slug, 0) - note.total
     assert billed == documents
     assert sum(billed.values()) == sum(documents.values()) > 0
+
+
+def test_the_enterprise_tenants_meter_projects_with_two_of_acmes_quotas(demo):
+    """demo-factory.md, "Projects": acme, initech and umbrella meter 3–5 projects each and a
+    few hours without one; acme's search quota (soft) has fired at 80 %, eval's hard one is
+    not reached, so no project is blocked."""
+    from billing.selectors.budget import budget_answer
+    from portal.models import AlertRule, Project, Tenant
+
+    by_tenant = {}
+    for slug, project_id in HourlyUsage.objects.values_list(
+        "tenant__slug", "project_id"
+    ).distinct():
+        by_tenant.setdefault(slug, set()).add(project_id)
+    for slug, count in (("acme", 4), ("initech", 3), ("umbrella", 5)):
+        projects = set(Project.objects.filter(tenant__slug=slug).values_list("pk", flat=True))
+        assert by_tenant[slug] == projects | {0}, slug  # every project metered, and none
+        events = UsageEvent.objects.filter(tenant__slug=slug).exclude(project_id=0)
+        assert len(projects) == count and events.exists(), slug
+    assert by_tenant["hooli"] == {0}
+    acme = Tenant.objects.get(slug="acme")
+    search = budget_answer(tenant=acme, project="search")["project"]
+    assert [(b["enforce"], b["state"], b["reached"]) for b in search["budgets"]] == [
+        ("soft", "warning", [80])
+    ]
+    evaluation = budget_answer(tenant=acme, project="eval")
+    assert [(b["enforce"], b["state"]) for b in evaluation["project"]["budgets"]] == [
+        ("hard", "ok")
+    ]
+    assert evaluation["blocked"] is False
+    fired = AlertRule.objects.get(tenant=acme, scope__project="search").alerts.count()
+    assert fired == 1  # the 80 % threshold, once

@@ -1,3 +1,4 @@
+import re
 from datetime import timedelta
 
 import pytest
@@ -24,8 +25,14 @@ def test_tenant_usage_page_shows_a_filled_chart_of_own_usage(demo, page):
     assert shapes == [[""] * 29 + ["/"]] * 3
     assert page.get_by_text("Hatched bars: a day counted only in part").is_visible()
     assert page.get_by_label("Tenant").count() == 0  # a member sees no tenant picker
-    assert page.get_by_role("link", name="Download CSV (90 rows)").is_visible()
-    assert page.get_by_text("Page 1 of 2").is_visible()
+    # A row per day, model and project: acme meters four projects and a few hours of none
+    # (demo-factory.md, "Projects"); its picker offers them, none included.
+    options = page.locator("#project option").evaluate_all("os => os.map(o => o.value)")
+    assert options == ["", "code-review", "eval", "search", "support-bot", "(none)"]
+    csv_link = page.get_by_role("link", name=re.compile(r"Download CSV \([\d,]+ rows\)"))
+    rows = int(re.search(r"\(([\d,]+) rows", csv_link.inner_text()).group(1).replace(",", ""))
+    assert 90 < rows <= 30 * 3 * 5
+    assert page.get_by_text(f"Page 1 of {-(-rows // 50)}").is_visible()
     # The token classes inside input and output: Acme writes to the prompt cache, and
     # DeepSeek-R1 and Qwen3 reason.
     table = page.get_by_role("table", name="Usage by day, model and project")
@@ -37,8 +44,15 @@ def test_tenant_usage_page_shows_a_filled_chart_of_own_usage(demo, page):
 
     page.get_by_role("link", name="Next →").click()
     page.wait_for_selector("#usage-chart .main-svg")
-    assert page.get_by_text("Rows 51–90 of 90").is_visible()
+    assert page.get_by_text(f"Rows 51–100 of {rows:,}").is_visible()
     screenshot(page, "usage-tenant-page-2")
+
+    page.locator("#project").select_option("search")
+    page.wait_for_selector("#usage-chart .main-svg")
+    table = page.get_by_role("table", name="Usage by day, model and project")
+    projects = table.locator("tbody tr td:nth-child(3)").all_inner_texts()
+    assert set(projects) == {"search"}
+    screenshot(page, "usage-tenant-project")
 
 
 def test_operator_metering_page_shows_capacity_of_every_pool(demo, page):
