@@ -140,7 +140,8 @@ def _budget(*, now, stdout: TextIO) -> None:
     ):
         scope = {"project": project} if project else {}
         named = f"acme's {project} quota" if project else "acme's budget"
-        rule = AlertRule(kind=BUDGET, tenant=tenant, scope=scope, params={"amount": "1.00"})
+        probe = {"amount": "1.00", "thresholds": [50, 80, 100]}
+        rule = AlertRule(kind=BUDGET, tenant=tenant, scope=scope, params=probe)
         [spent] = budgets_read([rule], now=now)
         if not spent.spent:
             stdout.write(f"  no {named}: its month is not rated ({spent.state})\n")
