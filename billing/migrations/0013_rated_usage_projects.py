@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ('billing', '0012_boundaries_split'),
         ('metering', '0014_projects'),
-        ('portal', '0009_projects'),
+        ('portal', '0010_projects'),
     ]
 
     operations = [

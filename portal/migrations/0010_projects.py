@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('portal', '0008_alert_rule_kinds_registered'),
+        ('portal', '0009_audit_credentials_redacted'),
     ]
 
     operations = [
