@@ -13,7 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from billing.models import CreditNote, Invoice
+from billing.services.close import close_run
 from billing.services.credit_notes import credit_note_issue
+from tests.billing.conftest import NOV, OCT, B
+from tests.billing.factories import make_contract, make_priced_model, post_usage
 
 pytestmark = pytest.mark.both_backends
 
@@ -163,8 +166,8 @@ def test_rows_carry_the_project_they_are_charged_to(finance, admin_api, tenant_a
         (r["SubAccountId"], r["SubAccountName"], r["SkuId"], r["ConsumedQuantity"],
          r["ListCost"], r["BilledCost"]) for r in rows
     ) == [
-        ("tenant-a/eval", "eval", "llama-70b/input", str(B), "1000", "1000"),
-        ("tenant-a/search", "search", "llama-70b/input", str(B), "1000", "1000"),
-        ("tenant-a/search", "search", "llama-70b/output", str(B), "1000", "1000"),
+        ("tenant-a/eval", "eval", "llama-70b/input", f"{B}.0", "1000.0", "1000.0"),
+        ("tenant-a/search", "search", "llama-70b/input", f"{B}.0", "1000.0", "1000.0"),
+        ("tenant-a/search", "search", "llama-70b/output", f"{B}.0", "1000.0", "1000.0"),
     ]  # fmt: skip
     assert _sums(rows, "BilledCost") == {"tenant-a": Invoice.objects.get().total}
