@@ -68,7 +68,7 @@ def test_a_project_token_quota_fires_80_and_100_once_each_as_webhooks(used, memb
     )
     assert (rule["tenant"], rule["scope"], rule["params"]["period"], rule["params"]["enforce"]) == (
         "tenant-a",
-        {"project": "alpha"},
+        {"tenant": "tenant-a", "project": "alpha"},  # the scope names its tenant too
         "month",
         "soft",
     )
