@@ -9,8 +9,8 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('billing', '0012_boundaries_split'),
-        ('metering', '0014_projects'),
-        ('portal', '0010_projects'),
+        ('metering', '0015_projects'),
+        ('portal', '0011_projects'),
     ]
 
     operations = [

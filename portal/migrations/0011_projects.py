@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('portal', '0009_audit_credentials_redacted'),
+        ('portal', '0010_cursor_until'),
     ]
 
     operations = [
