@@ -27,7 +27,7 @@ from flywheel.selectors.measurement import FACTORY
 from flywheel.selectors.production import hour_production
 from flywheel.selectors.tfom import tfom_measure
 from metering.selectors.factory import DeploymentVersions
-from metering.selectors.usage import deployment_hour_sums, hourly_usage_list
+from metering.selectors.usage import deployment_hour_totals, hourly_usage_list
 from portal.access import tenant_get, tenant_scoped
 from portal.errors import FieldError
 from portal.models import Tenant
@@ -54,12 +54,13 @@ class CostChargeback:
 
 def std_by_project(*, start: datetime, end: datetime) -> dict[tuple[int, int], Decimal]:
     """Σ std(e) = tok(e) / R_ref(d(e)) per (tenant id, project id) over [start, end), from
-    the hourly rollups under the deployment version in force each hour: one query."""
+    the hourly rollups under the deployment version in force each hour (an hour holding
+    `end` as of the cut, as the month's total_cost reads it): one query."""
     versions = DeploymentVersions()
     std: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
-    rollups = hourly_usage_list().filter(hour__gte=start, hour__lt=end)
+    rollups = hourly_usage_list().filter(hour__gte=start, hour__lt=end).order_by()
     with localcontext(KPI_CONTEXT):
-        for row in deployment_hour_sums(rollups, "tenant_id", "project_id").order_by():
+        for row in deployment_hour_totals(rollups, "tenant_id", "project_id", end=end):
             version = versions.at(row["deployment_id"], row["hour"].astimezone(UTC))
             if version is not None and version.r_ref:
                 tok = hour_production(row, version)[0]

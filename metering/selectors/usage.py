@@ -515,13 +515,19 @@ def deployment_hour_sums(rollups: QuerySet[HourlyUsage], *by: str) -> QuerySet:
 _HOUR_SUMS = ("n", "ok", "err", "i", "c", "o", "ci", "cc", "co")
 
 
-def deployment_hour_totals(rollups: QuerySet[HourlyUsage], *, end: datetime) -> list[dict]:
-    """`deployment_hour_sums` of the rollups of hours before `end`, the hour holding `end`
-    (a window's `to`) as of the cut (module docstring)."""
-    rows = {(r["deployment_id"], r["hour"]): dict(r) for r in deployment_hour_sums(rollups)}
+def deployment_hour_totals(rollups: QuerySet[HourlyUsage], *by: str, end: datetime) -> list[dict]:
+    """`deployment_hour_sums` of the rollups of hours before `end` (and the fields `by`
+    names), the hour holding `end` (a window's `to`) as of the cut (module docstring): each
+    row less the deltas of its own keys (a project's row less that project's)."""
+    keys = ("deployment_id", "hour", *by)
+
+    def key(r: dict) -> tuple:
+        return tuple(r[name] for name in keys)
+
+    rows = {key(r): dict(r) for r in deployment_hour_sums(rollups, *by)}
     after = rollups_after_cut(end=end)
-    for r in deployment_hour_sums(after) if after is not None else ():
-        row = rows.get((r["deployment_id"], r["hour"]))
+    for r in deployment_hour_sums(after, *by) if after is not None else ():
+        row = rows.get(key(r))
         if row is not None:
             for name in _HOUR_SUMS:
                 row[name] -= r[name]

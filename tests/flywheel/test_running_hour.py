@@ -24,6 +24,7 @@ from metering.models import RollupDelta
 from metering.selectors.usage import deployment_hour_totals, hourly_usage_list, window_resolve
 from metering.services.factory import VersionSpec, deployment_version_add
 from metering.services.usage.rollup import usage_fold
+from portal.models import Project
 from portal.pipeline import cut_read
 from portal.refresh import refresh_stamp
 
@@ -215,3 +216,58 @@ def test_a_page_that_polls_gets_nothing_until_the_measurement_moves(factory, ses
         page = client.get(path, **{**polled, "HTTP_X_MEASURED": "2026-12-16T10:23:15+00:00 1"})
         assert page.status_code == 200, path
         assert "measured until" in page.content.decode() and shown in page.content.decode()
+
+
+def _by_project(field: str = "o") -> dict[int, int]:
+    """Output tokens (or `co`, the compliant ones) of the running hour per project id, as of
+    the cut."""
+    rows = deployment_hour_totals(hourly_usage_list().filter(hour=HOUR), "project_id", end=NOW)
+    return {row["project_id"]: row[field] for row in rows}
+
+
+@pytest.mark.parametrize("now", [NOW], indirect=True)
+def test_a_delta_after_the_cut_keeps_its_project(factory, api, now):
+    """kpis.md 3e: a project's event folded after the cut is that project's delta, so a read
+    by project subtracts it from that project's row, not from the (none)'s: beta reads 0
+    until the cut moves, the (none) its 3,500 throughout."""
+    _post(api, "/api/v1/usage/events",
+          [_event("beta-second", "2026-12-16T10:23:44Z", 4_000, project="beta")])  # fmt: skip
+    usage_fold()
+    beta = Project.objects.get(slug="beta").pk
+
+    assert list(RollupDelta.objects.values_list("project_id", "output_tokens")) == [(beta, 4_000)]
+    for granularity in ("day", "hour"):
+        assert _usage_output(api, project="beta", granularity=granularity) == 0
+        assert _usage_output(api, project="(none)", granularity=granularity) == 3_500
+    assert _by_project() == {0: 3_000}
+
+    rated_usage_update()
+
+    assert _usage_output(api, project="beta") == 4_000
+    assert _usage_output(api, project="(none)") == 3_500
+    assert _by_project() == {0: 3_000, beta: 4_000}
+
+
+@pytest.mark.parametrize("now", [NOW], indirect=True)
+def test_a_refold_after_the_cut_keeps_each_projects_delta(factory, api, now):
+    """A refold's deltas are per project too: the (none)'s 3,000 and beta's 1,000 compliant
+    output tokens of the running hour stay as of the cut, each its own, until the rate moves
+    the cut."""
+    _post(api, "/api/v1/usage/events",
+          [_event("beta", "2026-12-16T10:21:00Z", 1_000, ttft_ms=600, project="beta")])  # fmt: skip
+    usage_fold()
+    rated_usage_update()  # the cut holds beta's event
+    beta = Project.objects.get(slug="beta").pk
+    deployment_version_add(
+        deployment=hourly_usage_list().filter(hour=HOUR).first().deployment,
+        effective_from=HOUR,
+        spec=VersionSpec(r_ref=Decimal(1000), slo_ttft_ms=500),
+        by=None,
+    )
+    usage_fold()  # the refold
+
+    deltas = RollupDelta.objects.values_list("project_id", "compliant_output_tokens")
+    assert sorted(deltas) == [(0, -3_000), (beta, -1_000)]
+    assert _by_project(field="co") == {0: 3_000, beta: 1_000}
+    rated_usage_update()
+    assert _by_project(field="co") == {0: 0, beta: 0}
