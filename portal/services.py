@@ -220,10 +220,10 @@ def token_create(
                 f"tokens with scope {', '.join(refused)}."
             }
         )
-    if bound_project is not None and bound_tenant is None:
-        bound_tenant = bound_project.tenant
     if role is Role.TENANT and Scope.INGEST in wanted:
         bound_tenant = _own_tenant_bound(user, bound_tenant)
+    elif bound_project is not None and bound_tenant is None:
+        bound_tenant = bound_project.tenant
     if bound_tenant is not None:
         if Scope.INGEST not in wanted:
             raise ValidationError(

@@ -9,7 +9,7 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 
-from metering.api.usage import ERROR_RESPONSES, IngestPermission, IngestView
+from metering.api.usage import ERROR_RESPONSES, IngestView
 from metering.domain.telemetry.otlp_metrics import (
     latency_points,
     metrics_decode,
@@ -124,8 +124,6 @@ class OtlpMetricsView(OtlpView):
     to a tenant may not send it."""
 
     permission_classes = [*OtlpView.permission_classes, UnboundToken]
-
-    permission_classes = [IngestPermission]  # the factory's telemetry: operators only
 
     @otlp_schema
     def post(self, request):

@@ -143,7 +143,7 @@ def test_a_member_binds_its_ingest_tokens_to_its_own_projects_only(
     with pytest.raises(ValidationError) as other_tenant:
         token_create(user=users["tenant"], name="x", scopes=["ingest"], bound_tenant=tenant_b)
     assert other_project.value.message_dict == {
-        "bound_tenant": ["A member binds tokens to its own tenant only."]
+        "bound_project": ["Not a project of tenant 'tenant-a'."]
     }
     assert "bound_tenant" in other_tenant.value.message_dict
     assert ApiToken.objects.filter(user=users["tenant"]).count() == 2
