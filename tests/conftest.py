@@ -117,6 +117,17 @@ def _cache_cleared():
 
 
 @pytest.fixture(autouse=True)
+def _celery_join_allowed():
+    """An eager task marks the process as inside a task while it runs (a flag of
+    celery._state, global, not per thread): two threads running eager tasks at once (the
+    concurrent ingestion tests) can leave it set, and a later test's `result.get()` is then
+    refused as if called from a task. Each test starts with it clear."""
+    from celery._state import _set_task_join_will_block
+
+    _set_task_join_will_block(False)
+
+
+@pytest.fixture(autouse=True)
 def _postgres_only(request):
     """Tests marked postgres_only skip on another database (the concurrency, partitions and
     database-enforced rules they check are PostgreSQL's)."""

@@ -450,6 +450,17 @@ WRITES: dict[tuple[str, str], Write] = {
         COMMERCIAL,
         lambda w, n: Req(params={"id": _issued(w, n).pk}, body={"reason": "typo"}),
     ),
+    ("POST", "/api/v1/tenants/{tenant}/projects/"): Write(
+        NOTIFYING,
+        lambda w, n: Req(params={"tenant": "tenant-a"}, body={"slug": f"p{n}", "name": f"P {n}"}),
+        scope="notify",
+        creates="portal.Project",
+    ),
+    ("PATCH", "/api/v1/tenants/{tenant}/projects/{slug}/"): Write(
+        NOTIFYING,
+        lambda w, n: Req(params={"tenant": "tenant-a", "slug": "search"}, body={"name": f"S {n}"}),
+        scope="notify",
+    ),
     ("POST", "/api/v1/webhook-endpoints/"): Write(
         NOTIFYING,
         lambda w, n: Req(body={"url": f"https://hooks.example.com/{n}", **HOOK}),

@@ -49,8 +49,9 @@ class Reach:
     own: Callable[[World], dict[str, Any]] | None = None
     missing: dict[str, Any] | None = None
     # The tokens' answer when they lack the operation's scope (`notify`), refused before
-    # the object is looked up (None: `status`).
+    # the object is looked up (None: `status`), and the tokens that lack it.
     scope_status: int | None = None
+    scope_lacking: tuple[str, ...] = ("read token", "all-scope token")
 
 
 @dataclass(frozen=True)
@@ -74,12 +75,18 @@ def _slug(value: str) -> Callable[[World], dict[str, Any]]:
     return lambda w: {"slug": value}
 
 
+def _tenant(value: str, **more: str) -> Callable[[World], dict[str, Any]]:
+    return lambda w: {"tenant": value, **more}
+
+
 def _id_missing(w: World) -> dict[str, Any]:
     """Factory-wide objects the tenant role may not read at all: any id gets 403."""
     return {"id": MISSING}
 
 
 MARCH = "from=2026-03-01&to=2026-04-01"
+# Writes taking `notify` or `admin` (a tenant's projects): only the read token lacks both.
+ADMIN_LACKING = ("read token",)
 FORBIDDEN = Reach(403)
 FORBIDDEN_LIST = Listing(403)
 
@@ -226,6 +233,22 @@ API_CASES: dict[tuple[str, str], Reach | Listing] = {
     ("GET", "/api/v1/alerts/"): Listing(200, own=1),
     ("GET", "/api/v1/alerts/{id}/"): Reach(404, _id("alert_b"), own=_id("alert_a")),
     ("GET", "/api/v1/tenants/{slug}/budget"): Reach(404, _slug("tenant-b"), own=_slug("tenant-a")),
+    # Its own projects (both tenants hold a `search`) and its own chargeback rows.
+    ("GET", "/api/v1/tenants/{tenant}/projects/"): Reach(
+        404, _tenant("tenant-b"), own=_tenant("tenant-a")
+    ),
+    ("POST", "/api/v1/tenants/{tenant}/projects/"): Reach(
+        404, _tenant("tenant-b"), scope_status=403, scope_lacking=ADMIN_LACKING
+    ),
+    ("GET", "/api/v1/tenants/{tenant}/projects/{slug}/"): Reach(
+        404, _tenant("tenant-b", slug="search"), own=_tenant("tenant-a", slug="search")
+    ),
+    ("PATCH", "/api/v1/tenants/{tenant}/projects/{slug}/"): Reach(
+        404, _tenant("tenant-b", slug="search"), scope_status=403, scope_lacking=ADMIN_LACKING
+    ),
+    ("GET", "/api/v1/chargeback"): Listing(
+        200, query="month=2026-03", foreign="month=2026-03&tenant=tenant-b"
+    ),
 }
 
 
@@ -253,6 +276,9 @@ TENANT_FACING = {
     ("GET", "/api/v1/alerts/"),
     ("GET", "/api/v1/alerts/{id}/"),
     ("GET", "/api/v1/tenants/{slug}/budget"),
+    ("GET", "/api/v1/tenants/{tenant}/projects/"),
+    ("GET", "/api/v1/tenants/{tenant}/projects/{slug}/"),
+    ("GET", "/api/v1/chargeback"),
 }
 
 
@@ -422,7 +448,7 @@ def test_tenant_a_cannot_reach_tenant_b_through_the_api(world, method, path):
             before = database_fingerprint()
         response = _send(client, method, req.path(path), req)
         expected = case.status
-        if case.scope_status is not None and name != "session":
+        if case.scope_status is not None and name in case.scope_lacking:
             expected = case.scope_status
         assert response.status_code == expected, (where, response.content[:300])
         if response.status_code == 200:

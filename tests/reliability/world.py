@@ -27,6 +27,7 @@ from metering.services.usage.rollup import usage_fold
 from portal import clock
 from portal.events import event_raise
 from portal.models import Alert, AlertRule, ApiToken, Delivery, Role, Tenant, WebhookEndpoint
+from portal.projects import project_create
 from portal.services import TOKEN_PREFIX, token_create, token_digest, user_ensure
 from portal.webhooks import secret_new
 from tests.billing.factories import MARCH, make_contract, make_priced_model, make_promotion
@@ -104,6 +105,8 @@ def world_build() -> World:
         for role in ROLES
     }
     member_b = user_ensure(username="tenant-b-member", role=Role.TENANT, tenant=tenant_b)
+    for tenant in (tenant_a, tenant_b):  # one slug in both: only the path's tenant tells
+        project_create(tenant=tenant, slug="search", name="Search", by=users["operator"])
     model = make_priced_model()
     deployment = Deployment.objects.get(slug="llama-70b@h100-a")
     pool = deployment.pool

@@ -19,6 +19,7 @@ from django.db.models.functions import TruncDate
 
 from billing.domain.rating.types import RatingError
 from billing.models import RatedChange, RatedTenantMonth, RatedUsage
+from billing.selectors.rating.inputs import quantities_of
 from portal.access import tenant_scoped
 from portal.models import Tenant
 from portal.periods import Period, month_start, next_month
@@ -165,7 +166,7 @@ def tenant_month_sales(*, months: Iterable[datetime]) -> dict[tuple[str, datetim
     return {
         (slug, month.astimezone(UTC)): TenantSales(
             realized=realized - promotions,
-            paid_tokens=sum(line[-1] for line in quantities),  # [..., quantity] per usage line
+            paid_tokens=sum(quantities_of(quantities).values()),
             minimum_shortfall=shortfall,
         )
         for slug, month, realized, promotions, quantities, shortfall in rows.values_list(
