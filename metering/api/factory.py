@@ -1,23 +1,30 @@
 from decimal import Decimal
 
 from django.db import transaction
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.validators import UniqueValidator
+from rest_framework.views import APIView
 
+from metering.domain.factory import points_from_csv, points_from_json
 from metering.models import Deployment, DeploymentVersion, Pool, ServedModel
+from metering.selectors.factory import curve_json, curve_list
 from metering.services.factory import (
     VersionSpec,
+    curves_import,
     deployment_create,
     deployment_version_add,
     pool_write,
     served_model_aliases_set,
 )
 from portal.access import Capability
+from portal.api.errors import content_type_check
 from portal.api.fields import AwareDateTimeField, ModelSerializer
 from portal.api.views import AuditedModelViewSet
+from portal.errors import FieldError
 from portal.permissions import capability_permission
 
 
@@ -247,3 +254,51 @@ class DeploymentViewSet(
             by=request.user,
         )
         return Response(DeploymentVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+
+
+class ReferenceCurvesView(APIView):
+    """Reference curves (kpis.md 6c, data-formats.md section 9): GET every curve with its
+    Pareto front (production units) and R_ref at each model's TPOT SLO, or at
+    `slo_tpot_ms`; POST a CSV export (text/csv) or a JSON array of points, which replaces
+    the points of every curve it names. A point without `token_basis` is refused naming it
+    (with its CSV line or JSON index); nothing of a refused import is stored."""
+
+    permission_classes = [FactoryPermission]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("slo_tpot_ms", int, description="read R_ref at this TPOT SLO"),
+            OpenApiParameter("model", str, description="one served model's curves"),
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+    )
+    def get(self, request):
+        slo = request.query_params.get("slo_tpot_ms")
+        slo_tpot_ms = None
+        if slo:
+            if not slo.isdigit() or not 0 < int(slo) <= 100_000:
+                raise FieldError("slo_tpot_ms", "must be a whole number of ms from 1 to 100000")
+            slo_tpot_ms = int(slo)
+        model = request.query_params.get("model") or None
+        curves = curve_list(slo_tpot_ms=slo_tpot_ms, model=model)
+        return Response({"curves": [curve_json(curve) for curve in curves]})
+
+    @extend_schema(
+        request={"text/csv": OpenApiTypes.STR, "application/json": OpenApiTypes.OBJECT},
+        responses={201: OpenApiTypes.OBJECT},
+    )
+    def post(self, request):
+        content_type_check(request=request, allowed=("text/csv", "application/json"))
+        if request.content_type.startswith("text/csv"):
+            try:
+                text = request.body.decode("utf-8-sig")
+            except UnicodeDecodeError:
+                raise FieldError("", "the CSV must be UTF-8") from None
+            points = points_from_csv(text)
+        else:
+            points = points_from_json(request.data)
+        stored = curves_import(points=points, by=request.user)
+        names = {(row.model_id, row.gpu_type, row.tp, row.precision) for row in stored}
+        return Response(
+            {"points": len(stored), "curves": len(names)}, status=status.HTTP_201_CREATED
+        )

@@ -22,6 +22,7 @@ urlpatterns = [
     path("otlp/v1/traces", otlp.OtlpTracesView.as_view(), name="otlp-traces"),
     path("otlp/v1/metrics", otlp.OtlpMetricsView.as_view(), name="otlp-metrics"),
     path("capacity", usage.CapacityView.as_view(), name="capacity"),
+    path("reference-curves", factory.ReferenceCurvesView.as_view(), name="reference-curves"),
     path(
         "telemetry/prometheus",
         telemetry.TelemetryPrometheusView.as_view(),

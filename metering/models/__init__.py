@@ -4,6 +4,7 @@ from metering.models.factory import (
     DeploymentVersion,
     ModelAlias,
     Pool,
+    ReferenceCurvePoint,
     ServedModel,
 )
 from metering.models.ingestion import IngestRejection, SourceSeen
@@ -56,6 +57,7 @@ __all__ = [
     "OtlpHourly",
     "OtlpMetricState",
     "Pool",
+    "ReferenceCurvePoint",
     "RefoldPending",
     "RollupDelta",
     "ScrapeTarget",

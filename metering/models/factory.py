@@ -93,6 +93,9 @@ class DeploymentVersion(EffectiveDated):
     slo_min_tokens_per_s = models.PositiveIntegerField(null=True, blank=True)
     # The share of requests that must be compliant: the SLO burn rate's target (kpis.md 3c).
     slo_target = models.DecimalField(max_digits=6, decimal_places=5, default=Decimal("0.99"))
+    # How r_ref was derived when it was read off a reference curve at the SLO (kpis.md 6c):
+    # the curve and the front's neighbours; empty when r_ref was given.
+    r_ref_derivation = models.TextField(blank=True, default="")
 
     class Meta:
         ordering = ["deployment", "effective_from"]
@@ -109,6 +112,46 @@ class DeploymentVersion(EffectiveDated):
 
     def __str__(self) -> str:
         return f"{self.deployment} from {self.effective_from:%Y-%m-%d %H:%M}"
+
+
+class ReferenceCurvePoint(models.Model):
+    """A measured point of a reference curve (kpis.md 6c, data-formats.md section 9): a
+    model's tok/s per GPU and per user at a concurrency, on a GPU type (kept as written: a
+    pool may buy it later), tensor parallel degree and precision. Rates are on the point's
+    `token_basis`; an import replaces the points of every curve it names."""
+
+    class Basis(models.TextChoices):
+        OUTPUT = "output"
+        TOTAL = "total"
+
+    model = models.ForeignKey(ServedModel, on_delete=models.CASCADE, related_name="curve_points")
+    gpu_type = models.CharField(max_length=64)
+    tp = models.PositiveIntegerField()
+    precision = models.CharField(max_length=32)
+    concurrency = models.PositiveIntegerField()
+    tok_s_per_gpu = models.DecimalField(max_digits=20, decimal_places=6)
+    tok_s_per_user = models.DecimalField(max_digits=20, decimal_places=6)
+    token_basis = models.CharField(max_length=8, choices=Basis.choices)
+    isl = models.PositiveIntegerField()  # the workload's mean input length
+    osl = models.PositiveIntegerField()  # and output length
+    ttft_p50_ms = models.DecimalField(max_digits=20, decimal_places=6, null=True, blank=True)
+    source = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["model", "gpu_type", "tp", "precision", "concurrency"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["model", "gpu_type", "tp", "precision", "concurrency"],
+                name="curve_point_unique",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(tok_s_per_gpu__gt=0, tok_s_per_user__gt=0, tp__gt=0),
+                name="curve_point_rates_positive",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.gpu_type} tp{self.tp} {self.precision} c{self.concurrency}"
 
 
 class CapacitySample(models.Model):

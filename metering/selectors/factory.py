@@ -12,12 +12,20 @@ from typing import NamedTuple
 
 from django.db.models import Min, Q, QuerySet
 
+from metering.domain.factory import (
+    CurvePoint,
+    FrontPoint,
+    derivation,
+    front_of,
+    r_ref_at,
+)
 from metering.models import (
     CapacitySample,
     Deployment,
     DeploymentVersion,
     HourlyUsage,
     Pool,
+    ReferenceCurvePoint,
     ServedModel,
 )
 from portal.effective import InForce, in_force_by
@@ -178,3 +186,138 @@ class DeploymentVersions:
 
 def _deployment_of(version: DeploymentVersion) -> int:
     return version.deployment_id
+
+
+# -- reference curves (kpis.md 6c) ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A reference curve: a model's points on a GPU type, tp and precision; its Pareto front
+    in production units (with the w_in of the model's deployment on that GPU type, else of
+    any of its deployments, else 0); R_ref at the SLO (the tightest TPOT SLO of the model's
+    deployments' latest versions, or the one asked) and how it was read off the front.
+    `r_ref` None: the SLO is beyond the front (`infeasible`), or there is no SLO to read at."""
+
+    model: str
+    gpu_type: str
+    tp: int
+    precision: str
+    points: tuple[ReferenceCurvePoint, ...]
+    w_in: Decimal
+    front: tuple[FrontPoint, ...]
+    slo_tpot_ms: int | None
+    r_ref: Decimal | None
+    derivation: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.model}/{self.gpu_type}/tp{self.tp}/{self.precision}"
+
+
+@dataclass(frozen=True)
+class ModelTerms:
+    """A served model's SLO and w_in per GPU type, from its deployments' latest versions."""
+
+    slo_tpot_ms: int | None
+    w_in_by_gpu: dict[str, Decimal]
+    w_in: Decimal
+
+
+def model_terms() -> dict[str, ModelTerms]:
+    """Per served model slug: the tightest TPOT SLO and the w_in of its deployments' latest
+    versions (by the GPU type of their pools), in two queries."""
+    versions = DeploymentVersions()
+    found: dict[str, list[tuple[str, DeploymentVersion]]] = {}
+    for deployment in Deployment.objects.select_related("model", "pool").order_by("slug"):
+        latest = versions.series(deployment.pk).latest()
+        if latest is not None:
+            found.setdefault(deployment.model.slug, []).append((deployment.pool.gpu_type, latest))
+    terms = {}
+    for model, pairs in found.items():
+        slos = [v.slo_tpot_ms for _, v in pairs if v.slo_tpot_ms]
+        terms[model] = ModelTerms(
+            slo_tpot_ms=min(slos) if slos else None,
+            w_in_by_gpu={gpu: v.w_in for gpu, v in pairs},
+            w_in=pairs[0][1].w_in,
+        )
+    return terms
+
+
+def curve_list(*, slo_tpot_ms: int | None = None, model: str | None = None) -> list[Curve]:
+    """Every reference curve (or one model's) with its front and R_ref at the SLO: each
+    model's own, or `slo_tpot_ms` when given."""
+    rows = ReferenceCurvePoint.objects.select_related("model").order_by(
+        "model__slug", "gpu_type", "tp", "precision", "concurrency"
+    )
+    if model is not None:
+        rows = rows.filter(model__slug=model)
+    grouped: dict[tuple, list[ReferenceCurvePoint]] = {}
+    for row in rows:
+        grouped.setdefault((row.model.slug, row.gpu_type, row.tp, row.precision), []).append(row)
+    terms = model_terms()
+    curves = []
+    for (slug, gpu_type, tp, precision), points in grouped.items():
+        term = terms.get(slug, ModelTerms(None, {}, Decimal(0)))
+        w_in = term.w_in_by_gpu.get(gpu_type, term.w_in)
+        front = front_of([curve_point_of(p) for p in points], w_in=w_in)
+        slo = slo_tpot_ms or term.slo_tpot_ms
+        r_ref = r_ref_at(front, slo_tpot_ms=slo) if slo else None
+        curves.append(
+            Curve(
+                model=slug, gpu_type=gpu_type, tp=tp, precision=precision,
+                points=tuple(points), w_in=w_in, front=tuple(front), slo_tpot_ms=slo,
+                r_ref=r_ref,
+                derivation=derivation(front, slo_tpot_ms=slo, r_ref=r_ref)
+                if slo
+                else "no TPOT SLO: the model's deployments set none",
+            )
+        )  # fmt: skip
+    return curves
+
+
+def curve_point_of(row: ReferenceCurvePoint) -> CurvePoint:
+    return CurvePoint(
+        model=row.model.slug, gpu_type=row.gpu_type, tp=row.tp, precision=row.precision,
+        concurrency=row.concurrency, tok_s_per_gpu=row.tok_s_per_gpu,
+        tok_s_per_user=row.tok_s_per_user, token_basis=row.token_basis, isl=row.isl,
+        osl=row.osl, ttft_p50_ms=row.ttft_p50_ms, source=row.source,
+    )  # fmt: skip
+
+
+def curve_json(curve: Curve) -> dict:
+    """A curve as GET /api/v1/reference-curves answers it: its points as imported, its
+    front in production units and R_ref at the SLO (`infeasible` when beyond the front)."""
+    return {
+        "model": curve.model,
+        "gpu_type": curve.gpu_type,
+        "tp": curve.tp,
+        "precision": curve.precision,
+        "w_in": str(curve.w_in),
+        "slo_tpot_ms": curve.slo_tpot_ms,
+        "r_ref": None if curve.r_ref is None else str(_rate(curve.r_ref)),
+        "infeasible": curve.slo_tpot_ms is not None and curve.r_ref is None,
+        "derivation": curve.derivation,
+        "points": [
+            {
+                "concurrency": p.concurrency,
+                "tok_s_per_gpu": str(p.tok_s_per_gpu.normalize()),
+                "tok_s_per_user": str(p.tok_s_per_user.normalize()),
+                "token_basis": p.token_basis,
+                "isl": p.isl,
+                "osl": p.osl,
+                "ttft_p50_ms": None if p.ttft_p50_ms is None else str(p.ttft_p50_ms.normalize()),
+                "source": p.source,
+            }
+            for p in curve.points
+        ],
+        "front": [
+            {"tok_s_per_user": str(_rate(f.per_user)), "tok_s_per_gpu": str(_rate(f.per_gpu))}
+            for f in curve.front
+        ],
+    }
+
+
+def _rate(value: Decimal) -> Decimal:
+    """A production rate as shown: to the hundredth of a tok/s."""
+    return value.quantize(Decimal("0.01"))

@@ -11,15 +11,17 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 
+from metering.domain.factory import CurveErrors, Located
 from metering.models import (
     CapacitySample,
     Deployment,
     DeploymentVersion,
     ModelAlias,
     Pool,
+    ReferenceCurvePoint,
     ServedModel,
 )
-from metering.selectors.factory import pool_first_signs_of_life
+from metering.selectors.factory import placements_read, pool_first_signs_of_life
 from metering.services.usage.changes import (
     capacity_change_append,
     pool_change_append,
@@ -136,6 +138,7 @@ class VersionSpec:
     slo_tpot_ms: int | None = None
     slo_min_tokens_per_s: int | None = None
     slo_target: Decimal = Decimal("0.99")
+    r_ref_derivation: str = ""  # how r_ref was read off a reference curve, when it was
 
 
 @transaction.atomic
@@ -269,4 +272,45 @@ def pools_in_service_store() -> int:
             pk=pool_id,
             in_service_from__isnull=True,
         ).update(in_service_from=first)
+    return stored
+
+
+@transaction.atomic
+def curves_import(*, points: Sequence[Located], by: User | None) -> list[ReferenceCurvePoint]:
+    """Store imported curve points, replacing every point of each curve they name (model,
+    GPU type, tp, precision). A model resolves by slug or by an engine's alias; an unknown
+    one refuses the import, naming each of its records' `model`. All or nothing."""
+    resolved = placements_read(names={point.model for _, point in points}).model_ids
+    errors = [
+        where | {"field": "model", "message": f"unknown model {point.model!r}"}
+        for where, point in points
+        if point.model not in resolved
+    ]
+    if errors:
+        raise CurveErrors(errors)
+    rows: dict[tuple, ReferenceCurvePoint] = {}
+    for _, p in points:  # a concurrency given twice: the later record wins
+        row = ReferenceCurvePoint(
+            model_id=resolved[p.model], gpu_type=p.gpu_type, tp=p.tp, precision=p.precision,
+            concurrency=p.concurrency, tok_s_per_gpu=p.tok_s_per_gpu,
+            tok_s_per_user=p.tok_s_per_user, token_basis=p.token_basis, isl=p.isl, osl=p.osl,
+            ttft_p50_ms=p.ttft_p50_ms, source=p.source[:200],
+        )  # fmt: skip
+        rows[(row.model_id, row.gpu_type, row.tp, row.precision, row.concurrency)] = row
+    curves = {key[:4] for key in rows}
+    replaced = Q()
+    for model_id, gpu_type, tp, precision in curves:
+        replaced |= Q(model_id=model_id, gpu_type=gpu_type, tp=tp, precision=precision)
+    ReferenceCurvePoint.objects.filter(replaced).delete()
+    stored = ReferenceCurvePoint.objects.bulk_create(rows.values())
+    audit_record(
+        actor=by,
+        action="create",
+        object_type="reference_curves",
+        object_id=f"{len(curves)} curve(s)",
+        after={
+            "points": len(stored),
+            "curves": sorted(f"{m}/{g}/tp{t}/{p}" for m, g, t, p in curves),
+        },
+    )
     return stored
