@@ -8,13 +8,12 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation, localcontext
 
 from flywheel.domain.kpis import KPI, KPI_CONTEXT, ZERO
-from flywheel.domain.tfom import SECONDS_PER_MONTH, CostModel, pool_energy_kwh
+from flywheel.domain.tfom import CostModel, gpu_hour_cost
 from portal.errors import FieldError
 from portal.formatting import number_text
 from portal.money import round_half_up
 
 SECONDS_PER_HOUR = 3600
-HOURS_PER_MONTH = SECONDS_PER_MONTH // SECONDS_PER_HOUR  # 730, the TFOM's month
 
 DEFAULT_WINDOW_HOURS = 3
 MAX_WINDOW_HOURS = 168  # a week
@@ -173,19 +172,7 @@ def idle_cost_per_gpu_hour(*, cost_model: CostModel) -> Decimal:
     depreciation_months / 730 + (hosting + network_storage) / 730 + power_kw_per_gpu ×
     idle_power_ratio × pue × electricity_price_per_kwh`, the energy as the TFOM models an
     idle GPU's (pool_energy_kwh). Unrounded money per GPU-hour."""
-    with localcontext(KPI_CONTEXT):
-        depreciation = cost_model.capex_per_gpu / (cost_model.depreciation_months * HOURS_PER_MONTH)
-        monthly = cost_model.hosting_per_gpu_month + cost_model.network_storage_per_gpu_month
-        idle_kwh = pool_energy_kwh(
-            cost_model=cost_model,
-            available_gpu_seconds=Decimal(SECONDS_PER_HOUR),
-            busy_gpu_seconds=ZERO,
-        )
-        return (
-            depreciation
-            + monthly / HOURS_PER_MONTH
-            + idle_kwh * cost_model.electricity_price_per_kwh
-        )
+    return gpu_hour_cost(cost_model=cost_model, busy_share=ZERO)
 
 
 def idle_cost(*, idle_gpu_hours: Decimal, cost_model: CostModel) -> Decimal:

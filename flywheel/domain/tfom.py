@@ -164,6 +164,26 @@ def pool_energy_kwh(
         return cost_model.power_kw_per_gpu * cost_model.pue * powered / _SECONDS_PER_HOUR
 
 
+HOURS_PER_MONTH = SECONDS_PER_MONTH // _SECONDS_PER_HOUR  # 730, the TFOM's month
+
+
+def gpu_hour_cost(*, cost_model: CostModel, busy_share: Decimal) -> Decimal:
+    """What a healthy GPU-hour costs when busy `busy_share` of it (kpis.md 3c at 0, 6c at
+    `target_busy`): `capex_per_gpu / depreciation_months / 730 + (hosting +
+    network_storage) / 730` plus its energy as the TFOM models it (pool_energy_kwh: full
+    power while busy, `idle_power_ratio` of it otherwise, × pue × the price per kWh).
+    Unrounded money per GPU-hour."""
+    with localcontext(KPI_CONTEXT):
+        depreciation = cost_model.capex_per_gpu / (cost_model.depreciation_months * HOURS_PER_MONTH)
+        monthly = cost_model.hosting_per_gpu_month + cost_model.network_storage_per_gpu_month
+        kwh = pool_energy_kwh(
+            cost_model=cost_model,
+            available_gpu_seconds=Decimal(_SECONDS_PER_HOUR),
+            busy_gpu_seconds=_SECONDS_PER_HOUR * busy_share,
+        )
+        return depreciation + monthly / HOURS_PER_MONTH + kwh * cost_model.electricity_price_per_kwh
+
+
 def tfom_compute(
     *,
     kpis: Kpis,

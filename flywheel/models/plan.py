@@ -43,3 +43,22 @@ class Forecast(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope} {self.metric} from {self.forecast_start}"
+
+
+class CapacityPlan(models.Model):
+    """The capacity plan (kpis.md 6c) as the forecast job made it: `latest` the last run's,
+    and per month ("YYYY-MM") the plan as it stood at that month's start (the month's first
+    run, never replaced), so plan against actual compares with what was planned then.
+    `body` is the plan as GET /api/v1/capacity-plan answers it."""
+
+    LATEST = "latest"
+
+    key = models.CharField(max_length=8, unique=True)
+    made_at = models.DateTimeField()
+    body = models.JSONField()
+
+    class Meta:
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return f"capacity plan {self.key} made {self.made_at:%Y-%m-%d %H:%M}"

@@ -30,6 +30,9 @@ class CostModel(EffectiveDated):
     # Node power per GPU over the GPU's own, applied to DCGM-measured GPU energy.
     node_power_factor = models.DecimalField(max_digits=7, decimal_places=4, default=Decimal("1.8"))
     currency = models.CharField(max_length=3)
+    # Months between ordering GPUs for the pool and their serving (kpis.md 6c: the plan
+    # orders its additions this long before the month that needs them).
+    lead_time_months = models.PositiveIntegerField(default=3)
 
     class Meta:
         ordering = ["pool__slug", "effective_from"]
