@@ -54,10 +54,12 @@ def cycle_queue(*, start: datetime, end: datetime) -> None:
 def forecast_task() -> None:
     """Forecast every series with its backtest (kpis.md 6b) and store them, after running
     every stage of the pipeline in this process so the last closed day is folded, rated and
-    measured. Daily, after the day's snapshots; idempotent (each run replaces the forecasts
-    in one transaction). No retries: tomorrow's beat, or manage.py forecast, runs it again."""
-    from flywheel.services.plan import forecasts_update
+    measured; then the capacity plan from them (kpis.md 6c). Daily, after the day's
+    snapshots; idempotent (each run replaces the forecasts and the latest plan in one
+    transaction each). No retries: tomorrow's beat, or manage.py forecast, runs it again."""
+    from flywheel.services.plan import capacity_plan_update, forecasts_update
 
     stages_run()
     rows = forecasts_update()
-    log.info("forecast: %d series", len(rows))
+    capacity_plan_update()
+    log.info("forecast: %d series, then the capacity plan", len(rows))

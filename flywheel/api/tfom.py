@@ -84,9 +84,17 @@ class CostModelSerializer(ModelSerializer):
             "hosting_per_gpu_month",
             "network_storage_per_gpu_month",
             "node_power_factor",
+            "lead_time_months",
             "currency",
             "effective_from",
         ]
+        extra_kwargs = {
+            "lead_time_months": {
+                "min_value": 0,
+                "max_value": 60,
+                "help_text": "months between ordering GPUs and serving them (the capacity plan)",
+            }
+        }
         validators = []  # the service reports a duplicate version on effective_from
 
 

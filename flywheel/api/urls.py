@@ -22,6 +22,8 @@ urlpatterns = [
     path("market", market.MarketView.as_view(), name="market"),
     path("forecast", plan.ForecastView.as_view(), name="forecast"),
     path("chargeback", chargeback.ChargebackView.as_view(), name="chargeback"),
+    path("capacity-plan", plan.CapacityPlanView.as_view(), name="capacity-plan"),
+    path("capacity-plan/what-if", plan.WhatIfView.as_view(), name="capacity-plan-what-if"),
     path("flywheel/diagnosis", diagnosis.DiagnosisView.as_view(), name="flywheel-diagnosis"),
     path("flywheel/scenarios", scenarios.ScenarioView.as_view(), name="flywheel-scenarios"),
     *router.urls,

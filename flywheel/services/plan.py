@@ -1,5 +1,6 @@
-"""The forecast job's work (kpis.md 6b, architecture.md "Scheduled jobs"): every series'
-forecast and backtest, written as the forecasts' read model.
+"""The forecast job's work (kpis.md 6b and 6c, architecture.md "Scheduled jobs"): every
+series' forecast and backtest, written as the forecasts' read model, then the capacity plan
+from them.
 
 The series are read first and every model fitted outside any transaction; the rows are then
 replaced in one short transaction (an upsert per (scope, metric), and the forecasts of
@@ -10,14 +11,14 @@ and a second run writes the same rows again.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.db import transaction
 
 from flywheel.domain.plan.forecast import Forecast as Fitted
 from flywheel.domain.plan.forecast import forecast_make, monthly_sums
-from flywheel.models import Forecast
-from flywheel.selectors.plan import Series, closed_until, series_read
+from flywheel.models import CapacityPlan, Forecast
+from flywheel.selectors.plan import Series, closed_until, plan_inputs, plan_make, series_read
 from portal import clock
 
 log = logging.getLogger(__name__)
@@ -94,3 +95,19 @@ def _row(series: Series, fitted: Fitted, *, made_at: datetime) -> Forecast:
         ],
         made_at=made_at,
     )
+
+
+def capacity_plan_update(*, now: datetime | None = None) -> CapacityPlan:
+    """Plan capacity from the stored forecasts (kpis.md 6c) and store it as the latest plan
+    and, the first time in a month, as the plan as it stood at that month's start (kept:
+    plan against actual reads it once the month has ended). One short transaction."""
+    now = now or clock.now()
+    body = plan_make(plan_inputs(now=now), now=now)
+    month = f"{now.astimezone(UTC):%Y-%m}"
+    with transaction.atomic():
+        latest, _ = CapacityPlan.objects.update_or_create(
+            key=CapacityPlan.LATEST, defaults={"made_at": now, "body": body}
+        )
+        CapacityPlan.objects.get_or_create(key=month, defaults={"made_at": now, "body": body})
+    log.info("capacity plan: %d months from %s", len(body["months"]), month)
+    return latest

@@ -25,6 +25,7 @@ from metering.models import (
     DailyUsage,
     Deployment,
     EventKey,
+    FiveMinuteUsage,
     FoldMark,
     FoldPending,
     HourlyUsage,
@@ -585,3 +586,43 @@ def event_key_list(*, ids: list[int]) -> QuerySet[EventKey]:
 def capacity_sample_list() -> QuerySet[CapacitySample]:
     """Every capacity sample of every pool, for the caller to filter by pool and time."""
     return CapacitySample.objects.all()
+
+
+def five_minute_requests_by_model(*, start: datetime, end: datetime) -> dict[str, dict]:
+    """Per served model slug, its requests per 5-minute bucket start in [start, end) (every
+    tenant and deployment summed; buckets without a request are absent). The 5-minute
+    buckets are kept 8 days (FIVE_MINUTE_DAYS): the peak of a model's traffic over its mean
+    (kpis.md 6c) is read from them."""
+    rows = (
+        FiveMinuteUsage.objects.filter(bucket__gte=start, bucket__lt=end)
+        .values("deployment__model__slug", "bucket")
+        .annotate(n=Sum("requests"))
+        .order_by()
+    )
+    out: dict[str, dict] = {}
+    for row in rows:
+        out.setdefault(row["deployment__model__slug"], {})[row["bucket"]] = row["n"]
+    return out
+
+
+def installed_gpus_now(*, pools: Iterable[Pool], now: datetime) -> dict[int, int]:
+    """Per pool id, its GPUs installed at `now`: the last capacity sample's at or before it,
+    else the pool's `gpu_count`."""
+    pools = list(pools)
+    latest = (
+        CapacitySample.objects.filter(pool__in=pools, time__lte=now)
+        .values("pool_id")
+        .annotate(last=Max("time"))
+        .order_by()
+    )
+    when = {row["pool_id"]: row["last"] for row in latest}
+    found = Q()
+    for pool_id, time in when.items():
+        found |= Q(pool_id=pool_id, time=time)
+    counts = {pool.pk: pool.gpu_count for pool in pools}
+    if when:
+        for pool_id, installed in CapacitySample.objects.filter(found).values_list(
+            "pool_id", "gpus_installed"
+        ):
+            counts[pool_id] = installed
+    return counts
