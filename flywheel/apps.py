@@ -15,6 +15,7 @@ class FlywheelConfig(AppConfig):
             NavItem("Flywheel", "flywheel", "Economics"),
             NavItem("Investor view", "investor", "Economics"),
             NavItem("Cockpit", "cockpit", "Economics"),
+            NavItem("Capacity plan", "capacity-plan-page", "Economics"),
             NavItem("TFOM reports", "tfom-reports", "Economics"),
             NavItem("Projects and chargeback", "projects", "Economics"),
         )

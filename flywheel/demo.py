@@ -21,7 +21,7 @@ from flywheel.models import CostModel, FactoryCosts, Goal, KpiSnapshot, Lever, L
 from flywheel.services.loop.applications import lever_apply
 from flywheel.services.loop.cycles import cycle_run
 from flywheel.services.loop.versions import goal_create, lever_create
-from flywheel.services.plan import forecasts_update
+from flywheel.services.plan import capacity_plan_update, forecasts_update
 from flywheel.services.tfom import cost_model_create, factory_costs_create
 from metering.selectors.factory import pool_list
 from metering.selectors.usage import hourly_usage_list
@@ -29,7 +29,7 @@ from portal import clock
 from portal.alerts import alerts_evaluate, rule_create
 from portal.demo import APPLIED_LEVER, demo_lever_applied_at, demo_step
 from portal.models import AlertRule
-from portal.periods import day_floor, hour_floor
+from portal.periods import day_floor, hour_floor, months_before
 from portal.pipeline import stages_run
 
 COSTS_FROM = datetime(2026, 1, 1, tzinfo=UTC)
@@ -87,16 +87,26 @@ def demo_snapshots(*, stdout: TextIO) -> None:
     stdout.write(f"  {KpiSnapshot.objects.count()} snapshots\n")
 
 
-@demo_step("flywheel: forecasts of the factory, each pool and each model (kpis.md 6b)")
+@demo_step(
+    "flywheel: forecasts of the factory, each pool and each model (kpis.md 6b), then the "
+    "capacity plan (6c)"
+)
 def demo_forecasts(*, stdout: TextIO) -> None:
     """The forecast job once, after the snapshots, so the cockpit shows every forecast with
-    its accuracy on first start (the beat runs it daily from then on)."""
+    its accuracy and the capacity plan page its plan on first start (the beat runs it daily
+    from then on). Before it, the job as it ran at last month's start, so the plan page has
+    the plan that stood then to set against what was measured in that month."""
+    month_began = months_before(clock.now(), 1) + timedelta(hours=8)
+    forecasts_update(now=month_began)
+    capacity_plan_update(now=month_began)
     rows = forecasts_update()
+    plan = capacity_plan_update()
     methods = Counter(row.method for row in rows)
     measured = sum(1 for row in rows if row.mape is not None)
     stdout.write(
         f"  {len(rows)} forecasts ({', '.join(f'{n} {m}' for m, n in sorted(methods.items()))}), "
-        f"{measured} with their measured accuracy\n"
+        f"{measured} with their measured accuracy; a {len(plan.body['months'])}-month capacity "
+        f"plan, and the plan of {month_began:%B} as it stood at its start\n"
     )
 
 

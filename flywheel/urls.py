@@ -3,7 +3,7 @@
 from django.urls import path
 
 from flywheel.api.kpis import MetricsView
-from flywheel.views import chargeback, loop, market, tfom
+from flywheel.views import chargeback, loop, market, plan, tfom
 
 urlpatterns = [
     path("investor/", tfom.investor, name="investor"),
@@ -11,5 +11,6 @@ urlpatterns = [
     path("flywheel/", loop.flywheel, name="flywheel"),
     path("cockpit/", market.cockpit, name="cockpit"),
     path("projects/", chargeback.projects, name="projects"),
+    path("capacity-plan/", plan.capacity_plan, name="capacity-plan-page"),
     path("metrics", MetricsView.as_view(), name="metrics"),
 ]

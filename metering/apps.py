@@ -14,7 +14,9 @@ class MeteringConfig(AppConfig):
             NavItem("Metering", "metering", "Factory"),
             NavItem("Incidents", "incidents", "Factory"),
         )
-        demo_steps_register(Part.FACTORY, "metering.demo.factory.demo_factory")
+        demo_steps_register(
+            Part.FACTORY, "metering.demo.factory.demo_factory", "metering.demo.factory.demo_curves"
+        )
         demo_steps_register(
             Part.HISTORY,
             "metering.demo.usage.demo_usage",

@@ -123,6 +123,10 @@ def test_the_job_stores_the_plan_and_keeps_the_one_made_at_the_month_start(
     csv = session_client(users["investor"]).get("/api/v1/capacity-plan?format=csv")
     assert csv.content.decode().splitlines()[1].startswith("2026-12,h100-a,H100,100,2,0,98,")
     assert session_client(users["tenant"]).get("/api/v1/capacity-plan").status_code == 403
+    page = session_client(users["investor"]).get("/capacity-plan/").content.decode()
+    assert 'data-month="2026-12" data-pool="h200-a"' in page
+    assert "linear: 2,500 tok/s per GPU" in page  # the H100 curve's operating point, read
+    assert 'id="curve-chart-1"' in page and 'id="gpus-chart"' in page
 
 
 def test_a_month_that_ended_shows_its_start_plan_beside_what_was_measured(

@@ -42,6 +42,7 @@ PAGES = {
     "/reports/tfom/": FACTORY_READ,
     "/cockpit/": FACTORY_READ,
     "/projects/": TENANT_DATA,  # a tenant: its own projects and chargeback
+    "/capacity-plan/": FACTORY_READ,
     "/api/docs/": set(ROLES),
 }
 
@@ -183,7 +184,8 @@ def test_the_navigation_is_home_the_apps_pages_then_the_account():
         ("Billing", "Receivables"), ("Billing", "Balances"), ("Billing", "Ledger"),
         ("Billing", "Price realization"), ("Billing", "Price book"),
         ("Economics", "Flywheel"), ("Economics", "Investor view"), ("Economics", "Cockpit"),
-        ("Economics", "TFOM reports"), ("Economics", "Projects and chargeback"),
+        ("Economics", "Capacity plan"), ("Economics", "TFOM reports"),
+        ("Economics", "Projects and chargeback"),
         ("Account", "Inbox"), ("Account", "Alerts"), ("Account", "Notifications"),
         ("Account", "API tokens"), ("Account", "Audit log"), ("Account", "API docs"),
     ]  # fmt: skip
