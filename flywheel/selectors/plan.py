@@ -455,6 +455,7 @@ def _month_json(month: PlanMonth, currency: str) -> dict[str, Any]:
                 "order_by": p.order_by.isoformat() if p.order_by else None,
                 "busy_gpus": str(round(p.busy_gpus, 1)),
                 "cost_per_gpu_hour": money(p.cost_per_gpu_hour),
+                "capex_added": money(p.capex_added),
             }
             for p in month.pools
         ],
@@ -677,3 +678,32 @@ def plan_rows(plan: dict) -> list[list]:
 def _plain(value: Decimal) -> str:
     """A rate without trailing zeros or exponent: 10000.000000 -> '10000'."""
     return format(value.normalize(), "f")
+
+
+def plan_additions() -> list[dict]:
+    """The stored plan's GPU additions, the first per pool (kpis.md 6: what the goal check
+    proposes when no lever set meets the goal under growing demand): "add N GPUs of type T
+    by month M", with the date to order by and the capex, priced from the plan."""
+    stored = CapacityPlan.objects.filter(key=CapacityPlan.LATEST).first()
+    if stored is None:
+        return []
+    currency = stored.body.get("currency", settings.FACTORY_CURRENCY)
+    seen, out = set(), []
+    for month in stored.body["months"]:
+        for pool in month["pools"]:
+            if pool["add"] and pool["pool"] not in seen:
+                seen.add(pool["pool"])
+                out.append(
+                    {
+                        "pool": pool["pool"],
+                        "gpu_type": pool["gpu_type"],
+                        "gpus": pool["add"],
+                        "by_month": month["month"],
+                        "order_by": pool["order_by"],
+                        "capex": pool.get("capex_added"),
+                        "message": f"add {pool['add']} {pool['gpu_type']} GPUs to {pool['pool']} "
+                        f"by {month['month']} (order by {pool['order_by']}): capex "
+                        f"{pool.get('capex_added')} {currency}, from the capacity plan",
+                    }
+                )
+    return out

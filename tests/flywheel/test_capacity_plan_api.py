@@ -157,3 +157,29 @@ def test_a_month_that_ended_shows_its_start_plan_beside_what_was_measured(
             "actual": {"tokens": 12_000_000_000, "busy_gpus": "4.0", "revenue": "24000.00"},
         }
     ]  # fmt: skip
+
+
+def test_with_no_lever_set_under_growth_the_goal_check_proposes_the_plans_gpus(db):
+    from decimal import Decimal
+
+    from flywheel.domain.loop.demand import Demand
+    from flywheel.domain.loop.goals import Proposal
+    from flywheel.selectors.loop.shapes import proposal_json
+
+    pool = {"pool": "b200-a", "gpu_type": "B200", "add": 16, "order_by": "2026-10-01",
+            "capex_added": "990400.00"}  # fmt: skip
+    CapacityPlan.objects.create(
+        key=CapacityPlan.LATEST, made_at=datetime(2026, 12, 16, tzinfo=UTC),
+        body={"currency": "USD", "months": [{"month": "2027-01", "pools": [pool]}]},
+    )  # fmt: skip
+    none = Proposal(is_found=False, levers=(), cost=Decimal(0), projection=None,
+                    subsets_checked=8, is_exhaustive=True, message="no lever set meets it",
+                    demand=Demand(kind="growth", growth_pct_per_month=Decimal(10)))  # fmt: skip
+    shown = proposal_json(none)
+    assert [c["message"] for c in shown["capacity"]] == [
+        "add 16 B200 GPUs to b200-a by 2027-01 (order by 2026-10-01): capex 990400.00 USD, "
+        "from the capacity plan"
+    ]
+    assert shown["message"].startswith("no lever set meets it; add 16 B200 GPUs")
+    measured = proposal_json(Proposal(**{**none.__dict__, "demand": Demand()}))
+    assert measured["capacity"] == []

@@ -145,6 +145,7 @@ class PoolMonth:
     order_by: date | None  # when to order the additions: lead_time_months before the month
     busy_gpus: Decimal  # the planned busy GPU-seconds over the month's seconds
     cost_per_gpu_hour: Decimal
+    capex_added: Decimal  # add × capex_per_gpu
 
 
 @dataclass
@@ -247,6 +248,7 @@ def _month_money(
                     order_by=month_add(month, -pool.lead_time_months) if add else None,
                     busy_gpus=pool_busy / seconds,
                     cost_per_gpu_hour=room.cost_per_gpu_hour,
+                    capex_added=add * cost.capex_per_gpu,
                 )
             )
         tokens = sum((d.tokens for d in demand.values()), ZERO)

@@ -12,6 +12,7 @@ from flywheel.domain.loop.goals import GoalCheck, Proposal
 from flywheel.domain.loop.growth import GrowthSeries
 from flywheel.domain.loop.projection import Projection
 from flywheel.selectors.loop.baseline import uncosted_json
+from flywheel.selectors.plan import plan_additions
 from flywheel.selectors.tfom import tfom_json
 from portal.formatting import rfc3339
 from portal.money import money_str
@@ -105,12 +106,19 @@ def projection_summary(projection: Projection) -> dict:
 
 
 def proposal_json(proposal: Proposal) -> dict:
+    """A goal check's proposal. When no lever set meets the goal under growing demand, the
+    capacity plan's GPU additions come with it (`capacity`): capacity, not levers, is what
+    growth needs then (kpis.md 6 and 6c)."""
+    capacity = (
+        plan_additions() if not proposal.is_found and proposal.demand.kind == "growth" else []
+    )
     return {
         **proposal.demand.as_json(),
+        "capacity": capacity,
         "is_found": proposal.is_found,
         "levers": list(proposal.levers),
         "cost": money_json(proposal.cost),
-        "message": proposal.message,
+        "message": "; ".join([proposal.message, *(c["message"] for c in capacity)]),
         "subsets_checked": proposal.subsets_checked,
         "is_exhaustive": proposal.is_exhaustive,
         "projected": projection_summary(proposal.projection) if proposal.projection else None,
