@@ -17,6 +17,7 @@ Pure: no Django. Rates are floats here (HiGHS solves in floats); money stays Dec
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -27,6 +28,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 DEFAULT_TARGET_BUSY = Decimal("0.8")
 NO_LIMIT = 1_000_000  # GPUs a pool may add when purchases are allowed
 TOLERANCE = 1e-6  # tok/s and money: what the solver's floats may miss by
+TIME_LIMIT = 2.0  # seconds a step of the whole program may take (HiGHS keeps its best)
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class Placement:
     unserved: dict[str, Decimal] = field(default_factory=dict)
     capacity: dict[str, Decimal] = field(default_factory=dict)
     cost_per_hour: Decimal = Decimal(0)
+    gap: float = 0.0  # HiGHS' proven relative gap: 0 when the placement is optimal
 
     def pool_gpus(self, pool: str) -> int:
         return sum(n for (_, p), n in self.gpus.items() if p == pool)
@@ -79,37 +82,46 @@ def place(
     rates: Sequence[Rate],
     target_busy: Decimal = DEFAULT_TARGET_BUSY,
     allow_purchase: bool = False,
+    time_limit: float = TIME_LIMIT,
 ) -> Placement:
     """The optimal placement of each model's peak demand (tok/s) on the pools (module doc).
-    A model without a rate on any pool is unserved whole."""
+    A model without a rate on any pool is unserved whole. Each model is first placed alone
+    (a small exact program per model); when those placements fit the pools together they
+    are the optimum of the whole. Otherwise the whole program is solved, each step within
+    `time_limit` seconds: HiGHS' best within it, its proven gap kept in `gap`."""
     by_slug = {pool.slug: pool for pool in pools}
     cells = [r for r in rates if r.pool in by_slug and r.model in demand and r.r_ref > 0]
+    busy = float(target_busy)
+    alone = _each_alone(demand, cells, by_slug, busy, time_limit)
+    if alone is not None:
+        return alone
     models = sorted(demand)
     slugs = [pool.slug for pool in pools]
     n_y, n_a, n_u = len(cells), len(slugs), len(models)
     n = n_y + n_a + n_u
     model_row = {k: i for i, k in enumerate(models)}
     pool_row = {p: i for i, p in enumerate(slugs)}
-    busy = float(target_busy)
 
     demand_rows = np.zeros((n_u, n))
     capacity_rows = np.zeros((n_a, n))
+    peaks = np.array([float(demand[k]) for k in models])
+    scale = np.where(peaks > 0, peaks, 1.0)  # each demand row in shares of its peak
     for j, cell in enumerate(cells):
-        demand_rows[model_row[cell.model], j] = cell.tp * float(cell.r_ref) * busy
+        row = model_row[cell.model]
+        demand_rows[row, j] = cell.tp * float(cell.r_ref) * busy / scale[row]
         capacity_rows[pool_row[cell.pool], j] = cell.tp
     for i in range(n_a):
         capacity_rows[i, n_y + i] = -1
     for i in range(n_u):
-        demand_rows[i, n_y + n_a + i] = 1
-    peaks = np.array([float(demand[k]) for k in models])
+        demand_rows[i, n_y + n_a + i] = 1 / scale[i]
     installed = np.array([float(by_slug[p].installed) for p in slugs])
     constraints = [
-        LinearConstraint(demand_rows, lb=peaks, ub=np.inf),
+        LinearConstraint(demand_rows, lb=peaks / scale, ub=np.inf),
         LinearConstraint(capacity_rows, lb=-np.inf, ub=installed),
     ]
     upper = np.concatenate(
         [
-            np.full(n_y, np.inf),
+            [_replicas_alone(float(demand[c.model]), c, busy) for c in cells],
             [NO_LIMIT if allow_purchase and by_slug[p].can_add else 0 for p in slugs],
             peaks,
         ]
@@ -121,34 +133,96 @@ def place(
     capex_cost = np.concatenate(
         [np.zeros(n_y), [float(by_slug[p].capex_per_gpu) for p in slugs], np.zeros(n_u)]
     )
-    hour_cost = np.concatenate(
-        [
-            [cell.tp * float(by_slug[cell.pool].cost_per_gpu_hour) for cell in cells],
-            np.zeros(n_a + n_u),
-        ]
-    )
+    hour_cost = np.concatenate([_hour_costs(cells, by_slug), np.zeros(n_a + n_u)])
     steps = [unserved_cost, capex_cost, hour_cost] if allow_purchase else [unserved_cost, hour_cost]
-    solution = np.zeros(n)
+    solution, gap = np.zeros(n), 0.0
     for objective in steps:
-        solution = _solve(objective, constraints, integrality, bounds)
+        solution, step_gap = _solve(objective, constraints, integrality, bounds, time_limit)
+        gap = max(gap, step_gap)
         best = float(objective @ solution)
         constraints.append(
             LinearConstraint(objective, lb=-np.inf, ub=best + TOLERANCE * max(1.0, abs(best)))
         )
-    return _placement(solution, cells, slugs, models, by_slug, peaks, busy)
+    placement = _placement(solution, cells, slugs, models, by_slug, peaks, busy)
+    placement.gap = gap
+    return placement
 
 
-def _solve(objective, constraints, integrality, bounds) -> np.ndarray:
+def _replicas_alone(peak: float, cell: Rate, busy: float) -> int:
+    """The replicas of a cell that serve the model's peak alone: more are never needed."""
+    return math.ceil(peak / (cell.tp * float(cell.r_ref) * busy) - TOLERANCE)
+
+
+def _hour_costs(cells: Sequence[Rate], by_slug: Mapping[str, PoolRoom]) -> list[float]:
+    return [cell.tp * float(by_slug[cell.pool].cost_per_gpu_hour) for cell in cells]
+
+
+def _each_alone(demand, cells, by_slug, busy, time_limit) -> Placement | None:
+    """Each model placed alone on the pools' installed GPUs at the least cost per hour, if
+    every model is served so and the placements fit the pools together (then no coupling
+    binds and this is the whole program's optimum); None otherwise, and at once when each
+    model's cheapest pool per tok/s alone would not hold them (coupling is likely)."""
+    cheapest: dict[str, tuple[float, Rate]] = {}
+    for c in cells:
+        per_tok = float(by_slug[c.pool].cost_per_gpu_hour) / float(c.r_ref)
+        if c.model not in cheapest or per_tok < cheapest[c.model][0]:
+            cheapest[c.model] = (per_tok, c)
+    wanted: dict[str, int] = {}
+    for model, (_, c) in cheapest.items():
+        wanted[c.pool] = wanted.get(c.pool, 0) + c.tp * _replicas_alone(
+            float(demand[model]), c, busy
+        )
+    if any(n > by_slug[p].installed for p, n in wanted.items()):
+        return None
+    solution = np.zeros(len(cells))
+    for model in sorted(demand):
+        index = [j for j, c in enumerate(cells) if c.model == model]
+        if not index:
+            return None
+        mine = [cells[j] for j in index]
+        peak = float(demand[model])
+        room = [by_slug[c.pool].installed // c.tp for c in mine]
+        supply = np.array([[c.tp * float(c.r_ref) * busy for c in mine]])
+        upper = np.array(
+            [min(_replicas_alone(peak, c, busy), r) for c, r in zip(mine, room, strict=True)]
+        )
+        if float((supply @ upper)[0]) < peak - TOLERANCE:
+            return None
+        x, gap = _solve(
+            np.array(_hour_costs(mine, by_slug)),
+            [LinearConstraint(supply, lb=[peak], ub=np.inf)],
+            np.ones(len(mine)),
+            Bounds(np.zeros(len(mine)), upper),
+            time_limit,
+        )
+        if gap > 0:
+            return None
+        solution[index] = x
+    used: dict[str, float] = {}
+    for j, cell in enumerate(cells):
+        used[cell.pool] = used.get(cell.pool, 0) + solution[j] * cell.tp
+    if any(used[p] > by_slug[p].installed + TOLERANCE for p in used):
+        return None
+    slugs = list(by_slug)
+    models = sorted(demand)
+    full = np.concatenate([solution, np.zeros(len(slugs) + len(models))])
+    peaks = np.array([float(demand[k]) for k in models])
+    return _placement(full, cells, slugs, models, by_slug, peaks, busy)
+
+
+def _solve(objective, constraints, integrality, bounds, time_limit) -> tuple[np.ndarray, float]:
+    """HiGHS' solution and its proven relative gap (0: optimal)."""
     result = milp(
         c=objective,
         constraints=constraints,
         integrality=integrality,
         bounds=bounds,
-        options={"mip_rel_gap": 1e-9, "time_limit": 60},
+        options={"mip_rel_gap": 1e-9, "time_limit": time_limit},
     )
-    if result.status != 0 or result.x is None:
+    if result.x is None:
         raise SolverFailed(f"the placement was not solved: {result.message}")
-    return result.x
+    gap = 0.0 if result.status == 0 else float(getattr(result, "mip_gap", 1.0) or 0.0)
+    return result.x, gap
 
 
 def _placement(solution, cells, slugs, models, by_slug, peaks, busy) -> Placement:
