@@ -77,7 +77,7 @@ def curve_chart(*, curves: list[dict], slo_user_rate: float | None, title: str) 
     is beyond the front). `curves`: {"label", "points": [(user, gpu)], "front": [(user,
     gpu)], "r_ref": float | None}."""
     layout = base_layout(y_title="tok/s per GPU (production)", x_title="tok/s per user")
-    layout["title"] = {"text": title, "x": 0, "font": {"size": 14}}
+    layout["title"] = {"text": title, "x": 0.01, "font": {"size": 14}}
     layout["margin"]["t"] = 40
     fig = go.Figure(layout=layout)
     for curve in curves:

@@ -6,6 +6,7 @@ nothing and writes nothing. Operators, finance and investors read it."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 
 from django.shortcuts import render
@@ -15,7 +16,7 @@ from flywheel.charts.plan import curve_chart, gpus_chart
 from flywheel.domain.plan.placement import DEFAULT_TARGET_BUSY
 from flywheel.selectors.plan import NO_PLAN, capacity_plan_get
 from metering.domain.factory import user_rate_at
-from metering.selectors.factory import curve_json, curve_list
+from metering.selectors.factory import curve_json, curve_list, pool_list
 from portal.charts import chart_json
 from portal.decorators import role_required
 from portal.models import Role
@@ -31,6 +32,7 @@ def capacity_plan(request):
         "plan": plan,
         "no_plan": NO_PLAN if not months else None,
         "curves": _curves(),
+        "made_at": datetime.fromisoformat(plan["made_at"]) if plan.get("made_at") else None,
     }
     if months:
         first = months[0]
@@ -53,6 +55,8 @@ def capacity_plan(request):
             ),
             "orders": [{"month": m["month"], **p} for m in months for p in m["pools"] if p["add"]],
             "added": sum(p["add"] for m in months for p in m["pools"]),
+            "needed": sum(p["needed"] for p in first["pools"]),
+            "installed": sum(p["installed"] for p in first["pools"]),
         }
     return render(request, "flywheel/plan/capacity_plan.html", context)
 
@@ -60,6 +64,7 @@ def capacity_plan(request):
 def _curves() -> list[dict]:
     """Per model, its curves' chart (fronts, points, the SLO and each operating point) and
     their table rows."""
+    gpu_types = {pool.gpu_type for pool in pool_list()}
     by_model: dict[str, list] = {}
     for curve in curve_list():
         by_model.setdefault(curve.model, []).append(curve)
@@ -81,7 +86,10 @@ def _curves() -> list[dict]:
                 for c in curves
             ],
         )
-        rows = [curve_json(c) | {"r_ref_value": _decimal(c.r_ref)} for c in curves]
+        rows = [
+            curve_json(c) | {"r_ref_value": _decimal(c.r_ref), "has_pool": c.gpu_type in gpu_types}
+            for c in curves
+        ]
         out.append({"model": model, "slo_tpot_ms": slo, "chart": chart, "rows": rows})
     return out
 
