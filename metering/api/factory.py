@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from metering.domain.factory import points_from_csv, points_from_json
 from metering.models import Deployment, DeploymentVersion, Pool, ServedModel
-from metering.selectors.factory import curve_json, curve_list
+from metering.selectors.factory import curve_json, curve_list, curve_r_ref_for
 from metering.services.factory import (
     VersionSpec,
     curves_import,
@@ -84,23 +84,34 @@ class ServedModelSerializer(serializers.ModelSerializer):
 
 
 class DeploymentVersionSerializer(ModelSerializer):
+    r_ref_from_curve = serializers.BooleanField(
+        write_only=True,
+        default=False,
+        help_text="read r_ref off the model's reference curves on the pool's GPU type at "
+        "slo_tpot_ms (kpis.md 6c); the derivation is kept in r_ref_derivation",
+    )
+
     class Meta:
         model = DeploymentVersion
         fields = [
             "effective_from",
             "r_ref",
+            "r_ref_from_curve",
+            "r_ref_derivation",
             "w_in",
             "slo_ttft_ms",
             "slo_tpot_ms",
             "slo_min_tokens_per_s",
             "slo_target",
         ]
+        read_only_fields = ["r_ref_derivation"]
         extra_kwargs = {
+            "r_ref": {"required": False},
             "slo_target": {
                 "min_value": Decimal("0.00001"),
                 "max_value": Decimal("0.99999"),
                 "help_text": "share of requests that must be compliant (SLO burn alerts)",
-            }
+            },
         }
 
 
@@ -247,6 +258,14 @@ class DeploymentViewSet(
         serializer = DeploymentVersionSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = dict(serializer.validated_data)
+        if data.pop("r_ref_from_curve"):
+            if "r_ref" in data:
+                raise FieldError("r_ref", "give r_ref or r_ref_from_curve, not both")
+            data["r_ref"], data["r_ref_derivation"] = curve_r_ref_for(
+                deployment=deployment, slo_tpot_ms=data.get("slo_tpot_ms")
+            )
+        elif "r_ref" not in data:
+            raise FieldError("r_ref", "required (or r_ref_from_curve: true)")
         version = deployment_version_add(
             deployment=deployment,
             effective_from=data.pop("effective_from"),

@@ -29,6 +29,7 @@ from metering.models import (
     ServedModel,
 )
 from portal.effective import InForce, in_force_by
+from portal.errors import FieldError
 from portal.periods import filter_within, hour_floor
 
 
@@ -321,3 +322,31 @@ def curve_json(curve: Curve) -> dict:
 def _rate(value: Decimal) -> Decimal:
     """A production rate as shown: to the hundredth of a tok/s."""
     return value.quantize(Decimal("0.01"))
+
+
+def curve_r_ref_for(*, deployment: Deployment, slo_tpot_ms: int | None) -> tuple[Decimal, str]:
+    """R_ref for a version of `deployment` read off its model's reference curves on its
+    pool's GPU type at the version's TPOT SLO (the best of them when several tp or
+    precisions are measured), with how it was read; FieldError naming r_ref_from_curve when
+    there is no SLO, no curve, or the SLO lies beyond every front."""
+    if not slo_tpot_ms:
+        raise FieldError("r_ref_from_curve", "needs slo_tpot_ms: R_ref is read at the TPOT SLO")
+    gpu_type = deployment.pool.gpu_type
+    curves = [
+        c
+        for c in curve_list(slo_tpot_ms=slo_tpot_ms, model=deployment.model.slug)
+        if c.gpu_type == gpu_type
+    ]
+    if not curves:
+        raise FieldError(
+            "r_ref_from_curve", f"no reference curve of {deployment.model.slug} on {gpu_type}"
+        )
+    feasible = [c for c in curves if c.r_ref is not None]
+    if not feasible:
+        raise FieldError(
+            "r_ref_from_curve",
+            f"infeasible: {curves[0].derivation} (on every {gpu_type} curve of the model)",
+        )
+    best = max(feasible, key=lambda c: c.r_ref or 0)
+    r_ref = best.r_ref.quantize(Decimal("0.0001"))  # type: ignore[union-attr]
+    return r_ref, f"from the curve {best.key}: {best.derivation}"

@@ -659,6 +659,86 @@ def forecast_timed(*, profile: bool = False) -> dict:
     return result
 
 
+def plan_setup(*, pools: int, models: int) -> dict:
+    """The capacity plan's dataset (goal 25): `pools` pools of 4 GPU types with a cost model
+    each, `models` models each deployed on one pool with a 50 ms TPOT SLO and a reference
+    curve of 6 points on every GPU type (its own rates, fixed seed), and each model's stored
+    production and revenue forecasts: 120 closed days and 90 forecast days growing 0-3% a
+    week. No usage: the plan reads the forecasts, the curves and the cost models."""
+    import numpy as np
+
+    from flywheel.models import Forecast
+    from flywheel.services.tfom import cost_model_create
+    from metering.domain.factory import CurvePoint
+    from metering.services.factory import curves_import
+
+    rng = np.random.default_rng(config.SEED)
+    types = {"H100": (45_000, "1.275"), "H200": (54_000, "1.275"), "B200": (61_900, "1.79"),
+             "B300": (75_000, "2.0")}  # fmt: skip
+    names = list(types)
+    made = []
+    for p in range(pools):
+        gpu = names[p % len(names)]
+        pool = Pool.objects.create(slug=f"plan-pool-{p:02d}", name=f"pool {p}", gpu_type=gpu,
+                                   gpu_count=int(rng.integers(32, 512)))  # fmt: skip
+        capex, power = types[gpu]
+        cost_model_create(pool=pool, capex_per_gpu=Decimal(capex), depreciation_months=60,
+                          power_kw_per_gpu=Decimal(power), pue=Decimal("1.3"),
+                          electricity_price_per_kwh=Decimal("0.083"),
+                          hosting_per_gpu_month=Decimal(200), effective_from=EPOCH)  # fmt: skip
+        made.append(pool)
+    today = datetime.now(UTC).date()  # noqa: TID251
+    points, forecasts = [], []
+    for m in range(models):
+        model = ServedModel.objects.create(slug=f"plan-model-{m:02d}", name=f"model {m}")
+        deployment_create(slug=f"{model.slug}@{made[m % pools].slug}", model=model,
+                          pool=made[m % pools], by=None,
+                          spec=VersionSpec(r_ref=Decimal(2000), slo_tpot_ms=50))  # fmt: skip
+        for t, gpu in enumerate(names):
+            tp = int(rng.choice([1, 2, 4, 8]))
+            top = float(rng.uniform(1500, 6000)) * (1 + 0.3 * t)
+            for i, per_user in enumerate((5, 10, 20, 30, 45, 60)):
+                points.append(({"index": len(points)}, CurvePoint(
+                    model=model.slug, gpu_type=gpu, tp=tp, precision="fp8",
+                    concurrency=2 ** (6 - i), tok_s_per_gpu=Decimal(round(top * (1 - i / 7))),
+                    tok_s_per_user=Decimal(per_user), token_basis="output", isl=1000, osl=250,
+                )))  # fmt: skip
+        level = float(rng.uniform(0.2, 2.0)) * 86_400 * 10_000  # 2,000–20,000 tok/s a day
+        growth = float(rng.uniform(0, 0.03)) / 7
+        history = [level * (1 + growth * (d - 120)) for d in range(120)]
+        ahead = [level * (1 + growth * d) for d in range(90)]
+        for metric, scale in (("tokens", 1.0), ("revenue", 1e-6)):
+            forecasts.append(Forecast(
+                scope=f"model:{model.slug}", metric=metric, method="ets",
+                history_start=today - timedelta(days=120), history=[v * scale for v in history],
+                forecast_start=today,
+                points=[[v * scale, v * scale * 0.9, v * scale * 1.1, v * scale * 0.8,
+                         v * scale * 1.2] for v in ahead],
+                made_at=datetime.now(UTC),  # noqa: TID251
+            ))  # fmt: skip
+    curves_import(points=points, by=None)
+    Forecast.objects.bulk_create(forecasts)
+    return {"pools": pools, "models": models, "curve_points": len(points)}
+
+
+def plan_timed() -> dict:
+    """One run of the capacity plan (flywheel.services.plan.capacity_plan_update: read the
+    inputs, place every month of the horizon, store), timed; the largest proven gap."""
+    from flywheel.services.plan import capacity_plan_update
+
+    started, cpu = time.perf_counter(), time.process_time()
+    plan = capacity_plan_update()
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    months = plan.body["months"]
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "months": len(months),
+        "added": sum(p["add"] for m in months for p in m["pools"]),
+        "months_within_a_gap": sum(1 for m in months if any("within" in n for n in m["notes"])),
+    }
+
+
 # Goal 24 (GET /metrics with 1,000 tenants): its factory, and the measure stage's counters.
 metrics_setup = factory_build
 metrics_counters_step = counters_step_timed

@@ -122,3 +122,27 @@ def test_the_api_imports_csv_reads_r_ref_at_an_slo_and_refuses_all_or_nothing(
         admin_api.get("/api/v1/reference-curves").json()["curves"][0]["points"][0]["concurrency"]
         == 4
     )
+
+
+def test_a_deployment_version_takes_its_r_ref_from_a_curve_with_the_derivation(admin_api):
+    make_deployment(tpot=25)
+    admin_api.post("/api/v1/reference-curves", CSV, content_type="text/csv")
+    versions = "/api/v1/deployments/llama-70b@h100-a/versions"
+    added = admin_api.post(
+        versions,
+        {"effective_from": "2027-01-01T00:00:00Z", "r_ref_from_curve": True, "slo_tpot_ms": 20},
+        format="json",
+    )
+    assert added.status_code == 201, added.content
+    assert added.json()["r_ref"] == "2500.0000"
+    assert added.json()["r_ref_derivation"] == (
+        "from the curve llama-70b/H100/tp1/fp8: TPOT SLO 20 ms = 50 tok/s per user: between "
+        "(40, 3,000) and (60, 2,000), linear: 2,500 tok/s per GPU"
+    )
+    fast = admin_api.post(
+        versions,
+        {"effective_from": "2027-02-01T00:00:00Z", "r_ref_from_curve": True, "slo_tpot_ms": 10},
+        format="json",
+    )
+    assert fast.json()["errors"][0]["field"] == "r_ref_from_curve"
+    assert "infeasible" in fast.json()["errors"][0]["message"]
