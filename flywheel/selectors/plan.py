@@ -295,7 +295,7 @@ class PlanInputs:
 
 
 def plan_inputs(*, now: datetime) -> PlanInputs:
-    """The plan's inputs as they stand at `now` (module doc of flywheel.domain.plan)."""
+    """The plan's inputs as they stand at `now` (flywheel.domain.plan.capacity)."""
     notes: list[str] = []
     pools = [p for p in pool_list() if p.retired_at is None or p.retired_at > now]
     costs = cost_models_in_force(at=now, pool_ids=[p.pk for p in pools])
