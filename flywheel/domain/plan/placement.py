@@ -85,13 +85,18 @@ def place(
     time_limit: float = TIME_LIMIT,
 ) -> Placement:
     """The optimal placement of each model's peak demand (tok/s) on the pools (module doc).
-    A model without a rate on any pool is unserved whole. Each model is first placed alone
-    (a small exact program per model); when those placements fit the pools together they
-    are the optimum of the whole. Otherwise the whole program is solved, each step within
+    A model without a rate on any pool is unserved whole. The models are first placed each
+    as if alone (one program of them side by side, without the pools' shared room); when
+    those placements fit the pools together they are the optimum of the whole. Otherwise the whole program is solved, each step within
     `time_limit` seconds: HiGHS' best within it, its proven gap kept in `gap`."""
     by_slug = {pool.slug: pool for pool in pools}
     cells = [r for r in rates if r.pool in by_slug and r.model in demand and r.r_ref > 0]
     busy = float(target_busy)
+    if not cells:  # nothing to place on: every demand unserved
+        return Placement(
+            unserved={m: Decimal(demand[m]) for m in sorted(demand) if demand[m] > 0},
+            capacity=dict.fromkeys(sorted(demand), Decimal(0)),
+        )
     alone = _each_alone(demand, cells, by_slug, busy, time_limit)
     if alone is not None:
         return alone
@@ -174,37 +179,35 @@ def _each_alone(demand, cells, by_slug, busy, time_limit) -> Placement | None:
         )
     if any(n > by_slug[p].installed for p, n in wanted.items()):
         return None
-    solution = np.zeros(len(cells))
-    for model in sorted(demand):
-        index = [j for j, c in enumerate(cells) if c.model == model]
-        if not index:
-            return None
-        mine = [cells[j] for j in index]
-        peak = float(demand[model])
-        room = [by_slug[c.pool].installed // c.tp for c in mine]
-        supply = np.array([[c.tp * float(c.r_ref) * busy for c in mine]])
-        upper = np.array(
-            [min(_replicas_alone(peak, c, busy), r) for c, r in zip(mine, room, strict=True)]
-        )
-        if float((supply @ upper)[0]) < peak - TOLERANCE:
-            return None
-        x, gap = _solve(
-            np.array(_hour_costs(mine, by_slug)),
-            [LinearConstraint(supply, lb=[peak], ub=np.inf)],
-            np.ones(len(mine)),
-            Bounds(np.zeros(len(mine)), upper),
-            time_limit,
-        )
-        if gap > 0:
-            return None
-        solution[index] = x
+    models = sorted(demand)
+    if any(model not in cheapest for model in models):
+        return None
+    row = {model: i for i, model in enumerate(models)}
+    supply = np.zeros((len(models), len(cells)))
+    upper = np.zeros(len(cells))
+    for j, c in enumerate(cells):
+        peak = float(demand[c.model])
+        supply[row[c.model], j] = c.tp * float(c.r_ref) * busy / (peak or 1.0)
+        upper[j] = min(_replicas_alone(peak, c, busy), by_slug[c.pool].installed // c.tp)
+    shares = np.array([1.0 if float(demand[m]) > 0 else 0.0 for m in models])
+    if np.any(supply @ upper < shares - TOLERANCE):
+        return None
+    # The models' programs side by side in one: without the pools' room they do not meet.
+    solution, gap = _solve(
+        np.array(_hour_costs(cells, by_slug)),
+        [LinearConstraint(supply, lb=shares, ub=np.inf)],
+        np.ones(len(cells)),
+        Bounds(np.zeros(len(cells)), upper),
+        time_limit,
+    )
+    if gap > 0:
+        return None
     used: dict[str, float] = {}
     for j, cell in enumerate(cells):
         used[cell.pool] = used.get(cell.pool, 0) + solution[j] * cell.tp
     if any(used[p] > by_slug[p].installed + TOLERANCE for p in used):
         return None
     slugs = list(by_slug)
-    models = sorted(demand)
     full = np.concatenate([solution, np.zeros(len(slugs) + len(models))])
     peaks = np.array([float(demand[k]) for k in models])
     return _placement(full, cells, slugs, models, by_slug, peaks, busy)
