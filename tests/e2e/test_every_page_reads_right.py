@@ -182,6 +182,7 @@ EXPORTS = {
         "/billing/invoices/?format=csv",
         "/billing/ledger/?period=last_month&format=csv",
         "/reports/tfom/?period=last_month&format=csv",
+        "/api/v1/capacity-plan?format=csv",
     ],
 }
 
