@@ -118,6 +118,15 @@ class Write:
     creates: str | None = None  # model label of the row a POST creates (for read-backs)
 
 
+def _curve_point(model: str, n: int) -> dict:
+    """A reference curve point of `model` (kpis.md 6c), its concurrency n + 1."""
+    return {
+        "model": model, "gpu_type": "H100", "tp": 1, "precision": "fp8", "concurrency": n + 1,
+        "tok_s_per_gpu": 2000, "tok_s_per_user": 40, "token_basis": "output", "isl": 1000,
+        "osl": 250,
+    }  # fmt: skip
+
+
 OPERATOR = frozenset({"operator"})
 COMMERCIAL = frozenset({"operator", "finance"})
 NOTIFYING = frozenset({"operator", "finance", "tenant"})  # endpoints of tenant A
@@ -368,6 +377,15 @@ WRITES: dict[tuple[str, str], Write] = {
         OPERATOR,
         lambda w, n: Req(body={"from": "2026-03-01", "to": "2026-03-08"}),
         creates="flywheel.Cycle",
+    ),
+    ("POST", "/api/v1/capacity-plan/what-if"): Write(
+        COMMERCIAL,  # a computation that changes nothing: operators and finance (sales)
+        lambda w, n: Req(body={"demand": {w.deployment.model.slug: 1000 + n}}),
+        scope="read",
+    ),
+    ("POST", "/api/v1/reference-curves"): Write(
+        OPERATOR,
+        lambda w, n: Req(body=[_curve_point(w.deployment.model.slug, n)]),
     ),
     ("POST", "/api/v1/flywheel/scenarios"): Write(
         COMMERCIAL,  # a computation that changes nothing: operators and finance
