@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('metering', '0014_rollup_delta'),
+        ('metering', '0015_projects'),
     ]
 
     operations = [
