@@ -38,7 +38,10 @@ class ScrapeTargetAdmin(AuditedAdmin):
 
 class VersionInline(ReadOnlyInline):
     model = DeploymentVersion
-    fields = ("effective_from", "r_ref", "w_in", "slo_ttft_ms", "slo_tpot_ms", "slo_target")
+    fields = (
+        "effective_from", "r_ref", "w_in", "slo_ttft_ms", "slo_tpot_ms", "slo_ttft_ms_priority",
+        "slo_tpot_ms_priority", "slo_target",
+    )  # fmt: skip
     readonly_fields = fields
 
 

@@ -101,12 +101,20 @@ class DeploymentVersionSerializer(ModelSerializer):
             "w_in",
             "slo_ttft_ms",
             "slo_tpot_ms",
+            "slo_ttft_ms_priority",
+            "slo_tpot_ms_priority",
             "slo_min_tokens_per_s",
             "slo_target",
         ]
         read_only_fields = ["r_ref_derivation"]
         extra_kwargs = {
             "r_ref": {"required": False},
+            "slo_ttft_ms_priority": {
+                "help_text": "priority requests' TTFT threshold (ms); null: the standard one"
+            },
+            "slo_tpot_ms_priority": {
+                "help_text": "priority requests' TPOT threshold (ms); null: the standard one"
+            },
             "slo_target": {
                 "min_value": Decimal("0.00001"),
                 "max_value": Decimal("0.99999"),
@@ -135,6 +143,12 @@ class DeploymentSerializer(serializers.ModelSerializer):
     slo_tpot_ms = serializers.IntegerField(
         min_value=1, max_value=INT_MAX, required=False, allow_null=True, write_only=True
     )
+    slo_ttft_ms_priority = serializers.IntegerField(
+        min_value=1, max_value=INT_MAX, required=False, allow_null=True, write_only=True
+    )
+    slo_tpot_ms_priority = serializers.IntegerField(
+        min_value=1, max_value=INT_MAX, required=False, allow_null=True, write_only=True
+    )
     versions = DeploymentVersionSerializer(many=True, read_only=True)
 
     class Meta:
@@ -147,6 +161,8 @@ class DeploymentSerializer(serializers.ModelSerializer):
             "w_in",
             "slo_ttft_ms",
             "slo_tpot_ms",
+            "slo_ttft_ms_priority",
+            "slo_tpot_ms_priority",
             "versions",
         ]
 
@@ -246,6 +262,8 @@ class DeploymentViewSet(
                 w_in=data.get("w_in", 0),
                 slo_ttft_ms=data.get("slo_ttft_ms"),
                 slo_tpot_ms=data.get("slo_tpot_ms"),
+                slo_ttft_ms_priority=data.get("slo_ttft_ms_priority"),
+                slo_tpot_ms_priority=data.get("slo_tpot_ms_priority"),
             ),
         )
 

@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 
 from metering.api.factory import INT_MAX, CapacitySampleSerializer
 from metering.domain.usage.body import MAX_EVENTS, decode_batch, decompress_body
-from metering.domain.usage.fields import time_window
+from metering.domain.usage.fields import SERVICE_TIERS, STANDARD, time_window
 from metering.domain.usage.formats import (
     cloudevents_to_items,
     openai_batch_error_names,
@@ -85,6 +85,16 @@ class UsageEventDoc(serializers.Serializer):
         help_text=(
             "Requests of this outcome the event stands for (a pre-aggregated or sampled "
             "record): the token counts are their totals, the latencies their means"
+        ),
+    )
+    service_tier = serializers.ChoiceField(
+        choices=list(SERVICE_TIERS),
+        required=False,
+        default=STANDARD,
+        help_text=(
+            "The tier it was served at: its price (a tier's own, else standard × the tier's "
+            "multiplier) and its latency SLO (priority: the deployment's priority thresholds; "
+            "flex and batch: none) follow it"
         ),
     )
 

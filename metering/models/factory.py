@@ -89,6 +89,10 @@ class DeploymentVersion(EffectiveDated):
     w_in = models.DecimalField(max_digits=8, decimal_places=6, default=0)  # output-token units
     slo_ttft_ms = models.PositiveIntegerField(null=True, blank=True)
     slo_tpot_ms = models.PositiveIntegerField(null=True, blank=True)
+    # Tighter thresholds for `priority` requests (kpis.md section 3, "Service tiers"); unset,
+    # a priority request is judged against the standard ones.
+    slo_ttft_ms_priority = models.PositiveIntegerField(null=True, blank=True)
+    slo_tpot_ms_priority = models.PositiveIntegerField(null=True, blank=True)
     # Optional throughput floor: requests should stream at least this many tokens/s.
     slo_min_tokens_per_s = models.PositiveIntegerField(null=True, blank=True)
     # The share of requests that must be compliant: the SLO burn rate's target (kpis.md 3c).

@@ -57,6 +57,9 @@ class UsageEvent(models.Model):
     # The tenant's project (portal.Project's id; kpis.md 3e), 0 for its `(none)`: no
     # constraint, so a COPY of events needs no check per row (0 names no row).
     project_id = models.BigIntegerField(default=0, db_default=0)
+    # The tier it was served at (kpis.md section 3, "Service tiers"); the events stored before
+    # tiers existed were standard.
+    service_tier = models.CharField(max_length=8, default="standard", db_default="standard")
 
     class Meta:
         indexes = [models.Index(fields=["tenant", "deployment", "time"], name="usage_cell_idx")]
@@ -146,13 +149,14 @@ class FoldMark(models.Model):
 
 
 class UsageRollup(models.Model):
-    """Sums of the usage events of one tenant's project and deployment over one period
-    (abstract)."""
+    """Sums of the usage events of one tenant's project and deployment at one service tier
+    over one period (abstract)."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
     # The tenant's project (portal.Project's id), 0 for its `(none)` (as UsageEvent's).
     project_id = models.BigIntegerField(default=0, db_default=0)
     deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE)
+    service_tier = models.CharField(max_length=8, default="standard")
     requests = models.BigIntegerField(default=0)  # every request, failed ones included
     errors = models.BigIntegerField(default=0)
     input_tokens = models.BigIntegerField(default=0)  # all requests (production counts them)
@@ -186,14 +190,15 @@ class UsageRollup(models.Model):
 
 
 class HourlyUsage(UsageRollup):
-    """Usage of a tenant's project on a deployment during one UTC hour."""
+    """Usage of a tenant's project on a deployment at one tier during one UTC hour."""
 
     hour = models.DateTimeField()
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["tenant", "deployment", "hour", "project_id"], name="hourly_unique"
+                fields=["tenant", "deployment", "service_tier", "hour", "project_id"],
+                name="hourly_unique",
             )
         ]
         indexes = [models.Index(fields=["hour"], name="hourly_hour_idx")]
@@ -215,15 +220,16 @@ class RollupDelta(UsageRollup):
 
 
 class DailyUsage(UsageRollup):
-    """Usage of a tenant's project on a deployment during one UTC day (the sum of its
-    hours)."""
+    """Usage of a tenant's project on a deployment at one tier during one UTC day (the sum
+    of its hours)."""
 
     day = models.DateField()
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["tenant", "deployment", "day", "project_id"], name="daily_unique"
+                fields=["tenant", "deployment", "service_tier", "day", "project_id"],
+                name="daily_unique",
             )
         ]
         indexes = [models.Index(fields=["day"], name="daily_day_idx")]
@@ -231,8 +237,9 @@ class DailyUsage(UsageRollup):
 
 class FiveMinuteUsage(models.Model):
     """Requests of a tenant on a deployment in one 5-minute bucket (its start), for the SLO
-    burn rate (kpis.md section 3c): written by the fold beside the hourly rollups, from the
-    same events under the same SLO, and kept 8 days (FIVE_MINUTE_DAYS)."""
+    burn rate (kpis.md section 3c), and the tokens of its ok requests, for a reservation's
+    current rate (kpis.md 3d): written by the fold beside the hourly rollups, from the same
+    events under the same SLO, and kept 8 days (FIVE_MINUTE_DAYS)."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_constraint=False)
     deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, db_constraint=False)
@@ -240,6 +247,9 @@ class FiveMinuteUsage(models.Model):
     requests = models.BigIntegerField(default=0)
     compliant_requests = models.BigIntegerField(default=0)
     errors = models.BigIntegerField(default=0)
+    ok_input_tokens = models.BigIntegerField(default=0)
+    ok_cached_tokens = models.BigIntegerField(default=0)
+    ok_output_tokens = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [

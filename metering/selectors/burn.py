@@ -143,3 +143,13 @@ def _figures(counts: Counts, burn: Decimal) -> dict:
         "compliant": counts.compliant,
         "burn": str(round(burn, 4)),
     }
+
+
+def bucket_tokens(*, end: datetime, tenant_ids: list[int]) -> dict[tuple[int, int], tuple]:
+    """{(tenant id, deployment id): (input, cached, output tokens)} of the ok requests in the
+    5-minute bucket that ends at `end` (a reservation's current rate, kpis.md 3d)."""
+    rows = FiveMinuteUsage.objects.filter(
+        bucket=end - BUCKET, tenant_id__in=tenant_ids
+    ).values_list("tenant_id", "deployment_id", "ok_input_tokens", "ok_cached_tokens",
+                  "ok_output_tokens")  # fmt: skip
+    return {(t, d): (i, c, o) for t, d, i, c, o in rows}

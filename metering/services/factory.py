@@ -136,6 +136,8 @@ class VersionSpec:
     w_in: Decimal = Decimal(0)
     slo_ttft_ms: int | None = None
     slo_tpot_ms: int | None = None
+    slo_ttft_ms_priority: int | None = None
+    slo_tpot_ms_priority: int | None = None
     slo_min_tokens_per_s: int | None = None
     slo_target: Decimal = Decimal("0.99")
     r_ref_derivation: str = ""  # how r_ref was read off a reference curve, when it was
@@ -172,10 +174,7 @@ def deployment_version_add(
     effective_from_check(effective_from)
     series = InForce(DeploymentVersion.objects.filter(deployment=deployment))
     before, until = series.at(effective_from), series.next_start(effective_from)
-    is_new_slo = before is not None and (before.slo_ttft_ms, before.slo_tpot_ms) != (
-        spec.slo_ttft_ms,
-        spec.slo_tpot_ms,
-    )
+    is_new_slo = before is not None and _thresholds(before) != _thresholds(spec)
     if is_new_slo and effective_from < clock.now():
         # Refused naming effective_from when a month of the span lacks raw events.
         usage_refold_queue(deployment=deployment, start=effective_from, end=until)
@@ -188,6 +187,16 @@ def deployment_version_add(
     if before is not None:  # a first version has no usage before it to measure again
         version_change_append(deployment=deployment, start=effective_from, end=until)
     return version
+
+
+def _thresholds(version: DeploymentVersion | VersionSpec) -> tuple[int | None, ...]:
+    """What compliance reads of a version: its thresholds, the priority tier's too."""
+    return (
+        version.slo_ttft_ms,
+        version.slo_tpot_ms,
+        version.slo_ttft_ms_priority,
+        version.slo_tpot_ms_priority,
+    )
 
 
 @dataclass(frozen=True)

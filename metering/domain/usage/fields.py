@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple, get_args
 
 import msgspec
 
@@ -42,8 +42,16 @@ EVENT_FIELDS: Final = frozenset(
         "status",
         "requests",
         "project",
+        "service_tier",
     }
 )
+
+# The tiers an event may be served at (kpis.md section 3, "Service tiers"): `standard` when
+# absent. The order is how pages and lines list them.
+ServiceTier = Literal["standard", "priority", "flex", "batch"]
+SERVICE_TIERS: Final[tuple[str, ...]] = get_args(ServiceTier)
+STANDARD: Final = "standard"
+BAD_TIER = f"must be one of {', '.join(SERVICE_TIERS)} (leave it out for standard)"
 
 _RFC3339 = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})?", re.ASCII
@@ -150,6 +158,8 @@ class EventIn(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # Token classes inside the counts above (kpis.md section 3, "Token classes").
     cache_write_tokens: int = 0  # of input_tokens - cached_tokens: written to the prompt cache
     reasoning_tokens: int = 0  # of output_tokens
+    # The tier it was served at (SERVICE_TIERS): its price and its latency SLO follow it.
+    service_tier: str = STANDARD
     # With token classes, the hash without them ("" without: payload_hash is it): a stored
     # event that lacks them matches a replay that carries them (``is_replay_of``).
     base_hash: str = ""
@@ -173,6 +183,7 @@ class EventIn(msgspec.Struct, frozen=True, kw_only=True, gc=False):
             self.status,
             self.requests,
             self.project,
+            self.service_tier,
         )
         if self.cache_write_tokens or self.reasoning_tokens:
             msgspec.structs.force_setattr(self, "base_hash", base)

@@ -28,6 +28,8 @@ from portal.formatting import rfc3339
 
 OPENAI_BATCH_SOURCE: Final = "openai-batch"
 
+BATCH_TIER: Final = "batch"  # every line of an OpenAI Batch output file
+
 TRACE_SOURCE: Final = "trace"
 
 TRACE_EPOCH: Final = datetime(2026, 1, 1, tzinfo=UTC)  # origin of relative trace times
@@ -66,9 +68,9 @@ def openai_batch_to_items(
     Lines are ``{id, custom_id, response: {status_code, request_id, body}, error}`` or the
     legacy vLLM shape with the ChatCompletion directly in ``response``. LF or CRLF, blank
     lines and a missing final newline are fine; error indexes count non-blank lines from 0.
-    Event: source "openai-batch", id = the line's ``id``, time = body ``created`` (Unix
-    seconds), model = body ``model`` (an alias, resolved by the caller), the query's `project`
-    (the whole file's, kpis.md 3e), input =
+    Event: source "openai-batch", service tier "batch", id = the line's ``id``, time = body
+    ``created`` (Unix seconds), model = body ``model`` (an alias, resolved by the caller), the
+    query's `project` (the whole file's, kpis.md 3e), input =
     ``prompt_tokens``, cached = ``prompt_tokens_details.cached_tokens`` (null or missing
     -> 0), cache-write = ``prompt_tokens_details.cache_write_tokens`` (vLLM:
     ``created_cache_tokens``), output = ``completion_tokens`` (null or missing -> 0),
@@ -218,7 +220,12 @@ def _batch_item(
         return {}
     body = line.body or {}
     path = line.path if line.body is not None else "response.body"
-    item: dict[str, Any] = {"source": OPENAI_BATCH_SOURCE, "tenant": tenant}
+    # Served by the batch tier, whatever tier its body names (architecture.md "Ingestion").
+    item: dict[str, Any] = {
+        "source": OPENAI_BATCH_SOURCE,
+        "tenant": tenant,
+        "service_tier": BATCH_TIER,
+    }
     if "id" in line.line:
         item["id"] = line.line["id"]
     if pool is not None:

@@ -30,10 +30,12 @@ def fields_hash(
     status: str,
     requests: int = 1,
     project: str | None = None,
+    service_tier: str = "standard",
 ) -> str:
     """The hash of already validated, normalised fields (time in UTC, latencies float).
-    ``requests`` enters only when it is not 1 and ``project`` only when set, so the hashes
-    of events stored before those fields existed still match their replays."""
+    ``requests`` enters only when it is not 1, ``project`` only when set and
+    ``service_tier`` only when it is not ``standard``, so the hashes of events stored before
+    those fields existed still match their replays."""
     # Positional on purpose: EventIn calls it for every event of every request.
     # "\x1f" cannot occur in a valid field, and "" is no valid value, so None -> "".
     canonical = "\x1f".join(
@@ -55,6 +57,7 @@ def fields_hash(
             *(() if requests == 1 else (str(requests),)),
             # "p:" keeps a project apart from a count of requests (digits alone)
             *(() if project is None else (f"p:{project}",)),
+            *(() if service_tier == "standard" else ("tier", service_tier)),
         )
     )
     return blake2b(canonical.encode(), digest_size=16, person=b"usage-event-v1").hexdigest()

@@ -15,7 +15,9 @@ from metering.domain.usage.fields import (
     MAX_TOKENS,
     PROJECT_MAX_LENGTH,
     SLUG_MAX_LENGTH,
+    STANDARD,
     EventIn,
+    ServiceTier,
     model_problem,
     parse_time,
     time_window,
@@ -56,6 +58,7 @@ class _JsonEvent(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     status: Literal["ok", "error"] | None = None
     requests: _Requests | None = None
     project: _Project | None = None
+    service_tier: ServiceTier | None = None
 
 
 _JSON_BATCH = msgspec.json.Decoder(list[_JsonEvent])
@@ -116,6 +119,7 @@ def validate_json_batch(
                 return None
         status = "ok" if item.status is None else item.status
         requests = 1 if item.requests is None else item.requests
+        service_tier = STANDARD if item.service_tier is None else item.service_tier
         append(
             EventIn(
                 source=source,
@@ -135,6 +139,7 @@ def validate_json_batch(
                 cache_write_tokens=cache_write_tokens,
                 reasoning_tokens=reasoning_tokens,
                 project=item.project,
+                service_tier=service_tier,
             )
         )
     return events

@@ -53,6 +53,13 @@ TTFT_ATTRIBUTES: Final = ("gen_ai.server.time_to_first_token", "gen_ai.latency.t
 TPOT_ATTRIBUTE: Final = "gen_ai.server.time_per_output_token"
 E2E_ATTRIBUTE: Final = "gen_ai.latency.e2e"
 OPERATION_ATTRIBUTE: Final = "gen_ai.operation.name"
+TIER_ATTRIBUTES: Final = (
+    "openai.response.service_tier",
+    "gen_ai.openai.response.service_tier",
+)
+# OpenAI's names of its tiers as the portal names them (data-formats.md 6b); any other
+# value is left as it is, for validation to accept (priority, flex, batch) or refuse.
+TIER_NAMES: Final = {"default": "standard", "scale": "priority"}
 USAGE_PREFIX: Final = "gen_ai.usage."
 
 NO_TENANT = (
@@ -191,8 +198,9 @@ def spans_to_items(
     as the ingestion service gives it); model = the
     response's, else the request's; token counts from the current attribute names, else
     the legacy ones (absent: 0); latencies in ms (ttft from its attribute, latency the
-    span's duration, tpot from its attribute or (latency − ttft) / (output − 1)); status
-    ERROR → an `error` event. A span with no usage attribute is a usage event only when it
+    span's duration, tpot from its attribute or (latency − ttft) / (output − 1)); the
+    service tier from OpenAI's response attribute (`default` is standard, `scale`
+    priority); status ERROR → an `error` event. A span with no usage attribute is a usage event only when it
     is a failed GenAI call; other spans are ignored and counted."""
     items: list[dict[str, Any] | None] = []
     errors: list[EventError] = []
@@ -302,6 +310,9 @@ def _span_item(
     for field, value in (("ttft_ms", ttft_ms), ("tpot_ms", tpot_ms), ("latency_ms", latency_ms)):
         if value is not None:
             item[field] = value
+    tier = _first(attributes, TIER_ATTRIBUTES)
+    if tier is not None:
+        item["service_tier"] = TIER_NAMES.get(tier, tier) if type(tier) is str else tier
     return item, problems
 
 

@@ -13,6 +13,7 @@ from metering.domain.usage.fields import (
     BAD_REQUESTS,
     BAD_SLUG,
     BAD_STATUS,
+    BAD_TIER,
     BAD_TOKENS,
     EVENT_FIELDS,
     ID_MAX_LENGTH,
@@ -23,7 +24,9 @@ from metering.domain.usage.fields import (
     NULL_TOKENS,
     PROJECT_MAX_LENGTH,
     REQUIRED,
+    SERVICE_TIERS,
     SLUG_MAX_LENGTH,
+    STANDARD,
     TOO_MANY_TOKENS,
     UNKNOWN_FIELD,
     EventError,
@@ -47,7 +50,8 @@ def validate_events(
     object; an unknown key is refused with an error naming that key). ``null`` counts as
     absent: required fields then get "is required", optional ones their default
     (source ``default_source``, pool None, latencies None, status "ok", requests 1, project
-    None: the tenant's `(none)`), except
+    None: the tenant's `(none)`, service_tier "standard"; another tier than SERVICE_TIERS is
+    refused), except
     the token counts ``cached_tokens``, ``cache_write_tokens`` and ``reasoning_tokens``:
     absent is 0, null is refused (a count, not "unknown"); each is part of another count
     (cached ≤ input, cache-write ≤ input − cached, reasoning ≤ output).
@@ -212,6 +216,11 @@ def _validate_item(
         type(project) is str and len(project) <= PROJECT_MAX_LENGTH and _SLUG.fullmatch(project)
     ):
         errors.append(EventError(index, "project", BAD_PROJECT))
+    service_tier = get("service_tier")
+    if service_tier is None:
+        service_tier = STANDARD
+    elif type(service_tier) is not str or service_tier not in SERVICE_TIERS:
+        errors.append(EventError(index, "service_tier", BAD_TIER))
 
     if not item.keys() <= EVENT_FIELDS:
         for key in item:
@@ -238,6 +247,7 @@ def _validate_item(
         cache_write_tokens=cache_write_tokens,
         reasoning_tokens=reasoning_tokens,
         project=project,
+        service_tier=service_tier,
     )
 
 

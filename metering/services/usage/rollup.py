@@ -28,6 +28,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.db.models.functions import TruncHour
 
+from metering.domain.usage.compliance import LATENCY_FREE_TIERS, PRIORITY, tier_thresholds
 from metering.domain.usage.rollup import (
     HISTOGRAM_SIZE,
     LATENCY_BUCKETS_MS,
@@ -223,28 +224,43 @@ def _claim(cursor, batch: int) -> int:
 
 
 def _slo_stage(cursor) -> None:
-    """Each deployment version's span and SLO thresholds, in a temporary table (`fold_slo`)."""
+    """Each deployment version's span and SLO thresholds (the priority tier's beside the
+    standard ones), in a temporary table (`fold_slo`)."""
     versions = DeploymentVersions()
     rows_stage(
         cursor,
         "fold_slo",
         "deployment_id bigint, start timestamptz, finish timestamptz, slo_ttft_ms integer, "
-        "slo_tpot_ms integer",
-        ["int8", "timestamptz", "timestamptz", "int4", "int4"],
+        "slo_tpot_ms integer, priority_ttft_ms integer, priority_tpot_ms integer",
+        ["int8", "timestamptz", "timestamptz", "int4", "int4", "int4", "int4"],
         [
-            (deployment_id, start, end, version.slo_ttft_ms, version.slo_tpot_ms)
+            (
+                deployment_id,
+                start,
+                end,
+                *tier_thresholds(version, "standard"),
+                *tier_thresholds(version, PRIORITY),
+            )
             for deployment_id in Deployment.objects.values_list("pk", flat=True)
             for start, end, version in versions.series(deployment_id).spans()
         ],
     )
 
 
-# A request is compliant when it did not fail and meets each threshold set under its
-# version `v` (metering.domain.usage.compliance).
+def _within(figure: str, threshold: str) -> str:
+    return f"({threshold} IS NULL OR e.{figure} IS NULL OR e.{figure} <= {threshold})"
+
+
+# A request is compliant when it did not fail and meets each threshold its version `v` sets
+# for its tier: a priority request the priority ones, flex and batch none
+# (metering.domain.usage.compliance).
+_LATENCY_FREE = ", ".join(f"'{tier}'" for tier in LATENCY_FREE_TIERS)
 _COMPLIANT = (
-    "NOT e.is_error"
-    " AND (v.slo_ttft_ms IS NULL OR e.ttft_ms IS NULL OR e.ttft_ms <= v.slo_ttft_ms)"
-    " AND (v.slo_tpot_ms IS NULL OR e.tpot_ms IS NULL OR e.tpot_ms <= v.slo_tpot_ms)"
+    f"NOT e.is_error AND (e.service_tier IN ({_LATENCY_FREE}) OR "
+    f"(e.service_tier = '{PRIORITY}' AND {_within('ttft_ms', 'v.priority_ttft_ms')} "
+    f"AND {_within('tpot_ms', 'v.priority_tpot_ms')}) OR "
+    f"(e.service_tier <> '{PRIORITY}' AND {_within('ttft_ms', 'v.slo_ttft_ms')} "
+    f"AND {_within('tpot_ms', 'v.slo_tpot_ms')}))"
 )
 
 
@@ -306,15 +322,16 @@ def _bucket(table: str, index: int) -> str:
 
 
 def _sums_stage(cursor) -> None:
-    """The claimed events summed per tenant, deployment, hour and project into `fold_sums`
-    (summed once: the hours and the deltas both take them from there)."""
+    """The claimed events summed per tenant, deployment, tier, hour and project into
+    `fold_sums` (summed once: the hours and the deltas both take them from there)."""
     columns = ", ".join(
         f"{name} {'double precision' if name.endswith('_sum') else 'bigint'}" for name in SUM_FIELDS
     )
     temp_stage(
         cursor,
         "fold_sums",
-        "tenant_id bigint, deployment_id bigint, hour timestamptz, project_id bigint, "
+        "tenant_id bigint, deployment_id bigint, service_tier varchar(8), hour timestamptz, "
+        "project_id bigint, "
         f"{columns}, latency_histogram {dialect('jsonb', 'text')}, is_demo boolean",
     )
     cursor.execute(_sums_sql_insert())
@@ -324,7 +341,8 @@ def _sums_sql_insert() -> str:
     """The claimed runs' events, read by id range, summed into `fold_sums`."""
     return (
         "INSERT INTO fold_sums "
-        f"SELECT e.tenant_id, e.deployment_id, {hour_sql('e.time')}, e.project_id, "
+        f"SELECT e.tenant_id, e.deployment_id, e.service_tier, {hour_sql('e.time')}, "
+        "e.project_id, "
         f"{', '.join(_sums_sql())}, false "
         f"{_CLAIMED_EVENTS}{_SLO_JOIN}"
         f"WHERE {_IN_RUN} "
@@ -341,11 +359,11 @@ def _add_sql() -> str:
     )
     adds.append(f"latency_histogram = {array_sql(histogram)}")
     return (
-        f"INSERT INTO {table} (tenant_id, deployment_id, hour, project_id, {_COLUMNS}) "  # noqa: S608
-        f"SELECT tenant_id, deployment_id, hour, project_id, {_COLUMNS} FROM fold_sums "
-        "WHERE true "
-        f"ON CONFLICT (tenant_id, deployment_id, hour, project_id) DO UPDATE SET "
-        f"{', '.join(adds)} "
+        f"INSERT INTO {table} (tenant_id, deployment_id, service_tier, hour, project_id, "  # noqa: S608
+        f"{_COLUMNS}) SELECT tenant_id, deployment_id, service_tier, hour, project_id, "
+        f"{_COLUMNS} FROM fold_sums WHERE true "
+        "ON CONFLICT (tenant_id, deployment_id, service_tier, hour, project_id) "
+        f"DO UPDATE SET {', '.join(adds)} "
         "RETURNING tenant_id, deployment_id, hour"
     )
 
@@ -354,30 +372,36 @@ def _delta_sql() -> str:
     """The staged sums of the hours from the first parameter's on, kept as deltas tagged
     with the fold's last log entry (the second)."""
     return (
-        "INSERT INTO metering_rollupdelta (tenant_id, deployment_id, hour, project_id, change, "  # noqa: S608
-        f"{_COLUMNS}) SELECT tenant_id, deployment_id, hour, project_id, %s, {_COLUMNS} "
-        "FROM fold_sums WHERE hour >= %s"
+        "INSERT INTO metering_rollupdelta (tenant_id, deployment_id, service_tier, hour, "  # noqa: S608
+        f"project_id, change, {_COLUMNS}) SELECT tenant_id, deployment_id, service_tier, "
+        f"hour, project_id, %s, {_COLUMNS} FROM fold_sums WHERE hour >= %s"
     )
 
 
+_FIVE_MINUTE_COLUMNS = (
+    "requests", "compliant_requests", "errors", "ok_input_tokens", "ok_cached_tokens",
+    "ok_output_tokens",
+)  # fmt: skip
 _FIVE_MINUTE_SUMS = (
     "COALESCE(sum(e.requests), 0), "
     f"COALESCE(sum(e.requests) FILTER (WHERE {_COMPLIANT}), 0), "
-    "COALESCE(sum(e.requests) FILTER (WHERE e.is_error), 0)"
+    "COALESCE(sum(e.requests) FILTER (WHERE e.is_error), 0), "
+    + ", ".join(
+        f"COALESCE(sum(e.{name}) FILTER (WHERE NOT e.is_error), 0)"
+        for name in ("input_tokens", "cached_tokens", "output_tokens")
+    )
 )
 
 
 def _five_minute_add_sql() -> str:
     """The claimed events (newer than the horizon, the parameter) added to their 5-minute
-    buckets: requests, compliant requests and errors as the hourly rows count them."""
+    buckets: requests, compliant requests and errors as the hourly rows count them, and
+    the ok requests' tokens."""
     table = "metering_fiveminuteusage"
-    adds = ", ".join(
-        f"{name} = {table}.{name} + EXCLUDED.{name}"
-        for name in ("requests", "compliant_requests", "errors")
-    )
+    adds = ", ".join(f"{name} = {table}.{name} + EXCLUDED.{name}" for name in _FIVE_MINUTE_COLUMNS)
     return (
-        f"INSERT INTO {table} (tenant_id, deployment_id, bucket, requests, "
-        "compliant_requests, errors) "
+        f"INSERT INTO {table} (tenant_id, deployment_id, bucket, "
+        f"{', '.join(_FIVE_MINUTE_COLUMNS)}) "
         f"SELECT e.tenant_id, e.deployment_id, {five_minute_sql('e.time')}, {_FIVE_MINUTE_SUMS} "
         f"{_CLAIMED_EVENTS}{_SLO_JOIN}"
         f"WHERE {_IN_RUN} AND e.time >= %s "
@@ -418,15 +442,16 @@ def _daily_sql() -> str:
         "h.hour >= c.day AND h.hour < date(c.day, '+1 day') ",  # text: naive UTC
     )
     return (
-        "INSERT INTO metering_dailyusage (tenant_id, deployment_id, day, project_id, "  # noqa: S608
-        f"{_COLUMNS}) "
-        f"SELECT c.tenant_id, c.deployment_id, c.day, h.project_id, {sums}, "
+        "INSERT INTO metering_dailyusage (tenant_id, deployment_id, service_tier, day, "  # noqa: S608
+        f"project_id, {_COLUMNS}) "
+        f"SELECT c.tenant_id, c.deployment_id, h.service_tier, c.day, h.project_id, {sums}, "
         f"{array_sql(histogram)}, {dialect('bool_and(h.is_demo)', 'min(h.is_demo)')} "
         "FROM rollup_days_stage c JOIN metering_hourlyusage h "
         f"ON h.tenant_id = c.tenant_id AND h.deployment_id = c.deployment_id AND {day_end}"
         "WHERE true "
-        "GROUP BY c.tenant_id, c.deployment_id, c.day, h.project_id "
-        f"ON CONFLICT (tenant_id, deployment_id, day, project_id) DO UPDATE SET {_OVERWRITE}"
+        "GROUP BY c.tenant_id, c.deployment_id, h.service_tier, c.day, h.project_id "
+        "ON CONFLICT (tenant_id, deployment_id, service_tier, day, project_id) "
+        f"DO UPDATE SET {_OVERWRITE}"
     )
 
 
@@ -458,9 +483,9 @@ def refold_apply() -> int:
         return len(cells)
 
 
-def _rows_of(cells: set[Cell]) -> dict[tuple[int, int, datetime, int], dict]:
-    """The hourly rows of the cells from the deltas' first hour on, by cell and project (a
-    refold's before and after)."""
+def _rows_of(cells: set[Cell]) -> dict[tuple, dict]:
+    """The hourly rows of the cells from the deltas' first hour on, by cell, tier and project
+    (a refold's before and after)."""
     since = _deltas_since()
     hours = {(t, d): [] for t, d, _ in cells}
     for t, d, hour in cells:
@@ -471,28 +496,31 @@ def _rows_of(cells: set[Cell]) -> dict[tuple[int, int, datetime, int], dict]:
         if not group:
             continue
         found = HourlyUsage.objects.filter(tenant_id=t, deployment_id=d, hour__in=group)
-        for row in found.values("project_id", "hour", *SUM_FIELDS, "latency_histogram"):
-            rows[(t, d, row["hour"].astimezone(UTC), row["project_id"])] = row
+        for row in found.values("service_tier", "project_id", "hour", *SUM_FIELDS,
+                                "latency_histogram"):  # fmt: skip
+            hour = row["hour"].astimezone(UTC)
+            rows[(t, d, row["service_tier"], hour, row["project_id"])] = row
     return rows
 
 
 def _refold_deltas(before: dict[tuple, dict], after: dict[tuple, dict], *, change: int) -> None:
-    """A refold replaced the rows `before` by `after` (by cell and project): what that
-    changed, as deltas, each project's (a read as of an earlier cut subtracts it, and sees the
-    rows as they were, a read of one project that project's)."""
+    """A refold replaced the rows `before` by `after` (by cell, tier and project): what that
+    changed, as deltas, each tier's and project's (a read as of an earlier cut subtracts it,
+    and sees the rows as they were, a read of one project that project's)."""
     deltas = []
-    for cell in before.keys() | after.keys():
-        old, new = before.get(cell, {}), after.get(cell, {})
+    for key in before.keys() | after.keys():
+        old, new = before.get(key, {}), after.get(key, {})
         sums = {name: new.get(name, 0) - old.get(name, 0) for name in SUM_FIELDS}
         old_h, new_h = old.get("latency_histogram") or [], new.get("latency_histogram") or []
         histogram = [
             (new_h[i] if i < len(new_h) else 0) - (old_h[i] if i < len(old_h) else 0)
             for i in range(HISTOGRAM_SIZE)
         ]
-        t, d, hour, project_id = cell
+        t, d, tier, hour, project_id = key
         deltas.append(
             RollupDelta(
-                tenant_id=t, deployment_id=d, hour=hour, project_id=project_id, change=change,
+                tenant_id=t, deployment_id=d, service_tier=tier, hour=hour,
+                project_id=project_id, change=change,
                 **sums, latency_histogram=histogram,
             )
         )  # fmt: skip
@@ -549,15 +577,15 @@ def _refold(cells: set[Cell]) -> None:
             cells,
         )
         cursor.execute(
-            "INSERT INTO metering_hourlyusage (tenant_id, deployment_id, hour, project_id, "  # noqa: S608
-            f"{_COLUMNS}) "
-            "SELECT c.tenant_id, c.deployment_id, c.hour, e.project_id, "
+            "INSERT INTO metering_hourlyusage (tenant_id, deployment_id, service_tier, hour, "  # noqa: S608
+            f"project_id, {_COLUMNS}) "
+            "SELECT c.tenant_id, c.deployment_id, e.service_tier, c.hour, e.project_id, "
             f"{', '.join(_sums_sql())}, false "
             "FROM refold_cells c JOIN metering_usageevent e "
             f"ON e.tenant_id = c.tenant_id AND e.deployment_id = c.deployment_id AND {in_cell}"
             f"{_SLO_JOIN}"
             f"WHERE e.time >= %s AND e.time < %s AND NOT {_QUEUED} "
-            "GROUP BY c.tenant_id, c.deployment_id, c.hour, e.project_id",
+            "GROUP BY c.tenant_id, c.deployment_id, e.service_tier, c.hour, e.project_id",
             [
                 stored_value(min(h for *_, h in cells)),
                 stored_value(max(h for *_, h in cells) + HOUR),
@@ -580,8 +608,8 @@ def _five_minute_refold(cursor, hour_end: str, in_cell: str) -> None:
         [horizon],
     )
     cursor.execute(
-        "INSERT INTO metering_fiveminuteusage (tenant_id, deployment_id, bucket, requests, "  # noqa: S608
-        "compliant_requests, errors) "
+        "INSERT INTO metering_fiveminuteusage (tenant_id, deployment_id, bucket, "  # noqa: S608
+        f"{', '.join(_FIVE_MINUTE_COLUMNS)}) "
         f"SELECT e.tenant_id, e.deployment_id, {five_minute_sql('e.time')}, {_FIVE_MINUTE_SUMS} "
         "FROM refold_cells c JOIN metering_usageevent e "
         f"ON e.tenant_id = c.tenant_id AND e.deployment_id = c.deployment_id AND {in_cell}"

@@ -53,7 +53,8 @@ EVENT_ID_BLOCK = 10_000
 
 _EVENT_COLUMNS = (
     "time, tenant_id, deployment_id, input_tokens, cached_tokens, output_tokens, ttft_ms, "
-    "tpot_ms, latency_ms, is_error, requests, cache_write_tokens, reasoning_tokens, project_id"
+    "tpot_ms, latency_ms, is_error, requests, cache_write_tokens, reasoning_tokens, project_id, "
+    "service_tier"
 )
 
 
@@ -156,7 +157,7 @@ def _store_sqlite(
         )
         cursor.executemany(
             f"INSERT INTO metering_usageevent (id, {_EVENT_COLUMNS}) "  # noqa: S608 (constants)
-            f"VALUES ({', '.join(['%s'] * 15)})",
+            f"VALUES ({', '.join(['%s'] * 16)})",
             [(pk, instant(r.event.time), *_event_values(r, projects)) for pk, r in numbered],
         )
         if numbered:  # this writer alone numbers keys: its ids are one run
@@ -188,12 +189,13 @@ def _event_values(row: PlacedEvent, projects: dict) -> tuple:
         e.cache_write_tokens,
         e.reasoning_tokens,
         NONE_ID if e.project is None else projects[(row.tenant_id, e.project)],
+        e.service_tier,
     )
 
 
 _STAGE_TYPES = [
     "int4", "text", "text", "text", "timestamptz", "int8", "int8", "int8", "int8", "int8",
-    "float8", "float8", "float8", "bool", "int4", "int8", "int8", "int8",
+    "float8", "float8", "float8", "bool", "int4", "int8", "int8", "int8", "text",
 ]  # fmt: skip
 # One round trip. The table is empty unless used twice in one transaction (ON COMMIT DELETE
 # ROWS empties it at commit); DELETE on an empty table is cheaper than TRUNCATE, which
@@ -203,7 +205,8 @@ _STAGE_EMPTY = (
     "payload_hash text, time timestamptz, tenant_id int8, deployment_id int8, "
     "input_tokens int8, cached_tokens int8, output_tokens int8, ttft_ms float8, "
     "tpot_ms float8, latency_ms float8, is_error bool, requests int4, "
-    "cache_write_tokens int8, reasoning_tokens int8, project_id int8) ON COMMIT DELETE ROWS; "
+    "cache_write_tokens int8, reasoning_tokens int8, project_id int8, service_tier text) "
+    "ON COMMIT DELETE ROWS; "
     "DELETE FROM ingest_events"
 )
 # The keys not stored yet take ids from one new block, in the order of the staged rows
