@@ -3,6 +3,7 @@
 import django_filters
 
 from billing.models import (
+    SERVICE_TIER_CHOICES,
     Contract,
     CreditNote,
     Invoice,
@@ -19,10 +20,13 @@ class PriceFilterSet(PortalFilterSet):
     model = django_filters.ModelChoiceFilter(
         queryset=served_model_list(), to_field_name="slug", help_text="served model slug"
     )
+    tier = django_filters.ChoiceFilter(
+        field_name="service_tier", choices=SERVICE_TIER_CHOICES, help_text="service tier"
+    )
 
     class Meta:
         model = Price
-        fields = ["model", "token_class"]
+        fields = ["model", "tier", "token_class"]
 
 
 class ContractFilterSet(PortalFilterSet):

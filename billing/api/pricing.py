@@ -10,6 +10,7 @@ from billing.models import Contract, Invoice, Price, PromotionalCredit
 from billing.models.pricing import TOKEN_CLASS_CHOICES
 from billing.selectors.pricing import contract_list, price_list, promotion_list
 from billing.services.pricing import contract_create, price_create, promotion_grant
+from metering.domain.usage.fields import SERVICE_TIERS, STANDARD
 from metering.selectors.factory import served_model_list
 from portal.access import Capability
 from portal.api.fields import ModelSerializer, MoneyField
@@ -27,10 +28,17 @@ class PriceSerializer(ModelSerializer):
     token_class = serializers.ChoiceField(choices=TOKEN_CLASS_CHOICES)
     per_million = MoneyField(unit_price=True, decimal_places=10, help_text="money per 10^6 tokens")
     currency = serializers.ChoiceField(choices=CURRENCIES)
+    tier = serializers.ChoiceField(
+        source="service_tier",
+        choices=list(SERVICE_TIERS),
+        default=STANDARD,
+        help_text="the service tier the price is of (a tier without one takes the standard "
+        "price × its multiplier, /api/v1/service-tiers)",
+    )
 
     class Meta:
         model = Price
-        fields = ["id", "model", "token_class", "per_million", "currency", "effective_from"]
+        fields = ["id", "model", "tier", "token_class", "per_million", "currency", "effective_from"]
         validators = []  # the service reports a duplicate version on effective_from
 
 

@@ -12,6 +12,7 @@ from billing.api import (
     ledger,
     prepaid,
     pricing,
+    reservations,
 )
 from portal.api.routers import Router
 
@@ -19,6 +20,8 @@ router = Router()
 router.register("prices", pricing.PriceViewSet, basename="price")
 router.register("contracts", pricing.ContractViewSet, basename="contract")
 router.register("promotions", pricing.PromotionViewSet, basename="promotion")
+router.register("reservations", reservations.ReservationViewSet, basename="reservation")
+router.register("service-tiers", reservations.ServiceTierViewSet, basename="service-tier")
 router.register("invoices", invoices.InvoiceViewSet, basename="invoice")
 router.register("ledger", ledger.LedgerViewSet, basename="ledger")
 router.register("credit-notes", credit_notes.CreditNoteViewSet, basename="credit-note")

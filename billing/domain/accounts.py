@@ -30,8 +30,8 @@ def line_leg_codes(
     amount: Decimal,
 ) -> list[tuple[str, Decimal]]:  # fmt: skip
     """The (account code, amount) legs of one billed line, debit positive: revenue at list
-    per model and the discounts; the adjustments' revenue and discounts; promotions,
-    the minimum, SLA credits, the credit balance drawn on their accounts; a prepaid
+    per model and the discounts; the adjustments' revenue and discounts; reservations' fees
+    (kpis.md 3d), promotions, the minimum, SLA credits, the credit balance drawn on their accounts; a prepaid
     purchase to deferred revenue and its draws from it (the usage lines are the revenue)."""
     if kind == LineKind.USAGE:
         return [(revenue_code(model), -list_amount), ("contra:discounts", discount)]
@@ -39,6 +39,7 @@ def line_leg_codes(
         return [("revenue:adjustments", -list_amount), ("contra:discounts", discount)]
     code = {
         LineKind.PROMOTION: "expense:promotions",
+        LineKind.RESERVATION: "revenue:reservations",
         LineKind.MINIMUM: "revenue:minimum",
         LineKind.SLA_CREDIT: liability_code(SLA_PAYABLE, tenant_slug),
         LineKind.CREDIT: liability_code(CREDIT_BALANCE, tenant_slug),

@@ -1,9 +1,9 @@
 """Invoice lines of a rated month (kpis.md section 3, "Invoices").
 
-A usage line sums paid quantities per (model, token class, price class, list unit price,
-combined discount %); its list_amount and amount are computed exactly from the quantity and
-rounded once, half-up; discount = list_amount - amount. The total is the sum of the
-rounded lines.
+A usage line sums paid quantities on demand per (model, service tier, token class, price
+class, list unit price, combined discount %), every project's; its list_amount and amount
+are computed exactly from the quantity and rounded once, half-up; discount = list_amount -
+amount. The total is the sum of the rounded lines.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from billing.domain.rating.types import (
     month_bounds,
     total_discount_pct,
 )
+from metering.domain.usage.fields import SERVICE_TIERS, STANDARD
 from portal.formatting import decimal_plain, tokens_short
 from portal.money import EXACT, MILLION, fraction_to_decimal, is_rounded, round_money
 
@@ -35,14 +36,17 @@ ZERO = Decimal(0)
 _CLASS_ORDER = {token_class: index for index, token_class in enumerate(TokenClass)}
 
 
-# (model, token class, price class, list unit price, (contract %, tier %, tier from),
-# project): a usage line is one per key but its project (the projects' shares of it are
-# what a chargeback splits it by, kpis.md 3e).
+# (model, service tier, token class, price class, list unit price, tier multiplier or None,
+#  (contract %, tier %, tier from), project): a usage line is one per key but its project
+# (the projects' shares of it are what a chargeback splits it by, kpis.md 3e).
 LineKey = tuple
 
 # The kinds of line a month's usage invoice bills from its rating (the others are
 # adjustments, credits and draws of balances).
-BILLED_KINDS = (LineKind.USAGE, LineKind.PROMOTION, LineKind.MINIMUM)
+BILLED_KINDS = (LineKind.USAGE, LineKind.RESERVATION, LineKind.PROMOTION, LineKind.MINIMUM)
+# The lines an SLA credit (kpis.md 3b) and a committed minimum are measured against.
+BASE_KINDS = (LineKind.USAGE, LineKind.RESERVATION)
+_TIER_ORDER = {tier: index for index, tier in enumerate(SERVICE_TIERS)}
 
 
 class InvoiceError(Exception):
@@ -66,19 +70,21 @@ class InvoiceConflict(InvoiceError):
 def line_quantities(
     *, items: Iterable[RatedItem], into: dict[LineKey, int] | None = None
 ) -> dict[LineKey, int]:
-    """The paid quantities of the items per usage line and project: (model, token class, the
-    class whose price was used, list unit price, (contract discount %, tier discount %, the
-    tier's threshold), project id), added to `into`."""
+    """The paid quantities of the items on demand per usage line and project: (model,
+    service tier, token class, the class whose price was used, list unit price, the tier's
+    multiplier when the price is the standard one's times it, (contract discount %, tier
+    discount %, the tier's threshold), project id), added to `into`. Covered items are on no
+    usage line (their price is the reservation's fee)."""
     quantities: dict[LineKey, int] = {} if into is None else into
     for rated in items:
-        if not rated.is_paid:
+        if not rated.is_paid or rated.covered:
             continue
         discounts = (rated.contract_discount_pct, rated.tier_discount_pct, rated.tier_from_tokens)
-        model, project = rated.item.model, rated.item.project
+        model, tier, project = rated.item.model, rated.item.service_tier, rated.item.project
         for charge in rated.charges:
             key = (
-                model, charge.token_class, charge.price_class, charge.list_unit_price, discounts,
-                project,
+                model, tier, charge.token_class, charge.price_class, charge.list_unit_price,
+                charge.multiplier, discounts, project,
             )  # fmt: skip
             quantities[key] = quantities.get(key, 0) + charge.quantity
     return quantities
@@ -86,29 +92,30 @@ def line_quantities(
 
 def line_of_key(key: LineKey) -> LineKey:
     """The usage line a key's quantity is billed on: the key but its project."""
-    return key[:5]
+    return key[:7]
 
 
 def line_realized(key: LineKey, quantity: int) -> Decimal:
     """A quantity's amount on its usage line before rounding: quantity × list unit price ÷
     10^6 less the line's combined discount, exact."""
-    _, _, _, unit_price, (contract_pct, tier_pct, _) = key[:5]
+    _, _, _, _, unit_price, _, (contract_pct, tier_pct, _) = key[:7]
     pct = total_discount_pct(contract=contract_pct, tier=tier_pct)
     with localcontext(EXACT):
         return quantity * unit_price / MILLION * (Decimal(100) - pct) / Decimal(100)
 
 
 def usage_lines(*, items: Iterable[RatedItem], currency: str) -> list[InvoiceLine]:
-    """One usage line per (model, token class, price class, list unit price, combined
-    discount %)."""
+    """One usage line per (model, service tier, token class, price class, list unit price,
+    multiplier, combined discount %)."""
     return quantity_lines(quantities=line_quantities(items=items), currency=currency)
 
 
 def _line_order(entry: tuple[LineKey, int]) -> tuple:
-    model, token_class, price_class, unit_price, (contract_pct, tier_pct, _) = entry[0]
+    model, tier, token_class, price_class, unit_price, _, discounts = entry[0]
+    contract_pct, tier_pct, _ = discounts
     return (
-        model, _CLASS_ORDER[token_class], _CLASS_ORDER[price_class], unit_price, tier_pct,
-        contract_pct,
+        model, _TIER_ORDER[tier], _CLASS_ORDER[token_class], _CLASS_ORDER[price_class],
+        unit_price, tier_pct, contract_pct,
     )  # fmt: skip
 
 
@@ -121,17 +128,20 @@ def quantity_lines(*, quantities: dict[LineKey, int], currency: str) -> list[Inv
         line = line_of_key(key)
         merged[line] = merged.get(line, 0) + quantity
     for key, quantity in sorted(merged.items(), key=_line_order):
-        model, token_class, price_class, unit_price, discounts = key
+        model, tier, token_class, price_class, unit_price, multiplier, discounts = key
         contract_pct, tier_pct, tier_from = discounts
         pct = total_discount_pct(contract=contract_pct, tier=tier_pct)
         with localcontext(EXACT):
             list_exact = quantity * unit_price / MILLION
         list_amount = round_money(amount=list_exact, currency=currency)
         amount = round_money(amount=line_realized(key, quantity), currency=currency)
+        served = "" if tier == STANDARD else f" {tier}"
         description = (
-            f"{model} {TokenClass(token_class).words} tokens at {decimal_plain(unit_price)}"
-            " per million"
+            f"{model}{served} {TokenClass(token_class).words} tokens at "
+            f"{decimal_plain(unit_price)} per million"
         )
+        if multiplier is not None:
+            description += f" (standard × {decimal_plain(multiplier)})"
         if price_class != token_class:
             description += f" (priced as {TokenClass(price_class).words})"
         if contract_pct:
@@ -155,6 +165,7 @@ def quantity_lines(*, quantities: dict[LineKey, int], currency: str) -> list[Inv
                 amount=amount,
                 discount_pct=pct,
                 description=description,
+                service_tier=tier,
             )
         )
     return lines
@@ -196,11 +207,11 @@ def promotion_lines(
 class MonthLines:
     """A month's lines once its usage lines and the credits it applied are known."""
 
-    lines: tuple[InvoiceLine, ...]  # usage, then promotion, then minimum
+    lines: tuple[InvoiceLine, ...]  # usage, reservation, promotion, minimum
     promotions: tuple[PromotionApplication, ...]
     promoted: Fraction  # the credits applied, exact
     minimum_shortfall: Decimal  # rounded
-    usage_amount: Decimal  # the usage lines' total
+    usage_amount: Decimal  # the usage and reservation lines' total: the SLA credit base
     total: Decimal  # every line's
 
 
@@ -210,17 +221,21 @@ def month_lines(
     applied: Sequence[tuple[PromotionalCredit, Fraction]],
     opening: ContractVersion | None,
     currency: str,
+    reserved: Sequence[InvoiceLine] = (),
 ) -> MonthLines:
-    """The month's usage lines, then a promotion line per credit applied (`applied`, exact
-    amounts), then the shortfall of the committed minimum of the contract in force at the
-    month's start (paid contracts only)."""
+    """The month's usage lines, its reservations' lines (`reserved`), then a promotion line
+    per credit applied (`applied`, exact amounts; never more than the usage lines: promotions
+    never apply to fees), then the shortfall of the committed minimum of the contract in
+    force at the month's start (paid contracts only), measured as the SLA credit base is:
+    against the usage and reservation lines."""
     usage_total = invoice_total(lines=usage)
+    base_total = usage_total + invoice_total(lines=reserved)
     promo_lines, billed = promotion_lines(
         applied=[(credit, fraction_to_decimal(amount)) for credit, amount in applied],
         usage_total=usage_total,
         currency=currency,
     )
-    lines = [*usage, *promo_lines]
+    lines = [*usage, *reserved, *promo_lines]
     minimum = None
     if opening is not None and opening.kind == ContractKind.PAID and opening.committed_minimum > 0:
         if opening.currency != currency:
@@ -228,7 +243,7 @@ def month_lines(
                 f"committed minimum is in {opening.currency}, the invoice in {currency}"
             )
         minimum = minimum_line(
-            committed_minimum=opening.committed_minimum, usage_total=usage_total, currency=currency
+            committed_minimum=opening.committed_minimum, usage_total=base_total, currency=currency
         )
     if minimum is not None:
         lines.append(minimum)
@@ -246,7 +261,7 @@ def month_lines(
         minimum_shortfall=(
             minimum.amount if minimum is not None else round_money(amount=ZERO, currency=currency)
         ),
-        usage_amount=usage_total,
+        usage_amount=base_total,
         total=round_money(amount=invoice_total(lines=lines), currency=currency),
     )
 

@@ -18,9 +18,16 @@ from billing.models.rating import (
     RatedUsage,
     RatingPending,
 )
+from billing.models.reservations import (
+    SERVICE_TIER_CHOICES,
+    Reservation,
+    ReservationGpus,
+    ServiceTierMultiplier,
+)
 
 __all__ = [
     "DEFAULT_CREDIT_TIERS",
+    "SERVICE_TIER_CHOICES",
     "Account",
     "AppendOnlyModel",
     "CloseStep",
@@ -45,5 +52,8 @@ __all__ = [
     "RatedTenantMonth",
     "RatedUsage",
     "RatingPending",
+    "Reservation",
+    "ReservationGpus",
+    "ServiceTierMultiplier",
     "SlaCredit",
 ]

@@ -87,7 +87,13 @@ class InvoiceLine(AppendOnlyModel):
     quantity = models.BigIntegerField(default=0)  # tokens
     list_unit_price = models.DecimalField(
         max_digits=20, decimal_places=10, null=True, blank=True
-    )  # per million tokens
+    )  # per million tokens (a reservation line's: per GPU-hour)
+    service_tier = models.CharField(max_length=8, blank=True)  # a usage line's
+    # A reservation line's reservation and quantity (kpis.md 3d).
+    reservation = models.ForeignKey(
+        "billing.Reservation", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    gpu_hours = models.DecimalField(max_digits=20, decimal_places=6, null=True, blank=True)
     list_amount = models.DecimalField(max_digits=20, decimal_places=4)
     discount_pct = models.DecimalField(max_digits=9, decimal_places=6, default=0)
     discount = models.DecimalField(max_digits=20, decimal_places=4)
@@ -103,7 +109,8 @@ class InvoiceLine(AppendOnlyModel):
         columns); any other line's description."""
         if self.kind != "usage" or not self.model or not self.token_class:
             return self.description
-        label = f"{self.model} · {TokenClass(self.token_class).words} tokens"
+        tier = "" if self.service_tier in ("", "standard") else f" · {self.service_tier}"
+        label = f"{self.model}{tier} · {TokenClass(self.token_class).words} tokens"
         if self.price_class and self.price_class != self.token_class:
             label += f" (priced as {TokenClass(self.price_class).words})"
         return label

@@ -22,8 +22,10 @@ def default_credit_tiers() -> list[list[str]]:
 
 
 class Price(EffectiveDated):
-    """A list price per million tokens of one model and token class, in force from
-    `effective_from` (a whole UTC hour) until the next version; never edited once in force."""
+    """A list price per million tokens of one model and token class at one service tier, in
+    force from `effective_from` (a whole UTC hour) until the next version; never edited once
+    in force. A tier without a price of its own for a class takes the standard tier's times
+    its multiplier (ServiceTierMultiplier)."""
 
     audit_type = "price"
 
@@ -33,12 +35,14 @@ class Price(EffectiveDated):
     token_class = models.CharField(max_length=16, choices=TOKEN_CLASS_CHOICES)
     per_million = models.DecimalField(max_digits=20, decimal_places=10)  # money per 10^6 tokens
     currency = models.CharField(max_length=3)
+    service_tier = models.CharField(max_length=8, default="standard")
 
     class Meta:
-        ordering = ["model__slug", "token_class", "effective_from"]
+        ordering = ["model__slug", "service_tier", "token_class", "effective_from"]
         constraints = [
             models.UniqueConstraint(
-                fields=["model", "token_class", "effective_from"], name="price_version_unique"
+                fields=["model", "token_class", "service_tier", "effective_from"],
+                name="price_version_unique",
             ),
             models.CheckConstraint(
                 condition=models.Q(per_million__gte=0), name="price_not_negative"
@@ -46,7 +50,8 @@ class Price(EffectiveDated):
         ]
 
     def __str__(self) -> str:
-        return f"{self.model} {self.token_class} {self.per_million} {self.currency}"
+        tier = "" if self.service_tier == "standard" else f" {self.service_tier}"
+        return f"{self.model}{tier} {self.token_class} {self.per_million} {self.currency}"
 
 
 class Contract(EffectiveDated):

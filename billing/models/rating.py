@@ -11,11 +11,14 @@ class RatedTenantMonth(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE)
     month_start = models.DateTimeField()
     currency = models.CharField(max_length=3, blank=True)
-    # Usage lines after discounts and tiers, before promotions (rounded per line).
+    # Usage lines after discounts and tiers, before promotions, and reservation lines (rounded
+    # per line): the SLA credit base (kpis.md 3b). Of it, the reservation lines':
     usage_amount = models.DecimalField(max_digits=20, decimal_places=4, default=0)
+    reserved_amount = models.DecimalField(max_digits=20, decimal_places=4, default=0)
     minimum_shortfall = models.DecimalField(max_digits=20, decimal_places=4, default=0)
-    # Unrounded: the month's realized amounts before promotions, the credits applied to
-    # them, and their ratio, which gives every hour of rated usage its share when read.
+    # Unrounded: the month's realized amounts on demand before promotions, the credits applied
+    # to them, and their ratio, which gives every hour of rated usage on demand its share when
+    # read (covered usage is realized at its reservations' fees: promotions never apply).
     realized = models.DecimalField(max_digits=40, decimal_places=20, default=0)
     promotions = models.DecimalField(max_digits=40, decimal_places=20, default=0)
     promotion_rate = models.DecimalField(max_digits=40, decimal_places=30, default=0)
@@ -38,12 +41,15 @@ class RatedTenantMonth(models.Model):
 
 class RatedUsage(models.Model):
     """Billing's published read model of rated usage: one tenant's project's usage of one
-    deployment in one hour as its month rated, paid or unsold for one reason (a split hour, where the free
-    allowance runs out, holds both). Paid rows carry tokens by class, the paid tokens that
-    met the deployment's SLO, and the money: list value, contract and tier discounts and the
-    realized amount before promotions (a row's promotions are its realized amount times its
-    tenant-month's promotion rate). Written only with its tenant-month's RatedTenantMonth
-    and RatedHour (billing.services.rating), so it is as fresh as they are."""
+    deployment at one service tier in one hour as its month rated, paid or unsold for one
+    reason (a split hour, where the free allowance runs out, holds both), and paid usage
+    covered by the tenant's reservations apart from paid usage on demand (kpis.md 3d). Paid
+    rows carry tokens by class, the paid tokens that met the deployment's SLO, and the money:
+    list value, contract and tier discounts and the realized amount before promotions (an
+    on-demand row's promotions are its realized amount times its tenant-month's promotion
+    rate; a covered row's realized amount is its share of the hour's fees, never promoted).
+    Written only with its tenant-month's RatedTenantMonth and RatedHour
+    (billing.services.rating), so it is as fresh as they are."""
 
     class Sale(models.TextChoices):
         PAID = "paid"
@@ -64,6 +70,8 @@ class RatedUsage(models.Model):
     hour = models.DateTimeField()
     month_start = models.DateTimeField()
     sale = models.CharField(max_length=16, choices=Sale.choices)
+    service_tier = models.CharField(max_length=8, default="standard")
+    covered = models.BooleanField(default=False)  # paid within the tenant's reservations
     input_tokens = models.BigIntegerField(default=0)  # includes cached and cache-write
     cached_tokens = models.BigIntegerField(default=0)
     cache_write_tokens = models.BigIntegerField(default=0)
@@ -83,7 +91,8 @@ class RatedUsage(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["tenant", "deployment", "hour", "sale", "project_id"],
+                fields=["tenant", "deployment", "hour", "sale", "service_tier", "covered",
+                        "project_id"],
                 name="rated_usage_cell",
             )
         ]
@@ -109,8 +118,9 @@ class RatedHour(models.Model):
     consumed = models.BigIntegerField()  # the allowance's running total, every ok item
     paid_tokens = models.BigIntegerField()  # the tiers' running total, paid items
     realized = models.DecimalField(max_digits=40, decimal_places=20)
-    # [[model, class, price class, price, contract %, tier %, tier from, quantity, project]]
-    # (project id; absent in rows stored before projects: the tenant's (none))
+    # [[model, service tier, class, price class, price, multiplier, contract %, tier %,
+    #   tier from, quantity, project]] (project id; absent in rows stored before projects:
+    #   the tenant's (none))
     quantities = models.JSONField()
     cuts = models.JSONField(default=dict)  # {instant: realized before it}
 
@@ -122,9 +132,9 @@ class RatedHour(models.Model):
 
 
 class RatingPending(models.Model):
-    """Billing's own work queue for the rate stage: a price, contract or promotion change, or
-    an invoice that spent promotions, makes the usage from `start` rate differently, for one
-    tenant (or every tenant). Written in the transaction of the change, claimed by the rate
+    """Billing's own work queue for the rate stage: a price, contract, promotion, service tier
+    or reservation change, or an invoice that spent promotions, makes the usage from `start`
+    rate differently, for one tenant (or every tenant). Written in the transaction of the change, claimed by the rate
     stage in the transaction that rates again."""
 
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, null=True)

@@ -83,6 +83,7 @@ def account_deferred_revenue(*, tenant: Tenant) -> Account:
 
 FACTORY_ACCOUNTS = {
     "cash": ("Cash", "asset"),
+    "revenue:reservations": ("Reservations (dedicated capacity)", "revenue"),
     "revenue:minimum": ("Committed minimum shortfall", "revenue"),
     "revenue:adjustments": ("Late usage adjustments", "revenue"),
     "revenue:breakage": ("Breakage of expired prepaid balances", "revenue"),

@@ -11,6 +11,7 @@ from django.db.models import Model
 
 from billing.models import Contract, Price, PromotionalCredit
 from billing.services.rating import rating_queue
+from metering.domain.usage.fields import SERVICE_TIERS, STANDARD
 from portal.closing import version_closed_check
 from portal.errors import FieldError
 from portal.models import Tenant
@@ -39,14 +40,20 @@ def price_create(
     per_million: Decimal,
     currency: str,
     effective_from: datetime,
+    service_tier: str = STANDARD,
     by=None,
 ) -> Price:
-    """Add a list price version; an existing version at the same instant is a conflict."""
+    """Add a list price version of a model's token class in a service tier (standard by
+    default: a tier without a price of its own takes the standard one's times its
+    multiplier); an existing version at the same instant is a conflict."""
     _check_currency(currency)
     effective_from_check(effective_from)
     if per_million < 0:
         raise FieldError("per_million", "must not be negative")
+    if service_tier not in SERVICE_TIERS:
+        raise FieldError("tier", f"must be one of {', '.join(SERVICE_TIERS)}")
     rating_queue(start=effective_from)  # every tenant's usage from then on
+    tier = "" if service_tier == STANDARD else f" {service_tier}"
     return version_create(
         Price(
             model=model,
@@ -54,9 +61,10 @@ def price_create(
             per_million=per_million,
             currency=currency,
             effective_from=effective_from,
+            service_tier=service_tier,
         ),
-        series={"model": model, "token_class": token_class},
-        conflict=f"{model.slug} {token_class} already has a price from that instant",
+        series={"model": model, "token_class": token_class, "service_tier": service_tier},
+        conflict=f"{model.slug}{tier} {token_class} already has a price from that instant",
         by=by,
     )
 

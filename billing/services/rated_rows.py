@@ -1,7 +1,8 @@
 """A month's rating as billing stores it (billing.services.rating stores through it): its
-rated usage rows (per tenant, project, deployment, hour and sale: tokens, their SLO-compliant part,
-list value, discounts, realized amount) and its hours' states (the running allowance and
-tier totals, paid quantities and realized amount the rating resumes from), and back."""
+rated usage rows (per tenant, project, deployment, hour, sale, service tier and coverage:
+tokens, their SLO-compliant part, list value, discounts, realized amount) and its hours'
+states (the running allowance and tier totals, paid quantities and realized amount the
+rating resumes from), and back."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from billing.domain.rating.hours import HourState
 from billing.domain.rating.types import RatedItem, Running
 from billing.models import RatedHour, RatedUsage
 from billing.selectors.rating.inputs import MonthRating, quantities_of
-from metering.domain.usage.compliance import is_slo_compliant
+from metering.domain.usage.compliance import is_slo_compliant, tier_thresholds
 from metering.domain.usage.rollup import PRODUCTION_FIELDS, TOKEN_FIELDS
 from metering.selectors.factory import DeploymentVersions, deployment_list
 from portal.money import EXACT, fraction_to_decimal
@@ -72,16 +73,19 @@ def hour_state_of(row: RatedHour) -> HourState:
 
 
 def quantities_json(quantities: dict) -> list[list]:
-    """Paid quantities per usage line and project as billing stores them: [model, class,
-    price class, price, contract %, tier %, tier from, quantity, project id]."""
+    """Paid quantities per usage line and project as billing stores them: [model, service
+    tier, class, price class, price, multiplier, contract %, tier %, tier from, quantity,
+    project id]."""
     return [
         [
-            model, str(token), str(priced), str(price), str(contract), str(tier), tier_from,
+            model, service_tier, str(token), str(priced), str(price),
+            None if multiplier is None else str(multiplier), str(contract), str(tier), tier_from,
             quantity, project,
         ]
-        for (model, token, priced, price, (contract, tier, tier_from), project), quantity in (
-            sorted(quantities.items(), key=str)
-        )
+        for (
+            model, service_tier, token, priced, price, multiplier, (contract, tier, tier_from),
+            project,
+        ), quantity in sorted(quantities.items(), key=str)
     ]  # fmt: skip
 
 
@@ -92,6 +96,8 @@ RATED_FIELDS = (
     "hour",
     "month_start",
     "sale",
+    "service_tier",
+    "covered",
     *RATED_TOKENS,
     *RATED_COMPLIANT,
     *RATED_MONEY,
@@ -99,15 +105,15 @@ RATED_FIELDS = (
 
 
 def rated_usage_rows(rating: MonthRating) -> list[tuple]:
-    """The rating's items summed per tenant, project, deployment, hour and sale: rows of
-    RATED_FIELDS."""
+    """The rating's items summed per tenant, project, deployment, hour, sale, service tier
+    and coverage: rows of RATED_FIELDS."""
     versions = DeploymentVersions()
     deployments = dict(deployment_list().values_list("slug", "pk"))
     cells: dict[tuple, list] = {}
     with localcontext(EXACT):
         for tenant_id, rated in rating.rated.items():
             rows = {
-                (hour, row["deployment"], row["project_id"]): row
+                (hour, row["deployment"], row["service_tier"], row["project_id"]): row
                 for hour, hour_rows in rating.rows.get(tenant_id, {}).items()
                 for row in hour_rows
             }
@@ -117,7 +123,10 @@ def rated_usage_rows(rating: MonthRating) -> list[tuple]:
                 sale = RatedUsage.Sale.PAID if item.is_paid else item.unsold_reason.value
                 deployment_id = deployments[usage.deployment]
                 project = usage.project
-                key = (tenant_id, project, deployment_id, hour, rating.month_start, str(sale))
+                key = (
+                    tenant_id, project, deployment_id, hour, rating.month_start, str(sale),
+                    usage.service_tier, item.covered,
+                )  # fmt: skip
                 sums = cells.get(key)
                 if sums is None:
                     sums = cells[key] = [0] * (len(RATED_TOKENS) + len(RATED_COMPLIANT)) + [
@@ -129,7 +138,7 @@ def rated_usage_rows(rating: MonthRating) -> list[tuple]:
                     compliant = _compliant_tokens(
                         item,
                         event=rating.events.get((usage.source, usage.id)),
-                        row=rows.get((hour, usage.deployment, project)),
+                        row=rows.get((hour, usage.deployment, usage.service_tier, project)),
                         version=versions.at(deployment_id, usage.time),
                     )
                     values = (*compliant, *_amounts(item))
@@ -137,8 +146,10 @@ def rated_usage_rows(rating: MonthRating) -> list[tuple]:
                         sums[index] += value
     when = stored_time
     return [
-        (tenant_id, project, deployment_id, when(hour), when(month), sale, *sums)
-        for (tenant_id, project, deployment_id, hour, month, sale), sums in cells.items()
+        (tenant_id, project, deployment_id, when(hour), when(month), sale, tier, covered, *sums)
+        for (tenant_id, project, deployment_id, hour, month, sale, tier, covered), sums in (
+            cells.items()
+        )
     ]
 
 
@@ -158,12 +169,13 @@ def _compliant_tokens(item: RatedItem, *, event, row, version) -> tuple[int | De
     usage = item.item
     if usage.id:
         whole = usage.whole
-        within = version is None or is_slo_compliant(
+        slo_ttft_ms, slo_tpot_ms = tier_thresholds(version, usage.service_tier)
+        within = is_slo_compliant(
             is_error=False,
             ttft_ms=event.get("ttft_ms"),
             tpot_ms=event.get("tpot_ms"),
-            slo_ttft_ms=version.slo_ttft_ms,
-            slo_tpot_ms=version.slo_tpot_ms,
+            slo_ttft_ms=slo_ttft_ms,
+            slo_tpot_ms=slo_tpot_ms,
         )
         if not within:
             return (0, 0, 0)

@@ -40,6 +40,7 @@ from billing.domain.rating.hours import (
     realized_before,
 )
 from billing.domain.rating.types import month_bounds
+from billing.domain.reservations import reservation_lines
 from billing.models import (
     RatedChange,
     RatedHour,
@@ -49,6 +50,7 @@ from billing.models import (
     RatingPending,
 )
 from billing.selectors.rating.inputs import MonthRating, line_row, month_rate, quantities_of
+from billing.selectors.reservations import reserving_tenants
 from billing.services.rated_rows import (
     HOUR_FIELDS,
     RATED_COMPLIANT,
@@ -70,7 +72,7 @@ from portal import clock
 from portal.bulk import rows_insert, rows_upsert
 from portal.models import Tenant
 from portal.money import PRO_RATA, fraction_to_decimal
-from portal.periods import hour_floor
+from portal.periods import hour_floor, next_month
 from portal.periods import month_start as month_floor
 from portal.pipeline import MEASURE, RATE, log_append, log_consume, log_prune, stage_schedule
 from portal.snapshot import read_snapshot
@@ -80,8 +82,9 @@ ZERO = Decimal(0)
 HOUR = timedelta(hours=1)
 
 _TOTALS = (
-    "currency", "usage_amount", "minimum_shortfall", "realized", "promotions",
-    "promotion_rate", "quantities", "lines", "credits_applied", "error", "rated_at",
+    "currency", "usage_amount", "reserved_amount", "minimum_shortfall", "realized",
+    "promotions", "promotion_rate", "quantities", "lines", "credits_applied", "error",
+    "rated_at",
 )  # fmt: skip
 RATE_QUANTUM = Decimal(10) ** -30  # the promotion rate's precision (RatedTenantMonth)
 
@@ -145,21 +148,27 @@ def _usage_months(changes) -> dict[datetime, dict[int, datetime]]:
 
 
 def _queued_months(queued: list[tuple]) -> dict[datetime, dict[int, datetime]]:
-    """The tenant-months with usage that billing's queue (pk, tenant id, start, hours) names,
-    and the hour from which each rates differently (for promotions alone, the month's last
-    hour: its totals are worked out again from the hour before)."""
+    """The tenant-months with usage or reservations (up to this month) that billing's queue
+    (pk, tenant id, start, hours) names, and the hour from which each rates differently (for
+    promotions alone, the month's last hour: its totals are worked out again from the hour
+    before)."""
     if not queued:
         return {}
     months: dict[datetime, dict[int, datetime]] = defaultdict(dict)
     first = min(month_floor(start) for _, _, start, _ in queued)
-    usage = (
-        daily_usage_list(start=first, end=datetime(2101, 1, 1, tzinfo=UTC))
+    usage = {
+        (_month_of(month), tenant_id)
+        for month, tenant_id in daily_usage_list(start=first, end=datetime(2101, 1, 1, tzinfo=UTC))
         .annotate(month=TruncMonth("day"))
         .values_list("month", "tenant_id")
         .distinct()
-    )
-    for month, tenant_id in usage:
-        month = _month_of(month)
+    }
+    month, current = first, month_floor(clock.now())
+    while month <= current:  # a reservation bills its months, usage or not
+        end = next_month(month)
+        usage |= {(month, pk) for pk in reserving_tenants(start=month, end=end)}
+        month = end
+    for month, tenant_id in sorted(usage):
         _, end = month_bounds(month_start=month)
         since = [
             max(month, hour_floor(start)) if hours else end - HOUR
@@ -290,6 +299,12 @@ def _month_close(
     last = states[-1] if states else opening
     realized = last.realized if last else ZERO
     quantities = quantities_add(kept, (state.quantities for state in states))
+    reserved = reservation_lines(
+        rating.reservations.get(pk, ()),
+        month_start=month_start,
+        month_end=end,
+        currency=settings.FACTORY_CURRENCY,
+    )
     closing = month_summary(
         month_start=month_start,
         quantities=quantities,
@@ -298,10 +313,12 @@ def _month_close(
         promotions=promotions,
         opening=rating.openings[pk],
         currency=settings.FACTORY_CURRENCY,
+        reserved=reserved,
     )
     promoted = fraction_to_decimal(closing.promoted)
     row.currency = settings.FACTORY_CURRENCY
     row.usage_amount = closing.usage_amount
+    row.reserved_amount = sum((line.amount for line in reserved), ZERO)
     row.minimum_shortfall = closing.minimum_shortfall
     row.realized = realized
     row.promotions = promoted
@@ -378,13 +395,24 @@ def _store(rated: _Rated) -> None:
     log_append(RatedChange, changes, log="billing.rated")
 
 
-def _cells(rows) -> dict[tuple[int, int, int, datetime, str], tuple]:
-    """Stored rated usage keyed by (tenant, project, deployment, hour, sale)."""
+def _cells(rows) -> dict[tuple, tuple]:
+    """Stored rated usage keyed by (tenant, project, deployment, hour, sale, service tier,
+    covered)."""
     sums = (*RATED_TOKENS, *RATED_COMPLIANT, *RATED_MONEY)
     return {
-        (tenant_id, project_id, deployment_id, hour.astimezone(UTC), sale): values
-        for tenant_id, project_id, deployment_id, hour, sale, *values in rows.values_list(
-            "tenant_id", "project_id", "deployment_id", "hour", "sale", *sums
+        (tenant_id, project_id, deployment_id, hour.astimezone(UTC), *cell): values
+        for tenant_id, project_id, deployment_id, hour, *cell, values in (
+            (*row[:7], row[7:])
+            for row in rows.values_list(
+                "tenant_id",
+                "project_id",
+                "deployment_id",
+                "hour",
+                "sale",
+                "service_tier",
+                "covered",
+                *sums,
+            )
         )
     }
 
@@ -394,7 +422,7 @@ def _changed_spans(before: dict, after: dict) -> list[RatedChange]:
     spans: dict[int, tuple[datetime, datetime]] = {}
     for key in before.keys() | after.keys():
         if before.get(key) != after.get(key):
-            tenant_id, _, _, hour, _ = key
+            tenant_id, _, _, hour, *_ = key
             first, last = spans.get(tenant_id, (hour, hour))
             spans[tenant_id] = (min(first, hour), max(last, hour))
     return [

@@ -27,7 +27,7 @@ Decisions where kpis.md is silent:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal, localcontext
@@ -35,9 +35,8 @@ from fractions import Fraction
 
 from billing.domain.invoices import month_lines, usage_lines
 from billing.domain.rating.books import ContractBook, PriceBook
-from billing.domain.rating.boundaries import split_at, token_classes
+from billing.domain.rating.boundaries import split_at, split_at_production, token_classes
 from billing.domain.rating.types import (
-    PARENT_CLASS,
     ClassCharge,
     ContractKind,
     ContractVersion,
@@ -47,11 +46,14 @@ from billing.domain.rating.types import (
     RatedMonth,
     RatingError,
     Running,
+    TierMultiplier,
     UnsoldReason,
     UsageItem,
     VolumeTier,
     month_bounds,
 )
+from billing.domain.reservations import Coverage, ReservationTerms, reservation_lines
+from metering.domain.usage.production import production_tokens
 from portal.money import EXACT, MILLION, fraction_to_decimal, minor_unit
 
 ZERO = Decimal(0)
@@ -130,10 +132,10 @@ def _class_charges(item: UsageItem, prices: PriceBook, currency: str) -> tuple[C
     for token_class, quantity in token_classes(item).items():
         if quantity == 0:
             continue
-        price = prices.at(model=item.model, token_class=token_class, when=when)
-        if price is None and token_class in PARENT_CLASS:
-            price = prices.at(model=item.model, token_class=PARENT_CLASS[token_class], when=when)
-        if price is None:
+        resolved = prices.resolve(
+            model=item.model, token_class=token_class, when=when, tier=item.service_tier
+        )
+        if resolved is None:
             raise RatingError(
                 f"no {token_class} list price in force for model {item.model!r} "
                 f"at {when.isoformat()}",
@@ -141,6 +143,7 @@ def _class_charges(item: UsageItem, prices: PriceBook, currency: str) -> tuple[C
                 time=when,
                 token_class=token_class,
             )
+        price = resolved.price
         if price.currency != currency:
             raise RatingError(
                 f"price of {item.model!r} {token_class} is in {price.currency}, "
@@ -153,8 +156,9 @@ def _class_charges(item: UsageItem, prices: PriceBook, currency: str) -> tuple[C
             ClassCharge(
                 token_class=token_class,
                 quantity=quantity,
-                list_unit_price=price.per_million,
+                list_unit_price=resolved.per_million,
                 price_class=price.token_class,
+                multiplier=resolved.multiplier,
             )
         )
     return tuple(charges)
@@ -204,6 +208,80 @@ def allocate_promotions(
     return shares, applied
 
 
+class Covering:
+    """Reservations' coverage of one tenant's month (kpis.md 3d), hour by hour: its ok items
+    on a deployment in an hour with coverage are covered, in rating order, while their
+    running production stays within the hour's pooled cap; the item that crosses it is
+    split there (billing.domain.rating.boundaries) and every later item of the hour is on
+    demand. Each hour's covered items are then realized at min(its fees, their list value),
+    pro rata to their list values."""
+
+    def __init__(self, coverage: Mapping[tuple[str, datetime], Coverage]) -> None:
+        self.coverage = coverage
+        self.used: dict[tuple[str, datetime], Fraction] = {}
+        self.spent: set[tuple[str, datetime]] = set()  # hours whose cap an item crossed
+
+    def split(self, item: UsageItem) -> tuple[UsageItem | None, UsageItem | None]:
+        """(its covered part, the rest on demand); (None, item) without coverage."""
+        key = _hour_key(item)
+        hour = self.coverage.get(key)
+        if hour is None or key in self.spent:
+            return None, item
+        tok = Fraction(
+            production_tokens(
+                output_tokens=item.output_tokens,
+                input_tokens=item.input_tokens,
+                cached_tokens=item.cached_tokens,
+                w_in=Fraction(hour.w_in),
+            )
+        )
+        left = Fraction(hour.cap) - self.used.get(key, Fraction(0))
+        if tok <= left:
+            self.used[key] = self.used.get(key, Fraction(0)) + tok
+            return item, None
+        self.spent.add(key)
+        return split_at_production(item, left=left, production=tok)
+
+    @staticmethod
+    def draft(item: UsageItem, charges: tuple[tuple[ClassCharge, ...], Decimal]) -> RatedItem:
+        """A covered item's rating before its hour's fees are shared out (`realize`): paid,
+        at its list value, on no usage line."""
+        classes, list_value = charges
+        return RatedItem(
+            item=item,
+            is_paid=True,
+            unsold_reason=None,
+            contract_discount_pct=ZERO,
+            tier_discount_pct=ZERO,
+            charges=classes,
+            list_value=list_value,
+            realized_amount=ZERO,
+            promotion_amount=ZERO,
+            covered=True,
+        )
+
+    def realize(self, drafts: list[RatedItem]) -> None:
+        """Each hour's covered items realized: min(Σ fee, their list value) shared pro rata
+        to their list values (exact fractions)."""
+        by_hour: dict[tuple[str, datetime], list[int]] = {}
+        for index, rated in enumerate(drafts):
+            if rated.covered:
+                by_hour.setdefault(_hour_key(rated.item), []).append(index)
+        for key, indexes in by_hour.items():
+            values = [Fraction(drafts[i].list_value) for i in indexes]
+            listed = sum(values, Fraction(0))
+            if not listed:
+                continue
+            realized = min(self.coverage[key].fee, listed)
+            for index, value in zip(indexes, values, strict=True):
+                share = fraction_to_decimal(realized * value / listed)
+                drafts[index] = replace(drafts[index], realized_amount=share)
+
+
+def _hour_key(item: UsageItem) -> tuple[str, datetime]:
+    return (item.deployment, item.time.astimezone(UTC).replace(minute=0, second=0, microsecond=0))
+
+
 def rate_month(
     *,
     month_start: datetime,
@@ -213,15 +291,21 @@ def rate_month(
     promotions: Sequence[PromotionalCredit] = (),
     currency: str = "USD",
     opening: Running = START,
+    multipliers: Sequence[TierMultiplier] = (),
+    coverage: Mapping[tuple[str, datetime], Coverage] | None = None,
+    reservations: Sequence[ReservationTerms] = (),
 ) -> RatedMonth:
     """Rate one tenant's ok usage of one UTC month; RatingError for a paid item without
     price. Given where the month's rating stood before its items (`opening`: the items of
     the hours before them rated already), it rates the rest of the month: its items are
-    exactly what a whole-month rating gives those items, and its totals and lines theirs."""
+    exactly what a whole-month rating gives those items, and its totals and lines theirs.
+    `coverage`: the tenant's reservations pooled per (deployment, hour) (kpis.md 3d);
+    `reservations`: the tenant's, whose fees of the month its lines bill."""
     start, end = month_bounds(month_start=month_start)
     minor_unit(currency=currency)  # unknown currencies fail before any work
     contract_book = ContractBook(contracts)
-    price_book = PriceBook(prices)
+    price_book = PriceBook(prices, multipliers)
+    covering = Covering(coverage or {})
     ordered = sorted(items, key=lambda item: item.order_key)
     for item in ordered:
         if not start <= item.time < end:
@@ -237,7 +321,13 @@ def rate_month(
     paid_here = 0
     drafts: list[RatedItem] = []
     with localcontext(EXACT):
-        for item in ordered:
+        for whole in ordered:
+            covered, on_demand = covering.split(whole)
+            if covered is not None:
+                drafts.append(covering.draft(covered, _charges(covered, price_book, currency)))
+            if on_demand is None:
+                continue
+            item = on_demand
             left = allowance - consumed  # the allowance's tokens left before the item
             consumed += item.total_tokens
             contract = contract_book.at(when=item.time)
@@ -267,7 +357,8 @@ def rate_month(
                 paid_here += part.total_tokens
                 drafts.append(_paid_item(part, contract, tier, price_book, currency))
 
-    paid = [index for index, rated in enumerate(drafts) if rated.is_paid]
+    covering.realize(drafts)
+    paid = [index for index, rated in enumerate(drafts) if rated.is_paid and not rated.covered]
     shares, exact_applied = allocate_promotions(
         paid=[(drafts[index].item.time, drafts[index].realized_amount) for index in paid],
         promotions=promotions,
@@ -285,6 +376,9 @@ def rate_month(
         applied=exact_applied,
         opening=opening_contract,
         currency=currency,
+        reserved=reservation_lines(
+            reservations, month_start=start, month_end=end, currency=currency
+        ),
     )
     return RatedMonth(
         month_start=start,

@@ -26,6 +26,7 @@ from billing.domain.invoices import (
 from billing.domain.rating.engine import allocate_promotions
 from billing.domain.rating.types import (
     ContractVersion,
+    InvoiceLine,
     PromotionalCredit,
     RatedItem,
     Running,
@@ -43,7 +44,7 @@ class HourState:
 
     hour: datetime
     running: Running
-    realized: Decimal = ZERO  # the month's realized amounts so far, before promotions, exact
+    realized: Decimal = ZERO  # the month's realized amounts on demand so far, before promotions
     quantities: dict[LineKey, int] = field(default_factory=dict)  # the hour's paid, per line
     cuts: dict[datetime, Decimal] = field(default_factory=dict)  # realized before an instant
 
@@ -86,6 +87,8 @@ def hour_states(
                     pending.pop(0)  # in an hour without items: the hour before tells
             while pending and pending[0] <= time:
                 cuts[pending.pop(0)] = realized
+            if rated.covered:  # counts for neither the allowance nor the tiers (kpis.md 3d)
+                continue
             tokens = rated.item.total_tokens
             consumed += tokens
             if not rated.is_paid:
@@ -140,10 +143,12 @@ def month_summary(
     promotions: Sequence[PromotionalCredit],
     opening: ContractVersion | None,
     currency: str,
+    reserved: Sequence[InvoiceLine] = (),
 ) -> MonthLines:
-    """The month's lines: usage lines from its paid quantities, the credits applied to its
-    realized amount (each credit to what was realized before its expiry: `pools` holds it
-    for every expiry inside the month), the minimum."""
+    """The month's lines: usage lines from its paid quantities, its reservations' lines
+    (`reserved`), the credits applied to its realized amount on demand (each credit to what
+    was realized before its expiry: `pools` holds it for every expiry inside the month), the
+    minimum."""
     start, end = month_bounds(month_start=month_start)
     total = realized
     segments = []  # realized amounts between expiries, each at its segment's start
@@ -158,4 +163,6 @@ def month_summary(
         paid=segments, promotions=promotions, month_start=start, currency=currency
     )
     usage = quantity_lines(quantities=quantities, currency=currency)
-    return month_lines(usage=usage, applied=applied, opening=opening, currency=currency)
+    return month_lines(
+        usage=usage, applied=applied, opening=opening, currency=currency, reserved=reserved
+    )

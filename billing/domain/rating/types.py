@@ -14,6 +14,7 @@ from decimal import Decimal, localcontext
 from enum import StrEnum
 from fractions import Fraction
 
+from metering.domain.usage.fields import SERVICE_TIERS, STANDARD
 from portal.money import EXACT
 
 
@@ -55,6 +56,7 @@ class UnsoldReason(StrEnum):
 
 class LineKind(StrEnum):
     USAGE = "usage"
+    RESERVATION = "reservation"  # a reservation's fees of the month (kpis.md 3d)
     PROMOTION = "promotion"
     MINIMUM = "minimum"
     SLA_CREDIT = "sla_credit"  # posted by the SLA close, never by rating
@@ -120,7 +122,7 @@ class UsageItem:
 
     Rating order is (time, source, id); an aggregate uses its hour start and empty
     source and id, so it sorts before the events of that hour. Remaining ties are
-    broken by (model, pool, deployment, project), then by input order.
+    broken by (model, pool, deployment, service tier, project), then by input order.
     """
 
     time: datetime  # event time (request end) or the aggregate's hour start
@@ -135,6 +137,7 @@ class UsageItem:
     requests: int | Fraction = 1  # ok requests in this item (a part: its share of its whole's)
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
+    service_tier: str = STANDARD  # the tier it was served at: its price follows it
     part_of: UsageItem | None = None  # the whole item a part was split from (None: whole)
     project: int = 0  # the tenant's project it was metered to (portal.Project id; 0: none)
 
@@ -175,7 +178,7 @@ class UsageItem:
         return Fraction(self.total_tokens, self.part_of.total_tokens)
 
     @property
-    def order_key(self) -> tuple[datetime, str, str, str, str, str, int]:
+    def order_key(self) -> tuple[datetime, str, str, str, str, str, str, int]:
         return (
             self.time.astimezone(UTC),
             self.source,
@@ -183,6 +186,7 @@ class UsageItem:
             self.model,
             self.pool,
             self.deployment,
+            self.service_tier,
             self.project,
         )
 
@@ -239,19 +243,40 @@ class ContractVersion:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PriceVersion:
-    """A list price per million tokens of one model and token class."""
+    """A list price per million tokens of one model and token class at one service tier."""
 
     model: str
     token_class: TokenClass
     per_million: Decimal  # money per 10^6 tokens
     effective_from: datetime  # whole UTC hour
     currency: str = "USD"
+    service_tier: str = STANDARD
 
     def __post_init__(self) -> None:
         _require_whole_hour("effective_from", self.effective_from)
         object.__setattr__(self, "token_class", TokenClass(self.token_class))
         if not isinstance(self.per_million, Decimal) or self.per_million < 0:
             raise ValueError("per_million must be a non-negative Decimal")
+        if self.service_tier not in SERVICE_TIERS:
+            raise ValueError(f"service_tier must be one of {SERVICE_TIERS}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TierMultiplier:
+    """The factor a service tier's prices are of the standard tier's, for a class without a
+    price of its own in the tier (kpis.md section 3, "Service tiers"): in force from
+    effective_from until the next version of the tier."""
+
+    service_tier: str
+    multiplier: Decimal
+    effective_from: datetime  # whole UTC hour
+
+    def __post_init__(self) -> None:
+        _require_whole_hour("effective_from", self.effective_from)
+        if self.service_tier not in SERVICE_TIERS or self.service_tier == STANDARD:
+            raise ValueError("a multiplier is of priority, flex or batch")
+        if not isinstance(self.multiplier, Decimal) or self.multiplier < 0:
+            raise ValueError("multiplier must be a non-negative Decimal")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -274,12 +299,15 @@ class PromotionalCredit:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClassCharge:
     """One token class of a paid item at its list unit price: that of `price_class`, the
-    class itself or, without a price of its own in force, its parent (PARENT_CLASS)."""
+    class itself or, without a price of its own in force, its parent (PARENT_CLASS), in the
+    item's tier; or, without either in the tier, the standard tier's times the tier's
+    `multiplier` (None: the tier's own price)."""
 
     token_class: TokenClass
     quantity: int  # tokens
     list_unit_price: Decimal  # per million tokens
     price_class: TokenClass
+    multiplier: Decimal | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -297,6 +325,9 @@ class RatedItem:
     realized_amount: Decimal  # list value after contract and tier discounts, before promotions
     promotion_amount: Decimal  # this item's pro rata share of promotional credits (>= 0)
     tier_from_tokens: int | None = None  # the volume tier reached (its threshold), if any
+    # Covered by the tenant's reservations on its deployment (kpis.md 3d): paid, realized
+    # at its share of the hour's fees, on no usage line and outside allowance and tiers.
+    covered: bool = False
 
     @property
     def total_discount_pct(self) -> Decimal:
@@ -314,8 +345,9 @@ class InvoiceLine:
     """One invoice line; amounts rounded to the currency's minor unit.
 
     Every line satisfies ``discount == list_amount - amount``. Usage lines carry the
-    model, token class, the class whose price was used, quantity and list unit price (per
-    million tokens); the other kinds leave them empty (``""``, ``None``, ``None``, 0,
+    model, service tier, token class, the class whose price was used, quantity and list
+    unit price (per million tokens); a reservation line its reservation, GPU-hours and
+    hourly rate; the other kinds leave them empty (``""``, ``None``, ``None``, 0,
     ``None``). A promotion line has
     list_amount 0 and a negative amount; a minimum line charges the shortfall.
     """
@@ -329,8 +361,11 @@ class InvoiceLine:
     token_class: TokenClass | None = None
     price_class: TokenClass | None = None  # the class whose list price was used
     quantity: int = 0  # tokens
-    list_unit_price: Decimal | None = None  # per million tokens
+    list_unit_price: Decimal | None = None  # per million tokens (a reservation's: per GPU-hour)
     discount_pct: Decimal = Decimal(0)  # combined percent of a usage line
+    service_tier: str = ""  # a usage line's tier
+    gpu_hours: Decimal | None = None  # a reservation line's quantity
+    reservation: int | None = None  # a reservation line's reservation
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -359,7 +394,7 @@ class RatedMonth:
     realized_after_promotions: Decimal  # unrounded
     minimum_shortfall: Decimal  # rounded; also the minimum line's amount
     promotions: tuple[PromotionApplication, ...]
-    lines: tuple[InvoiceLine, ...]  # usage, then promotion, then minimum
+    lines: tuple[InvoiceLine, ...]  # usage, reservation, promotion, minimum
     total: Decimal  # sum of the rounded lines
     running: Running = Running()  # where the month's rating stands after its last item
 

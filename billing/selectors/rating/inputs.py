@@ -28,6 +28,7 @@ from billing.domain.rating.types import (
     month_bounds,
 )
 from billing.domain.rating.types import PromotionalCredit as CreditIn
+from billing.domain.reservations import ReservationTerms, coverage_of
 from billing.models import (
     Contract,
     CreditNote,
@@ -45,6 +46,13 @@ from billing.selectors.rating.items import (
     split_events,
     split_hours,
 )
+from billing.selectors.reservations import (
+    reservation_terms,
+    reserved_versions,
+    reserving_tenants,
+    tier_multipliers,
+)
+from metering.domain.usage.fields import STANDARD
 from metering.selectors.changes import usage_changes_read
 from portal.closing import month_is_closed
 from portal.models import Tenant
@@ -93,6 +101,7 @@ def price_versions(*, model_slugs=None) -> list[PriceVersion]:
             per_million=p.per_million,
             effective_from=p.effective_from,
             currency=p.currency,
+            service_tier=p.service_tier,
         )
         for p in prices
     ]
@@ -171,6 +180,7 @@ class MonthRating:
     events: dict[tuple[str, str], dict] = field(default_factory=dict)  # (source, id) -> event
     promotions: dict[int, list[CreditIn]] = field(default_factory=dict)  # the month may apply
     openings: dict[int, ContractVersion | None] = field(default_factory=dict)  # at its start
+    reservations: dict[int, list[ReservationTerms]] = field(default_factory=dict)
 
 
 def month_rate(
@@ -179,8 +189,8 @@ def month_rate(
     tenants: Iterable[Tenant] | None = None,
     resume: Mapping[int, tuple[datetime, Running]] | None = None,
 ) -> MonthRating:
-    """Rate the month of every tenant with usage in it (or of `tenants`) hour by hour, in a
-    fixed number of queries; a tenant that cannot be rated gets its RatingError instead.
+    """Rate the month of every tenant with usage or reservations in it (or of `tenants`) hour
+    by hour, in a fixed number of queries; a tenant that cannot be rated gets its RatingError instead.
     With `resume` (tenant id -> (hour, the running totals before it), for every tenant
     rated), each tenant's hours from that hour on are rated, before promotions: the rate
     stage applies the month's promotions to what it stores (billing.domain.rating.hours)."""
@@ -189,8 +199,8 @@ def month_rate(
     since = {pk: hour for pk, (hour, _) in (resume or {}).items()}
     first = min(since.values(), default=start)
     by_tenant = hourly_rows(first, end, ids)
-    if ids is None:
-        ids = list(by_tenant)
+    if ids is None:  # every tenant with usage or reservations in the month
+        ids = sorted(set(by_tenant) | reserving_tenants(start=start, end=end))
     for tenant_id, hours in by_tenant.items():
         for hour in [h for h in hours if h < since.get(tenant_id, start)]:
             del hours[hour]
@@ -198,6 +208,9 @@ def month_rate(
     contracts = _contracts_by_tenant(ids)
     promotions = _promotions(month_start=start, tenant_ids=ids)
     prices = price_versions()
+    multipliers = tier_multipliers()
+    reserved = reservation_terms(tenant_ids=ids, start=start, end=end)
+    version_at = reserved_versions() if reserved else None
     split: dict[int, set[datetime]] = {}
     openings: dict[int, Running] = {pk: running for pk, (_, running) in (resume or {}).items()}
     result = MonthRating(
@@ -205,16 +218,23 @@ def month_rate(
         tenants=tenant_map,
         rows=dict(by_tenant),
         promotions={pk: promotions.get(pk, []) for pk in ids},
+        reservations={pk: reserved.get(pk, []) for pk in ids},
     )
+    coverage: dict[int, dict] = {}
     for tenant_id in ids:
         book = ContractBook(contracts[tenant_id])
         opening = result.openings[tenant_id] = book.at(when=start)
+        if tenant_id in reserved and version_at is not None:
+            coverage[tenant_id] = coverage_of(
+                reserved[tenant_id], version_at=version_at, start=first, end=end
+            )
         split[tenant_id] = split_hours(
             by_tenant.get(tenant_id, {}),
             contracts=book,
             allowance=opening.free_tokens_per_month if opening is not None else 0,
             promotions=promotions.get(tenant_id, []),
             opening=openings.get(tenant_id, START),
+            coverage=coverage.get(tenant_id),
         )
     events = split_events({(t, h) for t, hours in split.items() for h in hours})
     for tenant_id in ids:
@@ -228,6 +248,9 @@ def month_rate(
                 promotions=() if resume is not None else promotions.get(tenant_id, []),
                 currency=settings.FACTORY_CURRENCY,
                 opening=openings.get(tenant_id, START),
+                multipliers=multipliers,
+                coverage=coverage.get(tenant_id),
+                reservations=reserved.get(tenant_id, ()),
             )
         except RatingError as error:
             result.errors[tenant_id] = error
@@ -300,17 +323,20 @@ def month_billed(*, tenant: Tenant, month_start: datetime) -> RatedMonth | Bille
 def line_row(line: InvoiceLine) -> list:
     """An invoice line as a rated tenant-month keeps it (RatedTenantMonth.lines): a list,
     money and prices as decimal strings."""
-    price = line.list_unit_price
+    price, hours = line.list_unit_price, line.gpu_hours
     return [
         str(line.kind), line.model, str(line.token_class or ""), str(line.price_class or ""),
         line.quantity, None if price is None else str(price), str(line.list_amount),
         str(line.discount), str(line.amount), str(line.discount_pct), line.description,
+        line.service_tier, None if hours is None else str(hours), line.reservation,
     ]  # fmt: skip
 
 
 def line_of(row: list) -> InvoiceLine:
-    """A line as RatedTenantMonth.lines keeps it (line_row), read back."""
-    kind, model, token, priced, quantity, price, list_amount, discount, amount, pct, text = row
+    """A line as RatedTenantMonth.lines keeps it (line_row), read back (its last three
+    fields are absent from the lines stored before service tiers and reservations)."""
+    kind, model, token, priced, quantity, price, list_amount, discount, amount, pct, text = row[:11]
+    tier, hours, reservation = (*row[11:], "", None, None)[:3]
     return InvoiceLine(
         kind=LineKind(kind),
         model=model,
@@ -323,16 +349,27 @@ def line_of(row: list) -> InvoiceLine:
         amount=Decimal(amount),
         discount_pct=Decimal(pct),
         description=text,
+        service_tier=tier,
+        gpu_hours=None if hours is None else Decimal(hours),
+        reservation=reservation,
     )
 
 
 def quantities_of(stored: list[list]) -> dict:
-    """Stored paid quantities per usage line and project (`quantities_json`; those stored
-    before projects are the tenant's (none)'s) as the rating keys them."""
-    return {
-        (
-            model, TokenClass(token), TokenClass(priced), Decimal(price),
-            (Decimal(c), Decimal(t), tier_from), project[0] if project else NONE_ID,
-        ): q
-        for model, token, priced, price, c, t, tier_from, q, *project in stored
-    }  # fmt: skip
+    """Stored paid quantities per usage line and project (`quantities_json`) as the rating
+    keys them: those stored before service tiers (without a tier and a multiplier) are
+    standard ones, those stored before projects the tenant's (none)'s."""
+    quantities = {}
+    for row in stored:
+        if len(row) in (8, 9):  # [model, token, priced, price, c, t, tier from, q, (project)]
+            row = [row[0], STANDARD, *row[1:4], None, *row[4:]]
+        if len(row) == 10:  # [..., q]: no project
+            row = [*row, NONE_ID]
+        model, service_tier, token, priced, price, multiplier, c, t, tier_from, q, project = row
+        key = (
+            model, service_tier, TokenClass(token), TokenClass(priced), Decimal(price),
+            None if multiplier is None else Decimal(multiplier),
+            (Decimal(c), Decimal(t), tier_from), project,
+        )  # fmt: skip
+        quantities[key] = q
+    return quantities

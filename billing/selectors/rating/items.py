@@ -1,12 +1,13 @@
 """Rollup rows and events as rating items: hourly rows, and the hours the allowance, a
-volume tier or a credit's expiry splits (rated event by event, in kpis.md's order: time,
-source, id)."""
+volume tier, a credit's expiry or a reservation's capacity splits (rated event by event, in
+kpis.md's order: time, source, id)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from functools import reduce
 from operator import or_
 
@@ -16,6 +17,8 @@ from billing.domain.rating.books import ContractBook
 from billing.domain.rating.engine import START
 from billing.domain.rating.types import PromotionalCredit as CreditIn
 from billing.domain.rating.types import Running, UsageItem
+from billing.domain.reservations import Coverage
+from metering.domain.usage.production import production_tokens
 from metering.domain.usage.rollup import TOKEN_FIELDS
 from metering.selectors.usage import (
     event_key_list,
@@ -41,6 +44,7 @@ def hourly_rows(
         .values(
             "tenant_id",
             "deployment_id",
+            "service_tier",
             "project_id",
             "hour",
             "requests",
@@ -59,7 +63,7 @@ def hourly_rows(
             pool=F("deployment__pool__slug"),
             deployment=F("deployment__slug"),
         )
-        .order_by("tenant_id", "hour", "deployment_id", "project_id")
+        .order_by("tenant_id", "hour", "deployment_id", "service_tier", "project_id")
     )
     by_tenant: dict[int, dict[datetime, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
@@ -75,34 +79,65 @@ def split_hours(
     allowance: int,
     promotions: list[CreditIn],
     opening: Running = START,
+    coverage: Mapping[tuple[str, datetime], Coverage] | None = None,
 ) -> set[datetime]:
-    """Hours inside which the allowance runs out, a tier is reached or a credit expires,
-    the running totals before the first hour being `opening`'s.
+    """Hours inside which the allowance runs out, a tier is reached, a credit expires or a
+    deployment's usage crosses its reservations' capacity (kpis.md 3d), the running totals
+    before the first hour being `opening`'s.
 
-    Paid tokens before an hour are known as a range once an hour was split (its paid
-    share is only known event by event), so the tier test is conservative."""
+    Once an hour was split, the tokens before a later hour are known as a range (what an
+    hour's coverage leaves on demand, and so paid, is only known event by event), so the
+    allowance and tier tests are conservative: an hour is split unless every one of its
+    tokens is certainly on the same side of every boundary."""
     split = {
         hour_floor(c.expires_at)
         for c in promotions
         if c.expires_at is not None and c.expires_at.astimezone(UTC).timestamp() % 3600
     }
-    consumed = opening.consumed
+    coverage = coverage or {}
+    consumed_low = consumed_high = opening.consumed
     paid_low = paid_high = opening.paid_tokens
     for hour in sorted(by_hour):
-        tokens = sum(row["input_tokens"] + row["output_tokens"] for row in by_hour[hour])
+        certain, uncertain = 0, 0  # the hour's tokens on demand for sure, and perhaps
+        by_deployment: dict[str, list[dict]] = defaultdict(list)
+        for row in by_hour[hour]:
+            by_deployment[row["deployment"]].append(row)
+        for deployment, rows in by_deployment.items():
+            tokens = sum(row["input_tokens"] + row["output_tokens"] for row in rows)
+            covered = coverage.get((deployment, hour))
+            if covered is None:
+                certain += tokens
+            elif sum(_production(row, covered.w_in) for row in rows) > covered.cap:
+                split.add(hour)  # its capacity runs out inside the hour
+                uncertain += tokens
         contract = contracts.at(when=hour)
         is_paid_contract = contract is not None and contract.kind == "paid"
-        if consumed < allowance < consumed + tokens:
+        low, high = certain, certain + uncertain
+        if consumed_high + high <= allowance:
+            pass  # free, every token of it
+        elif consumed_low >= allowance:  # beyond the allowance, every token of it
+            if is_paid_contract:
+                if any(paid_low < t.from_tokens <= paid_high + high for t in contract.volume_tiers):
+                    split.add(hour)
+                paid_low += low
+                paid_high += high
+        else:
             split.add(hour)
             if is_paid_contract:
-                paid_high += tokens
-        elif consumed + tokens > allowance and is_paid_contract:
-            if any(paid_low < t.from_tokens <= paid_high + tokens for t in contract.volume_tiers):
-                split.add(hour)
-            paid_low += tokens
-            paid_high += tokens
-        consumed += tokens
+                paid_high += high
+        consumed_low += low
+        consumed_high += high
     return split
+
+
+def _production(row: dict, w_in: Decimal) -> Decimal:
+    """The ok production of a rollup row (tok, kpis.md section 1)."""
+    return production_tokens(
+        output_tokens=row["output_tokens"],
+        input_tokens=row["input_tokens"],
+        cached_tokens=row["cached_tokens"],
+        w_in=w_in,
+    )
 
 
 def split_events(cells: set[tuple[int, datetime]]) -> dict[tuple[int, datetime], list[dict]]:
@@ -121,6 +156,7 @@ def split_events(cells: set[tuple[int, datetime]]) -> dict[tuple[int, datetime],
             "time",
             "tenant_id",
             "deployment_id",
+            "service_tier",
             "project_id",
             *TOKEN_FIELDS,
             "ttft_ms",
@@ -154,15 +190,17 @@ def _item(time, row, tokens: Iterable[int], **extra) -> UsageItem:
         model=row["model"],
         pool=row["pool"],
         deployment=row["deployment"],
+        service_tier=row["service_tier"],
         project=row["project_id"],
         **dict(zip(TOKEN_FIELDS, tokens, strict=True)),
         **extra,
     )
 
 
-def row_cell(row: dict) -> tuple[int, int]:
-    """What a rollup row (or event) is one of in its tenant's hour: (deployment, project)."""
-    return row["deployment_id"], row["project_id"]
+def row_cell(row: dict) -> tuple[int, str, int]:
+    """What a rollup row (or event) is one of in its tenant's hour: (deployment, tier,
+    project)."""
+    return row["deployment_id"], row["service_tier"], row["project_id"]
 
 
 def hour_items(hour: datetime, rows: list[dict], events: list[dict]) -> list[UsageItem]:

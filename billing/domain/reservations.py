@@ -1,0 +1,254 @@
+"""Reservations: dedicated capacity on one deployment (kpis.md 3d). Pure Python, no Django.
+
+A reservation holds `gpus` GPUs of its deployment's pool from `starts_at` to `ends_at` (none:
+until cancelled) at `hourly_rate` per GPU-hour; its GPUs may rise from a whole hour on (a
+new version), never fall. For each UTC hour h, with t the seconds of h inside [starts_at,
+ends_at):
+
+    cap(r, h) = gpus × R_ref(d, the version in force at h's start) × t     (tok)
+    fee(r, h) = gpus × hourly_rate × t / 3600
+
+Rating covers a tenant's ok events on d in h while their running Σ tok(e) stays within the
+sum of its reservations' caps there (`Coverage`, pooled), and bills each reservation's fees
+of a month on one `reservation` line (`reservation_lines`). Decisions where kpis.md is
+silent:
+- `starts_at` and a rise's `effective_from` are whole UTC hours (every effective-dated
+  start is); a `none` reservation's cancellation may fall inside an hour (whole seconds):
+  its last hour counts the seconds before it.
+- A reservation's figures per hour when several of a tenant's share a deployment (coverage
+  is pooled): its covered tokens are the pool's in proportion to its cap, its covered
+  realized amount in proportion to its fee, so each reservation's figures sum to the
+  pool's.
+- The line's quantity is its GPU-hours rounded to 6 decimals (to the second of a GPU); its
+  amount is the exact sum of its fees, rounded once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from fractions import Fraction
+
+from billing.domain.rating.types import InvoiceLine, LineKind
+from portal.errors import FieldError
+from portal.formatting import decimal_plain
+from portal.money import fraction_to_decimal, round_half_up, round_money
+
+HOUR = timedelta(hours=1)
+SECONDS_PER_HOUR = 3600
+GPU_HOURS_QUANTUM = Decimal("0.000001")
+
+# A reservation's term: how many calendar months it runs from its start (none: until
+# cancelled).
+TERMS: dict[str, int] = {"none": 0, "1m": 1, "6m": 6, "12m": 12}
+NONE = "none"
+
+
+class ReservationConflict(FieldError):
+    """A change the reservation's terms refuse (lowering its GPUs, cancelling a term before
+    its end, more GPUs than the pool has): a 409 naming the field."""
+
+    http_status = 409
+
+
+@dataclass(frozen=True, slots=True)
+class GpusFrom:
+    """The reservation's GPUs from `effective_from` (a whole UTC hour) on."""
+
+    effective_from: datetime
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReservationTerms:
+    """A reservation as rating and its figures read it. `gpus`: its versions in time order,
+    the first at `starts_at`."""
+
+    id: int
+    deployment: str  # slug
+    hourly_rate: Decimal  # money per GPU-hour
+    starts_at: datetime
+    ends_at: datetime | None
+    gpus: tuple[GpusFrom, ...]
+
+    def __post_init__(self) -> None:
+        if not self.gpus or self.gpus[0].effective_from != self.starts_at:
+            raise ValueError("a reservation's first GPUs start at its start")
+        counts = [version.gpus for version in self.gpus]
+        if counts != sorted(counts) or counts[0] <= 0:
+            raise ValueError("a reservation's GPUs are positive and never fall")
+
+    def gpus_at(self, moment: datetime) -> int:
+        """The GPUs reserved at `moment` (0 outside [starts_at, ends_at))."""
+        if moment < self.starts_at or (self.ends_at is not None and moment >= self.ends_at):
+            return 0
+        gpus = 0
+        for version in self.gpus:
+            if version.effective_from <= moment:
+                gpus = version.gpus
+        return gpus
+
+    def hours(self, start: datetime, end: datetime) -> Iterator[ReservedHour]:
+        """Each UTC hour of [start, end) the reservation holds some of (start and end whole
+        hours): its GPUs and the seconds it holds them."""
+        first = max(start, _hour_floor(self.starts_at))
+        last = end if self.ends_at is None else min(end, self.ends_at)
+        hour = first
+        while hour < last:
+            begin = max(hour, self.starts_at)
+            finish = min(hour + HOUR, self.ends_at or hour + HOUR)
+            seconds = int((finish - begin).total_seconds())
+            gpus = self.gpus_at(begin)
+            if seconds > 0 and gpus:
+                yield ReservedHour(self, hour, gpus, seconds)
+            hour += HOUR
+
+
+@dataclass(frozen=True, slots=True)
+class ReservedHour:
+    """One reservation in one UTC hour: its GPUs and the seconds of the hour it holds."""
+
+    reservation: ReservationTerms
+    hour: datetime
+    gpus: int
+    seconds: int  # t(r, h)
+
+    @property
+    def gpu_seconds(self) -> int:
+        return self.gpus * self.seconds
+
+    @property
+    def fee(self) -> Fraction:
+        """gpus × hourly_rate × t / 3600, exact."""
+        return Fraction(self.reservation.hourly_rate) * self.gpu_seconds / SECONDS_PER_HOUR
+
+    def cap(self, r_ref: Decimal) -> Decimal:
+        """gpus × R_ref × t: the output-token units its GPUs make in the hour at the SLO."""
+        return self.gpu_seconds * r_ref
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """A tenant's reservations on one deployment in one hour, pooled: what rating covers
+    (cap, tok) and what they charge (fee), and the deployment's w_in that weighs an event's
+    production there (the version in force at the hour's start)."""
+
+    cap: Decimal
+    fee: Fraction
+    w_in: Decimal
+
+
+# The deployment version in force at an hour's start: (R_ref, w_in), or None before its first.
+VersionAt = Callable[[str, datetime], tuple[Decimal, Decimal] | None]
+
+
+def coverage_of(
+    reservations: Iterable[ReservationTerms],
+    *,
+    version_at: VersionAt,
+    start: datetime,
+    end: datetime,
+) -> dict[tuple[str, datetime], Coverage]:
+    """One tenant's coverage per (deployment slug, hour) of [start, end): its reservations'
+    caps and fees summed. An hour whose deployment has no version then covers nothing."""
+    caps: dict[tuple[str, datetime], Decimal] = {}
+    fees: dict[tuple[str, datetime], Fraction] = {}
+    w_ins: dict[tuple[str, datetime], Decimal] = {}
+    for reservation in reservations:
+        for held in reservation.hours(start, end):
+            version = version_at(reservation.deployment, held.hour)
+            if version is None:
+                continue
+            r_ref, w_in = version
+            key = (reservation.deployment, held.hour)
+            caps[key] = caps.get(key, Decimal(0)) + held.cap(r_ref)
+            fees[key] = fees.get(key, Fraction(0)) + held.fee
+            w_ins[key] = w_in
+    return {key: Coverage(cap=caps[key], fee=fees[key], w_in=w_ins[key]) for key in caps}
+
+
+def reservation_lines(
+    reservations: Sequence[ReservationTerms], *, month_start: datetime, month_end: datetime,
+    currency: str,
+) -> list[InvoiceLine]:  # fmt: skip
+    """One `reservation` line per reservation holding GPUs in the month, in the order of
+    their ids: quantity its GPU-hours, unit price its hourly rate, amount the sum of its
+    fees rounded once."""
+    lines = []
+    for reservation in sorted(reservations, key=lambda r: r.id):
+        gpu_seconds = sum(held.gpu_seconds for held in reservation.hours(month_start, month_end))
+        if not gpu_seconds:
+            continue
+        hours = Fraction(gpu_seconds, SECONDS_PER_HOUR)
+        amount = round_money(
+            amount=fraction_to_decimal(hours * Fraction(reservation.hourly_rate)),
+            currency=currency,
+        )
+        gpu_hours = round_half_up(amount=fraction_to_decimal(hours), quantum=GPU_HOURS_QUANTUM)
+        lines.append(
+            InvoiceLine(
+                kind=LineKind.RESERVATION,
+                list_amount=amount,
+                discount=amount - amount,
+                amount=amount,
+                description=(
+                    f"Reservation {reservation.id}: {decimal_plain(gpu_hours)} GPU-hours of "
+                    f"{reservation.deployment} at {decimal_plain(reservation.hourly_rate)} "
+                    "per GPU-hour"
+                ),
+                list_unit_price=reservation.hourly_rate,
+                gpu_hours=gpu_hours,
+                reservation=reservation.id,
+            )
+        )
+    return lines
+
+
+def term_end(starts_at: datetime, term: str) -> datetime | None:
+    """When a reservation of `term` that starts at `starts_at` ends: that many calendar
+    months later (the same day and hour, or the month's last day when it has no such day);
+    None for `none`."""
+    months = TERMS[term]
+    if not months:
+        return None
+    index = starts_at.year * 12 + starts_at.month - 1 + months
+    year, month = divmod(index, 12)
+    day = starts_at.day
+    while True:
+        try:
+            return starts_at.replace(year=year, month=month + 1, day=day)
+        except ValueError:  # 31 March + 1 month: 30 April
+            day -= 1
+
+
+def pool_peak(
+    reservations: Iterable[ReservationTerms], *, start: datetime, end: datetime | None
+) -> tuple[int, datetime | None]:
+    """The most GPUs the reservations hold at any instant of [start, end) (end None: on
+    and on) and the first instant they do; (0, None) when none holds any."""
+    reservations = list(reservations)
+    instants = {start}
+    for reservation in reservations:
+        for moment in (reservation.starts_at, reservation.ends_at):
+            if moment is not None:
+                instants.add(moment)
+        instants.update(version.effective_from for version in reservation.gpus)
+    peak, when = 0, None
+    for moment in sorted(instants):
+        if moment < start or (end is not None and moment >= end):
+            continue
+        gpus = sum(r.gpus_at(moment) for r in reservations)
+        if gpus > peak:
+            peak, when = gpus, moment
+    return peak, when
+
+
+def is_whole_hour(moment: datetime) -> bool:
+    utc = moment.astimezone(UTC)
+    return (utc.minute, utc.second, utc.microsecond) == (0, 0, 0)
+
+
+def _hour_floor(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
