@@ -1,0 +1,215 @@
+"""Reservations end to end (kpis.md 3d): kpis.md's worked example through ingestion, the fold,
+the rate stage, the month's invoice and the ledger, and the term rules, each leaving the
+month's invoices as they were."""
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+
+from billing.domain.reservations import ReservationConflict
+from billing.models import RatedUsage, Reservation
+from billing.selectors.ledger import account_balances
+from billing.services.close import close_run
+from billing.services.pricing import price_create
+from billing.services.rating import rated_usage_update
+from billing.services.reservations import (
+    reservation_cancel,
+    reservation_create,
+    reservation_raise,
+)
+from metering.models import Deployment, ServedModel
+from portal import clock
+from portal.closing import month_close
+from portal.errors import FieldError
+from tests.billing.factories import JAN, MARCH, M, make_contract, post_usage, usage_event
+from tests.metering.factories import make_deployment
+
+pytestmark = pytest.mark.both_backends
+
+BEFORE = datetime(2026, 3, 2, 9, tzinfo=UTC)  # the reservation is made an hour before it starts
+AFTER = datetime(2026, 4, 2, 9, tzinfo=UTC)  # March over
+
+
+@pytest.fixture
+def deployment(db):
+    """llama-70b@h100-a: R_ref 2,500 tok/s per GPU, w_in 0, on 8 GPUs; output 2.00."""
+    make_deployment(r_ref="2500", gpus=8)
+    price_create(
+        model=ServedModel.objects.get(slug="llama-70b"),
+        token_class="output",
+        per_million=Decimal("2.00"),
+        currency="USD",
+        effective_from=JAN,
+    )
+    return Deployment.objects.get()
+
+
+def reserve(
+    tenant, deployment, *, gpus=2, term="none", starts_at=datetime(2026, 3, 2, 10, tzinfo=UTC)
+):
+    return reservation_create(
+        tenant=tenant,
+        deployment=deployment,
+        gpus=gpus,
+        hourly_rate=Decimal("4.00"),
+        term=term,
+        starts_at=starts_at,
+    )
+
+
+@pytest.mark.parametrize("now", [BEFORE], indirect=True)
+def test_the_worked_example_from_ingestion_to_the_ledger(admin_api, tenant_a, deployment):
+    make_contract(tenant_a)
+    reservation = reserve(tenant_a, deployment)
+    reservation_cancel(reservation=reservation, at=datetime(2026, 3, 2, 12, tzinfo=UTC))
+    clock.clock_set(AFTER)
+    post_usage(admin_api, [
+        usage_event("a", "2026-03-02T10:10:00Z", 0, 10 * M),
+        usage_event("b", "2026-03-02T10:20:00Z", 0, 6 * M),
+        usage_event("c", "2026-03-02T10:30:00Z", 0, 4 * M),
+        usage_event("d", "2026-03-02T11:15:00Z", 0, 3 * M),
+    ])  # fmt: skip
+
+    rows = RatedUsage.objects.filter(sale="paid").order_by("hour", "-covered")
+    assert [
+        (r.hour.hour, r.covered, r.output_tokens, r.list_value, r.realized_amount) for r in rows
+    ] == [
+        (10, True, 18 * M, Decimal("36.00"), Decimal("8.00")),  # 10 + 6 + the crossing 2 M
+        (10, False, 2 * M, Decimal("4.00"), Decimal("4.00")),
+        (11, True, 3 * M, Decimal("6.00"), Decimal("6.00")),  # 2.00 of its fee unused
+    ]
+    [invoice] = close_run(month_start=MARCH).issued
+    assert [
+        (line.kind, line.quantity, line.gpu_hours, line.list_unit_price, line.amount)
+        for line in invoice.lines.all()
+    ] == [
+        ("usage", 2 * M, None, Decimal("2.00"), Decimal("4.00")),
+        ("reservation", 0, Decimal("4.000000"), Decimal("4.00"), Decimal("16.00")),
+    ]
+    assert invoice.lines.get(kind="reservation").reservation == reservation
+    assert invoice.total == Decimal("20.00")
+    balances = account_balances()
+    assert balances[("receivable:tenant-a", "USD")] == Decimal("20.00")
+    assert balances[("revenue:reservations", "USD")] == Decimal("-16.00")
+    assert balances[("revenue:llama-70b", "USD")] == Decimal("-4.00")
+    assert sum(balances.values()) == 0
+
+
+@pytest.mark.parametrize("now", [BEFORE], indirect=True)
+def test_term_rules_refuse_and_leave_the_invoices_as_they_were(tenant_a, deployment):
+    make_contract(tenant_a)
+    reservation = reserve(tenant_a, deployment, term="1m")
+    assert reservation.ends_at == datetime(2026, 4, 2, 10, tzinfo=UTC)
+    raised = reservation_raise(
+        reservation=reservation, gpus=4, effective_from=datetime(2026, 3, 3, tzinfo=UTC)
+    )
+    assert raised.gpus == 4
+    rated_usage_update()
+
+    with pytest.raises(ReservationConflict) as cancel:
+        reservation_cancel(reservation=reservation, at=datetime(2026, 3, 10, tzinfo=UTC))
+    assert cancel.value.field == "ends_at"
+    with pytest.raises(ReservationConflict) as lower:
+        reservation_raise(
+            reservation=reservation, gpus=3, effective_from=datetime(2026, 3, 5, tzinfo=UTC)
+        )
+    assert lower.value.field == "gpus"
+    with pytest.raises(ReservationConflict) as pool:
+        reserve(tenant_a, deployment, gpus=5)  # 4 of the pool's 8 held from 3 March
+    assert pool.value.field == "gpus"
+    assert "h100-a has 8 GPUs: reservations would hold 9 of them" in str(pool.value)
+    month_close(month=datetime(2026, 2, 1, tzinfo=UTC))
+    with pytest.raises(FieldError) as closed:
+        reserve(tenant_a, deployment, gpus=1, starts_at=datetime(2026, 2, 27, tzinfo=UTC))
+    assert closed.value.field == "starts_at"
+
+    assert Reservation.objects.count() == 1
+    clock.clock_set(datetime(2026, 5, 2, tzinfo=UTC))
+    [march] = close_run(month_start=MARCH).issued
+    # 2 GPUs for 14 hours of 2 March, then 4 GPUs to the month's end (29 days x 24 h).
+    [line] = march.lines.all()
+    assert (line.kind, line.gpu_hours, line.amount) == (
+        "reservation",
+        Decimal(2 * 14 + 4 * 29 * 24),
+        Decimal(4 * (2 * 14 + 4 * 29 * 24)).quantize(Decimal("0.01")),
+    )
+
+
+@pytest.mark.parametrize("now", [BEFORE], indirect=True)
+def test_the_api_applies_the_term_rules_with_409s_naming_the_field(admin_api, tenant_a, deployment):
+    make_contract(tenant_a)
+    body = {
+        "tenant": "tenant-a", "deployment": "llama-70b@h100-a", "gpus": 2, "hourly_rate": "4.00",
+        "term": "1m", "starts_at": "2026-03-02T10:00:00Z",
+    }  # fmt: skip
+    created = admin_api.post("/api/v1/reservations", body, format="json")
+    assert created.status_code == 201, created.json()
+    pk = created.json()["id"]
+    assert created.json()["ends_at"] == "2026-04-02T10:00:00Z"
+
+    def refused(response, status, field):
+        assert response.status_code == status, response.json()
+        assert [error["field"] for error in response.json()["errors"]] == [field]
+
+    raised = admin_api.patch(
+        f"/api/v1/reservations/{pk}", {"gpus": 4, "effective_from": "2026-03-03T00:00:00Z"},
+        format="json",
+    )  # fmt: skip
+    assert raised.status_code == 200, raised.json()
+    assert (raised.json()["gpus"], len(raised.json()["versions"])) == (4, 2)
+    refused(
+        admin_api.patch(
+            f"/api/v1/reservations/{pk}", {"gpus": 3, "effective_from": "2026-03-05T00:00:00Z"},
+            format="json",
+        ),
+        409, "gpus",
+    )  # fmt: skip
+    refused(
+        admin_api.post(f"/api/v1/reservations/{pk}/cancel", {"at": "2026-03-10T00:00:00Z"}),
+        409, "ends_at",
+    )  # fmt: skip
+    refused(admin_api.post("/api/v1/reservations", {**body, "gpus": 5}, format="json"), 409, "gpus")
+    refused(
+        admin_api.post(
+            "/api/v1/reservations", {**body, "starts_at": "2026-03-02T10:30:00Z"}, format="json"
+        ),
+        400, "starts_at",
+    )  # fmt: skip
+    assert Reservation.objects.count() == 1
+
+
+@pytest.mark.parametrize("now", [BEFORE], indirect=True)
+def test_a_tenant_reads_only_its_own_reservations_and_investors_none(
+    users, token_client, make_user, tenant_a, tenant_b, deployment
+):
+    own = reserve(tenant_a, deployment)
+    reserve(tenant_b, deployment)
+
+    member = token_client(users["tenant"]).get("/api/v1/reservations")
+    assert [row["id"] for row in member.json()["results"]] == [own.pk]
+    other = Reservation.objects.get(tenant=tenant_b)
+    assert token_client(users["tenant"]).get(f"/api/v1/reservations/{other.pk}").status_code == 404
+    assert token_client(users["investor"]).get("/api/v1/reservations").status_code == 403
+    assert len(token_client(users["finance"]).get("/api/v1/reservations").json()["results"]) == 2
+    write = token_client(users["tenant"], scopes=["read", "admin"]).post(
+        "/api/v1/reservations", {"tenant": "tenant-a"}, format="json"
+    )
+    assert write.status_code == 403
+
+
+def test_service_tier_multipliers_are_effective_dated_and_refuse_standard(admin_api):
+    created = admin_api.post(
+        "/api/v1/service-tiers",
+        {"tier": "priority", "multiplier": "2.0", "effective_from": "2027-01-01T00:00:00Z"},
+        format="json",
+    )
+    assert created.status_code == 201, created.json()
+    assert created.json()["tier"] == "priority"
+    standard = admin_api.post(
+        "/api/v1/service-tiers",
+        {"tier": "standard", "multiplier": "2.0", "effective_from": "2027-01-01T00:00:00Z"},
+        format="json",
+    )
+    assert standard.status_code == 400
+    assert standard.json()["errors"][0]["field"] == "tier"
