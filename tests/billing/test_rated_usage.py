@@ -17,6 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from billing.domain.invoices import BASE_KINDS
 from billing.models import (
     Contract,
     Price,
@@ -25,11 +26,17 @@ from billing.models import (
     RatedTenantMonth,
     RatedUsage,
     RatingPending,
+    Reservation,
 )
 from billing.selectors.rating.inputs import month_billed, month_rate
 from billing.selectors.rating.items import hourly_rows
 from billing.services.pricing import contract_create, price_create, promotion_grant
 from billing.services.rating import rated_usage_update
+from billing.services.reservations import (
+    reservation_cancel,
+    reservation_create,
+    reservation_raise,
+)
 from flywheel.selectors.kpis import period_measure
 from flywheel.selectors.measurement import FactoryData
 from flywheel.services.kpis import snapshots_measure
@@ -45,7 +52,9 @@ from metering.models import (
 )
 from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import usage_fold
+from portal import clock
 from portal.closing import month_close
+from portal.errors import FieldError
 from portal.models import ClosedMonth, Tenant
 from tests.metering.factories import make_deployment
 
@@ -165,8 +174,12 @@ def test_measuring_a_month_reads_no_event_never_rates_and_its_queries_are_flat(d
         snapshots_measure(start=MARCH, end=APRIL, now=NOW)
 
 
+TIERS = ("standard", "priority", "flex", "batch")
+
+
 def _fresh(month: datetime) -> dict[tuple, dict]:
-    """A fresh hourly rating of the month summed per (tenant, deployment, hour, sale), with
+    """A fresh hourly rating of the month summed per (tenant, deployment, hour, sale, tier,
+    covered), with
     the compliant tokens of each paid cell counted from the raw events, each paid part of an
     event its share of them (every event here has its rollup, so an hour's aggregate item
     stands for all of its events)."""
@@ -180,27 +193,33 @@ def _fresh(month: datetime) -> dict[tuple, dict]:
             usage = item.item
             hour = usage.time.replace(minute=0, second=0, microsecond=0)
             sale = "paid" if item.is_paid else item.unsold_reason.value
-            cell = cells[(tenant_id, slugs[usage.deployment], hour, sale)]
+            tier = usage.service_tier
+            cell = cells[(tenant_id, slugs[usage.deployment], hour, sale, tier, item.covered)]
             for name in ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens",
                          "reasoning_tokens"):  # fmt: skip
                 cell[name] += getattr(usage, name)
             cell["list_value"] += item.list_value
             cell["realized"] += item.realized_amount
             if item.is_paid:
-                key = (tenant_id, slugs[usage.deployment], hour)
+                key = (tenant_id, slugs[usage.deployment], hour, tier)
                 shares = paid_events if usage.id else paid_hours
-                shares[(usage.source, usage.id) if usage.id else key] += usage.share
+                target = (usage.source, usage.id) if usage.id else key
+                shares[target, item.covered] += usage.share
     keys = {pk: (source, event_id) for pk, source, event_id in EventKey.objects.values_list(
         "id", "source", "event_id")}  # fmt: skip
     for event in UsageEvent.objects.filter(is_error=False):
         hour = event.time.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
-        key = (event.tenant_id, event.deployment_id, hour)
-        share = paid_hours.get(key) or paid_events.get(keys[event.id])
-        if share and event.ttft_ms is not None and event.ttft_ms <= SLO_TTFT:
-            cell = cells[(*key, "paid")]
-            for name in ("input_tokens", "cached_tokens", "output_tokens"):
-                compliant = Fraction(cell[f"compliant_{name}"])
-                cell[f"compliant_{name}"] = compliant + getattr(event, name) * share
+        key = (event.tenant_id, event.deployment_id, hour, event.service_tier)
+        compliant = event.service_tier in ("flex", "batch") or (
+            event.ttft_ms is not None and event.ttft_ms <= SLO_TTFT
+        )
+        for covered in (False, True):
+            share = paid_hours.get((key, covered)) or paid_events.get((keys[event.id], covered))
+            if share and compliant:
+                cell = cells[(*key[:3], "paid", key[3], covered)]
+                for name in ("input_tokens", "cached_tokens", "output_tokens"):
+                    tokens = Fraction(cell[f"compliant_{name}"])
+                    cell[f"compliant_{name}"] = tokens + getattr(event, name) * share
     return cells
 
 
@@ -223,6 +242,13 @@ change_strategy = st.one_of(
     st.tuples(st.just("cache_write"), st.integers(1, 30 * 24 - 1), st.sampled_from(["0.75"])),
     st.tuples(st.just("contract"), st.integers(1, 30 * 24 - 1), st.integers(0, 4)),
     st.tuples(st.just("promotion"), st.integers(1, 30 * 24 * 60 - 1), st.integers(1, 40)),
+    # a reservation of 1-3 GPUs starting at an hour, raised some hours after its start, or
+    # cancelled some seconds into an hour after it (a cap of a few thousand tokens: crossed)
+    st.tuples(
+        st.just("reserve"), st.integers(0, 30 * 24 - 2), st.integers(0, 4), st.integers(1, 3)
+    ),
+    st.tuples(st.just("raise"), st.integers(1, 30), st.integers(1, 2)),
+    st.tuples(st.just("cancel"), st.integers(0, 30), st.integers(1, 30)),
 )
 batches_strategy = st.lists(
     st.tuples(st.lists(event_strategy, min_size=1, max_size=15), change_strategy),
@@ -254,6 +280,32 @@ def _change(change, tenants: list[Tenant]) -> None:
         case ("promotion", minute, amount):
             promotion_grant(tenant=tenants[minute % 3], amount=Decimal(amount) / 10, currency="USD",
                             effective_from=MARCH, expires_at=MARCH + timedelta(minutes=minute))  # fmt: skip
+        case ("reserve" | "raise" | "cancel", *_):
+            _reservation_change(change, tenants)
+
+
+def _reservation_change(change, tenants: list[Tenant]) -> None:
+    """A reservation made, raised or cancelled before March, as its rules allow (a change
+    they refuse, such as more GPUs than the pool has, is left out)."""
+    latest = Reservation.objects.order_by("pk").last()
+    now = clock.now()
+    clock.clock_set(MARCH - timedelta(days=1))
+    try:
+        match change:
+            case ("reserve", hour, index, gpus):
+                reservation_create(tenant=tenants[index], gpus=gpus, hourly_rate=Decimal("0.3"),
+                                   deployment=Deployment.objects.get(slug="llama-70b@h100-a"),
+                                   term="none", starts_at=MARCH + timedelta(hours=hour))  # fmt: skip
+            case ("raise", hours, more) if latest is not None and latest.ends_at is None:
+                reservation_raise(reservation=latest, gpus=latest.gpus.last().gpus + more,
+                                  effective_from=latest.starts_at + timedelta(hours=hours))  # fmt: skip
+            case ("cancel", hours, seconds) if latest is not None and latest.ends_at is None:
+                at = latest.starts_at + timedelta(hours=hours, seconds=seconds)
+                reservation_cancel(reservation=latest, at=at)
+    except FieldError:
+        pass
+    finally:
+        clock.clock_set(now)
 
 
 # Boundaries split events: the allowance tenant's third event crosses its 60,000 free tokens
@@ -281,7 +333,7 @@ def test_incremental_rating_equals_a_whole_month_rating(db, batches, promotion):
     its first changed hour: the stored rated usage equals a whole-month rating per hour
     before promotions, and the month's promotions, lines and totals equal it per month."""
     for model in (RatedUsage, RatedHour, RatedTenantMonth, RatingPending, UsageEvent, EventKey,
-                  HourlyUsage, DailyUsage, FoldPending, PromotionalCredit):  # fmt: skip
+                  HourlyUsage, DailyUsage, FoldPending, PromotionalCredit, Reservation):  # fmt: skip
         model.objects.all().delete()
     Price.objects.filter(effective_from__gte=MARCH).delete()
     Contract.objects.filter(effective_from__gte=MARCH).delete()
@@ -308,6 +360,7 @@ def test_incremental_rating_equals_a_whole_month_rating(db, batches, promotion):
                 "output_tokens": output,
                 "reasoning_tokens": output * thought // 4,
                 "ttft_ms": ttft,
+                "service_tier": TIERS[(minute + hour) % 4],
             })  # fmt: skip
         _ingest(events)
         rated_usage_update()
@@ -323,7 +376,7 @@ def test_incremental_rating_equals_a_whole_month_rating(db, batches, promotion):
 
     fresh = _fresh(MARCH)
     stored = {
-        (r.tenant_id, r.deployment_id, r.hour.astimezone(UTC), r.sale): r
+        (r.tenant_id, r.deployment_id, r.hour.astimezone(UTC), r.sale, r.service_tier, r.covered): r
         for r in RatedUsage.objects.all()
     }
     assert set(stored) == set(fresh)
@@ -347,7 +400,7 @@ def test_incremental_rating_equals_a_whole_month_rating(db, batches, promotion):
         assert month.error == ""
         assert abs(month.promotions - rated.promotion_amount) < tolerance
         assert month.usage_amount == sum(
-            (line.amount for line in rated.lines if line.kind == "usage"), Decimal(0)
+            (line.amount for line in rated.lines if line.kind in BASE_KINDS), Decimal(0)
         )
         assert month.minimum_shortfall == rated.minimum_shortfall
         billed = month_billed(tenant=Tenant.objects.get(pk=tenant_id), month_start=MARCH)
@@ -357,7 +410,7 @@ def test_incremental_rating_equals_a_whole_month_rating(db, batches, promotion):
         ]
         paid = [row for row in stored.values() if row.tenant_id == tenant_id and row.sale == "paid"]
         after = sum((r.realized for r in paid), Decimal(0)) - sum(
-            (r.realized * month.promotion_rate for r in paid), Decimal(0)
+            (r.realized * month.promotion_rate for r in paid if not r.covered), Decimal(0)
         )
         assert abs(after - rated.realized_after_promotions) < Decimal("0.000001")
     with patch("billing.services.rating.month_rate", wraps=month_rate) as rating:
