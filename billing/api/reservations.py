@@ -4,15 +4,19 @@ through the KPIs)."""
 
 from decimal import Decimal
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from billing.api.pricing import CommercialRead
-from billing.domain.reservations import TERMS
+from billing.domain.reservations import TERMS, HourFigures, by_day
 from billing.models import Reservation, ServiceTierMultiplier
-from billing.selectors.reservations import reservation_list, tier_multiplier_list
+from billing.selectors.reservations import (
+    reservation_list,
+    reservation_utilization,
+    tier_multiplier_list,
+)
 from billing.services.reservations import (
     reservation_cancel,
     reservation_create,
@@ -23,8 +27,12 @@ from metering.domain.usage.fields import SERVICE_TIERS, STANDARD
 from metering.selectors.factory import deployment_list
 from portal.access import Capability
 from portal.api.fields import ModelSerializer
+from portal.api.periods import PERIOD_PARAMETERS
 from portal.api.views import EffectiveDatedViewSet
+from portal.errors import FieldError
 from portal.models import Tenant
+from portal.money import fraction_to_decimal, money_str, round_half_up
+from portal.periods import period_resolve
 from portal.permissions import capability_permission
 
 
@@ -34,7 +42,10 @@ class ReservationSerializer(serializers.ModelSerializer):
         slug_field="slug", queryset=deployment_list(), help_text="deployment slug"
     )
     gpus = serializers.IntegerField(
-        min_value=1, max_value=1_000_000, help_text="GPUs of the deployment's pool reserved"
+        min_value=1,
+        max_value=1_000_000,
+        write_only=True,
+        help_text="GPUs of the deployment's pool reserved (read: the latest version's)",
     )
     hourly_rate = serializers.DecimalField(
         max_digits=20, decimal_places=10, min_value=Decimal(0), help_text="money per GPU-hour"
@@ -72,6 +83,33 @@ class CancelIn(serializers.Serializer):
     at = serializers.DateTimeField()
 
 
+def figures_row(figures: HourFigures, currency: str) -> dict:
+    """One bucket of a reservation's utilization as the API gives it: tokens whole (tok,
+    output-token units), money in the currency's minor unit, utilization to 6 decimals."""
+    utilization = figures.utilization
+
+    def money(value) -> str | None:
+        return money_str(amount=fraction_to_decimal(value), currency=currency)
+
+    return {
+        "start": figures.start.isoformat().replace("+00:00", "Z"),
+        "cap": round(figures.cap),
+        "covered": round(figures.covered),
+        "utilization": None
+        if utilization is None
+        else str(round_half_up(amount=fraction_to_decimal(utilization), quantum=Decimal("1e-6"))),
+        "fee": money(figures.fee),
+        "covered_realized": money(figures.covered_realized),
+        "unused": money(figures.unused),
+    }
+
+
+UTILIZATION_PARAMETERS = [
+    *PERIOD_PARAMETERS,
+    OpenApiParameter("granularity", str, description="hour or day (default day)"),
+]
+
+
 class ReservationViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
     viewsets.GenericViewSet,
@@ -107,6 +145,31 @@ class ReservationViewSet(
         return Response(
             ReservationSerializer(self.get_queryset().get(pk=reservation.pk)).data,
             status=status.HTTP_200_OK,
+        )
+
+    @extend_schema(parameters=UTILIZATION_PARAMETERS, responses={200: dict})
+    @action(detail=True, methods=["get"])
+    def utilization(self, request, pk=None):
+        """Per hour or day of the period: cap and covered tok, utilization, fee, covered
+        realized amount and unused fee (kpis.md 3d), and their totals."""
+        reservation = self.get_object()
+        granularity = request.query_params.get("granularity", "day")
+        if granularity not in ("hour", "day"):
+            raise FieldError("granularity", "must be hour or day")
+        window = period_resolve(request.query_params)
+        hours = reservation_utilization(reservation, start=window.start, end=window.end)
+        rows = hours if granularity == "hour" else by_day(hours)
+        total = sum(hours[1:], hours[0]) if hours else None
+        currency = reservation.currency
+        return Response(
+            {
+                "reservation": reservation.pk,
+                "from": window.start.isoformat().replace("+00:00", "Z"),
+                "to": window.end.isoformat().replace("+00:00", "Z"),
+                "granularity": granularity,
+                "rows": [figures_row(row, currency) for row in rows],
+                "total": None if total is None else figures_row(total, currency),
+            }
         )
 
 

@@ -10,7 +10,13 @@ and whose EffectiveCost is 0; the usage it pays for keeps its EffectiveCost; the
 `credit` lines that draw a balance are `Credit` rows with their BilledCost (negative, so each
 invoice's BilledCost sums to its total) and an EffectiveCost of 0, being derived from a charge
 whose EffectiveCost is already counted (the purchase's 0, the credit note's own). A purchase and
-its draws are never counted twice in either metric."""
+its draws are never counted twice in either metric.
+
+A reservation's month (its `reservation` line) is shown per day as kpis.md 3d says: a
+`Purchase` row of the day's fees (BilledCost, EffectiveCost 0), a `Used` row of the covered
+usage (BilledCost 0, EffectiveCost its realized amount) and an `Unused` row of the fees left
+(EffectiveCost the day's unused fee). The days' fees are the month's line split by cumulative
+rounding, so they sum to it to the cent."""
 
 from __future__ import annotations
 
@@ -77,6 +83,14 @@ COLUMNS: tuple[Column, ...] = (
     # The tenant's project a row is charged to (kpis.md 3e): `<tenant>/<project>`, its name.
     Column("SubAccountId", "Conditional", STRING, True),
     Column("SubAccountName", "Conditional", STRING, True),
+    # Reservations (kpis.md 3d): commitment discounts of dedicated capacity.
+    Column("CommitmentDiscountCategory", "Conditional", STRING, True, ("Spend", "Usage")),
+    Column("CommitmentDiscountId", "Conditional", STRING, True),
+    Column("CommitmentDiscountName", "Conditional", STRING, True),
+    Column("CommitmentDiscountQuantity", "Conditional", DECIMAL, True),
+    Column("CommitmentDiscountStatus", "Conditional", STRING, True, ("Used", "Unused")),
+    Column("CommitmentDiscountType", "Conditional", STRING, True),
+    Column("CommitmentDiscountUnit", "Conditional", STRING, True),
 )
 MANDATORY = tuple(c.name for c in COLUMNS if c.level == "Mandatory")
 NAMES = tuple(c.name for c in COLUMNS)
@@ -128,3 +142,7 @@ def arrow_table(rows: list[dict]):
             for c in COLUMNS
         }
     )
+
+
+COMMITMENT_TYPE = "Dedicated capacity"
+COMMITMENT_UNIT = "GPU-Hours"

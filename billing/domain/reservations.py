@@ -25,8 +25,8 @@ silent:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
@@ -169,6 +169,78 @@ def coverage_of(
     return {key: Coverage(cap=caps[key], fee=fees[key], w_in=w_ins[key]) for key in caps}
 
 
+@dataclass(frozen=True, slots=True)
+class HourFigures:
+    """One reservation's figures over an hour or a day (kpis.md 3d): its cap and the tokens
+    it covered (tok), its fees and the covered usage's realized amount (unused = the rest)."""
+
+    start: datetime
+    cap: Fraction
+    covered: Fraction
+    fee: Fraction
+    covered_realized: Fraction
+
+    @property
+    def unused(self) -> Fraction:
+        return self.fee - self.covered_realized
+
+    @property
+    def utilization(self) -> Fraction | None:
+        return self.covered / self.cap if self.cap else None
+
+    def __add__(self, other: HourFigures) -> HourFigures:
+        return HourFigures(
+            self.start,
+            self.cap + other.cap,
+            self.covered + other.covered,
+            self.fee + other.fee,
+            self.covered_realized + other.covered_realized,
+        )
+
+
+def reservation_figures(
+    reservation: ReservationTerms,
+    *,
+    pooled: Iterable[ReservationTerms],
+    version_at: VersionAt,
+    covered: Mapping[datetime, tuple[Fraction, Fraction]],
+    start: datetime,
+    end: datetime,
+) -> list[HourFigures]:
+    """The reservation's figures per hour of [start, end) it holds GPUs in. `pooled`: its
+    tenant's reservations on its deployment (itself among them), whose coverage is pooled;
+    `covered`: per hour, the pool's covered tok and covered realized amount. Its share of
+    them is its cap's of the pool's, and of its fee's."""
+    pool = coverage_of(pooled, version_at=version_at, start=start, end=end)
+    figures = []
+    for held in reservation.hours(start, end):
+        version = version_at(reservation.deployment, held.hour)
+        hour = pool.get((reservation.deployment, held.hour))
+        if version is None or hour is None:
+            continue
+        cap = Fraction(held.cap(version[0]))
+        tok, realized = covered.get(held.hour, (Fraction(0), Fraction(0)))
+        figures.append(
+            HourFigures(
+                held.hour,
+                cap,
+                tok * cap / Fraction(hour.cap) if hour.cap else Fraction(0),
+                held.fee,
+                realized * held.fee / hour.fee if hour.fee else Fraction(0),
+            )
+        )
+    return figures
+
+
+def by_day(figures: Iterable[HourFigures]) -> list[HourFigures]:
+    """Hourly figures summed per UTC day (each at its day's start)."""
+    days: dict[datetime, HourFigures] = {}
+    for hour in figures:
+        day = hour.start.replace(hour=0)
+        days[day] = days[day] + hour if day in days else replace(hour, start=day)
+    return list(days.values())
+
+
 def reservation_lines(
     reservations: Sequence[ReservationTerms], *, month_start: datetime, month_end: datetime,
     currency: str,
@@ -252,3 +324,42 @@ def is_whole_hour(moment: datetime) -> bool:
 
 def _hour_floor(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+# Alert kinds (kpis.md 3c, 3d): a tenant's overage on a reserved deployment, a reservation
+# used too little.
+OVERAGE = "reservation_overage"
+UNDERUSED = "reservation_underused"
+
+
+def _whole(params: dict, name: str, low: int, high: int, default: int) -> int:
+    value = params.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise FieldError(f"params.{name}", f"a whole number from {low} to {high}")
+    return value
+
+
+def _known(params: dict, kind: str, names: tuple[str, ...]) -> None:
+    if unknown := sorted(set(params) - set(names)):
+        raise FieldError(f"params.{unknown[0]}", f"a {kind} rule takes {' and '.join(names)}")
+
+
+def overage_params_check(params: dict) -> dict:
+    """{"percent": 1–1000 (default 20), "hours": 1–168 (default 3)}: the tenant's overage
+    tokens (tok) on a reserved deployment above `percent`% of its reservations' capacity in
+    each of the last `hours` complete hours."""
+    _known(params, OVERAGE, ("percent", "hours"))
+    return {
+        "percent": _whole(params, "percent", 1, 1000, 20),
+        "hours": _whole(params, "hours", 1, 168, 3),
+    }
+
+
+def underused_params_check(params: dict) -> dict:
+    """{"percent": 1–100 (default 50), "days": 1–90 (default 7)}: a tenant's utilization of
+    its reservations on a deployment below `percent`% over the last `days` days."""
+    _known(params, UNDERUSED, ("percent", "days"))
+    return {
+        "percent": _whole(params, "percent", 1, 100, 50),
+        "days": _whole(params, "days", 1, 90, 7),
+    }

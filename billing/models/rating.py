@@ -91,8 +91,15 @@ class RatedUsage(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["tenant", "deployment", "hour", "sale", "service_tier", "covered",
-                        "project_id"],
+                fields=[
+                    "tenant",
+                    "deployment",
+                    "hour",
+                    "sale",
+                    "service_tier",
+                    "covered",
+                    "project_id",
+                ],
                 name="rated_usage_cell",
             )
         ]

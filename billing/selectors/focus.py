@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from copy import copy
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
 
 from billing.domain.chargeback import chargeback_line, line_project_quantities, line_splits
 from billing.domain.focus import (
+    COMMITMENT_TYPE,
+    COMMITMENT_UNIT,
     CONSUMED_UNIT,
     PRICING_UNIT,
     SERVICE_CATEGORY,
@@ -21,10 +23,12 @@ from billing.domain.focus import (
     focus_time,
 )
 from billing.domain.rating.types import LineKind
-from billing.models import CreditNote, Invoice, RatedTenantMonth
+from billing.domain.reservations import SECONDS_PER_HOUR, by_day
+from billing.models import CreditNote, Invoice, RatedTenantMonth, Reservation
 from billing.selectors.rating.inputs import quantities_of
+from billing.selectors.reservations import reservation_utilization, terms_of
 from portal.access import tenant_scoped
-from portal.money import split_money
+from portal.money import fraction_to_decimal, round_money, split_money
 from portal.periods import next_month
 from portal.projects import project_names
 
@@ -56,6 +60,13 @@ def _base(tenant, month: datetime) -> dict:
         "PricingCategory": None,
         "SkuId": None,
         "SkuPriceId": None,
+        "CommitmentDiscountCategory": None,
+        "CommitmentDiscountId": None,
+        "CommitmentDiscountName": None,
+        "CommitmentDiscountQuantity": None,
+        "CommitmentDiscountStatus": None,
+        "CommitmentDiscountType": None,
+        "CommitmentDiscountUnit": None,
     }
 
 
@@ -134,11 +145,18 @@ def focus_rows(*, user, month: datetime, tenant=None) -> Iterator[dict]:
         lines = list(invoice.lines.all())
         quantities = quantities_of(rated.get(invoice.tenant_id) or [])
         for project, part in _project_lines(lines, quantities, invoice.currency):
-            yield {
-                **_line_row(base, part, document=invoice.number, correction=False),
+            account = {
                 "SubAccountId": f"{invoice.tenant.slug}/{names[project][0]}",
                 "SubAccountName": names[project][1],
             }
+            if part.kind == LineKind.RESERVATION and part.reservation_id is not None:
+                for row in _reservation_rows(base, part, document=invoice.number, month=month):
+                    yield {**row, **account}
+            else:
+                yield {
+                    **_line_row(base, part, document=invoice.number, correction=False),
+                    **account,
+                }
     yield from _purchase_rows(purchases, month)
     yield from _credit_note_rows(notes.filter(issued_at__gte=month, issued_at__lt=end), month)
 
@@ -216,3 +234,82 @@ def _credit_note_rows(notes, month: datetime) -> Iterator[dict]:
                 "PricingUnit": None,
                 **_flat(-amount),
             }
+
+
+def _cumulative(values: list, currency: str) -> list[Decimal]:
+    """Exact amounts rounded so that they sum to their total rounded once: each the rounded
+    running total less the one before."""
+    rounded, total, before = [], Decimal(0), Decimal(0)
+    for value in values:
+        total += fraction_to_decimal(value)
+        running = round_money(amount=total, currency=currency)
+        rounded.append(running - before)
+        before = running
+    return rounded
+
+
+def _reservation_rows(base: dict, line, *, document: str, month: datetime) -> Iterator[dict]:
+    """A reservation's month per day (kpis.md 3d): its fees as a Purchase, the covered usage
+    Used and the fees left Unused."""
+    reservation = Reservation.objects.select_related("deployment").get(pk=line.reservation_id)
+    currency = base["BillingCurrency"]
+    days = by_day(reservation_utilization(reservation, start=month, end=next_month(month)))
+    terms = terms_of(reservation)
+    commitment = {
+        "CommitmentDiscountId": f"reservation-{reservation.pk}",
+        "CommitmentDiscountName": f"Reservation {reservation.pk} on {reservation.deployment.slug}",
+        "CommitmentDiscountType": COMMITMENT_TYPE,
+        "CommitmentDiscountCategory": "Usage",
+        "CommitmentDiscountUnit": COMMITMENT_UNIT,
+    }
+    fees = _cumulative([day.fee for day in days], currency)
+    used = _cumulative([day.covered_realized for day in days], currency)
+    unused = _cumulative([day.unused for day in days], currency)
+    zero = Decimal(0)
+    for day, fee, realized, left in zip(days, fees, used, unused, strict=True):
+        end = day.start + timedelta(days=1)
+        gpu_hours = Decimal(sum(h.gpu_seconds for h in terms.hours(day.start, end)))
+        period = {
+            **base,
+            **commitment,
+            "InvoiceId": document,
+            "ChargePeriodStart": focus_time(day.start),
+            "ChargePeriodEnd": focus_time(end),
+            "PricingQuantity": None,
+            "PricingUnit": None,
+        }
+        yield {
+            **period,
+            "ChargeCategory": "Purchase",
+            "ChargeFrequency": "Recurring",
+            "ChargeDescription": line.description,
+            "CommitmentDiscountQuantity": gpu_hours / SECONDS_PER_HOUR,
+            "PricingQuantity": gpu_hours / SECONDS_PER_HOUR,
+            "PricingUnit": COMMITMENT_UNIT,
+            "ListUnitPrice": reservation.hourly_rate,
+            "ContractedUnitPrice": reservation.hourly_rate,
+            **_flat(fee),
+            "EffectiveCost": zero,  # its fees are the Used and Unused rows' effective costs
+        }
+        yield {
+            **period,
+            "ChargeCategory": "Usage",
+            "ChargeFrequency": "Usage-Based",
+            "ChargeDescription": f"Usage covered by reservation {reservation.pk}",
+            "CommitmentDiscountStatus": "Used",
+            "ConsumedQuantity": Decimal(round(day.covered)),
+            "ConsumedUnit": CONSUMED_UNIT,
+            "PricingCategory": "Committed",
+            "ListCost": zero, "ContractedCost": zero, "BilledCost": zero,
+            "EffectiveCost": realized,
+        }  # fmt: skip
+        yield {
+            **period,
+            "ChargeCategory": "Usage",
+            "ChargeFrequency": "Usage-Based",
+            "ChargeDescription": f"Unused capacity of reservation {reservation.pk}",
+            "CommitmentDiscountStatus": "Unused",
+            "PricingCategory": "Committed",
+            "ListCost": zero, "ContractedCost": zero, "BilledCost": zero,
+            "EffectiveCost": left,
+        }  # fmt: skip

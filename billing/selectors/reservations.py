@@ -7,16 +7,27 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
 
 from django.db.models import Q, QuerySet
 
 from billing.domain.rating.types import TierMultiplier
-from billing.domain.reservations import GpusFrom, ReservationTerms, VersionAt
-from billing.models import Reservation, ReservationGpus, ServiceTierMultiplier
+from billing.domain.reservations import (
+    GpusFrom,
+    HourFigures,
+    ReservationTerms,
+    VersionAt,
+    coverage_of,
+    reservation_figures,
+)
+from billing.models import RatedUsage, Reservation, ReservationGpus, ServiceTierMultiplier
+from metering.domain.usage.production import production_tokens
 from metering.selectors.factory import DeploymentVersions, deployment_list
 from portal.access import tenant_scoped
+from portal.alert_kinds import Evaluation, Finding
+from portal.periods import hour_floor
 
 
 def _overlapping(start: datetime, end: datetime) -> Q:
@@ -113,3 +124,200 @@ def reservation_list(*, user) -> QuerySet[Reservation]:
         .order_by("tenant__slug", "starts_at", "pk"),
         user=user,
     )
+
+
+def reservation_utilization(
+    reservation: Reservation, *, start: datetime, end: datetime
+) -> list[HourFigures]:
+    """The reservation's figures per hour of [start, end) (kpis.md 3d): its cap and fees from
+    its terms, its share of its tenant's covered usage on its deployment from billing's rated
+    usage (never from raw events)."""
+    pooled = [
+        terms_of(other)
+        for other in reservations_overlapping(start=start, end=end).filter(
+            tenant_id=reservation.tenant_id, deployment_id=reservation.deployment_id
+        )
+    ]
+    version_at = reserved_versions()
+    covered: dict[datetime, tuple[Fraction, Fraction]] = {}
+    rows = RatedUsage.objects.filter(
+        tenant_id=reservation.tenant_id,
+        deployment_id=reservation.deployment_id,
+        covered=True,
+        hour__gte=start,
+        hour__lt=end,
+    ).values_list("hour", "input_tokens", "cached_tokens", "output_tokens", "realized")
+    for hour, input_tokens, cached, output, realized in rows:
+        hour = hour.astimezone(start.tzinfo)
+        version = version_at(reservation.deployment.slug, hour)
+        w_in = Fraction(version[1]) if version is not None else Fraction(0)
+        tok = production_tokens(
+            output_tokens=output, input_tokens=input_tokens, cached_tokens=cached, w_in=w_in
+        )
+        before = covered.get(hour, (Fraction(0), Fraction(0)))
+        covered[hour] = (before[0] + tok, before[1] + Fraction(realized))
+    return reservation_figures(
+        terms_of(reservation),
+        pooled=pooled,
+        version_at=version_at,
+        covered=covered,
+        start=start,
+        end=end,
+    )
+
+
+def reservation_overage(
+    reservation: Reservation, *, start: datetime, end: datetime
+) -> dict[datetime, int]:
+    """Per hour of [start, end), the tokens its tenant bought on demand on its deployment
+    beyond its reservations (paid, not covered): the overage."""
+    overage: dict[datetime, int] = defaultdict(int)
+    rows = RatedUsage.objects.filter(
+        tenant_id=reservation.tenant_id,
+        deployment_id=reservation.deployment_id,
+        sale=RatedUsage.Sale.PAID,
+        covered=False,
+        hour__gte=start,
+        hour__lt=end,
+    ).values_list("hour", "input_tokens", "output_tokens")
+    for hour, input_tokens, output in rows:
+        overage[hour.astimezone(start.tzinfo)] += input_tokens + output
+    return dict(overage)
+
+
+def reservation_months(
+    *, user, start: datetime, end: datetime
+) -> list[tuple[Reservation, HourFigures | None]]:
+    """The reservations the user may see, each with its figures over [start, end) summed
+    (None when it holds no GPUs then)."""
+    rows = []
+    for reservation in reservation_list(user=user):
+        hours = reservation_utilization(reservation, start=start, end=end)
+        rows.append((reservation, sum(hours[1:], hours[0]) if hours else None))
+    return rows
+
+
+def _rated_tok(
+    *, tenant_ids: list[int], start: datetime, end: datetime, covered: bool
+) -> dict[tuple[int, str, datetime], Fraction]:
+    """Per (tenant id, deployment slug, hour) of [start, end): the tok of its paid usage,
+    covered or on demand, from billing's rated usage (one query)."""
+    version_at = reserved_versions()
+    tok: dict[tuple[int, str, datetime], Fraction] = defaultdict(Fraction)
+    rows = RatedUsage.objects.filter(
+        tenant_id__in=tenant_ids,
+        sale=RatedUsage.Sale.PAID,
+        covered=covered,
+        hour__gte=start,
+        hour__lt=end,
+    ).values_list(
+        "tenant_id", "deployment__slug", "hour", "input_tokens", "cached_tokens", "output_tokens"
+    )
+    for tenant_id, slug, hour, input_tokens, cached, output in rows:
+        hour = hour.astimezone(start.tzinfo)
+        version = version_at(slug, hour)
+        tok[tenant_id, slug, hour] += production_tokens(
+            output_tokens=output,
+            input_tokens=input_tokens,
+            cached_tokens=cached,
+            w_in=Fraction(version[1]) if version is not None else Fraction(0),
+        )
+    return tok
+
+
+def _pooled_caps(
+    *, tenant_ids: list[int], start: datetime, end: datetime
+) -> dict[tuple[int, str, datetime], Fraction]:
+    """Per (tenant id, deployment slug, hour) of [start, end): its reservations' pooled cap."""
+    version_at = reserved_versions()
+    caps = {}
+    for tenant_id, terms in reservation_terms(tenant_ids=tenant_ids, start=start, end=end).items():
+        for (slug, hour), held in coverage_of(
+            terms, version_at=version_at, start=start, end=end
+        ).items():
+            caps[tenant_id, slug, hour] = Fraction(held.cap)
+    return caps
+
+
+def reservation_overage_evaluate(rules, now: datetime) -> Evaluation:
+    """A finding per rule and reserved deployment where the tenant's overage (tok bought on
+    demand beyond its reservations) exceeded `percent`% of their capacity in each of the
+    last `hours` complete hours; keyed by the first of them."""
+    end = hour_floor(now)
+    longest = max((rule.params["hours"] for rule in rules), default=1)
+    start = end - timedelta(hours=longest)
+    ids = sorted({rule.tenant_id for rule in rules})
+    caps = _pooled_caps(tenant_ids=ids, start=start, end=end)
+    overage = _rated_tok(tenant_ids=ids, start=start, end=end, covered=False)
+    findings = []
+    for rule in rules:
+        percent, hours = rule.params["percent"], rule.params["hours"]
+        first = end - timedelta(hours=hours)
+        slugs = sorted({slug for t, slug, _ in caps if t == rule.tenant_id})
+        for slug in slugs:
+            spans = [first + timedelta(hours=h) for h in range(hours)]
+            shares = []
+            for hour in spans:
+                cap = caps.get((rule.tenant_id, slug, hour))
+                over = overage.get((rule.tenant_id, slug, hour), Fraction(0))
+                if not cap or over * 100 <= cap * percent:
+                    break
+                shares.append(over / cap)
+            else:
+                findings.append(
+                    Finding(
+                        rule=rule,
+                        window_start=first,
+                        threshold=str(percent),
+                        value=f"{float(min(shares)) * 100:.1f}%",
+                        summary=(
+                            f"{rule.tenant.name}'s overage on {slug} exceeded {percent}% of "
+                            f"its reserved capacity in each of the last {hours} hours"
+                        ),
+                        figures={"deployment": slug, "least_share": str(round(min(shares), 6))},
+                        link="/billing/reservations/",
+                        scope_key=slug,
+                    )
+                )
+    return Evaluation(findings=findings)
+
+
+def reservation_underused_evaluate(rules, now: datetime) -> Evaluation:
+    """A finding per rule and reserved deployment where the tenant's utilization (covered
+    tok ÷ capacity) over the last `days` days (to the last complete hour) is below
+    `percent`%; keyed by the day the window starts."""
+    end = hour_floor(now)
+    longest = max((rule.params["days"] for rule in rules), default=1)
+    start = end - timedelta(days=longest)
+    ids = sorted({rule.tenant_id for rule in rules})
+    caps = _pooled_caps(tenant_ids=ids, start=start, end=end)
+    covered = _rated_tok(tenant_ids=ids, start=start, end=end, covered=True)
+    findings = []
+    for rule in rules:
+        percent, days = rule.params["percent"], rule.params["days"]
+        first = end - timedelta(days=days)
+        totals: dict[str, list[Fraction]] = defaultdict(lambda: [Fraction(0), Fraction(0)])
+        for (tenant_id, slug, hour), cap in caps.items():
+            if tenant_id == rule.tenant_id and hour >= first:
+                totals[slug][0] += covered.get((tenant_id, slug, hour), Fraction(0))
+                totals[slug][1] += cap
+        for slug, (used, cap) in sorted(totals.items()):
+            if not cap or used * 100 >= cap * percent:
+                continue
+            utilization = used / cap
+            findings.append(
+                Finding(
+                    rule=rule,
+                    window_start=first.replace(hour=0),
+                    threshold=str(percent),
+                    value=f"{float(utilization) * 100:.1f}%",
+                    summary=(
+                        f"{rule.tenant.name} used {float(utilization) * 100:.1f}% of its "
+                        f"reserved capacity on {slug} over the last {days} days"
+                    ),
+                    figures={"deployment": slug, "utilization": str(round(utilization, 6))},
+                    link="/billing/reservations/",
+                    scope_key=slug,
+                )
+            )
+    return Evaluation(findings=findings)

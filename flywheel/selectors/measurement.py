@@ -35,6 +35,7 @@ from billing.selectors.rating.rated_usage import (
     months_touched,
     paid_by_hour,
     rating_errors,
+    unused_fees,
 )
 from flywheel.domain.kpis import (
     KPI_CONTEXT,
@@ -303,15 +304,20 @@ class FactoryData:
                 sums.realized += row["realized"] - row["promotions"]
 
     def _shortfalls(self) -> dict[datetime, Decimal]:
-        """The minimum shortfall of every month over that the range touches (TFOM revenue
-        needs it, the KPIs do not), from billing's rated tenant-months."""
+        """The minimum shortfall and the reservations' unused fees of every month over that
+        the range touches (TFOM revenue needs them, the KPIs do not), from billing's rated
+        tenant-months."""
         if self.month_shortfalls is None:
             now, over = clock.now(), []
             month = month_start(self.start)
             while month < self.end and next_month(month) <= now:
                 over.append(month)
                 month = next_month(month)
-            self.month_shortfalls = minimum_shortfalls(months=over)
+            unused = unused_fees(months=over)  # revenue like a shortfall (kpis.md 3d)
+            self.month_shortfalls = {
+                month: amount + unused[month]
+                for month, amount in minimum_shortfalls(months=over).items()
+            }
         return self.month_shortfalls
 
     def _month_share(self, monthly: dict[datetime, Decimal], start, end) -> Decimal:

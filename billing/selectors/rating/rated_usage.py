@@ -14,8 +14,8 @@ from functools import reduce
 from operator import or_
 
 from django.conf import settings
-from django.db.models import DecimalField, F, Q, QuerySet, Sum
-from django.db.models.functions import TruncDate
+from django.db.models import DecimalField, F, Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce, TruncDate
 
 from billing.domain.rating.types import RatingError
 from billing.models import RatedChange, RatedTenantMonth, RatedUsage
@@ -38,10 +38,18 @@ PAID_SUMS = (
 
 
 def _paid_sums() -> dict:
-    """The sums of PAID_SUMS: stored, but for the promotions, which are each row's realized
-    amount times its tenant-month's promotion rate (a period takes its pro-rata share of
-    the month's credits)."""
-    promotions = Sum(F("realized") * F("tenant_month__promotion_rate"), output_field=DecimalField())
+    """The sums of PAID_SUMS: stored, but for the promotions, which are each on-demand row's
+    realized amount times its tenant-month's promotion rate (a period takes its pro-rata
+    share of the month's credits; covered rows are realized at fees, never promoted)."""
+    promotions = Coalesce(
+        Sum(
+            F("realized") * F("tenant_month__promotion_rate"),
+            filter=Q(covered=False),
+            output_field=DecimalField(),
+        ),
+        Value(ZERO),
+        output_field=DecimalField(),
+    )
     # First: the sums after it are named as the columns they sum.
     return {"promotions": promotions} | {name: Sum(name) for name in PAID_SUMS[:-1]}
 
@@ -191,6 +199,23 @@ def tenant_sales(*, period: Period) -> dict[str, TenantSales]:
             realized=seen.realized + row["realized"] - row["promotions"],
             paid_tokens=seen.paid_tokens + row["input_tokens"] + row["output_tokens"],
         )
+    return totals
+
+
+def unused_fees(*, months: Iterable[datetime]) -> dict[datetime, Decimal]:
+    """Per month, the reservations' fees its covered usage did not realize (kpis.md 3d:
+    revenue, like a minimum's shortfall, never part of ρ): every rated tenant-month's
+    reservation lines less its covered rows' realized amounts."""
+    months = list(months)
+    totals = dict.fromkeys(months, ZERO)
+    for month, amount in RatedTenantMonth.objects.filter(
+        month_start__in=months, error=""
+    ).values_list("month_start", "reserved_amount"):
+        totals[month.astimezone(UTC)] += amount
+    for month, realized in RatedUsage.objects.filter(
+        month_start__in=months, covered=True, tenant_month__error=""
+    ).values_list("month_start", "realized"):
+        totals[month.astimezone(UTC)] -= realized  # summed here: SQLite sums floats
     return totals
 
 
