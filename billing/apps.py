@@ -21,6 +21,7 @@ class BillingConfig(AppConfig):
             NavItem("Ledger", "ledger", "Billing"),
             NavItem("Price realization", "realization", "Billing"),
             NavItem("Price book", "price-book", "Billing"),
+            NavItem("Reservations", "reservations-page", "Billing"),
         )
         home_register(Role.TENANT, "billing.views.home.tenant_home")
         demo_steps_register(Part.BOOKS, "billing.demo.demo_billing")
@@ -35,8 +36,18 @@ def _alert_kinds_register() -> None:
     from django.conf import settings
 
     from billing.domain.budget import BUDGET, budget_one_key, budget_params_check
+    from billing.domain.reservations import (
+        OVERAGE,
+        UNDERUSED,
+        overage_params_check,
+        underused_params_check,
+    )
     from billing.selectors.budget import budget_evaluate
     from billing.selectors.pricing import contract_slo_targets
+    from billing.selectors.reservations import (
+        reservation_overage_evaluate,
+        reservation_underused_evaluate,
+    )
     from billing.selectors.uptime import (
         uptime_evaluate,
         uptime_params_check,
@@ -84,6 +95,34 @@ def _alert_kinds_register() -> None:
             threshold_shown=uptime_threshold_shown,
             summary="month-to-date uptime below the highest credit threshold of the "
             "tenant's contract",
+        )
+    )
+    kind_register(
+        tenant_kind(
+            name=OVERAGE,
+            params_check=overage_params_check,
+            evaluate=reservation_overage_evaluate,
+            threshold_shown=shown_with_unit("{}%"),
+            params=(
+                Param("percent", "Overage above (%)", help="of the reserved capacity; default 20"),
+                Param("hours", "For hours", help="each of the last complete hours; default 3"),
+            ),
+            summary="a tenant's on-demand tokens on a reserved deployment above a share of "
+            "its reserved capacity, hour after hour",
+        )
+    )
+    kind_register(
+        tenant_kind(
+            name=UNDERUSED,
+            params_check=underused_params_check,
+            evaluate=reservation_underused_evaluate,
+            threshold_shown=shown_with_unit("{}%"),
+            params=(
+                Param("percent", "Utilization below (%)", help="default 50"),
+                Param("days", "Over days", help="the last days; default 7"),
+            ),
+            summary="a tenant's utilization of its reservations on a deployment below a "
+            "share over the last days",
         )
     )
     tenant_slo_targets_provide(contract_slo_targets)

@@ -137,3 +137,23 @@ def budget_burn_chart(days: list[tuple[datetime, Decimal]], budget) -> go.Figure
         line={"color": "#c92a2a", "dash": "dash"},
     )
     return fig
+
+
+def utilization_chart(buckets, overage: dict, *, daily: bool) -> go.Figure:
+    """A reservation's covered tokens (tok) per hour or day against its capacity, with the
+    tokens its tenant bought on demand beyond it stacked above; each bar spans its hour or
+    day, the capacity a step across them."""
+    layout = base_layout(y_title="Tokens", x_title="Day (UTC)" if daily else "Hour (UTC)",
+                         barmode="stack")  # fmt: skip
+    fig = go.Figure(layout=layout)
+    step = timedelta(days=1) if daily else timedelta(hours=1)
+    period = {"xperiod": int(step.total_seconds() * 1000), "xperiodalignment": "middle"}
+    starts = [b.start for b in buckets]
+    fig.add_bar(x=starts, y=[float(b.covered) for b in buckets], name="Covered",
+                marker_color="#1f6feb", **period)  # fmt: skip
+    fig.add_bar(x=starts, y=[overage.get(b.start, 0) for b in buckets],
+                name="Overage (on demand)", marker_color="#e67700", **period)  # fmt: skip
+    caps = [float(b.cap) for b in buckets]
+    fig.add_scatter(x=[*starts, starts[-1] + step], y=[*caps, caps[-1]], name="Capacity",
+                    mode="lines", line={"color": "#212529", "shape": "hv", "dash": "dash"})  # fmt: skip
+    return fig

@@ -2,10 +2,12 @@
 
 from django.urls import path
 
-from billing.views import close, credits, home, invoices, ledger, pricing, rating
+from billing.views import close, credits, home, invoices, ledger, pricing, rating, reservations
 
 urlpatterns = [
     path("prices/", pricing.price_book, name="price-book"),
+    path("reservations/", reservations.reservations, name="reservations-page"),
+    path("reservations/<int:pk>/", reservations.reservation_detail, name="reservation-page"),
     path("ledger/", ledger.ledger, name="ledger"),
     path("invoices/", invoices.invoices, name="invoices"),
     path("invoices/<int:pk>/", invoices.invoice_detail, name="invoice-page"),

@@ -6,10 +6,16 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
+from rest_framework.test import APIClient
 
-from billing.domain.reservations import ReservationConflict
+from billing.domain.reservations import OVERAGE, UNDERUSED, ReservationConflict
 from billing.models import RatedUsage, Reservation
+from billing.selectors.focus import focus_rows
 from billing.selectors.ledger import account_balances
+from billing.selectors.reservations import (
+    reservation_overage_evaluate,
+    reservation_underused_evaluate,
+)
 from billing.services.close import close_run
 from billing.services.pricing import price_create
 from billing.services.rating import rated_usage_update
@@ -18,11 +24,13 @@ from billing.services.reservations import (
     reservation_create,
     reservation_raise,
 )
+from flywheel.selectors.measurement import FactoryData
 from metering.models import Deployment, ServedModel
 from portal import clock
 from portal.closing import month_close
 from portal.errors import FieldError
-from tests.billing.factories import JAN, MARCH, M, make_contract, post_usage, usage_event
+from portal.models import AlertRule
+from tests.billing.factories import APRIL, JAN, MARCH, M, make_contract, post_usage, usage_event
 from tests.metering.factories import make_deployment
 
 pytestmark = pytest.mark.both_backends
@@ -59,7 +67,7 @@ def reserve(
 
 
 @pytest.mark.parametrize("now", [BEFORE], indirect=True)
-def test_the_worked_example_from_ingestion_to_the_ledger(admin_api, tenant_a, deployment):
+def test_the_worked_example_from_ingestion_to_the_ledger(admin_api, users, tenant_a, deployment):
     make_contract(tenant_a)
     reservation = reserve(tenant_a, deployment)
     reservation_cancel(reservation=reservation, at=datetime(2026, 3, 2, 12, tzinfo=UTC))
@@ -72,13 +80,27 @@ def test_the_worked_example_from_ingestion_to_the_ledger(admin_api, tenant_a, de
     ])  # fmt: skip
 
     rows = RatedUsage.objects.filter(sale="paid").order_by("hour", "-covered")
-    assert [
-        (r.hour.hour, r.covered, r.output_tokens, r.list_value, r.realized_amount) for r in rows
-    ] == [
+    assert [(r.hour.hour, r.covered, r.output_tokens, r.list_value, r.realized) for r in rows] == [
         (10, True, 18 * M, Decimal("36.00"), Decimal("8.00")),  # 10 + 6 + the crossing 2 M
         (10, False, 2 * M, Decimal("4.00"), Decimal("4.00")),
         (11, True, 3 * M, Decimal("6.00"), Decimal("6.00")),  # 2.00 of its fee unused
     ]
+    utilization = admin_api.get(
+        f"/api/v1/reservations/{reservation.pk}/utilization"
+        "?from=2026-03-02T00:00:00Z&to=2026-03-03T00:00:00Z&granularity=hour"
+    ).json()
+    hour_10 = {"start": "2026-03-02T10:00:00Z", "cap": 18 * M, "covered": 18 * M,
+               "utilization": "1.000000", "fee": "8.00", "covered_realized": "8.00",
+               "unused": "0.00"}  # fmt: skip
+    hour_11 = {"start": "2026-03-02T11:00:00Z", "cap": 18 * M, "covered": 3 * M,
+               "utilization": "0.166667", "fee": "8.00", "covered_realized": "6.00",
+               "unused": "2.00"}  # fmt: skip
+    assert utilization["rows"] == [hour_10, hour_11]
+    # utilization 21 M / 36 M; unused 2.00 of 16.00
+    assert utilization["total"] == {"start": "2026-03-02T10:00:00Z", "cap": 36 * M,
+                                    "covered": 21 * M, "utilization": "0.583333",
+                                    "fee": "16.00", "covered_realized": "14.00",
+                                    "unused": "2.00"}  # fmt: skip
     [invoice] = close_run(month_start=MARCH).issued
     assert [
         (line.kind, line.quantity, line.gpu_hours, line.list_unit_price, line.amount)
@@ -89,6 +111,24 @@ def test_the_worked_example_from_ingestion_to_the_ledger(admin_api, tenant_a, de
     ]
     assert invoice.lines.get(kind="reservation").reservation == reservation
     assert invoice.total == Decimal("20.00")
+    rows = list(focus_rows(user=users["finance"], month=MARCH))
+    assert [
+        (r["ChargeCategory"], r["CommitmentDiscountStatus"], r["BilledCost"], r["EffectiveCost"])
+        for r in rows
+    ] == [
+        ("Usage", None, Decimal("4.00"), Decimal("4.00")),
+        ("Purchase", None, Decimal("16.00"), Decimal(0)),
+        ("Usage", "Used", Decimal(0), Decimal("14.00")),
+        ("Usage", "Unused", Decimal(0), Decimal("2.00")),
+    ]
+    assert rows[1]["CommitmentDiscountQuantity"] == 4  # GPU-hours
+    assert rows[1]["CommitmentDiscountType"] == "Dedicated capacity"
+    assert rows[2]["ConsumedQuantity"] == 21 * M
+    assert sum(r["BilledCost"] for r in rows) == invoice.total
+    # TFOM revenue: realized 8.00 + 6.00 + 4.00 and the 2.00 unused fee, like a shortfall
+    data = FactoryData(start=MARCH, end=APRIL, snapshots=False)
+    unused, credits = data.revenue_adjustments(start=MARCH, end=APRIL)
+    assert abs(unused - Decimal("2.00")) < Decimal("1e-15") and credits == 0
     balances = account_balances()
     assert balances[("receivable:tenant-a", "USD")] == Decimal("20.00")
     assert balances[("revenue:reservations", "USD")] == Decimal("-16.00")
@@ -190,9 +230,11 @@ def test_a_tenant_reads_only_its_own_reservations_and_investors_none(
     assert [row["id"] for row in member.json()["results"]] == [own.pk]
     other = Reservation.objects.get(tenant=tenant_b)
     assert token_client(users["tenant"]).get(f"/api/v1/reservations/{other.pk}").status_code == 404
-    assert token_client(users["investor"]).get("/api/v1/reservations").status_code == 403
+    investor = APIClient()
+    investor.force_login(users["investor"])
+    assert investor.get("/api/v1/reservations").status_code == 403
     assert len(token_client(users["finance"]).get("/api/v1/reservations").json()["results"]) == 2
-    write = token_client(users["tenant"], scopes=["read", "admin"]).post(
+    write = token_client(users["tenant"], scopes=["read", "notify"]).post(
         "/api/v1/reservations", {"tenant": "tenant-a"}, format="json"
     )
     assert write.status_code == 403
@@ -213,3 +255,81 @@ def test_service_tier_multipliers_are_effective_dated_and_refuse_standard(admin_
     )
     assert standard.status_code == 400
     assert standard.json()["errors"][0]["field"] == "tier"
+
+
+@pytest.mark.parametrize("now", [BEFORE], indirect=True)
+def test_the_pages_show_a_reservation_its_utilization_and_the_tenants_own(
+    admin_api, users, session_client, tenant_a, tenant_b, deployment
+):
+    make_contract(tenant_a)
+    reservation = reserve(tenant_a, deployment)
+    reservation_cancel(reservation=reservation, at=datetime(2026, 3, 2, 12, tzinfo=UTC))
+    other = reserve(tenant_b, deployment, starts_at=datetime(2026, 3, 3, tzinfo=UTC))
+    clock.clock_set(datetime(2026, 3, 2, 13, tzinfo=UTC))
+    post_usage(admin_api, [usage_event("a", "2026-03-02T10:10:00Z", 0, 20 * M),
+                           usage_event("b", "2026-03-02T11:15:00Z", 0, 3 * M)])  # fmt: skip
+
+    client = session_client(users["finance"])
+    listed = client.get("/billing/reservations/").content.decode()
+    assert f"R-{reservation.pk}" in listed and f"R-{other.pk}" in listed
+    detail = client.get(
+        f"/billing/reservations/{reservation.pk}/?from=2026-03-02T00:00:00Z&to=2026-03-03T00:00:00Z"
+    ).content.decode()
+    # Hour 10: 18 M covered of 18 M, 2 M overage; hour 11: 3 M of 18 M, 2.00 unused.
+    assert "58.3%" in detail and "16.00" in detail and "2.00" in detail
+    assert 'id="utilization-chart"' in detail
+
+    member = session_client(users["tenant"])
+    home = member.get("/").content.decode()
+    assert f"R-{reservation.pk}" in home and f"R-{other.pk}" not in home
+    assert member.get(f"/billing/reservations/{other.pk}/").status_code == 404
+
+
+@pytest.mark.parametrize("now", [BEFORE], indirect=True)
+def test_the_reservation_alerts_by_hand(admin_api, users, token_client, tenant_a, deployment):
+    """Hour 10: 18 M covered, 2 M overage (11% of 18 M); hour 11: 3 M covered, none over.
+    Overage above 10% for 1 hour fires at 11:00 (hour 10), not for 2 hours; utilization over
+    the day to 12:00, 21 M of 36 M = 58.3%, is below 60% (fires), not below 50%."""
+    make_contract(tenant_a)
+    reservation = reserve(tenant_a, deployment)
+    reservation_cancel(reservation=reservation, at=datetime(2026, 3, 2, 12, tzinfo=UTC))
+    clock.clock_set(datetime(2026, 3, 2, 12, 30, tzinfo=UTC))
+    post_usage(admin_api, [
+        usage_event("a", "2026-03-02T10:10:00Z", 0, 20 * M),
+        usage_event("d", "2026-03-02T11:15:00Z", 0, 3 * M),
+    ])  # fmt: skip
+
+    rules = token_client(users["operator"], scopes=["read", "notify"])
+
+    def rule(kind, **params):
+        response = rules.post(
+            "/api/v1/alert-rules", {"kind": kind, "tenant": "tenant-a", "params": params},
+            format="json",
+        )  # fmt: skip
+        assert response.status_code == 201, response.json()
+        return AlertRule.objects.get(pk=response.json()["id"])
+
+    over_1h, over_2h = rule(OVERAGE, percent=10, hours=1), rule(OVERAGE, percent=10, hours=2)
+    at_11 = datetime(2026, 3, 2, 11, 30, tzinfo=UTC)
+    fired = reservation_overage_evaluate([over_1h, over_2h], at_11).findings
+    assert [(f.rule, f.scope_key, f.value) for f in fired] == [
+        (over_1h, "llama-70b@h100-a", "11.1%")
+    ]
+    under_60, under_50 = rule(UNDERUSED, percent=60, days=1), rule(UNDERUSED, percent=50, days=1)
+    at_12 = datetime(2026, 3, 2, 12, 30, tzinfo=UTC)
+    found = reservation_underused_evaluate([under_60, under_50], at_12).findings
+    assert [(f.rule, f.value) for f in found] == [(under_60, "58.3%")]
+
+    refused = rules.post(
+        "/api/v1/alert-rules",
+        {"kind": OVERAGE, "tenant": "tenant-a", "params": {"hours": 0}},
+        format="json",
+    )
+    assert refused.status_code == 400
+    assert refused.json()["errors"][0]["field"] == "params.hours"
+    unknown = rules.post(
+        "/api/v1/alert-rules",
+        {"kind": UNDERUSED, "tenant": "tenant-a", "params": {"hours": 3}},
+        format="json",
+    )
+    assert unknown.json()["errors"][0]["field"] == "params.hours"

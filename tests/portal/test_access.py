@@ -36,6 +36,7 @@ PAGES = {
     "/billing/balances/": TENANT_DATA,
     "/billing/realization/": {"operator", "finance"},
     "/billing/prices/": CONFIGURATION,
+    "/billing/reservations/": TENANT_DATA,  # a tenant its own
     "/billing/sla/": TENANT_DATA,
     "/flywheel/": FACTORY_READ,
     "/investor/": FACTORY_READ,
@@ -64,6 +65,8 @@ API_LISTS = {
     "/api/v1/prices": FACTORY_READ,
     "/api/v1/contracts": CONFIGURATION,
     "/api/v1/promotions": CONFIGURATION,
+    "/api/v1/reservations": TENANT_DATA,  # investors: aggregates only (the KPIs)
+    "/api/v1/service-tiers": FACTORY_READ,
     "/api/v1/invoices": TENANT_DATA,
     "/api/v1/ledger": TENANT_DATA,
     "/api/v1/credit-notes": TENANT_DATA,
@@ -182,7 +185,7 @@ def test_the_navigation_is_home_the_apps_pages_then_the_account():
         ("Factory", "SLA"),
         ("Billing", "Invoices"), ("Billing", "Credit notes"), ("Billing", "Month-end close"),
         ("Billing", "Receivables"), ("Billing", "Balances"), ("Billing", "Ledger"),
-        ("Billing", "Price realization"), ("Billing", "Price book"),
+        ("Billing", "Price realization"), ("Billing", "Price book"), ("Billing", "Reservations"),
         ("Economics", "Flywheel"), ("Economics", "Investor view"), ("Economics", "Cockpit"),
         ("Economics", "Capacity plan"), ("Economics", "TFOM reports"),
         ("Economics", "Projects and chargeback"),

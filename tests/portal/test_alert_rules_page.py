@@ -12,7 +12,8 @@ pytestmark = pytest.mark.both_backends
 
 def _offered(body: str) -> list[str]:
     return [k for k in ("budget", "gpu_waste", "kpi_below_band", "reconciliation_drift",
-                        "scrape_down", "slo_burn", "source_silent", "uptime_below_tier")
+                        "reservation_overage", "reservation_underused", "scrape_down",
+                        "slo_burn", "source_silent", "uptime_below_tier")
             if f'<option value="{k}" data-tenant' in body]  # fmt: skip
 
 
@@ -23,9 +24,12 @@ def test_each_role_is_offered_the_kinds_it_may_hold(users, session_client):
     }
     assert offered == {
         "operator": ["budget", "gpu_waste", "kpi_below_band", "reconciliation_drift",
-                     "scrape_down", "slo_burn", "source_silent", "uptime_below_tier"],
-        "finance": ["budget", "uptime_below_tier"],
-        "tenant": ["budget", "slo_burn", "uptime_below_tier"],
+                     "reservation_overage", "reservation_underused", "scrape_down", "slo_burn",
+                     "source_silent", "uptime_below_tier"],
+        "finance": ["budget", "reservation_overage", "reservation_underused",
+                    "uptime_below_tier"],
+        "tenant": ["budget", "reservation_overage", "reservation_underused", "slo_burn",
+                   "uptime_below_tier"],
     }  # fmt: skip
 
 
