@@ -57,6 +57,7 @@ INGEST_START = datetime(2026, 11, 1, tzinfo=UTC)
 INGEST_DAYS = 28
 
 TENANTS = 200
+RESERVATIONS = 50  # of the paid tenants, on the first deployment (goal 8 rates with them)
 TENANT_ZIPF = 1.1  # share of tenant of rank r ∝ 1 / r^s
 MODEL_ZIPF = 1.5  # each tenant's preference over its own ordering of the models
 SOURCES = ("gw-eu-1", "gw-eu-2", "gw-us-1", "gw-us-2")  # API gateways sending events

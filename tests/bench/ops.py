@@ -19,7 +19,15 @@ from django.contrib.sessions.backends.db import SessionStore
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from billing.models import Contract, Price, PromotionalCredit, RatedTenantMonth, RatingPending
+from billing.models import (
+    Contract,
+    Price,
+    PromotionalCredit,
+    RatedTenantMonth,
+    RatingPending,
+    Reservation,
+    ReservationGpus,
+)
 from billing.services.rating import rated_usage_update
 from flywheel.selectors.measurement import FactoryData
 from flywheel.services.kpis import snapshots_measure
@@ -69,6 +77,34 @@ def _browser_session(user) -> SessionStore:
     session.set_expiry(7 * 24 * 3600)
     session.create()
     return session
+
+
+def _reservations(*, tenants: list) -> None:
+    """RESERVATIONS of the paid tenants (the largest first): 1 to 4 GPUs each on the first
+    model's first deployment from the month's start, term none, at 2.50 per GPU-hour; a
+    third of them raised mid-month, a fifth cancelled mid-hour on the 20th (kpis.md 3d)."""
+    deployment = Deployment.objects.order_by("pk").first()
+    rows = []
+    for index, tenant in enumerate(tenants[: config.RESERVATIONS]):
+        ends = None
+        if index % 5 == 4:
+            ends = config.MONTH_START + timedelta(days=19, hours=index % 24, minutes=17)
+        rows.append(
+            Reservation(tenant=tenant, deployment=deployment, hourly_rate=Decimal("2.50"),
+                        currency="USD", term="none", starts_at=config.MONTH_START, ends_at=ends)
+        )  # fmt: skip
+    Reservation.objects.bulk_create(rows)
+    versions = []
+    for index, reservation in enumerate(Reservation.objects.order_by("pk")):
+        gpus = 1 + index % 4
+        versions.append(ReservationGpus(reservation=reservation, gpus=gpus,
+                                        effective_from=config.MONTH_START))  # fmt: skip
+        if index % 3 == 0:
+            versions.append(ReservationGpus(
+                reservation=reservation, gpus=gpus + 1,
+                effective_from=config.MONTH_START + timedelta(days=14, hours=index % 24),
+            ))  # fmt: skip
+    ReservationGpus.objects.bulk_create(versions)
 
 
 def setup(*, events: int) -> dict:
@@ -138,6 +174,7 @@ def setup(*, events: int) -> dict:
             )
         )
     Contract.objects.bulk_create(contracts)
+    _reservations(tenants=[c.tenant for c in contracts if c.kind == "paid"])
     PromotionalCredit.objects.create(
         tenant=tenants[tenant_slug(11)],
         amount=Decimal("500.00"),
