@@ -14,6 +14,7 @@ from billing.domain.reservations import TERMS, HourFigures, by_day
 from billing.models import Reservation, ServiceTierMultiplier
 from billing.selectors.reservations import (
     reservation_list,
+    reservation_status,
     reservation_utilization,
     tier_multiplier_list,
 )
@@ -25,7 +26,8 @@ from billing.services.reservations import (
 )
 from metering.domain.usage.fields import SERVICE_TIERS, STANDARD
 from metering.selectors.factory import deployment_list
-from portal.access import Capability
+from portal import clock
+from portal.access import Capability, tenant_list
 from portal.api.fields import ModelSerializer
 from portal.api.periods import PERIOD_PARAMETERS
 from portal.api.views import EffectiveDatedViewSet
@@ -145,6 +147,42 @@ class ReservationViewSet(
         return Response(
             ReservationSerializer(self.get_queryset().get(pk=reservation.pk)).data,
             status=status.HTTP_200_OK,
+        )
+
+    @extend_schema(
+        parameters=[OpenApiParameter("tenant", str, description="tenant slug (default: all)")],
+        responses={200: dict},
+    )
+    @action(detail=False, methods=["get"])
+    def status(self, request):
+        """Per reservation in force: capacity (tok/s), the last complete 5 minutes' rate
+        (tok/s) and the headroom, for gateways that route overage to shared capacity."""
+        tenant = None
+        if slug := request.query_params.get("tenant"):
+            tenant = tenant_list(user=request.user).filter(slug=slug).first()
+            if tenant is None:
+                raise FieldError("tenant", f"no tenant {slug!r}")
+        rows = reservation_status(
+            user=request.user, now=clock.now(), tenant_id=tenant.pk if tenant else None
+        )
+
+        def plain(value: Decimal) -> str:
+            return str(round_half_up(amount=value, quantum=Decimal("0.01")))
+
+        return Response(
+            [
+                {
+                    "reservation": row["reservation"].pk,
+                    "tenant": row["reservation"].tenant.slug,
+                    "deployment": row["reservation"].deployment.slug,
+                    "gpus": row["gpus"],
+                    "capacity_tok_s": plain(row["capacity"]),
+                    "current_tok_s": plain(row["current"]),
+                    "headroom_tok_s": plain(row["headroom"]),
+                    "as_of": row["as_of"].isoformat().replace("+00:00", "Z"),
+                }
+                for row in rows
+            ]
         )
 
     @extend_schema(parameters=UTILIZATION_PARAMETERS, responses={200: dict})

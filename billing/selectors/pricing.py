@@ -8,8 +8,11 @@ from decimal import Decimal
 
 from django.db.models import Count, Max, QuerySet
 
+from billing.domain.rating.books import PriceBook as RatingPrices
 from billing.domain.rating.types import TokenClass
 from billing.models import Contract, Price, PromotionalCredit
+from billing.selectors.reservations import tier_multipliers
+from metering.domain.usage.fields import SERVICE_TIERS
 from portal.access import tenant_scoped
 from portal.effective import in_force_by
 from portal.models import Tenant
@@ -26,6 +29,7 @@ class PriceBook:
     prices: list[dict]  # each: price, state in_force | scheduled | superseded
     contracts: list[dict]
     promotions: list[PromotionalCredit]
+    multipliers: list[tuple[str, Decimal]]  # (tier, its multiplier in force), standard aside
 
 
 def _states(versions, key, at):
@@ -61,13 +65,15 @@ def promotion_list(*, user) -> QuerySet[PromotionalCredit]:
 
 
 def price_book_get(*, at: datetime, user) -> PriceBook:
+    tiers = RatingPrices((), tier_multipliers())
     prices = list(price_list())
     contracts = list(contract_list(user=user))
     return PriceBook(
         at=at,
-        prices=_states(prices, lambda p: (p.model_id, p.token_class), at),
+        prices=_states(prices, lambda p: (p.model_id, p.token_class, p.service_tier), at),
         contracts=_states(contracts, lambda c: c.tenant_id, at),
         promotions=list(promotion_list(user=user)),
+        multipliers=[(tier, tiers.multiplier(tier=tier, when=at)) for tier in SERVICE_TIERS[1:]],
     )
 
 

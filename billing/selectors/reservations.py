@@ -23,7 +23,9 @@ from billing.domain.reservations import (
     reservation_figures,
 )
 from billing.models import RatedUsage, Reservation, ReservationGpus, ServiceTierMultiplier
+from metering.domain.burn import BUCKET
 from metering.domain.usage.production import production_tokens
+from metering.selectors.burn import bucket_tokens, burn_window_end
 from metering.selectors.factory import DeploymentVersions, deployment_list
 from portal.access import tenant_scoped
 from portal.alert_kinds import Evaluation, Finding
@@ -321,3 +323,41 @@ def reservation_underused_evaluate(rules, now: datetime) -> Evaluation:
                 )
             )
     return Evaluation(findings=findings)
+
+
+def reservation_status(*, user, now: datetime, tenant_id: int | None = None) -> list[dict]:
+    """For gateways that route overage to shared capacity: per reservation in force now (of
+    the user's, of `tenant_id` when given), its capacity (tok/s: GPUs × R_ref), its share of
+    its tenant's rate on the deployment over the last complete 5 minutes metered (by cap,
+    when several are pooled) and the headroom left (negative: beyond it)."""
+    reservations = [
+        r for r in reservation_list(user=user)
+        if tenant_id is None or r.tenant_id == tenant_id
+    ]  # fmt: skip
+    end = burn_window_end(now=now)
+    version_at = reserved_versions()
+    held: list[tuple[Reservation, int, Decimal, Decimal]] = []
+    pooled: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
+    for reservation in reservations:
+        gpus = terms_of(reservation).gpus_at(now)
+        version = version_at(reservation.deployment.slug, hour_floor(now))
+        if not gpus or version is None:
+            continue
+        capacity = gpus * version[0]
+        held.append((reservation, gpus, capacity, version[1]))
+        pooled[reservation.tenant_id, reservation.deployment_id] += capacity
+    rates = bucket_tokens(end=end, tenant_ids=sorted({r.tenant_id for r, *_ in held}))
+    seconds = Decimal(BUCKET.total_seconds())
+    status = []
+    for reservation, gpus, capacity, w_in in held:
+        key = (reservation.tenant_id, reservation.deployment_id)
+        input_tokens, cached, output = rates.get(key, (0, 0, 0))
+        tok = production_tokens(
+            output_tokens=output, input_tokens=input_tokens, cached_tokens=cached, w_in=w_in
+        )
+        current = tok / seconds * capacity / pooled[key]
+        status.append(
+            {"reservation": reservation, "gpus": gpus, "capacity": capacity,
+             "current": current, "headroom": capacity - current, "as_of": end}
+        )  # fmt: skip
+    return status

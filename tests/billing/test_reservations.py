@@ -240,7 +240,9 @@ def test_a_tenant_reads_only_its_own_reservations_and_investors_none(
     assert write.status_code == 403
 
 
-def test_service_tier_multipliers_are_effective_dated_and_refuse_standard(admin_api):
+def test_service_tier_multipliers_are_effective_dated_and_refuse_standard(
+    admin_api, users, session_client
+):
     created = admin_api.post(
         "/api/v1/service-tiers",
         {"tier": "priority", "multiplier": "2.0", "effective_from": "2027-01-01T00:00:00Z"},
@@ -255,6 +257,9 @@ def test_service_tier_multipliers_are_effective_dated_and_refuse_standard(admin_
     )
     assert standard.status_code == 400
     assert standard.json()["errors"][0]["field"] == "tier"
+    # The price book: the multipliers in force now (priority's 2.0 only from 2027).
+    book = session_client(users["finance"]).get("/billing/prices/").content.decode()
+    assert "priority × 1.75, flex × 0.5, batch × 0.5" in book
 
 
 @pytest.mark.parametrize("now", [BEFORE], indirect=True)
@@ -333,3 +338,19 @@ def test_the_reservation_alerts_by_hand(admin_api, users, token_client, tenant_a
         format="json",
     )
     assert unknown.json()["errors"][0]["field"] == "params.hours"
+
+
+@pytest.mark.parametrize("now", [BEFORE], indirect=True)
+def test_the_status_gives_gateways_capacity_rate_and_headroom(admin_api, tenant_a, deployment):
+    """2 GPUs x 2,500 tok/s = 5,000 tok/s; 1.2 M output tokens in 10:30-10:35: 4,000 tok/s,
+    1,000 of headroom."""
+    make_contract(tenant_a)
+    reserve(tenant_a, deployment)
+    clock.clock_set(datetime(2026, 3, 2, 10, 36, tzinfo=UTC))
+    post_usage(admin_api, [usage_event("a", "2026-03-02T10:31:00Z", 0, 1_200_000)])
+
+    [status] = admin_api.get("/api/v1/reservations/status?tenant=tenant-a").json()
+    assert (status["capacity_tok_s"], status["current_tok_s"], status["headroom_tok_s"]) == (
+        "5000.00", "4000.00", "1000.00",
+    )  # fmt: skip
+    assert status["as_of"] == "2026-03-02T10:35:00Z"
