@@ -118,6 +118,7 @@ def test_openai_batch_to_items_reads_gpt_4o_mini_output_with_its_pool():
         "id": "batch_req_6769ca596b38819093d7ae9f522de924",
         "time": "2024-12-23T20:36:42Z",
         "tenant": "acme",
+        "service_tier": "batch",  # every line of a Batch output file
         "model": "gpt-4o-mini-2024-07-18",
         "pool": "h100-eu",
         "status": "ok",
