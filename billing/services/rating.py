@@ -112,7 +112,7 @@ def rated_usage_update() -> int:
             changes = usage_changes_read(consumer=RATE)
             queued = list(RatingPending.objects.values_list("pk", "tenant_id", "start", "hours"))
             stale = _usage_months(changes.entries)
-            for month, since in _queued_months(queued).items():
+            for month, since in [*_queued_months(queued).items(), *_reserved_months().items()]:
                 for tenant_id, hour in since.items():
                     stale[month][tenant_id] = min(hour, stale[month].get(tenant_id, hour))
             for month in raw_months_archived() & stale.keys():  # never rated from missing events
@@ -144,6 +144,21 @@ def _usage_months(changes) -> dict[datetime, dict[int, datetime]]:
             hour = hour_floor(change.start)
             since = months[month_floor(hour)]
             since[change.tenant_id] = min(hour, since.get(change.tenant_id, hour))
+    return months
+
+
+def _reserved_months() -> dict[datetime, dict[int, datetime]]:
+    """The tenant-months of this month and the last that a reservation bills but nothing
+    rated yet (a month without usage begins): rated from their start."""
+    months: dict[datetime, dict[int, datetime]] = {}
+    this = month_floor(clock.now())
+    for month in (month_floor(this - HOUR), this):
+        rated = RatedTenantMonth.objects.filter(month_start=month).values_list(
+            "tenant_id", flat=True
+        )
+        missing = reserving_tenants(start=month, end=next_month(month)) - set(rated)
+        if missing:
+            months[month] = dict.fromkeys(missing, month)
     return months
 
 

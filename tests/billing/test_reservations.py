@@ -9,7 +9,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from billing.domain.reservations import OVERAGE, UNDERUSED, ReservationConflict
-from billing.models import RatedUsage, Reservation
+from billing.models import RatedTenantMonth, RatedUsage, Reservation
 from billing.selectors.focus import focus_rows
 from billing.selectors.ledger import account_balances
 from billing.selectors.reservations import (
@@ -354,3 +354,17 @@ def test_the_status_gives_gateways_capacity_rate_and_headroom(admin_api, tenant_
         "5000.00", "4000.00", "1000.00",
     )  # fmt: skip
     assert status["as_of"] == "2026-03-02T10:35:00Z"
+
+
+@pytest.mark.parametrize("now", [BEFORE], indirect=True)
+def test_a_month_a_reservation_bills_without_usage_is_rated_when_it_begins(tenant_a, deployment):
+    """April: 2 GPUs x 720 hours x 4.00 = 5,760.00, though nothing of April is used or
+    changed."""
+    make_contract(tenant_a)
+    reserve(tenant_a, deployment)
+    rated_usage_update()
+    clock.clock_set(datetime(2026, 4, 15, tzinfo=UTC))
+    rated_usage_update()
+
+    april = RatedTenantMonth.objects.get(tenant=tenant_a, month_start=APRIL)
+    assert (april.usage_amount, april.reserved_amount) == (Decimal("5760.00"), Decimal("5760.00"))
