@@ -235,3 +235,14 @@ def test_tiers_resolve_their_own_price_then_the_standard_one_times_the_multiplie
 def test_reservation_terms_refuse_falling_or_missing_gpus(gpus, message):
     with pytest.raises(ValueError, match=message):
         worked_example_reservation(gpus=gpus)
+
+
+def test_gpu_seconds_by_versions_equal_the_sum_of_the_hours():
+    reservation = worked_example_reservation(
+        ends_at=datetime(2026, 3, 9, 7, 30, 17, tzinfo=UTC),
+        gpus=(GpusFrom(at(10), 2), GpusFrom(at(15), 3), GpusFrom(at(23), 7)),
+    )
+    for start, end in ((MARCH, datetime(2026, 4, 1, tzinfo=UTC)), (at(12), at(16))):
+        hours = sum(held.gpu_seconds for held in reservation.hours(start, end))
+        assert reservation.gpu_seconds(start, end) == hours
+    assert reservation.gpu_seconds(at(12), at(16)) == (3 * 2 + 1 * 3) * 3600
