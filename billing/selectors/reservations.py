@@ -29,7 +29,9 @@ from metering.selectors.burn import bucket_tokens, burn_window_end
 from metering.selectors.factory import DeploymentVersions, deployment_list
 from portal.access import tenant_scoped
 from portal.alert_kinds import Evaluation, Finding
-from portal.periods import hour_floor
+from portal.periods import Period, hour_ceil, hour_floor
+
+HOUR = timedelta(hours=1)
 
 
 def _overlapping(start: datetime, end: datetime) -> Q:
@@ -97,6 +99,28 @@ def reserved_versions() -> VersionAt:
         return None if version is None else (version.r_ref, version.w_in)
 
     return version_at
+
+
+def reserved_by_hour(*, spans: Iterable[Period]) -> dict[tuple[int, datetime], tuple]:
+    """Per (deployment id, hour) of the hours inside the spans (a span's bound may cut an
+    hour): the GPU-seconds reserved on it (Σ gpus × t, kpis.md 3d's `reserved`) and their
+    capacity (Σ cap, tok at the R_ref in force at the hour's start: utilization's
+    denominator), from the reservations themselves (two queries a span)."""
+    version_at = reserved_versions()
+    held: dict[tuple[int, datetime], tuple] = {}
+    for span in spans:
+        for reservation in reservations_overlapping(start=span.start, end=span.end):
+            terms = terms_of(reservation)
+            for hour in terms.hours(hour_floor(span.start), hour_ceil(span.end)):
+                begin, finish = max(hour.hour, span.start), min(hour.hour + HOUR, span.end)
+                gpu_seconds = terms.gpu_seconds(begin, finish)
+                version = version_at(terms.deployment, hour.hour)
+                if not gpu_seconds or version is None:
+                    continue
+                key = (reservation.deployment_id, hour.hour)
+                before = held.get(key, (0, Decimal(0)))
+                held[key] = (before[0] + gpu_seconds, before[1] + gpu_seconds * version[0])
+    return held
 
 
 def tier_multiplier_list() -> QuerySet[ServiceTierMultiplier]:

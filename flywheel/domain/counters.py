@@ -57,7 +57,7 @@ PAID_COMPLIANT = _gpu_seconds(
 )
 RESERVED = _gpu_seconds(
     "reserved",
-    "GPU-seconds reserved for tenants (kpis.md 3d); no reservation is recorded yet, so 0.",
+    "GPU-seconds reserved for tenants: the reservations' GPUs integrated over time (kpis.md 3d).",
 )
 TOKENS = CounterFamily(
     "tokenfactory_tokens",
@@ -109,6 +109,7 @@ POOL_FIGURES = {
     "std": STANDARD,
     "compliant_std": COMPLIANT,
     "compliant_paid_std": PAID_COMPLIANT,
+    "reserved": RESERVED,
     "list_value": LIST_VALUE,
     "realized": REALIZED,
 }
@@ -249,7 +250,6 @@ def counter_series(
         for name, family in POOL_FIGURES.items():
             money = family in (LIST_VALUE, REALIZED)
             add(family, (pool, currency) if money else (pool,), figures.get(name, 0))
-        add(RESERVED, (pool,), 0)
     for deployment_id, sums in counts.deployments.items():
         if deployment_id not in deployments:
             continue

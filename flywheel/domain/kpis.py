@@ -90,6 +90,12 @@ class PoolInputs:
     paid_output_tokens: int  # paid events' output tokens, compliant or not
     list_value: Decimal  # money, over paid events
     realized_revenue: Decimal  # money, over paid events, after discounts, tiers, promotions
+    # Reservations (kpis.md 3d): Σ gpus × t, their capacity Σ cap and the tok they covered
+    # (output-token units), and Σ std of the paid, compliant events on demand (uncovered).
+    reserved_gpu_seconds: Decimal = ZERO
+    reserved_capacity: Decimal = ZERO
+    covered_tokens: Decimal = ZERO
+    on_demand_compliant_paid_std_gpu_seconds: Decimal = ZERO
     deployment_r_refs: tuple[Decimal, ...] = ()  # tokens/s per GPU; fallback when nothing produced
 
     def __post_init__(self) -> None:
@@ -123,6 +129,10 @@ class PoolInputs:
                 ),
                 "paid_output_tokens": min(fields["paid_output_tokens"], fields["output_tokens"]),
                 "realized_revenue": min(fields["realized_revenue"], fields["list_value"]),
+                "on_demand_compliant_paid_std_gpu_seconds": min(
+                    fields.get("on_demand_compliant_paid_std_gpu_seconds", ZERO),
+                    fields["compliant_paid_std_gpu_seconds"],
+                ),
             }
         )
 
@@ -159,6 +169,10 @@ class Kpis:
     realized_revenue: Decimal
     tps_per_gpu: Decimal | None  # output tokens/s per installed GPU
     tpm: Decimal  # output tokens/min
+    reserved_gpu_seconds: Decimal  # Σ gpus × t (kpis.md 3d)
+    reserved_share: Decimal | None  # reserved / A
+    capacity_sold: Decimal | None  # (reserved + Σ std of paid compliant uncovered) / A, ≤ 1
+    reservation_utilization: Decimal | None  # covered tok / Σ cap
 
     def as_dict(self) -> dict[str, Any]:
         """Return the figures keyed by their response names, in declaration order."""
@@ -183,6 +197,10 @@ class ScopeSums:
     output_tokens: int
     paid_output_tokens: int
     theoretical: Decimal  # Σ C × R_ref(pool): output-token units at R_ref, every GPU
+    reserved: Decimal = ZERO  # Σ gpus × t of the reservations (kpis.md 3d)
+    reserved_capacity: Decimal = ZERO  # Σ cap: output-token units
+    covered: Decimal = ZERO  # covered tok: output-token units
+    on_demand_sold: Decimal = ZERO  # Σ std(e), paid, compliant and not covered
 
 
 def _tef(s: ScopeSums) -> Decimal | None:
@@ -200,6 +218,11 @@ def _tfi(s: ScopeSums) -> Decimal | None:
         return ZERO
     rho = ratio_of(s.realized, s.list_value)
     return None if rho is None else s.compliant_paid / s.calendar * rho
+
+
+def _capacity_sold(s: ScopeSums) -> Decimal | None:
+    sold = ratio_of(s.reserved + s.on_demand_sold, s.available)
+    return None if sold is None else min(sold, Decimal(1))
 
 
 # Units: how a KPI is carried (JSON: ratios and rates as numbers, money as decimal strings,
@@ -332,6 +355,16 @@ KPIS: tuple[Kpi, ...] = (
         is_nullable=True, compute=lambda s: ratio_of(Decimal(s.output_tokens), s.calendar)),
     Kpi(key="tpm", label="output tokens per minute", unit=RATE,
         compute=lambda s: s.output_tokens * 60 / s.seconds),
+    Kpi(key="reserved_gpu_seconds", label="reserved GPU-seconds", unit=GPU_SECONDS,
+        doc="Σ gpus × t of the reservations", compute=_sum("reserved")),
+    Kpi(key="reserved_share", label="reserved share", title="Reserved share",
+        doc="reserved GPU-seconds / A", compute=lambda s: ratio_of(s.reserved, s.available)),
+    Kpi(key="capacity_sold", label="capacity sold", title="Capacity sold",
+        doc="(reserved + Σ std of paid, compliant, uncovered events) / A, at most 1",
+        compute=_capacity_sold),
+    Kpi(key="reservation_utilization", label="reservation utilization",
+        title="Reservation utilization", doc="covered tok / Σ cap of the reservations",
+        compute=lambda s: ratio_of(s.covered, s.reserved_capacity)),
 )  # fmt: skip
 KPI: dict[str, Kpi] = {kpi.key: kpi for kpi in KPIS}
 # The flywheel's default targets (kpis.md section 6): α·β·η = 0.65, the TEF target.
@@ -447,6 +480,10 @@ def kpis_compute(
                 (p.calendar_gpu_seconds * (pool_reference_rate(pool=p) or ZERO) for p in pools),
                 ZERO,
             ),
+            reserved=sum((p.reserved_gpu_seconds for p in pools), ZERO),
+            reserved_capacity=sum((p.reserved_capacity for p in pools), ZERO),
+            covered=sum((p.covered_tokens for p in pools), ZERO),
+            on_demand_sold=sum((p.on_demand_compliant_paid_std_gpu_seconds for p in pools), ZERO),
         )
         figures: dict[str, Any] = {kpi.key: kpi.compute(sums) for kpi in KPIS}
         return Kpis(

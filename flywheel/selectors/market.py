@@ -5,10 +5,11 @@ NRR and GRR, and cohorts (flywheel.domain.market).
 A tenant's revenue is its share of TFOM revenue (kpis.md section 5): for a whole closed
 month, the ledger's (revenue accounts by accounting date, per tenant: what finance's books
 say to the cent, credit notes dated in it included); for any other part of the period, the
-unrounded rating (realized after promotions), plus its month's minimum shortfall once the
-month is over, less its SLA credits, each month's spread over its seconds, plus the credit
-notes (negative) and breakage the ledger dates inside it (TFOM's rule:
-flywheel.selectors.revenue.dated_revenue). Paid tokens always come from the
+unrounded rating (realized after promotions, covered usage at its reservations' fees), plus
+its month's minimum shortfall and unused reservation fees once the month is over
+(flywheel.selectors.revenue.month_over_revenue), less its SLA credits, each month's spread
+over its seconds, plus the credit notes (negative) and breakage the ledger dates inside it
+(TFOM's rule: flywheel.selectors.revenue.dated_revenue). Paid tokens always come from the
 rating. A whole month reads one rated row per tenant; only a part of a month that holds
 rated usage reads it by the hour. The queries depend on the parts of months holding usage,
 never on the period's length.
@@ -34,7 +35,7 @@ from billing.selectors.rating.rated_usage import (
 )
 from flywheel.domain import market as engine
 from flywheel.domain.kpis import KPI_CONTEXT
-from flywheel.selectors.revenue import Part, dated_revenue, parts_of
+from flywheel.selectors.revenue import Part, dated_revenue, month_over_revenue, parts_of
 from flywheel.selectors.tfom import UNIT_PRICE
 from metering.selectors.factory import factory_in_service_from
 from portal import clock
@@ -111,16 +112,16 @@ def _rated(
     over: bool,
 ) -> dict[str, Decimal]:
     """A part's revenue per tenant from the rating: realized after promotions, the part's
-    share of the month's minimum shortfall (once over) less its SLA credits, and the credit
-    notes and breakage the ledger dates inside it."""
+    share of the month's minimum shortfall and unused fees (once over) less its SLA credits,
+    and the credit notes and breakage the ledger dates inside it."""
     share = part.share
     revenue: dict[str, Decimal] = defaultdict(lambda: ZERO)
     with localcontext(KPI_CONTEXT):
         for slug, sale in in_part.items():
             revenue[slug] += sale.realized
         for slug, sale in month_sales.items():
-            if over and sale.minimum_shortfall:
-                revenue[slug] += sale.minimum_shortfall * share
+            if over and (extra := month_over_revenue(sale)):
+                revenue[slug] += extra * share
         for (slug, month), amount in credits.items():
             if month == part.month and amount:
                 revenue[slug] -= amount * share

@@ -37,6 +37,7 @@ from billing.selectors.rating.rated_usage import (
     rating_errors,
     unused_fees,
 )
+from billing.selectors.reservations import reserved_by_hour
 from flywheel.domain.kpis import (
     KPI_CONTEXT,
     CapacitySample,
@@ -87,6 +88,12 @@ class HourSums:
     paid_output_tokens: int = 0
     list_value: Decimal = ZERO
     realized: Decimal = ZERO
+    # Reservations (kpis.md 3d): GPU-seconds reserved, their capacity and the tok they
+    # covered (output-token units), and the std of the paid compliant usage on demand.
+    reserved: Decimal = ZERO
+    reserved_cap: Decimal = ZERO
+    covered_tok: Decimal = ZERO
+    on_demand_compliant_paid_std: Decimal = ZERO
 
     def add(self, other: HourSums) -> None:
         """Add another's sums to these (in the caller's decimal context)."""
@@ -140,6 +147,10 @@ class PoolSums:
             paid_output_tokens=total.paid_output_tokens,
             list_value=total.list_value,
             realized_revenue=total.realized,
+            reserved_gpu_seconds=total.reserved,
+            reserved_capacity=total.reserved_cap,
+            covered_tokens=total.covered_tok,
+            on_demand_compliant_paid_std_gpu_seconds=total.on_demand_compliant_paid_std,
             deployment_r_refs=r_refs,
         )
 
@@ -233,7 +244,11 @@ class FactoryData:
         for row in rows:
             begin, finish = row.period_start.astimezone(UTC), row.period_end.astimezone(UTC)
             whole = finish == begin + DAY and self.start <= begin and finish <= self.end
-            if whole and begin not in skip and self.slugs.keys() <= row.sums.keys():
+            # A snapshot written before a sum existed is measured again (never read as 0).
+            complete = self.slugs.keys() <= row.sums.keys() and all(
+                set(HOUR_FIELDS) <= row.sums[slug].keys() for slug in self.slugs
+            )
+            if whole and begin not in skip and complete:
                 self.days[begin] = {
                     pk: PoolSums.from_json(row.sums[slug]) for slug, pk in self.slugs.items()
                 }
@@ -302,6 +317,18 @@ class FactoryData:
                 sums.paid_output_tokens += row["output_tokens"]
                 sums.list_value += row["list_value"]
                 sums.realized += row["realized"] - row["promotions"]
+                if row["covered"]:
+                    sums.covered_tok += production_of(
+                        version, row["output_tokens"], row["input_tokens"], row["cached_tokens"]
+                    )
+                else:
+                    sums.on_demand_compliant_paid_std += compliant / version.r_ref
+            for (deployment_id, hour), (gpu_seconds, cap) in reserved_by_hour(
+                spans=self.live
+            ).items():
+                sums = self.hours[self.pool_of_deployment[deployment_id]][hour.astimezone(UTC)]
+                sums.reserved += gpu_seconds
+                sums.reserved_cap += cap
 
     def _shortfalls(self) -> dict[datetime, Decimal]:
         """The minimum shortfall and the reservations' unused fees of every month over that

@@ -13,12 +13,20 @@ from datetime import UTC, datetime
 from decimal import Decimal, localcontext
 
 from billing.selectors.ledger import ledger_dated_revenue, ledger_revenue
+from billing.selectors.rating.rated_usage import TenantSales
 from flywheel.domain.kpis import KPI_CONTEXT
 from flywheel.selectors.measurement import FactoryData
 from portal.closing import closed_months
 from portal.periods import day_ceil, month_start, next_month
 
 ZERO = Decimal(0)
+
+
+def month_over_revenue(sale: TenantSales) -> Decimal:
+    """What a tenant's whole month adds to its revenue once the month is over (kpis.md
+    section 5): its committed minimum's shortfall and its reservations' unused fees (3d),
+    each as its month rated."""
+    return sale.minimum_shortfall + sale.reservation_unused
 
 
 def revenue_tie_out(*, data: FactoryData, start: datetime, end: datetime) -> Decimal:

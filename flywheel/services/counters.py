@@ -128,7 +128,7 @@ def _month_counts(month: datetime, until: datetime, snapshot: KpiSnapshot | None
         }
     counts = MonthCounts(
         pools={
-            slug: {name: Decimal(str(sums[name])) for name in POOL_FIGURES}
+            slug: {name: Decimal(str(sums.get(name, 0))) for name in POOL_FIGURES}
             for slug, sums in pools.items()
         }
     )

@@ -101,6 +101,10 @@ def test_the_worked_example_from_ingestion_to_the_ledger(admin_api, users, tenan
                                     "covered": 21 * M, "utilization": "0.583333",
                                     "fee": "16.00", "covered_realized": "14.00",
                                     "unused": "2.00"}  # fmt: skip
+    # The cockpit's March as rated (not closed yet): covered 8.00 + 6.00, on demand 4.00 and
+    # the 2.00 unused once the month is over
+    market = admin_api.get("/api/v1/market?period=2026-03").json()
+    assert (market["revenue"], market["revenue_sources"][0]["source"]) == ("20.00", "rating")
     [invoice] = close_run(month_start=MARCH).issued
     assert [
         (line.kind, line.quantity, line.gpu_hours, line.list_unit_price, line.amount)
@@ -129,6 +133,14 @@ def test_the_worked_example_from_ingestion_to_the_ledger(admin_api, users, tenan
     data = FactoryData(start=MARCH, end=APRIL, snapshots=False)
     unused, credits = data.revenue_adjustments(start=MARCH, end=APRIL)
     assert abs(unused - Decimal("2.00")) < Decimal("1e-15") and credits == 0
+    # The KPIs of the two hours (kpis.md 3d): 8 GPUs in service, A = 57,600 GPU-seconds;
+    # reserved 2 × 7,200 = 14,400 (a quarter); sold: 14,400 and the 2 M on demand, 800 std
+    kpis = admin_api.get("/api/v1/kpis?from=2026-03-02T10:00:00Z&to=2026-03-02T12:00:00Z").json()
+    assert kpis["available_gpu_seconds"] == 57_600
+    assert kpis["reserved_gpu_seconds"] == 14_400
+    assert kpis["reserved_share"] == 0.25
+    assert kpis["capacity_sold"] == pytest.approx(15_200 / 57_600, abs=1e-12)
+    assert kpis["reservation_utilization"] == pytest.approx(21 / 36, abs=1e-12)  # 21 M / 36 M
     balances = account_balances()
     assert balances[("receivable:tenant-a", "USD")] == Decimal("20.00")
     assert balances[("revenue:reservations", "USD")] == Decimal("-16.00")

@@ -463,6 +463,33 @@ def test_kpis_compute_ignores_the_callers_decimal_context():
     assert kpis.tef == Decimal("0." + "3" * 34)
 
 
+def test_reservation_figures_over_two_pools_capacity_sold_at_most_one():
+    # p: 36,000 available, 9,000 reserved, its cap 9,000 × 2,500 = 22.5 M tok of which 18 M
+    # covered, and 20,000 std sold on demand; q: 36,000 available, all reserved, and 30,000
+    # sold on demand besides (p's sold share 29,000 / 36,000; q alone would be past 1).
+    p = _pool(reserved_gpu_seconds=Decimal(9_000), reserved_capacity=Decimal(22_500_000),
+              covered_tokens=Decimal(18_000_000), compliant_paid_std_gpu_seconds=Decimal(20_000),
+              compliant_std_gpu_seconds=Decimal(20_000), std_gpu_seconds=Decimal(20_000),
+              on_demand_compliant_paid_std_gpu_seconds=Decimal(20_000))  # fmt: skip
+    q = _pool(pool="q", reserved_gpu_seconds=Decimal(36_000),
+              compliant_paid_std_gpu_seconds=Decimal(30_000),
+              compliant_std_gpu_seconds=Decimal(30_000), std_gpu_seconds=Decimal(30_000),
+              on_demand_compliant_paid_std_gpu_seconds=Decimal(30_000))  # fmt: skip
+
+    alone = kpis_compute(scope="p", start=_at(0), end=_at(1), pools=[p])
+    assert alone.reserved_gpu_seconds == 9_000
+    assert alone.reserved_share == Decimal("0.25")
+    assert alone.capacity_sold == Decimal(29_000) / Decimal(36_000)
+    assert alone.reservation_utilization == Decimal("0.8")
+    assert kpis_compute(scope="q", start=_at(0), end=_at(1), pools=[q]).capacity_sold == 1
+    both = kpis_compute(scope="f", start=_at(0), end=_at(1), pools=[p, q])
+    assert both.reserved_share == Decimal(45_000) / Decimal(72_000)
+    assert both.capacity_sold == 1  # (45,000 + 50,000) / 72,000, capped
+    assert both.reservation_utilization == Decimal("0.8")  # q's cap unknown: 0 tok
+    nothing = kpis_compute(scope="p", start=_at(0), end=_at(1), pools=[_pool()])
+    assert nothing.reserved_share == 0 and nothing.reservation_utilization is None
+
+
 def test_kpis_as_dict_uses_the_response_keys():
     kpis = kpis_compute(scope="p", start=_at(0), end=_at(1), pools=[_pool()])
     # GET /api/v1/kpis keys (architecture.md), then the extras tps_per_gpu and tpm
@@ -471,7 +498,8 @@ def test_kpis_as_dict_uses_the_response_keys():
         "busy_gpu_seconds", "std_gpu_seconds", "availability", "occupancy", "efficiency",
         "tef", "sla_delivery", "sell_through", "price_realization", "tfi", "output_tokens",
         "paid_output_tokens", "tps", "theoretical_tps", "list_value", "realized_revenue",
-        "tps_per_gpu", "tpm",
+        "tps_per_gpu", "tpm", "reserved_gpu_seconds", "reserved_share", "capacity_sold",
+        "reservation_utilization",
     ]  # fmt: skip
     assert kpis.as_dict()["from"] == _at(0)
 

@@ -109,12 +109,13 @@ def rated_usage_list(*, spans: Iterable[Period]) -> QuerySet[RatedUsage]:
 
 
 def paid_by_hour(*, spans: Iterable[Period]) -> list[dict]:
-    """Paid usage summed over tenants per deployment and hour inside the spans: tokens by
-    class, SLO-compliant tokens by class and the money (PAID_SUMS), one row each."""
+    """Paid usage summed over tenants per deployment and hour inside the spans, covered by
+    reservations (`covered`) apart from on demand: tokens by class, SLO-compliant tokens by
+    class and the money (PAID_SUMS), one row each."""
     return list(
         rated_usage_list(spans=spans)
         .filter(sale=RatedUsage.Sale.PAID)
-        .values("deployment_id", "hour")
+        .values("deployment_id", "hour", "covered")
         .annotate(**_paid_sums())
         .order_by()
     )
@@ -158,34 +159,45 @@ def minimum_shortfalls(*, months: Iterable[datetime]) -> dict[datetime, Decimal]
 @dataclass(frozen=True)
 class TenantSales:
     """What a tenant sold in a span as rated: the realized amount after promotions, the paid
-    tokens (input + output of the paid usage, every class) and, for a whole month, its
-    committed-minimum shortfall as rated (it counts only once the month is over)."""
+    tokens (input + output of the paid usage, every class, covered by reservations or on
+    demand) and, for a whole month, its committed-minimum shortfall and its reservations'
+    unused fees as rated (they count only once the month is over, kpis.md 3d)."""
 
     realized: Decimal
     paid_tokens: int
     minimum_shortfall: Decimal = ZERO
+    reservation_unused: Decimal = ZERO
 
 
 def tenant_month_sales(*, months: Iterable[datetime]) -> dict[tuple[str, datetime], TenantSales]:
     """Per tenant slug and whole month, as its month was last rated (billing's rated
-    tenant-months: one row each, however much usage). Months that cannot be rated are left
-    out (`rating_errors` names them)."""
-    rows = RatedTenantMonth.objects.filter(month_start__in=list(months), error="")
-    return {
-        (slug, month.astimezone(UTC)): TenantSales(
-            realized=realized - promotions,
-            paid_tokens=sum(quantities_of(quantities).values()),
+    tenant-months: one row each, however much usage, and its covered usage summed: a
+    reservation's share of the month's rows). Months that cannot be rated are left out
+    (`rating_errors` names them)."""
+    months = list(months)
+    rows = RatedTenantMonth.objects.filter(month_start__in=months, error="")
+    covered: dict[tuple[str, datetime], tuple[Decimal, int]] = {}
+    for slug, month, realized, input_tokens, output_tokens in RatedUsage.objects.filter(
+        month_start__in=months, covered=True, tenant_month__error=""
+    ).values_list("tenant__slug", "month_start", "realized", "input_tokens", "output_tokens"):
+        key = (slug, month.astimezone(UTC))  # summed here: SQLite sums floats
+        before = covered.get(key, (ZERO, 0))
+        covered[key] = (before[0] + realized, before[1] + input_tokens + output_tokens)
+    sales = {}
+    for slug, month, realized, promotions, quantities, shortfall, reserved in rows.values_list(
+        "tenant__slug", "month_start", "realized", "promotions", "quantities",
+        "minimum_shortfall", "reserved_amount",
+    ):  # fmt: skip
+        month = month.astimezone(UTC)
+        covered_realized, covered_tokens = covered.get((slug, month), (ZERO, 0))
+        sales[slug, month] = TenantSales(
+            realized=realized - promotions + covered_realized,
+            # per usage line and project: covered usage has none
+            paid_tokens=sum(quantities_of(quantities).values()) + covered_tokens,
             minimum_shortfall=shortfall,
+            reservation_unused=reserved - covered_realized,
         )
-        for slug, month, realized, promotions, quantities, shortfall in rows.values_list(
-            "tenant__slug",
-            "month_start",
-            "realized",
-            "promotions",
-            "quantities",
-            "minimum_shortfall",
-        )
-    }
+    return sales
 
 
 def tenant_sales(*, period: Period) -> dict[str, TenantSales]:

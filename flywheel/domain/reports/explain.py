@@ -41,6 +41,12 @@ EXPLAIN = {
     "daily_token_value_per_gpu": "Revenue one GPU earned per day, on average.",
     "tokens_per_kwh": "Output tokens made with one kilowatt-hour of electricity.",
     "energy_kwh": "Electricity used, building overhead included.",
+    "capacity_sold": "The share of the GPUs' healthy time already sold: reserved by large "
+    "customers, plus what the others bought on time by the token.",
+    "reserved_share": "The share of the GPUs' healthy time large customers reserved for "
+    "themselves, paying by the hour whether they use it or not.",
+    "reservation_utilization": "How much of their reserved capacity those customers used; "
+    "what they leave unused is still paid for.",
     "output_tokens": "Every token the models wrote, sold or not.",
     "paid_output_tokens": "Tokens customers paid for.",
     "installed_gpus": "GPUs installed, averaged over the period.",
