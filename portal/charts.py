@@ -98,6 +98,11 @@ def usage_by_model_chart(rows: list[dict], *, period: Period) -> go.Figure:
     """Stacked bars: output tokens per day and model; the days `period` holds only part of
     (today so far) hatched, and said so in the hover."""
     fig = go.Figure(layout=base_layout(y_title="Output tokens per day", barmode="stack"))
+    by_day: dict[tuple, dict] = {}  # rows per tier summed per model and day
+    for r in rows:
+        cell = by_day.setdefault((r["model"], r["day"]), {**r, "output_tokens": 0})
+        cell["output_tokens"] += r["output_tokens"]
+    rows = list(by_day.values())
     models = sorted({r["model"] for r in rows})
     partial = period.partial_days
     for model in models:

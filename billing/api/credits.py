@@ -12,6 +12,13 @@ from portal.api.periods import PERIOD_PARAMETERS
 from portal.permissions import capability_permission
 
 
+class TierSlaSerializer(serializers.Serializer):
+    requests = serializers.IntegerField()
+    compliant_requests = serializers.IntegerField()
+    slo_attainment = serializers.FloatField(allow_null=True, help_text="ratio in [0, 1]")
+    sla_delivery = serializers.FloatField(allow_null=True, help_text="σ, ratio in [0, 1]")
+
+
 class SlaRowSerializer(serializers.Serializer):
     tenant = serializers.CharField()
     month = serializers.CharField(help_text="YYYY-MM")
@@ -34,6 +41,11 @@ class SlaRowSerializer(serializers.Serializer):
     currency = serializers.CharField()
     is_posted = serializers.BooleanField(help_text="the month is closed and its credit posted")
     incidents = serializers.ListField(child=serializers.IntegerField())
+    by_tier = serializers.DictField(
+        child=TierSlaSerializer(),
+        help_text="per service tier the tenant sent requests at: its attainment and σ, each "
+        "tier judged by its own SLO (priority's thresholds; flex and batch none)",
+    )
 
 
 def _json_ratio(value):
@@ -79,6 +91,15 @@ class SlaView(APIView):
                         "currency": figures.currency,
                         "is_posted": figures.is_posted,
                         "incidents": [incident.pk for incident in sla.incidents],
+                        "by_tier": {
+                            tier: {
+                                "requests": made.requests,
+                                "compliant_requests": made.compliant_requests,
+                                "slo_attainment": _json_ratio(made.slo_attainment),
+                                "sla_delivery": _json_ratio(made.sla_delivery),
+                            }
+                            for tier, made in sla.by_tier.items()
+                        },
                     }
                 )
         paginator = self.pagination_class()

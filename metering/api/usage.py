@@ -120,6 +120,7 @@ class UsageRowSerializer(serializers.Serializer):
     project = serializers.CharField(help_text="project slug; (none) for usage without one")
     model = serializers.CharField()
     pool = serializers.CharField()
+    service_tier = serializers.CharField(help_text="standard, priority, flex or batch")
     requests = serializers.IntegerField()
     errors = serializers.IntegerField()
     input_tokens = serializers.IntegerField(help_text="Cached and cache-write included")
@@ -420,6 +421,7 @@ def _usage_row(row: dict, projects: dict[int, str]) -> dict:
         "project": projects[row["project_id"]],
         "model": row["deployment__model__slug"],
         "pool": row["deployment__pool__slug"],
+        "service_tier": row["service_tier"],
         **{name: row[name] for name in USAGE_SUMS},
     }
 

@@ -113,11 +113,11 @@ def usage_list(
     granularity: str = "day",
     filters=None,
 ):
-    """Usage per period (hour or day), tenant, project (its id, 0 for the (none)), model and
-    pool, from the rollups only; `filters`: UsageFilterSet's query (tenant, model, pool,
-    project), 404 for another tenant. A period that ends inside an hour (a window's `to`)
-    ends with the rows of that hour (of its day, by day) as of the cut, after the others
-    (each project's row less that project's deltas)."""
+    """Usage per period (hour or day), tenant, project (its id, 0 for the (none)), model,
+    pool and service tier, from the rollups only; `filters`: UsageFilterSet's query (tenant,
+    model, pool, project), 404 for another tenant. A period that ends inside an hour (a
+    window's `to`) ends with the rows of that hour (of its day, by day) as of the cut, after
+    the others (each project's row less that project's deltas)."""
     deltas = rollups_after_cut(end=period.end)
     if deltas is None:
         return _usage_rows(user=user, period=period, granularity=granularity, filters=filters)
@@ -146,7 +146,7 @@ def usage_list(
 
 _ROW_KEYS = (
     "period_start", "tenant__slug", "project_id", "deployment__model__slug",
-    "deployment__pool__slug",
+    "deployment__pool__slug", "service_tier",
 )  # fmt: skip
 
 
@@ -164,9 +164,10 @@ def _grouped(rows: QuerySet, *, granularity: str) -> QuerySet:
 
 def _usage_rows(*, user, period: Period, granularity: str, filters) -> QuerySet:
     """usage_list's rows as stored."""
-    # A rollup row is unique per (tenant, deployment, period, project) and a deployment is one
-    # (model, pool): when the rows are already of the asked granularity, each group is one row
-    # and the rows are read as they are (no GROUP BY, and the page count is a plain COUNT).
+    # A rollup row is unique per (tenant, deployment, tier, period, project) and a deployment
+    # is one (model, pool): when the rows are already of the asked granularity, each group is
+    # one row and the rows are read as they are (no GROUP BY, and the page count is a plain
+    # COUNT).
     if granularity == "day" and _is_midnight(period.start) and _is_midnight(period.end):
         rows = _UsageRows(model=DailyUsage).filter(
             day__gte=period.start.date(), day__lt=period.end.date()
@@ -232,12 +233,13 @@ def _usage_filtered(rows: QuerySet, *, user, filters) -> QuerySet:
 
 
 def usage_daily_by_model(
-    *, user, period: Period, filters=None, by_project: bool = False
+    *, user, period: Period, filters=None, by_project: bool = False, by_tier: bool = False
 ) -> list[dict]:
-    """Per day and model (and project, its slug, with `by_project`: kpis.md 3e): requests,
-    errors, tokens and latency p50/p95, from the daily rollups of the period's whole days and
-    the hourly rollups of the rest (the rows of `usage_list` by day, summed over tenants and
-    pools, and over projects without `by_project`); `filters` as usage_list's. The sums
+    """Per day and model (and project, its slug, with `by_project`: kpis.md 3e; and service
+    tier, `service_tier`, with `by_tier`): requests, errors, tokens and latency p50/p95, from
+    the daily rollups of the period's whole days and the hourly rollups of the rest (the rows
+    of `usage_list` by day, summed over tenants and pools, and over projects and tiers
+    without them); `filters` as usage_list's. The sums
     per day and deployment are kept in the shared cache under usage_stamp and their queries
     (which name the hours, the user's scope and the filters); the names are read each time."""
     hours = (hour_ceil(period.start), hour_ceil(period.end))  # the rollup hours in the period
@@ -246,7 +248,9 @@ def usage_daily_by_model(
     for rows, sign in [*((rows, 1) for rows in rollups_within(*hours)), (after, -1)]:
         if rows is None:
             continue
-        query = _daily_by_deployment(rows, user=user, filters=filters, by_project=by_project)
+        query = _daily_by_deployment(
+            rows, user=user, filters=filters, by_project=by_project, by_tier=by_tier
+        )
         try:
             queries[query.query.sql_with_params()] = (query, sign)
         except EmptyResultSet:  # a scope or filter that matches nothing
@@ -262,12 +266,15 @@ def usage_daily_by_model(
         cell = (r["period_day"], models[r["deployment_id"]])
         if by_project:  # (none) sorts before the slugs, which are letters, digits, - and _
             cell = (*cell, projects[r["project_id"]])
+        if by_tier:
+            cell = (*cell, r["service_tier"])
         row = merged.setdefault(
             cell,
             {
                 "day": cell[0],
                 "model": cell[1],
                 **({"project": cell[2]} if by_project else {}),
+                **({"service_tier": cell[-1]} if by_tier else {}),
                 **dict.fromkeys(USAGE_SUMS, 0),
                 "histogram": [0] * (len(LATENCY_BUCKETS_MS) + 1),
             },
@@ -288,10 +295,13 @@ def usage_daily_by_model(
     return result
 
 
-def _daily_by_deployment(rows: QuerySet, *, user, filters, by_project: bool) -> QuerySet:
+def _daily_by_deployment(
+    rows: QuerySet, *, user, filters, by_project: bool, by_tier: bool = False
+) -> QuerySet:
     """The rollup rows the user may see (usage_list's filters) summed per UTC day and
-    deployment (and project, with `by_project`) in the database (a month is hundreds of groups, not the tens of thousands of
-    rollup rows), the latency histograms bucket by bucket."""
+    deployment (and project, with `by_project`, and tier, with `by_tier`) in the database (a
+    month is hundreds of groups, not the tens of thousands of rollup rows), the latency
+    histograms bucket by bucket."""
     buckets = {
         f"b{i}": Sum(Cast(KeyTextTransform(str(i), "latency_histogram"), BigIntegerField()))
         for i in range(len(LATENCY_BUCKETS_MS) + 1)
@@ -299,7 +309,10 @@ def _daily_by_deployment(rows: QuerySet, *, user, filters, by_project: bool) -> 
     day = F("day") if rows.model is DailyUsage else TruncDate("hour", tzinfo=UTC)
     rows = _usage_filtered(rows.annotate(period_day=day), user=user, filters=filters)
     sums = {name: Sum(name) for name in USAGE_SUMS}
-    keys = ("period_day", "deployment_id", *(("project_id",) if by_project else ()))
+    keys = (
+        "period_day", "deployment_id", *(("project_id",) if by_project else ()),
+        *(("service_tier",) if by_tier else ()),
+    )  # fmt: skip
     return rows.values(*keys).annotate(**sums, **buckets).order_by()
 
 

@@ -1,4 +1,4 @@
-"""The usage page: tokens by day and model, and its CSV export."""
+"""The usage page: tokens by day, model and service tier, and its CSV export."""
 
 from django.shortcuts import render
 
@@ -18,6 +18,7 @@ CSV_FIELDS = [
     "day",
     "model",
     "project",
+    "service_tier",
     "requests",
     "errors",
     "input_tokens",
@@ -48,7 +49,7 @@ def usage(request):
     period = window.period
     is_member = user_role(request.user) is Role.TENANT
     rows = usage_daily_by_model(
-        user=request.user, period=period, filters=request.GET, by_project=True
+        user=request.user, period=period, filters=request.GET, by_project=True, by_tier=True
     )
     ordering = request.GET.get("ordering")
     if request.GET.get("format") == "csv":

@@ -4,6 +4,7 @@ path, refused by name when unknown, in the rollups, and judged by the tier's SLO
 import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -15,10 +16,13 @@ from metering.domain.usage.json_batch import validate_json_batch
 from metering.domain.usage.otlp import spans_to_items
 from metering.domain.usage.validation import validate_events
 from metering.models import Deployment, HourlyUsage
+from metering.selectors.sla.months import sla_month_list
+from metering.selectors.usage import usage_list
 from metering.services.factory import VersionSpec, deployment_version_add
 from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import usage_fold
 from portal.models import Tenant
+from portal.periods import Period
 from tests.metering.factories import make_deployment
 from tests.metering.test_otlp import CHAT, _spans
 from tests.metering.test_usage_formats import SAMPLES
@@ -99,9 +103,10 @@ def test_tier_thresholds():
 
 
 @pytest.mark.both_backends
-def test_the_fold_keeps_tiers_apart_and_judges_each_by_its_slo(db):
+def test_the_fold_keeps_tiers_apart_and_judges_each_by_its_slo(db, users):
     """TTFT 500 ms, priority 200 ms: a priority request at 300 ms misses, a standard one at
-    300 ms meets; a flex one at 9 s meets (no latency SLO), a failed batch one does not."""
+    300 ms meets; a flex one at 9 s meets (no latency SLO), a failed batch one does not. The
+    usage API's rows are per tier."""
     Tenant.objects.create(slug="acme", name="Acme")
     make_deployment(model="m", ttft=500)
     deployment_version_add(
@@ -120,3 +125,19 @@ def test_the_fold_keeps_tiers_apart_and_judges_each_by_its_slo(db):
 
     rows = {r.service_tier: (r.requests, r.compliant_requests) for r in HourlyUsage.objects.all()}
     assert rows == {"priority": (2, 1), "standard": (1, 1), "flex": (1, 1), "batch": (1, 0)}
+    listed = usage_list(user=users["operator"], period=Period(hour, hour + timedelta(hours=1)),
+                        granularity="hour")  # fmt: skip
+    assert [(r["service_tier"], r["requests"]) for r in listed] == [
+        ("batch", 1),
+        ("flex", 1),
+        ("priority", 2),
+        ("standard", 1),
+    ]
+    # Attainment and σ by tier: each event 15 tok, so σ follows the requests
+    [sla] = sla_month_list(month_start=datetime(2026, 3, 1, tzinfo=UTC), now=NOW,
+                           tenants=Tenant.objects.filter(slug="acme"))  # fmt: skip
+    by_tier = {tier: (t.requests, t.slo_attainment, t.sla_delivery)
+               for tier, t in sla.by_tier.items()}  # fmt: skip
+    assert by_tier == {"batch": (1, 0, 0), "flex": (1, 1, 1),
+                       "priority": (2, Fraction(1, 2), Fraction(1, 2)), "standard": (1, 1, 1)}  # fmt: skip
+    assert sla.slo_attainment == Fraction(3, 5)

@@ -287,10 +287,10 @@ def test_usage_table_has_a_second_page_and_the_csv_every_row(
     assert "Download CSV (60 rows)" in _text(second)
     assert b"page=2&amp;format=csv" not in second.content
     lines = list(csv.reader(io.StringIO(download.content.decode())))
-    assert lines[0][:4] == ["day", "model", "project", "requests"]
+    assert lines[0][:5] == ["day", "model", "project", "service_tier", "requests"]
     assert len(lines) == 61
-    assert lines[1][:5] == ["2026-03-01", "llama-70b", "(none)", "100", "0"]
-    assert lines[60][:4] == ["2026-03-30", "qwen", "(none)", "129"]
+    assert lines[1][:6] == ["2026-03-01", "llama-70b", "(none)", "standard", "100", "0"]
+    assert lines[60][:5] == ["2026-03-30", "qwen", "(none)", "standard", "129"]
     # The file names its period: from the 1st, to the 31st excluded.
     assert 'filename="usage-20260301-20260331.csv"' in download["Content-Disposition"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
@@ -59,6 +59,30 @@ class SlaMonth:
     deployments_used: frozenset[str]
     incidents: tuple[Incident, ...]  # those that touched the tenant, by start
     maintenance_windows: tuple[MaintenanceWindow, ...]  # those excluded for the tenant
+    # The same figures per service tier it sent requests at (each judged by its own SLO:
+    # priority against the priority thresholds, flex and batch against none).
+    by_tier: dict[str, TierSla] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TierSla:
+    """A tenant's requests at one service tier in a month: attainment and σ."""
+
+    requests: int
+    compliant_requests: int
+    slo_attainment: Fraction | None
+    sla_delivery: Fraction | None
+
+    @classmethod
+    def of(cls, made: dict) -> TierSla:
+        return cls(
+            requests=made["requests"],
+            compliant_requests=made["compliant_requests"],
+            slo_attainment=(
+                Fraction(made["compliant_requests"], made["requests"]) if made["requests"] else None
+            ),
+            sla_delivery=made["ok_std"] / made["std"] if made["std"] else None,
+        )
 
 
 _SUMS = [
@@ -74,14 +98,19 @@ _SUMS = [
 
 
 def _production(
-    tenant_ids: list[int], start: datetime, end: datetime, sums: dict[tuple[int, int], dict]
+    tenant_ids: list[int],
+    start: datetime,
+    end: datetime,
+    sums: dict[tuple[int, int], dict],
+    *,
+    service_tier: str | None = None,
 ) -> dict[int, dict]:
     """Per tenant: requests, compliant requests, Σ std and compliant Σ std from the rollups
     (whole days from the daily ones: rollups_within); std = tok / R_ref of the version in
     force (metering.domain.usage.production); Σ requests × the version's slo_target. Summed
     per tenant and deployment over the whole period in one query a rollup table; only a
     deployment whose version changes within the period is summed again span by span
-    (`sums`: _sums over the whole period)."""
+    (`sums`: _sums over the whole period, of one `service_tier` when given)."""
     totals: dict[int, dict] = defaultdict(
         lambda: {
             "requests": 0,
@@ -101,7 +130,8 @@ def _production(
             split.add(deployment_id)
     for deployment_id in split:
         for version, lo, hi in spans.get(deployment_id, []):
-            for (tenant_id, _), part in _sums(tenant_ids, lo, hi, deployment_id).items():
+            parts = _sums(tenant_ids, lo, hi, deployment_id, service_tier=service_tier)
+            for (tenant_id, _), part in parts.items():
                 _production_add(totals[tenant_id], part, version)
     return totals
 
@@ -123,25 +153,37 @@ def _version_spans(start: datetime, end: datetime) -> dict[int, list[tuple]]:
 
 
 def _sums(
-    tenant_ids: list[int], start: datetime, end: datetime, deployment_id: int | None = None
+    tenant_ids: list[int],
+    start: datetime,
+    end: datetime,
+    deployment_id: int | None = None,
+    *,
+    service_tier: str | None = None,
+    tiers: dict[str, dict[tuple[int, int], dict]] | None = None,
 ) -> dict[tuple[int, int], dict]:
     """_SUMS per (tenant, deployment) over the rollups of [start, end), of one deployment
-    when `deployment_id` is given."""
-    rows_of = {} if deployment_id is None else {"deployment_id": deployment_id}
+    when `deployment_id` is given, of one tier when `service_tier` is; each tier's apart in
+    `tiers` when given (the same query)."""
+    rows_of: dict = {} if deployment_id is None else {"deployment_id": deployment_id}
+    if service_tier is not None:
+        rows_of["service_tier"] = service_tier
     sums: dict[tuple[int, int], dict] = {}
     for rows in rollups_within(start, end):
         grouped = (
             rows.filter(tenant_id__in=tenant_ids, **rows_of)
-            .values("tenant_id", "deployment_id")
+            .values("tenant_id", "deployment_id", "service_tier")
             .annotate(**{f"s_{name}": Sum(name) for name in _SUMS})
             .order_by()
         )
         for row in grouped:
-            total = sums.setdefault(
-                (row["tenant_id"], row["deployment_id"]), dict.fromkeys(_SUMS, 0)
-            )
-            for name in _SUMS:
-                total[name] += row[f"s_{name}"]
+            key = (row["tenant_id"], row["deployment_id"])
+            totals = [sums.setdefault(key, dict.fromkeys(_SUMS, 0))]
+            if tiers is not None:
+                by_key = tiers.setdefault(row["service_tier"], {})
+                totals.append(by_key.setdefault(key, dict.fromkeys(_SUMS, 0)))
+            for total in totals:
+                for name in _SUMS:
+                    total[name] += row[f"s_{name}"]
     return sums
 
 
@@ -270,8 +312,14 @@ def sla_month_list(
         chosen = tenant_scoped(chosen, user=user, field=None)
     tenant_list = list(chosen.order_by("slug"))
     tenant_ids = [t.pk for t in tenant_list]
-    sums = _sums(tenant_ids, start, end)  # read once: the production and the deployments used
+    tiers: dict[str, dict[tuple[int, int], dict]] = {}
+    # read once: the production (of each tier too) and the deployments used
+    sums = _sums(tenant_ids, start, end, tiers=tiers)
     production = _production(tenant_ids, start, end, sums)
+    by_tier = {
+        tier: _production(tenant_ids, start, end, tier_sums, service_tier=tier)
+        for tier, tier_sums in sorted(tiers.items())
+    }
     result = []
     used = _used_of(sums)
     for up in _uptimes(start=start, end=end, now=now, tenants=tenant_list, used=used):
@@ -303,6 +351,11 @@ def sla_month_list(
                 deployments_used=up.deployments_used,
                 incidents=up.incidents,
                 maintenance_windows=up.maintenance_windows,
+                by_tier={
+                    tier: TierSla.of(made)
+                    for tier, tenants in by_tier.items()
+                    if (made := tenants.get(up.tenant.pk)) and made["requests"]
+                },
             )
         )
     return result
