@@ -12,7 +12,15 @@ from django.db.models import Min
 
 from billing.domain.budget import BUDGET
 from billing.domain.rating.types import LineKind
-from billing.models import Contract, CreditNote, Invoice, PrepaidBalance, Price, PromotionalCredit
+from billing.models import (
+    Contract,
+    CreditNote,
+    Invoice,
+    PrepaidBalance,
+    Price,
+    PromotionalCredit,
+    Reservation,
+)
 from billing.selectors.budget import budgets_read
 from billing.services.close import close_run
 from billing.services.credit_notes import credit_note_issue
@@ -20,14 +28,15 @@ from billing.services.invoices.collect import invoice_pay, invoices_overdue_rais
 from billing.services.prepaid import prepaid_purchase
 from billing.services.pricing import contract_create, price_create, promotion_grant
 from billing.services.rating import rated_usage_update
-from metering.selectors.factory import served_model_get
+from billing.services.reservations import reservation_create
+from metering.selectors.factory import deployment_list, served_model_get
 from metering.selectors.usage import hourly_usage_list
 from portal import clock
 from portal.alerts import alerts_evaluate, rule_create
 from portal.demo import DEMO_LOGINS, DEMO_TENANTS, demo_step
 from portal.models import AlertRule, Tenant
 from portal.money import round_money, round_money_whole
-from portal.periods import month_start, next_month
+from portal.periods import month_start, months_before, next_month
 
 PRICES_FROM = datetime(2026, 1, 1, tzinfo=UTC)
 # Per million tokens: input / cached input / output (demo-factory.md, published price lists).
@@ -68,6 +77,14 @@ INVOICE_RUN_HOUR = timedelta(hours=2)  # the month-end close runs at 02:00 UTC o
 DISPUTING = "acme"
 DISPUTE_SHARE = Decimal("0.05")
 DISPUTE_DAY = timedelta(days=19, hours=10)
+# Reservations (demo-factory.md): Initech reserves 64 B200 GPUs of DeepSeek-R1 for 6 months
+# at 2.90 per GPU-hour (used at about 60% a day, overage at its peaks); Massive Dynamic 16
+# H100 of Llama-3.3-70B until cancelled at 2.20 (used at about a third: its unused fee
+# shows). Both from the first day of the demo's data.
+RESERVATIONS = (
+    ("initech", "deepseek-r1", 64, "2.90", "6m"),
+    ("massive", "llama-3.3-70b", 16, "2.20", "none"),
+)
 # Vandelay prepays 500,000.00 on the first day of the data's first month, usable through the
 # end of the next: the closes of both months draw it.
 PREPAYING, PREPAID_AMOUNT = "vandelay", Decimal("500000.00")
@@ -106,6 +123,7 @@ def demo_billing(*, stdout: TextIO) -> None:
         )
     now = clock.now()
     this_month = month_start(now)
+    _reservations(start=months_before(now, 2))  # the demo's data starts then
     if not PromotionalCredit.objects.exists():
         promotion_grant(
             tenant=Tenant.objects.get(slug="dunder"),
@@ -152,6 +170,21 @@ def _budget(*, now, stdout: TextIO) -> None:
         stdout.write(f"  {named}: {amount:,} {spent.unit}\n")
     fired = alerts_evaluate(now=now)["fired"]
     stdout.write(f"  {fired} thresholds reached\n")
+
+
+def _reservations(*, start: datetime) -> None:
+    """The demo's reservations (RESERVATIONS), from `start`, made before any month closes."""
+    if Reservation.objects.exists():
+        return
+    for slug, model, gpus, rate, term in RESERVATIONS:
+        reservation_create(
+            tenant=Tenant.objects.get(slug=slug),
+            deployment=deployment_list().get(model__slug=model),
+            gpus=gpus,
+            hourly_rate=Decimal(rate),
+            term=term,
+            starts_at=start,
+        )
 
 
 def _invoice_closed_months(*, now, stdout: TextIO) -> None:

@@ -32,7 +32,11 @@ def demo_factory(*, stdout) -> None:
                 pool=pool,
                 by=None,
                 spec=VersionSpec(
-                    r_ref=Decimal(r_ref), slo_ttft_ms=ttft, slo_tpot_ms=tpot, slo_target=SLO_TARGET
+                    r_ref=Decimal(r_ref),
+                    slo_ttft_ms=ttft,
+                    slo_tpot_ms=tpot,
+                    slo_ttft_ms_priority=ttft // 2,
+                    slo_target=SLO_TARGET,
                 ),
             )
 

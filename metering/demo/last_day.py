@@ -14,6 +14,8 @@ from metering.demo.parameters import (
     POOLS,
     REQUEST_SCALE,
     SEED,
+    TIER_SEED,
+    demo_tier,
     demo_token_classes,
     hour_output,
     tenant_hour_shares,
@@ -34,6 +36,7 @@ def demo_last_day(rng, end, weights, stdout, *, projects) -> None:
     day = end - timedelta(days=1)
     items = []
     late = random.Random(SEED + 1)  # the degraded stretch draws apart: the rest is unchanged
+    tiers = random.Random(f"{TIER_SEED}-last-day")  # as do the service tiers
     for slug, *_rest, r_ref, slo_ttft, slo_tpot in POOLS:
         pool = Pool.objects.get(slug=slug)
         model = pool.deployments.get().model.slug
@@ -58,9 +61,11 @@ def demo_last_day(rng, end, weights, stdout, *, projects) -> None:
                 share = output * weight * rng.uniform(0.8, 1.2)
                 key = f"{day:%Y%m%d}-{slug}-{tenant_slug}-{h:02d}"
                 degrade = {"slug": slug, "day": day, "slo_ttft_ms": slo_ttft, "rng": late}
+                tier = demo_tier(tiers)
                 hour_items = _requests(
                     share, trace=trace, per_event=per_event, hour=hour, key=key,
-                    tenant=tenant_slug, model=model, latency=latency, rng=rng, degrade=degrade,
+                    tenant=tenant_slug, model=model, latency=latency.for_tier(tier), rng=rng,
+                    degrade=degrade, tier=tier,
                 )  # fmt: skip
                 if project := projects.slug(tenant_slug):  # the hour's, as the rollups'
                     for item in hour_items:
@@ -80,10 +85,10 @@ def demo_last_day(rng, end, weights, stdout, *, projects) -> None:
     progress.finish(f"{len(items):,} request-level events")
 
 
-def _requests(share, *, trace, per_event, hour, key, tenant, model, latency, rng, degrade):
-    """One tenant's hour as request events drawn from the model's trace, sized in the
-    trace's proportions and scaled so that the hour's output is `share`; the degraded
-    stretch's come late (`_degrade`)."""
+def _requests(share, *, trace, per_event, hour, key, tenant, model, latency, rng, degrade, tier):
+    """One tenant's hour as request events of one service tier drawn from the model's
+    trace, sized in the trace's proportions and scaled so that the hour's output is
+    `share`; the degraded stretch's come late (`_degrade`)."""
     n = max(1, round(share / per_event))
     drawn = rng.sample(trace, n) if n <= len(trace) else rng.choices(trace, k=n)
     output_unit = share / sum(r.output_tokens for r in drawn)
@@ -105,6 +110,7 @@ def _requests(share, *, trace, per_event, hour, key, tenant, model, latency, rng
                 "tenant": tenant,
                 "model": model,
                 "requests": REQUEST_SCALE,
+                "service_tier": tier,
                 **tokens,
                 **demo_token_classes(model=model, tenant=tenant, **tokens),
                 **latency.draw(rng, each_output),

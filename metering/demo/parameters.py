@@ -68,6 +68,24 @@ TRACES = {
     "qwen3-235b-a22b": _TRACES / "burstgpt_1_first400_via_gitm.csv",
     "deepseek-r1": _TRACES / "mooncake_fast25_conversation_trace.jsonl",
 }
+# Service tiers (demo-factory.md): about 8% of the requests priority (served at half the
+# first-token time, judged against half the TTFT threshold), 10% batch (OpenAI Batch: no
+# latency SLO), the rest standard. Drawn per tenant-hour from an RNG of their own, so the
+# rest of the demo draws as before.
+TIER_SHARES = (("priority", 0.08), ("batch", 0.10))
+TIER_SEED = SEED + 67
+
+
+def demo_tier(rng) -> str:
+    """A tenant-hour's service tier, drawn from `rng` (one draw)."""
+    draw = rng.random()
+    for tier, share in TIER_SHARES:
+        if draw < share:
+            return tier
+        draw -= share
+    return "standard"
+
+
 INPUT_PER_OUTPUT = 3  # input:output tokens ≈ 3:1, half of the input from the prefix cache
 
 # Token classes (kpis.md section 3). DeepSeek-R1 thinks before it answers: most of its output

@@ -7,7 +7,7 @@ One rule for both halves of the demo: the past days' rollups take the distributi
 import math
 import random
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cache
 
@@ -87,6 +87,14 @@ class LatencyModel:
             tpot_ms=min(TPOT_TYPICAL_MS[model_slug] * factor, 0.8 * slo_tpot_ms),
             model_slug=model_slug,
         )
+
+    def for_tier(self, tier: str) -> "LatencyModel":
+        """The latencies of a tier's requests: a priority request's first token comes in
+        half the time and is judged against half the TTFT threshold (the demo's priority
+        SLO); the others' as they are (batch is judged against none: its rows count it)."""
+        if tier != "priority":
+            return self
+        return replace(self, slo_ttft_ms=self.slo_ttft_ms // 2, ttft_mu=self.ttft_mu - math.log(2))
 
     # --- one request (the last day's events) ---
 

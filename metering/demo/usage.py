@@ -17,6 +17,8 @@ from metering.demo.parameters import (
     OCCUPANCY,
     POOLS,
     SEED,
+    TIER_SEED,
+    demo_tier,
     demo_token_classes,
     demo_window,
     hour_output,
@@ -24,6 +26,7 @@ from metering.demo.parameters import (
 )
 from metering.demo.progress import Progress
 from metering.demo.requests import LatencyModel, mean_output
+from metering.domain.usage.compliance import LATENCY_FREE_TIERS
 from metering.models import CapacitySample, HourlyUsage, IncompleteRawMonth, Pool
 from metering.services.usage.changes import raw_months_incomplete_mark
 from metering.services.usage.rollup import ROLLUP_COLUMNS, rollup_days
@@ -113,6 +116,7 @@ def _pool_hours(pool, *, start, hours, tenants, weights, rng, capacity, hourly, 
     r_ref = float(version.r_ref)
     model = deployment.model.slug
     failure_start = rng.randrange(hours - 48)
+    tiers = random.Random(f"{TIER_SEED}-{pool.slug}")
     for h in range(hours):
         hour = start + timedelta(hours=h)
         failed = 0.08 if failure_start <= h < failure_start + 30 else 0.0
@@ -142,19 +146,26 @@ def _pool_hours(pool, *, start, hours, tenants, weights, rng, capacity, hourly, 
         )
         for tenant_slug, weight in tenant_hour_shares(weights, hour.hour).items():
             share = output * weight * rng.uniform(0.8, 1.2)
-            row = _demo_rollup(tenants[tenant_slug], deployment, hour, share, latency, rng)
+            tier = demo_tier(tiers)
+            row = _demo_rollup(
+                tenants[tenant_slug], deployment, hour, share, latency.for_tier(tier), rng,
+                tier=tier,
+            )  # fmt: skip
             hourly.append((*row, projects.id(tenant_slug)))
 
 
 # An hourly rollup row as portal.bulk.rows_insert writes it.
-HOURLY_COLUMNS = ("tenant_id", "deployment_id", "hour", *ROLLUP_COLUMNS)
+HOURLY_COLUMNS = ("tenant_id", "deployment_id", "service_tier", "hour", *ROLLUP_COLUMNS)
 HOURLY_COLUMNS_PROJECT = (*HOURLY_COLUMNS, "project_id")
 
 
-def _demo_rollup(tenant, deployment, hour, output_tokens, latency: LatencyModel, rng) -> tuple:
-    """An hour of a tenant as the rollup of the requests the last day's events would draw:
-    as many as the model's trace sizes them, counts rounded at random (unbiased), latency
-    histogram and sums from the hour's latency model. A row of HOURLY_COLUMNS."""
+def _demo_rollup(
+    tenant, deployment, hour, output_tokens, latency: LatencyModel, rng, *, tier: str
+) -> tuple:
+    """An hour of a tenant at a service tier as the rollup of the requests the last day's
+    events would draw: as many as the model's trace sizes them, counts rounded at random
+    (unbiased), latency histogram and sums from the hour's latency model (a batch request
+    is compliant when ok: no latency SLO). A row of HOURLY_COLUMNS."""
     output = int(output_tokens)
     inputs = output * INPUT_PER_OUTPUT
     cached = inputs // 2
@@ -169,6 +180,8 @@ def _demo_rollup(tenant, deployment, hour, output_tokens, latency: LatencyModel,
     written, reasoning = classes["cache_write_tokens"], classes["reasoning_tokens"]
     errors = min(requests, int(requests * ERROR_RATE + rng.random()))
     compliant = min(requests - errors, int(requests * latency.within_slo + rng.random()))
+    if tier in LATENCY_FREE_TIERS:
+        compliant = requests - errors
     ok_share, compliant_share = (requests - errors) / requests, compliant / requests
     # Systematic sampling of the histogram: one random offset, counts sum to `requests`.
     offset, previous, histogram = rng.random(), 0, []
@@ -179,6 +192,7 @@ def _demo_rollup(tenant, deployment, hour, output_tokens, latency: LatencyModel,
     row = {
         "tenant_id": tenant.pk,
         "deployment_id": deployment.pk,
+        "service_tier": tier,
         "hour": connection.ops.adapt_datetimefield_value(hour),
         "requests": requests,
         "errors": errors,
