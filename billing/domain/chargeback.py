@@ -6,7 +6,8 @@ covered list values per project come from billing's read models (billing.selecto
 How a line is split depends on its kind only (SPLIT_BY):
 - `usage`: by the projects' unrounded realized amounts on that line (its quantities per
   project at the line's price and combined discount);
-- `reservation`: by the projects' covered list value of the reservation;
+- `reservation`: by the projects' covered list value of the reservation (of the usage its
+  tenant's reservations on its deployment covered: they cover pooled, kpis.md 3d);
 - `minimum`, `promotion`, `sla_credit`, `adjustment`: pro rata to the projects' usage
   amounts (what the usage lines gave each of them);
 - `credit`, `prepaid` (balances drawn): settlement, not charge, left out.
@@ -21,6 +22,7 @@ from decimal import Decimal, localcontext
 
 from billing.domain.invoices import LineKey, line_realized
 from billing.domain.rating.types import total_discount_pct
+from metering.domain.usage.fields import STANDARD
 from portal.money import EXACT, split_money
 
 NONE_ID = 0  # the tenant's usage without a project (portal.projects.NONE_ID)
@@ -48,18 +50,23 @@ class Line:
     price_class: str = ""
     list_unit_price: Decimal | None = None
     discount_pct: Decimal = Decimal(0)
+    service_tier: str = ""  # a usage line's ("" read as standard)
+    reservation: int | None = None  # a reservation line's
 
     @property
     def signature(self) -> tuple:
         return _signature(
-            self.model, self.token_class, self.price_class, self.list_unit_price, self.discount_pct
-        )
+            self.model, self.service_tier, self.token_class, self.price_class,
+            self.list_unit_price, self.discount_pct,
+        )  # fmt: skip
 
 
-def _signature(model, token_class, price_class, unit_price, pct) -> tuple:
-    """A usage line's identity on an invoice: decimals compare by value (0.88 = 0.8800)."""
+def _signature(model, service_tier, token_class, price_class, unit_price, pct) -> tuple:
+    """A usage line's identity on an invoice: decimals compare by value (0.88 = 0.8800), a
+    line stored without its tier is a standard one's."""
     return (
         model,
+        service_tier or STANDARD,
         str(token_class or ""),
         str(price_class or ""),
         None if unit_price is None else Decimal(unit_price).normalize(),
@@ -84,9 +91,10 @@ def usage_shares(quantities: Mapping[LineKey, int]) -> dict[tuple, dict[int, Dec
     the month's paid quantities per usage line and project (billing.domain.invoices)."""
     shares: dict[tuple, dict[int, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
     for key, quantity in quantities.items():
-        model, token_class, price_class, unit_price, (contract, tier, _), project = key
+        model, service_tier, token_class, price_class, unit_price, _, discounts, project = key
+        contract, tier, _ = discounts
         pct = total_discount_pct(contract=contract, tier=tier)
-        signature = _signature(model, token_class, price_class, unit_price, pct)
+        signature = _signature(model, service_tier, token_class, price_class, unit_price, pct)
         with localcontext(EXACT):
             shares[signature][project] += line_realized(key, quantity)
     return shares
@@ -96,11 +104,12 @@ def line_splits(
     *,
     lines: Sequence[Line],
     quantities: Mapping[LineKey, int],
-    covered: Mapping[int, Decimal] | None = None,
+    covered: Mapping[int, Mapping[int, Decimal]] | None = None,
     currency: str,
 ) -> list[dict[int, Decimal]]:
     """Each line's amount per project (in project id order), parallel to `lines`: a balance
-    line (settlement, not charge) whole to the tenant's (none)."""
+    line (settlement, not charge) whole to the tenant's (none); a reservation line by
+    `covered`: per reservation id, each project's covered list value of it."""
     shares = usage_shares(quantities)
     splits: list[dict[int, Decimal] | None] = [None] * len(lines)
 
@@ -119,7 +128,8 @@ def line_splits(
             for project, part in parts.items():
                 usage_amounts[project] += part
         elif SPLIT_BY.get(line.kind) == "covered":
-            splits[index] = split(line, covered or {})
+            by_reservation = (covered or {}).get(line.reservation or 0, {})
+            splits[index] = split(line, by_reservation)
     return [
         parts if parts is not None else split(line, usage_amounts)
         for line, parts in zip(lines, splits, strict=True)
@@ -130,9 +140,11 @@ def line_project_quantities(line: Line, quantities: Mapping[LineKey, int]) -> di
     """A usage line's tokens per project (in project id order)."""
     tokens: dict[int, int] = defaultdict(int)
     for key, quantity in quantities.items():
-        model, token_class, price_class, unit_price, (contract, tier, _), project = key
+        model, service_tier, token_class, price_class, unit_price, _, discounts, project = key
+        contract, tier, _ = discounts
         pct = total_discount_pct(contract=contract, tier=tier)
-        if _signature(model, token_class, price_class, unit_price, pct) == line.signature:
+        signature = _signature(model, service_tier, token_class, price_class, unit_price, pct)
+        if signature == line.signature:
             tokens[project] += quantity
     return dict(sorted(tokens.items()))
 
@@ -141,7 +153,7 @@ def chargeback_split(
     *,
     lines: Iterable[Line],
     quantities: Mapping[LineKey, int],
-    covered: Mapping[int, Decimal] | None = None,
+    covered: Mapping[int, Mapping[int, Decimal]] | None = None,
     currency: str,
 ) -> dict[int, ProjectCharge]:
     """Each project's part of every line but the balances', by project id (`(none)` is 0),
@@ -166,4 +178,15 @@ def chargeback_line(line) -> Line:
         price_class=str(line.price_class or ""),
         list_unit_price=line.list_unit_price,
         discount_pct=line.discount_pct,
+        service_tier=line.service_tier or "",
+        reservation=_reservation_id(line),
     )
+
+
+def _reservation_id(line) -> int | None:
+    """A line's reservation's id: a stored line's `reservation_id`, a rated one's
+    `reservation`."""
+    reservation = getattr(line, "reservation_id", None)
+    if reservation is None:
+        reservation = getattr(line, "reservation", None)
+    return reservation if isinstance(reservation, int) else None

@@ -14,9 +14,16 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Sum
 
-from billing.domain.chargeback import BALANCES, Line, ProjectCharge, chargeback_split
+from billing.domain.chargeback import (
+    BALANCES,
+    Line,
+    ProjectCharge,
+    chargeback_line,
+    chargeback_split,
+)
 from billing.models import Invoice, InvoiceLine, RatedTenantMonth, RatedUsage
-from billing.selectors.rating.inputs import quantities_of
+from billing.selectors.rating.inputs import line_of, quantities_of
+from billing.selectors.reservations import reservations_of_month
 from portal.access import tenant_scoped
 from portal.models import Tenant
 from portal.money import round_money
@@ -53,8 +60,10 @@ def _lines_of(rows) -> list[Line]:
             price_class=price_class,
             list_unit_price=None if price is None else Decimal(price),
             discount_pct=Decimal(pct),
+            service_tier=tier,
+            reservation=reservation,
         )
-        for kind, model, token_class, price_class, price, amount, pct in rows
+        for kind, model, token_class, price_class, price, amount, pct, tier, reservation in rows
     ]
 
 
@@ -81,11 +90,12 @@ def chargeback_month(
         .order_by("invoice_id", "position")
         .values_list(
             "invoice_id", "kind", "model", "token_class", "price_class", "list_unit_price",
-            "amount", "discount_pct",
+            "amount", "discount_pct", "service_tier", "reservation_id",
         )
     ):  # fmt: skip
         invoice_lines[invoice_id].append(row)
     usage = _usage(tenants, month)
+    covered = _covered(tenants, month)
     names = project_names(tenants)
     answer = []
     for pk, t in tenants.items():
@@ -95,14 +105,13 @@ def chargeback_month(
             lines = _lines_of(invoice_lines[invoice.pk])
         elif month_rated is not None:
             status, currency = RATED, month_rated.currency or settings.FACTORY_CURRENCY
-            lines = _lines_of(
-                (kind, model, token, priced, price, amount, pct)
-                for kind, model, token, priced, _, price, _, _, amount, pct, _ in month_rated.lines
-            )
+            lines = [chargeback_line(line_of(row)) for row in month_rated.lines]
         else:
             continue
         quantities = quantities_of(month_rated.quantities) if month_rated else {}
-        charges = chargeback_split(lines=lines, quantities=quantities, currency=currency)
+        charges = chargeback_split(
+            lines=lines, quantities=quantities, covered=covered.get(pk), currency=currency
+        )
         total = sum((line.amount for line in lines if line.kind not in BALANCES), Decimal(0))
         month_usage = usage.get(pk, {})
         projects = sorted(set(charges) | set(month_usage), key=lambda p: (p != 0, names[p][0]))
@@ -121,6 +130,21 @@ def chargeback_month(
             )
         )
     return answer
+
+
+def _covered(tenants, month: datetime) -> dict[int, dict[int, dict[int, Decimal]]]:
+    """Per tenant and reservation of the month, each project's covered list value on the
+    reservation's deployment (its tenant's reservations there cover pooled, kpis.md 3d): two
+    queries."""
+    values: dict[tuple[int, int], dict[int, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    for tenant_id, deployment_id, project_id, list_value in RatedUsage.objects.filter(
+        tenant_id__in=tenants, month_start=month, covered=True
+    ).values_list("tenant_id", "deployment_id", "project_id", "list_value"):
+        values[tenant_id, deployment_id][project_id] += list_value  # summed here: SQLite floats
+    covered: dict[int, dict[int, dict[int, Decimal]]] = defaultdict(dict)
+    for pk, tenant_id, deployment_id in reservations_of_month(tenants=tenants, month=month):
+        covered[tenant_id][pk] = dict(values.get((tenant_id, deployment_id), {}))
+    return covered
 
 
 def _usage(tenants, month: datetime) -> dict[int, dict[int, dict]]:

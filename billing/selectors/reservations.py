@@ -29,7 +29,7 @@ from metering.selectors.burn import bucket_tokens, burn_window_end
 from metering.selectors.factory import DeploymentVersions, deployment_list
 from portal.access import tenant_scoped
 from portal.alert_kinds import Evaluation, Finding
-from portal.periods import Period, hour_ceil, hour_floor
+from portal.periods import Period, hour_ceil, hour_floor, next_month
 
 HOUR = timedelta(hours=1)
 
@@ -79,6 +79,16 @@ def reservation_terms(
     for reservation in rows:
         terms[reservation.tenant_id].append(terms_of(reservation))
     return dict(terms)
+
+
+def reservations_of_month(*, tenants, month: datetime) -> list[tuple[int, int, int]]:
+    """(id, tenant id, deployment id) of the tenants' reservations holding some of the UTC
+    month starting at `month`."""
+    return list(
+        Reservation.objects.filter(
+            _overlapping(month, next_month(month)), tenant_id__in=list(tenants)
+        ).values_list("pk", "tenant_id", "deployment_id")
+    )
 
 
 def reserving_tenants(*, start: datetime, end: datetime) -> set[int]:
