@@ -11,7 +11,7 @@ GPUs reserved on a pool at any instant never exceed its `gpu_count` (409 naming 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -26,7 +26,7 @@ from billing.domain.reservations import (
     pool_peak,
     term_end,
 )
-from billing.models import Reservation, ReservationGpus, ServiceTierMultiplier
+from billing.models import RatedChange, Reservation, ReservationGpus, ServiceTierMultiplier
 from billing.selectors.reservations import terms_of
 from billing.services.rating import rating_queue
 from metering.domain.usage.fields import SERVICE_TIERS, STANDARD
@@ -35,6 +35,7 @@ from portal.closing import version_closed_check
 from portal.errors import FieldError
 from portal.models import Tenant
 from portal.periods import hour_floor
+from portal.pipeline import log_append
 from portal.services import audit_object, audit_record
 from portal.versions import effective_from_check, version_create
 
@@ -58,6 +59,21 @@ def _pool_check(*, reservation: Reservation, changed) -> None:
             f"{pool.slug} has {pool.gpu_count} GPUs: reservations would hold {peak} of them "
             f"from {when:%Y-%m-%d %H:%M} UTC",
         )
+
+
+HOUR = timedelta(hours=1)
+
+
+def _changed_from(*, tenant: Tenant, start: datetime) -> None:
+    """A tenant's reservations changed from `start` on: its usage is rated again from there,
+    and the hours from there to now are named in billing's change log, so the days measured
+    since are measured again (their reserved GPU-seconds and capacity come from the
+    reservations, not only from rated usage). In the caller's transaction."""
+    rating_queue(tenant=tenant, start=start)
+    end = hour_floor(clock.now()) + HOUR
+    if start < end:
+        change = RatedChange(tenant_id=tenant.pk, start=hour_floor(start), end=end)
+        log_append(RatedChange, [change], log="billing.rated")
 
 
 @transaction.atomic
@@ -99,7 +115,7 @@ def reservation_create(
     first.reservation = reservation
     first.save()
     audit_object(obj=reservation, actor=by, action="reservation.create", object_type="reservation")
-    rating_queue(tenant=tenant, start=starts_at)
+    _changed_from(tenant=tenant, start=starts_at)
     return reservation
 
 
@@ -150,7 +166,7 @@ def reservation_raise(
         conflict="the reservation already changes its GPUs at that instant",
         by=by,
     )
-    rating_queue(tenant=reservation.tenant, start=effective_from)
+    _changed_from(tenant=reservation.tenant, start=effective_from)
     return version
 
 
@@ -189,7 +205,7 @@ def reservation_cancel(*, reservation: Reservation, at: datetime, by=None) -> Re
         before={"ends_at": before.isoformat() if before else None},
         after={"ends_at": reservation.ends_at.isoformat()},
     )
-    rating_queue(tenant=reservation.tenant, start=hour_floor(reservation.ends_at))
+    _changed_from(tenant=reservation.tenant, start=hour_floor(reservation.ends_at))
     return reservation
 
 

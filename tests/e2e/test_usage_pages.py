@@ -25,13 +25,14 @@ def test_tenant_usage_page_shows_a_filled_chart_of_own_usage(demo, page):
     assert shapes == [[""] * 29 + ["/"]] * 3
     assert page.get_by_text("Hatched bars: a day counted only in part").is_visible()
     assert page.get_by_label("Tenant").count() == 0  # a member sees no tenant picker
-    # A row per day, model and project: acme meters four projects and a few hours of none
-    # (demo-factory.md, "Projects"); its picker offers them, none included.
+    # A row per day, model, project and service tier: acme meters four projects and a few
+    # hours of none, at three tiers (demo-factory.md, "Projects" and "Service tiers"); its
+    # picker offers the projects, none included.
     options = page.locator("#project option").evaluate_all("os => os.map(o => o.value)")
     assert options == ["", "code-review", "eval", "search", "support-bot", "(none)"]
     csv_link = page.get_by_role("link", name=re.compile(r"Download CSV \([\d,]+ rows\)"))
     rows = int(re.search(r"\(([\d,]+) rows", csv_link.inner_text()).group(1).replace(",", ""))
-    assert 90 < rows <= 30 * 3 * 5
+    assert 90 < rows <= 30 * 3 * 5 * 3
     assert page.get_by_text(f"Page 1 of {-(-rows // 50)}").is_visible()
     # The token classes inside input and output: Acme writes to the prompt cache, and
     # DeepSeek-R1 and Qwen3 reason.

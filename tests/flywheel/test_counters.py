@@ -16,9 +16,11 @@ from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from prometheus_client.parser import text_string_to_metric_families
 
+from billing.services.reservations import reservation_create
 from flywheel.domain.counters import COUNTERS, TENANT_TOKENS, label_text
 from flywheel.models import CounterMonth, CounterValue
 from flywheel.services.kpis import snapshots_update
+from metering.models import Deployment
 from portal.models import Tenant
 from portal.pipeline import stages_run
 from tests.billing.factories import make_contract, make_priced_model, post_usage
@@ -107,6 +109,18 @@ def _scraped(api) -> dict[tuple, float]:
         for family in text_string_to_metric_families(response.content.decode())
         for sample in family.samples
     }
+
+
+def test_the_reserved_counter_counts_a_reservation_made_since_by_hand(factory, tenant_a):
+    """Tenant A reserves 2 GPUs for a month from Nov 10 13:00 (after its request): to Dec 10
+    13:00, 2 × 30 days = 5,184,000 GPU-seconds, the November days already measured measured
+    again (kpis.md 3d)."""
+    reservation_create(tenant=tenant_a, deployment=Deployment.objects.get(), gpus=2,
+                       hourly_rate=Decimal("1.00"), term="1m",
+                       starts_at=datetime(2026, 11, 10, 13, tzinfo=UTC))  # fmt: skip
+    stages_run()
+
+    assert _published()[("tokenfactory_reserved_gpu_seconds", ("h100-a",))] == 5_184_000
 
 
 def test_metrics_publish_the_counters_read_from_the_database(factory, api):

@@ -346,7 +346,7 @@ def _sums_sql_insert() -> str:
         f"{', '.join(_sums_sql())}, false "
         f"{_CLAIMED_EVENTS}{_SLO_JOIN}"
         f"WHERE {_IN_RUN} "
-        "GROUP BY 1, 2, 3, 4"
+        "GROUP BY 1, 2, 3, 4, 5"
     )
 
 
