@@ -15,6 +15,7 @@ from flywheel.domain.kpis import (
     integrate_capacity,
     kpis_compute,
     pool_reference_rate,
+    ratio_of,
     std_seconds,
 )
 from metering.domain.usage.production import production_tokens
@@ -479,7 +480,7 @@ def test_reservation_figures_over_two_pools_capacity_sold_at_most_one():
     alone = kpis_compute(scope="p", start=_at(0), end=_at(1), pools=[p])
     assert alone.reserved_gpu_seconds == 9_000
     assert alone.reserved_share == Decimal("0.25")
-    assert alone.capacity_sold == Decimal(29_000) / Decimal(36_000)
+    assert alone.capacity_sold == ratio_of(29_000, 36_000)
     assert alone.reservation_utilization == Decimal("0.8")
     assert kpis_compute(scope="q", start=_at(0), end=_at(1), pools=[q]).capacity_sold == 1
     both = kpis_compute(scope="f", start=_at(0), end=_at(1), pools=[p, q])

@@ -331,15 +331,17 @@ def test_usage_page_groups_and_filters_by_project_of_the_tenant_shown(
 
     page = member.get("/usage/" + PERIOD)
 
-    # A row per day, model and project; (none) first; tenant B's search is not A's.
-    assert [row[:4] for row in _tables(page)[USAGE_TABLE]] == [
+    # A row per day, model and project (and tier: all standard here); (none) first; tenant
+    # B's search is not A's.
+    assert {row[3] for row in _tables(page)[USAGE_TABLE]} == {"standard"}
+    assert [row[:3] + row[4:5] for row in _tables(page)[USAGE_TABLE]] == [
         ["2026-03-01", "llama-70b", "(none)", "2"],
         ["2026-03-01", "llama-70b", "eval", "3"],
         ["2026-03-01", "llama-70b", "search", "15"],
     ]
     assert _picker(page) == ["", "eval", "search", "(none)"]
     lines = _csv(member.get("/usage/" + PERIOD + "&format=csv"))
-    assert [line[:4] + line[8:9] for line in lines] == [
+    assert [line[:3] + line[4:5] + line[9:10] for line in lines] == [
         ["day", "model", "project", "requests", "output_tokens"],
         ["2026-03-01", "llama-70b", "(none)", "2", "40"],
         ["2026-03-01", "llama-70b", "eval", "3", "250"],
@@ -348,7 +350,7 @@ def test_usage_page_groups_and_filters_by_project_of_the_tenant_shown(
     for project, expected in (("search", ["search", "15", "1500"]),
                               ("(none)", ["(none)", "2", "40"])):  # fmt: skip
         lines = _csv(member.get(f"/usage/{PERIOD}&project={project}&format=csv"))
-        assert [line[2:4] + line[8:9] for line in lines[1:]] == [expected], project
+        assert [line[2:3] + line[4:5] + line[9:10] for line in lines[1:]] == [expected], project
         assert "selected>" in member.get(f"/usage/{PERIOD}&project={project}").content.decode()
     assert _csv(member.get(f"/usage/{PERIOD}&project=nothing&format=csv"))[1:] == []
 
@@ -356,11 +358,13 @@ def test_usage_page_groups_and_filters_by_project_of_the_tenant_shown(
     every = operator.get("/usage/" + PERIOD)
     assert _picker(every) == []  # slugs are per tenant: pick a tenant first
     # Over every tenant the slug's rows add up: A's search 15 + B's 7 requests.
-    assert [row[2:4] for row in _tables(every)[USAGE_TABLE]] == [
+    assert [row[2:3] + row[4:5] for row in _tables(every)[USAGE_TABLE]] == [
         ["(none)", "2"], ["eval", "3"], ["search", "22"],
     ]  # fmt: skip
     of_b = operator.get(f"/usage/{PERIOD}&tenant=tenant-b&project=search&format=csv")
-    assert [line[2:4] + line[8:9] for line in _csv(of_b)[1:]] == [["search", "7", "7000"]]
+    assert [line[2:3] + line[4:5] + line[9:10] for line in _csv(of_b)[1:]] == [
+        ["search", "7", "7000"]
+    ]
     assert _picker(operator.get(f"/usage/{PERIOD}&tenant=tenant-b")) == ["", "search", "(none)"]
 
 
