@@ -53,6 +53,7 @@ class MonthToDate:
     committed_minimum: Decimal
     has_paid_usage: bool
     error: str = ""  # why the month cannot be rated (a missing price), else ""
+    reservation_fees: Decimal = ZERO  # the month's reservation lines (the whole month's fees)
 
     @property
     def allowance_left(self) -> int:
@@ -69,7 +70,9 @@ def month_to_date(*, tenant: Tenant, month: datetime) -> MonthToDate:
     contract = contract_in_force(tenant=tenant, when=month)
     currency = (row and row.currency) or (contract and contract.currency)
     currency = currency or settings.FACTORY_CURRENCY
-    usage = [line for line in map(line_of, row.lines if row else []) if line.kind == LineKind.USAGE]
+    lines = list(map(line_of, row.lines if row else []))
+    usage = [line for line in lines if line.kind == LineKind.USAGE]
+    fees = sum((line.amount for line in lines if line.kind == LineKind.RESERVATION), ZERO)
     amount_due = month_spent(row, currency=currency)
     return MonthToDate(
         month=month,
@@ -77,7 +80,8 @@ def month_to_date(*, tenant: Tenant, month: datetime) -> MonthToDate:
         list_value=sum((line.list_amount for line in usage), ZERO),
         discounts=sum((line.discount for line in usage), ZERO),
         # What the credits took off the usage lines: the figures add up to the cent.
-        promotions=sum((line.amount for line in usage), ZERO) - amount_due,
+        promotions=sum((line.amount for line in usage), fees) - amount_due,
+        reservation_fees=fees,
         amount_due=amount_due,
         allowance_tokens=contract.free_tokens_per_month if contract else 0,
         allowance_used=allowance_used(tenant=tenant, month=month),

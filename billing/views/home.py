@@ -12,7 +12,7 @@ from billing.selectors.credits import sla_figures_list
 from billing.selectors.invoices import invoice_list
 from billing.selectors.month_to_date import month_to_date
 from billing.selectors.pricing import contract_in_force, tenant_prices
-from billing.views.reservations import reservation_rows
+from billing.views.reservations import month_so_far, reservation_rows
 from metering.selectors.factory import factory_in_service_from
 from metering.selectors.sla.incidents import peak_impact
 from metering.selectors.usage import usage_daily_by_model, window_resolve
@@ -23,7 +23,7 @@ from portal.charts import figure_json, usage_by_model_chart
 from portal.decorators import role_required
 from portal.errors import FieldError
 from portal.models import Role
-from portal.periods import month_start, months_back, next_month
+from portal.periods import month_start, months_back
 from portal.refresh import refresh_stamp, refresh_unchanged
 
 
@@ -58,6 +58,7 @@ def _home(request, *, form: BudgetForm | None):
     rows = usage_daily_by_model(user=request.user, period=period)
     now = clock.now()
     this_month = month_start(now)
+    so_far = month_so_far()
     contract = contract_in_force(tenant=tenant, when=now)
     sla_rows = [
         sla_figures_list(month_start=month, tenants=[tenant])[0]
@@ -86,9 +87,7 @@ def _home(request, *, form: BudgetForm | None):
                 for i in sorted(incidents.values(), key=lambda i: i.started_at, reverse=True)
             ],
             "month": month_to_date(tenant=tenant, month=this_month),
-            "reservations": reservation_rows(
-                user=request.user, start=this_month, end=next_month(this_month)
-            ),
+            "reservations": reservation_rows(user=request.user, start=so_far.start, end=so_far.end),
             "rated_as_of": rated_as_of(now=now),
             "contract": contract,
             "prices": tenant_prices(contract=contract, at=now),

@@ -15,25 +15,30 @@ from billing.selectors.reservations import (
     tier_multiplier_list,
 )
 from metering.selectors.usage import window_resolve
-from portal import clock
 from portal.charts import figure_json
 from portal.decorators import role_required
 from portal.models import Role
-from portal.periods import month_start, next_month
+from portal.periods import Period
+
+
+def month_so_far() -> Period:
+    """This month to the published cut, as every read of an open period (kpis.md section 0):
+    what a reservation's fee, utilization and unused fee are reported over."""
+    return window_resolve({}, default="this_month").period
 
 
 @role_required(Role.OPERATOR, Role.FINANCE, Role.TENANT)
 def reservations(request):
-    """Every reservation the user may see, with this month's fee and utilization."""
-    now = clock.now()
-    start, end = month_start(now), next_month(month_start(now))
+    """Every reservation the user may see, with this month's fee and utilization so far."""
+    period = month_so_far()
     return render(
         request,
         "billing/reservations/reservations.html",
         {
             "title": "Reservations",
-            "rows": reservation_rows(user=request.user, start=start, end=end),
-            "month": start,
+            "rows": reservation_rows(user=request.user, start=period.start, end=period.end),
+            "month": period.start,
+            "until": period.end,
             "tiers": tier_multiplier_list(),
         },
     )
