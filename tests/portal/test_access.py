@@ -156,7 +156,8 @@ def test_the_usage_page_by_project_shows_a_member_none_of_another_tenants(users,
     for role in ("operator", "finance"):
         client.force_login(users[role])
         rows = client.get(f"/usage/{period}&tenant=tenant-b&format=csv").content.decode()
-        assert rows.splitlines()[1].split(",")[2:4] == ["b-only", "7"], role
+        # day, model, project, tier, requests
+        assert rows.splitlines()[1].split(",")[2:5] == ["b-only", "standard", "7"], role
 
 
 @pytest.mark.parametrize("role", ROLES)
