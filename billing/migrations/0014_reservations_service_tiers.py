@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('billing', '0013_rated_usage_projects'),
-        ('metering', '0016_service_tiers'),
+        ('metering', '0017_service_tiers'),
         ('portal', '0008_alert_rule_kinds_registered'),
     ]
 

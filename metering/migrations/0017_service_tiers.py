@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('metering', '0015_projects'),
+        ('metering', '0016_reference_curves'),
         ('portal', '0008_alert_rule_kinds_registered'),
     ]
 
