@@ -97,7 +97,12 @@ def _rating(month: datetime) -> tuple[Decimal, Decimal, dict[str, str]]:
         if row.error:
             errors[row.tenant.slug] = row.error
             continue
-        rated += Decimal(row.realized) - Decimal(row.promotions) + row.minimum_shortfall
+        # On demand as realized, and the reservation lines' fees (each rounded once: the
+        # covered usage they pay for is not in `realized`).
+        rated += (
+            Decimal(row.realized) - Decimal(row.promotions) + row.minimum_shortfall
+            + row.reserved_amount
+        )  # fmt: skip
         rounded += _sum(line_of(line).amount for line in row.lines)
     return rated, rounded, errors
 

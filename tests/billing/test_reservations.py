@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 
 from billing.domain.reservations import OVERAGE, UNDERUSED, ReservationConflict
 from billing.models import RatedTenantMonth, RatedUsage, Reservation
+from billing.selectors.close import close_report
 from billing.selectors.focus import focus_rows
 from billing.selectors.ledger import account_balances
 from billing.selectors.reservations import (
@@ -115,6 +116,13 @@ def test_the_worked_example_from_ingestion_to_the_ledger(admin_api, users, tenan
     ]
     assert invoice.lines.get(kind="reservation").reservation == reservation
     assert invoice.total == Decimal("20.00")
+    # The close ties out: rated 4.00 on demand + 16.00 of fees = 20.00 invoiced, no rounding
+    report = close_report(month=MARCH)
+    assert (report.rated, report.invoiced, report.rounding) == (
+        Decimal("20.00"),
+        Decimal("20.00"),
+        Decimal(0),
+    )
     rows = list(focus_rows(user=users["finance"], month=MARCH))
     assert [
         (r["ChargeCategory"], r["CommitmentDiscountStatus"], r["BilledCost"], r["EffectiveCost"])
