@@ -11,6 +11,7 @@ from billing.models import (
     Posting,
     Price,
     PromotionalCredit,
+    Reservation,
 )
 from metering.selectors.factory import served_model_list
 from portal.filters import Ordering, PortalFilterSet, TenantFilter
@@ -42,6 +43,14 @@ class PromotionFilterSet(PortalFilterSet):
 
     class Meta:
         model = PromotionalCredit
+        fields = ["tenant"]
+
+
+class ReservationFilterSet(PortalFilterSet):
+    tenant = TenantFilter()
+
+    class Meta:
+        model = Reservation
         fields = ["tenant"]
 
 

@@ -310,6 +310,8 @@ SPECTACULAR_SETTINGS = {
         "InvoiceStatusEnum": "billing.models.invoices.Invoice.Status",
         "TokenClassEnum": "billing.models.pricing.TOKEN_CLASS_CHOICES",
         "LineKindEnum": "billing.models.invoices.InvoiceLine.Kind",
+        "ServiceTierEnum": "billing.models.reservations.SERVICE_TIER_CHOICES",
+        "MultipliedTierEnum": "billing.models.reservations.MULTIPLIED_TIER_CHOICES",
     },
 }
 

@@ -11,7 +11,9 @@ from rest_framework.response import Response
 
 from billing.api.pricing import CommercialRead
 from billing.domain.reservations import TERMS, HourFigures, by_day
+from billing.filters import ReservationFilterSet
 from billing.models import Reservation, ServiceTierMultiplier
+from billing.models.reservations import MULTIPLIED_TIER_CHOICES
 from billing.selectors.reservations import (
     reservation_list,
     reservation_status,
@@ -24,10 +26,9 @@ from billing.services.reservations import (
     reservation_raise,
     service_tier_create,
 )
-from metering.domain.usage.fields import SERVICE_TIERS, STANDARD
 from metering.selectors.factory import deployment_list
 from portal import clock
-from portal.access import Capability, tenant_list
+from portal.access import Capability, tenant_get
 from portal.api.fields import ModelSerializer
 from portal.api.periods import PERIOD_PARAMETERS
 from portal.api.views import EffectiveDatedViewSet
@@ -112,6 +113,17 @@ UTILIZATION_PARAMETERS = [
 ]
 
 
+class ReservationStatusOut(serializers.Serializer):
+    reservation = serializers.IntegerField()
+    tenant = serializers.CharField(help_text="tenant slug")
+    deployment = serializers.CharField(help_text="deployment slug")
+    gpus = serializers.IntegerField(help_text="GPUs reserved now")
+    capacity_tok_s = serializers.CharField(help_text="GPUs × R_ref (tok/s)")
+    current_tok_s = serializers.CharField(help_text="the last complete 5 minutes' rate (tok/s)")
+    headroom_tok_s = serializers.CharField(help_text="capacity − current (negative: beyond it)")
+    as_of = serializers.DateTimeField(help_text="end of the 5 minutes measured")
+
+
 class ReservationViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin,
     viewsets.GenericViewSet,
@@ -121,6 +133,7 @@ class ReservationViewSet(
 
     serializer_class = ReservationSerializer
     permission_classes = [CommercialRead]
+    filterset_class = ReservationFilterSet
     http_method_names = ["get", "post", "patch", "head", "options"]
 
     def get_queryset(self):
@@ -150,18 +163,20 @@ class ReservationViewSet(
         )
 
     @extend_schema(
-        parameters=[OpenApiParameter("tenant", str, description="tenant slug (default: all)")],
-        responses={200: dict},
+        parameters=[
+            OpenApiParameter(
+                "tenant", str, description="tenant slug (default: all; 404 for one you may not see)"
+            )
+        ],
+        responses={200: ReservationStatusOut(many=True)},
     )
-    @action(detail=False, methods=["get"])
+    @action(detail=False, methods=["get"], pagination_class=None, filter_backends=[])
     def status(self, request):
         """Per reservation in force: capacity (tok/s), the last complete 5 minutes' rate
         (tok/s) and the headroom, for gateways that route overage to shared capacity."""
         tenant = None
         if slug := request.query_params.get("tenant"):
-            tenant = tenant_list(user=request.user).filter(slug=slug).first()
-            if tenant is None:
-                raise FieldError("tenant", f"no tenant {slug!r}")
+            tenant = tenant_get(user=request.user, slug=slug)
         rows = reservation_status(
             user=request.user, now=clock.now(), tenant_id=tenant.pk if tenant else None
         )
@@ -212,9 +227,7 @@ class ReservationViewSet(
 
 
 class ServiceTierSerializer(ModelSerializer):
-    tier = serializers.ChoiceField(
-        source="service_tier", choices=[t for t in SERVICE_TIERS if t != STANDARD]
-    )
+    tier = serializers.ChoiceField(source="service_tier", choices=MULTIPLIED_TIER_CHOICES)
     multiplier = serializers.DecimalField(max_digits=10, decimal_places=6, min_value=Decimal(0))
 
     class Meta:

@@ -1,11 +1,13 @@
 from django.db import models
 
 from billing.domain.reservations import TERMS
-from metering.domain.usage.fields import SERVICE_TIERS
+from metering.domain.usage.fields import SERVICE_TIERS, STANDARD
 from portal.models import EffectiveDated, Tenant
 
 # The tiers as every field that names one stores them (kpis.md section 3, "Service tiers").
 SERVICE_TIER_CHOICES = [(tier, tier) for tier in SERVICE_TIERS]
+# The tiers with a multiplier of the standard tier's prices.
+MULTIPLIED_TIER_CHOICES = [(tier, tier) for tier in SERVICE_TIERS if tier != STANDARD]
 
 
 class Reservation(models.Model):

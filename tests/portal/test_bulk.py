@@ -24,7 +24,7 @@ def test_rows_inserted_in_one_go_read_back_as_written(db):
     tenant = Tenant.objects.create(slug="acme", name="Acme")
     deployment = make_deployment()
     when = connection.ops.adapt_datetimefield_value
-    columns = ("tenant_id", "deployment_id", "hour", *ROLLUP_COLUMNS)
+    columns = ("tenant_id", "deployment_id", "service_tier", "hour", *ROLLUP_COLUMNS)
     zero = dict.fromkeys(ROLLUP_COLUMNS, 0)
     rows = [
         {**zero, "hour": when(HOUR), "requests": 3, "ttft_ms_sum": 1234.5,
@@ -35,16 +35,16 @@ def test_rows_inserted_in_one_go_read_back_as_written(db):
     rows_insert(
         HourlyUsage._meta.db_table,
         columns,
-        [(tenant.pk, deployment.pk, *(row[c] for c in columns[2:])) for row in rows],
+        [(tenant.pk, deployment.pk, "standard", *(row[c] for c in columns[3:])) for row in rows],
     )
     assert list(
         HourlyUsage.objects.order_by("hour").values_list(
-            "tenant", "hour", "requests", "ttft_ms_sum", "output_tokens",
+            "tenant", "service_tier", "hour", "requests", "ttft_ms_sum", "output_tokens",
             "latency_histogram", "is_demo",
         )
     ) == [
-        (tenant.pk, HOUR, 3, 1234.5, 0, [1, 0, 2], True),
-        (tenant.pk, HOUR.replace(hour=11), 0, 0.0, 10**12, [], False),
+        (tenant.pk, "standard", HOUR, 3, 1234.5, 0, [1, 0, 2], True),
+        (tenant.pk, "standard", HOUR.replace(hour=11), 0, 0.0, 10**12, [], False),
     ]  # fmt: skip
 
 

@@ -18,9 +18,11 @@ from typing import Any
 from django.apps import apps
 from django.db import connection
 
+from billing.models import Reservation
 from billing.services.invoices.draft import invoice_draft
 from billing.services.invoices.issue import invoice_finalize
 from billing.services.pricing import contract_create, price_create, promotion_grant
+from billing.services.reservations import service_tier_create
 from flywheel.models import Lever
 from flywheel.services.loop.applications import lever_apply
 from flywheel.services.loop.versions import goal_create, lever_create
@@ -639,6 +641,47 @@ WRITES: dict[tuple[str, str], Write] = {
         "flywheel.Goal",
         {"min_tfi": "0.3"},
         lambda w, at: goal_create(min_tfi=Decimal("0.2"), effective_from=at),
+    ),
+    ("POST", "/api/v1/reservations/"): Write(
+        COMMERCIAL,
+        lambda w, n: Req(
+            body={
+                "tenant": "tenant-a",
+                "deployment": w.deployment.slug,
+                "gpus": 1,
+                "hourly_rate": "2.40",
+                "term": "1m",
+                "starts_at": future(n),
+            }
+        ),
+        creates="billing.Reservation",
+    ),
+    ("PATCH", "/api/v1/reservations/{id}/"): Write(
+        COMMERCIAL,  # one GPU more than A's reservation ever holds (its GPUs only rise)
+        lambda w, n: Req(
+            params={"id": w.reservation_a.pk},
+            body={
+                "gpus": 1
+                + max(v.gpus for v in Reservation.objects.get(pk=w.reservation_a.pk).gpus.all()),
+                "effective_from": future(n),
+            },
+        ),
+    ),
+    ("POST", "/api/v1/reservations/{id}/cancel/"): Write(
+        COMMERCIAL,  # each call ends A's reservation earlier than the one before could
+        lambda w, n: Req(
+            params={"id": w.reservation_a.pk},
+            body={"at": (FUTURE - timedelta(hours=n)).isoformat().replace("+00:00", "Z")},
+        ),
+    ),
+    **_dated(
+        "/api/v1/service-tiers/",
+        COMMERCIAL,
+        "billing.ServiceTierMultiplier",
+        {"tier": "priority", "multiplier": "1.6"},
+        lambda w, at: service_tier_create(
+            service_tier="flex", multiplier=Decimal("0.4"), effective_from=at
+        ),
     ),
     **_dated(
         "/api/v1/prices/",

@@ -253,6 +253,22 @@ API_CASES: dict[tuple[str, str], Reach | Listing] = {
     ("GET", "/api/v1/chargeback"): Listing(
         200, query="month=2026-03", foreign="month=2026-03&tenant=tenant-b"
     ),
+    # Its own reservation (both tenants hold one in force now), never B's.
+    ("GET", "/api/v1/reservations/"): Listing(200, own=1, foreign="tenant=tenant-b"),
+    ("POST", "/api/v1/reservations/"): FORBIDDEN,
+    ("GET", "/api/v1/reservations/status/"): Listing(200, own=1, foreign="tenant=tenant-b"),
+    ("GET", "/api/v1/reservations/{id}/"): Reach(
+        404, _id("reservation_b"), own=_id("reservation_a"), missing={"id": MISSING}
+    ),
+    ("PATCH", "/api/v1/reservations/{id}/"): Reach(403, _id("reservation_b")),
+    ("POST", "/api/v1/reservations/{id}/cancel/"): Reach(403, _id("reservation_b")),
+    ("GET", "/api/v1/reservations/{id}/utilization/"): Reach(
+        404, _id("reservation_b"), own=_id("reservation_a")
+    ),
+    ("GET", "/api/v1/service-tiers/"): FORBIDDEN_LIST,
+    ("POST", "/api/v1/service-tiers/"): FORBIDDEN,
+    ("GET", "/api/v1/service-tiers/{id}/"): Reach(403, _id_missing),
+    ("DELETE", "/api/v1/service-tiers/{id}/"): Reach(403, _id_missing),
 }
 
 
@@ -283,6 +299,10 @@ TENANT_FACING = {
     ("GET", "/api/v1/tenants/{tenant}/projects/"),
     ("GET", "/api/v1/tenants/{tenant}/projects/{slug}/"),
     ("GET", "/api/v1/chargeback"),
+    ("GET", "/api/v1/reservations/"),
+    ("GET", "/api/v1/reservations/status/"),
+    ("GET", "/api/v1/reservations/{id}/"),
+    ("GET", "/api/v1/reservations/{id}/utilization/"),
 }
 
 
@@ -327,6 +347,9 @@ PAGE_CASES: dict[str, Page] = {
         "GET", 404, _pk("credit_note_b"), own=_pk("credit_note_a")
     ),
     "billing/close/<str:month>/": Page("GET", 403, lambda w: {"month": "2026-03"}),
+    "billing/reservations/<int:pk>/": Page(
+        "GET", 404, _pk("reservation_b"), own=_pk("reservation_a")
+    ),
     "billing/close/<str:month>/pdf/": Page("GET", 403, lambda w: {"month": "2026-03"}),
 }
 

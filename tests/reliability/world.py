@@ -12,10 +12,11 @@ from decimal import Decimal
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
-from billing.models import Contract, CreditNote, Invoice, Price, PromotionalCredit
+from billing.models import Contract, CreditNote, Invoice, Price, PromotionalCredit, Reservation
 from billing.services.credit_notes import credit_note_issue
 from billing.services.invoices.draft import invoice_draft
 from billing.services.invoices.issue import invoice_finalize
+from billing.services.reservations import reservation_create
 from flywheel.models import CostModel, FactoryCosts
 from flywheel.services.tfom import factory_costs_create
 from metering.domain.usage.validation import validate_events
@@ -71,6 +72,8 @@ class World:
     rule_b: AlertRule
     alert_a: Alert
     alert_b: Alert
+    reservation_a: Reservation
+    reservation_b: Reservation
 
 
 def usage_ingest_march(tenant: str, count: int) -> None:
@@ -199,6 +202,18 @@ def world_build() -> World:
             summary=f"{tenant.name} reached 50% of its March 2026 budget",
             fired_at=clock.now(),
         )
+    reservations = {  # 2 GPUs each of the pool's 8, from the hour in progress, no term
+        tenant.slug: reservation_create(
+            tenant=tenant,
+            deployment=deployment,
+            gpus=2,
+            hourly_rate=Decimal("2.50"),
+            term="none",
+            starts_at=now.replace(minute=0, second=0, microsecond=0),
+            by=users["operator"],
+        )
+        for tenant in (tenant_a, tenant_b)
+    }
     return World(
         tenant_a=tenant_a,
         tenant_b=tenant_b,
@@ -230,6 +245,8 @@ def world_build() -> World:
         rule_b=rules["tenant-b"],
         alert_a=alerts["tenant-a"],
         alert_b=alerts["tenant-b"],
+        reservation_a=reservations["tenant-a"],
+        reservation_b=reservations["tenant-b"],
     )
 
 
