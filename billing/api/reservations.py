@@ -29,7 +29,7 @@ from billing.services.reservations import (
 from metering.selectors.factory import deployment_list
 from portal import clock
 from portal.access import Capability, tenant_get
-from portal.api.fields import ModelSerializer
+from portal.api.fields import AwareDateTimeField, ModelSerializer
 from portal.api.periods import PERIOD_PARAMETERS
 from portal.api.views import EffectiveDatedViewSet
 from portal.errors import FieldError
@@ -39,7 +39,7 @@ from portal.periods import period_resolve
 from portal.permissions import capability_permission
 
 
-class ReservationSerializer(serializers.ModelSerializer):
+class ReservationSerializer(ModelSerializer):
     tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
     deployment = serializers.SlugRelatedField(
         slug_field="slug", queryset=deployment_list(), help_text="deployment slug"
@@ -79,11 +79,11 @@ class ReservationSerializer(serializers.ModelSerializer):
 
 class RaiseIn(serializers.Serializer):
     gpus = serializers.IntegerField(min_value=1, max_value=1_000_000)
-    effective_from = serializers.DateTimeField()
+    effective_from = AwareDateTimeField()
 
 
 class CancelIn(serializers.Serializer):
-    at = serializers.DateTimeField()
+    at = AwareDateTimeField()
 
 
 def figures_row(figures: HourFigures, currency: str) -> dict:
