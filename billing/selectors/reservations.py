@@ -29,7 +29,7 @@ from metering.selectors.burn import bucket_tokens, burn_window_end
 from metering.selectors.factory import DeploymentVersions, deployment_list
 from portal.access import tenant_scoped
 from portal.alert_kinds import Evaluation, Finding
-from portal.periods import Period, hour_ceil, hour_floor, next_month
+from portal.periods import Period, hour_ceil, hour_floor, month_start, next_month
 
 HOUR = timedelta(hours=1)
 
@@ -96,6 +96,20 @@ def reserving_tenants(*, start: datetime, end: datetime) -> set[int]:
     return set(
         Reservation.objects.filter(_overlapping(start, end)).values_list("tenant_id", flat=True)
     )
+
+
+def reserving_tenant_months(*, start: datetime, end: datetime) -> set[tuple[datetime, int]]:
+    """(UTC month, tenant id) of every month from `start`'s to the one before `end` (a month
+    start) that a reservation holds some of: one query, however many months."""
+    held = set()
+    for tenant_id, starts_at, ends_at in Reservation.objects.filter(
+        _overlapping(start, end)
+    ).values_list("tenant_id", "starts_at", "ends_at"):
+        month = max(month_start(start), month_start(starts_at))
+        while month < end and (ends_at is None or month < ends_at):
+            held.add((month, tenant_id))
+            month = next_month(month)
+    return held
 
 
 def reserved_versions() -> VersionAt:

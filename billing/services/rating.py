@@ -50,7 +50,7 @@ from billing.models import (
     RatingPending,
 )
 from billing.selectors.rating.inputs import MonthRating, line_row, month_rate, quantities_of
-from billing.selectors.reservations import reserving_tenants
+from billing.selectors.reservations import reserving_tenant_months, reserving_tenants
 from billing.services.rated_rows import (
     HOUR_FIELDS,
     RATED_COMPLIANT,
@@ -178,11 +178,8 @@ def _queued_months(queued: list[tuple]) -> dict[datetime, dict[int, datetime]]:
         .values_list("month", "tenant_id")
         .distinct()
     }
-    month, current = first, month_floor(clock.now())
-    while month <= current:  # a reservation bills its months, usage or not
-        end = next_month(month)
-        usage |= {(month, pk) for pk in reserving_tenants(start=month, end=end)}
-        month = end
+    # A reservation bills its months, usage or not.
+    usage |= reserving_tenant_months(start=first, end=next_month(month_floor(clock.now())))
     for month, tenant_id in sorted(usage):
         _, end = month_bounds(month_start=month)
         since = [
