@@ -1,6 +1,7 @@
 """Every page of every role, and every export, reads as a person writes: no Python or
 machine spelling in the visible text (1E+1, 0E-10, None, NaN, inf, a dict or a Decimal, a
-raw ISO timestamp, -0.0, a raw float of more than 4 decimals, cached_input). CSV cells read
+raw ISO timestamp, -0.0, a raw float of more than 5 decimals, cached_input; a tier's price per
+million may need 5: 0.175 × 1.75 = 0.30625). CSV cells read
 back with the csv module as numbers where they are figures (never more than 10 decimals);
 XLSX figure cells are numbers, never formulas. So do the alerts, with one of each kind
 firing: their inbox entries, their webhook payloads' summaries and their emails.
@@ -37,7 +38,7 @@ MACHINE_TEXT = {
     "a raw ISO timestamp": re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d"),
     "a negative zero": re.compile(r"(?<![\w.])[-−]0(?:\.0+)?(?![\d.,])"),
     "more than 10 decimals": re.compile(r"\d\.\d{11,}"),
-    "a raw float": re.compile(r"\d\.\d{5,}"),
+    "a raw float": re.compile(r"\d\.\d{6,}"),
     "a raw token class name": re.compile(
         "|".join(rf"\b{c.value}\b" for c in TokenClass if "_" in c.value)
     ),
