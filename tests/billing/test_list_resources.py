@@ -10,6 +10,7 @@ each tenant holds a budget rule whose 50% alert is resolved, A's 100% alert firi
 write left an audit entry; B has a 5.00 promotional credit from April; A, B and the factory
 each have a webhook endpoint."""
 
+import copy
 import csv
 import io
 from collections.abc import Callable
@@ -18,6 +19,8 @@ from decimal import Decimal
 from typing import NamedTuple
 
 import pytest
+from django.db import transaction
+from rest_framework.test import APIClient
 
 from billing.services.close import close_run
 from billing.services.credit_notes import credit_note_issue
@@ -25,7 +28,9 @@ from billing.services.pricing import promotion_grant
 from metering.models import Deployment, Incident, Pool
 from metering.services.sla.incidents import incident_create
 from portal.alerts import rule_create
-from portal.models import Alert
+from portal.clock import clock_set
+from portal.models import Alert, Role, Tenant
+from portal.services import token_create, user_ensure
 from portal.webhooks import endpoint_create
 from tests.billing.factories import (
     MARCH,
@@ -34,14 +39,67 @@ from tests.billing.factories import (
     make_priced_model,
     post_usage,
 )
+from tests.conftest import DEFAULT_NOW, PASSWORD
 
 pytestmark = pytest.mark.both_backends
 
 READS = {"operator": ("read", "admin"), "finance": ("read",), "tenant": ("read",)}
 
 
+@pytest.fixture(scope="module")
+def _world_of_module(django_db_setup, django_db_blocker):
+    """The world, built once per module in a transaction rolled back with it: each test runs
+    in a savepoint inside it (its `db`), as tests/reliability's world does."""
+    with django_db_blocker.unblock():
+        clock_set(DEFAULT_NOW)
+        try:
+            with transaction.atomic():
+                tenant_a = Tenant.objects.create(slug="tenant-a", name="Tenant A")
+                tenant_b = Tenant.objects.create(slug="tenant-b", name="Tenant B")
+                users = {
+                    role: user_ensure(
+                        username=f"{role}-user",
+                        role=Role(role),
+                        tenant=tenant_a if role == "tenant" else None,
+                        password=PASSWORD,
+                    )
+                    for role in ("operator", "finance", "investor", "tenant")
+                }
+                _, raw = token_create(
+                    user=users["operator"], name="test", scopes=["ingest", "read", "admin"]
+                )
+                admin_api = APIClient()
+                admin_api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+                invoices = _world_build(admin_api, users, tenant_a, tenant_b)
+                yield tenant_a, tenant_b, users, invoices
+                transaction.set_rollback(True)
+        finally:
+            clock_set(None)
+
+
 @pytest.fixture
-def world(admin_api, users, tenant_a, tenant_b):
+def tenant_a(_world_of_module, db):
+    return _world_of_module[0]
+
+
+@pytest.fixture
+def tenant_b(_world_of_module, db):
+    return _world_of_module[1]
+
+
+@pytest.fixture
+def users(_world_of_module, db):
+    return _world_of_module[2]
+
+
+@pytest.fixture
+def world(_world_of_module, db, now):
+    if now != DEFAULT_NOW:
+        pytest.fail(f"the world is built at {DEFAULT_NOW}")
+    return copy.deepcopy(_world_of_module[3])
+
+
+def _world_build(admin_api, users, tenant_a, tenant_b):
     make_priced_model()
     make_march_usage(admin_api, tenant_a, "a1", discount_pct=Decimal(25))
     make_march_usage(admin_api, tenant_b, "b1", discount_pct=Decimal(10))
