@@ -5,8 +5,8 @@ A counter counts from the factory's first hour in service to the end of the last
 measured, so PromQL computes a KPI over any range of whole hours from increases, e.g.
 TEF = increase(standard) / increase(calendar). A month's part of every counter is kept as its
 sums (`MonthCounts`): each pool's GPU-seconds and money as its KPI snapshot has them, usage
-per deployment and per tenant as metering's rollups have it; a counter is the sum of its
-months. Pure: no Django.
+per deployment and service tier and per tenant as metering's rollups have it; a counter is
+the sum of its months. Pure: no Django.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 from billing.domain.rating.boundaries import class_quantities
 
-# Service tiers are not metered yet: every event is served at the standard tier, the tier of
-# an event that names none (kpis.md section 3), so the label already has its lasting name.
+# The tier of an event that names none (kpis.md section 3): the tier of the usage a month's
+# part counted before its sums were kept by tier.
 STANDARD_TIER = "standard"
 
 
@@ -174,10 +174,11 @@ def metric_names() -> set[str]:
 @dataclass
 class MonthCounts:
     """One month's part of every counter (up to where the month was measured): each pool's
-    GPU-seconds and money (by slug), each deployment's usage and each tenant's (by id)."""
+    GPU-seconds and money (by slug), each deployment's usage by service tier (by id and
+    tier) and each tenant's (by id)."""
 
     pools: dict[str, dict[str, Decimal]] = field(default_factory=dict)
-    deployments: dict[int, dict[str, int]] = field(default_factory=dict)
+    deployments: dict[tuple[int, str], dict[str, int]] = field(default_factory=dict)
     tenants: dict[int, dict[str, int]] = field(default_factory=dict)
 
     def add(self, other: MonthCounts) -> None:
@@ -186,10 +187,14 @@ class MonthCounts:
         _add_into(self.deployments, other.deployments)
         _add_into(self.tenants, other.tenants)
 
-    def usage_add(self, *, tenant_id: int, deployment_id: int, sums: Mapping[str, int]) -> None:
-        """Add one (tenant, deployment) row of rollup sums (USAGE_FIGURES and
-        `compliant_requests`) to its deployment's and its tenant's sums."""
-        deployment = self.deployments.setdefault(deployment_id, dict.fromkeys(USAGE_FIGURES, 0))
+    def usage_add(
+        self, *, tenant_id: int, deployment_id: int, tier: str, sums: Mapping[str, int]
+    ) -> None:
+        """Add one (tenant, deployment, service tier) row of rollup sums (USAGE_FIGURES and
+        `compliant_requests`) to its deployment's sums at that tier and to its tenant's."""
+        deployment = self.deployments.setdefault(
+            (deployment_id, tier), dict.fromkeys(USAGE_FIGURES, 0)
+        )
         for name in USAGE_FIGURES:
             deployment[name] += sums[name]
         tenant = self.tenants.setdefault(tenant_id, dict.fromkeys(TENANT_FIGURES, 0))
@@ -204,7 +209,10 @@ class MonthCounts:
                 slug: {name: str(value) for name, value in figures.items()}
                 for slug, figures in self.pools.items()
             },
-            "deployments": {str(key): figures for key, figures in self.deployments.items()},
+            "deployments": {
+                f"{deployment_id}:{tier}": figures
+                for (deployment_id, tier), figures in self.deployments.items()
+            },
             "tenants": {str(key): figures for key, figures in self.tenants.items()},
         }
 
@@ -216,10 +224,18 @@ class MonthCounts:
                 for slug, figures in data.get("pools", {}).items()
             },
             deployments={
-                int(key): dict(value) for key, value in data.get("deployments", {}).items()
+                _deployment_key(key): dict(value)
+                for key, value in data.get("deployments", {}).items()
             },
             tenants={int(key): dict(value) for key, value in data.get("tenants", {}).items()},
         )
+
+
+def _deployment_key(key: str) -> tuple[int, str]:
+    """A deployment's key as a month's row stores it, `12:priority`; a bare id (a part
+    counted before usage was kept by tier) is the standard tier's."""
+    deployment_id, _, tier = key.partition(":")
+    return int(deployment_id), tier or STANDARD_TIER
 
 
 def _add_into(mine: dict[Any, dict[str, Any]], theirs: Mapping[Any, Mapping[str, Any]]) -> None:
@@ -250,13 +266,13 @@ def counter_series(
         for name, family in POOL_FIGURES.items():
             money = family in (LIST_VALUE, REALIZED)
             add(family, (pool, currency) if money else (pool,), figures.get(name, 0))
-    for deployment_id, sums in counts.deployments.items():
+    for (deployment_id, tier), sums in counts.deployments.items():
         if deployment_id not in deployments:
             continue
         pool, model = deployments[deployment_id]
         quantities = class_quantities(**{name: sums[name] for name in USAGE_FIGURES[2:]})
         for token_class, quantity in quantities.items():
-            add(TOKENS, (pool, model, token_class.value, STANDARD_TIER), quantity)
+            add(TOKENS, (pool, model, token_class.value, tier), quantity)
         add(REQUESTS, (pool, model, "ok"), sums["requests"] - sums["errors"])
         add(REQUESTS, (pool, model, "error"), sums["errors"])
     for tenant_id, sums in counts.tenants.items():

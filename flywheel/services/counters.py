@@ -2,10 +2,11 @@
 
 Each month's part of every counter (CounterMonth) is worked out when the stage writes the
 month's KPI snapshot, from the same published read models: the pools' GPU-seconds and money
-from the snapshot's own sums, usage per tenant and deployment from metering's rollups, up to
-where the month is measured, to its last whole hour: architecture.md's counters advance as
-hours close, while a read of an open month runs to the published cut (kpis.md section 0), so
-the open month's part is measured to the hour, not taken from its snapshot. So the counters advance as hours close, and a late event, a refold or a re-rating
+from the snapshot's own sums, usage per tenant, deployment and service tier from metering's
+rollups, up to where the month is measured, to its last whole hour: architecture.md's
+counters advance as hours close, while a read of an open month runs to the published cut
+(kpis.md section 0), so the open month's part is measured to the hour, not taken from its
+snapshot. So the counters advance as hours close, and a late event, a refold or a re-rating
 of a month reaches them when the stage measures that month again. The published values
 (CounterValue) are the sums of the months, raised and never lowered: Prometheus reads any
 decrease as a reset and would count a counter's whole value again in `increase()`. Growth
@@ -133,8 +134,8 @@ def _month_counts(month: datetime, until: datetime, snapshot: KpiSnapshot | None
         }
     )
     usage = usage_by_tenant_deployment(start=month, end=until)
-    for (tenant_id, deployment_id), sums in usage.items():
-        counts.usage_add(tenant_id=tenant_id, deployment_id=deployment_id, sums=sums)
+    for (tenant_id, deployment_id, tier), sums in usage.items():
+        counts.usage_add(tenant_id=tenant_id, deployment_id=deployment_id, tier=tier, sums=sums)
     return counts
 
 

@@ -408,14 +408,18 @@ def _usage_by_deployment(
 COUNTED_SUMS = ["requests", "errors", "compliant_requests", *TOKEN_FIELDS]
 
 
-def usage_by_tenant_deployment(*, start: datetime, end: datetime) -> dict[tuple[int, int], dict]:
-    """COUNTED_SUMS per (tenant id, deployment id) over the hours in [start, end), summed in
-    the database (whole days from the daily rollups): one query per part."""
+def usage_by_tenant_deployment(
+    *, start: datetime, end: datetime
+) -> dict[tuple[int, int, str], dict]:
+    """COUNTED_SUMS per (tenant id, deployment id, service tier) over the hours in
+    [start, end), summed in the database (whole days from the daily rollups): one query per
+    part."""
     sums = {name: Sum(name) for name in COUNTED_SUMS}
-    totals: dict[tuple[int, int], dict] = {}
+    keys = ("tenant_id", "deployment_id", "service_tier")
+    totals: dict[tuple[int, int, str], dict] = {}
     for rows in rollups_within(start, end):
-        for row in rows.values("tenant_id", "deployment_id").annotate(**sums).order_by():
-            key = (row["tenant_id"], row["deployment_id"])
+        for row in rows.values(*keys).annotate(**sums).order_by():
+            key = (row["tenant_id"], row["deployment_id"], row["service_tier"])
             total = totals.setdefault(key, dict.fromkeys(COUNTED_SUMS, 0))
             for name in COUNTED_SUMS:
                 total[name] += row[name]

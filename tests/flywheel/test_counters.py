@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from prometheus_client.parser import text_string_to_metric_families
 
 from billing.services.reservations import reservation_create
-from flywheel.domain.counters import COUNTERS, TENANT_TOKENS, label_text
+from flywheel.domain.counters import COUNTERS, TENANT_TOKENS, MonthCounts, label_text
 from flywheel.models import CounterMonth, CounterValue
 from flywheel.services.kpis import snapshots_update
 from metering.models import Deployment
@@ -174,6 +174,34 @@ def test_counters_never_decrease_across_late_events_a_refold_and_a_correction(fa
     assert after[available] == 6 * SECONDS  # still above the sum of months
     assert after[("tokenfactory_calendar_gpu_seconds", ("h100-a",))] == 8 * (SECONDS + 7_200)
     assert all(after[key] >= value for key, value in after_late.items())
+
+
+def _tokens(tier: str, kind: str = "output") -> Decimal | None:
+    return _published().get(("tokenfactory_tokens", ("h100-a", "llama-70b", kind, tier)))
+
+
+def test_tokens_are_counted_by_the_service_tier_their_rollups_hold(factory, api):
+    """December on the same pool and model: a priority request of 1,000 output tokens and
+    standard ones of 3,000 give a priority series of 1,000 beside the standard one (3,100,000
+    of November + 3,000); a later priority request of 500 raises only the priority series; a
+    month's part counted before usage was kept by tier reads as standard."""
+    post_usage(api, [{"id": "p1", "time": "2026-12-03T10:00:00Z", "input_tokens": 0,
+                      "output_tokens": 1_000, "service_tier": "priority"},
+                     {"id": "s1", "time": "2026-12-03T10:00:00Z", "input_tokens": 0,
+                      "output_tokens": 3_000}])  # fmt: skip
+    snapshots_update()
+
+    assert (_tokens("standard"), _tokens("priority")) == (3_103_000, 1_000)
+    assert (_tokens("priority", "input"), _tokens("flex"), _tokens("batch")) == (0, None, None)
+    before = _published()
+    post_usage(api, [{"id": "p2", "time": "2026-12-04T10:00:00Z", "input_tokens": 0,
+                      "output_tokens": 500, "service_tier": "priority"}])  # fmt: skip
+    snapshots_update()
+    after = _published()
+    assert (_tokens("standard"), _tokens("priority")) == (3_103_000, 1_500)
+    assert all(after[key] >= value for key, value in before.items())
+    legacy = MonthCounts.from_json({"deployments": {"7": {"output_tokens": 5}}})
+    assert legacy.deployments == {(7, "standard"): {"output_tokens": 5}}
 
 
 @override_settings(METRICS_TENANT_LABELS=False)
