@@ -3,9 +3,10 @@
 from django.shortcuts import render
 
 from billing.charts import sla_history_chart
-from billing.selectors.credits import sla_figures_list
+from billing.selectors.credits import SlaFigures, sla_figures_list
 from metering.selectors.factory import factory_in_service_from
 from metering.selectors.sla.incidents import peak_impact
+from metering.selectors.sla.months import TierSla
 from metering.selectors.usage import metered_months
 from portal import clock
 from portal.access import tenant_get, user_role, user_tenant
@@ -44,6 +45,7 @@ def sla(request):
         incidents = {i.pk: i for f in history for i in f.sla.incidents}
         context |= {
             "history": history[::-1],
+            "by_tier": _by_tier(history[::-1]),
             "incidents": [
                 {"incident": i, "impact": peak_impact(i)}
                 for i in sorted(incidents.values(), key=lambda i: i.started_at, reverse=True)
@@ -58,13 +60,21 @@ def sla(request):
         month = _month_param(
             request.GET.get("month"), default=metered[-1] if metered else this_month
         )
+        rows = sla_figures_list(month_start=month, user=request.user)
         context |= {
             "month": month,
             "months": months if month in months else [*months, month],
-            "rows": sla_figures_list(month_start=month, user=request.user),
+            "rows": rows,
+            "by_tier": _by_tier(rows),
         }
     context["tenants"] = [] if is_member else Tenant.objects.order_by("name")
     return render(request, "billing/credits/sla.html", context)
+
+
+def _by_tier(rows: list[SlaFigures]) -> list[tuple[SlaFigures, str, TierSla]]:
+    """The tenant-months' figures per service tier, as /api/v1/sla's `by_tier` gives them:
+    (the tenant-month, the tier, its figures), in the rows' order."""
+    return [(row, tier, made) for row in rows for tier, made in row.sla.by_tier.items()]
 
 
 def _month_param(value: str | None, *, default):

@@ -1,5 +1,6 @@
 """SLA credits: posted once per tenant-month at month close, billed on the next invoice."""
 
+import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -309,3 +310,45 @@ def test_the_sla_chart_marks_the_month_in_progress_as_partial(now, march, client
     assert bars["marker"]["pattern"]["shape"][-1] == "/"
     assert set(bars["marker"]["pattern"]["shape"][:-1]) <= {""}
     assert "Hatched bar: Mar 2026 so far, 1 Mar – 20 Mar 10:00 UTC" in body
+
+
+def _tier_rows(body: str) -> list[list[str]]:
+    """The cells' text of each row of the page's table by service tier."""
+    table = body.split('aria-label="SLA attainment by service tier"', 1)[1].split("</table>")[0]
+    rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1], flags=re.S)
+    return [[re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row,
+                                                                    flags=re.S)] for row in rows]  # fmt: skip
+
+
+@pytest.mark.parametrize("now", [datetime(2026, 3, 20, 10, tzinfo=UTC)], indirect=True)
+def test_sla_page_shows_attainment_by_service_tier(now, march, client, users, tenant_b):
+    """March so far: tenant A's standard request (march) and three priority ones of 1,000,
+    3,000 and 4,000 output tokens, the last failed: 2 of 3 within SLO (66.67%), σ = 4,000 of
+    8,000 standard tokens (50.00%); tenant B's flex request of 2,000 (100.00%, no latency
+    SLO). Finance sees both tenants' tiers, as /api/v1/sla's by_tier; tenant A's member its
+    own."""
+    priority = [{**usage_event(f"p{n}", f"2026-03-10T0{n}:00:00Z", 0, out), "service_tier":
+                 "priority", **({"status": "error"} if n == 3 else {})}
+                for n, out in ((1, 1_000), (2, 3_000), (3, 4_000))]  # fmt: skip
+    post_usage(march, priority)
+    make_contract(tenant_b)
+    post_usage(march, [{**usage_event("f1", "2026-03-11T00:00:00Z", 0, 2_000),
+                        "service_tier": "flex"}], tenant="tenant-b")  # fmt: skip
+    client.force_login(users["finance"])
+
+    body = client.get("/billing/sla/?month=2026-03").content.decode()
+
+    assert _tier_rows(body) == [
+        ["Tenant A", "priority", "3", "2", "66.67%", "50.00%"],
+        ["Tenant A", "standard", "1", "1", "100.00%", "100.00%"],
+        ["Tenant B", "flex", "1", "1", "100.00%", "100.00%"],
+    ]
+    api = client.get("/api/v1/sla?tenant=tenant-a&from=2026-03-01T00:00:00Z").json()
+    assert api["results"][0]["by_tier"]["priority"] == {
+        "requests": 3, "compliant_requests": 2, "slo_attainment": 2 / 3, "sla_delivery": 0.5,
+    }  # fmt: skip
+    client.force_login(users["tenant"])
+    assert _tier_rows(client.get("/billing/sla/").content.decode()) == [
+        ["2026-03 (to date)", "priority", "3", "2", "66.67%", "50.00%"],
+        ["2026-03 (to date)", "standard", "1", "1", "100.00%", "100.00%"],
+    ]
