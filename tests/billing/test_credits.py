@@ -314,7 +314,7 @@ def test_the_sla_chart_marks_the_month_in_progress_as_partial(now, march, client
 
 def _tier_rows(body: str) -> list[list[str]]:
     """The cells' text of each row of the page's table by service tier."""
-    table = body.split('aria-label="SLA attainment by service tier"', 1)[1].split("</table>")[0]
+    table = body.split('aria-label="Attainment by service tier"', 1)[1].split("</table>")[0]
     rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1], flags=re.S)
     return [[re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row,
                                                                     flags=re.S)] for row in rows]  # fmt: skip
