@@ -337,10 +337,13 @@ def pytest_collection_modifyitems(items):
     """Under xdist (--dist loadgroup) the fault tests run together on one worker (they start
     servers, crash them and kill processes). The tests that read the demo at one clock instant
     run together too, so the demo at that instant is built once (tests/e2e/conftest.py) rather
-    than once a worker; the rest spread."""
+    than once a worker, and so do the tests of the one embedded portal (tests/portal/test_embedded.py);
+    the rest spread."""
     for item in items:
         if item.path.name in ("test_faults.py", "test_postgres_down.py", "test_ledger_faults.py"):
             item.add_marker(pytest.mark.xdist_group("faults"))
+        elif "embedded" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("embedded"))  # one portal, its tests in order
         elif "demo" in getattr(item, "fixturenames", ()):
             callspec = getattr(item, "callspec", None)
             moment = callspec.params.get("now", DEFAULT_NOW) if callspec else DEFAULT_NOW

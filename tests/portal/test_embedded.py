@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from portal.pipeline import STAGES
-from tests.conftest import clock_env
+from tests.conftest import DEFAULT_NOW, clock_env
 from tests.servers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,10 +83,13 @@ class Portal:
             return status, text
 
 
-@pytest.fixture
-def embedded(tmp_path, now):
-    """A fresh embedded portal in tmp_path on a free port; stopped with SIGINT (Ctrl-C)."""
-    env = _env(tmp_path, now)
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory):
+    """An embedded portal on a free port at the default test clock, shared by the module's
+    tests in file order (its last test stops it with SIGINT, as Ctrl-C does; so does the
+    fixture's end, whatever survives): one `migrate` of a fresh database, not one a test."""
+    tmp_path = tmp_path_factory.mktemp("embedded")
+    env = _env(tmp_path, DEFAULT_NOW)
     _manage(env, "migrate", "--noinput")
     token = _manage(env, "shell", "-c", SETUP).strip().splitlines()[-1]
     port = free_port()
