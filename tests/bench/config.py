@@ -4,6 +4,7 @@ BENCH_EVENTS  comma-separated dataset sizes, small first (default "1000000,10000
               BENCH_QUICK=1 makes it "100000,1000000").
 BENCH_ROUNDS  A/B rounds per comparison (default 6; quick 4).
 BENCH_INGEST  events per side per ingestion round (default 50,000).
+BENCH_RESERVATIONS reservations in the datasets (default 50; 0 for none).
 BENCH_BASELINE the git revision the A/B of ingestion compares this tree with (default: the
               last commit that changed a migration; it must have this tree's migrations).
 """
@@ -57,7 +58,8 @@ INGEST_START = datetime(2026, 11, 1, tzinfo=UTC)
 INGEST_DAYS = 28
 
 TENANTS = 200
-RESERVATIONS = 50  # of the paid tenants, on the first deployment (goal 8 rates with them)
+# of the paid tenants, each on a deployment it uses (goal 8 rates with them; 0: none)
+RESERVATIONS = int(os.environ.get("BENCH_RESERVATIONS", "50"))
 TENANT_ZIPF = 1.1  # share of tenant of rank r ∝ 1 / r^s
 MODEL_ZIPF = 1.5  # each tenant's preference over its own ordering of the models
 SOURCES = ("gw-eu-1", "gw-eu-2", "gw-us-1", "gw-us-2")  # API gateways sending events

@@ -25,10 +25,9 @@ from billing.models import (
     PromotionalCredit,
     RatedTenantMonth,
     RatingPending,
-    Reservation,
-    ReservationGpus,
 )
 from billing.services.rating import rated_usage_update
+from billing.services.reservations import reservation_cancel, reservation_create, reservation_raise
 from flywheel.selectors.measurement import FactoryData
 from flywheel.services.kpis import snapshots_measure
 from metering.domain.usage.validation import validate_events
@@ -79,32 +78,38 @@ def _browser_session(user) -> SessionStore:
     return session
 
 
-def _reservations(*, tenants: list) -> None:
-    """RESERVATIONS of the paid tenants (the largest first): 1 to 4 GPUs each on the first
-    model's first deployment from the month's start, term none, at 2.50 per GPU-hour; a
-    third of them raised mid-month, a fifth cancelled mid-hour on the 20th (kpis.md 3d)."""
-    deployment = Deployment.objects.order_by("pk").first()
-    rows = []
-    for index, tenant in enumerate(tenants[: config.RESERVATIONS]):
-        ends = None
-        if index % 5 == 4:
-            ends = config.MONTH_START + timedelta(days=19, hours=index % 24, minutes=17)
-        rows.append(
-            Reservation(tenant=tenant, deployment=deployment, hourly_rate=Decimal("2.50"),
-                        currency="USD", term="none", starts_at=config.MONTH_START, ends_at=ends)
-        )  # fmt: skip
-    Reservation.objects.bulk_create(rows)
-    versions = []
-    for index, reservation in enumerate(Reservation.objects.order_by("pk")):
-        gpus = 1 + index % 4
-        versions.append(ReservationGpus(reservation=reservation, gpus=gpus,
-                                        effective_from=config.MONTH_START))  # fmt: skip
-        if index % 3 == 0:
-            versions.append(ReservationGpus(
-                reservation=reservation, gpus=gpus + 1,
-                effective_from=config.MONTH_START + timedelta(days=14, hours=index % 24),
-            ))  # fmt: skip
-    ReservationGpus.objects.bulk_create(versions)
+def _reservations(*, tenants: list, generator: EventGenerator) -> None:
+    """config.RESERVATIONS of the paid tenants (the largest first), made through billing's
+    services as the API would with the clock at the month's start: each on the tenant's
+    favourite deployment (every other one its second), 1 to 4 GPUs at 2.50 per GPU-hour,
+    terms none, 1m, 6m and 12m in turn, starting on the month's start or 7 or 14 days before
+    it (a 1m term from before ends mid-month); a third raised by 2 GPUs on the 15th, and a
+    none reservation in eight cancelled 20 s into an hour of the 20th, so that hour's
+    capacity is spent within its first events and the rest are on demand (kpis.md 3d)."""
+    specs = deployment_specs()
+    deployments = {d.slug: d for d in Deployment.objects.all()}
+    clock.clock_set(config.MONTH_START)
+    try:
+        for index, tenant in enumerate(tenants[: config.RESERVATIONS]):
+            favourites = generator.deployment_ids[int(tenant.slug.rsplit("-", 1)[1])]
+            model, pool = specs[favourites[index % 2]]
+            gpus = 1 + index % 4
+            reservation = reservation_create(
+                tenant=tenant,
+                deployment=deployments[f"{model}@{pool}"],
+                gpus=gpus,
+                hourly_rate=Decimal("2.50"),
+                term=("none", "1m", "6m", "12m")[index % 4],
+                starts_at=config.MONTH_START - timedelta(days=7 * (index % 3)),
+            )
+            if index % 3 == 0:
+                at = config.MONTH_START + timedelta(days=14, hours=index % 24)
+                reservation_raise(reservation=reservation, gpus=gpus + 2, effective_from=at)
+            if index % 8 == 4:
+                at = config.MONTH_START + timedelta(days=19, hours=index % 24, seconds=20)
+                reservation_cancel(reservation=reservation, at=at)
+    finally:
+        clock.clock_set(None)
 
 
 def setup(*, events: int) -> dict:
@@ -174,7 +179,7 @@ def setup(*, events: int) -> dict:
             )
         )
     Contract.objects.bulk_create(contracts)
-    _reservations(tenants=[c.tenant for c in contracts if c.kind == "paid"])
+    _reservations(tenants=[c.tenant for c in contracts if c.kind == "paid"], generator=generator)
     PromotionalCredit.objects.create(
         tenant=tenants[tenant_slug(11)],
         amount=Decimal("500.00"),

@@ -664,6 +664,7 @@ class Bench:
         ratio = statistics.median(after_hour) / statistics.median(whole)
         self.results["rating"] = {
             "events_per_hour": per_hour,
+            "reservations": config.RESERVATIONS,
             "after_hour_seconds": after_hour,
             "whole_month_seconds": whole,
             "ratio_median": ratio,
