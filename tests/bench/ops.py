@@ -17,6 +17,7 @@ from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore
 from django.db import connection
+from django.db.models import Exists, OuterRef, Sum
 from django.test.utils import CaptureQueriesContext
 
 from billing.models import (
@@ -24,7 +25,9 @@ from billing.models import (
     Price,
     PromotionalCredit,
     RatedTenantMonth,
+    RatedUsage,
     RatingPending,
+    Reservation,
 )
 from billing.services.rating import rated_usage_update
 from billing.services.reservations import reservation_cancel, reservation_create, reservation_raise
@@ -84,8 +87,9 @@ def _reservations(*, tenants: list, generator: EventGenerator) -> None:
     favourite deployment (every other one its second), 1 to 4 GPUs at 2.50 per GPU-hour,
     terms none, 1m, 6m and 12m in turn, starting on the month's start or 7 or 14 days before
     it (a 1m term from before ends mid-month); a third raised by 2 GPUs on the 15th, and a
-    none reservation in eight cancelled 20 s into an hour of the 20th, so that hour's
-    capacity is spent within its first events and the rest are on demand (kpis.md 3d)."""
+    none reservation in eight (the largest tenant's first) cancelled 1 s into the 20th's
+    busiest hour, so that hour's capacity is spent by its first events, the one crossing it
+    split and the rest on demand (kpis.md 3d)."""
     specs = deployment_specs()
     deployments = {d.slug: d for d in Deployment.objects.all()}
     clock.clock_set(config.MONTH_START)
@@ -105,8 +109,8 @@ def _reservations(*, tenants: list, generator: EventGenerator) -> None:
             if index % 3 == 0:
                 at = config.MONTH_START + timedelta(days=14, hours=index % 24)
                 reservation_raise(reservation=reservation, gpus=gpus + 2, effective_from=at)
-            if index % 8 == 4:
-                at = config.MONTH_START + timedelta(days=19, hours=index % 24, seconds=20)
+            if index % 8 == 0:
+                at = config.MONTH_START + timedelta(days=19, hours=16, seconds=1)
                 reservation_cancel(reservation=reservation, at=at)
     finally:
         clock.clock_set(None)
@@ -314,6 +318,29 @@ def rating_whole_month(*, month: str, profile: bool = False) -> dict:
     start (what a price from the month's start asks for)."""
     RatingPending.objects.create(tenant=None, start=_parse(month))
     return _rating_timed(profile=profile)
+
+
+def rating_reservations(*, month: str) -> dict:
+    """What the month's rating made of the reservations (untimed): reservation fees billed,
+    covered rows and tokens, and the overage (paid usage on demand in an hour a reservation
+    of its tenant and deployment covered)."""
+    rows = RatedUsage.objects.filter(month_start=_parse(month), sale=RatedUsage.Sale.PAID)
+    covered = rows.filter(covered=True)
+    same_hour = covered.filter(
+        tenant=OuterRef("tenant"), deployment=OuterRef("deployment"), hour=OuterRef("hour")
+    )
+    overage = rows.filter(covered=False).filter(Exists(same_hour))
+    tokens = Sum("output_tokens")
+    return {
+        "reservations": Reservation.objects.count(),
+        "reserved_amount": RatedTenantMonth.objects.filter(month_start=_parse(month)).aggregate(
+            total=Sum("reserved_amount")
+        )["total"],
+        "covered_rows": covered.count(),
+        "covered_output_tokens": covered.aggregate(total=tokens)["total"],
+        "overage_rows": overage.count(),
+        "overage_output_tokens": overage.aggregate(total=tokens)["total"],
+    }
 
 
 def _rating_timed(*, profile: bool) -> dict:

@@ -661,8 +661,11 @@ class Bench:
                 f" ({figures['tenant_months']} tenant-months), whole month {whole[-1]:.1f} s"
                 f" ({month['tenant_months']} tenant-months)"
             )
+        made = agent.call("rating_reservations", month=config.MONTH_START.isoformat())
+        log(f"  the month's reservations as rated: {made}")
         ratio = statistics.median(after_hour) / statistics.median(whole)
         self.results["rating"] = {
+            "reservations_rated": made,
             "events_per_hour": per_hour,
             "reservations": config.RESERVATIONS,
             "after_hour_seconds": after_hour,
