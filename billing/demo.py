@@ -78,9 +78,10 @@ DISPUTING = "acme"
 DISPUTE_SHARE = Decimal("0.05")
 DISPUTE_DAY = timedelta(days=19, hours=10)
 # Reservations (demo-factory.md): Initech reserves 64 B200 GPUs of DeepSeek-R1 for 6 months
-# at 2.90 per GPU-hour (used at about 60% a day, overage at its peaks); Massive Dynamic 16
-# H100 of Llama-3.3-70B until cancelled at 2.20 (used at about a third: its unused fee
-# shows). Both from the first day of the demo's data.
+# at 2.90 per GPU-hour (used at about 70% a day, overage at its peaks: the demo's traffic,
+# metering.demo.parameters.MODEL_DEMAND); Massive Dynamic 16 H100 of Llama-3.3-70B until
+# cancelled at 2.20 (used at about a third: its unused fee shows). Both from the first day
+# of the demo's data.
 RESERVATIONS = (
     ("initech", "deepseek-r1", 64, "2.90", "6m"),
     ("massive", "llama-3.3-70b", 16, "2.20", "none"),

@@ -57,7 +57,7 @@ def demo_last_day(rng, end, weights, stdout, *, projects) -> None:
                 slo_tpot_ms=slo_tpot,
                 load=busy / healthy if healthy else 1.0,
             )
-            for tenant_slug, weight in tenant_hour_shares(weights, hour.hour).items():
+            for tenant_slug, weight in tenant_hour_shares(weights, hour.hour, model=model).items():
                 share = output * weight * rng.uniform(0.8, 1.2)
                 key = f"{day:%Y%m%d}-{slug}-{tenant_slug}-{h:02d}"
                 degrade = {"slug": slug, "day": day, "slo_ttft_ms": slo_ttft, "rng": late}

@@ -144,7 +144,7 @@ def _pool_hours(pool, *, start, hours, tenants, weights, rng, capacity, hourly, 
             slo_tpot_ms=version.slo_tpot_ms,
             load=busy / healthy if healthy else 1.0,
         )
-        for tenant_slug, weight in tenant_hour_shares(weights, hour.hour).items():
+        for tenant_slug, weight in tenant_hour_shares(weights, hour.hour, model=model).items():
             share = output * weight * rng.uniform(0.8, 1.2)
             tier = demo_tier(tiers)
             row = _demo_rollup(

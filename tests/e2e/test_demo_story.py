@@ -162,6 +162,25 @@ def test_the_focus_export_of_the_last_closed_month_ties_to_its_documents(demo):
     assert sum(billed.values()) == sum(documents.values()) > 0
 
 
+def test_initechs_reservation_is_used_at_60_to_90_percent_a_day_with_overage_at_its_peaks(demo):
+    """demo-factory.md, "Reservations": every day of the closed months uses 60-90 % of
+    Initech's 64 B200s, and its busiest hours fill them and buy the rest on demand."""
+    from billing.domain.reservations import by_day
+    from billing.models import Reservation
+    from billing.selectors.reservations import reservation_overage, reservation_utilization
+
+    reservation = Reservation.objects.get(tenant__slug="initech")
+    end = month_start(clock.now())
+    start = months_before(end, 2)
+    hours = reservation_utilization(reservation, start=start, end=end)
+    days = [day.utilization for day in by_day(hours)]
+    assert len(days) == (end - start).days
+    assert Decimal("0.60") <= min(days) and max(days) <= Decimal("0.90"), (min(days), max(days))
+    full = [hour.start for hour in hours if hour.covered == hour.cap]
+    overage = reservation_overage(reservation, start=start, end=end)
+    assert full and all(overage.get(hour, 0) > 0 for hour in full)
+
+
 def test_the_enterprise_tenants_meter_projects_with_two_of_acmes_quotas(demo):
     """demo-factory.md, "Projects": acme, initech and umbrella meter 3–5 projects each and a
     few hours without one; acme's search quota (soft) has fired at 80 %, eval's hard one is
