@@ -38,7 +38,7 @@ from billing.domain.budget import (
 )
 from billing.models import RatedMark, RatedTenantMonth, RatedUsage
 from billing.selectors.month_to_date import month_spent
-from metering.selectors.usage import usage_fold_backlog, window_resolve
+from metering.selectors.usage import usage_fold_backlog, window_until
 from portal import clock
 from portal.alert_kinds import Evaluation, Finding
 from portal.formatting import rfc3339
@@ -133,15 +133,20 @@ def _project_of(rule: AlertRule) -> str:
 
 
 def _is_whole_month(rule: AlertRule) -> bool:
-    """The tenant's monthly budget: read from its tenant-month's rated totals."""
+    """The tenant's monthly budget: in money, read from its tenant-month's rated totals."""
     return not _project_of(rule) and budget_period(rule.params) == MONTH
+
+
+def _of_rated_usage(rule: AlertRule) -> bool:
+    """Read from rated usage: a project's, a day's, or a tenant's monthly token budget."""
+    return "tokens" in rule.params or not _is_whole_month(rule)
 
 
 def _cells(rules: list[AlertRule], *, month: datetime, day: datetime) -> dict[tuple, list]:
     """[tokens, realized, tokens of the day, realized of the day] of this month's rated usage
     per (tenant id, project slug) and per (tenant id, "") for the rules read from rated
-    usage (a project's, or a day's): 2 queries however many."""
-    wanted = [rule for rule in rules if not _is_whole_month(rule)]
+    usage (_of_rated_usage): 2 queries however many."""
+    wanted = [rule for rule in rules if _of_rated_usage(rule)]
     if not wanted:
         return {}
     ids = {rule.tenant_id for rule in wanted}
@@ -185,25 +190,18 @@ def _cells(rules: list[AlertRule], *, month: datetime, day: datetime) -> dict[tu
 
 def budgets_read(rules: Iterable[AlertRule], *, now: datetime | None = None) -> list[Budget]:
     """The budgets of `rules` (budget rules, each a tenant's or one of its projects') this
-    period, in 6 queries however many."""
+    period, in 6 queries however many (the cut, the rating's and the fold's marks, the
+    tenant-months' rated totals, the projects and their rated usage)."""
     now = now or clock.now()
-    window = window_resolve({"period": "this_month"}, now=now)
-    month, rules = window.start, list(rules)
+    month, as_of = window_until({"period": "this_month"}, now=now)
+    rules = list(rules)
     if rated_as_of(now=now) is None:
         return [_budget(rule, month=month, state=UNKNOWN, now=now) for rule in rules]
-    as_of = window.to
     ids = [rule.tenant_id for rule in rules]
     money = {
         row.tenant_id: row
         for row in RatedTenantMonth.objects.filter(tenant_id__in=ids, month_start=month)
     }
-    token_ids = [rule.tenant_id for rule in rules if "tokens" in rule.params]
-    tokens = dict(
-        RatedUsage.objects.filter(tenant_id__in=token_ids, month_start=month)
-        .values("tenant_id")
-        .annotate(total=Sum(F("input_tokens") + F("output_tokens")))
-        .values_list("tenant_id", "total")
-    ) if token_ids else {}  # fmt: skip
     day = period_bounds(period=DAY, now=now)[0]
     cells = _cells(rules, month=month, day=day)
     budgets = []
@@ -215,10 +213,7 @@ def budgets_read(rules: Iterable[AlertRule], *, now: datetime | None = None) -> 
         of_day = 2 if period == DAY else 0
         if "tokens" in rule.params:
             unit, budget = TOKENS, Decimal(rule.params["tokens"])
-            if _is_whole_month(rule):
-                spent = Decimal(tokens.get(rule.tenant_id) or 0)
-            else:
-                spent = cell[of_day]
+            spent = cell[of_day]
             projected = budget_projected(spent=spent, start=start, end=end, as_of=as_of)
             projected = projected.to_integral()
         else:

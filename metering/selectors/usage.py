@@ -455,11 +455,20 @@ class FoldBacklog:
 
 
 def usage_fold_backlog() -> FoldBacklog:
-    """The fold's backlog now, read whether or not any worker runs (two queries)."""
-    waiting = FoldPending.objects.aggregate(oldest=Min("queued_at"), newest=Max("queued_at"))
-    folded = FoldMark.objects.values_list("completed_at", flat=True).first()
-    newest = max((t for t in (waiting["newest"], folded) if t is not None), default=None)
-    return FoldBacklog(oldest_waiting=waiting["oldest"], newest=newest)
+    """The fold's backlog now, read whether or not any worker runs: one query once the fold
+    has completed (its mark is one row), two before."""
+    queued = FoldPending.objects.order_by()
+    row = FoldMark.objects.annotate(
+        oldest=Subquery(queued.order_by("queued_at").values("queued_at")[:1]),
+        newest=Subquery(queued.order_by("-queued_at").values("queued_at")[:1]),
+    )
+    found = row.values_list("oldest", "newest", "completed_at").first()
+    if found is None:
+        waiting = FoldPending.objects.aggregate(oldest=Min("queued_at"), newest=Max("queued_at"))
+        found = (waiting["oldest"], waiting["newest"], None)
+    oldest, newest_queued, folded = found
+    newest = max((t for t in (newest_queued, folded) if t is not None), default=None)
+    return FoldBacklog(oldest_waiting=oldest, newest=newest)
 
 
 def window_resolve(params, *, default: str = "this_month", now: datetime | None = None) -> Window:
@@ -478,6 +487,19 @@ def window_resolve(params, *, default: str = "this_month", now: datetime | None 
         measured_until=usage_measured_until(now=now),
         data_from=factory_in_service_from(),
     )
+
+
+def window_until(params, *, default: str = "this_month", now: datetime | None = None):
+    """The `start` and `to` of window_resolve's window (the period's first instant and where
+    its figures end, the published cut), asking only the cut (one query; the fold's mark
+    too before the rate first ran): for a read that needs nothing else of the window, as
+    the budget a gateway asks before each request (billing.selectors.budget)."""
+    snapshot_read()
+    now = now or clock.now()
+    window = period_resolve(
+        params, now=now, default=default, measured_until=usage_measured_until(now=now)
+    )
+    return window.start, window.to
 
 
 def usage_measured_until(*, now: datetime | None = None) -> datetime:

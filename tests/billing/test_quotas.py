@@ -11,7 +11,10 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from billing.selectors.budget import budget_answer
 from billing.services.rating import rated_usage_update
 from metering.services.usage.rollup import usage_fold
 from portal import clock
@@ -153,6 +156,20 @@ def test_a_day_quota_counts_the_day_and_a_soft_one_blocks_nothing(used, member, 
         240_000,
     )
     assert (day["state"], read["blocked"]) == ("exceeded", False)
+
+
+def test_the_budget_read_with_a_project_takes_7_queries(used, member, tenant_a):
+    """What a gateway asks before each request: the rules, the cut (not the whole window of
+    the month), the rating's and the fold's marks, the tenant-month's rated totals, the
+    project and one read of its rated usage for the tenant's token budget and the
+    project's day quota both."""
+    _rule(member, params={"tokens": 30 * M})
+    _rule(member, scope={"project": "alpha"}, params={"amount": "100.00", "period": "day"})
+    with CaptureQueriesContext(connection) as queries:
+        read = budget_answer(tenant=tenant_a, project="alpha")
+    assert len(queries) == 7, [query["sql"] for query in queries.captured_queries]
+    # The tenant's 20,850,000 tokens; alpha's day (16 December) has none yet.
+    assert (read["spent"], read["project"]["budgets"][0]["spent"]) == (20_850_000, "0.00")
 
 
 def test_a_project_quota_reads_unknown_while_rating_lags(used, member, now):
