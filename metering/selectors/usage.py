@@ -489,7 +489,9 @@ def window_resolve(params, *, default: str = "this_month", now: datetime | None 
     )
 
 
-def window_until(params, *, default: str = "this_month", now: datetime | None = None):
+def window_until(
+    params, *, default: str = "this_month", now: datetime | None = None
+) -> tuple[datetime, datetime]:
     """The `start` and `to` of window_resolve's window (the period's first instant and where
     its figures end, the published cut), asking only the cut (one query; the fold's mark
     too before the rate first ran): for a read that needs nothing else of the window, as
