@@ -457,10 +457,10 @@ class FoldBacklog:
 def usage_fold_backlog() -> FoldBacklog:
     """The fold's backlog now, read whether or not any worker runs: one query once the fold
     has completed (its mark is one row), two before."""
-    queued = FoldPending.objects.order_by()
+    queued = FoldPending.objects.values("queued_at")
     row = FoldMark.objects.annotate(
-        oldest=Subquery(queued.order_by("queued_at").values("queued_at")[:1]),
-        newest=Subquery(queued.order_by("-queued_at").values("queued_at")[:1]),
+        oldest=Subquery(queued.order_by("queued_at")[:1]),
+        newest=Subquery(queued.order_by("-queued_at")[:1]),
     )
     found = row.values_list("oldest", "newest", "completed_at").first()
     if found is None:
