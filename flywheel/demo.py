@@ -261,9 +261,11 @@ WITHDRAWALS = [
     ),
 ]
 
-# The goal: keep a software-like gross margin while growing EBITDA; the demo month's
-# measured EBITDA is about 7.5 M per month, so the goal needs levers.
-GOAL = {"min_gross_margin": D("0.80"), "min_ebitda_per_month": D(9_000_000)}
+# The goal: keep a software-like gross margin while growing EBITDA; the last 30 days of
+# the demo measure about 73 % and 6.3 M per month (Initech's reserved B200s serve its
+# peaks at a flat fee), so the goal needs levers: under measured demand selling ones,
+# under unlimited demand efficiency ones.
+GOAL = {"min_gross_margin": D("0.80"), "min_ebitda_per_month": D(8_000_000)}
 
 
 @demo_step("flywheel: lever catalogue (published uplifts), a goal, one lever applied, one cycle")
@@ -306,7 +308,7 @@ def demo_flywheel(*, stdout: TextIO) -> None:
     if not Goal.objects.exists():
         goal_create(
             effective_from=since,
-            note="gross margin at least 80% and EBITDA at least 9 M per month",
+            note="gross margin at least 80% and EBITDA at least 8 M per month",
             **GOAL,
         )
     applied_at = demo_lever_applied_at(now)
