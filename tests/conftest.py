@@ -344,10 +344,16 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.xdist_group("faults"))
         elif "embedded" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("embedded"))  # one portal, its tests in order
-        elif "demo" in getattr(item, "fixturenames", ()):
-            callspec = getattr(item, "callspec", None)
-            moment = callspec.params.get("now", DEFAULT_NOW) if callspec else DEFAULT_NOW
+        elif moment := demo_moment(item):
             item.add_marker(pytest.mark.xdist_group(f"demo-{moment:%Y%m%dT%H%M}"))
+
+
+def demo_moment(item) -> datetime | None:
+    """The clock instant of the demo a test reads (tests/e2e/conftest.py), None if none."""
+    if "demo" not in getattr(item, "fixturenames", ()):
+        return None
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("now", DEFAULT_NOW) if callspec else DEFAULT_NOW
 
 
 @pytest.fixture

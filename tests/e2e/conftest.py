@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import demo_moment
+
 # Playwright's sync API runs an event loop in this thread; Django's ORM calls made by the
 # test itself (fixtures) are still synchronous and safe.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -97,6 +99,58 @@ def screenshot(page, name: str) -> Path:
 # that instant gets a fresh copy: TRUNCATE, INSERT … SELECT, the sequences set back. Tests that
 # write (incidents, flywheel levers, scrape targets) never see each other's writes. The demo
 # writes no file and no cache entry; its data depends only on the clock (its RNG is seeded).
+#
+# A test followed by one reading the demo at the same instant (xdist runs a group's tests one
+# after another) skips the flush that ends it; triggers on every table have noted in
+# DIRTY_TABLE the tables any statement wrote since the copy was made, and the next test copies
+# back those alone (DELETE, INSERT … SELECT): a few tables instead of all of them. Any other
+# test after it gets the flush as usual.
+DIRTY_TABLE = "e2e_demo_dirty"
+
+
+class _Held:
+    """The instant of the demo the database holds unflushed (None: flushed), and whether the
+    test ending now leaves it for the next."""
+
+    moment: datetime | None = None
+    keep = False
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    moment = demo_moment(item)
+    _Held.keep = moment is not None and moment == _Held.moment == demo_moment(nextitem)
+    yield
+    _Held.keep = False
+    if _Held.moment is not None and moment != demo_moment(nextitem):
+        # Held by a test whose own flush did not run (it stopped before its database was set
+        # up): the next test must not find the demo.
+        from django.core.management import call_command
+        from pytest_django.plugin import blocking_manager_key
+
+        with item.config.stash[blocking_manager_key].unblock():
+            call_command("flush", interactive=False, verbosity=0)
+        _Held.moment = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _demo_kept_for_the_next_test():
+    """The flush that ends a transactional test is skipped when the next test restores the
+    demo from what it left (_Held.keep)."""
+    from django.test import TransactionTestCase
+
+    flush = TransactionTestCase._fixture_teardown
+
+    def teardown(self):
+        if not _Held.keep:
+            _Held.moment = None
+            flush(self)
+
+    TransactionTestCase._fixture_teardown = teardown
+    yield
+    TransactionTestCase._fixture_teardown = flush
+
+
 @dataclass(frozen=True)
 class DemoSnapshot:
     schema: str
@@ -144,10 +198,49 @@ def _demo_snapshot_take(schema: str) -> DemoSnapshot:
             " ORDER BY sequencename"
         )
         sequences = tuple(cursor.fetchall())
+        _dirty_triggers(cursor, tables=tables, partitions=partitions)
     return DemoSnapshot(schema, tuple(stored), partitions, sequences)
 
 
-def _demo_snapshot_restore(snapshot: DemoSnapshot) -> None:
+def _dirty_triggers(cursor, *, tables: list[str], partitions) -> None:
+    """A statement trigger on every table and partition that names its table in DIRTY_TABLE
+    when a statement writes it (the partition's parent for a partition)."""
+    from django.db import connection
+
+    quote = connection.ops.quote_name
+    cursor.execute(
+        f"CREATE UNLOGGED TABLE IF NOT EXISTS public.{DIRTY_TABLE} (name text PRIMARY KEY)"
+    )
+    cursor.execute(
+        f"CREATE OR REPLACE FUNCTION public.{DIRTY_TABLE}_mark() RETURNS trigger"  # noqa: S608
+        " LANGUAGE plpgsql AS $$ BEGIN"
+        f" INSERT INTO public.{DIRTY_TABLE} VALUES (TG_ARGV[0]) ON CONFLICT DO NOTHING;"
+        " RETURN NULL; END $$"
+    )
+    for table, parent in [(t, t) for t in tables] + [(c, p) for c, p, _ in partitions]:
+        cursor.execute(
+            f"CREATE OR REPLACE TRIGGER {DIRTY_TABLE} AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE"
+            f" ON public.{quote(table)} FOR EACH STATEMENT"
+            f" EXECUTE FUNCTION public.{DIRTY_TABLE}_mark('{parent}')"
+        )
+
+
+def _parents_of_new_partitions(cursor, snapshot: DemoSnapshot) -> set[str]:
+    """The tables given a partition since the snapshot (it has no trigger: written or not,
+    its parent is copied back)."""
+    cursor.execute(
+        "SELECT child.relname, parent.relname FROM pg_inherits i"
+        " JOIN pg_class child ON child.oid = i.inhrelid"
+        " JOIN pg_class parent ON parent.oid = i.inhparent"
+        " WHERE parent.relnamespace = 'public'::regnamespace"
+    )
+    known = {partition for partition, _, _ in snapshot.partitions}
+    return {parent for partition, parent in cursor.fetchall() if partition not in known}
+
+
+def _demo_snapshot_restore(snapshot: DemoSnapshot, *, held: bool) -> None:
+    """The demo's tables as the snapshot holds them: every table, or when the database holds
+    this demo unflushed (`held`), only those written since (DIRTY_TABLE)."""
     from django.contrib.contenttypes.models import ContentType
     from django.db import DatabaseError, connection, transaction
 
@@ -163,10 +256,20 @@ def _demo_snapshot_restore(snapshot: DemoSnapshot) -> None:
             with transaction.atomic():
                 cursor.execute("SET LOCAL session_replication_role = replica")
         except DatabaseError:
-            pass  # then the foreign keys (deferred) and guards are checked at commit
-        names = ", ".join(f"public.{quote(table)}" for table, _ in snapshot.tables)
-        cursor.execute(f"TRUNCATE {names}")
-        for table, columns in snapshot.tables:
+            held = False  # then the foreign keys (deferred) and guards are checked at commit
+        tables = snapshot.tables
+        if held:
+            cursor.execute(f"SELECT name FROM public.{DIRTY_TABLE}")  # noqa: S608
+            dirty = {name for (name,) in cursor.fetchall()} | _parents_of_new_partitions(
+                cursor, snapshot
+            )
+            tables = tuple((table, columns) for table, columns in tables if table in dirty)
+            for table, _ in tables:  # the rows of partitions made since go too
+                cursor.execute(f"DELETE FROM public.{quote(table)}")  # noqa: S608
+        elif tables:
+            names = ", ".join(f"public.{quote(table)}" for table, _ in tables)
+            cursor.execute(f"TRUNCATE {names}")
+        for table, columns in tables:
             cursor.execute(
                 f"INSERT INTO public.{quote(table)} ({columns})"  # noqa: S608 (names from the catalog)
                 f" SELECT {columns} FROM {schema}.{quote(table)}"
@@ -176,6 +279,7 @@ def _demo_snapshot_restore(snapshot: DemoSnapshot) -> None:
                 "SELECT setval(%s, %s, %s)",
                 [f"public.{quote(sequence)}", last or 1, last is not None],
             )
+        cursor.execute(f"TRUNCATE public.{DIRTY_TABLE}")
     ContentType.objects.clear_cache()  # the restored content types may have other ids
 
 
@@ -204,7 +308,8 @@ def demo(transactional_db, now, _demo_snapshots):
         _demo_build()
         _demo_snapshots[now] = _demo_snapshot_take(_demo_schema(now))
     else:
-        _demo_snapshot_restore(snapshot)
+        _demo_snapshot_restore(snapshot, held=_Held.moment == now)
+    _Held.moment = now
 
 
 def _demo_build() -> None:
