@@ -263,10 +263,11 @@ def _month_note_post(*, tenant, month_start, billed: MonthLines, number, by, now
     an invoice's would be, the net credited to the tenant's balance."""
     total = -billed.total
     legs = [Leg(account_credit_balance(tenant=tenant), -total)]
+    known: dict = {}
     for line, _ in billed.lines:
         legs += line_legs(
             tenant=tenant, kind=line.kind, model=line.model, list_amount=line.list_amount,
-            discount=line.discount, amount=line.amount,
+            discount=line.discount, amount=line.amount, known=known,
         )  # fmt: skip
     return ledger_post(
         kind=LedgerTransaction.Kind.CREDIT_NOTE,

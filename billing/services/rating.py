@@ -27,7 +27,7 @@ from operator import or_
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import Max, Min, Q
 from django.db.models.functions import TruncMonth
 
 from billing.domain.rating.engine import START
@@ -396,8 +396,11 @@ def _store(rated: _Rated) -> None:
         ((*row, ids[row[0]]) for row in rated.usage),
     )
     rows_insert(RatedHour._meta.db_table, HOUR_FIELDS, rated.hours)
-    after = _cells(RatedUsage.objects.filter(hours, month_start=month))
-    changes = _changed_spans(rated.before, after)
+    written = RatedUsage.objects.filter(hours, month_start=month)
+    if rated.before:
+        changes = _changed_spans(rated.before, _cells(written))
+    else:  # nothing stored from those hours before: every hour written changed
+        changes = _written_spans(written)
     if rated.promotions_moved:
         _, end = month_bounds(month_start=month)
         changes = [c for c in changes if c.tenant_id not in rated.promotions_moved]
@@ -427,6 +430,18 @@ def _cells(rows) -> dict[tuple, tuple]:
             )
         )
     }
+
+
+def _written_spans(rows) -> list[RatedChange]:
+    """Per tenant, the hours from the first to the last of `rows` (`_changed_spans` of
+    rows that replace none), read as two figures a tenant instead of every row."""
+    return [
+        RatedChange(tenant_id=pk, start=first.astimezone(UTC), end=last.astimezone(UTC) + HOUR)
+        for pk, first, last in rows.values("tenant_id")
+        .annotate(first=Min("hour"), last=Max("hour"))
+        .values_list("tenant_id", "first", "last")
+        .order_by("tenant_id")
+    ]
 
 
 def _changed_spans(before: dict, after: dict) -> list[RatedChange]:

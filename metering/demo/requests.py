@@ -9,7 +9,7 @@ import random
 from bisect import bisect_right
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import cache
+from functools import cache, cached_property
 
 from metering.demo.parameters import (
     ERROR_RATE,
@@ -114,33 +114,34 @@ class LatencyModel:
 
     # --- many requests (the rollups of the days before) ---
 
-    @property
+    @cached_property
     def within_slo(self) -> float:
         """The share of requests that succeed within both SLO thresholds."""
         ttft_ok = _lognormal_cdf(self.slo_ttft_ms, self.ttft_mu, TTFT_SIGMA)
         return (1 - ERROR_RATE) * (1 - TPOT_MISS_RATE) * ttft_ok
 
-    @property
+    @cached_property
     def ttft_mean(self) -> float:
         return math.exp(self.ttft_mu + TTFT_SIGMA**2 / 2)
 
-    @property
+    @cached_property
     def tpot_mean(self) -> float:
         return (1 - TPOT_MISS_RATE) * self.tpot_ms + TPOT_MISS_RATE * 1.275 * self.slo_tpot_ms
 
-    @property
+    @cached_property
     def latency_mean(self) -> float:
         return self.ttft_mean + mean_output(self.model_slug) * self.tpot_mean
 
-    def latency_cdf(self) -> list[float]:
+    @cached_property
+    def latency_cdf(self) -> tuple[float, ...]:
         """The share of requests at or under each histogram edge: the trace's output lengths
         at the hour's median first-token time and typical decode speed."""
         outputs = sorted_outputs(self.model_slug)
         first = math.exp(self.ttft_mu)
-        return [
+        return tuple(
             bisect_right(outputs, (edge - first) / self.tpot_ms) / len(outputs)
             for edge in LATENCY_BUCKETS_MS
-        ]
+        )
 
 
 def _lognormal_cdf(x: float, mu: float, sigma: float) -> float:

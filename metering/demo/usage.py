@@ -119,6 +119,7 @@ def _pool_hours(pool, *, start, hours, tenants, weights, rng, capacity, hourly, 
     tiers = random.Random(f"{TIER_SEED}-{pool.slug}")
     for h in range(hours):
         hour = start + timedelta(hours=h)
+        stored_hour = connection.ops.adapt_datetimefield_value(hour)
         failed = 0.08 if failure_start <= h < failure_start + 30 else 0.0
         healthy = round(pool.gpu_count * (AVAILABILITY + 0.02 * rng.random() - failed))
         healthy = min(pool.gpu_count, healthy)
@@ -144,13 +145,15 @@ def _pool_hours(pool, *, start, hours, tenants, weights, rng, capacity, hourly, 
             slo_tpot_ms=version.slo_tpot_ms,
             load=busy / healthy if healthy else 1.0,
         )
+        tiered: dict[str, LatencyModel] = {}  # the hour's latencies of each tier, worked out once
         for tenant_slug, weight in tenant_hour_shares(weights, hour.hour, model=model).items():
             share = output * weight * rng.uniform(0.8, 1.2)
             tier = demo_tier(tiers)
+            if tier not in tiered:
+                tiered[tier] = latency.for_tier(tier)
             row = _demo_rollup(
-                tenants[tenant_slug], deployment, hour, share, latency.for_tier(tier), rng,
-                tier=tier,
-            )  # fmt: skip
+                tenants[tenant_slug], deployment, stored_hour, share, tiered[tier], rng, tier=tier
+            )
             hourly.append((*row, projects.id(tenant_slug)))
 
 
@@ -160,12 +163,13 @@ HOURLY_COLUMNS_PROJECT = (*HOURLY_COLUMNS, "project_id")
 
 
 def _demo_rollup(
-    tenant, deployment, hour, output_tokens, latency: LatencyModel, rng, *, tier: str
+    tenant, deployment, stored_hour, output_tokens, latency: LatencyModel, rng, *, tier: str
 ) -> tuple:
     """An hour of a tenant at a service tier as the rollup of the requests the last day's
     events would draw: as many as the model's trace sizes them, counts rounded at random
     (unbiased), latency histogram and sums from the hour's latency model (a batch request
-    is compliant when ok: no latency SLO). A row of HOURLY_COLUMNS."""
+    is compliant when ok: no latency SLO). A row of HOURLY_COLUMNS; `stored_hour` is the
+    hour as the database adapts it."""
     output = int(output_tokens)
     inputs = output * INPUT_PER_OUTPUT
     cached = inputs // 2
@@ -185,7 +189,7 @@ def _demo_rollup(
     ok_share, compliant_share = (requests - errors) / requests, compliant / requests
     # Systematic sampling of the histogram: one random offset, counts sum to `requests`.
     offset, previous, histogram = rng.random(), 0, []
-    for cdf in [*latency.latency_cdf(), 1.0]:
+    for cdf in [*latency.latency_cdf, 1.0]:
         reached = math.floor(requests * cdf + offset)
         histogram.append(reached - previous)
         previous = reached
@@ -193,7 +197,7 @@ def _demo_rollup(
         "tenant_id": tenant.pk,
         "deployment_id": deployment.pk,
         "service_tier": tier,
-        "hour": connection.ops.adapt_datetimefield_value(hour),
+        "hour": stored_hour,
         "requests": requests,
         "errors": errors,
         "input_tokens": inputs,

@@ -19,6 +19,7 @@ from billing.domain.accounts import (
 )
 from billing.domain.invoices import InvoiceConflict, InvoiceError
 from billing.models import (
+    Account,
     Invoice,
     LedgerTransaction,
     PromotionalCredit,
@@ -48,9 +49,20 @@ from portal.models import Tenant
 from portal.services import audit_record
 
 
-def line_legs(*, tenant: Tenant, kind: str, model: str, list_amount, discount, amount) -> list[Leg]:
+def line_legs(
+    *,
+    tenant: Tenant,
+    kind: str,
+    model: str,
+    list_amount,
+    discount,
+    amount,
+    known: dict[str, Account] | None = None,
+) -> list[Leg]:
     """The ledger legs of one billed line (billing.domain.accounts.line_leg_codes), each on
-    its account, created on first use."""
+    its account, created on first use; `known` (account code -> Account), shared by the lines
+    of one document, keeps the accounts it looked up so each is read once per document."""
+    known = {} if known is None else known
     accounts = {
         revenue_code(model): lambda: account_revenue(model_slug=model),
         liability_code(SLA_PAYABLE, tenant.slug): lambda: account_sla_payable(tenant=tenant),
@@ -63,15 +75,16 @@ def line_legs(*, tenant: Tenant, kind: str, model: str, list_amount, discount, a
         tenant_slug=tenant.slug, kind=kind, model=model, list_amount=list_amount,
         discount=discount, amount=amount,
     )  # fmt: skip
-    return [
-        Leg(accounts[code]() if code in accounts else account_named(code), leg_amount)
-        for code, leg_amount in codes
-    ]
+    for code, _ in codes:
+        if code not in known:
+            known[code] = accounts[code]() if code in accounts else account_named(code)
+    return [Leg(known[code], leg_amount) for code, leg_amount in codes]
 
 
 def _invoice_legs(invoice: Invoice) -> list[Leg]:
     """Receivable = total, and each line's legs (line_legs)."""
     legs = [Leg(account_receivable(tenant=invoice.tenant), invoice.total)]
+    known: dict[str, Account] = {}
     for line in invoice.lines.all():
         legs += line_legs(
             tenant=invoice.tenant,
@@ -80,6 +93,7 @@ def _invoice_legs(invoice: Invoice) -> list[Leg]:
             list_amount=line.list_amount,
             discount=line.discount,
             amount=line.amount,
+            known=known,
         )
     return legs
 

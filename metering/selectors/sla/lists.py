@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
-from django.db.models.functions import TruncMonth
 
 from metering.domain.sla import incident_touches
 from metering.filters import IncidentFilterSet
@@ -27,7 +26,7 @@ from metering.selectors.sla.incidents import (
 from portal import clock
 from portal.access import user_role, user_tenant
 from portal.models import Role, Tenant
-from portal.periods import Period, month_start, next_month
+from portal.periods import Period, next_month
 
 
 def incident_touched_tenants(*, incident: Incident, now: datetime) -> list[Tenant]:
@@ -36,17 +35,23 @@ def incident_touched_tenants(*, incident: Incident, now: datetime) -> list[Tenan
     end = max(incident.resolved_at or now, incident.started_at + timedelta(microseconds=1))
     named = list(incident.tenants.all())
     deployments = deployment_slugs(incident)
+    months = months_spanned(incident.started_at, end)
+    # Per tenant and month spanned, which of the incident's deployments it used (one range
+    # of rows a month); an incident naming none touches every tenant: nothing to read.
     used: dict[int, dict[datetime, set[str]]] = defaultdict(lambda: defaultdict(set))
-    rows = (
-        HourlyUsage.objects.filter(
-            hour__gte=month_start(incident.started_at), hour__lt=next_month(end), requests__gt=0
+    for month in months if deployments else ():
+        rows = (
+            HourlyUsage.objects.filter(
+                hour__gte=month,
+                hour__lt=next_month(month),
+                requests__gt=0,
+                deployment__slug__in=deployments,
+            )
+            .values_list("tenant_id", "deployment__slug")
+            .distinct()
         )
-        .annotate(month=TruncMonth("hour", tzinfo=UTC))
-        .values_list("tenant_id", "month", "deployment__slug")
-        .distinct()
-    )
-    for tenant_id, month, slug in rows:
-        used[tenant_id][month_start(month)].add(slug)
+        for tenant_id, slug in rows:
+            used[tenant_id][month].add(slug)
     if named:
         candidates = named
     elif not deployments:
@@ -63,7 +68,7 @@ def incident_touched_tenants(*, incident: Incident, now: datetime) -> list[Tenan
                 tenant=tenant.slug,
                 deployments_used=used[tenant.pk][month],
             )
-            for month in months_spanned(incident.started_at, end)
+            for month in months
         )
     ]
 
