@@ -5,14 +5,19 @@ these guarantees PostgreSQL-only."""
 from django.db import migrations
 
 
-def postgresql_only(forward: str, backward: str) -> migrations.RunPython:
+class PostgreSQLOnly(migrations.RunSQL):
+    """RunSQL on PostgreSQL only, each script sent whole. Unlike RunPython it needs no
+    rendered models: `migrate` renders none for it (a fresh database's costly part)."""
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            super().database_forwards(app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            super().database_backwards(app_label, schema_editor, from_state, to_state)
+
+
+def postgresql_only(forward: str, backward: str) -> PostgreSQLOnly:
     """Run `forward` when migrating and `backward` when unapplying, on PostgreSQL only."""
-
-    def run(sql: str):
-        def apply(apps, schema_editor):
-            if schema_editor.connection.vendor == "postgresql":
-                schema_editor.execute(sql, params=None)
-
-        return apply
-
-    return migrations.RunPython(run(forward), run(backward))
+    return PostgreSQLOnly([forward], [backward])

@@ -23,7 +23,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="ratedchange", name="end", field=models.DateTimeField(null=True)
         ),
-        migrations.RunPython(_month_ends, migrations.RunPython.noop),
+        migrations.RunPython(_month_ends, migrations.RunPython.noop, elidable=True),
         migrations.AlterField(
             model_name="ratedchange", name="end", field=models.DateTimeField()
         ),

@@ -28,7 +28,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(_clear, migrations.RunPython.noop),
+        migrations.RunPython(_clear, migrations.RunPython.noop, elidable=True),
         migrations.RemoveField(
             model_name="ratedusage",
             name="promotions",

@@ -41,7 +41,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(_clear, migrations.RunPython.noop),
+        migrations.RunPython(_clear, migrations.RunPython.noop, elidable=True),
         migrations.AddField(
             model_name="invoiceline",
             name="price_class",
@@ -96,6 +96,6 @@ class Migration(migrations.Migration):
                 max_length=16,
             ),
         ),
-        migrations.RunPython(_price_class_backfill, migrations.RunPython.noop),
+        migrations.RunPython(_price_class_backfill, migrations.RunPython.noop, elidable=True),
         migrations.RunPython(_rate_again, migrations.RunPython.noop),
     ]

@@ -177,7 +177,7 @@ class Migration(migrations.Migration):
                 "ordering": ["-month"],
             },
         ),
-        migrations.RunPython(copy_counters, migrations.RunPython.noop),
+        migrations.RunPython(copy_counters, migrations.RunPython.noop, elidable=True),
         migrations.DeleteModel(
             name="InvoiceCounter",
         ),
@@ -186,7 +186,7 @@ class Migration(migrations.Migration):
             name="paid_amount",
             field=models.DecimalField(blank=True, decimal_places=4, max_digits=20, null=True),
         ),
-        migrations.RunPython(paid_amounts, migrations.RunPython.noop),
+        migrations.RunPython(paid_amounts, migrations.RunPython.noop, elidable=True),
         migrations.AlterField(
             model_name="invoiceline",
             name="kind",

@@ -22,7 +22,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(refuse_unfolded_cells, migrations.RunPython.noop),
+        migrations.RunPython(refuse_unfolded_cells, migrations.RunPython.noop, elidable=True),
         migrations.CreateModel(
             name='FoldPending',
             fields=[

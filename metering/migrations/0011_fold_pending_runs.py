@@ -29,7 +29,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             "foldpending", "events", models.PositiveIntegerField(default=1), preserve_default=False
         ),
-        migrations.RunPython(runs_of_one, migrations.RunPython.noop),
+        migrations.RunPython(runs_of_one, migrations.RunPython.noop, elidable=True),
         migrations.AlterField("foldpending", "time_max", models.DateTimeField()),
         postgresql_only(
             f"ALTER TABLE metering_eventkey ALTER COLUMN id SET INCREMENT BY {EVENT_ID_BLOCK}",

@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
             name="one_per_tenant",
             field=models.BooleanField(default=False, editable=False),
         ),
-        migrations.RunPython(budgets_one_per_tenant, migrations.RunPython.noop),
+        migrations.RunPython(budgets_one_per_tenant, migrations.RunPython.noop, elidable=True),
         migrations.RemoveConstraint(
             model_name="alertrule",
             name="one_budget_per_tenant",
