@@ -170,37 +170,62 @@ def tenant_b(db):
     return Tenant.objects.create(slug="tenant-b", name="Tenant B")
 
 
-@pytest.fixture
-def make_user(db):
-    def make(role: str, *, tenant: Tenant | None = None, username: str | None = None):
-        name = username or (f"{role}-{tenant.slug}" if tenant else f"{role}-user")
-        return user_ensure(username=name, role=Role(role), tenant=tenant, password=PASSWORD)
-
-    return make
+def user_make(role: str, *, tenant: Tenant | None = None, username: str | None = None):
+    name = username or (f"{role}-{tenant.slug}" if tenant else f"{role}-user")
+    return user_ensure(username=name, role=Role(role), tenant=tenant, password=PASSWORD)
 
 
-@pytest.fixture
-def users(make_user, tenant_a):
+def users_make(tenant_a: Tenant) -> dict:
     """One user per role; the tenant member belongs to tenant A."""
     return {
-        "operator": make_user("operator"),
-        "finance": make_user("finance"),
-        "investor": make_user("investor"),
-        "tenant": make_user("tenant", tenant=tenant_a),
+        "operator": user_make("operator"),
+        "finance": user_make("finance"),
+        "investor": user_make("investor"),
+        "tenant": user_make("tenant", tenant=tenant_a),
     }
+
+
+def token_client_make(user, scopes=("read",)) -> APIClient:
+    """An APIClient sending `Authorization: Bearer …` of a new token of `user`."""
+    _, raw = token_create(user=user, name="test", scopes=scopes)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+    return client
+
+
+@contextmanager
+def world_of_module(django_db_blocker):
+    """For a module-scoped fixture that builds a world once per module: inside, at the
+    default test clock, a transaction that ends rolled back with the module; each test runs
+    in a savepoint inside it (its `db`), as Django's TestCase.setUpTestData does (so not for
+    a test that needs it committed: transactional_db)."""
+    from django.db import transaction
+
+    with django_db_blocker.unblock():
+        clock_set(DEFAULT_NOW)
+        try:
+            with transaction.atomic():
+                yield
+                transaction.set_rollback(True)
+        finally:
+            clock_set(None)
+
+
+@pytest.fixture
+def make_user(db):
+    return user_make
+
+
+@pytest.fixture
+def users(db, tenant_a):
+    """One user per role; the tenant member belongs to tenant A."""
+    return users_make(tenant_a)
 
 
 @pytest.fixture
 def token_client(db):
     """`token_client(user, scopes)` → an APIClient sending `Authorization: Bearer …`."""
-
-    def make(user, scopes=("read",)):
-        _, raw = token_create(user=user, name="test", scopes=scopes)
-        client = APIClient()
-        client.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-        return client
-
-    return make
+    return token_client_make
 
 
 @pytest.fixture

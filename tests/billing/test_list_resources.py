@@ -19,8 +19,6 @@ from decimal import Decimal
 from typing import NamedTuple
 
 import pytest
-from django.db import transaction
-from rest_framework.test import APIClient
 
 from billing.services.close import close_run
 from billing.services.credit_notes import credit_note_issue
@@ -28,9 +26,7 @@ from billing.services.pricing import promotion_grant
 from metering.models import Deployment, Incident, Pool
 from metering.services.sla.incidents import incident_create
 from portal.alerts import rule_create
-from portal.clock import clock_set
-from portal.models import Alert, Role, Tenant
-from portal.services import token_create, user_ensure
+from portal.models import Alert, Tenant
 from portal.webhooks import endpoint_create
 from tests.billing.factories import (
     MARCH,
@@ -39,7 +35,7 @@ from tests.billing.factories import (
     make_priced_model,
     post_usage,
 )
-from tests.conftest import DEFAULT_NOW, PASSWORD
+from tests.conftest import DEFAULT_NOW, token_client_make, users_make, world_of_module
 
 pytestmark = pytest.mark.both_backends
 
@@ -50,31 +46,13 @@ READS = {"operator": ("read", "admin"), "finance": ("read",), "tenant": ("read",
 def _world_of_module(django_db_setup, django_db_blocker):
     """The world, built once per module in a transaction rolled back with it: each test runs
     in a savepoint inside it (its `db`), as tests/reliability's world does."""
-    with django_db_blocker.unblock():
-        clock_set(DEFAULT_NOW)
-        try:
-            with transaction.atomic():
-                tenant_a = Tenant.objects.create(slug="tenant-a", name="Tenant A")
-                tenant_b = Tenant.objects.create(slug="tenant-b", name="Tenant B")
-                users = {
-                    role: user_ensure(
-                        username=f"{role}-user",
-                        role=Role(role),
-                        tenant=tenant_a if role == "tenant" else None,
-                        password=PASSWORD,
-                    )
-                    for role in ("operator", "finance", "investor", "tenant")
-                }
-                _, raw = token_create(
-                    user=users["operator"], name="test", scopes=["ingest", "read", "admin"]
-                )
-                admin_api = APIClient()
-                admin_api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
-                invoices = _world_build(admin_api, users, tenant_a, tenant_b)
-                yield tenant_a, tenant_b, users, invoices
-                transaction.set_rollback(True)
-        finally:
-            clock_set(None)
+    with world_of_module(django_db_blocker):
+        tenant_a = Tenant.objects.create(slug="tenant-a", name="Tenant A")
+        tenant_b = Tenant.objects.create(slug="tenant-b", name="Tenant B")
+        users = users_make(tenant_a)
+        admin_api = token_client_make(users["operator"], scopes=["ingest", "read", "admin"])
+        invoices = _world_build(admin_api, users, tenant_a, tenant_b)
+        yield tenant_a, tenant_b, users, invoices
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from billing.services.credit_notes import credit_note_issue
 from metering.models import Pool
 from portal.models import Tenant
 from tests.billing.factories import JAN, make_contract, make_priced_model, post_usage
+from tests.conftest import token_client_make
 from tests.flywheel.factories import make_cost_model
 
 D = Decimal
@@ -34,12 +35,17 @@ def _usage(api, tenant: str, event_id: str, time: str, millions: int) -> None:
 
 
 @pytest.fixture
-def books_open(db, token_client, users, tenant_a, tenant_b):
+def books_open(db, users, tenant_a, tenant_b):
     """February: A 10 M + 10 M (17.60), C 5 M + 5 M (8.80). March: A 20 M + 20 M (35.20:
     it expanded), B 5 M + 5 M (8.80: new), C nothing (it left). February closed, March
     open; a credit note of 5.00 on A's February invoice dated 10 March. In service since
     January."""
-    api = token_client(users["operator"], scopes=("admin", "ingest", "read"))
+    return books_open_build(users, tenant_a, tenant_b)
+
+
+def books_open_build(users, tenant_a, tenant_b):
+    """`books_open`'s books; the operator's API client it wrote them with."""
+    api = token_client_make(users["operator"], scopes=("admin", "ingest", "read"))
     make_priced_model()
     Pool.objects.update(in_service_from=JAN)
     make_cost_model(Pool.objects.get())

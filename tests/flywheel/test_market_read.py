@@ -1,7 +1,11 @@
 """Market figures from the published read models (kpis.md 4b): the ledger's revenue per
 tenant for a whole closed month (a credit note dated in it lowers that tenant's share), the
-rating for other parts, retention of a closed month by hand, GET /api/v1/market."""
+rating for other parts, retention of a closed month by hand, GET /api/v1/market.
 
+The tests only read `books_open` (tests/flywheel/conftest.py): it is built once for the
+module, each test in a savepoint inside it; `books` closes March in the test's savepoint."""
+
+import copy
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -14,10 +18,42 @@ from flywheel.selectors.market import market_read
 from flywheel.selectors.tfom import tfom_measure
 from metering.models import Pool
 from metering.selectors.usage import window_resolve
+from portal.models import Tenant
+from tests.conftest import users_make, world_of_module
+from tests.flywheel.conftest import books_open_build
 
 D = Decimal
 M = 1_000_000
 FEB, MARCH, APRIL = (datetime(2026, m, 1, tzinfo=UTC) for m in (2, 3, 4))
+
+
+@pytest.fixture(scope="module")
+def _books_of_module(django_db_setup, django_db_blocker):
+    with world_of_module(django_db_blocker):
+        tenant_a = Tenant.objects.create(slug="tenant-a", name="Tenant A")
+        tenant_b = Tenant.objects.create(slug="tenant-b", name="Tenant B")
+        users = users_make(tenant_a)
+        yield tenant_a, tenant_b, users, books_open_build(users, tenant_a, tenant_b)
+
+
+@pytest.fixture
+def tenant_a(_books_of_module, db):
+    return copy.deepcopy(_books_of_module[0])
+
+
+@pytest.fixture
+def tenant_b(_books_of_module, db):
+    return copy.deepcopy(_books_of_module[1])
+
+
+@pytest.fixture
+def users(_books_of_module, db):
+    return copy.deepcopy(_books_of_module[2])
+
+
+@pytest.fixture
+def books_open(_books_of_module, db):
+    return _books_of_module[3]
 
 
 def market_pool() -> str:
