@@ -767,19 +767,20 @@ def database_fingerprint() -> dict[str, str]:
     that a refused request changed nothing. Token rows are left out: authenticating touches
     their last use; so is the ingestion debugger's record of refused batches, whose whole
     point is to keep that a batch was refused (never its payload), and the event telling the
-    operators of it (FINGERPRINT_WHERE)."""
-    digests = {}
+    operators of it (FINGERPRINT_WHERE). One query: the tables' digests side by side."""
+    labels, digests = [], []
+    for model in apps.get_models():
+        meta = model._meta
+        if meta.app_label not in ("auth", "portal", "metering", "billing", "flywheel"):
+            continue
+        if meta.proxy or not meta.managed or meta.label in UNFINGERPRINTED:
+            continue
+        where = FINGERPRINT_WHERE.get(meta.label)
+        labels.append(meta.label)
+        digests.append(
+            f"(SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) "  # noqa: S608
+            f'FROM "{meta.db_table}" t' + (f" WHERE {where}" if where else "") + ")"
+        )
     with connection.cursor() as cursor:
-        for model in apps.get_models():
-            meta = model._meta
-            if meta.app_label not in ("auth", "portal", "metering", "billing", "flywheel"):
-                continue
-            if meta.proxy or not meta.managed or meta.label in UNFINGERPRINTED:
-                continue
-            where = FINGERPRINT_WHERE.get(meta.label)
-            cursor.execute(
-                f"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) "  # noqa: S608
-                f'FROM "{meta.db_table}" t' + (f" WHERE {where}" if where else "")
-            )
-            digests[meta.label] = cursor.fetchone()[0]
-    return digests
+        cursor.execute(f"SELECT {', '.join(digests)}")
+        return dict(zip(labels, cursor.fetchone(), strict=True))
