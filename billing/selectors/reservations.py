@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
+from functools import reduce
+from operator import or_
 
 from django.db.models import Q, QuerySet
 
@@ -182,38 +184,53 @@ def reservation_utilization(
     """The reservation's figures per hour of [start, end) (kpis.md 3d): its cap and fees from
     its terms, its share of its tenant's covered usage on its deployment from billing's rated
     usage (never from raw events)."""
-    pooled = [
-        terms_of(other)
-        for other in reservations_overlapping(start=start, end=end).filter(
-            tenant_id=reservation.tenant_id, deployment_id=reservation.deployment_id
-        )
-    ]
+    return reservations_utilization([reservation], start=start, end=end)[reservation.pk]
+
+
+def reservations_utilization(
+    reservations: Iterable[Reservation], *, start: datetime, end: datetime
+) -> dict[int, list[HourFigures]]:
+    """reservation_utilization of each of `reservations` (by id), read in three queries
+    however many: the reservations pooled with them, the deployments' versions and their
+    tenants' covered usage."""
+    reservations = list(reservations)
+    pairs = {(r.tenant_id, r.deployment_id) for r in reservations}
+    if not pairs:
+        return {}
+    pairs_q = reduce(or_, (Q(tenant_id=t, deployment_id=d) for t, d in pairs))
+    pooled: dict[tuple[int, int], list[ReservationTerms]] = defaultdict(list)
+    for other in reservations_overlapping(start=start, end=end).filter(pairs_q):
+        pooled[other.tenant_id, other.deployment_id].append(terms_of(other))
     version_at = reserved_versions()
-    covered: dict[datetime, tuple[Fraction, Fraction]] = {}
+    slugs = {r.deployment_id: r.deployment.slug for r in reservations}
+    covered: dict[tuple[int, int], dict[datetime, tuple[Fraction, Fraction]]] = defaultdict(dict)
     rows = RatedUsage.objects.filter(
-        tenant_id=reservation.tenant_id,
-        deployment_id=reservation.deployment_id,
-        covered=True,
-        hour__gte=start,
-        hour__lt=end,
-    ).values_list("hour", "input_tokens", "cached_tokens", "output_tokens", "realized")
-    for hour, input_tokens, cached, output, realized in rows:
+        pairs_q, covered=True, hour__gte=start, hour__lt=end
+    ).values_list(
+        "tenant_id", "deployment_id", "hour", "input_tokens", "cached_tokens", "output_tokens",
+        "realized",
+    )  # fmt: skip
+    for tenant_id, deployment_id, hour, input_tokens, cached, output, realized in rows:
         hour = hour.astimezone(start.tzinfo)
-        version = version_at(reservation.deployment.slug, hour)
+        version = version_at(slugs[deployment_id], hour)
         w_in = Fraction(version[1]) if version is not None else Fraction(0)
         tok = production_tokens(
             output_tokens=output, input_tokens=input_tokens, cached_tokens=cached, w_in=w_in
         )
-        before = covered.get(hour, (Fraction(0), Fraction(0)))
-        covered[hour] = (before[0] + tok, before[1] + Fraction(realized))
-    return reservation_figures(
-        terms_of(reservation),
-        pooled=pooled,
-        version_at=version_at,
-        covered=covered,
-        start=start,
-        end=end,
-    )
+        hours = covered[tenant_id, deployment_id]
+        before = hours.get(hour, (Fraction(0), Fraction(0)))
+        hours[hour] = (before[0] + tok, before[1] + Fraction(realized))
+    return {
+        r.pk: reservation_figures(
+            terms_of(r),
+            pooled=pooled[r.tenant_id, r.deployment_id],
+            version_at=version_at,
+            covered=covered[r.tenant_id, r.deployment_id],
+            start=start,
+            end=end,
+        )
+        for r in reservations
+    }
 
 
 def reservation_overage(
@@ -240,9 +257,11 @@ def reservation_months(
 ) -> list[tuple[Reservation, HourFigures | None]]:
     """The reservations the user may see, each with its figures over [start, end) summed
     (None when it holds no GPUs then)."""
+    reservations = list(reservation_list(user=user))
+    figures = reservations_utilization(reservations, start=start, end=end)
     rows = []
-    for reservation in reservation_list(user=user):
-        hours = reservation_utilization(reservation, start=start, end=end)
+    for reservation in reservations:
+        hours = figures[reservation.pk]
         rows.append((reservation, sum(hours[1:], hours[0]) if hours else None))
     return rows
 

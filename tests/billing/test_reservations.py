@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from billing.domain.reservations import OVERAGE, UNDERUSED, ReservationConflict
@@ -297,6 +299,13 @@ def test_the_pages_show_a_reservation_its_utilization_and_the_tenants_own(
     client = session_client(users["finance"])
     listed = client.get("/billing/reservations/").content.decode()
     assert f"R-{reservation.pk}" in listed and f"R-{other.pk}" in listed
+    # The list reads its reservations' figures together: a third adds no query.
+    with CaptureQueriesContext(connection) as two:
+        client.get("/billing/reservations/")
+    third = reserve(tenant_a, deployment, starts_at=datetime(2026, 3, 4, tzinfo=UTC))
+    with CaptureQueriesContext(connection) as three:
+        assert f"R-{third.pk}" in client.get("/billing/reservations/").content.decode()
+    assert len(three) == len(two), (len(two), len(three))
     detail = client.get(
         f"/billing/reservations/{reservation.pk}/?from=2026-03-02T00:00:00Z&to=2026-03-03T00:00:00Z"
     ).content.decode()
