@@ -18,7 +18,7 @@ from flywheel.domain.kpis import (
     ratio_of,
     std_seconds,
 )
-from metering.domain.usage.production import production_tokens
+from metering.domain.usage.production import production_tokens, production_weights
 
 # No example database: the suite must leave nothing behind in the tree.
 PROPERTY = settings(database=None, deadline=None, max_examples=150)
@@ -111,6 +111,18 @@ def test_std_seconds_rejects_non_positive_r_ref():
 def test_production_tokens_rejects_cached_above_input():
     with pytest.raises(ValueError, match="cached"):
         production_tokens(output_tokens=1, input_tokens=5, cached_tokens=6, w_in=Decimal(1))
+
+
+def test_production_weights_are_production_tokens_per_token():
+    # tok = output + 0.35 x (input - cached): 1 per output, 0.35 per input, -0.35 per cached
+    w_in = Fraction(7, 20)
+    assert production_weights(w_in=w_in) == (1, Fraction(7, 20), Fraction(-7, 20))
+    per_output, per_input, per_cached = production_weights(w_in=w_in)
+    for output, input_tokens, cached in [(7, 11, 3), (0, 5, 5), (1_000_003, 2_000_017, 999_983)]:
+        made = output * per_output + input_tokens * per_input + cached * per_cached
+        assert made == production_tokens(
+            output_tokens=output, input_tokens=input_tokens, cached_tokens=cached, w_in=w_in
+        )
 
 
 # --- capacity integration ------------------------------------------------------------

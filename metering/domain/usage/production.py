@@ -29,3 +29,13 @@ def production_tokens(
     if w_in < 0:
         raise ValueError("w_in must be non-negative")
     return output_tokens + w_in * (input_tokens - cached_tokens)
+
+
+def production_weights(*, w_in: Fraction) -> tuple[Fraction, Fraction, Fraction]:
+    """tok per output, input and cached token: production_tokens is linear in the counts, so
+    tok = output × the first + input × the second + cached × the third (what a reader summing
+    many counts at one w_in multiplies once, exactly)."""
+    per_output = production_tokens(output_tokens=1, input_tokens=0, cached_tokens=0, w_in=w_in)
+    per_input = production_tokens(output_tokens=0, input_tokens=1, cached_tokens=0, w_in=w_in)
+    both = production_tokens(output_tokens=0, input_tokens=1, cached_tokens=1, w_in=w_in)
+    return per_output, per_input, both - per_input

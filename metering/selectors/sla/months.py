@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
+from math import lcm
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Sum
@@ -18,7 +19,7 @@ from metering.domain.sla import (
     maintenance_touches,
     uptime_compute,
 )
-from metering.domain.usage.production import production_tokens
+from metering.domain.usage.production import production_weights
 from metering.models import Deployment, DeploymentVersion, Incident, MaintenanceWindow
 from metering.selectors.sla.incidents import (
     incident_queryset,
@@ -111,29 +112,75 @@ def _production(
     per tenant and deployment over the whole period in one query a rollup table; only a
     deployment whose version changes within the period is summed again span by span
     (`sums`: _sums over the whole period, of one `service_tier` when given)."""
-    totals: dict[int, dict] = defaultdict(
-        lambda: {
-            "requests": 0,
-            "compliant_requests": 0,
-            "std": Fraction(0),
-            "ok_std": Fraction(0),
-            "targeted": Fraction(0),  # Σ requests × the version's slo_target
-        }
-    )
     spans = _version_spans(start, end)
+    weights = _Weights(version for in_force in spans.values() for version, _, _ in in_force)
+    totals: dict[int, dict] = defaultdict(lambda: dict.fromkeys(_TOTALS, 0))
     split: set[int] = set()
     for (tenant_id, deployment_id), total in sums.items():
         in_force = spans.get(deployment_id, [])
         if len(in_force) == 1 and in_force[0][1:] == (start, end):
-            _production_add(totals[tenant_id], total, in_force[0][0])
+            weights.add(totals[tenant_id], total, in_force[0][0])
         else:
             split.add(deployment_id)
     for deployment_id in split:
         for version, lo, hi in spans.get(deployment_id, []):
             parts = _sums(tenant_ids, lo, hi, deployment_id, service_tier=service_tier)
             for (tenant_id, _), part in parts.items():
-                _production_add(totals[tenant_id], part, version)
-    return totals
+                weights.add(totals[tenant_id], part, version)
+    exact: dict[int, dict] = defaultdict(lambda: weights.exact(dict.fromkeys(_TOTALS, 0)))
+    exact.update((tenant_id, weights.exact(total)) for tenant_id, total in totals.items())
+    return exact
+
+
+_TOTALS = ("requests", "compliant_requests", "std", "ok_std", "targeted")
+
+
+class _Weights:
+    """The std and SLO-target weights of deployment versions as integers over one shared
+    denominator each, so that a tenant's sums add as integers and divide once, exactly:
+    std × `std_denominator` = output × a + input × b + cached × c (production_weights / R_ref)
+    and Σ requests × slo_target × `target_denominator`."""
+
+    def __init__(self, versions: Iterable[DeploymentVersion]) -> None:
+        per_std: dict[int, list[Fraction]] = {}
+        targets: dict[int, Fraction] = {}
+        for version in versions:
+            r_ref = Fraction(version.r_ref)
+            made = production_weights(w_in=Fraction(version.w_in))
+            per_std[version.pk] = [weight / r_ref for weight in made]
+            targets[version.pk] = Fraction(version.slo_target)
+        self.std_denominator = lcm(1, *(w.denominator for ws in per_std.values() for w in ws))
+        self.target_denominator = lcm(1, *(t.denominator for t in targets.values()))
+        self.std = {
+            pk: tuple(int(w * self.std_denominator) for w in ws) for pk, ws in per_std.items()
+        }
+        self.target = {pk: int(t * self.target_denominator) for pk, t in targets.items()}
+
+    def add(self, total: dict, sums: dict, version: DeploymentVersion) -> None:
+        """Add a tenant's sums on one deployment version to its totals (integers)."""
+        per_output, per_input, per_cached = self.std[version.pk]
+        total["requests"] += sums["requests"]
+        total["compliant_requests"] += sums["compliant_requests"]
+        total["targeted"] += sums["requests"] * self.target[version.pk]
+        total["std"] += (
+            sums["output_tokens"] * per_output
+            + sums["input_tokens"] * per_input
+            + sums["cached_tokens"] * per_cached
+        )
+        total["ok_std"] += (
+            sums["compliant_output_tokens"] * per_output
+            + sums["compliant_input_tokens"] * per_input
+            + sums["compliant_cached_tokens"] * per_cached
+        )
+
+    def exact(self, total: dict) -> dict:
+        """A tenant's integer totals as the exact figures they stand for."""
+        return {
+            **total,
+            "std": Fraction(total["std"], self.std_denominator),
+            "ok_std": Fraction(total["ok_std"], self.std_denominator),
+            "targeted": Fraction(total["targeted"], self.target_denominator),
+        }
 
 
 def _version_spans(start: datetime, end: datetime) -> dict[int, list[tuple]]:
@@ -196,28 +243,6 @@ def _used_of(sums: dict[tuple[int, int], dict]) -> dict[int, set[str]]:
         if total["requests"] > 0:
             used[tenant_id].add(slugs[deployment_id])
     return used
-
-
-def _production_add(total: dict, sums: dict, version: DeploymentVersion) -> None:
-    """Add a tenant's sums on one deployment version to its totals."""
-    w_in, r_ref = Fraction(version.w_in), Fraction(version.r_ref)
-    total["requests"] += sums["requests"]
-    total["compliant_requests"] += sums["compliant_requests"]
-    total["targeted"] += sums["requests"] * Fraction(version.slo_target)
-    made = production_tokens(
-        output_tokens=sums["output_tokens"],
-        input_tokens=sums["input_tokens"],
-        cached_tokens=sums["cached_tokens"],
-        w_in=w_in,
-    )
-    within = production_tokens(
-        output_tokens=sums["compliant_output_tokens"],
-        input_tokens=sums["compliant_input_tokens"],
-        cached_tokens=sums["compliant_cached_tokens"],
-        w_in=w_in,
-    )
-    total["std"] += made / r_ref
-    total["ok_std"] += within / r_ref
 
 
 def _check_month_start(value: datetime) -> datetime:
