@@ -7,13 +7,14 @@ from billing.selectors.credits import SlaFigures, sla_figures_list
 from metering.selectors.factory import factory_in_service_from
 from metering.selectors.sla.incidents import peak_impact
 from metering.selectors.sla.months import TierSla
-from metering.selectors.usage import metered_months
+from metering.selectors.usage import last_metered_month
 from portal import clock
-from portal.access import tenant_get, user_role, user_tenant
+from portal.access import tenant_get, tenant_list, user_role, user_tenant
 from portal.charts import figure_json
 from portal.decorators import role_required
 from portal.errors import FieldError
 from portal.models import Role, Tenant
+from portal.pager import pager_page
 from portal.periods import (
     Period,
     month_parse,
@@ -56,14 +57,16 @@ def sla(request):
         # Opens on the last month with usage (this month once it has any), within the
         # 13 months usage is kept.
         recent = Period(months_before(this_month, 12), next_month(this_month))
-        metered = metered_months(within=[recent])
         month = _month_param(
-            request.GET.get("month"), default=metered[-1] if metered else this_month
+            request.GET.get("month"), default=last_metered_month(within=recent) or this_month
         )
-        rows = sla_figures_list(month_start=month, user=request.user)
+        # A page of the tenants (by slug), their figures only.
+        page = pager_page(request, tenant_list(user=request.user).order_by("slug"))
+        rows = sla_figures_list(month_start=month, tenants=page.object_list, user=request.user)
         context |= {
             "month": month,
             "months": months if month in months else [*months, month],
+            "page": page,
             "rows": rows,
             "by_tier": _by_tier(rows),
         }

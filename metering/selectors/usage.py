@@ -603,6 +603,15 @@ def metered_months(*, within: Iterable[Period]) -> list[datetime]:
     return [datetime(m.year, m.month, 1, tzinfo=UTC) for m in months]
 
 
+def last_metered_month(*, within: Period) -> datetime | None:
+    """The first instant of the latest UTC month holding rolled-up usage on the days the
+    period touches (None when none does): one indexed read of the daily rollups."""
+    day = DailyUsage.objects.filter(
+        day__gte=day_floor(within.start).date(), day__lt=day_ceil(within.end).date()
+    ).aggregate(last=Max("day"))["last"]
+    return None if day is None else datetime(day.year, day.month, 1, tzinfo=UTC)
+
+
 def first_metered_hour() -> datetime | None:
     """The earliest hour with rolled-up usage (None when nothing was metered)."""
     return HourlyUsage.objects.order_by("hour").values_list("hour", flat=True).first()

@@ -352,3 +352,26 @@ def test_sla_page_shows_attainment_by_service_tier(now, march, client, users, te
         ["2026-03 (to date)", "priority", "3", "2", "66.67%", "50.00%"],
         ["2026-03 (to date)", "standard", "1", "1", "100.00%", "100.00%"],
     ]
+
+
+def test_sla_page_shows_fifty_tenants_a_page_in_slug_order(march, client, users):
+    """Every tenant in one table grew with the tenants (200: half a second); the page holds
+    50 of them by slug, the pager the rest, and Tenant A's figures on its own page."""
+    from portal.models import Tenant
+
+    Tenant.objects.bulk_create(Tenant(slug=f"z-{n:02}", name=f"Z {n:02}") for n in range(60))
+    _outage(3000)
+    client.force_login(users["finance"])
+
+    def listed(body: str) -> list[str]:
+        return re.findall(r'<td><a href="\?tenant=([\w-]+)">', body)
+
+    first = client.get("/billing/sla/?month=2026-03").content.decode()
+    second = client.get("/billing/sla/?month=2026-03&page=2").content.decode()
+
+    slugs = sorted(Tenant.objects.values_list("slug", flat=True))
+    assert len(slugs) > 50
+    assert listed(first) == slugs[:50] and listed(second) == slugs[50:]
+    assert "Page 1 of 2" in first and "Page 2 of 2" in second
+    assert "month=2026-03&amp;page=2" in first  # the pager keeps the month
+    assert "99.888%" in first  # Tenant A's uptime on its page
