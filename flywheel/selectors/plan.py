@@ -49,7 +49,7 @@ from metering.selectors.factory import (
 from metering.selectors.usage import (
     daily_usage_list,
     deployment_hour_sums,
-    five_minute_requests_by_model,
+    five_minute_tokens_by_model,
     hourly_usage_list,
     installed_gpus_now,
     usage_measured_until,
@@ -370,21 +370,20 @@ def _rates(pools: list[PlanPool], models: list[str], curves: list[Curve], notes)
 
 
 def _peak_ratios(now: datetime, forecasts: dict[str, Forecast]) -> dict[str, Decimal]:
-    """Each model's p95 over mean of its 5-minute request rates over the last 28 days (the
-    8 kept), a bucket without a request a 0, from its first bucket: its tok/s peak over its
-    mean, tokens per request taken as steady within the window."""
+    """Each model's p95 over mean of its 5-minute tok/s (kpis.md 6c) over the last 28 days
+    (the 5-minute buckets are kept 8), a bucket without traffic a 0, from its first bucket."""
     end = closed_until(now=now)
     finish = datetime.combine(end, datetime.min.time(), tzinfo=UTC)
-    buckets = five_minute_requests_by_model(start=finish - timedelta(days=PEAK_DAYS), end=finish)
+    buckets = five_minute_tokens_by_model(start=finish - timedelta(days=PEAK_DAYS), end=finish)
     ratios = {}
     for model in forecasts:
-        counts = buckets.get(model, {})
-        if not counts:
+        made = buckets.get(model, {})
+        if not made:
             ratios[model] = Decimal(1)
             continue
-        first = min(counts)
+        first = min(made)
         span = int((finish - first).total_seconds()) // 300
-        rates = [float(counts.get(first + timedelta(minutes=5 * i), 0)) for i in range(span)]
+        rates = [float(made.get(first + timedelta(minutes=5 * i), 0)) for i in range(span)]
         ratios[model] = peak_ratio(rates)
     return ratios
 

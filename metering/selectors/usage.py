@@ -10,6 +10,7 @@ not rated yet). Reads of that hour subtract the fold's deltas past the cut
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from functools import reduce
 from operator import or_
 
@@ -18,6 +19,7 @@ from django.db.models import BigIntegerField, Count, F, Max, Min, Q, QuerySet, S
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, TruncDate, TruncDay, TruncMonth
 
+from metering.domain.usage.production import production_tokens
 from metering.domain.usage.rollup import LATENCY_BUCKETS_MS, TOKEN_FIELDS
 from metering.filters import UsageFilterSet
 from metering.models import (
@@ -35,7 +37,7 @@ from metering.models import (
     UsageChange,
     UsageEvent,
 )
-from metering.selectors.factory import factory_in_service_from
+from metering.selectors.factory import DeploymentVersions, factory_in_service_from
 from portal import clock
 from portal.access import tenant_scoped
 from portal.kept import kept
@@ -638,20 +640,29 @@ def capacity_sample_list() -> QuerySet[CapacitySample]:
     return CapacitySample.objects.all()
 
 
-def five_minute_requests_by_model(*, start: datetime, end: datetime) -> dict[str, dict]:
-    """Per served model slug, its requests per 5-minute bucket start in [start, end) (every
-    tenant and deployment summed; buckets without a request are absent). The 5-minute
-    buckets are kept 8 days (FIVE_MINUTE_DAYS): the peak of a model's traffic over its mean
-    (kpis.md 6c) is read from them."""
+def five_minute_tokens_by_model(*, start: datetime, end: datetime) -> dict[str, dict]:
+    """Per served model slug, its production (tok, kpis.md section 1: what its requests that
+    did not fail made, at the w_in of the version in force) per 5-minute bucket start in
+    [start, end), every tenant and deployment summed; buckets without traffic are absent.
+    The 5-minute buckets are kept 8 days (FIVE_MINUTE_DAYS): the peak of a model's tok/s over
+    its mean (kpis.md 6c) is read from them."""
+    versions = DeploymentVersions()
     rows = (
         FiveMinuteUsage.objects.filter(bucket__gte=start, bucket__lt=end)
-        .values("deployment__model__slug", "bucket")
-        .annotate(n=Sum("requests"))
+        .values("deployment_id", "deployment__model__slug", "bucket")
+        .annotate(o=Sum("ok_output_tokens"), i=Sum("ok_input_tokens"), c=Sum("ok_cached_tokens"))
         .order_by()
     )
-    out: dict[str, dict] = {}
+    out: dict[str, dict[datetime, Decimal]] = {}
     for row in rows:
-        out.setdefault(row["deployment__model__slug"], {})[row["bucket"]] = row["n"]
+        version = versions.at(row["deployment_id"], row["bucket"])
+        if version is None:
+            continue
+        buckets = out.setdefault(row["deployment__model__slug"], {})
+        made = production_tokens(
+            output_tokens=row["o"], input_tokens=row["i"], cached_tokens=row["c"], w_in=version.w_in
+        )
+        buckets[row["bucket"]] = buckets.get(row["bucket"], Decimal(0)) + made
     return out
 
 

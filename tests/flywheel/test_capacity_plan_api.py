@@ -183,3 +183,26 @@ def test_with_no_lever_set_under_growth_the_goal_check_proposes_the_plans_gpus(d
     assert shown["message"].startswith("no lever set meets it; add 16 B200 GPUs")
     measured = proposal_json(Proposal(**{**none.__dict__, "demand": Demand()}))
     assert measured["capacity"] == []
+
+
+def test_the_peak_ratio_is_the_p95_over_the_mean_of_5_minute_tok_s_not_of_requests(tenant_a, now):
+    """kpis.md 6c: p95 ÷ mean of the model's 5-minute tok/s. Ten buckets of 10 requests that
+    all failed (no tokens made), then ten of one request making 3,000 output and 2,000 input
+    tokens (w_in 0.5: 4,000 tok): tok/s p95 4,000, mean 2,000, ratio 2, where the request
+    rates (10 ten times, 1 ten times: p95 10, mean 5.5) gave 1.818."""
+    from flywheel.selectors.plan import closed_until, plan_inputs
+    from metering.models import FiveMinuteUsage
+
+    deployment = make_deployment(model="m", w_in="0.5")
+    _forecast("model:m", "tokens", start=date(2026, 11, 1), history=[1e9] * 30,
+              forecast_start=date(2026, 12, 1), points=[[1e9] * 5] * 90)  # fmt: skip
+    finish = datetime.combine(closed_until(now=now), datetime.min.time(), tzinfo=UTC)
+    for i in range(20):
+        failed = i < 10
+        FiveMinuteUsage.objects.create(
+            tenant=tenant_a, deployment=deployment, bucket=finish - timedelta(minutes=5 * (20 - i)),
+            requests=10 if failed else 1, errors=10 if failed else 0,
+            ok_output_tokens=0 if failed else 3_000, ok_input_tokens=0 if failed else 2_000,
+        )  # fmt: skip
+
+    assert plan_inputs(now=now).peak_ratios["m"] == 2
