@@ -55,8 +55,8 @@ def login(page, username: str, password: str) -> None:
     page.goto("/login/")
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_load_state("networkidle")
+    with page.expect_navigation():  # the page signed in to, loaded
+        page.get_by_role("button", name="Sign in").click()
 
 
 def role_pages(page, role) -> list[str]:
