@@ -375,7 +375,7 @@ def pytest_collection_modifyitems(items):
 
 def demo_moment(item) -> datetime | None:
     """The clock instant of the demo a test reads (tests/e2e/conftest.py), None if none."""
-    if "demo" not in getattr(item, "fixturenames", ()):
+    if not {"demo", "demo_alerting"} & set(getattr(item, "fixturenames", ())):
         return None
     callspec = getattr(item, "callspec", None)
     return callspec.params.get("now", DEFAULT_NOW) if callspec else DEFAULT_NOW

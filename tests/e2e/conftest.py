@@ -103,26 +103,38 @@ def screenshot(page, name: str) -> Path:
 # A test followed by one reading the demo at the same instant (xdist runs a group's tests one
 # after another) skips the flush that ends it; triggers on every table have noted in
 # DIRTY_TABLE the tables any statement wrote since the copy was made, and the next test copies
-# back those alone (DELETE, INSERT … SELECT): a few tables instead of all of them. Any other
-# test after it gets the flush as usual.
+# back those alone (DELETE, INSERT … SELECT): a few tables instead of all of them, and the
+# tables a variant's making wrote when it goes from the demo to its variant or back (the
+# demo with every alert kind firing, demo_alerting, is kept in a snapshot of its own). Any
+# other test after it gets the flush as usual.
 DIRTY_TABLE = "e2e_demo_dirty"
 
 
 class _Held:
-    """The instant of the demo the database holds unflushed (None: flushed), and whether the
-    test ending now leaves it for the next."""
+    """The demo the database holds unflushed (its instant and variant, demo_state; None:
+    flushed), and whether the test ending now leaves it for the next."""
 
-    moment: datetime | None = None
+    state: tuple[datetime, str] | None = None
     keep = False
+
+
+def demo_state(item) -> tuple[datetime, str] | None:
+    """The demo a test reads: its clock instant and variant ("alerting": demo_alerting's,
+    the demo with one alert of each kind firing; "": the demo), None if none."""
+    moment = demo_moment(item)
+    if moment is None:
+        return None
+    return moment, "alerting" if "demo_alerting" in item.fixturenames else ""
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
-    moment = demo_moment(item)
-    _Held.keep = moment is not None and moment == _Held.moment == demo_moment(nextitem)
+    state, following = demo_state(item), demo_state(nextitem)
+    same_instant = state is not None and following is not None and state[0] == following[0]
+    _Held.keep = same_instant and state == _Held.state
     yield
     _Held.keep = False
-    if _Held.moment is not None and moment != demo_moment(nextitem):
+    if _Held.state is not None and not same_instant:
         # Held by a test whose own flush did not run (it stopped before its database was set
         # up): the next test must not find the demo.
         from django.core.management import call_command
@@ -130,7 +142,7 @@ def pytest_runtest_teardown(item, nextitem):
 
         with item.config.stash[blocking_manager_key].unblock():
             call_command("flush", interactive=False, verbosity=0)
-        _Held.moment = None
+        _Held.state = None
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -143,7 +155,7 @@ def _demo_kept_for_the_next_test():
 
     def teardown(self):
         if not _Held.keep:
-            _Held.moment = None
+            _Held.state = None
             flush(self)
 
     TransactionTestCase._fixture_teardown = teardown
@@ -157,13 +169,15 @@ class DemoSnapshot:
     tables: tuple[tuple[str, str], ...]  # table, quoted list of its stored columns
     partitions: tuple[tuple[str, str, str], ...]  # partition, parent, bound
     sequences: tuple[tuple[str, int | None], ...]  # sequence, last value (None: never used)
+    # A variant's: the tables its making wrote after the demo's restore (where they differ).
+    differs: frozenset[str] = frozenset()
 
 
-def _demo_schema(moment: datetime) -> str:
-    return f"e2e_demo_{moment.astimezone(UTC):%Y%m%dt%H%M%S%f}"
+def _demo_schema(moment: datetime, variant: str) -> str:
+    return f"e2e_demo_{moment.astimezone(UTC):%Y%m%dt%H%M%S%f}{variant}"
 
 
-def _demo_snapshot_take(schema: str) -> DemoSnapshot:
+def _demo_snapshot_take(schema: str, *, variant: bool) -> DemoSnapshot:
     from django.db import connection, transaction
 
     tables = sorted(connection.introspection.django_table_names(only_existing=True))
@@ -199,7 +213,10 @@ def _demo_snapshot_take(schema: str) -> DemoSnapshot:
         )
         sequences = tuple(cursor.fetchall())
         _dirty_triggers(cursor, tables=tables, partitions=partitions)
-    return DemoSnapshot(schema, tuple(stored), partitions, sequences)
+        cursor.execute(f"SELECT name FROM public.{DIRTY_TABLE}")  # noqa: S608
+        differs = frozenset(name for (name,) in cursor.fetchall()) if variant else frozenset()
+        cursor.execute(f"TRUNCATE public.{DIRTY_TABLE}")  # the database is the snapshot
+    return DemoSnapshot(schema, tuple(stored), partitions, sequences, differs)
 
 
 def _dirty_triggers(cursor, *, tables: list[str], partitions) -> None:
@@ -238,9 +255,10 @@ def _parents_of_new_partitions(cursor, snapshot: DemoSnapshot) -> set[str]:
     return {parent for partition, parent in cursor.fetchall() if partition not in known}
 
 
-def _demo_snapshot_restore(snapshot: DemoSnapshot, *, held: bool) -> None:
+def _demo_snapshot_restore(snapshot: DemoSnapshot, *, held: frozenset[str] | None) -> None:
     """The demo's tables as the snapshot holds them: every table, or when the database holds
-    this demo unflushed (`held`), only those written since (DIRTY_TABLE)."""
+    a demo of the same instant unflushed (`held`: the tables it differs in beside those
+    written since), only those and the ones written since (DIRTY_TABLE)."""
     from django.contrib.contenttypes.models import ContentType
     from django.db import DatabaseError, connection, transaction
 
@@ -256,12 +274,14 @@ def _demo_snapshot_restore(snapshot: DemoSnapshot, *, held: bool) -> None:
             with transaction.atomic():
                 cursor.execute("SET LOCAL session_replication_role = replica")
         except DatabaseError:
-            held = False  # then the foreign keys (deferred) and guards are checked at commit
+            held = None  # then the foreign keys (deferred) and guards are checked at commit
         tables = snapshot.tables
-        if held:
+        if held is not None:
             cursor.execute(f"SELECT name FROM public.{DIRTY_TABLE}")  # noqa: S608
-            dirty = {name for (name,) in cursor.fetchall()} | _parents_of_new_partitions(
-                cursor, snapshot
+            dirty = (
+                {name for (name,) in cursor.fetchall()}
+                | _parents_of_new_partitions(cursor, snapshot)
+                | held
             )
             tables = tuple((table, columns) for table, columns in tables if table in dirty)
             for table, _ in tables:  # the rows of partitions made since go too
@@ -285,7 +305,7 @@ def _demo_snapshot_restore(snapshot: DemoSnapshot, *, held: bool) -> None:
 
 @pytest.fixture(scope="session")
 def _demo_snapshots(django_db_setup, django_db_blocker):
-    """The demo snapshots of this worker's test database, by clock instant."""
+    """The demo snapshots of this worker's test database, by demo state (demo_state)."""
     snapshots: dict[datetime, DemoSnapshot] = {}
     yield snapshots
     from django.db import connection
@@ -298,18 +318,34 @@ def _demo_snapshots(django_db_setup, django_db_blocker):
 @pytest.fixture
 def demo(transactional_db, now, _demo_snapshots):
     """The demo factory at the test clock, fresh for this test."""
+    _demo_held((now, ""), _demo_snapshots, build=_demo_build)
+
+
+def _demo_held(state: tuple[datetime, str], snapshots: dict, *, build) -> None:
+    """The demo `state` (demo_state) in the database: built by `build` and kept in a snapshot
+    the first time, restored from it since (only the tables written since when the database
+    holds that state unflushed)."""
     from django.db import connection
 
     if connection.vendor != "postgresql":
-        _demo_build()
+        build()
         return
-    snapshot = _demo_snapshots.get(now)
+    snapshot = snapshots.get(state)
     if snapshot is None:
-        _demo_build()
-        _demo_snapshots[now] = _demo_snapshot_take(_demo_schema(now))
+        build()
+        snapshots[state] = _demo_snapshot_take(_demo_schema(*state), variant=bool(state[1]))
     else:
-        _demo_snapshot_restore(snapshot, held=_Held.moment == now)
-    _Held.moment = now
+        _demo_snapshot_restore(snapshot, held=_differs(_Held.state, state, snapshots))
+    _Held.state = state
+
+
+def _differs(held, state, snapshots) -> frozenset[str] | None:
+    """The tables the demo `held` unflushed differs in from `state`'s beside those written
+    since: none for the same, what the variant's making wrote for the demo and its variant
+    at one instant, None (every table) otherwise."""
+    if held is None or held[0] != state[0]:
+        return None
+    return frozenset() if held == state else snapshots[held if held[1] else state].differs
 
 
 def _demo_build() -> None:
@@ -350,9 +386,15 @@ OVERAGE = 1_000_000_000
 
 
 @pytest.fixture
-def demo_alerting(demo, now):
-    """The demo with one alert of each registered kind firing at the test clock."""
-    every_kind_firing(now)
+def demo_alerting(transactional_db, now, _demo_snapshots):
+    """The demo with one alert of each registered kind firing at the test clock (made once
+    an instant, kept in a snapshot of its own as the demo is)."""
+
+    def build() -> None:
+        _demo_held((now, ""), _demo_snapshots, build=_demo_build)
+        every_kind_firing(now)
+
+    _demo_held((now, "alerting"), _demo_snapshots, build=build)
 
 
 def every_kind_firing(now: datetime) -> None:

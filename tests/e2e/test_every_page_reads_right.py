@@ -176,6 +176,31 @@ def test_every_page_of_every_role_reads_right_and_fits_its_width(login_name, dem
     assert problems == {}
 
 
+def test_every_alert_reads_in_words_in_the_inbox_its_webhooks_and_emails(demo_alerting):
+    """Each alert's event, one of each kind firing (and the demo's fired and resolved the
+    last day), read as its receivers read it: the inbox entry (its summary), the summary
+    in the webhook payload's data, and the email's subject and body."""
+    from portal.alert_kinds import KINDS
+    from portal.delivery import email_of
+    from portal.models import Alert, Event
+    from portal.webhooks import event_body
+
+    events = Event.objects.filter(data__has_key="alert").select_related("tenant")
+    operator = User.objects.get(username="operator")
+    read, kinds = {}, set()
+    for event in events:
+        kinds.add(event.data["kind"])
+        payload = json.loads(event_body(event))
+        assert payload["data"]["summary"] == event.summary
+        subject, body = email_of(event, user=operator)
+        for where, text in (("inbox", event.summary), ("email subject", subject),
+                            ("email", body)):  # fmt: skip
+            if found := _machine_text(text):
+                read[f"{event.data['kind']} {event.type} {where}"] = found
+    assert kinds == set(KINDS) == set(Alert.objects.values_list("rule__kind", flat=True))
+    assert read == {}
+
+
 EXPORTS = {
     "finance": [
         "/usage/?period=last_month&format=csv",
@@ -235,28 +260,3 @@ def _machine_text_but_timestamps(text: str) -> list[str]:
         # A CSV's token_class column holds the identifier; its figures are unrounded.
         but=("a raw token class name", "a raw float"),
     )
-
-
-def test_every_alert_reads_in_words_in_the_inbox_its_webhooks_and_emails(demo_alerting):
-    """Each alert's event, one of each kind firing (and the demo's fired and resolved the
-    last day), read as its receivers read it: the inbox entry (its summary), the summary
-    in the webhook payload's data, and the email's subject and body."""
-    from portal.alert_kinds import KINDS
-    from portal.delivery import email_of
-    from portal.models import Alert, Event
-    from portal.webhooks import event_body
-
-    events = Event.objects.filter(data__has_key="alert").select_related("tenant")
-    operator = User.objects.get(username="operator")
-    read, kinds = {}, set()
-    for event in events:
-        kinds.add(event.data["kind"])
-        payload = json.loads(event_body(event))
-        assert payload["data"]["summary"] == event.summary
-        subject, body = email_of(event, user=operator)
-        for where, text in (("inbox", event.summary), ("email subject", subject),
-                            ("email", body)):  # fmt: skip
-            if found := _machine_text(text):
-                read[f"{event.data['kind']} {event.type} {where}"] = found
-    assert kinds == set(KINDS) == set(Alert.objects.values_list("rule__kind", flat=True))
-    assert read == {}
