@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.bench import config
+from tests.bench import config, cpu
 
 GUNICORN = config.ROOT / ".venv" / "bin" / "gunicorn"
 
@@ -76,17 +76,7 @@ class Server:
             raise RuntimeError("gunicorn did not listen within 60 s")
 
     def worker_pids(self) -> list[int]:
-        pids = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                status = (entry / "status").read_text()
-            except OSError:
-                continue
-            if f"\nPPid:\t{self.process.pid}\n" in status:
-                pids.append(int(entry.name))
-        return sorted(pids)
+        return cpu.children(self.process.pid)
 
     def stop(self) -> None:
         if self.process.poll() is None:

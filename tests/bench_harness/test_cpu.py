@@ -1,0 +1,57 @@
+"""The benchmark's CPU accounting (tests/bench/cpu.py) against a known load: a child that
+burns a measured CPU time is reported within 5 %, while it lives and once it has ended."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.bench.cpu import ChildrenCPU
+
+# Busy until the process's own CPU time (interpreter start-up included) reaches 1 s, then
+# says how much it spent and waits: 1 s, so that the ticks of /proc (10 ms, truncated for
+# user and system time each) stay well inside 5 %.
+BURN = """
+import sys, time
+while time.process_time() < 1.0:
+    pass
+print(time.process_time(), flush=True)
+sys.stdin.read()
+"""
+
+
+def test_children_cpu_reports_a_burning_child_within_5_percent():
+    accounting = ChildrenCPU(os.getpid(), every=0.05)
+    accounting.start()
+    child = subprocess.Popen(
+        [sys.executable, "-S", "-c", BURN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    burned = float(child.stdout.readline())
+    alive = accounting.stop()  # the child still lives: its own /proc/<pid>/stat
+
+    accounting.start()  # a new window, the child counted from its time at the start
+    child.stdin.close()
+    child.wait()  # reaped: its time now in this process's cutime and cstime
+    after = accounting.stop()
+
+    assert burned >= 1.0
+    assert alive["child"] == pytest.approx(burned, rel=0.05)
+    assert after.get("child", 0.0) < 0.05 * burned  # the exit only, no burning counted twice
+    assert alive["child"] + after.get("child", 0.0) == pytest.approx(burned, rel=0.05)
+
+
+def test_children_cpu_counts_a_child_that_ended_within_5_percent():
+    accounting = ChildrenCPU(os.getpid(), every=0.05)
+    accounting.start()
+    child = subprocess.Popen(
+        [sys.executable, "-S", "-c", BURN], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    burned = float(child.stdout.readline())
+    child.stdin.close()
+    child.wait()
+    spent = accounting.stop()
+
+    assert spent == {"child": pytest.approx(burned, rel=0.05)}
