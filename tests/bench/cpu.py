@@ -139,6 +139,7 @@ class ChildrenCPU:
         return {kind: value * TICK for kind, value in spent.items()}
 
 
-def total(figures: Iterable[dict[str, float]], kind: str) -> float:
-    """Seconds of `kind` over several windows' figures."""
-    return sum(f.get(kind, 0.0) for f in figures)
+def total(figures: Iterable[dict[str, float]], kinds: Iterable[str]) -> float:
+    """Seconds of the `kinds` over several windows' figures."""
+    kinds = tuple(kinds)
+    return sum(f.get(kind, 0.0) for f in figures for kind in kinds)
