@@ -773,8 +773,10 @@ class Bench:
             stored[arm].append(result["accepted"] if arm == "api" else per_round)
             return result
 
+        loads = []  # the machine's 1-minute load average at each round's start
         for r in range(self.sizes.rounds):
             bodies, batches = round_events(r)
+            loads.append(os.getloadavg()[0])
             seconds = measured("bare_dedup", raw_ingest.bare_dedup_copy, batches)
             arms["bare_dedup"].append(per_round / seconds)
             seconds = measured("raw_dedup", raw_ingest.dedup_copy, batches)
@@ -799,7 +801,7 @@ class Bench:
             log(
                 "  round {}: bare dedup {:,.0f}/s, schema dedup {:,.0f}/s, API {:,.0f}/s, "
                 "raw binary {:,.0f}/s, replay {:,.0f}/s; client backends' CPU {:.2f} s bare, "
-                "{:.2f} s API, web workers' {:.2f} s".format(
+                "{:.2f} s API, web workers' {:.2f} s; load average {:.1f}".format(
                     r + 1,
                     arms["bare_dedup"][-1],
                     arms["raw_dedup"][-1],
@@ -809,6 +811,7 @@ class Bench:
                     cpu.total([spent["bare_dedup"][-1]["database"]], CLIENT_BACKENDS),
                     cpu.total([spent["api"][-1]["database"]], CLIENT_BACKENDS),
                     cpu.total([spent["api"][-1]["web"]], ["child"]),
+                    loads[-1],
                 )
             )
         raw_ingest.close()
@@ -825,7 +828,7 @@ class Bench:
         }
         events = per_round * self.sizes.rounds
         self.results["ingestion"]["wal_bytes_per_event"] = {k: v / events for k, v in wal.items()}
-        self.ingestion_cpu(spent, stored)
+        self.ingestion_cpu(spent, stored, loads)
         ratio = med["api"] / med["bare_dedup"]
         self.add(
             "-",
@@ -892,11 +895,13 @@ class Bench:
         (config.OUT_DIR / "profile-ingest.txt").write_text(profile.pop("profile"))
         self.results["ingestion"]["in_process_profile"] = profile
 
-    def ingestion_cpu(self, spent: dict[str, list], stored: dict[str, list]) -> None:
+    def ingestion_cpu(
+        self, spent: dict[str, list], stored: dict[str, list], loads: list[float]
+    ) -> None:
         """Goal 1 from the CPU each arm's rounds cost (tests/bench/cpu.py), which the two
-        cores' sharing does not move: (a) PostgreSQL's client backends' CPU an event stored,
-        the bare dedup COPY's against the API's, ≥ 0.8; (b) the gunicorn workers' CPU an
-        event stored through the API, ≤ 15 µs."""
+        cores' sharing moves far less than their wall-clock rates: (a) PostgreSQL's client
+        backends' CPU an event stored, the bare dedup COPY's against the API's, ≥ 0.8; (b)
+        the gunicorn workers' CPU an event stored through the API, ≤ 15 µs."""
 
         def us(figures: list[dict], events: int, kinds: tuple[str, ...] | None) -> float:
             """µs of CPU an event stored: of `kinds`, or of every kind but the client
@@ -926,6 +931,7 @@ class Bench:
             "other_postgresql_processes_us_per_event": others,
             "web_workers_us_per_event": web_us,
             "database_round_ratios": rounds,
+            "load_average": loads,
         }
         ratio = clients["bare_dedup"] / clients["api"]
         self.add(
@@ -939,7 +945,7 @@ class Bench:
         )
         self.add(
             "-",
-            "  the rounds' own ratios: lowest vs highest (info)",
+            "  the rounds' own CPU ratios: lowest vs highest (info)",
             f"{rounds[0]:.3f}",
             f"{rounds[-1]:.3f}",
             rounds[0] / rounds[-1],
@@ -954,6 +960,15 @@ class Bench:
             web_us / 15,
             "≤ 1",
             verdict(web_us / 15, 1, False),
+        )
+        self.add(
+            "-",
+            "  load average at the rounds' start: lowest, highest (info)",
+            f"{min(loads):.1f}",
+            f"{max(loads):.1f}",
+            float("nan"),
+            "-",
+            "info",
         )
         self.add(
             "-",
