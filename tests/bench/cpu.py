@@ -1,4 +1,5 @@
-"""CPU time of a process's children, from /proc: figures that hold on a busy machine.
+"""CPU time of a process's children, from /proc: figures a busy machine moves far less than
+the wall clock.
 
 The kernel keeps each process's user and system time (/proc/<pid>/stat, in clock ticks of
 1/SC_CLK_TCK s) and, when a parent reaps a child, adds the child's times (its own and its
@@ -49,6 +50,7 @@ def children(pid: int) -> list[int]:
 
 
 def parent(pid: int) -> int:
+    """The pid of a process's parent."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("PPid:"):
             return int(line.split()[1])
