@@ -26,7 +26,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
+
+# scipy.optimize is imported where a placement is solved: importing it takes about 0.8 s of
+# CPU, which every process that loads the URLs (the web server, each worker, each command)
+# would otherwise spend at start, planning or not.
 
 DEFAULT_TARGET_BUSY = Decimal("0.8")
 NO_LIMIT = 1_000_000  # GPUs a pool may add when purchases are allowed
@@ -105,6 +108,8 @@ def place(
     alone = _each_alone(demand, cells, by_slug, busy, time_limit)
     if alone is not None:
         return alone
+    from scipy.optimize import Bounds, LinearConstraint
+
     models = sorted(demand)
     slugs = [pool.slug for pool in pools]
     n_y, n_a, n_u = len(cells), len(slugs), len(models)
@@ -197,6 +202,8 @@ def _each_alone(demand, cells, by_slug, busy, time_limit) -> Placement | None:
     shares = np.array([1.0 if float(demand[m]) > 0 else 0.0 for m in models])
     if np.any(supply @ upper < shares - TOLERANCE):
         return None
+    from scipy.optimize import Bounds, LinearConstraint
+
     # The models' programs side by side in one: without the pools' room they do not meet.
     solution, gap = _solve(
         np.array(_hour_costs(cells, by_slug)),
@@ -220,6 +227,8 @@ def _each_alone(demand, cells, by_slug, busy, time_limit) -> Placement | None:
 
 def _solve(objective, constraints, integrality, bounds, time_limit) -> tuple[np.ndarray, float]:
     """HiGHS' solution and its proven relative gap (0: optimal)."""
+    from scipy.optimize import milp
+
     result = milp(
         c=objective,
         constraints=constraints,
