@@ -83,10 +83,13 @@ bench: install
 	scripts/bench.sh
 
 # A soak test runs for minutes (Schemathesis: 1,000 cases of an operation, 5 to 10 min on a
-# busy 2-core machine), beyond the suite's 300 s a test: each may take an hour.
+# busy 2-core machine), beyond the suite's 300 s a test: each may take an hour. The billing
+# property tests named draw their full number of examples here (`make test` fewer).
+SOAK_PROPERTIES = tests/billing/test_rated_usage.py tests/billing/test_ledger_reconciliation.py \
+	tests/billing/test_ledger.py
 soak: install
 	scripts/ensure-system-packages.sh
-	scripts/with-services.sh env RELIABILITY_SOAK=1 $(PYTEST) -p no:cacheprovider -q --timeout=3600 tests/reliability tests/e2e
+	scripts/with-services.sh env RELIABILITY_SOAK=1 $(PYTEST) -p no:cacheprovider -q --timeout=3600 tests/reliability tests/e2e $(SOAK_PROPERTIES)
 
 clean:
 	rm -rf $(VENV) var .pytest_cache
