@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from metering.domain.usage.fields import BAD_SLUG
 from metering.domain.usage.formats import trace_events
-from metering.models import CapacitySample, EventKey, UsageEvent
+from metering.models import CapacitySample, EventKey, FoldPending, SourceSeen, UsageEvent
 from metering.services.usage.rollup import usage_fold
 from portal.models import AuditEntry, Project
 from portal.projects import MAX_PROJECTS
@@ -936,9 +936,9 @@ def test_only_an_ingest_token_can_be_bound(users, tenant_a):
 @pytest.mark.postgres_only
 def test_a_batch_is_stored_in_the_same_statements_however_many_tenants_and_models(ingest, tenant_b):
     """Who is asking (1), the tenants (1), the models by name or alias and their deployments
-    (1), the stage and the storing statement (2, in a savepoint here: 2 more), which also
-    upserts the sources seen. The month's partition is looked up once a process, by the
-    first batch."""
+    (1), the keys' stage, the keys' insert and the fold's queue with the sources seen (3, in
+    a savepoint here: 2 more; the two COPYs are not counted). The month's partition is
+    looked up once a process, by the first batch."""
     make_deployment(model="qwen-32b", pool="h200-a", aliases=["Qwen/Qwen3-32B"])
     ingest([event(0)])  # the token's last use noted, the month's partition made
     one = [event(1000)]
@@ -950,7 +950,42 @@ def test_a_batch_is_stored_in_the_same_statements_however_many_tenants_and_model
     for batch, accepted in ((one, 1), (mixed, 300)):
         with CaptureQueriesContext(connection) as statements:
             assert ingest(batch).json() == {"accepted": accepted, "duplicates": 0}
-        assert len(statements) == 7, [q["sql"][:40] for q in statements.captured_queries]
+        assert len(statements) == 8, [q["sql"][:40] for q in statements.captured_queries]
+
+
+def test_a_batch_of_replays_and_new_events_stores_and_queues_the_new_ones_alone(ingest):
+    """Each new event is stored under its key's id with its own figures, the fold's queue
+    names the run of the new ids with their times, and the sources seen take the batch's
+    newest time, replays included."""
+    ingest([event(1, time="2026-03-01T12:00:00Z"), event(2, time="2026-03-01T09:00:00Z")])
+    first = FoldPending.objects.get()
+    batch = [
+        event(3, time="2026-03-01T10:00:00Z"),
+        event(1, time="2026-03-01T12:00:00Z"),  # replays
+        event(2, time="2026-03-01T09:00:00Z"),
+        event(4, time="2026-03-01T08:00:00Z"),
+        event(5, time="2026-03-01T11:00:00Z"),
+    ]
+    assert ingest(batch).json() == {"accepted": 3, "duplicates": 2}
+    keys = dict(EventKey.objects.values_list("event_id", "id"))
+    stored = {e.id: (e.input_tokens, e.output_tokens, e.time) for e in UsageEvent.objects.all()}
+    assert {i: stored[keys[f"ev-{i}"]] for i in range(1, 6)} == {
+        1: (101, 51, datetime(2026, 3, 1, 12, tzinfo=UTC)),
+        2: (102, 52, datetime(2026, 3, 1, 9, tzinfo=UTC)),
+        3: (103, 53, datetime(2026, 3, 1, 10, tzinfo=UTC)),
+        4: (104, 54, datetime(2026, 3, 1, 8, tzinfo=UTC)),
+        5: (105, 55, datetime(2026, 3, 1, 11, tzinfo=UTC)),
+    }
+    new = [keys[f"ev-{i}"] for i in (3, 4, 5)]
+    queued = FoldPending.objects.exclude(pk=first.pk).get()
+    assert (queued.first_id, queued.last_id, queued.events) == (min(new), max(new), 3)
+    assert (queued.time_min, queued.time_max) == (
+        datetime(2026, 3, 1, 8, tzinfo=UTC),
+        datetime(2026, 3, 1, 11, tzinfo=UTC),
+    )
+    assert SourceSeen.objects.get().last_event_at == datetime(2026, 3, 1, 12, tzinfo=UTC)
+    assert ingest(batch).json() == {"accepted": 0, "duplicates": 5}
+    assert FoldPending.objects.count() == 2  # a batch of replays queues nothing
 
 
 # --- projects (kpis.md 3e): on every path, created at their first event, bound tokens ------

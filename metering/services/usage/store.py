@@ -1,10 +1,11 @@
 """Storing a batch of placed events (metering.services.usage.ingest stores through it): keys,
 events, the fold's queue and the sources seen, in one transaction.
 
-PostgreSQL: events are staged with one binary COPY, then one statement inserts their keys
-with `INSERT … ON CONFLICT DO NOTHING` into the unpartitioned key table (the unique index
-serialises concurrent replays), only the new keys' events into the monthly partitions,
-their run of ids into the fold's queue, and the batch's sources seen. SQLite (the embedded
+PostgreSQL: the batch's keys are staged with one binary COPY, then one statement inserts
+them with `INSERT … ON CONFLICT DO NOTHING` into the unpartitioned key table (the unique
+index serialises concurrent replays) and returns which were new; only their events go to the
+monthly partitions, by a binary COPY (a page of rows at a time), then one statement queues
+their run of ids for the fold and upserts the batch's sources seen. SQLite (the embedded
 default) writes the keys and events with one `executemany` each, and the sources seen with
 one upsert.
 Both paths queue the new events for the fold (FoldPending, one row a batch) in the same
@@ -193,75 +194,102 @@ def _event_values(row: PlacedEvent, projects: dict) -> tuple:
     )
 
 
-_STAGE_TYPES = [
-    "int4", "text", "text", "text", "timestamptz", "int8", "int8", "int8", "int8", "int8",
-    "float8", "float8", "float8", "bool", "int4", "int8", "int8", "int8", "text",
+# The staged keys, with what the sources seen need: the events themselves go to their
+# partitions by a COPY of their own, which stores a page of rows at a time (an
+# `INSERT … SELECT` stores, and logs, one row at a time).
+_STAGE_TYPES = ["int4", "text", "text", "text", "int8", "timestamptz"]
+_EVENT_TYPES = [
+    "int8", "timestamptz", "int8", "int8", "int8", "int8", "int8", "float8", "float8", "float8",
+    "bool", "int4", "int8", "int8", "int8", "text",
 ]  # fmt: skip
 # One round trip. The table is empty unless used twice in one transaction (ON COMMIT DELETE
 # ROWS empties it at commit); DELETE on an empty table is cheaper than TRUNCATE, which
 # makes a new relation file each time.
 _STAGE_EMPTY = (
-    "CREATE TEMP TABLE IF NOT EXISTS ingest_events (n int4, source text, event_id text, "
-    "payload_hash text, time timestamptz, tenant_id int8, deployment_id int8, "
-    "input_tokens int8, cached_tokens int8, output_tokens int8, ttft_ms float8, "
-    "tpot_ms float8, latency_ms float8, is_error bool, requests int4, "
-    "cache_write_tokens int8, reasoning_tokens int8, project_id int8, service_tier text) "
-    "ON COMMIT DELETE ROWS; "
-    "DELETE FROM ingest_events"
+    "CREATE TEMP TABLE IF NOT EXISTS ingest_keys (n int4, source text, event_id text, "
+    "payload_hash text, deployment_id int8, time timestamptz) ON COMMIT DELETE ROWS; "
+    "DELETE FROM ingest_keys"
 )
 # The keys not stored yet take ids from one new block, in the order of the staged rows
-# (sorted: concurrent batches lock keys in the same order, no deadlock); only their events
-# reach the partitions, and their run joins the fold's queue: one statement, and no id
-# travels back to Python.
-_STORE = (
-    "WITH block AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence('metering_eventkey', "  # noqa: S608
+# (sorted: concurrent batches lock keys in the same order, no deadlock; by bytes, not by
+# the database's collation, which costs more and orders them no better); returns the
+# block's first id and the staged positions of the keys stored now.
+_KEYS_STORE = (
+    "WITH block AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence('metering_eventkey', "
     "'id')) AS first), "
     "keys AS (INSERT INTO metering_eventkey (id, source, event_id, payload_hash, received_at) "
     "SELECT block.first + s.n, s.source, s.event_id, s.payload_hash, %(received)s "
-    "FROM ingest_events s, block ORDER BY s.source, s.event_id "
-    "ON CONFLICT (source, event_id) DO NOTHING RETURNING id, source, event_id), "
-    f"stored AS (INSERT INTO metering_usageevent (id, {_EVENT_COLUMNS}) "
-    f"SELECT k.id, {', '.join('s.' + c for c in _EVENT_COLUMNS.split(', '))} "
-    "FROM keys k JOIN ingest_events s USING (source, event_id) RETURNING id, time), "
-    "queued AS (INSERT INTO metering_foldpending (first_id, last_id, time_min, time_max, "
-    "events, queued_at) SELECT min(id), max(id), min(time), max(time), count(*), %(received)s "
-    "FROM stored HAVING count(*) > 0), "
-    # Read by nothing, so run once the rest is done: the batch's sources seen (its replays
-    # too), their rows locked from here to the commit.
-    "seen AS ("
+    'FROM ingest_keys s, block ORDER BY s.source COLLATE "C", s.event_id COLLATE "C" '
+    "ON CONFLICT (source, event_id) DO NOTHING RETURNING id) "
+    "SELECT block.first, (SELECT array_agg((id - block.first)::int4) FROM keys) FROM block"
+)
+# Once the new keys' events are stored: their run joins the fold's queue, and the batch's
+# sources seen (its replays too) are upserted, their rows locked from here to the commit.
+_QUEUE_STORE = (
+    "WITH queued AS (INSERT INTO metering_foldpending (first_id, last_id, time_min, time_max, "  # noqa: S608 (constants)
+    "events, queued_at) SELECT %(first)s::int8, %(last)s::int8, %(time_min)s::timestamptz, "
+    "%(time_max)s::timestamptz, %(events)s::int4, %(received)s WHERE %(events)s::int4 > 0) "
     + sources_seen_upsert(
-        "SELECT source, deployment_id, max(time), %(received)s FROM ingest_events "
+        "SELECT source, deployment_id, max(time), %(received)s FROM ingest_keys "
         "GROUP BY source, deployment_id ORDER BY source, deployment_id",
         vendor="postgresql",
     )
-    + ") SELECT count(*) FROM stored"
 )
 
 
 def _store_postgresql(
     rows: Sequence[PlacedEvent], events: Sequence[EventIn], received_at: datetime, projects: dict
 ) -> tuple[int, int]:
+    """A block of rows at a time: their keys staged by one binary COPY and inserted by one
+    statement, the new keys' events by a binary COPY into the partitioned table, then the
+    fold's queue and the sources seen by one statement."""
     accepted = 0
     with connection.cursor() as cursor:
         raw = cursor.cursor
-        for first in range(0, len(rows), EVENT_ID_BLOCK):
+        for start in range(0, len(rows), EVENT_ID_BLOCK):
+            block = rows[start : start + EVENT_ID_BLOCK]
             cursor.execute(_STAGE_EMPTY)
-            with raw.copy("COPY ingest_events FROM STDIN (FORMAT BINARY)") as copy:
+            with raw.copy("COPY ingest_keys FROM STDIN (FORMAT BINARY)") as copy:
                 copy.set_types(_STAGE_TYPES)
                 write_row = copy.write_row
-                for n, r in enumerate(rows[first : first + EVENT_ID_BLOCK]):
+                for n, r in enumerate(block):
                     e = r.event
-                    write_row(
-                        (n, e.source, e.id, e.payload_hash, e.time, *_event_values(r, projects))
-                    )
-            cursor.execute(_STORE, {"received": received_at})
-            stored = cursor.fetchone()[0]
-            accepted += stored
-            if stored < min(EVENT_ID_BLOCK, len(rows) - first):
+                    write_row((n, e.source, e.id, e.payload_hash, r.deployment_id, e.time))
+            cursor.execute(_KEYS_STORE, {"received": received_at})
+            first, positions = cursor.fetchone()
+            positions = sorted(positions or ())
+            if positions:
+                # A partition gone since this process saw it fails the COPY as the insert
+                # did (IntegrityError): events_store looks again.
+                with (
+                    connection.wrap_database_errors,
+                    raw.copy(
+                        f"COPY metering_usageevent (id, {_EVENT_COLUMNS}) FROM STDIN (FORMAT BINARY)"
+                    ) as copy,
+                ):
+                    copy.set_types(_EVENT_TYPES)
+                    write_row = copy.write_row
+                    for n in positions:
+                        r = block[n]
+                        write_row((first + n, r.event.time, *_event_values(r, projects)))
+            times = [block[n].event.time for n in positions]
+            cursor.execute(
+                _QUEUE_STORE,
+                {
+                    "first": first + positions[0] if positions else None,
+                    "last": first + positions[-1] if positions else None,
+                    "time_min": min(times, default=None),
+                    "time_max": max(times, default=None),
+                    "events": len(positions),
+                    "received": received_at,
+                },
+            )
+            accepted += len(positions)
+            if len(positions) < len(block):
                 # Some keys were stored before: a replay, or a conflict when the payload differs.
                 cursor.execute(
                     "SELECT k.source, k.event_id, k.payload_hash FROM metering_eventkey k "
-                    "JOIN ingest_events s USING (source, event_id) "
+                    "JOIN ingest_keys s USING (source, event_id) "
                     "WHERE k.payload_hash <> s.payload_hash"
                 )
                 digests = {(s, i): h for s, i, h in cursor.fetchall()}
