@@ -9,11 +9,13 @@ from portal.kept import kept
 from portal.periods import Period
 
 
-def capacity_chart_json(*, pool: Pool, period: Period) -> str | None:
+def capacity_chart_json(*, pool: Pool, period: Period, stamp: tuple | None = None) -> str | None:
     """The pool's capacity chart over the period as figure JSON, None without a sample in
     it. Kept in the shared cache under the samples it draws (capacity_stamp): a month of
-    15-minute samples is 8,640 values read and written again for every view otherwise."""
-    stamp = capacity_stamp(pool=pool, period=period)
+    15-minute samples is 8,640 values read and written again for every view otherwise.
+    `stamp`: the pool's, when the caller read every pool's at once (capacity_stamps)."""
+    if stamp is None:
+        stamp = capacity_stamp(pool=pool, period=period)
     if not stamp[0]:
         return None
 

@@ -15,7 +15,18 @@ from functools import reduce
 from operator import or_
 
 from django.core.exceptions import EmptyResultSet
-from django.db.models import BigIntegerField, Count, F, Max, Min, Q, QuerySet, Subquery, Sum
+from django.db.models import (
+    BigIntegerField,
+    Count,
+    F,
+    Max,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+)
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, TruncDate, TruncDay, TruncMonth
 
@@ -330,18 +341,44 @@ def capacity_series(*, pool: Pool, period: Period) -> list[dict]:
 
 
 def capacity_stamp(*, pool: Pool, period: Period) -> tuple:
-    """What names the samples capacity_series reads, exactly: their count, first and last
-    time (the same samples whatever the period's ends, if nothing was stored among them
-    since), and the pool's last capacity change in metering's change log (a sample stored
-    again with other figures). Once the log is pruned past that change, where every
-    consumer has read it up to stands in: a later change is past it."""
-    samples = CapacitySample.objects.filter(pool=pool, time__gte=period.start, time__lt=period.end)
-    stamp = samples.aggregate(count=Count("pk"), first=Min("time"), last=Max("time"))
-    changes = UsageChange.objects.filter(kind=UsageChange.Kind.CAPACITY, pool=pool)
-    changed = changes.aggregate(last=Max("id"))["last"]
-    if changed is None:
-        changed = log_read_by_all(log="metering.usage")
-    return stamp["count"], stamp["first"], stamp["last"], changed
+    """What names the samples capacity_series reads, exactly (capacity_stamps, of one pool)."""
+    return capacity_stamps(pools=[pool], period=period)[pool.pk]
+
+
+def capacity_stamps(*, pools: Iterable[Pool], period: Period) -> dict[int, tuple]:
+    """Per pool (by id), what names the samples capacity_series reads, exactly: their count,
+    first and last time (the same samples whatever the period's ends, if nothing was stored
+    among them since), and the pool's last capacity change in metering's change log (a
+    sample stored again with other figures). Once the log is pruned past that change, where
+    every consumer has read it up to stands in: a later change is past it. Two queries
+    however many pools (three once a pool's changes are pruned)."""
+    pks = [pool.pk for pool in pools]
+    samples = CapacitySample.objects.filter(
+        pool_id__in=pks, time__gte=period.start, time__lt=period.end
+    )
+    found = {
+        row["pool_id"]: (row["count"], row["first"], row["last"])
+        # COUNT(*), not of a column: the pool's and time's index answers it alone.
+        for row in samples.values("pool_id")
+        .annotate(count=Count("*"), first=Min("time"), last=Max("time"))
+        .order_by()
+    }
+    changes = UsageChange.objects.filter(kind=UsageChange.Kind.CAPACITY, pool=OuterRef("pk"))
+    last_change = dict(
+        Pool.objects.filter(pk__in=pks).values_list(
+            "pk", Subquery(changes.order_by("-id").values("id")[:1])
+        )
+    )
+    read_by_all = None
+    stamps = {}
+    for pk in pks:
+        changed = last_change.get(pk)
+        if changed is None:
+            if read_by_all is None:
+                read_by_all = log_read_by_all(log="metering.usage")
+            changed = read_by_all
+        stamps[pk] = (*found.get(pk, (0, None, None)), changed)
+    return stamps
 
 
 def usage_stamp() -> int:
@@ -481,12 +518,13 @@ def window_resolve(params, *, default: str = "this_month", now: datetime | None 
     figures in one snapshot from here (portal.snapshot)."""
     snapshot_read()
     now = now or clock.now()
+    metered = usage_metered_until(now=now)
     return period_resolve(
         params,
         now=now,
         default=default,
-        data_until=usage_metered_until(now=now),
-        measured_until=usage_measured_until(now=now),
+        data_until=metered,
+        measured_until=usage_measured_until(now=now, metered=metered),
         data_from=factory_in_service_from(),
     )
 
@@ -506,13 +544,19 @@ def window_until(
     return window.start, window.to
 
 
-def usage_measured_until(*, now: datetime | None = None) -> datetime:
+def usage_measured_until(
+    *, now: datetime | None = None, metered: datetime | None = None
+) -> datetime:
     """Where the latest measurement ends (kpis.md section 0, measured_until): the published
     cut's time (portal.pipeline), to the whole second; before the rate first ran, how far
-    usage is folded. Never after now."""
+    usage is folded (`metered`: usage_metered_until at `now`, when the caller read it
+    already). Never after now."""
     now = now or clock.now()
     cut = cut_read()
-    until = cut.until if cut is not None else usage_metered_until(now=now)
+    if cut is not None:
+        until = cut.until
+    else:
+        until = metered if metered is not None else usage_metered_until(now=now)
     return min(now, until).replace(microsecond=0)
 
 

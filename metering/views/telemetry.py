@@ -12,7 +12,7 @@ from metering.selectors.telemetry import (
     reconciliation_tolerance,
     scrape_target_health,
 )
-from metering.selectors.usage import usage_by_pool, window_resolve
+from metering.selectors.usage import capacity_stamps, usage_by_pool, window_resolve
 from portal import clock
 from portal.decorators import role_required
 from portal.models import Role
@@ -32,11 +32,12 @@ def metering(request):
     period = window.period
     pools = list(Pool.objects.all())
     lives = pool_service_lives(pools=pools)
+    stamps = capacity_stamps(pools=pools, period=period)
     capacity = [
         {
             "pool": pool,
             "in_service": lives[pool.pk],
-            "chart": capacity_chart_json(pool=pool, period=period),
+            "chart": capacity_chart_json(pool=pool, period=period, stamp=stamps[pool.pk]),
         }
         for pool in pools
     ]

@@ -482,6 +482,53 @@ def test_metering_pages_capacity_chart_shows_a_sample_stored_again_with_other_fi
     assert busy() == [1, 7, 5]
 
 
+def test_capacity_stamps_of_every_pool_read_together_are_each_pools_own(deployment):
+    """The metering page reads every pool's capacity stamp at once: for each pool the count,
+    first and last time of its samples in the period and its last capacity change, or,
+    once pruned, where every consumer has read the log up to; a pool without samples
+    has none. Each is what the pool's stamp read alone says."""
+    from metering.models import Pool, UsageChange
+    from metering.selectors.usage import capacity_stamp, capacity_stamps
+    from metering.services.factory import CapacityIn, capacity_upsert
+    from portal.periods import Period
+    from portal.pipeline import LOG_CONSUMERS, log_consume, log_prune, log_read, log_read_by_all
+
+    a = deployment.pool
+    b = make_deployment(model="qwen", pool="h200-a").pool
+    empty = Pool.objects.create(slug="l40s", name="L40S hall", gpu_type="L40S", gpu_count=4)
+
+    def store(pool, *minutes: int) -> None:
+        capacity_upsert(samples=[
+            CapacityIn(pool=pool, time=HOUR_10 + timedelta(minutes=m), gpus_installed=8,
+                       gpus_healthy=8, gpus_busy=m % 8)
+            for m in minutes
+        ])  # fmt: skip
+
+    store(b, 0, 15, 30, 45)
+    store(b, 60 * 20)  # 06:00 on 2 March: after the period
+    for consumer in LOG_CONSUMERS["metering.usage"]:
+        log_consume(log_read(UsageChange, consumer=consumer, log="metering.usage"))
+    log_prune(UsageChange, log="metering.usage")
+    read_by_all = UsageChange.objects.order_by("-id").values_list("id", flat=True).first()
+    assert read_by_all is None  # all pruned: b's last change is where the log was read to
+    store(a, -30, 45)  # 09:30 and 10:45 on 1 March
+    store(a, 45)  # 10:45 again, other figures: a later change
+    last_a = UsageChange.objects.filter(pool=a).order_by("-id").values_list("id", flat=True)[0]
+    pruned_to = log_read_by_all(log="metering.usage")
+    period = Period(datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 3, 2, tzinfo=UTC))
+
+    stamps = capacity_stamps(pools=[a, b, empty], period=period)
+
+    assert stamps == {
+        a.pk: (2, HOUR_10 - timedelta(minutes=30), HOUR_10 + timedelta(minutes=45), last_a),
+        b.pk: (4, HOUR_10, HOUR_10 + timedelta(minutes=45), pruned_to),
+        empty.pk: (0, None, None, pruned_to),
+    }
+    assert pruned_to > 0 and last_a > pruned_to
+    for pool in (a, b, empty):
+        assert capacity_stamp(pool=pool, period=period) == stamps[pool.pk]
+
+
 def test_usage_by_pool_sums_each_pool_and_model_over_whole_and_part_days(tenant_a, tenant_b):
     """Two models on one pool and one on another; a whole day (the daily rollups) and two
     hours of the next (the hourly ones): each pool and model's sums, in that order."""
