@@ -25,16 +25,23 @@ silent:
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
+from itertools import pairwise
+from math import lcm
+from typing import Protocol, TypeVar
 
 from billing.domain.rating.types import InvoiceLine, LineKind
+from portal.effective import InForce
 from portal.errors import FieldError
 from portal.formatting import decimal_plain
 from portal.money import fraction_to_decimal, round_half_up, round_money
+
+V = TypeVar("V")
 
 HOUR = timedelta(hours=1)
 SECONDS_PER_HOUR = 3600
@@ -93,14 +100,31 @@ class ReservationTerms:
     def gpu_seconds(self, start: datetime, end: datetime) -> int:
         """Σ gpus × seconds held over [start, end), version by version (the sum of its
         hours' `gpu_seconds`, without walking them)."""
-        total = 0
+        return sum(gpus * _seconds(begin, finish) for begin, finish, gpus in self.held(start, end))
+
+    def held(self, start: datetime, end: datetime) -> Iterator[tuple[datetime, datetime, int]]:
+        """The parts of [start, end) it holds GPUs in, one a version: (begin, finish, gpus)."""
         for version, after in zip(self.gpus, (*self.gpus[1:], None), strict=True):
             begin = max(start, version.effective_from)
             bounds = [end, *((after.effective_from,) if after else ()), self.ends_at or end]
             finish = min(bounds)
             if finish > begin:
-                total += version.gpus * int((finish - begin).total_seconds())
-        return total
+                yield begin, finish, version.gpus
+
+    def gpu_seconds_by_hour(self, start: datetime, end: datetime) -> Iterator[tuple[datetime, int]]:
+        """Its `gpu_seconds` over each UTC hour's part inside [start, end) (a bound may cut
+        an hour), in time order, version by version (an hour a rise splits comes twice)."""
+        for begin, finish, gpus in self.held(start, end):
+            hour = _hour_floor(begin)
+            if hour < begin:  # the part of the first hour
+                yield hour, gpus * _seconds(begin, min(hour + HOUR, finish))
+                hour += HOUR
+            whole = gpus * SECONDS_PER_HOUR
+            while hour + HOUR <= finish:
+                yield hour, whole
+                hour += HOUR
+            if hour < finish:  # the part of the last hour
+                yield hour, gpus * _seconds(hour, finish)
 
     def hours(self, start: datetime, end: datetime) -> Iterator[ReservedHour]:
         """Each UTC hour of [start, end) the reservation holds some of (start and end whole
@@ -116,6 +140,47 @@ class ReservationTerms:
             if seconds > 0 and gpus:
                 yield ReservedHour(self, hour, gpus, seconds)
             hour += HOUR
+
+    def hour_runs(self, start: datetime, end: datetime) -> Iterator[HourRun]:
+        """`hours(start, end)` in runs of consecutive hours that share their GPUs and seconds
+        (a rise, the first and the last hour begin one): the same hours, not walked."""
+        first = max(start, _hour_floor(self.starts_at))
+        last = end if self.ends_at is None else min(end, self.ends_at)
+        if first >= last:
+            return
+        stop = _aligned_ceil(last, first)
+        cuts = {first, first + HOUR, stop}
+        if self.ends_at is not None:
+            cuts.add(stop - HOUR)  # the hour holding `last`, which may end inside it
+        cuts.update(_aligned_ceil(version.effective_from, first) for version in self.gpus[1:])
+        bounds = sorted(cut for cut in cuts if first <= cut <= stop)
+        for hour, after in pairwise(bounds):
+            begin = max(hour, self.starts_at)
+            finish = min(hour + HOUR, self.ends_at or hour + HOUR)
+            seconds = _seconds(begin, finish)
+            gpus = self.gpus_at(begin)
+            if seconds > 0 and gpus:
+                yield HourRun(hour, (after - hour) // HOUR, gpus, seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class HourRun:
+    """Consecutive UTC hours from `start` in which a reservation holds `gpus` GPUs for
+    `seconds` seconds each."""
+
+    start: datetime
+    hours: int
+    gpus: int
+    seconds: int
+
+    @property
+    def end(self) -> datetime:
+        return self.start + self.hours * HOUR
+
+    @property
+    def gpu_seconds(self) -> int:
+        """Of each of its hours."""
+        return self.gpus * self.seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +219,30 @@ class Coverage:
 
 # The deployment version in force at an hour's start: (R_ref, w_in), or None before its first.
 VersionAt = Callable[[str, datetime], tuple[Decimal, Decimal] | None]
+
+
+def hours_by_version(
+    series: InForce[V], start: datetime, end: datetime
+) -> Iterator[tuple[datetime, datetime, V | None]]:
+    """The hours of [start, end) (`start` a whole hour) in runs that share the version of
+    `series` in force at their start: (first hour, end, version or None before the first)."""
+    hour = start
+    while hour < end:
+        version, after = series.at(hour), series.next_start(hour)
+        until = end if after is None else min(end, _aligned_ceil(after, start))
+        yield hour, until, version
+        hour = until
+
+
+class VersionRuns(Protocol):
+    """A VersionAt that also gives the hours of [start, end) (whole hours) of a deployment in
+    runs that share the version in force at their start: (first hour, end, version)."""
+
+    def __call__(self, deployment: str, hour: datetime, /) -> tuple[Decimal, Decimal] | None: ...
+
+    def runs(
+        self, deployment: str, start: datetime, end: datetime
+    ) -> Iterable[tuple[datetime, datetime, tuple[Decimal, Decimal] | None]]: ...
 
 
 def coverage_of(
@@ -242,6 +331,95 @@ def reservation_figures(
             )
         )
     return figures
+
+
+def pool_totals(
+    pooled: Sequence[ReservationTerms],
+    *,
+    versions: VersionRuns,
+    covered: Mapping[datetime, tuple[Fraction, Fraction]],
+    start: datetime,
+    end: datetime,
+) -> dict[int, HourFigures | None]:
+    """Per reservation of one tenant's pool on a deployment (`pooled`, as
+    `reservation_figures` takes it), the sum of its `reservation_figures` over [start, end)
+    (`start` a whole hour), None when it has none; without walking the hours: caps and fees
+    by runs of hours sharing GPUs, seconds and version, and each hour of covered usage the
+    pool's share of it (all of it to a reservation alone in its pool then)."""
+    if start != _hour_floor(start):
+        raise ValueError("the totals start at a whole hour")
+    if not pooled:
+        return {}
+    runs = {r.id: list(r.hour_runs(start, end)) for r in pooled}
+    stop = max((rs[-1].end for rs in runs.values() if rs), default=start)
+    spans = [  # (first hour, end, R_ref) of the runs of hours that have a version
+        (begin, finish, version[0])
+        for begin, finish, version in versions.runs(pooled[0].deployment, start, stop)
+        if version is not None
+    ]
+    starts = [span[0] for span in spans]
+    held = {r.id: (r, [run.start for run in runs[r.id]]) for r in pooled}
+    shares: dict[int, tuple[list[Fraction], list[Fraction]]] = {r.id: ([], []) for r in pooled}
+    for hour, (tok, realized) in covered.items():
+        index = bisect_right(starts, hour) - 1
+        if index < 0 or hour >= spans[index][1]:
+            continue  # no version then: the hour covers nothing
+        r_ref = spans[index][2]
+        holding = [
+            (r, gpu_seconds)
+            for r, run_starts in held.values()
+            if (gpu_seconds := _run_gpu_seconds(runs[r.id], run_starts, hour))
+        ]
+        if len(holding) == 1:  # its cap and fee are the pool's
+            reservation = holding[0][0]
+            if r_ref:
+                shares[reservation.id][0].append(tok)
+            if reservation.hourly_rate:
+                shares[reservation.id][1].append(realized)
+            continue
+        caps = {r.id: Fraction(gpu_seconds * r_ref) for r, gpu_seconds in holding}
+        fees = {r.id: _fee(r, gpu_seconds) for r, gpu_seconds in holding}
+        pool_cap, pool_fee = sum(caps.values(), Fraction(0)), sum(fees.values(), Fraction(0))
+        for r, _ in holding:
+            shares[r.id][0].append(tok * caps[r.id] / pool_cap if pool_cap else Fraction(0))
+            shares[r.id][1].append(realized * fees[r.id] / pool_fee if pool_fee else Fraction(0))
+    totals: dict[int, HourFigures | None] = {}
+    for reservation in pooled:
+        first, cap, gpu_seconds = None, Fraction(0), 0
+        for run in runs[reservation.id]:
+            for begin, finish, r_ref in spans:
+                hours = (min(finish, run.end) - max(begin, run.start)) // HOUR
+                if hours > 0:
+                    first = first or max(begin, run.start)
+                    gpu_seconds += hours * run.gpu_seconds
+                    cap += Fraction(r_ref) * hours * run.gpu_seconds
+        toks, amounts = shares[reservation.id]
+        totals[reservation.id] = (
+            None
+            if first is None
+            else HourFigures(first, cap, _sum(toks), _fee(reservation, gpu_seconds), _sum(amounts))
+        )
+    return totals
+
+
+def _run_gpu_seconds(runs: Sequence[HourRun], starts: Sequence[datetime], hour: datetime) -> int:
+    """The GPU-seconds of `hour` in the run holding it (0: none holds it)."""
+    index = bisect_right(starts, hour) - 1
+    return runs[index].gpu_seconds if index >= 0 and hour < runs[index].end else 0
+
+
+def _fee(reservation: ReservationTerms, gpu_seconds: int) -> Fraction:
+    """gpu_seconds × hourly_rate / 3600, exact (ReservedHour.fee of a sum of hours)."""
+    return Fraction(reservation.hourly_rate) * gpu_seconds / SECONDS_PER_HOUR
+
+
+def _sum(values: Sequence[Fraction]) -> Fraction:
+    """An exact sum over one common denominator (one Fraction, not one a term)."""
+    denominator = lcm(*(value.denominator for value in values)) if values else 1
+    return Fraction(
+        sum(value.numerator * (denominator // value.denominator) for value in values),
+        denominator,
+    )
 
 
 def by_day(figures: Iterable[HourFigures]) -> list[HourFigures]:
@@ -336,6 +514,15 @@ def is_whole_hour(moment: datetime) -> bool:
 
 def _hour_floor(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def _aligned_ceil(moment: datetime, origin: datetime) -> datetime:
+    """The first instant at or after `moment` a whole number of hours from `origin`."""
+    return origin + HOUR * -((origin - moment) // HOUR)
+
+
+def _seconds(begin: datetime, finish: datetime) -> int:
+    return int((finish - begin).total_seconds())
 
 
 # Alert kinds (kpis.md 3c, 3d): a tenant's overage on a reserved deployment, a reservation

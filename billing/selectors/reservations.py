@@ -6,11 +6,11 @@ raw events. Tenant scoping is portal.access's."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
-from functools import reduce
+from functools import cached_property, reduce
 from operator import or_
 
 from django.db.models import Q, QuerySet
@@ -20,8 +20,9 @@ from billing.domain.reservations import (
     GpusFrom,
     HourFigures,
     ReservationTerms,
-    VersionAt,
     coverage_of,
+    hours_by_version,
+    pool_totals,
     reservation_figures,
 )
 from billing.models import RatedUsage, Reservation, ReservationGpus, ServiceTierMultiplier
@@ -31,9 +32,7 @@ from metering.selectors.burn import bucket_tokens, burn_window_end
 from metering.selectors.factory import DeploymentVersions, deployment_list
 from portal.access import tenant_scoped
 from portal.alert_kinds import Evaluation, Finding
-from portal.periods import Period, hour_ceil, hour_floor, month_start, next_month
-
-HOUR = timedelta(hours=1)
+from portal.periods import Period, hour_floor, month_start, next_month
 
 
 def _overlapping(start: datetime, end: datetime) -> Q:
@@ -114,17 +113,33 @@ def reserving_tenant_months(*, start: datetime, end: datetime) -> set[tuple[date
     return held
 
 
-def reserved_versions() -> VersionAt:
+class ReservedVersions:
     """(R_ref, w_in) of a deployment (by slug) in force at an hour's start: what a
-    reservation's capacity and the production it covers are weighed by."""
-    versions = DeploymentVersions()
-    ids = dict(deployment_list().values_list("slug", "pk"))
+    reservation's capacity and the production it covers are weighed by (a VersionAt), and
+    the runs of hours that share one (a VersionRuns). Read at the first question."""
 
-    def version_at(deployment: str, hour: datetime) -> tuple[Decimal, Decimal] | None:
-        version = versions.at(ids[deployment], hour)
+    @cached_property
+    def versions(self) -> DeploymentVersions:
+        return DeploymentVersions()
+
+    @cached_property
+    def ids(self) -> dict[str, int]:
+        return dict(deployment_list().values_list("slug", "pk"))
+
+    def __call__(self, deployment: str, hour: datetime, /) -> tuple[Decimal, Decimal] | None:
+        version = self.versions.at(self.ids[deployment], hour)
         return None if version is None else (version.r_ref, version.w_in)
 
-    return version_at
+    def runs(
+        self, deployment: str, start: datetime, end: datetime
+    ) -> Iterator[tuple[datetime, datetime, tuple[Decimal, Decimal] | None]]:
+        series = self.versions.series(self.ids[deployment])
+        for hour, until, version in hours_by_version(series, start, end):
+            yield hour, until, None if version is None else (version.r_ref, version.w_in)
+
+
+def reserved_versions() -> ReservedVersions:
+    return ReservedVersions()
 
 
 def reserved_by_hour(*, spans: Iterable[Period]) -> dict[tuple[int, datetime], tuple]:
@@ -133,19 +148,19 @@ def reserved_by_hour(*, spans: Iterable[Period]) -> dict[tuple[int, datetime], t
     capacity (Σ cap, tok at the R_ref in force at the hour's start: utilization's
     denominator), from the reservations themselves (two queries a span)."""
     version_at = reserved_versions()
-    held: dict[tuple[int, datetime], tuple] = {}
+    seconds: dict[tuple[int, datetime], int] = defaultdict(int)
+    slugs: dict[int, str] = {}
     for span in spans:
         for reservation in reservations_overlapping(start=span.start, end=span.end):
+            slugs[reservation.deployment_id] = reservation.deployment.slug
             terms = terms_of(reservation)
-            for hour in terms.hours(hour_floor(span.start), hour_ceil(span.end)):
-                begin, finish = max(hour.hour, span.start), min(hour.hour + HOUR, span.end)
-                gpu_seconds = terms.gpu_seconds(begin, finish)
-                version = version_at(terms.deployment, hour.hour)
-                if not gpu_seconds or version is None:
-                    continue
-                key = (reservation.deployment_id, hour.hour)
-                before = held.get(key, (0, Decimal(0)))
-                held[key] = (before[0] + gpu_seconds, before[1] + gpu_seconds * version[0])
+            for hour, gpu_seconds in terms.gpu_seconds_by_hour(span.start, span.end):
+                seconds[reservation.deployment_id, hour] += gpu_seconds
+    held: dict[tuple[int, datetime], tuple] = {}
+    for (deployment_id, hour), gpu_seconds in seconds.items():
+        version = version_at(slugs[deployment_id], hour)
+        if gpu_seconds and version is not None:
+            held[deployment_id, hour] = (gpu_seconds, gpu_seconds * version[0])
     return held
 
 
@@ -191,19 +206,55 @@ def reservations_utilization(
     reservations: Iterable[Reservation], *, start: datetime, end: datetime
 ) -> dict[int, list[HourFigures]]:
     """reservation_utilization of each of `reservations` (by id), read in three queries
-    however many: the reservations pooled with them, the deployments' versions and their
-    tenants' covered usage."""
+    however many (`_pools_read`)."""
     reservations = list(reservations)
+    pools, version_at = _pools_read(reservations, start=start, end=end)
+    return {
+        r.pk: reservation_figures(
+            terms_of(r),
+            pooled=pools[r.tenant_id, r.deployment_id][0],
+            version_at=version_at,
+            covered=pools[r.tenant_id, r.deployment_id][1],
+            start=start,
+            end=end,
+        )
+        for r in reservations
+    }
+
+
+def reservations_totals(
+    reservations: Iterable[Reservation], *, start: datetime, end: datetime
+) -> dict[int, HourFigures | None]:
+    """reservation_utilization of each of `reservations` (by id) summed over [start, end)
+    (None: it holds no GPUs then), each pool's at once and without walking its hours
+    (billing.domain.reservations.pool_totals), in the three queries of `_pools_read`."""
+    reservations = list(reservations)
+    pools, versions = _pools_read(reservations, start=start, end=end)
+    totals: dict[int, HourFigures | None] = {}
+    for pooled, covered in pools.values():
+        totals |= pool_totals(pooled, versions=versions, covered=covered, start=start, end=end)
+    return {r.pk: totals.get(r.pk) for r in reservations}
+
+
+def _pools_read(
+    reservations: list[Reservation], *, start: datetime, end: datetime
+) -> tuple[
+    dict[tuple[int, int], tuple[list[ReservationTerms], dict[datetime, tuple[Fraction, Fraction]]]],
+    ReservedVersions,
+]:  # fmt: skip
+    """Per (tenant id, deployment id) of the reservations, the pool their figures over
+    [start, end) are shares of: the tenant's reservations on the deployment then and, per
+    hour, the pool's covered tok and covered realized amount from billing's rated usage;
+    with the deployments' versions. Three queries however many."""
     pairs = {(r.tenant_id, r.deployment_id) for r in reservations}
-    if not pairs:
-        return {}
-    pairs_q = reduce(or_, (Q(tenant_id=t, deployment_id=d) for t, d in pairs))
-    pooled: dict[tuple[int, int], list[ReservationTerms]] = defaultdict(list)
-    for other in reservations_overlapping(start=start, end=end).filter(pairs_q):
-        pooled[other.tenant_id, other.deployment_id].append(terms_of(other))
     version_at = reserved_versions()
+    if not pairs:
+        return {}, version_at
+    pairs_q = reduce(or_, (Q(tenant_id=t, deployment_id=d) for t, d in pairs))
+    pools: dict[tuple[int, int], tuple[list, dict]] = {pair: ([], {}) for pair in pairs}
+    for other in reservations_overlapping(start=start, end=end).filter(pairs_q):
+        pools[other.tenant_id, other.deployment_id][0].append(terms_of(other))
     slugs = {r.deployment_id: r.deployment.slug for r in reservations}
-    covered: dict[tuple[int, int], dict[datetime, tuple[Fraction, Fraction]]] = defaultdict(dict)
     rows = RatedUsage.objects.filter(
         pairs_q, covered=True, hour__gte=start, hour__lt=end
     ).values_list(
@@ -217,20 +268,10 @@ def reservations_utilization(
         tok = production_tokens(
             output_tokens=output, input_tokens=input_tokens, cached_tokens=cached, w_in=w_in
         )
-        hours = covered[tenant_id, deployment_id]
+        hours = pools[tenant_id, deployment_id][1]
         before = hours.get(hour, (Fraction(0), Fraction(0)))
         hours[hour] = (before[0] + tok, before[1] + Fraction(realized))
-    return {
-        r.pk: reservation_figures(
-            terms_of(r),
-            pooled=pooled[r.tenant_id, r.deployment_id],
-            version_at=version_at,
-            covered=covered[r.tenant_id, r.deployment_id],
-            start=start,
-            end=end,
-        )
-        for r in reservations
-    }
+    return pools, version_at
 
 
 def reservation_overage(
@@ -258,12 +299,8 @@ def reservation_months(
     """The reservations the user may see, each with its figures over [start, end) summed
     (None when it holds no GPUs then)."""
     reservations = list(reservation_list(user=user))
-    figures = reservations_utilization(reservations, start=start, end=end)
-    rows = []
-    for reservation in reservations:
-        hours = figures[reservation.pk]
-        rows.append((reservation, sum(hours[1:], hours[0]) if hours else None))
-    return rows
+    totals = reservations_totals(reservations, start=start, end=end)
+    return [(reservation, totals[reservation.pk]) for reservation in reservations]
 
 
 def _rated_tok(
