@@ -27,12 +27,11 @@ from flywheel.selectors.measurement import FACTORY
 from flywheel.selectors.production import hour_production
 from flywheel.selectors.tfom import tfom_measure
 from metering.selectors.factory import DeploymentVersions
-from metering.selectors.usage import deployment_hour_totals, hourly_usage_list
+from metering.selectors.usage import deployment_hour_totals, hourly_usage_list, window_until
 from portal.access import tenant_get, tenant_scoped
 from portal.errors import FieldError
 from portal.models import Tenant
 from portal.money import round_money, split_money
-from portal.periods import next_month
 from portal.projects import project_names
 
 
@@ -40,8 +39,8 @@ from portal.projects import project_names
 class CostChargeback:
     month: datetime
     currency: str
-    total_cost: Decimal  # the month's, the factory's, to the cent
-    std_gpu_seconds: Decimal  # the factory's Σ std(e) in the month
+    total_cost: Decimal  # the month's so far, the factory's, to the cent
+    std_gpu_seconds: Decimal  # the factory's Σ std(e) in the month so far
     rows: list[dict]  # per tenant and project the user may see: std GPU-seconds and cost
 
     @property
@@ -69,12 +68,19 @@ def std_by_project(*, start: datetime, end: datetime) -> dict[tuple[int, int], D
 
 
 def chargeback_cost(*, user, month: datetime, tenant: Tenant | None = None) -> CostChargeback:
-    """The month's cost split over every tenant's projects; the rows of those the user may
-    see (or of `tenant`), by tenant slug then project, `(none)` first."""
-    end = next_month(month)
+    """The month's cost split over every tenant's projects (an open month's so far: to the
+    cut, kpis.md section 0); the rows of those the user may see (or of `tenant`), by tenant
+    slug then project, `(none)` first."""
+    # The month as measured so far (kpis.md section 0: to the cut, nothing ahead of it), as
+    # its TFOM reads it: an open month's costs are those of its days so far.
+    start, to = window_until({"period": f"{month:%Y-%m}"})
+    end = max(start, to)
     currency = settings.FACTORY_CURRENCY
     total_cost = round_money(
-        amount=tfom_measure(scope=FACTORY, start=month, end=end).total_cost, currency=currency
+        amount=tfom_measure(scope=FACTORY, start=month, end=end).total_cost
+        if end > start
+        else ZERO,
+        currency=currency,
     )
     std = std_by_project(start=month, end=end)
     costs = split_money(amount=total_cost, weights=std, currency=currency) if std else {}

@@ -12,6 +12,7 @@ alpha 8,959.15 + beta 2,986.38 + (none) 2,986.39 = 14,931.92, the month's total.
 
 import csv
 import io
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -53,6 +54,22 @@ def test_the_cost_basis_sums_to_total_cost(april):
         ("acme", "alpha", "12111.12"),
         ("acme", "beta", "4037.04"),
     ]
+
+
+@pytest.mark.parametrize("now", [datetime(2026, 4, 20, 12, tzinfo=UTC)], indirect=True)
+def test_an_open_month_is_charged_its_cost_so_far(april):
+    """kpis.md section 0: an open month is measured to the cut, nothing ahead of it. On 20
+    April at 12:00 (19.5 of its 30 days, 0.65 of it), every cost of the example is 0.65 of
+    the month's: 745.20, 7,200, 1,440 and 10,800 -> 484.38 + 4,680 + 936 + 7,020 =
+    13,120.38, the total_cost of April's TFOM read now; alpha 3/5 = 7,872.228 -> 7,872.23,
+    beta and (none) 2,624.076 each -> 2,624.08 and 2,624.07 (largest remainder)."""
+    body = _get(april, "basis=cost").json()
+    assert body["total_cost"] == "13120.38"
+    assert april.get("/api/v1/tfom?period=2026-04").json()["total_cost"] == "13120.38"
+    costs = {r["project"]: Decimal(r["cost"]) for r in body["rows"]}
+    assert costs["alpha"] == Decimal("7872.23")
+    assert sorted(costs.values()) == [Decimal("2624.07"), Decimal("2624.08"), costs["alpha"]]
+    assert sum(costs.values()) == Decimal("13120.38")
 
 
 def test_the_invoice_basis_splits_each_line_to_the_cent(april):
