@@ -152,10 +152,11 @@ def reserved_by_hour(*, spans: Iterable[Period]) -> dict[tuple[int, datetime], t
     slugs: dict[int, str] = {}
     for span in spans:
         for reservation in reservations_overlapping(start=span.start, end=span.end):
-            slugs[reservation.deployment_id] = reservation.deployment.slug
+            deployment_id = reservation.deployment_id
+            slugs[deployment_id] = reservation.deployment.slug
             terms = terms_of(reservation)
             for hour, gpu_seconds in terms.gpu_seconds_by_hour(span.start, span.end):
-                seconds[reservation.deployment_id, hour] += gpu_seconds
+                seconds[deployment_id, hour] += gpu_seconds
     held: dict[tuple[int, datetime], tuple] = {}
     for (deployment_id, hour), gpu_seconds in seconds.items():
         version = version_at(slugs[deployment_id], hour)
