@@ -299,6 +299,18 @@ class Bench:
     ) -> None:
         self.rows.append((goal, what, a, b, ratio, limit, result))
 
+    def add_spread(self, what: str, rounds: list[float]) -> None:
+        """An information row: the lowest and highest of the rounds' own ratios (sorted)."""
+        self.add(
+            "-",
+            f"  the rounds' own {what} ratios: lowest vs highest (info)",
+            f"{rounds[0]:.3f}",
+            f"{rounds[-1]:.3f}",
+            rounds[0] / rounds[-1],
+            "-",
+            "info",
+        )
+
     def kpis(self) -> None:
         """Goal 5: FactoryData(...).kpis of the month vs the equivalent SQL on raw rows."""
         log("goal 5: KPI measurement vs raw SQL (interleaved)")
@@ -842,15 +854,7 @@ class Bench:
         # Its spread within this run: each round's API rate against its own bare.
         rounds = sorted(a / b for a, b in zip(arms["api"], arms["bare_dedup"], strict=True))
         self.results["ingestion"]["round_ratios"] = rounds
-        self.add(
-            "-",
-            "  the rounds' own wall-clock ratios: lowest vs highest (info)",
-            f"{rounds[0]:.3f}",
-            f"{rounds[-1]:.3f}",
-            rounds[0] / rounds[-1],
-            "-",
-            "info",
-        )
+        self.add_spread("wall-clock", rounds)
         self.add(
             "-",
             "API vs dedup COPY into the project's tables (schema baseline, info)",
@@ -943,15 +947,7 @@ class Bench:
             "≥ 0.8",
             verdict(ratio, 0.8, True),
         )
-        self.add(
-            "-",
-            "  the rounds' own CPU ratios: lowest vs highest (info)",
-            f"{rounds[0]:.3f}",
-            f"{rounds[-1]:.3f}",
-            rounds[0] / rounds[-1],
-            "-",
-            "info",
-        )
+        self.add_spread("CPU", rounds)
         self.add(
             "1",
             "web tier CPU an event (gunicorn workers, API rounds) vs 15 µs",

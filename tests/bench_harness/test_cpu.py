@@ -46,12 +46,17 @@ class Burner:
         return child
 
 
-def test_children_cpu_reports_a_burning_child_within_5_percent():
+def _burning() -> tuple[ChildrenCPU, subprocess.Popen, float]:
+    """The accounting started, then a child that has burned its CPU (and says how much)."""
     burner = Burner()
     accounting = ChildrenCPU(os.getpid(), kinds=burner.kinds, every=0.05)
     accounting.start()
     child = burner.start()
-    burned = float(child.stdout.readline())
+    return accounting, child, float(child.stdout.readline())
+
+
+def test_children_cpu_reports_a_burning_child_within_5_percent():
+    accounting, child, burned = _burning()
     alive = accounting.stop()  # the child still lives: its own /proc/<pid>/stat
 
     accounting.start()  # a new window, the child counted from its time at the start
@@ -66,11 +71,7 @@ def test_children_cpu_reports_a_burning_child_within_5_percent():
 
 
 def test_children_cpu_counts_a_child_that_ended_within_5_percent():
-    burner = Burner()
-    accounting = ChildrenCPU(os.getpid(), kinds=burner.kinds, every=0.05)
-    accounting.start()
-    child = burner.start()
-    burned = float(child.stdout.readline())
+    accounting, child, burned = _burning()
     child.stdin.close()
     child.wait()
     spent = accounting.stop()
