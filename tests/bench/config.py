@@ -5,6 +5,11 @@ BENCH_EVENTS  comma-separated dataset sizes, small first (default "1000000,10000
 BENCH_ROUNDS  A/B rounds per comparison (default 6; quick 4).
 BENCH_INGEST  events per side per ingestion round (default 50,000).
 BENCH_RESERVATIONS reservations in the datasets (default 50; 0 for none).
+BENCH_PROJECTS projects of every tenant in the datasets (default 20; 0 for none): p01, p02, …,
+              each with a cost center, created in setup by the projects' service; the
+              bulk-loaded events name one of them, or none for one event in five (by their
+              sequence number, events.project_of), so the rollups, the rating and the
+              chargeback carry them. Ingestion stages' events name no project.
 BENCH_BASELINE the git revision the A/B of ingestion compares this tree with (default: the
               last commit that changed a migration; it must have this tree's migrations).
 """
@@ -60,6 +65,8 @@ INGEST_DAYS = 28
 TENANTS = 200
 # of the paid tenants, each on a deployment it uses (goal 8 rates with them; 0: none)
 RESERVATIONS = int(os.environ.get("BENCH_RESERVATIONS", "50"))
+# projects of every tenant, p01… (events.project_of spreads the datasets' events; 0: none)
+PROJECTS = int(os.environ.get("BENCH_PROJECTS", "20"))
 TENANT_ZIPF = 1.1  # share of tenant of rank r ∝ 1 / r^s
 MODEL_ZIPF = 1.5  # each tenant's preference over its own ordering of the models
 SOURCES = ("gw-eu-1", "gw-eu-2", "gw-us-1", "gw-us-2")  # API gateways sending events

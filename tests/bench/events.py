@@ -25,6 +25,23 @@ def tenant_slug(rank: int) -> str:
     return f"tenant-{rank:03d}"
 
 
+def project_slug(number: int) -> str:
+    """The slug of a tenant's project `number` (1…config.PROJECTS): p01, p02, …"""
+    return f"p{number:02d}"
+
+
+def project_of(seq: int, projects: int) -> int:
+    """The project of the event of sequence number `seq` among a tenant's `projects`: 0 (none)
+    for one event in five, else 1…projects in turn over a scrambled sequence (every project
+    of a tenant gets a share of each of its hours and deployments). Deterministic."""
+    if projects <= 0:
+        return 0
+    slot = ((seq * _MIX) & _MASK) >> 32
+    if slot % 5 == 0:
+        return 0
+    return 1 + (slot // 5) % projects
+
+
 def deployment_specs() -> list[tuple[str, str]]:
     """(model slug, pool slug) of every deployment, in a fixed order."""
     return [(model, pool) for model, pools, *_ in config.MODELS for pool in pools]
@@ -48,6 +65,7 @@ class Row:
     tpot_ms: float
     latency_ms: float
     is_error: bool
+    project: int = 0  # 1…config.PROJECTS: the tenant's project_slug(project); 0: none
 
 
 class EventGenerator:
@@ -81,9 +99,20 @@ class EventGenerator:
             self.deployment_cum.append(list(accumulate(weights)))
         self.hour_cum = list(accumulate(config.HOUR_WEIGHTS))
 
-    def rows(self, *, seq0: int, count: int, start: datetime, days: int, hours: int | None = None):
+    def rows(
+        self,
+        *,
+        seq0: int,
+        count: int,
+        start: datetime,
+        days: int,
+        hours: int | None = None,
+        projects: int = 0,
+    ):
         """`count` events with sequence numbers seq0…; times in `days` days from `start`
-        (diurnal), or uniformly in the `hours` hours from `start` when given."""
+        (diurnal), or uniformly in the `hours` hours from `start` when given; spread over
+        `projects` projects of each tenant and none (project_of), or none when 0 (the
+        ingestion stages' events name no project)."""
         rng = random.Random(self.seed ^ (seq0 * 7919 + count))
         rand, lognorm, getrandbits = rng.random, rng.lognormvariate, rng.getrandbits
         tenant_total = self.tenant_cum[-1]
@@ -119,10 +148,15 @@ class EventGenerator:
             measures = (input_tokens, cached, output_tokens, ttft, tpot, latency)
             pool_named = pool if model in self.multi_pool else None
             status = "error" if is_error else "ok"
+            project = project_of(seq, projects)
             digest = fields_hash(
-                source, event_id, time, tenant_slug(tenant), model, pool_named, *measures, status
-            )
-            yield Row(seq, source, event_id, digest, time, tenant, deployment, *measures, is_error)
+                source, event_id, time, tenant_slug(tenant), model, pool_named, *measures, status,
+                project=project_slug(project) if project else None,
+            )  # fmt: skip
+            yield Row(
+                seq, source, event_id, digest, time, tenant, deployment, *measures, is_error,
+                project,
+            )  # fmt: skip
 
     def item(self, row: Row) -> dict:
         """The JSON item of the HTTP API for a row (pool only where the model needs it)."""
@@ -143,6 +177,8 @@ class EventGenerator:
         }
         if model in self.multi_pool:
             item["pool"] = pool
+        if row.project:
+            item["project"] = project_slug(row.project)
         return item
 
     def otlp_body(self, rows: list[Row]) -> bytes:

@@ -51,7 +51,8 @@ from metering.services.usage.ingest import usage_ingest
 from metering.services.usage.rollup import refold_apply, usage_fold
 from metering.services.usage.store import usage_partitions_ensure
 from portal import clock
-from portal.models import Role, Tenant
+from portal.models import Project, Role, Tenant
+from portal.projects import project_create
 from portal.services import token_create, user_ensure
 from tests.bench import config
 from tests.bench.counters import counters_step_timed, factory_build
@@ -59,6 +60,7 @@ from tests.bench.events import (
     EventGenerator,
     deployment_specs,
     expected_tokens_per_event,
+    project_slug,
     tenant_slug,
 )
 
@@ -214,6 +216,15 @@ def setup(*, events: int) -> dict:
         username="bench-operator", role=Role.OPERATOR, password="bench-pw-123456"
     )
     _, token = token_create(user=operator, name="bench", scopes=["ingest", "read"])
+    for rank in range(config.TENANTS):  # the bulk load spreads the events over them
+        for number in range(1, config.PROJECTS + 1):
+            project_create(
+                tenant=tenants[tenant_slug(rank)],
+                slug=project_slug(number),
+                name=f"Project {number}",
+                cost_center=f"CC-{rank:03d}-{number:02d}",
+                by=operator,
+            )
     session = _browser_session(operator)
     # A browser session of every other role (the pages goal opens each role's pages).
     sessions = {Role.OPERATOR: session.session_key}
@@ -631,6 +642,54 @@ def alerts_evaluate_timed(*, profile: bool = False) -> dict:
         figures["profile"] = _profile_text(profiler, limit=30)
         figures["slowest_queries"] = [f"{q['time']} s {q['sql'][:300]}" for q in slowest]
     return figures
+
+
+# -- projects: the budget read with ?project= (goal 14) and the chargeback (goal 26) ------
+
+
+def chargeback_prepare() -> dict:
+    """The dataset month rated whole with the clock at its end (the chargeback splits its
+    rating so far: no invoice bills it), a hard monthly token quota of the largest tenant's
+    first project (thresholds 80 and 100, by a member, as a tenant manages its own), and that
+    member's read token; what the month's rated usage holds per project."""
+    from portal.alerts import rule_create
+    from portal.models import AlertRule
+
+    clock.clock_set(config.MONTH_END)
+    try:
+        RatingPending.objects.create(tenant=None, start=config.MONTH_START)
+        started = time.perf_counter()
+        rated_usage_update()
+        rated = time.perf_counter() - started
+    finally:
+        clock.clock_set(None)
+    tenant = Tenant.objects.get(slug=tenant_slug(0))
+    member = user_ensure(
+        username="bench-member", role=Role.TENANT, tenant=tenant, password="bench-pw-123456"
+    )
+    project = project_slug(1)
+    quotas = AlertRule.objects.filter(kind="budget", tenant=tenant, scope__project=project)
+    if not quotas.exists():
+        rule_create(
+            kind="budget",
+            tenant=tenant,
+            scope={"project": project},
+            params={"tokens": 1_000_000_000, "enforce": "hard", "thresholds": [80, 100]},
+            by=member,
+        )
+    _, token = token_create(user=member, name="bench-project", scopes=["read"])
+    rows = RatedUsage.objects.filter(month_start=config.MONTH_START)
+    return {
+        "rate_seconds": rated,
+        "projects": Project.objects.count(),
+        "rated_rows": rows.count(),
+        "rated_projects": rows.values("tenant_id", "project_id").distinct().count(),
+        "none_output_tokens": rows.filter(project_id=0).aggregate(n=Sum("output_tokens"))["n"],
+        "output_tokens": rows.aggregate(n=Sum("output_tokens"))["n"],
+        "tenant": tenant.slug,
+        "project": project,
+        "token": token,
+    }
 
 
 def forecast_setup(*, pools: int, models: int, days: int) -> dict:

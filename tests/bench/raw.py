@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 import psycopg
 
 from tests.bench import config
-from tests.bench.events import EventGenerator, Row
+from tests.bench.events import EventGenerator, Row, project_slug
 
 CHUNK = 100_000  # events per generated chunk (the same chunks in every dataset size)
 # The usage event's columns as the binary COPYs write them, and their types.
@@ -25,6 +25,9 @@ EVENT_COLUMNS = (
     "ttft_ms, tpot_ms, latency_ms, is_error"
 )
 EVENT_TYPES = ("int8", "timestamptz", *("int8",) * 5, *("float8",) * 3, "bool")
+# The bulk load writes each event's project too (0: none; ingestion's events name none).
+DATASET_COLUMNS = EVENT_COLUMNS + ", project_id"
+DATASET_TYPES = (*EVENT_TYPES, "int8")
 # The bare table of the ingestion limit: the key, the payload hash and the event's columns.
 BARE_COLUMNS = "source, event_id, payload_hash, " + EVENT_COLUMNS.removeprefix("id, ")
 BARE_TYPES = ("text", "text", "text", *EVENT_TYPES[1:])
@@ -53,12 +56,28 @@ def _event_values(r: Row, tenant_ids: list[int], deployment_ids: list[int]) -> t
     )
 
 
+def _project_ids(conn: psycopg.Connection, tenant_ids: list[int]) -> list[list[int]]:
+    """Per tenant rank, the ids of its projects p01…p{config.PROJECTS} (setup made them)."""
+    ids = {
+        (tenant_id, slug): pk
+        for tenant_id, slug, pk in conn.execute("SELECT tenant_id, slug, id FROM portal_project")
+    }
+    numbers = range(1, config.PROJECTS + 1)
+    return [[ids[tenant_id, project_slug(n)] for n in numbers] for tenant_id in tenant_ids]
+
+
 def _load_chunk(args: tuple) -> int:
-    dsn, seq0, count, tenant_ids, deployment_ids, table = args
+    dsn, seq0, count, tenant_ids, deployment_ids, project_ids, table = args
     generator = EventGenerator()
     with psycopg.connect(dsn) as conn, conn.cursor() as cur:
         rows = list(
-            generator.rows(seq0=seq0, count=count, start=config.MONTH_START, days=config.DAYS)
+            generator.rows(
+                seq0=seq0,
+                count=count,
+                start=config.MONTH_START,
+                days=config.DAYS,
+                projects=config.PROJECTS,
+            )
         )
         with cur.copy(
             "COPY metering_eventkey (id, source, event_id, payload_hash, received_at) "
@@ -69,10 +88,11 @@ def _load_chunk(args: tuple) -> int:
                 copy.write_row(
                     (r.seq + 1, r.source, r.event_id, r.payload_hash, r.time + timedelta(seconds=2))
                 )
-        with cur.copy(f"COPY {table} ({EVENT_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(list(EVENT_TYPES))
+        with cur.copy(f"COPY {table} ({DATASET_COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(list(DATASET_TYPES))
             for r in rows:
-                copy.write_row((r.seq + 1, *_event_values(r, tenant_ids, deployment_ids)))
+                project = project_ids[r.tenant][r.project - 1] if r.project else 0
+                copy.write_row((r.seq + 1, *_event_values(r, tenant_ids, deployment_ids), project))
         conn.commit()
     return count
 
@@ -82,17 +102,19 @@ def bulk_load(
 ) -> float:
     """Write `count` events of the dataset month with COPY: into a bare table attached as the
     month's partition afterwards, and into the key table with its unique index rebuilt after
-    (index builds by sort beat 10M random inserts). Returns seconds."""
+    (index builds by sort beat 10M random inserts); each event of a project (events.project_of)
+    with the id setup gave its tenant's project of that slug. Returns seconds."""
     started = time.perf_counter()
     table = partition_name(config.MONTH_START)
     with psycopg.connect(dsn, autocommit=True) as conn:
+        project_ids = _project_ids(conn, tenant_ids)
         conn.execute(f"DROP TABLE IF EXISTS {table}")
         conn.execute(
             f"CREATE TABLE {table} (LIKE metering_usageevent INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
         )
         conn.execute("ALTER TABLE metering_eventkey DROP CONSTRAINT event_key_unique")
     chunks = [
-        (dsn, seq0, min(CHUNK, count - seq0), tenant_ids, deployment_ids, table)
+        (dsn, seq0, min(CHUNK, count - seq0), tenant_ids, deployment_ids, project_ids, table)
         for seq0 in range(0, count, CHUNK)
     ]
     done = 0

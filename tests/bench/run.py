@@ -25,8 +25,8 @@ small and the large dataset (config.sizes()), then measures:
  12. peak RSS of a web worker ingesting 10,000-span OTLP exports
  13. webhook delivery: 10,000 events to 10 endpoints, one hanging: the others' p95, and a
      page's p95 during the burst against at rest
- 14. the budget read's p95 over HTTP; the alerts job over every rule of 200 tenants, and
-     its query count against 20 tenants'
+ 14. the budget read's p95 over HTTP, of a tenant and of one of its projects; the alerts
+     job over every rule of 200 tenants, and its query count against 20 tenants'
  19. every read API over 3 years, large dataset: each under 2 s
  20. every page of every role's navigation, the dataset month: p95 large vs small, and
      under 300 ms on the large
@@ -36,6 +36,8 @@ small and the large dataset (config.sizes()), then measures:
  24. GET /metrics with 1,000 tenants and 13 months of history: p95 under 300 ms; the measure
      stage's counters step timed
  25. the capacity plan over 50 models and 20 pools, 12 months: under 10 s in the job
+ 26. a month's chargeback of 200 tenants x 20 projects over HTTP, invoice basis and at cost:
+     each p95 under 2 s
 
 Prints the ratio table and writes every figure to var/bench/*.json (docs/performance.md
 explains the method).
@@ -1652,6 +1654,69 @@ class Bench:
             "pass" if queries == 1 else "MISS",
         )
 
+    def chargeback(self) -> None:
+        """Goal 26 and goal 14's read of a project, on the large dataset (config.PROJECTS
+        projects a tenant, its events spread over them and none), the month rated whole: the
+        month's chargeback of every tenant (`GET /api/v1/chargeback`, JSON) over HTTP as an
+        operator (its API token), on the invoice basis and at cost, interleaved, p95 of 7
+        reads each after one to warm ≤ 2 s; the budget read of a project (`?project=p01`, its
+        hard token quota; a member's read token) p95 of 200 reads ≤ 20 ms; a cProfile of the
+        slower basis's read in the agent (profile-chargeback.txt)."""
+        log("goal 26: the month's chargeback, both bases; goal 14: the budget read of a project")
+        agent = self.agents["large"]
+        prepared = agent.call("chargeback_prepare")
+        log(
+            f"  the month rated in {prepared['rate_seconds']:.0f} s: "
+            f"{prepared['rated_rows']:,} rated usage rows of {prepared['rated_projects']:,} "
+            f"tenants' projects and (none)s ({prepared['projects']:,} projects)"
+        )
+        token = self.ids["large"]["token"]
+        operator = web.Getter(self.web["large"].port, {"Authorization": f"Bearer {token}"})
+        month = f"{config.MONTH_START:%Y-%m}"
+        paths = {basis: f"/api/v1/chargeback?month={month}&basis={basis}" for basis in ("invoice", "cost")}  # fmt: skip
+        reads: dict[str, list[float]] = {basis: [] for basis in paths}
+        for path in paths.values():
+            operator.get(path)  # warm
+        for _ in range(7):
+            for basis, path in paths.items():
+                reads[basis].append(operator.get(path))
+        member = web.Getter(
+            self.web["large"].port, {"Authorization": f"Bearer {prepared['token']}"}
+        )
+        path = f"/api/v1/tenants/{prepared['tenant']}/budget?project={prepared['project']}"
+        for _ in range(10):
+            member.get(path)  # warm both workers
+        budget = [member.get(path) for _ in range(200)]
+        slower = max(paths, key=lambda basis: p95(reads[basis]))
+        profile = agent.call("profile_read", path=paths[slower], token=token)
+        (config.OUT_DIR / "profile-chargeback.txt").write_text(
+            f"GET {paths[slower]}: median {profile['median']:.2f} s, profiled "
+            f"{profile['seconds']:.2f} s\n{profile['profile']}"
+        )
+        self.results["chargeback"] = {"prepared": prepared, "reads": reads, "budget_read": budget}
+        budget95 = p95(budget)
+        self.add(
+            "14",
+            f"GET /api/v1/tenants/<slug>/budget?project={prepared['project']} p95 (200 reads)",
+            f"{budget95 * 1000:.1f} ms",
+            f"p50 {statistics.median(budget) * 1000:.1f} ms",
+            float("nan"),
+            "<= 20 ms",
+            "pass" if budget95 <= 0.020 else "MISS",
+        )
+        for basis, seconds in reads.items():
+            read95 = p95(seconds)
+            self.add(
+                "26",
+                f"chargeback of the month, {basis} basis, {config.TENANTS} tenants x "
+                f"{config.PROJECTS} projects: p95 (7 reads)",
+                f"{read95:.2f} s",
+                f"p50 {statistics.median(seconds):.2f} s",
+                float("nan"),
+                "<= 2 s",
+                "pass" if read95 <= 2 else "MISS",
+            )
+
     def metrics(self) -> None:
         """Goal 24: GET /metrics (Prometheus's scrape: the KPI gauges and every counter, per
         tenant too) of a factory of 1,000 tenants with 13 months of history, p95 of 200
@@ -1744,7 +1809,7 @@ class Bench:
 STAGES = (
     "kpis", "reads", "pages", "crowd", "replica", "widest", "rollups", "rating", "ingestion",
     "storage", "baseline", "otlp", "embedded", "freshness", "memory", "delivery", "alerts",
-    "forecast", "metrics", "plan",
+    "chargeback", "forecast", "metrics", "plan",
 )  # fmt: skip
 # Stages on a database of their own: BENCH_ONLY naming only these loads no dataset.
 STANDALONE = {"storage", "delivery", "freshness", "forecast", "metrics", "plan"}
