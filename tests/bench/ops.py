@@ -644,6 +644,22 @@ def alerts_evaluate_timed(*, profile: bool = False) -> dict:
     return figures
 
 
+# capex per GPU and power (kW) per GPU of each GPU type's cost model
+GPU_COSTS = {"H100": (45_000, "1.275"), "H200": (54_000, "1.275"), "B200": (61_900, "1.79"),
+             "B300": (75_000, "2.0")}  # fmt: skip
+
+
+def _cost_model(pool: Pool) -> None:
+    """A cost model of the pool's GPU type (GPU_COSTS) from EPOCH on, by flywheel's service."""
+    from flywheel.services.tfom import cost_model_create
+
+    capex, power = GPU_COSTS[pool.gpu_type]
+    cost_model_create(pool=pool, capex_per_gpu=Decimal(capex), depreciation_months=60,
+                      power_kw_per_gpu=Decimal(power), pue=Decimal("1.3"),
+                      electricity_price_per_kwh=Decimal("0.083"),
+                      hosting_per_gpu_month=Decimal(200), effective_from=EPOCH)  # fmt: skip
+
+
 # -- projects: the budget read with ?project= (goal 14) and the chargeback (goal 26) ------
 
 
@@ -651,9 +667,15 @@ def chargeback_prepare() -> dict:
     """The dataset month rated whole with the clock at its end (the chargeback splits its
     rating so far: no invoice bills it), a hard monthly token quota of the largest tenant's
     first project (thresholds 80 and 100, by a member, as a tenant manages its own), and that
-    member's read token; what the month's rated usage holds per project."""
+    member's read token; what the month's rated usage holds per project. The pools get a
+    cost model each here (the chargeback at cost needs the month's total_cost; the other
+    stages' datasets have none)."""
+    from flywheel.models import CostModel
     from portal.alerts import rule_create
     from portal.models import AlertRule
+
+    for pool in Pool.objects.exclude(pk__in=CostModel.objects.values("pool_id")):
+        _cost_model(pool)
 
     clock.clock_set(config.MONTH_END)
     try:
@@ -796,24 +818,17 @@ def plan_setup(*, pools: int, models: int) -> dict:
     import numpy as np
 
     from flywheel.models import Forecast
-    from flywheel.services.tfom import cost_model_create
     from metering.domain.factory import CurvePoint
     from metering.services.factory import curves_import
 
     rng = np.random.default_rng(config.SEED)
-    types = {"H100": (45_000, "1.275"), "H200": (54_000, "1.275"), "B200": (61_900, "1.79"),
-             "B300": (75_000, "2.0")}  # fmt: skip
-    names = list(types)
+    names = list(GPU_COSTS)
     made = []
     for p in range(pools):
         gpu = names[p % len(names)]
         pool = Pool.objects.create(slug=f"plan-pool-{p:02d}", name=f"pool {p}", gpu_type=gpu,
                                    gpu_count=int(rng.integers(32, 512)))  # fmt: skip
-        capex, power = types[gpu]
-        cost_model_create(pool=pool, capex_per_gpu=Decimal(capex), depreciation_months=60,
-                          power_kw_per_gpu=Decimal(power), pue=Decimal("1.3"),
-                          electricity_price_per_kwh=Decimal("0.083"),
-                          hosting_per_gpu_month=Decimal(200), effective_from=EPOCH)  # fmt: skip
+        _cost_model(pool)
         made.append(pool)
     today = datetime.now(UTC).date()  # noqa: TID251
     points, forecasts = [], []
