@@ -553,6 +553,15 @@ def delivery_figures(*, endpoint_ids: list[int]) -> dict:
 ALERTS_AT = config.MONTH_END - timedelta(minutes=1)  # the dataset month's last minute
 
 
+def _largest_member() -> tuple[Tenant, object]:
+    """The largest tenant and its member `bench-member` (the budget reads' reader)."""
+    tenant = Tenant.objects.get(slug=tenant_slug(0))
+    member = user_ensure(
+        username="bench-member", role=Role.TENANT, tenant=tenant, password="bench-pw-123456"
+    )
+    return tenant, member
+
+
 def alerts_prepare() -> dict:
     """The 5-minute buckets of the dataset month's last 8 days (the fold writes them within
     8 days of now: the month is folded again with the clock at its end), the month rated,
@@ -572,10 +581,7 @@ def alerts_prepare() -> dict:
         clock.clock_set(None)
     from metering.models import FiveMinuteUsage
 
-    tenant = Tenant.objects.get(slug=tenant_slug(0))
-    member = user_ensure(
-        username="bench-member", role=Role.TENANT, tenant=tenant, password="bench-pw-123456"
-    )
+    tenant, member = _largest_member()
     _, token = token_create(user=member, name="bench", scopes=["read"])
     return {
         "refold_seconds": refolded,
@@ -685,10 +691,7 @@ def chargeback_prepare() -> dict:
         rated = time.perf_counter() - started
     finally:
         clock.clock_set(None)
-    tenant = Tenant.objects.get(slug=tenant_slug(0))
-    member = user_ensure(
-        username="bench-member", role=Role.TENANT, tenant=tenant, password="bench-pw-123456"
-    )
+    tenant, member = _largest_member()
     project = project_slug(1)
     quotas = AlertRule.objects.filter(kind="budget", tenant=tenant, scope__project=project)
     if not quotas.exists():
