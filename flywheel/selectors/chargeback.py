@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal, localcontext
 
 from django.conf import settings
@@ -27,7 +27,7 @@ from flywheel.selectors.measurement import FACTORY
 from flywheel.selectors.production import hour_production
 from flywheel.selectors.tfom import tfom_measure
 from metering.selectors.factory import DeploymentVersions
-from metering.selectors.usage import deployment_hour_totals, hourly_usage_list, window_until
+from metering.selectors.usage import deployment_totals, window_until
 from portal.access import tenant_get, tenant_scoped
 from portal.errors import FieldError
 from portal.models import Tenant
@@ -54,17 +54,53 @@ class CostChargeback:
 def std_by_project(*, start: datetime, end: datetime) -> dict[tuple[int, int], Decimal]:
     """Σ std(e) = tok(e) / R_ref(d(e)) per (tenant id, project id) over [start, end), from
     the hourly rollups under the deployment version in force each hour (an hour holding
-    `end` as of the cut, as the month's total_cost reads it): one query."""
+    `end` as of the cut, as the month's total_cost reads it): the tokens summed in the
+    database per deployment, tenant and project over the whole range, and again span by span
+    for a deployment whose version changes within it (one query, and one a span of those)."""
     versions = DeploymentVersions()
     std: dict[tuple[int, int], Decimal] = defaultdict(Decimal)
-    rollups = hourly_usage_list().filter(hour__gte=start, hour__lt=end).order_by()
+    spans_of: dict[int, list] = {}  # per deployment, its versions' spans within the range
+    split: dict[int, list] = {}
+
+    def add(row: dict, version) -> None:
+        if version is not None and version.r_ref:
+            tok = hour_production(row, version)[0]
+            std[row["tenant_id"], row["project_id"]] += tok / version.r_ref
+
     with localcontext(KPI_CONTEXT):
-        for row in deployment_hour_totals(rollups, "tenant_id", "project_id", end=end):
-            version = versions.at(row["deployment_id"], row["hour"].astimezone(UTC))
-            if version is not None and version.r_ref:
-                tok = hour_production(row, version)[0]
-                std[row["tenant_id"], row["project_id"]] += tok / version.r_ref
+        for row in deployment_totals("tenant_id", "project_id", start=start, end=end):
+            deployment_id = row["deployment_id"]
+            if deployment_id not in spans_of:
+                spans_of[deployment_id] = _version_spans(versions, deployment_id, start, end)
+            spans = spans_of[deployment_id]
+            if len(spans) == 1:
+                add(row, spans[0][2])
+            else:
+                split[deployment_id] = spans
+        for deployment_id, spans in split.items():
+            for lo, hi, version in spans:
+                for row in deployment_totals(
+                    "tenant_id", "project_id", start=lo, end=hi, deployment_id=deployment_id
+                ):
+                    add(row, version)
     return dict(sorted(std.items()))
+
+
+def _version_spans(versions: DeploymentVersions, deployment_id: int, start, end) -> list:
+    """(from, until, version) of each version of the deployment in force within [start, end)
+    (None before its first), in order."""
+    spans = []
+    before = versions.at(deployment_id, start)
+    cursor = start
+    for begin, _, version in versions.series(deployment_id).spans():
+        if begin <= start:
+            continue
+        if begin >= end:
+            break
+        spans.append((cursor, begin, before))
+        cursor, before = begin, version
+    spans.append((cursor, end, before))
+    return spans
 
 
 def chargeback_cost(*, user, month: datetime, tenant: Tenant | None = None) -> CostChargeback:

@@ -587,7 +587,11 @@ def deployment_hour_sums(rollups: QuerySet[HourlyUsage], *by: str) -> QuerySet:
     """Hourly rollups summed per deployment and hour (and the fields `by` names, e.g. the
     tenant and project): requests `n`, compliant requests `ok`, errors `err`, input, cached
     and output tokens `i`, `c`, `o` and their SLO-compliant parts `ci`, `cc`, `co`."""
-    return rollups.values("deployment_id", "hour", *by).annotate(
+    return _summed(rollups, ("deployment_id", "hour", *by))
+
+
+def _summed(rollups: QuerySet, keys: tuple[str, ...]) -> QuerySet:
+    return rollups.values(*keys).annotate(
         n=Sum("requests"),
         ok=Sum("compliant_requests"),
         err=Sum("errors"),
@@ -607,14 +611,28 @@ def deployment_hour_totals(rollups: QuerySet[HourlyUsage], *by: str, end: dateti
     """`deployment_hour_sums` of the rollups of hours before `end` (and the fields `by`
     names), the hour holding `end` (a window's `to`) as of the cut (module docstring): each
     row less the deltas of its own keys (a project's row less that project's)."""
-    keys = ("deployment_id", "hour", *by)
+    return _totals(rollups, ("deployment_id", "hour", *by), end=end)
 
+
+def deployment_totals(
+    *by: str, start: datetime, end: datetime, deployment_id: int | None = None
+) -> list[dict]:
+    """deployment_hour_totals of the hours of [start, end) summed over them (per deployment,
+    or of the one `deployment_id`, and the fields `by` names): a few rows a deployment where
+    the hours are many."""
+    rollups = hourly_usage_list(start=start, end=end)
+    if deployment_id is not None:
+        rollups = rollups.filter(deployment_id=deployment_id)
+    return _totals(rollups, ("deployment_id", *by), end=end)
+
+
+def _totals(rollups: QuerySet, keys: tuple[str, ...], *, end: datetime) -> list[dict]:
     def key(r: dict) -> tuple:
         return tuple(r[name] for name in keys)
 
-    rows = {key(r): dict(r) for r in deployment_hour_sums(rollups, *by)}
+    rows = {key(r): dict(r) for r in _summed(rollups, keys)}
     after = rollups_after_cut(end=end)
-    for r in deployment_hour_sums(after, *by) if after is not None else ():
+    for r in _summed(after, keys) if after is not None else ():
         row = rows.get(key(r))
         if row is not None:
             for name in _HOUR_SUMS:

@@ -115,3 +115,25 @@ def test_who_reads_which_chargeback(april, users, token_client):
     assert _get(investor, "basis=cost", status=403)
     for query, field in (("basis=nope", "basis"), ("format=pdf", "format")):
         assert _get(april, query, status=400).json()["errors"][0]["field"] == field
+
+
+def test_the_cost_basis_weighs_each_hour_by_the_version_in_force(april):
+    """R_ref 2,000 from 12 April: the events of the 12th, 13th and 14th (beta, (none), alpha)
+    weigh 933,120 std GPU-seconds each, those of the 10th and 11th (alpha) 1,866,240: alpha
+    4,665,600 of 6,531,840 = 5/7 of 20,185.20 = 14,418.00, beta and (none) 2,883.60 each."""
+    from metering.models import Deployment
+    from metering.services.factory import VersionSpec, deployment_version_add
+
+    deployment_version_add(
+        deployment=Deployment.objects.get(slug="llama@h100-a"),
+        effective_from=datetime(2026, 4, 12, tzinfo=UTC),
+        spec=VersionSpec(r_ref=Decimal(2000), w_in=Decimal(0)),
+        by=None,
+    )
+    body = _get(april, "basis=cost").json()
+    assert (body["total_cost"], Decimal(body["std_gpu_seconds"])) == ("20185.20", 6_531_840)
+    assert [(r["project"], Decimal(r["std_gpu_seconds"]), r["cost"]) for r in body["rows"]] == [
+        ("(none)", 933_120, "2883.60"),
+        ("alpha", 4_665_600, "14418.00"),
+        ("beta", 933_120, "2883.60"),
+    ]
