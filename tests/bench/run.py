@@ -301,6 +301,16 @@ class Bench:
     ) -> None:
         self.rows.append((goal, what, a, b, ratio, limit, result))
 
+    def budget_reads(self, prepared: dict, path: str) -> list[float]:
+        """200 reads of a budget `path` on the large dataset with the member's read token
+        (`prepared`'s), after 10 that warm both workers: their seconds."""
+        getter = web.Getter(
+            self.web["large"].port, {"Authorization": f"Bearer {prepared['token']}"}
+        )
+        for _ in range(10):
+            getter.get(path)
+        return [getter.get(path) for _ in range(200)]
+
     def add_spread(self, what: str, rounds: list[float]) -> None:
         """An information row: the lowest and highest of the rounds' own ratios (sorted)."""
         self.add(
@@ -1614,13 +1624,7 @@ class Bench:
                 f"({first['fired']} fired, {first['queries']} queries), then "
                 f"{max(r['seconds'] for r in steady):.2f} s at most ({steady[0]['queries']} queries)"
             )
-        getter = web.Getter(
-            self.web["large"].port, {"Authorization": f"Bearer {prepared['token']}"}
-        )
-        path = f"/api/v1/tenants/{prepared['tenant']}/budget"
-        for _ in range(10):
-            getter.get(path)  # warm both workers
-        reads = [getter.get(path) for _ in range(200)]
+        reads = self.budget_reads(prepared, f"/api/v1/tenants/{prepared['tenant']}/budget")
         self.results["alerts"] = {"prepared": prepared, "runs": runs, "budget_read": reads}
         read95 = p95(reads)
         self.add(
@@ -1680,13 +1684,9 @@ class Bench:
         for _ in range(7):
             for basis, path in paths.items():
                 reads[basis].append(operator.get(path))
-        member = web.Getter(
-            self.web["large"].port, {"Authorization": f"Bearer {prepared['token']}"}
+        budget = self.budget_reads(
+            prepared, f"/api/v1/tenants/{prepared['tenant']}/budget?project={prepared['project']}"
         )
-        path = f"/api/v1/tenants/{prepared['tenant']}/budget?project={prepared['project']}"
-        for _ in range(10):
-            member.get(path)  # warm both workers
-        budget = [member.get(path) for _ in range(200)]
         slower = max(paths, key=lambda basis: p95(reads[basis]))
         profile = agent.call("profile_read", path=paths[slower], token=token)
         (config.OUT_DIR / "profile-chargeback.txt").write_text(
