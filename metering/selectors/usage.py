@@ -26,9 +26,10 @@ from django.db.models import (
     QuerySet,
     Subquery,
     Sum,
+    Value,
 )
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, TruncDate, TruncDay, TruncMonth
+from django.db.models.functions import Cast, Coalesce, TruncDate, TruncDay, TruncMonth
 
 from metering.domain.usage.production import production_tokens
 from metering.domain.usage.rollup import LATENCY_BUCKETS_MS, TOKEN_FIELDS
@@ -52,6 +53,7 @@ from metering.selectors.factory import DeploymentVersions, factory_in_service_fr
 from portal import clock
 from portal.access import tenant_scoped
 from portal.kept import kept
+from portal.models import Project
 from portal.periods import (
     Period,
     Window,
@@ -63,7 +65,7 @@ from portal.periods import (
     period_resolve,
 )
 from portal.pipeline import cut_read, log_read_by_all
-from portal.projects import project_slugs
+from portal.projects import NONE
 from portal.snapshot import snapshot_read
 
 # What usage reads show per row: requests, failures and the token counts (their classes too).
@@ -273,12 +275,11 @@ def usage_daily_by_model(
         lambda: [(r, sign) for query, sign in queries.values() for r in query],
     )
     models = dict(Deployment.objects.values_list("pk", "model__slug"))
-    projects = project_slugs({r["project_id"] for r, _ in grouped}) if by_project else {}
     merged: dict[tuple, dict] = {}
     for r, sign in grouped:
         cell = (r["period_day"], models[r["deployment_id"]])
         if by_project:  # (none) sorts before the slugs, which are letters, digits, - and _
-            cell = (*cell, projects[r["project_id"]])
+            cell = (*cell, r["project"])
         if by_tier:
             cell = (*cell, r["service_tier"])
         row = merged.setdefault(
@@ -322,8 +323,12 @@ def _daily_by_deployment(
     day = F("day") if rows.model is DailyUsage else TruncDate("hour", tzinfo=UTC)
     rows = _usage_filtered(rows.annotate(period_day=day), user=user, filters=filters)
     sums = {name: Sum(name) for name in USAGE_SUMS}
+    if by_project:  # by slug (a slug never changes), so the tenants' projects of one slug
+        # are one group in the database, not a group each
+        slug = Project.objects.filter(pk=OuterRef("project_id")).values("slug")[:1]
+        rows = rows.annotate(project=Coalesce(Subquery(slug), Value(NONE)))
     keys = (
-        "period_day", "deployment_id", *(("project_id",) if by_project else ()),
+        "period_day", "deployment_id", *(("project",) if by_project else ()),
         *(("service_tier",) if by_tier else ()),
     )  # fmt: skip
     return rows.values(*keys).annotate(**sums, **buckets).order_by()
