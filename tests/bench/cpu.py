@@ -145,3 +145,11 @@ def total(figures: Iterable[dict[str, float]], kinds: Iterable[str]) -> float:
     """Seconds of the `kinds` over several windows' figures."""
     kinds = tuple(kinds)
     return sum(f.get(kind, 0.0) for f in figures for kind in kinds)
+
+
+def between(rest: list[float], burst: list[float]) -> list[float]:
+    """Each of interleaved windows R B R B … R's B against the mean of the R on either side
+    (len(rest) == len(burst) + 1): its own ratio, the machine's drift over the run halved."""
+    if len(rest) != len(burst) + 1:
+        raise ValueError("rest windows must surround the burst windows: R B R … B R")
+    return [b / ((rest[i] + rest[i + 1]) / 2) for i, b in enumerate(burst)]

@@ -102,6 +102,19 @@ def _figure(name: str, answer: dict) -> int:
     return answer["spent"] or 0
 
 
+def visible(
+    accepted: list[float], totals: list[int], readings: list[tuple[float, int]], *, baseline: int
+) -> list[float | None]:
+    """Each batch's wait: from its acceptance (`accepted`, in order) to the first reading
+    (time, value) taken after it that holds it and every batch before it (`totals`: the
+    running total up to each batch, above the reads' `baseline`); None if none does."""
+    waits: list[float | None] = []
+    for at, total in zip(accepted, totals, strict=True):
+        times = [t for t, value in readings if t >= at and value >= baseline + total]
+        waits.append(min(times) - at if times else None)
+    return waits
+
+
 @dataclass
 class Feed:
     """What the gateway sent: per batch, when it was accepted and the running totals."""
@@ -166,13 +179,11 @@ def measure(*, port: int, token: str, seconds: float) -> dict:
     stop.set()
     for thread in readers:
         thread.join()
-    waits = []
-    for index, accepted in enumerate(feed.accepted):
-        seen = []
-        for name, values in readings.items():
-            total = baseline[name] + (feed.tokens if name == "budget" else feed.output)[index]
-            times = [t for t, value in values if t >= accepted and value >= total]
-            seen.append(min(times) - accepted if times else None)
-        waits.append(None if None in seen else max(seen))
+    seen = [
+        visible(feed.accepted, feed.tokens if name == "budget" else feed.output,
+                readings[name], baseline=baseline[name])
+        for name in READS
+    ]  # fmt: skip
+    waits = [None if None in each else max(each) for each in zip(*seen, strict=True)]
     return {"batches": len(feed.accepted), "waits": waits, "reads": {
         name: len(values) for name, values in readings.items()}}  # fmt: skip
