@@ -1216,6 +1216,7 @@ class Bench:
                     "production": (production.port, production_token),
                 }
             )
+            production.stop()
         finally:
             embedded.stop()
         med = {side: statistics.median(values) for side, values in arms.items()}
