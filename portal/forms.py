@@ -1,14 +1,17 @@
 from django import forms
 from django.db.models import QuerySet
+from django.urls import reverse
 
 from portal.alert_kinds import Kind
 from portal.errors import FieldError
 from portal.models import Project, Scope, Tenant
 from portal.money import money_parse
 from portal.periods import validate_years
+from portal.projects import SLUG_MAX_LENGTH, no_project_message
 
 UTC_HELP = "UTC, e.g. 2026-05-01 14:30."
 UTC_EXAMPLE = "2026-11-19 03:00 UTC"  # how a time is typed and shown in a form
+PROJECT_OPTIONS = "bound-project-options"  # the datalist of the token form's project input
 
 
 class UtcDateTimeField(forms.DateTimeField):
@@ -83,13 +86,13 @@ class TokenForm(forms.Form):
         help_text="An ingest token for a tenant's own gateway: it meters that tenant only.",
     )
 
-    bound_project = forms.ModelChoiceField(
-        queryset=Project.objects.none(),
+    bound_project = forms.CharField(
         required=False,
+        max_length=SLUG_MAX_LENGTH,
         label="Bind to project",
-        empty_label="— not bound —",
-        help_text="And to one of the tenant's projects: its events without a project are "
-        "that project's, naming another is refused.",
+        help_text="And to one of that tenant's projects, by its slug: its events without a "
+        "project are that project's, naming another is refused.",
+        widget=forms.TextInput(attrs={"list": PROJECT_OPTIONS, "autocomplete": "off"}),
     )
 
     def __init__(
@@ -101,20 +104,74 @@ class TokenForm(forms.Form):
         **kwargs,
     ):
         """`projects`: those the user may bind a token to; `own_tenant`: a member's tenant,
-        which its ingest tokens are bound to (no choice of tenant)."""
+        which its ingest tokens are bound to (no choice of tenant). A member chooses among its
+        own tenant's projects; an operator names a project of the tenant it chose, by its slug
+        (every tenant's projects are thousands), the chosen tenant's offered as it types."""
         super().__init__(*args, **kwargs)
         self.fields["scopes"].choices = [c for c in Scope.choices if c[0] in allowed]
         self.own_tenant = own_tenant
-        self.fields["bound_project"].queryset = projects.select_related("tenant")
-        self.fields["bound_project"].label_from_instance = lambda p: (
-            p.name if own_tenant is not None else f"{p.tenant.name} / {p.name}"
-        )
+        self.projects = projects
+        if own_tenant is not None:
+            self.fields["bound_project"] = forms.ModelChoiceField(
+                queryset=projects,
+                required=False,
+                label="Bind to project",
+                empty_label="— not bound —",
+                help_text="And to one of your projects: its events without a project are that "
+                "project's, naming another is refused.",
+            )
+            self.fields["bound_project"].label_from_instance = lambda p: p.name
         if Scope.INGEST not in allowed or own_tenant is not None:
             # A member's ingest token is bound to its own tenant, no choice: the page says
             # so; it chooses one of its projects beside it.
             del self.fields["bound_tenant"]
+        else:  # choosing a tenant loads its projects into the project's suggestions
+            self.fields["bound_tenant"].widget.attrs.update(
+                {
+                    "hx-get": reverse("tokens"),
+                    "hx-trigger": "change",
+                    "hx-select": f"#{PROJECT_OPTIONS}",
+                    "hx-target": f"#{PROJECT_OPTIONS}",
+                    "hx-swap": "outerHTML",
+                }
+            )
         if Scope.INGEST not in allowed:
             del self.fields["bound_project"]
+
+    def project_options(self) -> list[tuple[str, str]]:
+        """(slug, name) of the projects of the tenant the operator's form has chosen (sent,
+        or asked for by the tenant's select), which the project's input suggests."""
+        if "bound_tenant" not in self.fields:
+            return []
+        chosen = (
+            self.data.get("bound_tenant") if self.is_bound else self.initial.get("bound_tenant")
+        )
+        if not chosen:
+            return []
+        rows = self.projects.filter(tenant__slug=chosen).order_by("slug")
+        return list(rows.values_list("slug", "name"))
+
+    def clean(self):
+        """The operator's project: one of the chosen tenant's (projects_bindable's), by its
+        slug; refused naming `bound_project` otherwise (another tenant's slug too), and
+        naming `bound_tenant` when no tenant is chosen."""
+        data = super().clean()
+        if "bound_tenant" not in self.fields or "bound_project" not in data:
+            return data
+        slug, data["bound_project"] = data["bound_project"], None
+        if not slug:
+            return data
+        tenant = data.get("bound_tenant")
+        if tenant is None:
+            if "bound_tenant" not in self.errors:
+                self.add_error("bound_tenant", f"Choose the tenant of project {slug!r}.")
+            return data
+        project = self.projects.filter(tenant=tenant, slug=slug).first()
+        if project is None:
+            self.add_error("bound_project", no_project_message(slug=slug, tenant=tenant.slug))
+        else:
+            data["bound_project"] = project
+        return data
 
 
 def _event_type_choices(types: list[str]) -> list[tuple[str, str]]:

@@ -42,6 +42,11 @@ def is_project_slug(value: object) -> bool:
     return type(value) is str and 0 < len(value) <= SLUG_MAX_LENGTH and bool(_SLUG.fullmatch(value))
 
 
+def no_project_message(*, slug: str, tenant: str) -> str:
+    """A token bound to a project the tenant has none of (the page and create_token)."""
+    return f"No project {slug!r} of tenant {tenant!r}."
+
+
 def limit_message(tenant: str) -> str:
     return (
         f"tenant {tenant!r} has {MAX_PROJECTS:,} projects, the most a tenant may have: "

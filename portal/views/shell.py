@@ -89,7 +89,9 @@ def tokens(request):
         "projects": projects_bindable(user=request.user),
         "own_tenant": user_tenant(request.user),
     }
-    form = TokenForm(request.POST or None, **choices)
+    # ?bound_tenant=: the tenant the operator chose, whose projects the form suggests
+    initial = {"bound_tenant": request.GET.get("bound_tenant", "")}
+    form = TokenForm(request.POST or None, initial=initial, **choices)
     created = None
     if request.method == "POST" and form.is_valid():
         try:

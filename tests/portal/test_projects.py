@@ -189,3 +189,36 @@ def test_the_tokens_page_offers_a_member_its_own_projects_only(
     client.post("/tokens/", {"name": "gw", "scopes": ["ingest"], "bound_project": search.pk})
     token = ApiToken.objects.get(user=users["tenant"])
     assert (token.bound_tenant.slug, token.bound_project.slug) == ("tenant-a", "search")
+
+
+def test_an_operator_names_a_project_of_the_chosen_tenant_on_the_tokens_page(
+    users, session_client, tenant_a, tenant_b, search
+):
+    """The operator's form lists no tenant's projects (thousands with many tenants): it
+    suggests the chosen tenant's, and refuses naming `bound_project` a slug that tenant has
+    no project of, another tenant's included."""
+    Project.objects.create(tenant=tenant_b, slug="eval", name="Eval")
+    client = session_client(users["operator"])
+    page = client.get("/tokens/").content.decode()
+    chosen = client.get("/tokens/?bound_tenant=tenant-a").content.decode()
+    gateway = {"name": "gw", "scopes": ["ingest"], "bound_tenant": "tenant-a"}
+    another = client.post("/tokens/", {**gateway, "bound_project": "eval"})
+    unknown = client.post("/tokens/", {**gateway, "bound_project": "nope"})
+    no_tenant = client.post("/tokens/", {**gateway, "bound_tenant": "", "bound_project": "eval"})
+    bound = client.post("/tokens/", {**gateway, "bound_project": "search"})
+
+    assert "Search" not in page and "Eval" not in page
+    assert '<option value="search">Search</option>' in chosen and "Eval" not in chosen
+    assert another.context["form"].errors == {
+        "bound_project": ["No project 'eval' of tenant 'tenant-a'."]
+    }
+    assert unknown.context["form"].errors == {
+        "bound_project": ["No project 'nope' of tenant 'tenant-a'."]
+    }
+    assert '<option value="eval">Eval</option>' not in another.content.decode()
+    assert no_tenant.context["form"].errors == {
+        "bound_tenant": ["Choose the tenant of project 'eval'."]
+    }
+    assert bound.context["created"]
+    token = ApiToken.objects.get(user=users["operator"])
+    assert (token.bound_tenant.slug, token.bound_project.slug) == ("tenant-a", "search")

@@ -2,6 +2,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from portal.models import Project, Role, Tenant
+from portal.projects import no_project_message
 from portal.services import token_create, user_ensure
 
 
@@ -48,7 +49,7 @@ class Command(BaseCommand):
             project = Project.objects.filter(tenant=owner, slug=options["bind_project"]).first()
             if project is None:
                 raise CommandError(
-                    f"No project {options['bind_project']!r} of tenant {owner.slug!r}."
+                    no_project_message(slug=options["bind_project"], tenant=owner.slug)
                 )
         scopes = [s.strip() for s in options["scopes"].split(",") if s.strip()]
         try:
