@@ -683,3 +683,62 @@ def test_metered_until_is_the_oldest_waiting_run_else_the_folds_mark_in_one_quer
         assert usage_metered_until(now=now) == now - 2 * hour  # the mark
     FoldMark.objects.filter(pk=1).update(completed_at=now + hour)
     assert usage_metered_until(now=now) == now  # never after now
+
+
+def test_the_usage_pages_rows_kept_are_the_hourly_rollups_summed_per_day_model_project_and_tier(
+    factory, make_user
+):
+    """usage_daily_by_model's rows, made on a miss of the cache and read back on a hit, are
+    the hourly rollups of the period summed per day, model, project slug and service tier,
+    with the latency p50 and p95 of the summed histograms: two tenants with a project of one
+    slug (one row over both), tiers, failures and latencies over 3 days, read over whole days
+    (the daily rollups) and parts of days at both ends (the hourly ones)."""
+    from django.core.cache import cache
+
+    from metering.domain.usage.fields import SERVICE_TIERS
+    from metering.models import HourlyUsage
+    from metering.selectors.usage import USAGE_SUMS, _quantile, usage_daily_by_model
+    from portal.periods import Period
+
+    items = [
+        {
+            "id": f"e{i}",
+            "tenant": ("t1", "t2")[i % 2],
+            "model": ("m1", "m2")[i % 5 % 2],
+            "time": (BASE + timedelta(minutes=i * 37 % (3 * 24 * 60))).isoformat(),
+            "input_tokens": 100 + i,
+            "output_tokens": 7 * i,
+            "status": "error" if i % 11 == 0 else "ok",
+            "latency_ms": i * 131 % 9000 + 50,
+            "service_tier": SERVICE_TIERS[i % 3 % len(SERVICE_TIERS)],
+            **({"project": ("search", "eval")[i % 7 % 2]} if i % 4 else {}),
+        }
+        for i in range(240)
+    ]
+    _ingest(items)
+    usage_fold()
+    operator = make_user("operator")
+    period = Period(BASE + timedelta(hours=5), BASE + timedelta(days=2, hours=13))
+
+    cache.clear()
+    made = usage_daily_by_model(user=operator, period=period, by_project=True, by_tier=True)
+    read = usage_daily_by_model(user=operator, period=period, by_project=True, by_tier=True)
+
+    summed: dict[tuple, dict] = {}
+    hours = HourlyUsage.objects.filter(hour__gte=period.start, hour__lt=period.end)
+    for row in hours.select_related("deployment__model"):
+        slug = Project.objects.get(pk=row.project_id).slug if row.project_id else "(none)"
+        key = (row.hour.date(), row.deployment.model.slug, slug, row.service_tier)
+        cell = summed.setdefault(key, {"sums": dict.fromkeys(USAGE_SUMS, 0), "h": [0] * 16})
+        for name in USAGE_SUMS:
+            cell["sums"][name] += getattr(row, name)
+        cell["h"] = [a + b for a, b in zip(cell["h"], row.latency_histogram, strict=True)]
+    expected = [
+        {"day": day, "model": model, "project": project, "service_tier": tier,
+         **cell["sums"], "p50_ms": _quantile(cell["h"], 0.5), "p95_ms": _quantile(cell["h"], 0.95)}
+        for (day, model, project, tier), cell in sorted(summed.items())
+    ]  # fmt: skip
+    assert len(expected) > 40 and {r["project"] for r in expected} == {"(none)", "eval", "search"}
+    assert len({r["day"] for r in expected}) == 3
+    assert made == expected
+    assert read == expected
