@@ -198,7 +198,12 @@ def tenant_list(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Tenant]:
 
 
 def tenant_get(*, user: AbstractBaseUser | AnonymousUser, slug: str) -> Tenant:
-    """The tenant named `slug` if the user may see it; 404 otherwise (never 403, not to leak)."""
+    """The tenant named `slug` if the user may see it; 404 otherwise (never 403, not to leak).
+    A member naming its own tenant gets the one read with it (no query: a gateway's budget
+    read asks this before each request)."""
+    own = user_tenant(user)
+    if own is not None and own.slug == slug and user_role(user) is Role.TENANT:
+        return own
     tenant = tenant_list(user=user).filter(slug=slug).first()
     if tenant is None:
         raise Http404(f"No tenant {slug!r}.")

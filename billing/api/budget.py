@@ -8,7 +8,6 @@ from rest_framework.views import APIView
 from billing.selectors.budget import budget_answer
 from portal.access import tenant_get
 from portal.api.notify import NotifyPermission
-from portal.errors import FieldError
 
 
 class BudgetView(APIView):
@@ -26,6 +25,4 @@ class BudgetView(APIView):
     def get(self, request, slug: str):
         tenant = tenant_get(user=request.user, slug=slug)
         project = request.query_params.get("project", "")
-        if project and not tenant.projects.filter(slug=project).exists():
-            raise FieldError("project", f"{tenant.slug} has no project {project!r}")
         return Response(budget_answer(tenant=tenant, project=project))

@@ -38,9 +38,10 @@ from billing.domain.budget import (
 )
 from billing.models import RatedMark, RatedTenantMonth, RatedUsage
 from billing.selectors.month_to_date import month_spent
-from metering.selectors.usage import usage_fold_backlog, window_until
+from metering.selectors.usage import fold_backlog_columns, fold_backlog_of, window_until
 from portal import clock
 from portal.alert_kinds import Evaluation, Finding
+from portal.errors import FieldError
 from portal.formatting import rfc3339
 from portal.models import AlertRule, Project, Tenant
 from portal.money import EXACT, money_str, round_money
@@ -116,11 +117,14 @@ def rated_as_of(*, now: datetime) -> datetime | None:
     no figure, never `ok` on stale ones) when it was never rated, when it is more than
     STALE_AFTER behind the newest accepted event or the last fold, whichever is later, or
     when an event has waited for the fold more than STALE_AFTER: so also while no worker
-    runs at all and events are accepted."""
-    mark = RatedMark.objects.values_list("rated_until", flat=True).first()
-    if mark is None:
+    runs at all and events are accepted. One query: the fold's backlog is read with the
+    rating's mark."""
+    columns = fold_backlog_columns()
+    row = RatedMark.objects.annotate(**columns).values_list("rated_until", *columns).first()
+    if row is None:
         return None
-    backlog = usage_fold_backlog()
+    mark, *fold = row
+    backlog = fold_backlog_of(*fold)
     if backlog.newest is not None and backlog.newest - mark > STALE_AFTER:
         return None
     if backlog.oldest_waiting is not None and now - backlog.oldest_waiting > STALE_AFTER:
@@ -142,20 +146,24 @@ def _of_rated_usage(rule: AlertRule) -> bool:
     return "tokens" in rule.params or not _is_whole_month(rule)
 
 
-def _cells(rules: list[AlertRule], *, month: datetime, day: datetime) -> dict[tuple, list]:
+def _cells(
+    rules: list[AlertRule], *, month: datetime, day: datetime, slugs: dict | None = None
+) -> dict[tuple, list]:
     """[tokens, realized, tokens of the day, realized of the day] of this month's rated usage
     per (tenant id, project slug) and per (tenant id, "") for the rules read from rated
-    usage (_of_rated_usage): 2 queries however many."""
+    usage (_of_rated_usage): 2 queries however many, 1 when the caller read the projects
+    the rules name already (`slugs`: their slug by (tenant id, project id))."""
     wanted = [rule for rule in rules if _of_rated_usage(rule)]
     if not wanted:
         return {}
     ids = {rule.tenant_id for rule in wanted}
-    slugs = {
-        (tenant_id, pk): slug
-        for tenant_id, pk, slug in Project.objects.filter(
-            tenant_id__in=ids, slug__in={_project_of(rule) for rule in wanted} - {""}
-        ).values_list("tenant_id", "pk", "slug")
-    }
+    if slugs is None:
+        slugs = {
+            (tenant_id, pk): slug
+            for tenant_id, pk, slug in Project.objects.filter(
+                tenant_id__in=ids, slug__in={_project_of(rule) for rule in wanted} - {""}
+            ).values_list("tenant_id", "pk", "slug")
+        }
     tokens = F("input_tokens") + F("output_tokens")
     paid, today = Q(sale=RatedUsage.Sale.PAID), Q(hour__gte=day)
     rows = RatedUsage.objects.filter(tenant_id__in=ids, month_start=month)
@@ -188,10 +196,13 @@ def _cells(rules: list[AlertRule], *, month: datetime, day: datetime) -> dict[tu
     return cells
 
 
-def budgets_read(rules: Iterable[AlertRule], *, now: datetime | None = None) -> list[Budget]:
+def budgets_read(
+    rules: Iterable[AlertRule], *, now: datetime | None = None, slugs: dict | None = None
+) -> list[Budget]:
     """The budgets of `rules` (budget rules, each a tenant's or one of its projects') this
-    period, in 6 queries however many (the cut, the rating's and the fold's marks, the
-    tenant-months' rated totals, the projects and their rated usage)."""
+    period, in 5 queries however many (the cut, the rating's mark with the fold's, the
+    tenant-months' rated totals, the projects and their rated usage; 4 given the projects'
+    `slugs`, as _cells)."""
     now = now or clock.now()
     month, as_of = window_until({"period": "this_month"}, now=now)
     rules = list(rules)
@@ -203,7 +214,7 @@ def budgets_read(rules: Iterable[AlertRule], *, now: datetime | None = None) -> 
         for row in RatedTenantMonth.objects.filter(tenant_id__in=ids, month_start=month)
     }
     day = period_bounds(period=DAY, now=now)[0]
-    cells = _cells(rules, month=month, day=day)
+    cells = _cells(rules, month=month, day=day, slugs=slugs)
     budgets = []
     for rule in rules:
         period = budget_period(rule.params)
@@ -325,11 +336,18 @@ def budget_answer(*, tenant: Tenant, project: str = "", now: datetime | None = N
     before, every budget of the tenant (and of `project`, a slug of its projects) this
     period, and `blocked` when a hard one of them is exceeded, `blocked_by` naming the
     first such scope, the tenant's before the project's (a tenant's hard budget blocks all
-    its projects)."""
+    its projects). A slug the tenant has no project of is a FieldError naming `project`."""
     now = now or clock.now()
+    slugs = {}
+    if project:
+        try:  # one row or none (a tenant's slugs are unique); unordered: no join
+            found = Project.objects.filter(tenant=tenant, slug=project).values_list("pk").get()
+        except Project.DoesNotExist:
+            raise FieldError("project", f"{tenant.slug} has no project {project!r}") from None
+        slugs[tenant.pk, found[0]] = project
     rules = [rule for rule in _rules(tenant) if _project_of(rule) in ("", project)]
     rules.sort(key=lambda rule: (bool(_project_of(rule)), rule.one_key))
-    budgets = budgets_read(rules, now=now)
+    budgets = budgets_read(rules, now=now, slugs=slugs)
     whole = next((b for b in budgets if not b.project and b.period == MONTH), None)
     if whole is None:
         whole = Budget(state=NONE, unit=settings.FACTORY_CURRENCY, month=month_start(now))

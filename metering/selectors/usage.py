@@ -514,19 +514,22 @@ class FoldBacklog:
     newest: datetime | None
 
 
-def usage_fold_backlog() -> FoldBacklog:
-    """The fold's backlog now, read whether or not any worker runs: one query once the fold
-    has completed (its mark is one row), two before."""
+def fold_backlog_columns() -> dict[str, Subquery]:
+    """The fold's backlog as columns of another one-row query (the reader's own mark), so a
+    read that needs both asks once: the receipt times of the oldest and the newest event
+    waiting for the fold, and when it last completed. `fold_backlog_of` reads them."""
     queued = FoldPending.objects.values("queued_at")
-    row = FoldMark.objects.annotate(
-        oldest=Subquery(queued.order_by("queued_at")[:1]),
-        newest=Subquery(queued.order_by("-queued_at")[:1]),
-    )
-    found = row.values_list("oldest", "newest", "completed_at").first()
-    if found is None:
-        waiting = FoldPending.objects.aggregate(oldest=Min("queued_at"), newest=Max("queued_at"))
-        found = (waiting["oldest"], waiting["newest"], None)
-    oldest, newest_queued, folded = found
+    return {
+        "fold_oldest": Subquery(queued.order_by("queued_at")[:1]),
+        "fold_newest": Subquery(queued.order_by("-queued_at")[:1]),
+        "fold_completed": Subquery(FoldMark.objects.values("completed_at")[:1]),
+    }
+
+
+def fold_backlog_of(
+    oldest: datetime | None, newest_queued: datetime | None, folded: datetime | None
+) -> FoldBacklog:
+    """The fold's backlog from `fold_backlog_columns`' values, in their order."""
     newest = max((t for t in (newest_queued, folded) if t is not None), default=None)
     return FoldBacklog(oldest_waiting=oldest, newest=newest)
 

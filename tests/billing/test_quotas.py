@@ -14,12 +14,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from billing.selectors.budget import budget_answer
+from billing.selectors.budget import budget_answer, budgets_read
 from billing.services.rating import rated_usage_update
 from metering.services.usage.rollup import usage_fold
 from portal import clock
 from portal.alerts import alerts_evaluate
-from portal.models import Delivery, Event
+from portal.models import AlertRule, Delivery, Event
 from tests.billing.factories import M, make_contract, make_priced_model, post_usage
 
 pytestmark = pytest.mark.both_backends
@@ -158,16 +158,16 @@ def test_a_day_quota_counts_the_day_and_a_soft_one_blocks_nothing(used, member, 
     assert (day["state"], read["blocked"]) == ("exceeded", False)
 
 
-def test_the_budget_read_with_a_project_takes_7_queries(used, member, tenant_a):
-    """What a gateway asks before each request: the rules, the cut (not the whole window of
-    the month), the rating's and the fold's marks, the tenant-month's rated totals, the
-    project and one read of its rated usage for the tenant's token budget and the
-    project's day quota both."""
+def test_the_budget_read_with_a_project_takes_6_queries(used, member, tenant_a):
+    """What a gateway asks before each request: the project, the rules, the cut (not the
+    whole window of the month), the rating's mark with the fold's backlog, the
+    tenant-month's rated totals, and one read of its rated usage for the tenant's token
+    budget and the project's day quota both."""
     _rule(member, params={"tokens": 30 * M})
     _rule(member, scope={"project": "alpha"}, params={"amount": "100.00", "period": "day"})
     with CaptureQueriesContext(connection) as queries:
         read = budget_answer(tenant=tenant_a, project="alpha")
-    assert len(queries) == 7, [query["sql"] for query in queries.captured_queries]
+    assert len(queries) == 6, [query["sql"] for query in queries.captured_queries]
     # The tenant's 20,850,000 tokens; alpha's day (16 December) has none yet.
     assert (read["spent"], read["project"]["budgets"][0]["spent"]) == (20_850_000, "0.00")
 
@@ -203,3 +203,79 @@ def test_project_quotas_name_the_tenants_own_projects_only(used, member, finance
     refused = member.get("/api/v1/tenants/tenant-a/budget?project=nope")
     assert (refused.status_code, refused.json()["errors"][0]["field"]) == (400, "project")
     assert member.get("/api/v1/tenants/tenant-b/budget?project=alpha").status_code == 404
+
+
+def _one_by_one(tenant, project: str, now) -> dict:
+    """The budget read made the plain way: each rule read alone (budgets_read of one rule,
+    its project looked up by slug), `blocked_by` the first hard one exceeded, the tenant's
+    before its projects'."""
+    rules = AlertRule.objects.filter(kind="budget", tenant=tenant, enabled=True)
+    rules = [r for r in rules if (r.scope or {}).get("project", "") in ("", project)]
+    rules.sort(key=lambda r: (bool((r.scope or {}).get("project")), r.one_key))
+    budgets = [budgets_read([rule], now=now)[0] for rule in rules]
+    blocking = [b for b in budgets if b.blocked]
+    return {
+        "budgets": [b.as_json() for b in budgets],
+        "blocked": bool(blocking),
+        "blocked_by": blocking[0].scope_json() if blocking else None,
+        "own": [b.as_json() for b in budgets if project and b.project == project],
+    }
+
+
+def test_the_budget_read_answers_as_each_rule_read_alone_in_7_queries_over_http(
+    used, member, admin_api, tenant_a, now
+):
+    """A tenant's hard monthly budget and day token budget, alpha's hard monthly token quota
+    and soft day money quota, beta's monthly quota: every read (the tenant, alpha, beta)
+    answers what each rule read alone answers, before and while rating lags; over HTTP in
+    7 queries (the token with its user, the project, the rules, the cut, the rating's mark
+    with the fold's, the tenant-month's totals, the rated usage)."""
+    post_usage(
+        admin_api,
+        [{"id": "a4", "time": "2026-12-16T09:00:00Z", "input_tokens": 0,
+          "output_tokens": 100_000, "project": "alpha"},
+         {"id": "b4", "time": "2026-12-16T08:00:00Z", "input_tokens": 7, "output_tokens": 0,
+          "project": "beta"}],
+    )  # fmt: skip
+    _rule(member, params={"amount": "16.00", "enforce": "hard"})
+    _rule(member, params={"tokens": 150_000, "period": "day"})
+    _rule(member, scope={"project": "alpha"}, params={"tokens": M, "enforce": "hard"})
+    _rule(member, scope={"project": "alpha"}, params={"amount": "0.05", "period": "day"})
+    _rule(member, scope={"project": "beta"}, params={"tokens": 10, "thresholds": [50]})
+
+    with CaptureQueriesContext(connection) as queries:  # the token's last use written
+        alpha = _read(member, "alpha")  # by the rules' requests (at most once a minute)
+    assert len(queries) == 7, [query["sql"] for query in queries.captured_queries]
+    # The tenant's month, its lines at 0.88 per million less 10 % rounded each: input
+    # 10,400,007 × 0.792 / 1M = 8.2368… → 8.24, output 10,550,000 → 8.3556 → 8.36: 16.60,
+    # past 16.00 and hard: every project blocked, by the tenant. Today 100,007 tokens of
+    # 150,000 (66.7 %: ok); alpha's month 950,000 of 1,000,000; alpha's day 100,000 ×
+    # 0.792 / 1M = 0.0792 → 0.08 of 0.05.
+    assert (alpha["state"], alpha["spent"], alpha["blocked_by"]) == (
+        "exceeded",
+        "16.60",
+        {"tenant": "tenant-a", "period": "month"},
+    )
+    assert [(b["project"], b["period"], b["spent"], b["state"]) for b in alpha["budgets"]] == [
+        (None, "month", "16.60", "exceeded"),
+        (None, "day", 100_007, "ok"),
+        ("alpha", "month", 950_000, "warning"),
+        ("alpha", "day", "0.08", "exceeded"),
+    ]
+    for lagging in (False, True):
+        if lagging:
+            clock.clock_set(now + timedelta(minutes=16))
+            usage_fold()  # metered until 10:16, rated until 10:00: every budget unknown
+        for project in ("", "alpha", "beta"):
+            read, plain = _read(member, project), _one_by_one(tenant_a, project, clock.now())
+            assert read["budgets"] == plain["budgets"], project
+            assert (read["blocked"], read["blocked_by"]) == (plain["blocked"], plain["blocked_by"])
+            whole = {
+                k: v for k, v in plain["budgets"][0].items() if k not in ("project", "blocked")
+            }
+            assert {k: read[k] for k in whole} == whole  # the tenant's monthly budget
+            if project:
+                assert read["project"]["budgets"] == plain["own"]
+            states = {b["state"] for b in read["budgets"]}
+            assert states == {"unknown"} if lagging else "unknown" not in states
+    assert (read["blocked"], read["spent"]) == (False, None)  # unknown blocks nothing
