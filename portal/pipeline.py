@@ -205,13 +205,31 @@ class Cut:
     until: datetime
 
 
+def _cut_row() -> models.QuerySet:
+    consumer, log = CUT
+    return Cursor.objects.filter(name=f"{consumer}:{log}", until__isnull=False)
+
+
 def cut_read() -> Cut | None:
     """The cut every read of an open period answers as of; None before the rate stage first
     ran (a new installation: reads then take what is folded, up to data_until)."""
-    consumer, log = CUT
-    row = Cursor.objects.filter(name=f"{consumer}:{log}", until__isnull=False)
-    found = row.values_list("position", "until").first()
-    return None if found is None else Cut(position=found[0], until=found[1].astimezone(UTC))
+    found = _cut_row().values_list("position", "until").first()
+    return cut_of(*found) if found is not None else None
+
+
+def cut_columns() -> dict[str, models.Subquery]:
+    """The cut as columns of another one-row query, so a read that needs it with its own
+    marks asks once (the budget read); `cut_of` reads them."""
+    row = _cut_row().order_by()
+    return {
+        "cut_position": models.Subquery(row.values("position")[:1]),
+        "cut_until": models.Subquery(row.values("until")[:1]),
+    }
+
+
+def cut_of(position: int | None, until: datetime | None) -> Cut | None:
+    """The cut from `cut_columns`' values, in their order (None: the rate never ran)."""
+    return None if until is None else Cut(position=position, until=until.astimezone(UTC))
 
 
 def log_read_by_all(*, log: str) -> int:

@@ -38,7 +38,12 @@ from billing.domain.budget import (
 )
 from billing.models import RatedMark, RatedTenantMonth, RatedUsage
 from billing.selectors.month_to_date import month_spent
-from metering.selectors.usage import fold_backlog_columns, fold_backlog_of, window_until
+from metering.selectors.usage import (
+    FoldBacklog,
+    fold_backlog_columns,
+    fold_backlog_of,
+    window_until,
+)
 from portal import clock
 from portal.alert_kinds import Evaluation, Finding
 from portal.errors import FieldError
@@ -46,6 +51,8 @@ from portal.formatting import rfc3339
 from portal.models import AlertRule, Project, Tenant
 from portal.money import EXACT, money_str, round_money
 from portal.periods import month_start
+from portal.pipeline import Cut, cut_columns, cut_of
+from portal.snapshot import snapshot_read
 
 TOKENS = "tokens"
 
@@ -112,6 +119,29 @@ class Budget:
         }
 
 
+def _marks() -> tuple[datetime, FoldBacklog, Cut | None] | None:
+    """The rating's mark, the fold's backlog and the published cut, in one query; None
+    before the rate first ran."""
+    fold, cut = fold_backlog_columns(), cut_columns()
+    row = RatedMark.objects.annotate(**fold, **cut).values_list("rated_until", *fold, *cut)
+    found = row.first()
+    if found is None:
+        return None
+    return found[0], fold_backlog_of(*found[1:4]), cut_of(*found[4:6])
+
+
+def _as_of(marks: tuple | None, *, now: datetime) -> datetime | None:
+    """rated_as_of from `_marks`."""
+    if marks is None:
+        return None
+    mark, backlog, _ = marks
+    if backlog.newest is not None and backlog.newest - mark > STALE_AFTER:
+        return None
+    if backlog.oldest_waiting is not None and now - backlog.oldest_waiting > STALE_AFTER:
+        return None
+    return min(mark, now)
+
+
 def rated_as_of(*, now: datetime) -> datetime | None:
     """How far rated usage is current, or None (budgets then answer `unknown`, pages show
     no figure, never `ok` on stale ones) when it was never rated, when it is more than
@@ -119,17 +149,7 @@ def rated_as_of(*, now: datetime) -> datetime | None:
     when an event has waited for the fold more than STALE_AFTER: so also while no worker
     runs at all and events are accepted. One query: the fold's backlog is read with the
     rating's mark."""
-    columns = fold_backlog_columns()
-    row = RatedMark.objects.annotate(**columns).values_list("rated_until", *columns).first()
-    if row is None:
-        return None
-    mark, *fold = row
-    backlog = fold_backlog_of(*fold)
-    if backlog.newest is not None and backlog.newest - mark > STALE_AFTER:
-        return None
-    if backlog.oldest_waiting is not None and now - backlog.oldest_waiting > STALE_AFTER:
-        return None
-    return min(mark, now)
+    return _as_of(_marks(), now=now)
 
 
 def _project_of(rule: AlertRule) -> str:
@@ -200,13 +220,16 @@ def budgets_read(
     rules: Iterable[AlertRule], *, now: datetime | None = None, slugs: dict | None = None
 ) -> list[Budget]:
     """The budgets of `rules` (budget rules, each a tenant's or one of its projects') this
-    period, in 5 queries however many (the cut, the rating's mark with the fold's, the
-    tenant-months' rated totals, the projects and their rated usage; 4 given the projects'
+    period, in 4 queries however many (the rating's mark with the fold's and the cut, the
+    tenant-months' rated totals, the projects and their rated usage; 3 given the projects'
     `slugs`, as _cells)."""
     now = now or clock.now()
-    month, as_of = window_until({"period": "this_month"}, now=now)
+    snapshot_read()  # the marks and the cut of one instant, and every figure after them
+    marks = _marks()
+    cut = marks[2] if marks else None
+    month, as_of = window_until({"period": "this_month"}, now=now, cut=cut)
     rules = list(rules)
-    if rated_as_of(now=now) is None:
+    if _as_of(marks, now=now) is None:
         return [_budget(rule, month=month, state=UNKNOWN, now=now) for rule in rules]
     ids = [rule.tenant_id for rule in rules]
     money = {

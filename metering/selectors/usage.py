@@ -64,7 +64,7 @@ from portal.periods import (
     hour_floor,
     period_resolve,
 )
-from portal.pipeline import cut_read, log_read_by_all
+from portal.pipeline import Cut, cut_read, log_read_by_all
 from portal.projects import NONE
 from portal.snapshot import snapshot_read
 
@@ -554,29 +554,29 @@ def window_resolve(params, *, default: str = "this_month", now: datetime | None 
 
 
 def window_until(
-    params, *, default: str = "this_month", now: datetime | None = None
+    params, *, default: str = "this_month", now: datetime | None = None, cut: Cut | None = None
 ) -> tuple[datetime, datetime]:
     """The `start` and `to` of window_resolve's window (the period's first instant and where
-    its figures end, the published cut), asking only the cut (one query; the fold's mark
-    too before the rate first ran): for a read that needs nothing else of the window, as
-    the budget a gateway asks before each request (billing.selectors.budget)."""
+    its figures end, the published cut), asking only the cut (one query, none given the
+    `cut` the caller read in this snapshot; the fold's mark too before the rate first ran):
+    for a read that needs nothing else of the window, as the budget a gateway asks before
+    each request (billing.selectors.budget)."""
     snapshot_read()
     now = now or clock.now()
-    window = period_resolve(
-        params, now=now, default=default, measured_until=usage_measured_until(now=now)
-    )
+    measured_until = usage_measured_until(now=now, cut=cut)
+    window = period_resolve(params, now=now, default=default, measured_until=measured_until)
     return window.start, window.to
 
 
 def usage_measured_until(
-    *, now: datetime | None = None, metered: datetime | None = None
+    *, now: datetime | None = None, metered: datetime | None = None, cut: Cut | None = None
 ) -> datetime:
     """Where the latest measurement ends (kpis.md section 0, measured_until): the published
-    cut's time (portal.pipeline), to the whole second; before the rate first ran, how far
-    usage is folded (`metered`: usage_metered_until at `now`, when the caller read it
-    already). Never after now."""
+    cut's time (portal.pipeline; `cut`, when the caller read it already), to the whole
+    second; before the rate first ran, how far usage is folded (`metered`:
+    usage_metered_until at `now`, when the caller read it already). Never after now."""
     now = now or clock.now()
-    cut = cut_read()
+    cut = cut or cut_read()
     if cut is not None:
         until = cut.until
     else:

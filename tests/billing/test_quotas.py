@@ -158,16 +158,16 @@ def test_a_day_quota_counts_the_day_and_a_soft_one_blocks_nothing(used, member, 
     assert (day["state"], read["blocked"]) == ("exceeded", False)
 
 
-def test_the_budget_read_with_a_project_takes_6_queries(used, member, tenant_a):
-    """What a gateway asks before each request: the project, the rules, the cut (not the
-    whole window of the month), the rating's mark with the fold's backlog, the
+def test_the_budget_read_with_a_project_takes_5_queries(used, member, tenant_a):
+    """What a gateway asks before each request: the project, the rules, the rating's mark
+    with the fold's backlog and the cut (not the whole window of the month), the
     tenant-month's rated totals, and one read of its rated usage for the tenant's token
     budget and the project's day quota both."""
     _rule(member, params={"tokens": 30 * M})
     _rule(member, scope={"project": "alpha"}, params={"amount": "100.00", "period": "day"})
     with CaptureQueriesContext(connection) as queries:
         read = budget_answer(tenant=tenant_a, project="alpha")
-    assert len(queries) == 6, [query["sql"] for query in queries.captured_queries]
+    assert len(queries) == 5, [query["sql"] for query in queries.captured_queries]
     # The tenant's 20,850,000 tokens; alpha's day (16 December) has none yet.
     assert (read["spent"], read["project"]["budgets"][0]["spent"]) == (20_850_000, "0.00")
 
@@ -222,14 +222,14 @@ def _one_by_one(tenant, project: str, now) -> dict:
     }
 
 
-def test_the_budget_read_answers_as_each_rule_read_alone_in_7_queries_over_http(
+def test_the_budget_read_answers_as_each_rule_read_alone_in_6_queries_over_http(
     used, member, admin_api, tenant_a, now
 ):
     """A tenant's hard monthly budget and day token budget, alpha's hard monthly token quota
     and soft day money quota, beta's monthly quota: every read (the tenant, alpha, beta)
     answers what each rule read alone answers, before and while rating lags; over HTTP in
-    7 queries (the token with its user, the project, the rules, the cut, the rating's mark
-    with the fold's, the tenant-month's totals, the rated usage)."""
+    6 queries (the token with its user, the project, the rules, the rating's mark with the
+    fold's and the cut, the tenant-month's totals, the rated usage)."""
     post_usage(
         admin_api,
         [{"id": "a4", "time": "2026-12-16T09:00:00Z", "input_tokens": 0,
@@ -245,7 +245,7 @@ def test_the_budget_read_answers_as_each_rule_read_alone_in_7_queries_over_http(
 
     with CaptureQueriesContext(connection) as queries:  # the token's last use written
         alpha = _read(member, "alpha")  # by the rules' requests (at most once a minute)
-    assert len(queries) == 7, [query["sql"] for query in queries.captured_queries]
+    assert len(queries) == 6, [query["sql"] for query in queries.captured_queries]
     # The tenant's month, its lines at 0.88 per million less 10 % rounded each: input
     # 10,400,007 × 0.792 / 1M = 8.2368… → 8.24, output 10,550,000 → 8.3556 → 8.36: 16.60,
     # past 16.00 and hard: every project blocked, by the tenant. Today 100,007 tokens of
