@@ -132,10 +132,61 @@ def usage_list(
     pool and service tier, from the rollups only; `filters`: UsageFilterSet's query (tenant,
     model, pool, project), 404 for another tenant. A period that ends inside an hour (a
     window's `to`) ends with the rows of that hour (of its day, by day) as of the cut, after
-    the others (each project's row less that project's deltas)."""
+    the others (each project's row less that project's deltas). Their count and each slice
+    read are kept in the shared cache (_KeptRows) under usage_stamp and the SQL of the
+    period's rows and of the deltas (which name the hours, the cut, the user's scope and the
+    filters)."""
     deltas = rollups_after_cut(end=period.end)
+    whole = _usage_rows(user=user, period=period, granularity=granularity, filters=filters)
+    try:
+        key = (
+            "metering.usage_list", usage_stamp(), whole.query.sql_with_params(),
+            None if deltas is None else deltas.query.sql_with_params(),
+        )  # fmt: skip
+    except EmptyResultSet:  # a scope or filter that matches nothing: nothing to keep
+        return whole
+    return _KeptRows(
+        key,
+        lambda: _usage_list(
+            whole, user=user, period=period, granularity=granularity, filters=filters,
+            deltas=deltas,
+        ),
+    )  # fmt: skip
+
+
+class _KeptRows:
+    """usage_list's rows as a paginator reads them (`count()` and slices), each kept
+    (portal.kept) under `key`, which names the rows exactly; `build` makes the rows on a
+    miss, once a request."""
+
+    def __init__(self, key: tuple, build) -> None:
+        self.key, self._build, self._rows = key, build, None
+
+    def _made(self):
+        if self._rows is None:
+            self._rows = self._build()
+        return self._rows
+
+    def count(self) -> int:
+        return kept((*self.key, "count"), lambda: self._made().count())
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __iter__(self):
+        return iter(self[:])
+
+    def __getitem__(self, index):
+        if not isinstance(index, slice):
+            return self[index : index + 1][0]
+        return kept((*self.key, index.start, index.stop), lambda: list(self._made()[index]))
+
+
+def _usage_list(whole: QuerySet, *, user, period: Period, granularity: str, filters, deltas):
+    """usage_list's rows as read from the database: `whole` (the period's rows as stored)
+    when `deltas` (rollups_after_cut's) is None."""
     if deltas is None:
-        return _usage_rows(user=user, period=period, granularity=granularity, filters=filters)
+        return whole
     split = hour_floor(period.end) if granularity == "hour" else day_floor(period.end)
     split = max(split, period.start)
     head = (
