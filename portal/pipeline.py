@@ -240,6 +240,14 @@ def log_read_by_all(*, log: str) -> int:
     return min(positions.values()) if len(positions) == len(names) else 0
 
 
+def log_positions(*, consumer: str) -> tuple[tuple[str, int], ...]:
+    """Where the stage `consumer` has read each change log it reads, by cursor name (0: it
+    never ran): a read that depends on what the stage wrote may name it by these."""
+    names = [f"{consumer}:{log}" for log, readers in LOG_CONSUMERS.items() if consumer in readers]
+    positions = dict(Cursor.objects.filter(name__in=names).values_list("name", "position"))
+    return tuple((name, positions.get(name, 0)) for name in names)
+
+
 def log_prune(model: type[models.Model], *, log: str) -> int:
     """Drop the entries of `log` every consumer has read (the log's owner calls it)."""
     read = log_read_by_all(log=log)

@@ -26,9 +26,15 @@ from flywheel.domain.kpis import (
 from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.tfom import Tfom
 from flywheel.models import KpiSnapshot
-from flywheel.selectors.measurement import FACTORY, kpi_read
-from metering.selectors.factory import pool_list, pool_service_lives
+from flywheel.selectors.measurement import FACTORY, closed_days_stamp, kpi_read
+from metering.selectors.factory import (
+    DeploymentVersions,
+    deployment_list,
+    pool_list,
+    pool_service_lives,
+)
 from portal.formatting import rfc3339
+from portal.kept import kept
 from portal.money import money_str
 from portal.periods import Period, Window
 
@@ -99,7 +105,35 @@ def _measured(start, end, pools, sums, r_refs, errors, measured_at) -> Measured:
 
 
 def overview_get(*, period: Period) -> dict:
-    """The factory's KPIs over the period with their bands, and one row per pool."""
+    """The factory's KPIs over the period with their bands, and one row per pool. A period
+    read whole from closed day snapshots is kept in the shared cache (portal.kept) under
+    closed_days_stamp, the pools and the R_ref of their deployments' latest versions (what
+    its figures are made of); the pools themselves are read each time."""
+    pools = list(pool_list())
+    stamp = closed_days_stamp(
+        start=period.start, end=period.end, slugs=[pool.slug for pool in pools]
+    )
+    if stamp is None:
+        return _overview_measured(period)
+    versions = DeploymentVersions()
+    deployments: dict[int, list[int]] = {pool.pk: [] for pool in pools}
+    for deployment in deployment_list():
+        deployments.setdefault(deployment.pool_id, []).append(deployment.pk)
+    r_refs = sorted(
+        (pool.pk, pool.slug, versions.latest_r_refs(deployments[pool.pk])) for pool in pools
+    )
+    key = ("flywheel.overview", period.start, period.end, stamp, r_refs)
+    overview = kept(key, lambda: _pools_by_pk(_overview_measured(period)))
+    by_pk = {pool.pk: pool for pool in pools}
+    return overview | {"pools": [row | {"pool": by_pk[row["pool"]]} for row in overview["pools"]]}
+
+
+def _pools_by_pk(overview: dict) -> dict:
+    """The overview with each pool row naming its pool by id (a kept value holds no model)."""
+    return overview | {"pools": [row | {"pool": row["pool"].pk} for row in overview["pools"]]}
+
+
+def _overview_measured(period: Period) -> dict:
     measured = period_measure(start=period.start, end=period.end)
     factory = kpis_json(measured.factory)
     seconds = period_seconds(start=measured.start, end=measured.end)
@@ -147,13 +181,13 @@ def daily_trend(*, end: datetime, days: int = 90, scope: str = FACTORY) -> list[
     ).order_by("period_start")
     return [
         {
-            "day": row.period_start.date(),
-            "tef": row.values.get("tef"),
-            "tfi": row.values.get("tfi"),
-            "tps": row.values.get("tps"),
-            "theoretical_tps": row.values.get("theoretical_tps"),
+            "day": start.date(),
+            "tef": values.get("tef"),
+            "tfi": values.get("tfi"),
+            "tps": values.get("tps"),
+            "theoretical_tps": values.get("theoretical_tps"),
         }
-        for row in rows
+        for start, values in rows.values_list("period_start", "values")
     ]
 
 

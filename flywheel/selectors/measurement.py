@@ -27,7 +27,7 @@ from decimal import Decimal, localcontext
 from functools import reduce
 from operator import or_
 
-from django.db.models import Q
+from django.db.models import Count, Max, Q
 
 from billing.selectors.credits import sla_credit_totals
 from billing.selectors.rating.rated_usage import (
@@ -67,6 +67,7 @@ from metering.selectors.usage import (
 )
 from portal import clock
 from portal.periods import Period, day_floor, month_start, next_month
+from portal.pipeline import MEASURE, log_positions
 
 ZERO = Decimal(0)
 
@@ -197,6 +198,28 @@ def kpi_read(
     (`FactoryData.kpis(scope=…)`), their TFOM inputs, rating errors and snapshot age. The
     measure stage names the days it measures again in `remeasure`."""
     return FactoryData(start=period.start, end=period.end, remeasure=remeasure, snapshots=snapshots)
+
+
+def closed_days_stamp(*, start: datetime, end: datetime, slugs: list[str]) -> tuple | None:
+    """What names the day snapshots a KPI read of [start, end) reads, exactly, when it reads
+    every day of it from them (whole UTC days, each closed and holding the sums of every pool,
+    `slugs`); None when some of it would be measured live. The stamp: their count, the latest
+    time one of them was measured (a snapshot written again is measured then), and where the
+    measure stage has read the change logs to (it measures a closed day again, in the
+    transaction that moves its cursors, when what the day sums changed)."""
+    if not slugs or start != day_floor(start) or end != day_floor(end):
+        return None
+    found = KpiSnapshot.objects.filter(
+        scope=FACTORY,
+        period_kind=KpiSnapshot.PeriodKind.DAY,
+        is_closed=True,
+        period_start__gte=start,
+        period_start__lt=end,
+        sums__has_keys=slugs,
+    ).aggregate(count=Count("*"), last=Max("measured_at"))
+    if found["count"] != (end - start) // DAY:
+        return None
+    return found["count"], found["last"], log_positions(consumer=MEASURE)
 
 
 class FactoryData:
