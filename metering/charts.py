@@ -4,7 +4,7 @@ import plotly.graph_objects as go
 
 from metering.models import Pool
 from metering.selectors.usage import capacity_series, capacity_stamp
-from portal.charts import base_layout, colour_of, figure_json
+from portal.charts import FigureJson, base_layout, colour_of, figure_json
 from portal.kept import kept
 from portal.periods import Period
 
@@ -21,7 +21,7 @@ def capacity_chart_json(*, pool: Pool, period: Period, stamp: tuple | None = Non
 
     def build() -> str:
         figure, points = capacity_chart(capacity_series(pool=pool, period=period), pool.slug)
-        return figure_json(figure, points=points)
+        return FigureJson.of(figure_json(figure, points=points))
 
     return kept(("metering.capacity", pool.pk, pool.slug, *stamp), build)
 
