@@ -165,7 +165,7 @@ def redis_cache(location: str) -> dict:
     each call fail in half a second, and the callers fail open, instead of holding the
     request until Redis answers again."""
     return {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "portal.cache.RedisCache",  # one Redis client a pool (portal/cache.py)
         "LOCATION": location,
         "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 0.5},
     }
