@@ -200,26 +200,35 @@ def kpi_read(
     return FactoryData(start=period.start, end=period.end, remeasure=remeasure, snapshots=snapshots)
 
 
-def closed_days_stamp(*, start: datetime, end: datetime, slugs: list[str]) -> tuple | None:
-    """What names the day snapshots a KPI read of [start, end) reads, exactly, when it reads
-    every day of it from them (whole UTC days, each closed and holding the sums of every pool,
-    `slugs`); None when some of it would be measured live. The stamp: their count, the latest
-    time one of them was measured (a snapshot written again is measured then), and where the
-    measure stage has read the change logs to (it measures a closed day again, in the
-    transaction that moves its cursors, when what the day sums changed)."""
-    if not slugs or start != day_floor(start) or end != day_floor(end):
-        return None
-    found = KpiSnapshot.objects.filter(
-        scope=FACTORY,
+def day_snapshots_stamp(
+    *, start: datetime, end: datetime, scope: str = FACTORY, slugs: list[str] | None = None
+) -> tuple:
+    """What names the closed day snapshots of `scope` starting in [start, end) (those holding
+    the sums of every pool of `slugs`, when given), exactly: their count, the latest time one
+    of them was measured (a snapshot written again is measured then), and where the measure
+    stage has read the change logs to (it measures a closed day again, in the transaction
+    that moves its cursors, when what the day sums changed)."""
+    rows = KpiSnapshot.objects.filter(
+        scope=scope,
         period_kind=KpiSnapshot.PeriodKind.DAY,
         is_closed=True,
         period_start__gte=start,
         period_start__lt=end,
-        sums__has_keys=slugs,
-    ).aggregate(count=Count("*"), last=Max("measured_at"))
-    if found["count"] != (end - start) // DAY:
-        return None
+    )
+    if slugs is not None:
+        rows = rows.filter(sums__has_keys=slugs)
+    found = rows.aggregate(count=Count("*"), last=Max("measured_at"))
     return found["count"], found["last"], log_positions(consumer=MEASURE)
+
+
+def closed_days_stamp(*, start: datetime, end: datetime, slugs: list[str]) -> tuple | None:
+    """day_snapshots_stamp of the factory's days a KPI read of [start, end) reads, when it
+    reads every day of it from them (whole UTC days, each closed and holding the sums of
+    every pool, `slugs`); None when some of it would be measured live."""
+    if not slugs or start != day_floor(start) or end != day_floor(end):
+        return None
+    stamp = day_snapshots_stamp(start=start, end=end, slugs=slugs)
+    return stamp if stamp[0] == (end - start) // DAY else None
 
 
 class FactoryData:

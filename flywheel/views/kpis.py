@@ -10,12 +10,13 @@ from billing.selectors.close import month_close_state
 from billing.selectors.receivables import receivables_summary
 from flywheel.charts.kpis import tps_chart, trend_chart, waterfall_chart
 from flywheel.selectors.kpis import daily_trend, empty_reason_of, overview_get
-from flywheel.selectors.measurement import FACTORY
+from flywheel.selectors.measurement import FACTORY, day_snapshots_stamp
 from metering.selectors.sla.incidents import incident_spans
 from metering.selectors.usage import window_resolve
 from portal import clock
 from portal.charts import chart_json
 from portal.decorators import role_required
+from portal.kept import kept
 from portal.models import Role
 from portal.periods import month_start, months_before
 
@@ -49,15 +50,11 @@ def finance_home(request):
 def _overview_context(request) -> dict:
     window = window_resolve(request.GET, default="last_30_days")
     period = window.period
-    trend = daily_trend(end=period.end, days=TREND_DAYS)
-    since = period.end - timedelta(days=TREND_DAYS)
-    incidents = incident_spans(start=since, end=period.end) if trend else []
     context = {
         "title": "Factory overview",
         "period": period,
         "window": window,
-        "trend": chart_json(trend_chart, trend, incidents=incidents) if trend else None,
-        "tps": chart_json(tps_chart, trend) if trend else None,
+        **_trend_charts(period.end),
     }
     if empty_reason := empty_reason_of(window=window, scope=FACTORY):
         context["empty_reason"] = empty_reason  # said in words; the trend still shows
@@ -65,3 +62,23 @@ def _overview_context(request) -> dict:
         overview = overview_get(period=period)
         context |= {**overview, "waterfall": chart_json(waterfall_chart, overview["kpis"])}
     return context
+
+
+def _trend_charts(end) -> dict:
+    """The 90-day trend's two charts (None without a closed day in them), kept in the shared
+    cache (portal.kept) under the day snapshots they draw (day_snapshots_stamp) and the
+    incidents they mark."""
+    since = end - timedelta(days=TREND_DAYS)
+    incidents = incident_spans(start=since, end=end)
+
+    def draw() -> dict:
+        trend = daily_trend(end=end, days=TREND_DAYS)
+        if not trend:
+            return {"trend": None, "tps": None}
+        return {
+            "trend": chart_json(trend_chart, trend, incidents=incidents),
+            "tps": chart_json(tps_chart, trend),
+        }
+
+    stamp = day_snapshots_stamp(start=since, end=end)
+    return kept(("flywheel.trend_charts", since, end, stamp, incidents), draw)

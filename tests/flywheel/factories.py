@@ -33,3 +33,24 @@ def make_cost_model(pool, *, effective_from=JAN, **overrides):
     return cost_model_create(
         pool=pool, effective_from=effective_from, **cost_model_terms(**overrides)
     )
+
+
+def api_post(api, path: str, body) -> dict:
+    """POST `body` as JSON through the API client `api`; the answer, which must be a success."""
+    response = api.post(path, body, format="json")
+    assert response.status_code in (200, 201), (path, response.json())
+    return response.json()
+
+
+def llama_on_p1(api) -> None:
+    """Through the API: pool p1 (10 H100), llama-70b on it at R_ref 1,000 tok/s per GPU,
+    input and output at 1.00 USD per million tokens list from 1 January 2026."""
+    api_post(api, "/api/v1/pools", {"slug": "p1", "name": "p1", "gpu_type": "H100",
+                                    "gpu_count": 10})  # fmt: skip
+    api_post(api, "/api/v1/models", {"slug": "llama-70b", "name": "llama-70b"})
+    api_post(api, "/api/v1/deployments", {"model": "llama-70b", "pool": "p1",
+                                          "slug": "llama-70b@p1", "r_ref": "1000"})  # fmt: skip
+    for token_class in ("input", "output"):
+        api_post(api, "/api/v1/prices", {"model": "llama-70b", "token_class": token_class,
+                                         "per_million": "1.00", "currency": "USD",
+                                         "effective_from": "2026-01-01T00:00:00Z"})  # fmt: skip

@@ -17,17 +17,12 @@ import pytest
 from django.core.cache import cache
 
 from flywheel.selectors.measurement import closed_days_stamp
+from tests.flywheel.factories import api_post, llama_on_p1
 
 pytestmark = pytest.mark.both_backends
 
 NOW = datetime(2026, 12, 16, 10, 23, 45, tzinfo=UTC)
 DAY = "from=2026-12-15&to=2026-12-16"
-
-
-def _post(api, path, body):
-    response = api.post(path, body, format="json")
-    assert response.status_code in (200, 201), (path, response.json())
-    return response.json()
 
 
 def _event(event_id: str, tenant: str, at: str, output: int) -> dict:
@@ -46,23 +41,16 @@ def send(api, django_capture_on_commit_callbacks):
 
     def post(*events: dict) -> None:
         with django_capture_on_commit_callbacks(execute=True):
-            _post(api, "/api/v1/usage/events", list(events))
+            api_post(api, "/api/v1/usage/events", list(events))
 
     return post
 
 
 @pytest.fixture
 def factory(api, tenant_a, tenant_b, send):
-    _post(api, "/api/v1/pools", {"slug": "p1", "name": "p1", "gpu_type": "H100", "gpu_count": 10})
-    _post(api, "/api/v1/models", {"slug": "llama-70b", "name": "llama-70b"})
-    _post(api, "/api/v1/deployments", {"model": "llama-70b", "pool": "p1",
-                                       "slug": "llama-70b@p1", "r_ref": "1000"})  # fmt: skip
-    for token_class in ("input", "output"):
-        _post(api, "/api/v1/prices", {"model": "llama-70b", "token_class": token_class,
-                                      "per_million": "1.00", "currency": "USD",
-                                      "effective_from": "2026-01-01T00:00:00Z"})  # fmt: skip
+    llama_on_p1(api)
     for tenant in ("tenant-a", "tenant-b"):
-        _post(api, "/api/v1/contracts", {"tenant": tenant, "kind": "paid",
+        api_post(api, "/api/v1/contracts", {"tenant": tenant, "kind": "paid",
                                          "effective_from": "2026-01-01T00:00:00Z"})  # fmt: skip
     send(
         _event("a-early", "tenant-a", "2026-12-15T09:30:00Z", 500),

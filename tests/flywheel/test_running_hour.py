@@ -27,6 +27,7 @@ from metering.services.usage.rollup import usage_fold
 from portal.models import Project
 from portal.pipeline import cut_read
 from portal.refresh import refresh_stamp
+from tests.flywheel.factories import api_post, llama_on_p1
 
 pytestmark = pytest.mark.both_backends
 
@@ -44,12 +45,6 @@ def member(users, token_client):
     return token_client(users["tenant"], scopes=["read", "notify"])
 
 
-def _post(api, path, body):
-    response = api.post(path, body, format="json")
-    assert response.status_code in (200, 201), (path, response.json())
-    return response.json()
-
-
 def _event(event_id: str, at: str, output: int, **more) -> dict:
     return {"id": event_id, "time": at, "tenant": "tenant-a", "model": "llama-70b",
             "input_tokens": 0, "output_tokens": output, **more}  # fmt: skip
@@ -59,19 +54,12 @@ def _event(event_id: str, at: str, output: int, **more) -> dict:
 def factory(api, tenant_a, member, django_capture_on_commit_callbacks):
     """The world of the module docstring, every stage run as the worker would once the
     events' transaction commits: the cut stands at 10:23:45."""
-    _post(api, "/api/v1/pools", {"slug": "p1", "name": "p1", "gpu_type": "H100", "gpu_count": 10})
-    _post(api, "/api/v1/models", {"slug": "llama-70b", "name": "llama-70b"})
-    _post(api, "/api/v1/deployments", {"model": "llama-70b", "pool": "p1",
-                                       "slug": "llama-70b@p1", "r_ref": "1000"})  # fmt: skip
-    for token_class in ("input", "output"):
-        _post(api, "/api/v1/prices", {"model": "llama-70b", "token_class": token_class,
-                                      "per_million": "1.00", "currency": "USD",
-                                      "effective_from": "2026-01-01T00:00:00Z"})  # fmt: skip
-    _post(api, "/api/v1/contracts", {"tenant": "tenant-a", "kind": "paid", "discount_pct": "10",
+    llama_on_p1(api)
+    api_post(api, "/api/v1/contracts", {"tenant": "tenant-a", "kind": "paid", "discount_pct": "10",
                                      "effective_from": "2026-01-01T00:00:00Z"})  # fmt: skip
-    _post(member, "/api/v1/alert-rules", {"kind": "budget", "params": {"tokens": 10_000}})
+    api_post(member, "/api/v1/alert-rules", {"kind": "budget", "params": {"tokens": 10_000}})
     with django_capture_on_commit_callbacks(execute=True):
-        _post(
+        api_post(
             api,
             "/api/v1/usage/events",
             [
@@ -132,7 +120,7 @@ def test_what_the_fold_adds_after_the_cut_waits_for_the_next_cut(
     is in the hour's rollup, but no read counts it (nor its rating, nor a calendar that
     stops before it) until the rate has rated it and moved the cut. A late event of a whole
     hour counts at once, as stored (its hour's calendar is whole)."""
-    _post(api, "/api/v1/usage/events", [_event("late-second", "2026-12-16T10:23:44Z", 4_000)])
+    api_post(api, "/api/v1/usage/events", [_event("late-second", "2026-12-16T10:23:44Z", 4_000)])
     usage_fold()  # the fold alone: no stage runs on commit here
 
     assert hourly_usage_list().get(hour=HOUR).output_tokens == 7_000
@@ -165,7 +153,7 @@ def _page_output(browser) -> int:
 def test_the_usage_api_pages_through_the_running_hour_as_of_the_cut(factory, api, now):
     """One row an hour and deployment: 09:00 and 10:00, the running hour last, as of the cut
     even once a page of one row is all that is read."""
-    _post(api, "/api/v1/usage/events", [_event("after", "2026-12-16T10:23:44Z", 4_000)])
+    api_post(api, "/api/v1/usage/events", [_event("after", "2026-12-16T10:23:44Z", 4_000)])
     usage_fold()
 
     query = {"period": "this_month", "granularity": "hour", "page_size": 1}
@@ -230,7 +218,7 @@ def test_a_delta_after_the_cut_keeps_its_project(factory, api, now):
     """kpis.md 3e: a project's event folded after the cut is that project's delta, so a read
     by project subtracts it from that project's row, not from the (none)'s: beta reads 0
     until the cut moves, the (none) its 3,500 throughout."""
-    _post(api, "/api/v1/usage/events",
+    api_post(api, "/api/v1/usage/events",
           [_event("beta-second", "2026-12-16T10:23:44Z", 4_000, project="beta")])  # fmt: skip
     usage_fold()
     beta = Project.objects.get(slug="beta").pk
@@ -253,7 +241,7 @@ def test_a_refold_after_the_cut_keeps_each_projects_delta(factory, api, now):
     """A refold's deltas are per project too: the (none)'s 3,000 and beta's 1,000 compliant
     output tokens of the running hour stay as of the cut, each its own, until the rate moves
     the cut."""
-    _post(api, "/api/v1/usage/events",
+    api_post(api, "/api/v1/usage/events",
           [_event("beta", "2026-12-16T10:21:00Z", 1_000, ttft_ms=600, project="beta")])  # fmt: skip
     usage_fold()
     rated_usage_update()  # the cut holds beta's event
