@@ -936,9 +936,9 @@ def test_only_an_ingest_token_can_be_bound(users, tenant_a):
 @pytest.mark.postgres_only
 def test_a_batch_is_stored_in_the_same_statements_however_many_tenants_and_models(ingest, tenant_b):
     """Who is asking (1), the tenants (1), the models by name or alias and their deployments
-    (1), the keys' stage, the keys' insert and the fold's queue with the sources seen (3, in
-    a savepoint here: 2 more; the two COPYs are not counted). The month's partition is
-    looked up once a process, by the first batch."""
+    (1), the keys' insert (their arrays its parameters) and the fold's queue with the sources
+    seen (2, in a savepoint here: 2 more; the events' COPY is not counted). The month's
+    partition is looked up once a process, by the first batch."""
     make_deployment(model="qwen-32b", pool="h200-a", aliases=["Qwen/Qwen3-32B"])
     ingest([event(0)])  # the token's last use noted, the month's partition made
     one = [event(1000)]
@@ -950,7 +950,7 @@ def test_a_batch_is_stored_in_the_same_statements_however_many_tenants_and_model
     for batch, accepted in ((one, 1), (mixed, 300)):
         with CaptureQueriesContext(connection) as statements:
             assert ingest(batch).json() == {"accepted": accepted, "duplicates": 0}
-        assert len(statements) == 8, [q["sql"][:40] for q in statements.captured_queries]
+        assert len(statements) == 7, [q["sql"][:40] for q in statements.captured_queries]
 
 
 def test_a_batch_of_replays_and_new_events_stores_and_queues_the_new_ones_alone(ingest):

@@ -1,11 +1,12 @@
 """Storing a batch of placed events (metering.services.usage.ingest stores through it): keys,
 events, the fold's queue and the sources seen, in one transaction.
 
-PostgreSQL: the batch's keys are staged with one binary COPY, then one statement inserts
-them with `INSERT … ON CONFLICT DO NOTHING` into the unpartitioned key table (the unique
-index serialises concurrent replays) and returns which were new; only their events go to the
+PostgreSQL: one statement, given the batch's keys as arrays, inserts them with
+`INSERT … ON CONFLICT DO NOTHING` into the unpartitioned key table (the unique index
+serialises concurrent replays) and returns which were new; only their events go to the
 monthly partitions, by a binary COPY (a page of rows at a time), then one statement queues
-their run of ids for the fold and upserts the batch's sources seen. SQLite (the embedded
+their run of ids for the fold and upserts the batch's sources seen. Those statements are
+prepared once a connection. SQLite (the embedded
 default) writes the keys and events with one `executemany` each, and the sources seen with
 one upsert.
 Both paths queue the new events for the fold (FoldPending, one row a batch) in the same
@@ -15,7 +16,9 @@ transaction, and ask for a fold once it commits: the request itself never folds.
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+import psycopg
 from django.db import IntegrityError, ProgrammingError, connection, transaction
+from psycopg.types.array import ListBinaryDumper
 
 from metering.domain.usage.dedupe import stored_conflicts
 from metering.domain.usage.fields import EventIn
@@ -133,11 +136,8 @@ def _store_sqlite(
     if conflicts:
         raise StoredConflict(conflicts)
     new_rows = [r for r in rows if (r.event.source, r.event.id) not in stored]
-    newest: dict[tuple[str, int], datetime] = {}
-    for row in rows:
-        key = (row.event.source, row.deployment_id)
-        newest[key] = max(row.event.time, newest.get(key, row.event.time))
-    sources_seen_store(seen=[(*key, time) for key, time in newest.items()], received_at=received_at)
+    seen = [(*key, time) for key, time in _newest(rows).items()]
+    sources_seen_store(seen=seen, received_at=received_at)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = %s), 0), "
@@ -194,69 +194,91 @@ def _event_values(row: PlacedEvent, projects: dict) -> tuple:
     )
 
 
-# The staged keys, with what the sources seen need: the events themselves go to their
-# partitions by a COPY of their own, which stores a page of rows at a time (an
-# `INSERT … SELECT` stores, and logs, one row at a time).
-_STAGE_TYPES = ["int4", "text", "text", "text", "int8", "timestamptz"]
 _EVENT_TYPES = [
     "int8", "timestamptz", "int8", "int8", "int8", "int8", "int8", "float8", "float8", "float8",
     "bool", "int4", "int8", "int8", "int8", "text",
 ]  # fmt: skip
-# One round trip. The table is empty unless used twice in one transaction (ON COMMIT DELETE
-# ROWS empties it at commit); DELETE on an empty table is cheaper than TRUNCATE, which
-# makes a new relation file each time.
-_STAGE_EMPTY = (
-    "CREATE TEMP TABLE IF NOT EXISTS ingest_keys (n int4, source text, event_id text, "
-    "payload_hash text, deployment_id int8, time timestamptz) ON COMMIT DELETE ROWS; "
-    "DELETE FROM ingest_keys"
-)
-# The keys not stored yet take ids from one new block, in the order of the staged rows
+# The keys not stored yet take ids from one new block, by their position in the arrays
 # (sorted: concurrent batches lock keys in the same order, no deadlock; by bytes, not by
 # the database's collation, which costs more and orders them no better); returns the
-# block's first id and the staged positions of the keys stored now.
+# block's first id and the positions of the keys stored now. The keys come as three arrays
+# (no stage table: no COPY, no temporary table to create, empty and truncate at commit).
 _KEYS_STORE = (
     "WITH block AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence('metering_eventkey', "
     "'id')) AS first), "
     "keys AS (INSERT INTO metering_eventkey (id, source, event_id, payload_hash, received_at) "
-    "SELECT block.first + s.n, s.source, s.event_id, s.payload_hash, %(received)s "
-    'FROM ingest_keys s, block ORDER BY s.source COLLATE "C", s.event_id COLLATE "C" '
+    "SELECT block.first + s.n - 1, s.source, s.event_id, s.payload_hash, %(received)s "
+    "FROM unnest(%(sources)s::text[], %(ids)s::text[], %(hashes)s::text[]) WITH ORDINALITY "
+    "AS s (source, event_id, payload_hash, n), block "
+    'ORDER BY s.source COLLATE "C", s.event_id COLLATE "C" '
     "ON CONFLICT (source, event_id) DO NOTHING RETURNING id) "
     "SELECT block.first, (SELECT array_agg((id - block.first)::int4) FROM keys) FROM block"
 )
+# The stored payload hash of each key (of those the insert found stored) that another
+# payload hash names: a replay, or a conflict when the payload differs. One index lookup a
+# key, whatever the plan would guess of the arrays' size.
+_KEYS_STORED = (
+    "WITH s AS MATERIALIZED (SELECT s.source, s.event_id, s.payload_hash, (SELECT "
+    "k.payload_hash FROM metering_eventkey k WHERE k.source = s.source AND k.event_id = "
+    "s.event_id) AS stored FROM unnest(%(sources)s::text[], %(ids)s::text[], "
+    "%(hashes)s::text[]) AS s (source, event_id, payload_hash)) "
+    "SELECT source, event_id, stored FROM s WHERE stored <> payload_hash"
+)
 # Once the new keys' events are stored: their run joins the fold's queue, and the batch's
-# sources seen (its replays too) are upserted, their rows locked from here to the commit.
+# sources seen (its replays too: the newest event time of each source and deployment) are
+# upserted, their rows locked from here to the commit.
 _QUEUE_STORE = (
     "WITH queued AS (INSERT INTO metering_foldpending (first_id, last_id, time_min, time_max, "  # noqa: S608 (constants)
     "events, queued_at) SELECT %(first)s::int8, %(last)s::int8, %(time_min)s::timestamptz, "
     "%(time_max)s::timestamptz, %(events)s::int4, %(received)s WHERE %(events)s::int4 > 0) "
     + sources_seen_upsert(
-        "SELECT source, deployment_id, max(time), %(received)s FROM ingest_keys "
-        "GROUP BY source, deployment_id ORDER BY source, deployment_id",
+        "SELECT source, deployment_id, time, %(received)s FROM unnest(%(seen_sources)s::text[], "
+        "%(seen_deployments)s::int8[], %(seen_times)s::timestamptz[]) AS s (source, "
+        "deployment_id, time) ORDER BY source, deployment_id",
         vendor="postgresql",
     )
 )
 
 
+class _PreparedCursor(psycopg.Cursor):
+    """Server-side binding, each statement prepared once a connection (the storing
+    statements are planned once, not at each batch), lists sent as binary arrays."""
+
+    def __init__(self, connection: psycopg.Connection) -> None:
+        super().__init__(connection)
+        self.adapters.register_dumper(list, ListBinaryDumper)
+
+    def execute(self, query, params=None, *, prepare=None, binary=None):  # type: ignore[override]
+        return super().execute(query, params, prepare=True, binary=binary)
+
+
+def _prepared_cursor():
+    """A cursor of the connection's transaction for the storing statements, logged and
+    wrapped as Django's own."""
+    cursor = _PreparedCursor(connection.connection)
+    if connection.queries_logged:
+        return connection.make_debug_cursor(cursor)
+    return connection.make_cursor(cursor)
+
+
 def _store_postgresql(
     rows: Sequence[PlacedEvent], events: Sequence[EventIn], received_at: datetime, projects: dict
 ) -> tuple[int, int]:
-    """A block of rows at a time: their keys staged by one binary COPY and inserted by one
-    statement, the new keys' events by a binary COPY into the partitioned table, then the
-    fold's queue and the sources seen by one statement."""
+    """A block of rows at a time: their keys inserted by one statement, the new keys'
+    events by a binary COPY into the partitioned table, then the fold's queue and the
+    sources seen by one statement."""
     accepted = 0
-    with connection.cursor() as cursor:
+    with connection.cursor() as cursor, _prepared_cursor() as prepared:
         raw = cursor.cursor
         for start in range(0, len(rows), EVENT_ID_BLOCK):
             block = rows[start : start + EVENT_ID_BLOCK]
-            cursor.execute(_STAGE_EMPTY)
-            with raw.copy("COPY ingest_keys FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(_STAGE_TYPES)
-                write_row = copy.write_row
-                for n, r in enumerate(block):
-                    e = r.event
-                    write_row((n, e.source, e.id, e.payload_hash, r.deployment_id, e.time))
-            cursor.execute(_KEYS_STORE, {"received": received_at})
-            first, positions = cursor.fetchone()
+            keys = {
+                "sources": [r.event.source for r in block],
+                "ids": [r.event.id for r in block],
+                "hashes": [r.event.payload_hash for r in block],
+            }
+            prepared.execute(_KEYS_STORE, {**keys, "received": received_at})
+            first, positions = prepared.fetchone()
             positions = sorted(positions or ())
             if positions:
                 # A partition gone since this process saw it fails the COPY as the insert
@@ -273,7 +295,8 @@ def _store_postgresql(
                         r = block[n]
                         write_row((first + n, r.event.time, *_event_values(r, projects)))
             times = [block[n].event.time for n in positions]
-            cursor.execute(
+            seen = _newest(block)
+            prepared.execute(
                 _QUEUE_STORE,
                 {
                     "first": first + positions[0] if positions else None,
@@ -282,21 +305,36 @@ def _store_postgresql(
                     "time_max": max(times, default=None),
                     "events": len(positions),
                     "received": received_at,
+                    "seen_sources": [source for source, _ in seen],
+                    "seen_deployments": [deployment for _, deployment in seen],
+                    "seen_times": list(seen.values()),
                 },
             )
             accepted += len(positions)
             if len(positions) < len(block):
                 # Some keys were stored before: a replay, or a conflict when the payload differs.
-                cursor.execute(
-                    "SELECT k.source, k.event_id, k.payload_hash FROM metering_eventkey k "
-                    "JOIN ingest_keys s USING (source, event_id) "
-                    "WHERE k.payload_hash <> s.payload_hash"
+                new = set(positions)
+                before = [n for n in range(len(block)) if n not in new]
+                prepared.execute(
+                    _KEYS_STORED, {name: [v[n] for n in before] for name, v in keys.items()}
                 )
-                digests = {(s, i): h for s, i, h in cursor.fetchall()}
+                digests = {(s, i): h for s, i, h in prepared.fetchall()}
                 conflicts = stored_conflicts(events=events, stored=digests)
                 if conflicts:
                     raise StoredConflict(conflicts)
     return accepted, len(rows) - accepted
+
+
+def _newest(rows: Sequence[PlacedEvent]) -> dict[tuple[str, int], datetime]:
+    """The newest event time of each (source, deployment id) of the rows, in key order."""
+    newest: dict[tuple[str, int], datetime] = {}
+    get = newest.get
+    for row in rows:
+        key = (row.event.source, row.deployment_id)
+        time = row.event.time
+        if get(key, time) <= time:
+            newest[key] = time
+    return dict(sorted(newest.items()))
 
 
 # The partitions this process has seen exist: a batch looks each month up once a process,
