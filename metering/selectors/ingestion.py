@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple, cast
 
+from django.db import connection
 from django.db.models import Max, QuerySet
 
 from metering.domain.usage.dedupe import dedupe_within_batch, stored_conflicts
@@ -16,6 +17,7 @@ from metering.domain.usage.fields import EventError, EventIn, EventRef
 from metering.domain.usage.sources import SourceState, source_state
 from metering.models import EngineHourly, EventKey, IngestRejection, SourceSeen
 from metering.selectors.factory import placements_read
+from portal.bulk import prepared_cursor
 from portal.models import Tenant
 from portal.periods import hour_floor
 from portal.projects import limit_message, projects_beyond_limit
@@ -71,17 +73,27 @@ def usage_conflict_errors(*, events: Sequence[EventIn], indexes: Sequence[int]) 
     return [EventError(indexes[i], "id", CONFLICT) for i in sorted({*repeats, *stored})]
 
 
+def _tenants_read(slugs: set[str]) -> dict[str, tuple[int, str]]:
+    """(id, status) of each tenant of `slugs` that exists. A batch names up to hundreds: on
+    PostgreSQL they are one array of a prepared statement (the ORM's IN list binds, quotes
+    and has PostgreSQL parse and plan a value each, at every batch)."""
+    if connection.vendor != "postgresql":
+        rows = Tenant.objects.filter(slug__in=slugs).values_list("slug", "id", "status")
+        return {slug: (pk, status) for slug, pk, status in rows}
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            f"SELECT slug, id, status FROM {Tenant._meta.db_table} WHERE slug = ANY(%s::text[])",  # noqa: S608 (the model's table)
+            [list(slugs)],
+        )
+        return {slug: (pk, status) for slug, pk, status in cursor.fetchall()}
+
+
 def _check_references(
     refs: Sequence[EventRef],
 ) -> tuple[list[tuple[int, int] | None], list[EventError]]:
     """Per reference (tenant id, deployment id), or None when an error names why."""
     slugs = {r.tenant for r in refs if r.tenant is not None}
-    tenants = {
-        slug: (pk, status)
-        for slug, pk, status in Tenant.objects.filter(slug__in=slugs).values_list(
-            "slug", "id", "status"
-        )
-    }
+    tenants = _tenants_read(slugs)
     known = placements_read(names={r.model for r in refs if r.model is not None})
     # A batch names few distinct tenants and (model, pool) pairs: decide each once.
     tenant_ids: dict[str, int | None] = {}  # None: refused (unknown or closed)

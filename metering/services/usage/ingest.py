@@ -300,9 +300,11 @@ def usage_ingest(
     if conflicts and not partial:
         raise IngestConflict(conflicts, received=len(events), source=batch_sources(events))
     rejected = [*errors, *(EventError(positions[i], "id", CONFLICT) for i in conflicts)]
-    # The row of each key's first occurrence, the one `unique` keeps.
-    by_key = {(row.event.source, row.event.id): row for row in reversed(rows)}
-    unique_rows = [by_key[(e.source, e.id)] for e in unique]
+    if len(unique) == len(kept) == len(rows):  # no key repeated: the rows are `kept`, in order
+        unique_rows = list(rows)
+    else:  # the row of each key's first occurrence, the one `unique` keeps
+        by_key = {(row.event.source, row.event.id): row for row in reversed(rows)}
+        unique_rows = [by_key[(e.source, e.id)] for e in unique]
     accepted = replayed = 0
     while unique_rows:
         try:

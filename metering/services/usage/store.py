@@ -16,15 +16,14 @@ transaction, and ask for a fold once it commits: the request itself never folds.
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-import psycopg
 from django.db import IntegrityError, ProgrammingError, connection, transaction
-from psycopg.types.array import ListBinaryDumper
 
 from metering.domain.usage.dedupe import stored_conflicts
 from metering.domain.usage.fields import EventIn
 from metering.models import EventKey
 from metering.selectors.ingestion import PlacedEvent, stored_digests
 from metering.services.usage.sources import sources_seen_store, sources_seen_upsert
+from portal.bulk import prepared_cursor
 from portal.periods import month_start, next_month
 from portal.pipeline import FOLD, stage_schedule
 from portal.projects import NONE_ID, projects_ensure
@@ -240,27 +239,6 @@ _QUEUE_STORE = (
 )
 
 
-class _PreparedCursor(psycopg.Cursor):
-    """Server-side binding, each statement prepared once a connection (the storing
-    statements are planned once, not at each batch), lists sent as binary arrays."""
-
-    def __init__(self, connection: psycopg.Connection) -> None:
-        super().__init__(connection)
-        self.adapters.register_dumper(list, ListBinaryDumper)
-
-    def execute(self, query, params=None, *, prepare=None, binary=None):  # type: ignore[override]
-        return super().execute(query, params, prepare=True, binary=binary)
-
-
-def _prepared_cursor():
-    """A cursor of the connection's transaction for the storing statements, logged and
-    wrapped as Django's own."""
-    cursor = _PreparedCursor(connection.connection)
-    if connection.queries_logged:
-        return connection.make_debug_cursor(cursor)
-    return connection.make_cursor(cursor)
-
-
 def _store_postgresql(
     rows: Sequence[PlacedEvent], events: Sequence[EventIn], received_at: datetime, projects: dict
 ) -> tuple[int, int]:
@@ -268,7 +246,7 @@ def _store_postgresql(
     events by a binary COPY into the partitioned table, then the fold's queue and the
     sources seen by one statement."""
     accepted = 0
-    with connection.cursor() as cursor, _prepared_cursor() as prepared:
+    with connection.cursor() as cursor, prepared_cursor() as prepared:
         raw = cursor.cursor
         for start in range(0, len(rows), EVENT_ID_BLOCK):
             block = rows[start : start + EVENT_ID_BLOCK]
