@@ -1193,3 +1193,53 @@ def test_an_unknown_project_is_created_once_under_concurrent_batches(users, tena
     assert AuditEntry.objects.filter(object_type="project").count() == 3
     assert UsageEvent.objects.count() == 160
     assert UsageEvent.objects.values("project_id").distinct().count() == 3
+
+
+def test_a_mixed_batch_stores_each_new_event_once_and_refuses_a_changed_replay_by_its_id(
+    ingest, tenant_b
+):
+    """Two tenants and two sources, replays of stored events, a key repeated in the batch:
+    each new event stored once under its key with its own figures (the keys go to the
+    database as arrays, the tenants are read by one array), the sources seen at their
+    newest times; the batch again stores nothing; a changed replay is refused naming its
+    `id`, an unknown tenant naming `tenant`, and nothing of either batch is stored."""
+    assert ingest([event(1), event(2, source="gw-b")]).json() == {"accepted": 2, "duplicates": 0}
+    batch = [
+        event(3, tenant="tenant-b"),
+        event(1),  # stored before
+        event(4, source="gw-b", time="2026-03-01T11:00:00Z"),
+        event(3, tenant="tenant-b"),  # repeated in the batch
+        event(2, source="gw-b"),  # stored before
+        event(5, tenant="tenant-b", source="gw-b", time="2026-03-01T09:00:00Z"),
+    ]
+    assert ingest(batch).json() == {"accepted": 3, "duplicates": 3}
+    keys = {(k.source, k.event_id): k.id for k in EventKey.objects.all()}
+    stored = {
+        e.id: (e.tenant.slug, e.input_tokens, e.output_tokens, e.time)
+        for e in UsageEvent.objects.select_related("tenant")
+    }
+    at = datetime(2026, 3, 1, 10, 15, tzinfo=UTC)
+    assert {key: stored[pk] for key, pk in keys.items()} == {
+        ("default", "ev-1"): ("tenant-a", 101, 51, at),
+        ("gw-b", "ev-2"): ("tenant-a", 102, 52, at),
+        ("default", "ev-3"): ("tenant-b", 103, 53, at),
+        ("gw-b", "ev-4"): ("tenant-a", 104, 54, datetime(2026, 3, 1, 11, tzinfo=UTC)),
+        ("gw-b", "ev-5"): ("tenant-b", 105, 55, datetime(2026, 3, 1, 9, tzinfo=UTC)),
+    }
+    assert dict(SourceSeen.objects.values_list("source", "last_event_at")) == {
+        "default": at,
+        "gw-b": datetime(2026, 3, 1, 11, tzinfo=UTC),
+    }
+    assert ingest(batch).json() == {"accepted": 0, "duplicates": 6}
+    changed = event(4, source="gw-b", time="2026-03-01T11:00:00Z", output_tokens=999)
+    refused = ingest([event(6), event(1), changed])
+    assert (refused.status_code, refused.json()["errors"]) == (
+        409,
+        [{"index": 2, "field": "id", "message": "this (source, id) is already stored with a different payload"}],
+    )  # fmt: skip
+    unknown = ingest([event(7), event(8, tenant="ghost")])
+    assert (unknown.status_code, unknown.json()["errors"]) == (
+        400,
+        [{"index": 1, "field": "tenant", "message": "unknown tenant 'ghost'"}],
+    )
+    assert (EventKey.objects.count(), UsageEvent.objects.count()) == (5, 5)
