@@ -90,6 +90,7 @@ def prepared_cursor():
     Django's cursor binds on the client side, so each value is quoted into the statement's
     text and the statement parsed and planned at each call. Logged and its errors wrapped
     as Django's own cursor's."""
+    connection.ensure_connection()  # a thread's first statement may be this one
     cursor = _PreparedCursor(connection.connection)
     if connection.queries_logged:
         return connection.make_debug_cursor(cursor)
