@@ -67,12 +67,14 @@ class MoneyFormField(forms.CharField):
 
 def open_tenant_field(**options) -> forms.ModelChoiceField:
     """An optional choice of one tenant that is not closed, by name, sent as its slug."""
-    return forms.ModelChoiceField(
+    field = forms.ModelChoiceField(
         queryset=Tenant.objects.exclude(status=Tenant.Status.CLOSED).order_by("name"),
         required=False,
         to_field_name="slug",
         **options,
     )
+    field.label_from_instance = lambda tenant: tenant.name
+    return field
 
 
 class TokenForm(forms.Form):

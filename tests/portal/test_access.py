@@ -313,6 +313,11 @@ def test_an_operator_binds_an_ingest_token_to_a_tenant_on_the_page_and_the_comma
     from django.core.management import call_command
 
     client.force_login(users["operator"])
+    # Offered by name, sent as the slug.
+    assert (
+        f'<option value="tenant-a">{tenant_a.name}</option>'
+        in client.get("/tokens/").content.decode()
+    )
     refused = client.post(
         "/tokens/", {"name": "gw", "scopes": ["read"], "bound_tenant": "tenant-a"}
     )
