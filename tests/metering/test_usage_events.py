@@ -25,6 +25,7 @@ from metering.domain.usage.fields import (
     TimeWindow,
     time_window,
 )
+from metering.domain.usage.hashing import fields_hash
 from metering.domain.usage.json_batch import validate_json_batch
 from metering.domain.usage.validation import validate_events
 
@@ -626,6 +627,51 @@ def test_payload_hash_is_stable_across_releases():
     assert _one(cache_write_tokens=0, reasoning_tokens=0).payload_hash == (
         "3caed8fe939956c95d632cbc3324177f"
     )
+
+
+@pytest.mark.parametrize(
+    ("changes", "payload_hash", "base_hash"),
+    [
+        (
+            {"time": "2026-03-01T06:29:00.123456-05:30", "ttft_ms": 310, "tpot_ms": 28.25,
+             "latency_ms": 11900.5},
+            "f4738c16ceb439b82dbc5c8b080ceb90", "",
+        ),
+        (
+            {"time": "2025-02-01T00:00:00.9999999Z", "pool": "b200-sh", "status": "error",
+             "output_tokens": 0},
+            "79e235fc3e85c009ad4581682fcc5549", "",
+        ),
+        (
+            {"requests": 7, "project": "p01", "service_tier": "priority", "source": "gw-2"},
+            "db74758879094aa42b797fde154c364a", "",
+        ),
+        (
+            {"cache_write_tokens": 3, "reasoning_tokens": 7, "ttft_ms": 0.1,
+             "latency_ms": 86400000},
+            "d3be8da279aa18eae11a18f78402e603", "f0c0525bd700e61c41f3a3d895cc4f12",
+        ),
+        (
+            {"requests": 1000000, "service_tier": "flex", "cached_tokens": 0, "tpot_ms": 1e-7},
+            "71ca55eadcd896f0a0abe88ef0b02e37", "",
+        ),
+    ],
+)  # fmt: skip
+def test_payload_hashes_of_every_field_are_stable_across_releases(changes, payload_hash, base_hash):
+    # Pinned from the hashes stored before (an offset time, a fraction past microseconds,
+    # latencies given as integers, every optional field): their replays stay duplicates.
+    event = _one(**changes)
+
+    assert (event.payload_hash, event.base_hash) == (payload_hash, base_hash)
+
+
+def test_payload_hash_of_a_time_before_1970_is_stable():
+    before = datetime(1969, 12, 31, 23, 59, 59, 500000, tzinfo=UTC)
+    hashed = fields_hash(
+        "default", "old", before, "acme", "m", None, 1, 0, 2, None, None, -0.0, "ok"
+    )
+
+    assert hashed == "f0cdab86747d6801ba3d443a5116ecc9"
 
 
 def test_a_replay_with_token_classes_the_stored_event_lacks_is_a_duplicate_not_the_reverse():
