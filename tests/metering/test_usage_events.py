@@ -904,7 +904,15 @@ _valid_items = st.fixed_dictionaries(
     {
         "id": st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=12),
         "time": st.sampled_from(
-            ["2026-03-01T11:00:00Z", "2026-03-01T12:04:59+00:00", "2026-02-28T23:59:59.5-05:00"]
+            [
+                "2026-03-01T11:00:00Z",
+                "2026-03-01T12:04:59+00:00",
+                "2026-02-28T23:59:59.5-05:00",
+                "2026-03-01t11:00:00.123456z",
+                "2026-03-01 11:00:00.1234567Z",
+                "2026-03-01T11:00:00.999999999+01:00",
+                "2026-03-01T11:00:00-00:00",
+            ]
         ),
         "tenant": st.sampled_from(["acme", "globex"]),
         "model": st.sampled_from(["llama-3.3-70b", "qwen"]),
@@ -925,7 +933,10 @@ _ODD = {  # per field: values near or past what the full path accepts
     "time": st.sampled_from(["2026-03-01T11:00:00", "2026-02-30T00:00:00Z",
                              "2026-03-01T12:05:01Z", "2026-03-01T13:00:00Z", 1700000000,
                              "2025-01-31T23:59:59Z", "1900-01-01T00:00:00Z",
-                             "0999-01-01T00:00:00Z"]),
+                             "0999-01-01T00:00:00Z", "2026-03-01T11:00:00.1234567891Z",
+                             "2026-03-01T11:00:60Z", "2026-03-01T11:00:00+24:00",
+                             "\u0662026-03-01T11:00:00Z", "2026-03-01T11:00:00.Z",
+                             "2026-03-01T11:00Z", "2026-03-01T11:00:00+0100"]),
     "tenant": st.sampled_from(["", "x" * 200, 3]),
     "model": st.sampled_from(["", 1.5]),
     "input_tokens": st.sampled_from([-1, MAX_TOKENS + 1, 1.5, "10", True]),
@@ -933,7 +944,8 @@ _ODD = {  # per field: values near or past what the full path accepts
     "cached_tokens": st.sampled_from([-1, MAX_TOKENS, 3.5, None]),
     "cache_write_tokens": st.sampled_from([-1, MAX_TOKENS, 1.0, None, True]),
     "reasoning_tokens": st.sampled_from([-1, 10**6 + 1, MAX_TOKENS, 2.5, None, "7"]),
-    "ttft_ms": st.sampled_from([-1.0, "fast", True]),
+    "ttft_ms": st.sampled_from([-1.0, "fast", True, -0.0, 0, 0.0, 86_400_000, 86_400_000.5]),
+    "latency_ms": st.sampled_from([-0.0, 86_400_000.0, 86_400_001, 1e300, -1e-300]),
     "status": st.sampled_from(["OK", "failed", 1]),
     "source": st.sampled_from(["", "x" * 200, 5]),
     "extra": st.sampled_from([1, "x"]),
@@ -967,6 +979,10 @@ _GOOD = {"id": "a", "time": "2026-03-01T11:00:00Z", "tenant": "acme", "model": "
 @example(items=[{**_GOOD, "cached_tokens": 1500, "cache_write_tokens": 500}])
 @example(items=[{**_GOOD, "reasoning_tokens": 2}])
 @example(items=[{**_GOOD, "reasoning_tokens": 1}])
+@example(items=[{**_GOOD, "time": "2026-03-01T11:00:00.999999999+01:00", "ttft_ms": 0}])
+@example(items=[{**_GOOD, "time": "2026-03-01t11:00:00.123456z"}])
+@example(items=[{**_GOOD, "ttft_ms": -0.0}])
+@example(items=[{**_GOOD, "latency_ms": 86_400_000}])
 def test_validate_json_batch_agrees_with_the_full_path(items):
     body = json.dumps(items).encode()
     fast = validate_json_batch(data=body, now=NOW, max_events=10_000)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import math
-from datetime import datetime
+from datetime import UTC, datetime
+from math import copysign
 from typing import Annotated, Final, Literal
 
 import msgspec
+from msgspec import UNSET
 
 from metering.domain.usage.fields import (
     ID_MAX_LENGTH,
@@ -19,7 +20,6 @@ from metering.domain.usage.fields import (
     EventIn,
     ServiceTier,
     model_problem,
-    parse_time,
     time_window,
 )
 
@@ -37,12 +37,22 @@ _Tokens = Annotated[int, msgspec.Meta(ge=0, le=MAX_TOKENS)]
 
 _Requests = Annotated[int, msgspec.Meta(ge=1, le=MAX_REQUESTS)]
 
-_Latency = Annotated[float, msgspec.Meta(ge=0)]
+_Latency = Annotated[float, msgspec.Meta(ge=0, le=MAX_LATENCY_MS)]
+
+# The RFC 3339 times parse_time reads without changing them (a "T", an upper-case "Z" or an
+# offset, ASCII digits): datetime.fromisoformat parses them as they are, no upper() first.
+_Time = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?"
+        r"(?:Z|[+-][0-9]{2}:[0-9]{2})\Z"
+    ),
+]
 
 
 class _JsonEvent(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     id: _AsciiId
-    time: str
+    time: _Time
     tenant: _Slug
     model: str
     input_tokens: _Tokens
@@ -84,62 +94,71 @@ def validate_json_batch(
     if len(decoded) > max_events:
         return None
     earliest, latest = window.earliest, window.latest
+    fromisoformat = datetime.fromisoformat
     models: dict[str, bool] = {}
     events: list[EventIn] = []
     append = events.append
     for item in decoded:
-        time, problem = parse_time(item.time)
-        if problem or time is None or not earliest <= time <= latest:
+        # parse_time's result for the times _Time lets through
+        try:
+            time = fromisoformat(item.time)
+            if time.tzinfo is not UTC:
+                time = time.astimezone(UTC)
+        except (ValueError, OverflowError):  # month 13, second 60, offset 24:00...
+            return None
+        if not earliest <= time <= latest:
             return None
         model = item.model
         if model not in models:
             models[model] = model_problem(model) is None
         if not models[model]:
             return None
-        source = default_source if item.source is None else item.source
-        cached_tokens = 0 if item.cached_tokens is msgspec.UNSET else item.cached_tokens
-        if cached_tokens > item.input_tokens:
+        input_tokens, output_tokens = item.input_tokens, item.output_tokens
+        cached_tokens = item.cached_tokens
+        if cached_tokens is UNSET:
+            cached_tokens = 0
+        elif cached_tokens > input_tokens:
             return None
         cache_write_tokens = item.cache_write_tokens
-        if cache_write_tokens is msgspec.UNSET:
+        if cache_write_tokens is UNSET:
             cache_write_tokens = 0
-        elif cache_write_tokens > item.input_tokens - cached_tokens:
+        elif cache_write_tokens > input_tokens - cached_tokens:
             return None
         reasoning_tokens = item.reasoning_tokens
-        if reasoning_tokens is msgspec.UNSET:
+        if reasoning_tokens is UNSET:
             reasoning_tokens = 0
-        elif reasoning_tokens > item.output_tokens:
+        elif reasoning_tokens > output_tokens:
             return None
         ttft_ms, tpot_ms, latency_ms = item.ttft_ms, item.tpot_ms, item.latency_ms
-        for value in (ttft_ms, tpot_ms, latency_ms):
-            # -0.0 (from "-0" or "-0.0": validate_events tells them apart) and huge values
-            if value is not None and not (
-                value <= MAX_LATENCY_MS and math.copysign(1.0, value) > 0
-            ):
-                return None
-        status = "ok" if item.status is None else item.status
-        requests = 1 if item.requests is None else item.requests
-        service_tier = STANDARD if item.service_tier is None else item.service_tier
+        # -0.0 (from "-0" or "-0.0": validate_events tells them apart); _Latency bounds the rest
+        if (
+            (ttft_ms == 0.0 and copysign(1.0, ttft_ms) < 0)
+            or (tpot_ms == 0.0 and copysign(1.0, tpot_ms) < 0)
+            or (latency_ms == 0.0 and copysign(1.0, latency_ms) < 0)
+        ):
+            return None
+        source, status, requests = item.source, item.status, item.requests
+        service_tier = item.service_tier
         append(
             EventIn(
-                source=source,
+                source=default_source if source is None else source,
                 id=item.id,
                 time=time,
                 tenant=item.tenant,
                 model=model,
                 pool=item.pool,
-                input_tokens=item.input_tokens,
+                input_tokens=input_tokens,
                 cached_tokens=cached_tokens,
-                output_tokens=item.output_tokens,
+                output_tokens=output_tokens,
                 ttft_ms=ttft_ms,
                 tpot_ms=tpot_ms,
                 latency_ms=latency_ms,
-                status=status,
-                requests=requests,
+                status="ok" if status is None else status,
+                requests=1 if requests is None else requests,
                 cache_write_tokens=cache_write_tokens,
                 reasoning_tokens=reasoning_tokens,
                 project=item.project,
-                service_tier=service_tier,
+                service_tier=STANDARD if service_tier is None else service_tier,
             )
         )
     return events
