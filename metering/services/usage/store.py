@@ -197,17 +197,33 @@ _EVENT_TYPES = [
     "int8", "timestamptz", "int8", "int8", "int8", "int8", "int8", "float8", "float8", "float8",
     "bool", "int4", "int8", "int8", "int8", "text",
 ]  # fmt: skip
+# The batch's keys, each column as one text the statement splits (psycopg dumps a list's
+# elements one by one in Python, a third of the storing's CPU): the separator, U+001F, is in
+# no source or id (printable ASCII) nor hash (hex); `_joined` makes sure.
+_SEPARATOR = "\x1f"
+_KEY_ARRAYS = ", ".join(
+    f"string_to_array(%({name})s::text, chr(31))" for name in ("sources", "ids", "hashes")
+)
+
+
+def _joined(values: list[str]) -> str:
+    joined = _SEPARATOR.join(values)
+    if values and joined.count(_SEPARATOR) != len(values) - 1:
+        raise ValueError("a source, event id or payload hash holds U+001F")
+    return joined
+
+
 # The keys not stored yet take ids from one new block, by their position in the arrays
 # (sorted: concurrent batches lock keys in the same order, no deadlock; by bytes, not by
 # the database's collation, which costs more and orders them no better); returns the
 # block's first id and the positions of the keys stored now. The keys come as three arrays
 # (no stage table: no COPY, no temporary table to create, empty and truncate at commit).
 _KEYS_STORE = (
-    "WITH block AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence('metering_eventkey', "
+    "WITH block AS MATERIALIZED (SELECT nextval(pg_get_serial_sequence('metering_eventkey', "  # noqa: S608 (constants)
     "'id')) AS first), "
     "keys AS (INSERT INTO metering_eventkey (id, source, event_id, payload_hash, received_at) "
     "SELECT block.first + s.n - 1, s.source, s.event_id, s.payload_hash, %(received)s "
-    "FROM unnest(%(sources)s::text[], %(ids)s::text[], %(hashes)s::text[]) WITH ORDINALITY "
+    f"FROM unnest({_KEY_ARRAYS}) WITH ORDINALITY "
     "AS s (source, event_id, payload_hash, n), block "
     'ORDER BY s.source COLLATE "C", s.event_id COLLATE "C" '
     "ON CONFLICT (source, event_id) DO NOTHING RETURNING id) "
@@ -217,10 +233,9 @@ _KEYS_STORE = (
 # payload hash names: a replay, or a conflict when the payload differs. One index lookup a
 # key, whatever the plan would guess of the arrays' size.
 _KEYS_STORED = (
-    "WITH s AS MATERIALIZED (SELECT s.source, s.event_id, s.payload_hash, (SELECT "
+    "WITH s AS MATERIALIZED (SELECT s.source, s.event_id, s.payload_hash, (SELECT "  # noqa: S608 (constants)
     "k.payload_hash FROM metering_eventkey k WHERE k.source = s.source AND k.event_id = "
-    "s.event_id) AS stored FROM unnest(%(sources)s::text[], %(ids)s::text[], "
-    "%(hashes)s::text[]) AS s (source, event_id, payload_hash)) "
+    f"s.event_id) AS stored FROM unnest({_KEY_ARRAYS}) AS s (source, event_id, payload_hash)) "
     "SELECT source, event_id, stored FROM s WHERE stored <> payload_hash"
 )
 # Once the new keys' events are stored: their run joins the fold's queue, and the batch's
@@ -255,7 +270,8 @@ def _store_postgresql(
                 "ids": [r.event.id for r in block],
                 "hashes": [r.event.payload_hash for r in block],
             }
-            prepared.execute(_KEYS_STORE, {**keys, "received": received_at})
+            joined = {name: _joined(values) for name, values in keys.items()}
+            prepared.execute(_KEYS_STORE, {**joined, "received": received_at})
             first, positions = prepared.fetchone()
             positions = sorted(positions or ())
             if positions:
@@ -294,7 +310,8 @@ def _store_postgresql(
                 new = set(positions)
                 before = [n for n in range(len(block)) if n not in new]
                 prepared.execute(
-                    _KEYS_STORED, {name: [v[n] for n in before] for name, v in keys.items()}
+                    _KEYS_STORED,
+                    {name: _joined([v[n] for n in before]) for name, v in keys.items()},
                 )
                 digests = {(s, i): h for s, i, h in prepared.fetchall()}
                 conflicts = stored_conflicts(events=events, stored=digests)
