@@ -4,12 +4,13 @@ The lists are QuerySets for the caller to refine (values, annotate, select_relat
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import NamedTuple
 
+from django.db import connection
 from django.db.models import Min, Q, QuerySet
 
 from metering.domain.factory import (
@@ -24,10 +25,12 @@ from metering.models import (
     Deployment,
     DeploymentVersion,
     HourlyUsage,
+    ModelAlias,
     Pool,
     ReferenceCurvePoint,
     ServedModel,
 )
+from portal.bulk import prepared_cursor
 from portal.effective import InForce, in_force_by
 from portal.errors import FieldError
 from portal.periods import filter_within, hour_floor
@@ -94,14 +97,7 @@ def placements_read(*, names: Collection[str]) -> Placements:
     """The models `names` name, by slug or alias, and their deployments, in one query."""
     if not names:
         return Placements(model_ids={}, pools={})
-    rows = (
-        ServedModel.objects.filter(Q(slug__in=names) | Q(aliases__alias__in=names))
-        .values_list(
-            "id", "slug", "aliases__alias", "deployments__id", "deployments__slug",
-            "deployments__pool__slug",
-        )
-        .order_by()
-    )  # fmt: skip
+    rows: Iterable[tuple] = _placement_rows(names)
     by_slug: dict[str, int] = {}
     by_alias: dict[str, int] = {}
     pools: dict[int, dict[str, Placed]] = {}
@@ -113,6 +109,34 @@ def placements_read(*, names: Collection[str]) -> Placements:
         if deployment_id is not None:
             pools.setdefault(model_id, {})[pool] = Placed(deployment_id, deployment_slug)
     return Placements(model_ids={**by_slug, **by_alias}, pools=pools)
+
+
+# The query below as PostgreSQL is given it at every batch of usage: one array of names, a
+# statement prepared once a connection (the ORM compiled it afresh at each, 1.5 ms of CPU).
+_PLACEMENTS = (
+    f"SELECT m.id, m.slug, a.alias, d.id, d.slug, p.slug FROM {ServedModel._meta.db_table} m "  # noqa: S608 (the models' tables)
+    f"LEFT OUTER JOIN {ModelAlias._meta.db_table} a ON m.id = a.model_id "
+    f"LEFT OUTER JOIN {Deployment._meta.db_table} d ON m.id = d.model_id "
+    f"LEFT OUTER JOIN {Pool._meta.db_table} p ON d.pool_id = p.id "
+    "WHERE m.slug = ANY(%(names)s::text[]) OR a.alias = ANY(%(names)s::text[])"
+)
+
+
+def _placement_rows(names: Collection[str]) -> Iterable[tuple]:
+    """(model id, slug, alias, deployment id, deployment slug, pool slug) of the served
+    models a name of `names` names, by slug or alias: a row per alias and deployment."""
+    if connection.vendor == "postgresql":
+        with prepared_cursor() as cursor:
+            cursor.execute(_PLACEMENTS, {"names": list(names)})
+            return cursor.fetchall()
+    return (
+        ServedModel.objects.filter(Q(slug__in=names) | Q(aliases__alias__in=names))
+        .values_list(
+            "id", "slug", "aliases__alias", "deployments__id", "deployments__slug",
+            "deployments__pool__slug",
+        )
+        .order_by()
+    )  # fmt: skip
 
 
 def deployment_version_list(

@@ -40,10 +40,9 @@ def events_place(events: Sequence[EventIn]) -> tuple[list[PlacedEvent], list[Eve
     # A batch names few distinct (tenant, model, pool, project): each is checked once, and
     # only a batch with an unknown one is checked event by event, so each error names its
     # event.
-    distinct: dict[tuple[str, str, str | None, str | None], int] = {}
-    for e in events:
-        distinct.setdefault((e.tenant, e.model, e.pool, e.project), len(distinct))
-    refs = [EventRef(i, t, m, p, True, project) for (t, m, p, project), i in distinct.items()]
+    keys = [(e.tenant, e.model, e.pool, e.project) for e in events]
+    distinct = dict.fromkeys(keys)  # in the order of their first events
+    refs = [EventRef(i, t, m, p, True, project) for i, (t, m, p, project) in enumerate(distinct)]
     placed, errors = _check_references(refs)
     if errors:
         refs = [
@@ -52,8 +51,12 @@ def events_place(events: Sequence[EventIn]) -> tuple[list[PlacedEvent], list[Eve
         placed, errors = _check_references(refs)
         pairs = zip(events, placed, strict=True)
         return [PlacedEvent(event, *ids) for event, ids in pairs if ids is not None], errors
+    # Made as a tuple is: PlacedEvent's own __new__ is Python code, run for every event.
     ids_of = dict(zip(distinct, placed, strict=True))
-    return [PlacedEvent(e, *ids_of[(e.tenant, e.model, e.pool, e.project)]) for e in events], errors
+    new = tuple.__new__
+    return [
+        new(PlacedEvent, (e, *ids_of[key])) for e, key in zip(events, keys, strict=True)
+    ], errors
 
 
 def usage_reference_errors(*, refs: Sequence[EventRef]) -> list[EventError]:

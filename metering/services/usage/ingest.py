@@ -95,6 +95,11 @@ class Sender:
     bound_tenant: str | None = None
     bound_project: str | None = None
 
+    @property
+    def is_bound(self) -> bool:
+        """Whether its token is bound to a tenant or a project (else it meters any)."""
+        return self.bound_tenant is not None or self.bound_project is not None
+
     def bound_errors(self, tenants: Iterable[tuple[int, Any]]) -> list[EventError]:
         """Errors naming `tenant` for each (index, tenant) this sender may not meter."""
         if self.bound_tenant is None:
@@ -204,7 +209,9 @@ def _wholly(batch: Batch, sender: Sender) -> IngestResult:
     now = clock.now()
     if batch.events is not None:  # validated by the format's decoder
         events = sender.events_defaulted(batch.events)
-        if errors := sender.foreign_errors((i, e.tenant, e.project) for i, e in enumerate(events)):
+        if sender.is_bound and (
+            errors := sender.foreign_errors((i, e.tenant, e.project) for i, e in enumerate(events))
+        ):
             raise IngestRejected(errors, received=len(events), source=batch_sources(events))
         return usage_ingest(events=events, received_at=now)
     items = sender.items_defaulted(batch.items)
