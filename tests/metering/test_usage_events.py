@@ -925,11 +925,13 @@ _valid_items = st.fixed_dictionaries(
         "reasoning_tokens": st.integers(min_value=0, max_value=10**6),
         "ttft_ms": st.floats(min_value=0, max_value=1e6),
         "status": st.sampled_from(["ok", "error"]),
-        "source": st.sampled_from(["gw-1", "gw-2"]),
+        "source": st.sampled_from(["gw-1", "gw-2", " ~"]),
+        "pool": st.sampled_from(["h100-a", "b200_SH"]),
+        "project": st.sampled_from(["p01", "x" * 64]),
     },
 )
 _ODD = {  # per field: values near or past what the full path accepts
-    "id": st.sampled_from(["", " ", "é", "x" * 200, 7]),
+    "id": st.sampled_from(["", " ", "é", "x" * 200, 7, "a\x1fb", "tab\t", "x" * 129]),
     "time": st.sampled_from(["2026-03-01T11:00:00", "2026-02-30T00:00:00Z",
                              "2026-03-01T12:05:01Z", "2026-03-01T13:00:00Z", 1700000000,
                              "2025-01-31T23:59:59Z", "1900-01-01T00:00:00Z",
@@ -937,7 +939,9 @@ _ODD = {  # per field: values near or past what the full path accepts
                              "2026-03-01T11:00:60Z", "2026-03-01T11:00:00+24:00",
                              "\u0662026-03-01T11:00:00Z", "2026-03-01T11:00:00.Z",
                              "2026-03-01T11:00Z", "2026-03-01T11:00:00+0100"]),
-    "tenant": st.sampled_from(["", "x" * 200, 3]),
+    "tenant": st.sampled_from(["", "x" * 200, 3, "ac me", "é", "acme\n", "x" * 129]),
+    "pool": st.sampled_from(["", "b200 sh", "é", "x" * 129, "h100-a\n"]),
+    "project": st.sampled_from(["", "p 1", "x" * 65, "é", "p01\n"]),
     "model": st.sampled_from(["", 1.5]),
     "input_tokens": st.sampled_from([-1, MAX_TOKENS + 1, 1.5, "10", True]),
     "output_tokens": st.sampled_from([-1, MAX_TOKENS + 1, 2.0, "10"]),
@@ -947,7 +951,7 @@ _ODD = {  # per field: values near or past what the full path accepts
     "ttft_ms": st.sampled_from([-1.0, "fast", True, -0.0, 0, 0.0, 86_400_000, 86_400_000.5]),
     "latency_ms": st.sampled_from([-0.0, 86_400_000.0, 86_400_001, 1e300, -1e-300]),
     "status": st.sampled_from(["OK", "failed", 1]),
-    "source": st.sampled_from(["", "x" * 200, 5]),
+    "source": st.sampled_from(["", "x" * 200, 5, "gw\n", "é", "x" * 129]),
     "extra": st.sampled_from([1, "x"]),
 }  # fmt: skip
 

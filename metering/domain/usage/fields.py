@@ -82,6 +82,9 @@ FUTURE_TIME = "is more than 5 minutes in the future"
 
 OLD_TIME = "is older than the retention window (the start of the UTC month 13 months ago, {})"
 
+# A slug's characters (its length is the field's own: SLUG_MAX_LENGTH, PROJECT_MAX_LENGTH).
+SLUG = re.compile(r"[-a-zA-Z0-9_]+")
+
 BAD_SLUG = f"must be a slug: 1 to {SLUG_MAX_LENGTH} letters, digits, hyphens or underscores"
 
 BAD_PROJECT = (

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, cast
@@ -25,6 +24,7 @@ from metering.domain.usage.fields import (
     PROJECT_MAX_LENGTH,
     REQUIRED,
     SERVICE_TIERS,
+    SLUG,
     SLUG_MAX_LENGTH,
     STANDARD,
     TOO_MANY_TOKENS,
@@ -37,8 +37,6 @@ from metering.domain.usage.fields import (
     parse_time,
     time_window,
 )
-
-_SLUG = re.compile(r"[-a-zA-Z0-9_]+")
 
 
 def validate_events(
@@ -101,7 +99,7 @@ def event_references(*, items: Sequence[Any]) -> list[EventRef]:
 
 
 def _is_slug(value: Any) -> bool:
-    return type(value) is str and len(value) <= SLUG_MAX_LENGTH and bool(_SLUG.fullmatch(value))
+    return type(value) is str and len(value) <= SLUG_MAX_LENGTH and bool(SLUG.fullmatch(value))
 
 
 def _validate_item(
@@ -140,7 +138,7 @@ def _validate_item(
         errors.append(EventError(index, "time", problem))
 
     tenant = get("tenant")
-    if not (type(tenant) is str and len(tenant) <= SLUG_MAX_LENGTH and _SLUG.fullmatch(tenant)):
+    if not (type(tenant) is str and len(tenant) <= SLUG_MAX_LENGTH and SLUG.fullmatch(tenant)):
         errors.append(EventError(index, "tenant", REQUIRED if tenant is None else BAD_SLUG))
 
     model = get("model")
@@ -149,7 +147,7 @@ def _validate_item(
 
     pool = get("pool")
     if pool is not None and not (
-        type(pool) is str and len(pool) <= SLUG_MAX_LENGTH and _SLUG.fullmatch(pool)
+        type(pool) is str and len(pool) <= SLUG_MAX_LENGTH and SLUG.fullmatch(pool)
     ):
         errors.append(EventError(index, "pool", BAD_SLUG))
 
@@ -213,7 +211,7 @@ def _validate_item(
 
     project = get("project")
     if project is not None and not (
-        type(project) is str and len(project) <= PROJECT_MAX_LENGTH and _SLUG.fullmatch(project)
+        type(project) is str and len(project) <= PROJECT_MAX_LENGTH and SLUG.fullmatch(project)
     ):
         errors.append(EventError(index, "project", BAD_PROJECT))
     service_tier = get("service_tier")
