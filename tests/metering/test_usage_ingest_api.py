@@ -64,6 +64,34 @@ def test_replayed_batch_counts_duplicates_and_stores_nothing_twice(ingest):
     assert EventKey.objects.count() == 5
 
 
+def test_events_stored_by_an_earlier_release_stay_duplicates_when_replayed(ingest):
+    # Their keys as the release before the faster fast path and hash stored them (the
+    # hashes pinned from it): an offset time with milliseconds, integer and float latencies,
+    # a source, requests, a token class and a tier.
+    plain = event(1)
+    rich = event(
+        2, time="2026-03-01T11:15:00.250+01:00", ttft_ms=310, tpot_ms=28.5,
+        latency_ms=1200.25, source="gw-1", requests=3, reasoning_tokens=7,
+        service_tier="priority",
+    )  # fmt: skip
+    stored_at = datetime(2026, 3, 1, 10, 16, tzinfo=UTC)
+    EventKey.objects.bulk_create(
+        [
+            EventKey(source="default", event_id="ev-1", received_at=stored_at,
+                     payload_hash="90e895f1fd516daeb51f35c1aa3654e2"),
+            EventKey(source="gw-1", event_id="ev-2", received_at=stored_at,
+                     payload_hash="76504b2249b99d37d60a1203fe793f20"),
+        ]
+    )  # fmt: skip
+
+    assert ingest([plain, rich]).json() == {"accepted": 0, "duplicates": 2}
+    changed = ingest([plain, {**rich, "tpot_ms": 28.25}])
+    assert changed.status_code == 409
+    assert [(e["index"], e["field"]) for e in changed.json()["errors"]] == [(1, "id")]
+    assert UsageEvent.objects.count() == 0
+    assert EventKey.objects.count() == 2
+
+
 def test_same_id_with_other_payload_is_a_conflict_and_changes_nothing(ingest):
     ingest([event(1)])
     changed = event(1)
