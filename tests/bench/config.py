@@ -11,7 +11,10 @@ BENCH_PROJECTS projects of every tenant in the datasets (default 20; 0 for none)
               sequence number, events.project_of), so the rollups, the rating and the
               chargeback carry them. Ingestion stages' events name no project.
 BENCH_BASELINE the git revision the A/B of ingestion compares this tree with (default: the
-              last commit that changed a migration; it must have this tree's migrations).
+              last commit that changed a migration). One with this tree's migrations is
+              served on the large dataset's database; one with other migrations gets a
+              database of its own, migrated and set up by its own code, and this tree's arm
+              another, set up by this tree's (BASELINE_DATABASES).
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 OUT_DIR = ROOT / "var" / "bench"
 
-# The revision ingestion is compared with, served from its own tree on the same database, so
-# it must have this tree's migrations: by default the last commit that changed one. (The
-# token classes were measured against acc5020, the commit before them, on 2026-12-03; it
-# cannot serve the tables migrations since then changed.)
+# The revision ingestion is compared with, served from its own tree: by default the last
+# commit that changed a migration, which can share the large dataset's database. A revision
+# whose migrations differ (the one before service tiers, or before projects) cannot: each
+# arm then ingests into a database of its own, migrated and set up by its own tree's code
+# (manage.py migrate, tests.bench.ops.setup).
 MIGRATIONS = ":(glob)*/migrations/*.py"
+BASELINE_DATABASES = {"this": "bench_baseline_this", "baseline": "bench_baseline"}
 
 
 def baseline() -> str:
@@ -38,9 +43,14 @@ def baseline() -> str:
     return _git("log", "-1", "--format=%h", "--", MIGRATIONS).stdout.strip()
 
 
-def baseline_schema_differs(revision: str) -> bool:
-    """Whether `revision`'s migrations differ from this tree's (uncommitted changes too)."""
-    return _git("diff", "--quiet", revision, "--", MIGRATIONS, check=False).returncode != 0
+def baseline_schema_differs(revision: str, against: str | None = None) -> bool:
+    """Whether `revision`'s migrations differ from those of `against` (default: this tree,
+    uncommitted changes too). A revision git does not know is an error, not a difference."""
+    found = _git("diff", "--quiet", revision, *([against] if against else []), "--",
+                 MIGRATIONS, check=False)  # fmt: skip
+    if found.returncode not in (0, 1):
+        raise SystemExit(f"BENCH_BASELINE: git cannot compare {revision}: {found.stderr.strip()}")
+    return found.returncode == 1
 
 
 def _git(*args: str, check: bool = True) -> subprocess.CompletedProcess:
