@@ -22,7 +22,8 @@ small and the large dataset (config.sizes()), then measures:
      read within 60 s, in the embedded default and in production settings, each serving
      the demo under a gateway's feed
  10. HTTP batch ingestion of this tree vs a baseline revision (BENCH_BASELINE) served from
-     its own tree on the same database
+     its own tree: on the same database, or each on a database of its own when the
+     baseline's migrations differ
  11. OTLP/HTTP protobuf trace exports (GenAI spans) vs native JSON batches, 1,000 a request
  12. peak RSS of a web worker ingesting 10,000-span OTLP exports
  13. webhook delivery: 3 bursts of 10,000 events to 10 endpoints, one hanging: the others'
