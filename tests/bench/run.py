@@ -1047,6 +1047,17 @@ class Bench:
         per_round = self.sizes.ingest_events
         encoder = msgspec.json.Encoder()
         arms: dict[str, list[float]] = {arm: [] for arm in ("this", "baseline", "classes")}
+        # The CPU each arm's rounds cost its gunicorn workers and PostgreSQL's client backends
+        # (one arm ingests at a time), which the machine's other work moves far less than the
+        # wall clock.
+        monitor = psycopg.connect(self.base, autocommit=True)
+        meters = {
+            "database": cpu.ChildrenCPU(
+                cpu.parent(monitor.info.backend_pid), kinds=backend_types(monitor)
+            ),
+            **{arm: cpu.ChildrenCPU(servers[arm].process.pid) for arm in roots},
+        }
+        spent: dict[str, list[dict[str, float]]] = {arm: [] for arm in arms}
 
         def bodies(slot: int, *, classes: bool) -> list[bytes]:
             hour = config.INGEST_START + timedelta(days=10, hours=slot)
@@ -1077,22 +1088,43 @@ class Bench:
             for arm in order:
                 slot = r * len(arms) + order.index(arm)
                 sent = bodies(slot, classes=arm == "classes")
+                tiers = (meters["database"], meters["baseline" if arm == "baseline" else "this"])
+                for meter in tiers:
+                    meter.start()
                 result = web.post_batches(
                     port=servers[arm].port, token=tokens[arm], bodies=sent, threads=4,
                     expect="accepted",
                 )  # fmt: skip
+                database, workers = (meter.stop() for meter in tiers)
+                spent[arm].append({"web": cpu.total([workers], ("child",)),
+                                   "database": cpu.total([database], CLIENT_BACKENDS)})  # fmt: skip
                 arms[arm].append(per_round / result["seconds"])
-            log("  round {}: this {:,.0f}/s, {} {:,.0f}/s, this with classes {:,.0f}/s".format(
-                r + 1, arms["this"][-1], revision, arms["baseline"][-1], arms["classes"][-1]))  # fmt: skip
+            log("  round {}: this {:,.0f}/s, {} {:,.0f}/s, this with classes {:,.0f}/s; CPU "
+                "an event (web + database) {:.1f} + {:.1f}, {:.1f} + {:.1f}, {:.1f} + {:.1f} µs; "
+                "load average {:.1f}".format(
+                    r + 1, arms["this"][-1], revision, arms["baseline"][-1], arms["classes"][-1],
+                    *(spent[arm][-1][tier] * 1e6 / per_round for arm in arms
+                      for tier in ("web", "database")),
+                    os.getloadavg()[0]))  # fmt: skip
+        monitor.close()
         servers["this"].stop()
         servers["baseline"].stop()
         med = {arm: statistics.median(values) for arm, values in arms.items()}
+        us = {
+            arm: {
+                tier: sum(r[tier] for r in rounds) * 1e6 / (per_round * len(rounds))
+                for tier in ("web", "database")
+            }
+            for arm, rounds in spent.items()
+        }
         self.results["baseline"] = {
             "revision": revision,
             "databases": config.BASELINE_DATABASES if differs else "bench_large",
             "events_per_round": per_round,
             "events_per_second": arms,
             "median": med,
+            "cpu_seconds_per_round": spent,
+            "cpu_us_per_event": us,
         }
         ratio = med["this"] / med["baseline"]
         self.add(
@@ -1104,6 +1136,16 @@ class Bench:
             "≥ 0.9",
             verdict(ratio, 0.9, True),
         )
+        for tier, label in (("web", "gunicorn workers"), ("database", "client backends")):
+            self.add(
+                "-",
+                f"  CPU an event, {label}: this tree vs {revision} (info)",
+                f"{us['this'][tier]:.1f} µs",
+                f"{us['baseline'][tier]:.1f} µs",
+                us["this"][tier] / us["baseline"][tier],
+                "-",
+                "info",
+            )
         self.add(
             "-",
             "API ingestion, events with token classes vs without (info)",
