@@ -423,3 +423,81 @@ def test_a_user_in_two_role_groups_is_read_with_the_higher_role(higher, lower, m
     user.groups.add(*make_user(higher).groups.all())
     read = with_access(get_user_model().objects.filter(pk=user.pk)).get()
     assert user_role(read) == higher
+
+
+def _as_read(token) -> tuple:
+    """Everything a request takes from a token read with its user's access: the fields of the
+    token, its user, the user's tenant and role, and what the token is bound to."""
+    from portal.access import user_of, user_role, user_tenant
+
+    user = user_of(token)
+    tenant = user_tenant(user)
+
+    def fields(obj):
+        if obj is None:
+            return None
+        return type(obj), [(f.attname, getattr(obj, f.attname)) for f in obj._meta.concrete_fields]
+
+    return (
+        fields(token),
+        fields(user),
+        user.role_group,
+        user_role(user),
+        fields(tenant),
+        fields(token.bound_tenant),
+        fields(token.bound_project),
+        fields(getattr(user, "membership", None)),
+    )
+
+
+@pytest.mark.both_backends
+def test_the_token_read_in_one_statement_reads_what_the_orm_reads(
+    users, tenant_a, tenant_b, django_assert_num_queries
+):
+    """The bearer token's read (one statement built once, prepared on PostgreSQL) against
+    the ORM's query it replaces, for each role that may hold one, several role groups
+    held, none, a token bound to a tenant and to its project, revoked and used ones, and an unknown
+    digest: the same objects, field for field, and no query more when the request asks
+    their relations."""
+    from datetime import UTC, datetime
+
+    from django.contrib.auth.models import Group
+
+    from portal.access import token_with_access, with_access
+    from portal.projects import project_create
+    from portal.services import token_create, token_digest
+    from tests.conftest import user_make
+
+    alpha = project_create(tenant=tenant_b, slug="alpha", name="Alpha", by=users["operator"])
+    member_b = user_make("tenant", tenant=tenant_b)
+    several, none = (user_make("finance", username=name) for name in ("several", "no-role"))
+    # An investor may hold no token: the other roles', the bound ones, a user of three roles
+    # (finance ranks first) and one who lost every role after its token was made.
+    made = [
+        token_create(user=user, name=role, scopes=["read"])[0]
+        for role, user in users.items()
+        if role != "investor"
+    ]
+    made += [
+        token_create(user=member_b, name="gw", scopes=["ingest"], bound_tenant=tenant_b)[0],
+        token_create(
+            user=member_b, name="gw-a", scopes=["ingest"], bound_tenant=tenant_b,
+            bound_project=alpha,
+        )[0],
+        token_create(user=several, name="several", scopes=["read", "notify"])[0],
+        token_create(user=none, name="no-role", scopes=["read"])[0],
+    ]  # fmt: skip
+    several.groups.add(*Group.objects.filter(name__in=["investor", "tenant"]))
+    none.groups.clear()
+    used = datetime(2026, 12, 1, 9, 30, 15, 123456, tzinfo=UTC)
+    ApiToken.objects.filter(pk=made[0].pk).update(last_used_at=used, revoked_at=used)
+    by_orm = with_access(
+        ApiToken.objects.select_related("bound_tenant", "bound_project"), user="user"
+    )
+    for token in made:
+        expected = _as_read(by_orm.get(pk=token.pk))
+        read = token_with_access(token.digest)
+        with django_assert_num_queries(0):
+            assert _as_read(read) == expected, token.name
+    assert token_with_access(made[0].digest).revoked_at == used
+    assert token_with_access(token_digest("tfp_unknown")) is None
