@@ -3,10 +3,12 @@
 every field of every row and binds each value as a query parameter, seconds per 100,000 rows.
 And PostgreSQL statements given a batch's values as arrays (`prepared_cursor`)."""
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from weakref import WeakKeyDictionary
 
 import psycopg
-from django.db import connection, models, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from psycopg.types.array import ListBinaryDumper
 
 
@@ -84,14 +86,44 @@ class _PreparedCursor(psycopg.Cursor):
         return super().execute(query, params, prepare=True, binary=binary)
 
 
-def prepared_cursor():
-    """A cursor (PostgreSQL only) in the connection's transaction for statements run at every
-    request with hundreds of values each, given as arrays (`= ANY(%s)`, `unnest(%s)`):
-    Django's cursor binds on the client side, so each value is quoted into the statement's
-    text and the statement parsed and planned at each call. Logged and its errors wrapped
-    as Django's own cursor's."""
-    connection.ensure_connection()  # a thread's first statement may be this one
-    cursor = _PreparedCursor(connection.connection)
-    if connection.queries_logged:
-        return connection.make_debug_cursor(cursor)
-    return connection.make_cursor(cursor)
+def prepared_cursor(using: str = DEFAULT_DB_ALIAS):
+    """A cursor (PostgreSQL only) in the transaction of the connection `using` for statements
+    run at every request: with hundreds of values each, given as arrays (`= ANY(%s)`,
+    `unnest(%s)`), or read by every request (a bearer token, a gateway's budget). Django's
+    cursor binds on the client side, so each value is quoted into the statement's text and
+    the statement parsed and planned at each call. Logged and its errors wrapped as Django's
+    own cursor's."""
+    db = connections[using]
+    db.ensure_connection()  # a thread's first statement may be this one
+    cursor = _PreparedCursor(db.connection)
+    if db.queries_logged:
+        return db.make_debug_cursor(cursor)
+    return db.make_cursor(cursor)
+
+
+# The statements of constant_rows, by database connection (each thread has its own) and by
+# the function that builds their query.
+_constant: WeakKeyDictionary[BaseDatabaseWrapper, dict[Callable, tuple]] = WeakKeyDictionary()
+
+
+def constant_rows(model: type[models.Model], build: Callable[[], models.QuerySet]) -> list[tuple]:
+    """The rows of the values_list queryset of `model` that `build` returns, for a read of
+    every request whose statement, values included, never changes (a one-row mark or
+    state): built and compiled once a connection (the ORM builds and compiles a query of
+    subqueries in about a millisecond), prepared on PostgreSQL, its values converted as the
+    ORM converts them; read where the ORM would read it."""
+    using = model._default_manager.db
+    db = connections[using]
+    made = _constant.setdefault(db, {}).get(build)
+    if made is None:
+        compiler = build().query.get_compiler(using=using)
+        sql, params = compiler.as_sql()
+        converters = compiler.get_converters([column[0] for column in compiler.select])
+        made = _constant[db][build] = (sql, params, compiler, converters)
+    sql, params, compiler, converters = made
+    with prepared_cursor(using) if db.vendor == "postgresql" else db.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    if not converters:
+        return rows
+    return [tuple(row) for row in compiler.apply_converters(rows, converters)]

@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from decimal import Decimal, localcontext
 
 from django.conf import settings
-from django.db.models import F, Q, Sum
+from django.db import connections
+from django.db.models import F, Q, QuerySet, Sum
 from django.db.models.functions import TruncDay
 
 from billing.domain.budget import (
@@ -46,6 +47,7 @@ from metering.selectors.usage import (
 )
 from portal import clock
 from portal.alert_kinds import Evaluation, Finding
+from portal.bulk import constant_rows, prepared_cursor
 from portal.errors import FieldError
 from portal.formatting import rfc3339
 from portal.models import AlertRule, Project, Tenant
@@ -122,12 +124,17 @@ class Budget:
 def _marks() -> tuple[datetime, FoldBacklog, Cut | None] | None:
     """The rating's mark, the fold's backlog and the published cut, in one query; None
     before the rate first ran."""
+    found = constant_rows(RatedMark, _marks_row)
+    if not found:
+        return None
+    row = found[0]
+    return row[0], fold_backlog_of(*row[1:4]), cut_of(*row[4:6])
+
+
+def _marks_row() -> QuerySet:
     fold, cut = fold_backlog_columns(), cut_columns()
     row = RatedMark.objects.annotate(**fold, **cut).values_list("rated_until", *fold, *cut)
-    found = row.first()
-    if found is None:
-        return None
-    return found[0], fold_backlog_of(*found[1:4]), cut_of(*found[4:6])
+    return row.order_by("pk")[:1]
 
 
 def _as_of(marks: tuple | None, *, now: datetime) -> datetime | None:
@@ -184,28 +191,10 @@ def _cells(
                 tenant_id__in=ids, slug__in={_project_of(rule) for rule in wanted} - {""}
             ).values_list("tenant_id", "pk", "slug")
         }
-    tokens = F("input_tokens") + F("output_tokens")
-    paid, today = Q(sale=RatedUsage.Sale.PAID), Q(hour__gte=day)
-    rows = RatedUsage.objects.filter(tenant_id__in=ids, month_start=month)
+    projects = None
     if all(_project_of(rule) for rule in wanted):  # projects' only: their rows only
-        rows = rows.filter(project_id__in=[pk for _, pk in slugs])
-    rows = (
-        rows.values("tenant_id", "project_id")
-        .annotate(
-            month_tokens=Sum(tokens),
-            month_realized=Sum("realized", filter=paid),
-            day_tokens=Sum(tokens, filter=today),
-            day_realized=Sum("realized", filter=paid & today),
-        )
-        .values_list(
-            "tenant_id",
-            "project_id",
-            "month_tokens",
-            "month_realized",
-            "day_tokens",
-            "day_realized",
-        )
-    )
+        projects = [pk for _, pk in slugs]
+    rows = _sums(tenants=sorted(ids), projects=projects, month=month, day=day)
     cells: dict[tuple, list] = defaultdict(lambda: [Decimal(0)] * 4)
     for tenant_id, project_id, *values in rows:
         keys = [(tenant_id, "")]
@@ -214,6 +203,55 @@ def _cells(
         for key in keys:
             cells[key] = [a + Decimal(b or 0) for a, b in zip(cells[key], values, strict=True)]
     return cells
+
+
+# _sums on PostgreSQL: one statement prepared once a connection (its ORM query took a fifth of
+# a gateway's budget read to build and compile).
+_SUMS = f"""
+    SELECT tenant_id, project_id, SUM(input_tokens + output_tokens),
+        SUM(realized) FILTER (WHERE sale = %(paid)s),
+        SUM(input_tokens + output_tokens) FILTER (WHERE hour >= %(day)s),
+        SUM(realized) FILTER (WHERE sale = %(paid)s AND hour >= %(day)s)
+    FROM {RatedUsage._meta.db_table}
+    WHERE tenant_id = ANY(%(tenants)s::bigint[]) AND month_start = %(month)s
+        AND (%(all)s OR project_id = ANY(%(projects)s::bigint[]))
+    GROUP BY tenant_id, project_id
+"""  # noqa: S608 (the model's table)
+
+
+def _sums(
+    *, tenants: list[int], projects: list[int] | None, month: datetime, day: datetime
+) -> list[tuple]:
+    """(tenant id, project id, tokens, realized, tokens of the day, realized of the day) of
+    the `tenants`' rated usage of `month` (of their `projects` only, unless None) per tenant
+    and project: paid sales' realized amounts, `day` onwards for the day's."""
+    using = RatedUsage.objects.db  # the request's reads (a replica's in a GET)
+    if connections[using].vendor != "postgresql":
+        return _sums_of_orm(tenants=tenants, projects=projects, month=month, day=day)
+    params = {"paid": RatedUsage.Sale.PAID.value, "day": day, "tenants": tenants,
+              "month": month, "all": projects is None, "projects": projects or []}  # fmt: skip
+    with prepared_cursor(using) as cursor:
+        cursor.execute(_SUMS, params)
+        return cursor.fetchall()
+
+
+def _sums_of_orm(
+    *, tenants: list[int], projects: list[int] | None, month: datetime, day: datetime
+) -> list[tuple]:
+    """_sums by the ORM (SQLite's; PostgreSQL's is compared with it in the tests)."""
+    tokens = F("input_tokens") + F("output_tokens")
+    paid, today = Q(sale=RatedUsage.Sale.PAID), Q(hour__gte=day)
+    rows = RatedUsage.objects.filter(tenant_id__in=tenants, month_start=month)
+    if projects is not None:
+        rows = rows.filter(project_id__in=projects)
+    rows = rows.values("tenant_id", "project_id").annotate(
+        month_tokens=Sum(tokens),
+        month_realized=Sum("realized", filter=paid),
+        day_tokens=Sum(tokens, filter=today),
+        day_realized=Sum("realized", filter=paid & today),
+    )
+    fields = ["month_tokens", "month_realized", "day_tokens", "day_realized"]
+    return list(rows.values_list("tenant_id", "project_id", *fields))
 
 
 def budgets_read(
@@ -232,10 +270,12 @@ def budgets_read(
     if _as_of(marks, now=now) is None:
         return [_budget(rule, month=month, state=UNKNOWN, now=now) for rule in rules]
     ids = [rule.tenant_id for rule in rules]
-    money = {
-        row.tenant_id: row
-        for row in RatedTenantMonth.objects.filter(tenant_id__in=ids, month_start=month)
-    }
+    rated_months = RatedTenantMonth.objects.filter(tenant_id__in=ids, month_start=month)
+    # Not its lines and quantities: JSON decoded at every read for nothing.
+    rated_months = rated_months.only(
+        "tenant_id", "currency", "usage_amount", "promotions", "promotion_rate"
+    )
+    money = {row.tenant_id: row for row in rated_months}
     day = period_bounds(period=DAY, now=now)[0]
     cells = _cells(rules, month=month, day=day, slugs=slugs)
     budgets = []

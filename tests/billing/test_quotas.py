@@ -279,3 +279,46 @@ def test_the_budget_read_answers_as_each_rule_read_alone_in_6_queries_over_http(
             states = {b["state"] for b in read["budgets"]}
             assert states == {"unknown"} if lagging else "unknown" not in states
     assert (read["blocked"], read["spent"]) == (False, None)  # unknown blocks nothing
+
+
+def test_the_reads_prepared_once_answer_what_the_orm_answers(
+    used, admin_api, tenant_a, tenant_b, now
+):
+    """The rated usage sums and the marks, read by statements built once (prepared on
+    PostgreSQL), against the ORM's queries: tenant-a's alpha and beta and (none) over
+    several days and today, paid, tenant-b's without a contract (not sold), every tenant's or some projects' rows, and the marks before and
+    while the fold lags the rating."""
+    from billing.models import RatedMark
+    from billing.selectors.budget import _marks_row, _sums, _sums_of_orm
+    from portal.bulk import constant_rows
+    from portal.models import Project
+
+    post_usage(
+        admin_api,
+        [{"id": "t1", "time": "2026-12-16T09:10:00Z", "input_tokens": 30, "output_tokens": 70,
+          "project": "alpha"},
+         {"id": "t2", "time": "2026-12-16T08:00:00Z", "input_tokens": 5, "output_tokens": 6,
+          "project": "beta"},
+         {"id": "t3", "time": "2026-12-15T23:59:59Z", "input_tokens": 1, "output_tokens": 2}],
+    )  # fmt: skip
+    post_usage(admin_api, [{"id": "b1", "time": "2026-12-16T07:00:00Z", "input_tokens": 9,
+                            "output_tokens": 9, "project": "gamma"}], tenant="tenant-b")  # fmt: skip
+    ids = dict(Project.objects.values_list("slug", "pk"))
+    month, day = now.replace(day=1, hour=0), now.replace(hour=0)
+    for projects in (None, [ids["alpha"]], [ids["alpha"], ids["beta"], ids["gamma"]], []):
+        for tenants in ([tenant_a.pk], [tenant_a.pk, tenant_b.pk]):
+            args = {"tenants": tenants, "projects": projects, "month": month, "day": day}
+            assert sorted(_sums(**args)) == sorted(_sums_of_orm(**args)), args
+    args["projects"] = None
+    alpha = next(row for row in _sums(**args) if row[1] == ids["alpha"])
+    # 850,000 tokens on 3 December and 100 today, all paid: 850,100 × 0.792 / 1M.
+    assert (alpha[2], alpha[4], alpha[3].quantize(Decimal("0.0000001"))) == (
+        850_100,
+        100,
+        Decimal("0.6732792"),
+    )
+
+    assert constant_rows(RatedMark, _marks_row) == list(_marks_row())
+    clock.clock_set(now + timedelta(minutes=16))
+    usage_fold()
+    assert constant_rows(RatedMark, _marks_row) == list(_marks_row())
