@@ -17,7 +17,7 @@ from django.db.models import Model, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import StrIndex
 from django.http import Http404
 
-from portal.bulk import prepared_cursor
+from portal.bulk import ModelColumns, statement_cursor
 from portal.models import ApiToken, Membership, Project, Role, Scope, Tenant
 
 M = TypeVar("M", bound=Model)
@@ -132,20 +132,13 @@ def _token_read() -> tuple[tuple[type[Model], str], ...]:
 _token_statements: WeakKeyDictionary = WeakKeyDictionary()
 
 
-def _token_statement() -> tuple[str, list]:
-    """The token read's SQL and each column's converters (the ORM's own: JSON decoded, SQLite's
-    datetimes made aware), built once a connection."""
+def _token_statement() -> tuple[str, ModelColumns]:
+    """The token read's SQL and its columns, built once a connection."""
     connection = connections[DEFAULT_DB_ALIAS]  # this thread's (sign-in reads the primary)
     if (made := _token_statements.get(connection)) is not None:
         return made
     quote = connection.ops.quote_name
-    columns, converters = [], []
-    for model, alias in _token_read():
-        for field in model._meta.concrete_fields:
-            columns.append(f"{alias}.{quote(field.column)}")
-            col = field.get_col(alias)
-            found = connection.ops.get_db_converters(col) + col.get_db_converters(connection)
-            converters.append([(convert, col) for convert in found])
+    columns = ModelColumns(connection, _token_read())
     user = get_user_model()
     held = user._meta.get_field("groups").remote_field.through._meta
     held_user, held_group = (
@@ -162,7 +155,7 @@ def _token_statement() -> tuple[str, list]:
 
     token, member = ApiToken._meta.get_field, Membership._meta.get_field
     sql = (
-        f"SELECT {', '.join(columns)}, (SELECT g.name FROM {groups} g "  # noqa: S608 (names from the models)
+        f"SELECT {columns.select}, (SELECT g.name FROM {groups} g "  # noqa: S608 (names from the models)
         f"JOIN {holds} h ON h.{held_group} = g.{quote(Group._meta.pk.column)} "
         f"WHERE h.{held_user} = u.{quote(user._meta.pk.column)} AND g.name IN ({names}) "
         f"ORDER BY CASE g.name {ranks} END LIMIT 1) FROM {table[ApiToken]} t "
@@ -174,7 +167,7 @@ def _token_statement() -> tuple[str, list]:
         f"LEFT JOIN {joined(Project, 'bp', 't.' + quote(token('bound_project').column))} "
         f"WHERE t.{quote(token('digest').column)} = %s"
     )
-    made = _token_statements[connection] = (sql, converters)
+    made = _token_statements[connection] = (sql, columns)
     return made
 
 
@@ -183,25 +176,13 @@ def token_with_access(digest: str) -> ApiToken | None:
     (take the user with `user_of`: its tenant and role group read with it), and what it is
     bound to, or None: one statement built once a connection, and prepared on PostgreSQL
     (the ORM spent a quarter of a gateway's budget read building and compiling it)."""
-    connection = connections[DEFAULT_DB_ALIAS]
-    sql, converters = _token_statement()
-    prepared = connection.vendor == "postgresql"
-    with prepared_cursor() if prepared else connection.cursor() as cursor:
+    sql, columns = _token_statement()
+    with statement_cursor() as cursor:
         cursor.execute(sql, [digest])
         row = cursor.fetchone()
     if row is None:
         return None
-    values = list(row)
-    for index, steps in enumerate(converters):
-        for convert, col in steps:
-            values[index] = convert(values[index], col, connection)
-    read, start = [], 0
-    for model, _ in _token_read():
-        meta = model._meta
-        own = values[start : start + len(meta.concrete_fields)]
-        start += len(meta.concrete_fields)
-        absent = own[meta.concrete_fields.index(meta.pk)] is None  # an outer join's missing row
-        read.append(None if absent else model.from_db(connection.alias, None, own))
+    read, (role_group,) = columns.read(row)
     token, user, membership, tenant, bound_tenant, bound_project = read
     # Each relation cached as select_related caches it: None where the row is missing.
     field, member = ApiToken._meta.get_field, Membership._meta.get_field
@@ -212,7 +193,7 @@ def token_with_access(digest: str) -> ApiToken | None:
         member("tenant").set_cached_value(membership, tenant)
     field("bound_tenant").set_cached_value(token, bound_tenant)
     field("bound_project").set_cached_value(token, bound_project)
-    setattr(token, _ROLE_GROUP, values[start])
+    setattr(token, _ROLE_GROUP, role_group)
     return cast(ApiToken, token)
 
 

@@ -101,6 +101,13 @@ def prepared_cursor(using: str = DEFAULT_DB_ALIAS):
     return db.make_cursor(cursor)
 
 
+def statement_cursor(using: str = DEFAULT_DB_ALIAS):
+    """A cursor for a statement of one's own read at every request: prepared on PostgreSQL
+    (prepared_cursor), Django's elsewhere."""
+    db = connections[using]
+    return prepared_cursor(using) if db.vendor == "postgresql" else db.cursor()
+
+
 # The statements of constant_rows, by database connection (each thread has its own) and by
 # the function that builds their query.
 _constant: WeakKeyDictionary[BaseDatabaseWrapper, dict[Callable, tuple]] = WeakKeyDictionary()
@@ -121,9 +128,43 @@ def constant_rows(model: type[models.Model], build: Callable[[], models.QuerySet
         converters = compiler.get_converters([column[0] for column in compiler.select])
         made = _constant[db][build] = (sql, params, compiler, converters)
     sql, params, compiler, converters = made
-    with prepared_cursor(using) if db.vendor == "postgresql" else db.cursor() as cursor:
+    with statement_cursor(using) as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     if not converters:
         return rows
     return [tuple(row) for row in compiler.apply_converters(rows, converters)]
+
+
+class ModelColumns:
+    """Model instances read from the columns of a statement of one's own, as the ORM reads
+    them: each model's concrete columns under an alias of its table (`select`), converted
+    by the ORM's converters of the connection `db` (JSON decoded, SQLite's datetimes made
+    aware), each instance made by from_db, None for an outer join's missing row."""
+
+    def __init__(self, db: BaseDatabaseWrapper, tables: Sequence[tuple[type[models.Model], str]]):
+        self.db, self.tables = db, tables
+        quote = db.ops.quote_name
+        columns, self.converters = [], []
+        for model, alias in tables:
+            for field in model._meta.concrete_fields:
+                columns.append(f"{alias}.{quote(field.column)}")
+                col = field.get_col(alias)
+                found = db.ops.get_db_converters(col) + col.get_db_converters(db)
+                self.converters.append([(convert, col) for convert in found])
+        self.select = ", ".join(columns)
+
+    def read(self, row: Sequence) -> tuple[list, list]:
+        """The instances of `row`, in the order of the tables, and its values after theirs."""
+        values = list(row)
+        for index, steps in enumerate(self.converters):
+            for convert, col in steps:
+                values[index] = convert(values[index], col, self.db)
+        read, start = [], 0
+        for model, _ in self.tables:
+            meta = model._meta
+            own = values[start : start + len(meta.concrete_fields)]
+            start += len(meta.concrete_fields)
+            absent = own[meta.concrete_fields.index(meta.pk)] is None
+            read.append(None if absent else model.from_db(self.db.alias, None, own))
+        return read, values[start:]

@@ -282,14 +282,14 @@ def test_the_budget_read_answers_as_each_rule_read_alone_in_6_queries_over_http(
 
 
 def test_the_reads_prepared_once_answer_what_the_orm_answers(
-    used, admin_api, tenant_a, tenant_b, now
+    used, member, admin_api, tenant_a, tenant_b, now
 ):
     """The rated usage sums and the marks, read by statements built once (prepared on
     PostgreSQL), against the ORM's queries: tenant-a's alpha and beta and (none) over
     several days and today, paid, tenant-b's without a contract (not sold), every tenant's or some projects' rows, and the marks before and
     while the fold lags the rating."""
     from billing.models import RatedMark
-    from billing.selectors.budget import _marks_row, _sums, _sums_of_orm
+    from billing.selectors.budget import _marks_row, _rules, _rules_read, _sums, _sums_of_orm
     from portal.bulk import constant_rows
     from portal.models import Project
 
@@ -317,6 +317,20 @@ def test_the_reads_prepared_once_answer_what_the_orm_answers(
         100,
         Decimal("0.6732792"),
     )
+
+    _rule(member, params={"amount": "16.00", "enforce": "hard", "thresholds": [50, 100]})
+    _rule(member, scope={"project": "alpha"}, params={"tokens": M, "period": "day"})
+    off = _rule(member, scope={"project": "beta"}, params={"tokens": 10})
+    AlertRule.objects.filter(pk=off["id"]).update(enabled=False)
+    read, expected = _rules_read(tenant_a), list(_rules(tenant_a))
+    assert len(expected) == 2
+    assert [
+        ([(f.attname, getattr(r, f.attname)) for f in AlertRule._meta.concrete_fields], r.tenant)
+        for r in read
+    ] == [
+        ([(f.attname, getattr(r, f.attname)) for f in AlertRule._meta.concrete_fields], r.tenant)
+        for r in expected
+    ]
 
     assert constant_rows(RatedMark, _marks_row) == list(_marks_row())
     clock.clock_set(now + timedelta(minutes=16))
