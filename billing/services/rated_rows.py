@@ -7,6 +7,7 @@ rating resumes from), and back."""
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from datetime import UTC, datetime
 from decimal import Decimal, localcontext
 from fractions import Fraction
@@ -18,6 +19,7 @@ from billing.domain.rating.hours import HourState
 from billing.domain.rating.types import RatedItem, Running
 from billing.models import RatedHour, RatedUsage
 from billing.selectors.rating.inputs import MonthRating, quantities_of
+from billing.selectors.rating.items import row_cell
 from metering.domain.usage.compliance import is_slo_compliant, tier_thresholds
 from metering.domain.usage.rollup import PRODUCTION_FIELDS, TOKEN_FIELDS
 from metering.selectors.factory import DeploymentVersions, deployment_list
@@ -110,10 +112,13 @@ def rated_usage_rows(rating: MonthRating) -> list[tuple]:
     versions = DeploymentVersions()
     deployments = dict(deployment_list().values_list("slug", "pk"))
     cells: dict[tuple, list] = {}
+    rests = _rest_rows(rating, versions)
     with localcontext(EXACT):
         for tenant_id, rated in rating.rated.items():
             rows = {
-                (hour, row["deployment"], row["service_tier"], row["project_id"]): row
+                (hour, row["deployment"], row["service_tier"], row["project_id"]): rests.get(
+                    (tenant_id, hour, row_cell(row)), row
+                )
                 for hour, hour_rows in rating.rows.get(tenant_id, {}).items()
                 for row in hour_rows
             }
@@ -161,6 +166,55 @@ def _amounts(item: RatedItem) -> tuple[Decimal, ...]:
     return item.list_value, contract, tier, item.realized_amount
 
 
+def _rest_rows(rating: MonthRating, versions: DeploymentVersions) -> dict[tuple, dict]:
+    """Per (tenant id, hour, row_cell) of an hour whose events were rated one by one up to
+    where it was settled (MonthRating.settled), what its rollup row holds beyond those
+    events: the input, output and compliant tokens its rest item (hour_items) is a share of."""
+    if not rating.settled:
+        return {}
+    read: dict[tuple, list[int]] = defaultdict(lambda: [0] * (2 + len(RATED_COMPLIANT)))
+    for event in rating.events.values():
+        hour = hour_floor(event["time"])
+        settled = rating.settled.get((event["tenant_id"], hour))
+        if settled and event["deployment_id"] not in settled[1]:
+            sums = read[event["tenant_id"], hour, row_cell(event)]
+            sums[0] += event["input_tokens"]
+            sums[1] += event["output_tokens"]
+            version = versions.at(event["deployment_id"], event["time"])
+            if _within_slo(event, event["service_tier"], version):
+                for index, name in enumerate(PRODUCTION_FIELDS, start=2):
+                    sums[index] += event[name]
+    rests = {}
+    for (tenant_id, hour), (_, covered) in rating.settled.items():
+        for row in rating.rows.get(tenant_id, {}).get(hour, ()):
+            if row["deployment_id"] in covered:
+                continue  # its events were all rated one by one
+            key = (tenant_id, hour, row_cell(row))
+            taken = read.get(key, [0] * (2 + len(RATED_COMPLIANT)))
+            rests[key] = {
+                **row,
+                "input_tokens": row["input_tokens"] - taken[0],
+                "output_tokens": row["output_tokens"] - taken[1],
+                **{
+                    name: max(row[name] - value, 0)
+                    for name, value in zip(RATED_COMPLIANT, taken[2:], strict=True)
+                },
+            }
+    return rests
+
+
+def _within_slo(event: dict, service_tier: str, version) -> bool:
+    """Whether an event met its version's SLO for its tier."""
+    slo_ttft_ms, slo_tpot_ms = tier_thresholds(version, service_tier)
+    return is_slo_compliant(
+        is_error=False,
+        ttft_ms=event.get("ttft_ms"),
+        tpot_ms=event.get("tpot_ms"),
+        slo_ttft_ms=slo_ttft_ms,
+        slo_tpot_ms=slo_tpot_ms,
+    )
+
+
 def _compliant_tokens(item: RatedItem, *, event, row, version) -> tuple[int | Decimal, ...]:
     """The tokens of a paid item (input, cached, output) whose requests met their SLO: an
     event's when it is within its version's SLO, a rollup row's compliant tokens for an
@@ -169,15 +223,7 @@ def _compliant_tokens(item: RatedItem, *, event, row, version) -> tuple[int | De
     usage = item.item
     if usage.id:
         whole = usage.whole
-        slo_ttft_ms, slo_tpot_ms = tier_thresholds(version, usage.service_tier)
-        within = is_slo_compliant(
-            is_error=False,
-            ttft_ms=event.get("ttft_ms"),
-            tpot_ms=event.get("tpot_ms"),
-            slo_ttft_ms=slo_ttft_ms,
-            slo_tpot_ms=slo_tpot_ms,
-        )
-        if not within:
+        if not _within_slo(event, usage.service_tier, version):
             return (0, 0, 0)
         compliant: tuple[int, ...] = (whole.input_tokens, whole.cached_tokens, whole.output_tokens)
         share = usage.share

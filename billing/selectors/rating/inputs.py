@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -40,11 +40,13 @@ from billing.models import (
     RatingPending,
 )
 from billing.selectors.rating.items import (
+    HourBounds,
     hour_items,
     hourly_rows,
     row_item,
     split_events,
     split_hours,
+    split_prefixes,
 )
 from billing.selectors.reservations import (
     reservation_terms,
@@ -60,6 +62,7 @@ from portal.pipeline import RATE
 from portal.projects import NONE_ID
 
 ZERO = Decimal(0)
+HOUR = timedelta(hours=1)
 
 
 def _contract_version(c: Contract) -> ContractVersion:
@@ -181,6 +184,11 @@ class MonthRating:
     promotions: dict[int, list[CreditIn]] = field(default_factory=dict)  # the month may apply
     openings: dict[int, ContractVersion | None] = field(default_factory=dict)  # at its start
     reservations: dict[int, list[ReservationTerms]] = field(default_factory=dict)
+    # (tenant id, split hour) -> the time up to which the events of its deployments no
+    # reservation covers were rated one by one, and those covered (ids: read whole)
+    settled: dict[tuple[int, datetime], tuple[datetime, frozenset[int]]] = field(
+        default_factory=dict
+    )
 
 
 def month_rate(
@@ -211,7 +219,7 @@ def month_rate(
     multipliers = tier_multipliers()
     reserved = reservation_terms(tenant_ids=ids, start=start, end=end)
     version_at = reserved_versions() if reserved else None
-    split: dict[int, set[datetime]] = {}
+    split: dict[tuple[int, datetime], HourBounds] = {}
     openings: dict[int, Running] = {pk: running for pk, (_, running) in (resume or {}).items()}
     result = MonthRating(
         month_start=start,
@@ -224,21 +232,30 @@ def month_rate(
     for tenant_id in ids:
         book = ContractBook(contracts[tenant_id])
         opening = result.openings[tenant_id] = book.at(when=start)
-        if tenant_id in reserved and version_at is not None:
+        hours = by_tenant.get(tenant_id)
+        if tenant_id in reserved and version_at is not None and hours:
+            # Only the hours with usage look their coverage up: from the first to the last.
             coverage[tenant_id] = coverage_of(
-                reserved[tenant_id], version_at=version_at, start=first, end=end
+                reserved[tenant_id], version_at=version_at, start=min(hours), end=max(hours) + HOUR
             )
-        split[tenant_id] = split_hours(
+        for hour, bounds in split_hours(
             by_tenant.get(tenant_id, {}),
             contracts=book,
             allowance=opening.free_tokens_per_month if opening is not None else 0,
             promotions=promotions.get(tenant_id, []),
             opening=openings.get(tenant_id, START),
             coverage=coverage.get(tenant_id),
-        )
-    events = split_events({(t, h) for t, hours in split.items() for h in hours})
+        ).items():
+            split[tenant_id, hour] = bounds
+    # The events of deployments a reservation covers are read whole, the others up to where
+    # their hour is settled.
+    events = split_events({cell: b.covered for cell, b in split.items() if b.covered})
+    prefixes, settled = split_prefixes(split)
+    for cell, hour_events in prefixes.items():
+        events[cell] = events.get(cell, []) + hour_events
+    result.settled = {cell: (time, split[cell].covered) for cell, time in settled.items()}
     for tenant_id in ids:
-        items = _items(tenant_id, by_tenant.get(tenant_id, {}), split[tenant_id], events, result)
+        items = _items(tenant_id, by_tenant.get(tenant_id, {}), split, events, result)
         try:
             result.rated[tenant_id] = rate_month(
                 month_start=start,
@@ -257,15 +274,16 @@ def month_rate(
     return result
 
 
-def _items(tenant_id, hours: dict, split: set, events: dict, result: MonthRating) -> list:
+def _items(tenant_id, hours: dict, split: Mapping, events: dict, result: MonthRating) -> list:
     """A tenant's usage items: an hour's rollup rows as they are, or its events where the
-    hour is split (an allowance, tier or promotion expiry falls inside it), the events
-    kept in `result`."""
+    hour is split (an allowance, tier or promotion expiry falls inside it: up to where it is
+    settled, the rest from the rows), the events kept in `result`."""
     items: list[UsageItem] = []
     for hour, rows in hours.items():
-        if hour in split:
+        if (tenant_id, hour) in split:
             hour_events = events.get((tenant_id, hour), [])
-            items.extend(hour_items(hour, rows, hour_events))
+            settled, covered = result.settled.get((tenant_id, hour), (None, frozenset()))
+            items.extend(hour_items(hour, rows, hour_events, settled=settled, covered=covered))
             result.events.update(((e["source"], e["event_id"]), e) for e in hour_events)
         else:
             items.extend(row_item(hour, row) for row in rows)
