@@ -183,8 +183,8 @@ def _fresh(month: datetime) -> dict[tuple, dict]:
     covered), with
     the compliant tokens of each paid cell counted from the raw events, each paid part of an
     event its share of them (every event here has its rollup, so an hour's aggregate item
-    stands for all of its events)."""
-    rating = month_rate(month_start=month)
+    stands for all of its events, every split hour's events being rated one by one)."""
+    rating = month_rate(month_start=month, settle=False)
     slugs = {d.slug: d.pk for d in Deployment.objects.all()}
     cells: dict[tuple, dict] = defaultdict(lambda: defaultdict(Decimal))
     paid_events: dict = defaultdict(Fraction)  # (source, id) -> the share of it paid
@@ -321,8 +321,33 @@ CROSSING = [
 ]  # fmt: skip
 
 
+# One busy hour (the 101st) rated as it fills: the allowance tenant's third event and the tiers
+# tenant's second cross their boundaries, each rated batch then rating the hour's later
+# events from the rollups' rest; a credit of the allowance tenant expiring at minute 46, a
+# reservation of the tiers tenant's llama deployment from the hour before (its events read
+# whole) cancelled 30 s into the busy hour, a price from the hour, a late event before the
+# crossings.
+BUSY = [
+    ([(1, 100, 1, True, 20_000, 9_000, 200, 1, 2), (1, 100, 2, False, 20_000, 9_000, 800, 0, 0),
+      (1, 100, 3, True, 20_000, 9_000, 300, 2, 1), (1, 100, 10, False, 3_000, 900, 300, 0, 0),
+      (1, 100, 20, True, 2_000, 700, 900, 3, 4), (2, 100, 5, True, 20_000, 9_000, 300, 0, 0),
+      (2, 100, 6, False, 20_000, 9_000, 100, 1, 1), (2, 100, 30, True, 5_000, 1_000, 200, 0, 0),
+      (2, 100, 40, False, 4_000, 800, 700, 2, 0), (0, 100, 7, True, 1_000, 100, 100, 0, 0)],
+     ("promotion", 100 * 60 + 46, 5)),
+    ([(1, 100, 50, True, 1_000, 300, 200, 0, 0), (1, 100, 50, False, 1_500, 200, 800, 1, 0),
+      (2, 100, 45, True, 2_000, 500, 100, 0, 3), (2, 100, 50, False, 2_500, 400, 600, 0, 0)],
+     ("reserve", 99, 2, 1)),
+    ([(1, 100, 55, True, 900, 90, 100, 2, 2), (2, 100, 55, False, 3_000, 300, 300, 1, 0),
+      (1, 100, 4, False, 1_000, 100, 100, 0, 0)],
+     ("price", 100, "3.0")),
+    ([(1, 100, 58, False, 700, 70, 500, 0, 1), (2, 100, 58, True, 800, 80, 200, 0, 0)],
+     ("cancel", 1, 30)),
+]  # fmt: skip
+
+
 @given(batches=batches_strategy, promotion=st.integers(0, 30))
 @example(batches=CROSSING, promotion=5)
+@example(batches=BUSY, promotion=3)
 @settings(
     max_examples=25 if SOAK else 10,  # about 0.45 s of CPU each
     deadline=None,
@@ -331,8 +356,10 @@ CROSSING = [
 def test_incremental_rating_equals_a_whole_month_rating(db, batches, promotion):
     """Usage arrives in batches (late events among them), prices, contracts and credits
     (some expiring mid-hour) change in between, and each batch is rated incrementally from
-    its first changed hour: the stored rated usage equals a whole-month rating per hour
-    before promotions, and the month's promotions, lines and totals equal it per month."""
+    its first changed hour, a split hour's events read only up to where its bounds are
+    settled and the rest rated from the rollups: the stored rated usage equals a whole-month
+    rating that rates every split hour's events one by one, per hour before promotions, and
+    the month's promotions, lines and totals equal it per month."""
     for model in (RatedUsage, RatedHour, RatedTenantMonth, RatingPending, UsageEvent, EventKey,
                   HourlyUsage, DailyUsage, FoldPending, PromotionalCredit, Reservation):  # fmt: skip
         model.objects.all().delete()
@@ -396,7 +423,7 @@ def test_incremental_rating_equals_a_whole_month_rating(db, batches, promotion):
         for name in ("list_value", "realized"):
             assert abs(getattr(row, name) - cell[name]) < tolerance, (key, name)
 
-    whole = month_rate(month_start=MARCH)
+    whole = month_rate(month_start=MARCH, settle=False)
     months = {row.tenant_id: row for row in RatedTenantMonth.objects.filter(month_start=MARCH)}
     assert set(whole.rated) | set(whole.errors) <= set(months)  # and tenants of no tokens
     for tenant_id, rated in whole.rated.items():

@@ -196,12 +196,16 @@ def month_rate(
     month_start: datetime,
     tenants: Iterable[Tenant] | None = None,
     resume: Mapping[int, tuple[datetime, Running]] | None = None,
+    settle: bool = True,
 ) -> MonthRating:
     """Rate the month of every tenant with usage or reservations in it (or of `tenants`) hour
     by hour, in a fixed number of queries; a tenant that cannot be rated gets its RatingError instead.
     With `resume` (tenant id -> (hour, the running totals before it), for every tenant
     rated), each tenant's hours from that hour on are rated, before promotions: the rate
-    stage applies the month's promotions to what it stores (billing.domain.rating.hours)."""
+    stage applies the month's promotions to what it stores (billing.domain.rating.hours).
+    A split hour's events are read up to where its bounds are settled and the rest rated
+    from the rollups (billing.selectors.rating.items.split_prefixes); `settle=False` reads
+    and rates every one of them, which gives the same figures."""
     start, end = month_bounds(month_start=month_start)
     ids = None if tenants is None else [t.pk for t in tenants]
     since = {pk: hour for pk, (hour, _) in (resume or {}).items()}
@@ -249,10 +253,13 @@ def month_rate(
             split[tenant_id, hour] = bounds
     # The events of deployments a reservation covers are read whole, the others up to where
     # their hour is settled.
-    events = split_events({cell: b.covered for cell, b in split.items() if b.covered})
-    prefixes, settled = split_prefixes(split)
-    for cell, hour_events in prefixes.items():
-        events[cell] = events.get(cell, []) + hour_events
+    if not settle:
+        events, settled = split_events(dict.fromkeys(split)), {}
+    else:
+        events = split_events({cell: b.covered for cell, b in split.items() if b.covered})
+        prefixes, settled = split_prefixes(split)
+        for cell, hour_events in prefixes.items():
+            events[cell] = events.get(cell, []) + hour_events
     result.settled = {cell: (time, split[cell].covered) for cell, time in settled.items()}
     for tenant_id in ids:
         items = _items(tenant_id, by_tenant.get(tenant_id, {}), split, events, result)

@@ -211,16 +211,18 @@ def _in_cells(cells: Iterable[tuple[int, datetime]]) -> Q:
 
 
 def split_events(
-    cells: Mapping[tuple[int, datetime], frozenset[int]],
+    cells: Mapping[tuple[int, datetime], frozenset[int] | None],
 ) -> dict[tuple[int, datetime], list[dict]]:
-    """The ok events of the given (tenant id, hour) cells on the given deployments (ids),
-    with their (source, id), in two queries whatever the number of cells."""
+    """The ok events of the given (tenant id, hour) cells on the given deployments (ids;
+    None: every one), with their (source, id), in two queries whatever the number of cells."""
     if not cells:
         return {}
     condition = reduce(
         or_,
         (
-            _in_cells([cell]) & Q(deployment_id__in=sorted(deployments))
+            _in_cells([cell])
+            if deployments is None
+            else _in_cells([cell]) & Q(deployment_id__in=sorted(deployments))
             for cell, deployments in sorted(cells.items())
         ),
     )
