@@ -321,19 +321,18 @@ CROSSING = [
 ]  # fmt: skip
 
 
-# One busy hour (the 101st) rated as it fills: the allowance tenant's third event and the tiers
-# tenant's second cross their boundaries, each rated batch then rating the hour's later
-# events from the rollups' rest; a credit of the allowance tenant expiring at minute 46, a
-# reservation of the tiers tenant's llama deployment from the hour before (its events read
-# whole) cancelled 30 s into the busy hour, a price from the hour, a late event before the
-# crossings.
+# One busy hour (the 101st) rated as it fills: the allowance tenant's third event crosses its
+# allowance and the tiers tenant's small events cross its tier at minute 40, each rating then
+# taking the hour's later events from the rollups' rest; the paid tenant's credit expiring at
+# minute 45, a reservation of the tiers tenant's llama deployment from the hour before (its
+# events read whole) cancelled 30 s into the busy hour, a price from the hour, a late event.
 BUSY = [
     ([(1, 100, 1, True, 20_000, 9_000, 200, 1, 2), (1, 100, 2, False, 20_000, 9_000, 800, 0, 0),
       (1, 100, 3, True, 20_000, 9_000, 300, 2, 1), (1, 100, 10, False, 3_000, 900, 300, 0, 0),
       (1, 100, 20, True, 2_000, 700, 900, 3, 4), (2, 100, 5, True, 20_000, 9_000, 300, 0, 0),
       (2, 100, 6, False, 20_000, 9_000, 100, 1, 1), (2, 100, 30, True, 5_000, 1_000, 200, 0, 0),
-      (2, 100, 40, False, 4_000, 800, 700, 2, 0), (0, 100, 7, True, 1_000, 100, 100, 0, 0)],
-     ("promotion", 100 * 60 + 46, 5)),
+      (2, 100, 40, True, 4_000, 800, 700, 2, 0), (0, 100, 7, True, 1_000, 100, 100, 0, 0)],
+     ("promotion", 100 * 60 + 45, 5)),
     ([(1, 100, 50, True, 1_000, 300, 200, 0, 0), (1, 100, 50, False, 1_500, 200, 800, 1, 0),
       (2, 100, 45, True, 2_000, 500, 100, 0, 3), (2, 100, 50, False, 2_500, 400, 600, 0, 0)],
      ("reserve", 99, 2, 1)),
