@@ -193,8 +193,8 @@ def _rest_rows(rating: MonthRating, versions: DeploymentVersions) -> dict[tuple,
             taken = read.get(key, [0] * (2 + len(RATED_COMPLIANT)))
             rests[key] = {
                 **row,
-                "input_tokens": row["input_tokens"] - taken[0],
-                "output_tokens": row["output_tokens"] - taken[1],
+                "input_tokens": max(row["input_tokens"] - taken[0], 0),
+                "output_tokens": max(row["output_tokens"] - taken[1], 0),
                 **{
                     name: max(row[name] - value, 0)
                     for name, value in zip(RATED_COMPLIANT, taken[2:], strict=True)

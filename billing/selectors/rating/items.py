@@ -289,11 +289,10 @@ def split_prefixes(
         touched: set[tuple[int, datetime]] = set()
         for index, event in enumerate(block):
             cell = (event["tenant_id"], hour_floor(event["time"]))
-            if cell in settled:
-                continue
-            events[cell].append(event)
-            tokens[cell] += event["input_tokens"] + event["output_tokens"]
-            touched.add(cell)
+            if cell not in settled:
+                events[cell].append(event)
+                tokens[cell] += event["input_tokens"] + event["output_tokens"]
+                touched.add(cell)
             later = block[index + 1]["time"] if index + 1 < len(block) else None
             if later != event["time"]:  # the end of the events of this time
                 for done in touched:
