@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import subprocess
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,6 +67,9 @@ SEED = 20260901
 # The dataset month: 30 days, in the past (events more than 5 minutes ahead are refused).
 MONTH_START = datetime(2026, 9, 1, tzinfo=UTC)
 MONTH_END = datetime(2026, 10, 1, tzinfo=UTC)
+# The served budget reads' clock (tests/bench/clocked_wsgi.py): the dataset month's last
+# minute, so "this month" and "today" are the dataset's, not the real calendar's.
+BUDGET_AT = MONTH_END - timedelta(minutes=1)
 DAYS = 30
 # Ingestion runs write into another month, so the dataset month stays as generated.
 INGEST_START = datetime(2026, 11, 1, tzinfo=UTC)

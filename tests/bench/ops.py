@@ -550,7 +550,16 @@ def delivery_figures(*, endpoint_ids: list[int]) -> dict:
 
 # -- alerts (goal 14) --------------------------------------------------------------------
 
-ALERTS_AT = config.MONTH_END - timedelta(minutes=1)  # the dataset month's last minute
+ALERTS_AT = config.BUDGET_AT  # the dataset month's last minute
+
+
+def _budget_rows(tenant: Tenant, project: str | None = None) -> int:
+    """The rated usage rows the budget read of `tenant` (of its `project`) sums at
+    config.BUDGET_AT: its month's."""
+    rows = RatedUsage.objects.filter(tenant=tenant, month_start=config.MONTH_START)
+    if project is not None:
+        rows = rows.filter(project_id=Project.objects.get(tenant=tenant, slug=project).pk)
+    return rows.count()
 
 
 def _largest_member() -> tuple[Tenant, object]:
@@ -588,6 +597,7 @@ def alerts_prepare() -> dict:
         "rate_seconds": rated,
         "five_minute_rows": FiveMinuteUsage.objects.count(),
         "tenant": tenant.slug,
+        "budget_rows": _budget_rows(tenant),
         "token": token,
     }
 
@@ -711,6 +721,7 @@ def chargeback_prepare() -> dict:
         "output_tokens": rows.aggregate(n=Sum("output_tokens"))["n"],
         "tenant": tenant.slug,
         "project": project,
+        "budget_rows": _budget_rows(tenant, project),
         "token": token,
     }
 

@@ -187,6 +187,7 @@ class Bench:
         }
         self.rows: list[tuple] = []  # the ratio table
         self.servers: list[web.Server] = []
+        self.budget_web: web.Server | None = None  # budget_reads' (its clock set)
         self.agents: dict[str, Agent] = {}
 
     # -- setup ------------------------------------------------------------------------
@@ -311,13 +312,37 @@ class Bench:
 
     def budget_reads(self, prepared: dict, path: str) -> list[float]:
         """200 reads of a budget `path` on the large dataset with the member's read token
-        (`prepared`'s), after 10 that warm both workers: their seconds."""
-        getter = web.Getter(
-            self.web["large"].port, {"Authorization": f"Bearer {prepared['token']}"}
-        )
+        (`prepared`'s), after 10 that warm both workers: their seconds. Served with the
+        portal's clock at config.BUDGET_AT (tests/bench/clocked_wsgi.py), so the read sums
+        the dataset month's rated usage; its last answer is kept in `prepared["answer"]`."""
+        if self.budget_web is None:
+            env = {**self.env("large"), "BENCH_NOW": config.BUDGET_AT.isoformat()}
+            self.budget_web = web.Server(
+                env=env, log=self.tmp / "gunicorn-budget.log", app="tests.bench.clocked_wsgi"
+            )
+            self.servers.append(self.budget_web)
+        getter = web.Getter(self.budget_web.port, {"Authorization": f"Bearer {prepared['token']}"})
         for _ in range(10):
             getter.get(path)
-        return [getter.get(path) for _ in range(200)]
+        seconds = [getter.get(path) for _ in range(200)]
+        prepared["answer"] = json.loads(getter.body)
+        return seconds
+
+    def budget_row(self, prepared: dict, path: str, seconds: list[float]) -> None:
+        """Goal 14's row of a budget read: the month it read, the rated usage rows its scope
+        has in it, and what it answered (spent, state) beside p95 ≤ 20 ms."""
+        read95 = p95(seconds)
+        answer = prepared["answer"]
+        self.add(
+            "14",
+            f"GET {path} p95 (200 reads of {answer['month']}: {prepared['budget_rows']:,} "
+            f"rated usage rows, spent {answer['spent']} {answer['unit']}, {answer['state']})",
+            f"{read95 * 1000:.1f} ms",
+            f"p50 {statistics.median(seconds) * 1000:.1f} ms",
+            float("nan"),
+            "<= 20 ms",
+            "pass" if read95 <= 0.020 else "MISS",
+        )
 
     def add_spread(self, what: str, rounds: list[float]) -> None:
         """An information row: the lowest and highest of the rounds' own ratios (sorted)."""
@@ -1916,16 +1941,7 @@ class Bench:
             )
         reads = self.budget_reads(prepared, f"/api/v1/tenants/{prepared['tenant']}/budget")
         self.results["alerts"] = {"prepared": prepared, "runs": runs, "budget_read": reads}
-        read95 = p95(reads)
-        self.add(
-            "14",
-            "GET /api/v1/tenants/<slug>/budget p95 (200 reads)",
-            f"{read95 * 1000:.1f} ms",
-            f"p50 {statistics.median(reads) * 1000:.1f} ms",
-            float("nan"),
-            "<= 20 ms",
-            "pass" if read95 <= 0.020 else "MISS",
-        )
+        self.budget_row(prepared, "/api/v1/tenants/<slug>/budget", reads)
         big, small = runs[config.TENANTS], runs[20]
         slowest = max(r["seconds"] for r in [big["first"], *big["steady"]])
         self.add(
@@ -1984,15 +2000,8 @@ class Bench:
             f"{profile['seconds']:.2f} s\n{profile['profile']}"
         )
         self.results["chargeback"] = {"prepared": prepared, "reads": reads, "budget_read": budget}
-        budget95 = p95(budget)
-        self.add(
-            "14",
-            f"GET /api/v1/tenants/<slug>/budget?project={prepared['project']} p95 (200 reads)",
-            f"{budget95 * 1000:.1f} ms",
-            f"p50 {statistics.median(budget) * 1000:.1f} ms",
-            float("nan"),
-            "<= 20 ms",
-            "pass" if budget95 <= 0.020 else "MISS",
+        self.budget_row(
+            prepared, f"/api/v1/tenants/<slug>/budget?project={prepared['project']}", budget
         )
         for basis, seconds in reads.items():
             read95 = p95(seconds)

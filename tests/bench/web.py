@@ -24,8 +24,8 @@ def free_port() -> int:
 
 
 class Server:
-    """`gunicorn portal.wsgi` of `root` with 2 workers (gthread: keep-alive) on a free
-    loopback port."""
+    """`gunicorn portal.wsgi` (or another `app`) of `root` with 2 workers (gthread:
+    keep-alive) on a free loopback port."""
 
     def __init__(
         self,
@@ -35,6 +35,7 @@ class Server:
         workers: int = 2,
         threads: int | None = None,
         root: Path = config.ROOT,
+        app: str = "portal.wsgi",
     ) -> None:
         threads = threads or int(os.environ.get("BENCH_WEB_THREADS", "2"))
         self.port = free_port()
@@ -42,7 +43,7 @@ class Server:
         self.process = subprocess.Popen(
             [
                 str(GUNICORN),
-                "portal.wsgi",
+                app,
                 "--workers",
                 str(workers),
                 "--worker-class",
@@ -225,6 +226,7 @@ class Getter:
     def __init__(self, port: int, headers: dict) -> None:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
         self.headers = headers
+        self.body = b""  # the last response's
 
     def get(self, path: str, *, expect: tuple[int, ...] = (200,)) -> float:
         for attempt in range(2):
@@ -239,6 +241,7 @@ class Getter:
                 if attempt:
                     raise
         elapsed = time.perf_counter() - started
+        self.body = body
         if response.status not in expect:
             raise RuntimeError(f"GET {path}: {response.status} {body[:300]!r}")
         return elapsed
