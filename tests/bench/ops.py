@@ -598,6 +598,7 @@ def alerts_prepare() -> dict:
         "five_minute_rows": FiveMinuteUsage.objects.count(),
         "tenant": tenant.slug,
         "budget_rows": _budget_rows(tenant),
+        "tenant_rows": _budget_rows(tenant),
         "token": token,
     }
 
@@ -722,6 +723,7 @@ def chargeback_prepare() -> dict:
         "tenant": tenant.slug,
         "project": project,
         "budget_rows": _budget_rows(tenant, project),
+        "tenant_rows": _budget_rows(tenant),
         "token": token,
     }
 
