@@ -108,13 +108,14 @@ def overview_get(*, period: Period) -> dict:
     """The factory's KPIs over the period with their bands, and one row per pool. A period
     read whole from closed day snapshots is kept in the shared cache (portal.kept) under
     closed_days_stamp, the pools and the R_ref of their deployments' latest versions (what
-    its figures are made of); the pools themselves are read each time."""
+    its figures are made of); the pools themselves are read each time. `stamp` names what
+    the figures show (None when measured for this read), for the page to keep its HTML."""
     pools = list(pool_list())
     stamp = closed_days_stamp(
         start=period.start, end=period.end, slugs=[pool.slug for pool in pools]
     )
     if stamp is None:
-        return _overview_measured(period)
+        return _overview_measured(period) | {"stamp": None}
     versions = DeploymentVersions()
     deployments: dict[int, list[int]] = {pool.pk: [] for pool in pools}
     for deployment in deployment_list():
@@ -125,7 +126,12 @@ def overview_get(*, period: Period) -> dict:
     key = ("flywheel.overview", period.start, period.end, stamp, r_refs)
     overview = kept(key, lambda: _pools_by_pk(_overview_measured(period)))
     by_pk = {pool.pk: pool for pool in pools}
-    return overview | {"pools": [row | {"pool": by_pk[row["pool"]]} for row in overview["pools"]]}
+    # What the page's figures show, exactly: the kept overview's key and the pools' names.
+    shown = [(pool.pk, pool.slug, pool.name, pool.gpu_type) for pool in pools]
+    return overview | {
+        "pools": [row | {"pool": by_pk[row["pool"]]} for row in overview["pools"]],
+        "stamp": (key, shown, settings.FACTORY_CURRENCY),
+    }
 
 
 def _pools_by_pk(overview: dict) -> dict:

@@ -7,11 +7,13 @@ from urllib.parse import urlencode
 
 from django import template
 from django.conf import settings
+from django.template.base import FilterExpression
 from django.utils.html import escape, format_html
 from django.utils.safestring import mark_safe
 
 from portal.access import user_role
 from portal.formatting import number_text, percent_text, recorded_value, tokens_short
+from portal.kept import kept
 from portal.money import round_money, round_money_whole
 from portal.periods import PRESETS, picker_keys
 from portal.shell import page_opens
@@ -242,3 +244,33 @@ def audit_object(entry) -> str:
     return (
         f"{kind} #{entry.object_id}" if entry.object_id.isdigit() else f"{kind} {entry.object_id}"
     )
+
+
+class KeptNode(template.Node):
+    """A fragment kept (portal.kept) under its name and a stamp (`kept`)."""
+
+    def __init__(self, nodelist: template.NodeList, name: str, stamp: FilterExpression):
+        self.nodelist, self.name, self.stamp = nodelist, name, stamp
+
+    def render(self, context) -> str:
+        stamp = self.stamp.resolve(context)
+        if stamp is None:
+            return self.nodelist.render(context)
+        # NodeList.render's text is safe (SafeString), and is kept as such.
+        return kept(("portal.fragment", self.name, stamp), lambda: self.nodelist.render(context))
+
+
+@register.tag
+def kept_fragment(parser, token) -> KeptNode:
+    """`{% kept_fragment "name" stamp %}…{% endkept_fragment %}`: the fragment rendered once
+    and kept in the shared cache (portal.kept) under "name" and `stamp`, a value that names
+    exactly everything the fragment shows (the data, and any name or setting it writes):
+    a change to it is a new key. A None stamp renders it every time. The fragment must not
+    show what depends on the reader (its role, its CSRF token) unless the stamp names it."""
+    bits = token.split_contents()
+    if len(bits) != 3:
+        raise template.TemplateSyntaxError(f'{bits[0]} takes "name" and a stamp')
+    nodelist = parser.parse(("endkept_fragment",))
+    parser.delete_first_token()
+    name = bits[1].strip("\"'")
+    return KeptNode(nodelist, name, parser.compile_filter(bits[2]))

@@ -122,3 +122,23 @@ def test_a_late_event_of_a_closed_day_changes_every_kept_answer(
         assert after[name] != before[name], name
         assert after[name] == _afresh(read), name
     assert member_after == _afresh(lambda: _usage(member))
+
+
+@pytest.mark.parametrize("now", [NOW], indirect=True)
+def test_the_overviews_kept_figures_follow_the_pools_names(
+    factory, api, users, session_client, now
+):
+    """The Overview's figures are kept as HTML under the kept overview's key and the names
+    its pools table shows: a renamed pool is shown at once, as read with nothing kept."""
+    staff = session_client(users["operator"])
+
+    def overview() -> str:
+        return _page(staff, f"/?{DAY}")
+
+    before = overview()
+    assert overview() == before == _afresh(overview)
+    renamed = api.patch("/api/v1/pools/p1", {"name": "Renamed pool"}, format="json")
+    assert renamed.status_code == 200, renamed.json()
+    after = overview()
+    assert "Renamed pool" in after and "Renamed pool" not in before
+    assert after == _afresh(overview)
