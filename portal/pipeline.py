@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from django.db import connection, models, transaction
+from django.db import connection, connections, models, router, transaction
 
 from portal import clock
 from portal.celery import app as celery_app
@@ -225,6 +225,29 @@ def cut_columns() -> dict[str, models.Subquery]:
         "cut_position": models.Subquery(row.values("position")[:1]),
         "cut_until": models.Subquery(row.values("until")[:1]),
     }
+
+
+def columns_read(**columns: models.Subquery) -> dict:
+    """The values of one-value subqueries (`cut_columns`' and the like) read in one
+    statement, where no table has the one row to hang them on (an installation may have
+    no fold mark nor cut yet), each converted as the ORM converts its field."""
+    first = next(iter(columns.values()))
+    db = connections[router.db_for_read(first.query.model)]
+    parts, params = [], []
+    for subquery in columns.values():
+        sql, part_params = subquery.query.get_compiler(connection=db).as_sql()
+        parts.append(f"({sql})")
+        params.extend(part_params)
+    with db.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(parts), params)
+        row = cursor.fetchone()
+    values = {}
+    for (name, subquery), value in zip(columns.items(), row, strict=True):
+        field = subquery.output_field
+        for convert in db.ops.get_db_converters(subquery) + field.get_db_converters(db):
+            value = convert(value, subquery, db)
+        values[name] = value
+    return values
 
 
 def cut_of(position: int | None, until: datetime | None) -> Cut | None:

@@ -64,7 +64,7 @@ from portal.periods import (
     hour_floor,
     period_resolve,
 )
-from portal.pipeline import Cut, cut_read, log_read_by_all
+from portal.pipeline import Cut, columns_read, cut_columns, cut_of, cut_read, log_read_by_all
 from portal.projects import NONE
 from portal.snapshot import snapshot_read
 
@@ -543,16 +543,24 @@ def usage_metered_until(*, now: datetime | None = None) -> datetime:
     stopped reads as a lag, never as idle GPUs); never after now; now when the fold never
     ran and nothing waits for it. Under continuous ingestion it keeps moving."""
     now = now or clock.now()
-    first_queued = FoldPending.objects.order_by("queued_at").values("queued_at")[:1]
-    # One query once the fold has completed (its mark is one row); two before.
-    row = FoldMark.objects.annotate(oldest=Subquery(first_queued))
-    oldest, mark = row.values_list("oldest", "completed_at").first() or (
-        FoldPending.objects.aggregate(oldest=Min("queued_at"))["oldest"],
-        None,
-    )
+    marks = columns_read(**_fold_columns())
+    return _metered_until(now, marks["fold_oldest"], marks["fold_completed"])
+
+
+def _fold_columns() -> dict[str, Subquery]:
+    """The receipt time of the oldest event waiting for the fold and when it last completed,
+    as columns of a one-row read (portal.pipeline.columns_read)."""
+    return {
+        "fold_oldest": Subquery(FoldPending.objects.order_by("queued_at").values("queued_at")[:1]),
+        "fold_completed": Subquery(FoldMark.objects.order_by("pk").values("completed_at")[:1]),
+    }
+
+
+def _metered_until(now: datetime, oldest: datetime | None, folded: datetime | None) -> datetime:
+    """usage_metered_until from `_fold_columns`' values."""
     if oldest is not None:
         return min(now, oldest.astimezone(UTC))
-    return now if mark is None else min(now, mark.astimezone(UTC))
+    return now if folded is None else min(now, folded.astimezone(UTC))
 
 
 @dataclass(frozen=True)
@@ -593,14 +601,27 @@ def window_resolve(params, *, default: str = "this_month", now: datetime | None 
     figures in one snapshot from here (portal.snapshot)."""
     snapshot_read()
     now = now or clock.now()
-    metered = usage_metered_until(now=now)
+    # How far usage is folded, the cut and the pools' first day in service, in one read.
+    first_in_service = Pool.objects.filter(in_service_from__isnull=False)
+    marks = columns_read(
+        **_fold_columns(),
+        **cut_columns(),
+        first_in_service=Subquery(
+            first_in_service.order_by("in_service_from").values("in_service_from")[:1]
+        ),
+        # A pool without a stored start is in service from its first sign of life.
+        unset=Subquery(Pool.objects.filter(in_service_from__isnull=True).values("pk")[:1]),
+    )
+    metered = _metered_until(now, marks["fold_oldest"], marks["fold_completed"])
+    cut = cut_of(marks["cut_position"], marks["cut_until"])
+    data_from = marks["first_in_service"] if marks["unset"] is None else factory_in_service_from()
     return period_resolve(
         params,
         now=now,
         default=default,
         data_until=metered,
-        measured_until=usage_measured_until(now=now, metered=metered),
-        data_from=factory_in_service_from(),
+        measured_until=_measured_until(now, metered if cut is None else cut.until),
+        data_from=None if data_from is None else data_from.astimezone(UTC),
     )
 
 
@@ -632,6 +653,10 @@ def usage_measured_until(
         until = cut.until
     else:
         until = metered if metered is not None else usage_metered_until(now=now)
+    return _measured_until(now, until)
+
+
+def _measured_until(now: datetime, until: datetime) -> datetime:
     return min(now, until).replace(microsecond=0)
 
 
