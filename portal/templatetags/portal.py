@@ -247,7 +247,7 @@ def audit_object(entry) -> str:
 
 
 class KeptNode(template.Node):
-    """A fragment kept (portal.kept) under its name and a stamp (`kept`)."""
+    """A fragment kept (portal.kept) under its name and a stamp (`kept_fragment`)."""
 
     def __init__(self, nodelist: template.NodeList, name: str, stamp: FilterExpression):
         self.nodelist, self.name, self.stamp = nodelist, name, stamp
