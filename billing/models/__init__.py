@@ -13,6 +13,7 @@ from billing.models.pricing import DEFAULT_CREDIT_TIERS, Contract, Price, Promot
 from billing.models.rating import (
     RatedChange,
     RatedHour,
+    RatedHourPrefix,
     RatedMark,
     RatedTenantMonth,
     RatedUsage,
@@ -48,6 +49,7 @@ __all__ = [
     "PromotionalCredit",
     "RatedChange",
     "RatedHour",
+    "RatedHourPrefix",
     "RatedMark",
     "RatedTenantMonth",
     "RatedUsage",

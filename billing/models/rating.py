@@ -142,6 +142,48 @@ class RatedHour(models.Model):
         return f"{self.tenant_id} {self.hour:%Y-%m-%d %H}:00"
 
 
+class RatedHourPrefix(models.Model):
+    """Where a tenant-month's rating stands inside its last hour with usage, when that hour is
+    split and settled (billing.selectors.rating.items.HourBounds.settled) with no
+    reservation covering it: its events up to `at` rated one by one, the rest of each
+    rollup row as one item after them. With the running totals, realized amount, paid
+    quantities and credit cuts at `at`, the sums those events rated to per rated usage cell,
+    and the events' own sums per rollup row, the next run rates that hour from `at` on
+    instead of from its start, when nothing but later events changed it: its events up to
+    `at` still number `events` and the deployment versions still end at `versions`
+    (billing.selectors.rating.inputs.month_rate). Written and replaced with the tenant-month's
+    RatedHour rows (billing.services.rating)."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_constraint=False)
+    month_start = models.DateTimeField()
+    hour = models.DateTimeField()
+    at = models.DateTimeField()  # every event of the hour up to it (inclusive) rated one by one
+    events = models.BigIntegerField()  # how many: a late one makes them more
+    tokens = models.BigIntegerField()  # their input + output tokens
+    versions = models.BigIntegerField()  # the last deployment version's id when rated
+    consumed = models.BigIntegerField()  # the allowance's running total at `at`
+    paid_tokens = models.BigIntegerField()  # the tiers' running total at `at`
+    # The month's realized amount at `at`, as text: exact (SQLite keeps a decimal as a float,
+    # and the hour's realized amount at its end is this one plus its rest's).
+    realized = models.TextField()
+    quantities = models.JSONField()  # the hour's paid quantities up to `at` (as RatedHour's)
+    cuts = models.JSONField(default=dict)  # {instant: realized before it}, instants up to `at`
+    # [[project, deployment, sale, service tier, covered, *tokens, *compliant, *money]]: the
+    # rated usage of those events (billing.services.rated_rows.RATED_FIELDS' sums)
+    cells = models.JSONField()
+    # [[deployment, service tier, project, *tokens, requests, *compliant]]: those events'
+    # sums per rollup row (tokens as TOKEN_FIELDS, compliant: within the SLO)
+    explained = models.JSONField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "month_start"], name="rated_hour_prefix")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id} {self.hour:%Y-%m-%d %H}:00 up to {self.at:%M:%S.%f}"
+
+
 class RatingPending(models.Model):
     """Billing's own work queue for the rate stage: a price, contract, promotion, service tier
     or reservation change, or an invoice that spent promotions, makes the usage from `start`

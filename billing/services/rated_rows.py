@@ -15,9 +15,9 @@ from functools import lru_cache
 
 from django.db import connection
 
-from billing.domain.rating.hours import HourState
+from billing.domain.rating.hours import HourPrefix, HourState
 from billing.domain.rating.types import RatedItem, Running
-from billing.models import RatedHour, RatedUsage
+from billing.models import RatedHour, RatedHourPrefix, RatedUsage
 from billing.selectors.rating.inputs import MonthRating, quantities_of
 from billing.selectors.rating.items import row_cell
 from metering.domain.usage.compliance import is_slo_compliant, tier_thresholds
@@ -63,14 +63,57 @@ def hour_row(tenant_id: int, month_start: datetime, state: HourState) -> tuple:
     )
 
 
-def hour_state_of(row: RatedHour) -> HourState:
-    """A stored state as the rating resumes from it."""
+def hour_state_of(row: RatedHour | RatedHourPrefix) -> HourState:
+    """A stored state (of an hour's end, or inside it: HourPrefix.state) as the rating
+    resumes from it."""
     return HourState(
         hour=row.hour.astimezone(UTC),
         running=Running(consumed=row.consumed, paid_tokens=row.paid_tokens),
         realized=Decimal(row.realized),
         quantities=quantities_of(row.quantities),
         cuts={datetime.fromisoformat(k): Decimal(v) for k, v in row.cuts.items()},
+    )
+
+
+def prefix_row(tenant_id: int, month_start: datetime, prefix: HourPrefix) -> RatedHourPrefix:
+    """A state inside an hour as billing stores it (sums: integers as they are, decimals as
+    text, so that they read back as they were)."""
+    state = prefix.state
+    return RatedHourPrefix(
+        tenant_id=tenant_id,
+        month_start=month_start,
+        hour=state.hour,
+        at=prefix.at,
+        events=prefix.events,
+        tokens=prefix.tokens,
+        versions=prefix.versions,
+        consumed=state.running.consumed,
+        paid_tokens=state.running.paid_tokens,
+        realized=str(state.realized),
+        quantities=quantities_json(state.quantities),
+        cuts={instant.isoformat(): str(realized) for instant, realized in state.cuts.items()},
+        cells=[[*key, *map(_json_sum, values)] for key, values in prefix.cells.items()],
+        explained=[[*key, *values] for key, values in prefix.explained.items()],
+    )
+
+
+def _json_sum(value: int | Decimal) -> int | str:
+    return value if isinstance(value, int) else str(value)
+
+
+def prefix_of_row(row: RatedHourPrefix) -> HourPrefix:
+    """A stored state inside an hour as the rating resumes from it."""
+    return HourPrefix(
+        at=row.at.astimezone(UTC),
+        state=hour_state_of(row),
+        events=row.events,
+        tokens=row.tokens,
+        versions=row.versions,
+        cells={
+            tuple(cell[:5]): tuple(v if isinstance(v, int) else Decimal(v) for v in cell[5:])
+            for cell in row.cells
+        },
+        explained={tuple(cell[:3]): tuple(cell[3:]) for cell in row.explained},
     )
 
 
@@ -108,12 +151,17 @@ RATED_FIELDS = (
 
 def rated_usage_rows(rating: MonthRating) -> list[tuple]:
     """The rating's items summed per tenant, project, deployment, hour, sale, service tier
-    and coverage: rows of RATED_FIELDS."""
+    and coverage, with what an hour rated from a state inside it (MonthRating.resumed) had
+    rated before: rows of RATED_FIELDS."""
     versions = DeploymentVersions()
     deployments = dict(deployment_list().values_list("slug", "pk"))
     cells: dict[tuple, list] = {}
     rests = _rest_rows(rating, versions)
     with localcontext(EXACT):
+        for (tenant_id, hour), prefix in rating.resumed.items():
+            for (project, deployment_id, sale, tier, covered), values in prefix.cells.items():
+                key = (tenant_id, project, deployment_id, hour, rating.month_start, sale, tier)
+                _sums_add(cells, (*key, covered), values)
         for tenant_id, rated in rating.rated.items():
             rows = {
                 (hour, row["deployment"], row["service_tier"], row["project_id"]): rests.get(
@@ -123,32 +171,8 @@ def rated_usage_rows(rating: MonthRating) -> list[tuple]:
                 for row in hour_rows
             }
             for item in rated.items:
-                usage = item.item
-                hour = hour_floor(usage.time)
-                sale = RatedUsage.Sale.PAID if item.is_paid else item.unsold_reason.value
-                deployment_id = deployments[usage.deployment]
-                project = usage.project
-                key = (
-                    tenant_id, project, deployment_id, hour, rating.month_start, str(sale),
-                    usage.service_tier, item.covered,
-                )  # fmt: skip
-                sums = cells.get(key)
-                if sums is None:
-                    sums = cells[key] = [0] * (len(RATED_TOKENS) + len(RATED_COMPLIANT)) + [
-                        ZERO
-                    ] * 4
-                for index, name in enumerate(RATED_TOKENS):
-                    sums[index] += getattr(usage, name)
-                if item.is_paid:
-                    compliant = _compliant_tokens(
-                        item,
-                        event=rating.events.get((usage.source, usage.id)),
-                        row=rows.get((hour, usage.deployment, usage.service_tier, project)),
-                        version=versions.at(deployment_id, usage.time),
-                    )
-                    values = (*compliant, *_amounts(item))
-                    for index, value in enumerate(values, start=len(RATED_TOKENS)):
-                        sums[index] += value
+                key, values = _item_sums(rating, item, rows, deployments, versions)
+                _sums_add(cells, (tenant_id, *key), values)
     when = stored_time
     return [
         (tenant_id, project, deployment_id, when(hour), when(month), sale, tier, covered, *sums)
@@ -156,6 +180,100 @@ def rated_usage_rows(rating: MonthRating) -> list[tuple]:
             cells.items()
         )
     ]
+
+
+def _item_sums(
+    rating: MonthRating,
+    item: RatedItem,
+    rows: dict[tuple, dict],
+    deployments: dict[str, int],
+    versions: DeploymentVersions,
+) -> tuple[tuple, tuple]:
+    """A rated item's rated usage cell (project, deployment id, hour, month, sale, service
+    tier, covered) and what it adds to it (RATED_FIELDS' sums; unsold: its tokens alone)."""
+    usage = item.item
+    hour = hour_floor(usage.time)
+    sale = RatedUsage.Sale.PAID if item.is_paid else item.unsold_reason.value
+    deployment_id = deployments[usage.deployment]
+    key = (
+        usage.project, deployment_id, hour, rating.month_start, str(sale), usage.service_tier,
+        item.covered,
+    )  # fmt: skip
+    tokens = tuple(getattr(usage, name) for name in RATED_TOKENS)
+    if not item.is_paid:
+        return key, tokens
+    compliant = _compliant_tokens(
+        item,
+        event=rating.events.get((usage.source, usage.id)),
+        row=rows.get((hour, usage.deployment, usage.service_tier, usage.project)),
+        version=versions.at(deployment_id, usage.time),
+    )
+    return key, (*tokens, *compliant, *_amounts(item))
+
+
+def _sums_add(cells: dict[tuple, list], key: tuple, values) -> None:
+    """`values` added to the sums of `cells[key]` (RATED_FIELDS' sums, from the first)."""
+    sums = cells.get(key)
+    if sums is None:
+        sums = cells[key] = [0] * (len(RATED_TOKENS) + len(RATED_COMPLIANT)) + [ZERO] * 4
+    for index, value in enumerate(values):
+        sums[index] += value
+
+
+def prefix_of(
+    rating: MonthRating, tenant_id: int, state: HourState, at: datetime
+) -> HourPrefix | None:
+    """The state inside the tenant's split hour `state.hour` whose events were rated one by
+    one up to `at` (MonthRating.settled; `state` the rating's state then), to rate that hour
+    from it next time (billing.models.RatedHourPrefix); None when an event it read had no
+    rollup row yet (not folded: the next rating reads it again)."""
+    hour = state.hour
+    events = [
+        event
+        for event in rating.events.values()
+        if event["tenant_id"] == tenant_id and hour <= event["time"] <= at
+    ]
+    names = {row_cell(row) for row in rating.rows[tenant_id][hour]}
+    if any(row_cell(event) not in names for event in events):
+        return None
+    versions = DeploymentVersions()
+    deployments = dict(deployment_list().values_list("slug", "pk"))
+    rows = {
+        (hour, row["deployment"], row["service_tier"], row["project_id"]): row
+        for row in rating.rows[tenant_id][hour]
+    }
+    cells: dict[tuple, list] = {}
+    with localcontext(EXACT):
+        for item in rating.rated[tenant_id].items:
+            if hour <= item.item.time <= at:
+                (project, deployment_id, _, _, sale, tier, covered), values = _item_sums(
+                    rating, item, rows, deployments, versions
+                )
+                _sums_add(cells, (project, deployment_id, sale, tier, covered), values)
+    explained: dict[tuple, list[int]] = defaultdict(
+        lambda: [0] * (len(TOKEN_FIELDS) + 1 + len(PRODUCTION_FIELDS))
+    )
+    for event in events:
+        sums = explained[row_cell(event)]
+        within = _within_slo(
+            event, event["service_tier"], versions.at(event["deployment_id"], event["time"])
+        )
+        values = (
+            *(event[name] for name in TOKEN_FIELDS),
+            event["requests"],
+            *(event[name] if within else 0 for name in PRODUCTION_FIELDS),
+        )
+        for index, value in enumerate(values):
+            sums[index] += value
+    return HourPrefix(
+        at=at,
+        state=state,
+        events=len(events),
+        tokens=sum(event["input_tokens"] + event["output_tokens"] for event in events),
+        versions=rating.versions,
+        cells={key: tuple(values) for key, values in cells.items()},
+        explained={key: tuple(values) for key, values in explained.items()},
+    )
 
 
 def _amounts(item: RatedItem) -> tuple[Decimal, ...]:
@@ -173,6 +291,14 @@ def _rest_rows(rating: MonthRating, versions: DeploymentVersions) -> dict[tuple,
     if not rating.settled:
         return {}
     read: dict[tuple, list[int]] = defaultdict(lambda: [0] * (2 + len(RATED_COMPLIANT)))
+    first_compliant = len(TOKEN_FIELDS) + 1
+    for (tenant_id, hour), prefix in rating.resumed.items():  # the events rated before
+        for cell, sums in prefix.explained.items():
+            read[tenant_id, hour, cell] = [
+                sums[TOKEN_FIELDS.index("input_tokens")],
+                sums[TOKEN_FIELDS.index("output_tokens")],
+                *sums[first_compliant:],
+            ]
     for event in rating.events.values():
         hour = hour_floor(event["time"])
         settled = rating.settled.get((event["tenant_id"], hour))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from decimal import ROUND_DOWN, Decimal
@@ -32,6 +33,7 @@ from django.db.models.functions import TruncMonth
 
 from billing.domain.rating.engine import START
 from billing.domain.rating.hours import (
+    HourPrefix,
     HourState,
     MissingCut,
     hour_states,
@@ -44,6 +46,7 @@ from billing.domain.reservations import reservation_lines
 from billing.models import (
     RatedChange,
     RatedHour,
+    RatedHourPrefix,
     RatedMark,
     RatedTenantMonth,
     RatedUsage,
@@ -59,6 +62,9 @@ from billing.services.rated_rows import (
     RATED_TOKENS,
     hour_row,
     hour_state_of,
+    prefix_of,
+    prefix_of_row,
+    prefix_row,
     quantities_json,
     rated_usage_rows,
 )
@@ -112,7 +118,9 @@ def rated_usage_update() -> int:
             changes = usage_changes_read(consumer=RATE)
             queued = list(RatingPending.objects.values_list("pk", "tenant_id", "start", "hours"))
             stale = _usage_months(changes.entries)
+            resumable = {month: set(since) for month, since in stale.items()}
             for month, since in [*_queued_months(queued).items(), *_reserved_months().items()]:
+                resumable.get(month, set()).difference_update(since)  # not usage alone
                 for tenant_id, hour in since.items():
                     stale[month][tenant_id] = min(hour, stale[month].get(tenant_id, hour))
             for month in raw_months_archived() & stale.keys():  # never rated from missing events
@@ -121,7 +129,10 @@ def rated_usage_update() -> int:
                     f"{month:%Y-%m}",
                 )
                 del stale[month]
-            ratings = [_rate(month, since) for month, since in sorted(stale.items())]
+            ratings = [
+                _rate(month, since, resumable=resumable.get(month, set()))
+                for month, since in sorted(stale.items())
+            ]
         with transaction.atomic():
             claimed, _ = RatingPending.objects.filter(pk__in=[q[0] for q in queued]).delete()
             # The cut every read answers as of moves with the rated usage (portal.pipeline).
@@ -210,13 +221,18 @@ class _Rated:
     hours: list[tuple]  # the states of the hours rated, rows of HOUR_FIELDS
     before: dict  # the stored rated usage it replaces (`_cells`)
     promotions_moved: set[int]  # tenants whose month's promotion rate changed
+    prefixes: list[RatedHourPrefix]  # the states inside their last hour the next run rates from
 
 
-def _rate(month_start: datetime, since: dict[int, datetime]) -> _Rated:
+def _rate(
+    month_start: datetime, since: dict[int, datetime], *, resumable: Collection[int] = ()
+) -> _Rated:
     """Rate the tenants' month from their hours in `since` on (a tenant-month never rated,
     or that could not be, from its start), and read the rated usage it replaces (reads
     only: if another run stores these tenant-months first, it consumed what this run read,
-    and this run's `log_consume` or queue claim fails: it reads again)."""
+    and this run's `log_consume` or queue claim fails: it reads again). The `resumable`
+    tenants, whose usage alone changed, rate their first hour from the state stored inside
+    it (RatedHourPrefix) where it holds."""
     stored = {
         pk: (rate, quantities_of(quantities))
         for pk, rate, quantities in RatedTenantMonth.objects.filter(
@@ -232,6 +248,13 @@ def _rate(month_start: datetime, since: dict[int, datetime]) -> _Rated:
             _hours(later), month_start=month_start
         ).values_list("tenant_id", "quantities"):
             replaced[pk].append(quantities_of(quantities))
+    prefixes = {
+        row.tenant_id: prefix_of_row(row)
+        for row in RatedHourPrefix.objects.filter(
+            month_start=month_start, tenant_id__in=[pk for pk in since if pk in resumable]
+        )
+        if row.hour.astimezone(UTC) == since[row.tenant_id]
+    }
     rating = month_rate(
         month_start=month_start,
         tenants=list(Tenant.objects.filter(pk__in=since)),
@@ -239,8 +262,9 @@ def _rate(month_start: datetime, since: dict[int, datetime]) -> _Rated:
             pk: (hour, openings[pk].running if pk in openings else START)
             for pk, hour in since.items()
         },
+        prefixes=prefixes,
     )
-    rows, hours = [], []
+    rows, hours, kept_prefixes = [], [], []
     for pk in sorted(since):
         row = RatedTenantMonth(tenant_id=pk, month_start=month_start, rated_at=clock.now())
         if pk in rating.errors:
@@ -249,17 +273,50 @@ def _rate(month_start: datetime, since: dict[int, datetime]) -> _Rated:
             kept = {}
             if pk in stored and since[pk] > month_start:
                 kept = quantities_add(stored[pk][1], replaced[pk], sign=-1)
+            resumed = rating.resumed.get((pk, since[pk]))
+            opening = resumed.state if resumed else openings.get(pk)
             try:
-                states = _month_close(row, rating, since[pk], openings.get(pk), kept)
+                states = _month_close(row, rating, since[pk], opening, kept, inside=bool(resumed))
             except MissingCut:  # a credit's expiry unknown when its hour was rated
                 return _rate(month_start, {**since, pk: month_start})
             hours.extend(hour_row(pk, month_start, state) for state in states)
+            prefix = _last_prefix(rating, pk, opening, inside=bool(resumed))
+            if prefix is not None:
+                kept_prefixes.append(prefix_row(pk, month_start, prefix))
         rows.append(row)
     moved = {
         row.tenant_id for row in rows if stored.get(row.tenant_id, (None,))[0] != row.promotion_rate
     }
     before = _cells(RatedUsage.objects.filter(_hours(since), month_start=month_start))
-    return _Rated(month_start, since, rows, rated_usage_rows(rating), hours, before, moved)
+    return _Rated(
+        month_start, since, rows, rated_usage_rows(rating), hours, before, moved, kept_prefixes
+    )
+
+
+def _last_prefix(
+    rating: MonthRating, pk: int, opening: HourState | None, *, inside: bool
+) -> HourPrefix | None:
+    """The state inside the tenant's last hour with usage to rate it from next time (the
+    running hour, which later events change): when that hour is split and settled and no
+    reservation covers it (MonthRating.settled), the state where its events were rated one by
+    one up to; the same as this run's where it rated from one there."""
+    hours = rating.rows.get(pk)
+    if not hours:
+        return None
+    cell = (pk, max(hours))
+    at, covered = rating.settled.get(cell, (None, frozenset([0])))
+    if at is None or covered:
+        return None
+    if cell in rating.resumed:
+        return rating.resumed[cell]
+    expiries = {c.expires_at for c in rating.promotions[pk] if c.expires_at}
+    state = hour_states(
+        items=[rated for rated in rating.rated[pk].items if rated.item.time <= at],
+        opening=opening,
+        instants=[instant for instant in expiries if rating.month_start < instant <= at],
+        inside=inside,
+    )[-1]
+    return prefix_of(rating, pk, state, at)
 
 
 def _openings(month_start: datetime, since: dict[int, datetime]) -> dict[int, HourState]:
@@ -287,16 +344,21 @@ def _month_close(
     since: datetime,
     opening: HourState | None,
     kept: dict,
+    *,
+    inside: bool = False,
 ) -> list[HourState]:
     """The states of the hours rated, and the tenant-month's totals and lines in `row`: its
     paid quantities are those of the hours before `since` (`kept`) and of the hours rated,
-    its realized amount the last state's."""
+    its realized amount the last state's (`inside`: `opening` is a state inside the hour
+    `since`, hour_states)."""
     pk, month_start = row.tenant_id, rating.month_start
     promotions = rating.promotions[pk]
     _, end = month_bounds(month_start=month_start)
     instants = sorted({c.expires_at for c in promotions if c.expires_at})
     instants = [instant for instant in instants if month_start < instant < end]
-    states = hour_states(items=rating.rated[pk].items, opening=opening, instants=instants)
+    states = hour_states(
+        items=rating.rated[pk].items, opening=opening, instants=instants, inside=inside
+    )
     known = [opening] if opening else []
     for instant in instants:
         if instant < since:
@@ -396,6 +458,8 @@ def _store(rated: _Rated) -> None:
         ((*row, ids[row[0]]) for row in rated.usage),
     )
     rows_insert(RatedHour._meta.db_table, HOUR_FIELDS, rated.hours)
+    RatedHourPrefix.objects.filter(month_start=month, tenant_id__in=rated.since).delete()
+    RatedHourPrefix.objects.bulk_create(rated.prefixes)
     written = RatedUsage.objects.filter(hours, month_start=month)
     if rated.before:
         changes = _changed_spans(rated.before, _cells(written))

@@ -49,16 +49,41 @@ class HourState:
     cuts: dict[datetime, Decimal] = field(default_factory=dict)  # realized before an instant
 
 
+@dataclass(frozen=True)
+class HourPrefix:
+    """Where a tenant-month's rating stands inside a split hour (billing.models.RatedHourPrefix):
+    its events up to `at` (inclusive) rated, `state` the state then (its `hour` the hour's
+    start, its quantities and cuts the hour's so far), `events` of them with `tokens` (input
+    + output), rated to `cells` (per rated usage cell: tokens, compliant tokens, money) and
+    summing to `explained` per rollup row (tokens, requests, compliant tokens), while the
+    deployment versions ended at id `versions`."""
+
+    at: datetime
+    state: HourState
+    events: int
+    tokens: int
+    versions: int
+    cells: dict[tuple, tuple]  # (project, deployment id, sale, service tier, covered) -> sums
+    explained: dict[tuple, tuple[int, ...]]  # (deployment id, service tier, project) -> sums
+
+    @property
+    def hour(self) -> datetime:
+        return self.state.hour
+
+
 def hour_states(
     *,
     items: Sequence[RatedItem],
     opening: HourState | None,
     instants: Iterable[datetime] = (),
+    inside: bool = False,
 ) -> list[HourState]:
     """The state at the end of each hour that has items (in rating order, the month's items
     from some hour on), resuming from `opening`, the state of an earlier hour (None: the
-    month's start). `instants` (credit expiries) inside an hour with items get a cut: the
-    realized amount of the paid items before them."""
+    month's start), or with `inside`, a state inside the first hour (HourPrefix.state: its
+    items after it follow, and that hour has a state whether they are any or not).
+    `instants` (credit expiries) inside an hour with items get a cut: the realized amount of
+    the paid items before them."""
     consumed = opening.running.consumed if opening else 0
     paid = opening.running.paid_tokens if opening else 0
     realized = opening.realized if opening else ZERO
@@ -67,6 +92,9 @@ def hour_states(
     states: list[HourState] = []
     hour: datetime | None = None
     cuts: dict[datetime, Decimal] = {}
+    if inside and opening is not None:
+        hour, cuts, quantities = opening.hour, dict(opening.cuts), dict(opening.quantities)
+        pending = [instant for instant in pending if instant >= hour and instant not in cuts]
 
     def close() -> None:
         closing = cast(datetime, hour)  # called once an hour with items has begun

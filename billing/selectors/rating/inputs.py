@@ -9,10 +9,11 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Max, Q
 
 from billing.domain.rating.books import ContractBook
 from billing.domain.rating.engine import START, rate_month
+from billing.domain.rating.hours import HourPrefix
 from billing.domain.rating.types import (
     ContractVersion,
     InvoiceLine,
@@ -41,6 +42,7 @@ from billing.models import (
 )
 from billing.selectors.rating.items import (
     HourBounds,
+    events_counted,
     hour_items,
     hourly_rows,
     row_item,
@@ -56,6 +58,7 @@ from billing.selectors.reservations import (
 )
 from metering.domain.usage.fields import STANDARD
 from metering.selectors.changes import usage_changes_read
+from metering.selectors.factory import deployment_version_list
 from portal.closing import month_is_closed
 from portal.models import Tenant
 from portal.pipeline import RATE
@@ -189,6 +192,10 @@ class MonthRating:
     settled: dict[tuple[int, datetime], tuple[datetime, frozenset[int]]] = field(
         default_factory=dict
     )
+    # (tenant id, split hour) -> the state inside it the hour was rated from (month_rate's
+    # `prefixes`, those still valid): its events up to the state's time were not read
+    resumed: dict[tuple[int, datetime], HourPrefix] = field(default_factory=dict)
+    versions: int = 0  # the last deployment version's id (HourPrefix.versions)
 
 
 def month_rate(
@@ -197,6 +204,7 @@ def month_rate(
     tenants: Iterable[Tenant] | None = None,
     resume: Mapping[int, tuple[datetime, Running]] | None = None,
     settle: bool = True,
+    prefixes: Mapping[int, HourPrefix] | None = None,
 ) -> MonthRating:
     """Rate the month of every tenant with usage or reservations in it (or of `tenants`) hour
     by hour, in a fixed number of queries; a tenant that cannot be rated gets its RatingError instead.
@@ -205,7 +213,9 @@ def month_rate(
     stage applies the month's promotions to what it stores (billing.domain.rating.hours).
     A split hour's events are read up to where its bounds are settled and the rest rated
     from the rollups (billing.selectors.rating.items.split_prefixes); `settle=False` reads
-    and rates every one of them, which gives the same figures."""
+    and rates every one of them, which gives the same figures. `prefixes` (tenant id -> a
+    state inside the hour it is rated from, HourPrefix): the hour is rated from that state
+    on, its events up to it not read again, where the state still holds (`_resumable`)."""
     start, end = month_bounds(month_start=month_start)
     ids = None if tenants is None else [t.pk for t in tenants]
     since = {pk: hour for pk, (hour, _) in (resume or {}).items()}
@@ -251,15 +261,22 @@ def month_rate(
             coverage=coverage.get(tenant_id),
         ).items():
             split[tenant_id, hour] = bounds
+    result.versions = deployment_version_list().aggregate(last=Max("pk"))["last"] or 0
+    if settle and prefixes:
+        result.resumed = _resumable(prefixes, since, split, versions=result.versions)
+        for (tenant_id, _), prefix in result.resumed.items():
+            openings[tenant_id] = prefix.state.running
     # The events of deployments a reservation covers are read whole, the others up to where
-    # their hour is settled.
+    # their hour is settled (or from where it was rated before).
     if not settle:
         events, settled = split_events(dict.fromkeys(split)), {}
     else:
-        events = split_events({cell: b.covered for cell, b in split.items() if b.covered})
-        prefixes, settled = split_prefixes(split)
-        for cell, hour_events in prefixes.items():
+        unread = {cell: b for cell, b in split.items() if cell not in result.resumed}
+        events = split_events({cell: b.covered for cell, b in unread.items() if b.covered})
+        read, settled = split_prefixes(unread)
+        for cell, hour_events in read.items():
             events[cell] = events.get(cell, []) + hour_events
+        settled.update((cell, prefix.at) for cell, prefix in result.resumed.items())
     result.settled = {cell: (time, split[cell].covered) for cell, time in settled.items()}
     for tenant_id in ids:
         items = _items(tenant_id, by_tenant.get(tenant_id, {}), split, events, result)
@@ -281,16 +298,57 @@ def month_rate(
     return result
 
 
+def _resumable(
+    prefixes: Mapping[int, HourPrefix],
+    since: Mapping[int, datetime],
+    split: Mapping[tuple[int, datetime], HourBounds],
+    *,
+    versions: int,
+) -> dict[tuple[int, datetime], HourPrefix]:
+    """The states inside an hour the hour can be rated from: of the first hour rated of its
+    tenant, a split hour no reservation covers that is still settled where the state stands
+    (its tokens now, more of them, may have brought a tier boundary within reach), no
+    deployment version made since (an SLO from the hour's start changes what was compliant),
+    and its events up to the state's time as many as it rated (a late event among them
+    rates them again)."""
+    candidates = {
+        (tenant_id, prefix.hour): prefix
+        for tenant_id, prefix in prefixes.items()
+        if since.get(tenant_id) == prefix.hour
+        and prefix.versions == versions
+        and (bounds := split.get((tenant_id, prefix.hour))) is not None
+        and not bounds.covered
+        and bounds.settled(prefix.tokens, prefix.at)
+    }
+    counted = events_counted({cell: prefix.at for cell, prefix in candidates.items()})
+    return {
+        cell: prefix
+        for cell, prefix in candidates.items()
+        if counted.get(cell[0], 0) == prefix.events
+    }
+
+
 def _items(tenant_id, hours: dict, split: Mapping, events: dict, result: MonthRating) -> list:
     """A tenant's usage items: an hour's rollup rows as they are, or its events where the
     hour is split (an allowance, tier or promotion expiry falls inside it: up to where it is
-    settled, the rest from the rows), the events kept in `result`."""
+    settled, or from where it was rated before, the rest from the rows), the events kept in
+    `result`."""
     items: list[UsageItem] = []
     for hour, rows in hours.items():
         if (tenant_id, hour) in split:
             hour_events = events.get((tenant_id, hour), [])
             settled, covered = result.settled.get((tenant_id, hour), (None, frozenset()))
-            items.extend(hour_items(hour, rows, hour_events, settled=settled, covered=covered))
+            prefix = result.resumed.get((tenant_id, hour))
+            items.extend(
+                hour_items(
+                    hour,
+                    rows,
+                    hour_events,
+                    settled=settled,
+                    covered=covered,
+                    before=prefix.explained if prefix else None,
+                )
+            )
             result.events.update(((e["source"], e["event_id"]), e) for e in hour_events)
         else:
             items.extend(row_item(hour, row) for row in rows)

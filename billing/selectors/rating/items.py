@@ -5,14 +5,14 @@ kpis.md's order: time, source, id)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from functools import reduce
 from operator import or_
 
-from django.db.models import F, Q
+from django.db.models import Count, F, Q
 
 from billing.domain.rating.books import ContractBook
 from billing.domain.rating.engine import START
@@ -242,6 +242,28 @@ def split_events(
     return by_cell
 
 
+def events_counted(ends: Mapping[tuple[int, datetime], datetime]) -> dict[int, int]:
+    """Per tenant, its ok events from the hour to the time (inclusive) of the given (tenant
+    id, hour) cells, one cell a tenant: one query."""
+    if not ends:
+        return {}
+    condition = reduce(
+        or_,
+        (
+            Q(tenant_id=tenant_id, time__gte=hour, time__lte=end)
+            for (tenant_id, hour), end in sorted(ends.items())
+        ),
+    )
+    return dict(
+        usage_event_list()
+        .filter(condition, is_error=False)
+        .values("tenant_id")
+        .annotate(events=Count("id"))
+        .values_list("tenant_id", "events")
+        .order_by()
+    )
+
+
 BLOCK = 2_000  # events whose keys are read at once
 
 
@@ -346,14 +368,19 @@ def hour_items(
     *,
     settled: datetime | None = None,
     covered: frozenset[int] = frozenset(),
+    before: Mapping[tuple, Sequence[int]] | None = None,
 ) -> list[UsageItem]:
     """A split hour: its events as items, plus what the rollups hold beyond them: an item a
     row at the hour's start (events not folded yet), or, on a deployment not `covered`,
-    just after `settled`, the time up to which its events were read (split_prefixes)."""
+    just after `settled`, the time up to which its events were read (split_prefixes) or
+    rated before (`before`: their sums per row_cell, tokens and requests first:
+    HourPrefix.explained)."""
     after = hour if settled is None else min(settled + MICROSECOND, hour + HOUR - MICROSECOND)
     names = {row_cell(row): row for row in rows}
     items = []
     explained: dict[tuple, list[int]] = defaultdict(lambda: [0] * (len(TOKEN_FIELDS) + 1))  # + n
+    for cell, sums in (before or {}).items():
+        explained[cell] = list(sums[: len(TOKEN_FIELDS) + 1])
     for event in events:
         row = names.get(row_cell(event))
         if row is None:  # not rolled up yet: the caller folds pending events first
