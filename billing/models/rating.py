@@ -144,9 +144,9 @@ class RatedHour(models.Model):
 
 class RatedHourPrefix(models.Model):
     """Where a tenant-month's rating stands inside its last hour with usage, when that hour is
-    split and settled (billing.selectors.rating.items.HourBounds.settled) with no
-    reservation covering it: its events up to `at` rated one by one, the rest of each
-    rollup row as one item after them. With the running totals, realized amount, paid
+    split and settled (billing.selectors.rating.items.HourBounds.settled) and every
+    reservation's capacity on its deployments spent: its events up to `at` rated one by one,
+    the rest of each rollup row as one item after them. With the running totals, realized amount, paid
     quantities and credit cuts at `at`, the sums those events rated to per rated usage cell,
     and the events' own sums per rollup row, the next run rates that hour from `at` on
     instead of from its start, when nothing but later events changed it: its events up to
@@ -174,6 +174,9 @@ class RatedHourPrefix(models.Model):
     # [[deployment, service tier, project, *tokens, requests, *compliant]]: those events'
     # sums per rollup row (tokens as TOKEN_FIELDS, compliant: within the SLO)
     explained = models.JSONField()
+    # [deployment]: those a reservation covers in the hour, each one's capacity spent by an
+    # event up to `at`: every later event of theirs is on demand
+    spent = models.JSONField(default=list)
 
     class Meta:
         constraints = [

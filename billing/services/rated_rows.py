@@ -94,6 +94,7 @@ def prefix_row(tenant_id: int, month_start: datetime, prefix: HourPrefix) -> Rat
         cuts={instant.isoformat(): str(realized) for instant, realized in state.cuts.items()},
         cells=[[*key, *map(_json_sum, values)] for key, values in prefix.cells.items()],
         explained=[[*key, *values] for key, values in prefix.explained.items()],
+        spent=sorted(prefix.spent),
     )
 
 
@@ -114,6 +115,7 @@ def prefix_of_row(row: RatedHourPrefix) -> HourPrefix:
             for cell in row.cells
         },
         explained={tuple(cell[:3]): tuple(cell[3:]) for cell in row.explained},
+        spent=frozenset(row.spent),
     )
 
 
@@ -221,12 +223,19 @@ def _sums_add(cells: dict[tuple, list], key: tuple, values) -> None:
 
 
 def prefix_of(
-    rating: MonthRating, tenant_id: int, state: HourState, at: datetime
+    rating: MonthRating,
+    tenant_id: int,
+    state: HourState,
+    at: datetime,
+    covered: frozenset[int] = frozenset(),
 ) -> HourPrefix | None:
     """The state inside the tenant's split hour `state.hour` whose events were rated one by
-    one up to `at` (MonthRating.settled; `state` the rating's state then), to rate that hour
+    one up to `at` (MonthRating.settled; `state` the rating's state then; `covered` the
+    deployments its reservations cover, whose events were all rated), to rate that hour
     from it next time (billing.models.RatedHourPrefix); None when an event it read had no
-    rollup row yet (not folded: the next rating reads it again)."""
+    rollup row yet (not folded: the next rating reads it again) or a covered deployment's
+    capacity is not spent by `at` (a later event may be covered: what the hour's covered
+    items realize is known once they all are)."""
     hour = state.hour
     events = [
         event
@@ -243,13 +252,20 @@ def prefix_of(
         for row in rating.rows[tenant_id][hour]
     }
     cells: dict[tuple, list] = {}
+    spent: set[int] = set()
+    tokens = 0
     with localcontext(EXACT):
         for item in rating.rated[tenant_id].items:
             if hour <= item.item.time <= at:
-                (project, deployment_id, _, _, sale, tier, covered), values = _item_sums(
+                (project, deployment_id, _, _, sale, tier, is_covered), values = _item_sums(
                     rating, item, rows, deployments, versions
                 )
-                _sums_add(cells, (project, deployment_id, sale, tier, covered), values)
+                _sums_add(cells, (project, deployment_id, sale, tier, is_covered), values)
+                if not is_covered:
+                    tokens += item.item.total_tokens
+                    spent.add(deployment_id)
+    if not covered <= spent:
+        return None
     explained: dict[tuple, list[int]] = defaultdict(
         lambda: [0] * (len(TOKEN_FIELDS) + 1 + len(PRODUCTION_FIELDS))
     )
@@ -269,10 +285,11 @@ def prefix_of(
         at=at,
         state=state,
         events=len(events),
-        tokens=sum(event["input_tokens"] + event["output_tokens"] for event in events),
+        tokens=tokens,
         versions=rating.versions,
         cells={key: tuple(values) for key, values in cells.items()},
         explained={key: tuple(values) for key, values in explained.items()},
+        spent=frozenset(covered),
     )
 
 

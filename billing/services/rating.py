@@ -297,15 +297,16 @@ def _last_prefix(
     rating: MonthRating, pk: int, opening: HourState | None, *, inside: bool
 ) -> HourPrefix | None:
     """The state inside the tenant's last hour with usage to rate it from next time (the
-    running hour, which later events change): when that hour is split and settled and no
-    reservation covers it (MonthRating.settled), the state where its events were rated one by
-    one up to; the same as this run's where it rated from one there."""
+    running hour, which later events change): when that hour is split and settled
+    (MonthRating.settled), the state where its events were rated one by one up to (if its
+    reservations' capacity is spent by then: prefix_of); the same as this run's where it
+    rated from one there."""
     hours = rating.rows.get(pk)
     if not hours:
         return None
     cell = (pk, max(hours))
-    at, covered = rating.settled.get(cell, (None, frozenset([0])))
-    if at is None or covered:
+    at, covered = rating.settled.get(cell, (None, frozenset()))
+    if at is None:
         return None
     if cell in rating.resumed:
         return rating.resumed[cell]
@@ -316,7 +317,7 @@ def _last_prefix(
         instants=[instant for instant in expiries if rating.month_start < instant <= at],
         inside=inside,
     )[-1]
-    return prefix_of(rating, pk, state, at)
+    return prefix_of(rating, pk, state, at, covered)
 
 
 def _openings(month_start: datetime, since: dict[int, datetime]) -> dict[int, HourState]:

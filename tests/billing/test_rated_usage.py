@@ -368,10 +368,27 @@ RESUMED = [
 ]  # fmt: skip
 
 
+# The tiers tenant's busy hour under a reservation of its llama deployment from the hour
+# before (made after the first batch), cancelled 2 s into the busy hour (after the second):
+# the first llama event spends its capacity, the small events cross the tier at minute 6;
+# the ratings after rate the hour from there, the llama events on demand among the rollups'
+# rest, but the one after a late llama event at minute 3.
+RESERVED = [
+    ([(2, 100, 1, False, 20_000, 9_000, 300, 0, 0), (2, 100, 5, True, 20_000, 9_000, 300, 1, 0),
+      (2, 100, 6, True, 20_000, 9_000, 100, 0, 2)],
+     ("reserve", 99, 2, 1)),
+    ([(0, 10, 0, True, 1_000, 100, 100, 0, 0)], ("cancel", 1, 2)),
+    ([(2, 100, 30, False, 2_000, 500, 100, 0, 3), (2, 100, 31, True, 2_500, 400, 600, 0, 0)],
+     None),
+    ([(2, 100, 3, False, 3_000, 300, 300, 1, 0), (2, 100, 45, True, 800, 80, 200, 0, 0)], None),
+    ([(2, 100, 50, False, 700, 70, 500, 0, 1)], None),
+]  # fmt: skip
+
+
 def _rate_in_batches(batches, promotion: int) -> list[set[tuple[int, datetime]]]:
     """March's usage ingested and rated by the rate stage batch by batch, each batch's
     change made and rated after it; per rating, the (tenant id, hour) cells it rated from a
-    state stored inside the hour (MonthRating.resumed)."""
+    state stored inside the hour (MonthRating.resumed), of March's ratings."""
     for model in (RatedUsage, RatedHour, RatedHourPrefix, RatedTenantMonth, RatingPending, UsageEvent, EventKey,
                   HourlyUsage, DailyUsage, FoldPending, PromotionalCredit, Reservation):  # fmt: skip
         model.objects.all().delete()
@@ -388,7 +405,8 @@ def _rate_in_batches(batches, promotion: int) -> list[set[tuple[int, datetime]]]
 
     def rate(**kwargs):
         rating = month_rate(**kwargs)
-        resumed.append(set(rating.resumed))
+        if kwargs["month_start"] == MARCH:
+            resumed.append(set(rating.resumed))
         return rating
 
     with patch("billing.services.rating.month_rate", side_effect=rate):
@@ -425,6 +443,7 @@ def _batches_rate(batches, tenants: list[Tenant]) -> None:
 @example(batches=CROSSING, promotion=5)
 @example(batches=BUSY, promotion=3)
 @example(batches=RESUMED, promotion=3)
+@example(batches=RESERVED, promotion=0)
 @settings(
     max_examples=25 if SOAK else 10,  # about 0.45 s of CPU each
     deadline=None,
@@ -443,9 +462,9 @@ def test_incremental_rating_equals_a_whole_month_rating(db, batches, promotion):
 
 
 def test_a_busy_hour_is_rated_from_where_the_last_rating_left_it(db):
-    """The busy hour filled by batches (RESUMED): the ratings after the first two rate it
-    from the state stored inside it, but the allowance tenant's after its late event before
-    that state, and the result equals a whole-month rating."""
+    """The busy hour filled by batches (RESUMED, RESERVED): the ratings after the first
+    batch's rate it from the state stored inside it, but a tenant's after its late event
+    before that state, and the result equals a whole-month rating."""
     resumed = _rate_in_batches(RESUMED, promotion=3)
     tenants = list(Tenant.objects.order_by("pk"))
     busy = MARCH + timedelta(hours=100)
@@ -453,6 +472,13 @@ def test_a_busy_hour_is_rated_from_where_the_last_rating_left_it(db):
     # Batch 1: rated from the hour's start; the credit (queued) expires inside an hour whose
     # state has no cut for it: the month rated again from its start (MissingCut), twice.
     assert resumed == [set(), set(), set(), {allowance, tiers}, {tiers}, {allowance, tiers}]
+    _assert_as_a_whole_month()
+
+    resumed = _rate_in_batches(RESERVED, promotion=0)
+    # Batches 1 and 2: rated from the hour's start, then from the reservation's first hour
+    # and from its end (queued).
+    assert resumed == [set(), set(), set(), set(), {tiers}, set(), {tiers}]
+    assert RatedUsage.objects.filter(tenant=tenants[2], hour=busy, covered=True).exists()
     _assert_as_a_whole_month()
 
 

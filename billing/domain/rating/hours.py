@@ -56,7 +56,9 @@ class HourPrefix:
     start, its quantities and cuts the hour's so far), `events` of them with `tokens` (input
     + output), rated to `cells` (per rated usage cell: tokens, compliant tokens, money) and
     summing to `explained` per rollup row (tokens, requests, compliant tokens), while the
-    deployment versions ended at id `versions`."""
+    deployment versions ended at id `versions`; `tokens` those on demand (not covered). The
+    reservations' capacity on the deployments in `spent` ran out by `at` (kpis.md 3d): their
+    covered items are all before it, realized, and every later one is on demand."""
 
     at: datetime
     state: HourState
@@ -65,6 +67,7 @@ class HourPrefix:
     versions: int
     cells: dict[tuple, tuple]  # (project, deployment id, sale, service tier, covered) -> sums
     explained: dict[tuple, tuple[int, ...]]  # (deployment id, service tier, project) -> sums
+    spent: frozenset[int] = frozenset()  # covered deployments (ids) whose capacity is spent
 
     @property
     def hour(self) -> datetime:

@@ -264,8 +264,14 @@ def month_rate(
     result.versions = deployment_version_list().aggregate(last=Max("pk"))["last"] or 0
     if settle and prefixes:
         result.resumed = _resumable(prefixes, since, split, versions=result.versions)
-        for (tenant_id, _), prefix in result.resumed.items():
+        for (tenant_id, hour), prefix in result.resumed.items():
             openings[tenant_id] = prefix.state.running
+            if tenant_id in coverage:  # spent by then: nothing of the hour's rest is covered
+                coverage[tenant_id] = {
+                    key: hour_coverage
+                    for key, hour_coverage in coverage[tenant_id].items()
+                    if key[1] != hour
+                }
     # The events of deployments a reservation covers are read whole, the others up to where
     # their hour is settled (or from where it was rated before).
     if not settle:
@@ -277,7 +283,10 @@ def month_rate(
         for cell, hour_events in read.items():
             events[cell] = events.get(cell, []) + hour_events
         settled.update((cell, prefix.at) for cell, prefix in result.resumed.items())
-    result.settled = {cell: (time, split[cell].covered) for cell, time in settled.items()}
+    result.settled = {
+        cell: (time, frozenset() if cell in result.resumed else split[cell].covered)
+        for cell, time in settled.items()
+    }
     for tenant_id in ids:
         items = _items(tenant_id, by_tenant.get(tenant_id, {}), split, events, result)
         try:
@@ -306,8 +315,10 @@ def _resumable(
     versions: int,
 ) -> dict[tuple[int, datetime], HourPrefix]:
     """The states inside an hour the hour can be rated from: of the first hour rated of its
-    tenant, a split hour no reservation covers that is still settled where the state stands
-    (its tokens now, more of them, may have brought a tier boundary within reach), no
+    tenant, a split hour whose deployments a reservation covers all had their capacity spent
+    by the state's time (every later event of theirs on demand), still settled where the
+    state stands (its tokens now, more of them, may have brought a tier boundary within
+    reach: its on-demand tokens so far count, as the hour's can only be more), no
     deployment version made since (an SLO from the hour's start changes what was compliant),
     and its events up to the state's time as many as it rated (a late event among them
     rates them again)."""
@@ -317,7 +328,7 @@ def _resumable(
         if since.get(tenant_id) == prefix.hour
         and prefix.versions == versions
         and (bounds := split.get((tenant_id, prefix.hour))) is not None
-        and not bounds.covered
+        and bounds.covered <= prefix.spent
         and bounds.settled(prefix.tokens, prefix.at)
     }
     counted = events_counted({cell: prefix.at for cell, prefix in candidates.items()})
