@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal, localcontext
 from fractions import Fraction
@@ -222,75 +223,81 @@ def _sums_add(cells: dict[tuple, list], key: tuple, values) -> None:
         sums[index] += value
 
 
-def prefix_of(
-    rating: MonthRating,
-    tenant_id: int,
-    state: HourState,
-    at: datetime,
-    covered: frozenset[int] = frozenset(),
-) -> HourPrefix | None:
-    """The state inside the tenant's split hour `state.hour` whose events were rated one by
-    one up to `at` (MonthRating.settled; `state` the rating's state then; `covered` the
-    deployments its reservations cover, whose events were all rated), to rate that hour
-    from it next time (billing.models.RatedHourPrefix); None when an event it read had no
-    rollup row yet (not folded: the next rating reads it again) or a covered deployment's
-    capacity is not spent by `at` (a later event may be covered: what the hour's covered
-    items realize is known once they all are)."""
-    hour = state.hour
-    events = [
-        event
-        for event in rating.events.values()
-        if event["tenant_id"] == tenant_id and hour <= event["time"] <= at
-    ]
-    names = {row_cell(row) for row in rating.rows[tenant_id][hour]}
-    if any(row_cell(event) not in names for event in events):
-        return None
+def hour_prefixes(
+    rating: MonthRating, wanted: Mapping[int, tuple[HourState, datetime, frozenset[int]]]
+) -> dict[int, HourPrefix]:
+    """Per tenant of `wanted` (tenant id -> (state, at, covered)), the state inside its split
+    hour `state.hour` whose events were rated one by one up to `at` (MonthRating.settled;
+    `state` the rating's state then; `covered` the deployments its reservations cover, whose
+    events were all rated), to rate that hour from it next time (RatedHourPrefix); none
+    where an event it read had no rollup row yet (not folded: the next rating reads it
+    again) or a covered deployment's capacity is not spent by `at` (a later event may be
+    covered: what the hour's covered items realize is known once they all are)."""
+    if not wanted:
+        return {}
     versions = DeploymentVersions()
     deployments = dict(deployment_list().values_list("slug", "pk"))
-    rows = {
-        (hour, row["deployment"], row["service_tier"], row["project_id"]): row
-        for row in rating.rows[tenant_id][hour]
-    }
-    cells: dict[tuple, list] = {}
-    spent: set[int] = set()
-    tokens = 0
-    with localcontext(EXACT):
-        for item in rating.rated[tenant_id].items:
-            if hour <= item.item.time <= at:
-                (project, deployment_id, _, _, sale, tier, is_covered), values = _item_sums(
-                    rating, item, rows, deployments, versions
-                )
-                _sums_add(cells, (project, deployment_id, sale, tier, is_covered), values)
-                if not is_covered:
-                    tokens += item.item.total_tokens
-                    spent.add(deployment_id)
-    if not covered <= spent:
-        return None
+    read: dict[int, list[dict]] = defaultdict(list)
+    for event in rating.events.values():
+        if event["tenant_id"] in wanted:
+            read[event["tenant_id"]].append(event)
+    prefixes = {}
+    for tenant_id, (state, at, covered) in wanted.items():
+        hour = state.hour
+        events = [event for event in read[tenant_id] if hour <= event["time"] <= at]
+        rows = {
+            (hour, row["deployment"], row["service_tier"], row["project_id"]): row
+            for row in rating.rows[tenant_id][hour]
+        }
+        names = {row_cell(row) for row in rows.values()}
+        if any(row_cell(event) not in names for event in events):
+            continue
+        cells: dict[tuple, list] = {}
+        spent: set[int] = set()
+        tokens = 0
+        with localcontext(EXACT):
+            for item in rating.rated[tenant_id].items:
+                if hour <= item.item.time <= at:
+                    (project, deployment_id, _, _, sale, tier, is_covered), values = _item_sums(
+                        rating, item, rows, deployments, versions
+                    )
+                    _sums_add(cells, (project, deployment_id, sale, tier, is_covered), values)
+                    if not is_covered:
+                        tokens += item.item.total_tokens
+                        spent.add(deployment_id)
+        if not covered <= spent:
+            continue
+        prefixes[tenant_id] = HourPrefix(
+            at=at,
+            state=state,
+            events=len(events),
+            tokens=tokens,
+            versions=rating.versions,
+            cells={key: tuple(values) for key, values in cells.items()},
+            explained=_explained(events, versions),
+            spent=covered,
+        )
+    return prefixes
+
+
+def _explained(events: list[dict], versions: DeploymentVersions) -> dict[tuple, tuple[int, ...]]:
+    """The events' sums per row_cell: their tokens (TOKEN_FIELDS), requests and tokens within
+    their version's SLO (PRODUCTION_FIELDS)."""
     explained: dict[tuple, list[int]] = defaultdict(
         lambda: [0] * (len(TOKEN_FIELDS) + 1 + len(PRODUCTION_FIELDS))
     )
     for event in events:
-        sums = explained[row_cell(event)]
-        within = _within_slo(
-            event, event["service_tier"], versions.at(event["deployment_id"], event["time"])
-        )
+        version = versions.at(event["deployment_id"], event["time"])
+        within = _within_slo(event, event["service_tier"], version)
         values = (
             *(event[name] for name in TOKEN_FIELDS),
             event["requests"],
             *(event[name] if within else 0 for name in PRODUCTION_FIELDS),
         )
+        sums = explained[row_cell(event)]
         for index, value in enumerate(values):
             sums[index] += value
-    return HourPrefix(
-        at=at,
-        state=state,
-        events=len(events),
-        tokens=tokens,
-        versions=rating.versions,
-        cells={key: tuple(values) for key, values in cells.items()},
-        explained={key: tuple(values) for key, values in explained.items()},
-        spent=frozenset(covered),
-    )
+    return {key: tuple(values) for key, values in explained.items()}
 
 
 def _amounts(item: RatedItem) -> tuple[Decimal, ...]:

@@ -60,9 +60,9 @@ from billing.services.rated_rows import (
     RATED_FIELDS,
     RATED_MONEY,
     RATED_TOKENS,
+    hour_prefixes,
     hour_row,
     hour_state_of,
-    prefix_of,
     prefix_of_row,
     prefix_row,
     quantities_json,
@@ -248,7 +248,7 @@ def _rate(
             _hours(later), month_start=month_start
         ).values_list("tenant_id", "quantities"):
             replaced[pk].append(quantities_of(quantities))
-    prefixes = {
+    inside = {
         row.tenant_id: prefix_of_row(row)
         for row in RatedHourPrefix.objects.filter(
             month_start=month_start, tenant_id__in=[pk for pk in since if pk in resumable]
@@ -262,9 +262,10 @@ def _rate(
             pk: (hour, openings[pk].running if pk in openings else START)
             for pk, hour in since.items()
         },
-        prefixes=prefixes,
+        prefixes=inside,
     )
-    rows, hours, kept_prefixes = [], [], []
+    rows, hours = [], []
+    lasts, wanted = {}, {}  # the states inside the tenants' last hours: kept, to work out
     for pk in sorted(since):
         row = RatedTenantMonth(tenant_id=pk, month_start=month_start, rated_at=clock.now())
         if pk in rating.errors:
@@ -280,27 +281,31 @@ def _rate(
             except MissingCut:  # a credit's expiry unknown when its hour was rated
                 return _rate(month_start, {**since, pk: month_start})
             hours.extend(hour_row(pk, month_start, state) for state in states)
-            prefix = _last_prefix(rating, pk, opening, inside=bool(resumed))
-            if prefix is not None:
-                kept_prefixes.append(prefix_row(pk, month_start, prefix))
+            last = _last_prefix(rating, pk, opening, inside=bool(resumed))
+            if isinstance(last, HourPrefix):
+                lasts[pk] = last
+            elif last is not None:
+                wanted[pk] = last
         rows.append(row)
+    lasts.update(hour_prefixes(rating, wanted))
     moved = {
         row.tenant_id for row in rows if stored.get(row.tenant_id, (None,))[0] != row.promotion_rate
     }
     before = _cells(RatedUsage.objects.filter(_hours(since), month_start=month_start))
+    prefix_rows = [prefix_row(pk, month_start, prefix) for pk, prefix in sorted(lasts.items())]
     return _Rated(
-        month_start, since, rows, rated_usage_rows(rating), hours, before, moved, kept_prefixes
+        month_start, since, rows, rated_usage_rows(rating), hours, before, moved, prefix_rows
     )
 
 
 def _last_prefix(
     rating: MonthRating, pk: int, opening: HourState | None, *, inside: bool
-) -> HourPrefix | None:
+) -> HourPrefix | tuple[HourState, datetime, frozenset[int]] | None:
     """The state inside the tenant's last hour with usage to rate it from next time (the
-    running hour, which later events change): when that hour is split and settled
-    (MonthRating.settled), the state where its events were rated one by one up to (if its
-    reservations' capacity is spent by then: prefix_of); the same as this run's where it
-    rated from one there."""
+    running hour, which later events change), when that hour is split and settled
+    (MonthRating.settled): this run's where it rated from one there, else where its events
+    were rated one by one up to, as hour_prefixes is asked for it (the state then, that
+    time and the deployments its reservations cover)."""
     hours = rating.rows.get(pk)
     if not hours:
         return None
@@ -317,7 +322,7 @@ def _last_prefix(
         instants=[instant for instant in expiries if rating.month_start < instant <= at],
         inside=inside,
     )[-1]
-    return prefix_of(rating, pk, state, at, covered)
+    return state, at, covered
 
 
 def _openings(month_start: datetime, since: dict[int, datetime]) -> dict[int, HourState]:

@@ -54,10 +54,9 @@ class HourPrefix:
     """Where a tenant-month's rating stands inside a split hour (billing.models.RatedHourPrefix):
     its events up to `at` (inclusive) rated, `state` the state then (its `hour` the hour's
     start, its quantities and cuts the hour's so far), `events` of them with `tokens` (input
-    + output), rated to `cells` (per rated usage cell: tokens, compliant tokens, money) and
-    summing to `explained` per rollup row (tokens, requests, compliant tokens), while the
-    deployment versions ended at id `versions`; `tokens` those on demand (not covered). The
-    reservations' capacity on the deployments in `spent` ran out by `at` (kpis.md 3d): their
+    + output) on demand, rated to `cells` (per rated usage cell: tokens, compliant tokens,
+    money) and summing to `explained` per rollup row (tokens, requests, compliant tokens),
+    while the deployment versions ended at id `versions`. The reservations' capacity on the deployments in `spent` ran out by `at` (kpis.md 3d): their
     covered items are all before it, realized, and every later one is on demand."""
 
     at: datetime
