@@ -254,9 +254,10 @@ def events_counted(ends: Mapping[tuple[int, datetime], datetime]) -> dict[int, i
             for (tenant_id, hour), end in sorted(ends.items())
         ),
     )
+    first, last = min(hour for _, hour in ends), max(ends.values())
     return dict(
         usage_event_list()
-        .filter(condition, is_error=False)
+        .filter(condition, time__gte=first, time__lte=last, is_error=False)  # one time range
         .values("tenant_id")
         .annotate(events=Count("id"))
         .values_list("tenant_id", "events")
