@@ -4,7 +4,8 @@ metering's change log (a tenant's usage of an hour) and billing's own queue (a p
 contract or promotion from an hour on, an invoice that spent promotions); it rates those
 tenant-months again from their first changed hour, resuming from the state stored with the
 hour before (RatedHour: the allowance and tier running totals, billing.domain.rating.hours),
-in one `month_rate` per month; then, in one short transaction, it replaces their rated
+or, when later events of their last hour are all that changed, from the state stored inside
+it (RatedHourPrefix), in one `month_rate` per month; then, in one short transaction, it replaces their rated
 usage from that hour (RatedUsage: per tenant, deployment, hour and sale, before
 promotions), the hours' states and the month's totals, lines and promotions
 (RatedTenantMonth), appends the hours whose rated usage changed per tenant to billing's
