@@ -252,26 +252,22 @@ def hour_prefixes(
         names = {row_cell(row) for row in rows.values()}
         if any(row_cell(event) not in names for event in events):
             continue
-        cells: dict[tuple, list] = {}
-        spent: set[int] = set()
-        tokens = 0
-        with localcontext(EXACT):
-            for item in rating.rated[tenant_id].items:
-                if hour <= item.item.time <= at:
-                    (project, deployment_id, _, _, sale, tier, is_covered), values = _item_sums(
-                        rating, item, rows, deployments, versions
-                    )
-                    _sums_add(cells, (project, deployment_id, sale, tier, is_covered), values)
-                    if not is_covered:
-                        tokens += item.item.total_tokens
-                        spent.add(deployment_id)
-        if not covered <= spent:
+        rated = [item for item in rating.rated[tenant_id].items if hour <= item.item.time <= at]
+        on_demand = [item for item in rated if not item.covered]
+        if not covered <= {deployments[item.item.deployment] for item in on_demand}:
             continue
+        cells: dict[tuple, list] = {}
+        with localcontext(EXACT):
+            for item in rated:
+                (project, deployment_id, _, _, sale, tier, is_covered), values = _item_sums(
+                    rating, item, rows, deployments, versions
+                )
+                _sums_add(cells, (project, deployment_id, sale, tier, is_covered), values)
         prefixes[tenant_id] = HourPrefix(
             at=at,
             state=state,
             events=len(events),
-            tokens=tokens,
+            tokens=sum(item.item.total_tokens for item in on_demand),
             versions=rating.versions,
             cells={key: tuple(values) for key, values in cells.items()},
             explained=_explained(events, versions),
