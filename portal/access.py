@@ -129,46 +129,96 @@ def _token_read() -> tuple[tuple[type[Model], str], ...]:
     )
 
 
-_token_statements: WeakKeyDictionary = WeakKeyDictionary()
+def _user_read() -> tuple[tuple[type[Model], str], ...]:
+    """What a session's user read reads, as _token_read."""
+    return ((get_user_model(), "u"), (Membership, "m"), (Tenant, "mt"))
 
 
-def _token_statement() -> tuple[str, ModelColumns]:
-    """The token read's SQL and its columns, built once a connection."""
+# The statements of the token's and of a session's user read, by connection (each thread
+# has its own) and by what they read.
+_statements: WeakKeyDictionary = WeakKeyDictionary()
+
+
+def _access_statement(read: Callable[[], tuple], source: Callable[..., tuple[str, str]]) -> tuple:
+    """The SQL of a read of the user `u` with its membership `m`, its tenant `mt` and its
+    highest role group (the last column, as with_access ranks them), and its columns (of
+    `read`'s tables): built once a connection. `source(table, joined)` gives the statement's
+    FROM (`u` in it) and its WHERE (`table` quotes a model's table name, `joined` writes a
+    join of one)."""
     connection = connections[DEFAULT_DB_ALIAS]  # this thread's (sign-in reads the primary)
-    if (made := _token_statements.get(connection)) is not None:
-        return made
+    made = _statements.setdefault(connection, {})
+    if (found := made.get(read)) is not None:
+        return found
     quote = connection.ops.quote_name
-    columns = ModelColumns(connection, _token_read())
+    columns = ModelColumns(connection, read())
     user = get_user_model()
     held = user._meta.get_field("groups").remote_field.through._meta
     held_user, held_group = (
         quote(held.get_field(name).column) for name in (user._meta.model_name, "group")
     )
-    # The highest role group held, as with_access ranks them.
     ranks = " ".join(f"WHEN '{role.value}' THEN {rank}" for rank, role in enumerate(_ROLE_ORDER))
     names = ", ".join(f"'{role.value}'" for role in _ROLE_ORDER)
-    table = {model: quote(model._meta.db_table) for model, _ in _token_read()}
     groups, holds = quote(Group._meta.db_table), quote(held.db_table)
 
-    def joined(model, alias: str, on: str) -> str:  # `on`: the column naming its key
-        return f"{table[model]} {alias} ON {alias}.{quote(model._meta.pk.column)} = {on}"
+    def table(model) -> str:
+        return quote(model._meta.db_table)
 
-    token, member = ApiToken._meta.get_field, Membership._meta.get_field
+    def joined(model, alias: str, on: str) -> str:  # `on`: the column naming its key
+        return f"{table(model)} {alias} ON {alias}.{quote(model._meta.pk.column)} = {on}"
+
+    member = Membership._meta.get_field
+    user_pk = f"u.{quote(user._meta.pk.column)}"
+    start, where = source(table, joined)
     sql = (
         f"SELECT {columns.select}, (SELECT g.name FROM {groups} g "  # noqa: S608 (names from the models)
         f"JOIN {holds} h ON h.{held_group} = g.{quote(Group._meta.pk.column)} "
-        f"WHERE h.{held_user} = u.{quote(user._meta.pk.column)} AND g.name IN ({names}) "
-        f"ORDER BY CASE g.name {ranks} END LIMIT 1) FROM {table[ApiToken]} t "
-        f"JOIN {joined(user, 'u', 't.' + quote(token('user').column))} "
-        f"LEFT JOIN {table[Membership]} m "
-        f"ON m.{quote(member('user').column)} = u.{quote(user._meta.pk.column)} "
-        f"LEFT JOIN {joined(Tenant, 'mt', 'm.' + quote(member('tenant').column))} "
-        f"LEFT JOIN {joined(Tenant, 'bt', 't.' + quote(token('bound_tenant').column))} "
-        f"LEFT JOIN {joined(Project, 'bp', 't.' + quote(token('bound_project').column))} "
-        f"WHERE t.{quote(token('digest').column)} = %s"
+        f"WHERE h.{held_user} = {user_pk} AND g.name IN ({names}) "
+        f"ORDER BY CASE g.name {ranks} END LIMIT 1) {start} "
+        f"LEFT JOIN {table(Membership)} m ON m.{quote(member('user').column)} = {user_pk} "
+        f"LEFT JOIN {joined(Tenant, 'mt', 'm.' + quote(member('tenant').column))} {where}"
     )
-    made = _token_statements[connection] = (sql, columns)
-    return made
+    found = made[read] = (sql, columns)
+    return found
+
+
+def _token_source(table: Callable, joined: Callable) -> tuple[str, str]:
+    quote, token = connections[DEFAULT_DB_ALIAS].ops.quote_name, ApiToken._meta.get_field
+    return (
+        f"FROM {table(ApiToken)} t "
+        f"JOIN {joined(get_user_model(), 'u', 't.' + quote(token('user').column))} "
+        f"LEFT JOIN {joined(Tenant, 'bt', 't.' + quote(token('bound_tenant').column))} "
+        f"LEFT JOIN {joined(Project, 'bp', 't.' + quote(token('bound_project').column))}",
+        f"WHERE t.{quote(token('digest').column)} = %s",
+    )
+
+
+def _user_source(table: Callable, joined: Callable) -> tuple[str, str]:
+    quote, user = connections[DEFAULT_DB_ALIAS].ops.quote_name, get_user_model()
+    return f"FROM {table(user)} u", f"WHERE u.{quote(user._meta.pk.column)} = %s"
+
+
+def _access_row(
+    read: Callable[[], tuple], source: Callable[..., tuple[str, str]], value
+) -> list | None:
+    """The instances of the access read of `read` and `source` given `value`, the user's
+    relations cached as select_related caches them (None where the row is missing) and its
+    role group on it; None without a row."""
+    sql, columns = _access_statement(read, source)
+    with statement_cursor() as cursor:
+        cursor.execute(sql, [value])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    instances, (role_group,) = columns.read(row)
+    by_alias = dict(zip((alias for _, alias in read()), instances, strict=True))
+    user, membership = by_alias["u"], by_alias["m"]
+    member = Membership._meta.get_field
+    member("user").remote_field.set_cached_value(user, membership)
+    if membership is not None:
+        member("user").set_cached_value(membership, user)
+        member("tenant").set_cached_value(membership, by_alias["mt"])
+    setattr(user, _ROLE_GROUP, role_group)
+    return instances
 
 
 def token_with_access(digest: str) -> ApiToken | None:
@@ -176,25 +226,24 @@ def token_with_access(digest: str) -> ApiToken | None:
     (take the user with `user_of`: its tenant and role group read with it), and what it is
     bound to, or None: one statement built once a connection, and prepared on PostgreSQL
     (the ORM spent a quarter of a gateway's budget read building and compiling it)."""
-    sql, columns = _token_statement()
-    with statement_cursor() as cursor:
-        cursor.execute(sql, [digest])
-        row = cursor.fetchone()
-    if row is None:
+    read = _access_row(_token_read, _token_source, digest)
+    if read is None:
         return None
-    read, (role_group,) = columns.read(row)
-    token, user, membership, tenant, bound_tenant, bound_project = read
-    # Each relation cached as select_related caches it: None where the row is missing.
-    field, member = ApiToken._meta.get_field, Membership._meta.get_field
+    token, user, _, _, bound_tenant, bound_project = read
+    field = ApiToken._meta.get_field
     field("user").set_cached_value(token, user)
-    member("user").remote_field.set_cached_value(user, membership)
-    if membership is not None:
-        member("user").set_cached_value(membership, user)
-        member("tenant").set_cached_value(membership, tenant)
     field("bound_tenant").set_cached_value(token, bound_tenant)
     field("bound_project").set_cached_value(token, bound_project)
-    setattr(token, _ROLE_GROUP, role_group)
+    setattr(token, _ROLE_GROUP, getattr(user, _ROLE_GROUP))
     return cast(ApiToken, token)
+
+
+def user_with_access(pk: object) -> AbstractBaseUser | None:
+    """The user `pk` as `with_access` reads it (its tenant and role group with it), or None:
+    a session's user, read at every page, in one statement built once a connection and
+    prepared on PostgreSQL, as token_with_access."""
+    read = _access_row(_user_read, _user_source, pk)
+    return None if read is None else cast(AbstractBaseUser, read[0])
 
 
 def _kept_on_user(attr: str):

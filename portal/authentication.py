@@ -4,23 +4,22 @@ in one query."""
 
 from datetime import timedelta
 
-from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
 
-from portal.access import token_with_access, user_of, user_refusal, with_access
+from portal.access import token_with_access, user_of, user_refusal, user_with_access
 from portal.models import ApiToken
 from portal.services import token_digest
 
 
 class SessionUserBackend(ModelBackend):
     """Django's model backend (sign-in, permissions), reading a session's user with its
-    tenant and role: one query on every page instead of three."""
+    tenant and role: one prepared statement on every page instead of three queries."""
 
     def get_user(self, user_id):
-        user = with_access(get_user_model()._default_manager.filter(pk=user_id)).first()
+        user = user_with_access(user_id)
         return user if user is not None and self.user_can_authenticate(user) else None
 
 

@@ -26,13 +26,16 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from weakref import WeakKeyDictionary
 
 from django.db import connection, connections, models, router, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from portal import clock
+from portal.bulk import statement_cursor
 from portal.celery import app as celery_app
 from portal.models import Cursor, StageRequest
 
@@ -227,24 +230,39 @@ def cut_columns() -> dict[str, models.Subquery]:
     }
 
 
-def columns_read(**columns: models.Subquery) -> dict:
-    """The values of one-value subqueries (`cut_columns`' and the like) read in one
-    statement, where no table has the one row to hang them on (an installation may have
-    no fold mark nor cut yet), each converted as the ORM converts its field."""
-    first = next(iter(columns.values()))
-    db = connections[router.db_for_read(first.query.model)]
-    parts, params = [], []
-    for subquery in columns.values():
-        sql, part_params = subquery.query.get_compiler(connection=db).as_sql()
-        parts.append(f"({sql})")
-        params.extend(part_params)
-    with db.cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(parts), params)
+# The statements of columns_read, by database connection (each thread has its own) and by
+# the function that builds their columns; the model each function's first column reads.
+_columns: WeakKeyDictionary[BaseDatabaseWrapper, dict[Callable, tuple]] = WeakKeyDictionary()
+_column_models: dict[Callable, type[models.Model]] = {}
+
+
+def columns_read(build: Callable[[], dict[str, models.Subquery]]) -> dict:
+    """The values of the one-value subqueries `build` returns (`cut_columns`' and the like)
+    read in one statement, where no table has the one row to hang them on (an installation
+    may have no fold mark nor cut yet), each converted as the ORM converts its field. Their
+    statement never changes (no value of a request in it): it is built and compiled once a
+    connection (the ORM took some milliseconds at every page) and prepared on PostgreSQL."""
+    if (model := _column_models.get(build)) is None:
+        model = _column_models[build] = next(iter(build().values())).query.model
+    db = connections[router.db_for_read(model)]
+    made = _columns.setdefault(db, {}).get(build)
+    if made is None:
+        parts, params, converters = [], [], []
+        for name, subquery in build().items():
+            sql, part_params = subquery.query.get_compiler(connection=db).as_sql()
+            parts.append(f"({sql})")
+            params.extend(part_params)
+            found = db.ops.get_db_converters(subquery)
+            found += subquery.output_field.get_db_converters(db)
+            converters.append((name, subquery, found))
+        made = _columns[db][build] = ("SELECT " + ", ".join(parts), params, converters)
+    sql, params, converters = made
+    with statement_cursor(db.alias) as cursor:
+        cursor.execute(sql, params)
         row = cursor.fetchone()
     values = {}
-    for (name, subquery), value in zip(columns.items(), row, strict=True):
-        field = subquery.output_field
-        for convert in db.ops.get_db_converters(subquery) + field.get_db_converters(db):
+    for (name, subquery, found), value in zip(converters, row, strict=True):
+        for convert in found:
             value = convert(value, subquery, db)
         values[name] = value
     return values

@@ -217,8 +217,10 @@ STORAGES = {
     },
 }
 
-# Sessions: idle timeout (restarted by activity, at most once a minute) and an absolute cap
+# Sessions: in the database, their row read in one prepared statement (portal.sessions);
+# idle timeout (restarted by activity, at most once a minute) and an absolute cap
 # (portal.middleware.SessionTimeoutMiddleware).
+SESSION_ENGINE = "portal.sessions"
 SESSION_COOKIE_AGE = int(os.environ.get("SESSION_IDLE_SECONDS", str(8 * 3600)))
 SESSION_ABSOLUTE_SECONDS = int(os.environ.get("SESSION_ABSOLUTE_SECONDS", str(24 * 3600)))
 # Sign-in lockout: this many failures for a username or from an address within the

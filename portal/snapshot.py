@@ -20,7 +20,9 @@ import sys
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 
+import psycopg
 from django.db import DatabaseError, connections, transaction
+from psycopg import IsolationLevel
 
 from portal.replica import reads_alias
 
@@ -55,27 +57,57 @@ def read_snapshot():
     _end(atomic)
 
 
+class _SnapshotAtomic(transaction.Atomic):
+    """Django's atomic block on PostgreSQL whose transaction begins REPEATABLE READ, READ ONLY:
+    psycopg writes them into the BEGIN it sends with the first read (a SET TRANSACTION
+    after it was a round trip more at every GET); the connection's own settings are put
+    back when the block ends."""
+
+    def __enter__(self):
+        connection = transaction.get_connection(self.using)
+        connection.close_if_health_check_failed()  # the connection the reads will use
+        connection.ensure_connection()
+        raw = connection.connection
+        self._previous = (raw, raw.isolation_level, raw.read_only)
+        raw.isolation_level, raw.read_only = IsolationLevel.REPEATABLE_READ, True
+        try:
+            super().__enter__()
+        except BaseException:
+            self._restore()
+            raise
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        try:
+            return super().__exit__(exc_type, exc_value, traceback)
+        finally:
+            self._restore()
+
+    def _restore(self) -> None:
+        raw, level, read_only = self._previous
+        if raw.closed:
+            return
+        try:
+            raw.isolation_level, raw.read_only = level, read_only
+        except psycopg.Error:  # never leave a connection read-only for the next request
+            transaction.get_connection(self.using).close()
+
+
 def _begin(alias: str) -> transaction.Atomic | None:
     """A read-only transaction of one snapshot on `alias` (None inside a transaction)."""
     connection = connections[alias]
     if connection.in_atomic_block:
         return None
-    atomic = transaction.atomic(using=alias)
-    if connection.vendor == "sqlite":
-        # A deferred BEGIN: the portal's IMMEDIATE one would take the write lock.
-        mode, connection.transaction_mode = connection.transaction_mode, "DEFERRED"
-        try:
-            atomic.__enter__()
-        finally:
-            connection.transaction_mode = mode
+    if connection.vendor != "sqlite":
+        atomic = _SnapshotAtomic(alias, savepoint=True, durable=False)
+        atomic.__enter__()
         return atomic
-    atomic.__enter__()
+    # A deferred BEGIN: the portal's IMMEDIATE one would take the write lock.
+    atomic = transaction.atomic(using=alias)
+    mode, connection.transaction_mode = connection.transaction_mode, "DEFERRED"
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-    except BaseException:  # never leave the connection inside a transaction nobody ends
-        atomic.__exit__(*sys.exc_info())
-        raise
+        atomic.__enter__()
+    finally:
+        connection.transaction_mode = mode
     return atomic
 
 

@@ -543,7 +543,7 @@ def usage_metered_until(*, now: datetime | None = None) -> datetime:
     stopped reads as a lag, never as idle GPUs); never after now; now when the fold never
     ran and nothing waits for it. Under continuous ingestion it keeps moving."""
     now = now or clock.now()
-    marks = columns_read(**_fold_columns())
+    marks = columns_read(_fold_columns)
     return _metered_until(now, marks["fold_oldest"], marks["fold_completed"])
 
 
@@ -553,6 +553,22 @@ def _fold_columns() -> dict[str, Subquery]:
     return {
         "fold_oldest": Subquery(FoldPending.objects.order_by("queued_at").values("queued_at")[:1]),
         "fold_completed": Subquery(FoldMark.objects.order_by("pk").values("completed_at")[:1]),
+    }
+
+
+def _window_columns() -> dict[str, Subquery]:
+    """How far usage is folded, the cut and the pools' first day in service, as the columns
+    of window_resolve's one read."""
+    return {
+        **_fold_columns(),
+        **cut_columns(),
+        "first_in_service": Subquery(
+            Pool.objects.filter(in_service_from__isnull=False)
+            .order_by("in_service_from")
+            .values("in_service_from")[:1]
+        ),
+        # A pool without a stored start is in service from its first sign of life.
+        "unset": Subquery(Pool.objects.filter(in_service_from__isnull=True).values("pk")[:1]),
     }
 
 
@@ -601,17 +617,7 @@ def window_resolve(params, *, default: str = "this_month", now: datetime | None 
     figures in one snapshot from here (portal.snapshot)."""
     snapshot_read()
     now = now or clock.now()
-    # How far usage is folded, the cut and the pools' first day in service, in one read.
-    first_in_service = Pool.objects.filter(in_service_from__isnull=False)
-    marks = columns_read(
-        **_fold_columns(),
-        **cut_columns(),
-        first_in_service=Subquery(
-            first_in_service.order_by("in_service_from").values("in_service_from")[:1]
-        ),
-        # A pool without a stored start is in service from its first sign of life.
-        unset=Subquery(Pool.objects.filter(in_service_from__isnull=True).values("pk")[:1]),
-    )
+    marks = columns_read(_window_columns)
     metered = _metered_until(now, marks["fold_oldest"], marks["fold_completed"])
     cut = cut_of(marks["cut_position"], marks["cut_until"])
     data_from = marks["first_in_service"] if marks["unset"] is None else factory_in_service_from()
