@@ -29,13 +29,14 @@ import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 from weakref import WeakKeyDictionary
 
 from django.db import connection, connections, models, router, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from portal import clock
-from portal.bulk import statement_cursor
+from portal.bulk import constant_rows, statement_cursor
 from portal.celery import app as celery_app
 from portal.models import Cursor, StageRequest
 
@@ -276,17 +277,26 @@ def cut_of(position: int | None, until: datetime | None) -> Cut | None:
 def log_read_by_all(*, log: str) -> int:
     """The id up to which every consumer of `log` has read it: its entries up to there may
     be pruned; those past it are still there. 0 while a consumer never ran."""
-    names = [f"{consumer}:{log}" for consumer in LOG_CONSUMERS[log]]
-    positions = dict(Cursor.objects.filter(name__in=names).values_list("name", "position"))
+    names = tuple(f"{consumer}:{log}" for consumer in LOG_CONSUMERS[log])
+    positions = dict(constant_rows(Cursor, _positions_query(names)))
     return min(positions.values()) if len(positions) == len(names) else 0
 
 
 def log_positions(*, consumer: str) -> tuple[tuple[str, int], ...]:
     """Where the stage `consumer` has read each change log it reads, by cursor name (0: it
     never ran): a read that depends on what the stage wrote may name it by these."""
-    names = [f"{consumer}:{log}" for log, readers in LOG_CONSUMERS.items() if consumer in readers]
-    positions = dict(Cursor.objects.filter(name__in=names).values_list("name", "position"))
+    names = tuple(
+        f"{consumer}:{log}" for log, readers in LOG_CONSUMERS.items() if consumer in readers
+    )
+    positions = dict(constant_rows(Cursor, _positions_query(names)))
     return tuple((name, positions.get(name, 0)) for name in names)
+
+
+@cache
+def _positions_query(names: tuple[str, ...]) -> Callable[[], models.QuerySet]:
+    """The query of the positions of the cursors `names`, one function a tuple of names, so
+    that constant_rows builds it once a connection (pages read them at every view)."""
+    return lambda: Cursor.objects.filter(name__in=names).values_list("name", "position")
 
 
 def log_prune(model: type[models.Model], *, log: str) -> int:

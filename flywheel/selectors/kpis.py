@@ -27,6 +27,7 @@ from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.tfom import Tfom
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.measurement import FACTORY, closed_days_stamp, kpi_read
+from metering.models import Pool
 from metering.selectors.factory import (
     DeploymentVersions,
     deployment_list,
@@ -104,13 +105,14 @@ def _measured(start, end, pools, sums, r_refs, errors, measured_at) -> Measured:
     return Measured(start, end, factory, rows, errors, measured_at)
 
 
-def overview_get(*, period: Period) -> dict:
+def overview_get(*, period: Period, pools: list[Pool] | None = None) -> dict:
     """The factory's KPIs over the period with their bands, and one row per pool. A period
     read whole from closed day snapshots is kept in the shared cache (portal.kept) under
     closed_days_stamp, the pools and the R_ref of their deployments' latest versions (what
-    its figures are made of); the pools themselves are read each time. `stamp` names what
-    the figures show (None when measured for this read), for the page to keep its HTML."""
-    pools = list(pool_list())
+    its figures are made of); the pools themselves are read each time (`pools`: every pool,
+    when the caller read them in this snapshot). `stamp` names what the figures show (None
+    when measured for this read), for the page to keep its HTML."""
+    pools = list(pool_list()) if pools is None else pools
     stamp = closed_days_stamp(
         start=period.start, end=period.end, slugs=[pool.slug for pool in pools]
     )
@@ -213,13 +215,13 @@ def kpis_get(*, scope: str, start: datetime, end: datetime) -> dict:
     return {**kpis_json(scope_kpis(measured, scope=scope)), "rating_errors": measured.rating_errors}
 
 
-def empty_reason_of(*, window: Window, scope: str) -> str | None:
+def empty_reason_of(*, window: Window, scope: str, pools: list[Pool] | None = None) -> str | None:
     """Why a window has nothing to measure (kpis.md section 0), or None: `no_usage_yet` when
     it ends before any hour of it is metered, `no_pool_in_service` when no pool (of the
-    scope) is in service in it."""
+    scope) is in service in it (`pools`: every pool, when the caller read them already)."""
     if window.is_empty:
         return "no_usage_yet"
-    pools = [p for p in pool_list() if scope in (FACTORY, p.slug)]
+    pools = [p for p in (pool_list() if pools is None else pools) if scope in (FACTORY, p.slug)]
     for since, until in pool_service_lives(pools=pools).values():
         if since is not None and since < window.to and (until is None or until > window.start):
             return None

@@ -11,6 +11,7 @@ from billing.selectors.receivables import receivables_summary
 from flywheel.charts.kpis import tps_chart, trend_chart, waterfall_chart
 from flywheel.selectors.kpis import daily_trend, empty_reason_of, overview_get
 from flywheel.selectors.measurement import FACTORY, day_snapshots_stamp
+from metering.selectors.factory import pool_list
 from metering.selectors.sla.incidents import incident_spans
 from metering.selectors.usage import window_resolve
 from portal import clock
@@ -56,10 +57,11 @@ def _overview_context(request) -> dict:
         "window": window,
         **_trend_charts(period.end),
     }
-    if empty_reason := empty_reason_of(window=window, scope=FACTORY):
+    pools = list(pool_list())  # read once for both
+    if empty_reason := empty_reason_of(window=window, scope=FACTORY, pools=pools):
         context["empty_reason"] = empty_reason  # said in words; the trend still shows
     else:
-        overview = overview_get(period=period)
+        overview = overview_get(period=period, pools=pools)
         context |= {**overview, "waterfall": chart_json(waterfall_chart, overview["kpis"])}
     return context
 
