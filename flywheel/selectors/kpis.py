@@ -27,7 +27,6 @@ from flywheel.domain.loop.factors import FACTORS
 from flywheel.domain.tfom import Tfom
 from flywheel.models import KpiSnapshot
 from flywheel.selectors.measurement import FACTORY, closed_days_stamp, kpi_read
-from metering.models import Pool
 from metering.selectors.factory import (
     DeploymentVersions,
     deployment_list,
@@ -105,7 +104,7 @@ def _measured(start, end, pools, sums, r_refs, errors, measured_at) -> Measured:
     return Measured(start, end, factory, rows, errors, measured_at)
 
 
-def overview_get(*, period: Period, pools: list[Pool] | None = None) -> dict:
+def overview_get(*, period: Period, pools: list[Model] | None = None) -> dict:
     """The factory's KPIs over the period with their bands, and one row per pool. A period
     read whole from closed day snapshots is kept in the shared cache (portal.kept) under
     closed_days_stamp, the pools and the R_ref of their deployments' latest versions (what
@@ -215,7 +214,7 @@ def kpis_get(*, scope: str, start: datetime, end: datetime) -> dict:
     return {**kpis_json(scope_kpis(measured, scope=scope)), "rating_errors": measured.rating_errors}
 
 
-def empty_reason_of(*, window: Window, scope: str, pools: list[Pool] | None = None) -> str | None:
+def empty_reason_of(*, window: Window, scope: str, pools: list[Model] | None = None) -> str | None:
     """Why a window has nothing to measure (kpis.md section 0), or None: `no_usage_yet` when
     it ends before any hour of it is metered, `no_pool_in_service` when no pool (of the
     scope) is in service in it (`pools`: every pool, when the caller read them already)."""
