@@ -126,9 +126,11 @@ def _marks() -> tuple[datetime, FoldBacklog, Cut | None] | None:
     """The rating's mark, the fold's backlog and the published cut, in one query; None
     before the rate first ran."""
     found = constant_rows(RatedMark, _marks_row)
-    if not found:
-        return None
-    row = found[0]
+    return _marks_of(found[0]) if found else None
+
+
+def _marks_of(row: tuple) -> tuple[datetime, FoldBacklog, Cut | None]:
+    """_marks from a row of `_marks_row`."""
     return row[0], fold_backlog_of(*row[1:4]), cut_of(*row[4:6])
 
 
@@ -174,16 +176,12 @@ def _of_rated_usage(rule: AlertRule) -> bool:
     return "tokens" in rule.params or not _is_whole_month(rule)
 
 
-def _cells(
-    rules: list[AlertRule], *, month: datetime, day: datetime, slugs: dict | None = None
-) -> dict[tuple, list]:
-    """[tokens, realized, tokens of the day, realized of the day] of this month's rated usage
-    per (tenant id, project slug) and per (tenant id, "") for the rules read from rated
-    usage (_of_rated_usage): 2 queries however many, 1 when the caller read the projects
-    the rules name already (`slugs`: their slug by (tenant id, project id))."""
+def _wanted(rules: list[AlertRule], slugs: dict | None) -> tuple[list[int], list | None, dict]:
+    """The tenants whose rated usage the rules read from it (_of_rated_usage) sum, their
+    projects (None: every row of those tenants; the projects' only when every such rule is
+    a project's) and the projects' slugs by (tenant id, project id): a query unless the
+    caller read the projects the rules name already (`slugs`)."""
     wanted = [rule for rule in rules if _of_rated_usage(rule)]
-    if not wanted:
-        return {}
     ids = {rule.tenant_id for rule in wanted}
     if slugs is None:
         slugs = {
@@ -195,9 +193,15 @@ def _cells(
     projects = None
     if all(_project_of(rule) for rule in wanted):  # projects' only: their rows only
         projects = [pk for _, pk in slugs]
-    rows = _sums(tenants=sorted(ids), projects=projects, month=month, day=day)
+    return sorted(ids), projects, slugs
+
+
+def _cells(sums: list[tuple], slugs: dict) -> dict[tuple, list]:
+    """[tokens, realized, tokens of the day, realized of the day] of the month's rated usage
+    (`sums`, as _month_read's) per (tenant id, project slug of `slugs`) and per (tenant id,
+    "")."""
     cells: dict[tuple, list] = defaultdict(lambda: [Decimal(0)] * 4)
-    for tenant_id, project_id, *values in rows:
+    for tenant_id, project_id, *values in sums:
         keys = [(tenant_id, "")]
         if (tenant_id, project_id) in slugs:
             keys.append((tenant_id, slugs[tenant_id, project_id]))
@@ -206,43 +210,108 @@ def _cells(
     return cells
 
 
-# _sums on PostgreSQL: one statement prepared once a connection (its ORM query took a fifth of
-# a gateway's budget read to build and compile).
+# The tenant-month's rated totals a budget reads (not its lines and quantities: JSON decoded
+# at every read for nothing).
+_MONEY = ("tenant_id", "currency", "usage_amount", "promotions", "promotion_rate")
+
+# The rated usage sums of _month_read on PostgreSQL (its positional values: paid twice, the
+# day twice, the tenants, the month, whether every project, the projects).
 _SUMS = f"""
-    SELECT tenant_id, project_id, SUM(input_tokens + output_tokens),
-        SUM(realized) FILTER (WHERE sale = %(paid)s),
-        SUM(input_tokens + output_tokens) FILTER (WHERE hour >= %(day)s),
-        SUM(realized) FILTER (WHERE sale = %(paid)s AND hour >= %(day)s)
+    SELECT tenant_id, project_id, SUM(input_tokens + output_tokens) AS tokens,
+        SUM(realized) FILTER (WHERE sale = %s) AS realized,
+        SUM(input_tokens + output_tokens) FILTER (WHERE hour >= %s) AS day_tokens,
+        SUM(realized) FILTER (WHERE sale = %s AND hour >= %s) AS day_realized
     FROM {RatedUsage._meta.db_table}
-    WHERE tenant_id = ANY(%(tenants)s::bigint[]) AND month_start = %(month)s
-        AND (%(all)s OR project_id = ANY(%(projects)s::bigint[]))
+    WHERE tenant_id = ANY(%s::bigint[]) AND month_start = %s
+        AND (%s OR project_id = ANY(%s::bigint[]))
     GROUP BY tenant_id, project_id
 """  # noqa: S608 (the model's table)
+_SUMMED = ("tenant_id", "project_id", "tokens", "realized", "day_tokens", "day_realized")
+
+_month_statements: WeakKeyDictionary = WeakKeyDictionary()
 
 
-def _sums(
-    *, tenants: list[int], projects: list[int] | None, month: datetime, day: datetime
-) -> list[tuple]:
-    """(tenant id, project id, tokens, realized, tokens of the day, realized of the day) of
-    the `tenants`' rated usage of `month` (of their `projects` only, unless None) per tenant
-    and project: paid sales' realized amounts, `day` onwards for the day's."""
+def _month_statement(using: str) -> tuple:
+    """_month_read's statement on PostgreSQL, built once a connection: the marks' row
+    (_marks_row) beside the tenant-months' totals and the sums, each as one row of arrays
+    (none when the rate never ran); its marks' values and the ORM's converters of them."""
+    db = connections[using]
+    if (made := _month_statements.get(db)) is None:
+        compiler = _marks_row().query.get_compiler(using=using)
+        marks, params = compiler.as_sql()
+        converters = compiler.get_converters([column[0] for column in compiler.select])
+        months = ", ".join(f"array_agg({column})" for column in _MONEY)
+        sums = ", ".join(f"array_agg({column})" for column in _SUMMED)
+        sql = (
+            f"SELECT marks.*, months.*, sums.* FROM ({marks}) marks, "  # noqa: S608 (the models' names)
+            f"(SELECT {months} FROM {RatedTenantMonth._meta.db_table} "
+            f"WHERE tenant_id = ANY(%s::bigint[]) AND month_start = %s) months, "
+            f"(SELECT {sums} FROM ({_SUMS}) summed) sums"
+        )
+        made = _month_statements[db] = (sql, list(params), compiler, converters)
+    return made
+
+
+def _month_read(
+    *,
+    tenants: list[int],
+    of_usage: list[int],
+    projects: list[int] | None,
+    month: datetime,
+    day: datetime,
+) -> tuple[tuple | None, dict[int, RatedTenantMonth], list[tuple]]:
+    """Of one instant: the rating's marks (as _marks), the `tenants`' tenant-month totals of
+    `month` by tenant id, and (tenant id, project id, tokens, realized, tokens of the day,
+    realized of the day) of the `of_usage` tenants' rated usage of `month` (of their
+    `projects` only, unless None) per tenant and project: paid sales' realized amounts, `day`
+    onwards for the day's; None, {} and [] before the rate first ran. On PostgreSQL one
+    statement prepared once a connection, its own snapshot (a gateway's read opens no
+    transaction); elsewhere _month_read_of_orm."""
     using = RatedUsage.objects.db  # the request's reads (a replica's in a GET)
     if connections[using].vendor != "postgresql":
-        return _sums_of_orm(tenants=tenants, projects=projects, month=month, day=day)
-    params = {"paid": RatedUsage.Sale.PAID.value, "day": day, "tenants": tenants,
-              "month": month, "all": projects is None, "projects": projects or []}  # fmt: skip
+        return _month_read_of_orm(
+            tenants=tenants, of_usage=of_usage, projects=projects, month=month, day=day
+        )
+    sql, params, compiler, converters = _month_statement(using)
+    paid = RatedUsage.Sale.PAID.value
+    params = [*params, tenants, month, paid, day, paid, day, of_usage, month, projects is None,
+              projects or []]  # fmt: skip
     with prepared_cursor(using) as cursor:
-        cursor.execute(_SUMS, params)
-        return cursor.fetchall()
+        cursor.execute(sql, params)
+        found = cursor.fetchone()
+    if found is None:
+        return None, {}, []
+    width = len(compiler.select)
+    marks = found[:width]
+    if converters:
+        [marks] = compiler.apply_converters([marks], converters)
+    months, sums = found[width : width + len(_MONEY)], found[width + len(_MONEY) :]
+    money = {
+        row[0]: RatedTenantMonth(**dict(zip(_MONEY, row, strict=True)))
+        for row in zip(*(column or [] for column in months), strict=True)
+    }
+    return _marks_of(marks), money, list(zip(*(column or [] for column in sums), strict=True))
 
 
-def _sums_of_orm(
-    *, tenants: list[int], projects: list[int] | None, month: datetime, day: datetime
-) -> list[tuple]:
-    """_sums by the ORM (SQLite's; PostgreSQL's is compared with it in the tests)."""
+def _month_read_of_orm(
+    *,
+    tenants: list[int],
+    of_usage: list[int],
+    projects: list[int] | None,
+    month: datetime,
+    day: datetime,
+) -> tuple[tuple | None, dict[int, RatedTenantMonth], list[tuple]]:
+    """_month_read in three queries of the GET's snapshot (SQLite's; PostgreSQL's is
+    compared with it in the tests)."""
+    snapshot_read()  # the marks and the cut of one instant, and every figure after them
+    marks = _marks()
+    if marks is None:
+        return None, {}, []
+    rated_months = RatedTenantMonth.objects.filter(tenant_id__in=tenants, month_start=month)
+    money = {row.tenant_id: row for row in rated_months.only(*_MONEY)}
     tokens = F("input_tokens") + F("output_tokens")
     paid, today = Q(sale=RatedUsage.Sale.PAID), Q(hour__gte=day)
-    rows = RatedUsage.objects.filter(tenant_id__in=tenants, month_start=month)
+    rows = RatedUsage.objects.filter(tenant_id__in=of_usage, month_start=month)
     if projects is not None:
         rows = rows.filter(project_id__in=projects)
     rows = rows.values("tenant_id", "project_id").annotate(
@@ -252,33 +321,31 @@ def _sums_of_orm(
         day_realized=Sum("realized", filter=paid & today),
     )
     fields = ["month_tokens", "month_realized", "day_tokens", "day_realized"]
-    return list(rows.values_list("tenant_id", "project_id", *fields))
+    return marks, money, list(rows.values_list("tenant_id", "project_id", *fields))
 
 
 def budgets_read(
     rules: Iterable[AlertRule], *, now: datetime | None = None, slugs: dict | None = None
 ) -> list[Budget]:
     """The budgets of `rules` (budget rules, each a tenant's or one of its projects') this
-    period, in 4 queries however many (the rating's mark with the fold's and the cut, the
-    tenant-months' rated totals, the projects and their rated usage; 3 given the projects'
-    `slugs`, as _cells)."""
+    period, in 2 queries however many (the projects the rules name; then the rating's mark
+    with the fold's and the cut, the tenant-months' rated totals and their rated usage of
+    one instant, _month_read); 1 given the projects' `slugs`."""
     now = now or clock.now()
-    snapshot_read()  # the marks and the cut of one instant, and every figure after them
-    marks = _marks()
+    rules = list(rules)
+    of_usage, projects, slugs = _wanted(rules, slugs)
+    marks, money, sums = _month_read(
+        tenants=sorted({rule.tenant_id for rule in rules}),
+        of_usage=of_usage,
+        projects=projects,
+        month=month_start(now),
+        day=period_bounds(period=DAY, now=now)[0],
+    )
     cut = marks[2] if marks else None
     month, as_of = window_until({"period": "this_month"}, now=now, cut=cut)
-    rules = list(rules)
     if _as_of(marks, now=now) is None:
         return [_budget(rule, month=month, state=UNKNOWN, now=now) for rule in rules]
-    ids = [rule.tenant_id for rule in rules]
-    rated_months = RatedTenantMonth.objects.filter(tenant_id__in=ids, month_start=month)
-    # Not its lines and quantities: JSON decoded at every read for nothing.
-    rated_months = rated_months.only(
-        "tenant_id", "currency", "usage_amount", "promotions", "promotion_rate"
-    )
-    money = {row.tenant_id: row for row in rated_months}
-    day = period_bounds(period=DAY, now=now)[0]
-    cells = _cells(rules, month=month, day=day, slugs=slugs)
+    cells = _cells(sums, slugs)
     budgets = []
     for rule in rules:
         period = budget_period(rule.params)
@@ -389,10 +456,12 @@ def _rules(tenant: Tenant):
 _rule_statements: WeakKeyDictionary = WeakKeyDictionary()
 
 
-def _rules_read(tenant: Tenant) -> list[AlertRule]:
-    """The rules of `_rules`, each holding `tenant`: one statement built once a connection,
+def _rules_read(tenant: Tenant, project: str = "") -> tuple[list[AlertRule], int | None]:
+    """The rules of `_rules`, each holding `tenant`, and the id of the tenant's project
+    `project` (None: it has no project of that slug): one statement built once a connection,
     prepared on PostgreSQL (the ORM took about a millisecond building and compiling it at
-    every budget read)."""
+    every budget read), the project's row joined to the rules so that it is read without
+    them too."""
     using = AlertRule._default_manager.db
     db = connections[using]
     if (made := _rule_statements.get(db)) is None:
@@ -401,19 +470,28 @@ def _rules_read(tenant: Tenant) -> list[AlertRule]:
         kind, of, enabled, pk = (
             quote(field(name).column) for name in ("kind", "tenant", "enabled", "id")
         )
+        in_tenant, slug = (
+            quote(Project._meta.get_field(name).column) for name in ("tenant", "slug")
+        )
+        named = (
+            f"SELECT {quote(Project._meta.pk.column)} FROM {quote(Project._meta.db_table)} "  # noqa: S608 (names from the model)
+            f"WHERE {in_tenant} = %s AND {slug} = %s"
+        )
         sql = (
-            f"SELECT {columns.select} FROM {quote(AlertRule._meta.db_table)} r "  # noqa: S608 (names from the model)
-            f"WHERE r.{kind} = %s AND r.{of} = %s AND r.{enabled} = %s ORDER BY r.{pk}"
+            f"SELECT {columns.select}, p.id FROM (SELECT ({named}) AS id) p "  # noqa: S608 (names from the model)
+            f"LEFT JOIN {quote(AlertRule._meta.db_table)} r "
+            f"ON r.{kind} = %s AND r.{of} = %s AND r.{enabled} = %s ORDER BY r.{pk}"
         )
         made = _rule_statements[db] = (sql, columns)
     sql, columns = made
     with statement_cursor(using) as cursor:
-        cursor.execute(sql, [BUDGET, tenant.pk, True])
+        cursor.execute(sql, [tenant.pk, project, BUDGET, tenant.pk, True])
         rows = cursor.fetchall()
-    rules = [columns.read(row)[0][0] for row in rows]
+    read = [columns.read(row) for row in rows]  # one row at least: the project's
+    rules = [rule for (rule,), _ in read if rule is not None]
     for rule in rules:
         AlertRule._meta.get_field("tenant").set_cached_value(rule, tenant)
-    return rules
+    return rules, read[0][1][0]
 
 
 def budget_get(*, tenant: Tenant, now: datetime | None = None) -> Budget:
@@ -432,14 +510,13 @@ def budget_answer(*, tenant: Tenant, project: str = "", now: datetime | None = N
     first such scope, the tenant's before the project's (a tenant's hard budget blocks all
     its projects). A slug the tenant has no project of is a FieldError naming `project`."""
     now = now or clock.now()
+    rules, project_id = _rules_read(tenant, project)
     slugs = {}
     if project:
-        try:  # one row or none (a tenant's slugs are unique); unordered: no join
-            found = Project.objects.filter(tenant=tenant, slug=project).values_list("pk").get()
-        except Project.DoesNotExist:
-            raise FieldError("project", f"{tenant.slug} has no project {project!r}") from None
-        slugs[tenant.pk, found[0]] = project
-    rules = [rule for rule in _rules_read(tenant) if _project_of(rule) in ("", project)]
+        if project_id is None:
+            raise FieldError("project", f"{tenant.slug} has no project {project!r}")
+        slugs[tenant.pk, project_id] = project
+    rules = [rule for rule in rules if _project_of(rule) in ("", project)]
     rules.sort(key=lambda rule: (bool(_project_of(rule)), rule.one_key))
     budgets = budgets_read(rules, now=now, slugs=slugs)
     whole = next((b for b in budgets if not b.project and b.period == MONTH), None)
@@ -506,4 +583,4 @@ def budget_evaluate(rules: list[AlertRule], now: datetime) -> Evaluation:
 def tenant_budgets(*, tenant: Tenant, now: datetime | None = None) -> list[Budget]:
     """Every enabled budget of the tenant and of its projects this period (its projects'
     quotas): one read however many."""
-    return budgets_read(_rules_read(tenant), now=now)
+    return budgets_read(_rules_read(tenant)[0], now=now)

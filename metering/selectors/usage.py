@@ -636,10 +636,12 @@ def window_until(
 ) -> tuple[datetime, datetime]:
     """The `start` and `to` of window_resolve's window (the period's first instant and where
     its figures end, the published cut), asking only the cut (one query, none given the
-    `cut` the caller read in this snapshot; the fold's mark too before the rate first ran):
+    `cut` the caller read with its figures; the fold's mark too before the rate first ran):
     for a read that needs nothing else of the window, as the budget a gateway asks before
-    each request (billing.selectors.budget)."""
-    snapshot_read()
+    each request (billing.selectors.budget). It opens the GET's snapshot when it reads the
+    cut; a caller giving the cut read it in one instant with its figures already."""
+    if cut is None:
+        snapshot_read()
     now = now or clock.now()
     measured_until = usage_measured_until(now=now, cut=cut)
     window = period_resolve(params, now=now, default=default, measured_until=measured_until)
