@@ -74,16 +74,32 @@ def rows_upsert(
         cursor.execute("DROP TABLE upsert_stage")
 
 
+# Django opens its connections with psycopg's automatic preparing off (prepare_threshold
+# None), and psycopg then ignores `prepare=True` too: a threshold no statement reaches
+# prepares the statements of a _PreparedCursor alone (Django's own cursors bind on the
+# client side and are never prepared). psycopg deallocates them at a rollback or DDL, and
+# prepares them again at their next call.
+_ON_REQUEST = 2**31 - 1
+
+
 class _PreparedCursor(psycopg.Cursor):
     """Server-side binding, each statement prepared once a connection (planned once, not at
     each call), lists sent as binary arrays (a value's bytes, no literal to quote and parse)."""
 
     def __init__(self, connection: psycopg.Connection) -> None:
         super().__init__(connection)
+        if connection.prepare_threshold is None:
+            connection.prepare_threshold = _ON_REQUEST
         self.adapters.register_dumper(list, ListBinaryDumper)
 
     def execute(self, query, params=None, *, prepare=None, binary=None):  # type: ignore[override]
         return super().execute(query, params, prepare=True, binary=binary)
+
+    def _send_query_prepared(self, name, pgq, *, binary=None) -> None:
+        # The statement as Django's query log reads it (last_executed_query: the cursor's
+        # `_query`), which psycopg records of an unprepared execution alone.
+        self._query = pgq
+        super()._send_query_prepared(name, pgq, binary=binary)
 
 
 def prepared_cursor(using: str = DEFAULT_DB_ALIAS):

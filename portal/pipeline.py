@@ -85,11 +85,19 @@ def stage_schedule(name: str) -> None:
     transaction.on_commit(ask, robust=robust)
 
 
+# Whether a run of each stage is pending, as its ask reads it after every write's commit
+# (every ingested batch): a statement built once a connection, prepared on PostgreSQL.
+_PENDING = {
+    name: lambda name=name: StageRequest.objects.filter(name=name).values_list("pending")
+    for name in (*STAGES, DELIVER)
+}
+
+
 def _request(name: str) -> None:
     now = clock.now()
     # Read first: under a stream of writes a run is pending for most of them, and then
     # this one read is all an ask costs.
-    pending = list(StageRequest.objects.filter(name=name).values_list("pending", flat=True))
+    pending = [row[0] for row in constant_rows(StageRequest, _PENDING[name])]
     if pending == [True]:
         return  # a run is pending already: it will see this change
     if pending:

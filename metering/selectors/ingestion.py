@@ -83,9 +83,12 @@ def _tenants_read(slugs: set[str]) -> dict[str, tuple[int, str]]:
     if connection.vendor != "postgresql":
         rows = Tenant.objects.filter(slug__in=slugs).values_list("slug", "id", "status")
         return {slug: (pk, status) for slug, pk, status in rows}
+    # Joined to the array's elements (hashed), not `= ANY(%s)`: prepared, its plan takes the
+    # array as a parameter and compares every tenant with every element.
     with prepared_cursor() as cursor:
         cursor.execute(
-            f"SELECT slug, id, status FROM {Tenant._meta.db_table} WHERE slug = ANY(%s::text[])",  # noqa: S608 (the model's table)
+            f"SELECT slug, id, status FROM {Tenant._meta.db_table} "  # noqa: S608 (the model's table)
+            "WHERE slug IN (SELECT unnest(%s::text[]))",
             [list(slugs)],
         )
         return {slug: (pk, status) for slug, pk, status in cursor.fetchall()}

@@ -11,7 +11,7 @@ from django.db import connection
 from billing.models import RatedTenantMonth
 from metering.models import HourlyUsage
 from metering.services.usage.rollup import ROLLUP_COLUMNS
-from portal.bulk import rows_insert, rows_upsert
+from portal.bulk import prepared_cursor, rows_insert, rows_upsert
 from portal.models import Tenant
 from tests.metering.factories import make_deployment
 
@@ -88,3 +88,31 @@ def test_rows_upserted_insert_new_keys_and_update_only_the_fields_named(db):
         (globex.pk, "USD", Decimal("0.0001"), [], [[7, "1", "1"]], later),
     ]
     assert rows[0][0] == kept.pk  # updated in place
+
+
+@pytest.mark.postgres_only
+def test_a_prepared_cursors_statement_is_prepared_once_and_logged(db):
+    """Django opens connections with psycopg's preparing off, which ignored the cursor's
+    `prepare=True`: its statement is now prepared at the first call, executed as prepared
+    after, and Django's query log still reads it; Django's own cursor prepares nothing."""
+    from django.test.utils import CaptureQueriesContext
+
+    statement = "SELECT slug FROM portal_tenant WHERE slug IN (SELECT unnest(%s::text[]))"
+
+    def prepared() -> list[tuple]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT statement, generic_plans + custom_plans FROM pg_prepared_statements "
+                "WHERE NOT from_sql"
+            )
+            return cursor.fetchall()
+
+    Tenant.objects.create(slug="acme", name="Acme")
+    with CaptureQueriesContext(connection) as captured:
+        for _ in range(3):
+            with prepared_cursor() as cursor:
+                cursor.execute(statement, [["acme", "other"]])
+                assert cursor.fetchall() == [("acme",)]
+    text = statement.replace("%s", "$1")
+    assert prepared() == [(text, 3)]
+    assert [query["sql"] for query in captured.captured_queries] == [text] * 3
