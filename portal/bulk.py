@@ -75,10 +75,11 @@ def rows_upsert(
 
 
 # Django opens its connections with psycopg's automatic preparing off (prepare_threshold
-# None), and psycopg then ignores `prepare=True` too: a threshold no statement reaches
-# prepares the statements of a _PreparedCursor alone (Django's own cursors bind on the
-# client side and are never prepared). psycopg deallocates them at a rollback or DDL, and
-# prepares them again at their next call.
+# None), and psycopg then ignores `prepare=True` too. A _PreparedCursor's call sets a
+# threshold no statement reaches for its own length: its statement is prepared at its first
+# call and found by name after, while Django's statements (bound on the client side, their
+# values in their text) are neither prepared nor counted and kept by psycopg. psycopg
+# deallocates the prepared ones at a rollback and prepares them again at their next call.
 _ON_REQUEST = 2**31 - 1
 
 
@@ -88,12 +89,16 @@ class _PreparedCursor(psycopg.Cursor):
 
     def __init__(self, connection: psycopg.Connection) -> None:
         super().__init__(connection)
-        if connection.prepare_threshold is None:
-            connection.prepare_threshold = _ON_REQUEST
         self.adapters.register_dumper(list, ListBinaryDumper)
 
     def execute(self, query, params=None, *, prepare=None, binary=None):  # type: ignore[override]
-        return super().execute(query, params, prepare=True, binary=binary)
+        threshold = self.connection.prepare_threshold
+        if threshold is None:
+            self.connection.prepare_threshold = _ON_REQUEST
+        try:
+            return super().execute(query, params, prepare=True, binary=binary)
+        finally:
+            self.connection.prepare_threshold = threshold
 
     def _send_query_prepared(self, name, pgq, *, binary=None) -> None:
         # The statement as Django's query log reads it (last_executed_query: the cursor's
