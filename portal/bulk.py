@@ -74,6 +74,60 @@ def rows_upsert(
         cursor.execute("DROP TABLE upsert_stage")
 
 
+def rows_add(
+    table: str, keys: Sequence[str], columns: Sequence[str], rows: Iterable[tuple]
+) -> None:
+    """Add `rows` (each a tuple of `keys` then `columns` values, as rows_insert's) to the
+    table's rows of the same keys, column by column, inserting those it has not: one
+    `INSERT … ON CONFLICT (keys) DO UPDATE SET c = c + EXCLUDED.c` (staged by COPY on
+    PostgreSQL). A key at most once in `rows`."""
+    quote = connection.ops.quote_name
+    target = quote(table)
+    names = ", ".join(quote(column) for column in (*keys, *columns))
+    conflict = ", ".join(quote(key) for key in keys)
+    sets = ", ".join(f"{c} = {target}.{c} + EXCLUDED.{c}" for c in map(quote, columns))
+    upsert = f"ON CONFLICT ({conflict}) DO UPDATE SET {sets}"
+    with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        if connection.vendor != "postgresql":
+            marks = ", ".join(["%s"] * (len(keys) + len(columns)))
+            cursor.executemany(f"INSERT INTO {target} ({names}) VALUES ({marks}) {upsert}", rows)  # noqa: S608 (names from the models)
+            return
+        cursor.execute(f"CREATE TEMP TABLE add_stage AS SELECT {names} FROM {target} WITH NO DATA")  # noqa: S608
+        with cursor.cursor.copy(f"COPY add_stage ({names}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+        cursor.execute(f"INSERT INTO {target} ({names}) SELECT {names} FROM add_stage {upsert}")  # noqa: S608
+        cursor.execute("DROP TABLE add_stage")
+
+
+def exact_sums(
+    rows: models.QuerySet, keys: Sequence[str], columns: Sequence[str]
+) -> dict[tuple, list]:
+    """Per distinct `keys` of `rows`: how many, then the sum of each of `columns`, exact:
+    summed by PostgreSQL (its numeric sums are exact), in Python elsewhere (SQLite sums
+    floats)."""
+    rows = rows.order_by()
+    width = len(keys)
+    if connections[rows.db].vendor == "postgresql":
+        sums = {f"sum_{column}": models.Sum(column) for column in columns}
+        found = rows.values(*keys).annotate(rows_counted=models.Count("*"), **sums)
+        return {
+            tuple(row[:width]): list(row[width:])
+            for row in found.values_list(*keys, "rows_counted", *sums)
+        }
+    totals: dict[tuple, list] = {}
+    for row in rows.values_list(*keys, *columns):
+        key = tuple(row[:width])
+        seen = totals.get(key)
+        if seen is None:
+            totals[key] = [1, *row[width:]]
+            continue
+        seen[0] += 1
+        for index, value in enumerate(row[width:], start=1):
+            seen[index] += value
+    return totals
+
+
 # Django opens its connections with psycopg's automatic preparing off (prepare_threshold
 # None), and psycopg then ignores `prepare=True` too. A _PreparedCursor's call sets a
 # threshold no statement reaches for its own length: its statement is prepared at its first

@@ -17,6 +17,7 @@ from billing.models.rating import (
     RatedMark,
     RatedTenantMonth,
     RatedUsage,
+    RatedUsageMonth,
     RatingPending,
 )
 from billing.models.reservations import (
@@ -53,6 +54,7 @@ __all__ = [
     "RatedMark",
     "RatedTenantMonth",
     "RatedUsage",
+    "RatedUsageMonth",
     "RatingPending",
     "Reservation",
     "ReservationGpus",

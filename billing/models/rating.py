@@ -39,7 +39,31 @@ class RatedTenantMonth(models.Model):
         return f"{self.tenant_id} {self.month_start:%Y-%m}"
 
 
-class RatedUsage(models.Model):
+class RatedSums(models.Model):
+    """What rated usage sums: tokens by class, the paid tokens that met the deployment's SLO,
+    and the money (RatedUsage's per hour, RatedUsageMonth's over its month)."""
+
+    input_tokens = models.BigIntegerField(default=0)  # includes cached and cache-write
+    cached_tokens = models.BigIntegerField(default=0)
+    cache_write_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)  # includes reasoning
+    reasoning_tokens = models.BigIntegerField(default=0)
+    # Of those (paid rows), the tokens of requests within the SLO; a part of an event split
+    # at a boundary holds its share of the event's, a fraction (kpis.md section 3).
+    compliant_input_tokens = models.DecimalField(max_digits=30, decimal_places=12, default=0)
+    compliant_cached_tokens = models.DecimalField(max_digits=30, decimal_places=12, default=0)
+    compliant_output_tokens = models.DecimalField(max_digits=30, decimal_places=12, default=0)
+    # Unrounded amounts in the tenant-month's currency (0 on unsold rows).
+    list_value = models.DecimalField(max_digits=30, decimal_places=12, default=0)
+    contract_discount = models.DecimalField(max_digits=30, decimal_places=12, default=0)
+    tier_discount = models.DecimalField(max_digits=30, decimal_places=12, default=0)
+    realized = models.DecimalField(max_digits=30, decimal_places=12, default=0)
+
+    class Meta:
+        abstract = True
+
+
+class RatedUsage(RatedSums):
     """Billing's published read model of rated usage: one tenant's project's usage of one
     deployment at one service tier in one hour as its month rated, paid or unsold for one
     reason (a split hour, where the free allowance runs out, holds both), and paid usage
@@ -72,21 +96,6 @@ class RatedUsage(models.Model):
     sale = models.CharField(max_length=16, choices=Sale.choices)
     service_tier = models.CharField(max_length=8, default="standard")
     covered = models.BooleanField(default=False)  # paid within the tenant's reservations
-    input_tokens = models.BigIntegerField(default=0)  # includes cached and cache-write
-    cached_tokens = models.BigIntegerField(default=0)
-    cache_write_tokens = models.BigIntegerField(default=0)
-    output_tokens = models.BigIntegerField(default=0)  # includes reasoning
-    reasoning_tokens = models.BigIntegerField(default=0)
-    # Of those (paid rows), the tokens of requests within the SLO; a part of an event split
-    # at a boundary holds its share of the event's, a fraction (kpis.md section 3).
-    compliant_input_tokens = models.DecimalField(max_digits=30, decimal_places=12, default=0)
-    compliant_cached_tokens = models.DecimalField(max_digits=30, decimal_places=12, default=0)
-    compliant_output_tokens = models.DecimalField(max_digits=30, decimal_places=12, default=0)
-    # Unrounded amounts in the tenant-month's currency (0 on unsold rows).
-    list_value = models.DecimalField(max_digits=30, decimal_places=12, default=0)
-    contract_discount = models.DecimalField(max_digits=30, decimal_places=12, default=0)
-    tier_discount = models.DecimalField(max_digits=30, decimal_places=12, default=0)
-    realized = models.DecimalField(max_digits=30, decimal_places=12, default=0)
 
     class Meta:
         constraints = [
@@ -114,6 +123,45 @@ class RatedUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id} {self.deployment_id} {self.hour:%Y-%m-%d %H}:00 {self.sale}"
+
+
+class RatedUsageMonth(RatedSums):
+    """Billing's read model of rated usage summed over its month: a tenant's RatedUsage rows
+    of one project, deployment, sale, service tier and coverage in one month, how many and
+    their sums. The rate stage keeps it with them, in the same transaction, by what it
+    replaces and writes (billing.services.rating), so that a month's figures per project (the
+    chargeback, kpis.md 3e; the reservations' covered usage) read a row a cell, not the
+    month's hours."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, db_constraint=False)
+    month_start = models.DateTimeField()
+    project_id = models.BigIntegerField(default=0)  # portal.Project's id, 0 for (none)
+    deployment = models.ForeignKey(
+        "metering.Deployment", on_delete=models.CASCADE, db_constraint=False
+    )
+    sale = models.CharField(max_length=16, choices=RatedUsage.Sale.choices)
+    service_tier = models.CharField(max_length=8, default="standard")
+    covered = models.BooleanField(default=False)
+    rows = models.BigIntegerField()  # the month's RatedUsage rows summed here
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=[
+                    "tenant",
+                    "month_start",
+                    "project_id",
+                    "deployment",
+                    "sale",
+                    "service_tier",
+                    "covered",
+                ],
+                name="rated_usage_month_cell",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id} {self.month_start:%Y-%m} {self.deployment_id} {self.sale}"
 
 
 class RatedHour(models.Model):

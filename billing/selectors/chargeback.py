@@ -21,7 +21,7 @@ from billing.domain.chargeback import (
     chargeback_line,
     chargeback_split,
 )
-from billing.models import Invoice, InvoiceLine, RatedTenantMonth, RatedUsage
+from billing.models import Invoice, InvoiceLine, RatedTenantMonth, RatedUsage, RatedUsageMonth
 from billing.selectors.rating.inputs import line_of, quantities_of
 from billing.selectors.reservations import reservations_of_month
 from portal.access import tenant_scoped
@@ -134,10 +134,10 @@ def chargeback_month(
 
 def _covered(tenants, month: datetime) -> dict[int, dict[int, dict[int, Decimal]]]:
     """Per tenant and reservation of the month, each project's covered list value on the
-    reservation's deployment (its tenant's reservations there cover pooled, kpis.md 3d): two
-    queries."""
+    reservation's deployment (its tenant's reservations there cover pooled, kpis.md 3d), from
+    the month totals of rated usage: two queries."""
     values: dict[tuple[int, int], dict[int, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
-    for tenant_id, deployment_id, project_id, list_value in RatedUsage.objects.filter(
+    for tenant_id, deployment_id, project_id, list_value in RatedUsageMonth.objects.filter(
         tenant_id__in=tenants, month_start=month, covered=True
     ).values_list("tenant_id", "deployment_id", "project_id", "list_value"):
         values[tenant_id, deployment_id][project_id] += list_value  # summed here: SQLite floats
@@ -148,9 +148,10 @@ def _covered(tenants, month: datetime) -> dict[int, dict[int, dict[int, Decimal]
 
 
 def _usage(tenants, month: datetime) -> dict[int, dict[int, dict]]:
-    """Paid tokens by class and list value per tenant and project: one query."""
+    """Paid tokens by class and list value per tenant and project, from the month totals of
+    rated usage: one query."""
     rows = (
-        RatedUsage.objects.filter(
+        RatedUsageMonth.objects.filter(
             tenant_id__in=tenants, month_start=month, sale=RatedUsage.Sale.PAID
         )
         .values("tenant_id", "project_id")

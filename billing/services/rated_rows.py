@@ -18,12 +18,13 @@ from django.db import connection
 
 from billing.domain.rating.hours import HourPrefix, HourState
 from billing.domain.rating.types import RatedItem, Running
-from billing.models import RatedHour, RatedHourPrefix, RatedUsage
+from billing.models import RatedHour, RatedHourPrefix, RatedUsage, RatedUsageMonth
 from billing.selectors.rating.inputs import MonthRating, quantities_of
 from billing.selectors.rating.items import row_cell
 from metering.domain.usage.compliance import is_slo_compliant, tier_thresholds
 from metering.domain.usage.rollup import PRODUCTION_FIELDS, TOKEN_FIELDS
 from metering.selectors.factory import DeploymentVersions, deployment_list
+from portal.bulk import exact_sums, rows_add
 from portal.money import EXACT, fraction_to_decimal
 from portal.periods import hour_floor
 
@@ -150,6 +151,64 @@ RATED_FIELDS = (
     *RATED_COMPLIANT,
     *RATED_MONEY,
 )
+
+
+# A month total's cell (RatedUsageMonth): a rated usage row's but its hour.
+MONTH_CELL = ("tenant_id", "project_id", "deployment_id", "sale", "service_tier", "covered")
+RATED_SUMS = (*RATED_TOKENS, *RATED_COMPLIANT, *RATED_MONEY)
+
+
+def month_cells(cells: Mapping[tuple, tuple]) -> dict[tuple, list]:
+    """Stored rated usage keyed as billing.services.rating's `_cells` (tenant, project,
+    deployment, hour, sale, service tier, covered -> RATED_SUMS) summed per MONTH_CELL: how
+    many rows, then their sums."""
+    totals: dict[tuple, list] = {}
+    for (tenant_id, project, deployment_id, _, *cell), values in cells.items():
+        key = (tenant_id, project, deployment_id, *cell)
+        seen = totals.get(key)
+        if seen is None:
+            totals[key] = [1, *values]
+            continue
+        seen[0] += 1
+        for index, value in enumerate(values, start=1):
+            seen[index] += value
+    return totals
+
+
+def written_month_cells(rows) -> dict[tuple, list]:
+    """Rated usage rows (a queryset) summed per MONTH_CELL, exactly: how many rows, then
+    their sums."""
+    return exact_sums(rows, MONTH_CELL, RATED_SUMS)
+
+
+def month_totals_move(
+    month_start: datetime, removed: Mapping[tuple, list], added: Mapping[tuple, list]
+) -> None:
+    """The month totals (RatedUsageMonth) less the rated usage rows `removed` and plus those
+    `added` (month_cells of each); a cell left with no row is deleted."""
+    moves = []
+    for key in removed.keys() | added.keys():
+        gone, new = removed.get(key), added.get(key)
+        if gone == new:
+            continue
+        if gone is None:
+            moves.append((*key, *new))
+        elif new is None:
+            moves.append((*key, *(-value for value in gone)))
+        else:
+            moves.append((*key, *(a - b for a, b in zip(new, gone, strict=True))))
+    if not moves:
+        return
+    when = stored_time(month_start)
+    rows_add(
+        RatedUsageMonth._meta.db_table,
+        ("month_start", *MONTH_CELL),
+        ("rows", *RATED_SUMS),
+        sorted((when, *move) for move in moves),
+    )
+    RatedUsageMonth.objects.filter(
+        tenant_id__in={move[0] for move in moves}, month_start=month_start, rows=0
+    ).delete()
 
 
 def rated_usage_rows(rating: MonthRating) -> list[tuple]:

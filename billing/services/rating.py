@@ -57,17 +57,18 @@ from billing.selectors.rating.inputs import MonthRating, line_row, month_rate, q
 from billing.selectors.reservations import reserving_tenant_months, reserving_tenants
 from billing.services.rated_rows import (
     HOUR_FIELDS,
-    RATED_COMPLIANT,
     RATED_FIELDS,
-    RATED_MONEY,
-    RATED_TOKENS,
+    RATED_SUMS,
     hour_prefixes,
     hour_row,
     hour_state_of,
+    month_cells,
+    month_totals_move,
     prefix_of_row,
     prefix_row,
     quantities_json,
     rated_usage_rows,
+    written_month_cells,
 )
 from metering.selectors.changes import usage_changes_read
 from metering.selectors.usage import (
@@ -439,7 +440,7 @@ def _hours(since: dict[int, datetime], *, lookup: str = "gte") -> Q:
 
 def _store(rated: _Rated) -> None:
     """Replace the tenant-months' rated usage and hour states from their first hour rated,
-    and their totals; append to billing's change log the hours each tenant's rated usage
+    and their totals; move their month totals of rated usage by what was replaced; append to billing's change log the hours each tenant's rated usage
     changed in (the whole month where the month's promotion rate moved: every hour's share
     of it did)."""
     month = rated.month_start
@@ -469,9 +470,13 @@ def _store(rated: _Rated) -> None:
     RatedHourPrefix.objects.bulk_create(rated.prefixes)
     written = RatedUsage.objects.filter(hours, month_start=month)
     if rated.before:
-        changes = _changed_spans(rated.before, _cells(written))
+        after = _cells(written)
+        changes = _changed_spans(rated.before, after)
+        added = month_cells(after)
     else:  # nothing stored from those hours before: every hour written changed
         changes = _written_spans(written)
+        added = written_month_cells(written)
+    month_totals_move(month, month_cells(rated.before), added)
     if rated.promotions_moved:
         _, end = month_bounds(month_start=month)
         changes = [c for c in changes if c.tenant_id not in rated.promotions_moved]
@@ -484,7 +489,6 @@ def _store(rated: _Rated) -> None:
 def _cells(rows) -> dict[tuple, tuple]:
     """Stored rated usage keyed by (tenant, project, deployment, hour, sale, service tier,
     covered)."""
-    sums = (*RATED_TOKENS, *RATED_COMPLIANT, *RATED_MONEY)
     return {
         (tenant_id, project_id, deployment_id, hour.astimezone(UTC), *cell): values
         for tenant_id, project_id, deployment_id, hour, *cell, values in (
@@ -497,7 +501,7 @@ def _cells(rows) -> dict[tuple, tuple]:
                 "sale",
                 "service_tier",
                 "covered",
-                *sums,
+                *RATED_SUMS,
             )
         )
     }

@@ -26,6 +26,7 @@ from billing.models import (
     RatedHourPrefix,
     RatedTenantMonth,
     RatedUsage,
+    RatedUsageMonth,
     RatingPending,
     Reservation,
 )
@@ -389,7 +390,7 @@ def _rate_in_batches(batches, promotion: int) -> list[set[tuple[int, datetime]]]
     """March's usage ingested and rated by the rate stage batch by batch, each batch's
     change made and rated after it; per rating, the (tenant id, hour) cells it rated from a
     state stored inside the hour (MonthRating.resumed), of March's ratings."""
-    for model in (RatedUsage, RatedHour, RatedHourPrefix, RatedTenantMonth, RatingPending, UsageEvent, EventKey,
+    for model in (RatedUsage, RatedUsageMonth, RatedHour, RatedHourPrefix, RatedTenantMonth, RatingPending, UsageEvent, EventKey,
                   HourlyUsage, DailyUsage, FoldPending, PromotionalCredit, Reservation):  # fmt: skip
         model.objects.all().delete()
     Price.objects.filter(effective_from__gte=MARCH).delete()
@@ -512,6 +513,8 @@ def _assert_as_a_whole_month() -> None:
         for name in ("list_value", "realized"):
             assert abs(getattr(row, name) - cell[name]) < tolerance, (key, name)
 
+    _assert_month_totals()
+
     whole = month_rate(month_start=MARCH, settle=False)
     months = {row.tenant_id: row for row in RatedTenantMonth.objects.filter(month_start=MARCH)}
     assert set(whole.rated) | set(whole.errors) <= set(months)  # and tenants of no tokens
@@ -536,6 +539,29 @@ def _assert_as_a_whole_month() -> None:
     with patch("billing.services.rating.month_rate", wraps=month_rate) as rating:
         rated_usage_update()  # nothing changed: nothing is rated again
     assert not rating.called
+
+
+MONTH_CELL = ("tenant_id", "month_start", "project_id", "deployment_id", "sale", "service_tier",
+              "covered")  # fmt: skip
+SUMS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens",
+        "compliant_input_tokens", "compliant_cached_tokens", "compliant_output_tokens",
+        "list_value", "contract_discount", "tier_discount", "realized")  # fmt: skip
+
+
+def _assert_month_totals() -> None:
+    """The month totals the rate stage keeps (RatedUsageMonth) are the stored rated usage rows
+    summed per tenant, month, project, deployment, sale, service tier and coverage, exactly:
+    how many and every sum."""
+    summed: dict[tuple, list] = {}
+    for row in RatedUsage.objects.all():
+        sums = summed.setdefault(tuple(getattr(row, n) for n in MONTH_CELL), [0] * 13)
+        for index, value in enumerate((1, *(getattr(row, n) for n in SUMS))):
+            sums[index] += value
+    totals = {
+        tuple(getattr(row, n) for n in MONTH_CELL): [row.rows, *(getattr(row, n) for n in SUMS)]
+        for row in RatedUsageMonth.objects.all()
+    }
+    assert totals == summed
 
 
 @pytest.mark.both_backends
@@ -713,7 +739,7 @@ def _reference(events: list[dict], tenants: list[Tenant]) -> tuple[Fraction | No
 def test_sell_through_and_price_realization_equal_an_independent_computation(db, usage):
     """Events crossing the allowance and the tiers: the measured s and ρ (from billing's rated
     usage and metering's rollups) equal `_reference`'s, to the digits stored."""
-    for model in (RatedUsage, RatedHour, RatedHourPrefix, RatedTenantMonth, RatingPending, UsageEvent, EventKey,
+    for model in (RatedUsage, RatedUsageMonth, RatedHour, RatedHourPrefix, RatedTenantMonth, RatingPending, UsageEvent, EventKey,
                   HourlyUsage, DailyUsage, FoldPending):  # fmt: skip
         model.objects.all().delete()
     if not Tenant.objects.exists():

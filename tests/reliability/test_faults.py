@@ -128,11 +128,11 @@ HOUR_FIELDS = ["tenant_id", "hour", "consumed", "paid_tokens", "realized", "quan
 def _from_raw_events() -> None:
     """Drop everything the pipeline derived and queue every event for the fold again, every
     cursor at the start: the next pass computes it all from the raw events."""
-    from billing.models import RatedChange, RatedHour, RatedTenantMonth, RatedUsage
+    from billing.models import RatedChange, RatedHour, RatedTenantMonth, RatedUsage, RatedUsageMonth
     from metering.models import UsageChange
     from portal.models import Cursor, StageRequest
 
-    for model in (KpiSnapshot, RatedUsage, RatedHour, RatedTenantMonth, RatedChange, UsageChange,
+    for model in (KpiSnapshot, RatedUsage, RatedUsageMonth, RatedHour, RatedTenantMonth, RatedChange, UsageChange,
                   Cursor, StageRequest, HourlyUsage, DailyUsage, FoldPending):  # fmt: skip
         model.objects.all().delete()
     with connection.cursor() as cursor:

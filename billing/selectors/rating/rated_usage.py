@@ -14,11 +14,11 @@ from functools import reduce
 from operator import or_
 
 from django.conf import settings
-from django.db.models import DecimalField, F, Q, QuerySet, Sum, Value
+from django.db.models import DecimalField, Exists, F, OuterRef, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, TruncDate
 
 from billing.domain.rating.types import RatingError
-from billing.models import RatedChange, RatedTenantMonth, RatedUsage
+from billing.models import RatedChange, RatedTenantMonth, RatedUsage, RatedUsageMonth
 from billing.selectors.rating.inputs import quantities_of
 from portal.access import tenant_scoped
 from portal.models import Tenant
@@ -177,9 +177,9 @@ def tenant_month_sales(*, months: Iterable[datetime]) -> dict[tuple[str, datetim
     months = list(months)
     rows = RatedTenantMonth.objects.filter(month_start__in=months, error="")
     covered: dict[tuple[str, datetime], tuple[Decimal, int]] = {}
-    for slug, month, realized, input_tokens, output_tokens in RatedUsage.objects.filter(
-        month_start__in=months, covered=True, tenant_month__error=""
-    ).values_list("tenant__slug", "month_start", "realized", "input_tokens", "output_tokens"):
+    for slug, month, realized, input_tokens, output_tokens in _covered_totals(months).values_list(
+        "tenant__slug", "month_start", "realized", "input_tokens", "output_tokens"
+    ):
         key = (slug, month.astimezone(UTC))  # summed here: SQLite sums floats
         before = covered.get(key, (ZERO, 0))
         covered[key] = (before[0] + realized, before[1] + input_tokens + output_tokens)
@@ -224,11 +224,20 @@ def unused_fees(*, months: Iterable[datetime]) -> dict[datetime, Decimal]:
         month_start__in=months, error=""
     ).values_list("month_start", "reserved_amount"):
         totals[month.astimezone(UTC)] += amount
-    for month, realized in RatedUsage.objects.filter(
-        month_start__in=months, covered=True, tenant_month__error=""
-    ).values_list("month_start", "realized"):
+    for month, realized in _covered_totals(months).values_list("month_start", "realized"):
         totals[month.astimezone(UTC)] -= realized  # summed here: SQLite sums floats
     return totals
+
+
+def _covered_totals(months: list[datetime]) -> QuerySet[RatedUsageMonth]:
+    """The month totals of covered rated usage (a row a tenant's project, deployment and
+    service tier, not an hour) of the months' tenant-months that could be rated."""
+    rated = RatedTenantMonth.objects.filter(
+        tenant_id=OuterRef("tenant_id"), month_start=OuterRef("month_start"), error=""
+    )
+    return RatedUsageMonth.objects.filter(month_start__in=months, covered=True).filter(
+        Exists(rated)
+    )
 
 
 def months_touched(period: Period) -> list[datetime]:
