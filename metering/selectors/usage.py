@@ -719,7 +719,7 @@ def deployment_hour_totals(rollups: QuerySet[HourlyUsage], *by: str, end: dateti
     """`deployment_hour_sums` of the rollups of hours before `end` (and the fields `by`
     names), the hour holding `end` (a window's `to`) as of the cut (module docstring): each
     row less the deltas of its own keys (a project's row less that project's)."""
-    return _totals(rollups, ("deployment_id", "hour", *by), end=end)
+    return _totals([rollups], ("deployment_id", "hour", *by), end=end)
 
 
 def deployment_totals(
@@ -727,18 +727,27 @@ def deployment_totals(
 ) -> list[dict]:
     """deployment_hour_totals of the hours of [start, end) summed over them (per deployment,
     or of the one `deployment_id`, and the fields `by` names): a few rows a deployment where
-    the hours are many."""
-    rollups = hourly_usage_list(start=start, end=end)
+    the hours are many, read from the daily rollups of the whole days among them
+    (rollups_within)."""
+    sources = rollups_within(hour_ceil(start), hour_ceil(end))
     if deployment_id is not None:
-        rollups = rollups.filter(deployment_id=deployment_id)
-    return _totals(rollups, ("deployment_id", *by), end=end)
+        sources = [rollups.filter(deployment_id=deployment_id) for rollups in sources]
+    return _totals(sources, ("deployment_id", *by), end=end)
 
 
-def _totals(rollups: QuerySet, keys: tuple[str, ...], *, end: datetime) -> list[dict]:
+def _totals(sources: list[QuerySet], keys: tuple[str, ...], *, end: datetime) -> list[dict]:
     def key(r: dict) -> tuple:
         return tuple(r[name] for name in keys)
 
-    rows = {key(r): dict(r) for r in _summed(rollups, keys)}
+    rows: dict[tuple, dict] = {}
+    for rollups in sources:
+        for r in _summed(rollups, keys):
+            row = rows.get(key(r))
+            if row is None:
+                rows[key(r)] = dict(r)
+                continue
+            for name in _HOUR_SUMS:
+                row[name] += r[name]
     after = rollups_after_cut(end=end)
     for r in _summed(after, keys) if after is not None else ():
         row = rows.get(key(r))
