@@ -541,6 +541,26 @@ def _assert_as_a_whole_month() -> None:
     assert not rating.called
 
 
+@pytest.mark.both_backends
+def test_the_month_totals_are_the_stored_rows_summed_and_the_upgrade_fills_them(db):
+    """Batches rated one after another (a busy hour's, late events, a credit expiring inside
+    it, a reservation cancelled: RESUMED then RESERVED) leave the month totals equal to the
+    rated usage rows summed, exactly, on either database; billing's migration 0017 computes
+    the same totals from the rows when there were none."""
+    from importlib import import_module
+
+    from django.apps import apps
+
+    _rate_in_batches(RESUMED, promotion=3)
+    _assert_month_totals()
+    _rate_in_batches(RESERVED, promotion=0)
+    _assert_month_totals()
+    assert RatedUsageMonth.objects.filter(covered=True).exists()
+    RatedUsageMonth.objects.all().delete()
+    import_module("billing.migrations.0017_rated_usage_month").month_totals(apps, None)
+    _assert_month_totals()
+
+
 MONTH_CELL = ("tenant_id", "month_start", "project_id", "deployment_id", "sale", "service_tier",
               "covered")  # fmt: skip
 SUMS = ("input_tokens", "cached_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens",
