@@ -10,6 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, localcontext
+from operator import itemgetter
 
 from django.conf import settings
 
@@ -68,7 +69,10 @@ def std_by_project(*, start: datetime, end: datetime) -> dict[tuple[int, int], D
             std[row["tenant_id"], row["project_id"]] += tok / version.r_ref
 
     with localcontext(KPI_CONTEXT):
-        for row in deployment_totals("tenant_id", "project_id", start=start, end=end):
+        # by deployment: each sum added in one order, whatever the database's (KPI_CONTEXT
+        # rounds every addition)
+        totals = deployment_totals("tenant_id", "project_id", start=start, end=end)
+        for row in sorted(totals, key=itemgetter("deployment_id")):
             deployment_id = row["deployment_id"]
             if deployment_id not in spans_of:
                 spans_of[deployment_id] = _version_spans(versions, deployment_id, start, end)
