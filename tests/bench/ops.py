@@ -300,19 +300,7 @@ def incremental_rollup(*, seq0: int, hour: str, per_hour: int) -> dict:
         started = time.perf_counter()
         cells = usage_fold()
         seconds = time.perf_counter() - started
-    # Then what billing's rate stage does next: the tenant-months the hour changed rated again.
-    started = time.perf_counter()
-    rated = rated_usage_update()
-    rate_seconds = time.perf_counter() - started
-    return {
-        "seconds": seconds,
-        "cells": cells,
-        "pending_rows": pending,
-        "queries": len(queries),
-        "rate_seconds": rate_seconds,
-        "rated_tenant_months": rated,
-        "tenant_months": RatedTenantMonth.objects.count(),
-    }
+    return {"seconds": seconds, "cells": cells, "pending_rows": pending, "queries": len(queries)}
 
 
 def rating_after_hour(*, seq0: int, hour: str, per_hour: int, profile: bool = False) -> dict:
@@ -324,11 +312,16 @@ def rating_after_hour(*, seq0: int, hour: str, per_hour: int, profile: bool = Fa
     return _rating_timed(profile=profile)
 
 
-def rating_whole_month(*, month: str, profile: bool = False) -> dict:
+def rating_whole_month(*, month: str, profile: bool = False, at: str | None = None) -> dict:
     """The rate stage timed (and profiled) rating every tenant-month of the month from its
-    start (what a price from the month's start asks for)."""
+    start (what a price from the month's start asks for); with `at`, the portal's clock
+    there (the months a reservation bills without usage are those up to its month)."""
     RatingPending.objects.create(tenant=None, start=_parse(month))
-    return _rating_timed(profile=profile)
+    clock.clock_set(_parse(at) if at else None)
+    try:
+        return _rating_timed(profile=profile)
+    finally:
+        clock.clock_set(None)
 
 
 def rating_reservations(*, month: str) -> dict:
@@ -680,13 +673,15 @@ def _cost_model(pool: Pool) -> None:
 # -- projects: the budget read with ?project= (goal 14) and the chargeback (goal 26) ------
 
 
-def chargeback_prepare() -> dict:
+def chargeback_prepare(*, whole: bool) -> dict:
     """The dataset month rated whole with the clock at its end (the chargeback splits its
-    rating so far: no invoice bills it), a hard monthly token quota of the largest tenant's
-    first project (thresholds 80 and 100, by a member, as a tenant manages its own), and that
-    member's read token; what the month's rated usage holds per project. The pools get a
-    cost model each here (the chargeback at cost needs the month's total_cost; the other
-    stages' datasets have none)."""
+    rating so far: no invoice bills it): here when `whole`, else by the rating stage's last
+    run (rating_whole_month at config.MONTH_END), and in either case what is pending since
+    rated at that clock; a hard monthly token quota of the largest tenant's first project
+    (thresholds 80 and 100, by a member, as a tenant manages its own), and that member's read
+    token; what the month's rated usage holds per project. The pools get a cost model each
+    here (the chargeback at cost needs the month's total_cost; the other stages' datasets
+    have none; the rating reads none)."""
     from flywheel.models import CostModel
     from portal.alerts import rule_create
     from portal.models import AlertRule
@@ -694,7 +689,8 @@ def chargeback_prepare() -> dict:
     for pool in Pool.objects.exclude(pk__in=CostModel.objects.values("pool_id")):
         _cost_model(pool)
 
-    RatingPending.objects.create(tenant=None, start=config.MONTH_START)
+    if whole:
+        RatingPending.objects.create(tenant=None, start=config.MONTH_START)
     clock.clock_set(config.MONTH_END)
     try:
         rated = _rating_timed(profile=False)["seconds"]

@@ -1,6 +1,7 @@
 """The pure figures of goals 7 and 13: lock waits counted from sampled pg_stat_activity rows,
 interleaved windows' CPU ratios, each batch's wait until a reading holds it, the rate of a
-sustained feed's answers and the worker's tasks read from its log."""
+sustained feed's answers and the worker's tasks read from its log; and when goals 3 and 5
+sample their raw-SQL reference arms."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from tests.bench.cpu import between
 from tests.bench.fresh import visible
+from tests.bench.run import reference_due
 from tests.bench.sustained import answer_rate, worker_tasks
 from tests.bench.waits import Activity, lock_waits, wait_events
 
@@ -95,3 +97,17 @@ def test_worker_tasks_sums_each_task_from_the_worker_log_busiest_first():
     assert tasks["billing.rate"] == {"runs": 2, "seconds": 56.0, "slowest": 28.75}
     assert tasks["metering.fold"] == {"runs": 1, "seconds": 5.5, "slowest": 5.5}
     assert worker_tasks("no task here") == {}
+
+
+def test_a_reference_arm_is_sampled_first_and_last_and_between_while_within_ten_times():
+    # goal 3's raw usage SQL, 14 slots, target 0.05: at 0.004 (12.5 times inside) the first
+    # and the last slot only; at 0.006 (8.3 times inside) every slot
+    assert [reference_due(slot, 13, 0.004, 0.05) for slot in range(14)] == [
+        True, *[False] * 12, True,
+    ]  # fmt: skip
+    assert all(reference_due(slot, 13, 0.006, 0.05) for slot in range(14))
+    # goal 5's raw KPI SQL, 3 rounds, target 0.3: 0.025 is 12 times inside, 0.031 is not
+    assert [reference_due(n, 2, 0.025, 0.3) for n in range(3)] == [True, False, True]
+    assert reference_due(1, 2, 0.031, 0.3)
+    # before both arms have a sample there is no ratio: sampled
+    assert reference_due(1, 2, float("nan"), 0.3)
