@@ -42,7 +42,7 @@ MODELS = (
     ("gemma-27b", ("h200-a",), "2800", ("0.10", "0.20")),
     ("qwen3-235b", ("b200-a",), "700", ("0.70", "2.80")),
 )
-COLUMNS = ["tenant_id", "deployment_id", "hour", *ROLLUP_COLUMNS]
+COLUMNS = ["tenant_id", "deployment_id", "service_tier", "hour", *ROLLUP_COLUMNS]
 
 
 def factory_build(*, tenants: int, months: int) -> dict:
@@ -148,6 +148,7 @@ def _row(tenant_id: int, deployment_id: int, hour, rank: int) -> tuple:
         "latency_count": requests,
         "latency_histogram": json.dumps([requests, *[0] * (HISTOGRAM_SIZE - 1)]),
         "is_demo": False,
+        "service_tier": "standard",
     }
     return tuple(row[column] for column in COLUMNS)
 
