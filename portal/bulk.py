@@ -115,15 +115,20 @@ def exact_sums(
             tuple(row[:width]): list(row[width:])
             for row in found.values_list(*keys, "rows_counted", *sums)
         }
+    return counted_sums((row[:width], row[width:]) for row in rows.values_list(*keys, *columns))
+
+
+def counted_sums(pairs: Iterable[tuple[tuple, Sequence]]) -> dict[tuple, list]:
+    """Per key of the (key, values) pairs: how many, then the sum of each value (in
+    Python: exact for Decimals)."""
     totals: dict[tuple, list] = {}
-    for row in rows.values_list(*keys, *columns):
-        key = tuple(row[:width])
+    for key, values in pairs:
         seen = totals.get(key)
         if seen is None:
-            totals[key] = [1, *row[width:]]
+            totals[key] = [1, *values]
             continue
         seen[0] += 1
-        for index, value in enumerate(row[width:], start=1):
+        for index, value in enumerate(values, start=1):
             seen[index] += value
     return totals
 
