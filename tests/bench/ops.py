@@ -312,14 +312,14 @@ def rating_after_hour(*, seq0: int, hour: str, per_hour: int, profile: bool = Fa
     return _rating_timed(profile=profile)
 
 
-def rating_whole_month(*, month: str, profile: bool = False, at: str | None = None) -> dict:
-    """The rate stage timed (and profiled) rating every tenant-month of the month from its
+def rating_whole_month(*, month: str, at: str | None = None) -> dict:
+    """The rate stage timed rating every tenant-month of the month from its
     start (what a price from the month's start asks for); with `at`, the portal's clock
     there (the months a reservation bills without usage are those up to its month)."""
     RatingPending.objects.create(tenant=None, start=_parse(month))
     clock.clock_set(_parse(at) if at else None)
     try:
-        return _rating_timed(profile=profile)
+        return _rating_timed(profile=False)
     finally:
         clock.clock_set(None)
 
