@@ -173,7 +173,8 @@ class RawIngest:
             cur.execute("CREATE INDEX ON bench_raw_copy (tenant_id, time)")
             # The bare limit: one table, a unique (source, id) key and a (tenant, time) index,
             # holding the dataset's events as the project's tables do (an insert's index
-            # depth and cache misses grow with the table: both sides start from one size).
+            # depth and cache misses grow with the table: both sides start from one size,
+            # and their new keys fall on random pages of it alike: `resolved`).
             cur.execute("DROP TABLE IF EXISTS bench_bare")
             cur.execute(f"CREATE TABLE bench_bare ({BARE_COLUMNS_DDL})")
             event = ", ".join(f"e.{c}" for c in EVENT_COLUMNS.split(", ")[1:])
@@ -268,13 +269,16 @@ class RawIngest:
 
 
 def resolved(
-    rows: list[Row], tenant_ids: list[int], deployment_ids: list[int], prefix: str
+    rows: list[Row], tenant_ids: list[int], deployment_ids: list[int], suffix: str
 ) -> list[tuple]:
-    """Rows as the raw writers take them (ids resolved beforehand, not timed)."""
+    """Rows as the raw writers take them (ids resolved beforehand, not timed), each event
+    id with `suffix`: keys apart from the API's in the key table, yet spread over its
+    index as theirs are (a prefix to the source would put every one in one corner of it,
+    a few hot pages, while the API's land on random pages of the whole index)."""
     return [
         (
-            prefix + r.source,
-            r.event_id,
+            r.source,
+            r.event_id + suffix,
             r.payload_hash,
             *_event_values(r, tenant_ids, deployment_ids),
         )

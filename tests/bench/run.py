@@ -848,7 +848,7 @@ class Bench:
                 encoder.encode([generator.item(x) for x in rows[i : i + 1000]])
                 for i in range(0, per_round, 1000)
             ]
-            resolved = raw.resolved(rows, ids["tenants"], ids["deployments"], prefix="raw-")
+            resolved = raw.resolved(rows, ids["tenants"], ids["deployments"], suffix="-raw")
             batches = [resolved[i : i + 1000] for i in range(0, per_round, 1000)]
             return bodies, batches
 
