@@ -13,10 +13,16 @@ burst of keep-alive connections (a proxy's pool, 50 clients at once) and keeps t
 worker served all 50 of `make bench`'s goal 21 on one CPU while the other stood idle
 (docs/performance.md, "One worker took every connection").
 
-The workers are the machine's cores, each with 2 threads (gthread): keep-alive connections
-(a TLS proxy's pool) stay open, and a worker's second thread runs while the first waits on
-the database. This is what `make bench` measures the read and ingestion goals with; 4 sync
-workers on 2 cores gave 0.567 of the goal 1 rate the 2 × 2 gave (docs/performance.md).
+The workers are the machine's cores, gthread workers of one thread each: keep-alive
+connections (a TLS proxy's pool) stay open in the worker's poller, and a worker serves one
+request at a time. A second thread a worker, to run while the first waits on the database,
+cost more than it gained. On 2 cores, 2 workers × 2 threads against 2 × 1 in back-to-back
+pairs: the web workers' CPU an event of ingestion's batches 16.1 → 13.5 and 19.9 → 15.1 µs,
+PostgreSQL's 21.8 → 16.6 µs (the bare insert beside it 18.6 µs both times) and 21.1 → 17.5
+(a busier machine: the bare insert's 23.7 → 19.9), the rate higher; 50 clients' pages kept
+their p95 (docs/performance.md, "One thread a worker"). 4 sync workers on 2 cores gave 0.567
+of the goal 1 rate 2 gthread workers gave (no keep-alive). This is what `make bench`
+measures every goal with.
 """
 
 import json
@@ -26,7 +32,7 @@ from gunicorn import util
 
 workers = os.cpu_count() or 2
 worker_class = "gthread"
-threads = 2
+threads = 1
 
 limit_request_line = 8190  # the most gunicorn allows; the portal's limit is below
 limit_request_field_size = 8190

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import runpy
 import signal
 import socket
 import subprocess
@@ -15,6 +16,8 @@ from pathlib import Path
 from tests.bench import config, cpu
 
 GUNICORN = config.ROOT / ".venv" / "bin" / "gunicorn"
+# The threads a worker of the deployment (gunicorn.conf.py of this tree).
+CONF_THREADS = int(runpy.run_path(str(config.ROOT / "gunicorn.conf.py"))["threads"])
 
 
 def free_port() -> int:
@@ -25,7 +28,9 @@ def free_port() -> int:
 
 class Server:
     """`gunicorn portal.wsgi` (or another `app`) of `root` with 2 workers (gthread:
-    keep-alive) on a free loopback port."""
+    keep-alive) on a free loopback port; their threads this tree's gunicorn.conf.py's
+    unless `threads` or BENCH_WEB_THREADS says (another revision's tree too: an A/B of two
+    trees compares their code with the same threads)."""
 
     def __init__(
         self,
@@ -37,7 +42,7 @@ class Server:
         root: Path = config.ROOT,
         app: str = "portal.wsgi",
     ) -> None:
-        threads = threads or int(os.environ.get("BENCH_WEB_THREADS", "2"))
+        threads = threads or int(os.environ.get("BENCH_WEB_THREADS", "0")) or CONF_THREADS
         self.port = free_port()
         self.log = log
         self.process = subprocess.Popen(
@@ -48,8 +53,6 @@ class Server:
                 str(workers),
                 "--worker-class",
                 "gthread",
-                "--threads",
-                str(threads),
                 "--bind",
                 f"127.0.0.1:{self.port}",
                 "--keep-alive",
@@ -58,6 +61,8 @@ class Server:
                 "600",
                 "--error-logfile",
                 str(log),
+                "--threads",
+                str(threads),
             ],
             cwd=root,  # the tree it serves (another revision's for an A/B)
             env=env,
