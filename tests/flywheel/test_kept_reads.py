@@ -1,7 +1,7 @@
 """Goal 21's three reads keep what they make in the shared cache (portal.kept) under keys that
 name the data it was made from: the Overview of closed days (closed_days_stamp), the usage
 API's page and count (usage_stamp and the SQL, the user's scope in it), Metering's usage by
-pool. A late event of a closed day, folded, rated and measured, moves every key: each
+pool; and the SLA page its month's sums (usage_stamp and the SQL). A late event of a closed day, folded, rated and measured, moves every key: each
 answer then is what it is read afresh (the cache emptied), never the kept one; and a tenant
 member never gets the page kept for the operator.
 
@@ -99,13 +99,17 @@ def test_a_late_event_of_a_closed_day_changes_every_kept_answer(
     def metering() -> str:
         return _page(staff, f"/metering/?{DAY}")
 
+    def sla() -> str:
+        return _page(staff, "/billing/sla/?month=2026-12")
+
     start, end = datetime(2026, 12, 15, tzinfo=UTC), datetime(2026, 12, 16, tzinfo=UTC)
     stamp = closed_days_stamp(start=start, end=end, slugs=["p1"])
     assert stamp is not None  # the day is closed: the Overview of it is kept
-    before = {"overview": overview(), "metering": metering(), "usage": _usage(api)}
+    before = {"overview": overview(), "metering": metering(), "sla": sla(), "usage": _usage(api)}
     assert _output(before["usage"]) == {"tenant-a": 500, "tenant-b": 700}
     # Read again, each answer comes from the cache, the same.
     assert overview() == before["overview"] and metering() == before["metering"]
+    assert sla() == before["sla"]
     assert _usage(api) == before["usage"]
     # A member reads the usage the operator's read kept: only its tenant's.
     assert _output(_usage(member)) == {"tenant-a": 500}
@@ -113,11 +117,11 @@ def test_a_late_event_of_a_closed_day_changes_every_kept_answer(
     send(_event("a-late", "tenant-a", "2026-12-15T11:00:00Z", 1_000))
 
     assert closed_days_stamp(start=start, end=end, slugs=["p1"]) not in (None, stamp)
-    after = {"overview": overview(), "metering": metering(), "usage": _usage(api)}
+    after = {"overview": overview(), "metering": metering(), "sla": sla(), "usage": _usage(api)}
     member_after = _usage(member)
     assert _output(after["usage"]) == {"tenant-a": 1_500, "tenant-b": 700}
     assert _output(member_after) == {"tenant-a": 1_500}
-    reads = {"overview": overview, "metering": metering, "usage": lambda: _usage(api)}
+    reads = {"overview": overview, "metering": metering, "sla": sla, "usage": lambda: _usage(api)}
     for name, read in reads.items():
         assert after[name] != before[name], name
         assert after[name] == _afresh(read), name

@@ -43,6 +43,7 @@ _Requests = Annotated[int, msgspec.Meta(ge=1, le=MAX_REQUESTS)]
 
 _Latency = Annotated[float, msgspec.Meta(ge=0, le=MAX_LATENCY_MS)]
 
+
 class _JsonEvent(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     id: _AsciiId
     time: str  # its shape checked once parsed (_rfc3339_shaped)

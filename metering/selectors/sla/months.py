@@ -11,6 +11,7 @@ from fractions import Fraction
 from math import lcm
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import EmptyResultSet
 from django.db.models import Sum
 
 from metering.domain.sla import (
@@ -27,11 +28,12 @@ from metering.selectors.sla.incidents import (
     outages_overlapping,
     timeline_of,
 )
-from metering.selectors.usage import rollups_within
+from metering.selectors.usage import rollups_within, usage_stamp
 from portal import clock
 from portal.access import tenant_scoped
+from portal.kept import kept
 from portal.models import Tenant
-from portal.periods import month_start, next_month
+from portal.periods import hour_ceil, month_start, next_month
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,27 +212,38 @@ def _sums(
 ) -> dict[tuple[int, int], dict]:
     """_SUMS per (tenant, deployment) over the rollups of [start, end), of one deployment
     when `deployment_id` is given, of one tier when `service_tier` is; each tier's apart in
-    `tiers` when given (the same query)."""
+    `tiers` when given (the same query). The rows summed per (tenant, deployment, tier) are
+    kept in the shared cache (portal.kept) under usage_stamp and their queries, which name
+    the tenants, the hours, the deployment and the tier: a month of daily rollups, whose
+    rows grow with the tenants' projects, is summed once a fold, not once a page."""
     rows_of: dict = {} if deployment_id is None else {"deployment_id": deployment_id}
     if service_tier is not None:
         rows_of["service_tier"] = service_tier
+    queries = [
+        rows.filter(tenant_id__in=tenant_ids, **rows_of)
+        .values("tenant_id", "deployment_id", "service_tier")
+        .annotate(**{f"s_{name}": Sum(name) for name in _SUMS})
+        .order_by()
+        # an end inside an hour reads that hour's rollup whole: the same rows to its end
+        for rows in rollups_within(start, hour_ceil(end))
+    ]
+    try:
+        named = tuple(query.query.sql_with_params() for query in queries)
+    except EmptyResultSet:  # no tenant
+        return {}
+    grouped = kept(
+        ("metering.sla_sums", named, usage_stamp()), lambda: [list(query) for query in queries]
+    )
     sums: dict[tuple[int, int], dict] = {}
-    for rows in rollups_within(start, end):
-        grouped = (
-            rows.filter(tenant_id__in=tenant_ids, **rows_of)
-            .values("tenant_id", "deployment_id", "service_tier")
-            .annotate(**{f"s_{name}": Sum(name) for name in _SUMS})
-            .order_by()
-        )
-        for row in grouped:
-            key = (row["tenant_id"], row["deployment_id"])
-            totals = [sums.setdefault(key, dict.fromkeys(_SUMS, 0))]
-            if tiers is not None:
-                by_key = tiers.setdefault(row["service_tier"], {})
-                totals.append(by_key.setdefault(key, dict.fromkeys(_SUMS, 0)))
-            for total in totals:
-                for name in _SUMS:
-                    total[name] += row[f"s_{name}"]
+    for row in (row for rows in grouped for row in rows):
+        key = (row["tenant_id"], row["deployment_id"])
+        totals = [sums.setdefault(key, dict.fromkeys(_SUMS, 0))]
+        if tiers is not None:
+            by_key = tiers.setdefault(row["service_tier"], {})
+            totals.append(by_key.setdefault(key, dict.fromkeys(_SUMS, 0)))
+        for total in totals:
+            for name in _SUMS:
+                total[name] += row[f"s_{name}"]
     return sums
 
 
