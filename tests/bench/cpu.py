@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,6 +146,22 @@ def total(figures: Iterable[dict[str, float]], kinds: Iterable[str]) -> float:
     """Seconds of the `kinds` over several windows' figures."""
     kinds = tuple(kinds)
     return sum(f.get(kind, 0.0) for f in figures for kind in kinds)
+
+
+def machine_pace(*, loops: int = 3) -> float:
+    """How fast this machine's cores run now: the least CPU time, in seconds, of `loops` runs
+    of one fixed Python loop in this process (about 0.2 s on a quiet core). A shared host's
+    cores run faster or slower from one minute to the next (the same loop 1.8 to 2.7 s at
+    ten times the length on this machine, 2026-12-07, idle each time): a CPU figure is read
+    beside it."""
+    spent = []
+    for _ in range(loops):
+        started = time.process_time()
+        total = 0
+        for i in range(2_000_000):
+            total += i * i
+        spent.append(time.process_time() - started)
+    return min(spent)
 
 
 def between(rest: list[float], burst: list[float]) -> list[float]:

@@ -884,9 +884,11 @@ class Bench:
             return result
 
         loads = []  # the machine's 1-minute load average at each round's start
+        paces = []  # and how fast its cores ran then (cpu.machine_pace)
         for r in range(self.sizes.rounds):
             bodies, batches = round_events(r)
             loads.append(os.getloadavg()[0])
+            paces.append(cpu.machine_pace())
             seconds = measured("bare_dedup", raw_ingest.bare_dedup_copy, batches)
             arms["bare_dedup"].append(per_round / seconds)
             seconds = measured("raw_dedup", raw_ingest.dedup_copy, batches)
@@ -938,7 +940,7 @@ class Bench:
         }
         events = per_round * self.sizes.rounds
         self.results["ingestion"]["wal_bytes_per_event"] = {k: v / events for k, v in wal.items()}
-        self.ingestion_cpu(spent, stored, loads)
+        self.ingestion_cpu(spent, stored, loads, paces)
         ratio = med["api"] / med["bare_dedup"]
         self.add(
             "-",
@@ -998,7 +1000,11 @@ class Bench:
         self.results["ingestion"]["in_process_profile"] = profile
 
     def ingestion_cpu(
-        self, spent: dict[str, list], stored: dict[str, list], loads: list[float]
+        self,
+        spent: dict[str, list],
+        stored: dict[str, list],
+        loads: list[float],
+        paces: list[float],
     ) -> None:
         """Goal 1 from the CPU each arm's rounds cost (tests/bench/cpu.py), which the two
         cores' sharing moves far less than their wall-clock rates: (a) PostgreSQL's client
@@ -1034,6 +1040,7 @@ class Bench:
             "web_workers_us_per_event": web_us,
             "database_round_ratios": rounds,
             "load_average": loads,
+            "machine_pace_seconds": paces,
         }
         ratio = clients["bare_dedup"] / clients["api"]
         self.add(
@@ -1054,6 +1061,15 @@ class Bench:
             web_us / 15,
             "≤ 1",
             verdict(web_us / 15, 1, False),
+        )
+        self.add(
+            "-",
+            "  the cores' pace at the rounds' start, a fixed loop's CPU: fastest, slowest (info)",
+            f"{min(paces) * 1000:.0f} ms",
+            f"{max(paces) * 1000:.0f} ms",
+            max(paces) / min(paces),
+            "-",
+            "info",
         )
         self.add(
             "-",

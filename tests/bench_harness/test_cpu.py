@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
-from tests.bench.cpu import ChildrenCPU
+from tests.bench.cpu import ChildrenCPU, machine_pace
 
 # Busy until the process's own CPU time (interpreter start-up included) reaches 1 s, then
 # says how much it spent and waits: 1 s, so that the ticks of /proc (10 ms, truncated for
@@ -77,3 +78,13 @@ def test_children_cpu_counts_a_child_that_ended_within_5_percent():
     spent = accounting.stop()
 
     assert spent["burner"] == pytest.approx(burned, rel=0.05)
+
+
+def test_machine_pace_is_the_least_cpu_of_its_loops_in_this_process():
+    started = time.perf_counter()
+    pace = machine_pace(loops=2)
+    wall = time.perf_counter() - started
+
+    # CPU of this process's one busy thread: the lesser of two runs is at most half the
+    # wall time both took, and a loop of 2,000,000 additions takes some.
+    assert 0.01 < pace <= wall / 2
