@@ -24,7 +24,7 @@ from billing.selectors.rating.items import row_cell
 from metering.domain.usage.compliance import is_slo_compliant, tier_thresholds
 from metering.domain.usage.rollup import PRODUCTION_FIELDS, TOKEN_FIELDS
 from metering.selectors.factory import DeploymentVersions, deployment_list
-from portal.bulk import counted_sums, exact_sums, rows_add
+from portal.bulk import exact_sums, rows_add
 from portal.money import EXACT, fraction_to_decimal
 from portal.periods import hour_floor
 
@@ -158,17 +158,7 @@ MONTH_CELL = ("tenant_id", "project_id", "deployment_id", "sale", "service_tier"
 RATED_SUMS = (*RATED_TOKENS, *RATED_COMPLIANT, *RATED_MONEY)
 
 
-def month_cells(cells: Mapping[tuple, tuple]) -> dict[tuple, list]:
-    """Stored rated usage keyed as billing.services.rating's `_cells` (tenant, project,
-    deployment, hour, sale, service tier, covered -> RATED_SUMS) summed per MONTH_CELL: how
-    many rows, then their sums."""
-    return counted_sums(
-        ((tenant_id, project, deployment_id, *cell), values)
-        for (tenant_id, project, deployment_id, _, *cell), values in cells.items()
-    )
-
-
-def written_month_cells(rows) -> dict[tuple, list]:
+def month_cells(rows) -> dict[tuple, list]:
     """Rated usage rows (a queryset) summed per MONTH_CELL, exactly: how many rows, then
     their sums."""
     return exact_sums(rows, MONTH_CELL, RATED_SUMS)

@@ -28,7 +28,7 @@ from functools import reduce
 from operator import or_
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max, Min, Q
 from django.db.models.functions import TruncMonth
 
@@ -68,7 +68,6 @@ from billing.services.rated_rows import (
     prefix_row,
     quantities_json,
     rated_usage_rows,
-    written_month_cells,
 )
 from metering.selectors.changes import usage_changes_read
 from metering.selectors.usage import (
@@ -221,7 +220,6 @@ class _Rated:
     months: list[RatedTenantMonth]  # the tenant-months' totals
     usage: list[tuple]  # rated usage rows of RATED_FIELDS, without the tenant-month
     hours: list[tuple]  # the states of the hours rated, rows of HOUR_FIELDS
-    before: dict  # the stored rated usage it replaces (`_cells`)
     promotions_moved: set[int]  # tenants whose month's promotion rate changed
     prefixes: list[RatedHourPrefix]  # the states inside their last hour the next run rates from
 
@@ -293,11 +291,8 @@ def _rate(
     moved = {
         row.tenant_id for row in rows if stored.get(row.tenant_id, (None,))[0] != row.promotion_rate
     }
-    before = _cells(RatedUsage.objects.filter(_hours(since), month_start=month_start))
     prefix_rows = [prefix_row(pk, month_start, prefix) for pk, prefix in sorted(lasts.items())]
-    return _Rated(
-        month_start, since, rows, rated_usage_rows(rating), hours, before, moved, prefix_rows
-    )
+    return _Rated(month_start, since, rows, rated_usage_rows(rating), hours, moved, prefix_rows)
 
 
 def _last_prefix(
@@ -440,14 +435,18 @@ def _hours(since: dict[int, datetime], *, lookup: str = "gte") -> Q:
 
 def _store(rated: _Rated) -> None:
     """Replace the tenant-months' rated usage and hour states from their first hour rated,
-    and their totals; move their month totals of rated usage by what was replaced; append to billing's change log the hours each tenant's rated usage
+    and their totals; move their month totals of rated usage by what was replaced (summed by
+    the database); append to billing's change log the hours each tenant's rated usage
     changed in (the whole month where the month's promotion rate moved: every hour's share
     of it did)."""
     month = rated.month_start
     if not rated.since:
         return
     hours = _hours(rated.since)
-    RatedUsage.objects.filter(hours, month_start=month).delete()
+    replaced = RatedUsage.objects.filter(hours, month_start=month)
+    removed = month_cells(replaced)
+    before = _rows_kept(replaced) if removed else None
+    replaced.delete()
     RatedHour.objects.filter(hours, month_start=month).delete()
     rows_upsert(
         RatedTenantMonth,
@@ -469,14 +468,9 @@ def _store(rated: _Rated) -> None:
     RatedHourPrefix.objects.filter(month_start=month, tenant_id__in=rated.since).delete()
     RatedHourPrefix.objects.bulk_create(rated.prefixes)
     written = RatedUsage.objects.filter(hours, month_start=month)
-    if rated.before:
-        after = _cells(written)
-        changes = _changed_spans(rated.before, after)
-        added = month_cells(after)
-    else:  # nothing stored from those hours before: every hour written changed
-        changes = _written_spans(written)
-        added = written_month_cells(written)
-    month_totals_move(month, month_cells(rated.before), added)
+    # nothing stored from those hours before: every hour written changed
+    changes = _written_spans(written) if before is None else _changed_spans(before, written)
+    month_totals_move(month, removed, month_cells(written))
     if rated.promotions_moved:
         _, end = month_bounds(month_start=month)
         changes = [c for c in changes if c.tenant_id not in rated.promotions_moved]
@@ -486,25 +480,22 @@ def _store(rated: _Rated) -> None:
     log_append(RatedChange, changes, log="billing.rated")
 
 
-def _cells(rows) -> dict[tuple, tuple]:
-    """Stored rated usage keyed by (tenant, project, deployment, hour, sale, service tier,
-    covered)."""
-    return {
-        (tenant_id, project_id, deployment_id, hour.astimezone(UTC), *cell): values
-        for tenant_id, project_id, deployment_id, hour, *cell, values in (
-            (*row[:7], row[7:])
-            for row in rows.values_list(
-                "tenant_id",
-                "project_id",
-                "deployment_id",
-                "hour",
-                "sale",
-                "service_tier",
-                "covered",
-                *RATED_SUMS,
-            )
-        )
-    }
+# A rated usage row as _changed_spans compares it: its cell, hour and sums.
+_ROW = ("tenant_id", "project_id", "deployment_id", "hour", "sale", "service_tier", "covered",
+        *RATED_SUMS)  # fmt: skip
+_BEFORE = "billing_rated_before"  # the temporary table of the rows replaced
+
+
+def _rows_kept(rows) -> str:
+    """The rated usage rows about to be replaced, copied (_ROW) into a temporary table of
+    this connection, for _changed_spans to compare with what replaces them in the database
+    (not a dict of every row in Python: a month's re-rating replaces millions); returns its
+    name."""
+    sql, params = rows.values_list(*_ROW).order_by().query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP TABLE IF EXISTS {_BEFORE}")
+        cursor.execute(f"CREATE TEMPORARY TABLE {_BEFORE} AS {sql}", params)
+    return _BEFORE
 
 
 def _written_spans(rows) -> list[RatedChange]:
@@ -519,15 +510,32 @@ def _written_spans(rows) -> list[RatedChange]:
     ]
 
 
-def _changed_spans(before: dict, after: dict) -> list[RatedChange]:
-    """Per tenant, the hours from the first to the last whose rated usage differs."""
-    spans: dict[int, tuple[datetime, datetime]] = {}
-    for key in before.keys() | after.keys():
-        if before.get(key) != after.get(key):
-            tenant_id, _, _, hour, *_ = key
-            first, last = spans.get(tenant_id, (hour, hour))
-            spans[tenant_id] = (min(first, hour), max(last, hour))
+def _changed_spans(before: str, rows) -> list[RatedChange]:
+    """Per tenant, the hours from the first to the last whose rated usage differs between
+    the rows replaced (the temporary table `before`, _rows_kept) and `rows` (a queryset of
+    those replacing them): a row of either that the other lacks, cell, hour and sums alike
+    (EXCEPT compares numbers by value, as Decimal does). The table is dropped."""
+    sql, params = rows.values_list(*_ROW).order_by().query.sql_with_params()
+    columns = ", ".join(_ROW)
+    gone = f"SELECT {columns} FROM {before} EXCEPT {sql}"  # noqa: S608 (the ORM's SQL)
+    new = f"{sql} EXCEPT SELECT {columns} FROM {before}"  # noqa: S608 (the ORM's SQL)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT tenant_id, MIN(hour), MAX(hour) FROM (SELECT tenant_id, hour FROM ({gone}) "  # noqa: S608
+            f"AS gone UNION ALL SELECT tenant_id, hour FROM ({new}) AS new) AS changed "
+            "GROUP BY tenant_id ORDER BY tenant_id",
+            [*params, *params],
+        )
+        spans = cursor.fetchall()
+        cursor.execute(f"DROP TABLE {before}")
     return [
-        RatedChange(tenant_id=pk, start=first, end=last + HOUR)
-        for pk, (first, last) in sorted(spans.items())
+        RatedChange(tenant_id=pk, start=_read_hour(first), end=_read_hour(last) + HOUR)
+        for pk, first, last in spans
     ]
+
+
+def _read_hour(value) -> datetime:
+    """An hour read by raw SQL, as the ORM reads it (SQLite keeps naive UTC text)."""
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
