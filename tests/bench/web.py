@@ -232,6 +232,7 @@ class Getter:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
         self.headers = headers
         self.body = b""  # the last response's
+        self.status = 0  # and its status
 
     def get(self, path: str, *, expect: tuple[int, ...] = (200,)) -> float:
         for attempt in range(2):
@@ -246,7 +247,7 @@ class Getter:
                 if attempt:
                     raise
         elapsed = time.perf_counter() - started
-        self.body = body
+        self.body, self.status = body, response.status
         if response.status not in expect:
             raise RuntimeError(f"GET {path}: {response.status} {body[:300]!r}")
         return elapsed
