@@ -296,11 +296,31 @@ def incremental_rollup(*, seq0: int, hour: str, per_hour: int) -> dict:
     queue), then time usage_fold(), which folds them into the hourly and daily rows."""
     _ingest_hour(seq0=seq0, hour=hour, per_hour=per_hour)
     pending = FoldPending.objects.count()
+    vacuums_before = autovacuums()
     with CaptureQueriesContext(connection) as queries:
         started = time.perf_counter()
         cells = usage_fold()
         seconds = time.perf_counter() - started
-    return {"seconds": seconds, "cells": cells, "pending_rows": pending, "queries": len(queries)}
+    return {
+        "seconds": seconds,
+        "cells": cells,
+        "pending_rows": pending,
+        "queries": len(queries),
+        "autovacuum": {"start": vacuums_before, "end": autovacuums()},
+    }
+
+
+def autovacuums() -> list[str]:
+    """What PostgreSQL's autovacuum workers are doing now ("autovacuum: VACUUM ANALYZE
+    public.metering_hourlyusage", ...), sorted; none on SQLite."""
+    if connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT query FROM pg_stat_activity WHERE backend_type = 'autovacuum worker' "
+            "ORDER BY query"
+        )
+        return [query for (query,) in cursor.fetchall()]
 
 
 def rating_after_hour(*, seq0: int, hour: str, per_hour: int, profile: bool = False) -> dict:

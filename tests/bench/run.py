@@ -736,8 +736,11 @@ class Bench:
             incremental.append(figures["seconds"])
             details.append(figures)
             full.append(agent.call("full_rollup")["seconds"])
+            vacuums = figures["autovacuum"]
             log(
-                f"  round {r + 1}: incremental {incremental[-1] * 1000:.0f} ms, full {full[-1]:.1f} s"
+                f"  round {r + 1}: incremental {incremental[-1] * 1000:.0f} ms, full {full[-1]:.1f} s;"
+                f" autovacuum when the fold started {vacuums['start'] or 'idle'},"
+                f" when it ended {vacuums['end'] or 'idle'}"
             )
         ratio = statistics.median(incremental) / statistics.median(full)
         self.results["rollup"] = {
@@ -755,6 +758,17 @@ class Bench:
             ratio,
             "≤ 0.01",
             verdict(ratio, 0.01, False),
+        )
+        self.add_spread("rollup", sorted(i / f for i, f in zip(incremental, full, strict=True)))
+        vacuumed = sum(bool(d["autovacuum"]["start"] or d["autovacuum"]["end"]) for d in details)
+        self.add(
+            "-",
+            "  autovacuum running as the fold started or ended: rounds (info)",
+            f"{vacuumed}",
+            f"of {len(details)}",
+            float("nan"),
+            "-",
+            "info",
         )
 
     def rating(self) -> None:
