@@ -15,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from metering.domain.usage.rollup import SUM_FIELDS
 from metering.domain.usage.validation import validate_events
 from metering.models import (
     DailyUsage,
@@ -201,7 +202,7 @@ def test_rollups_equal_direct_aggregation_with_late_events_and_interruptions(
             def boom(**kwargs):
                 raise RuntimeError("worker killed")
 
-            patch.setattr(rollup_service, "rollup_days", lambda cells: boom())
+            patch.setattr(rollup_service, "_changes_append", lambda cells: boom())
             with pytest.raises(RuntimeError):
                 usage_fold()
         assert FoldPending.objects.exists()  # nothing was claimed for good
@@ -219,8 +220,23 @@ def test_rollups_equal_direct_aggregation_with_late_events_and_interruptions(
         key = (t, d, h.date(), p)
         expected_daily[key] = expected_daily.get(key, 0) + values[5]
     assert daily == expected_daily
+    added = _days()  # the fold adds to the days as to the hours: the same as summing again
+    rollup_service.rollup_days({(t, d, day) for t, d, day, _ in daily})
+    assert added == _days()
     assert Project.objects.filter(slug__in=["search", "eval"]).count() <= 4
     assert not FoldPending.objects.exists()
+
+
+def _days():
+    """Every column of every daily row, by its key."""
+    return {
+        (d.tenant_id, d.deployment_id, d.service_tier, d.day, d.project_id): (
+            *(getattr(d, name) for name in SUM_FIELDS),
+            d.latency_histogram,
+            d.is_demo,
+        )
+        for d in DailyUsage.objects.all()
+    }
 
 
 def test_a_batch_is_queued_as_runs_of_its_own_ids_and_each_event_is_folded_once(
@@ -436,6 +452,7 @@ def test_a_late_event_adds_to_an_hour_kept_only_as_rollups(db):
     assert row.is_demo  # still the loaded row, one event richer
     day = DailyUsage.objects.get()
     assert (day.requests, day.output_tokens) == (1_152_771, 3_000_001)
+    assert day.is_demo  # every hour of it still the loaded one
     change = UsageChange.objects.get()
     assert (change.kind, change.tenant_id, change.pool_id) == (
         "usage",
@@ -445,6 +462,45 @@ def test_a_late_event_adds_to_an_hour_kept_only_as_rollups(db):
     assert (change.start, change.end) == (hour, hour + timedelta(hours=1))
     assert usage_fold() == 0  # folded once
     assert HourlyUsage.objects.get().requests == 1_152_771
+
+
+def test_an_event_in_a_new_hour_of_a_loaded_day_adds_to_it_and_the_day_is_no_longer_the_demos(db):
+    """The fold adds an event's sums to its day as to its hour: a day loaded as the demo's
+    rollups (one hour of 40 requests) and a late event in another of its hours make a day of
+    41 requests, 2 hours, its histogram the two hours' summed, no longer all the demo's; one
+    more in the loaded hour leaves it so."""
+    tenant = Tenant.objects.create(slug="t1", name="t1")
+    deployment = make_deployment(model="m1", ttft=2000)
+    hour = BASE + timedelta(days=2, hours=13)
+    HourlyUsage.objects.create(
+        tenant=tenant, deployment=deployment, hour=hour, requests=40, output_tokens=4_000,
+        ok_output_tokens=4_000, latency_ms_sum=40 * 800.0, latency_count=40,
+        latency_histogram=[0, 0, 0, 40] + [0] * 12, is_demo=True,
+    )  # fmt: skip
+    rollup_service.rollup_days({(tenant.pk, deployment.pk, hour.date())})
+    assert DailyUsage.objects.get().is_demo
+
+    _ingest(
+        [{"id": "late-1", "tenant": "t1", "model": "m1", "time": (hour + timedelta(hours=2)).isoformat(),
+          "input_tokens": 0, "output_tokens": 7, "ttft_ms": 300, "latency_ms": 61_000}]
+    )  # fmt: skip
+    assert usage_fold() == 1
+
+    day = DailyUsage.objects.get()
+    assert (day.requests, day.output_tokens, day.latency_count) == (41, 4_007, 41)
+    assert day.latency_ms_sum == 40 * 800.0 + 61_000
+    assert day.latency_histogram == [0, 0, 0, 40] + [0] * 11 + [1]
+    assert not day.is_demo
+    assert HourlyUsage.objects.count() == 2
+
+    _ingest(
+        [{"id": "late-2", "tenant": "t1", "model": "m1", "time": (hour + timedelta(minutes=9)).isoformat(),
+          "input_tokens": 0, "output_tokens": 1, "ttft_ms": 300, "latency_ms": 700}]
+    )  # fmt: skip
+    assert usage_fold() == 1  # into the loaded hour: the day keeps its hour of events
+    day = DailyUsage.objects.get()
+    assert (day.requests, day.output_tokens, day.is_demo) == (42, 4_008, False)
+    assert HourlyUsage.objects.get(hour=hour).is_demo
 
 
 def test_a_new_slo_over_a_month_kept_as_rollups_is_refused_naming_effective_from(db):

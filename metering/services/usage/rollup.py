@@ -4,7 +4,8 @@ queue (FoldPending) and adds their sums in the same transaction, so a run killed
 leaves the queue as it was. It never recomputes an hour from the raw events it can see,
 which may be archived or may never have been loaded (the demo loads rollups), except for
 hours queued for a refold (a new SLO over hours already folded), which are only ever queued
-for months whose raw events are complete. Days are the sums of their hours. Every changed
+for months whose raw events are complete. Days are the sums of their hours: the fold adds
+the same sums to them, a refold sums its days again from their hours. Every changed
 (tenant, pool, hour) is appended to metering's change log in the same transaction. The
 same events are added to their 5-minute buckets (requests, compliant, errors: the SLO burn
 rate's data, kpis.md 3c), kept FIVE_MINUTE_DAYS. What a fold adds to an hour from the
@@ -97,10 +98,9 @@ def usage_fold(*, batch: int = 20_000) -> int:
     return folded
 
 
-def _folded(cells: set[Cell]) -> int:
-    """After adding to the cells' hours, in the same transaction: their days, and the log.
-    Returns the id of the last entry appended to the log (what tags this fold's deltas)."""
-    rollup_days({(t, d, h.astimezone(UTC).date()) for t, d, h in cells})
+def _logged(cells: set[Cell]) -> int:
+    """Append the changed cells to metering's change log (in the transaction that changed
+    them); the id of the last entry appended (what tags this fold's deltas)."""
     _changes_append(cells)
     return UsageChange.objects.order_by("-id").values_list("id", flat=True).first() or 0
 
@@ -153,10 +153,10 @@ def _five_minute_horizon() -> datetime:
 def _add(batch: int) -> int:
     """Claim the oldest queued runs, up to `batch` events, into a temporary table, sum them
     per hour into another (`fold_sums`), then add those to their hours in one INSERT … ON
-    CONFLICT DO UPDATE that adds, and keep the sums of the hours from the cut's on as
-    deltas, in one transaction; the batch that empties the queue stores the fold mark in the
-    same transaction (otherwise data_until would read the previous, older mark until the
-    run's end). Returns the events folded."""
+    CONFLICT DO UPDATE that adds, and to their days in another, and keep the sums of the
+    hours from the cut's on as deltas, in one transaction; the batch that empties the queue
+    stores the fold mark in the same transaction (otherwise data_until would read the
+    previous, older mark until the run's end). Returns the events folded."""
     with transaction.atomic(), connection.cursor() as cursor:
         _lock()
         _slo_stage(cursor)
@@ -165,7 +165,9 @@ def _add(batch: int) -> int:
             return 0
         _sums_stage(cursor)
         cursor.execute(_add_sql())
-        change = _folded({(t, d, instant_read(h)) for t, d, h in cursor.fetchall()})
+        cells = {(t, d, instant_read(h)) for t, d, h in cursor.fetchall()}
+        cursor.execute(_daily_add_sql())
+        change = _logged(cells)
         cursor.execute(_delta_sql(), [change, stored_value(_deltas_since())])
         cursor.execute(_five_minute_add_sql(), [stored_value(_five_minute_horizon())])
         if not FoldPending.objects.exists():
@@ -350,22 +352,54 @@ def _sums_sql_insert() -> str:
     )
 
 
-def _add_sql() -> str:
-    table = "metering_hourlyusage"
+def _adds(table: str) -> str:
+    """ON CONFLICT DO UPDATE of a rollup row of `table` that adds the new sums to it (the
+    histogram element by element)."""
     adds = [f"{name} = {table}.{name} + EXCLUDED.{name}" for name in SUM_FIELDS]
     histogram = (
         f"COALESCE({_bucket(table, i)}, 0) + COALESCE({_bucket('EXCLUDED', i)}, 0)"
         for i in range(HISTOGRAM_SIZE)
     )
     adds.append(f"latency_histogram = {array_sql(histogram)}")
+    return ", ".join(adds)
+
+
+def _add_sql() -> str:
+    table = "metering_hourlyusage"
     return (
         f"INSERT INTO {table} (tenant_id, deployment_id, service_tier, hour, project_id, "  # noqa: S608
         f"{_COLUMNS}) SELECT tenant_id, deployment_id, service_tier, hour, project_id, "
         f"{_COLUMNS} FROM fold_sums WHERE true "
         "ON CONFLICT (tenant_id, deployment_id, service_tier, hour, project_id) "
-        f"DO UPDATE SET {', '.join(adds)} "
+        f"DO UPDATE SET {_adds(table)} "
         "RETURNING tenant_id, deployment_id, hour"
     )
+
+
+def _daily_add_sql() -> str:
+    """The staged sums added to their days (after `_add_sql`: a day is the sum of its hours
+    before and after). A day is the demo's while every hour of it is: its hours just added
+    to say whether those are."""
+    table = "metering_dailyusage"
+    sums = ", ".join(f"sum(s.{name})" for name in SUM_FIELDS)
+    histogram = (f"COALESCE(sum({_bucket('s', i)}), 0)" for i in range(HISTOGRAM_SIZE))
+    day = dialect("(s.hour AT TIME ZONE 'UTC')::date", "date(s.hour)")
+    return (
+        f"INSERT INTO {table} (tenant_id, deployment_id, service_tier, day, project_id, "  # noqa: S608
+        f"{_COLUMNS}) SELECT s.tenant_id, s.deployment_id, s.service_tier, "
+        f"{day}, s.project_id, "
+        f"{sums}, {array_sql(histogram)}, {_all_demo('h.is_demo')} "
+        "FROM fold_sums s JOIN metering_hourlyusage h ON h.tenant_id = s.tenant_id "
+        "AND h.deployment_id = s.deployment_id AND h.service_tier = s.service_tier "
+        "AND h.hour = s.hour AND h.project_id = s.project_id "
+        "WHERE true GROUP BY 1, 2, 3, 4, 5 "
+        "ON CONFLICT (tenant_id, deployment_id, service_tier, day, project_id) "
+        f"DO UPDATE SET {_adds(table)}, is_demo = {table}.is_demo AND EXCLUDED.is_demo"
+    )
+
+
+def _all_demo(column: str) -> str:
+    return dialect(f"bool_and({column})", f"min({column})")
 
 
 def _delta_sql() -> str:
@@ -445,7 +479,7 @@ def _daily_sql() -> str:
         "INSERT INTO metering_dailyusage (tenant_id, deployment_id, service_tier, day, "  # noqa: S608
         f"project_id, {_COLUMNS}) "
         f"SELECT c.tenant_id, c.deployment_id, h.service_tier, c.day, h.project_id, {sums}, "
-        f"{array_sql(histogram)}, {dialect('bool_and(h.is_demo)', 'min(h.is_demo)')} "
+        f"{array_sql(histogram)}, {_all_demo('h.is_demo')} "
         "FROM rollup_days_stage c JOIN metering_hourlyusage h "
         f"ON h.tenant_id = c.tenant_id AND h.deployment_id = c.deployment_id AND {day_end}"
         "WHERE true "
@@ -478,7 +512,8 @@ def refold_apply() -> int:
         before = _rows_of(cells)
         _hourly_delete(cells)
         _refold(cells)
-        _refold_deltas(before, _rows_of(cells), change=_folded(cells))
+        rollup_days({(t, d, h.date()) for t, d, h in cells})
+        _refold_deltas(before, _rows_of(cells), change=_logged(cells))
         pools_in_service_store()  # rollups rebuilt from raw events alone are a sign of life too
         return len(cells)
 
