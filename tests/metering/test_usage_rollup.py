@@ -36,7 +36,7 @@ from metering.services.usage.rollup import usage_fold
 from portal.clock import clock_set
 from portal.models import Project, Tenant
 from tests.conftest import broker_mode
-from tests.metering.factories import make_deployment
+from tests.metering.factories import make_deployment, make_hourly_usage
 
 pytestmark = pytest.mark.both_backends
 BASE = datetime(2026, 3, 1, tzinfo=UTC)
@@ -472,20 +472,19 @@ def test_an_event_in_a_new_hour_of_a_loaded_day_adds_to_it_and_the_day_is_no_lon
     tenant = Tenant.objects.create(slug="t1", name="t1")
     deployment = make_deployment(model="m1", ttft=2000)
     hour = BASE + timedelta(days=2, hours=13)
-    HourlyUsage.objects.create(
-        tenant=tenant, deployment=deployment, hour=hour, requests=40, output_tokens=4_000,
-        ok_output_tokens=4_000, latency_ms_sum=40 * 800.0, latency_count=40,
+    make_hourly_usage(
+        tenant, deployment, hour, requests=40, output_tokens=4_000, ok_output_tokens=4_000,
+        latency_ms_sum=40 * 800.0, latency_count=40,
         latency_histogram=[0, 0, 0, 40] + [0] * 12, is_demo=True,
     )  # fmt: skip
-    rollup_service.rollup_days({(tenant.pk, deployment.pk, hour.date())})
     assert DailyUsage.objects.get().is_demo
 
-    _ingest(
-        [{"id": "late-1", "tenant": "t1", "model": "m1", "time": (hour + timedelta(hours=2)).isoformat(),
-          "input_tokens": 0, "output_tokens": 7, "ttft_ms": 300, "latency_ms": 61_000}]
-    )  # fmt: skip
-    assert usage_fold() == 1
+    def late(n, at, output_tokens, latency_ms):
+        _ingest([{"id": f"late-{n}", "tenant": "t1", "model": "m1", "time": at.isoformat(),
+                  "input_tokens": 0, "output_tokens": output_tokens, "latency_ms": latency_ms}])  # fmt: skip
+        assert usage_fold() == 1
 
+    late(1, hour + timedelta(hours=2), 7, 61_000)
     day = DailyUsage.objects.get()
     assert (day.requests, day.output_tokens, day.latency_count) == (41, 4_007, 41)
     assert day.latency_ms_sum == 40 * 800.0 + 61_000
@@ -493,11 +492,7 @@ def test_an_event_in_a_new_hour_of_a_loaded_day_adds_to_it_and_the_day_is_no_lon
     assert not day.is_demo
     assert HourlyUsage.objects.count() == 2
 
-    _ingest(
-        [{"id": "late-2", "tenant": "t1", "model": "m1", "time": (hour + timedelta(minutes=9)).isoformat(),
-          "input_tokens": 0, "output_tokens": 1, "ttft_ms": 300, "latency_ms": 700}]
-    )  # fmt: skip
-    assert usage_fold() == 1  # into the loaded hour: the day keeps its hour of events
+    late(2, hour + timedelta(minutes=9), 1, 700)  # into the loaded hour
     day = DailyUsage.objects.get()
     assert (day.requests, day.output_tokens, day.is_demo) == (42, 4_008, False)
     assert HourlyUsage.objects.get(hour=hour).is_demo
