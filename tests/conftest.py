@@ -239,6 +239,16 @@ def session_client(client):
     return make
 
 
+def _ends_with_parent() -> None:
+    """In a worker's process before it runs: SIGTERM it when the test process dies (Linux's
+    PR_SET_PDEATHSIG), so a suite killed midway leaves no worker behind on a dead broker,
+    writing to the log a later run's worker of the same name writes to."""
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+
+
 @contextmanager
 def celery_worker(now: datetime, log_name: str, *, include=(), env=None, queues=None, command=None):
     """A real `celery worker` process (prefork, one child) consuming from the test Redis and
@@ -297,6 +307,7 @@ def celery_worker(now: datetime, log_name: str, *, include=(), env=None, queues=
             env=worker_env,
             stdout=log,
             stderr=subprocess.STDOUT,
+            preexec_fn=_ends_with_parent,
         )
     try:
         deadline = time.monotonic() + 60
