@@ -20,6 +20,7 @@ from metering.domain.usage.fields import (
     BAD_LATENCY,
     MAX_TOKENS,
     NULL_TOKENS,
+    SERVICE_TIERS,
     EventError,
     EventIn,
     TimeWindow,
@@ -975,7 +976,11 @@ _valid_items = st.fixed_dictionaries(
         "cache_write_tokens": st.integers(min_value=0, max_value=2000),
         "reasoning_tokens": st.integers(min_value=0, max_value=10**6),
         "ttft_ms": st.floats(min_value=0, max_value=1e6),
+        "tpot_ms": st.floats(min_value=0, max_value=1e6),
+        "latency_ms": st.floats(min_value=0, max_value=1e6),
         "status": st.sampled_from(["ok", "error"]),
+        "requests": st.integers(min_value=1, max_value=1000),
+        "service_tier": st.sampled_from(SERVICE_TIERS),
         "source": st.sampled_from(["gw-1", "gw-2", " ~"]),
         "pool": st.sampled_from(["h100-a", "b200_SH"]),
         "project": st.sampled_from(["p01", "x" * 64]),
@@ -1038,6 +1043,12 @@ _GOOD = {"id": "a", "time": "2026-03-01T11:00:00Z", "tenant": "acme", "model": "
 @example(items=[{**_GOOD, "time": "2026-03-01t11:00:00.123456z"}])
 @example(items=[{**_GOOD, "ttft_ms": -0.0}])
 @example(items=[{**_GOOD, "latency_ms": 86_400_000}])
+@example(  # every field set, each to its own value: the fast path builds events by position
+    items=[{**_GOOD, "source": "gw-1", "pool": "h100-a", "cached_tokens": 300,
+            "cache_write_tokens": 200, "reasoning_tokens": 1, "ttft_ms": 11.5, "tpot_ms": 2.25,
+            "latency_ms": 40.0, "status": "error", "requests": 3, "service_tier": "flex",
+            "project": "p01"}]
+)  # fmt: skip
 def test_validate_json_batch_agrees_with_the_full_path(items):
     body = json.dumps(items).encode()
     fast = validate_json_batch(data=body, now=NOW, max_events=10_000)

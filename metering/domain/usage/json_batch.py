@@ -172,25 +172,25 @@ def validate_json_batch(
         source, status, requests = item.source, item.status, item.requests
         service_tier = item.service_tier
         append(
-            EventIn(
-                source=default_source if source is None else source,
-                id=event_id,
-                time=time,
-                tenant=item.tenant,
-                model=model,
-                pool=item.pool,
-                input_tokens=input_tokens,
-                cached_tokens=cached_tokens,
-                output_tokens=output_tokens,
-                ttft_ms=ttft_ms,
-                tpot_ms=tpot_ms,
-                latency_ms=latency_ms,
-                status="ok" if status is None else status,
-                requests=1 if requests is None else requests,
-                cache_write_tokens=cache_write_tokens,
-                reasoning_tokens=reasoning_tokens,
-                project=item.project,
-                service_tier=STANDARD if service_tier is None else service_tier,
+            EventIn(  # by position, in the order of EventIn's fields (its docstring)
+                default_source if source is None else source,  # source
+                event_id,
+                time,
+                item.tenant,
+                model,
+                item.pool,
+                input_tokens,
+                cached_tokens,
+                output_tokens,
+                ttft_ms,
+                tpot_ms,
+                latency_ms,
+                "ok" if status is None else status,  # status
+                1 if requests is None else requests,  # requests
+                cache_write_tokens,
+                reasoning_tokens,
+                STANDARD if service_tier is None else service_tier,  # service_tier
+                item.project,
             )
         )
     return events

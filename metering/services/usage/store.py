@@ -158,7 +158,7 @@ def _store_sqlite(
         cursor.executemany(
             f"INSERT INTO metering_usageevent (id, {_EVENT_COLUMNS}) "  # noqa: S608 (constants)
             f"VALUES ({', '.join(['%s'] * 16)})",
-            [(pk, instant(r.event.time), *_event_values(r, projects)) for pk, r in numbered],
+            [_event_row(pk, instant(r.event.time), r, projects) for pk, r in numbered],
         )
         if numbered:  # this writer alone numbers keys: its ids are one run
             times = [r.event.time for r in new_rows]
@@ -171,11 +171,14 @@ def _store_sqlite(
     return len(new_rows), len(rows) - len(new_rows)
 
 
-def _event_values(row: PlacedEvent, projects: dict) -> tuple:
-    """An event's columns after (id, time), in the order both stores write them; `projects`
-    holds the id of each (tenant id, project slug)."""
+def _event_row(pk: int, time: object, row: PlacedEvent, projects: dict) -> tuple:
+    """An event's row as both stores write it: its id `pk`, then `_EVENT_COLUMNS` (`time` as
+    the store writes it); `projects` holds the id of each (tenant id, project slug). One
+    tuple made for each event, none joined to another."""
     e = row.event
     return (
+        pk,
+        time,
         row.tenant_id,
         row.deployment_id,
         e.input_tokens,
@@ -287,7 +290,7 @@ def _store_postgresql(
                     write_row = copy.write_row
                     for n in positions:
                         r = block[n]
-                        write_row((first + n, r.event.time, *_event_values(r, projects)))
+                        write_row(_event_row(first + n, r.event.time, r, projects))
             times = [block[n].event.time for n in positions]
             seen = _newest(block)
             prepared.execute(
