@@ -7,8 +7,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import NamedTuple, cast
+from typing import cast
 
+import msgspec
 from django.db import connection
 from django.db.models import Max, QuerySet
 
@@ -25,8 +26,10 @@ from portal.projects import limit_message, projects_beyond_limit
 CONFLICT = "this (source, id) is already stored with a different payload"
 
 
-class PlacedEvent(NamedTuple):  # a tuple: built for every event of every batch
-    """A valid event with the ids it is stored under."""
+class PlacedEvent(msgspec.Struct, frozen=True, gc=False):
+    """A valid event with the ids it is stored under. A struct, made by position: one is
+    made for every event of every batch, and read a dozen times (a named tuple costs five
+    times as much to make from a tuple of ids, and each of its fields is a descriptor call)."""
 
     event: EventIn
     tenant_id: int
@@ -51,11 +54,10 @@ def events_place(events: Sequence[EventIn]) -> tuple[list[PlacedEvent], list[Eve
         placed, errors = _check_references(refs)
         pairs = zip(events, placed, strict=True)
         return [PlacedEvent(event, *ids) for event, ids in pairs if ids is not None], errors
-    # Made as a tuple is: PlacedEvent's own __new__ is Python code, run for every event.
     ids_of = dict(zip(distinct, placed, strict=True))
-    new = tuple.__new__
     return [
-        new(PlacedEvent, (e, *ids_of[key])) for e, key in zip(events, keys, strict=True)
+        PlacedEvent(e, tenant_id, deployment_id)
+        for e, (tenant_id, deployment_id) in zip(events, map(ids_of.__getitem__, keys), strict=True)
     ], errors
 
 
